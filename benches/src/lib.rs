@@ -1,0 +1,1 @@
+//! splitkv workloads (in progress)

@@ -1,0 +1,1 @@
+//! splitkv host side (in progress)

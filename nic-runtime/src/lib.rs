@@ -1,0 +1,1 @@
+//! splitkv protocol engine (in progress)

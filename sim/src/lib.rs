@@ -1,0 +1,1 @@
+//! splitkv simulation driver (in progress)
