@@ -1,1 +1,48 @@
-//! splitkv protocol engine (in progress)
+//! # splitkv-nic
+//!
+//! The protocol engine of splitkv, run as a dedicated polling "NIC-side" runtime
+//! (Xenic §3): on pinned host cores, on a SmartNIC SoC, or inside the simulator.
+//!
+//! - [`runtime::NicRuntime`] — one node's engine, a non-blocking state machine
+//!   driven by `run_iteration(now)`;
+//! - [`protocol`] — coordinator and server roles of Xenic's OCC (Xenic §4.2);
+//! - [`index`] — the NIC index: locks, pinned committed objects (Xenic §4.1.3);
+//! - [`dma`] — the DMA engine interface and its local implementation (Xenic §4.3.1);
+//! - [`net`] — Dnl batching (Dandelion §5.1) over a narrow transport interface;
+//! - [`placement`] — key → shard → primary and backups;
+//! - [`procedure`] — shipped procedures (Xenic §4.2.2).
+//!
+//! The engine never links host code: host memory is bytes in layouts from
+//! `splitkv-layout`, reached only through a [`dma::DmaEngine`].
+#![warn(missing_docs)]
+
+pub mod dma;
+pub mod index;
+pub mod net;
+pub mod placement;
+pub mod procedure;
+pub mod protocol;
+pub mod runtime;
+
+/// Time in nanoseconds: virtual in the simulator, monotonic elsewhere. Components
+/// never read a clock; drivers pass `now` in.
+pub type Nanos = u64;
+
+pub use placement::{Placement, PlacementError, NODES_MAX};
+pub use procedure::{
+    ProcError, Procedure, ProcedureRegistry, ReadView, TxPlan, UserAbort, WriteSet,
+};
+pub use runtime::{HostPorts, NicParts, NicRuntime, NicStats};
+
+/// A polled component: a non-blocking state machine a driver places on a thread.
+pub trait Component: Send {
+    /// Does whatever is ready at `now`; returns whether it did any work (drivers
+    /// may back off when a whole thread's components report none).
+    fn run_iteration(&mut self, now: Nanos) -> bool;
+}
+
+impl Component for NicRuntime {
+    fn run_iteration(&mut self, now: Nanos) -> bool {
+        NicRuntime::run_iteration(self, now)
+    }
+}

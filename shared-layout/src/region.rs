@@ -79,14 +79,18 @@ impl Region {
     /// 8-byte aligned.
     #[inline]
     pub fn check(&self, offset: usize, len: usize) -> Result<(), RegionError> {
-        let ok = offset % 8 == 0
+        let ok = offset.is_multiple_of(8)
             && offset
                 .checked_add(len)
                 .is_some_and(|end| end <= self.len_bytes());
         if ok {
             Ok(())
         } else {
-            Err(RegionError { offset, len, region_bytes: self.len_bytes() })
+            Err(RegionError {
+                offset,
+                len,
+                region_bytes: self.len_bytes(),
+            })
         }
     }
 
@@ -140,7 +144,10 @@ impl Region {
         let mut chunks = src.chunks_exact(8);
         let mut i = 0;
         for chunk in &mut chunks {
-            words[i].store(u64::from_le_bytes(chunk.try_into().unwrap()), Ordering::Relaxed);
+            words[i].store(
+                u64::from_le_bytes(chunk.try_into().unwrap()),
+                Ordering::Relaxed,
+            );
             i += 1;
         }
         let rest = chunks.remainder();
@@ -169,7 +176,8 @@ mod tests {
     fn byte_copies_round_trip_and_keep_neighbours() {
         let r = Region::new(64);
         r.store(8, u64::MAX, Ordering::Relaxed);
-        r.write_bytes(0, &[1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11]).unwrap();
+        r.write_bytes(0, &[1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11])
+            .unwrap();
         let mut out = [0u8; 16];
         r.read_bytes(0, &mut out).unwrap();
         assert_eq!(&out[..11], &[1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11]);

@@ -1,0 +1,92 @@
+//! The DMA engine: the NIC runtime's only access to host memory (Xenic §3.5,
+//! §4.3.1). Reads are submitted as vectors of at most [`DMA_VECTOR_LEN_MAX`]
+//! elements and complete asynchronously; each completion carries the token the
+//! submitter chose, which names the continuation to resume. Host-log appends are
+//! a second kind of request: the entry is written, then the log's tail is
+//! published, in submission order.
+
+pub mod local;
+
+use crate::Nanos;
+use splitkv_layout::ring::RingError;
+use splitkv_layout::RegionError;
+
+/// Most elements in one DMA vector (Xenic §3.5).
+pub const DMA_VECTOR_LEN_MAX: usize = 15;
+/// Most read vectors in flight in one engine.
+pub const DMA_READS_INFLIGHT_MAX: usize = 4096;
+/// Most log appends queued in one engine.
+pub const DMA_APPENDS_INFLIGHT_MAX: usize = 4096;
+
+/// One element of a read vector: `len` bytes at byte `offset` of the host table region.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct DmaRead {
+    /// Byte offset in the host table region (8-byte aligned).
+    pub offset: usize,
+    /// Bytes to read.
+    pub len: usize,
+}
+
+/// Why a DMA request was refused or failed.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum DmaError {
+    /// More than [`DMA_VECTOR_LEN_MAX`] elements, or none.
+    #[error("DMA vector of {0} elements (1..={DMA_VECTOR_LEN_MAX} allowed)")]
+    VectorLength(usize),
+    /// Too many requests in flight; resubmit later.
+    #[error("DMA queue full")]
+    QueueFull,
+    /// A read outside host memory.
+    #[error(transparent)]
+    OutOfBounds(#[from] RegionError),
+    /// The host log refused the entry for a reason other than being full.
+    #[error("host log: {0}")]
+    Log(RingError),
+}
+
+/// What a completed request produced.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DmaDone {
+    /// A read vector completed; its bytes (elements concatenated) are at
+    /// `start..start + len` of [`DmaEngine::data`].
+    Read {
+        /// Start in the engine's completion buffer.
+        start: usize,
+        /// Total bytes.
+        len: usize,
+    },
+    /// A log entry was appended; the host log's produced-bytes counter after it is `tail`.
+    Appended {
+        /// Log position just past the entry (compare with the host's `LogApplied`).
+        tail: u64,
+    },
+}
+
+/// A finished request.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DmaCompletion {
+    /// The submitter's token.
+    pub token: u64,
+    /// Result.
+    pub result: Result<DmaDone, DmaError>,
+}
+
+/// A DMA engine (local memcpy, simulated latency, or RDMA verbs).
+pub trait DmaEngine: Send {
+    /// Submits a read vector at time `now`.
+    fn submit_read(&mut self, now: Nanos, token: u64, reads: &[DmaRead]) -> Result<(), DmaError>;
+
+    /// Submits a host-log append of one entry at time `now`. Appends complete in
+    /// submission order; an entry is retried inside the engine while the log is full.
+    fn submit_log_append(&mut self, now: Nanos, token: u64, entry: &[u8]) -> Result<(), DmaError>;
+
+    /// Moves completions due by `now` into `out`. Their read data stays valid
+    /// until the next call.
+    fn poll(&mut self, now: Nanos, out: &mut Vec<DmaCompletion>);
+
+    /// The completion buffer that [`DmaDone::Read`] ranges point into.
+    fn data(&self) -> &[u8];
+
+    /// Requests submitted and not yet completed.
+    fn inflight(&self) -> usize;
+}

@@ -1,0 +1,119 @@
+//! Placement: key → shard → primary and backups (DESIGN.md, "Data and metadata").
+//!
+//! There is one shard per node. A key's shard is chosen from the high bits of its
+//! hash (the host table uses the low bits for the home slot, so the two choices are
+//! independent). Shard `s` has primary `s` and backups `s+1, …, s+f` (mod nodes).
+//! Every node computes the same answer with no coordination.
+
+use splitkv_layout::wire::NodeId;
+use splitkv_layout::Key;
+
+/// Most nodes in a cluster (DESIGN.md: 3–10 nodes; bounded for fixed-size arrays).
+pub const NODES_MAX: usize = 16;
+
+/// Bad cluster shape.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+pub enum PlacementError {
+    /// Zero nodes, or more than [`NODES_MAX`].
+    #[error("node count must be between 1 and {NODES_MAX}, got {0}")]
+    Nodes(usize),
+    /// Replication degree zero or larger than the node count.
+    #[error(
+        "replication degree must be between 1 and the node count ({nodes}), got {replication}"
+    )]
+    Replication {
+        /// Requested replication degree.
+        replication: usize,
+        /// Node count.
+        nodes: usize,
+    },
+}
+
+/// Deterministic placement of keys on nodes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Placement {
+    nodes: u16,
+    replication: u16,
+}
+
+impl Placement {
+    /// A placement over `nodes` nodes with `replication` replicas per shard
+    /// (primary plus `replication - 1` backups).
+    pub fn new(nodes: usize, replication: usize) -> Result<Placement, PlacementError> {
+        if nodes == 0 || nodes > NODES_MAX {
+            return Err(PlacementError::Nodes(nodes));
+        }
+        if replication == 0 || replication > nodes {
+            return Err(PlacementError::Replication { replication, nodes });
+        }
+        Ok(Placement {
+            nodes: nodes as u16,
+            replication: replication as u16,
+        })
+    }
+
+    /// Number of nodes.
+    pub fn nodes(&self) -> usize {
+        self.nodes as usize
+    }
+
+    /// Replication degree (replicas per shard).
+    pub fn replication(&self) -> usize {
+        self.replication as usize
+    }
+
+    /// The shard (= its primary's node id) of `key`.
+    #[inline]
+    pub fn primary(&self, key: &Key) -> NodeId {
+        (((key.hash64() >> 32) * self.nodes as u64) >> 32) as NodeId
+    }
+
+    /// The backups of `key`'s shard, in order.
+    #[inline]
+    pub fn backups(&self, key: &Key) -> impl Iterator<Item = NodeId> {
+        let p = self.primary(key);
+        let n = self.nodes;
+        (1..self.replication).map(move |i| (p + i) % n)
+    }
+
+    /// Whether `node` holds a replica (primary or backup) of `key`.
+    #[inline]
+    pub fn is_replica(&self, node: NodeId, key: &Key) -> bool {
+        let p = self.primary(key);
+        (node + self.nodes - p) % self.nodes < self.replication
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rejects_bad_shapes() {
+        assert_eq!(Placement::new(0, 1), Err(PlacementError::Nodes(0)));
+        assert!(Placement::new(3, 4).is_err());
+        assert!(Placement::new(3, 0).is_err());
+        assert!(Placement::new(NODES_MAX + 1, 1).is_err());
+    }
+
+    #[test]
+    fn replicas_are_distinct_and_balanced() {
+        let p = Placement::new(5, 3).unwrap();
+        let mut primaries = [0usize; 5];
+        for id in 0..10_000u64 {
+            let k = Key::new(1, id);
+            let prim = p.primary(&k);
+            primaries[prim as usize] += 1;
+            let b: Vec<_> = p.backups(&k).collect();
+            assert_eq!(b.len(), 2);
+            assert!(!b.contains(&prim) && b[0] != b[1]);
+            let replicas = (0..5).filter(|&n| p.is_replica(n, &k)).count();
+            assert_eq!(replicas, 3);
+            assert!(p.is_replica(prim, &k) && b.iter().all(|&n| p.is_replica(n, &k)));
+        }
+        assert!(
+            primaries.iter().all(|&c| c > 1800 && c < 2200),
+            "{primaries:?}"
+        );
+    }
+}

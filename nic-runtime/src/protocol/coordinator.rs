@@ -1,0 +1,488 @@
+//! Coordinator role of Xenic's OCC (Xenic §4.2): runs shipped procedures
+//! (Xenic §4.2.2) and drives each through Execute → Validate → Log → Commit, or
+//! Abort. One `TxCtx` per transaction in flight, in a fixed-size slab.
+//!
+//! Transaction ids are `node (16 bits) | slot (16 bits) | generation (32 bits)`,
+//! so a late or duplicated response for a finished transaction is recognised and
+//! dropped.
+
+use super::Io;
+use crate::placement::NODES_MAX;
+use crate::procedure::{ProcedureRegistry, ReadView, TxPlan, WriteSet};
+use splitkv_layout::host_nic::{TxRequest, TxStatus, ARGS_BYTES_MAX, RESULT_BYTES_MAX};
+use splitkv_layout::wire::{Body, ExecStatus, MsgKind, NodeId};
+use splitkv_layout::{Key, ObjectFlags, ObjectMeta};
+use std::collections::VecDeque;
+
+/// Most transactions one coordinator has in flight.
+pub const TX_INFLIGHT_MAX: usize = 1024;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Phase {
+    Free,
+    Execute,
+    Validate,
+    Log,
+    Commit,
+}
+
+/// Per-transaction coordinator state.
+#[derive(Debug)]
+struct TxCtx {
+    gen: u32,
+    phase: Phase,
+    req_id: u64,
+    procedure: u32,
+    args: Vec<u8>,
+    plan: TxPlan,
+    reads: ReadView,
+    writes: WriteSet,
+    result: Vec<u8>,
+    /// Responses still expected in the current phase.
+    pending: u16,
+    /// Nodes whose response to the current phase has arrived.
+    answered: u32,
+    /// A response in the current phase said no.
+    failed: bool,
+    /// Primaries that hold locks for this transaction.
+    locked: u32,
+}
+
+impl TxCtx {
+    fn new() -> TxCtx {
+        TxCtx {
+            gen: 0,
+            phase: Phase::Free,
+            req_id: 0,
+            procedure: 0,
+            args: Vec::new(),
+            plan: TxPlan::default(),
+            reads: ReadView::default(),
+            writes: WriteSet::default(),
+            result: Vec::new(),
+            pending: 0,
+            answered: 0,
+            failed: false,
+            locked: 0,
+        }
+    }
+}
+
+/// An outcome waiting to be returned to the application.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Outcome {
+    /// The application's request id.
+    pub req_id: u64,
+    /// How it ended.
+    pub status: TxStatus,
+    /// Procedure result on commit; a reason on rejection.
+    pub result: Vec<u8>,
+}
+
+/// Counters of the coordinator role.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct CoordinatorStats {
+    /// Transactions started.
+    pub started: u64,
+    /// Committed.
+    pub committed: u64,
+    /// Aborted in Execute (lock conflict).
+    pub execute_aborts: u64,
+    /// Aborted in Validate.
+    pub validate_aborts: u64,
+    /// Aborted by the procedure.
+    pub user_aborts: u64,
+    /// Rejected (bad procedure, arguments or writes).
+    pub rejected: u64,
+    /// Responses for transactions no longer in that phase (dropped).
+    pub stale_responses: u64,
+}
+
+/// The coordinator role of one node.
+#[derive(Debug)]
+pub struct Coordinator {
+    txs: Vec<TxCtx>,
+    free: Vec<usize>,
+    outcomes: VecDeque<Outcome>,
+    value_bytes_max: usize,
+    stats: CoordinatorStats,
+}
+
+fn bit(n: NodeId) -> u32 {
+    1 << n
+}
+
+impl Coordinator {
+    /// A coordinator whose transactions may write values of at most
+    /// `value_bytes_max` bytes (the host table's slot capacity).
+    pub fn new(value_bytes_max: usize) -> Coordinator {
+        let txs: Vec<_> = (0..TX_INFLIGHT_MAX).map(|_| TxCtx::new()).collect();
+        Coordinator {
+            txs,
+            free: (0..TX_INFLIGHT_MAX).rev().collect(),
+            outcomes: VecDeque::with_capacity(TX_INFLIGHT_MAX),
+            value_bytes_max,
+            stats: CoordinatorStats::default(),
+        }
+    }
+
+    /// Counters so far.
+    pub fn stats(&self) -> CoordinatorStats {
+        self.stats
+    }
+
+    /// Whether another transaction can start.
+    pub fn has_room(&self) -> bool {
+        !self.free.is_empty()
+    }
+
+    /// Transactions in flight (including those committing after their outcome was reported).
+    pub fn inflight(&self) -> usize {
+        TX_INFLIGHT_MAX - self.free.len()
+    }
+
+    /// Outcomes not yet handed to the application ring.
+    pub fn pending_outcomes(&self) -> usize {
+        self.outcomes.len()
+    }
+
+    /// Outcomes waiting for the application ring.
+    pub fn outcomes(&mut self) -> &mut VecDeque<Outcome> {
+        &mut self.outcomes
+    }
+
+    fn tx_id(node: NodeId, slot: usize, gen: u32) -> u64 {
+        ((node as u64) << 48) | ((slot as u64) << 32) | gen as u64
+    }
+
+    fn lookup(&self, node: NodeId, tx_id: u64) -> Option<usize> {
+        if (tx_id >> 48) as NodeId != node {
+            return None;
+        }
+        let slot = ((tx_id >> 32) & 0xFFFF) as usize;
+        let t = self.txs.get(slot)?;
+        (t.phase != Phase::Free && t.gen == tx_id as u32).then_some(slot)
+    }
+
+    fn reject(&mut self, req_id: u64, why: &str) {
+        self.stats.rejected += 1;
+        let mut result = why.as_bytes().to_vec();
+        result.truncate(RESULT_BYTES_MAX);
+        self.outcomes.push_back(Outcome {
+            req_id,
+            status: TxStatus::Rejected,
+            result,
+        });
+    }
+
+    /// Starts a transaction for an application request (step 1: Execute).
+    ///
+    /// # Panics
+    /// If called without room (check [`Coordinator::has_room`]).
+    pub fn start(&mut self, io: &mut Io, procs: &ProcedureRegistry, req: &TxRequest<'_>) {
+        let proc = match procs.get(req.procedure) {
+            Ok(p) => p,
+            Err(e) => return self.reject(req.req_id, &e.to_string()),
+        };
+        if req.args.len() > ARGS_BYTES_MAX {
+            return self.reject(req.req_id, "arguments too large");
+        }
+        let slot = self.free.pop().expect("start() needs room");
+        let t = &mut self.txs[slot];
+        t.plan.clear();
+        if let Err(e) = proc
+            .plan(req.args, &mut t.plan)
+            .and_then(|()| t.plan.check())
+        {
+            self.free.push(slot);
+            return self.reject(req.req_id, &e.to_string());
+        }
+        self.stats.started += 1;
+        t.gen = t.gen.wrapping_add(1);
+        t.req_id = req.req_id;
+        t.procedure = req.procedure;
+        t.args.clear();
+        t.args.extend_from_slice(req.args);
+        t.reads.clear();
+        t.writes.clear();
+        t.result.clear();
+        t.locked = 0;
+        t.failed = false;
+        t.answered = 0;
+        t.pending = 0;
+        t.phase = Phase::Execute;
+        let tx_id = Self::tx_id(io.node, slot, t.gen);
+        for p in 0..io.placement.nodes() as NodeId {
+            let mut any = false;
+            for k in t.plan.reads.iter().filter(|k| io.placement.primary(k) == p) {
+                if !any {
+                    io.w.begin_execute(tx_id);
+                    any = true;
+                }
+                io.w.push_read(k);
+            }
+            for k in t
+                .plan
+                .writes
+                .iter()
+                .filter(|k| io.placement.primary(k) == p)
+            {
+                if !any {
+                    io.w.begin_execute(tx_id);
+                    any = true;
+                }
+                io.w.push_lock(k);
+            }
+            if any {
+                io.send(p);
+                t.pending += 1;
+            }
+        }
+        if t.pending == 0 {
+            self.run_body(io, procs, slot);
+        }
+    }
+
+    /// Handles a response from a primary or backup.
+    pub fn on_response(
+        &mut self,
+        io: &mut Io,
+        procs: &ProcedureRegistry,
+        src: NodeId,
+        body: &Body<'_>,
+    ) {
+        let Some(slot) = self.lookup(io.node, body.tx_id()) else {
+            self.stats.stale_responses += 1;
+            return;
+        };
+        let expected = match body.kind() {
+            MsgKind::ExecuteResp => Phase::Execute,
+            MsgKind::ValidateResp => Phase::Validate,
+            MsgKind::LogAck => Phase::Log,
+            MsgKind::CommitAck => Phase::Commit,
+            _ => unreachable!("requests go to the server"),
+        };
+        let t = &mut self.txs[slot];
+        if t.phase != expected || (src as usize) >= NODES_MAX || t.answered & bit(src) != 0 {
+            self.stats.stale_responses += 1;
+            return;
+        }
+        t.answered |= bit(src);
+        t.pending -= 1;
+        match *body {
+            Body::ExecuteResp { status, items, .. } => {
+                if status == ExecStatus::Ok {
+                    for it in items.iter() {
+                        let present = !it.meta.flags().contains(ObjectFlags::DELETED);
+                        t.reads.insert(it.key, it.meta, it.value, present);
+                    }
+                    if t.plan.writes.iter().any(|k| io.placement.primary(k) == src) {
+                        t.locked |= bit(src);
+                    }
+                } else {
+                    t.failed = true;
+                }
+            }
+            Body::ValidateResp { ok, .. } => t.failed |= !ok,
+            _ => {}
+        }
+        if t.pending > 0 {
+            return;
+        }
+        t.answered = 0;
+        match t.phase {
+            Phase::Execute if t.failed => {
+                self.stats.execute_aborts += 1;
+                self.abort(io, slot, TxStatus::Aborted, &[]);
+            }
+            Phase::Execute => self.run_body(io, procs, slot),
+            Phase::Validate if t.failed => {
+                self.stats.validate_aborts += 1;
+                self.abort(io, slot, TxStatus::Aborted, &[]);
+            }
+            Phase::Validate => self.log(io, slot),
+            Phase::Log => self.commit(io, slot),
+            Phase::Commit => self.release(slot),
+            Phase::Free => unreachable!(),
+        }
+    }
+
+    /// Step 2: run the procedure on the values read, then Validate if needed.
+    fn run_body(&mut self, io: &mut Io, procs: &ProcedureRegistry, slot: usize) {
+        let t = &mut self.txs[slot];
+        let proc = procs.get(t.procedure).expect("checked at start");
+        t.writes.clear();
+        t.result.clear();
+        if proc
+            .execute(&t.args, &t.reads, &mut t.writes, &mut t.result)
+            .is_err()
+        {
+            self.stats.user_aborts += 1;
+            return self.abort(io, slot, TxStatus::UserAborted, &[]);
+        }
+        let bad_write = t.writes.iter().find_map(|(k, v)| {
+            if !t.plan.writes.contains(k) {
+                Some("procedure wrote a key outside its write set")
+            } else if v.len() > self.value_bytes_max {
+                Some("value too large")
+            } else {
+                None
+            }
+        });
+        if let Some(why) = bad_write {
+            self.stats.rejected += 1;
+            return self.abort(io, slot, TxStatus::Rejected, why.as_bytes());
+        }
+        if t.result.len() > RESULT_BYTES_MAX {
+            self.stats.rejected += 1;
+            return self.abort(io, slot, TxStatus::Rejected, b"result too large");
+        }
+        // A single read needs no validation: it is linearized when it was read.
+        let validate =
+            !t.plan.reads.is_empty() && (!t.plan.writes.is_empty() || t.plan.reads.len() > 1);
+        if !validate {
+            return self.log(io, slot);
+        }
+        let tx_id = Self::tx_id(io.node, slot, t.gen);
+        t.phase = Phase::Validate;
+        for p in 0..io.placement.nodes() as NodeId {
+            let mut any = false;
+            for k in t.plan.reads.iter().filter(|k| io.placement.primary(k) == p) {
+                if !any {
+                    io.w.begin_validate(tx_id);
+                    any = true;
+                }
+                let v = t.reads.meta(k).map_or(0, |m| m.version());
+                io.w.push_version(k, v);
+            }
+            if any {
+                io.send(p);
+                t.pending += 1;
+            }
+        }
+    }
+
+    fn new_meta(reads: &ReadView, key: &Key) -> ObjectMeta {
+        let v = reads.meta(key).map_or(0, |m| m.version());
+        ObjectMeta::new(v + 1, ObjectFlags::empty())
+    }
+
+    /// Step 4: replicate the write set to every backup.
+    fn log(&mut self, io: &mut Io, slot: usize) {
+        let t = &mut self.txs[slot];
+        if t.writes.is_empty() {
+            // Nothing to replicate: release any write locks and report.
+            return self.commit(io, slot);
+        }
+        let tx_id = Self::tx_id(io.node, slot, t.gen);
+        t.phase = Phase::Log;
+        for b in 0..io.placement.nodes() as NodeId {
+            let mut any = false;
+            for (k, v) in t.writes.iter() {
+                if io.placement.backups(k).any(|n| n == b) {
+                    if !any {
+                        io.w.begin_items(MsgKind::Log, tx_id);
+                        any = true;
+                    }
+                    io.w.push_item(k, Self::new_meta(&t.reads, k), v);
+                }
+            }
+            if any {
+                io.send(b);
+                t.pending += 1;
+            }
+        }
+        if t.pending == 0 {
+            self.commit(io, slot);
+        }
+    }
+
+    /// Steps 5–6: the transaction is committed; report it, then install the
+    /// writes and unlock at every primary.
+    fn commit(&mut self, io: &mut Io, slot: usize) {
+        self.stats.committed += 1;
+        let t = &mut self.txs[slot];
+        self.outcomes.push_back(Outcome {
+            req_id: t.req_id,
+            status: TxStatus::Committed,
+            result: t.result.clone(),
+        });
+        let tx_id = Self::tx_id(io.node, slot, t.gen);
+        t.phase = Phase::Commit;
+        for p in 0..io.placement.nodes() as NodeId {
+            if t.locked & bit(p) == 0 {
+                continue;
+            }
+            let mut any = false;
+            for (k, v) in t
+                .writes
+                .iter()
+                .filter(|(k, _)| io.placement.primary(k) == p)
+            {
+                if !any {
+                    io.w.begin_items(MsgKind::Commit, tx_id);
+                    any = true;
+                }
+                io.w.push_item(k, Self::new_meta(&t.reads, k), v);
+            }
+            if any {
+                io.send(p);
+                t.pending += 1;
+            }
+            // Locked but not written: just unlock.
+            let mut unlock = false;
+            for k in t
+                .plan
+                .writes
+                .iter()
+                .filter(|k| io.placement.primary(k) == p)
+            {
+                if t.writes.iter().all(|(w, _)| w != k) {
+                    if !unlock {
+                        io.w.begin_abort(tx_id);
+                        unlock = true;
+                    }
+                    io.w.push_abort_key(k);
+                }
+            }
+            if unlock {
+                io.send(p);
+            }
+        }
+        if t.pending == 0 {
+            self.release(slot);
+        }
+    }
+
+    /// Abort: release the locks taken and report `status`.
+    fn abort(&mut self, io: &mut Io, slot: usize, status: TxStatus, why: &[u8]) {
+        let t = &mut self.txs[slot];
+        let tx_id = Self::tx_id(io.node, slot, t.gen);
+        for p in 0..io.placement.nodes() as NodeId {
+            if t.locked & bit(p) == 0 {
+                continue;
+            }
+            io.w.begin_abort(tx_id);
+            for k in t
+                .plan
+                .writes
+                .iter()
+                .filter(|k| io.placement.primary(k) == p)
+            {
+                io.w.push_abort_key(k);
+            }
+            io.send(p);
+        }
+        self.outcomes.push_back(Outcome {
+            req_id: t.req_id,
+            status,
+            result: why.to_vec(),
+        });
+        self.release(slot);
+    }
+
+    fn release(&mut self, slot: usize) {
+        self.txs[slot].phase = Phase::Free;
+        self.free.push(slot);
+    }
+}

@@ -1,0 +1,62 @@
+//! Xenic's OCC commit protocol with primary-backup replication (Xenic §4.2
+//! steps 1–7; DESIGN.md "Commit protocols", row "Xenic OCC"):
+//!
+//! 1. **Execute** — the coordinator sends one EXECUTE per primary: read the read
+//!    set, lock and read the write set (no-wait: a held lock aborts).
+//! 2. the shipped procedure computes the writes on the coordinator;
+//! 3. **Validate** — re-check the versions of the read set at its primaries;
+//! 4. **Log** — send the write set to every backup, which appends LOG records to
+//!    its host log by DMA and acknowledges;
+//! 5. the transaction is committed once every backup acknowledged; the outcome
+//!    goes to the application;
+//! 6. **Commit** — each primary installs the new values in its NIC index (pinned),
+//!    unlocks, and appends COMMIT records to its host log;
+//! 7. host workers apply the log and acknowledge; pinned objects are released.
+//!
+//! **Abort** releases the locks a transaction took. Step names match the TLA+
+//! actions in `tla/XenicOCC.tla`.
+//!
+//! [`coordinator`] holds the coordinator role (one `TxCtx` per transaction in
+//! flight); [`server`] the primary and backup roles.
+
+pub mod coordinator;
+pub mod server;
+
+use crate::dma::DmaEngine;
+use crate::net::batch::Batcher;
+use crate::placement::Placement;
+use crate::Nanos;
+use splitkv_layout::table::TableLayout;
+use splitkv_layout::wire::{BodyWriter, NodeId};
+
+/// What both roles need to send messages and reach host memory.
+pub struct Io {
+    /// This node.
+    pub node: NodeId,
+    /// Placement of keys on nodes.
+    pub placement: Placement,
+    /// Layout of the host table (for DMA lookups).
+    pub layout: TableLayout,
+    /// Current time (set at the start of each iteration).
+    pub now: Nanos,
+    /// Outgoing message batching.
+    pub batcher: Batcher,
+    /// Host memory access.
+    pub dma: Box<dyn DmaEngine>,
+    /// Scratch writer for message bodies.
+    pub w: BodyWriter,
+}
+
+impl Io {
+    /// Queues the body in `self.w` for `dest`.
+    ///
+    /// # Panics
+    /// If the message cannot fit a packet: the coordinator bounds read and write
+    /// sets and value sizes so that every message fits, so this is a bug.
+    #[inline]
+    pub fn send(&mut self, dest: NodeId) {
+        if let Err(e) = self.batcher.try_insert(dest, &self.w) {
+            panic!("protocol message to node {dest} not sendable: {e}");
+        }
+    }
+}

@@ -1,0 +1,306 @@
+//! The NIC runtime of one node: a polling state machine (DESIGN.md, "one rule
+//! for the runtime"). Each [`NicRuntime::run_iteration`] drains what is ready —
+//! packets, DMA completions, host acknowledgements, application requests — and
+//! then flushes every batched packet (Dandelion §5.1).
+
+use crate::dma::DmaEngine;
+use crate::index::NicIndex;
+use crate::net::batch::{BatchStats, Batcher};
+use crate::net::Transport;
+use crate::placement::Placement;
+use crate::procedure::ProcedureRegistry;
+use crate::protocol::coordinator::{Coordinator, CoordinatorStats};
+use crate::protocol::server::{Server, ServerStats};
+use crate::protocol::Io;
+use crate::Nanos;
+use splitkv_layout::host_nic::{HostToNic, NicToHost, TxOutcome};
+use splitkv_layout::ring::{RingConsumer, RingError, RingProducer};
+use splitkv_layout::table::TableLayout;
+use splitkv_layout::wire::{decode_packet, Body, NodeId};
+
+/// Most packets taken from the transport per iteration.
+pub const RX_BURST_MAX: usize = 64;
+/// Most application requests started per iteration.
+pub const REQUESTS_PER_ITERATION_MAX: usize = 64;
+/// Most host acknowledgements taken per iteration.
+pub const ACKS_PER_ITERATION_MAX: usize = 64;
+
+/// The rings that connect a NIC runtime to its host (the "PCIe" rings).
+#[derive(Debug)]
+pub struct HostPorts {
+    /// Application → NIC: transaction requests (L5-style request ring).
+    pub requests: RingConsumer,
+    /// Host workers → NIC: `LogApplied` acknowledgements.
+    pub acks: RingConsumer,
+    /// NIC → application: transaction outcomes.
+    pub outcomes: RingProducer,
+}
+
+/// Counters of one NIC runtime.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct NicStats {
+    /// Coordinator counters.
+    pub coordinator: CoordinatorStats,
+    /// Server counters.
+    pub server: ServerStats,
+    /// Batching counters.
+    pub batch: BatchStats,
+    /// Packets or messages dropped because they did not decode.
+    pub bad_packets: u64,
+    /// Ring entries dropped because they did not decode.
+    pub bad_ring_entries: u64,
+    /// Iterations run.
+    pub iterations: u64,
+}
+
+/// Everything a NIC runtime is built from.
+pub struct NicParts {
+    /// This node.
+    pub node: NodeId,
+    /// Placement of keys.
+    pub placement: Placement,
+    /// Host table layout.
+    pub layout: TableLayout,
+    /// Registered procedures.
+    pub procedures: ProcedureRegistry,
+    /// Host memory access.
+    pub dma: Box<dyn DmaEngine>,
+    /// Network.
+    pub transport: Box<dyn Transport>,
+    /// Rings to the host.
+    pub host: HostPorts,
+}
+
+/// One node's protocol engine.
+pub struct NicRuntime {
+    io: Io,
+    index: NicIndex,
+    server: Server,
+    coordinator: Coordinator,
+    procedures: ProcedureRegistry,
+    transport: Box<dyn Transport>,
+    host: HostPorts,
+    rx: Vec<Vec<u8>>,
+    completions: Vec<crate::dma::DmaCompletion>,
+    ring_buf: Vec<u8>,
+    enc_buf: Vec<u8>,
+    bad_packets: u64,
+    bad_ring_entries: u64,
+    iterations: u64,
+}
+
+impl std::fmt::Debug for NicRuntime {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("NicRuntime")
+            .field("node", &self.io.node)
+            .finish_non_exhaustive()
+    }
+}
+
+impl NicRuntime {
+    /// Assembles a runtime.
+    pub fn new(parts: NicParts) -> NicRuntime {
+        let mtu = parts.transport.mtu();
+        let value_max = parts.layout.value_bytes_max();
+        NicRuntime {
+            io: Io {
+                node: parts.node,
+                placement: parts.placement,
+                layout: parts.layout,
+                now: 0,
+                batcher: Batcher::new(parts.node, parts.placement.nodes(), mtu),
+                dma: parts.dma,
+                w: Default::default(),
+            },
+            index: NicIndex::new(),
+            server: Server::new(),
+            coordinator: Coordinator::new(value_max),
+            procedures: parts.procedures,
+            transport: parts.transport,
+            host: parts.host,
+            rx: Vec::with_capacity(RX_BURST_MAX * 2),
+            completions: Vec::with_capacity(256),
+            ring_buf: Vec::with_capacity(4096),
+            enc_buf: Vec::with_capacity(4096),
+            bad_packets: 0,
+            bad_ring_entries: 0,
+            iterations: 0,
+        }
+    }
+
+    /// This node's id.
+    pub fn node(&self) -> NodeId {
+        self.io.node
+    }
+
+    /// Counters so far.
+    pub fn stats(&self) -> NicStats {
+        NicStats {
+            coordinator: self.coordinator.stats(),
+            server: self.server.stats(),
+            batch: self.io.batcher.stats(),
+            bad_packets: self.bad_packets,
+            bad_ring_entries: self.bad_ring_entries,
+            iterations: self.iterations,
+        }
+    }
+
+    /// The NIC index (locks and pinned objects), for checks.
+    pub fn index(&self) -> &NicIndex {
+        &self.index
+    }
+
+    /// Whether nothing is in flight here: no transactions, server requests, DMA,
+    /// queued outcomes or unsent packets. (Packets already in the network are
+    /// the driver's to account for.)
+    pub fn is_quiescent(&mut self) -> bool {
+        self.coordinator.inflight() == 0
+            && self.server.inflight() == 0
+            && self.io.dma.inflight() == 0
+            && self.coordinator.pending_outcomes() == 0
+            && self.index.locks_held() == 0
+            && self.io.batcher.ready().is_empty()
+    }
+
+    /// Runs one polling iteration at time `now`; returns whether it did any work.
+    pub fn run_iteration(&mut self, now: Nanos) -> bool {
+        self.iterations += 1;
+        self.io.now = now;
+        let mut work = false;
+
+        // 1. Network (and loopback) packets.
+        let mut rx = std::mem::take(&mut self.rx);
+        self.transport.rx_burst(now, &mut rx, RX_BURST_MAX);
+        self.io.batcher.take_loopback(&mut rx);
+        work |= !rx.is_empty();
+        for pkt in rx.drain(..) {
+            self.on_packet(&pkt);
+            self.io.batcher.recycle(pkt);
+        }
+        self.rx = rx;
+
+        // 2. DMA completions resume their continuations.
+        let mut completions = std::mem::take(&mut self.completions);
+        self.io.dma.poll(now, &mut completions);
+        work |= !completions.is_empty();
+        for c in completions.drain(..) {
+            self.server.on_dma(&mut self.io, &mut self.index, &c);
+        }
+        self.completions = completions;
+        self.server.retry_deferred(&mut self.io, &mut self.index);
+
+        // 3. Host acknowledgements release pinned objects.
+        for _ in 0..ACKS_PER_ITERATION_MAX {
+            match self.host.acks.try_pop(&mut self.ring_buf) {
+                Ok(true) => {
+                    work = true;
+                    match HostToNic::decode(&self.ring_buf) {
+                        Ok(HostToNic::LogApplied(a)) => {
+                            self.index.unpin_applied(a.applied_bytes);
+                        }
+                        _ => self.bad_ring_entries += 1,
+                    }
+                }
+                Ok(false) => break,
+                Err(e) => {
+                    self.bad_ring_entries += 1;
+                    assert!(
+                        !matches!(e, RingError::Corrupt(_)),
+                        "host ack ring corrupt: {e}"
+                    );
+                    break;
+                }
+            }
+        }
+
+        // 4. New transactions from the application.
+        for _ in 0..REQUESTS_PER_ITERATION_MAX {
+            if !self.coordinator.has_room() {
+                break;
+            }
+            match self.host.requests.try_pop(&mut self.ring_buf) {
+                Ok(true) => {
+                    work = true;
+                    match HostToNic::decode(&self.ring_buf) {
+                        Ok(HostToNic::TxRequest(req)) => {
+                            self.coordinator.start(&mut self.io, &self.procedures, &req)
+                        }
+                        _ => self.bad_ring_entries += 1,
+                    }
+                }
+                Ok(false) => break,
+                Err(_) => {
+                    self.bad_ring_entries += 1;
+                    break;
+                }
+            }
+        }
+
+        // 5. Outcomes to the application, as the ring has room.
+        while let Some(o) = self.coordinator.outcomes().front() {
+            self.enc_buf.clear();
+            NicToHost::TxOutcome(TxOutcome {
+                req_id: o.req_id,
+                status: o.status,
+                result: &o.result,
+            })
+            .encode(&mut self.enc_buf);
+            match self.host.outcomes.try_push(&self.enc_buf) {
+                Ok(_) => {
+                    self.coordinator.outcomes().pop_front();
+                    work = true;
+                }
+                Err(RingError::Full) => break,
+                Err(e) => panic!("outcome ring refused an entry: {e}"),
+            }
+        }
+
+        // 6. End of iteration: seal and send every batched packet.
+        self.io.batcher.flush();
+        if !self.io.batcher.ready().is_empty() {
+            self.transport.tx_burst(now, self.io.batcher.ready());
+            work = true;
+        }
+        work
+    }
+
+    fn on_packet(&mut self, pkt: &[u8]) {
+        let (hdr, msgs) = match decode_packet(pkt) {
+            Ok(x) => x,
+            Err(_) => {
+                self.bad_packets += 1;
+                return;
+            }
+        };
+        if hdr.dst != self.io.node || hdr.src as usize >= self.io.placement.nodes() {
+            self.bad_packets += 1;
+            return;
+        }
+        for m in msgs {
+            let (mh, body) = match m {
+                Ok(x) => x,
+                Err(_) => {
+                    self.bad_packets += 1;
+                    return;
+                }
+            };
+            if mh.src != hdr.src {
+                self.bad_packets += 1;
+                return;
+            }
+            match body {
+                Body::Execute { .. }
+                | Body::Validate { .. }
+                | Body::Log { .. }
+                | Body::Commit { .. }
+                | Body::Abort { .. } => {
+                    self.server
+                        .handle(&mut self.io, &mut self.index, mh.src, &body)
+                }
+                _ => self
+                    .coordinator
+                    .on_response(&mut self.io, &self.procedures, mh.src, &body),
+            }
+        }
+    }
+}
