@@ -1,0 +1,138 @@
+//! Node assembly: builds one node's host table, host log, rings and NIC runtime
+//! and wires them together (DESIGN.md, "Node anatomy and data flow").
+//!
+//! ```text
+//! Client ──requests ring──► NicRuntime ──DMA──► host table (read)
+//!    ▲                         │  └──DMA──► host log ──► HostWorker ──► table (write)
+//!    └──outcomes ring──────────┘                            │
+//!                      NicRuntime ◄──acks ring (LogApplied)─┘
+//! ```
+
+use crate::client::Client;
+use crate::log::HostWorker;
+use crate::table::robinhood::{RobinhoodTable, TableError};
+use splitkv_layout::ring::{ring_pair, RingError};
+use splitkv_layout::table::TableConfig;
+use splitkv_layout::wire::NodeId;
+use splitkv_nic::dma::local::LocalDma;
+use splitkv_nic::net::Transport;
+use splitkv_nic::{HostPorts, Nanos, NicParts, NicRuntime, Placement, ProcedureRegistry};
+
+/// Largest inline value the host table may be configured for (larger values go
+/// out of line, which is not implemented yet).
+pub const NODE_VALUE_BYTES_MAX: usize = 256;
+
+/// How to build one node.
+#[derive(Debug, Clone)]
+pub struct NodeConfig {
+    /// This node's id (< placement.nodes()).
+    pub node: NodeId,
+    /// Cluster placement.
+    pub placement: Placement,
+    /// Host table shape (capacity, D_m, value size).
+    pub table: TableConfig,
+    /// Host log ring size in bytes (power of two).
+    pub log_ring_bytes: usize,
+    /// Request and outcome ring size in bytes (power of two).
+    pub app_ring_bytes: usize,
+    /// Ack ring size in bytes (power of two).
+    pub ack_ring_bytes: usize,
+    /// DMA completion latency (0 = next poll).
+    pub dma_latency_ns: Nanos,
+}
+
+impl NodeConfig {
+    /// Defaults for a node holding up to `capacity_keys` keys with values of at
+    /// most `value_bytes_max` bytes.
+    pub fn new(
+        node: NodeId,
+        placement: Placement,
+        capacity_keys: usize,
+        value_bytes_max: usize,
+    ) -> NodeConfig {
+        NodeConfig {
+            node,
+            placement,
+            table: TableConfig::new(capacity_keys, value_bytes_max),
+            log_ring_bytes: 4 << 20,
+            app_ring_bytes: 1 << 20,
+            ack_ring_bytes: 64 << 10,
+            dma_latency_ns: 0,
+        }
+    }
+}
+
+/// Why a node could not be built.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum NodeError {
+    /// Bad table configuration.
+    #[error("host table: {0}")]
+    Table(#[from] TableError),
+    /// Bad ring size.
+    #[error("ring: {0}")]
+    Ring(#[from] RingError),
+    /// Value size over [`NODE_VALUE_BYTES_MAX`].
+    #[error("value size {0} B exceeds the inline maximum {NODE_VALUE_BYTES_MAX} B")]
+    ValueTooLarge(usize),
+    /// Node id outside the cluster.
+    #[error("node {node} outside a {nodes}-node cluster")]
+    BadNode {
+        /// Requested id.
+        node: NodeId,
+        /// Cluster size.
+        nodes: usize,
+    },
+}
+
+/// The components of one node, ready to be placed on threads by a driver.
+#[derive(Debug)]
+pub struct Node {
+    /// The protocol engine.
+    pub nic: NicRuntime,
+    /// The host worker owning the table and applying the host log.
+    pub worker: HostWorker,
+    /// The application's end of the request and outcome rings.
+    pub client: Client,
+}
+
+/// Builds a node whose NIC runtime uses `transport` and runs `procedures`.
+pub fn build_node(
+    cfg: &NodeConfig,
+    procedures: ProcedureRegistry,
+    transport: Box<dyn Transport>,
+) -> Result<Node, NodeError> {
+    if cfg.node as usize >= cfg.placement.nodes() {
+        return Err(NodeError::BadNode {
+            node: cfg.node,
+            nodes: cfg.placement.nodes(),
+        });
+    }
+    if cfg.table.value_bytes_max > NODE_VALUE_BYTES_MAX {
+        return Err(NodeError::ValueTooLarge(cfg.table.value_bytes_max));
+    }
+    let table = RobinhoodTable::new(&cfg.table)?;
+    let layout = *table.layout();
+    let (log_tx, log_rx) = ring_pair(cfg.log_ring_bytes)?;
+    let (req_tx, req_rx) = ring_pair(cfg.app_ring_bytes)?;
+    let (out_tx, out_rx) = ring_pair(cfg.app_ring_bytes)?;
+    let (ack_tx, ack_rx) = ring_pair(cfg.ack_ring_bytes)?;
+    let dma = LocalDma::new(table.region().clone(), log_tx, cfg.dma_latency_ns);
+    let nic = NicRuntime::new(NicParts {
+        node: cfg.node,
+        placement: cfg.placement,
+        layout,
+        procedures,
+        dma: Box::new(dma),
+        transport,
+        host: HostPorts {
+            requests: req_rx,
+            acks: ack_rx,
+            outcomes: out_tx,
+        },
+    });
+    Ok(Node {
+        nic,
+        worker: HostWorker::new(table, log_rx, ack_tx),
+        client: Client::new(req_tx, out_rx),
+    })
+}
