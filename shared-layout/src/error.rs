@@ -62,7 +62,11 @@ pub struct Reader<'a> {
 impl<'a> Reader<'a> {
     /// A reader over `bytes`; `what` names the format in errors.
     pub fn new(bytes: &'a [u8], what: &'static str) -> Reader<'a> {
-        Reader { bytes, pos: 0, what }
+        Reader {
+            bytes,
+            pos: 0,
+            what,
+        }
     }
 
     /// Bytes consumed so far.
@@ -78,7 +82,11 @@ impl<'a> Reader<'a> {
     /// Takes the next `n` bytes.
     pub fn take(&mut self, n: usize) -> Result<&'a [u8], DecodeError> {
         if self.remaining() < n {
-            return Err(DecodeError::Truncated { what: self.what, need: self.pos + n, have: self.bytes.len() });
+            return Err(DecodeError::Truncated {
+                what: self.what,
+                need: self.pos + n,
+                have: self.bytes.len(),
+            });
         }
         let s = &self.bytes[self.pos..self.pos + n];
         self.pos += n;
@@ -112,7 +120,10 @@ impl<'a> Reader<'a> {
         if self.remaining() == 0 {
             Ok(())
         } else {
-            Err(DecodeError::Inconsistent { what: self.what, detail: "trailing bytes" })
+            Err(DecodeError::Inconsistent {
+                what: self.what,
+                detail: "trailing bytes",
+            })
         }
     }
 }

@@ -71,7 +71,10 @@ mod tests {
         let m2 = m.with_flags(ObjectFlags::LOCKED);
         assert_eq!(m2.version(), 42);
         assert_eq!(m2.flags(), ObjectFlags::LOCKED);
-        assert_eq!(ObjectMeta::new(VERSION_MAX, ObjectFlags::all()).version(), VERSION_MAX);
+        assert_eq!(
+            ObjectMeta::new(VERSION_MAX, ObjectFlags::all()).version(),
+            VERSION_MAX
+        );
     }
 
     #[test]
