@@ -1,0 +1,273 @@
+//! Wire messages and packets: round trips against a model, and bad bytes give
+//! errors, never panics.
+
+use proptest::prelude::*;
+use splitkv_layout::wire::*;
+use splitkv_layout::{DecodeError, Key, ObjectMeta};
+
+/// A message as plain data (the model).
+#[derive(Debug, Clone, PartialEq)]
+enum Model {
+    Execute(u64, Vec<Key>, Vec<Key>),
+    ExecuteResp(u64, bool, Vec<(Key, u64, Vec<u8>)>),
+    Validate(u64, Vec<(Key, u64)>),
+    ValidateResp(u64, bool),
+    Items(bool, u64, Vec<(Key, u64, Vec<u8>)>),
+    Ack(bool, u64),
+    Abort(u64, Vec<Key>),
+}
+
+fn key() -> impl Strategy<Value = Key> {
+    (any::<u32>(), any::<u64>()).prop_map(|(t, i)| Key::new(t, i))
+}
+
+fn item() -> impl Strategy<Value = (Key, u64, Vec<u8>)> {
+    (
+        key(),
+        any::<u64>(),
+        prop::collection::vec(any::<u8>(), 0..40),
+    )
+}
+
+fn model() -> impl Strategy<Value = Model> {
+    prop_oneof![
+        (
+            any::<u64>(),
+            prop::collection::vec(key(), 0..8),
+            prop::collection::vec(key(), 0..8)
+        )
+            .prop_map(|(t, r, l)| Model::Execute(t, r, l)),
+        (
+            any::<u64>(),
+            any::<bool>(),
+            prop::collection::vec(item(), 0..6)
+        )
+            .prop_map(|(t, ok, i)| Model::ExecuteResp(t, ok, i)),
+        (
+            any::<u64>(),
+            prop::collection::vec((key(), any::<u64>()), 0..8)
+        )
+            .prop_map(|(t, v)| Model::Validate(t, v)),
+        (any::<u64>(), any::<bool>()).prop_map(|(t, ok)| Model::ValidateResp(t, ok)),
+        (
+            any::<bool>(),
+            any::<u64>(),
+            prop::collection::vec(item(), 0..6)
+        )
+            .prop_map(|(c, t, i)| Model::Items(c, t, i)),
+        (any::<bool>(), any::<u64>()).prop_map(|(c, t)| Model::Ack(c, t)),
+        (any::<u64>(), prop::collection::vec(key(), 0..8)).prop_map(|(t, k)| Model::Abort(t, k)),
+    ]
+}
+
+fn encode(m: &Model, w: &mut BodyWriter) {
+    match m {
+        Model::Execute(t, r, l) => {
+            w.begin_execute(*t);
+            r.iter().for_each(|k| w.push_read(k));
+            l.iter().for_each(|k| w.push_lock(k));
+        }
+        Model::ExecuteResp(t, ok, items) => {
+            w.begin_execute_resp(
+                *t,
+                if *ok {
+                    ExecStatus::Ok
+                } else {
+                    ExecStatus::Conflict
+                },
+            );
+            items
+                .iter()
+                .for_each(|(k, m, v)| w.push_item(k, ObjectMeta(*m), v));
+        }
+        Model::Validate(t, v) => {
+            w.begin_validate(*t);
+            v.iter().for_each(|(k, ver)| w.push_version(k, *ver));
+        }
+        Model::ValidateResp(t, ok) => w.validate_resp(*t, *ok),
+        Model::Items(commit, t, items) => {
+            w.begin_items(
+                if *commit {
+                    MsgKind::Commit
+                } else {
+                    MsgKind::Log
+                },
+                *t,
+            );
+            items
+                .iter()
+                .for_each(|(k, m, v)| w.push_item(k, ObjectMeta(*m), v));
+        }
+        Model::Ack(commit, t) => w.ack(
+            if *commit {
+                MsgKind::CommitAck
+            } else {
+                MsgKind::LogAck
+            },
+            *t,
+        ),
+        Model::Abort(t, keys) => {
+            w.begin_abort(*t);
+            keys.iter().for_each(|k| w.push_abort_key(k));
+        }
+    }
+}
+
+fn to_model(b: &Body<'_>) -> Model {
+    let items = |l: &ItemList<'_>| {
+        l.iter()
+            .map(|i| (i.key, i.meta.0, i.value.to_vec()))
+            .collect::<Vec<_>>()
+    };
+    match b {
+        Body::Execute {
+            tx_id,
+            reads,
+            locks,
+        } => Model::Execute(*tx_id, reads.iter().collect(), locks.iter().collect()),
+        Body::ExecuteResp {
+            tx_id,
+            status,
+            items: i,
+        } => Model::ExecuteResp(*tx_id, *status == ExecStatus::Ok, items(i)),
+        Body::Validate { tx_id, items } => Model::Validate(*tx_id, items.iter().collect()),
+        Body::ValidateResp { tx_id, ok } => Model::ValidateResp(*tx_id, *ok),
+        Body::Log { tx_id, items: i } => Model::Items(false, *tx_id, items(i)),
+        Body::Commit { tx_id, items: i } => Model::Items(true, *tx_id, items(i)),
+        Body::LogAck { tx_id } => Model::Ack(false, *tx_id),
+        Body::CommitAck { tx_id } => Model::Ack(true, *tx_id),
+        Body::Abort { tx_id, keys } => Model::Abort(*tx_id, keys.iter().collect()),
+    }
+}
+
+fn packet(msgs: &[Model]) -> Vec<u8> {
+    let mut out = Vec::new();
+    let mut w = BodyWriter::new();
+    let mut body = Vec::new();
+    for m in msgs {
+        encode(m, &mut w);
+        MsgHeader {
+            src: 2,
+            flow: w.kind().flow(),
+            kind: w.kind(),
+            epoch: 9,
+            len: w.bytes().len() as u32,
+        }
+        .encode(&mut body);
+        body.extend_from_slice(w.bytes());
+    }
+    PacketHeader {
+        src: 2,
+        dst: 5,
+        count: msgs.len() as u16,
+        len: body.len() as u32,
+    }
+    .encode(&mut out);
+    out.extend_from_slice(&body);
+    out
+}
+
+proptest! {
+    #[test]
+    fn bodies_round_trip(m in model()) {
+        let mut w = BodyWriter::new();
+        encode(&m, &mut w);
+        let b = Body::decode(w.kind(), w.bytes()).unwrap();
+        prop_assert_eq!(to_model(&b), m);
+    }
+
+    #[test]
+    fn packets_round_trip(msgs in prop::collection::vec(model(), 1..12)) {
+        let p = packet(&msgs);
+        let (h, it) = decode_packet(&p).unwrap();
+        prop_assert_eq!((h.src, h.dst, h.count as usize), (2, 5, msgs.len()));
+        let got: Vec<Model> = it.map(|r| { let (mh, b) = r.unwrap(); assert_eq!((mh.src, mh.epoch), (2, 9)); to_model(&b) }).collect();
+        prop_assert_eq!(got, msgs);
+    }
+
+    #[test]
+    fn truncated_packets_fail_cleanly(msgs in prop::collection::vec(model(), 1..4), cut in any::<prop::sample::Index>()) {
+        let p = packet(&msgs);
+        let n = cut.index(p.len());
+        match decode_packet(&p[..n]) {
+            Err(_) => {}
+            Ok((_, it)) => prop_assert!(it.into_iter().any(|r| r.is_err()), "a strict prefix cannot decode fully"),
+        }
+    }
+
+    #[test]
+    fn truncated_bodies_fail(m in model(), cut in any::<prop::sample::Index>()) {
+        let mut w = BodyWriter::new();
+        encode(&m, &mut w);
+        let n = cut.index(w.bytes().len());
+        prop_assert!(Body::decode(w.kind(), &w.bytes()[..n]).is_err());
+    }
+
+    #[test]
+    fn random_bytes_never_panic(bytes in prop::collection::vec(any::<u8>(), 0..600), kind in 1u8..=9) {
+        if let Ok((_, it)) = decode_packet(&bytes) {
+            for r in it { let _ = r; }
+        }
+        let kinds = [MsgKind::Execute, MsgKind::ExecuteResp, MsgKind::Validate, MsgKind::ValidateResp, MsgKind::Log,
+                     MsgKind::LogAck, MsgKind::Commit, MsgKind::CommitAck, MsgKind::Abort];
+        let _ = Body::decode(kinds[kind as usize - 1], &bytes);
+    }
+
+    #[test]
+    fn scribbled_packets_never_panic(msgs in prop::collection::vec(model(), 1..6), at in any::<prop::sample::Index>(), byte in any::<u8>()) {
+        let mut p = packet(&msgs);
+        let i = at.index(p.len());
+        p[i] = byte;
+        if let Ok((_, it)) = decode_packet(&p) {
+            for r in it { let _ = r; }
+        }
+    }
+}
+
+#[test]
+fn packet_header_checks() {
+    let p = packet(&[Model::Ack(true, 1)]);
+    let mut bad = p.clone();
+    bad[0] ^= 1;
+    assert!(matches!(
+        decode_packet(&bad),
+        Err(DecodeError::BadMagic { .. })
+    ));
+    let mut bad = p.clone();
+    bad.push(0);
+    assert!(matches!(
+        decode_packet(&bad),
+        Err(DecodeError::Inconsistent { .. })
+    ));
+    let mut bad = p.clone();
+    bad[8..10].copy_from_slice(&(MESSAGES_PER_PACKET_MAX as u16 + 1).to_le_bytes());
+    assert!(matches!(
+        decode_packet(&bad),
+        Err(DecodeError::TooLarge { .. })
+    ));
+    assert!(matches!(
+        decode_packet(&vec![0u8; PACKET_BYTES_MAX + 1]),
+        Err(DecodeError::TooLarge { .. })
+    ));
+    // A kind on the wrong flow is refused.
+    let mut bad = p.clone();
+    bad[PACKET_HEADER_BYTES + 2] = Flow::Execution as u8;
+    let (_, mut it) = decode_packet(&bad).unwrap();
+    assert!(it.next().unwrap().is_err());
+}
+
+#[test]
+fn item_count_bound_is_enforced() {
+    let mut w = BodyWriter::new();
+    w.begin_abort(1);
+    for i in 0..ITEMS_PER_MESSAGE_MAX as u64 {
+        w.push_abort_key(&Key::new(0, i));
+    }
+    let mut bytes = w.bytes().to_vec();
+    bytes[8..10].copy_from_slice(&(ITEMS_PER_MESSAGE_MAX as u16 + 1).to_le_bytes());
+    bytes.extend_from_slice(&[0u8; 12]);
+    assert!(matches!(
+        Body::decode(MsgKind::Abort, &bytes),
+        Err(DecodeError::TooLarge { .. })
+    ));
+}
