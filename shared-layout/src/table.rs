@@ -537,7 +537,7 @@ pub fn decode_slot<'a>(layout: &TableLayout, bytes: &'a [u8]) -> Result<SlotRead
     let head = r.u64()?;
     let data = r.take(layout.slot_bytes - 16)?;
     let tail = r.u64()?;
-    if head != tail || head % 2 != 0 {
+    if head != tail || head & 1 != 0 {
         return Ok(SlotRead::Torn);
     }
     let mut r = Reader::new(data, WHAT);
@@ -583,14 +583,15 @@ pub fn find_in_slots<'a>(
     bytes: &'a [u8],
     key: &Key,
 ) -> Result<Option<SlotRead<'a>>, DecodeError> {
-    if bytes.len() % layout.slot_bytes != 0 {
+    let slots = bytes.chunks_exact(layout.slot_bytes);
+    if !slots.remainder().is_empty() {
         return Err(DecodeError::Inconsistent {
             what: "table slot run",
             detail: "not a whole number of slots",
         });
     }
     let mut torn = false;
-    for slot in bytes.chunks_exact(layout.slot_bytes) {
+    for slot in slots {
         match decode_slot(layout, slot)? {
             found @ SlotRead::Object { key: k, .. } if k == *key => return Ok(Some(found)),
             SlotRead::Torn => torn = true,
