@@ -1,1 +1,3 @@
 //! splitkv host side (in progress)
+
+pub mod table;
