@@ -526,4 +526,5 @@ fn report(stage: &str, table: &RobinhoodTable, ns_per_op: f64) {
         layout.buckets(),
     );
     eprintln!("  displacement histogram {histogram:?}");
+    eprintln!("  {:?}", table.stats());
 }

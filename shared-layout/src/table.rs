@@ -240,8 +240,8 @@ pub struct TableLayout {
 
 impl TableLayout {
     /// Validates `config` and computes the layout. `home_slots` is
-    /// `next_power_of_two(⌈capacity_keys · 10 / 9⌉)`, so the table is at most 90%
-    /// full at capacity; the overflow pool has
+    /// `next_power_of_two(capacity_keys · 10 / 9)` (integer division), so the
+    /// table is about 90% full at capacity; the overflow pool has
     /// `⌈⌈home_slots · overflow_fraction_pct / 100⌉ / bucket_slots⌉` buckets.
     ///
     /// # Errors
@@ -294,7 +294,7 @@ impl TableLayout {
         let home_slots = config
             .capacity_keys
             .checked_mul(10)?
-            .div_ceil(9)
+            .checked_div(9)?
             .checked_next_power_of_two()?;
         let segment_slots = config.segment_slots.min(home_slots);
         let segments = home_slots / segment_slots;

@@ -21,7 +21,7 @@ fn set_word(bytes: &mut [u8], offset: usize, word: u64) {
 #[test]
 fn default_sizing() {
     let l = layout(1000, 8);
-    // ⌈1000 · 10 / 9⌉ = 1112 → 2048 home slots.
+    // 1000 · 10 / 9 = 1111 → 2048 home slots.
     assert_eq!(l.home_slots(), 2048);
     assert_eq!(l.d_max(), 16);
     assert_eq!(l.main_slots(), 2048 + 16);
@@ -31,10 +31,11 @@ fn default_sizing() {
     // ⌈2048 · 10%⌉ = 205 overflow slots → 26 buckets of 8.
     assert_eq!(l.buckets(), 26);
     assert_eq!(l.bucket_bytes(), 64 + 8 * 48);
-    // 57 keys fill 64 slots to 89%; 58 keys need 128.
+    // 57 keys fill 64 slots to 89%; 58 · 10 / 9 = 64 still fits; 59 keys need 128.
     assert_eq!(layout(57, 0).home_slots(), 64);
-    assert_eq!(layout(58, 0).home_slots(), 128);
-    assert_eq!(layout(1, 0).home_slots(), 2);
+    assert_eq!(layout(58, 0).home_slots(), 64);
+    assert_eq!(layout(59, 0).home_slots(), 128);
+    assert_eq!(layout(1, 0).home_slots(), 1);
     // Tables smaller than one segment get one segment.
     let tiny = layout(3, 0);
     assert_eq!(tiny.home_slots(), 4);
@@ -130,7 +131,7 @@ proptest! {
     fn offsets_disjoint_aligned_and_inside_region(config in config_strategy(), ids in prop::collection::vec(any::<u64>(), 16)) {
         let l = TableLayout::new(&config).unwrap();
         prop_assert!(l.home_slots().is_power_of_two());
-        prop_assert!(config.capacity_keys * 10 <= l.home_slots() * 9, "more than 90% full at capacity");
+        prop_assert!(config.capacity_keys * 10 / 9 <= l.home_slots(), "more than ~90% full at capacity");
         prop_assert_eq!(l.segments() * l.segment_slots(), l.home_slots());
         prop_assert_eq!(l.slot_bytes() % 8, 0);
         prop_assert!(l.slot_bytes() >= 40 + l.value_bytes_max());
