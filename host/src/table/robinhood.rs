@@ -37,11 +37,15 @@
 //!   the one at `p(k-2)` into `p(k-1)`, …, and finally writes the new object at
 //!   `p0`. Each object is written at its new, higher slot *before* its old slot
 //!   is overwritten, so at every instant every object is in the table, and the
-//!   lowest slot holding it never decreases. A reader sweeping upwards cannot
-//!   overtake it: if the reader is below the object's lowest copy when it reads
-//!   a slot, it is still at or below it when it reaches that copy later. (Writing
-//!   the chain from `p0` upwards would instead buffer each displaced object in
-//!   host registers only, invisible to a reader in the meantime.)
+//!   lowest slot `m(t)` holding a given object never decreases while only
+//!   inserts and updates run. A reader copies slots `s = home, home + 1, …` at
+//!   increasing times `t_s`, and `home ≤ m(t) ≤ home + d_max` throughout. Take
+//!   the first `s` with `s ≥ m(t_s)`: either `s = home`, or `s - 1 < m(t_(s-1))
+//!   ≤ m(t_s)`; both give `s = m(t_s)`, so the slot it copies at `t_s` holds
+//!   the object (intact, or flagged torn by the seqlock). Writing the chain
+//!   from `p0` upwards instead would keep each displaced object only in host
+//!   registers between two writes, and a reader could miss it (the
+//!   concurrent-reader test in `host/tests/robinhood.rs` catches that order).
 //! * **Remaining windows** (all caused by objects moving *down*, against the
 //!   reader's direction, or between the main array and a bucket):
 //!   - backward shift: an object moved from slot `q` to `q - 1` is missed by a
