@@ -1,1 +1,796 @@
-//! (in progress)
+//! Memory layout of the host table (Xenic §4.1.2), the part of host memory the
+//! NIC runtime reads by DMA to look keys up (Xenic §4.1.3).
+//!
+//! This module is format only: offsets, slot and header encodings, decoders and
+//! the torn-read rule. The Robinhood policy that places objects lives in
+//! `splitkv-host` (`host/src/table/robinhood.rs`).
+//!
+//! # Region layout
+//!
+//! One [`Region`] holds, in this order (byte offsets from [`TableLayout`]):
+//!
+//! ```text
+//! [segment headers: segments × 64 B]
+//! [main slot array: (home_slots + d_max) × slot_bytes]   (starts 64 B aligned)
+//! [overflow buckets: buckets × bucket_bytes]              (starts 64 B aligned)
+//! ```
+//!
+//! * **Main array.** `home_slots` (a power of two) home positions plus `d_max`
+//!   tail slots. A key's home is `key.hash64() & (home_slots - 1)`; no object
+//!   sits more than `d_max` slots after its home, and the tail slots mean the
+//!   probe never wraps: a key's whole probe range is the contiguous run of slots
+//!   `home ..= home + d_max`, fetched by one DMA read ([`TableLayout::probe_range`]).
+//! * **Segments.** Home positions are grouped into segments of `segment_slots`
+//!   (a power of two). The NIC index keeps one entry per segment (Xenic §4.1.3).
+//!   Each segment has a 64-byte [`SegmentHeader`]: the first overflow bucket of
+//!   its chain and the number of objects in that chain.
+//! * **Overflow buckets.** A fixed pool of buckets, each a 64-byte
+//!   [`BucketHeader`] (next bucket of the chain, occupied slots) followed by
+//!   `bucket_slots` slots, contiguous ([`TableLayout::bucket_bytes`]). An object
+//!   whose Robinhood position would exceed displacement `d_max` lives in the
+//!   chain of its home segment instead.
+//!
+//! # Slot format
+//!
+//! All fields are little-endian `u64` words; a slot is
+//! `8 × (4 + ⌈value_bytes_max / 8⌉ + 1)` bytes:
+//!
+//! | word | content |
+//! |---|---|
+//! | 0 | `seq_head` |
+//! | 1 | `key.table: u32` (bits 0..32) · `value_len: u16` (bits 32..48) · `state: u16` (bits 48..64; 0 = empty, 1 = occupied) |
+//! | 2 | `key.id` |
+//! | 3 | [`ObjectMeta`] raw `u64` |
+//! | 4 .. | value, zero-padded to a whole word, capacity `value_bytes_max` |
+//! | last | `seq_tail` |
+//!
+//! # Torn-read protection (slot seqlock)
+//!
+//! The host is the only writer; the DMA engine copies slots concurrently, word
+//! by word in increasing address order, so it reads `seq_head` first and
+//! `seq_tail` last. A writer that changes a slot whose words hold sequence `s`
+//! (even) does:
+//!
+//! 1. `seq_tail ← s + 1` (odd: "write in progress");
+//! 2. `fence(Release)`;
+//! 3. the data words (1 ..= last − 1);
+//! 4. `fence(Release)`;
+//! 5. `seq_tail ← s + 2`, then `seq_head ← s + 2` with `Release`.
+//!
+//! A reader's copy is valid iff `seq_head == seq_tail` and both are even
+//! ([`decode_slot`] returns [`SlotRead::Torn`] otherwise). Why this suffices:
+//!
+//! * If the copy holds any data word of a write that started at `s`, that word
+//!   was stored after `seq_tail ← s + 1` (step 2 orders them), and the reader
+//!   loads `seq_tail` after that word, so it sees `seq_tail ≥ s + 1`. Its
+//!   `seq_head`, loaded before the data, is at most the value the last
+//!   *completed* write left, i.e. `≤ s`. So `head ≠ tail`: torn.
+//! * If the copy's `seq_head` is `s + 2`, the whole write `s` happened before
+//!   (the Release store of `seq_head` publishes it), so every data word copied
+//!   is from write `s` or a later one, and a later one would show up as
+//!   `seq_tail ≥ s + 3` by the first argument.
+//! * Sequence numbers only grow (64 bits, never reset, never reused — a freed
+//!   slot keeps its sequence), so equal `head` and `tail` cannot come from two
+//!   different writes.
+//!
+//! Both arguments need each word load to be ordered after the previous one
+//! (Acquire, or an acquire fence between loads). x86 loads are ordered; on a
+//! weakly ordered reader use [`read_acquire`] or an equivalent DMA engine.
+//! Consistency *across* slots (objects moved by Robinhood swaps) is the host's
+//! job; see `host/src/table/robinhood.rs`.
+
+use crate::{DecodeError, Key, ObjectMeta, Reader, Region, RegionError};
+use std::sync::atomic::Ordering;
+
+/// Size of a segment header and of a bucket header, in bytes (one cache line).
+pub const HEADER_BYTES: usize = 64;
+/// Byte offset, inside a segment or bucket header, of the link word: the
+/// index + 1 of the next (first) overflow bucket, 0 for none.
+pub const HEADER_LINK_OFFSET: usize = 0;
+/// Byte offset, inside a segment or bucket header, of the count word
+/// (segment: objects in the chain; bucket: occupied slots).
+pub const HEADER_COUNT_OFFSET: usize = 8;
+
+/// Byte offset of `seq_head` inside a slot.
+pub const SLOT_SEQ_HEAD_OFFSET: usize = 0;
+/// Byte offset of the info word (`key.table`, `value_len`, `state`) inside a slot.
+pub const SLOT_INFO_OFFSET: usize = 8;
+/// Byte offset of `key.id` inside a slot.
+pub const SLOT_KEY_ID_OFFSET: usize = 16;
+/// Byte offset of the [`ObjectMeta`] word inside a slot.
+pub const SLOT_META_OFFSET: usize = 24;
+/// Byte offset of the first value byte inside a slot.
+pub const SLOT_VALUE_OFFSET: usize = 32;
+/// Data words of a slot before the value: info, key id, meta.
+pub const SLOT_FIXED_DATA_WORDS: usize = 3;
+
+/// Slot `state` of an empty slot.
+pub const SLOT_STATE_EMPTY: u16 = 0;
+/// Slot `state` of a slot holding an object.
+pub const SLOT_STATE_OCCUPIED: u16 = 1;
+
+/// Largest allowed maximum displacement `d_max`, in slots.
+pub const D_MAX_LIMIT: usize = 4096;
+/// Largest allowed inline value capacity, in bytes. (DESIGN.md stores values
+/// over 256 B out of line; the format allows up to this much inline.)
+pub const VALUE_BYTES_LIMIT: usize = 4096;
+/// Largest allowed `segment_slots`.
+pub const SEGMENT_SLOTS_LIMIT: usize = 1 << 20;
+/// Largest allowed `bucket_slots`.
+pub const BUCKET_SLOTS_LIMIT: usize = 4096;
+/// Largest table region, in bytes (1 TiB).
+pub const REGION_BYTES_LIMIT: usize = 1 << 40;
+
+/// Sizing of a host table. Build the [`TableLayout`] with [`TableLayout::new`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TableConfig {
+    /// Keys the table is sized for: `home_slots` is chosen so this many keys
+    /// fill about 90% of the home positions. Must be > 0.
+    pub capacity_keys: usize,
+    /// Global maximum displacement D_m, in slots (Xenic §4.1.2): 1 ..= [`D_MAX_LIMIT`].
+    pub d_max: usize,
+    /// Inline value capacity per slot, in bytes: 0 ..= [`VALUE_BYTES_LIMIT`].
+    pub value_bytes_max: usize,
+    /// Home positions per segment: a power of two, ≤ [`SEGMENT_SLOTS_LIMIT`].
+    /// Clamped to `home_slots` for tables smaller than one segment.
+    pub segment_slots: usize,
+    /// Size of the overflow pool, in slots, as a percentage (0 ..= 100) of `home_slots`.
+    pub overflow_fraction_pct: usize,
+    /// Slots per overflow bucket: 1 ..= [`BUCKET_SLOTS_LIMIT`].
+    pub bucket_slots: usize,
+}
+
+impl TableConfig {
+    /// Default `d_max` (Xenic Table 2 uses D_m = 16 at 90% occupancy).
+    pub const D_MAX_DEFAULT: usize = 16;
+    /// Default `segment_slots`.
+    pub const SEGMENT_SLOTS_DEFAULT: usize = 16;
+    /// Default `overflow_fraction_pct`.
+    pub const OVERFLOW_FRACTION_PCT_DEFAULT: usize = 10;
+    /// Default `bucket_slots`.
+    pub const BUCKET_SLOTS_DEFAULT: usize = 8;
+
+    /// A configuration for `capacity_keys` keys with values up to
+    /// `value_bytes_max` bytes, and defaults for everything else: `d_max` 16,
+    /// 16-slot segments, an overflow pool of 10% of the home slots in 8-slot buckets.
+    pub fn new(capacity_keys: usize, value_bytes_max: usize) -> TableConfig {
+        TableConfig {
+            capacity_keys,
+            d_max: Self::D_MAX_DEFAULT,
+            value_bytes_max,
+            segment_slots: Self::SEGMENT_SLOTS_DEFAULT,
+            overflow_fraction_pct: Self::OVERFLOW_FRACTION_PCT_DEFAULT,
+            bucket_slots: Self::BUCKET_SLOTS_DEFAULT,
+        }
+    }
+}
+
+/// Why a [`TableConfig`] has no layout.
+#[derive(Debug, Clone, thiserror::Error, PartialEq, Eq)]
+pub enum LayoutError {
+    /// `capacity_keys` is 0.
+    #[error("table capacity must be at least one key")]
+    ZeroCapacity,
+    /// `d_max` is 0 or over [`D_MAX_LIMIT`].
+    #[error("maximum displacement {d_max} outside 1..={max}")]
+    DisplacementOutOfRange {
+        /// The configured value.
+        d_max: usize,
+        /// The limit.
+        max: usize,
+    },
+    /// `value_bytes_max` is over [`VALUE_BYTES_LIMIT`].
+    #[error("inline value capacity {value_bytes_max} B exceeds {max} B")]
+    ValueTooLarge {
+        /// The configured value.
+        value_bytes_max: usize,
+        /// The limit.
+        max: usize,
+    },
+    /// `segment_slots` is 0, not a power of two, or over [`SEGMENT_SLOTS_LIMIT`].
+    #[error("segment size {segment_slots} is not a power of two in 1..={max}")]
+    BadSegmentSlots {
+        /// The configured value.
+        segment_slots: usize,
+        /// The limit.
+        max: usize,
+    },
+    /// `bucket_slots` is 0 or over [`BUCKET_SLOTS_LIMIT`].
+    #[error("bucket size {bucket_slots} outside 1..={max}")]
+    BadBucketSlots {
+        /// The configured value.
+        bucket_slots: usize,
+        /// The limit.
+        max: usize,
+    },
+    /// `overflow_fraction_pct` is over 100.
+    #[error("overflow pool of {pct}% of the home slots exceeds 100%")]
+    BadOverflowFraction {
+        /// The configured value.
+        pct: usize,
+    },
+    /// The region would exceed [`REGION_BYTES_LIMIT`] (or overflow `usize`).
+    #[error("a table for {capacity_keys} keys exceeds the {max} B region limit")]
+    TooLarge {
+        /// The configured capacity.
+        capacity_keys: usize,
+        /// The limit in bytes.
+        max: usize,
+    },
+}
+
+/// Byte offsets and sizes of one host table region; see the module docs for the
+/// picture. Cheap to copy; the host and the NIC runtime build it from the same
+/// [`TableConfig`] and must agree on it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TableLayout {
+    home_slots: usize,
+    d_max: usize,
+    value_bytes_max: usize,
+    slot_bytes: usize,
+    segment_slots: usize,
+    segments: usize,
+    bucket_slots: usize,
+    buckets: usize,
+    bucket_bytes: usize,
+    main_offset: usize,
+    overflow_offset: usize,
+    region_bytes: usize,
+}
+
+impl TableLayout {
+    /// Validates `config` and computes the layout. `home_slots` is
+    /// `next_power_of_two(capacity_keys · 10 / 9)` (integer division), so the
+    /// table is about 90% full at capacity; the overflow pool has
+    /// `⌈⌈home_slots · overflow_fraction_pct / 100⌉ / bucket_slots⌉` buckets.
+    ///
+    /// # Errors
+    /// A [`LayoutError`] naming the first out-of-range field.
+    pub fn new(config: &TableConfig) -> Result<TableLayout, LayoutError> {
+        if config.capacity_keys == 0 {
+            return Err(LayoutError::ZeroCapacity);
+        }
+        if config.d_max == 0 || config.d_max > D_MAX_LIMIT {
+            return Err(LayoutError::DisplacementOutOfRange {
+                d_max: config.d_max,
+                max: D_MAX_LIMIT,
+            });
+        }
+        if config.value_bytes_max > VALUE_BYTES_LIMIT {
+            return Err(LayoutError::ValueTooLarge {
+                value_bytes_max: config.value_bytes_max,
+                max: VALUE_BYTES_LIMIT,
+            });
+        }
+        if !config.segment_slots.is_power_of_two() || config.segment_slots > SEGMENT_SLOTS_LIMIT {
+            return Err(LayoutError::BadSegmentSlots {
+                segment_slots: config.segment_slots,
+                max: SEGMENT_SLOTS_LIMIT,
+            });
+        }
+        if config.bucket_slots == 0 || config.bucket_slots > BUCKET_SLOTS_LIMIT {
+            return Err(LayoutError::BadBucketSlots {
+                bucket_slots: config.bucket_slots,
+                max: BUCKET_SLOTS_LIMIT,
+            });
+        }
+        if config.overflow_fraction_pct > 100 {
+            return Err(LayoutError::BadOverflowFraction {
+                pct: config.overflow_fraction_pct,
+            });
+        }
+        let too_large = LayoutError::TooLarge {
+            capacity_keys: config.capacity_keys,
+            max: REGION_BYTES_LIMIT,
+        };
+        Self::compute(config)
+            .filter(|l| l.region_bytes <= REGION_BYTES_LIMIT)
+            .ok_or(too_large)
+    }
+
+    /// The arithmetic of [`TableLayout::new`] for a validated config; `None` on
+    /// `usize` overflow.
+    fn compute(config: &TableConfig) -> Option<TableLayout> {
+        let home_slots = config
+            .capacity_keys
+            .checked_mul(10)?
+            .checked_div(9)?
+            .checked_next_power_of_two()?;
+        let segment_slots = config.segment_slots.min(home_slots);
+        let segments = home_slots / segment_slots;
+        let value_words = config.value_bytes_max.div_ceil(8);
+        let slot_bytes = 8 * (1 + SLOT_FIXED_DATA_WORDS + value_words + 1);
+        let main_offset = segments.checked_mul(HEADER_BYTES)?;
+        let main_slots = home_slots.checked_add(config.d_max)?;
+        let main_end = main_offset.checked_add(main_slots.checked_mul(slot_bytes)?)?;
+        let overflow_offset = main_end.checked_next_multiple_of(HEADER_BYTES)?;
+        let overflow_slots = home_slots
+            .checked_mul(config.overflow_fraction_pct)?
+            .div_ceil(100);
+        let buckets = overflow_slots.div_ceil(config.bucket_slots);
+        // Segment counts are stored as u32 in the format's decoders.
+        if buckets.checked_mul(config.bucket_slots)? > u32::MAX as usize {
+            return None;
+        }
+        let bucket_bytes = HEADER_BYTES + config.bucket_slots * slot_bytes;
+        let region_bytes = overflow_offset.checked_add(buckets.checked_mul(bucket_bytes)?)?;
+        Some(TableLayout {
+            home_slots,
+            d_max: config.d_max,
+            value_bytes_max: config.value_bytes_max,
+            slot_bytes,
+            segment_slots,
+            segments,
+            bucket_slots: config.bucket_slots,
+            buckets,
+            bucket_bytes,
+            main_offset,
+            overflow_offset,
+            region_bytes,
+        })
+    }
+
+    /// Home positions (a power of two).
+    #[inline]
+    pub fn home_slots(&self) -> usize {
+        self.home_slots
+    }
+
+    /// Maximum displacement D_m, in slots.
+    #[inline]
+    pub fn d_max(&self) -> usize {
+        self.d_max
+    }
+
+    /// Inline value capacity per slot, in bytes.
+    #[inline]
+    pub fn value_bytes_max(&self) -> usize {
+        self.value_bytes_max
+    }
+
+    /// Size of one slot in bytes (a multiple of 8).
+    #[inline]
+    pub fn slot_bytes(&self) -> usize {
+        self.slot_bytes
+    }
+
+    /// Byte offset of `seq_tail` inside a slot (`slot_bytes - 8`).
+    #[inline]
+    pub fn slot_seq_tail_offset(&self) -> usize {
+        self.slot_bytes - 8
+    }
+
+    /// Data words of a slot between `seq_head` and `seq_tail`.
+    #[inline]
+    pub fn slot_data_words(&self) -> usize {
+        self.slot_bytes / 8 - 2
+    }
+
+    /// Size of the whole region in bytes: allocate a [`Region`] of this size.
+    #[inline]
+    pub fn region_bytes(&self) -> usize {
+        self.region_bytes
+    }
+
+    /// Slots in the main array: `home_slots + d_max`.
+    #[inline]
+    pub fn main_slots(&self) -> usize {
+        self.home_slots + self.d_max
+    }
+
+    /// Byte offset of the main slot array (64-byte aligned).
+    #[inline]
+    pub fn main_offset(&self) -> usize {
+        self.main_offset
+    }
+
+    /// Byte offset of the overflow bucket pool (64-byte aligned).
+    #[inline]
+    pub fn overflow_offset(&self) -> usize {
+        self.overflow_offset
+    }
+
+    /// Home slot of `key`: `key.hash64() & (home_slots - 1)`.
+    #[inline]
+    pub fn home_slot(&self, key: &Key) -> usize {
+        (key.hash64() & (self.home_slots as u64 - 1)) as usize
+    }
+
+    /// Byte offset of main-array slot `slot` (`0 ..= home_slots + d_max - 1`).
+    /// Larger `slot`s give offsets past the main array (debug builds assert).
+    #[inline]
+    pub fn slot_offset(&self, slot: usize) -> usize {
+        debug_assert!(
+            slot < self.main_slots(),
+            "slot {slot} outside the main array"
+        );
+        self.main_offset + slot * self.slot_bytes
+    }
+
+    /// The DMA read that covers every main-array position `key` may occupy:
+    /// `(byte offset, byte length)` of slots `home ..= home + d_max`.
+    #[inline]
+    pub fn probe_range(&self, key: &Key) -> (usize, usize) {
+        (
+            self.slot_offset(self.home_slot(key)),
+            (self.d_max + 1) * self.slot_bytes,
+        )
+    }
+
+    /// Home positions per segment (the configured value, clamped to `home_slots`).
+    #[inline]
+    pub fn segment_slots(&self) -> usize {
+        self.segment_slots
+    }
+
+    /// Number of segments: `home_slots / segment_slots`.
+    #[inline]
+    pub fn segments(&self) -> usize {
+        self.segments
+    }
+
+    /// Segment of home position `home` (`< home_slots`).
+    #[inline]
+    pub fn segment_of(&self, home: usize) -> usize {
+        home / self.segment_slots
+    }
+
+    /// Byte offset of the 64-byte header of `segment` (`< segments`).
+    #[inline]
+    pub fn segment_header_offset(&self, segment: usize) -> usize {
+        debug_assert!(segment < self.segments, "segment {segment} out of range");
+        segment * HEADER_BYTES
+    }
+
+    /// Byte offset of the 64-byte header of overflow bucket `bucket`
+    /// (0-based, `< buckets`); its slots follow it contiguously.
+    #[inline]
+    pub fn bucket_header_offset(&self, bucket: usize) -> usize {
+        debug_assert!(bucket < self.buckets, "bucket {bucket} out of range");
+        self.overflow_offset + bucket * self.bucket_bytes
+    }
+
+    /// Byte offset of slot `index` (`< bucket_slots`) of overflow bucket `bucket`.
+    #[inline]
+    pub fn bucket_slot_offset(&self, bucket: usize, index: usize) -> usize {
+        debug_assert!(
+            index < self.bucket_slots,
+            "bucket slot {index} out of range"
+        );
+        self.bucket_header_offset(bucket) + HEADER_BYTES + index * self.slot_bytes
+    }
+
+    /// Size of one bucket in bytes: header plus `bucket_slots` slots, contiguous,
+    /// so one DMA read fetches a whole bucket.
+    #[inline]
+    pub fn bucket_bytes(&self) -> usize {
+        self.bucket_bytes
+    }
+
+    /// Slots per overflow bucket.
+    #[inline]
+    pub fn bucket_slots(&self) -> usize {
+        self.bucket_slots
+    }
+
+    /// Buckets in the overflow pool (may be 0).
+    #[inline]
+    pub fn buckets(&self) -> usize {
+        self.buckets
+    }
+}
+
+/// Packs the info word of a slot (word 1).
+#[inline]
+pub fn encode_slot_info(key_table: u32, value_len: u16, state: u16) -> u64 {
+    key_table as u64 | (value_len as u64) << 32 | (state as u64) << 48
+}
+
+/// Unpacks an info word into `(key.table, value_len, state)`; no validation.
+#[inline]
+pub fn decode_slot_info(word: u64) -> (u32, u16, u16) {
+    (word as u32, (word >> 32) as u16, (word >> 48) as u16)
+}
+
+/// Encodes a header link: bucket index + 1, or 0 for none.
+#[inline]
+pub fn encode_link(bucket: Option<usize>) -> u64 {
+    bucket.map_or(0, |b| b as u64 + 1)
+}
+
+/// What one copied slot holds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SlotRead<'a> {
+    /// No object (state 0).
+    Empty,
+    /// The copy overlapped a host write (`seq_head != seq_tail`, or odd): retry.
+    Torn,
+    /// An object; `value` borrows the copied bytes.
+    Object {
+        /// The object's key.
+        key: Key,
+        /// Version and flags.
+        meta: ObjectMeta,
+        /// The value, `value_len` bytes.
+        value: &'a [u8],
+    },
+}
+
+/// Decodes one slot image (exactly `slot_bytes` bytes) copied from host memory.
+///
+/// Returns [`SlotRead::Torn`] if the sequence words disagree or are odd (the
+/// rest of the slot is then not looked at), else the slot's content.
+///
+/// # Errors
+/// [`DecodeError::Truncated`] / [`DecodeError::Inconsistent`] if `bytes` is not
+/// exactly one slot; [`DecodeError::BadTag`] for a state other than 0 or 1;
+/// [`DecodeError::TooLarge`] if `value_len > value_bytes_max`.
+pub fn decode_slot<'a>(layout: &TableLayout, bytes: &'a [u8]) -> Result<SlotRead<'a>, DecodeError> {
+    const WHAT: &str = "table slot";
+    if bytes.len() > layout.slot_bytes {
+        return Err(DecodeError::Inconsistent {
+            what: WHAT,
+            detail: "trailing bytes",
+        });
+    }
+    let mut r = Reader::new(bytes, WHAT);
+    let head = r.u64()?;
+    let data = r.take(layout.slot_bytes - 16)?;
+    let tail = r.u64()?;
+    if head != tail || head & 1 != 0 {
+        return Ok(SlotRead::Torn);
+    }
+    let mut r = Reader::new(data, WHAT);
+    let (table, value_len, state) = decode_slot_info(r.u64()?);
+    let id = r.u64()?;
+    let meta = ObjectMeta(r.u64()?);
+    match state {
+        SLOT_STATE_EMPTY => Ok(SlotRead::Empty),
+        SLOT_STATE_OCCUPIED => {
+            let len = value_len as usize;
+            if len > layout.value_bytes_max {
+                return Err(DecodeError::TooLarge {
+                    what: "table slot value_len",
+                    len,
+                    max: layout.value_bytes_max,
+                });
+            }
+            Ok(SlotRead::Object {
+                key: Key::new(table, id),
+                meta,
+                value: r.take(len)?,
+            })
+        }
+        tag => Err(DecodeError::BadTag {
+            what: "table slot state",
+            tag: tag as u64,
+        }),
+    }
+}
+
+/// Scans a copied run of consecutive slots (a probe range, or a bucket's slots)
+/// for `key`.
+///
+/// Returns `Ok(Some(SlotRead::Object { .. }))` from the first intact slot holding
+/// `key`; otherwise `Ok(Some(SlotRead::Torn))` if any slot of the run was torn
+/// (the key may be hiding there: retry), else `Ok(None)` (absent from this run).
+///
+/// # Errors
+/// [`DecodeError::Inconsistent`] if `bytes` is not a whole number of slots, or
+/// the first slot that [`decode_slot`] rejects.
+pub fn find_in_slots<'a>(
+    layout: &TableLayout,
+    bytes: &'a [u8],
+    key: &Key,
+) -> Result<Option<SlotRead<'a>>, DecodeError> {
+    let slots = bytes.chunks_exact(layout.slot_bytes);
+    if !slots.remainder().is_empty() {
+        return Err(DecodeError::Inconsistent {
+            what: "table slot run",
+            detail: "not a whole number of slots",
+        });
+    }
+    let mut torn = false;
+    for slot in slots {
+        match decode_slot(layout, slot)? {
+            found @ SlotRead::Object { key: k, .. } if k == *key => return Ok(Some(found)),
+            SlotRead::Torn => torn = true,
+            _ => {}
+        }
+    }
+    Ok(torn.then_some(SlotRead::Torn))
+}
+
+/// Decodes one copied overflow bucket (exactly `bucket_bytes` bytes): its header
+/// and the result of [`find_in_slots`] over its slots.
+///
+/// # Errors
+/// As [`BucketHeader::decode`] and [`find_in_slots`]; [`DecodeError::Truncated`]
+/// / [`DecodeError::Inconsistent`] if `bytes` is not exactly one bucket.
+pub fn find_in_bucket<'a>(
+    layout: &TableLayout,
+    bytes: &'a [u8],
+    key: &Key,
+) -> Result<(BucketHeader, Option<SlotRead<'a>>), DecodeError> {
+    const WHAT: &str = "overflow bucket";
+    if bytes.len() > layout.bucket_bytes {
+        return Err(DecodeError::Inconsistent {
+            what: WHAT,
+            detail: "trailing bytes",
+        });
+    }
+    let mut r = Reader::new(bytes, WHAT);
+    let header = BucketHeader::decode(layout, r.take(HEADER_BYTES)?)?;
+    let slots = r.take(layout.bucket_slots * layout.slot_bytes)?;
+    Ok((header, find_in_slots(layout, slots, key)?))
+}
+
+/// Header of one segment: the head of its overflow chain (Xenic §4.1.2) and the
+/// number of objects in the chain. Encoded as 64 bytes: word 0 link
+/// (bucket index + 1, 0 = none), word 1 count, words 2..8 zero.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct SegmentHeader {
+    /// First overflow bucket of the chain (0-based), if any.
+    pub overflow_head: Option<usize>,
+    /// Objects stored in the chain.
+    pub overflow_count: u32,
+}
+
+/// Header of one overflow bucket: the next bucket of its segment's chain and
+/// the number of occupied slots. Encoded as 64 bytes: word 0 link (bucket
+/// index + 1, 0 = none), word 1 occupied, words 2..8 zero.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct BucketHeader {
+    /// Next bucket of the chain (0-based), if any.
+    pub next: Option<usize>,
+    /// Occupied slots in this bucket (`≤ bucket_slots`).
+    pub occupied: u32,
+}
+
+/// Decodes the common 64-byte header shape: `(link, count)`, checking length,
+/// link range, count bound and zero reserved words.
+fn decode_header(
+    layout: &TableLayout,
+    bytes: &[u8],
+    what: &'static str,
+    count_max: usize,
+) -> Result<(Option<usize>, u32), DecodeError> {
+    if bytes.len() > HEADER_BYTES {
+        return Err(DecodeError::Inconsistent {
+            what,
+            detail: "trailing bytes",
+        });
+    }
+    let mut r = Reader::new(bytes, what);
+    let link = r.u64()?;
+    let count = r.u64()?;
+    for _ in 2..HEADER_BYTES / 8 {
+        if r.u64()? != 0 {
+            return Err(DecodeError::Inconsistent {
+                what,
+                detail: "reserved word not zero",
+            });
+        }
+    }
+    let link = match link {
+        0 => None,
+        l if l - 1 < layout.buckets as u64 => Some((l - 1) as usize),
+        l => {
+            let len = usize::try_from(l - 1).unwrap_or(usize::MAX);
+            return Err(DecodeError::TooLarge {
+                what,
+                len,
+                max: layout.buckets.saturating_sub(1),
+            });
+        }
+    };
+    if count > count_max as u64 {
+        let len = usize::try_from(count).unwrap_or(usize::MAX);
+        return Err(DecodeError::TooLarge {
+            what,
+            len,
+            max: count_max,
+        });
+    }
+    Ok((link, count as u32))
+}
+
+fn encode_header(link: Option<usize>, count: u32) -> [u8; HEADER_BYTES] {
+    let mut out = [0u8; HEADER_BYTES];
+    out[HEADER_LINK_OFFSET..HEADER_LINK_OFFSET + 8]
+        .copy_from_slice(&encode_link(link).to_le_bytes());
+    out[HEADER_COUNT_OFFSET..HEADER_COUNT_OFFSET + 8]
+        .copy_from_slice(&(count as u64).to_le_bytes());
+    out
+}
+
+impl SegmentHeader {
+    /// Decodes a segment header copied from host memory (exactly 64 bytes).
+    ///
+    /// # Errors
+    /// Wrong length; a link to a bucket `≥ buckets`; a count over the pool's
+    /// `buckets · bucket_slots`; non-zero reserved words.
+    pub fn decode(layout: &TableLayout, bytes: &[u8]) -> Result<SegmentHeader, DecodeError> {
+        let (overflow_head, overflow_count) = decode_header(
+            layout,
+            bytes,
+            "segment header",
+            layout.buckets * layout.bucket_slots,
+        )?;
+        Ok(SegmentHeader {
+            overflow_head,
+            overflow_count,
+        })
+    }
+
+    /// The 64-byte encoding.
+    pub fn encode(&self) -> [u8; HEADER_BYTES] {
+        encode_header(self.overflow_head, self.overflow_count)
+    }
+}
+
+impl BucketHeader {
+    /// Decodes a bucket header copied from host memory (exactly 64 bytes).
+    ///
+    /// # Errors
+    /// Wrong length; a link to a bucket `≥ buckets`; `occupied > bucket_slots`;
+    /// non-zero reserved words.
+    pub fn decode(layout: &TableLayout, bytes: &[u8]) -> Result<BucketHeader, DecodeError> {
+        let (next, occupied) = decode_header(layout, bytes, "bucket header", layout.bucket_slots)?;
+        Ok(BucketHeader { next, occupied })
+    }
+
+    /// The 64-byte encoding.
+    pub fn encode(&self) -> [u8; HEADER_BYTES] {
+        encode_header(self.next, self.occupied)
+    }
+}
+
+/// Writes an intact slot image with sequence number `seq` into `out`: empty if
+/// `object` is `None`. For tests and tools; the host writes slots in place with
+/// the seqlock protocol instead.
+///
+/// # Panics
+/// If `out.len() != slot_bytes`, `seq` is odd, or the value is longer than
+/// `value_bytes_max` (caller bugs).
+pub fn encode_slot(
+    layout: &TableLayout,
+    seq: u64,
+    object: Option<(Key, ObjectMeta, &[u8])>,
+    out: &mut [u8],
+) {
+    assert_eq!(out.len(), layout.slot_bytes, "slot image size");
+    assert_eq!(seq % 2, 0, "odd slot sequence");
+    out.fill(0);
+    out[..8].copy_from_slice(&seq.to_le_bytes());
+    let tail = layout.slot_seq_tail_offset();
+    out[tail..].copy_from_slice(&seq.to_le_bytes());
+    if let Some((key, meta, value)) = object {
+        assert!(
+            value.len() <= layout.value_bytes_max,
+            "value of {} B exceeds the slot",
+            value.len()
+        );
+        let info = encode_slot_info(key.table, value.len() as u16, SLOT_STATE_OCCUPIED);
+        out[SLOT_INFO_OFFSET..SLOT_INFO_OFFSET + 8].copy_from_slice(&info.to_le_bytes());
+        out[SLOT_KEY_ID_OFFSET..SLOT_KEY_ID_OFFSET + 8].copy_from_slice(&key.id.to_le_bytes());
+        out[SLOT_META_OFFSET..SLOT_META_OFFSET + 8].copy_from_slice(&meta.0.to_le_bytes());
+        out[SLOT_VALUE_OFFSET..SLOT_VALUE_OFFSET + value.len()].copy_from_slice(value);
+    }
+}
+
+/// Copies `dst.len()` bytes from `region` at `offset` like
+/// [`Region::read_bytes`] (word by word, increasing addresses), but with each
+/// word loaded with `Acquire`, which is what the slot seqlock argument needs from
+/// a reader on a weakly ordered CPU (on x86 it compiles to the same plain loads).
+///
+/// # Errors
+/// [`RegionError`] if the range is outside the region or `offset` is misaligned.
+pub fn read_acquire(region: &Region, offset: usize, dst: &mut [u8]) -> Result<(), RegionError> {
+    region.check(offset, dst.len())?;
+    for (i, chunk) in dst.chunks_mut(8).enumerate() {
+        let word = region.load(offset + 8 * i, Ordering::Acquire).to_le_bytes();
+        chunk.copy_from_slice(&word[..chunk.len()]);
+    }
+    Ok(())
+}

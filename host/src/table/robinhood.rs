@@ -1,0 +1,830 @@
+//! Xenic's host-side Robinhood hash table (Xenic §4.1.2), stored in a shared
+//! [`Region`] in the layout of [`splitkv_layout::table`], so the NIC runtime can
+//! look keys up by DMA while the host changes the table.
+//!
+//! # Policy
+//!
+//! * **Insert**: linear probing from the key's home slot with displacement
+//!   stealing: an object that sits closer to its home than the object being
+//!   carried (smaller displacement) gives up its slot and is carried on. Within
+//!   a cluster, objects therefore stay sorted by home slot, which lets a lookup
+//!   stop at the first empty slot or the first object with a smaller
+//!   displacement than the key would have there.
+//! * **Global maximum displacement D_m** (`d_max`): the insert is planned before
+//!   anything is written; if any carried object would end more than `d_max`
+//!   slots past its home, the main array is left as it is and the *new* object
+//!   goes to the overflow chain of its home segment instead (a free slot of a
+//!   bucket already in the chain, else a bucket from the pool appended to the
+//!   chain; [`TableError::Full`] when the pool is empty). Existing objects thus
+//!   never move from the main array to a bucket.
+//! * **Delete** (no tombstones): if an overflow object of a nearby segment can
+//!   legally live in the freed slot (its home is in range, at most `d_max`
+//!   back, and keeps the cluster sorted), it is moved in ("overflow swap");
+//!   otherwise the following run is shifted back one slot until an empty slot or
+//!   an object at its home, and the slot freed at the end of the run is offered
+//!   to the overflow chains the same way before it is cleared.
+//!
+//! # Concurrent DMA readers
+//!
+//! Every slot write goes through the slot seqlock of [`splitkv_layout::table`],
+//! so a reader never takes a torn slot for a valid one. Moves *between* slots
+//! need more care, because a reader copies a probe range in increasing address
+//! order while the host rewrites slots one at a time:
+//!
+//! * **Insert swap chains are written from the free end backwards** (Xenic
+//!   §4.1.2, "DMA-consistent swapping"). With the chain `p0 < p1 < … < pk`
+//!   (`pk` empty), the host first copies the object at `p(k-1)` into `pk`, then
+//!   the one at `p(k-2)` into `p(k-1)`, …, and finally writes the new object at
+//!   `p0`. Each object is written at its new, higher slot *before* its old slot
+//!   is overwritten, so at every instant every object is in the table, and the
+//!   lowest slot `m(t)` holding a given object never decreases while only
+//!   inserts and updates run. A reader copies slots `s = home, home + 1, …` at
+//!   increasing times `t_s`, and `home ≤ m(t) ≤ home + d_max` throughout. Take
+//!   the first `s` with `s ≥ m(t_s)`: either `s = home`, or `s - 1 < m(t_(s-1))
+//!   ≤ m(t_s)`; both give `s = m(t_s)`, so the slot it copies at `t_s` holds
+//!   the object (intact, or flagged torn by the seqlock). Writing the chain
+//!   from `p0` upwards instead would keep each displaced object only in host
+//!   registers between two writes, and a reader could miss it (the
+//!   concurrent-reader test in `host/tests/robinhood.rs` catches that order).
+//! * **Remaining windows** (all caused by objects moving *down*, against the
+//!   reader's direction, or between the main array and a bucket):
+//!   - backward shift: an object moved from slot `q` to `q - 1` is missed by a
+//!     reader that copied slot `q - 1` before the move and slot `q` after the
+//!     next object overwrote it;
+//!   - overflow swap: an object copied from a bucket into the main array and
+//!     then cleared in the bucket is missed by a reader that read the main
+//!     array before the copy and the bucket after the clear;
+//!   - a bucket that empties is unlinked and later reused by another segment; a
+//!     reader still inside it may then stop its chain walk early (its link word
+//!     is kept until reuse to make this rarer; the pool is FIFO for the same
+//!     reason).
+//!
+//!   Per-slot sequence numbers cannot detect these (the reader sees each slot
+//!   intact). Only deletes open them; inserts and updates never hide an
+//!   object. A reader that needs a definite "absent" while deletes run must
+//!   confirm it elsewhere; in Xenic that authority is the NIC index, which
+//!   holds the locks and cached copies of the objects being committed
+//!   (Xenic §4.1.3).
+
+use splitkv_layout::table::{
+    decode_slot_info, encode_link, encode_slot_info, LayoutError, TableConfig, TableLayout,
+    HEADER_COUNT_OFFSET, HEADER_LINK_OFFSET, SLOT_FIXED_DATA_WORDS, SLOT_INFO_OFFSET,
+    SLOT_KEY_ID_OFFSET, SLOT_META_OFFSET, SLOT_STATE_OCCUPIED, SLOT_VALUE_OFFSET,
+};
+use splitkv_layout::{Key, ObjectMeta, Region};
+use std::collections::VecDeque;
+use std::sync::atomic::fence;
+use std::sync::atomic::Ordering::{Relaxed, Release};
+
+/// Why a table operation failed. A failed operation leaves the table unchanged.
+#[derive(Debug, Clone, thiserror::Error, PartialEq, Eq)]
+pub enum TableError {
+    /// The value is longer than the slots' inline capacity.
+    #[error("value of {len} B exceeds the table's inline capacity of {max} B")]
+    ValueTooLarge {
+        /// Value length in bytes.
+        len: usize,
+        /// `value_bytes_max` of the table.
+        max: usize,
+    },
+    /// The key cannot be placed within `d_max` of its home and the overflow
+    /// bucket pool has no room in the key's segment chain nor a free bucket.
+    #[error("table full: displacement limit reached and no overflow bucket free")]
+    Full,
+    /// The configuration has no valid layout.
+    #[error(transparent)]
+    Layout(#[from] LayoutError),
+}
+
+/// Counters of the work the table has done since it was built, for tests and
+/// benchmarks ([`RobinhoodTable::stats`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct TableStats {
+    /// Existing objects copied one chain step forward by insert swap chains.
+    pub moved_by_inserts: u64,
+    /// Objects moved one slot back by delete backward shifts.
+    pub moved_by_shifts: u64,
+    /// New objects placed in an overflow bucket (displacement limit reached).
+    pub overflow_inserts: u64,
+    /// Overflow objects moved into the main array by deletes (overflow swaps).
+    pub overflow_swaps: u64,
+}
+
+/// Data words of an empty slot: info (state 0), key id, meta.
+const EMPTY_SLOT_WORDS: [u64; SLOT_FIXED_DATA_WORDS] = [0; SLOT_FIXED_DATA_WORDS];
+
+/// The Robinhood table (Xenic §4.1.2). Single writer: mutation takes `&mut self`;
+/// the NIC runtime reads [`RobinhoodTable::region`] clones concurrently (see the
+/// module docs for what such readers may observe).
+///
+/// Steady-state operations do not allocate: scratch buffers and the bucket free
+/// list are sized at construction.
+pub struct RobinhoodTable {
+    layout: TableLayout,
+    region: Region,
+    /// Objects stored (main array plus overflow).
+    len: usize,
+    /// Objects stored in overflow buckets.
+    overflow_len: usize,
+    /// Buckets not linked into any chain, in FIFO order of release.
+    free_buckets: VecDeque<usize>,
+    /// Largest displacement any object has been placed at in the main array.
+    max_displacement_seen: usize,
+    /// Work counters.
+    stats: TableStats,
+    /// Scratch: the insert swap chain `p0 < p1 < … < pk` (`pk` free).
+    chain: Vec<usize>,
+    /// Scratch: data words (info, id, meta, value) of the object being written.
+    new_words: Vec<u64>,
+    /// Scratch: data words of an object being moved.
+    copy_words: Vec<u64>,
+}
+
+impl std::fmt::Debug for RobinhoodTable {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RobinhoodTable")
+            .field("layout", &self.layout)
+            .field("len", &self.len)
+            .field("overflow_len", &self.overflow_len)
+            .field("free_buckets", &self.free_buckets.len())
+            .finish_non_exhaustive()
+    }
+}
+
+/// Writes one slot's data words (`data`: info, id, meta, value words; the rest
+/// of the slot keeps its bytes) with the slot seqlock protocol of
+/// `splitkv_layout::table`: `seq_tail ← s+1`, fence, data, fence,
+/// `seq_tail ← s+2`, `seq_head ← s+2` (Release).
+fn write_slot(region: &Region, layout: &TableLayout, offset: usize, data: &[u64]) {
+    debug_assert!((SLOT_FIXED_DATA_WORDS..=layout.slot_data_words()).contains(&data.len()));
+    let tail = offset + layout.slot_seq_tail_offset();
+    // Only this writer stores sequence words, so its own relaxed load is current.
+    let seq = region.load(offset, Relaxed);
+    debug_assert_eq!(seq % 2, 0, "slot at {offset} left mid-write");
+    debug_assert_eq!(
+        seq,
+        region.load(tail, Relaxed),
+        "slot at {offset} left mid-write"
+    );
+    region.store(tail, seq + 1, Relaxed);
+    fence(Release);
+    for (i, &word) in data.iter().enumerate() {
+        region.store(offset + 8 + 8 * i, word, Relaxed);
+    }
+    fence(Release);
+    region.store(tail, seq + 2, Relaxed);
+    region.store(offset, seq + 2, Release);
+}
+
+/// Loads the data words of the slot at `offset` that carry information (info,
+/// id, meta and the value's words) into `out`.
+fn load_slot_words(region: &Region, offset: usize, out: &mut Vec<u64>) {
+    out.clear();
+    let info = region.load(offset + SLOT_INFO_OFFSET, Relaxed);
+    let value_len = decode_slot_info(info).1 as usize;
+    for i in 0..SLOT_FIXED_DATA_WORDS + value_len.div_ceil(8) {
+        out.push(region.load(offset + 8 + 8 * i, Relaxed));
+    }
+}
+
+#[inline]
+fn is_occupied(info: u64) -> bool {
+    decode_slot_info(info).2 == SLOT_STATE_OCCUPIED
+}
+
+impl RobinhoodTable {
+    /// Builds an empty table: computes the layout and allocates its zeroed region
+    /// ([`TableLayout::region_bytes`]).
+    ///
+    /// # Errors
+    /// [`TableError::Layout`] if `config` is invalid.
+    pub fn new(config: &TableConfig) -> Result<RobinhoodTable, TableError> {
+        let layout = TableLayout::new(config)?;
+        let region = Region::new(layout.region_bytes());
+        let data_words = layout.slot_data_words();
+        Ok(RobinhoodTable {
+            layout,
+            region,
+            len: 0,
+            overflow_len: 0,
+            free_buckets: (0..layout.buckets()).collect(),
+            max_displacement_seen: 0,
+            stats: TableStats::default(),
+            chain: Vec::with_capacity(2 * (layout.d_max() + 1)),
+            new_words: Vec::with_capacity(data_words),
+            copy_words: Vec::with_capacity(data_words),
+        })
+    }
+
+    /// The table's layout.
+    pub fn layout(&self) -> &TableLayout {
+        &self.layout
+    }
+
+    /// The host memory holding the table. Clones share it; the NIC runtime reads
+    /// a clone by DMA concurrently with this table's writes.
+    pub fn region(&self) -> &Region {
+        &self.region
+    }
+
+    /// Objects stored (main array and overflow buckets).
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// Whether no object is stored.
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// Objects stored in overflow buckets.
+    pub fn overflow_len(&self) -> usize {
+        self.overflow_len
+    }
+
+    /// Overflow buckets linked into some segment's chain.
+    pub fn buckets_in_use(&self) -> usize {
+        self.layout.buckets() - self.free_buckets.len()
+    }
+
+    /// The largest displacement, in slots, at which any object has been placed
+    /// in the main array since the table was built (≤ `d_max`).
+    pub fn max_displacement_seen(&self) -> usize {
+        self.max_displacement_seen
+    }
+
+    /// Work counters since the table was built.
+    pub fn stats(&self) -> TableStats {
+        self.stats
+    }
+
+    /// Looks `key` up. On a hit, `value_out` is cleared and filled with the value
+    /// and the object's metadata is returned; on a miss `value_out` is left empty.
+    pub fn get(&self, key: &Key, value_out: &mut Vec<u8>) -> Option<ObjectMeta> {
+        value_out.clear();
+        let home = self.layout.home_slot(key);
+        let offset = match self.find_main(key, home) {
+            Some(pos) => self.layout.slot_offset(pos),
+            None => {
+                let (bucket, index) = self.find_overflow(key, home)?;
+                self.layout.bucket_slot_offset(bucket, index)
+            }
+        };
+        Some(self.read_object(offset, value_out).1)
+    }
+
+    /// Inserts `key` or replaces its metadata and value. Returns `true` if the
+    /// key was new.
+    ///
+    /// # Errors
+    /// [`TableError::ValueTooLarge`] if `value` exceeds `value_bytes_max`;
+    /// [`TableError::Full`] if a new key fits neither the main array nor the
+    /// overflow pool. The table is unchanged on error.
+    pub fn upsert(&mut self, key: Key, meta: ObjectMeta, value: &[u8]) -> Result<bool, TableError> {
+        let max = self.layout.value_bytes_max();
+        if value.len() > max {
+            return Err(TableError::ValueTooLarge {
+                len: value.len(),
+                max,
+            });
+        }
+        self.encode_new(key, meta, value);
+        let home = self.layout.home_slot(&key);
+        let existing = match self.find_main(&key, home) {
+            Some(pos) => Some(self.layout.slot_offset(pos)),
+            None => self
+                .find_overflow(&key, home)
+                .map(|(b, i)| self.layout.bucket_slot_offset(b, i)),
+        };
+        if let Some(offset) = existing {
+            write_slot(&self.region, &self.layout, offset, &self.new_words);
+            return Ok(false);
+        }
+        match self.plan_insert(home) {
+            Some(displacement) => {
+                self.apply_chain();
+                self.max_displacement_seen = self.max_displacement_seen.max(displacement);
+            }
+            None => self.overflow_insert(home)?,
+        }
+        self.len += 1;
+        Ok(true)
+    }
+
+    /// Removes `key`. Returns whether it was present.
+    pub fn remove(&mut self, key: &Key) -> bool {
+        let home = self.layout.home_slot(key);
+        if let Some(pos) = self.find_main(key, home) {
+            self.remove_main(pos);
+        } else if let Some((bucket, index)) = self.find_overflow(key, home) {
+            self.overflow_remove(self.layout.segment_of(home), bucket, index);
+        } else {
+            return false;
+        }
+        self.len -= 1;
+        true
+    }
+
+    /// Calls `f(key, meta, value)` for every object: main array in slot order,
+    /// then overflow buckets in pool order.
+    pub fn for_each(&self, mut f: impl FnMut(Key, ObjectMeta, &[u8])) {
+        let mut value = Vec::with_capacity(self.layout.value_bytes_max());
+        let mut visit = |offset: usize| {
+            if let (Some(key), meta) = self.read_object(offset, &mut value) {
+                f(key, meta, &value);
+            }
+        };
+        for pos in 0..self.layout.main_slots() {
+            visit(self.layout.slot_offset(pos));
+        }
+        for bucket in 0..self.layout.buckets() {
+            if self.bucket_count(bucket) == 0 {
+                continue;
+            }
+            for index in 0..self.layout.bucket_slots() {
+                visit(self.layout.bucket_slot_offset(bucket, index));
+            }
+        }
+    }
+
+    /// Checks every structural invariant by a full scan (O(table size); for
+    /// tests): seqlocks closed; every main object within `d_max` of its home with
+    /// the slots from its home occupied by objects whose homes are not larger;
+    /// overflow objects in their home segment's chain; header counts, `len`,
+    /// `overflow_len` and the free list consistent; no key stored twice.
+    ///
+    /// # Errors
+    /// A description of the first violation found.
+    pub fn check_invariants(&self) -> Result<(), String> {
+        let l = &self.layout;
+        let mut keys = std::collections::HashSet::new();
+        let mut value = Vec::new();
+        let check_seq = |offset: usize| -> Result<(), String> {
+            let head = self.region.load(offset, Relaxed);
+            let tail = self.region.load(offset + l.slot_seq_tail_offset(), Relaxed);
+            if head != tail || head & 1 != 0 {
+                return Err(format!("slot at byte {offset}: open seqlock {head}/{tail}"));
+            }
+            Ok(())
+        };
+        let mut main_len = 0;
+        for pos in 0..l.main_slots() {
+            check_seq(l.slot_offset(pos))?;
+            let Some(home) = self.main_home(pos) else {
+                continue;
+            };
+            main_len += 1;
+            let key = self.read_object(l.slot_offset(pos), &mut value).0.unwrap();
+            if !keys.insert(key) {
+                return Err(format!("{key:?} stored twice"));
+            }
+            if home > pos || pos - home > l.d_max() {
+                return Err(format!("{key:?} at slot {pos} with home {home}"));
+            }
+            if pos > home {
+                match self.main_home(pos - 1) {
+                    Some(h) if h <= home => {}
+                    other => {
+                        return Err(format!(
+                            "slot {pos} (home {home}) preceded by home {other:?}"
+                        ))
+                    }
+                }
+            }
+        }
+        let mut overflow_len = 0;
+        let mut linked = vec![false; l.buckets()];
+        for segment in 0..l.segments() {
+            let mut count = 0;
+            let mut link = self.segment_link(segment);
+            while let Some(bucket) = link {
+                if std::mem::replace(&mut linked[bucket], true) {
+                    return Err(format!("bucket {bucket} linked twice"));
+                }
+                let mut occupied = 0;
+                for index in 0..l.bucket_slots() {
+                    let offset = l.bucket_slot_offset(bucket, index);
+                    check_seq(offset)?;
+                    let Some(key) = self.read_object(offset, &mut value).0 else {
+                        continue;
+                    };
+                    occupied += 1;
+                    if !keys.insert(key) {
+                        return Err(format!("{key:?} stored twice"));
+                    }
+                    if l.segment_of(l.home_slot(&key)) != segment {
+                        return Err(format!("{key:?} in the chain of segment {segment}"));
+                    }
+                }
+                if occupied == 0 || occupied != self.bucket_count(bucket) {
+                    return Err(format!(
+                        "bucket {bucket}: {occupied} objects, header {}",
+                        self.bucket_count(bucket)
+                    ));
+                }
+                count += occupied;
+                link = self.bucket_link(bucket);
+            }
+            if count != self.segment_count(segment) {
+                return Err(format!(
+                    "segment {segment}: {count} objects, header {}",
+                    self.segment_count(segment)
+                ));
+            }
+            overflow_len += count;
+        }
+        for &bucket in &self.free_buckets {
+            if std::mem::replace(&mut linked[bucket], true) {
+                return Err(format!(
+                    "bucket {bucket} both free and linked (or free twice)"
+                ));
+            }
+            if self.bucket_count(bucket) != 0 {
+                return Err(format!("free bucket {bucket} has a non-zero count"));
+            }
+        }
+        if let Some(lost) = linked.iter().position(|&seen| !seen) {
+            return Err(format!("bucket {lost} neither free nor linked"));
+        }
+        if overflow_len != self.overflow_len || main_len + overflow_len != self.len {
+            return Err(format!(
+                "counted {main_len} main + {overflow_len} overflow, recorded len {} overflow {}",
+                self.len, self.overflow_len
+            ));
+        }
+        Ok(())
+    }
+
+    // ---- slot access -------------------------------------------------------
+
+    /// Reads the slot at `offset`: its key if occupied (then `value` holds the
+    /// value) and its meta word.
+    fn read_object(&self, offset: usize, value: &mut Vec<u8>) -> (Option<Key>, ObjectMeta) {
+        value.clear();
+        let (table, value_len, state) =
+            decode_slot_info(self.region.load(offset + SLOT_INFO_OFFSET, Relaxed));
+        let meta = ObjectMeta(self.region.load(offset + SLOT_META_OFFSET, Relaxed));
+        if state != SLOT_STATE_OCCUPIED {
+            return (None, meta);
+        }
+        let id = self.region.load(offset + SLOT_KEY_ID_OFFSET, Relaxed);
+        value.resize(value_len as usize, 0);
+        self.region
+            .read_bytes(offset + SLOT_VALUE_OFFSET, value)
+            .expect("slot lies inside the region");
+        (Some(Key::new(table, id)), meta)
+    }
+
+    /// The key in the slot at `offset`, given its info word.
+    #[inline]
+    fn key_at(&self, offset: usize, info: u64) -> Key {
+        Key::new(
+            decode_slot_info(info).0,
+            self.region.load(offset + SLOT_KEY_ID_OFFSET, Relaxed),
+        )
+    }
+
+    /// Home slot of the object in main slot `pos`, or `None` if it is empty.
+    #[inline]
+    fn main_home(&self, pos: usize) -> Option<usize> {
+        let offset = self.layout.slot_offset(pos);
+        let info = self.region.load(offset + SLOT_INFO_OFFSET, Relaxed);
+        is_occupied(info).then(|| self.layout.home_slot(&self.key_at(offset, info)))
+    }
+
+    /// Encodes the data words of a new object into `self.new_words`.
+    fn encode_new(&mut self, key: Key, meta: ObjectMeta, value: &[u8]) {
+        let words = &mut self.new_words;
+        words.clear();
+        words.push(encode_slot_info(
+            key.table,
+            value.len() as u16,
+            SLOT_STATE_OCCUPIED,
+        ));
+        words.push(key.id);
+        words.push(meta.0);
+        for chunk in value.chunks(8) {
+            let mut word = [0u8; 8];
+            word[..chunk.len()].copy_from_slice(chunk);
+            words.push(u64::from_le_bytes(word));
+        }
+    }
+
+    /// Copies the object in the slot at `from` into the slot at `to`.
+    fn copy_slot(&mut self, from: usize, to: usize) {
+        load_slot_words(&self.region, from, &mut self.copy_words);
+        write_slot(&self.region, &self.layout, to, &self.copy_words);
+    }
+
+    // ---- headers -----------------------------------------------------------
+
+    fn link_at(&self, header: usize) -> Option<usize> {
+        let word = self.region.load(header + HEADER_LINK_OFFSET, Relaxed);
+        word.checked_sub(1).map(|b| b as usize)
+    }
+
+    fn segment_link(&self, segment: usize) -> Option<usize> {
+        self.link_at(self.layout.segment_header_offset(segment))
+    }
+
+    fn bucket_link(&self, bucket: usize) -> Option<usize> {
+        self.link_at(self.layout.bucket_header_offset(bucket))
+    }
+
+    fn segment_count(&self, segment: usize) -> usize {
+        self.region.load(
+            self.layout.segment_header_offset(segment) + HEADER_COUNT_OFFSET,
+            Relaxed,
+        ) as usize
+    }
+
+    fn bucket_count(&self, bucket: usize) -> usize {
+        self.region.load(
+            self.layout.bucket_header_offset(bucket) + HEADER_COUNT_OFFSET,
+            Relaxed,
+        ) as usize
+    }
+
+    fn set_segment_count(&self, segment: usize, count: usize) {
+        let offset = self.layout.segment_header_offset(segment) + HEADER_COUNT_OFFSET;
+        self.region.store(offset, count as u64, Release);
+    }
+
+    fn set_bucket_count(&self, bucket: usize, count: usize) {
+        let offset = self.layout.bucket_header_offset(bucket) + HEADER_COUNT_OFFSET;
+        self.region.store(offset, count as u64, Release);
+    }
+
+    // ---- lookup ------------------------------------------------------------
+
+    /// Main-array slot of `key` (home `home`). Stops early at an empty slot or at
+    /// an object closer to its home than `key` would be there: by the sorted-
+    /// cluster invariant `key` cannot lie beyond it.
+    fn find_main(&self, key: &Key, home: usize) -> Option<usize> {
+        for displacement in 0..=self.layout.d_max() {
+            let pos = home + displacement;
+            let offset = self.layout.slot_offset(pos);
+            let info = self.region.load(offset + SLOT_INFO_OFFSET, Relaxed);
+            if !is_occupied(info) {
+                return None;
+            }
+            let other = self.key_at(offset, info);
+            if other == *key {
+                return Some(pos);
+            }
+            if pos - self.layout.home_slot(&other) < displacement {
+                return None;
+            }
+        }
+        None
+    }
+
+    /// `(bucket, index)` of `key` (home `home`) in its segment's overflow chain.
+    fn find_overflow(&self, key: &Key, home: usize) -> Option<(usize, usize)> {
+        let segment = self.layout.segment_of(home);
+        if self.segment_count(segment) == 0 {
+            return None;
+        }
+        let mut link = self.segment_link(segment);
+        while let Some(bucket) = link {
+            for index in 0..self.layout.bucket_slots() {
+                let offset = self.layout.bucket_slot_offset(bucket, index);
+                let info = self.region.load(offset + SLOT_INFO_OFFSET, Relaxed);
+                if is_occupied(info) && self.key_at(offset, info) == *key {
+                    return Some((bucket, index));
+                }
+            }
+            link = self.bucket_link(bucket);
+        }
+        None
+    }
+
+    // ---- insert ------------------------------------------------------------
+
+    /// Plans the Robinhood insert of a new key with home `home` into
+    /// `self.chain` without writing anything: the chain is the slots
+    /// `p0 < … < pk` where the new object lands (`p0`), where each displaced
+    /// object lands, and the free slot `pk`. Returns the largest displacement in
+    /// the plan, or `None` if some object would exceed `d_max`.
+    fn plan_insert(&mut self, home: usize) -> Option<usize> {
+        self.chain.clear();
+        let d_max = self.layout.d_max();
+        let mut carried_home = home;
+        let mut max_displacement = 0;
+        for pos in home.. {
+            let displacement = pos - carried_home;
+            if displacement > d_max {
+                self.chain.clear();
+                return None;
+            }
+            // Every carried object has home < home_slots and displacement <= d_max,
+            // so `pos` stays inside the main array: the tail slots absorb the end.
+            match self.main_home(pos) {
+                None => {
+                    self.chain.push(pos);
+                    return Some(max_displacement.max(displacement));
+                }
+                Some(other_home) if pos - other_home < displacement => {
+                    self.chain.push(pos);
+                    max_displacement = max_displacement.max(displacement);
+                    carried_home = other_home;
+                }
+                Some(_) => {}
+            }
+        }
+        unreachable!("the probe ends within d_max slots")
+    }
+
+    /// Writes the planned chain, from the free end back to the new object's
+    /// slot (see the module docs for why this order).
+    fn apply_chain(&mut self) {
+        for j in (1..self.chain.len()).rev() {
+            let (from, to) = (self.chain[j - 1], self.chain[j]);
+            self.copy_slot(self.layout.slot_offset(from), self.layout.slot_offset(to));
+        }
+        self.stats.moved_by_inserts += self.chain.len() as u64 - 1;
+        write_slot(
+            &self.region,
+            &self.layout,
+            self.layout.slot_offset(self.chain[0]),
+            &self.new_words,
+        );
+    }
+
+    /// Stores the object in `self.new_words` (home `home`) in its segment's
+    /// overflow chain: first free slot of a bucket in the chain, else a fresh
+    /// bucket from the pool appended to the chain.
+    fn overflow_insert(&mut self, home: usize) -> Result<(), TableError> {
+        let segment = self.layout.segment_of(home);
+        let mut tail_header = self.layout.segment_header_offset(segment);
+        let mut link = self.segment_link(segment);
+        let slot = loop {
+            let Some(bucket) = link else {
+                let bucket = self.free_buckets.pop_front().ok_or(TableError::Full)?;
+                write_slot(
+                    &self.region,
+                    &self.layout,
+                    self.layout.bucket_slot_offset(bucket, 0),
+                    &self.new_words,
+                );
+                let header = self.layout.bucket_header_offset(bucket);
+                self.region
+                    .store(header + HEADER_LINK_OFFSET, encode_link(None), Relaxed);
+                self.region.store(header + HEADER_COUNT_OFFSET, 1, Relaxed);
+                // Publish the filled bucket only now (Release) at the chain's end.
+                self.region.store(
+                    tail_header + HEADER_LINK_OFFSET,
+                    encode_link(Some(bucket)),
+                    Release,
+                );
+                break None;
+            };
+            let count = self.bucket_count(bucket);
+            if count < self.layout.bucket_slots() {
+                let index = (0..self.layout.bucket_slots())
+                    .find(|&i| {
+                        let offset = self.layout.bucket_slot_offset(bucket, i);
+                        !is_occupied(self.region.load(offset + SLOT_INFO_OFFSET, Relaxed))
+                    })
+                    .expect("bucket count says a slot is free");
+                break Some((bucket, index, count));
+            }
+            tail_header = self.layout.bucket_header_offset(bucket);
+            link = self.bucket_link(bucket);
+        };
+        if let Some((bucket, index, count)) = slot {
+            write_slot(
+                &self.region,
+                &self.layout,
+                self.layout.bucket_slot_offset(bucket, index),
+                &self.new_words,
+            );
+            self.set_bucket_count(bucket, count + 1);
+        }
+        self.set_segment_count(segment, self.segment_count(segment) + 1);
+        self.overflow_len += 1;
+        self.stats.overflow_inserts += 1;
+        Ok(())
+    }
+
+    // ---- delete ------------------------------------------------------------
+
+    /// Empties main slot `pos`: overflow swap if possible, else backward shift
+    /// of the following run (then overflow swap into the slot it frees).
+    fn remove_main(&mut self, pos: usize) {
+        if self.overflow_swap_into(pos) {
+            return;
+        }
+        let mut next = pos + 1;
+        while next < self.layout.main_slots() {
+            match self.main_home(next) {
+                Some(home) if home < next => {
+                    self.copy_slot(
+                        self.layout.slot_offset(next),
+                        self.layout.slot_offset(next - 1),
+                    );
+                    self.stats.moved_by_shifts += 1;
+                    next += 1;
+                }
+                _ => break,
+            }
+        }
+        let hole = next - 1;
+        if hole != pos && self.overflow_swap_into(hole) {
+            return;
+        }
+        write_slot(
+            &self.region,
+            &self.layout,
+            self.layout.slot_offset(hole),
+            &EMPTY_SLOT_WORDS,
+        );
+    }
+
+    /// Homes `[lo, hi]` an object may have to be placed in main slot `pos`
+    /// (whose current content is being discarded) without breaking the
+    /// invariants: within `d_max` before `pos`, no earlier than the home of the
+    /// object at `pos - 1` (or exactly `pos` if that slot is empty), and no later
+    /// than the home of the object at `pos + 1`.
+    fn home_window(&self, pos: usize) -> Option<(usize, usize)> {
+        let mut hi = pos.min(self.layout.home_slots() - 1);
+        if pos + 1 < self.layout.main_slots() {
+            if let Some(next_home) = self.main_home(pos + 1) {
+                hi = hi.min(next_home);
+            }
+        }
+        let lo = match pos.checked_sub(1).and_then(|prev| self.main_home(prev)) {
+            Some(prev_home) => prev_home.max(pos.saturating_sub(self.layout.d_max())),
+            None => pos,
+        };
+        (lo <= hi).then_some((lo, hi))
+    }
+
+    /// Moves an overflow object that may legally live in main slot `pos` there
+    /// (Xenic §4.1.2 "swaps an overflow element over the deleted element").
+    /// Returns whether one was moved.
+    fn overflow_swap_into(&mut self, pos: usize) -> bool {
+        if self.overflow_len == 0 {
+            return false;
+        }
+        let Some((lo, hi)) = self.home_window(pos) else {
+            return false;
+        };
+        for segment in self.layout.segment_of(lo)..=self.layout.segment_of(hi) {
+            if self.segment_count(segment) == 0 {
+                continue;
+            }
+            let mut link = self.segment_link(segment);
+            while let Some(bucket) = link {
+                for index in 0..self.layout.bucket_slots() {
+                    let offset = self.layout.bucket_slot_offset(bucket, index);
+                    let info = self.region.load(offset + SLOT_INFO_OFFSET, Relaxed);
+                    if !is_occupied(info) {
+                        continue;
+                    }
+                    let home = self.layout.home_slot(&self.key_at(offset, info));
+                    if (lo..=hi).contains(&home) {
+                        // Into the main array first, out of the bucket second.
+                        self.copy_slot(offset, self.layout.slot_offset(pos));
+                        self.max_displacement_seen = self.max_displacement_seen.max(pos - home);
+                        self.overflow_remove(segment, bucket, index);
+                        self.stats.overflow_swaps += 1;
+                        return true;
+                    }
+                }
+                link = self.bucket_link(bucket);
+            }
+        }
+        false
+    }
+
+    /// Clears slot `index` of `bucket` in `segment`'s chain; unlinks the bucket
+    /// and returns it to the pool if it empties. The bucket's link word is kept
+    /// until reuse, so a reader inside it still reaches the rest of the chain.
+    fn overflow_remove(&mut self, segment: usize, bucket: usize, index: usize) {
+        write_slot(
+            &self.region,
+            &self.layout,
+            self.layout.bucket_slot_offset(bucket, index),
+            &EMPTY_SLOT_WORDS,
+        );
+        let count = self.bucket_count(bucket) - 1;
+        self.set_bucket_count(bucket, count);
+        self.set_segment_count(segment, self.segment_count(segment) - 1);
+        self.overflow_len -= 1;
+        if count > 0 {
+            return;
+        }
+        let mut prev_header = self.layout.segment_header_offset(segment);
+        let mut link = self.segment_link(segment);
+        while link != Some(bucket) {
+            let b = link.expect("an emptied bucket is in its segment's chain");
+            prev_header = self.layout.bucket_header_offset(b);
+            link = self.bucket_link(b);
+        }
+        let next = encode_link(self.bucket_link(bucket));
+        self.region
+            .store(prev_header + HEADER_LINK_OFFSET, next, Release);
+        self.free_buckets.push_back(bucket);
+    }
+}
