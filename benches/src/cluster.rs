@@ -33,6 +33,8 @@ pub struct SmallbankSpec {
     pub dma_latency_ns: u64,
     /// Host table maximum displacement D_m.
     pub d_max: usize,
+    /// NIC object-cache capacity per node, in objects.
+    pub cache_objects: usize,
 }
 
 impl SmallbankSpec {
@@ -49,6 +51,7 @@ impl SmallbankSpec {
             record: false,
             dma_latency_ns: 0,
             d_max: 16,
+            cache_objects: splitkv_nic::index::CACHE_OBJECTS_DEFAULT,
         }
     }
 
@@ -201,6 +204,7 @@ impl SmallbankCluster {
             let mut cfg = NodeConfig::new(n as u16, placement, capacity, 8);
             cfg.table.d_max = spec.d_max;
             cfg.dma_latency_ns = spec.dma_latency_ns;
+            cfg.cache_objects = spec.cache_objects;
             let node = build_node(&cfg, procs, t)?;
             nics.push(node.nic);
             workers.push(node.worker);

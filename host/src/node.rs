@@ -39,6 +39,8 @@ pub struct NodeConfig {
     pub ack_ring_bytes: usize,
     /// DMA completion latency (0 = next poll).
     pub dma_latency_ns: Nanos,
+    /// NIC object-cache capacity in objects.
+    pub cache_objects: usize,
 }
 
 impl NodeConfig {
@@ -58,6 +60,7 @@ impl NodeConfig {
             app_ring_bytes: 1 << 20,
             ack_ring_bytes: 64 << 10,
             dma_latency_ns: 0,
+            cache_objects: splitkv_nic::index::CACHE_OBJECTS_DEFAULT,
         }
     }
 }
@@ -129,6 +132,7 @@ pub fn build_node(
             acks: ack_rx,
             outcomes: out_tx,
         },
+        cache_objects: cfg.cache_objects,
     });
     Ok(Node {
         nic,

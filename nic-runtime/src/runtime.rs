@@ -45,6 +45,8 @@ pub struct NicStats {
     pub server: ServerStats,
     /// Batching counters.
     pub batch: BatchStats,
+    /// NIC object-cache counters.
+    pub cache: crate::index::cache::CacheStats,
     /// Packets or messages dropped because they did not decode.
     pub bad_packets: u64,
     /// Ring entries dropped because they did not decode.
@@ -69,6 +71,8 @@ pub struct NicParts {
     pub transport: Box<dyn Transport>,
     /// Rings to the host.
     pub host: HostPorts,
+    /// NIC object-cache capacity in objects ([`crate::index::CACHE_OBJECTS_DEFAULT`]).
+    pub cache_objects: usize,
 }
 
 /// One node's protocol engine.
@@ -112,7 +116,7 @@ impl NicRuntime {
                 dma: parts.dma,
                 w: Default::default(),
             },
-            index: NicIndex::new(),
+            index: NicIndex::new(parts.layout, parts.cache_objects, parts.node as u64 + 1),
             server: Server::new(),
             coordinator: Coordinator::new(value_max),
             procedures: parts.procedures,
@@ -139,6 +143,7 @@ impl NicRuntime {
             coordinator: self.coordinator.stats(),
             server: self.server.stats(),
             batch: self.io.batcher.stats(),
+            cache: self.index.cache_stats(),
             bad_packets: self.bad_packets,
             bad_ring_entries: self.bad_ring_entries,
             iterations: self.iterations,

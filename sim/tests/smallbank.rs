@@ -14,9 +14,15 @@ struct Outcome {
     aborted: u64,
     user_aborted: u64,
     virtual_ns: u64,
+    evictions: u64,
+    dma_reads: u64,
 }
 
 fn run(seed: u64, hot_accounts: Option<u64>) -> Outcome {
+    run_with(seed, hot_accounts, None)
+}
+
+fn run_with(seed: u64, hot_accounts: Option<u64>, cache_objects: Option<usize>) -> Outcome {
     let mut spec = SmallbankSpec::new();
     spec.nodes = 3;
     spec.replication = 3;
@@ -27,6 +33,9 @@ fn run(seed: u64, hot_accounts: Option<u64>) -> Outcome {
     spec.budget_per_node = Some(TXS.div_ceil(3));
     spec.record = true;
     spec.dma_latency_ns = 500;
+    if let Some(c) = cache_objects {
+        spec.cache_objects = c;
+    }
     let cfg = SimConfig {
         seed,
         ..SimConfig::default()
@@ -66,12 +75,20 @@ fn run(seed: u64, hot_accounts: Option<u64>) -> Outcome {
         money.created,
         "the record predicts the money"
     );
+    let evictions = cluster.nics.iter().map(|n| n.stats().cache.evictions).sum();
+    let dma_reads = cluster
+        .nics
+        .iter()
+        .map(|n| n.stats().server.dma_reads)
+        .sum();
     Outcome {
         record,
         committed: load.committed,
         aborted: load.aborted,
         user_aborted: load.user_aborted,
         virtual_ns: sim.now(),
+        evictions,
+        dma_reads,
     }
 }
 
@@ -113,4 +130,33 @@ fn same_seed_gives_the_identical_committed_record() {
     assert_eq!(a.virtual_ns, b.virtual_ns);
     let c = run(22, Some(50));
     assert_ne!(a.record, c.record, "another seed gives another run");
+}
+
+#[test]
+fn tiny_nic_cache_evicts_and_still_passes_both_checks() {
+    // 12,000 rows per node against a 256-object cache: most reads miss, go to
+    // the host table by DMA, and the cache evicts continuously.
+    let o = run_with(31, None, Some(256));
+    assert!(o.committed > TXS / 2);
+    assert!(
+        o.evictions > 10_000,
+        "the cache must evict: {}",
+        o.evictions
+    );
+    assert!(
+        o.dma_reads > 10_000,
+        "misses read the host table by DMA: {}",
+        o.dma_reads
+    );
+    let big = run_with(31, None, None);
+    assert_eq!(
+        big.evictions, 0,
+        "the default cache holds every row of this small run"
+    );
+    assert!(
+        big.dma_reads < o.dma_reads / 2,
+        "{} vs {}",
+        big.dma_reads,
+        o.dma_reads
+    );
 }

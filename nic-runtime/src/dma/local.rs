@@ -9,6 +9,7 @@ use super::{
 };
 use crate::Nanos;
 use splitkv_layout::ring::{RingError, RingProducer};
+use splitkv_layout::table::read_acquire;
 use splitkv_layout::Region;
 use std::collections::VecDeque;
 
@@ -111,7 +112,9 @@ impl DmaEngine for LocalDma {
             for r in &p.reads[..p.n as usize] {
                 let at = self.data.len();
                 self.data.resize(at + r.len, 0);
-                if let Err(e) = self.table.read_bytes(r.offset, &mut self.data[at..]) {
+                // Acquire loads in address order: the slot seqlock's torn-read
+                // check relies on it on weakly ordered CPUs (table::read_acquire).
+                if let Err(e) = read_acquire(&self.table, r.offset, &mut self.data[at..]) {
                     result = Err(DmaError::OutOfBounds(e));
                     break;
                 }

@@ -1,10 +1,10 @@
 //! Primary and backup roles of Xenic's OCC (Xenic §4.2): handle EXECUTE,
 //! VALIDATE, LOG, COMMIT and ABORT from coordinators.
 //!
-//! Reads that miss the NIC index go to the host table by DMA (Xenic §4.1.3): one
-//! read of the key's probe range (`home ..= home + D_m` slots); if the key is not
-//! there, the segment header and then its overflow buckets. A torn slot is read
-//! again. Each outstanding request is a [`ServerOp`] resumed by DMA completions.
+//! Reads that miss the NIC index's cache go to the host table by DMA through a
+//! [`Lookup`] (Xenic §4.1.3: d_i + k slots, then the rest up to D_m, then the
+//! overflow chain). Each outstanding request is a `ServerOp` resumed by DMA
+//! completions; objects found are cached.
 //!
 //! Correctness of reads that race commits: a key pinned in the NIC index is read
 //! from there; otherwise every commit of it before the DMA was submitted has been
@@ -14,32 +14,21 @@
 
 use super::Io;
 use crate::dma::{DmaCompletion, DmaDone, DmaError, DmaRead};
+use crate::index::lookup::{Lookup, Step};
 use crate::index::NicIndex;
 use splitkv_layout::log_record::{LogKind, LogRecord};
-use splitkv_layout::table::{find_in_slots, BucketHeader, SegmentHeader, SlotRead};
 use splitkv_layout::wire::{Body, ExecStatus, ItemList, KeyList, MsgKind, NodeId, VersionList};
 use splitkv_layout::{Key, ObjectFlags, ObjectMeta};
 use std::collections::VecDeque;
 
 /// Most server requests in flight on one node.
 pub const SERVER_OPS_MAX: usize = 8192;
-/// Re-reads of a torn slot before the request fails.
-pub const TORN_RETRIES_MAX: u32 = 64;
-
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum OpKind {
     Execute,
     Validate,
     Log,
     Commit,
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Stage {
-    Done,
-    Probe,
-    Segment,
-    Bucket(usize),
 }
 
 #[derive(Debug)]
@@ -54,9 +43,9 @@ struct ServerOp {
     expect: Vec<u64>,
     metas: Vec<ObjectMeta>,
     values: Vec<Vec<u8>>,
-    stages: Vec<Stage>,
-    queued: Vec<bool>,
-    torn: u32,
+    lookups: Vec<Option<Lookup>>,
+    stamps: Vec<u32>,
+    queued: Vec<Option<(usize, usize)>>,
     pending: usize,
     failed: bool,
     entry: Vec<u8>,
@@ -75,9 +64,9 @@ impl ServerOp {
             expect: Vec::new(),
             metas: Vec::new(),
             values: Vec::new(),
-            stages: Vec::new(),
+            lookups: Vec::new(),
+            stamps: Vec::new(),
             queued: Vec::new(),
-            torn: 0,
             pending: 0,
             failed: false,
             entry: Vec::new(),
@@ -96,8 +85,8 @@ pub struct ServerStats {
     pub index_hits: u64,
     /// DMA read vectors submitted.
     pub dma_reads: u64,
-    /// Torn slots re-read.
-    pub torn_rereads: u64,
+    /// DMA reads after the first of a lookup (adjacent, overflow, torn re-reads).
+    pub lookup_rereads: u64,
     /// Host-log appends (LOG or COMMIT entries).
     pub log_appends: u64,
     /// Requests failed because host memory did not decode.
@@ -124,16 +113,6 @@ fn untoken(t: u64) -> (usize, u32, usize) {
         ((t >> 16) & 0xFF_FFFF) as u32,
         (t & 0xFFFF) as usize,
     )
-}
-
-/// The DMA read that advances a lookup at `stage`.
-fn stage_read(io: &Io, key: &Key, stage: Stage) -> (usize, usize) {
-    let l = &io.layout;
-    match stage {
-        Stage::Probe | Stage::Done => l.probe_range(key),
-        Stage::Segment => (l.segment_header_offset(l.segment_of(l.home_slot(key))), 64),
-        Stage::Bucket(b) => (l.bucket_header_offset(b), l.bucket_bytes()),
-    }
 }
 
 const ABSENT: ObjectMeta = ObjectMeta(ObjectFlags::DELETED.bits());
@@ -184,10 +163,10 @@ impl Server {
         op.keys.clear();
         op.expect.clear();
         op.metas.clear();
-        op.stages.clear();
+        op.lookups.clear();
+        op.stamps.clear();
         op.queued.clear();
         op.n_reads = 0;
-        op.torn = 0;
         op.pending = 0;
         op.failed = false;
         op.entry.clear();
@@ -310,8 +289,9 @@ impl Server {
             if op.values.len() < n {
                 op.values.resize_with(n, Vec::new);
             }
-            op.stages.resize(n, Stage::Done);
-            op.queued.resize(n, false);
+            op.lookups.resize(n, None);
+            op.stamps.resize(n, 0);
+            op.queued.resize(n, None);
         }
         for i in 0..n {
             let key = self.ops[slot].keys[i];
@@ -321,11 +301,16 @@ impl Server {
                 op.metas[i] = c.meta;
                 op.values[i].clear();
                 op.values[i].extend_from_slice(&c.value);
-                op.stages[i] = Stage::Done;
             } else {
-                let (offset, len) = io.layout.probe_range(&key);
-                self.ops[slot].stages[i] = Stage::Probe;
-                self.ops[slot].pending += 1;
+                let stamp = index.read_stamp(&key);
+                let (lookup, step) = Lookup::start(&io.layout, index.hints(), key);
+                let op = &mut self.ops[slot];
+                op.lookups[i] = Some(lookup);
+                op.stamps[i] = stamp;
+                op.pending += 1;
+                let Step::Read { offset, len } = step else {
+                    unreachable!("a lookup starts with a read")
+                };
                 self.submit(io, slot, i, offset, len);
             }
         }
@@ -345,15 +330,14 @@ impl Server {
         {
             Ok(()) => {}
             Err(DmaError::QueueFull) => {
-                // Retried from `retry_deferred` at the same stage.
-                self.ops[slot].queued[idx] = true;
+                // Retried from `retry_deferred`.
+                self.ops[slot].queued[idx] = Some((offset, len));
                 self.deferred.push_back((slot, gen));
             }
             Err(_) => {
                 self.stats.host_decode_errors += 1;
                 let op = &mut self.ops[slot];
                 op.failed = true;
-                op.stages[idx] = Stage::Done;
                 op.pending -= 1;
             }
         }
@@ -373,9 +357,7 @@ impl Server {
                 OpKind::Log | OpKind::Commit => self.submit_append(io, slot),
                 OpKind::Execute | OpKind::Validate => {
                     for i in 0..self.ops[slot].keys.len() {
-                        if std::mem::take(&mut self.ops[slot].queued[i]) {
-                            let (offset, len) =
-                                stage_read(io, &self.ops[slot].keys[i], self.ops[slot].stages[i]);
+                        if let Some((offset, len)) = self.ops[slot].queued[i].take() {
                             self.submit(io, slot, i, offset, len);
                         }
                     }
@@ -400,9 +382,35 @@ impl Server {
             }
             (Ok(DmaDone::Read { start, len }), OpKind::Execute | OpKind::Validate) => {
                 let data = &io.dma.data()[*start..*start + *len];
-                let next = self.step_lookup(io, slot, idx, data);
+                let op = &mut self.ops[slot];
+                let Some(lookup) = op.lookups.get_mut(idx).and_then(Option::as_mut) else {
+                    return;
+                };
+                let next = match lookup.advance(&io.layout, index.hints_mut(), data) {
+                    Step::Read { offset, len } => Some((offset, len)),
+                    Step::Found { meta, value } => {
+                        op.metas[idx] = meta;
+                        op.values[idx].clear();
+                        op.values[idx].extend_from_slice(value);
+                        index.cache_clean(op.keys[idx], meta, value, op.stamps[idx]);
+                        None
+                    }
+                    Step::Absent => {
+                        op.metas[idx] = ABSENT;
+                        op.values[idx].clear();
+                        None
+                    }
+                    Step::Failed(_) => {
+                        self.stats.host_decode_errors += 1;
+                        op.failed = true;
+                        None
+                    }
+                };
                 match next {
-                    Some((offset, len)) => self.submit(io, slot, idx, offset, len),
+                    Some((offset, len)) => {
+                        self.stats.lookup_rereads += 1;
+                        self.submit(io, slot, idx, offset, len)
+                    }
                     None => {
                         let op = &mut self.ops[slot];
                         op.pending -= 1;
@@ -429,118 +437,6 @@ impl Server {
                 }
             }
         }
-    }
-
-    /// Advances key `idx`'s lookup with the bytes just read; returns the next
-    /// read to issue, or `None` when the lookup is finished.
-    fn step_lookup(
-        &mut self,
-        io: &Io,
-        slot: usize,
-        idx: usize,
-        data: &[u8],
-    ) -> Option<(usize, usize)> {
-        let layout = &io.layout;
-        let op = &mut self.ops[slot];
-        let key = op.keys[idx];
-        let found = |op: &mut ServerOp, r: Option<SlotRead<'_>>| -> Result<bool, ()> {
-            match r {
-                Some(SlotRead::Object { meta, value, .. }) => {
-                    op.metas[idx] = meta;
-                    op.values[idx].clear();
-                    op.values[idx].extend_from_slice(value);
-                    Ok(true)
-                }
-                Some(SlotRead::Torn) => Err(()),
-                Some(SlotRead::Empty) | None => Ok(false),
-            }
-        };
-        let reread = |op: &mut ServerOp, stats: &mut ServerStats, offset: usize, len: usize| {
-            op.torn += 1;
-            stats.torn_rereads += 1;
-            if op.torn > TORN_RETRIES_MAX {
-                op.failed = true;
-                None
-            } else {
-                Some((offset, len))
-            }
-        };
-        let stage = op.stages[idx];
-        let result = match stage {
-            Stage::Probe => match find_in_slots(layout, data, &key) {
-                Ok(r) => match found(op, r) {
-                    Ok(true) => None,
-                    Ok(false) => {
-                        let seg = layout.segment_of(layout.home_slot(&key));
-                        op.stages[idx] = Stage::Segment;
-                        Some((layout.segment_header_offset(seg), 64))
-                    }
-                    Err(()) => {
-                        let (o, l) = layout.probe_range(&key);
-                        reread(op, &mut self.stats, o, l)
-                    }
-                },
-                Err(_) => {
-                    self.stats.host_decode_errors += 1;
-                    op.failed = true;
-                    None
-                }
-            },
-            Stage::Segment => match SegmentHeader::decode(layout, data) {
-                Ok(h) => match h.overflow_head {
-                    None => {
-                        op.metas[idx] = ABSENT;
-                        None
-                    }
-                    Some(b) => {
-                        op.stages[idx] = Stage::Bucket(b);
-                        Some((layout.bucket_header_offset(b), layout.bucket_bytes()))
-                    }
-                },
-                Err(_) => {
-                    self.stats.host_decode_errors += 1;
-                    op.failed = true;
-                    None
-                }
-            },
-            Stage::Bucket(b) => {
-                let parsed =
-                    BucketHeader::decode(layout, &data[..64.min(data.len())]).and_then(|h| {
-                        find_in_slots(layout, data.get(64..).unwrap_or(&[]), &key).map(|r| (h, r))
-                    });
-                match parsed {
-                    Ok((h, r)) => match found(op, r) {
-                        Ok(true) => None,
-                        Ok(false) => match h.next {
-                            None => {
-                                op.metas[idx] = ABSENT;
-                                None
-                            }
-                            Some(nb) => {
-                                op.stages[idx] = Stage::Bucket(nb);
-                                Some((layout.bucket_header_offset(nb), layout.bucket_bytes()))
-                            }
-                        },
-                        Err(()) => reread(
-                            op,
-                            &mut self.stats,
-                            layout.bucket_header_offset(b),
-                            layout.bucket_bytes(),
-                        ),
-                    },
-                    Err(_) => {
-                        self.stats.host_decode_errors += 1;
-                        op.failed = true;
-                        None
-                    }
-                }
-            }
-            Stage::Done => None,
-        };
-        if result.is_none() {
-            self.ops[slot].stages[idx] = Stage::Done;
-        }
-        result
     }
 
     fn finish(&mut self, io: &mut Io, index: &mut NicIndex, slot: usize) {
@@ -598,8 +494,10 @@ impl Server {
         };
         let op = &mut self.ops[slot];
         for it in items.iter() {
+            // Both roles pin the new value until the host applied it, so this
+            // NIC never reads an older copy from its host table.
+            index.install_committed(it.key, it.meta, it.value);
             if kind == OpKind::Commit {
-                index.install_committed(it.key, it.meta, it.value);
                 index.unlock(&it.key, tx_id);
             }
             op.keys.push(it.key);
@@ -630,10 +528,10 @@ impl Server {
 
     fn finish_append(&mut self, io: &mut Io, index: &mut NicIndex, slot: usize, tail: u64) {
         let op = &self.ops[slot];
+        for (k, m) in op.keys.iter().zip(&op.metas) {
+            index.set_pin(*k, m.version(), tail);
+        }
         let ack = if op.kind == OpKind::Commit {
-            for (k, m) in op.keys.iter().zip(&op.metas) {
-                index.set_pin(*k, m.version(), tail);
-            }
             MsgKind::CommitAck
         } else {
             MsgKind::LogAck

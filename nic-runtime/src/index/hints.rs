@@ -1,0 +1,88 @@
+//! Location hints of the NIC index (Xenic §4.1.3): per host-table segment, the
+//! highest known displacement d_i of objects whose home is in the segment, and
+//! the segment's overflow-chain head once seen.
+//!
+//! Hints only make lookups cheaper; a stale hint costs an extra DMA read, never
+//! a wrong answer (see [`crate::index::lookup`]).
+
+use splitkv_layout::table::TableLayout;
+
+/// Overflow head not known yet.
+const OVERFLOW_UNKNOWN: u32 = u32::MAX;
+/// Known to have no overflow chain.
+const OVERFLOW_NONE: u32 = u32::MAX - 1;
+
+/// What the NIC knows about a segment's overflow chain.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum OverflowHint {
+    /// Never read: the segment header must be read first.
+    Unknown,
+    /// The segment had no chain when last read.
+    None,
+    /// The chain started at this bucket when last read.
+    Head(usize),
+}
+
+/// Per-segment hints: d_i (u16) and overflow head (u32) — 6 bytes per segment.
+#[derive(Debug, Clone)]
+pub struct SegmentHints {
+    d_known: Vec<u16>,
+    overflow: Vec<u32>,
+    d_max: usize,
+}
+
+impl SegmentHints {
+    /// Hints for `layout`, all d_i = 0 and overflow unknown.
+    pub fn new(layout: &TableLayout) -> SegmentHints {
+        let n = layout.segments();
+        SegmentHints {
+            d_known: vec![0; n],
+            overflow: vec![OVERFLOW_UNKNOWN; n],
+            d_max: layout.d_max(),
+        }
+    }
+
+    /// Known displacement d_i of `segment`.
+    #[inline]
+    pub fn d_known(&self, segment: usize) -> usize {
+        self.d_known[segment] as usize
+    }
+
+    /// Records that an object with home in `segment` sits at `displacement`.
+    #[inline]
+    pub fn observe(&mut self, segment: usize, displacement: usize) {
+        let d = displacement.min(self.d_max).min(u16::MAX as usize) as u16;
+        if d > self.d_known[segment] {
+            self.d_known[segment] = d;
+        }
+    }
+
+    /// The overflow hint of `segment`.
+    #[inline]
+    pub fn overflow(&self, segment: usize) -> OverflowHint {
+        match self.overflow[segment] {
+            OVERFLOW_UNKNOWN => OverflowHint::Unknown,
+            OVERFLOW_NONE => OverflowHint::None,
+            b => OverflowHint::Head(b as usize),
+        }
+    }
+
+    /// Records the overflow head read from `segment`'s header.
+    #[inline]
+    pub fn set_overflow(&mut self, segment: usize, head: Option<usize>) {
+        self.overflow[segment] = match head {
+            None => OVERFLOW_NONE,
+            Some(b) => (b as u32).min(OVERFLOW_NONE - 1),
+        };
+    }
+
+    /// Number of segments.
+    pub fn segments(&self) -> usize {
+        self.d_known.len()
+    }
+
+    /// NIC memory these hints take, in bytes.
+    pub fn memory_bytes(&self) -> usize {
+        self.d_known.len() * 2 + self.overflow.len() * 4
+    }
+}

@@ -1,0 +1,242 @@
+//! Finding a key in the host Robinhood table by DMA (Xenic §4.1.3).
+//!
+//! 1. Read `d_i + k` slots past the key's home (k = [`LOOKUP_K`] = 1), d_i being
+//!    the segment's known displacement, capped at D_m.
+//! 2. If the key is not there, one adjacent read of the rest, up to D_m.
+//! 3. Then the segment's overflow chain: straight to the bucket if its head is
+//!    known, else the segment header first.
+//!
+//! Every slot read teaches the hints: each object seen updates d_i of its own
+//! home segment. A key is reported absent only after a fresh segment header
+//! confirmed the chain that was searched, so a stale overflow hint costs a read,
+//! not a wrong answer. Torn slots are read again, up to [`TORN_RETRIES_MAX`].
+//!
+//! A [`Lookup`] is a pure state machine over bytes: the server feeds it DMA
+//! completions, and the Table 2 report feeds it direct copies.
+
+use super::hints::{OverflowHint, SegmentHints};
+use splitkv_layout::table::{
+    decode_slot, find_in_bucket, SegmentHeader, SlotRead, TableLayout, HEADER_BYTES,
+};
+use splitkv_layout::{DecodeError, Key, ObjectMeta};
+
+/// Extra slots read past the known displacement (Xenic §4.1.3 sets k = 1).
+pub const LOOKUP_K: usize = 1;
+/// Re-reads of a torn slot before the lookup fails.
+pub const TORN_RETRIES_MAX: u32 = 64;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Stage {
+    /// Main-array slots at displacements `from ..= to`.
+    Main { from: usize, to: usize },
+    /// The segment header.
+    Header,
+    /// Overflow bucket; `confirmed` if its chain head came from a fresh header.
+    Bucket { bucket: usize, confirmed: bool },
+}
+
+/// What to do next.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Step<'a> {
+    /// Issue this DMA read (byte offset and length in the table region) and
+    /// call [`Lookup::advance`] with its bytes.
+    Read {
+        /// Byte offset.
+        offset: usize,
+        /// Bytes.
+        len: usize,
+    },
+    /// The key is in the table.
+    Found {
+        /// Its metadata.
+        meta: ObjectMeta,
+        /// Its value (borrowed from the bytes just given).
+        value: &'a [u8],
+    },
+    /// The key is not in the table.
+    Absent,
+    /// Host memory did not decode, or stayed torn.
+    Failed(LookupError),
+}
+
+/// Why a lookup failed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+pub enum LookupError {
+    /// Table bytes that do not decode.
+    #[error("host table bytes do not decode: {0}")]
+    Decode(#[from] DecodeError),
+    /// A slot stayed torn for [`TORN_RETRIES_MAX`] reads.
+    #[error("slot stayed torn")]
+    Torn,
+}
+
+/// One key's lookup in progress.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Lookup {
+    key: Key,
+    home: usize,
+    segment: usize,
+    stage: Stage,
+    torn: u32,
+    /// DMA reads issued so far (round trips).
+    pub reads: u32,
+    /// Slots (objects) transferred so far.
+    pub slots_read: u32,
+}
+
+impl Lookup {
+    /// Starts a lookup of `key`; the first step is always a read.
+    pub fn start(layout: &TableLayout, hints: &SegmentHints, key: Key) -> (Lookup, Step<'static>) {
+        let home = layout.home_slot(&key);
+        let segment = layout.segment_of(home);
+        let to = (hints.d_known(segment) + LOOKUP_K).min(layout.d_max());
+        let mut l = Lookup {
+            key,
+            home,
+            segment,
+            stage: Stage::Main { from: 0, to },
+            torn: 0,
+            reads: 0,
+            slots_read: 0,
+        };
+        let step = l.issue(layout);
+        (l, step)
+    }
+
+    /// The key being looked up.
+    pub fn key(&self) -> Key {
+        self.key
+    }
+
+    fn issue(&mut self, layout: &TableLayout) -> Step<'static> {
+        self.reads += 1;
+        match self.stage {
+            Stage::Main { from, to } => {
+                self.slots_read += (to - from + 1) as u32;
+                Step::Read {
+                    offset: layout.slot_offset(self.home + from),
+                    len: (to - from + 1) * layout.slot_bytes(),
+                }
+            }
+            Stage::Header => Step::Read {
+                offset: layout.segment_header_offset(self.segment),
+                len: HEADER_BYTES,
+            },
+            Stage::Bucket { bucket, .. } => {
+                self.slots_read += layout.bucket_slots() as u32;
+                Step::Read {
+                    offset: layout.bucket_header_offset(bucket),
+                    len: layout.bucket_bytes(),
+                }
+            }
+        }
+    }
+
+    fn retry_torn(&mut self, layout: &TableLayout) -> Step<'static> {
+        self.torn += 1;
+        if self.torn > TORN_RETRIES_MAX {
+            Step::Failed(LookupError::Torn)
+        } else {
+            self.issue(layout)
+        }
+    }
+
+    fn to_overflow(&mut self, layout: &TableLayout, hints: &SegmentHints) -> Step<'static> {
+        self.stage = match hints.overflow(self.segment) {
+            OverflowHint::Head(bucket) => Stage::Bucket {
+                bucket,
+                confirmed: false,
+            },
+            OverflowHint::Unknown | OverflowHint::None => Stage::Header,
+        };
+        self.issue(layout)
+    }
+
+    /// Feeds the bytes of the read the last step asked for.
+    pub fn advance<'a>(
+        &mut self,
+        layout: &TableLayout,
+        hints: &mut SegmentHints,
+        data: &'a [u8],
+    ) -> Step<'a> {
+        match self.stage {
+            Stage::Main { from, to } => {
+                let sb = layout.slot_bytes();
+                if data.len() != (to - from + 1) * sb {
+                    return Step::Failed(LookupError::Decode(DecodeError::Inconsistent {
+                        what: "probe range",
+                        detail: "length",
+                    }));
+                }
+                let mut torn = false;
+                let mut found = None;
+                for (i, slot) in data.chunks_exact(sb).enumerate() {
+                    match decode_slot(layout, slot) {
+                        Ok(SlotRead::Object { key, meta, value }) => {
+                            let pos = self.home + from + i;
+                            let obj_home = layout.home_slot(&key);
+                            if pos >= obj_home {
+                                hints.observe(layout.segment_of(obj_home), pos - obj_home);
+                            }
+                            if key == self.key {
+                                found = Some((meta, value));
+                            }
+                        }
+                        Ok(SlotRead::Torn) => torn = true,
+                        Ok(SlotRead::Empty) => {}
+                        Err(e) => return Step::Failed(e.into()),
+                    }
+                }
+                if let Some((meta, value)) = found {
+                    return Step::Found { meta, value };
+                }
+                if torn {
+                    return self.retry_torn(layout);
+                }
+                if to < layout.d_max() {
+                    self.stage = Stage::Main {
+                        from: to + 1,
+                        to: layout.d_max(),
+                    };
+                    return self.issue(layout);
+                }
+                self.to_overflow(layout, hints)
+            }
+            Stage::Header => match SegmentHeader::decode(layout, data) {
+                Ok(h) => {
+                    hints.set_overflow(self.segment, h.overflow_head);
+                    match h.overflow_head {
+                        None => Step::Absent,
+                        Some(bucket) => {
+                            self.stage = Stage::Bucket {
+                                bucket,
+                                confirmed: true,
+                            };
+                            self.issue(layout)
+                        }
+                    }
+                }
+                Err(e) => Step::Failed(e.into()),
+            },
+            Stage::Bucket { confirmed, .. } => match find_in_bucket(layout, data, &self.key) {
+                Ok((_, Some(SlotRead::Object { meta, value, .. }))) => Step::Found { meta, value },
+                Ok((_, Some(SlotRead::Torn))) => self.retry_torn(layout),
+                Ok((h, _)) => match (h.next, confirmed) {
+                    (Some(next), _) => {
+                        self.stage = Stage::Bucket {
+                            bucket: next,
+                            confirmed,
+                        };
+                        self.issue(layout)
+                    }
+                    (None, true) => Step::Absent,
+                    (None, false) => {
+                        self.stage = Stage::Header;
+                        self.issue(layout)
+                    }
+                },
+                Err(e) => Step::Failed(e.into()),
+            },
+        }
+    }
+}

@@ -1,0 +1,207 @@
+//! The NIC index (Xenic §4.1.3): everything the NIC runtime knows about the
+//! host table without reading it.
+//!
+//! - [`locks`](NicIndex::try_lock): lock metadata of keys in active transactions
+//!   — held only here (Xenic §4.2.1 (a));
+//! - [`cache`]: a capacity-bounded object cache with epoch-based LRU and
+//!   sampling eviction (ScaleStore §4.1); objects written by committed but not
+//!   yet applied transactions are pinned in it (Xenic §4.2 steps 6–7);
+//! - [`hints`]: per-segment known displacement d_i and overflow head, which let
+//!   a [`lookup`] find a key in the host table with one DMA read in the common case.
+//!
+//! Xenic keeps a fixed set of cache positions per segment entry with chained
+//! overflow pages; here the cache is one map with a global capacity, and the
+//! per-segment part is the hints. The observable behaviour (what is cached,
+//! what a lookup reads) is the same.
+
+pub mod cache;
+pub mod hints;
+pub mod lookup;
+
+use cache::{CacheStats, ObjectCache};
+use hints::SegmentHints;
+use splitkv_layout::table::TableLayout;
+use splitkv_layout::{FixedState, Key, ObjectMeta};
+
+pub use cache::{CachedObject, PIN_PENDING};
+
+/// Default cache capacity in objects.
+pub const CACHE_OBJECTS_DEFAULT: usize = 1 << 16;
+/// Default accesses per cache epoch.
+pub const CACHE_EPOCH_ACCESSES_DEFAULT: u64 = 4096;
+
+/// Lock, cache and hint metadata of one node's NIC runtime.
+#[derive(Debug)]
+pub struct NicIndex {
+    layout: TableLayout,
+    locks: hashbrown::HashMap<Key, u64, FixedState>,
+    cache: ObjectCache,
+    hints: SegmentHints,
+    segment_commits: Vec<u32>,
+}
+
+impl NicIndex {
+    /// An empty index for a host table of `layout`, caching at most
+    /// `cache_objects` unpinned objects.
+    pub fn new(layout: TableLayout, cache_objects: usize, seed: u64) -> NicIndex {
+        NicIndex {
+            layout,
+            locks: hashbrown::HashMap::with_hasher(FixedState),
+            cache: ObjectCache::new(cache_objects, CACHE_EPOCH_ACCESSES_DEFAULT, seed),
+            hints: SegmentHints::new(&layout),
+            segment_commits: vec![0; layout.segments()],
+        }
+    }
+
+    /// The host table layout.
+    pub fn layout(&self) -> &TableLayout {
+        &self.layout
+    }
+
+    /// Locks `key` for `tx_id` (no-wait). True if now held by `tx_id`.
+    #[inline]
+    pub fn try_lock(&mut self, key: Key, tx_id: u64) -> bool {
+        *self.locks.entry(key).or_insert(tx_id) == tx_id
+    }
+
+    /// Releases `key` if `tx_id` holds it; true if it did.
+    #[inline]
+    pub fn unlock(&mut self, key: &Key, tx_id: u64) -> bool {
+        match self.locks.get(key) {
+            Some(&h) if h == tx_id => {
+                self.locks.remove(key);
+                true
+            }
+            _ => false,
+        }
+    }
+
+    /// The transaction holding `key`'s lock.
+    #[inline]
+    pub fn lock_holder(&self, key: &Key) -> Option<u64> {
+        self.locks.get(key).copied()
+    }
+
+    /// Locks currently held.
+    pub fn locks_held(&self) -> usize {
+        self.locks.len()
+    }
+
+    /// The cached object of `key` (an access for the LRU).
+    #[inline]
+    pub fn cached(&mut self, key: &Key) -> Option<&CachedObject> {
+        self.cache.get(key)
+    }
+
+    /// The cached object of `key`, without counting an access.
+    #[inline]
+    pub fn peek(&self, key: &Key) -> Option<&CachedObject> {
+        self.cache.peek(key)
+    }
+
+    fn segment(&self, key: &Key) -> usize {
+        self.layout.segment_of(self.layout.home_slot(key))
+    }
+
+    /// A stamp to pass to [`NicIndex::cache_clean`] for a host read of `key`
+    /// started now.
+    #[inline]
+    pub fn read_stamp(&self, key: &Key) -> u32 {
+        self.segment_commits[self.segment(key)]
+    }
+
+    /// Caches an object read from host memory, unless a commit to its segment
+    /// happened since the read started (`stamp` from [`NicIndex::read_stamp`]):
+    /// then the host copy may be older than what the NIC already dropped.
+    pub fn cache_clean(&mut self, key: Key, meta: ObjectMeta, value: &[u8], stamp: u32) {
+        if self.segment_commits[self.segment(&key)] == stamp {
+            self.cache.insert_clean(key, meta, value);
+        }
+    }
+
+    /// Installs a committed (or replicated) write, pinned until the host applies it.
+    pub fn install_committed(&mut self, key: Key, meta: ObjectMeta, value: &[u8]) {
+        let s = self.segment(&key);
+        self.segment_commits[s] = self.segment_commits[s].wrapping_add(1);
+        self.cache.install_committed(key, meta, value);
+    }
+
+    /// The write of `key` at `version` is in the host log before `pos`.
+    pub fn set_pin(&mut self, key: Key, version: u64, pos: u64) {
+        self.cache.set_pin(key, version, pos);
+    }
+
+    /// The host applied its log up to `applied`; returns objects unpinned.
+    pub fn unpin_applied(&mut self, applied: u64) -> usize {
+        self.cache.unpin_applied(applied)
+    }
+
+    /// Objects cached.
+    pub fn cached_objects(&self) -> usize {
+        self.cache.len()
+    }
+
+    /// Objects pinned by unapplied writes.
+    pub fn pinned_objects(&self) -> usize {
+        self.cache.pinned()
+    }
+
+    /// Cache counters.
+    pub fn cache_stats(&self) -> CacheStats {
+        self.cache.stats()
+    }
+
+    /// The location hints.
+    pub fn hints(&self) -> &SegmentHints {
+        &self.hints
+    }
+
+    /// The location hints, mutably (lookups update them).
+    pub fn hints_mut(&mut self) -> &mut SegmentHints {
+        &mut self.hints
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use splitkv_layout::table::TableConfig;
+
+    fn index() -> NicIndex {
+        NicIndex::new(
+            TableLayout::new(&TableConfig::new(1000, 8)).unwrap(),
+            100,
+            1,
+        )
+    }
+
+    #[test]
+    fn locks_are_no_wait_and_owned() {
+        let mut ix = index();
+        let k = Key::new(0, 1);
+        assert!(ix.try_lock(k, 1));
+        assert!(ix.try_lock(k, 1), "re-lock by holder");
+        assert!(!ix.try_lock(k, 2));
+        assert!(!ix.unlock(&k, 2), "only the holder unlocks");
+        assert!(ix.unlock(&k, 1));
+        assert!(ix.try_lock(k, 2));
+        assert_eq!(ix.locks_held(), 1);
+    }
+
+    #[test]
+    fn clean_reads_racing_a_commit_are_not_cached() {
+        let mut ix = index();
+        let k = Key::new(0, 7);
+        let stamp = ix.read_stamp(&k);
+        ix.install_committed(k, ObjectMeta(5), b"new");
+        ix.set_pin(k, 5, 10);
+        ix.unpin_applied(10);
+        // The commit was applied and unpinned; a DMA read started before it may be stale.
+        ix.cache_clean(Key::new(0, 7), ObjectMeta(4), b"old", stamp);
+        assert_eq!(ix.peek(&k).unwrap().value, b"new");
+        let other = Key::new(1, 99);
+        let s = ix.read_stamp(&other);
+        ix.cache_clean(other, ObjectMeta(1), b"x", s);
+        assert!(ix.peek(&other).is_some() || ix.segment(&other) == ix.segment(&k));
+    }
+}
