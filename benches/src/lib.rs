@@ -11,6 +11,7 @@
 
 pub mod cluster;
 pub mod loadgen;
+pub mod lookup_report;
 pub mod smallbank;
 
 pub use cluster::{CheckError, SmallbankCluster, SmallbankSpec};

@@ -3,6 +3,8 @@
 //! ```text
 //! splitkv bench smallbank [--nodes 3] [--replication 3] [--accounts-per-node N]
 //!                         [--threads T] [--duration 10s] [--seed S] [--json]
+//! splitkv bench lookup    [--keys 8000000] [--d-max 8,16,32,unlimited]
+//!                         [--segment-slots 16] [--cold] [--json]
 //! ```
 //!
 //! Exit codes: 0 success; 1 a run or check failed; 2 bad command line.
@@ -41,6 +43,113 @@ enum Command {
 enum Workload {
     /// Smallbank (FaSST/DrTM mix, 4% hot set), then the money and replica checks.
     Smallbank(SmallbankArgs),
+    /// Xenic Table 2: objects read and DMA round trips per NIC lookup at 90% occupancy.
+    Lookup(LookupArgs),
+}
+
+#[derive(Args, Debug)]
+struct LookupArgs {
+    /// Table capacity in keys (filled to 90% of next_pow2(keys·10/9) home slots).
+    #[arg(long, default_value_t = 8_000_000)]
+    keys: usize,
+    /// Maximum displacements to measure, comma separated; `unlimited` allowed.
+    #[arg(long, default_value = "8,16,32,unlimited", value_delimiter = ',', value_parser = parse_d_max)]
+    d_max: Vec<usize>,
+    /// Home slots per segment (one NIC index entry each), a power of two.
+    #[arg(long, default_value_t = 16)]
+    segment_slots: usize,
+    /// Learn hints only from lookups (no warm-up scan).
+    #[arg(long)]
+    cold: bool,
+    /// Seed of the random keys.
+    #[arg(long, default_value_t = 1)]
+    seed: u64,
+    /// Print JSON instead of text.
+    #[arg(long)]
+    json: bool,
+}
+
+fn parse_d_max(s: &str) -> Result<usize, String> {
+    if s == "unlimited" {
+        return Ok(splitkv_bench::lookup_report::D_MAX_UNLIMITED);
+    }
+    match s.parse::<usize>() {
+        Ok(d) if (1..=splitkv_bench::lookup_report::D_MAX_UNLIMITED).contains(&d) => Ok(d),
+        _ => Err(format!(
+            "expected 1..={} or `unlimited`",
+            splitkv_bench::lookup_report::D_MAX_UNLIMITED
+        )),
+    }
+}
+
+/// Xenic Table 2 (objects read, round trips) by D_m.
+const XENIC_TABLE_2: [(usize, f64, f64); 4] = [
+    (8, 3.43, 1.07),
+    (16, 4.13, 1.04),
+    (32, 4.84, 1.02),
+    (4096, 6.39, 1.00),
+];
+
+fn lookup(args: &LookupArgs) -> Result<(), Box<dyn std::error::Error>> {
+    use splitkv_bench::lookup_report::{run, LookupSpec};
+    let mut rows = Vec::new();
+    for &d_max in &args.d_max {
+        let bar = ProgressBar::new(0).with_style(
+            ProgressStyle::with_template("D_m {prefix:>4} {msg:7} {bar:40} {pos}/{len}")
+                .expect("valid template"),
+        );
+        bar.set_prefix(d_max.to_string());
+        let spec = LookupSpec {
+            keys: args.keys,
+            d_max,
+            segment_slots: args.segment_slots,
+            warm: !args.cold,
+            seed: args.seed,
+        };
+        let row = run(&spec, |stage, done, total| {
+            bar.set_message(stage.to_string());
+            bar.set_length(total);
+            bar.set_position(done);
+        })?;
+        bar.finish_and_clear();
+        rows.push(row);
+    }
+    if args.json {
+        println!("{}", serde_json::to_string_pretty(&rows)?);
+        return Ok(());
+    }
+    println!(
+        "NIC lookups at 90% occupancy ({} keys, {} home slots per segment, {} hints)",
+        rows.first().map_or(0, |r| r.keys),
+        args.segment_slots,
+        if args.cold { "cold" } else { "warm" }
+    );
+    println!(
+        "{:>9} {:>10} {:>10} {:>12} {:>14} {:>12} {:>10}",
+        "D_m", "objects", "trips", "paper obj", "paper trips", "overflow %", "mean d_i"
+    );
+    for r in &rows {
+        let paper = XENIC_TABLE_2.iter().find(|p| p.0 == r.d_max);
+        let d = if r.d_max == splitkv_bench::lookup_report::D_MAX_UNLIMITED {
+            "unlimited".to_string()
+        } else {
+            r.d_max.to_string()
+        };
+        let (po, pt) = paper.map_or(("-".to_string(), "-".to_string()), |p| {
+            (format!("{:.2}", p.1), format!("{:.2}", p.2))
+        });
+        println!(
+            "{:>9} {:>10.2} {:>10.3} {:>12} {:>14} {:>12.2} {:>10.2}",
+            d,
+            r.objects_read,
+            r.round_trips,
+            po,
+            pt,
+            100.0 * r.overflow_keys as f64 / r.keys as f64,
+            r.d_known_mean
+        );
+    }
+    Ok(())
 }
 
 #[derive(Args, Debug)]
@@ -152,6 +261,21 @@ struct Report {
 fn main() -> ExitCode {
     let cli = Cli::parse();
     match cli.command {
+        Command::Bench(Workload::Lookup(args)) => {
+            if args.keys < 16 || args.keys > 1 << 30 || !args.segment_slots.is_power_of_two() {
+                eprintln!(
+                    "error: --keys must be between 16 and 2^30 and --segment-slots a power of two"
+                );
+                return ExitCode::from(2);
+            }
+            match lookup(&args) {
+                Ok(()) => ExitCode::SUCCESS,
+                Err(e) => {
+                    eprintln!("error: {e}");
+                    ExitCode::from(1)
+                }
+            }
+        }
         Command::Bench(Workload::Smallbank(args)) => {
             if let Err(e) = args.validate() {
                 eprintln!("error: {e}");

@@ -5,7 +5,8 @@
 //! Hints only make lookups cheaper; a stale hint costs an extra DMA read, never
 //! a wrong answer (see [`crate::index::lookup`]).
 
-use splitkv_layout::table::TableLayout;
+use splitkv_layout::table::{decode_slot, SegmentHeader, SlotRead, TableLayout};
+use splitkv_layout::{DecodeError, Key};
 
 /// Overflow head not known yet.
 const OVERFLOW_UNKNOWN: u32 = u32::MAX;
@@ -74,6 +75,69 @@ impl SegmentHints {
             None => OVERFLOW_NONE,
             Some(b) => (b as u32).min(OVERFLOW_NONE - 1),
         };
+    }
+
+    /// Learns from a copied run of main-array slots starting at slot
+    /// `first_slot`: every object seen updates d_i of its home segment.
+    /// Returns the slot index (within the run) and contents of `want`, if seen,
+    /// and whether any slot was torn.
+    pub fn observe_slots<'a>(
+        &mut self,
+        layout: &TableLayout,
+        first_slot: usize,
+        bytes: &'a [u8],
+        want: Option<&Key>,
+    ) -> Result<(Option<SlotRead<'a>>, bool), DecodeError> {
+        let mut found = None;
+        let mut torn = false;
+        for (i, slot) in bytes.chunks_exact(layout.slot_bytes()).enumerate() {
+            match decode_slot(layout, slot)? {
+                r @ SlotRead::Object { key, .. } => {
+                    let pos = first_slot + i;
+                    let home = layout.home_slot(&key);
+                    if pos >= home {
+                        self.observe(layout.segment_of(home), pos - home);
+                    }
+                    if want == Some(&key) {
+                        found = Some(r);
+                    }
+                }
+                SlotRead::Torn => torn = true,
+                SlotRead::Empty => {}
+            }
+        }
+        Ok((found, torn))
+    }
+
+    /// Learns every segment's d_i and overflow head from a full copy of the
+    /// table region (a NIC warm-up scan; one pass, no lookups needed).
+    pub fn warm_up(
+        &mut self,
+        layout: &TableLayout,
+        region_bytes: &[u8],
+    ) -> Result<(), DecodeError> {
+        let main = layout.main_offset();
+        let len = layout.main_slots() * layout.slot_bytes();
+        let slots = region_bytes
+            .get(main..main + len)
+            .ok_or(DecodeError::Truncated {
+                what: "table region",
+                need: main + len,
+                have: region_bytes.len(),
+            })?;
+        self.observe_slots(layout, 0, slots, None)?;
+        for s in 0..self.segments() {
+            let off = layout.segment_header_offset(s);
+            let h = region_bytes
+                .get(off..off + 64)
+                .ok_or(DecodeError::Truncated {
+                    what: "table region",
+                    need: off + 64,
+                    have: region_bytes.len(),
+                })?;
+            self.set_overflow(s, SegmentHeader::decode(layout, h)?.overflow_head);
+        }
+        Ok(())
     }
 
     /// Number of segments.

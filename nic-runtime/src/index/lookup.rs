@@ -15,9 +15,7 @@
 //! completions, and the Table 2 report feeds it direct copies.
 
 use super::hints::{OverflowHint, SegmentHints};
-use splitkv_layout::table::{
-    decode_slot, find_in_bucket, SegmentHeader, SlotRead, TableLayout, HEADER_BYTES,
-};
+use splitkv_layout::table::{find_in_bucket, SegmentHeader, SlotRead, TableLayout, HEADER_BYTES};
 use splitkv_layout::{DecodeError, Key, ObjectMeta};
 
 /// Extra slots read past the known displacement (Xenic §4.1.3 sets k = 1).
@@ -168,25 +166,15 @@ impl Lookup {
                         detail: "length",
                     }));
                 }
-                let mut torn = false;
-                let mut found = None;
-                for (i, slot) in data.chunks_exact(sb).enumerate() {
-                    match decode_slot(layout, slot) {
-                        Ok(SlotRead::Object { key, meta, value }) => {
-                            let pos = self.home + from + i;
-                            let obj_home = layout.home_slot(&key);
-                            if pos >= obj_home {
-                                hints.observe(layout.segment_of(obj_home), pos - obj_home);
-                            }
-                            if key == self.key {
-                                found = Some((meta, value));
-                            }
-                        }
-                        Ok(SlotRead::Torn) => torn = true,
-                        Ok(SlotRead::Empty) => {}
+                let (found, torn) =
+                    match hints.observe_slots(layout, self.home + from, data, Some(&self.key)) {
+                        Ok(x) => x,
                         Err(e) => return Step::Failed(e.into()),
-                    }
-                }
+                    };
+                let found = match found {
+                    Some(SlotRead::Object { meta, value, .. }) => Some((meta, value)),
+                    _ => None,
+                };
                 if let Some((meta, value)) = found {
                     return Step::Found { meta, value };
                 }
