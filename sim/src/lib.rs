@@ -104,7 +104,7 @@ impl SimNetwork {
     pub fn new(nodes: usize, cfg: SimConfig) -> (SimNetwork, Vec<SimTransport>) {
         let inner = Arc::new(Mutex::new(NetInner {
             queues: (0..nodes).map(|_| BinaryHeap::new()).collect(),
-            rng: Xoshiro256PlusPlus::seed_from_u64(cfg.seed ^ 0x5EED_0F_4E7),
+            rng: Xoshiro256PlusPlus::seed_from_u64(cfg.seed ^ 0x0005_EED0_F4E7),
             cfg,
             seq: 0,
             in_flight: 0,

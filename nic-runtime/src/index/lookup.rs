@@ -139,7 +139,7 @@ impl Lookup {
         }
     }
 
-    fn to_overflow(&mut self, layout: &TableLayout, hints: &SegmentHints) -> Step<'static> {
+    fn enter_overflow(&mut self, layout: &TableLayout, hints: &SegmentHints) -> Step<'static> {
         self.stage = match hints.overflow(self.segment) {
             OverflowHint::Head(bucket) => Stage::Bucket {
                 bucket,
@@ -188,7 +188,7 @@ impl Lookup {
                     };
                     return self.issue(layout);
                 }
-                self.to_overflow(layout, hints)
+                self.enter_overflow(layout, hints)
             }
             Stage::Header => match SegmentHeader::decode(layout, data) {
                 Ok(h) => {
