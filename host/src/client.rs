@@ -69,6 +69,17 @@ impl Client {
         }
     }
 
+    /// Pushes `bytes` as one raw request-ring entry, bypassing encoding. For
+    /// testing how the node treats malformed entries; applications use
+    /// [`Client::submit`].
+    pub fn submit_raw(&mut self, bytes: &[u8]) -> Result<(), ClientError> {
+        match self.requests.try_push(bytes) {
+            Ok(_) => Ok(()),
+            Err(RingError::Full) => Err(ClientError::Busy),
+            Err(e) => Err(ClientError::Ring(e)),
+        }
+    }
+
     /// Calls `f` for each available outcome (at most `max`); returns how many.
     pub fn poll(
         &mut self,

@@ -47,7 +47,7 @@ pub struct NicStats {
     pub batch: BatchStats,
     /// NIC object-cache counters.
     pub cache: crate::index::cache::CacheStats,
-    /// Packets or messages dropped because they did not decode.
+    /// Packets or messages dropped because they did not decode or broke a limit.
     pub bad_packets: u64,
     /// Ring entries dropped because they did not decode.
     pub bad_ring_entries: u64,
@@ -269,6 +269,18 @@ impl NicRuntime {
         work
     }
 
+    /// Checks a decoded message against this node's limits: a value that does
+    /// not fit the host table's slots must never reach the host log.
+    fn acceptable(&self, body: &Body<'_>) -> bool {
+        let max = self.io.layout.value_bytes_max();
+        match body {
+            Body::Log { items, .. } | Body::Commit { items, .. } => {
+                items.iter().all(|it| it.value.len() <= max)
+            }
+            _ => true,
+        }
+    }
+
     fn on_packet(&mut self, pkt: &[u8]) {
         let (hdr, msgs) = match decode_packet(pkt) {
             Ok(x) => x,
@@ -292,6 +304,10 @@ impl NicRuntime {
             if mh.src != hdr.src {
                 self.bad_packets += 1;
                 return;
+            }
+            if !self.acceptable(&body) {
+                self.bad_packets += 1;
+                continue;
             }
             match body {
                 Body::Execute { .. }
