@@ -1,0 +1,127 @@
+//! The NIC's host-table lookup (Xenic §4.1.3) against the real Robinhood table:
+//! after host insertions move objects past the NIC's known displacement d_i,
+//! every key is still found — by the d_i + k read, the adjacent read up to D_m,
+//! or the overflow chain — and the hints catch up.
+
+use rand::{Rng, SeedableRng};
+use rand_xoshiro::Xoshiro256PlusPlus;
+use splitkv_host::table::robinhood::RobinhoodTable;
+use splitkv_layout::table::TableConfig;
+use splitkv_layout::{Key, ObjectFlags, ObjectMeta};
+use splitkv_nic::index::hints::SegmentHints;
+use splitkv_nic::index::lookup::{Lookup, Step};
+
+/// Looks `key` up; returns (found, DMA reads).
+fn lookup(table: &RobinhoodTable, hints: &mut SegmentHints, key: Key) -> (Option<Vec<u8>>, u32) {
+    let layout = *table.layout();
+    let (mut l, mut step) = Lookup::start(&layout, hints, key);
+    let mut buf = Vec::new();
+    loop {
+        match step {
+            Step::Read { offset, len } => {
+                buf.resize(len, 0);
+                table.region().read_bytes(offset, &mut buf).unwrap();
+                step = l.advance(&layout, hints, &buf);
+            }
+            Step::Found { value, .. } => return (Some(value.to_vec()), l.reads),
+            Step::Absent => return (None, l.reads),
+            Step::Failed(e) => panic!("{key:?}: {e}"),
+        }
+    }
+}
+
+fn snapshot(table: &RobinhoodTable) -> Vec<u8> {
+    let mut b = vec![0u8; table.layout().region_bytes()];
+    table.region().read_bytes(0, &mut b).unwrap();
+    b
+}
+
+#[test]
+fn stale_hints_still_find_every_key() {
+    let mut cfg = TableConfig::new(20_000, 8);
+    cfg.d_max = 8;
+    cfg.overflow_fraction_pct = 40;
+    let mut table = RobinhoodTable::new(&cfg).unwrap();
+    let mut rng = Xoshiro256PlusPlus::seed_from_u64(9);
+    let meta = ObjectMeta::new(1, ObjectFlags::empty());
+    let target = table.layout().home_slots() * 9 / 10;
+    let mut keys = Vec::new();
+    // Half full: the NIC learns its hints from a scan now...
+    while keys.len() < target / 2 {
+        let k = Key::new(1, rng.gen());
+        if table.upsert(k, meta, &k.id.to_le_bytes()).unwrap() {
+            keys.push(k);
+        }
+    }
+    let mut hints = SegmentHints::new(table.layout());
+    hints.warm_up(table.layout(), &snapshot(&table)).unwrap();
+    let d_before: usize = (0..hints.segments()).map(|s| hints.d_known(s)).sum();
+    // ...then the host fills to 90% without telling the NIC.
+    while keys.len() < target {
+        let k = Key::new(1, rng.gen());
+        if table.upsert(k, meta, &k.id.to_le_bytes()).unwrap() {
+            keys.push(k);
+        }
+    }
+    assert!(table.overflow_len() > 0, "D_m = 8 at 90% uses overflow");
+    let mut reads_hist = [0u32; 8];
+    for k in &keys {
+        let (v, reads) = lookup(&table, &mut hints, *k);
+        assert_eq!(v.as_deref(), Some(&k.id.to_le_bytes()[..]), "{k:?} lost");
+        reads_hist[(reads as usize).min(7)] += 1;
+    }
+    assert!(reads_hist[1] > 0, "most keys need one read: {reads_hist:?}");
+    assert!(
+        reads_hist[2..].iter().sum::<u32>() > 0,
+        "stale hints forced adjacent or overflow reads: {reads_hist:?}"
+    );
+    let d_after: usize = (0..hints.segments()).map(|s| hints.d_known(s)).sum();
+    assert!(d_after > d_before, "hints learned the new displacements");
+    // Once learned, a second pass needs fewer reads.
+    let second: u32 = keys.iter().map(|k| lookup(&table, &mut hints, *k).1).sum();
+    let first: u32 = reads_hist
+        .iter()
+        .enumerate()
+        .map(|(r, n)| r as u32 * n)
+        .sum();
+    assert!(
+        second < first,
+        "{second} reads after learning vs {first} before"
+    );
+    // Absent keys are reported absent.
+    for _ in 0..1000 {
+        let k = Key::new(2, rng.gen());
+        assert_eq!(lookup(&table, &mut hints, k).0, None);
+    }
+}
+
+#[test]
+fn lookups_follow_deletes_and_reinserts() {
+    let mut cfg = TableConfig::new(4_000, 8);
+    cfg.d_max = 4;
+    cfg.overflow_fraction_pct = 50;
+    let mut table = RobinhoodTable::new(&cfg).unwrap();
+    let mut rng = Xoshiro256PlusPlus::seed_from_u64(4);
+    let meta = ObjectMeta::new(1, ObjectFlags::empty());
+    let mut live = std::collections::HashSet::new();
+    let mut hints = SegmentHints::new(table.layout());
+    let target = table.layout().home_slots() * 85 / 100;
+    for round in 0..20_000u32 {
+        if live.len() < target && rng.gen_bool(0.6) {
+            let k = Key::new(0, rng.gen_range(0..20_000));
+            table.upsert(k, meta, &[1; 8]).unwrap();
+            live.insert(k);
+        } else if let Some(&k) = live.iter().next() {
+            assert!(table.remove(&k));
+            live.remove(&k);
+        }
+        if round % 500 == 0 {
+            for k in &live {
+                assert!(
+                    lookup(&table, &mut hints, *k).0.is_some(),
+                    "{k:?} lost at round {round}"
+                );
+            }
+        }
+    }
+}
