@@ -75,7 +75,7 @@ run_model() {
     start="$(date +%s.%N)"
     # shellcheck disable=SC2086  # TLC_JAVA_OPTS is a list of flags
     java -XX:+UseParallelGC ${TLC_JAVA_OPTS:-} -cp "$jar" tlc2.TLC \
-        -workers "$w" -metadir "$meta" -config "$cfg" "${mode[@]}" "$spec" \
+        -workers "$w" -metadir "$meta" -config "$cfg" ${mode[@]+"${mode[@]}"} "$spec" \
         >"$out" 2>&1 || rc=$?
     end="$(date +%s.%N)"
     secs="$(awk -v a="$start" -v b="$end" 'BEGIN { printf "%.1f", b - a }')"
@@ -130,6 +130,11 @@ for cfg in *.cfg; do
     fi
     cfgs+=("$cfg")
 done
+
+if [[ ${#cfgs[@]} -eq 0 ]]; then
+    echo "tla: no config matches: $*" >&2
+    exit 2
+fi
 
 echo "tla: TLC from $jar, $workers workers"
 for cfg in "${cfgs[@]}"; do
