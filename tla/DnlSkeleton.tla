@@ -126,8 +126,6 @@ ValKeys(t)        == IF WS(t) = {} THEN RS(t)                  \* Dnl-RO
 ValKeysAt(t, n)   == KeysPrimaryAt(n, ValKeys(t))
 ReplKeysAt(t, n)  == PB(Row.replAt, n, WS(t))
 
-Targets(t, KeysAt(_, _)) == {n \in alive : KeysAt(t, n) # {}}
-
 (* The commit steps t goes through, in order. *)
 Order == <<"exec", "lock", "validate", "replicate", "unlock", "done">>
 Has(t, s) ==
@@ -236,10 +234,6 @@ UnlockDone(t)        == phase[t] = "unlock"    /\ StepDone(t, "unlock")
 -----------------------------------------------------------------------------
 (* Servers *)
 
-Respond(t, n, ok) ==
-    /\ acked' = [acked EXCEPT ![t] = @ \cup {n}]
-    /\ failed' = [failed EXCEPT ![t] = @ \/ ~ok]
-
 Lock(t, n) ==
     /\ phase[t] = "lock" /\ n \in Targets(t, LockKeysAt) \ acked[t]
     /\ LET K  == LockKeysAt(t, n)
@@ -296,36 +290,16 @@ Crash(S) ==
                THEN \E n \in A : HasRec(n, t, {"REPL", "COMMIT"})
                ELSE \/ \E n \in A : HasRec(n, t, {"COMMIT"})
                     \/ \A k \in LockKeys(t) : \A n \in LockNodes(t, k) \cap A :
-                           \E r \in rec[n] : r.t = t /\ r.kind = "LOCK" /\ k \in r.keys
+                           /\ \E r \in rec[n] : r.t = t /\ r.kind = "LOCK" /\ k \in r.keys
                            /\ ~HasRec(n, t, {"ABORT"})
-           Recoverable(t) == \A k \in WS(t) : \E n \in Replicas(k) \cap A : HasWrite(n, t, k)
-           Decide(t) ==
-               IF Coord(t) \in A THEN IF dec[t] = "commit" THEN "commit" ELSE "abort"
-               ELSE IF WS(t) # {} /\ Evidence(t) /\ Recoverable(t) THEN "commit" ELSE "abort"
-           D == [t \in Txns |-> IF t \in InFlight THEN Decide(t) ELSE dec[t]]
-           \* a backup rolls back a write that is not committed
+           D == RecoveryDecisions(A, Evidence, HasWrite)
+           \* a backup rolls back a replicated write that does not commit
            Stable(n, k) == IF val[n][k] # Init0 /\ D[val[n][k]] # "commit"
                            THEN undo[n][k] ELSE val[n][k]
-           Cands(k) ==
-               {Stable(n, k) : n \in Replicas(k) \cap A}
-               \cup {t \in Txns : /\ D[t] = "commit" /\ k \in WS(t)
-                                  /\ \/ t \in InFlight /\ Coord(t) \in A
-                                     \/ \E n \in Replicas(k) \cap A : HasWrite(n, t, k)}
-       IN /\ alive' = A
-          /\ crashes' = crashes + 1
-          /\ phase' = [t \in Txns |-> IF t \in InFlight THEN "done" ELSE phase[t]]
-          /\ dec' = D
-          /\ reported' = RecoveredReports(D, A)
-          /\ acked' = [t \in Txns |-> {}]
-          /\ failed' = [t \in Txns |-> FALSE]
-          /\ lock' = [n \in Nodes |-> [k \in Keys |-> None]]
-          /\ nr' = [n \in Nodes |-> [k \in Keys |-> None]]
-          /\ val' = [n \in Nodes |-> [k \in Keys |->
-                        IF n \in A /\ n \in Replicas(k) THEN Newest(k, Cands(k))
-                        ELSE val[n][k]]]
+       IN Recover(A, D, Stable, HasWrite)
+    /\ nr' = [n \in Nodes |-> [k \in Keys |-> None]]
     /\ UNCHANGED <<obs, rec, rtBefore, undo>>
 
-Terminated == \A t \in Txns : phase[t] = "done" \/ (phase[t] = "idle" /\ Coord(t) \notin alive)
 Finished == Terminated /\ UNCHANGED vars
 
 Next ==

@@ -122,6 +122,19 @@ ReadNode(t, k)    == IF IsLocalRead(t, k) THEN Coord(t) ELSE PrimaryNow(k)
 
 CommitsReported == {u \in Txns : reported[u] = "commit"}
 
+\* Nodes a step's request goes to: those where KeysAt(t, n) is not empty.
+Targets(t, KeysAt(_, _)) == {n \in alive : KeysAt(t, n) # {}}
+
+\* Node n answers t's current request: yes (ok) or no.
+Respond(t, n, ok) ==
+    /\ acked' = [acked EXCEPT ![t] = @ \cup {n}]
+    /\ failed' = [failed EXCEPT ![t] = @ \/ ~ok]
+
+\* All work is over; each spec's Finished step is enabled only here, so
+\* TLC's deadlock check tells termination from a stuck state.
+Terminated ==
+    \A t \in Txns : phase[t] = "done" \/ (phase[t] = "idle" /\ Coord(t) \notin alive)
+
 CommonInit ==
     /\ alive    = Nodes
     /\ crashes  = 0
@@ -171,11 +184,45 @@ CrashOK(S) ==
 
 InFlight == {t \in Txns : phase[t] \notin {"idle", "done"}}
 
-\* After recovery the clients of live coordinators learn the outcome of
-\* their in-flight transactions; nothing else changes for finished ones.
-RecoveredReports(D, A) ==
-    [t \in Txns |-> IF t \in InFlight /\ Coord(t) \in A /\ reported[t] = None
-                    THEN D[t] ELSE reported[t]]
+(***************************************************************************)
+(* Recovery, given the live nodes A.  A spec supplies                      *)
+(*   Evidence(t):       live logs show that t passed its commit checks;    *)
+(*   HasWrite(n, t, k): node n's log holds t's new value of k;             *)
+(*   Stable(n, k):      n's value of k with writes of transactions that    *)
+(*                      do not commit rolled back.                         *)
+(* A live coordinator's decision stands (undecided means abort).  A        *)
+(* transaction whose coordinator crashed commits iff it writes, there is   *)
+(* Evidence, and each written key's new value survives in a live log.      *)
+(***************************************************************************)
+RecoveryDecisions(A, Evidence(_), HasWrite(_, _, _)) ==
+    LET Recoverable(t) == \A k \in WS(t) : \E n \in Replicas(k) \cap A : HasWrite(n, t, k)
+        Decide(t) ==
+            IF Coord(t) \in A THEN IF dec[t] = "commit" THEN "commit" ELSE "abort"
+            ELSE IF WS(t) # {} /\ Evidence(t) /\ Recoverable(t) THEN "commit" ELSE "abort"
+    IN  [t \in Txns |-> IF t \in InFlight THEN Decide(t) ELSE dec[t]]
+
+\* The shared part of the state after recovery with decisions D: every
+\* in-flight transaction is done, the clients of live coordinators learn
+\* the outcome, no locks remain, and each live replica of k holds the newest
+\* surviving committed value (a live replica's stable value, or a committed
+\* write found in a live log or a live coordinator).
+Recover(A, D, Stable(_, _), HasWrite(_, _, _)) ==
+    LET Cands(k) ==
+            {Stable(n, k) : n \in Replicas(k) \cap A}
+            \cup {t \in Txns : /\ D[t] = "commit" /\ k \in WS(t)
+                               /\ \/ t \in InFlight /\ Coord(t) \in A
+                                  \/ \E n \in Replicas(k) \cap A : HasWrite(n, t, k)}
+    IN  /\ alive' = A
+        /\ crashes' = crashes + 1
+        /\ phase' = [t \in Txns |-> IF t \in InFlight THEN "done" ELSE phase[t]]
+        /\ dec' = D
+        /\ reported' = [t \in Txns |-> IF t \in InFlight /\ Coord(t) \in A /\ reported[t] = None
+                                        THEN D[t] ELSE reported[t]]
+        /\ acked' = [t \in Txns |-> {}]
+        /\ failed' = [t \in Txns |-> FALSE]
+        /\ lock' = [n \in Nodes |-> [k \in Keys |-> None]]
+        /\ val' = [n \in Nodes |-> [k \in Keys |->
+                      IF n \in A /\ n \in Replicas(k) THEN Newest(k, Cands(k)) ELSE val[n][k]]]
 
 (***************************************************************************)
 (* Correctness.                                                            *)

@@ -67,7 +67,6 @@ ValKeysAt(t, n)    == KeysPrimaryAt(n, ValKeys(t))
 LogKeysAt(t, n)    == KeysBackupAt(n, WS(t))
 CommitKeysAt(t, n) == KeysPrimaryAt(n, WS(t))
 
-Targets(t, KeysAt(_, _)) == {n \in alive : KeysAt(t, n) # {}}
 \* Step done: every target answered, or one answered "abort".
 StepComplete(t, KeysAt(_, _)) == Targets(t, KeysAt) \subseteq acked[t] \/ failed[t]
 
@@ -139,10 +138,6 @@ AbortDone(t) ==
 -----------------------------------------------------------------------------
 (* Servers (primary and backup handlers) *)
 
-Respond(t, n, ok) ==
-    /\ acked' = [acked EXCEPT ![t] = @ \cup {n}]
-    /\ failed' = [failed EXCEPT ![t] = @ \/ ~ok]
-
 Execute(t, n) ==
     /\ phase[t] = "execute" /\ n \in Targets(t, ExecKeysAt) \ acked[t]
     /\ LET K  == ExecKeysAt(t, n)
@@ -190,34 +185,13 @@ HasWrite(n, t, k) ==
 Crash(S) ==
     /\ CrashOK(S)
     /\ LET A == alive \ S
-           Evidence(t)    == \E n \in A : \E r \in rec[n] : r.t = t
-           Recoverable(t) == \A k \in WS(t) : \E n \in Replicas(k) \cap A : HasWrite(n, t, k)
-           Decide(t) ==
-               IF Coord(t) \in A THEN IF dec[t] = "commit" THEN "commit" ELSE "abort"
-               ELSE IF WS(t) # {} /\ Evidence(t) /\ Recoverable(t) THEN "commit" ELSE "abort"
-           D == [t \in Txns |-> IF t \in InFlight THEN Decide(t) ELSE dec[t]]
-           \* Values of k that survive: live replicas' stores, and the writes
-           \* of committed transactions found in a live log or coordinator.
-           Cands(k) ==
-               {val[n][k] : n \in Replicas(k) \cap A}
-               \cup {t \in Txns : /\ D[t] = "commit" /\ k \in WS(t)
-                                  /\ \/ t \in InFlight /\ Coord(t) \in A
-                                     \/ \E n \in Replicas(k) \cap A : HasWrite(n, t, k)}
-       IN /\ alive' = A
-          /\ crashes' = crashes + 1
-          /\ phase' = [t \in Txns |-> IF t \in InFlight THEN "done" ELSE phase[t]]
-          /\ dec' = D
-          /\ reported' = RecoveredReports(D, A)
-          /\ acked' = [t \in Txns |-> {}]
-          /\ failed' = [t \in Txns |-> FALSE]
-          /\ lock' = [n \in Nodes |-> [k \in Keys |-> None]]
-          /\ val' = [n \in Nodes |-> [k \in Keys |->
-                        IF n \in A /\ n \in Replicas(k) THEN Newest(k, Cands(k))
-                        ELSE val[n][k]]]
+           \* LOG and COMMIT records are written only after validation passed.
+           Evidence(t) == \E n \in A : \E r \in rec[n] : r.t = t
+           D == RecoveryDecisions(A, Evidence, HasWrite)
+           Stored(n, k) == val[n][k]     \* Xenic stores only committed values
+       IN Recover(A, D, Stored, HasWrite)
     /\ UNCHANGED <<obs, rec, rtBefore>>
 
-\* All work is over: lets TLC tell termination from a stuck state.
-Terminated == \A t \in Txns : phase[t] = "done" \/ (phase[t] = "idle" /\ Coord(t) \notin alive)
 Finished == Terminated /\ UNCHANGED vars
 
 Next ==
