@@ -302,7 +302,7 @@ impl Coordinator {
             }
             Phase::Validate => self.log(io, slot),
             Phase::Log => self.commit(io, slot),
-            Phase::Commit => self.release(slot),
+            Phase::Commit => self.report_committed(slot),
             Phase::Free => unreachable!(),
         }
     }
@@ -397,16 +397,11 @@ impl Coordinator {
         }
     }
 
-    /// Steps 5–6: the transaction is committed; report it, then install the
-    /// writes and unlock at every primary.
+    /// Steps 5–6: the transaction is committed (every backup logged it); install
+    /// the writes and unlock at every primary, then report (see `report_committed`).
     fn commit(&mut self, io: &mut Io, slot: usize) {
         self.stats.committed += 1;
         let t = &mut self.txs[slot];
-        self.outcomes.push_back(Outcome {
-            req_id: t.req_id,
-            status: TxStatus::Committed,
-            result: t.result.clone(),
-        });
         let tx_id = Self::tx_id(io.node, slot, t.gen);
         t.phase = Phase::Commit;
         for p in 0..io.placement.nodes() as NodeId {
@@ -450,8 +445,24 @@ impl Coordinator {
             }
         }
         if t.pending == 0 {
-            self.release(slot);
+            self.report_committed(slot);
         }
+    }
+
+    /// The outcome goes to the application only once every primary acknowledged
+    /// COMMIT: reporting at the LOG acknowledgements (Xenic §4.2 step 6 read
+    /// literally) can lose a reported commit when the coordinator is also the
+    /// only backup of a key and crashes — the primary then holds just a lock.
+    /// TLA+ (`tla/XenicOCC.tla`, model `XenicEarlyReport`) finds that trace.
+    fn report_committed(&mut self, slot: usize) {
+        let t = &mut self.txs[slot];
+        let result = std::mem::take(&mut t.result);
+        self.outcomes.push_back(Outcome {
+            req_id: t.req_id,
+            status: TxStatus::Committed,
+            result,
+        });
+        self.release(slot);
     }
 
     /// Abort: release the locks taken and report `status`.

@@ -7,10 +7,11 @@
 //! 3. **Validate** — re-check the versions of the read set at its primaries;
 //! 4. **Log** — send the write set to every backup, which appends LOG records to
 //!    its host log by DMA and acknowledges;
-//! 5. the transaction is committed once every backup acknowledged; the outcome
-//!    goes to the application;
+//! 5. the transaction is committed once every backup acknowledged;
 //! 6. **Commit** — each primary installs the new values in its NIC index (pinned),
-//!    unlocks, and appends COMMIT records to its host log;
+//!    unlocks, and appends COMMIT records to its host log; once every primary
+//!    acknowledged, the outcome goes to the application (not earlier: see
+//!    `tla/README.md`, "XenicEarlyReport");
 //! 7. host workers apply the log and acknowledge; pinned objects are released.
 //!
 //! **Abort** releases the locks a transaction took. Step names match the TLA+
