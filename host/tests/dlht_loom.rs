@@ -1,6 +1,7 @@
 //! Loom models of the DLHT's concurrency protocols (Dandelion §6): the slot
 //! state machine of one bin (insert vs delete vs get, racing inserts, a Put vs
-//! a reader) and the resize hand-off (writers racing threads that move a bin).
+//! a reader, two inserts racing to add a link bucket) and the resize hand-off
+//! (writers racing threads that move a bin).
 //!
 //! Not part of the default tests: run `scripts/loom` (it builds with
 //! `RUSTFLAGS="--cfg loom"`, which swaps the table's atomics for loom's via
@@ -10,7 +11,7 @@
 
 use loom::sync::Arc;
 use loom::thread;
-use splitkv_host::table::dlht::Dlht;
+use splitkv_host::table::dlht::{Dlht, DlhtConfig};
 use splitkv_layout::{Key, ObjectFlags, ObjectMeta};
 
 fn model(preemptions: usize, f: impl Fn() + Sync + Send + 'static) {
@@ -167,5 +168,42 @@ fn resize_handoff_two_movers_and_an_insert() {
         assert_eq!(get(&t, K2), Some(2));
         assert_eq!(t.len(), 2);
         assert_eq!(t.iter().count(), 2, "a key was copied twice");
+    });
+}
+
+#[test]
+fn racing_inserts_extend_the_chain_once() {
+    model(2, || {
+        // One bin that may not grow (so the load bound starts no resize).
+        let t = Arc::new(Dlht::with_config(DlhtConfig {
+            capacity_keys: 1,
+            bins_max: 1,
+        }));
+        // The bin's two slots are taken: both inserts below need a link bucket.
+        t.insert(K1, meta(1), &val(1)).unwrap();
+        t.insert(K2, meta(2), &val(2)).unwrap();
+        let k4 = Key::new(2, 9);
+        let a = {
+            let t = t.clone();
+            thread::spawn(move || t.insert(K3, meta(3), &val(3)).unwrap())
+        };
+        let reader = {
+            let t = t.clone();
+            thread::spawn(move || get(&t, K3))
+        };
+        assert!(t.insert(k4, meta(4), &val(4)).unwrap());
+        assert!(a.join().unwrap());
+        let seen = reader.join().unwrap();
+        assert!(seen.is_none() || seen == Some(3));
+        for (k, v) in [(K1, 1), (K2, 2), (K3, 3), (k4, 4)] {
+            assert_eq!(get(&t, k), Some(v));
+        }
+        assert_eq!(t.len(), 4);
+        assert_eq!(t.iter().count(), 4);
+        assert_eq!(
+            t.resizes_completed(),
+            0,
+            "a link bucket, not a resize, made room"
+        );
     });
 }
