@@ -22,9 +22,9 @@
 //!   copy into a fresh slot and, in the same CAS, frees the old one
 //!   (copy-on-write), so readers never see a half-written value.
 //! - A delete frees its slot in its CAS: no tombstone remains.
-//! - A stalled writer holds only its own reserved slot; no other operation
-//!   waits for it, so every operation is lock-free (a failed CAS means another
-//!   operation's CAS succeeded).
+//! - A stalled writer holds only its own reserved slot; no other operation on
+//!   the chain waits for it, so the state machine is lock-free (a failed CAS
+//!   means another operation's CAS succeeded).
 //!
 //! Headers of bins in state `Frozen` (being moved by a resize) never change
 //! again except to `Moved`: writers do not publish or abandon into them.
@@ -41,8 +41,10 @@ use splitkv_layout::Key;
 pub(crate) const LINK_POOL_SLACK_LINES_MIN: usize = 2;
 
 /// One table generation: `bins` (a power of two) and its link-bucket pool.
-/// A resize creates the next, twice as large generation and moves every bin
-/// into it; see `resize.rs`.
+/// A resize creates the next generation (twice as large, or the same size to
+/// reclaim link buckets) and moves every bin into it; see `resize.rs`.
+/// Out-of-line value records are owned by the table, not by a generation: a
+/// move shares them between the old and the new slot.
 pub(crate) struct Gen {
     /// The bins; bin `b`'s header is word 0 of `bins[b]`.
     pub(crate) bins: Box<[Line]>,

@@ -19,10 +19,18 @@
 //! # Concurrency
 //!
 //! Every slot change is one CAS of the chain's header (`bin.rs`); readers read
-//! header, slot, header and retry if it changed. A resize moves bins into a
-//! twice as large generation while operations go on (`resize.rs`). Records and
-//! old generations are freed through `crossbeam-epoch`. All atomics come from
+//! header, slot, header and retry if it changed (the header's 30-bit version
+//! would have to wrap exactly during one read to fool them). A resize moves
+//! bins into a new generation, twice as large or (to reclaim link buckets) the
+//! same size, while operations go on (`resize.rs`). Records and old
+//! generations are freed through `crossbeam-epoch`. All atomics come from
 //! `sync.rs`, so `scripts/loom` model-checks this code with loom.
+//!
+//! Progress: Gets never wait. Writes are lock-free with two exceptions, both
+//! waits on another thread's short step rather than on a lock: a write that
+//! finds no room while another thread allocates the next generation waits for
+//! that allocation, and a thread copying a bin into a destination chain whose
+//! every free slot is held by other copiers waits for one of them.
 //!
 //! # Memory and DMA readers
 //!
@@ -152,8 +160,8 @@ enum Mode {
 }
 
 /// The Dandelion hash table (Dandelion §6). `Send + Sync`; every operation
-/// takes `&self` and is lock-free, except that an insert that finds no room
-/// while another thread allocates the next generation waits for that allocation.
+/// takes `&self`; see the module docs for the layout, the progress guarantees
+/// and the bounds.
 pub struct Dlht {
     current: AtomicPtr<Gen>,
     len: AtomicIsize,
