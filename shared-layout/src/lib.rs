@@ -10,6 +10,7 @@
 //! NIC runtime's DMA engine can share it without data races.
 #![warn(missing_docs)]
 
+pub mod dlht_layout;
 pub mod error;
 pub mod host_nic;
 pub mod key;

@@ -1,0 +1,330 @@
+//! One table generation and the slot state machine of its bins (Dandelion §6).
+//!
+//! A chain (a bin and its link buckets) has one header word; every change to
+//! any of its slots is one compare-and-swap of that header, which also bumps its
+//! version. Slot states (`splitkv_layout::dlht_layout::SlotState`):
+//!
+//! ```text
+//!            reserve (CAS)             publish (CAS)
+//!   Empty ─────────────────► Reserved ──────────────► Valid
+//!     ▲                         │                       │
+//!     └──── abandon (CAS) ◄─────┘                       │
+//!     └────────────── delete, or replaced by a Put (CAS) ┘
+//! ```
+//!
+//! - Only the thread that reserved a slot writes its words (tag, key id, meta,
+//!   value word), between its reserve and its publish; a `Valid` slot's words
+//!   never change, so a reader that sees the same header before and after
+//!   reading a `Valid` slot has read one consistent slot (a seqlock in which no
+//!   writer ever holds the lock: writers fill slots nobody is reading).
+//! - A publish CAS re-checks, against the same header word, that the key is
+//!   (insert: not) present, so duplicates cannot appear. A Put writes the new
+//!   copy into a fresh slot and, in the same CAS, frees the old one
+//!   (copy-on-write), so readers never see a half-written value.
+//! - A delete frees its slot in its CAS: no tombstone remains.
+//! - A stalled writer holds only its own reserved slot; no other operation on
+//!   the chain waits for it, so the state machine is lock-free (a failed CAS
+//!   means another operation's CAS succeeded).
+//!
+//! Headers of bins in state `Frozen` (being moved by a resize) never change
+//! again except to `Moved`: writers do not publish or abandon into them.
+
+use super::sync::{fence, AtomicPtr, AtomicU64, AtomicUsize, Line, Ordering};
+use splitkv_layout::dlht_layout::{
+    header, tags, word_id, word_meta, word_value, BinState, SlotState, LINES_PER_CHAIN_MAX,
+    LINK_INDEX_MAX, SLOTS_PER_LINE, WORD_CONTROL, WORD_TAGS,
+};
+use splitkv_layout::Key;
+
+/// Link buckets in a generation's pool beyond one per bin: room for link lines
+/// lost to install races (two writers extending one chain at once).
+pub(crate) const LINK_POOL_SLACK_LINES_MIN: usize = 2;
+
+/// One table generation: `bins` (a power of two) and its link-bucket pool.
+/// A resize creates the next generation (twice as large, or the same size to
+/// reclaim link buckets) and moves every bin into it; see `resize.rs`.
+/// Out-of-line value records are owned by the table, not by a generation: a
+/// move shares them between the old and the new slot.
+pub(crate) struct Gen {
+    /// The bins; bin `b`'s header is word 0 of `bins[b]`.
+    pub(crate) bins: Box<[Line]>,
+    /// Link-bucket pool; index 0 is never used (it means "no link").
+    pub(crate) links: Box<[Line]>,
+    /// Next unallocated pool index (starts at 1; may run past the end).
+    pub(crate) links_next: AtomicUsize,
+    /// The next generation, once a resize has allocated it.
+    pub(crate) next: AtomicPtr<Gen>,
+    /// 0 until one thread claims the right to allocate `next`.
+    pub(crate) resize_claim: AtomicUsize,
+    /// Next bin to hand out to a thread helping the resize (chunks of bins).
+    pub(crate) move_cursor: AtomicUsize,
+    /// Bins whose move has completed (`Moved`); the thread that makes this
+    /// equal to the bin count makes `next` the table's current generation.
+    pub(crate) moved: AtomicUsize,
+}
+
+/// What a search of a chain found under one header word.
+pub(crate) enum Find<'g> {
+    /// The key is in chain slot `slot`, in `line` at position `pos`, with this tag.
+    Found {
+        slot: usize,
+        line: &'g Line,
+        pos: usize,
+        tag: u16,
+    },
+    /// No valid slot holds the key.
+    Absent,
+    /// A link the header says exists could not be followed: the header changed
+    /// under us (the caller re-reads it).
+    Torn,
+}
+
+/// Why a chain could not get another link bucket.
+pub(crate) enum ExtendError {
+    /// Already [`LINES_PER_CHAIN_MAX`] lines.
+    ChainFull,
+    /// The generation's link pool is used up.
+    PoolExhausted,
+}
+
+impl Gen {
+    /// A generation of `bin_count` bins (a power of two) with a pool of
+    /// `bin_count + bin_count / 8 + LINK_POOL_SLACK_LINES_MIN` link buckets.
+    /// `pending` bins start in state `Pending` (the destination of a resize).
+    pub(crate) fn new(bin_count: usize, pending: bool) -> Gen {
+        assert!(bin_count.is_power_of_two(), "bin count {bin_count}");
+        let pool = bin_count + bin_count / 8 + LINK_POOL_SLACK_LINES_MIN;
+        assert!(pool as u64 <= LINK_INDEX_MAX, "link pool too large");
+        let bins = super::sync::alloc_lines(bin_count);
+        if pending {
+            let h = header::with_bin_state(0, BinState::Pending);
+            for line in bins.iter() {
+                line.w[WORD_CONTROL].store(h, Ordering::Relaxed);
+            }
+        }
+        Gen {
+            bins,
+            links: super::sync::alloc_lines(pool + 1),
+            links_next: AtomicUsize::new(1),
+            next: AtomicPtr::new(std::ptr::null_mut()),
+            resize_claim: AtomicUsize::new(0),
+            move_cursor: AtomicUsize::new(0),
+            moved: AtomicUsize::new(0),
+        }
+    }
+
+    /// Number of bins.
+    #[inline]
+    pub(crate) fn bin_count(&self) -> usize {
+        self.bins.len()
+    }
+
+    /// The bin of `key` in this generation.
+    #[inline]
+    pub(crate) fn bin_of(&self, key: &Key) -> usize {
+        splitkv_layout::dlht_layout::bin_index(key, self.bins.len())
+    }
+
+    /// Bin `b`'s header word.
+    #[inline]
+    pub(crate) fn header(&self, b: usize) -> &AtomicU64 {
+        &self.bins[b].w[WORD_CONTROL]
+    }
+
+    /// Link buckets handed out so far (including ones lost to install races).
+    pub(crate) fn links_used(&self) -> usize {
+        (self.links_next.load(Ordering::Relaxed) - 1).min(self.links.len() - 1)
+    }
+
+    /// The next generation, if a resize has allocated it.
+    #[inline]
+    pub(crate) fn next_gen(&self) -> Option<&Gen> {
+        let p = self.next.load(Ordering::Acquire);
+        // SAFETY: `next` is set once, to a fully built generation (Release), and
+        // a generation is freed only after the table stopped pointing at it and
+        // every thread pinned before that has unpinned; our caller is pinned and
+        // reached `self` through the table, so `next` outlives this borrow.
+        unsafe { p.as_ref() }
+    }
+
+    /// Compare-and-swap of bin `b`'s header from `old` to `new` (with its
+    /// version bumped). AcqRel: publishes the slot words written before it and
+    /// sees those published before `old`.
+    #[inline]
+    pub(crate) fn cas_header(&self, b: usize, old: u64, new: u64) -> Result<u64, u64> {
+        let new = header::bumped(new);
+        self.header(b)
+            .compare_exchange(old, new, Ordering::AcqRel, Ordering::Acquire)
+            .map(|_| new)
+    }
+
+    /// Searches bin `b`'s chain for `key` among the slots `h` says are valid.
+    /// The caller validates the answer (re-reads the header after an Acquire
+    /// fence, or uses `h` as the expected value of a CAS).
+    #[inline]
+    pub(crate) fn find<'g>(&'g self, cur: &mut Cursor<'g>, h: u64, key: &Key) -> Find<'g> {
+        let mut valid = header::valid_mask(h);
+        while valid != 0 {
+            let slot = valid.trailing_zeros() as usize;
+            valid &= valid - 1;
+            let Some(line) = cur.line(slot / SLOTS_PER_LINE) else {
+                return Find::Torn;
+            };
+            let pos = slot % SLOTS_PER_LINE;
+            let tag = tags::tag(line.w[WORD_TAGS].load(Ordering::Acquire), pos);
+            if tags::tag_table(tag) == key.table
+                && line.w[word_id(pos)].load(Ordering::Relaxed) == key.id
+            {
+                return Find::Found {
+                    slot,
+                    line,
+                    pos,
+                    tag,
+                };
+            }
+        }
+        Find::Absent
+    }
+
+    /// The lowest chain slot that `h` says is empty and whose line exists.
+    pub(crate) fn pick_empty<'g>(
+        &'g self,
+        cur: &mut Cursor<'g>,
+        h: u64,
+    ) -> Option<(usize, &'g Line, usize)> {
+        let empty = header::empty_mask(h);
+        if empty == 0 {
+            return None;
+        }
+        let slot = empty.trailing_zeros() as usize;
+        // Lines exist as a prefix of the chain: if the lowest empty slot's line
+        // is missing, so are the lines of every higher one.
+        let line = cur.line(slot / SLOTS_PER_LINE)?;
+        Some((slot, line, slot % SLOTS_PER_LINE))
+    }
+
+    /// Appends a link bucket to bin `b`'s chain (or finds that another thread
+    /// just did). Lock-free: the install is one CAS on the last line's tags word.
+    pub(crate) fn extend_chain<'g>(
+        &'g self,
+        b: usize,
+        cur: &mut Cursor<'g>,
+    ) -> Result<(), ExtendError> {
+        let lines = cur.len_all();
+        if lines >= LINES_PER_CHAIN_MAX {
+            return Err(ExtendError::ChainFull);
+        }
+        let last = cur.line(lines - 1).expect("line counted above");
+        // Already extended by someone else since we looked?
+        if tags::link(last.w[WORD_TAGS].load(Ordering::Acquire)) != 0 {
+            return Ok(());
+        }
+        let idx = self.links_next.fetch_add(1, Ordering::Relaxed);
+        if idx >= self.links.len() {
+            return Err(ExtendError::PoolExhausted);
+        }
+        // Owner word first (published by the Release install below).
+        self.links[idx].w[WORD_CONTROL].store(b as u64 + 1, Ordering::Relaxed);
+        let tw = &last.w[WORD_TAGS];
+        let mut w = tw.load(Ordering::Acquire);
+        loop {
+            if tags::link(w) != 0 {
+                // Lost the race: the line at `idx` stays unused (counted in
+                // the pool's slack).
+                return Ok(());
+            }
+            match tw.compare_exchange_weak(
+                w,
+                tags::with_link(w, idx as u32),
+                Ordering::Release,
+                Ordering::Acquire,
+            ) {
+                Ok(_) => return Ok(()),
+                Err(now) => w = now,
+            }
+        }
+    }
+
+    /// Writes a reserved slot's words. The caller holds the reservation of
+    /// chain slot at (`line`, `pos`) in a header it changed with a CAS.
+    #[inline]
+    pub(crate) fn fill_slot(line: &Line, pos: usize, tag: u16, id: u64, meta: u64, value: u64) {
+        // Readers that read any of the words below and then the header must see
+        // our reservation: order the reservation CAS before these stores.
+        fence(Ordering::Release);
+        let tw = &line.w[WORD_TAGS];
+        let old = tags::tag(tw.load(Ordering::Relaxed), pos);
+        // Only the reserving thread changes these 16 bits, so xor with
+        // (old ^ new) sets them without disturbing the neighbour's tag or link.
+        let flip = ((old ^ tag) as u64) << (16 * pos);
+        if flip != 0 {
+            tw.fetch_xor(flip, Ordering::Relaxed);
+        }
+        line.w[word_id(pos)].store(id, Ordering::Relaxed);
+        line.w[word_meta(pos)].store(meta, Ordering::Relaxed);
+        line.w[word_value(pos)].store(value, Ordering::Relaxed);
+    }
+
+    /// Gives back a reservation of chain slot `slot` of bin `b` that will not be
+    /// published. Leaves it alone if the bin is frozen or moved (the bin is dead;
+    /// its header must not change any more).
+    pub(crate) fn abandon(&self, b: usize, slot: usize) {
+        let mut h = self.header(b).load(Ordering::Acquire);
+        loop {
+            debug_assert_eq!(header::slot_bits(h, slot), SlotState::Reserved as u64);
+            match header::bin_state(h) {
+                BinState::Frozen | BinState::Moved => return,
+                BinState::Live | BinState::Pending => {}
+            }
+            match self.cas_header(b, h, header::with_slot(h, slot, SlotState::Empty)) {
+                Ok(_) => return,
+                Err(now) => h = now,
+            }
+        }
+    }
+}
+
+/// Walks one chain's lines lazily, remembering what it has followed.
+pub(crate) struct Cursor<'g> {
+    gen: &'g Gen,
+    lines: [Option<&'g Line>; LINES_PER_CHAIN_MAX],
+    known: usize,
+}
+
+impl<'g> Cursor<'g> {
+    /// A cursor at bin `b` of `gen`.
+    #[inline]
+    pub(crate) fn new(gen: &'g Gen, b: usize) -> Cursor<'g> {
+        let mut lines = [None; LINES_PER_CHAIN_MAX];
+        lines[0] = Some(&gen.bins[b]);
+        Cursor {
+            gen,
+            lines,
+            known: 1,
+        }
+    }
+
+    /// Line `k` of the chain (0 = the bin), or `None` if the chain is shorter.
+    #[inline]
+    pub(crate) fn line(&mut self, k: usize) -> Option<&'g Line> {
+        while self.known <= k {
+            let prev = self.lines[self.known - 1]?;
+            let idx = tags::link(prev.w[WORD_TAGS].load(Ordering::Acquire)) as usize;
+            if idx == 0 || idx >= self.gen.links.len() {
+                return None;
+            }
+            self.lines[self.known] = Some(&self.gen.links[idx]);
+            self.known += 1;
+        }
+        self.lines[k]
+    }
+
+    /// Number of lines the chain has now (following every link).
+    pub(crate) fn len_all(&mut self) -> usize {
+        let mut k = self.known;
+        while k < LINES_PER_CHAIN_MAX && self.line(k).is_some() {
+            k += 1;
+        }
+        k
+    }
+}

@@ -1,0 +1,663 @@
+//! Tests of the DLHT (`splitkv_host::table::dlht`, Dandelion §6): a property
+//! test against a `HashMap` model (with resizes in every state a single thread
+//! can observe), batch-versus-single equivalence, bounds and typed errors, the
+//! DMA byte format, and multi-threaded stress with resizes under way.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+
+use proptest::prelude::*;
+use splitkv_host::table::dlht::{
+    Dlht, DlhtConfig, DlhtError, Request, TABLE_ID_MAX, VALUE_BYTES_MAX, VALUE_INLINE_BYTES_MAX,
+};
+use splitkv_layout::dlht_layout::{
+    bin_index, decode_bin, decode_link, decode_out_of_line, SlotValue, LINE_BYTES,
+};
+use splitkv_layout::{Key, ObjectFlags, ObjectMeta, VERSION_MAX};
+
+type Model = HashMap<Key, (ObjectMeta, Vec<u8>)>;
+
+/// A checksum of a value that writers put in the version, so readers can tell
+/// a torn (meta, value) pair.
+fn sum(v: &[u8]) -> u64 {
+    v.iter().fold(0xcbf2_9ce4_8422_2325u64, |h, &b| {
+        (h ^ b as u64).wrapping_mul(0x100_0000_01b3)
+    }) & VERSION_MAX
+}
+
+fn meta_for(v: &[u8]) -> ObjectMeta {
+    ObjectMeta::new(sum(v), ObjectFlags::READABLE)
+}
+
+/// Every (key, meta, value) of `t`, via `iter` and via `for_each`, checked
+/// against each other and for duplicates.
+fn contents(t: &Dlht) -> Model {
+    let mut a = Model::new();
+    for (k, m, v) in t.iter() {
+        assert!(a.insert(k, (m, v)).is_none(), "iter yielded {k:?} twice");
+    }
+    let mut b = Model::new();
+    t.for_each(|k, m, v| {
+        assert!(
+            b.insert(k, (m, v.to_vec())).is_none(),
+            "for_each yielded {k:?} twice"
+        );
+    });
+    assert_eq!(a, b, "iter and for_each disagree");
+    a
+}
+
+// ---------------------------------------------------------------------------
+// Model-based property test.
+
+#[derive(Debug, Clone)]
+enum Op {
+    Insert(Key, Vec<u8>),
+    Put(Key, Vec<u8>),
+    Upsert(Key, Vec<u8>),
+    Remove(Key),
+    Get(Key),
+    /// Start doubling, then move `chunks` chunks of bins (0 = leave it all to
+    /// the writers).
+    Resize(usize),
+    FinishResize,
+}
+
+fn key() -> impl Strategy<Value = Key> {
+    (0u32..3, 0u64..150).prop_map(|(t, id)| Key::new(t, id))
+}
+
+fn value() -> impl Strategy<Value = Vec<u8>> {
+    prop_oneof![
+        6 => prop::collection::vec(any::<u8>(), 0..=VALUE_INLINE_BYTES_MAX),
+        3 => prop::collection::vec(any::<u8>(), VALUE_INLINE_BYTES_MAX + 1..=48),
+        1 => prop::collection::vec(any::<u8>(), 200..=600),
+    ]
+}
+
+fn op() -> impl Strategy<Value = Op> {
+    prop_oneof![
+        8 => (key(), value()).prop_map(|(k, v)| Op::Insert(k, v)),
+        4 => (key(), value()).prop_map(|(k, v)| Op::Put(k, v)),
+        4 => (key(), value()).prop_map(|(k, v)| Op::Upsert(k, v)),
+        5 => key().prop_map(Op::Remove),
+        5 => key().prop_map(Op::Get),
+        1 => (0usize..3).prop_map(Op::Resize),
+        1 => Just(Op::FinishResize),
+    ]
+}
+
+fn apply(t: &Dlht, model: &mut Model, op: &Op) {
+    match op {
+        Op::Insert(k, v) => {
+            let got = t.insert(*k, meta_for(v), v).unwrap();
+            let absent = !model.contains_key(k);
+            assert_eq!(got, absent, "insert {k:?}");
+            if absent {
+                model.insert(*k, (meta_for(v), v.clone()));
+            }
+        }
+        Op::Put(k, v) => {
+            let got = t.put(*k, meta_for(v), v).unwrap();
+            let present = model.contains_key(k);
+            assert_eq!(got, present, "put {k:?}");
+            if present {
+                model.insert(*k, (meta_for(v), v.clone()));
+            }
+        }
+        Op::Upsert(k, v) => {
+            let got = t.upsert(*k, meta_for(v), v).unwrap();
+            assert_eq!(got, !model.contains_key(k), "upsert {k:?}");
+            model.insert(*k, (meta_for(v), v.clone()));
+        }
+        Op::Remove(k) => assert_eq!(t.remove(k), model.remove(k).is_some(), "remove {k:?}"),
+        Op::Get(k) => {
+            let mut out = vec![0xAA; 3];
+            let got = t.get(k, &mut out);
+            match model.get(k) {
+                Some((m, v)) => {
+                    assert_eq!(got, Some(*m), "get {k:?}");
+                    assert_eq!(&out, v, "get {k:?} value");
+                }
+                None => {
+                    assert_eq!(got, None, "get {k:?}");
+                    assert!(out.is_empty());
+                }
+            }
+        }
+        Op::Resize(chunks) => {
+            if t.begin_resize().is_ok() {
+                t.help_resize(*chunks);
+            }
+        }
+        Op::FinishResize => t.finish_resize(),
+    }
+    assert_eq!(t.len(), model.len());
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(96))]
+
+    #[test]
+    fn agrees_with_hashmap(cap in 0usize..24, ops in prop::collection::vec(op(), 1..400)) {
+        let t = Dlht::with_capacity(cap);
+        let mut model = Model::new();
+        for op in &ops {
+            apply(&t, &mut model, op);
+        }
+        prop_assert_eq!(contents(&t), model.clone());
+        t.finish_resize();
+        prop_assert_eq!(contents(&t), model);
+    }
+
+    #[test]
+    fn batch_agrees_with_single_ops(
+        pre in prop::collection::vec(op(), 0..100),
+        batch in prop::collection::vec(op(), 1..40),
+    ) {
+        let a = Dlht::with_capacity(4);
+        let b = Dlht::with_capacity(4);
+        let mut model = Model::new();
+        for op in &pre {
+            apply(&a, &mut model.clone(), op);
+            apply(&b, &mut model, op);
+        }
+        let mut reqs: Vec<Request> = batch
+            .iter()
+            .filter_map(|op| match op {
+                Op::Insert(k, v) => Some(Request::insert(*k, meta_for(v), v.clone())),
+                Op::Put(k, v) => Some(Request::put(*k, meta_for(v), v.clone())),
+                Op::Upsert(k, v) => Some(Request::upsert(*k, meta_for(v), v.clone())),
+                Op::Remove(k) => Some(Request::delete(*k)),
+                Op::Get(k) => Some(Request::get(*k)),
+                _ => None,
+            })
+            .collect();
+        a.batch(&mut reqs);
+        for r in &reqs {
+            match r {
+                Request::Get { key, value, result } => {
+                    let mut out = Vec::new();
+                    prop_assert_eq!(*result, b.get(key, &mut out));
+                    prop_assert_eq!(value, &out);
+                }
+                Request::Insert { key, meta, value, result } => {
+                    prop_assert_eq!(*result, b.insert(*key, *meta, value));
+                }
+                Request::Put { key, meta, value, result } => {
+                    prop_assert_eq!(*result, b.put(*key, *meta, value));
+                }
+                Request::Upsert { key, meta, value, result } => {
+                    prop_assert_eq!(*result, b.upsert(*key, *meta, value));
+                }
+                Request::Delete { key, result } => prop_assert_eq!(*result, b.remove(key)),
+            }
+        }
+        prop_assert_eq!(contents(&a), contents(&b));
+        prop_assert_eq!(a.len(), b.len());
+    }
+}
+
+// ---------------------------------------------------------------------------
+// Bounds, errors, layout.
+
+#[test]
+fn table_is_send_and_sync() {
+    fn send_sync<T: Send + Sync>() {}
+    send_sync::<Dlht>();
+    send_sync::<Request>();
+}
+
+#[test]
+fn typed_errors_at_the_bounds() {
+    let t = Dlht::with_capacity(8);
+    let m = ObjectMeta::new(1, ObjectFlags::empty());
+    let big = vec![7u8; VALUE_BYTES_MAX + 1];
+    assert_eq!(
+        t.insert(Key::new(0, 1), m, &big),
+        Err(DlhtError::ValueTooLarge {
+            len: VALUE_BYTES_MAX + 1,
+            max: VALUE_BYTES_MAX
+        })
+    );
+    let max = vec![7u8; VALUE_BYTES_MAX];
+    assert_eq!(t.insert(Key::new(0, 1), m, &max), Ok(true));
+    let mut out = Vec::new();
+    assert_eq!(t.get(&Key::new(0, 1), &mut out), Some(m));
+    assert_eq!(out, max);
+
+    let far = Key::new(TABLE_ID_MAX + 1, 5);
+    let err = Err(DlhtError::KeyOutOfRange {
+        table: TABLE_ID_MAX + 1,
+        max: TABLE_ID_MAX,
+    });
+    assert_eq!(t.insert(far, m, b"x"), err);
+    assert_eq!(t.upsert(far, m, b"x"), err);
+    assert_eq!(t.put(far, m, b"x"), err);
+    assert_eq!(t.get(&far, &mut out), None);
+    assert!(!t.remove(&far));
+    assert_eq!(t.insert(Key::new(TABLE_ID_MAX, u64::MAX), m, b""), Ok(true));
+    assert_eq!(t.get(&Key::new(TABLE_ID_MAX, u64::MAX), &mut out), Some(m));
+    assert!(out.is_empty());
+    assert_eq!(t.len(), 2);
+}
+
+#[test]
+fn full_when_chain_or_pool_is_exhausted_and_growth_is_barred() {
+    // One bin that may not grow: its chain (bin + link buckets from a pool of
+    // 1 + 2 slack lines) holds 8 keys.
+    let t = Dlht::with_config(DlhtConfig {
+        capacity_keys: 2,
+        bins_max: 1,
+    });
+    let m = ObjectMeta::default();
+    let mut stored = 0u64;
+    let err = loop {
+        match t.insert(Key::new(0, stored), m, b"v") {
+            Ok(true) => stored += 1,
+            Ok(false) => unreachable!(),
+            Err(e) => break e,
+        }
+        assert!(stored < 100);
+    };
+    assert_eq!(err, DlhtError::Full { bins_max: 1 });
+    assert_eq!(stored, 8);
+    assert_eq!(t.len(), 8);
+    assert_eq!(t.begin_resize(), Err(DlhtError::Full { bins_max: 1 }));
+    // A full chain has no free slot for the copy-on-write of a Put either.
+    assert_eq!(
+        t.put(Key::new(0, 0), m, b"w"),
+        Err(DlhtError::Full { bins_max: 1 })
+    );
+    // A delete frees a slot at once: a Put can use it (and frees the old copy).
+    assert!(t.remove(&Key::new(0, 3)));
+    assert_eq!(t.put(Key::new(0, 0), m, b"w"), Ok(true));
+    assert_eq!(t.put(Key::new(0, 0), m, b"x"), Ok(true));
+    assert_eq!(t.insert(Key::new(0, 3), m, b"v"), Ok(true));
+    assert_eq!(
+        t.insert(Key::new(0, 100), m, b"v"),
+        Err(DlhtError::Full { bins_max: 1 })
+    );
+    let all = contents(&t);
+    assert_eq!(all.len(), 8);
+    assert_eq!(all[&Key::new(0, 0)].1, b"x");
+}
+
+#[test]
+fn deletes_free_slots_for_reuse_without_growth() {
+    let t = Dlht::with_config(DlhtConfig {
+        capacity_keys: 64,
+        bins_max: 32,
+    });
+    let m = ObjectMeta::default();
+    for round in 0..200u64 {
+        for i in 0..40 {
+            assert_eq!(
+                t.insert(Key::new(1, round * 1000 + i), m, b"12345678"),
+                Ok(true)
+            );
+        }
+        for i in 0..40 {
+            assert!(t.remove(&Key::new(1, round * 1000 + i)));
+        }
+    }
+    assert!(t.is_empty());
+    assert_eq!(t.bin_count(), 32);
+    assert!(
+        t.resizes_completed() > 0,
+        "link buckets were never reclaimed"
+    );
+}
+
+#[test]
+fn grows_under_load_and_keeps_everything() {
+    let t = Dlht::with_capacity(1);
+    let mut model = Model::new();
+    for i in 0..20_000u64 {
+        let v: Vec<u8> = i
+            .to_le_bytes()
+            .iter()
+            .copied()
+            .cycle()
+            .take((i % 12) as usize)
+            .collect();
+        t.insert(Key::new((i % 5) as u32, i), meta_for(&v), &v)
+            .unwrap();
+        model.insert(Key::new((i % 5) as u32, i), (meta_for(&v), v));
+    }
+    assert!(t.bin_count() >= 8192, "bins {}", t.bin_count());
+    assert!(!t.resize_in_progress());
+    assert_eq!(contents(&t), model);
+    // Bytes per pair stays within a small multiple of the 28-byte payload.
+    let inline_only = Dlht::with_capacity(100_000);
+    for i in 0..100_000u64 {
+        inline_only
+            .insert(Key::new(0, i), ObjectMeta::default(), &i.to_le_bytes())
+            .unwrap();
+    }
+    let per_pair = inline_only.memory_bytes() as f64 / 100_000.0;
+    assert!(per_pair < 64.0, "{per_pair} B per pair");
+}
+
+#[test]
+fn dma_copies_decode_to_what_get_returns() {
+    let t = Dlht::with_capacity(64);
+    let mut model = Model::new();
+    for i in 0..150u64 {
+        let len = [0usize, 3, 8, 9, 40][i as usize % 5];
+        let v: Vec<u8> = (0..len).map(|j| (i as u8).wrapping_add(j as u8)).collect();
+        let k = Key::new((i % 3) as u32, i * 7919);
+        t.insert(k, meta_for(&v), &v).unwrap();
+        model.insert(k, (meta_for(&v), v));
+    }
+    let view = t.dma_view();
+    assert_eq!(view.bin_count, t.bin_count());
+    let mut seen = 0;
+    for b in 0..view.bin_count {
+        let mut bytes = [0u8; LINE_BYTES];
+        assert!(t.copy_bin(b, &mut bytes));
+        let bin = decode_bin(&bytes).unwrap();
+        let mut lines = vec![bin];
+        let mut next = bin.next_link;
+        while next != 0 {
+            assert!(t.copy_link(next as usize, &mut bytes));
+            let l = decode_link(&bytes, &bin.header, b as u64, lines.len()).unwrap();
+            next = l.next_link;
+            lines.push(l);
+        }
+        for slot in lines.iter().flat_map(|l| l.slots.iter().flatten()) {
+            assert_eq!(bin_index(&slot.key, view.bin_count), b);
+            let (m, v) = &model[&slot.key];
+            assert_eq!(slot.meta, *m);
+            match slot.value {
+                SlotValue::Inline { .. } => assert_eq!(slot.value.inline_bytes().unwrap(), v),
+                SlotValue::OutOfLine { addr } => {
+                    // SAFETY (test): the table is quiescent and owns the record;
+                    // it holds 8 + len bytes.
+                    let rec = unsafe { std::slice::from_raw_parts(addr as *const u8, 8 + v.len()) };
+                    assert_eq!(decode_out_of_line(rec).unwrap(), &v[..]);
+                }
+            }
+            seen += 1;
+        }
+    }
+    assert_eq!(seen, model.len());
+    let mut bytes = [0u8; LINE_BYTES];
+    assert!(!t.copy_bin(view.bin_count, &mut bytes));
+    assert!(!t.copy_link(0, &mut bytes));
+}
+
+#[test]
+fn decoders_never_panic_on_random_lines() {
+    let mut x = 0x1234_5678_9abc_def0u64;
+    let mut bytes = [0u8; LINE_BYTES];
+    for _ in 0..20_000 {
+        for chunk in bytes.chunks_exact_mut(8) {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            // Bias toward plausible headers: few high bits.
+            chunk.copy_from_slice(&(x & (x >> 3)).to_le_bytes());
+        }
+        if let Ok(bin) = decode_bin(&bytes) {
+            let _ = decode_link(&bytes, &bin.header, 0, 1);
+        }
+        let _ = decode_bin(&bytes[..63]);
+        let _ = decode_out_of_line(&bytes);
+    }
+}
+
+// ---------------------------------------------------------------------------
+// Multi-threaded stress.
+
+struct Rng(u64);
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^ (z >> 31)
+    }
+    fn below(&mut self, n: u64) -> u64 {
+        self.next() % n
+    }
+}
+
+fn stress_value(rng: &mut Rng, tag: u64) -> Vec<u8> {
+    let len = [0usize, 1, 5, 8, 8, 8, 9, 17, 64][rng.below(9) as usize];
+    let mut v: Vec<u8> = tag
+        .to_le_bytes()
+        .iter()
+        .copied()
+        .cycle()
+        .take(len)
+        .collect();
+    if let Some(b) = v.first_mut() {
+        *b ^= rng.next() as u8;
+    }
+    v
+}
+
+/// What a worker did last to a shared key: `Some(value)` after an upsert,
+/// `None` after a remove.
+type LastOps = HashMap<u64, Option<Vec<u8>>>;
+
+/// `ops` random operations: on `own_keys` keys only this worker touches
+/// (results checked exactly) and, one op in four, on `shared_keys` keys every
+/// worker touches (values checked for tearing; last writes recorded).
+fn worker(t: &Dlht, id: u64, ops: usize, own_keys: u64, shared_keys: u64) -> (Model, LastOps) {
+    let mut rng = Rng(id * 1_000_003 + 17);
+    let mut model = Model::new();
+    let mut last = LastOps::new();
+    let mut out = Vec::new();
+    for n in 0..ops as u64 {
+        if rng.below(4) == 0 {
+            // Shared keys: any outcome is possible; check integrity and record.
+            let k = rng.below(shared_keys);
+            let key = Key::new(2, k);
+            match rng.below(4) {
+                0 | 1 => {
+                    let v = stress_value(&mut rng, id << 32 | n);
+                    t.upsert(key, meta_for(&v), &v).unwrap();
+                    last.insert(k, Some(v));
+                }
+                2 => {
+                    t.remove(&key);
+                    last.insert(k, None);
+                }
+                _ => {
+                    if let Some(m) = t.get(&key, &mut out) {
+                        assert_eq!(m.version(), sum(&out), "torn read of {key:?}");
+                    }
+                }
+            }
+            continue;
+        }
+        // Own keys: results are exactly determined by this thread's history.
+        let key = Key::new(1, id << 40 | rng.below(own_keys));
+        let v = stress_value(&mut rng, n);
+        match rng.below(6) {
+            0 | 1 => {
+                let absent = !model.contains_key(&key);
+                assert_eq!(t.insert(key, meta_for(&v), &v).unwrap(), absent);
+                if absent {
+                    model.insert(key, (meta_for(&v), v));
+                }
+            }
+            2 => {
+                let present = model.contains_key(&key);
+                assert_eq!(t.put(key, meta_for(&v), &v).unwrap(), present);
+                if present {
+                    model.insert(key, (meta_for(&v), v));
+                }
+            }
+            3 => assert_eq!(t.remove(&key), model.remove(&key).is_some()),
+            _ => {
+                let got = t.get(&key, &mut out);
+                assert_eq!(got, model.get(&key).map(|e| e.0), "get {key:?}");
+                if got.is_some() {
+                    assert_eq!(out, model[&key].1);
+                }
+            }
+        }
+    }
+    (model, last)
+}
+
+fn check_final(t: &Dlht, results: Vec<(Model, LastOps)>, shared_keys: u64) {
+    let all = contents(t);
+    let mut expected_own = Model::new();
+    for (m, _) in &results {
+        expected_own.extend(m.iter().map(|(k, e)| (*k, e.clone())));
+    }
+    let own: Model = all
+        .iter()
+        .filter(|(k, _)| k.table == 1)
+        .map(|(k, e)| (*k, e.clone()))
+        .collect();
+    assert_eq!(own, expected_own);
+    let mut shared_present = 0;
+    for k in 0..shared_keys {
+        let key = Key::new(2, k);
+        let got = all.get(&key).map(|(m, v)| {
+            assert_eq!(m.version(), sum(v));
+            v.clone()
+        });
+        shared_present += got.is_some() as usize;
+        let candidates: Vec<&Option<Vec<u8>>> =
+            results.iter().filter_map(|(_, l)| l.get(&k)).collect();
+        if candidates.is_empty() {
+            assert_eq!(got, None);
+        } else {
+            assert!(
+                candidates.contains(&&got),
+                "shared key {k}: final {got:?} is no thread's last write"
+            );
+        }
+    }
+    assert_eq!(all.len(), expected_own.len() + shared_present);
+    assert_eq!(t.len(), all.len());
+}
+
+#[test]
+fn stress_threads_with_resizes() {
+    // Starts tiny, so the table doubles many times while the workers run; a
+    // fourth thread keeps starting resizes and moving bins slowly.
+    let t = Arc::new(Dlht::with_capacity(2));
+    let stop = Arc::new(AtomicBool::new(false));
+    let resizer = {
+        let (t, stop) = (t.clone(), stop.clone());
+        std::thread::spawn(move || {
+            let mut started = 0;
+            while !stop.load(Ordering::Relaxed) {
+                if t.bin_count() < 1 << 14 && t.begin_resize() == Ok(true) {
+                    started += 1;
+                }
+                for _ in 0..8 {
+                    t.help_resize(1);
+                    std::thread::yield_now();
+                }
+            }
+            started
+        })
+    };
+    let workers: Vec<_> = (0..3u64)
+        .map(|id| {
+            let t = t.clone();
+            std::thread::spawn(move || worker(&t, id, 100_000, 3000, 48))
+        })
+        .collect();
+    let results: Vec<_> = workers.into_iter().map(|w| w.join().unwrap()).collect();
+    stop.store(true, Ordering::Relaxed);
+    let started = resizer.join().unwrap();
+    assert!(started > 0);
+    check_final(&t, results, 48);
+    t.finish_resize();
+    assert!(!t.resize_in_progress());
+    assert_eq!(t.len(), contents(&t).len());
+}
+
+#[test]
+fn stress_hot_bins_with_same_size_rehashes() {
+    // Four bins that may not grow and at most ten live keys: every thread
+    // works on the same few headers, while a fourth thread rehashes the table
+    // at the same size over and over, so bins are frozen and moved under
+    // contention (and deletes and Puts also use up the small link pool, which
+    // starts rehashes by itself).
+    let t = Arc::new(Dlht::with_config(DlhtConfig {
+        capacity_keys: 8,
+        bins_max: 4,
+    }));
+    let stop = Arc::new(AtomicBool::new(false));
+    let helper = {
+        let (t, stop) = (t.clone(), stop.clone());
+        std::thread::spawn(move || {
+            while !stop.load(Ordering::Relaxed) {
+                t.begin_rehash().unwrap();
+                t.help_resize(1);
+            }
+        })
+    };
+    let workers: Vec<_> = (0..3u64)
+        .map(|id| {
+            let t = t.clone();
+            std::thread::spawn(move || worker(&t, id, 100_000, 2, 4))
+        })
+        .collect();
+    let results: Vec<_> = workers.into_iter().map(|w| w.join().unwrap()).collect();
+    stop.store(true, Ordering::Relaxed);
+    helper.join().unwrap();
+    t.finish_resize();
+    assert_eq!(t.bin_count(), 4);
+    assert!(t.resizes_completed() > 0);
+    check_final(&t, results, 4);
+}
+
+#[test]
+fn readers_never_miss_a_key_during_resize() {
+    let t = Arc::new(Dlht::with_capacity(16));
+    let n = 5000u64;
+    for i in 0..n {
+        let v = (i * 3).to_le_bytes()[..(i % 9) as usize].to_vec();
+        t.insert(Key::new(0, i), meta_for(&v), &v).unwrap();
+    }
+    let stop = Arc::new(AtomicBool::new(false));
+    let readers: Vec<_> = (0..2)
+        .map(|r| {
+            let (t, stop) = (t.clone(), stop.clone());
+            std::thread::spawn(move || {
+                let mut out = Vec::new();
+                let mut rounds = 0;
+                while !stop.load(Ordering::Relaxed) || rounds == 0 {
+                    for i in (r..n).step_by(2) {
+                        let m = t
+                            .get(&Key::new(0, i), &mut out)
+                            .expect("key lost during resize");
+                        assert_eq!(m.version(), sum(&out));
+                        assert_eq!(out.len(), (i % 9) as usize);
+                    }
+                    rounds += 1;
+                }
+                rounds
+            })
+        })
+        .collect();
+    // Meanwhile: grow three times, moving bins a chunk at a time, with writes to
+    // other keys in between.
+    for round in 0..3u64 {
+        t.begin_resize().unwrap();
+        while t.help_resize(1) > 0 {
+            let v = round.to_le_bytes();
+            t.upsert(Key::new(1, round), meta_for(&v), &v).unwrap();
+            std::thread::yield_now();
+        }
+        t.finish_resize();
+    }
+    stop.store(true, Ordering::Relaxed);
+    for r in readers {
+        assert!(r.join().unwrap() > 0);
+    }
+    assert_eq!(t.len() as u64, n + 3);
+}
