@@ -282,3 +282,39 @@ fn later_requests_see_earlier_ones() {
     );
     assert!(table.is_empty());
 }
+
+/// The prefetch window follows the occupancy unless fixed.
+#[test]
+fn prefetch_slots_follow_occupancy() {
+    let config = TableConfig::new(921, 8); // 1024 home slots
+    let mut table = RobinhoodTable::new(&config).unwrap();
+    assert_eq!(table.layout().home_slots(), 1024);
+    assert_eq!(table.prefetch_slots(), 1);
+    let meta = ObjectMeta::new(1, ObjectFlags::READABLE);
+    let mut filled = 0;
+    for (pct, slots) in [(50, 2), (75, 3), (90, 6)] {
+        while table.len() < 1024 * pct / 100 {
+            table.upsert(key(filled), meta, b"v").unwrap();
+            filled += 1;
+        }
+        // Objects in overflow buckets do not lengthen main-array probes.
+        let main = table.len() - table.overflow_len();
+        let expected = (1 + 1024usize.div_ceil(1024 - main)).div_ceil(2);
+        assert!(
+            expected == slots || expected == slots - 1,
+            "{pct}%: {expected}"
+        );
+        assert_eq!(table.prefetch_slots(), expected, "{pct}%");
+    }
+    table.set_prefetch_slots(Some(100));
+    assert_eq!(table.prefetch_slots(), config.d_max + 1);
+    table.set_prefetch_slots(Some(0));
+    assert_eq!(table.prefetch_slots(), 1);
+    table.set_prefetch_slots(None);
+    assert!(table.prefetch_slots() >= 5);
+    // Prefetching any key, present or not, is harmless.
+    for id in 0..2000 {
+        table.prefetch(&key(id));
+    }
+    table.check_invariants().unwrap();
+}

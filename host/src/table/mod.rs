@@ -11,7 +11,7 @@
 
 pub mod robinhood;
 
-pub use robinhood::{RobinhoodTable, TableError, TableStats, PREFETCH_SLOTS};
+pub use robinhood::{RobinhoodTable, TableError, TableStats};
 pub use splitkv_layout::table::{TableConfig, TableLayout};
 
 use splitkv_layout::{Key, ObjectMeta};

@@ -111,11 +111,6 @@ pub struct TableStats {
     pub overflow_swaps: u64,
 }
 
-/// Consecutive probe slots, starting at the home slot, whose cache lines
-/// [`RobinhoodTable::prefetch`] fetches (clamped to `d_max + 1`). One slot of an
-/// 8-byte-value table is 48 B, so one or two lines.
-pub const PREFETCH_SLOTS: usize = 1;
-
 /// Data words of an empty slot: info (state 0), key id, meta.
 const EMPTY_SLOT_WORDS: [u64; SLOT_FIXED_DATA_WORDS] = [0; SLOT_FIXED_DATA_WORDS];
 
@@ -138,6 +133,9 @@ pub struct RobinhoodTable {
     max_displacement_seen: usize,
     /// Work counters.
     stats: TableStats,
+    /// Probe slots [`RobinhoodTable::prefetch`] covers (1 ..= `d_max + 1`), or
+    /// `None` to follow the occupancy ([`RobinhoodTable::prefetch_slots`]).
+    prefetch_slots: Option<usize>,
     /// Scratch: the insert swap chain `p0 < p1 < … < pk` (`pk` free).
     chain: Vec<usize>,
     /// Scratch: data words (info, id, meta, value) of the object being written.
@@ -216,6 +214,7 @@ impl RobinhoodTable {
             free_buckets: (0..layout.buckets()).collect(),
             max_displacement_seen: 0,
             stats: TableStats::default(),
+            prefetch_slots: None,
             chain: Vec::with_capacity(2 * (layout.d_max() + 1)),
             new_words: Vec::with_capacity(data_words),
             copy_words: Vec::with_capacity(data_words),
@@ -368,15 +367,49 @@ impl RobinhoodTable {
 
     // ---- batches (Dandelion §6) ---------------------------------------------
 
+    /// Number of consecutive probe slots, from the home slot on, whose cache
+    /// lines [`RobinhoodTable::prefetch`] fetches now. Unless set with
+    /// [`RobinhoodTable::set_prefetch_slots`], it follows the main array's
+    /// occupancy α: a successful lookup reads `(1 + 1/(1 − α)) / 2` slots on
+    /// average (as for linear probing), rounded up and clamped to
+    /// `1 ..= d_max + 1` — 2 slots at α = 0.5, 6 at α = 0.9. Prefetching only
+    /// the home slot leaves the rest of a displaced key's probe to miss one
+    /// line after another (benches/README.md has the measurement).
+    pub fn prefetch_slots(&self) -> usize {
+        let most = self.layout.d_max() + 1;
+        if let Some(slots) = self.prefetch_slots {
+            return slots;
+        }
+        let home = self.layout.home_slots();
+        let free = home.saturating_sub(self.len - self.overflow_len);
+        if free == 0 {
+            return most;
+        }
+        (1 + home.div_ceil(free)).div_ceil(2).clamp(1, most)
+    }
+
+    /// Fixes the number of probe slots a prefetch covers (clamped to
+    /// `1 ..= d_max + 1`), or with `None` returns to following the occupancy
+    /// ([`RobinhoodTable::prefetch_slots`]). More slots cover the probes of
+    /// displaced keys at the price of more memory traffic per request.
+    pub fn set_prefetch_slots(&mut self, slots: Option<usize>) {
+        self.prefetch_slots = slots.map(|n| n.clamp(1, self.layout.d_max() + 1));
+    }
+
     /// Issues software prefetches for the cache lines of `key`'s first
-    /// [`PREFETCH_SLOTS`] probe slots (its home slot and the next ones, from the
-    /// info word on), so that a lookup issued a little later finds them in
-    /// cache. Changes nothing; a no-op on targets without a prefetch
-    /// instruction ([`Region::prefetch`]).
+    /// [`RobinhoodTable::prefetch_slots`] probe slots (its home slot and the
+    /// next ones, from the home slot's info word on), so that a lookup issued a
+    /// little later finds them in cache. Changes nothing; a no-op on targets
+    /// without a prefetch instruction ([`Region::prefetch`]).
     #[inline]
     pub fn prefetch(&self, key: &Key) {
+        self.prefetch_slots_of(key, self.prefetch_slots());
+    }
+
+    /// [`RobinhoodTable::prefetch`] with the slot count computed once per batch.
+    #[inline]
+    fn prefetch_slots_of(&self, key: &Key, slots: usize) {
         let home_offset = self.layout.slot_offset(self.layout.home_slot(key));
-        let slots = PREFETCH_SLOTS.min(self.layout.d_max() + 1);
         let first = home_offset + SLOT_INFO_OFFSET;
         // Up to the last value byte of the last slot (its `seq_tail` is not read).
         let last = home_offset + slots * self.layout.slot_bytes() - 9;
@@ -388,7 +421,8 @@ impl RobinhoodTable {
     }
 
     /// Executes a batch of requests (Dandelion §6): first prefetches every
-    /// request's home slot ([`RobinhoodTable::prefetch`]), then executes the
+    /// request's home slot and the probe slots after it
+    /// ([`RobinhoodTable::prefetch`]), then executes the
     /// requests in slice order and stores each one's result in it. Results and
     /// the final table equal those of issuing the same operations one at a
     /// time; a failed upsert (its `result` holds the [`TableError`]) does not
@@ -399,8 +433,9 @@ impl RobinhoodTable {
     /// hardware: the prefetched lines must still be in L1/L2 when their request
     /// runs (Dandelion Figure 7 uses up to 32).
     pub fn batch(&mut self, reqs: &mut [Request<'_>]) {
+        let slots = self.prefetch_slots();
         for req in reqs.iter() {
-            self.prefetch(req.key());
+            self.prefetch_slots_of(req.key(), slots);
         }
         for req in reqs.iter_mut() {
             match req {
@@ -418,7 +453,7 @@ impl RobinhoodTable {
     }
 
     /// Read-only batch of Gets (Dandelion §6), usable through `&self`: prefetches
-    /// every key's home slot, then looks the keys up in order. For each `i`,
+    /// every key's home slot and the probe slots after it, then looks the keys up in order. For each `i`,
     /// `metas[i]` and `values[i]` get what [`RobinhoodTable::get`] of `keys[i]`
     /// would return and fill in.
     ///
@@ -440,8 +475,9 @@ impl RobinhoodTable {
             metas.len(),
             "get_batch: keys and metas differ in length"
         );
+        let slots = self.prefetch_slots();
         for key in keys {
-            self.prefetch(key);
+            self.prefetch_slots_of(key, slots);
         }
         for ((key, value), meta) in keys.iter().zip(values.iter_mut()).zip(metas.iter_mut()) {
             *meta = self.get(key, value);
