@@ -232,7 +232,7 @@ impl SmallbankCluster {
                 }
             }
             loaded += 2;
-            if loaded % 65_536 == 0 {
+            if loaded.is_multiple_of(65_536) {
                 progress(loaded);
             }
         }
