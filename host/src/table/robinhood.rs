@@ -66,12 +66,13 @@
 //!   holds the locks and cached copies of the objects being committed
 //!   (Xenic §4.1.3).
 
+use super::{Request, Upserted};
 use splitkv_layout::table::{
     decode_slot_info, encode_link, encode_slot_info, LayoutError, TableConfig, TableLayout,
     HEADER_COUNT_OFFSET, HEADER_LINK_OFFSET, SLOT_FIXED_DATA_WORDS, SLOT_INFO_OFFSET,
     SLOT_KEY_ID_OFFSET, SLOT_META_OFFSET, SLOT_STATE_OCCUPIED, SLOT_VALUE_OFFSET,
 };
-use splitkv_layout::{Key, ObjectMeta, Region};
+use splitkv_layout::{Key, ObjectMeta, Region, CACHE_LINE_BYTES};
 use std::collections::VecDeque;
 use std::sync::atomic::fence;
 use std::sync::atomic::Ordering::{Relaxed, Release};
@@ -132,6 +133,9 @@ pub struct RobinhoodTable {
     max_displacement_seen: usize,
     /// Work counters.
     stats: TableStats,
+    /// Probe slots [`RobinhoodTable::prefetch`] covers (1 ..= `d_max + 1`), or
+    /// `None` to follow the occupancy ([`RobinhoodTable::prefetch_slots`]).
+    prefetch_slots: Option<usize>,
     /// Scratch: the insert swap chain `p0 < p1 < … < pk` (`pk` free).
     chain: Vec<usize>,
     /// Scratch: data words (info, id, meta, value) of the object being written.
@@ -210,6 +214,7 @@ impl RobinhoodTable {
             free_buckets: (0..layout.buckets()).collect(),
             max_displacement_seen: 0,
             stats: TableStats::default(),
+            prefetch_slots: None,
             chain: Vec::with_capacity(2 * (layout.d_max() + 1)),
             new_words: Vec::with_capacity(data_words),
             copy_words: Vec::with_capacity(data_words),
@@ -281,6 +286,34 @@ impl RobinhoodTable {
     /// [`TableError::Full`] if a new key fits neither the main array nor the
     /// overflow pool. The table is unchanged on error.
     pub fn upsert(&mut self, key: Key, meta: ObjectMeta, value: &[u8]) -> Result<bool, TableError> {
+        self.upsert_with(key, meta, value, false)
+            .map(|done| done == Upserted::Inserted)
+    }
+
+    /// Like [`RobinhoodTable::upsert`], but an existing object is replaced only
+    /// if its version is lower than `meta.version()`; otherwise nothing is
+    /// written and [`Upserted::Stale`] carries the stored metadata. One lookup
+    /// serves both the version check and the write (the host log's apply rule,
+    /// Xenic §4.2 step 7).
+    ///
+    /// # Errors
+    /// As [`RobinhoodTable::upsert`] (a stale write is not an error).
+    pub fn upsert_if_newer(
+        &mut self,
+        key: Key,
+        meta: ObjectMeta,
+        value: &[u8],
+    ) -> Result<Upserted, TableError> {
+        self.upsert_with(key, meta, value, true)
+    }
+
+    fn upsert_with(
+        &mut self,
+        key: Key,
+        meta: ObjectMeta,
+        value: &[u8],
+        only_if_newer: bool,
+    ) -> Result<Upserted, TableError> {
         let max = self.layout.value_bytes_max();
         if value.len() > max {
             return Err(TableError::ValueTooLarge {
@@ -288,7 +321,6 @@ impl RobinhoodTable {
                 max,
             });
         }
-        self.encode_new(key, meta, value);
         let home = self.layout.home_slot(&key);
         let existing = match self.find_main(&key, home) {
             Some(pos) => Some(self.layout.slot_offset(pos)),
@@ -297,9 +329,17 @@ impl RobinhoodTable {
                 .map(|(b, i)| self.layout.bucket_slot_offset(b, i)),
         };
         if let Some(offset) = existing {
+            if only_if_newer {
+                let stored = ObjectMeta(self.region.load(offset + SLOT_META_OFFSET, Relaxed));
+                if stored.version() >= meta.version() {
+                    return Ok(Upserted::Stale(stored));
+                }
+            }
+            self.encode_new(key, meta, value);
             write_slot(&self.region, &self.layout, offset, &self.new_words);
-            return Ok(false);
+            return Ok(Upserted::Updated);
         }
+        self.encode_new(key, meta, value);
         match self.plan_insert(home) {
             Some(displacement) => {
                 self.apply_chain();
@@ -308,7 +348,7 @@ impl RobinhoodTable {
             None => self.overflow_insert(home)?,
         }
         self.len += 1;
-        Ok(true)
+        Ok(Upserted::Inserted)
     }
 
     /// Removes `key`. Returns whether it was present.
@@ -323,6 +363,125 @@ impl RobinhoodTable {
         }
         self.len -= 1;
         true
+    }
+
+    // ---- batches (Dandelion §6) ---------------------------------------------
+
+    /// Number of consecutive probe slots, from the home slot on, whose cache
+    /// lines [`RobinhoodTable::prefetch`] fetches now. Unless set with
+    /// [`RobinhoodTable::set_prefetch_slots`], it follows the main array's
+    /// occupancy α: a successful lookup reads `(1 + 1/(1 − α)) / 2` slots on
+    /// average (as for linear probing), rounded up and clamped to
+    /// `1 ..= d_max + 1` — 2 slots at α = 0.5, 6 at α = 0.9. Prefetching only
+    /// the home slot leaves the rest of a displaced key's probe to miss one
+    /// line after another (benches/README.md has the measurement).
+    pub fn prefetch_slots(&self) -> usize {
+        let most = self.layout.d_max() + 1;
+        if let Some(slots) = self.prefetch_slots {
+            return slots;
+        }
+        let home = self.layout.home_slots();
+        let free = home.saturating_sub(self.len - self.overflow_len);
+        if free == 0 {
+            return most;
+        }
+        (1 + home.div_ceil(free)).div_ceil(2).clamp(1, most)
+    }
+
+    /// Fixes the number of probe slots a prefetch covers (clamped to
+    /// `1 ..= d_max + 1`), or with `None` returns to following the occupancy
+    /// ([`RobinhoodTable::prefetch_slots`]). More slots cover the probes of
+    /// displaced keys at the price of more memory traffic per request.
+    pub fn set_prefetch_slots(&mut self, slots: Option<usize>) {
+        self.prefetch_slots = slots.map(|n| n.clamp(1, self.layout.d_max() + 1));
+    }
+
+    /// Issues software prefetches for the cache lines of `key`'s first
+    /// [`RobinhoodTable::prefetch_slots`] probe slots (its home slot and the
+    /// next ones, from the home slot's info word on), so that a lookup issued a
+    /// little later finds them in cache. Changes nothing; a no-op on targets
+    /// without a prefetch instruction ([`Region::prefetch`]).
+    #[inline]
+    pub fn prefetch(&self, key: &Key) {
+        self.prefetch_slots_of(key, self.prefetch_slots());
+    }
+
+    /// [`RobinhoodTable::prefetch`] with the slot count computed once per batch.
+    #[inline]
+    fn prefetch_slots_of(&self, key: &Key, slots: usize) {
+        let home_offset = self.layout.slot_offset(self.layout.home_slot(key));
+        let first = home_offset + SLOT_INFO_OFFSET;
+        // Up to the last value byte of the last slot (its `seq_tail` is not read).
+        let last = home_offset + slots * self.layout.slot_bytes() - 9;
+        let mut line = first & !(CACHE_LINE_BYTES - 1);
+        while line <= last {
+            self.region.prefetch(line);
+            line += CACHE_LINE_BYTES;
+        }
+    }
+
+    /// Executes a batch of requests (Dandelion §6): first prefetches every
+    /// request's home slot and the probe slots after it
+    /// ([`RobinhoodTable::prefetch`]), then executes the
+    /// requests in slice order and stores each one's result in it. Results and
+    /// the final table equal those of issuing the same operations one at a
+    /// time; a failed upsert (its `result` holds the [`TableError`]) does not
+    /// stop the requests after it.
+    ///
+    /// Allocation-free as long as each Get's `value` buffer has capacity for the
+    /// table's `value_bytes_max`. Batches of a few tens of requests suit the
+    /// hardware: the prefetched lines must still be in L1/L2 when their request
+    /// runs (Dandelion Figure 7 uses up to 32).
+    pub fn batch(&mut self, reqs: &mut [Request<'_>]) {
+        let slots = self.prefetch_slots();
+        for req in reqs.iter() {
+            self.prefetch_slots_of(req.key(), slots);
+        }
+        for req in reqs.iter_mut() {
+            match req {
+                Request::Get { key, value, result } => *result = self.get(key, value),
+                Request::Upsert {
+                    key,
+                    meta,
+                    value,
+                    only_if_newer,
+                    result,
+                } => *result = Some(self.upsert_with(*key, *meta, value, *only_if_newer)),
+                Request::Remove { key, result } => *result = self.remove(key),
+            }
+        }
+    }
+
+    /// Read-only batch of Gets (Dandelion §6), usable through `&self`: prefetches
+    /// every key's home slot and the probe slots after it, then looks the keys up in order. For each `i`,
+    /// `metas[i]` and `values[i]` get what [`RobinhoodTable::get`] of `keys[i]`
+    /// would return and fill in.
+    ///
+    /// # Panics
+    /// If the three slices do not have the same length.
+    pub fn get_batch(
+        &self,
+        keys: &[Key],
+        values: &mut [Vec<u8>],
+        metas: &mut [Option<ObjectMeta>],
+    ) {
+        assert_eq!(
+            keys.len(),
+            values.len(),
+            "get_batch: keys and values differ in length"
+        );
+        assert_eq!(
+            keys.len(),
+            metas.len(),
+            "get_batch: keys and metas differ in length"
+        );
+        let slots = self.prefetch_slots();
+        for key in keys {
+            self.prefetch_slots_of(key, slots);
+        }
+        for ((key, value), meta) in keys.iter().zip(values.iter_mut()).zip(metas.iter_mut()) {
+            *meta = self.get(key, value);
+        }
     }
 
     /// Calls `f(key, meta, value)` for every object: main array in slot order,

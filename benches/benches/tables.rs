@@ -1,0 +1,750 @@
+//! Host-table microbenchmarks (criterion). Run with `cargo bench -p splitkv-bench
+//! --bench tables`; benches/README.md has the commands, the results on the
+//! project machine and the issue targets.
+//!
+//! * `robinhood_get/{one_at_a_time,batched}/B`: random Gets of present 8-byte
+//!   keys (8-byte values) on a Robinhood table much larger than the last-level
+//!   cache, issued one at a time or as batches of `B` through
+//!   [`RobinhoodTable::get_batch`], which prefetches every key's home slot first
+//!   (Dandelion §6, Figure 7). Throughput is Gets per second of the thread's
+//!   CPU time (the machine's cores are shared; see [`thread_cpu_time`]).
+//! * `mix_<workload>_<threads>t/<map>`: conc-map-bench style operation mixes
+//!   (read-heavy 98/1/1/0, exchange 10/40/40/10, rapid-grow 5/80/5/10 percent
+//!   get/insert/remove/update) on 8-byte keys and values, with 1 and 2 threads,
+//!   against hashbrown (behind a `parking_lot::RwLock` with 2 threads), dashmap,
+//!   `scc::HashMap` and papaya. The Robinhood table has a single writer
+//!   (`&mut self`), so it runs single-threaded only. [`ConcurrentMap`] is the
+//!   plug-in point for the project's DLHT (see "DLHT plug-in point" below).
+//!   Single-threaded runs report thread CPU time, two-thread runs wall time.
+//!
+//! Sizes come from the environment so that a default run finishes in minutes:
+//!
+//! | variable | meaning | default |
+//! |---|---|---|
+//! | `SPLITKV_BENCH_KEYS` | keys loaded for `robinhood_get` (table sized to hold them at ≤ 90% of its home slots) | 15 099 494 = 0.9 · 2^24 (a ~0.9 GB table) |
+//! | `SPLITKV_BENCH_PREFETCH_SLOTS` | fixes the probe slots each batched Get prefetches (`RobinhoodTable::set_prefetch_slots`) | unset: follow the occupancy (6 slots at 90%) |
+//! | `SPLITKV_BENCH_HUGEPAGES` | `1`: back allocations of ≥ 64 MiB (the tables) with 2 MiB transparent huge pages (`madvise(MADV_HUGEPAGE)`, Linux), as Dandelion's evaluation does (§7) | `0` (4 KiB pages) |
+//! | `SPLITKV_BENCH_MIX_LOG2` | log2 of the mix maps' capacity; 2^log2 operations per run, prefill 75% (read-heavy, exchange) or 0% (rapid-grow) | 20 |
+
+use criterion::{
+    criterion_group, criterion_main, BenchmarkId, Criterion, SamplingMode, Throughput,
+};
+use parking_lot::RwLock;
+use splitkv_host::table::{RobinhoodTable, TableConfig};
+use splitkv_layout::{FixedState, Key, ObjectFlags, ObjectMeta};
+use std::alloc::{GlobalAlloc, Layout, System};
+use std::hint::black_box;
+use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
+use std::sync::Barrier;
+use std::time::{Duration, Instant};
+
+// ---- huge pages ------------------------------------------------------------------
+
+/// Allocations of at least this many bytes are 2 MiB aligned and, with
+/// `SPLITKV_BENCH_HUGEPAGES=1`, advised to use transparent huge pages.
+const HUGE_ALLOC_MIN_BYTES: usize = 64 << 20;
+/// Size and alignment of an x86-64 huge page.
+const HUGE_PAGE_BYTES: usize = 2 << 20;
+/// Set from `SPLITKV_BENCH_HUGEPAGES` at start-up.
+static HUGE_PAGES: AtomicBool = AtomicBool::new(false);
+
+/// The system allocator, except that large blocks are aligned to 2 MiB and
+/// (when [`HUGE_PAGES`] is set) `madvise`d for transparent huge pages before
+/// anything touches them. The size alone decides the alignment, so `dealloc`
+/// always sees the layout `alloc` used.
+struct HugePageAlloc;
+
+impl HugePageAlloc {
+    fn adjust(layout: Layout) -> Layout {
+        if layout.size() >= HUGE_ALLOC_MIN_BYTES {
+            Layout::from_size_align(layout.size(), layout.align().max(HUGE_PAGE_BYTES))
+                .expect("a 2 MiB alignment is valid")
+        } else {
+            layout
+        }
+    }
+
+    fn advise(ptr: *mut u8, layout: Layout) {
+        #[cfg(target_os = "linux")]
+        if !ptr.is_null() && layout.size() >= HUGE_ALLOC_MIN_BYTES && HUGE_PAGES.load(Relaxed) {
+            // SAFETY: `ptr .. ptr + size` is the block just allocated; madvise
+            // only changes how the kernel backs it (an error is harmless).
+            unsafe { libc::madvise(ptr.cast(), layout.size(), libc::MADV_HUGEPAGE) };
+        }
+    }
+}
+
+// SAFETY: every block comes from `System` with the layout `adjust` gives, and is
+// returned to it with the same layout.
+unsafe impl GlobalAlloc for HugePageAlloc {
+    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
+        let layout = Self::adjust(layout);
+        let ptr = unsafe { System.alloc(layout) };
+        Self::advise(ptr, layout);
+        ptr
+    }
+
+    unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
+        let layout = Self::adjust(layout);
+        let ptr = unsafe { System.alloc_zeroed(layout) };
+        Self::advise(ptr, layout);
+        ptr
+    }
+
+    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
+        unsafe { System.dealloc(ptr, Self::adjust(layout)) }
+    }
+}
+
+#[global_allocator]
+static ALLOC: HugePageAlloc = HugePageAlloc;
+
+/// Reads `SPLITKV_BENCH_HUGEPAGES` once, before any table is built.
+fn init_huge_pages() {
+    HUGE_PAGES.store(env_usize("SPLITKV_BENCH_HUGEPAGES", 0) != 0, Relaxed);
+}
+
+// ---- CPU time ----------------------------------------------------------------------
+
+/// CPU time the calling thread has used (`CLOCK_THREAD_CPUTIME_ID`). The
+/// single-threaded benchmarks report it instead of wall time: the project
+/// machine's two cores are shared with other jobs, and time the thread spends
+/// descheduled would otherwise count as its own.
+fn thread_cpu_time() -> Duration {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: `ts` is a valid, writable timespec.
+    let rc = unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
+    assert_eq!(rc, 0, "clock_gettime(CLOCK_THREAD_CPUTIME_ID) failed");
+    Duration::new(ts.tv_sec as u64, ts.tv_nsec as u32)
+}
+
+// ---- sizes ----------------------------------------------------------------------
+
+/// Default key count of the Get benchmark: 90% of 2^24 home slots, a table of
+/// 2^24 · 48 B slots plus a 10% overflow pool ≈ 0.9 GB, several times the
+/// 260 MiB L3 of the project machine.
+const GET_KEYS_DEFAULT: usize = 15_099_494;
+/// Batch sizes of the Get benchmark (Dandelion Figure 7 goes up to 32).
+const GET_BATCH_SIZES: [usize; 6] = [1, 4, 8, 16, 24, 32];
+/// Keys in the pre-drawn lookup sequence of the Get benchmark (cycled).
+const GET_LOOKUPS: usize = 1 << 20;
+/// Largest batch: sizes the stack buffers of the Get benchmark.
+const GET_BATCH_MAX: usize = 32;
+/// Default log2 capacity of the mix benchmarks.
+const MIX_LOG2_DEFAULT: u32 = 20;
+
+fn env_usize(name: &str, default: usize) -> usize {
+    match std::env::var(name) {
+        Ok(s) => s
+            .replace('_', "")
+            .parse()
+            .unwrap_or_else(|e| panic!("{name}={s:?}: {e}")),
+        Err(_) => default,
+    }
+}
+
+/// A bijective 64-bit mix (splitmix64 finalizer): distinct inputs give distinct,
+/// well-spread key ids.
+fn mix64(mut z: u64) -> u64 {
+    z = z.wrapping_add(0x9E37_79B9_7F4A_7C15);
+    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+    z ^ (z >> 31)
+}
+
+/// A small xorshift generator for drawing operations (not timed).
+struct XorShift(u64);
+
+impl XorShift {
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        self.0
+    }
+
+    fn below(&mut self, n: usize) -> usize {
+        (self.next() % n as u64) as usize
+    }
+}
+
+// ---- (a) batched vs one-at-a-time Gets ---------------------------------------
+
+fn robinhood_get(c: &mut Criterion) {
+    init_huge_pages();
+    let keys = env_usize("SPLITKV_BENCH_KEYS", GET_KEYS_DEFAULT);
+    let key = |i: u64| Key::new(0, mix64(i));
+    let started = Instant::now();
+    let mut table = RobinhoodTable::new(&TableConfig::new(keys, 8)).expect("table layout");
+    let meta = ObjectMeta::new(1, ObjectFlags::READABLE);
+    for i in 0..keys as u64 {
+        table
+            .upsert(key(i), meta, &i.to_le_bytes())
+            .expect("the table is sized for the keys");
+    }
+    if let Ok(slots) = std::env::var("SPLITKV_BENCH_PREFETCH_SLOTS") {
+        table.set_prefetch_slots(Some(slots.parse().expect("SPLITKV_BENCH_PREFETCH_SLOTS")));
+    }
+    let layout = table.layout();
+    eprintln!(
+        "robinhood_get: {keys} keys in {} home slots ({:.1}% full, {} in overflow), \
+         region {:.2} GiB, huge pages {}, prefetch {} slots, loaded in {:.1?}",
+        layout.home_slots(),
+        100.0 * keys as f64 / layout.home_slots() as f64,
+        table.overflow_len(),
+        layout.region_bytes() as f64 / (1u64 << 30) as f64,
+        HUGE_PAGES.load(Relaxed),
+        table.prefetch_slots(),
+        started.elapsed(),
+    );
+    let mut rng = XorShift(0x5EED_1234_ABCD_0001);
+    let lookups: Vec<Key> = (0..GET_LOOKUPS)
+        .map(|_| key(rng.below(keys) as u64))
+        .collect();
+
+    let mut group = c.benchmark_group("robinhood_get");
+    group
+        .sampling_mode(SamplingMode::Flat)
+        .sample_size(20)
+        .warm_up_time(Duration::from_millis(500))
+        .measurement_time(Duration::from_secs(2));
+    let mut values: [Vec<u8>; GET_BATCH_MAX] = std::array::from_fn(|_| Vec::with_capacity(8));
+    let mut metas = [None; GET_BATCH_MAX];
+    let mut value = Vec::with_capacity(8);
+    for batch in GET_BATCH_SIZES {
+        group.throughput(Throughput::Elements(batch as u64));
+        let mut at = 0;
+        group.bench_function(BenchmarkId::new("one_at_a_time", batch), |b| {
+            b.iter_custom(|iters| {
+                let start = thread_cpu_time();
+                for _ in 0..iters {
+                    at = (at + batch) % (GET_LOOKUPS - GET_BATCH_MAX);
+                    let mut found = 0;
+                    for key in &lookups[at..at + batch] {
+                        found += table.get(key, &mut value).is_some() as usize;
+                    }
+                    black_box((found, &value));
+                }
+                thread_cpu_time() - start
+            })
+        });
+        group.bench_function(BenchmarkId::new("batched", batch), |b| {
+            b.iter_custom(|iters| {
+                let start = thread_cpu_time();
+                for _ in 0..iters {
+                    at = (at + batch) % (GET_LOOKUPS - GET_BATCH_MAX);
+                    table.get_batch(
+                        &lookups[at..at + batch],
+                        &mut values[..batch],
+                        &mut metas[..batch],
+                    );
+                    black_box((&metas, &values));
+                }
+                thread_cpu_time() - start
+            })
+        });
+        // DLHT plug-in point (Dandelion §6): once `splitkv_host::table::dlht::Dlht`
+        // lands, load a `Dlht::with_capacity(keys)` with the same keys and add a
+        // `dlht_batched` case that builds `Request::get` requests for the batch and
+        // calls `Dlht::batch(&mut reqs)`.
+    }
+    group.finish();
+}
+
+// ---- (b) operation mixes -------------------------------------------------------
+
+/// A map driven by the mix benchmarks through `&self`, safe to share between
+/// threads: 8-byte keys and values. Implement it for a new map and add one
+/// `mix_case::<NewMap>` line to [`mixes`].
+pub trait ConcurrentMap: Send + Sync + Sized {
+    /// Name in the benchmark id.
+    const NAME: &'static str;
+    /// An empty map with room for `keys` keys.
+    fn with_capacity(keys: usize) -> Self;
+    /// The value of `key`, if present.
+    fn get(&self, key: u64) -> Option<u64>;
+    /// Inserts a new key; returns `false` (and changes nothing) if present.
+    fn insert(&self, key: u64, value: u64) -> bool;
+    /// Removes `key`; returns whether it was present.
+    fn remove(&self, key: u64) -> bool;
+    /// Replaces the value of a present key; returns whether it was present.
+    fn update(&self, key: u64, value: u64) -> bool;
+}
+
+/// A map driven by one thread through `&mut self` (the Robinhood table has a
+/// single writer). Every [`ConcurrentMap`] is one too.
+pub trait SingleThreadMap: Sized {
+    /// Name in the benchmark id.
+    const NAME: &'static str;
+    /// An empty map with room for `keys` keys.
+    fn with_capacity(keys: usize) -> Self;
+    /// The value of `key`, if present.
+    fn get(&mut self, key: u64) -> Option<u64>;
+    /// Inserts a new key; returns `false` (and changes nothing) if present.
+    fn insert(&mut self, key: u64, value: u64) -> bool;
+    /// Removes `key`; returns whether it was present.
+    fn remove(&mut self, key: u64) -> bool;
+    /// Replaces the value of a present key; returns whether it was present.
+    fn update(&mut self, key: u64, value: u64) -> bool;
+}
+
+impl<M: ConcurrentMap> SingleThreadMap for M {
+    const NAME: &'static str = <M as ConcurrentMap>::NAME;
+    fn with_capacity(keys: usize) -> Self {
+        <M as ConcurrentMap>::with_capacity(keys)
+    }
+    fn get(&mut self, key: u64) -> Option<u64> {
+        ConcurrentMap::get(self, key)
+    }
+    fn insert(&mut self, key: u64, value: u64) -> bool {
+        ConcurrentMap::insert(self, key, value)
+    }
+    fn remove(&mut self, key: u64) -> bool {
+        ConcurrentMap::remove(self, key)
+    }
+    fn update(&mut self, key: u64, value: u64) -> bool {
+        ConcurrentMap::update(self, key, value)
+    }
+}
+
+/// The Robinhood host table with its Get buffer. Sized so that `keys` fill
+/// about 90% of the home slots (`TableConfig::capacity_keys = 0.9 · keys`):
+/// the same number of home positions a peer gets for `with_capacity(keys)`.
+struct Robinhood {
+    table: RobinhoodTable,
+    value: Vec<u8>,
+}
+
+const META: ObjectMeta = ObjectMeta(1);
+
+impl SingleThreadMap for Robinhood {
+    const NAME: &'static str = "robinhood";
+    fn with_capacity(keys: usize) -> Self {
+        let config = TableConfig::new(keys / 10 * 9, 8);
+        Robinhood {
+            table: RobinhoodTable::new(&config).expect("table layout"),
+            value: Vec::with_capacity(8),
+        }
+    }
+    fn get(&mut self, key: u64) -> Option<u64> {
+        self.table.get(&Key::new(0, key), &mut self.value)?;
+        Some(u64::from_le_bytes(self.value[..8].try_into().unwrap()))
+    }
+    fn insert(&mut self, key: u64, value: u64) -> bool {
+        let key = Key::new(0, key);
+        if self.table.get(&key, &mut self.value).is_some() {
+            return false;
+        }
+        self.table
+            .upsert(key, META, &value.to_le_bytes())
+            .expect("the table is sized for the mix")
+    }
+    fn remove(&mut self, key: u64) -> bool {
+        self.table.remove(&Key::new(0, key))
+    }
+    fn update(&mut self, key: u64, value: u64) -> bool {
+        let key = Key::new(0, key);
+        if self.table.get(&key, &mut self.value).is_none() {
+            return false;
+        }
+        self.table
+            .upsert(key, META, &value.to_le_bytes())
+            .expect("an update needs no room");
+        true
+    }
+}
+
+/// hashbrown, single-threaded (no lock).
+struct Hashbrown(hashbrown::HashMap<u64, u64, FixedState>);
+
+impl SingleThreadMap for Hashbrown {
+    const NAME: &'static str = "hashbrown";
+    fn with_capacity(keys: usize) -> Self {
+        Hashbrown(hashbrown::HashMap::with_capacity_and_hasher(
+            keys, FixedState,
+        ))
+    }
+    fn get(&mut self, key: u64) -> Option<u64> {
+        self.0.get(&key).copied()
+    }
+    fn insert(&mut self, key: u64, value: u64) -> bool {
+        match self.0.entry(key) {
+            hashbrown::hash_map::Entry::Occupied(_) => false,
+            hashbrown::hash_map::Entry::Vacant(v) => {
+                v.insert(value);
+                true
+            }
+        }
+    }
+    fn remove(&mut self, key: u64) -> bool {
+        self.0.remove(&key).is_some()
+    }
+    fn update(&mut self, key: u64, value: u64) -> bool {
+        self.0.get_mut(&key).map(|v| *v = value).is_some()
+    }
+}
+
+/// hashbrown behind one `parking_lot::RwLock` (shared for Gets).
+struct LockedHashbrown(RwLock<hashbrown::HashMap<u64, u64, FixedState>>);
+
+impl ConcurrentMap for LockedHashbrown {
+    const NAME: &'static str = "rwlock_hashbrown";
+    fn with_capacity(keys: usize) -> Self {
+        LockedHashbrown(RwLock::new(hashbrown::HashMap::with_capacity_and_hasher(
+            keys, FixedState,
+        )))
+    }
+    fn get(&self, key: u64) -> Option<u64> {
+        self.0.read().get(&key).copied()
+    }
+    fn insert(&self, key: u64, value: u64) -> bool {
+        match self.0.write().entry(key) {
+            hashbrown::hash_map::Entry::Occupied(_) => false,
+            hashbrown::hash_map::Entry::Vacant(v) => {
+                v.insert(value);
+                true
+            }
+        }
+    }
+    fn remove(&self, key: u64) -> bool {
+        self.0.write().remove(&key).is_some()
+    }
+    fn update(&self, key: u64, value: u64) -> bool {
+        self.0.write().get_mut(&key).map(|v| *v = value).is_some()
+    }
+}
+
+struct Dash(dashmap::DashMap<u64, u64, FixedState>);
+
+impl ConcurrentMap for Dash {
+    const NAME: &'static str = "dashmap";
+    fn with_capacity(keys: usize) -> Self {
+        Dash(dashmap::DashMap::with_capacity_and_hasher(keys, FixedState))
+    }
+    fn get(&self, key: u64) -> Option<u64> {
+        self.0.get(&key).map(|v| *v)
+    }
+    fn insert(&self, key: u64, value: u64) -> bool {
+        match self.0.entry(key) {
+            dashmap::mapref::entry::Entry::Occupied(_) => false,
+            dashmap::mapref::entry::Entry::Vacant(v) => {
+                v.insert(value);
+                true
+            }
+        }
+    }
+    fn remove(&self, key: u64) -> bool {
+        self.0.remove(&key).is_some()
+    }
+    fn update(&self, key: u64, value: u64) -> bool {
+        self.0.get_mut(&key).map(|mut v| *v = value).is_some()
+    }
+}
+
+struct Scc(scc::HashMap<u64, u64, FixedState>);
+
+impl ConcurrentMap for Scc {
+    const NAME: &'static str = "scc";
+    fn with_capacity(keys: usize) -> Self {
+        Scc(scc::HashMap::with_capacity_and_hasher(keys, FixedState))
+    }
+    fn get(&self, key: u64) -> Option<u64> {
+        self.0.read_sync(&key, |_, v| *v)
+    }
+    fn insert(&self, key: u64, value: u64) -> bool {
+        self.0.insert_sync(key, value).is_ok()
+    }
+    fn remove(&self, key: u64) -> bool {
+        self.0.remove_sync(&key).is_some()
+    }
+    fn update(&self, key: u64, value: u64) -> bool {
+        self.0.update_sync(&key, |_, v| *v = value).is_some()
+    }
+}
+
+/// papaya, pinned per operation (its documented default use).
+struct Papaya(papaya::HashMap<u64, u64, FixedState>);
+
+impl ConcurrentMap for Papaya {
+    const NAME: &'static str = "papaya";
+    fn with_capacity(keys: usize) -> Self {
+        Papaya(papaya::HashMap::with_capacity_and_hasher(keys, FixedState))
+    }
+    fn get(&self, key: u64) -> Option<u64> {
+        self.0.pin().get(&key).copied()
+    }
+    fn insert(&self, key: u64, value: u64) -> bool {
+        self.0.pin().try_insert(key, value).is_ok()
+    }
+    fn remove(&self, key: u64) -> bool {
+        self.0.pin().remove(&key).is_some()
+    }
+    fn update(&self, key: u64, value: u64) -> bool {
+        self.0.pin().update(key, |_| value).is_some()
+    }
+}
+
+// ---- DLHT plug-in point ----------------------------------------------------------
+//
+// `splitkv_host::table::dlht::Dlht` (Dandelion §6) is being written on another
+// branch. Once it lands, uncomment this adapter and the two `Dlht` lines in
+// `mixes` below; nothing else changes. (Its `get` fills a value buffer, so the
+// adapter keeps one per thread.)
+//
+// use splitkv_host::table::dlht::Dlht;
+//
+// struct DlhtMap(Dlht);
+//
+// thread_local! {
+//     static DLHT_VALUE: std::cell::RefCell<Vec<u8>> = RefCell::new(Vec::with_capacity(8));
+// }
+//
+// impl ConcurrentMap for DlhtMap {
+//     const NAME: &'static str = "dlht";
+//     fn with_capacity(keys: usize) -> Self {
+//         DlhtMap(Dlht::with_capacity(keys))
+//     }
+//     fn get(&self, key: u64) -> Option<u64> {
+//         DLHT_VALUE.with_borrow_mut(|v| {
+//             self.0.get(&Key::new(0, key), v)?;
+//             Some(u64::from_le_bytes(v[..8].try_into().unwrap()))
+//         })
+//     }
+//     fn insert(&self, key: u64, value: u64) -> bool {
+//         self.0.insert(Key::new(0, key), META, &value.to_le_bytes()).expect("dlht insert")
+//     }
+//     fn remove(&self, key: u64) -> bool {
+//         self.0.remove(&Key::new(0, key))
+//     }
+//     fn update(&self, key: u64, value: u64) -> bool {
+//         // `put` replaces a present key only; adjust if its contract differs.
+//         self.0.put(Key::new(0, key), META, &value.to_le_bytes()).expect("dlht put")
+//     }
+// }
+
+/// One operation of a pre-drawn mix.
+#[derive(Clone, Copy)]
+enum Op {
+    Get(u64),
+    Insert(u64),
+    Remove(u64),
+    Update(u64),
+}
+
+/// A conc-map-bench workload: percentages of get/insert/remove/update and the
+/// prefill fraction of the capacity.
+#[derive(Clone, Copy)]
+struct Workload {
+    name: &'static str,
+    mix_pct: [u32; 4],
+    prefill_pct: usize,
+}
+
+const WORKLOADS: [Workload; 3] = [
+    Workload {
+        name: "read_heavy",
+        mix_pct: [98, 1, 1, 0],
+        prefill_pct: 75,
+    },
+    Workload {
+        name: "exchange",
+        mix_pct: [10, 40, 40, 10],
+        prefill_pct: 75,
+    },
+    Workload {
+        name: "rapid_grow",
+        mix_pct: [5, 80, 5, 10],
+        prefill_pct: 0,
+    },
+];
+
+/// The keys one thread inserts before timing and the operations it then runs.
+/// Thread `t` owns the keys `mix64(t << 40 | n)`; Gets, removes and updates pick
+/// a key that is present at that point of the thread's sequence (so nearly all
+/// of them hit), inserts a fresh one.
+struct ThreadPlan {
+    prefill: Vec<u64>,
+    ops: Vec<Op>,
+}
+
+fn plan(workload: &Workload, thread: usize, prefill: usize, ops: usize) -> ThreadPlan {
+    let mut rng = XorShift(mix64(thread as u64 + 1) | 1);
+    let mut next_key = 0u64;
+    let mut fresh = || {
+        next_key += 1;
+        mix64(((thread as u64) << 40) | next_key)
+    };
+    let mut present: Vec<u64> = (0..prefill).map(|_| fresh()).collect();
+    let prefill_keys = present.clone();
+    let [get, insert, remove, _update] = workload.mix_pct;
+    let ops = (0..ops)
+        .map(|_| {
+            let roll = (rng.next() % 100) as u32;
+            if (get..get + insert).contains(&roll) || present.is_empty() {
+                let key = fresh();
+                present.push(key);
+                return Op::Insert(key);
+            }
+            let at = rng.below(present.len());
+            if roll < get {
+                Op::Get(present[at])
+            } else if roll < get + insert + remove {
+                Op::Remove(present.swap_remove(at))
+            } else {
+                Op::Update(present[at])
+            }
+        })
+        .collect();
+    ThreadPlan {
+        prefill: prefill_keys,
+        ops,
+    }
+}
+
+fn run_single<M: SingleThreadMap>(map: &mut M, ops: &[Op]) -> usize {
+    let mut hits = 0;
+    for &op in ops {
+        hits += match op {
+            Op::Get(k) => map.get(k).is_some(),
+            Op::Insert(k) => map.insert(k, k),
+            Op::Remove(k) => map.remove(k),
+            Op::Update(k) => map.update(k, k ^ 1),
+        } as usize;
+    }
+    hits
+}
+
+fn run_shared<M: ConcurrentMap>(map: &M, ops: &[Op]) -> usize {
+    let mut hits = 0;
+    for &op in ops {
+        hits += match op {
+            Op::Get(k) => map.get(k).is_some(),
+            Op::Insert(k) => map.insert(k, k),
+            Op::Remove(k) => map.remove(k),
+            Op::Update(k) => map.update(k, k ^ 1),
+        } as usize;
+    }
+    hits
+}
+
+/// Benchmarks one map on one thread: each iteration builds and prefills a
+/// fresh map (not timed), then measures the thread CPU time of the whole
+/// operation sequence.
+fn mix_case_single<M: SingleThreadMap>(
+    c: &mut Criterion,
+    group: &str,
+    capacity: usize,
+    plan: &ThreadPlan,
+) {
+    let mut g = c.benchmark_group(group);
+    configure_mix_group(&mut g, plan.ops.len());
+    g.bench_function(M::NAME, |b| {
+        b.iter_custom(|iters| {
+            let mut total = Duration::ZERO;
+            for _ in 0..iters {
+                let mut map = M::with_capacity(capacity);
+                for &k in &plan.prefill {
+                    map.insert(k, k);
+                }
+                let start = thread_cpu_time();
+                black_box(run_single(&mut map, &plan.ops));
+                total += thread_cpu_time() - start;
+            }
+            total
+        })
+    });
+    g.finish();
+}
+
+/// Benchmarks one shared map with one thread per plan: each iteration builds
+/// and prefills a fresh map (not timed), starts the threads together and
+/// measures wall time until the last one finishes (CPU time would hide lock
+/// waits).
+fn mix_case<M: ConcurrentMap>(
+    c: &mut Criterion,
+    group: &str,
+    capacity: usize,
+    plans: &[ThreadPlan],
+) {
+    if plans.len() == 1 {
+        return mix_case_single::<M>(c, group, capacity, &plans[0]);
+    }
+    let mut g = c.benchmark_group(group);
+    configure_mix_group(&mut g, plans.iter().map(|p| p.ops.len()).sum());
+    g.bench_function(<M as ConcurrentMap>::NAME, |b| {
+        b.iter_custom(|iters| {
+            let mut total = Duration::ZERO;
+            for _ in 0..iters {
+                let map = <M as ConcurrentMap>::with_capacity(capacity);
+                for plan in plans {
+                    for &k in &plan.prefill {
+                        ConcurrentMap::insert(&map, k, k);
+                    }
+                }
+                let start = Barrier::new(plans.len() + 1);
+                total += std::thread::scope(|s| {
+                    let workers: Vec<_> = plans
+                        .iter()
+                        .map(|plan| {
+                            let (map, start) = (&map, &start);
+                            s.spawn(move || {
+                                start.wait();
+                                black_box(run_shared(map, &plan.ops))
+                            })
+                        })
+                        .collect();
+                    start.wait();
+                    let began = Instant::now();
+                    for w in workers {
+                        w.join().expect("mix thread");
+                    }
+                    began.elapsed()
+                });
+            }
+            total
+        })
+    });
+    g.finish();
+}
+
+fn configure_mix_group(
+    g: &mut criterion::BenchmarkGroup<'_, criterion::measurement::WallTime>,
+    ops: usize,
+) {
+    g.sampling_mode(SamplingMode::Flat)
+        .sample_size(10)
+        .warm_up_time(Duration::from_millis(300))
+        .measurement_time(Duration::from_secs(1))
+        .throughput(Throughput::Elements(ops as u64));
+}
+
+fn mixes(c: &mut Criterion) {
+    init_huge_pages();
+    let log2 = env_usize("SPLITKV_BENCH_MIX_LOG2", MIX_LOG2_DEFAULT as usize);
+    let capacity = 1usize << log2;
+    for workload in &WORKLOADS {
+        for threads in [1usize, 2] {
+            let prefill = capacity * workload.prefill_pct / 100 / threads;
+            let plans: Vec<ThreadPlan> = (0..threads)
+                .map(|t| plan(workload, t, prefill, capacity / threads))
+                .collect();
+            let group = format!("mix_{}_{threads}t", workload.name);
+            if threads == 1 {
+                mix_case_single::<Robinhood>(c, &group, capacity, &plans[0]);
+                mix_case_single::<Hashbrown>(c, &group, capacity, &plans[0]);
+            } else {
+                mix_case::<LockedHashbrown>(c, &group, capacity, &plans);
+            }
+            mix_case::<Dash>(c, &group, capacity, &plans);
+            mix_case::<Scc>(c, &group, capacity, &plans);
+            mix_case::<Papaya>(c, &group, capacity, &plans);
+            // DLHT plug-in point: mix_case::<DlhtMap>(c, &group, capacity, &plans);
+        }
+    }
+}
+
+criterion_group!(benches, robinhood_get, mixes);
+criterion_main!(benches);
