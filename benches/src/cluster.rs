@@ -35,6 +35,8 @@ pub struct SmallbankSpec {
     pub d_max: usize,
     /// NIC object-cache capacity per node, in objects.
     pub cache_objects: usize,
+    /// Host table kind.
+    pub table: splitkv_host::table::TableKind,
 }
 
 impl SmallbankSpec {
@@ -52,6 +54,7 @@ impl SmallbankSpec {
             dma_latency_ns: 0,
             d_max: 16,
             cache_objects: splitkv_nic::index::CACHE_OBJECTS_DEFAULT,
+            table: splitkv_host::table::TableKind::Robinhood,
         }
     }
 
@@ -205,6 +208,7 @@ impl SmallbankCluster {
             cfg.table.d_max = spec.d_max;
             cfg.dma_latency_ns = spec.dma_latency_ns;
             cfg.cache_objects = spec.cache_objects;
+            cfg.table_kind = spec.table;
             let node = build_node(&cfg, procs, t)?;
             nics.push(node.nic);
             workers.push(node.worker);

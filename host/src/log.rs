@@ -13,7 +13,9 @@
 //! [`RobinhoodTable::batch`] [`LOG_RECORDS_PER_BATCH_MAX`] at a time, which
 //! prefetches every record's home slot before applying any, in log order.
 
+use crate::table::dlht::Dlht;
 use crate::table::robinhood::{RobinhoodTable, TableError};
+use crate::table::HostTable;
 use crate::table::{Request, Upserted};
 use splitkv_layout::host_nic::{HostToNic, LogApplied};
 use splitkv_layout::log_record::LogRecords;
@@ -52,7 +54,7 @@ pub struct WorkerStats {
 
 /// A host worker: owns the table (its only writer) and applies the host log.
 pub struct HostWorker {
-    table: RobinhoodTable,
+    table: HostTable,
     log: RingConsumer,
     acks: RingProducer,
     entry: Vec<u8>,
@@ -60,6 +62,8 @@ pub struct HostWorker {
     entries: Vec<u8>,
     /// End offset in `entries` of each entry drained this iteration.
     entry_ends: Vec<usize>,
+    /// Scratch value buffer.
+    value: Vec<u8>,
     ack_buf: Vec<u8>,
     acked: u64,
     stats: WorkerStats,
@@ -75,7 +79,7 @@ impl std::fmt::Debug for HostWorker {
 
 impl HostWorker {
     /// A worker applying `log` to `table` and acknowledging on `acks`.
-    pub fn new(table: RobinhoodTable, log: RingConsumer, acks: RingProducer) -> HostWorker {
+    pub fn new(table: HostTable, log: RingConsumer, acks: RingProducer) -> HostWorker {
         HostWorker {
             table,
             log,
@@ -83,6 +87,7 @@ impl HostWorker {
             entry: Vec::with_capacity(4096),
             entries: Vec::with_capacity(ITERATION_BYTES_RESERVED),
             entry_ends: Vec::with_capacity(LOG_ENTRIES_PER_ITERATION_MAX),
+            value: Vec::with_capacity(64),
             ack_buf: Vec::with_capacity(32),
             acked: 0,
             stats: WorkerStats::default(),
@@ -90,12 +95,12 @@ impl HostWorker {
     }
 
     /// The table (for loading before a run and for checks after).
-    pub fn table(&self) -> &RobinhoodTable {
+    pub fn table(&self) -> &HostTable {
         &self.table
     }
 
     /// The table, mutably (only while the NIC runtime is not running).
-    pub fn table_mut(&mut self) -> &mut RobinhoodTable {
+    pub fn table_mut(&mut self) -> &mut HostTable {
         &mut self.table
     }
 
@@ -133,12 +138,18 @@ impl HostWorker {
             self.entries.extend_from_slice(&self.entry);
             self.entry_ends.push(self.entries.len());
         }
-        apply_entries(
-            &mut self.table,
-            &mut self.stats,
-            &self.entries,
-            &self.entry_ends,
-        );
+        match &mut self.table {
+            HostTable::Robinhood(t) => {
+                apply_entries(t, &mut self.stats, &self.entries, &self.entry_ends)
+            }
+            HostTable::Dlht(t) => apply_entries_dlht(
+                t,
+                &mut self.value,
+                &mut self.stats,
+                &self.entries,
+                &self.entry_ends,
+            ),
+        }
         let consumed = self.log.consumed_bytes();
         if consumed != self.acked {
             self.ack_buf.clear();
@@ -211,6 +222,38 @@ fn apply_batch(table: &mut RobinhoodTable, stats: &mut WorkerStats, reqs: &mut [
             Some(Err(e)) => panic!("log record does not fit the table: {e}"),
             None => unreachable!("a batch executes every request"),
         }
+    }
+}
+
+/// The DLHT's version of [`apply_entries`]: the worker is the table's only
+/// writer, so "read the version, then upsert if newer" cannot race.
+fn apply_entries_dlht(
+    table: &Dlht,
+    value: &mut Vec<u8>,
+    stats: &mut WorkerStats,
+    entries: &[u8],
+    entry_ends: &[usize],
+) {
+    let mut start = 0;
+    for &end in entry_ends {
+        for rec in LogRecords::new(&entries[start..end]) {
+            let Ok(rec) = rec else {
+                stats.bad_entries += 1;
+                break;
+            };
+            if table
+                .get(&rec.key, value)
+                .is_some_and(|m| m.version() >= rec.meta.version())
+            {
+                stats.stale += 1;
+                continue;
+            }
+            match table.upsert(rec.key, rec.meta, rec.value) {
+                Ok(_) => stats.applied += 1,
+                Err(e) => panic!("log record does not fit the DLHT: {e}"),
+            }
+        }
+        start = end;
     }
 }
 

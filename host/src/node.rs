@@ -10,7 +10,7 @@
 
 use crate::client::Client;
 use crate::log::HostWorker;
-use crate::table::robinhood::{RobinhoodTable, TableError};
+use crate::table::{HostTable, HostTableError, TableKind};
 use splitkv_layout::ring::{ring_pair, RingError};
 use splitkv_layout::table::TableConfig;
 use splitkv_layout::wire::NodeId;
@@ -41,6 +41,8 @@ pub struct NodeConfig {
     pub dma_latency_ns: Nanos,
     /// NIC object-cache capacity in objects.
     pub cache_objects: usize,
+    /// Which host table to keep the data in.
+    pub table_kind: TableKind,
 }
 
 impl NodeConfig {
@@ -61,6 +63,7 @@ impl NodeConfig {
             ack_ring_bytes: 64 << 10,
             dma_latency_ns: 0,
             cache_objects: splitkv_nic::index::CACHE_OBJECTS_DEFAULT,
+            table_kind: TableKind::Robinhood,
         }
     }
 }
@@ -70,7 +73,7 @@ impl NodeConfig {
 pub enum NodeError {
     /// Bad table configuration.
     #[error("host table: {0}")]
-    Table(#[from] TableError),
+    Table(#[from] HostTableError),
     /// Bad ring size.
     #[error("ring: {0}")]
     Ring(#[from] RingError),
@@ -113,17 +116,19 @@ pub fn build_node(
     if cfg.table.value_bytes_max > NODE_VALUE_BYTES_MAX {
         return Err(NodeError::ValueTooLarge(cfg.table.value_bytes_max));
     }
-    let table = RobinhoodTable::new(&cfg.table)?;
-    let layout = *table.layout();
+    let table = HostTable::new(cfg.table_kind, &cfg.table)?;
+    let (memory, table_kind) = table.dma();
+    let value_bytes_max = table.value_bytes_max();
     let (log_tx, log_rx) = ring_pair(cfg.log_ring_bytes)?;
     let (req_tx, req_rx) = ring_pair(cfg.app_ring_bytes)?;
     let (out_tx, out_rx) = ring_pair(cfg.app_ring_bytes)?;
     let (ack_tx, ack_rx) = ring_pair(cfg.ack_ring_bytes)?;
-    let dma = LocalDma::new(table.region().clone(), log_tx, cfg.dma_latency_ns);
+    let dma = LocalDma::new(memory, log_tx, cfg.dma_latency_ns);
     let nic = NicRuntime::new(NicParts {
         node: cfg.node,
         placement: cfg.placement,
-        layout,
+        table: table_kind,
+        value_bytes_max,
         procedures,
         dma: Box::new(dma),
         transport,

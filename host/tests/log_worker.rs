@@ -4,7 +4,7 @@
 //! and progress is acknowledged.
 
 use splitkv_host::log::{LOG_ENTRIES_PER_ITERATION_MAX, LOG_RECORDS_PER_BATCH_MAX};
-use splitkv_host::table::{RobinhoodTable, TableConfig};
+use splitkv_host::table::{HostTable, TableConfig, TableKind};
 use splitkv_host::HostWorker;
 use splitkv_layout::host_nic::HostToNic;
 use splitkv_layout::log_record::{LogKind, LogRecord};
@@ -25,9 +25,18 @@ fn record(id: u64, version: u64, value: &[u8], out: &mut Vec<u8>) {
 
 #[test]
 fn applies_newest_versions_in_bounded_batches() {
+    applies_newest_versions(TableKind::Robinhood);
+}
+
+#[test]
+fn dlht_worker_applies_newest_versions() {
+    applies_newest_versions(TableKind::Dlht);
+}
+
+fn applies_newest_versions(kind: TableKind) {
     let (mut log_tx, log_rx) = ring_pair(1 << 20).unwrap();
     let (ack_tx, mut ack_rx) = ring_pair(1 << 12).unwrap();
-    let table = RobinhoodTable::new(&TableConfig::new(1000, 8)).unwrap();
+    let table = HostTable::new(kind, &TableConfig::new(1000, 8)).unwrap();
     let mut worker = HostWorker::new(table, log_rx, ack_tx);
 
     // Entries of 1..=5 records over 50 keys, versions out of order and repeated,
@@ -78,7 +87,9 @@ fn applies_newest_versions_in_bounded_batches() {
     assert_eq!(stats.applied + stats.stale, records);
     assert_eq!(stats.stale, stale);
     let table = worker.table();
-    table.check_invariants().unwrap();
+    if let HostTable::Robinhood(t) = table {
+        t.check_invariants().unwrap();
+    }
     assert_eq!(table.len(), newest.len());
     let mut value = Vec::new();
     for (&id, &(version, bytes)) in &newest {

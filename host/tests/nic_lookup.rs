@@ -125,3 +125,93 @@ fn lookups_follow_deletes_and_reinserts() {
         }
     }
 }
+
+mod dlht {
+    use rand::{Rng, SeedableRng};
+    use rand_xoshiro::Xoshiro256PlusPlus;
+    use splitkv_host::table::dlht::dma::DlhtDma;
+    use splitkv_host::table::dlht::Dlht;
+    use splitkv_layout::{Key, ObjectFlags, ObjectMeta};
+    use splitkv_nic::dma::{HostMemory, HostMemoryError};
+    use splitkv_nic::index::dlht_lookup::{DlhtLookup, DlhtStep};
+    use std::sync::Arc;
+
+    /// Runs a NIC lookup through the DLHT's DMA space; (value, vectors read, stale restarts).
+    fn lookup(mem: &DlhtDma, bins: &mut usize, key: Key) -> (Option<Vec<u8>>, u32, u32) {
+        let (mut l, mut step) = DlhtLookup::start(key, *bins);
+        let mut buf = Vec::new();
+        let mut stale = 0;
+        loop {
+            match step {
+                DlhtStep::Read(v, n) => {
+                    buf.clear();
+                    let mut refused = false;
+                    for r in &v[..n] {
+                        let at = buf.len();
+                        buf.resize(at + r.len, 0);
+                        match mem.read(r.offset, &mut buf[at..]) {
+                            Ok(()) => {}
+                            Err(HostMemoryError::Stale) => refused = true,
+                            Err(e) => panic!("{e}"),
+                        }
+                    }
+                    step = if refused {
+                        stale += 1;
+                        l.restart()
+                    } else {
+                        l.advance(&buf)
+                    };
+                }
+                DlhtStep::Found { value, .. } => {
+                    *bins = l.bin_count();
+                    return (Some(value.to_vec()), l.reads, stale);
+                }
+                DlhtStep::Absent => {
+                    *bins = l.bin_count();
+                    return (None, l.reads, stale);
+                }
+                DlhtStep::Failed(e) => panic!("{key:?}: {e}"),
+            }
+        }
+    }
+
+    #[test]
+    fn nic_finds_every_key_through_chains_and_resizes() {
+        let t = Arc::new(Dlht::with_capacity(64));
+        let mem = DlhtDma::new(t.clone());
+        let mut rng = Xoshiro256PlusPlus::seed_from_u64(5);
+        let meta = ObjectMeta::new(3, ObjectFlags::empty());
+        let mut keys = Vec::new();
+        let mut bins = 0;
+        let mut stale_total = 0;
+        let mut multi_read = 0;
+        for round in 0..40 {
+            for _ in 0..100 {
+                let k = Key::new(rng.gen_range(0..4), rng.gen());
+                t.upsert(k, meta, &k.id.to_le_bytes()).unwrap();
+                keys.push(k);
+            }
+            // The table grows underneath; the NIC keeps its old bin count.
+            for k in &keys {
+                let (v, reads, stale) = lookup(&mem, &mut bins, *k);
+                assert_eq!(
+                    v.as_deref(),
+                    Some(&k.id.to_le_bytes()[..]),
+                    "round {round}: {k:?}"
+                );
+                stale_total += stale;
+                multi_read += (reads > 2) as u32;
+            }
+        }
+        assert!(
+            t.resizes_completed() > 0,
+            "the table resized during the test"
+        );
+        assert!(
+            stale_total > 0,
+            "a stale bin count was refused and the lookup restarted"
+        );
+        assert!(multi_read > 0, "some lookups followed link buckets");
+        assert_eq!(lookup(&mem, &mut bins, Key::new(9, 1)).0, None);
+    }
+}

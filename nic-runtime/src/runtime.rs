@@ -4,6 +4,7 @@
 //! then flushes every batched packet (Dandelion §5.1).
 
 use crate::dma::DmaEngine;
+use crate::index::HostTableKind;
 use crate::index::NicIndex;
 use crate::net::batch::{BatchStats, Batcher};
 use crate::net::Transport;
@@ -15,7 +16,6 @@ use crate::protocol::Io;
 use crate::Nanos;
 use splitkv_layout::host_nic::{HostToNic, NicToHost, TxOutcome};
 use splitkv_layout::ring::{RingConsumer, RingError, RingProducer};
-use splitkv_layout::table::TableLayout;
 use splitkv_layout::wire::{decode_packet, Body, NodeId};
 
 /// Most packets taken from the transport per iteration.
@@ -61,8 +61,10 @@ pub struct NicParts {
     pub node: NodeId,
     /// Placement of keys.
     pub placement: Placement,
-    /// Host table layout.
-    pub layout: TableLayout,
+    /// The host table the DMA engine reads.
+    pub table: HostTableKind,
+    /// Largest value the host table stores (bytes).
+    pub value_bytes_max: usize,
     /// Registered procedures.
     pub procedures: ProcedureRegistry,
     /// Host memory access.
@@ -105,18 +107,18 @@ impl NicRuntime {
     /// Assembles a runtime.
     pub fn new(parts: NicParts) -> NicRuntime {
         let mtu = parts.transport.mtu();
-        let value_max = parts.layout.value_bytes_max();
+        let value_max = parts.value_bytes_max;
         NicRuntime {
             io: Io {
                 node: parts.node,
                 placement: parts.placement,
-                layout: parts.layout,
+                value_bytes_max: parts.value_bytes_max,
                 now: 0,
                 batcher: Batcher::new(parts.node, parts.placement.nodes(), mtu),
                 dma: parts.dma,
                 w: Default::default(),
             },
-            index: NicIndex::new(parts.layout, parts.cache_objects, parts.node as u64 + 1),
+            index: NicIndex::new(parts.table, parts.cache_objects, parts.node as u64 + 1),
             server: Server::new(),
             coordinator: Coordinator::new(value_max),
             procedures: parts.procedures,
@@ -272,7 +274,7 @@ impl NicRuntime {
     /// Checks a decoded message against this node's limits: a value that does
     /// not fit the host table's slots must never reach the host log.
     fn acceptable(&self, body: &Body<'_>) -> bool {
-        let max = self.io.layout.value_bytes_max();
+        let max = self.io.value_bytes_max;
         match body {
             Body::Log { items, .. } | Body::Commit { items, .. } => {
                 items.iter().all(|it| it.value.len() <= max)

@@ -178,9 +178,24 @@ struct SmallbankArgs {
     /// Seed of the workload's random choices.
     #[arg(long, default_value_t = 1)]
     seed: u64,
+    /// Host table: Xenic's Robinhood table or Dandelion's DLHT.
+    #[arg(long, value_enum, default_value_t = Table::Robinhood)]
+    table: Table,
+    /// NIC object-cache capacity per node, in objects.
+    #[arg(long, default_value_t = splitkv_nic::index::CACHE_OBJECTS_DEFAULT)]
+    cache_objects: usize,
     /// Print one JSON object instead of text.
     #[arg(long)]
     json: bool,
+}
+
+#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+enum Table {
+    /// Xenic's Robinhood table (Xenic §4.1.2).
+    Robinhood,
+    /// Dandelion's DLHT (Dandelion §6).
+    Dlht,
 }
 
 impl SmallbankArgs {
@@ -223,6 +238,9 @@ impl SmallbankArgs {
         if self.duration.is_zero() {
             return Err("--duration must be greater than zero".into());
         }
+        if self.cache_objects == 0 {
+            return Err("--cache-objects must be at least 1".into());
+        }
         if self.inflight == 0 || self.inflight > 1024 {
             return Err(format!(
                 "--inflight must be between 1 and 1024, got {}",
@@ -236,6 +254,7 @@ impl SmallbankArgs {
 #[derive(serde::Serialize)]
 struct Report {
     workload: &'static str,
+    table: Table,
     nodes: usize,
     replication: usize,
     accounts: u64,
@@ -300,6 +319,11 @@ fn smallbank(args: &SmallbankArgs) -> Result<(), Box<dyn std::error::Error>> {
     spec.hot_accounts = args.hot_accounts;
     spec.inflight_per_node = args.inflight;
     spec.seed = args.seed;
+    spec.cache_objects = args.cache_objects;
+    spec.table = match args.table {
+        Table::Robinhood => splitkv_host::table::TableKind::Robinhood,
+        Table::Dlht => splitkv_host::table::TableKind::Dlht,
+    };
 
     let rows = 2 * spec.accounts();
     let bar = ProgressBar::new(rows).with_style(
@@ -360,6 +384,7 @@ fn smallbank(args: &SmallbankArgs) -> Result<(), Box<dyn std::error::Error>> {
     let attempts = load.committed + load.aborted;
     let report = Report {
         workload: "smallbank",
+        table: args.table,
         nodes: args.nodes,
         replication: args.replication,
         accounts: cluster.spec.accounts(),

@@ -11,7 +11,10 @@
 //! batch takes its own [`dlht::Request`].)
 
 pub mod dlht;
+mod host_table;
 pub mod robinhood;
+
+pub use host_table::{HostTable, HostTableError, TableKind};
 
 pub use robinhood::{RobinhoodTable, TableError, TableStats};
 pub use splitkv_layout::table::{TableConfig, TableLayout};

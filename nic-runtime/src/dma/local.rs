@@ -4,14 +4,13 @@
 //! submission — so the protocol engine is written exactly as for a real NIC.
 
 use super::{
-    DmaCompletion, DmaDone, DmaEngine, DmaError, DmaRead, DMA_APPENDS_INFLIGHT_MAX,
+    DmaCompletion, DmaDone, DmaEngine, DmaError, DmaRead, HostMemory, DMA_APPENDS_INFLIGHT_MAX,
     DMA_READS_INFLIGHT_MAX, DMA_VECTOR_LEN_MAX,
 };
 use crate::Nanos;
 use splitkv_layout::ring::{RingError, RingProducer};
-use splitkv_layout::table::read_acquire;
-use splitkv_layout::Region;
 use std::collections::VecDeque;
+use std::sync::Arc;
 
 #[derive(Debug)]
 struct PendingRead {
@@ -31,7 +30,7 @@ struct PendingAppend {
 /// A DMA engine over host memory in the same address space.
 #[derive(Debug)]
 pub struct LocalDma {
-    table: Region,
+    table: Arc<dyn HostMemory>,
     log: RingProducer,
     latency_ns: Nanos,
     reads: VecDeque<PendingRead>,
@@ -42,9 +41,9 @@ pub struct LocalDma {
 }
 
 impl LocalDma {
-    /// An engine reading `table` and appending to the host log through `log`;
+    /// An engine reading the host table through `table` and appending to the host log through `log`;
     /// each request completes no earlier than `latency_ns` after submission.
-    pub fn new(table: Region, log: RingProducer, latency_ns: Nanos) -> LocalDma {
+    pub fn new(table: Arc<dyn HostMemory>, log: RingProducer, latency_ns: Nanos) -> LocalDma {
         LocalDma {
             table,
             log,
@@ -70,9 +69,6 @@ impl DmaEngine for LocalDma {
         }
         if self.reads.len() >= DMA_READS_INFLIGHT_MAX {
             return Err(DmaError::QueueFull);
-        }
-        for r in reads {
-            self.table.check(r.offset, r.len)?;
         }
         let mut p = PendingRead {
             due: now + self.latency_ns,
@@ -112,10 +108,11 @@ impl DmaEngine for LocalDma {
             for r in &p.reads[..p.n as usize] {
                 let at = self.data.len();
                 self.data.resize(at + r.len, 0);
-                // Acquire loads in address order: the slot seqlock's torn-read
-                // check relies on it on weakly ordered CPUs (table::read_acquire).
-                if let Err(e) = read_acquire(&self.table, r.offset, &mut self.data[at..]) {
-                    result = Err(DmaError::OutOfBounds(e));
+                // Acquire loads in address order: torn-read checks (Robinhood's
+                // slot seqlock, DLHT's header re-read) rely on it on weakly
+                // ordered CPUs.
+                if let Err(e) = self.table.read(r.offset, &mut self.data[at..]) {
+                    result = Err(DmaError::Memory(e));
                     break;
                 }
             }

@@ -7,6 +7,8 @@
 
 pub mod local;
 
+use splitkv_layout::Region;
+
 use crate::Nanos;
 use splitkv_layout::ring::RingError;
 use splitkv_layout::RegionError;
@@ -27,6 +29,33 @@ pub struct DmaRead {
     pub len: usize,
 }
 
+/// Host memory as a DMA engine sees it: a byte-addressed space the host
+/// exposes (a [`Region`] for the Robinhood table; the DLHT's current generation
+/// through the host's adapter). Reads copy in increasing address order with
+/// Acquire loads, the order a DMA engine uses and lock-free readers rely on.
+pub trait HostMemory: Send + Sync + std::fmt::Debug {
+    /// Copies `dst.len()` bytes at `offset` into `dst`.
+    fn read(&self, offset: usize, dst: &mut [u8]) -> Result<(), HostMemoryError>;
+}
+
+/// A read host memory refused.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum HostMemoryError {
+    /// Outside the region, or misaligned.
+    #[error(transparent)]
+    OutOfBounds(#[from] RegionError),
+    /// Addressed to a table layout the host no longer has (resized): read the
+    /// table's descriptor again.
+    #[error("stale address: the host table was resized")]
+    Stale,
+}
+
+impl HostMemory for Region {
+    fn read(&self, offset: usize, dst: &mut [u8]) -> Result<(), HostMemoryError> {
+        Ok(splitkv_layout::table::read_acquire(self, offset, dst)?)
+    }
+}
+
 /// Why a DMA request was refused or failed.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum DmaError {
@@ -36,9 +65,9 @@ pub enum DmaError {
     /// Too many requests in flight; resubmit later.
     #[error("DMA queue full")]
     QueueFull,
-    /// A read outside host memory.
+    /// Host memory refused a read.
     #[error(transparent)]
-    OutOfBounds(#[from] RegionError),
+    Memory(#[from] HostMemoryError),
     /// The host log refused the entry for a reason other than being full.
     #[error("host log: {0}")]
     Log(RingError),

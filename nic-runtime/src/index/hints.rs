@@ -43,6 +43,15 @@ impl SegmentHints {
         }
     }
 
+    /// No segments (for host tables without displacement, such as the DLHT).
+    pub fn none() -> SegmentHints {
+        SegmentHints {
+            d_known: Vec::new(),
+            overflow: Vec::new(),
+            d_max: 0,
+        }
+    }
+
     /// Known displacement d_i of `segment`.
     #[inline]
     pub fn d_known(&self, segment: usize) -> usize {

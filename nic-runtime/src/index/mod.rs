@@ -15,13 +15,130 @@
 //! what a lookup reads) is the same.
 
 pub mod cache;
+pub mod dlht_lookup;
 pub mod hints;
 pub mod lookup;
 
+use crate::dma::DmaRead;
 use cache::{CacheStats, ObjectCache};
+use dlht_lookup::{DlhtLookup, DlhtStep};
 use hints::SegmentHints;
+use lookup::{Lookup, LookupError, Step};
 use splitkv_layout::table::TableLayout;
 use splitkv_layout::{FixedState, Key, ObjectMeta};
+
+/// Which kind of host table the NIC runtime reads by DMA.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum HostTableKind {
+    /// Xenic's Robinhood table (Xenic §4.1.2) with this layout.
+    Robinhood(TableLayout),
+    /// Dandelion's DLHT (Dandelion §6), read through its DMA address space.
+    Dlht,
+}
+
+/// Buckets of the commit stamps that guard clean cache fills.
+const STAMP_BUCKETS: usize = 4096;
+
+/// A host-table lookup of either kind.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TableLookup {
+    /// In a Robinhood table.
+    Robinhood(Lookup),
+    /// In a DLHT.
+    Dlht(DlhtLookup),
+}
+
+/// What a [`TableLookup`] needs next.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Next<'a> {
+    /// Issue this DMA vector (first `n` elements) and feed its bytes.
+    Read([DmaRead; 2], usize),
+    /// Found.
+    Found {
+        /// Metadata.
+        meta: ObjectMeta,
+        /// Value, borrowed from the bytes just fed.
+        value: &'a [u8],
+    },
+    /// Not in the table.
+    Absent,
+    /// Failed.
+    Failed(LookupError),
+}
+
+impl<'a> From<Step<'a>> for Next<'a> {
+    fn from(s: Step<'a>) -> Next<'a> {
+        match s {
+            Step::Read { offset, len } => {
+                Next::Read([DmaRead { offset, len }, DmaRead::default()], 1)
+            }
+            Step::Found { meta, value } => Next::Found { meta, value },
+            Step::Absent => Next::Absent,
+            Step::Failed(e) => Next::Failed(e),
+        }
+    }
+}
+
+impl<'a> From<DlhtStep<'a>> for Next<'a> {
+    fn from(s: DlhtStep<'a>) -> Next<'a> {
+        match s {
+            DlhtStep::Read(v, n) => Next::Read(v, n),
+            DlhtStep::Found { meta, value } => Next::Found { meta, value },
+            DlhtStep::Absent => Next::Absent,
+            DlhtStep::Failed(e) => Next::Failed(e),
+        }
+    }
+}
+
+impl TableLookup {
+    /// Starts a lookup of `key` in the host table `index` describes.
+    pub fn start(index: &NicIndex, key: Key) -> (TableLookup, Next<'static>) {
+        match index.kind {
+            HostTableKind::Robinhood(layout) => {
+                let (l, s) = Lookup::start(&layout, &index.hints, key);
+                (TableLookup::Robinhood(l), s.into())
+            }
+            HostTableKind::Dlht => {
+                let (l, s) = DlhtLookup::start(key, index.dlht_bins);
+                (TableLookup::Dlht(l), s.into())
+            }
+        }
+    }
+
+    /// Feeds the bytes of the last read.
+    pub fn advance<'a>(&mut self, index: &mut NicIndex, data: &'a [u8]) -> Next<'a> {
+        match (self, index.kind) {
+            (TableLookup::Robinhood(l), HostTableKind::Robinhood(layout)) => {
+                l.advance(&layout, &mut index.hints, data).into()
+            }
+            (TableLookup::Dlht(l), HostTableKind::Dlht) => {
+                let step = l.advance(data);
+                index.dlht_bins = l.bin_count();
+                step.into()
+            }
+            _ => Next::Failed(LookupError::Torn),
+        }
+    }
+
+    /// The host refused the last read as stale (a resize): start over.
+    pub fn restart(&mut self, index: &NicIndex) -> Next<'static> {
+        match self {
+            TableLookup::Robinhood(l) => {
+                let (fresh, s) = Lookup::start(
+                    match &index.kind {
+                        HostTableKind::Robinhood(layout) => layout,
+                        HostTableKind::Dlht => return Next::Failed(LookupError::Torn),
+                    },
+                    &index.hints,
+                    l.key(),
+                );
+                *l = fresh;
+                s.into()
+            }
+            TableLookup::Dlht(l) => l.restart().into(),
+        }
+    }
+}
 
 pub use cache::{CachedObject, PIN_PENDING};
 
@@ -33,7 +150,8 @@ pub const CACHE_EPOCH_ACCESSES_DEFAULT: u64 = 4096;
 /// Lock, cache and hint metadata of one node's NIC runtime.
 #[derive(Debug)]
 pub struct NicIndex {
-    layout: TableLayout,
+    kind: HostTableKind,
+    dlht_bins: usize,
     locks: hashbrown::HashMap<Key, u64, FixedState>,
     cache: ObjectCache,
     hints: SegmentHints,
@@ -41,21 +159,25 @@ pub struct NicIndex {
 }
 
 impl NicIndex {
-    /// An empty index for a host table of `layout`, caching at most
+    /// An empty index for a host table of `kind`, caching at most
     /// `cache_objects` unpinned objects.
-    pub fn new(layout: TableLayout, cache_objects: usize, seed: u64) -> NicIndex {
+    pub fn new(kind: HostTableKind, cache_objects: usize, seed: u64) -> NicIndex {
         NicIndex {
-            layout,
+            kind,
+            dlht_bins: 0,
             locks: hashbrown::HashMap::with_hasher(FixedState),
             cache: ObjectCache::new(cache_objects, CACHE_EPOCH_ACCESSES_DEFAULT, seed),
-            hints: SegmentHints::new(&layout),
-            segment_commits: vec![0; layout.segments()],
+            hints: match kind {
+                HostTableKind::Robinhood(layout) => SegmentHints::new(&layout),
+                HostTableKind::Dlht => SegmentHints::none(),
+            },
+            segment_commits: vec![0; STAMP_BUCKETS],
         }
     }
 
-    /// The host table layout.
-    pub fn layout(&self) -> &TableLayout {
-        &self.layout
+    /// The kind of host table this index describes.
+    pub fn kind(&self) -> HostTableKind {
+        self.kind
     }
 
     /// Locks `key` for `tx_id` (no-wait). True if now held by `tx_id`.
@@ -100,7 +222,7 @@ impl NicIndex {
     }
 
     fn segment(&self, key: &Key) -> usize {
-        self.layout.segment_of(self.layout.home_slot(key))
+        (key.hash64() >> 52) as usize % STAMP_BUCKETS
     }
 
     /// A stamp to pass to [`NicIndex::cache_clean`] for a host read of `key`
@@ -110,8 +232,8 @@ impl NicIndex {
         self.segment_commits[self.segment(key)]
     }
 
-    /// Caches an object read from host memory, unless a commit to its segment
-    /// happened since the read started (`stamp` from [`NicIndex::read_stamp`]):
+    /// Caches an object read from host memory, unless a commit to its stamp
+    /// bucket happened since the read started (`stamp` from [`NicIndex::read_stamp`]):
     /// then the host copy may be older than what the NIC already dropped.
     pub fn cache_clean(&mut self, key: Key, meta: ObjectMeta, value: &[u8], stamp: u32) {
         if self.segment_commits[self.segment(&key)] == stamp {
@@ -169,7 +291,7 @@ mod tests {
 
     fn index() -> NicIndex {
         NicIndex::new(
-            TableLayout::new(&TableConfig::new(1000, 8)).unwrap(),
+            HostTableKind::Robinhood(TableLayout::new(&TableConfig::new(1000, 8)).unwrap()),
             100,
             1,
         )

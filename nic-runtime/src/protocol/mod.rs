@@ -27,7 +27,6 @@ use crate::dma::DmaEngine;
 use crate::net::batch::Batcher;
 use crate::placement::Placement;
 use crate::Nanos;
-use splitkv_layout::table::TableLayout;
 use splitkv_layout::wire::{BodyWriter, NodeId};
 
 /// What both roles need to send messages and reach host memory.
@@ -36,8 +35,8 @@ pub struct Io {
     pub node: NodeId,
     /// Placement of keys on nodes.
     pub placement: Placement,
-    /// Layout of the host table (for DMA lookups).
-    pub layout: TableLayout,
+    /// Largest value the host table stores (bytes); larger writes are refused.
+    pub value_bytes_max: usize,
     /// Current time (set at the start of each iteration).
     pub now: Nanos,
     /// Outgoing message batching.

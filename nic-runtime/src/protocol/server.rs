@@ -13,9 +13,8 @@
 //! which is after all of the transaction's locks were taken.
 
 use super::Io;
-use crate::dma::{DmaCompletion, DmaDone, DmaError, DmaRead};
-use crate::index::lookup::{Lookup, Step};
-use crate::index::NicIndex;
+use crate::dma::{DmaCompletion, DmaDone, DmaError, DmaRead, HostMemoryError};
+use crate::index::{Next, NicIndex, TableLookup};
 use splitkv_layout::log_record::{LogKind, LogRecord};
 use splitkv_layout::wire::{Body, ExecStatus, ItemList, KeyList, MsgKind, NodeId, VersionList};
 use splitkv_layout::{Key, ObjectFlags, ObjectMeta};
@@ -43,9 +42,9 @@ struct ServerOp {
     expect: Vec<u64>,
     metas: Vec<ObjectMeta>,
     values: Vec<Vec<u8>>,
-    lookups: Vec<Option<Lookup>>,
+    lookups: Vec<Option<TableLookup>>,
     stamps: Vec<u32>,
-    queued: Vec<Option<(usize, usize)>>,
+    queued: Vec<Option<([DmaRead; 2], usize)>>,
     pending: usize,
     failed: bool,
     entry: Vec<u8>,
@@ -303,15 +302,15 @@ impl Server {
                 op.values[i].extend_from_slice(&c.value);
             } else {
                 let stamp = index.read_stamp(&key);
-                let (lookup, step) = Lookup::start(&io.layout, index.hints(), key);
+                let (lookup, step) = TableLookup::start(index, key);
                 let op = &mut self.ops[slot];
                 op.lookups[i] = Some(lookup);
                 op.stamps[i] = stamp;
                 op.pending += 1;
-                let Step::Read { offset, len } = step else {
+                let Next::Read(v, n) = step else {
                     unreachable!("a lookup starts with a read")
                 };
-                self.submit(io, slot, i, offset, len);
+                self.submit(io, slot, i, v, n);
             }
         }
         if self.ops[slot].pending == 0 {
@@ -319,10 +318,10 @@ impl Server {
         }
     }
 
-    fn submit(&mut self, io: &mut Io, slot: usize, idx: usize, offset: usize, len: usize) {
+    fn submit(&mut self, io: &mut Io, slot: usize, idx: usize, v: [DmaRead; 2], n: usize) {
         let gen = self.ops[slot].gen;
         self.reads.clear();
-        self.reads.push(DmaRead { offset, len });
+        self.reads.extend_from_slice(&v[..n]);
         self.stats.dma_reads += 1;
         match io
             .dma
@@ -331,7 +330,7 @@ impl Server {
             Ok(()) => {}
             Err(DmaError::QueueFull) => {
                 // Retried from `retry_deferred`.
-                self.ops[slot].queued[idx] = Some((offset, len));
+                self.ops[slot].queued[idx] = Some((v, n));
                 self.deferred.push_back((slot, gen));
             }
             Err(_) => {
@@ -357,8 +356,8 @@ impl Server {
                 OpKind::Log | OpKind::Commit => self.submit_append(io, slot),
                 OpKind::Execute | OpKind::Validate => {
                     for i in 0..self.ops[slot].keys.len() {
-                        if let Some((offset, len)) = self.ops[slot].queued[i].take() {
-                            self.submit(io, slot, i, offset, len);
+                        if let Some((v, n)) = self.ops[slot].queued[i].take() {
+                            self.submit(io, slot, i, v, n);
                         }
                     }
                     if self.ops[slot].pending == 0 {
@@ -380,36 +379,57 @@ impl Server {
                 let tail = *tail;
                 self.finish_append(io, index, slot, tail);
             }
+            (Err(DmaError::Memory(HostMemoryError::Stale)), OpKind::Execute | OpKind::Validate) => {
+                // The host table was resized under the lookup: start it over.
+                let Some(lookup) = self.ops[slot].lookups.get_mut(idx).and_then(Option::as_mut)
+                else {
+                    return;
+                };
+                match lookup.restart(index) {
+                    Next::Read(v, n) => {
+                        self.stats.lookup_rereads += 1;
+                        self.submit(io, slot, idx, v, n);
+                    }
+                    _ => {
+                        let op = &mut self.ops[slot];
+                        op.failed = true;
+                        op.pending -= 1;
+                        if op.pending == 0 {
+                            self.finish(io, index, slot);
+                        }
+                    }
+                }
+            }
             (Ok(DmaDone::Read { start, len }), OpKind::Execute | OpKind::Validate) => {
                 let data = &io.dma.data()[*start..*start + *len];
                 let op = &mut self.ops[slot];
                 let Some(lookup) = op.lookups.get_mut(idx).and_then(Option::as_mut) else {
                     return;
                 };
-                let next = match lookup.advance(&io.layout, index.hints_mut(), data) {
-                    Step::Read { offset, len } => Some((offset, len)),
-                    Step::Found { meta, value } => {
+                let next = match lookup.advance(index, data) {
+                    Next::Read(v, n) => Some((v, n)),
+                    Next::Found { meta, value } => {
                         op.metas[idx] = meta;
                         op.values[idx].clear();
                         op.values[idx].extend_from_slice(value);
                         index.cache_clean(op.keys[idx], meta, value, op.stamps[idx]);
                         None
                     }
-                    Step::Absent => {
+                    Next::Absent => {
                         op.metas[idx] = ABSENT;
                         op.values[idx].clear();
                         None
                     }
-                    Step::Failed(_) => {
+                    Next::Failed(_) => {
                         self.stats.host_decode_errors += 1;
                         op.failed = true;
                         None
                     }
                 };
                 match next {
-                    Some((offset, len)) => {
+                    Some((v, n)) => {
                         self.stats.lookup_rereads += 1;
-                        self.submit(io, slot, idx, offset, len)
+                        self.submit(io, slot, idx, v, n)
                     }
                     None => {
                         let op = &mut self.ops[slot];

@@ -45,6 +45,7 @@
 
 mod batch;
 mod bin;
+pub mod dma;
 mod iter;
 mod resize;
 mod sync;
