@@ -21,7 +21,7 @@
 //!
 //! | variable | meaning | default |
 //! |---|---|---|
-//! | `SPLITKV_BENCH_KEYS` | keys loaded for `robinhood_get` (table sized to hold them at ≤ 90% of its home slots) | 15 099 494 = 0.9 · 2^24 (a ~0.9 GB table) |
+//! | `SPLITKV_BENCH_KEYS` | keys loaded for `robinhood_get` (table sized to hold them at ≤ 90% of its home slots) | 30 198 988 = 0.9 · 2^25 (a 1.8 GiB table) |
 //! | `SPLITKV_BENCH_PREFETCH_SLOTS` | fixes the probe slots each batched Get prefetches (`RobinhoodTable::set_prefetch_slots`) | unset: follow the occupancy (6 slots at 90%) |
 //! | `SPLITKV_BENCH_HUGEPAGES` | `1`: back allocations of ≥ 64 MiB (the tables) with 2 MiB transparent huge pages (`madvise(MADV_HUGEPAGE)`, Linux), as Dandelion's evaluation does (§7) | `0` (4 KiB pages) |
 //! | `SPLITKV_BENCH_MIX_LOG2` | log2 of the mix maps' capacity; 2^log2 operations per run, prefill 75% (read-heavy, exchange) or 0% (rapid-grow) | 20 |
@@ -123,14 +123,20 @@ fn thread_cpu_time() -> Duration {
 
 // ---- sizes ----------------------------------------------------------------------
 
-/// Default key count of the Get benchmark: 90% of 2^24 home slots, a table of
-/// 2^24 · 48 B slots plus a 10% overflow pool ≈ 0.9 GB, several times the
+/// Default key count of the Get benchmark: 90% of 2^25 home slots, a table of
+/// 2^25 · 48 B slots plus a 10% overflow pool ≈ 1.8 GiB, seven times the
 /// 260 MiB L3 of the project machine.
-const GET_KEYS_DEFAULT: usize = 15_099_494;
+const GET_KEYS_DEFAULT: usize = 30_198_988;
 /// Batch sizes of the Get benchmark (Dandelion Figure 7 goes up to 32).
 const GET_BATCH_SIZES: [usize; 6] = [1, 4, 8, 16, 24, 32];
-/// Keys in the pre-drawn lookup sequence of the Get benchmark (cycled).
-const GET_LOOKUPS: usize = 1 << 20;
+/// Keys in the pre-drawn lookup sequence of the Get benchmark (cycled): 64 MiB
+/// of keys whose probes touch far more lines than the L3 holds, so a key's
+/// lines are gone by the time the sequence comes back to it.
+const GET_LOOKUPS: usize = 1 << 22;
+/// Gets per variant per round of the interleaved comparison.
+const ROUND_GETS: usize = 1 << 15;
+/// Rounds of the interleaved comparison per batch size.
+const ROUNDS: usize = 24;
 /// Largest batch: sizes the stack buffers of the Get benchmark.
 const GET_BATCH_MAX: usize = 32;
 /// Default log2 capacity of the mix benchmarks.
@@ -173,78 +179,133 @@ impl XorShift {
 
 // ---- (a) batched vs one-at-a-time Gets ---------------------------------------
 
+/// The state of the Get benchmark, built on first use so that a filtered run
+/// (`cargo bench ... -- mix_`) does not load the table.
+struct GetBench {
+    table: RobinhoodTable,
+    lookups: Vec<Key>,
+    at: usize,
+    value: Vec<u8>,
+    values: [Vec<u8>; GET_BATCH_MAX],
+    metas: [Option<ObjectMeta>; GET_BATCH_MAX],
+    /// `(batch, one-at-a-time CPU time, batched CPU time)` of the interleaved runs.
+    interleaved: Vec<(usize, Duration, Duration)>,
+}
+
+impl GetBench {
+    /// Loads `SPLITKV_BENCH_KEYS` keys and draws the lookup sequence.
+    fn load() -> GetBench {
+        let keys = env_usize("SPLITKV_BENCH_KEYS", GET_KEYS_DEFAULT);
+        let key = |i: u64| Key::new(0, mix64(i));
+        let started = Instant::now();
+        let mut table = RobinhoodTable::new(&TableConfig::new(keys, 8)).expect("table layout");
+        let meta = ObjectMeta::new(1, ObjectFlags::READABLE);
+        for i in 0..keys as u64 {
+            table
+                .upsert(key(i), meta, &i.to_le_bytes())
+                .expect("the table is sized for the keys");
+        }
+        if let Ok(slots) = std::env::var("SPLITKV_BENCH_PREFETCH_SLOTS") {
+            let slots = slots.parse().expect("SPLITKV_BENCH_PREFETCH_SLOTS");
+            table.set_prefetch_slots(Some(slots));
+        }
+        let layout = table.layout();
+        eprintln!(
+            "robinhood_get: {keys} keys in {} home slots ({:.1}% full, {} in overflow), \
+             region {:.2} GiB, huge pages {}, prefetch {} slots, loaded in {:.1?}",
+            layout.home_slots(),
+            100.0 * keys as f64 / layout.home_slots() as f64,
+            table.overflow_len(),
+            layout.region_bytes() as f64 / (1u64 << 30) as f64,
+            HUGE_PAGES.load(Relaxed),
+            table.prefetch_slots(),
+            started.elapsed(),
+        );
+        let mut rng = XorShift(0x5EED_1234_ABCD_0001);
+        GetBench {
+            table,
+            lookups: (0..GET_LOOKUPS)
+                .map(|_| key(rng.below(keys) as u64))
+                .collect(),
+            at: 0,
+            value: Vec::with_capacity(8),
+            values: std::array::from_fn(|_| Vec::with_capacity(8)),
+            metas: [None; GET_BATCH_MAX],
+            interleaved: Vec::new(),
+        }
+    }
+
+    /// The next `len` keys of the lookup sequence (cycled).
+    fn next_window(&mut self, len: usize) -> std::ops::Range<usize> {
+        self.at = (self.at + len) % (GET_LOOKUPS - ROUND_GETS);
+        self.at..self.at + len
+    }
+
+    /// Times `iters` rounds of `batch` Gets, one at a time.
+    fn time_one_at_a_time(&mut self, batch: usize, iters: u64) -> Duration {
+        let start = thread_cpu_time();
+        for _ in 0..iters {
+            let window = self.next_window(batch);
+            black_box(gets_one_at_a_time(
+                &self.table,
+                &self.lookups[window],
+                &mut self.value,
+            ));
+        }
+        thread_cpu_time() - start
+    }
+
+    /// Times `iters` batches of `batch` Gets.
+    fn time_batched(&mut self, batch: usize, iters: u64) -> Duration {
+        let start = thread_cpu_time();
+        for _ in 0..iters {
+            let window = self.next_window(batch);
+            black_box(gets_batched(
+                &self.table,
+                &self.lookups[window],
+                batch,
+                &mut self.values,
+                &mut self.metas,
+            ));
+        }
+        thread_cpu_time() - start
+    }
+
+    /// The two variants in alternating rounds of [`ROUND_GETS`] Gets, so that
+    /// both see the same interference from other jobs on the machine.
+    fn interleave(&mut self, batch: usize) {
+        if self.interleaved.iter().any(|&(b, ..)| b == batch) {
+            return;
+        }
+        let (mut one, mut batched) = (Duration::ZERO, Duration::ZERO);
+        let rounds = (ROUND_GETS / batch) as u64;
+        for _ in 0..ROUNDS {
+            one += self.time_one_at_a_time(batch, rounds);
+            batched += self.time_batched(batch, rounds);
+        }
+        self.interleaved.push((batch, one, batched));
+    }
+}
+
 fn robinhood_get(c: &mut Criterion) {
     init_huge_pages();
-    let keys = env_usize("SPLITKV_BENCH_KEYS", GET_KEYS_DEFAULT);
-    let key = |i: u64| Key::new(0, mix64(i));
-    let started = Instant::now();
-    let mut table = RobinhoodTable::new(&TableConfig::new(keys, 8)).expect("table layout");
-    let meta = ObjectMeta::new(1, ObjectFlags::READABLE);
-    for i in 0..keys as u64 {
-        table
-            .upsert(key(i), meta, &i.to_le_bytes())
-            .expect("the table is sized for the keys");
-    }
-    if let Ok(slots) = std::env::var("SPLITKV_BENCH_PREFETCH_SLOTS") {
-        table.set_prefetch_slots(Some(slots.parse().expect("SPLITKV_BENCH_PREFETCH_SLOTS")));
-    }
-    let layout = table.layout();
-    eprintln!(
-        "robinhood_get: {keys} keys in {} home slots ({:.1}% full, {} in overflow), \
-         region {:.2} GiB, huge pages {}, prefetch {} slots, loaded in {:.1?}",
-        layout.home_slots(),
-        100.0 * keys as f64 / layout.home_slots() as f64,
-        table.overflow_len(),
-        layout.region_bytes() as f64 / (1u64 << 30) as f64,
-        HUGE_PAGES.load(Relaxed),
-        table.prefetch_slots(),
-        started.elapsed(),
-    );
-    let mut rng = XorShift(0x5EED_1234_ABCD_0001);
-    let lookups: Vec<Key> = (0..GET_LOOKUPS)
-        .map(|_| key(rng.below(keys) as u64))
-        .collect();
-
+    let mut bench: Option<GetBench> = None;
     let mut group = c.benchmark_group("robinhood_get");
     group
         .sampling_mode(SamplingMode::Flat)
         .sample_size(20)
         .warm_up_time(Duration::from_millis(500))
         .measurement_time(Duration::from_secs(2));
-    let mut values: [Vec<u8>; GET_BATCH_MAX] = std::array::from_fn(|_| Vec::with_capacity(8));
-    let mut metas = [None; GET_BATCH_MAX];
-    let mut value = Vec::with_capacity(8);
     for batch in GET_BATCH_SIZES {
         group.throughput(Throughput::Elements(batch as u64));
-        let mut at = 0;
         group.bench_function(BenchmarkId::new("one_at_a_time", batch), |b| {
-            b.iter_custom(|iters| {
-                let start = thread_cpu_time();
-                for _ in 0..iters {
-                    at = (at + batch) % (GET_LOOKUPS - GET_BATCH_MAX);
-                    let mut found = 0;
-                    for key in &lookups[at..at + batch] {
-                        found += table.get(key, &mut value).is_some() as usize;
-                    }
-                    black_box((found, &value));
-                }
-                thread_cpu_time() - start
-            })
+            let state = bench.get_or_insert_with(GetBench::load);
+            b.iter_custom(|iters| state.time_one_at_a_time(batch, iters))
         });
         group.bench_function(BenchmarkId::new("batched", batch), |b| {
-            b.iter_custom(|iters| {
-                let start = thread_cpu_time();
-                for _ in 0..iters {
-                    at = (at + batch) % (GET_LOOKUPS - GET_BATCH_MAX);
-                    table.get_batch(
-                        &lookups[at..at + batch],
-                        &mut values[..batch],
-                        &mut metas[..batch],
-                    );
-                    black_box((&metas, &values));
-                }
-                thread_cpu_time() - start
-            })
+            let state = bench.get_or_insert_with(GetBench::load);
+            state.interleave(batch);
+            b.iter_custom(|iters| state.time_batched(batch, iters))
         });
         // DLHT plug-in point (Dandelion §6): once `splitkv_host::table::dlht::Dlht`
         // lands, load a `Dlht::with_capacity(keys)` with the same keys and add a
@@ -252,6 +313,47 @@ fn robinhood_get(c: &mut Criterion) {
         // calls `Dlht::batch(&mut reqs)`.
     }
     group.finish();
+    let Some(state) = bench else { return };
+    let gets = (ROUNDS * ROUND_GETS) as f64;
+    eprintln!(
+        "robinhood_get interleaved ({ROUNDS} rounds of ~{ROUND_GETS} Gets per variant, thread CPU time):"
+    );
+    eprintln!("| batch | one at a time (M Gets/s) | batched (M Gets/s) | speed-up |");
+    eprintln!("|---:|---:|---:|---:|");
+    for &(batch, one, batched) in &state.interleaved {
+        let done = (ROUND_GETS / batch * batch) as f64 / ROUND_GETS as f64 * gets;
+        eprintln!(
+            "| {batch} | {:.2} | {:.2} | {:.2}x |",
+            done / one.as_secs_f64() / 1e6,
+            done / batched.as_secs_f64() / 1e6,
+            one.as_secs_f64() / batched.as_secs_f64(),
+        );
+    }
+}
+
+/// Looks `keys` up one [`RobinhoodTable::get`] at a time; returns the hits.
+fn gets_one_at_a_time(table: &RobinhoodTable, keys: &[Key], value: &mut Vec<u8>) -> usize {
+    keys.iter()
+        .filter(|key| table.get(key, value).is_some())
+        .count()
+}
+
+/// Looks `keys` up in [`RobinhoodTable::get_batch`] calls of `batch` keys;
+/// returns the hits.
+fn gets_batched(
+    table: &RobinhoodTable,
+    keys: &[Key],
+    batch: usize,
+    values: &mut [Vec<u8>; GET_BATCH_MAX],
+    metas: &mut [Option<ObjectMeta>; GET_BATCH_MAX],
+) -> usize {
+    let mut hits = 0;
+    for chunk in keys.chunks(batch) {
+        let n = chunk.len();
+        table.get_batch(chunk, &mut values[..n], &mut metas[..n]);
+        hits += metas[..n].iter().filter(|m| m.is_some()).count();
+    }
+    hits
 }
 
 // ---- (b) operation mixes -------------------------------------------------------

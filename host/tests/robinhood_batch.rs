@@ -82,7 +82,6 @@ fn one_at_a_time(table: &mut RobinhoodTable, op: &Op, value_in: &[u8]) -> Outcom
         }
         Op::Upsert {
             id,
-            len,
             version,
             only_if_newer,
             ..
@@ -91,7 +90,7 @@ fn one_at_a_time(table: &mut RobinhoodTable, op: &Op, value_in: &[u8]) -> Outcom
             if only_if_newer {
                 let mut scratch = Vec::new();
                 if let Some(stored) = table.get(&key(id), &mut scratch) {
-                    if stored.version() >= version && len <= table.layout().value_bytes_max() {
+                    if stored.version() >= version {
                         return Outcome::Upserted(Ok(Upserted::Stale(stored)));
                     }
                 }

@@ -297,7 +297,8 @@ impl RobinhoodTable {
     /// Xenic §4.2 step 7).
     ///
     /// # Errors
-    /// As [`RobinhoodTable::upsert`] (a stale write is not an error).
+    /// As [`RobinhoodTable::upsert`]; a stale write is not an error, even with
+    /// a value too large for the table.
     pub fn upsert_if_newer(
         &mut self,
         key: Key,
@@ -314,13 +315,6 @@ impl RobinhoodTable {
         value: &[u8],
         only_if_newer: bool,
     ) -> Result<Upserted, TableError> {
-        let max = self.layout.value_bytes_max();
-        if value.len() > max {
-            return Err(TableError::ValueTooLarge {
-                len: value.len(),
-                max,
-            });
-        }
         let home = self.layout.home_slot(&key);
         let existing = match self.find_main(&key, home) {
             Some(pos) => Some(self.layout.slot_offset(pos)),
@@ -328,13 +322,22 @@ impl RobinhoodTable {
                 .find_overflow(&key, home)
                 .map(|(b, i)| self.layout.bucket_slot_offset(b, i)),
         };
-        if let Some(offset) = existing {
-            if only_if_newer {
-                let stored = ObjectMeta(self.region.load(offset + SLOT_META_OFFSET, Relaxed));
-                if stored.version() >= meta.version() {
-                    return Ok(Upserted::Stale(stored));
-                }
+        // A stale write is skipped before its value is looked at, as a Get
+        // followed by a version check would.
+        if let (Some(offset), true) = (existing, only_if_newer) {
+            let stored = ObjectMeta(self.region.load(offset + SLOT_META_OFFSET, Relaxed));
+            if stored.version() >= meta.version() {
+                return Ok(Upserted::Stale(stored));
             }
+        }
+        let max = self.layout.value_bytes_max();
+        if value.len() > max {
+            return Err(TableError::ValueTooLarge {
+                len: value.len(),
+                max,
+            });
+        }
+        if let Some(offset) = existing {
             self.encode_new(key, meta, value);
             write_slot(&self.region, &self.layout, offset, &self.new_words);
             return Ok(Upserted::Updated);
