@@ -18,7 +18,7 @@ use crate::table::robinhood::{RobinhoodTable, TableError};
 use crate::table::HostTable;
 use crate::table::{Request, Upserted};
 use splitkv_layout::host_nic::{HostToNic, LogApplied};
-use splitkv_layout::log_record::LogRecords;
+use splitkv_layout::log_record::{LogRecord, LogRecords};
 use splitkv_layout::ring::{RingConsumer, RingError, RingProducer};
 use splitkv_layout::Key;
 use splitkv_nic::{Component, Nanos};
@@ -171,10 +171,30 @@ impl HostWorker {
     }
 }
 
-/// Applies the records of the concatenated entries `entries` (entry `i` ends at
-/// `entry_ends[i]`) in table batches of up to [`LOG_RECORDS_PER_BATCH_MAX`]. A
-/// record that does not decode ends its entry (counted in `bad_entries`); the
-/// records before it are applied.
+/// Calls `f` for every record of the concatenated entries `entries` (entry `i`
+/// ends at `entry_ends[i]`), in log order. A record that does not decode ends
+/// its entry (counted in `bad_entries`); the records before it are applied.
+fn for_each_record<'a>(
+    stats: &mut WorkerStats,
+    entries: &'a [u8],
+    entry_ends: &[usize],
+    mut f: impl FnMut(&mut WorkerStats, LogRecord<'a>),
+) {
+    let mut start = 0;
+    for &end in entry_ends {
+        for rec in LogRecords::new(&entries[start..end]) {
+            let Ok(rec) = rec else {
+                stats.bad_entries += 1;
+                break;
+            };
+            f(stats, rec);
+        }
+        start = end;
+    }
+}
+
+/// Applies the records of `entries` to a Robinhood table in table batches of up
+/// to [`LOG_RECORDS_PER_BATCH_MAX`] (see [`for_each_record`]).
 fn apply_entries(
     table: &mut RobinhoodTable,
     stats: &mut WorkerStats,
@@ -184,22 +204,14 @@ fn apply_entries(
     let mut reqs: [Request<'_>; LOG_RECORDS_PER_BATCH_MAX] =
         [const { Request::remove(Key::new(0, 0)) }; LOG_RECORDS_PER_BATCH_MAX];
     let mut n = 0;
-    let mut start = 0;
-    for &end in entry_ends {
-        for rec in LogRecords::new(&entries[start..end]) {
-            let Ok(rec) = rec else {
-                stats.bad_entries += 1;
-                break;
-            };
-            reqs[n] = Request::upsert_if_newer(rec.key, rec.meta, rec.value);
-            n += 1;
-            if n == LOG_RECORDS_PER_BATCH_MAX {
-                apply_batch(table, stats, &mut reqs[..n]);
-                n = 0;
-            }
+    for_each_record(stats, entries, entry_ends, |stats, rec| {
+        reqs[n] = Request::upsert_if_newer(rec.key, rec.meta, rec.value);
+        n += 1;
+        if n == LOG_RECORDS_PER_BATCH_MAX {
+            apply_batch(table, stats, &mut reqs[..n]);
+            n = 0;
         }
-        start = end;
-    }
+    });
     apply_batch(table, stats, &mut reqs[..n]);
 }
 
@@ -234,27 +246,19 @@ fn apply_entries_dlht(
     entries: &[u8],
     entry_ends: &[usize],
 ) {
-    let mut start = 0;
-    for &end in entry_ends {
-        for rec in LogRecords::new(&entries[start..end]) {
-            let Ok(rec) = rec else {
-                stats.bad_entries += 1;
-                break;
-            };
-            if table
-                .get(&rec.key, value)
-                .is_some_and(|m| m.version() >= rec.meta.version())
-            {
-                stats.stale += 1;
-                continue;
-            }
-            match table.upsert(rec.key, rec.meta, rec.value) {
-                Ok(_) => stats.applied += 1,
-                Err(e) => panic!("log record does not fit the DLHT: {e}"),
-            }
+    for_each_record(stats, entries, entry_ends, |stats, rec| {
+        if table
+            .get(&rec.key, value)
+            .is_some_and(|m| m.version() >= rec.meta.version())
+        {
+            stats.stale += 1;
+            return;
         }
-        start = end;
-    }
+        match table.upsert(rec.key, rec.meta, rec.value) {
+            Ok(_) => stats.applied += 1,
+            Err(e) => panic!("log record does not fit the DLHT: {e}"),
+        }
+    });
 }
 
 impl Component for HostWorker {

@@ -133,7 +133,8 @@ mod dlht {
     use splitkv_host::table::dlht::Dlht;
     use splitkv_layout::{Key, ObjectFlags, ObjectMeta};
     use splitkv_nic::dma::{HostMemory, HostMemoryError};
-    use splitkv_nic::index::dlht_lookup::{DlhtLookup, DlhtStep};
+    use splitkv_nic::index::dlht_lookup::DlhtLookup;
+    use splitkv_nic::index::Next;
     use std::sync::Arc;
 
     /// Runs a NIC lookup through the DLHT's DMA space; (value, vectors read, stale restarts).
@@ -143,7 +144,7 @@ mod dlht {
         let mut stale = 0;
         loop {
             match step {
-                DlhtStep::Read(v, n) => {
+                Next::Read(v, n) => {
                     buf.clear();
                     let mut refused = false;
                     for r in &v[..n] {
@@ -162,15 +163,15 @@ mod dlht {
                         l.advance(&buf)
                     };
                 }
-                DlhtStep::Found { value, .. } => {
+                Next::Found { value, .. } => {
                     *bins = l.bin_count();
                     return (Some(value.to_vec()), l.reads, stale);
                 }
-                DlhtStep::Absent => {
+                Next::Absent => {
                     *bins = l.bin_count();
                     return (None, l.reads, stale);
                 }
-                DlhtStep::Failed(e) => panic!("{key:?}: {e}"),
+                Next::Failed(e) => panic!("{key:?}: {e}"),
             }
         }
     }

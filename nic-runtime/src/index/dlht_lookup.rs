@@ -14,12 +14,13 @@
 //! address yet: such a lookup fails (the transaction aborts).
 
 use super::lookup::LookupError;
+use super::Next;
 use crate::dma::DmaRead;
 use splitkv_layout::dlht_layout::{
     bin_index, decode_bin, decode_link, dma, word_value, BinHeader, BinState, DecodedLine,
     SlotValue, LINE_BYTES,
 };
-use splitkv_layout::{DecodeError, Key, ObjectMeta};
+use splitkv_layout::{DecodeError, Key};
 
 /// Re-reads (torn copies, moved bins) before a lookup fails.
 pub const DLHT_RETRIES_MAX: u32 = 64;
@@ -29,24 +30,6 @@ enum Stage {
     Descriptor,
     Bin,
     Link { line: usize, index: u32 },
-}
-
-/// What to do next.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum DlhtStep<'a> {
-    /// Issue this DMA vector and feed its bytes (elements concatenated).
-    Read([DmaRead; 2], usize),
-    /// Found, with the value borrowed from the bytes just given.
-    Found {
-        /// Metadata.
-        meta: ObjectMeta,
-        /// Inline value.
-        value: &'a [u8],
-    },
-    /// Not in the table.
-    Absent,
-    /// Bytes that do not decode, too many retries, or an out-of-line value.
-    Failed(LookupError),
 }
 
 /// One key's DLHT lookup in progress.
@@ -68,7 +51,7 @@ fn header_word(bytes: &[u8]) -> u64 {
 
 impl DlhtLookup {
     /// Starts a lookup of `key`, given the bin count last seen (0 if unknown).
-    pub fn start(key: Key, bin_count: usize) -> (DlhtLookup, DlhtStep<'static>) {
+    pub fn start(key: Key, bin_count: usize) -> (DlhtLookup, Next<'static>) {
         let mut l = DlhtLookup {
             key,
             bin_count,
@@ -91,7 +74,7 @@ impl DlhtLookup {
         self.bin_count
     }
 
-    fn issue(&mut self) -> DlhtStep<'static> {
+    fn issue(&mut self) -> Next<'static> {
         self.reads += 1;
         let bin_line = 1 + self.bin;
         let header = DmaRead {
@@ -99,7 +82,7 @@ impl DlhtLookup {
             len: 8,
         };
         match self.stage {
-            Stage::Descriptor => DlhtStep::Read(
+            Stage::Descriptor => Next::Read(
                 [
                     DmaRead {
                         offset: dma::DESCRIPTOR_OFFSET,
@@ -109,7 +92,7 @@ impl DlhtLookup {
                 ],
                 1,
             ),
-            Stage::Bin => DlhtStep::Read(
+            Stage::Bin => Next::Read(
                 [
                     DmaRead {
                         offset: dma::offset(self.bin_count, bin_line),
@@ -121,7 +104,7 @@ impl DlhtLookup {
             ),
             Stage::Link { index, .. } => {
                 let line = self.bin_count + index as usize;
-                DlhtStep::Read(
+                Next::Read(
                     [
                         DmaRead {
                             offset: dma::offset(self.bin_count, line),
@@ -135,17 +118,17 @@ impl DlhtLookup {
         }
     }
 
-    fn retry(&mut self, stage: Stage) -> DlhtStep<'static> {
+    fn retry(&mut self, stage: Stage) -> Next<'static> {
         self.retries += 1;
         if self.retries > DLHT_RETRIES_MAX {
-            return DlhtStep::Failed(LookupError::Torn);
+            return Next::Failed(LookupError::Torn);
         }
         self.stage = stage;
         self.issue()
     }
 
     /// Restarts from the descriptor (after the host refused a stale address).
-    pub fn restart(&mut self) -> DlhtStep<'static> {
+    pub fn restart(&mut self) -> Next<'static> {
         self.retry(Stage::Descriptor)
     }
 
@@ -153,13 +136,13 @@ impl DlhtLookup {
         &mut self,
         line: &DecodedLine,
         bytes: &'a [u8],
-    ) -> Result<Option<DlhtStep<'a>>, LookupError> {
+    ) -> Result<Option<Next<'a>>, LookupError> {
         for s in line.slots.iter().flatten() {
             if s.key == self.key {
                 return match s.value {
                     SlotValue::Inline { len, .. } => {
                         let at = word_value(s.slot % 2) * 8;
-                        Ok(Some(DlhtStep::Found {
+                        Ok(Some(Next::Found {
                             meta: s.meta,
                             value: &bytes[at..at + len as usize],
                         }))
@@ -176,13 +159,13 @@ impl DlhtLookup {
         Ok(None)
     }
 
-    fn next(&mut self, line: &DecodedLine) -> DlhtStep<'static> {
+    fn next(&mut self, line: &DecodedLine) -> Next<'static> {
         let number = match self.stage {
             Stage::Link { line, .. } => line,
             _ => 0,
         };
         if line.next_link == 0 {
-            return DlhtStep::Absent;
+            return Next::Absent;
         }
         self.stage = Stage::Link {
             line: number + 1,
@@ -192,7 +175,7 @@ impl DlhtLookup {
     }
 
     /// Feeds the bytes of the vector the last step asked for.
-    pub fn advance<'a>(&mut self, data: &'a [u8]) -> DlhtStep<'a> {
+    pub fn advance<'a>(&mut self, data: &'a [u8]) -> Next<'a> {
         match self.stage {
             Stage::Descriptor => match dma::DmaDescriptor::decode(data) {
                 Ok(d) => {
@@ -201,11 +184,11 @@ impl DlhtLookup {
                     self.stage = Stage::Bin;
                     self.issue()
                 }
-                Err(e) => DlhtStep::Failed(e.into()),
+                Err(e) => Next::Failed(e.into()),
             },
             Stage::Bin => {
                 if data.len() != LINE_BYTES + 8 {
-                    return DlhtStep::Failed(
+                    return Next::Failed(
                         DecodeError::Inconsistent {
                             what: "dlht bin read",
                             detail: "length",
@@ -219,7 +202,7 @@ impl DlhtLookup {
                 }
                 let line = match decode_bin(line_bytes) {
                     Ok(l) => l,
-                    Err(e) => return DlhtStep::Failed(e.into()),
+                    Err(e) => return Next::Failed(e.into()),
                 };
                 match line.header.bin_state {
                     BinState::Moved | BinState::Pending => return self.retry(Stage::Descriptor),
@@ -229,12 +212,12 @@ impl DlhtLookup {
                 match self.scan(&line, line_bytes) {
                     Ok(Some(found)) => found,
                     Ok(None) => self.next(&line),
-                    Err(e) => DlhtStep::Failed(e),
+                    Err(e) => Next::Failed(e),
                 }
             }
             Stage::Link { line: number, .. } => {
                 if data.len() != LINE_BYTES + 8 {
-                    return DlhtStep::Failed(
+                    return Next::Failed(
                         DecodeError::Inconsistent {
                             what: "dlht link read",
                             detail: "length",
@@ -249,7 +232,7 @@ impl DlhtLookup {
                 }
                 let header = match BinHeader::from_word(self.header) {
                     Ok(h) => h,
-                    Err(e) => return DlhtStep::Failed(e.into()),
+                    Err(e) => return Next::Failed(e.into()),
                 };
                 let line = match decode_link(line_bytes, &header, self.bin as u64, number) {
                     Ok(l) => l,
@@ -258,7 +241,7 @@ impl DlhtLookup {
                 match self.scan(&line, line_bytes) {
                     Ok(Some(found)) => found,
                     Ok(None) => self.next(&line),
-                    Err(e) => DlhtStep::Failed(e),
+                    Err(e) => Next::Failed(e),
                 }
             }
         }

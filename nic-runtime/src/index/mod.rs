@@ -21,7 +21,7 @@ pub mod lookup;
 
 use crate::dma::DmaRead;
 use cache::{CacheStats, ObjectCache};
-use dlht_lookup::{DlhtLookup, DlhtStep};
+use dlht_lookup::DlhtLookup;
 use hints::SegmentHints;
 use lookup::{Lookup, LookupError, Step};
 use splitkv_layout::table::TableLayout;
@@ -79,17 +79,6 @@ impl<'a> From<Step<'a>> for Next<'a> {
     }
 }
 
-impl<'a> From<DlhtStep<'a>> for Next<'a> {
-    fn from(s: DlhtStep<'a>) -> Next<'a> {
-        match s {
-            DlhtStep::Read(v, n) => Next::Read(v, n),
-            DlhtStep::Found { meta, value } => Next::Found { meta, value },
-            DlhtStep::Absent => Next::Absent,
-            DlhtStep::Failed(e) => Next::Failed(e),
-        }
-    }
-}
-
 impl TableLookup {
     /// Starts a lookup of `key` in the host table `index` describes.
     pub fn start(index: &NicIndex, key: Key) -> (TableLookup, Next<'static>) {
@@ -100,7 +89,7 @@ impl TableLookup {
             }
             HostTableKind::Dlht => {
                 let (l, s) = DlhtLookup::start(key, index.dlht_bins);
-                (TableLookup::Dlht(l), s.into())
+                (TableLookup::Dlht(l), s)
             }
         }
     }
@@ -114,7 +103,7 @@ impl TableLookup {
             (TableLookup::Dlht(l), HostTableKind::Dlht) => {
                 let step = l.advance(data);
                 index.dlht_bins = l.bin_count();
-                step.into()
+                step
             }
             _ => Next::Failed(LookupError::Torn),
         }
@@ -135,7 +124,7 @@ impl TableLookup {
                 *l = fresh;
                 s.into()
             }
-            TableLookup::Dlht(l) => l.restart().into(),
+            TableLookup::Dlht(l) => l.restart(),
         }
     }
 }
