@@ -273,6 +273,8 @@ struct Report {
     packets_sent: u64,
     messages_sent: u64,
     messages_per_packet: f64,
+    nic_cache_hit_rate: f64,
+    dma_reads_per_committed: f64,
     money_check: String,
     replica_check: String,
 }
@@ -371,12 +373,21 @@ fn smallbank(args: &SmallbankArgs) -> Result<(), Box<dyn std::error::Error>> {
     for l in &cluster.loadgens[1..] {
         hist.add(l.latency_ns()).expect("same histogram bounds");
     }
-    let (mut packets, mut messages) = (0, 0);
+    let (mut packets, mut messages, mut hits, mut dma_reads) = (0, 0, 0, 0);
     for n in &cluster.nics {
-        let b = n.stats().batch;
-        packets += b.packets;
-        messages += b.messages;
+        let s = n.stats();
+        packets += s.batch.packets;
+        messages += s.batch.messages;
+        hits += s.server.index_hits;
+        dma_reads += s.server.dma_reads;
     }
+    // Every lookup that missed the NIC cache started with a DMA read.
+    let lookups = hits + dma_reads
+        - cluster
+            .nics
+            .iter()
+            .map(|n| n.stats().server.lookup_rereads)
+            .sum::<u64>();
     let money = cluster.check_money();
     let replicas = cluster.check_replicas();
     let secs = elapsed.as_secs_f64();
@@ -410,6 +421,16 @@ fn smallbank(args: &SmallbankArgs) -> Result<(), Box<dyn std::error::Error>> {
             0.0
         } else {
             messages as f64 / packets as f64
+        },
+        nic_cache_hit_rate: if lookups == 0 {
+            0.0
+        } else {
+            hits as f64 / lookups as f64
+        },
+        dma_reads_per_committed: if load.committed == 0 {
+            0.0
+        } else {
+            dma_reads as f64 / load.committed as f64
         },
         money_check: describe_money(&money),
         replica_check: describe_replicas(&replicas),
@@ -472,6 +493,11 @@ fn print_text(r: &Report) {
     println!(
         "  packets sent   {:>12} ({:.2} messages/packet)",
         r.packets_sent, r.messages_per_packet
+    );
+    println!(
+        "  NIC cache      {:.1}% hits, {:.2} DMA reads per committed transaction",
+        100.0 * r.nic_cache_hit_rate,
+        r.dma_reads_per_committed
     );
     println!("  money check    {}", r.money_check);
     println!("  replica check  {}", r.replica_check);
