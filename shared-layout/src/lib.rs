@@ -18,6 +18,7 @@ pub mod log_record;
 pub mod meta;
 pub mod region;
 pub mod ring;
+pub mod sync;
 pub mod table;
 pub mod wire;
 

@@ -8,13 +8,19 @@
 //!
 //! Offsets are in bytes from the start of the region. Word accessors need 8-byte
 //! aligned offsets; byte copies need an 8-byte aligned start and may end anywhere.
+//!
+//! Under `--cfg loom` the words are loom atomics ([`crate::sync`]), stored as a
+//! plain `Arc<[AtomicU64]>` (loom atomics are not plain memory, so the
+//! cache-line array below cannot be reinterpreted as words); regions must then
+//! be created inside a loom model.
 
-use std::sync::atomic::{AtomicU64, Ordering};
+use crate::sync::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 /// Bytes in one cache line; regions and ring indices are aligned to it.
 pub const CACHE_LINE_BYTES: usize = 64;
 
+#[cfg(not(loom))]
 #[repr(C, align(64))]
 struct Line([AtomicU64; CACHE_LINE_BYTES / 8]);
 
@@ -34,7 +40,11 @@ pub struct RegionError {
 /// Cloning shares the same memory (it is reference counted).
 #[derive(Clone)]
 pub struct Region {
+    #[cfg(not(loom))]
     lines: Arc<[Line]>,
+    /// Under loom: the words themselves, `CACHE_LINE_BYTES / 8` per line.
+    #[cfg(loom)]
+    words: Arc<[AtomicU64]>,
 }
 
 impl std::fmt::Debug for Region {
@@ -48,21 +58,49 @@ impl Region {
     /// cache line; at least one line).
     pub fn new(bytes: usize) -> Region {
         let n = bytes.div_ceil(CACHE_LINE_BYTES).max(1);
-        let lines: Arc<[Line]> = (0..n).map(|_| Line(Default::default())).collect();
-        Region { lines }
+        #[cfg(not(loom))]
+        {
+            let lines: Arc<[Line]> = (0..n).map(|_| Line(Default::default())).collect();
+            Region { lines }
+        }
+        #[cfg(loom)]
+        {
+            let words = (0..n * (CACHE_LINE_BYTES / 8))
+                .map(|_| AtomicU64::new(0))
+                .collect();
+            Region { words }
+        }
     }
 
     /// Size in bytes (a multiple of [`CACHE_LINE_BYTES`]).
+    #[cfg(not(loom))]
     #[inline]
     pub fn len_bytes(&self) -> usize {
         self.lines.len() * CACHE_LINE_BYTES
     }
 
-    /// Whether `self` and `other` are the same memory.
-    pub fn same_memory(&self, other: &Region) -> bool {
-        Arc::ptr_eq(&self.lines, &other.lines)
+    /// Size in bytes (a multiple of [`CACHE_LINE_BYTES`]).
+    #[cfg(loom)]
+    #[inline]
+    pub fn len_bytes(&self) -> usize {
+        self.words.len() * 8
     }
 
+    /// Whether `self` and `other` are the same memory.
+    pub fn same_memory(&self, other: &Region) -> bool {
+        #[cfg(not(loom))]
+        return Arc::ptr_eq(&self.lines, &other.lines);
+        #[cfg(loom)]
+        return Arc::ptr_eq(&self.words, &other.words);
+    }
+
+    #[cfg(loom)]
+    #[inline]
+    fn words(&self) -> &[AtomicU64] {
+        &self.words
+    }
+
+    #[cfg(not(loom))]
     #[inline]
     fn words(&self) -> &[AtomicU64] {
         // SAFETY: `Line` is `repr(C)` with only `AtomicU64` fields and no padding,
@@ -106,7 +144,8 @@ impl Region {
     }
 
     /// Hints the CPU to bring the cache line holding byte `offset` into all
-    /// cache levels (x86-64 `prefetcht0`; a no-op on other architectures).
+    /// cache levels (x86-64 `prefetcht0`; a no-op on other architectures and
+    /// under loom).
     /// Batched table operations (Dandelion §6) call it for every request's
     /// home slot before executing any of them, so the requests' cache misses
     /// overlap instead of following one another.
@@ -122,7 +161,7 @@ impl Region {
     #[inline]
     pub fn prefetch(&self, offset: usize) {
         let word = self.word(offset & !7);
-        #[cfg(target_arch = "x86_64")]
+        #[cfg(all(target_arch = "x86_64", not(loom)))]
         // SAFETY: `_mm_prefetch` only hints the cache hierarchy; it does not
         // access memory architecturally and cannot fault, and `word` is a
         // valid reference into the region anyway.
@@ -130,7 +169,7 @@ impl Region {
             use std::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
             _mm_prefetch::<_MM_HINT_T0>(word as *const AtomicU64 as *const i8);
         }
-        #[cfg(not(target_arch = "x86_64"))]
+        #[cfg(not(all(target_arch = "x86_64", not(loom))))]
         let _ = word;
     }
 
@@ -189,7 +228,8 @@ impl Region {
     }
 }
 
-#[cfg(test)]
+// Plain unit tests: under loom a region only exists inside a model.
+#[cfg(all(test, not(loom)))]
 mod tests {
     use super::*;
 

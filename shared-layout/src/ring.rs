@@ -38,9 +38,8 @@
 //! returns [`RingError::Corrupt`] for anything the producer could not have written;
 //! after that, both ends stay failed ("poisoned"): nothing more is read or written.
 
-use std::sync::atomic::Ordering;
-
 use crate::region::{Region, RegionError, CACHE_LINE_BYTES};
+use crate::sync::Ordering;
 
 /// Bytes of ring header before the data area: magic and capacity, `tail`, `head`,
 /// each on its own cache line.

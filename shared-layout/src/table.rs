@@ -79,8 +79,8 @@
 //! Consistency *across* slots (objects moved by Robinhood swaps) is the host's
 //! job; see `host/src/table/robinhood.rs`.
 
+use crate::sync::Ordering;
 use crate::{DecodeError, Key, ObjectMeta, Reader, Region, RegionError};
-use std::sync::atomic::Ordering;
 
 /// Size of a segment header and of a bucket header, in bytes (one cache line).
 pub const HEADER_BYTES: usize = 64;

@@ -67,6 +67,8 @@
 //!   (Xenic §4.1.3).
 
 use super::{Request, Upserted};
+use splitkv_layout::sync::fence;
+use splitkv_layout::sync::Ordering::{Relaxed, Release};
 use splitkv_layout::table::{
     decode_slot_info, encode_link, encode_slot_info, LayoutError, TableConfig, TableLayout,
     HEADER_COUNT_OFFSET, HEADER_LINK_OFFSET, SLOT_FIXED_DATA_WORDS, SLOT_INFO_OFFSET,
@@ -74,8 +76,6 @@ use splitkv_layout::table::{
 };
 use splitkv_layout::{Key, ObjectMeta, Region, CACHE_LINE_BYTES};
 use std::collections::VecDeque;
-use std::sync::atomic::fence;
-use std::sync::atomic::Ordering::{Relaxed, Release};
 
 /// Why a table operation failed. A failed operation leaves the table unchanged.
 #[derive(Debug, Clone, thiserror::Error, PartialEq, Eq)]

@@ -1,0 +1,208 @@
+//! Loom models of the host Robinhood table (Xenic §4.1.2) racing a simulated
+//! DMA read of the same region (Xenic §4.1.3): the reader copies a key's probe
+//! range word by word in increasing address order with
+//! [`read_acquire`] and decodes it with [`find_in_slots`], as the NIC runtime
+//! does. The host writes only with the slot seqlock and the DMA-consistent
+//! swap order described in `host/src/table/robinhood.rs`.
+//!
+//! * [`insert_swap_never_hides_the_displaced_key`]: an insert that displaces
+//!   an existing key one slot forward; a reader of that key finds it intact or
+//!   reports `Torn`, never absent and never with a torn value.
+//! * [`three_slot_swap_chain_never_hides_the_middle_key`] and
+//!   [`three_slot_swap_chain_never_hides_the_last_key`]: the same for an insert
+//!   that carries two keys one slot on each (one model per carried key: a
+//!   model with both readers takes ~90 s at preemption bound 2).
+//! * [`update_is_atomic_for_a_dma_reader`]: a value update racing a reader;
+//!   the reader sees the old or the new object whole, or `Torn`.
+//!
+//! Not part of the default tests: run `scripts/loom` (it builds with
+//! `RUSTFLAGS="--cfg loom"`, which swaps `Region`'s words and the table's
+//! fences for loom's via `splitkv_layout::sync`). The table is tiny (8 home
+//! slots, `d_max` 1, 8-byte values, no overflow pool), so a slot is 6 words and
+//! a probe range 12.
+#![cfg(loom)]
+
+use loom::thread;
+use splitkv_host::table::{RobinhoodTable, TableConfig, TableLayout};
+use splitkv_layout::table::{find_in_slots, read_acquire, SlotRead};
+use splitkv_layout::{Key, ObjectFlags, ObjectMeta, Region};
+
+fn model(preemptions: usize, f: impl Fn() + Sync + Send + 'static) {
+    let mut b = loom::model::Builder::new();
+    b.preemption_bound = Some(preemptions);
+    b.max_branches = 100_000;
+    b.check(f);
+}
+
+/// 7 keys → 8 home slots; one segment; no overflow buckets.
+fn config() -> TableConfig {
+    TableConfig {
+        capacity_keys: 7,
+        d_max: 1,
+        value_bytes_max: 8,
+        segment_slots: 8,
+        overflow_fraction_pct: 0,
+        bucket_slots: 1,
+    }
+}
+
+/// The first key (table 0, increasing id) whose home slot is `home`.
+fn key_with_home(layout: &TableLayout, home: usize, skip: &[Key]) -> Key {
+    (0..)
+        .map(|id| Key::new(0, id))
+        .find(|k| layout.home_slot(k) == home && !skip.contains(k))
+        .expect("some id hashes to every home slot")
+}
+
+/// Keys `(c, a, b)`: `c` and `b` have home 2, `a` home 3. With `c` at slot 2
+/// and `a` at slot 3, inserting `b` takes slot 3 (displacement 1 beats `a`'s
+/// 0) and carries `a` to slot 4: a swap chain of two slots.
+fn keys(layout: &TableLayout) -> (Key, Key, Key) {
+    let c = key_with_home(layout, 2, &[]);
+    let a = key_with_home(layout, 3, &[]);
+    let b = key_with_home(layout, 2, &[c]);
+    (c, a, b)
+}
+
+/// A key with home 4: placed at slot 4 next to [`keys`]' `a`, it is carried on
+/// to slot 5 by `a` when `b` is inserted (a swap chain of three slots).
+fn key_home_4(layout: &TableLayout) -> Key {
+    key_with_home(layout, 4, &[])
+}
+
+/// Metadata whose version is the value's byte, so a reader can tell a torn
+/// (meta, value) pair.
+fn meta(v: u8) -> ObjectMeta {
+    ObjectMeta::new(v as u64, ObjectFlags::READABLE)
+}
+
+fn val(v: u8) -> [u8; 8] {
+    [v; 8]
+}
+
+/// What a simulated DMA lookup of `key` saw.
+#[derive(Debug, PartialEq, Eq)]
+enum Seen {
+    /// The object, with the byte its value and version agree on.
+    Object(u8),
+    /// Some slot of the probe range was torn: the NIC would retry.
+    Torn,
+    /// Not in the probe range.
+    Absent,
+}
+
+/// One DMA read of `key`'s probe range (`home ..= home + d_max`), decoded.
+/// Asserts that a found object is whole: 8 equal value bytes matching the
+/// version in its metadata.
+fn dma_lookup(layout: &TableLayout, region: &Region, key: &Key) -> Seen {
+    let (offset, len) = layout.probe_range(key);
+    let mut buf = vec![0u8; len];
+    read_acquire(region, offset, &mut buf).unwrap();
+    match find_in_slots(layout, &buf, key).expect("a copied probe range always decodes") {
+        None => Seen::Absent,
+        Some(SlotRead::Torn) => Seen::Torn,
+        Some(SlotRead::Object {
+            key: k,
+            meta,
+            value,
+        }) => {
+            assert_eq!(k, *key);
+            assert_eq!(value.len(), 8, "value length");
+            assert!(value.iter().all(|&b| b == value[0]), "torn value {value:?}");
+            assert_eq!(
+                meta.version(),
+                value[0] as u64,
+                "meta and value from different writes"
+            );
+            Seen::Object(value[0])
+        }
+        Some(SlotRead::Empty) => unreachable!("find_in_slots never returns Empty"),
+    }
+}
+
+#[test]
+fn insert_swap_never_hides_the_displaced_key() {
+    model(3, || {
+        let mut t = RobinhoodTable::new(&config()).unwrap();
+        let layout = *t.layout();
+        let (c, a, b) = keys(&layout);
+        assert!(t.upsert(c, meta(1), &val(1)).unwrap());
+        assert!(t.upsert(a, meta(2), &val(2)).unwrap());
+        let reader = {
+            let region = t.region().clone();
+            thread::spawn(move || dma_lookup(&layout, &region, &a))
+        };
+        assert!(t.upsert(b, meta(3), &val(3)).unwrap());
+        let seen = reader.join().unwrap();
+        assert!(
+            seen == Seen::Object(2) || seen == Seen::Torn,
+            "a reader of a key present throughout saw {seen:?}"
+        );
+        // The insert really displaced `a` (so the swap order was exercised).
+        assert_eq!(t.stats().moved_by_inserts, 1);
+        assert_eq!(dma_lookup(&layout, t.region(), &a), Seen::Object(2));
+        assert_eq!(dma_lookup(&layout, t.region(), &b), Seen::Object(3));
+    });
+}
+
+/// Inserts `b` into slots 2 (`c`), 3 (`a`), 4 (`d`): `a` is carried from slot
+/// 3 to 4 and `d` from 4 to 5, while a reader looks up the carried key
+/// `reader_key` (`a`'s probe range is slots 3..=4, `d`'s 4..=5).
+fn three_slot_swap_chain(reader_key: fn(a: Key, d: Key) -> Key) {
+    model(3, move || {
+        let mut t = RobinhoodTable::new(&config()).unwrap();
+        let layout = *t.layout();
+        let (c, a, b) = keys(&layout);
+        let d = key_home_4(&layout);
+        for (k, v) in [(c, 1), (a, 2), (d, 4)] {
+            assert!(t.upsert(k, meta(v), &val(v)).unwrap());
+        }
+        let k = reader_key(a, d);
+        let v = if k == a { 2 } else { 4 };
+        let reader = {
+            let region = t.region().clone();
+            thread::spawn(move || dma_lookup(&layout, &region, &k))
+        };
+        assert!(t.upsert(b, meta(3), &val(3)).unwrap());
+        let seen = reader.join().unwrap();
+        assert!(
+            seen == Seen::Object(v) || seen == Seen::Torn,
+            "a reader of a key present throughout saw {seen:?}"
+        );
+        assert_eq!(t.stats().moved_by_inserts, 2);
+        for (k, v) in [(c, 1), (a, 2), (b, 3), (d, 4)] {
+            assert_eq!(dma_lookup(&layout, t.region(), &k), Seen::Object(v));
+        }
+    });
+}
+
+#[test]
+fn three_slot_swap_chain_never_hides_the_middle_key() {
+    three_slot_swap_chain(|a, _| a);
+}
+
+#[test]
+fn three_slot_swap_chain_never_hides_the_last_key() {
+    three_slot_swap_chain(|_, d| d);
+}
+
+#[test]
+fn update_is_atomic_for_a_dma_reader() {
+    model(3, || {
+        let mut t = RobinhoodTable::new(&config()).unwrap();
+        let layout = *t.layout();
+        let (_, a, _) = keys(&layout);
+        assert!(t.upsert(a, meta(1), &val(1)).unwrap());
+        let reader = {
+            let region = t.region().clone();
+            thread::spawn(move || dma_lookup(&layout, &region, &a))
+        };
+        assert!(!t.upsert(a, meta(2), &val(2)).unwrap());
+        let seen = reader.join().unwrap();
+        assert!(
+            matches!(seen, Seen::Object(1 | 2) | Seen::Torn),
+            "a reader of a key present throughout saw {seen:?}"
+        );
+        assert_eq!(dma_lookup(&layout, t.region(), &a), Seen::Object(2));
+    });
+}
