@@ -20,7 +20,8 @@
 //!   (`&mut self`), so it runs single-threaded only. The DLHT runs twice:
 //!   `dlht` issues one operation at a time, `dlht_batched` issues each thread's
 //!   sequence in `Dlht::batch` calls of `SPLITKV_BENCH_MIX_BATCH` consecutive
-//!   operations (see [`DlhtBatched`]).
+//!   operations (see [`DlhtBatched`]). `dlht_pinned` is a diagnostic: one
+//!   operation at a time under one epoch pin per thread (see [`DlhtPinned`]).
 //!   Single-threaded runs report thread CPU time, two-thread runs wall time.
 //!
 //! Sizes come from the environment so that a default run finishes in minutes:
@@ -761,6 +762,37 @@ impl ConcurrentMap for DlhtMap {
     }
 }
 
+/// Diagnostic: the DLHT one operation at a time, as [`DlhtMap`], but each
+/// thread holds one crossbeam-epoch pin around its whole operation sequence,
+/// so the pin every DLHT operation takes is only a counter increment instead
+/// of a `lock cmpxchg` (a full barrier on x86). The difference from `dlht` is
+/// what pinning costs. Holding a pin delays memory reclamation; the mixes
+/// store 8-byte values inline and do not resize, so nothing waits for it.
+struct DlhtPinned(DlhtMap);
+
+impl ConcurrentMap for DlhtPinned {
+    const NAME: &'static str = "dlht_pinned";
+    fn with_capacity(keys: usize) -> Self {
+        DlhtPinned(<DlhtMap as ConcurrentMap>::with_capacity(keys))
+    }
+    fn get(&self, key: u64) -> Option<u64> {
+        ConcurrentMap::get(&self.0, key)
+    }
+    fn insert(&self, key: u64, value: u64) -> bool {
+        ConcurrentMap::insert(&self.0, key, value)
+    }
+    fn remove(&self, key: u64) -> bool {
+        ConcurrentMap::remove(&self.0, key)
+    }
+    fn update(&self, key: u64, value: u64) -> bool {
+        ConcurrentMap::update(&self.0, key, value)
+    }
+    fn run(&self, ops: &[Op]) -> usize {
+        let _pinned = crossbeam::epoch::pin();
+        run_shared(self, ops)
+    }
+}
+
 /// Default number of consecutive operations a [`DlhtBatched`] thread issues as
 /// one [`Dlht::batch`] (`SPLITKV_BENCH_MIX_BATCH` overrides it).
 const MIX_BATCH_DEFAULT: usize = 24;
@@ -1112,6 +1144,7 @@ fn mixes(c: &mut Criterion) {
             mix_case::<Papaya>(c, &group, capacity, &plans);
             mix_case::<DlhtMap>(c, &group, capacity, &plans);
             mix_case::<DlhtBatched>(c, &group, capacity, &plans);
+            mix_case::<DlhtPinned>(c, &group, capacity, &plans);
         }
     }
 }
