@@ -8,28 +8,37 @@
 //!   [`RobinhoodTable::get_batch`], which prefetches every key's home slot first
 //!   (Dandelion §6, Figure 7). Throughput is Gets per second of the thread's
 //!   CPU time (the machine's cores are shared; see [`thread_cpu_time`]).
+//! * `dlht_get/{one_at_a_time,batched}/B`: the same keys, values and lookup
+//!   sequence on a `Dlht::with_capacity(keys)`, read one `Dlht::get` at a time
+//!   or as batches of `B` `Request::Get`s through `Dlht::batch`, which
+//!   prefetches every request's bin first (Dandelion §6, Figure 7).
 //! * `mix_<workload>_<threads>t/<map>`: conc-map-bench style operation mixes
 //!   (read-heavy 98/1/1/0, exchange 10/40/40/10, rapid-grow 5/80/5/10 percent
 //!   get/insert/remove/update) on 8-byte keys and values, with 1 and 2 threads,
 //!   against hashbrown (behind a `parking_lot::RwLock` with 2 threads), dashmap,
 //!   `scc::HashMap` and papaya. The Robinhood table has a single writer
-//!   (`&mut self`), so it runs single-threaded only. [`ConcurrentMap`] is the
-//!   plug-in point for the project's DLHT (see "DLHT plug-in point" below).
+//!   (`&mut self`), so it runs single-threaded only. The DLHT runs twice:
+//!   `dlht` issues one operation at a time, `dlht_batched` issues each thread's
+//!   sequence in `Dlht::batch` calls of `SPLITKV_BENCH_MIX_BATCH` consecutive
+//!   operations (see [`DlhtBatched`]). `dlht_pinned` is a diagnostic: one
+//!   operation at a time under one epoch pin per thread (see [`DlhtPinned`]).
 //!   Single-threaded runs report thread CPU time, two-thread runs wall time.
 //!
 //! Sizes come from the environment so that a default run finishes in minutes:
 //!
 //! | variable | meaning | default |
 //! |---|---|---|
-//! | `SPLITKV_BENCH_KEYS` | keys loaded for `robinhood_get` (table sized to hold them at ≤ 90% of its home slots) | 30 198 988 = 0.9 · 2^25 (a 1.8 GiB table) |
+//! | `SPLITKV_BENCH_KEYS` | keys loaded for `robinhood_get` (table sized to hold them at ≤ 90% of its home slots) and `dlht_get` (`Dlht::with_capacity(keys)`) | 30 198 988 = 0.9 · 2^25 (a 1.8 GiB Robinhood table; 2^24 DLHT bins, 1.3 GiB) |
 //! | `SPLITKV_BENCH_PREFETCH_SLOTS` | fixes the probe slots each batched Get prefetches (`RobinhoodTable::set_prefetch_slots`) | unset: follow the occupancy (6 slots at 90%) |
 //! | `SPLITKV_BENCH_HUGEPAGES` | `1`: back allocations of ≥ 64 MiB (the tables) with 2 MiB transparent huge pages (`madvise(MADV_HUGEPAGE)`, Linux), as Dandelion's evaluation does (§7) | `0` (4 KiB pages) |
+//! | `SPLITKV_BENCH_MIX_BATCH` | operations per `Dlht::batch` call of `dlht_batched` in the mixes (1 to 64) | 24 |
 //! | `SPLITKV_BENCH_MIX_LOG2` | log2 of the mix maps' capacity; 2^log2 operations per run, prefill 75% (read-heavy, exchange) or 0% (rapid-grow) | 20 |
 
 use criterion::{
     criterion_group, criterion_main, BenchmarkId, Criterion, SamplingMode, Throughput,
 };
 use parking_lot::RwLock;
+use splitkv_host::table::dlht::{Dlht, Request};
 use splitkv_host::table::{RobinhoodTable, TableConfig};
 use splitkv_layout::{FixedState, Key, ObjectFlags, ObjectMeta};
 use std::alloc::{GlobalAlloc, Layout, System};
@@ -179,24 +188,32 @@ impl XorShift {
 
 // ---- (a) batched vs one-at-a-time Gets ---------------------------------------
 
-/// The state of the Get benchmark, built on first use so that a filtered run
-/// (`cargo bench ... -- mix_`) does not load the table.
-struct GetBench {
-    table: RobinhoodTable,
-    lookups: Vec<Key>,
-    at: usize,
-    value: Vec<u8>,
-    values: [Vec<u8>; GET_BATCH_MAX],
-    metas: [Option<ObjectMeta>; GET_BATCH_MAX],
-    /// `(batch, one-at-a-time CPU time, batched CPU time)` of the interleaved runs.
-    interleaved: Vec<(usize, Duration, Duration)>,
+/// A table the Get benchmark drives: loaded once with `keys` 8-byte keys and
+/// values, then read one Get at a time or in batches through its batch API.
+trait GetTable: Sized {
+    /// Criterion group name, e.g. `robinhood_get`.
+    const GROUP: &'static str;
+    /// Per-benchmark buffers of the batched variant (allocated once).
+    type Scratch;
+    /// A table holding `Key::new(0, key(i))` → `i` (little endian) for every
+    /// `i < keys`; prints one line describing it.
+    fn load(keys: usize, key: impl Fn(u64) -> Key) -> Self;
+    /// Buffers for batches of up to [`GET_BATCH_MAX`] Gets.
+    fn scratch() -> Self::Scratch;
+    /// Looks `keys` up one Get at a time; returns the hits.
+    fn gets_one_at_a_time(&self, keys: &[Key], value: &mut Vec<u8>) -> usize;
+    /// Looks `keys` up in batches of `batch`; returns the hits.
+    fn gets_batched(&self, keys: &[Key], batch: usize, scratch: &mut Self::Scratch) -> usize;
 }
 
-impl GetBench {
-    /// Loads `SPLITKV_BENCH_KEYS` keys and draws the lookup sequence.
-    fn load() -> GetBench {
-        let keys = env_usize("SPLITKV_BENCH_KEYS", GET_KEYS_DEFAULT);
-        let key = |i: u64| Key::new(0, mix64(i));
+impl GetTable for RobinhoodTable {
+    const GROUP: &'static str = "robinhood_get";
+    type Scratch = (
+        [Vec<u8>; GET_BATCH_MAX],
+        [Option<ObjectMeta>; GET_BATCH_MAX],
+    );
+
+    fn load(keys: usize, key: impl Fn(u64) -> Key) -> Self {
         let started = Instant::now();
         let mut table = RobinhoodTable::new(&TableConfig::new(keys, 8)).expect("table layout");
         let meta = ObjectMeta::new(1, ObjectFlags::READABLE);
@@ -221,6 +238,133 @@ impl GetBench {
             table.prefetch_slots(),
             started.elapsed(),
         );
+        table
+    }
+
+    fn scratch() -> Self::Scratch {
+        (
+            std::array::from_fn(|_| Vec::with_capacity(8)),
+            [None; GET_BATCH_MAX],
+        )
+    }
+
+    /// One [`RobinhoodTable::get`] per key.
+    fn gets_one_at_a_time(&self, keys: &[Key], value: &mut Vec<u8>) -> usize {
+        keys.iter()
+            .filter(|key| self.get(key, value).is_some())
+            .count()
+    }
+
+    /// [`RobinhoodTable::get_batch`] calls of `batch` keys.
+    fn gets_batched(
+        &self,
+        keys: &[Key],
+        batch: usize,
+        (values, metas): &mut Self::Scratch,
+    ) -> usize {
+        let mut hits = 0;
+        for chunk in keys.chunks(batch) {
+            let n = chunk.len();
+            self.get_batch(chunk, &mut values[..n], &mut metas[..n]);
+            hits += metas[..n].iter().filter(|m| m.is_some()).count();
+        }
+        hits
+    }
+}
+
+impl GetTable for Dlht {
+    const GROUP: &'static str = "dlht_get";
+    /// [`GET_BATCH_MAX`] `Request::Get`s whose keys are overwritten per batch
+    /// (their value buffers keep their capacity, so batches do not allocate).
+    type Scratch = Vec<Request>;
+
+    fn load(keys: usize, key: impl Fn(u64) -> Key) -> Self {
+        let started = Instant::now();
+        let table = Dlht::with_capacity(keys);
+        let meta = ObjectMeta::new(1, ObjectFlags::READABLE);
+        for i in 0..keys as u64 {
+            let inserted = table
+                .insert(key(i), meta, &i.to_le_bytes())
+                .expect("the table grows as needed");
+            assert!(inserted, "keys are distinct");
+        }
+        eprintln!(
+            "dlht_get: {keys} keys in {} bins ({:.2} keys per bin), {} resizes, \
+             memory_bytes {:.2} GiB, huge pages {}, loaded in {:.1?}",
+            table.bin_count(),
+            keys as f64 / table.bin_count() as f64,
+            table.resizes_completed(),
+            table.memory_bytes() as f64 / (1u64 << 30) as f64,
+            HUGE_PAGES.load(Relaxed),
+            started.elapsed(),
+        );
+        table
+    }
+
+    fn scratch() -> Self::Scratch {
+        (0..GET_BATCH_MAX)
+            .map(|_| Request::Get {
+                key: Key::new(0, 0),
+                value: Vec::with_capacity(8),
+                result: None,
+            })
+            .collect()
+    }
+
+    /// One [`Dlht::get`] per key.
+    fn gets_one_at_a_time(&self, keys: &[Key], value: &mut Vec<u8>) -> usize {
+        keys.iter()
+            .filter(|key| self.get(key, value).is_some())
+            .count()
+    }
+
+    /// [`Dlht::batch`] calls of `batch` Get requests.
+    fn gets_batched(&self, keys: &[Key], batch: usize, reqs: &mut Self::Scratch) -> usize {
+        let mut hits = 0;
+        for chunk in keys.chunks(batch) {
+            let reqs = &mut reqs[..chunk.len()];
+            for (r, k) in reqs.iter_mut().zip(chunk) {
+                let Request::Get { key, .. } = r else {
+                    unreachable!("the scratch holds Gets only")
+                };
+                *key = *k;
+            }
+            self.batch(reqs);
+            hits += reqs
+                .iter()
+                .filter(|r| {
+                    matches!(
+                        r,
+                        Request::Get {
+                            result: Some(_),
+                            ..
+                        }
+                    )
+                })
+                .count();
+        }
+        hits
+    }
+}
+
+/// The state of one table's Get benchmark, built on first use so that a
+/// filtered run (`cargo bench ... -- mix_`) does not load the table.
+struct GetBench<T: GetTable> {
+    table: T,
+    lookups: Vec<Key>,
+    at: usize,
+    value: Vec<u8>,
+    scratch: T::Scratch,
+    /// `(batch, one-at-a-time CPU time, batched CPU time)` of the interleaved runs.
+    interleaved: Vec<(usize, Duration, Duration)>,
+}
+
+impl<T: GetTable> GetBench<T> {
+    /// Loads `SPLITKV_BENCH_KEYS` keys and draws the lookup sequence.
+    fn load() -> GetBench<T> {
+        let keys = env_usize("SPLITKV_BENCH_KEYS", GET_KEYS_DEFAULT);
+        let key = |i: u64| Key::new(0, mix64(i));
+        let table = T::load(keys, key);
         let mut rng = XorShift(0x5EED_1234_ABCD_0001);
         GetBench {
             table,
@@ -229,8 +373,7 @@ impl GetBench {
                 .collect(),
             at: 0,
             value: Vec::with_capacity(8),
-            values: std::array::from_fn(|_| Vec::with_capacity(8)),
-            metas: [None; GET_BATCH_MAX],
+            scratch: T::scratch(),
             interleaved: Vec::new(),
         }
     }
@@ -246,11 +389,10 @@ impl GetBench {
         let start = thread_cpu_time();
         for _ in 0..iters {
             let window = self.next_window(batch);
-            black_box(gets_one_at_a_time(
-                &self.table,
-                &self.lookups[window],
-                &mut self.value,
-            ));
+            black_box(
+                self.table
+                    .gets_one_at_a_time(&self.lookups[window], &mut self.value),
+            );
         }
         thread_cpu_time() - start
     }
@@ -260,13 +402,10 @@ impl GetBench {
         let start = thread_cpu_time();
         for _ in 0..iters {
             let window = self.next_window(batch);
-            black_box(gets_batched(
-                &self.table,
-                &self.lookups[window],
-                batch,
-                &mut self.values,
-                &mut self.metas,
-            ));
+            black_box(
+                self.table
+                    .gets_batched(&self.lookups[window], batch, &mut self.scratch),
+            );
         }
         thread_cpu_time() - start
     }
@@ -287,10 +426,21 @@ impl GetBench {
     }
 }
 
+/// Batched vs one-at-a-time Gets on the Robinhood table.
 fn robinhood_get(c: &mut Criterion) {
+    get_bench::<RobinhoodTable>(c);
+}
+
+/// Batched (`Dlht::batch`) vs one-at-a-time Gets on the DLHT (Dandelion §6,
+/// Figure 7).
+fn dlht_get(c: &mut Criterion) {
+    get_bench::<Dlht>(c);
+}
+
+fn get_bench<T: GetTable>(c: &mut Criterion) {
     init_huge_pages();
-    let mut bench: Option<GetBench> = None;
-    let mut group = c.benchmark_group("robinhood_get");
+    let mut bench: Option<GetBench<T>> = None;
+    let mut group = c.benchmark_group(T::GROUP);
     group
         .sampling_mode(SamplingMode::Flat)
         .sample_size(20)
@@ -307,16 +457,13 @@ fn robinhood_get(c: &mut Criterion) {
             state.interleave(batch);
             b.iter_custom(|iters| state.time_batched(batch, iters))
         });
-        // DLHT plug-in point (Dandelion §6): once `splitkv_host::table::dlht::Dlht`
-        // lands, load a `Dlht::with_capacity(keys)` with the same keys and add a
-        // `dlht_batched` case that builds `Request::get` requests for the batch and
-        // calls `Dlht::batch(&mut reqs)`.
     }
     group.finish();
     let Some(state) = bench else { return };
     let gets = (ROUNDS * ROUND_GETS) as f64;
     eprintln!(
-        "robinhood_get interleaved ({ROUNDS} rounds of ~{ROUND_GETS} Gets per variant, thread CPU time):"
+        "{} interleaved ({ROUNDS} rounds of ~{ROUND_GETS} Gets per variant, thread CPU time):",
+        T::GROUP
     );
     eprintln!("| batch | one at a time (M Gets/s) | batched (M Gets/s) | speed-up |");
     eprintln!("|---:|---:|---:|---:|");
@@ -329,31 +476,6 @@ fn robinhood_get(c: &mut Criterion) {
             one.as_secs_f64() / batched.as_secs_f64(),
         );
     }
-}
-
-/// Looks `keys` up one [`RobinhoodTable::get`] at a time; returns the hits.
-fn gets_one_at_a_time(table: &RobinhoodTable, keys: &[Key], value: &mut Vec<u8>) -> usize {
-    keys.iter()
-        .filter(|key| table.get(key, value).is_some())
-        .count()
-}
-
-/// Looks `keys` up in [`RobinhoodTable::get_batch`] calls of `batch` keys;
-/// returns the hits.
-fn gets_batched(
-    table: &RobinhoodTable,
-    keys: &[Key],
-    batch: usize,
-    values: &mut [Vec<u8>; GET_BATCH_MAX],
-    metas: &mut [Option<ObjectMeta>; GET_BATCH_MAX],
-) -> usize {
-    let mut hits = 0;
-    for chunk in keys.chunks(batch) {
-        let n = chunk.len();
-        table.get_batch(chunk, &mut values[..n], &mut metas[..n]);
-        hits += metas[..n].iter().filter(|m| m.is_some()).count();
-    }
-    hits
 }
 
 // ---- (b) operation mixes -------------------------------------------------------
@@ -374,6 +496,12 @@ pub trait ConcurrentMap: Send + Sync + Sized {
     fn remove(&self, key: u64) -> bool;
     /// Replaces the value of a present key; returns whether it was present.
     fn update(&self, key: u64, value: u64) -> bool;
+    /// Runs one thread's operation sequence; returns the operations that hit
+    /// (found, inserted, removed or updated a key). By default one operation
+    /// at a time; a map with a batch API may override it.
+    fn run(&self, ops: &[Op]) -> usize {
+        run_shared(self, ops)
+    }
 }
 
 /// A map driven by one thread through `&mut self` (the Robinhood table has a
@@ -391,6 +519,10 @@ pub trait SingleThreadMap: Sized {
     fn remove(&mut self, key: u64) -> bool;
     /// Replaces the value of a present key; returns whether it was present.
     fn update(&mut self, key: u64, value: u64) -> bool;
+    /// Runs an operation sequence (see [`ConcurrentMap::run`]).
+    fn run(&mut self, ops: &[Op]) -> usize {
+        run_single(self, ops)
+    }
 }
 
 impl<M: ConcurrentMap> SingleThreadMap for M {
@@ -409,6 +541,9 @@ impl<M: ConcurrentMap> SingleThreadMap for M {
     }
     fn update(&mut self, key: u64, value: u64) -> bool {
         ConcurrentMap::update(self, key, value)
+    }
+    fn run(&mut self, ops: &[Op]) -> usize {
+        ConcurrentMap::run(self, ops)
     }
 }
 
@@ -589,50 +724,214 @@ impl ConcurrentMap for Papaya {
     }
 }
 
-// ---- DLHT plug-in point ----------------------------------------------------------
-//
-// `splitkv_host::table::dlht::Dlht` (Dandelion §6) is being written on another
-// branch. Once it lands, uncomment this adapter and the two `Dlht` lines in
-// `mixes` below; nothing else changes. (Its `get` fills a value buffer, so the
-// adapter keeps one per thread.)
-//
-// use splitkv_host::table::dlht::Dlht;
-//
-// struct DlhtMap(Dlht);
-//
-// thread_local! {
-//     static DLHT_VALUE: std::cell::RefCell<Vec<u8>> = RefCell::new(Vec::with_capacity(8));
-// }
-//
-// impl ConcurrentMap for DlhtMap {
-//     const NAME: &'static str = "dlht";
-//     fn with_capacity(keys: usize) -> Self {
-//         DlhtMap(Dlht::with_capacity(keys))
-//     }
-//     fn get(&self, key: u64) -> Option<u64> {
-//         DLHT_VALUE.with_borrow_mut(|v| {
-//             self.0.get(&Key::new(0, key), v)?;
-//             Some(u64::from_le_bytes(v[..8].try_into().unwrap()))
-//         })
-//     }
-//     fn insert(&self, key: u64, value: u64) -> bool {
-//         self.0.insert(Key::new(0, key), META, &value.to_le_bytes()).expect("dlht insert")
-//     }
-//     fn remove(&self, key: u64) -> bool {
-//         self.0.remove(&Key::new(0, key))
-//     }
-//     fn update(&self, key: u64, value: u64) -> bool {
-//         // `put` replaces a present key only; adjust if its contract differs.
-//         self.0.put(Key::new(0, key), META, &value.to_le_bytes()).expect("dlht put")
-//     }
-// }
+// ---- DLHT (Dandelion §6) ---------------------------------------------------------
 
-/// One operation of a pre-drawn mix.
+/// The DLHT, one operation at a time. Its `get` fills a value buffer, so the
+/// adapter keeps one per thread ([`DLHT_VALUE`]).
+struct DlhtMap(Dlht);
+
+thread_local! {
+    /// The Get buffer of [`DlhtMap`] (one per thread; never reallocated).
+    static DLHT_VALUE: std::cell::RefCell<Vec<u8>> = std::cell::RefCell::new(Vec::with_capacity(8));
+}
+
+impl ConcurrentMap for DlhtMap {
+    const NAME: &'static str = "dlht";
+    fn with_capacity(keys: usize) -> Self {
+        DlhtMap(Dlht::with_capacity(keys))
+    }
+    fn get(&self, key: u64) -> Option<u64> {
+        DLHT_VALUE.with_borrow_mut(|v| {
+            self.0.get(&Key::new(0, key), v)?;
+            Some(u64::from_le_bytes(v[..8].try_into().unwrap()))
+        })
+    }
+    fn insert(&self, key: u64, value: u64) -> bool {
+        self.0
+            .insert(Key::new(0, key), META, &value.to_le_bytes())
+            .expect("dlht insert")
+    }
+    fn remove(&self, key: u64) -> bool {
+        self.0.remove(&Key::new(0, key))
+    }
+    fn update(&self, key: u64, value: u64) -> bool {
+        // `put` replaces a present key only, and says whether it was present.
+        self.0
+            .put(Key::new(0, key), META, &value.to_le_bytes())
+            .expect("dlht put")
+    }
+}
+
+/// Diagnostic: the DLHT one operation at a time, as [`DlhtMap`], but each
+/// thread holds one crossbeam-epoch pin around its whole operation sequence,
+/// so the pin every DLHT operation takes is only a counter increment instead
+/// of a `lock cmpxchg` (a full barrier on x86). The difference from `dlht` is
+/// what pinning costs. Holding a pin delays memory reclamation; the mixes
+/// store 8-byte values inline and do not resize, so nothing waits for it.
+struct DlhtPinned(DlhtMap);
+
+impl ConcurrentMap for DlhtPinned {
+    const NAME: &'static str = "dlht_pinned";
+    fn with_capacity(keys: usize) -> Self {
+        DlhtPinned(<DlhtMap as ConcurrentMap>::with_capacity(keys))
+    }
+    fn get(&self, key: u64) -> Option<u64> {
+        ConcurrentMap::get(&self.0, key)
+    }
+    fn insert(&self, key: u64, value: u64) -> bool {
+        ConcurrentMap::insert(&self.0, key, value)
+    }
+    fn remove(&self, key: u64) -> bool {
+        ConcurrentMap::remove(&self.0, key)
+    }
+    fn update(&self, key: u64, value: u64) -> bool {
+        ConcurrentMap::update(&self.0, key, value)
+    }
+    fn run(&self, ops: &[Op]) -> usize {
+        let _pinned = crossbeam::epoch::pin();
+        run_shared(self, ops)
+    }
+}
+
+/// Default number of consecutive operations a [`DlhtBatched`] thread issues as
+/// one [`Dlht::batch`] (`SPLITKV_BENCH_MIX_BATCH` overrides it).
+const MIX_BATCH_DEFAULT: usize = 24;
+/// Bound on `SPLITKV_BENCH_MIX_BATCH`.
+const MIX_BATCH_MAX: usize = 64;
+
+/// The DLHT driven through its batch API: each thread cuts its operation
+/// sequence into consecutive groups of `SPLITKV_BENCH_MIX_BATCH` (default
+/// [`MIX_BATCH_DEFAULT`]) operations, whatever their kinds, and issues each
+/// group as one [`Dlht::batch`] (Get → `Request::Get`, insert →
+/// `Request::Insert`, remove → `Request::Delete`, update → `Request::Put`).
+/// `Dlht::batch` prefetches every request's bin and then runs them in order,
+/// so each thread sees the same results as one operation at a time.
+struct DlhtBatched {
+    table: Dlht,
+    batch: usize,
+}
+
+impl ConcurrentMap for DlhtBatched {
+    const NAME: &'static str = "dlht_batched";
+    fn with_capacity(keys: usize) -> Self {
+        let batch = env_usize("SPLITKV_BENCH_MIX_BATCH", MIX_BATCH_DEFAULT);
+        assert!(
+            (1..=MIX_BATCH_MAX).contains(&batch),
+            "SPLITKV_BENCH_MIX_BATCH={batch}: 1 to {MIX_BATCH_MAX}"
+        );
+        DlhtBatched {
+            table: Dlht::with_capacity(keys),
+            batch,
+        }
+    }
+    // Prefill and anything outside `run` go one at a time.
+    fn get(&self, key: u64) -> Option<u64> {
+        let mut v = Vec::with_capacity(8);
+        self.table.get(&Key::new(0, key), &mut v)?;
+        Some(u64::from_le_bytes(v[..8].try_into().unwrap()))
+    }
+    fn insert(&self, key: u64, value: u64) -> bool {
+        self.table
+            .insert(Key::new(0, key), META, &value.to_le_bytes())
+            .expect("dlht insert")
+    }
+    fn remove(&self, key: u64) -> bool {
+        self.table.remove(&Key::new(0, key))
+    }
+    fn update(&self, key: u64, value: u64) -> bool {
+        self.table
+            .put(Key::new(0, key), META, &value.to_le_bytes())
+            .expect("dlht put")
+    }
+    fn run(&self, ops: &[Op]) -> usize {
+        // One request and one 8-byte buffer per batch position, allocated once
+        // per run; `set_request` moves buffers between request kinds, so the
+        // batches themselves do not allocate.
+        let mut reqs: Vec<Request> = (0..self.batch)
+            .map(|_| Request::delete(Key::new(0, 0)))
+            .collect();
+        let mut bufs: Vec<Vec<u8>> = (0..self.batch).map(|_| Vec::with_capacity(8)).collect();
+        let mut hits = 0;
+        for chunk in ops.chunks(self.batch) {
+            let reqs = &mut reqs[..chunk.len()];
+            for ((r, buf), &op) in reqs.iter_mut().zip(&mut bufs).zip(chunk) {
+                set_request(r, buf, op);
+            }
+            self.table.batch(reqs);
+            hits += reqs
+                .iter()
+                .filter(|r| match r {
+                    Request::Get { result, .. } => result.is_some(),
+                    Request::Insert { result, .. }
+                    | Request::Put { result, .. }
+                    | Request::Upsert { result, .. } => *result.as_ref().expect("dlht write"),
+                    Request::Delete { result, .. } => *result,
+                })
+                .count();
+        }
+        hits
+    }
+}
+
+/// Turns `r` into the request for `op`. `spare` holds the 8-byte buffer of
+/// this batch position whenever `r` is a `Delete` (which has none).
+fn set_request(r: &mut Request, spare: &mut Vec<u8>, op: Op) {
+    let mut buf = match r {
+        Request::Get { value, .. }
+        | Request::Insert { value, .. }
+        | Request::Put { value, .. }
+        | Request::Upsert { value, .. } => std::mem::take(value),
+        Request::Delete { .. } => std::mem::take(spare),
+    };
+    let key = |k: u64| Key::new(0, k);
+    let value = |buf: &mut Vec<u8>, v: u64| {
+        buf.clear();
+        buf.extend_from_slice(&v.to_le_bytes());
+    };
+    *r = match op {
+        Op::Get(k) => Request::Get {
+            key: key(k),
+            value: buf,
+            result: None,
+        },
+        Op::Insert(k) => {
+            value(&mut buf, k);
+            Request::Insert {
+                key: key(k),
+                meta: META,
+                value: buf,
+                result: Ok(false),
+            }
+        }
+        Op::Update(k) => {
+            value(&mut buf, k ^ 1);
+            Request::Put {
+                key: key(k),
+                meta: META,
+                value: buf,
+                result: Ok(false),
+            }
+        }
+        Op::Remove(k) => {
+            *spare = buf;
+            Request::Delete {
+                key: key(k),
+                result: false,
+            }
+        }
+    };
+}
+
+/// One operation of a pre-drawn mix, on the key it names.
 #[derive(Clone, Copy)]
-enum Op {
+pub enum Op {
+    /// Look the key up.
     Get(u64),
+    /// Insert the key (value = key).
     Insert(u64),
+    /// Remove the key.
     Remove(u64),
+    /// Replace the key's value (new value = key ^ 1).
     Update(u64),
 }
 
@@ -752,7 +1051,7 @@ fn mix_case_single<M: SingleThreadMap>(
                     map.insert(k, k);
                 }
                 let start = thread_cpu_time();
-                black_box(run_single(&mut map, &plan.ops));
+                black_box(map.run(&plan.ops));
                 total += thread_cpu_time() - start;
             }
             total
@@ -794,7 +1093,7 @@ fn mix_case<M: ConcurrentMap>(
                             let (map, start) = (&map, &start);
                             s.spawn(move || {
                                 start.wait();
-                                black_box(run_shared(map, &plan.ops))
+                                black_box(ConcurrentMap::run(map, &plan.ops))
                             })
                         })
                         .collect();
@@ -843,10 +1142,12 @@ fn mixes(c: &mut Criterion) {
             mix_case::<Dash>(c, &group, capacity, &plans);
             mix_case::<Scc>(c, &group, capacity, &plans);
             mix_case::<Papaya>(c, &group, capacity, &plans);
-            // DLHT plug-in point: mix_case::<DlhtMap>(c, &group, capacity, &plans);
+            mix_case::<DlhtMap>(c, &group, capacity, &plans);
+            mix_case::<DlhtBatched>(c, &group, capacity, &plans);
+            mix_case::<DlhtPinned>(c, &group, capacity, &plans);
         }
     }
 }
 
-criterion_group!(benches, robinhood_get, mixes);
+criterion_group!(benches, robinhood_get, dlht_get, mixes);
 criterion_main!(benches);

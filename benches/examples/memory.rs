@@ -1,5 +1,5 @@
-//! Memory per stored pair: bytes of heap that the Robinhood host table and the
-//! peer maps (hashbrown, dashmap, scc, papaya) hold per stored 8-byte key and
+//! Memory per stored pair: bytes of heap that the Robinhood host table, the
+//! DLHT and the peer maps (hashbrown, dashmap, scc, papaya) hold per stored 8-byte key and
 //! 8-byte value, at the Robinhood table's design point of 90% occupancy
 //! (`0.9 · 2^k` keys in `2^k` home slots), and at 85% (`0.85 · 2^k` keys),
 //! where the power-of-two peers with a 7/8 load limit are nearly full too.
@@ -14,7 +14,15 @@
 //! [`System`]: bytes requested and not yet freed (allocator headers and page
 //! rounding are not included). Peers are measured twice: pre-sized with
 //! `with_capacity(n)`, and grown from empty by their own resize policy.
+//!
+//! The DLHT has no occupancy target of its own (it holds up to 5/2 keys per
+//! bin before doubling); it is measured at the same `n` as the peers, sized
+//! with `Dlht::with_capacity(n)` and grown from `with_capacity(1)`. Its note
+//! gives `Dlht::memory_bytes()` per pair (which leaves out link-bucket lines
+//! never handed out) and the growth of the process's resident set while it
+//! was built (`/proc/self/statm`; untouched pool pages are never resident).
 
+use splitkv_host::table::dlht::Dlht;
 use splitkv_host::table::{RobinhoodTable, TableConfig};
 use splitkv_layout::{FixedState, Key, ObjectFlags, ObjectMeta};
 use std::alloc::{GlobalAlloc, Layout, System};
@@ -95,6 +103,38 @@ fn robinhood(n: usize) -> RobinhoodTable {
     table
 }
 
+fn dlht(n: usize, presize: bool) -> Dlht {
+    let table = Dlht::with_capacity(if presize { n } else { 1 });
+    let meta = ObjectMeta::new(1, ObjectFlags::READABLE);
+    for i in 0..n as u64 {
+        let inserted = table
+            .insert(Key::new(0, key(i)), meta, &i.to_le_bytes())
+            .expect("the table grows as needed");
+        assert!(inserted, "distinct keys");
+    }
+    table
+}
+
+/// `pin().flush()` calls after building a DLHT: enough for the epoch to
+/// advance twice past the retirements, so the collector may free them.
+const EPOCH_FLUSHES: usize = 4;
+
+/// Resident set size of this process in bytes (Linux `/proc/self/statm`;
+/// 0 elsewhere).
+fn resident_bytes() -> usize {
+    let Ok(statm) = std::fs::read_to_string("/proc/self/statm") else {
+        return 0;
+    };
+    let pages: usize = statm
+        .split_whitespace()
+        .nth(1)
+        .and_then(|p| p.parse().ok())
+        .unwrap_or(0);
+    // SAFETY: sysconf has no preconditions.
+    let page = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
+    pages * page.max(0) as usize
+}
+
 fn hashbrown_map(n: usize, presize: bool) -> hashbrown::HashMap<u64, u64, FixedState> {
     let mut map =
         hashbrown::HashMap::with_capacity_and_hasher(if presize { n } else { 0 }, FixedState);
@@ -167,6 +207,35 @@ fn main() {
         );
         for presize in [true, false] {
             let sizing = if presize { "with_capacity(n)" } else { "grown" };
+            let rss_before = resident_bytes();
+            let live_before = LIVE_BYTES.load(Relaxed);
+            row(
+                "dlht",
+                sizing,
+                measure(
+                    n,
+                    |n| dlht(n, presize),
+                    |t| {
+                        let rss = resident_bytes().saturating_sub(rss_before);
+                        // Replaced generations wait in this thread's epoch
+                        // bag until it fills; flush it and count again.
+                        for _ in 0..EPOCH_FLUSHES {
+                            crossbeam::epoch::pin().flush();
+                        }
+                        let flushed = LIVE_BYTES.load(Relaxed).saturating_sub(live_before);
+                        format!(
+                            "{} bins ({:.2} keys/bin), {} resizes; memory_bytes {:.1} B/pair; \
+                             resident +{:.1} B/pair; after epoch flush {:.1} B/pair",
+                            t.bin_count(),
+                            n as f64 / t.bin_count() as f64,
+                            t.resizes_completed(),
+                            t.memory_bytes() as f64 / n as f64,
+                            rss as f64 / n as f64,
+                            flushed as f64 / n as f64,
+                        )
+                    },
+                ),
+            );
             row(
                 "hashbrown",
                 sizing,
