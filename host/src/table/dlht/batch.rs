@@ -2,8 +2,12 @@
 //! execute the requests in order, so the memory latencies of a batch overlap
 //! instead of adding up.
 
+#[cfg(not(loom))]
+use super::sync::Ordering;
 use super::sync::{pin, prefetch, Line};
 use super::{Dlht, DlhtError, TABLE_ID_MAX};
+#[cfg(not(loom))]
+use splitkv_layout::dlht_layout::{tags, WORD_TAGS};
 use splitkv_layout::{Key, ObjectMeta};
 
 /// One request of a [`Dlht::batch`], with the field its result is written to.
@@ -130,6 +134,24 @@ impl Dlht {
             let key = r.key();
             if key.table <= TABLE_ID_MAX {
                 prefetch(&g.bins[g.bin_of(key)] as *const Line);
+            }
+        }
+        // Second pass (not under loom, where prefetch is a no-op): by now the
+        // first bins have arrived; read each bin's first link index and
+        // prefetch that link bucket too, so keys chained past their bin do not
+        // take a dependent miss during execution. A stale index only costs a
+        // useless prefetch.
+        #[cfg(not(loom))]
+        for r in reqs.iter() {
+            let key = r.key();
+            if key.table <= TABLE_ID_MAX {
+                let tags = g.bins[g.bin_of(key)].w[WORD_TAGS].load(Ordering::Relaxed);
+                let link = tags::link(tags) as usize;
+                if link != 0 {
+                    if let Some(line) = g.links.get(link) {
+                        prefetch(line as *const Line);
+                    }
+                }
             }
         }
         for r in reqs.iter_mut() {
