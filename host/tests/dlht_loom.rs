@@ -14,12 +14,8 @@ use loom::thread;
 use splitkv_host::table::dlht::{Dlht, DlhtConfig};
 use splitkv_layout::{Key, ObjectFlags, ObjectMeta};
 
-fn model(preemptions: usize, f: impl Fn() + Sync + Send + 'static) {
-    let mut b = loom::model::Builder::new();
-    b.preemption_bound = Some(preemptions);
-    b.max_branches = 100_000;
-    b.check(f);
-}
+mod loom_support;
+use loom_support::model;
 
 /// Metadata whose version is the value's first byte, so a reader can tell a
 /// torn (meta, value) pair.

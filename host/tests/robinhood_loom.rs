@@ -27,12 +27,8 @@ use splitkv_host::table::{RobinhoodTable, TableConfig, TableLayout};
 use splitkv_layout::table::{find_in_slots, read_acquire, SlotRead};
 use splitkv_layout::{Key, ObjectFlags, ObjectMeta, Region};
 
-fn model(preemptions: usize, f: impl Fn() + Sync + Send + 'static) {
-    let mut b = loom::model::Builder::new();
-    b.preemption_bound = Some(preemptions);
-    b.max_branches = 100_000;
-    b.check(f);
-}
+mod loom_support;
+use loom_support::model;
 
 /// 7 keys → 8 home slots; one segment; no overflow buckets.
 fn config() -> TableConfig {
