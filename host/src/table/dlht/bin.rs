@@ -29,7 +29,7 @@
 //! Headers of bins in state `Frozen` (being moved by a resize) never change
 //! again except to `Moved`: writers do not publish or abandon into them.
 
-use super::sync::{fence, AtomicPtr, AtomicU64, AtomicUsize, Line, Ordering};
+use super::sync::{fence, AtomicPtr, AtomicU64, AtomicUsize, Line, Lines, Ordering};
 use splitkv_layout::dlht_layout::{
     header, tags, word_id, word_meta, word_value, BinState, SlotState, LINES_PER_CHAIN_MAX,
     LINK_INDEX_MAX, SLOTS_PER_LINE, WORD_CONTROL, WORD_TAGS,
@@ -47,9 +47,9 @@ pub(crate) const LINK_POOL_SLACK_LINES_MIN: usize = 2;
 /// move shares them between the old and the new slot.
 pub(crate) struct Gen {
     /// The bins; bin `b`'s header is word 0 of `bins[b]`.
-    pub(crate) bins: Box<[Line]>,
+    pub(crate) bins: Lines,
     /// Link-bucket pool; index 0 is never used (it means "no link").
-    pub(crate) links: Box<[Line]>,
+    pub(crate) links: Lines,
     /// Next unallocated pool index (starts at 1; may run past the end).
     pub(crate) links_next: AtomicUsize,
     /// The next generation, once a resize has allocated it.

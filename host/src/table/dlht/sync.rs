@@ -29,29 +29,84 @@ pub(crate) struct Line {
     pub(crate) w: [AtomicU64; LINE_WORDS],
 }
 
-/// Allocates `n` zeroed lines.
+/// An owned, zero-initialised array of [`Line`]s.
 ///
-/// Under `std` this is one zeroed allocation, so pages the table never touches
-/// (the unused tail of a link-bucket pool) are never committed by the OS.
+/// Under `std` it is one allocation made with 16-byte alignment and aligned to
+/// 64 bytes by hand: `System::alloc_zeroed` takes the `calloc` path only for
+/// alignments up to 16 (larger ones are allocated and then zeroed with
+/// `memset`, which commits every page). With `calloc`, pages of a large pool
+/// that the table never touches (the unused tail of a link-bucket pool) stay
+/// uncommitted.
 #[cfg(not(loom))]
-pub(crate) fn alloc_lines(n: usize) -> Box<[Line]> {
-    assert!(n > 0, "a line array is never empty");
-    let layout = std::alloc::Layout::array::<Line>(n).expect("line array size overflows");
-    // SAFETY: `layout` has nonzero size (n > 0, `Line` is 64 bytes). All-zero
-    // bytes are a valid `Line` (eight `AtomicU64`s holding 0), and the pointer
-    // came from the global allocator with `Box<[Line]>`'s layout.
-    unsafe {
-        let p = std::alloc::alloc_zeroed(layout) as *mut Line;
-        if p.is_null() {
-            std::alloc::handle_alloc_error(layout);
-        }
-        Box::from_raw(std::ptr::slice_from_raw_parts_mut(p, n))
+pub(crate) struct Lines {
+    /// First line (64-byte aligned, inside the allocation).
+    ptr: std::ptr::NonNull<Line>,
+    n: usize,
+    /// What was allocated (base pointer and layout), to free it.
+    base: *mut u8,
+    layout: std::alloc::Layout,
+}
+
+// SAFETY: `Lines` owns its allocation, and `Line` (atomic words) is Send + Sync.
+#[cfg(not(loom))]
+unsafe impl Send for Lines {}
+// SAFETY: as above; shared access goes through atomics only.
+#[cfg(not(loom))]
+unsafe impl Sync for Lines {}
+
+#[cfg(not(loom))]
+impl std::ops::Deref for Lines {
+    type Target = [Line];
+    fn deref(&self) -> &[Line] {
+        // SAFETY: `ptr` points to `n` initialised (all-zero bytes are a valid
+        // `Line`) lines inside the live allocation.
+        unsafe { std::slice::from_raw_parts(self.ptr.as_ptr(), self.n) }
     }
 }
 
+#[cfg(not(loom))]
+impl Drop for Lines {
+    fn drop(&mut self) {
+        // SAFETY: `base` came from `alloc_zeroed(self.layout)` and is freed once.
+        unsafe { std::alloc::dealloc(self.base, self.layout) }
+    }
+}
+
+/// Allocates `n` zeroed lines (lazily committed pages under `std`, see [`Lines`]).
+#[cfg(not(loom))]
+pub(crate) fn alloc_lines(n: usize) -> Lines {
+    assert!(n > 0, "a line array is never empty");
+    let bytes = n
+        .checked_mul(std::mem::size_of::<Line>())
+        .and_then(|b| b.checked_add(std::mem::align_of::<Line>()))
+        .expect("line array size overflows");
+    let layout = std::alloc::Layout::from_size_align(bytes, 16).expect("line array size overflows");
+    // SAFETY: `layout` has nonzero size. The first 64-byte boundary at or after
+    // `base` leaves room for `n` lines because we asked for one line extra, and
+    // all-zero bytes are a valid `Line`.
+    unsafe {
+        let base = std::alloc::alloc_zeroed(layout);
+        if base.is_null() {
+            std::alloc::handle_alloc_error(layout);
+        }
+        let offset = base.align_offset(std::mem::align_of::<Line>());
+        let ptr = std::ptr::NonNull::new_unchecked(base.add(offset) as *mut Line);
+        Lines {
+            ptr,
+            n,
+            base,
+            layout,
+        }
+    }
+}
+
+/// Zeroed lines under loom (one boxed slice; loom atomics are not plain memory).
+#[cfg(loom)]
+pub(crate) type Lines = Box<[Line]>;
+
 /// Allocates `n` zeroed lines (loom atomics are not plain memory).
 #[cfg(loom)]
-pub(crate) fn alloc_lines(n: usize) -> Box<[Line]> {
+pub(crate) fn alloc_lines(n: usize) -> Lines {
     (0..n)
         .map(|_| Line {
             w: std::array::from_fn(|_| AtomicU64::new(0)),
