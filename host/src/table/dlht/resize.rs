@@ -205,6 +205,9 @@ impl Dlht {
             unsafe {
                 guard.defer_free(&self.retired, move || drop(Box::from_raw(addr as *mut Gen)));
             }
+            // A generation is the size of the whole table: do not leave it in
+            // this thread's local bag until 64 more objects are retired.
+            guard.flush();
         }
     }
 
