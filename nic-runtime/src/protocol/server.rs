@@ -15,13 +15,18 @@
 use super::Io;
 use crate::dma::{DmaCompletion, DmaDone, DmaError, DmaRead, HostMemoryError};
 use crate::index::{Next, NicIndex, TableLookup};
+use crate::placement::NODES_MAX;
+use crate::protocol::coordinator::TX_INFLIGHT_MAX;
 use splitkv_layout::log_record::{LogKind, LogRecord};
 use splitkv_layout::wire::{Body, ExecStatus, ItemList, KeyList, MsgKind, NodeId, VersionList};
 use splitkv_layout::{Key, ObjectFlags, ObjectMeta};
 use std::collections::VecDeque;
 
-/// Most server requests in flight on one node.
-pub const SERVER_OPS_MAX: usize = 8192;
+/// Most server requests in flight on one node. A coordinator has at most
+/// [`TX_INFLIGHT_MAX`] transactions in flight and each has at most one request
+/// outstanding at a node (phases run one after another; ABORT needs no slot),
+/// so this bound is never reached. Slots are allocated as first needed.
+pub const SERVER_OPS_MAX: usize = NODES_MAX * TX_INFLIGHT_MAX;
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum OpKind {
     Execute,
