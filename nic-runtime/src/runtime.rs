@@ -254,7 +254,9 @@ impl NicRuntime {
             .encode(&mut self.enc_buf);
             match self.host.outcomes.try_push(&self.enc_buf) {
                 Ok(_) => {
-                    self.coordinator.outcomes().pop_front();
+                    if let Some(done) = self.coordinator.outcomes().pop_front() {
+                        self.coordinator.recycle(done.result);
+                    }
                     work = true;
                 }
                 Err(RingError::Full) => break,

@@ -86,14 +86,6 @@ impl Region {
         self.words.len() * 8
     }
 
-    /// Whether `self` and `other` are the same memory.
-    pub fn same_memory(&self, other: &Region) -> bool {
-        #[cfg(not(loom))]
-        return Arc::ptr_eq(&self.lines, &other.lines);
-        #[cfg(loom)]
-        return Arc::ptr_eq(&self.words, &other.words);
-    }
-
     #[cfg(loom)]
     #[inline]
     fn words(&self) -> &[AtomicU64] {

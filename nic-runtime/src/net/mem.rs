@@ -4,7 +4,7 @@
 use super::{OutPacket, Transport};
 use crate::Nanos;
 use crossbeam::channel::{unbounded, Receiver, Sender};
-use splitkv_layout::wire::{NodeId, PACKET_BYTES_MAX};
+use splitkv_layout::wire::PACKET_BYTES_MAX;
 use std::collections::VecDeque;
 
 /// One node's endpoint of an in-process network.
@@ -55,9 +55,4 @@ impl Transport for MemTransport {
         }
         n
     }
-}
-
-/// Node id of an endpoint's peers, for tests.
-pub fn peer_count(t: &MemTransport) -> NodeId {
-    t.peers.len() as NodeId
 }

@@ -104,6 +104,9 @@ pub struct Coordinator {
     txs: Vec<TxCtx>,
     free: Vec<usize>,
     outcomes: VecDeque<Outcome>,
+    /// Result buffers handed back by [`Coordinator::recycle`], so reporting a
+    /// commit does not allocate.
+    spare: Vec<Vec<u8>>,
     value_bytes_max: usize,
     stats: CoordinatorStats,
 }
@@ -121,6 +124,7 @@ impl Coordinator {
             txs,
             free: (0..TX_INFLIGHT_MAX).rev().collect(),
             outcomes: VecDeque::with_capacity(TX_INFLIGHT_MAX),
+            spare: Vec::with_capacity(TX_INFLIGHT_MAX),
             value_bytes_max,
             stats: CoordinatorStats::default(),
         }
@@ -139,6 +143,14 @@ impl Coordinator {
     /// Transactions in flight (including those committing after their outcome was reported).
     pub fn inflight(&self) -> usize {
         TX_INFLIGHT_MAX - self.free.len()
+    }
+
+    /// Returns the result buffer of an outcome that has been delivered.
+    pub fn recycle(&mut self, mut buf: Vec<u8>) {
+        if self.spare.len() < TX_INFLIGHT_MAX {
+            buf.clear();
+            self.spare.push(buf);
+        }
     }
 
     /// Outcomes not yet handed to the application ring.
@@ -456,7 +468,9 @@ impl Coordinator {
     /// TLA+ (`tla/XenicOCC.tla`, model `XenicEarlyReport`) finds that trace.
     fn report_committed(&mut self, slot: usize) {
         let t = &mut self.txs[slot];
-        let result = std::mem::take(&mut t.result);
+        let mut result = self.spare.pop().unwrap_or_default();
+        result.clear();
+        result.extend_from_slice(&t.result);
         self.outcomes.push_back(Outcome {
             req_id: t.req_id,
             status: TxStatus::Committed,
