@@ -13,7 +13,8 @@ use splitkv_host::table::robinhood::{RobinhoodTable, TableError};
 use splitkv_layout::table::{TableConfig, D_MAX_LIMIT};
 use splitkv_layout::{Key, ObjectFlags, ObjectMeta};
 use splitkv_nic::index::hints::SegmentHints;
-use splitkv_nic::index::lookup::{Lookup, Step};
+use splitkv_nic::index::lookup::Lookup;
+use splitkv_nic::index::Next;
 
 /// D_m used for "unlimited" (the layout's upper bound; never reached at 90%).
 pub const D_MAX_UNLIMITED: usize = D_MAX_LIMIT;
@@ -114,7 +115,9 @@ pub fn run(
         let (mut l, mut step) = Lookup::start(&layout, &hints, *k);
         loop {
             match step {
-                Step::Read { offset, len } => {
+                Next::Read(v, _) => {
+                    // Robinhood lookups read one element per step.
+                    let (offset, len) = (v[0].offset, v[0].len);
                     buf.resize(len, 0);
                     table
                         .region()
@@ -122,9 +125,9 @@ pub fn run(
                         .expect("in range");
                     step = l.advance(&layout, &mut hints, &buf);
                 }
-                Step::Found { .. } => break,
-                Step::Absent => return Err(LookupReportError::Lost(*k, "absent".into())),
-                Step::Failed(e) => return Err(LookupReportError::Lost(*k, e.to_string())),
+                Next::Found { .. } => break,
+                Next::Absent => return Err(LookupReportError::Lost(*k, "absent".into())),
+                Next::Failed(e) => return Err(LookupReportError::Lost(*k, e.to_string())),
             }
         }
         reads += l.reads as u64;

@@ -9,7 +9,8 @@ use splitkv_host::table::robinhood::RobinhoodTable;
 use splitkv_layout::table::TableConfig;
 use splitkv_layout::{Key, ObjectFlags, ObjectMeta};
 use splitkv_nic::index::hints::SegmentHints;
-use splitkv_nic::index::lookup::{Lookup, Step};
+use splitkv_nic::index::lookup::Lookup;
+use splitkv_nic::index::Next;
 
 /// Looks `key` up; returns (found, DMA reads).
 fn lookup(table: &RobinhoodTable, hints: &mut SegmentHints, key: Key) -> (Option<Vec<u8>>, u32) {
@@ -18,14 +19,16 @@ fn lookup(table: &RobinhoodTable, hints: &mut SegmentHints, key: Key) -> (Option
     let mut buf = Vec::new();
     loop {
         match step {
-            Step::Read { offset, len } => {
+            Next::Read(v, _) => {
+                // Robinhood lookups read one element per step.
+                let (offset, len) = (v[0].offset, v[0].len);
                 buf.resize(len, 0);
                 table.region().read_bytes(offset, &mut buf).unwrap();
                 step = l.advance(&layout, hints, &buf);
             }
-            Step::Found { value, .. } => return (Some(value.to_vec()), l.reads),
-            Step::Absent => return (None, l.reads),
-            Step::Failed(e) => panic!("{key:?}: {e}"),
+            Next::Found { value, .. } => return (Some(value.to_vec()), l.reads),
+            Next::Absent => return (None, l.reads),
+            Next::Failed(e) => panic!("{key:?}: {e}"),
         }
     }
 }

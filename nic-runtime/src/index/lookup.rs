@@ -15,8 +15,9 @@
 //! completions, and the Table 2 report feeds it direct copies.
 
 use super::hints::{OverflowHint, SegmentHints};
+use super::Next;
 use splitkv_layout::table::{find_in_bucket, SegmentHeader, SlotRead, TableLayout, HEADER_BYTES};
-use splitkv_layout::{DecodeError, Key, ObjectMeta};
+use splitkv_layout::{DecodeError, Key};
 
 /// Extra slots read past the known displacement (Xenic §4.1.3 sets k = 1).
 pub const LOOKUP_K: usize = 1;
@@ -31,30 +32,6 @@ enum Stage {
     Header,
     /// Overflow bucket; `confirmed` if its chain head came from a fresh header.
     Bucket { bucket: usize, confirmed: bool },
-}
-
-/// What to do next.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Step<'a> {
-    /// Issue this DMA read (byte offset and length in the table region) and
-    /// call [`Lookup::advance`] with its bytes.
-    Read {
-        /// Byte offset.
-        offset: usize,
-        /// Bytes.
-        len: usize,
-    },
-    /// The key is in the table.
-    Found {
-        /// Its metadata.
-        meta: ObjectMeta,
-        /// Its value (borrowed from the bytes just given).
-        value: &'a [u8],
-    },
-    /// The key is not in the table.
-    Absent,
-    /// Host memory did not decode, or stayed torn.
-    Failed(LookupError),
 }
 
 /// Why a lookup failed.
@@ -84,7 +61,7 @@ pub struct Lookup {
 
 impl Lookup {
     /// Starts a lookup of `key`; the first step is always a read.
-    pub fn start(layout: &TableLayout, hints: &SegmentHints, key: Key) -> (Lookup, Step<'static>) {
+    pub fn start(layout: &TableLayout, hints: &SegmentHints, key: Key) -> (Lookup, Next<'static>) {
         let home = layout.home_slot(&key);
         let segment = layout.segment_of(home);
         let to = (hints.d_known(segment) + LOOKUP_K).min(layout.d_max());
@@ -106,40 +83,36 @@ impl Lookup {
         self.key
     }
 
-    fn issue(&mut self, layout: &TableLayout) -> Step<'static> {
+    fn issue(&mut self, layout: &TableLayout) -> Next<'static> {
         self.reads += 1;
         match self.stage {
             Stage::Main { from, to } => {
                 self.slots_read += (to - from + 1) as u32;
-                Step::Read {
-                    offset: layout.slot_offset(self.home + from),
-                    len: (to - from + 1) * layout.slot_bytes(),
-                }
+                Next::single_read(
+                    layout.slot_offset(self.home + from),
+                    (to - from + 1) * layout.slot_bytes(),
+                )
             }
-            Stage::Header => Step::Read {
-                offset: layout.segment_header_offset(self.segment),
-                len: HEADER_BYTES,
-            },
+            Stage::Header => {
+                Next::single_read(layout.segment_header_offset(self.segment), HEADER_BYTES)
+            }
             Stage::Bucket { bucket, .. } => {
                 self.slots_read += layout.bucket_slots() as u32;
-                Step::Read {
-                    offset: layout.bucket_header_offset(bucket),
-                    len: layout.bucket_bytes(),
-                }
+                Next::single_read(layout.bucket_header_offset(bucket), layout.bucket_bytes())
             }
         }
     }
 
-    fn retry_torn(&mut self, layout: &TableLayout) -> Step<'static> {
+    fn retry_torn(&mut self, layout: &TableLayout) -> Next<'static> {
         self.torn += 1;
         if self.torn > TORN_RETRIES_MAX {
-            Step::Failed(LookupError::Torn)
+            Next::Failed(LookupError::Torn)
         } else {
             self.issue(layout)
         }
     }
 
-    fn enter_overflow(&mut self, layout: &TableLayout, hints: &SegmentHints) -> Step<'static> {
+    fn enter_overflow(&mut self, layout: &TableLayout, hints: &SegmentHints) -> Next<'static> {
         self.stage = match hints.overflow(self.segment) {
             OverflowHint::Head(bucket) => Stage::Bucket {
                 bucket,
@@ -156,12 +129,12 @@ impl Lookup {
         layout: &TableLayout,
         hints: &mut SegmentHints,
         data: &'a [u8],
-    ) -> Step<'a> {
+    ) -> Next<'a> {
         match self.stage {
             Stage::Main { from, to } => {
                 let sb = layout.slot_bytes();
                 if data.len() != (to - from + 1) * sb {
-                    return Step::Failed(LookupError::Decode(DecodeError::Inconsistent {
+                    return Next::Failed(LookupError::Decode(DecodeError::Inconsistent {
                         what: "probe range",
                         detail: "length",
                     }));
@@ -169,14 +142,14 @@ impl Lookup {
                 let (found, torn) =
                     match hints.observe_slots(layout, self.home + from, data, Some(&self.key)) {
                         Ok(x) => x,
-                        Err(e) => return Step::Failed(e.into()),
+                        Err(e) => return Next::Failed(e.into()),
                     };
                 let found = match found {
                     Some(SlotRead::Object { meta, value, .. }) => Some((meta, value)),
                     _ => None,
                 };
                 if let Some((meta, value)) = found {
-                    return Step::Found { meta, value };
+                    return Next::Found { meta, value };
                 }
                 if torn {
                     return self.retry_torn(layout);
@@ -194,7 +167,7 @@ impl Lookup {
                 Ok(h) => {
                     hints.set_overflow(self.segment, h.overflow_head);
                     match h.overflow_head {
-                        None => Step::Absent,
+                        None => Next::Absent,
                         Some(bucket) => {
                             self.stage = Stage::Bucket {
                                 bucket,
@@ -204,10 +177,10 @@ impl Lookup {
                         }
                     }
                 }
-                Err(e) => Step::Failed(e.into()),
+                Err(e) => Next::Failed(e.into()),
             },
             Stage::Bucket { confirmed, .. } => match find_in_bucket(layout, data, &self.key) {
-                Ok((_, Some(SlotRead::Object { meta, value, .. }))) => Step::Found { meta, value },
+                Ok((_, Some(SlotRead::Object { meta, value, .. }))) => Next::Found { meta, value },
                 Ok((_, Some(SlotRead::Torn))) => self.retry_torn(layout),
                 Ok((h, _)) => match (h.next, confirmed) {
                     (Some(next), _) => {
@@ -217,13 +190,13 @@ impl Lookup {
                         };
                         self.issue(layout)
                     }
-                    (None, true) => Step::Absent,
+                    (None, true) => Next::Absent,
                     (None, false) => {
                         self.stage = Stage::Header;
                         self.issue(layout)
                     }
                 },
-                Err(e) => Step::Failed(e.into()),
+                Err(e) => Next::Failed(e.into()),
             },
         }
     }

@@ -23,7 +23,7 @@ use crate::dma::DmaRead;
 use cache::{CacheStats, ObjectCache};
 use dlht_lookup::DlhtLookup;
 use hints::SegmentHints;
-use lookup::{Lookup, LookupError, Step};
+use lookup::{Lookup, LookupError};
 use splitkv_layout::table::TableLayout;
 use splitkv_layout::{FixedState, Key, ObjectMeta};
 
@@ -66,16 +66,10 @@ pub enum Next<'a> {
     Failed(LookupError),
 }
 
-impl<'a> From<Step<'a>> for Next<'a> {
-    fn from(s: Step<'a>) -> Next<'a> {
-        match s {
-            Step::Read { offset, len } => {
-                Next::Read([DmaRead { offset, len }, DmaRead::default()], 1)
-            }
-            Step::Found { meta, value } => Next::Found { meta, value },
-            Step::Absent => Next::Absent,
-            Step::Failed(e) => Next::Failed(e),
-        }
+impl Next<'static> {
+    /// A read of one element: `len` bytes at byte `offset`.
+    pub fn single_read(offset: usize, len: usize) -> Next<'static> {
+        Next::Read([DmaRead { offset, len }, DmaRead::default()], 1)
     }
 }
 
@@ -85,7 +79,7 @@ impl TableLookup {
         match index.kind {
             HostTableKind::Robinhood(layout) => {
                 let (l, s) = Lookup::start(&layout, &index.hints, key);
-                (TableLookup::Robinhood(l), s.into())
+                (TableLookup::Robinhood(l), s)
             }
             HostTableKind::Dlht => {
                 let (l, s) = DlhtLookup::start(key, index.dlht_bins);
@@ -98,7 +92,7 @@ impl TableLookup {
     pub fn advance<'a>(&mut self, index: &mut NicIndex, data: &'a [u8]) -> Next<'a> {
         match (self, index.kind) {
             (TableLookup::Robinhood(l), HostTableKind::Robinhood(layout)) => {
-                l.advance(&layout, &mut index.hints, data).into()
+                l.advance(&layout, &mut index.hints, data)
             }
             (TableLookup::Dlht(l), HostTableKind::Dlht) => {
                 let step = l.advance(data);
@@ -122,7 +116,7 @@ impl TableLookup {
                     l.key(),
                 );
                 *l = fresh;
-                s.into()
+                s
             }
             TableLookup::Dlht(l) => l.restart(),
         }
@@ -265,11 +259,6 @@ impl NicIndex {
     /// The location hints.
     pub fn hints(&self) -> &SegmentHints {
         &self.hints
-    }
-
-    /// The location hints, mutably (lookups update them).
-    pub fn hints_mut(&mut self) -> &mut SegmentHints {
-        &mut self.hints
     }
 }
 
