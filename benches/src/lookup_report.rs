@@ -115,14 +115,17 @@ pub fn run(
         let (mut l, mut step) = Lookup::start(&layout, &hints, *k);
         loop {
             match step {
-                Next::Read(v, _) => {
-                    // Robinhood lookups read one element per step.
-                    let (offset, len) = (v[0].offset, v[0].len);
-                    buf.resize(len, 0);
-                    table
-                        .region()
-                        .read_bytes(offset, &mut buf)
-                        .expect("in range");
+                Next::Read(v, n) => {
+                    // The elements of a vector, in order, into one buffer.
+                    buf.clear();
+                    for r in &v[..n] {
+                        let at = buf.len();
+                        buf.resize(at + r.len, 0);
+                        table
+                            .region()
+                            .read_bytes(r.offset, &mut buf[at..])
+                            .expect("in range");
+                    }
                     step = l.advance(&layout, &mut hints, &buf);
                 }
                 Next::Found { .. } => break,

@@ -6,25 +6,38 @@
 use rand::{Rng, SeedableRng};
 use rand_xoshiro::Xoshiro256PlusPlus;
 use splitkv_host::table::robinhood::RobinhoodTable;
-use splitkv_layout::table::TableConfig;
-use splitkv_layout::{Key, ObjectFlags, ObjectMeta};
+use splitkv_layout::table::{read_acquire, TableConfig, TableLayout};
+use splitkv_layout::{Key, ObjectFlags, ObjectMeta, Region};
 use splitkv_nic::index::hints::SegmentHints;
 use splitkv_nic::index::lookup::Lookup;
 use splitkv_nic::index::Next;
 
 /// Looks `key` up; returns (found, DMA reads).
 fn lookup(table: &RobinhoodTable, hints: &mut SegmentHints, key: Key) -> (Option<Vec<u8>>, u32) {
-    let layout = *table.layout();
-    let (mut l, mut step) = Lookup::start(&layout, hints, key);
+    lookup_in(table.layout(), table.region(), hints, key)
+}
+
+/// Looks `key` up in the table `layout` describes, stored in `region` (which
+/// another thread may be changing).
+fn lookup_in(
+    layout: &TableLayout,
+    region: &Region,
+    hints: &mut SegmentHints,
+    key: Key,
+) -> (Option<Vec<u8>>, u32) {
+    let (mut l, mut step) = Lookup::start(layout, hints, key);
     let mut buf = Vec::new();
     loop {
         match step {
-            Next::Read(v, _) => {
-                // Robinhood lookups read one element per step.
-                let (offset, len) = (v[0].offset, v[0].len);
-                buf.resize(len, 0);
-                table.region().read_bytes(offset, &mut buf).unwrap();
-                step = l.advance(&layout, hints, &buf);
+            Next::Read(v, n) => {
+                // The elements of a vector, in order, into one buffer.
+                buf.clear();
+                for r in &v[..n] {
+                    let at = buf.len();
+                    buf.resize(at + r.len, 0);
+                    read_acquire(region, r.offset, &mut buf[at..]).unwrap();
+                }
+                step = l.advance(layout, hints, &buf);
             }
             Next::Found { value, .. } => return (Some(value.to_vec()), l.reads),
             Next::Absent => return (None, l.reads),
@@ -127,6 +140,73 @@ fn lookups_follow_deletes_and_reinserts() {
             }
         }
     }
+}
+
+/// A host thread churns inserts and deletes (backward shifts, overflow swaps,
+/// bucket reuse) around a set of keys it never touches, while this thread
+/// looks those keys up the NIC's way: every lookup must find its key, with its
+/// value. This is a stress test, so it is probabilistic: with the
+/// move-sequence check of `Lookup` disabled (`absent_if_unmoved` always
+/// answering absent) it failed in 1 of 4 runs and in 1 of 3 shorter ones. The
+/// loom model in `robinhood_loom.rs` checks the same race exhaustively.
+#[test]
+fn concurrent_deletes_never_hide_a_present_key() {
+    let mut cfg = TableConfig::new(2_000, 8);
+    cfg.d_max = 4;
+    cfg.segment_slots = 4;
+    cfg.overflow_fraction_pct = 50;
+    cfg.bucket_slots = 2;
+    let mut table = RobinhoodTable::new(&cfg).unwrap();
+    let layout = *table.layout();
+    let region = table.region().clone();
+    let mut rng = Xoshiro256PlusPlus::seed_from_u64(11);
+    let stable: Vec<Key> = (0..layout.home_slots() as u64 / 3)
+        .map(|i| Key::new(1, i))
+        .collect();
+    for k in &stable {
+        table
+            .upsert(
+                *k,
+                ObjectMeta::new(1, ObjectFlags::empty()),
+                &k.id.to_le_bytes(),
+            )
+            .unwrap();
+    }
+    let done = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let writer = {
+        let done = done.clone();
+        std::thread::spawn(move || {
+            let mut rng = Xoshiro256PlusPlus::seed_from_u64(12);
+            let meta = ObjectMeta::new(1, ObjectFlags::empty());
+            let churn_keys = layout.home_slots() as u64 / 2;
+            let (mut live, mut moved) = (std::collections::HashSet::new(), 0u64);
+            for _ in 0..2_000_000 {
+                let k = Key::new(2, rng.gen_range(0..churn_keys));
+                if live.contains(&k) {
+                    assert!(table.remove(&k));
+                    live.remove(&k);
+                } else if table.upsert(k, meta, &[7; 8]).is_ok() {
+                    live.insert(k);
+                }
+            }
+            let s = table.stats();
+            moved += s.moved_by_shifts + s.overflow_swaps;
+            table.check_invariants().unwrap();
+            done.store(true, std::sync::atomic::Ordering::Release);
+            moved
+        })
+    };
+    let mut hints = SegmentHints::new(&layout);
+    let mut lookups = 0u64;
+    while !done.load(std::sync::atomic::Ordering::Acquire) {
+        let k = stable[rng.gen_range(0..stable.len())];
+        let (v, _) = lookup_in(&layout, &region, &mut hints, k);
+        assert_eq!(v.as_deref(), Some(&k.id.to_le_bytes()[..]), "{k:?} hidden");
+        lookups += 1;
+    }
+    let moved = writer.join().unwrap();
+    assert!(moved > 10_000, "the writer moved objects: {moved}");
+    assert!(lookups > 10_000, "the reader raced it: {lookups} lookups");
 }
 
 mod dlht {

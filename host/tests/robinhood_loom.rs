@@ -14,6 +14,12 @@
 //!   model with both readers takes ~90 s at preemption bound 2).
 //! * [`update_is_atomic_for_a_dma_reader`]: a value update racing a reader;
 //!   the reader sees the old or the new object whole, or `Torn`.
+//! * [`delete_shift_never_hides_a_key_from_a_checked_reader`]: a delete whose
+//!   backward shift moves a key one slot down, racing the NIC's own
+//!   [`Lookup`] state machine, which checks the segment's move sequence: it
+//!   finds the key or starts over, never reports it absent. Its non-vacuity
+//!   partner [`delete_shift_can_hide_a_key_from_an_unchecked_reader`] shows a
+//!   reader without that check does miss the key in some execution.
 //!
 //! Not part of the default tests: run `scripts/loom` (it builds with
 //! `RUSTFLAGS="--cfg loom"`, which swaps `Region`'s words and the table's
@@ -26,6 +32,10 @@ use loom::thread;
 use splitkv_host::table::{RobinhoodTable, TableConfig, TableLayout};
 use splitkv_layout::table::{find_in_slots, read_acquire, SlotRead};
 use splitkv_layout::{Key, ObjectFlags, ObjectMeta, Region};
+use splitkv_nic::index::hints::SegmentHints;
+use splitkv_nic::index::lookup::Lookup;
+use splitkv_nic::index::Next;
+use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
 
 mod loom_support;
 use loom_support::model;
@@ -201,4 +211,88 @@ fn update_is_atomic_for_a_dma_reader() {
         );
         assert_eq!(dma_lookup(&layout, t.region(), &a), Seen::Object(2));
     });
+}
+
+/// What one attempt of the NIC's [`Lookup`] of `key` saw: it stops when the
+/// lookup asks for a third DMA vector, which only a restart (moved objects) or
+/// a torn-slot retry needs; the undisturbed paths take at most two (probe with
+/// move sequence, then segment header).
+fn nic_lookup_once(layout: &TableLayout, region: &Region, key: Key) -> Seen {
+    let mut hints = SegmentHints::new(layout);
+    let (mut l, mut step) = Lookup::start(layout, &hints, key);
+    let mut buf = Vec::new();
+    loop {
+        match step {
+            Next::Read(v, n) => {
+                if l.reads > 2 {
+                    return Seen::Torn;
+                }
+                buf.clear();
+                for r in &v[..n] {
+                    let at = buf.len();
+                    buf.resize(at + r.len, 0);
+                    read_acquire(region, r.offset, &mut buf[at..]).unwrap();
+                }
+                step = l.advance(layout, &mut hints, &buf);
+            }
+            Next::Found { meta, value } => {
+                assert_eq!(value.len(), 8, "value length");
+                assert!(value.iter().all(|&b| b == value[0]), "torn value {value:?}");
+                assert_eq!(meta.version(), value[0] as u64);
+                return Seen::Object(value[0]);
+            }
+            Next::Absent => return Seen::Absent,
+            Next::Failed(e) => panic!("lookup failed: {e}"),
+        }
+    }
+}
+
+/// `c` at slot 2 (home 2) and `a` at slot 3 (home 2, displaced): deleting
+/// `c` shifts `a` back to slot 2 and clears slot 3, while `reader` looks `a`
+/// up.
+fn delete_shift(reader: fn(&TableLayout, &Region, Key) -> Seen) -> Seen {
+    let mut t = RobinhoodTable::new(&config()).unwrap();
+    let layout = *t.layout();
+    let c = key_with_home(&layout, 2, &[]);
+    let a = key_with_home(&layout, 2, &[c]);
+    assert!(t.upsert(c, meta(1), &val(1)).unwrap());
+    assert!(t.upsert(a, meta(2), &val(2)).unwrap());
+    let handle = {
+        let region = t.region().clone();
+        thread::spawn(move || reader(&layout, &region, a))
+    };
+    assert!(t.remove(&c));
+    let seen = handle.join().unwrap();
+    // The delete really shifted `a` back (so the window was exercised).
+    assert_eq!(t.stats().moved_by_shifts, 1);
+    assert_eq!(nic_lookup_once(&layout, t.region(), a), Seen::Object(2));
+    t.check_invariants().unwrap();
+    seen
+}
+
+#[test]
+fn delete_shift_never_hides_a_key_from_a_checked_reader() {
+    model(3, || {
+        let seen = delete_shift(nic_lookup_once);
+        assert!(
+            seen == Seen::Object(2) || seen == Seen::Torn,
+            "a NIC lookup of a key present throughout saw {seen:?}"
+        );
+    });
+}
+
+#[test]
+fn delete_shift_can_hide_a_key_from_an_unchecked_reader() {
+    static MISSED: AtomicBool = AtomicBool::new(false);
+    model(3, || {
+        let seen = delete_shift(|layout, region, key| dma_lookup(layout, region, &key));
+        if seen == Seen::Absent {
+            MISSED.store(true, Relaxed);
+        }
+    });
+    assert!(
+        MISSED.load(Relaxed),
+        "no execution hid the shifted key from a reader without the move check: \
+         the checked model above would prove nothing"
+    );
 }

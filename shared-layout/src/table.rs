@@ -23,7 +23,9 @@
 //! * **Segments.** Home positions are grouped into segments of `segment_slots`
 //!   (a power of two). The NIC index keeps one entry per segment (Xenic §4.1.3).
 //!   Each segment has a 64-byte [`SegmentHeader`]: the first overflow bucket of
-//!   its chain and the number of objects in that chain.
+//!   its chain, the number of objects in that chain, and a move sequence that
+//!   lets a reader tell when a concurrent delete moved one of the segment's
+//!   objects ([`HEADER_MOVES_OFFSET`]).
 //! * **Overflow buckets.** A fixed pool of buckets, each a 64-byte
 //!   [`BucketHeader`] (next bucket of the chain, occupied slots) followed by
 //!   `bucket_slots` slots, contiguous ([`TableLayout::bucket_bytes`]). An object
@@ -90,6 +92,13 @@ pub const HEADER_LINK_OFFSET: usize = 0;
 /// Byte offset, inside a segment or bucket header, of the count word
 /// (segment: objects in the chain; bucket: occupied slots).
 pub const HEADER_COUNT_OFFSET: usize = 8;
+/// Byte offset, inside a segment header, of the move sequence: a counter the
+/// host makes odd before a delete moves an object homed in the segment (or
+/// reuses a bucket that was in the segment's chain) and even again after. A
+/// reader that saw the same even value before and after its reads of a key
+/// knows no object homed in that segment moved meanwhile, so "not found" is
+/// definite. Bucket headers keep this word zero.
+pub const HEADER_MOVES_OFFSET: usize = 16;
 
 /// Byte offset of `seq_head` inside a slot.
 pub const SLOT_SEQ_HEAD_OFFSET: usize = 0;
@@ -625,15 +634,18 @@ pub fn find_in_bucket<'a>(
     Ok((header, find_in_slots(layout, slots, key)?))
 }
 
-/// Header of one segment: the head of its overflow chain (Xenic §4.1.2) and the
-/// number of objects in the chain. Encoded as 64 bytes: word 0 link
-/// (bucket index + 1, 0 = none), word 1 count, words 2..8 zero.
+/// Header of one segment: the head of its overflow chain (Xenic §4.1.2), the
+/// number of objects in the chain and the move sequence
+/// ([`HEADER_MOVES_OFFSET`]). Encoded as 64 bytes: word 0 link (bucket index +
+/// 1, 0 = none), word 1 count, word 2 move sequence, words 3..8 zero.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct SegmentHeader {
     /// First overflow bucket of the chain (0-based), if any.
     pub overflow_head: Option<usize>,
     /// Objects stored in the chain.
     pub overflow_count: u32,
+    /// Move sequence: odd while a delete moves objects homed in this segment.
+    pub moves: u64,
 }
 
 /// Header of one overflow bucket: the next bucket of its segment's chain and
@@ -647,14 +659,16 @@ pub struct BucketHeader {
     pub occupied: u32,
 }
 
-/// Decodes the common 64-byte header shape: `(link, count)`, checking length,
-/// link range, count bound and zero reserved words.
+/// Decodes the common 64-byte header shape: `(link, count, word 2)`, checking
+/// length, link range, count bound and zero reserved words (word 2 is reserved
+/// too unless `word2_used`).
 fn decode_header(
     layout: &TableLayout,
     bytes: &[u8],
     what: &'static str,
     count_max: usize,
-) -> Result<(Option<usize>, u32), DecodeError> {
+    word2_used: bool,
+) -> Result<(Option<usize>, u32, u64), DecodeError> {
     if bytes.len() > HEADER_BYTES {
         return Err(DecodeError::Inconsistent {
             what,
@@ -664,7 +678,14 @@ fn decode_header(
     let mut r = Reader::new(bytes, what);
     let link = r.u64()?;
     let count = r.u64()?;
-    for _ in 2..HEADER_BYTES / 8 {
+    let word2 = r.u64()?;
+    if word2 != 0 && !word2_used {
+        return Err(DecodeError::Inconsistent {
+            what,
+            detail: "reserved word not zero",
+        });
+    }
+    for _ in 3..HEADER_BYTES / 8 {
         if r.u64()? != 0 {
             return Err(DecodeError::Inconsistent {
                 what,
@@ -692,15 +713,16 @@ fn decode_header(
             max: count_max,
         });
     }
-    Ok((link, count as u32))
+    Ok((link, count as u32, word2))
 }
 
-fn encode_header(link: Option<usize>, count: u32) -> [u8; HEADER_BYTES] {
+fn encode_header(link: Option<usize>, count: u32, word2: u64) -> [u8; HEADER_BYTES] {
     let mut out = [0u8; HEADER_BYTES];
     out[HEADER_LINK_OFFSET..HEADER_LINK_OFFSET + 8]
         .copy_from_slice(&encode_link(link).to_le_bytes());
     out[HEADER_COUNT_OFFSET..HEADER_COUNT_OFFSET + 8]
         .copy_from_slice(&(count as u64).to_le_bytes());
+    out[HEADER_MOVES_OFFSET..HEADER_MOVES_OFFSET + 8].copy_from_slice(&word2.to_le_bytes());
     out
 }
 
@@ -711,21 +733,23 @@ impl SegmentHeader {
     /// Wrong length; a link to a bucket `≥ buckets`; a count over the pool's
     /// `buckets · bucket_slots`; non-zero reserved words.
     pub fn decode(layout: &TableLayout, bytes: &[u8]) -> Result<SegmentHeader, DecodeError> {
-        let (overflow_head, overflow_count) = decode_header(
+        let (overflow_head, overflow_count, moves) = decode_header(
             layout,
             bytes,
             "segment header",
             layout.buckets * layout.bucket_slots,
+            true,
         )?;
         Ok(SegmentHeader {
             overflow_head,
             overflow_count,
+            moves,
         })
     }
 
     /// The 64-byte encoding.
     pub fn encode(&self) -> [u8; HEADER_BYTES] {
-        encode_header(self.overflow_head, self.overflow_count)
+        encode_header(self.overflow_head, self.overflow_count, self.moves)
     }
 }
 
@@ -736,13 +760,14 @@ impl BucketHeader {
     /// Wrong length; a link to a bucket `≥ buckets`; `occupied > bucket_slots`;
     /// non-zero reserved words.
     pub fn decode(layout: &TableLayout, bytes: &[u8]) -> Result<BucketHeader, DecodeError> {
-        let (next, occupied) = decode_header(layout, bytes, "bucket header", layout.bucket_slots)?;
+        let (next, occupied, _) =
+            decode_header(layout, bytes, "bucket header", layout.bucket_slots, false)?;
         Ok(BucketHeader { next, occupied })
     }
 
     /// The 64-byte encoding.
     pub fn encode(&self) -> [u8; HEADER_BYTES] {
-        encode_header(self.next, self.occupied)
+        encode_header(self.next, self.occupied, 0)
     }
 }
 

@@ -198,9 +198,9 @@ proptest! {
     }
 
     #[test]
-    fn header_round_trip(link in prop::option::of(0usize..26), count in 0u32..=8) {
+    fn header_round_trip(link in prop::option::of(0usize..26), count in 0u32..=8, moves in any::<u64>()) {
         let l = layout(1000, 8);
-        let seg = SegmentHeader { overflow_head: link, overflow_count: count * 20 };
+        let seg = SegmentHeader { overflow_head: link, overflow_count: count * 20, moves };
         prop_assert_eq!(SegmentHeader::decode(&l, &seg.encode()), Ok(seg));
         let bucket = BucketHeader { next: link, occupied: count };
         prop_assert_eq!(BucketHeader::decode(&l, &bucket.encode()), Ok(bucket));
@@ -392,6 +392,7 @@ fn headers_validate_links_counts_and_reserved_words() {
     let seg_over = SegmentHeader {
         overflow_head: Some(0),
         overflow_count: 26 * 8 + 1,
+        moves: 0,
     }
     .encode();
     assert!(SegmentHeader::decode(&l, &seg_over).is_err());
@@ -400,6 +401,14 @@ fn headers_validate_links_counts_and_reserved_words() {
     reserved[63] = 1;
     assert!(matches!(
         SegmentHeader::decode(&l, &reserved),
+        Err(DecodeError::Inconsistent { .. })
+    ));
+    // Word 2 is the move sequence in a segment header, reserved in a bucket's.
+    let mut moved = SegmentHeader::default().encode();
+    moved[16] = 3;
+    assert_eq!(SegmentHeader::decode(&l, &moved).unwrap().moves, 3);
+    assert!(matches!(
+        BucketHeader::decode(&l, &moved),
         Err(DecodeError::Inconsistent { .. })
     ));
     let good = SegmentHeader::default().encode();

@@ -46,8 +46,9 @@
 //!   from `p0` upwards instead would keep each displaced object only in host
 //!   registers between two writes, and a reader could miss it (the
 //!   concurrent-reader test in `host/tests/robinhood.rs` catches that order).
-//! * **Remaining windows** (all caused by objects moving *down*, against the
-//!   reader's direction, or between the main array and a bucket):
+//! * **Deletes move objects down**, against the reader's direction, or from a
+//!   bucket into the main array, and per-slot sequence numbers cannot show
+//!   that (the reader sees each slot intact):
 //!   - backward shift: an object moved from slot `q` to `q - 1` is missed by a
 //!     reader that copied slot `q - 1` before the move and slot `q` after the
 //!     next object overwrote it;
@@ -55,24 +56,28 @@
 //!     then cleared in the bucket is missed by a reader that read the main
 //!     array before the copy and the bucket after the clear;
 //!   - a bucket that empties is unlinked and later reused by another segment; a
-//!     reader still inside it may then stop its chain walk early (its link word
-//!     is kept until reuse to make this rarer; the pool is FIFO for the same
-//!     reason).
+//!     reader still inside it may then stop its chain walk early.
 //!
-//!   Per-slot sequence numbers cannot detect these (the reader sees each slot
-//!   intact). Only deletes open them; inserts and updates never hide an
-//!   object. A reader that needs a definite "absent" while deletes run must
-//!   confirm it elsewhere; in Xenic that authority is the NIC index, which
-//!   holds the locks and cached copies of the objects being committed
-//!   (Xenic §4.1.3).
+//!   So every segment header carries a **move sequence**
+//!   (`splitkv_layout::table::HEADER_MOVES_OFFSET`): before a delete moves an
+//!   object homed in segment `S` (or an insert reuses a bucket that was in
+//!   `S`'s chain), the host makes `S`'s sequence odd; when the operation is
+//!   done, even again. A reader reads the sequence of its key's home segment
+//!   before its first slot and again after its last one; only the same even
+//!   value both times makes "not found" definite, otherwise it looks again
+//!   (the NIC lookup, `nic-runtime/src/index/lookup.rs`). A found object needs
+//!   no check: the slot seqlock already proves it was there. Inserts and
+//!   updates never touch the sequence, and the loom model
+//!   `delete_shift_never_hides_a_key_from_a_checked_reader`
+//!   (`host/tests/robinhood_loom.rs`) checks the delete side.
 
 use super::{Request, Upserted};
 use splitkv_layout::sync::fence;
 use splitkv_layout::sync::Ordering::{Relaxed, Release};
 use splitkv_layout::table::{
     decode_slot_info, encode_link, encode_slot_info, LayoutError, TableConfig, TableLayout,
-    HEADER_COUNT_OFFSET, HEADER_LINK_OFFSET, SLOT_FIXED_DATA_WORDS, SLOT_INFO_OFFSET,
-    SLOT_KEY_ID_OFFSET, SLOT_META_OFFSET, SLOT_STATE_OCCUPIED, SLOT_VALUE_OFFSET,
+    HEADER_COUNT_OFFSET, HEADER_LINK_OFFSET, HEADER_MOVES_OFFSET, SLOT_FIXED_DATA_WORDS,
+    SLOT_INFO_OFFSET, SLOT_KEY_ID_OFFSET, SLOT_META_OFFSET, SLOT_STATE_OCCUPIED, SLOT_VALUE_OFFSET,
 };
 use splitkv_layout::{Key, ObjectMeta, Region, CACHE_LINE_BYTES};
 use std::collections::VecDeque;
@@ -142,6 +147,11 @@ pub struct RobinhoodTable {
     new_words: Vec<u64>,
     /// Scratch: data words of an object being moved.
     copy_words: Vec<u64>,
+    /// Segments whose move sequence the running delete has made odd.
+    open_moves: Vec<usize>,
+    /// Per bucket: the segment whose chain it last belonged to (`usize::MAX`:
+    /// none yet), so reusing it can warn that segment's readers.
+    bucket_owner: Vec<usize>,
 }
 
 impl std::fmt::Debug for RobinhoodTable {
@@ -218,6 +228,8 @@ impl RobinhoodTable {
             chain: Vec::with_capacity(2 * (layout.d_max() + 1)),
             new_words: Vec::with_capacity(data_words),
             copy_words: Vec::with_capacity(data_words),
+            open_moves: Vec::with_capacity(2 * layout.d_max() / layout.segment_slots() + 4),
+            bucket_owner: vec![usize::MAX; layout.buckets()],
         })
     }
 
@@ -529,6 +541,17 @@ impl RobinhoodTable {
             }
             Ok(())
         };
+        for segment in 0..l.segments() {
+            let moves = self.region.load(
+                l.segment_header_offset(segment) + HEADER_MOVES_OFFSET,
+                Relaxed,
+            );
+            if moves & 1 != 0 {
+                return Err(format!(
+                    "segment {segment}: move sequence left odd ({moves})"
+                ));
+            }
+        }
         let mut main_len = 0;
         for pos in 0..l.main_slots() {
             check_seq(l.slot_offset(pos))?;
@@ -717,6 +740,32 @@ impl RobinhoodTable {
         self.region.store(offset, count as u64, Release);
     }
 
+    /// Makes `segment`'s move sequence odd before the running operation moves
+    /// one of its objects (once per operation). The Release fence orders the
+    /// odd value before every slot write that follows, so a reader that copies
+    /// any of those writes sees a changed sequence when it re-reads the header.
+    fn moves_open(&mut self, segment: usize) {
+        if self.open_moves.contains(&segment) {
+            return;
+        }
+        let offset = self.layout.segment_header_offset(segment) + HEADER_MOVES_OFFSET;
+        let seq = self.region.load(offset, Relaxed);
+        debug_assert_eq!(seq % 2, 0, "segment {segment} left mid-move");
+        self.region.store(offset, seq + 1, Relaxed);
+        fence(Release);
+        self.open_moves.push(segment);
+    }
+
+    /// Makes every sequence [`RobinhoodTable::moves_open`] opened even again
+    /// (Release: the moves happen before the new value).
+    fn moves_close(&mut self) {
+        while let Some(segment) = self.open_moves.pop() {
+            let offset = self.layout.segment_header_offset(segment) + HEADER_MOVES_OFFSET;
+            let seq = self.region.load(offset, Relaxed);
+            self.region.store(offset, seq + 1, Release);
+        }
+    }
+
     // ---- lookup ------------------------------------------------------------
 
     /// Main-array slot of `key` (home `home`). Stops early at an empty slot or at
@@ -823,6 +872,12 @@ impl RobinhoodTable {
         let slot = loop {
             let Some(bucket) = link else {
                 let bucket = self.free_buckets.pop_front().ok_or(TableError::Full)?;
+                // A reader of the bucket's former segment may still be inside
+                // it and would lose its way: warn it through that segment.
+                let former = std::mem::replace(&mut self.bucket_owner[bucket], segment);
+                if former != usize::MAX {
+                    self.moves_open(former);
+                }
                 write_slot(
                     &self.region,
                     &self.layout,
@@ -839,6 +894,7 @@ impl RobinhoodTable {
                     encode_link(Some(bucket)),
                     Release,
                 );
+                self.moves_close();
                 break None;
             };
             let count = self.bucket_count(bucket);
@@ -874,6 +930,12 @@ impl RobinhoodTable {
     /// Empties main slot `pos`: overflow swap if possible, else backward shift
     /// of the following run (then overflow swap into the slot it frees).
     fn remove_main(&mut self, pos: usize) {
+        self.remove_main_moving(pos);
+        self.moves_close();
+    }
+
+    /// [`RobinhoodTable::remove_main`] without closing the move sequences.
+    fn remove_main_moving(&mut self, pos: usize) {
         if self.overflow_swap_into(pos) {
             return;
         }
@@ -881,6 +943,10 @@ impl RobinhoodTable {
         while next < self.layout.main_slots() {
             match self.main_home(next) {
                 Some(home) if home < next => {
+                    // The object is in two slots until the next copy (or the
+                    // final clear) overwrites `next`: its segment stays odd
+                    // until the whole delete is done.
+                    self.moves_open(self.layout.segment_of(home));
                     self.copy_slot(
                         self.layout.slot_offset(next),
                         self.layout.slot_offset(next - 1),
@@ -947,6 +1013,7 @@ impl RobinhoodTable {
                     let home = self.layout.home_slot(&self.key_at(offset, info));
                     if (lo..=hi).contains(&home) {
                         // Into the main array first, out of the bucket second.
+                        self.moves_open(segment);
                         self.copy_slot(offset, self.layout.slot_offset(pos));
                         self.max_displacement_seen = self.max_displacement_seen.max(pos - home);
                         self.overflow_remove(segment, bucket, index);

@@ -11,27 +11,44 @@
 //! confirmed the chain that was searched, so a stale overflow hint costs a read,
 //! not a wrong answer. Torn slots are read again, up to [`TORN_RETRIES_MAX`].
 //!
+//! Deletes move objects against the reader's direction (Robinhood backward
+//! shift, overflow swap; `host/src/table/robinhood.rs`), which could make a
+//! present key look absent. So the first read is a two-element vector: the home
+//! segment's move sequence word, then the slots (elements execute in order).
+//! "Absent" also needs a header read after the last slot read that shows the
+//! same even sequence; otherwise the lookup starts over, up to
+//! [`MOVED_RESTARTS_MAX`] times. Found objects need no such check.
+//!
 //! A [`Lookup`] is a pure state machine over bytes: the server feeds it DMA
 //! completions, and the Table 2 report feeds it direct copies.
 
 use super::hints::{OverflowHint, SegmentHints};
 use super::Next;
-use splitkv_layout::table::{find_in_bucket, SegmentHeader, SlotRead, TableLayout, HEADER_BYTES};
+use crate::dma::DmaRead;
+use splitkv_layout::table::{
+    find_in_bucket, SegmentHeader, SlotRead, TableLayout, HEADER_BYTES, HEADER_MOVES_OFFSET,
+};
 use splitkv_layout::{DecodeError, Key};
 
 /// Extra slots read past the known displacement (Xenic §4.1.3 sets k = 1).
 pub const LOOKUP_K: usize = 1;
 /// Re-reads of a torn slot before the lookup fails.
 pub const TORN_RETRIES_MAX: u32 = 64;
+/// Fresh starts after a concurrent delete moved objects of the key's segment,
+/// before the lookup fails.
+pub const MOVED_RESTARTS_MAX: u32 = 64;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Stage {
-    /// Main-array slots at displacements `from ..= to`.
-    Main { from: usize, to: usize },
+    /// Main-array slots at displacements `from ..= to`, preceded by the home
+    /// segment's move sequence word if `moves` (the first read).
+    Main { from: usize, to: usize, moves: bool },
     /// The segment header.
     Header,
     /// Overflow bucket; `confirmed` if its chain head came from a fresh header.
     Bucket { bucket: usize, confirmed: bool },
+    /// The home segment's move sequence word, read after the last bucket.
+    Confirm,
 }
 
 /// Why a lookup failed.
@@ -43,6 +60,10 @@ pub enum LookupError {
     /// A slot stayed torn for [`TORN_RETRIES_MAX`] reads.
     #[error("slot stayed torn")]
     Torn,
+    /// Deletes kept moving objects of the key's segment for
+    /// [`MOVED_RESTARTS_MAX`] fresh starts.
+    #[error("objects kept moving under the lookup")]
+    Moving,
 }
 
 /// One key's lookup in progress.
@@ -53,6 +74,10 @@ pub struct Lookup {
     segment: usize,
     stage: Stage,
     torn: u32,
+    /// Fresh starts after a changed move sequence.
+    restarts: u32,
+    /// The home segment's move sequence seen by the first read.
+    moves_seen: u64,
     /// DMA reads issued so far (round trips).
     pub reads: u32,
     /// Slots (objects) transferred so far.
@@ -64,18 +89,48 @@ impl Lookup {
     pub fn start(layout: &TableLayout, hints: &SegmentHints, key: Key) -> (Lookup, Next<'static>) {
         let home = layout.home_slot(&key);
         let segment = layout.segment_of(home);
-        let to = (hints.d_known(segment) + LOOKUP_K).min(layout.d_max());
         let mut l = Lookup {
             key,
             home,
             segment,
-            stage: Stage::Main { from: 0, to },
+            stage: Stage::Header,
             torn: 0,
+            restarts: 0,
+            moves_seen: 0,
             reads: 0,
             slots_read: 0,
         };
-        let step = l.issue(layout);
+        let step = l.first_read(layout, hints);
         (l, step)
+    }
+
+    /// (Re)starts at the home slot: move sequence, then `d_i + k` slots.
+    fn first_read(&mut self, layout: &TableLayout, hints: &SegmentHints) -> Next<'static> {
+        let to = (hints.d_known(self.segment) + LOOKUP_K).min(layout.d_max());
+        self.stage = Stage::Main {
+            from: 0,
+            to,
+            moves: true,
+        };
+        self.issue(layout)
+    }
+
+    /// Reports absent if the move sequence `now` (read after every slot read)
+    /// equals the even one seen first; otherwise starts over.
+    fn absent_if_unmoved(
+        &mut self,
+        layout: &TableLayout,
+        hints: &SegmentHints,
+        now: u64,
+    ) -> Next<'static> {
+        if now == self.moves_seen && now.is_multiple_of(2) {
+            return Next::Absent;
+        }
+        self.restarts += 1;
+        if self.restarts > MOVED_RESTARTS_MAX {
+            return Next::Failed(LookupError::Moving);
+        }
+        self.first_read(layout, hints)
     }
 
     /// The key being looked up.
@@ -86,20 +141,37 @@ impl Lookup {
     fn issue(&mut self, layout: &TableLayout) -> Next<'static> {
         self.reads += 1;
         match self.stage {
-            Stage::Main { from, to } => {
+            Stage::Main { from, to, moves } => {
                 self.slots_read += (to - from + 1) as u32;
-                Next::single_read(
-                    layout.slot_offset(self.home + from),
-                    (to - from + 1) * layout.slot_bytes(),
-                )
+                let slots = DmaRead {
+                    offset: layout.slot_offset(self.home + from),
+                    len: (to - from + 1) * layout.slot_bytes(),
+                };
+                if moves {
+                    Next::Read([self.moves_read(layout), slots], 2)
+                } else {
+                    Next::Read([slots, DmaRead::default()], 1)
+                }
             }
             Stage::Header => {
                 Next::single_read(layout.segment_header_offset(self.segment), HEADER_BYTES)
+            }
+            Stage::Confirm => {
+                let r = self.moves_read(layout);
+                Next::single_read(r.offset, r.len)
             }
             Stage::Bucket { bucket, .. } => {
                 self.slots_read += layout.bucket_slots() as u32;
                 Next::single_read(layout.bucket_header_offset(bucket), layout.bucket_bytes())
             }
+        }
+    }
+
+    /// The home segment's move sequence word.
+    fn moves_read(&self, layout: &TableLayout) -> DmaRead {
+        DmaRead {
+            offset: layout.segment_header_offset(self.segment) + HEADER_MOVES_OFFSET,
+            len: 8,
         }
     }
 
@@ -131,14 +203,22 @@ impl Lookup {
         data: &'a [u8],
     ) -> Next<'a> {
         match self.stage {
-            Stage::Main { from, to } => {
+            Stage::Main { from, to, moves } => {
                 let sb = layout.slot_bytes();
-                if data.len() != (to - from + 1) * sb {
+                let word = if moves { 8 } else { 0 };
+                if data.len() != word + (to - from + 1) * sb {
                     return Next::Failed(LookupError::Decode(DecodeError::Inconsistent {
                         what: "probe range",
                         detail: "length",
                     }));
                 }
+                let data = if moves {
+                    let (seq, slots) = data.split_at(8);
+                    self.moves_seen = u64::from_le_bytes(seq.try_into().expect("8 bytes"));
+                    slots
+                } else {
+                    data
+                };
                 let (found, torn) =
                     match hints.observe_slots(layout, self.home + from, data, Some(&self.key)) {
                         Ok(x) => x,
@@ -158,6 +238,7 @@ impl Lookup {
                     self.stage = Stage::Main {
                         from: to + 1,
                         to: layout.d_max(),
+                        moves: false,
                     };
                     return self.issue(layout);
                 }
@@ -167,7 +248,8 @@ impl Lookup {
                 Ok(h) => {
                     hints.set_overflow(self.segment, h.overflow_head);
                     match h.overflow_head {
-                        None => Next::Absent,
+                        // Read after every slot read: it confirms them too.
+                        None => self.absent_if_unmoved(layout, hints, h.moves),
                         Some(bucket) => {
                             self.stage = Stage::Bucket {
                                 bucket,
@@ -190,13 +272,23 @@ impl Lookup {
                         };
                         self.issue(layout)
                     }
-                    (None, true) => Next::Absent,
+                    (None, true) => {
+                        self.stage = Stage::Confirm;
+                        self.issue(layout)
+                    }
                     (None, false) => {
                         self.stage = Stage::Header;
                         self.issue(layout)
                     }
                 },
                 Err(e) => Next::Failed(e.into()),
+            },
+            Stage::Confirm => match <[u8; 8]>::try_from(data) {
+                Ok(word) => self.absent_if_unmoved(layout, hints, u64::from_le_bytes(word)),
+                Err(_) => Next::Failed(LookupError::Decode(DecodeError::Inconsistent {
+                    what: "move sequence",
+                    detail: "length",
+                })),
             },
         }
     }
