@@ -39,6 +39,7 @@ fn config() -> TableConfig {
         segment_slots: 8,
         overflow_fraction_pct: 0,
         bucket_slots: 1,
+        value_blocks: None,
     }
 }
 
