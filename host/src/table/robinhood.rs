@@ -144,8 +144,8 @@ const EMPTY_SLOT_WORDS: [u64; SLOT_FIXED_DATA_WORDS] = [0; SLOT_FIXED_DATA_WORDS
 /// the NIC runtime reads [`RobinhoodTable::region`] clones concurrently (see the
 /// module docs for what such readers may observe).
 ///
-/// Steady-state operations do not allocate: scratch buffers and the bucket free
-/// list are sized at construction.
+/// Steady-state operations do not allocate: scratch buffers and the bucket and
+/// value-block free lists are sized at construction.
 pub struct RobinhoodTable {
     layout: TableLayout,
     region: Region,

@@ -117,7 +117,7 @@ fn bit(n: NodeId) -> u32 {
 
 impl Coordinator {
     /// A coordinator whose transactions may write values of at most
-    /// `value_bytes_max` bytes (the host table's slot capacity).
+    /// `value_bytes_max` bytes (the longest value the host table stores).
     pub fn new(value_bytes_max: usize) -> Coordinator {
         let txs: Vec<_> = (0..TX_INFLIGHT_MAX).map(|_| TxCtx::new()).collect();
         Coordinator {
