@@ -102,9 +102,45 @@ impl Procedure for Copy {
     }
 }
 
+/// `put_many(n: u8, len: u16, id × n)`: writes `len` bytes of 9 to `n` keys.
+struct PutMany;
+
+impl PutMany {
+    fn keys(args: &[u8]) -> Result<Vec<Key>, ProcError> {
+        let n = *args.first().ok_or(ProcError::BadArgs("needs a count"))? as usize;
+        (0..n).map(|i| id_arg(args, 3 + 8 * i)).collect()
+    }
+}
+
+impl Procedure for PutMany {
+    fn name(&self) -> &'static str {
+        "put_many"
+    }
+    fn plan(&self, args: &[u8], plan: &mut TxPlan) -> Result<(), ProcError> {
+        for k in Self::keys(args)? {
+            plan.write(k);
+        }
+        Ok(())
+    }
+    fn execute(
+        &self,
+        args: &[u8],
+        _: &ReadView,
+        w: &mut WriteSet,
+        _: &mut Vec<u8>,
+    ) -> Result<(), UserAbort> {
+        let len = u16::from_le_bytes([args[1], args[2]]) as usize;
+        for k in Self::keys(args).unwrap() {
+            w.put(k, &vec![9u8; len]);
+        }
+        Ok(())
+    }
+}
+
 const PUT: u32 = 0;
 const GET: u32 = 1;
 const COPY: u32 = 2;
+const PUT_MANY: u32 = 3;
 const NODES: usize = 3;
 
 fn cluster(value_bytes_max: usize) -> Result<Vec<Node>, NodeError> {
@@ -117,6 +153,7 @@ fn cluster(value_bytes_max: usize) -> Result<Vec<Node>, NodeError> {
             assert_eq!(procs.register(Arc::new(Put)), PUT);
             assert_eq!(procs.register(Arc::new(Get)), GET);
             assert_eq!(procs.register(Arc::new(Copy)), COPY);
+            assert_eq!(procs.register(Arc::new(PutMany)), PUT_MANY);
             let mut cfg = NodeConfig::new(n as u16, placement, 256, value_bytes_max);
             // A tiny cache: most reads miss and go to the host table by DMA.
             cfg.cache_objects = 2;
@@ -297,4 +334,39 @@ fn value_size_limits_are_typed_errors() {
     let (status, out) = call(&mut nodes, &mut now, 1, GET, &args(&[1], &[]));
     assert_eq!(status, TxStatus::Committed);
     assert_eq!(out[1..], [5u8; 300]);
+}
+
+/// A transaction whose messages could not fit one packet at this value size
+/// (keys × (value_bytes_max + item header) over the MTU) is rejected up front,
+/// instead of stopping a NIC runtime when it sends; smaller ones commit.
+#[test]
+fn transactions_too_large_for_a_packet_are_rejected() {
+    let mut nodes = cluster(1024).unwrap();
+    let mut now = 0;
+    let put_many = |n: u8, len: u16| {
+        let mut a = vec![n];
+        a.extend_from_slice(&len.to_le_bytes());
+        for id in 0..n as u64 {
+            a.extend_from_slice(&(100 + id).to_le_bytes());
+        }
+        a
+    };
+    // 12 values of 1000 B would make a 12.3 KB COMMIT message.
+    let (status, why) = call(&mut nodes, &mut now, 0, PUT_MANY, &put_many(12, 1000));
+    assert_eq!(
+        status,
+        TxStatus::Rejected,
+        "{}",
+        String::from_utf8_lossy(&why)
+    );
+    assert!(String::from_utf8_lossy(&why).contains("too large for one packet"));
+    let (status, _) = call(&mut nodes, &mut now, 0, PUT_MANY, &put_many(8, 1000));
+    assert_eq!(status, TxStatus::Committed);
+    let (status, out) = call(&mut nodes, &mut now, 2, GET, &args(&[107], &[]));
+    assert_eq!(status, TxStatus::Committed);
+    assert_eq!(out[1..], [9u8; 1000]);
+    // Nodes with 8-byte values take the full 16-key write set.
+    let mut small = cluster(8).unwrap();
+    let (status, _) = call(&mut small, &mut now, 0, PUT_MANY, &put_many(16, 8));
+    assert_eq!(status, TxStatus::Committed);
 }
