@@ -329,7 +329,8 @@ impl TableLayout {
     /// Validates `config` and computes the layout. `home_slots` is
     /// `next_power_of_two(capacity_keys · 10 / 9)` (integer division), so the
     /// table is about 90% full at capacity; the overflow pool has
-    /// `⌈⌈home_slots · overflow_fraction_pct / 100⌉ / bucket_slots⌉` buckets.
+    /// `⌈⌈home_slots · overflow_fraction_pct / 100⌉ / bucket_slots⌉` buckets;
+    /// the value heap has [`TableConfig::value_blocks_resolved`] blocks.
     ///
     /// # Errors
     /// A [`LayoutError`] naming the first out-of-range field.
