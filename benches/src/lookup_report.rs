@@ -12,6 +12,7 @@ use rand_xoshiro::Xoshiro256PlusPlus;
 use splitkv_host::table::robinhood::{RobinhoodTable, TableError};
 use splitkv_layout::table::{TableConfig, D_MAX_LIMIT};
 use splitkv_layout::{Key, ObjectFlags, ObjectMeta};
+use splitkv_nic::dma::read_vector;
 use splitkv_nic::index::hints::SegmentHints;
 use splitkv_nic::index::lookup::Lookup;
 use splitkv_nic::index::Next;
@@ -116,16 +117,7 @@ pub fn run(
         loop {
             match step {
                 Next::Read(v, n) => {
-                    // The elements of a vector, in order, into one buffer.
-                    buf.clear();
-                    for r in &v[..n] {
-                        let at = buf.len();
-                        buf.resize(at + r.len, 0);
-                        table
-                            .region()
-                            .read_bytes(r.offset, &mut buf[at..])
-                            .expect("in range");
-                    }
+                    read_vector(table.region(), &v[..n], &mut buf).expect("in range");
                     step = l.advance(&layout, &mut hints, &buf);
                 }
                 Next::Found { .. } => break,

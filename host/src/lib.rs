@@ -14,4 +14,4 @@ pub mod table;
 
 pub use client::{Client, ClientError};
 pub use log::HostWorker;
-pub use node::{build_node, Node, NodeConfig, NodeError};
+pub use node::{build_node, Node, NodeConfig, NodeError, NODE_VALUE_BYTES_MAX};

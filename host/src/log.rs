@@ -120,8 +120,9 @@ impl HostWorker {
     /// only if it is newer than the table's version of its key, in log order.
     ///
     /// # Panics
-    /// If the table is full: the table is sized for the key space at start-up,
-    /// so a full table is a configuration error that must stop the node.
+    /// If the table (or the Robinhood value heap) is full: the table is sized
+    /// for the key space at start-up, so a full table is a configuration error
+    /// that must stop the node.
     pub fn run_iteration(&mut self, _now: Nanos) -> bool {
         let mut work = false;
         self.entries.clear();
@@ -230,6 +231,9 @@ fn apply_batch(table: &mut RobinhoodTable, stats: &mut WorkerStats, reqs: &mut [
             Some(Ok(_)) => stats.applied += 1,
             Some(Err(TableError::Full)) => {
                 panic!("host table full: size it for the key space (--accounts-per-node)")
+            }
+            Some(Err(e @ TableError::ValueHeapFull { .. })) => {
+                panic!("{e}: size TableConfig::value_blocks for the long values stored")
             }
             Some(Err(e)) => panic!("log record does not fit the table: {e}"),
             None => unreachable!("a batch executes every request"),

@@ -13,14 +13,16 @@ use crate::log::HostWorker;
 use crate::table::{HostTable, HostTableError, TableKind};
 use splitkv_layout::ring::{ring_pair, RingError};
 use splitkv_layout::table::TableConfig;
-use splitkv_layout::wire::NodeId;
+use splitkv_layout::wire::{NodeId, WIRE_VALUE_BYTES_MAX};
 use splitkv_nic::dma::local::LocalDma;
 use splitkv_nic::net::Transport;
 use splitkv_nic::{HostPorts, Nanos, NicParts, NicRuntime, Placement, ProcedureRegistry};
 
-/// Largest inline value the host table may be configured for (larger values go
-/// out of line, which is not implemented yet).
-pub const NODE_VALUE_BYTES_MAX: usize = 256;
+/// Largest value a node may be configured for: what one wire item carries
+/// ([`WIRE_VALUE_BYTES_MAX`]). The Robinhood table keeps values over 256 B out
+/// of line (Xenic §4.1.2); the DLHT has its own, lower limit
+/// ([`HostTableError::DlhtValueSize`]).
+pub const NODE_VALUE_BYTES_MAX: usize = WIRE_VALUE_BYTES_MAX;
 
 /// How to build one node.
 #[derive(Debug, Clone)]
@@ -78,7 +80,7 @@ pub enum NodeError {
     #[error("ring: {0}")]
     Ring(#[from] RingError),
     /// Value size over [`NODE_VALUE_BYTES_MAX`].
-    #[error("value size {0} B exceeds the inline maximum {NODE_VALUE_BYTES_MAX} B")]
+    #[error("value size {0} B exceeds the node maximum of {NODE_VALUE_BYTES_MAX} B (the wire's item limit)")]
     ValueTooLarge(usize),
     /// Node id outside the cluster.
     #[error("node {node} outside a {nodes}-node cluster")]

@@ -75,6 +75,7 @@ fn small_config_strategy() -> impl Strategy<Value = TableConfig> {
                 segment_slots,
                 overflow_fraction_pct: pct,
                 bucket_slots,
+                value_blocks: None,
             },
         )
 }
@@ -159,6 +160,7 @@ fn overflow_paths_are_exercised() {
         segment_slots: 4,
         overflow_fraction_pct: 100,
         bucket_slots: 2,
+        value_blocks: None,
     };
     let mut table = RobinhoodTable::new(&config).unwrap();
     let mut model = Model::new();
@@ -323,6 +325,7 @@ fn concurrent_reader_never_misses_a_present_key() {
         segment_slots: 16,
         overflow_fraction_pct: 50,
         bucket_slots: 4,
+        value_blocks: None,
     };
     let mut table = RobinhoodTable::new(&config).unwrap();
     let layout = *table.layout();
@@ -361,7 +364,7 @@ fn concurrent_reader_never_misses_a_present_key() {
                 for slot in buf.chunks(slot_bytes) {
                     if let Ok(SlotRead::Object { meta, value, key }) = decode_slot(&layout, slot) {
                         assert_eq!(
-                            value,
+                            value.inline().expect("8-byte values are inline"),
                             versioned_value(meta.version()),
                             "torn value for {key:?}"
                         );

@@ -58,6 +58,7 @@ fn config_strategy() -> impl Strategy<Value = TableConfig> {
                 segment_slots,
                 overflow_fraction_pct: pct,
                 bucket_slots,
+                value_blocks: None,
             },
         )
 }
@@ -189,6 +190,7 @@ fn errors_are_per_request() {
         segment_slots: 4,
         overflow_fraction_pct: 0,
         bucket_slots: 1,
+        value_blocks: None,
     };
     let mut table = RobinhoodTable::new(&config).unwrap();
     let meta = ObjectMeta::new(1, ObjectFlags::READABLE);

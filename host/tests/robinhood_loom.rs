@@ -20,6 +20,11 @@
 //!   finds the key or starts over, never reports it absent. Its non-vacuity
 //!   partner [`delete_shift_can_hide_a_key_from_an_unchecked_reader`] shows a
 //!   reader without that check does miss the key in some execution.
+//! * [`reused_value_block_is_never_taken_for_the_slots_value`]: two updates of
+//!   an out-of-line value (the second reuses the block the first freed) racing
+//!   a reader that copies the slot and then the block it names, as the NIC
+//!   lookup does; the reader returns a whole value of the version its slot
+//!   named, or sees `Torn`/`Stale` (the NIC would start over).
 //!
 //! Not part of the default tests: run `scripts/loom` (it builds with
 //! `RUSTFLAGS="--cfg loom"`, which swaps `Region`'s words and the table's
@@ -30,7 +35,9 @@
 
 use loom::thread;
 use splitkv_host::table::{RobinhoodTable, TableConfig, TableLayout};
-use splitkv_layout::table::{find_in_slots, read_acquire, SlotRead};
+use splitkv_layout::table::{
+    decode_slot, decode_value_block, find_in_slots, read_acquire, BlockRead, SlotRead, SlotValue,
+};
 use splitkv_layout::{Key, ObjectFlags, ObjectMeta, Region};
 use splitkv_nic::index::hints::SegmentHints;
 use splitkv_nic::index::lookup::Lookup;
@@ -49,6 +56,7 @@ fn config() -> TableConfig {
         segment_slots: 8,
         overflow_fraction_pct: 0,
         bucket_slots: 1,
+        value_blocks: None,
     }
 }
 
@@ -113,6 +121,7 @@ fn dma_lookup(layout: &TableLayout, region: &Region, key: &Key) -> Seen {
             value,
         }) => {
             assert_eq!(k, *key);
+            let value = value.inline().expect("8-byte values are inline");
             assert_eq!(value.len(), 8, "value length");
             assert!(value.iter().all(|&b| b == value[0]), "torn value {value:?}");
             assert_eq!(
@@ -295,4 +304,109 @@ fn delete_shift_can_hide_a_key_from_an_unchecked_reader() {
         "no execution hid the shifted key from a reader without the move check: \
          the checked model above would prove nothing"
     );
+}
+
+/// What a simulated DMA lookup of an out-of-line value saw.
+#[derive(Debug, PartialEq, Eq)]
+enum SeenLong {
+    /// A whole value of this version.
+    Value(u8),
+    /// The slot or the block was torn, or the block was reused: start over.
+    Retry,
+}
+
+/// Out-of-line value of version `v`: `257 + v` bytes, all `v`.
+fn long_val(v: u8) -> Vec<u8> {
+    vec![v; 257 + v as usize]
+}
+
+/// Copies the words `words` (increasing word indexes) of the `len`-byte record
+/// at `offset` into a zeroed image, in increasing address order with Acquire
+/// loads. A DMA read of a subset of a record's words in address order is still
+/// covered by the seqlock argument of `splitkv_layout::table` (head first, tail
+/// last); reading only the words the check needs keeps the model small.
+fn read_words(region: &Region, offset: usize, len: usize, words: &[usize]) -> Vec<u8> {
+    let mut image = vec![0u8; len];
+    for &w in words {
+        read_acquire(region, offset + 8 * w, &mut image[8 * w..8 * w + 8]).unwrap();
+    }
+    image
+}
+
+/// Reads `key`'s home slot, then the block it references, like
+/// `splitkv_nic::index::lookup` (which reads `d_i + k` whole slots and the
+/// whole block). Of the slot it copies the sequence, info, key, meta and
+/// reference words; of the block the sequence and header words and the first
+/// and last value word, and checks that both value words are the version's.
+fn dma_lookup_long(layout: &TableLayout, region: &Region, key: &Key) -> SeenLong {
+    let slot_words = layout.slot_bytes() / 8;
+    let slot = read_words(
+        region,
+        layout.slot_offset(layout.home_slot(key)),
+        layout.slot_bytes(),
+        &[0, 1, 2, 3, 4, 5, slot_words - 1],
+    );
+    let (meta, block, len) = match decode_slot(layout, &slot).expect("a slot decodes") {
+        SlotRead::Torn => return SeenLong::Retry,
+        SlotRead::Object {
+            key: k,
+            meta,
+            value: SlotValue::OutOfLine { block, len },
+        } if k == *key => (meta, block, len),
+        other => panic!("{key:?} always holds a long value, read {other:?}"),
+    };
+    let block_words = layout.value_block_bytes() / 8;
+    let last_value_word = 4 + len.div_ceil(8) - 1;
+    let bytes = read_words(
+        region,
+        layout.value_block_offset(block.block),
+        layout.value_block_bytes(),
+        &[0, 1, 2, 3, 4, last_value_word, block_words - 1],
+    );
+    match decode_value_block(layout, &bytes, key, meta, len, block).expect("a block decodes") {
+        BlockRead::Value(value) => {
+            let v = meta.version() as u8;
+            assert_eq!(
+                value.len(),
+                long_val(v).len(),
+                "length is not version {v}'s"
+            );
+            assert_eq!(value[..8], [v; 8], "first value word is not version {v}'s");
+            assert!(
+                value[8 * (last_value_word - 4)..].iter().all(|&b| b == v),
+                "last value word is not version {v}'s"
+            );
+            SeenLong::Value(v)
+        }
+        BlockRead::Torn | BlockRead::Stale => SeenLong::Retry,
+    }
+}
+
+#[test]
+fn reused_value_block_is_never_taken_for_the_slots_value() {
+    model(2, || {
+        // Values up to 264 B: 256 inline, 264 in a block; two blocks, so the
+        // second update reuses the block the first one freed.
+        let cfg = TableConfig {
+            value_bytes_max: 264,
+            value_blocks: Some(2),
+            ..config()
+        };
+        let mut t = RobinhoodTable::new(&cfg).unwrap();
+        let layout = *t.layout();
+        let (_, a, _) = keys(&layout);
+        assert!(t.upsert(a, meta(1), &long_val(1)).unwrap());
+        let reader = {
+            let region = t.region().clone();
+            thread::spawn(move || dma_lookup_long(&layout, &region, &a))
+        };
+        assert!(!t.upsert(a, meta(2), &long_val(2)).unwrap());
+        assert!(!t.upsert(a, meta(3), &long_val(3)).unwrap());
+        let seen = reader.join().unwrap();
+        assert!(
+            matches!(seen, SeenLong::Value(1..=3) | SeenLong::Retry),
+            "reader saw {seen:?}"
+        );
+        assert_eq!(dma_lookup_long(&layout, t.region(), &a), SeenLong::Value(3));
+    });
 }

@@ -273,8 +273,8 @@ impl NicRuntime {
         work
     }
 
-    /// Checks a decoded message against this node's limits: a value that does
-    /// not fit the host table's slots must never reach the host log.
+    /// Checks a decoded message against this node's limits: a value longer
+    /// than the host table stores must never reach the host log.
     fn acceptable(&self, body: &Body<'_>) -> bool {
         let max = self.io.value_bytes_max;
         match body {

@@ -13,6 +13,7 @@
 //! [segment headers: segments × 64 B]
 //! [main slot array: (home_slots + d_max) × slot_bytes]   (starts 64 B aligned)
 //! [overflow buckets: buckets × bucket_bytes]              (starts 64 B aligned)
+//! [value heap: value_blocks × value_block_bytes]          (starts 64 B aligned)
 //! ```
 //!
 //! * **Main array.** `home_slots` (a power of two) home positions plus `d_max`
@@ -31,20 +32,58 @@
 //!   `bucket_slots` slots, contiguous ([`TableLayout::bucket_bytes`]). An object
 //!   whose Robinhood position would exceed displacement `d_max` lives in the
 //!   chain of its home segment instead.
+//! * **Value heap** (Xenic §4.1.2, "objects over 256 bytes are stored out of
+//!   line"). Present only if `value_bytes_max > VALUE_INLINE_BYTES_MAX`: a
+//!   fixed pool of `value_blocks` blocks, each able to hold one value of up to
+//!   `value_bytes_max` bytes ([`TableLayout::value_block_bytes`]). A slot whose
+//!   value is longer than the inline capacity holds a reference to a block;
+//!   the NIC runtime follows it with one more DMA read of the same region.
+//!   (One size class: a 300-byte value takes a whole block.)
 //!
 //! # Slot format
 //!
 //! All fields are little-endian `u64` words; a slot is
-//! `8 × (4 + ⌈value_bytes_max / 8⌉ + 1)` bytes:
+//! `8 × (4 + ⌈value_inline_bytes_max / 8⌉ + 1)` bytes, where
+//! `value_inline_bytes_max = min(value_bytes_max, VALUE_INLINE_BYTES_MAX)`:
 //!
 //! | word | content |
 //! |---|---|
 //! | 0 | `seq_head` |
-//! | 1 | `key.table: u32` (bits 0..32) · `value_len: u16` (bits 32..48) · `state: u16` (bits 48..64; 0 = empty, 1 = occupied) |
+//! | 1 | `key.table: u32` (bits 0..32) · `value_len: u16` (bits 32..48) · `state: u16` (bits 48..64; 0 = empty, 1 = occupied with the value inline, 2 = occupied with the value out of line) |
 //! | 2 | `key.id` |
 //! | 3 | [`ObjectMeta`] raw `u64` |
-//! | 4 .. | value, zero-padded to a whole word, capacity `value_bytes_max` |
+//! | 4 .. | state 1: value, zero-padded to a whole word, capacity `value_inline_bytes_max`; state 2: word 4 block index, word 5 block sequence number ([`ValueRef`]) |
 //! | last | `seq_tail` |
+//!
+//! A value is inline iff `value_len ≤ value_inline_bytes_max`; decoders reject
+//! a slot that says otherwise. For `value_bytes_max ≤ 256` the slot format and
+//! size are the same as before the heap existed, and state 2 never occurs.
+//!
+//! # Value block format
+//!
+//! A block is `8 × (4 + ⌈value_bytes_max / 8⌉ + 1)` bytes:
+//!
+//! | word | content |
+//! |---|---|
+//! | 0 | `seq_head` |
+//! | 1 | `key.table: u32` · `value_len: u16` · `state: u16` (0 = never written, 1 = holds a value), as the slot info word |
+//! | 2 | `key.id` of the owning object |
+//! | 3 | [`ObjectMeta`] raw `u64` of the owning object (its version) |
+//! | 4 .. | value, zero-padded, capacity `value_bytes_max` |
+//! | last | `seq_tail` |
+//!
+//! Blocks use the same seqlock as slots. The host writes a block completely
+//! (closing its seqlock at sequence `s`) *before* it publishes a slot whose
+//! [`ValueRef`] says `(block, s)`, and a block is only written again after the
+//! slot stopped referencing it (freed blocks are reused in FIFO order, which
+//! makes reuse under a slow reader rare). A reader that copied an intact slot
+//! with reference `(b, s)`, key `k` and meta `m` accepts its copy of block `b`
+//! only if the block's seqlock is closed at exactly `s` and the block names `k`,
+//! `m` and the slot's `value_len` ([`decode_value_block`]); anything else means
+//! the block was freed and reused (or is being written) since the slot was
+//! copied, and the lookup starts over. Because sequence numbers never repeat,
+//! "closed at `s`" alone identifies the write the slot referenced; the key and
+//! meta checks are a second, independent guard against a wrong value.
 //!
 //! # Torn-read protection (slot seqlock)
 //!
@@ -120,9 +159,19 @@ pub const SLOT_STATE_OCCUPIED: u16 = 1;
 
 /// Largest allowed maximum displacement `d_max`, in slots.
 pub const D_MAX_LIMIT: usize = 4096;
-/// Largest allowed inline value capacity, in bytes. (DESIGN.md stores values
-/// over 256 B out of line; the format allows up to this much inline.)
+/// Largest allowed `value_bytes_max`, in bytes.
 pub const VALUE_BYTES_LIMIT: usize = 4096;
+/// Largest value stored inside a slot, in bytes; longer values go to the value
+/// heap (DESIGN.md, Xenic §4.1.2).
+pub const VALUE_INLINE_BYTES_MAX: usize = 256;
+/// Largest number of value-heap blocks (block indexes are stored as `u32`).
+pub const VALUE_BLOCKS_LIMIT: usize = u32::MAX as usize;
+/// Slot `state` of a slot whose value lives in a value-heap block.
+pub const SLOT_STATE_OUT_OF_LINE: u16 = 2;
+/// Block `state` of a block holding a value.
+pub const BLOCK_STATE_USED: u16 = 1;
+/// Data words of an out-of-line reference in a slot (block index, block sequence).
+pub const VALUE_REF_WORDS: usize = 2;
 /// Largest allowed `segment_slots`.
 pub const SEGMENT_SLOTS_LIMIT: usize = 1 << 20;
 /// Largest allowed `bucket_slots`.
@@ -138,7 +187,9 @@ pub struct TableConfig {
     pub capacity_keys: usize,
     /// Global maximum displacement D_m, in slots (Xenic §4.1.2): 1 ..= [`D_MAX_LIMIT`].
     pub d_max: usize,
-    /// Inline value capacity per slot, in bytes: 0 ..= [`VALUE_BYTES_LIMIT`].
+    /// Longest value the table stores, in bytes: 0 ..= [`VALUE_BYTES_LIMIT`].
+    /// Values up to [`VALUE_INLINE_BYTES_MAX`] live inside the slot, longer
+    /// ones in the value heap.
     pub value_bytes_max: usize,
     /// Home positions per segment: a power of two, ≤ [`SEGMENT_SLOTS_LIMIT`].
     /// Clamped to `home_slots` for tables smaller than one segment.
@@ -147,6 +198,14 @@ pub struct TableConfig {
     pub overflow_fraction_pct: usize,
     /// Slots per overflow bucket: 1 ..= [`BUCKET_SLOTS_LIMIT`].
     pub bucket_slots: usize,
+    /// Blocks of the value heap (each holds one value longer than
+    /// [`VALUE_INLINE_BYTES_MAX`]). `None` sizes the heap so that every key
+    /// the table is sized for can hold a maximum-size value, plus 1/8 headroom
+    /// that delays the reuse of freed blocks: `capacity_keys + ⌈capacity_keys /
+    /// 8⌉`. Set it lower when few values are long (a block costs
+    /// `value_block_bytes`, about `value_bytes_max + 40` bytes). Ignored (0
+    /// blocks) when `value_bytes_max ≤ VALUE_INLINE_BYTES_MAX`.
+    pub value_blocks: Option<usize>,
 }
 
 impl TableConfig {
@@ -161,7 +220,8 @@ impl TableConfig {
 
     /// A configuration for `capacity_keys` keys with values up to
     /// `value_bytes_max` bytes, and defaults for everything else: `d_max` 16,
-    /// 16-slot segments, an overflow pool of 10% of the home slots in 8-slot buckets.
+    /// 16-slot segments, an overflow pool of 10% of the home slots in 8-slot
+    /// buckets, the default value heap (see [`TableConfig::value_blocks`]).
     pub fn new(capacity_keys: usize, value_bytes_max: usize) -> TableConfig {
         TableConfig {
             capacity_keys,
@@ -170,6 +230,21 @@ impl TableConfig {
             segment_slots: Self::SEGMENT_SLOTS_DEFAULT,
             overflow_fraction_pct: Self::OVERFLOW_FRACTION_PCT_DEFAULT,
             bucket_slots: Self::BUCKET_SLOTS_DEFAULT,
+            value_blocks: None,
+        }
+    }
+
+    /// The number of value-heap blocks this configuration asks for (see
+    /// [`TableConfig::value_blocks`]); `None` on `usize` overflow.
+    pub fn value_blocks_resolved(&self) -> Option<usize> {
+        if self.value_bytes_max <= VALUE_INLINE_BYTES_MAX {
+            return Some(0);
+        }
+        match self.value_blocks {
+            Some(n) => Some(n),
+            None => self
+                .capacity_keys
+                .checked_add(self.capacity_keys.div_ceil(8)),
         }
     }
 }
@@ -189,7 +264,7 @@ pub enum LayoutError {
         max: usize,
     },
     /// `value_bytes_max` is over [`VALUE_BYTES_LIMIT`].
-    #[error("inline value capacity {value_bytes_max} B exceeds {max} B")]
+    #[error("value size {value_bytes_max} B exceeds the table format's {max} B")]
     ValueTooLarge {
         /// The configured value.
         value_bytes_max: usize,
@@ -209,6 +284,14 @@ pub enum LayoutError {
     BadBucketSlots {
         /// The configured value.
         bucket_slots: usize,
+        /// The limit.
+        max: usize,
+    },
+    /// `value_blocks` is over [`VALUE_BLOCKS_LIMIT`].
+    #[error("value heap of {blocks} blocks exceeds {max}")]
+    TooManyValueBlocks {
+        /// The configured (or default) number of blocks.
+        blocks: usize,
         /// The limit.
         max: usize,
     },
@@ -236,6 +319,7 @@ pub struct TableLayout {
     home_slots: usize,
     d_max: usize,
     value_bytes_max: usize,
+    value_inline_bytes_max: usize,
     slot_bytes: usize,
     segment_slots: usize,
     segments: usize,
@@ -244,6 +328,9 @@ pub struct TableLayout {
     bucket_bytes: usize,
     main_offset: usize,
     overflow_offset: usize,
+    value_blocks: usize,
+    value_block_bytes: usize,
+    value_heap_offset: usize,
     region_bytes: usize,
 }
 
@@ -251,7 +338,8 @@ impl TableLayout {
     /// Validates `config` and computes the layout. `home_slots` is
     /// `next_power_of_two(capacity_keys · 10 / 9)` (integer division), so the
     /// table is about 90% full at capacity; the overflow pool has
-    /// `⌈⌈home_slots · overflow_fraction_pct / 100⌉ / bucket_slots⌉` buckets.
+    /// `⌈⌈home_slots · overflow_fraction_pct / 100⌉ / bucket_slots⌉` buckets;
+    /// the value heap has [`TableConfig::value_blocks_resolved`] blocks.
     ///
     /// # Errors
     /// A [`LayoutError`] naming the first out-of-range field.
@@ -288,6 +376,13 @@ impl TableLayout {
                 pct: config.overflow_fraction_pct,
             });
         }
+        let blocks = config.value_blocks_resolved().unwrap_or(usize::MAX);
+        if blocks > VALUE_BLOCKS_LIMIT {
+            return Err(LayoutError::TooManyValueBlocks {
+                blocks,
+                max: VALUE_BLOCKS_LIMIT,
+            });
+        }
         let too_large = LayoutError::TooLarge {
             capacity_keys: config.capacity_keys,
             max: REGION_BYTES_LIMIT,
@@ -307,7 +402,8 @@ impl TableLayout {
             .checked_next_power_of_two()?;
         let segment_slots = config.segment_slots.min(home_slots);
         let segments = home_slots / segment_slots;
-        let value_words = config.value_bytes_max.div_ceil(8);
+        let value_inline_bytes_max = config.value_bytes_max.min(VALUE_INLINE_BYTES_MAX);
+        let value_words = value_inline_bytes_max.div_ceil(8);
         let slot_bytes = 8 * (1 + SLOT_FIXED_DATA_WORDS + value_words + 1);
         let main_offset = segments.checked_mul(HEADER_BYTES)?;
         let main_slots = home_slots.checked_add(config.d_max)?;
@@ -322,11 +418,23 @@ impl TableLayout {
             return None;
         }
         let bucket_bytes = HEADER_BYTES + config.bucket_slots * slot_bytes;
-        let region_bytes = overflow_offset.checked_add(buckets.checked_mul(bucket_bytes)?)?;
+        let overflow_end = overflow_offset.checked_add(buckets.checked_mul(bucket_bytes)?)?;
+        let value_heap_offset = overflow_end.checked_next_multiple_of(HEADER_BYTES)?;
+        let value_blocks = config.value_blocks_resolved()?;
+        let value_block_bytes =
+            8 * (1 + SLOT_FIXED_DATA_WORDS + config.value_bytes_max.div_ceil(8) + 1);
+        let (value_heap_offset, region_bytes) = if value_blocks == 0 {
+            (overflow_end, overflow_end)
+        } else {
+            let end =
+                value_heap_offset.checked_add(value_blocks.checked_mul(value_block_bytes)?)?;
+            (value_heap_offset, end)
+        };
         Some(TableLayout {
             home_slots,
             d_max: config.d_max,
             value_bytes_max: config.value_bytes_max,
+            value_inline_bytes_max,
             slot_bytes,
             segment_slots,
             segments,
@@ -335,6 +443,9 @@ impl TableLayout {
             bucket_bytes,
             main_offset,
             overflow_offset,
+            value_blocks,
+            value_block_bytes,
+            value_heap_offset,
             region_bytes,
         })
     }
@@ -351,10 +462,59 @@ impl TableLayout {
         self.d_max
     }
 
-    /// Inline value capacity per slot, in bytes.
+    /// Longest value the table stores, in bytes.
     #[inline]
     pub fn value_bytes_max(&self) -> usize {
         self.value_bytes_max
+    }
+
+    /// Inline value capacity per slot, in bytes:
+    /// `min(value_bytes_max, VALUE_INLINE_BYTES_MAX)`. Longer values go out of line.
+    #[inline]
+    pub fn value_inline_bytes_max(&self) -> usize {
+        self.value_inline_bytes_max
+    }
+
+    /// Whether a value of `len` bytes is stored out of line.
+    #[inline]
+    pub fn is_out_of_line(&self, len: usize) -> bool {
+        len > self.value_inline_bytes_max
+    }
+
+    /// Blocks in the value heap (0 if `value_bytes_max ≤ VALUE_INLINE_BYTES_MAX`).
+    #[inline]
+    pub fn value_blocks(&self) -> usize {
+        self.value_blocks
+    }
+
+    /// Size of one value block in bytes (a multiple of 8):
+    /// `8 × (4 + ⌈value_bytes_max / 8⌉ + 1)`.
+    #[inline]
+    pub fn value_block_bytes(&self) -> usize {
+        self.value_block_bytes
+    }
+
+    /// Byte offset of `seq_tail` inside a value block.
+    #[inline]
+    pub fn value_block_seq_tail_offset(&self) -> usize {
+        self.value_block_bytes - 8
+    }
+
+    /// Byte offset of the value heap (64-byte aligned; equal to the region size
+    /// if the heap is empty).
+    #[inline]
+    pub fn value_heap_offset(&self) -> usize {
+        self.value_heap_offset
+    }
+
+    /// Byte offset of value block `block` (`< value_blocks`).
+    #[inline]
+    pub fn value_block_offset(&self, block: usize) -> usize {
+        debug_assert!(
+            block < self.value_blocks,
+            "value block {block} out of range"
+        );
+        self.value_heap_offset + block * self.value_block_bytes
     }
 
     /// Size of one slot in bytes (a multiple of 8).
@@ -507,6 +667,54 @@ pub fn encode_link(bucket: Option<usize>) -> u64 {
     bucket.map_or(0, |b| b as u64 + 1)
 }
 
+/// Where an out-of-line value lives: a value-heap block and the sequence number
+/// at which the host closed that block's seqlock after writing the value.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ValueRef {
+    /// Block index (`< value_blocks`).
+    pub block: usize,
+    /// The block's `seq_head`/`seq_tail` right after the referenced write (even, ≥ 2).
+    pub seq: u64,
+}
+
+/// The value of an object in a copied slot.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SlotValue<'a> {
+    /// Stored in the slot; borrows the copied bytes.
+    Inline(&'a [u8]),
+    /// Stored in a value-heap block: read `block` and check it with
+    /// [`decode_value_block`].
+    OutOfLine {
+        /// The block reference.
+        block: ValueRef,
+        /// Value length in bytes (`> value_inline_bytes_max`).
+        len: usize,
+    },
+}
+
+impl<'a> SlotValue<'a> {
+    /// The inline bytes, or `None` for an out-of-line value.
+    pub fn inline(&self) -> Option<&'a [u8]> {
+        match self {
+            SlotValue::Inline(v) => Some(v),
+            SlotValue::OutOfLine { .. } => None,
+        }
+    }
+
+    /// The value's length in bytes.
+    pub fn len(&self) -> usize {
+        match self {
+            SlotValue::Inline(v) => v.len(),
+            SlotValue::OutOfLine { len, .. } => *len,
+        }
+    }
+
+    /// Whether the value is empty.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
 /// What one copied slot holds.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum SlotRead<'a> {
@@ -514,14 +722,14 @@ pub enum SlotRead<'a> {
     Empty,
     /// The copy overlapped a host write (`seq_head != seq_tail`, or odd): retry.
     Torn,
-    /// An object; `value` borrows the copied bytes.
+    /// An object.
     Object {
         /// The object's key.
         key: Key,
         /// Version and flags.
         meta: ObjectMeta,
-        /// The value, `value_len` bytes.
-        value: &'a [u8],
+        /// The value (inline bytes, or a reference into the value heap).
+        value: SlotValue<'a>,
     },
 }
 
@@ -532,8 +740,11 @@ pub enum SlotRead<'a> {
 ///
 /// # Errors
 /// [`DecodeError::Truncated`] / [`DecodeError::Inconsistent`] if `bytes` is not
-/// exactly one slot; [`DecodeError::BadTag`] for a state other than 0 or 1;
-/// [`DecodeError::TooLarge`] if `value_len > value_bytes_max`.
+/// exactly one slot; [`DecodeError::BadTag`] for a state other than 0, 1 or 2;
+/// [`DecodeError::TooLarge`] if `value_len` exceeds what the state allows
+/// (`value_inline_bytes_max` inline, `value_bytes_max` out of line) or the
+/// block index is outside the heap; [`DecodeError::Inconsistent`] for an
+/// out-of-line value short enough to be inline, or an odd block sequence.
 pub fn decode_slot<'a>(layout: &TableLayout, bytes: &'a [u8]) -> Result<SlotRead<'a>, DecodeError> {
     const WHAT: &str = "table slot";
     if bytes.len() > layout.slot_bytes {
@@ -553,10 +764,20 @@ pub fn decode_slot<'a>(layout: &TableLayout, bytes: &'a [u8]) -> Result<SlotRead
     let (table, value_len, state) = decode_slot_info(r.u64()?);
     let id = r.u64()?;
     let meta = ObjectMeta(r.u64()?);
-    match state {
-        SLOT_STATE_EMPTY => Ok(SlotRead::Empty),
+    let len = value_len as usize;
+    let value = match state {
+        SLOT_STATE_EMPTY => return Ok(SlotRead::Empty),
         SLOT_STATE_OCCUPIED => {
-            let len = value_len as usize;
+            if len > layout.value_inline_bytes_max {
+                return Err(DecodeError::TooLarge {
+                    what: "table slot value_len",
+                    len,
+                    max: layout.value_inline_bytes_max,
+                });
+            }
+            SlotValue::Inline(r.take(len)?)
+        }
+        SLOT_STATE_OUT_OF_LINE => {
             if len > layout.value_bytes_max {
                 return Err(DecodeError::TooLarge {
                     what: "table slot value_len",
@@ -564,17 +785,145 @@ pub fn decode_slot<'a>(layout: &TableLayout, bytes: &'a [u8]) -> Result<SlotRead
                     max: layout.value_bytes_max,
                 });
             }
-            Ok(SlotRead::Object {
-                key: Key::new(table, id),
-                meta,
-                value: r.take(len)?,
+            if !layout.is_out_of_line(len) {
+                return Err(DecodeError::Inconsistent {
+                    what: WHAT,
+                    detail: "out-of-line value short enough to be inline",
+                });
+            }
+            let block = r.u64()?;
+            let seq = r.u64()?;
+            if block >= layout.value_blocks as u64 {
+                return Err(DecodeError::TooLarge {
+                    what: "table slot value block",
+                    len: usize::try_from(block).unwrap_or(usize::MAX),
+                    max: layout.value_blocks.saturating_sub(1),
+                });
+            }
+            if seq & 1 != 0 || seq == 0 {
+                return Err(DecodeError::Inconsistent {
+                    what: WHAT,
+                    detail: "value block sequence odd or zero",
+                });
+            }
+            SlotValue::OutOfLine {
+                block: ValueRef {
+                    block: block as usize,
+                    seq,
+                },
+                len,
+            }
+        }
+        tag => {
+            return Err(DecodeError::BadTag {
+                what: "table slot state",
+                tag: tag as u64,
             })
         }
-        tag => Err(DecodeError::BadTag {
-            what: "table slot state",
-            tag: tag as u64,
-        }),
+    };
+    Ok(SlotRead::Object {
+        key: Key::new(table, id),
+        meta,
+        value,
+    })
+}
+
+/// What one copied value block holds, checked against the slot that referenced it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum BlockRead<'a> {
+    /// The block holds the referenced value; borrows the copied bytes.
+    Value(&'a [u8]),
+    /// The copy overlapped a host write of the block: it was freed and is
+    /// being reused. Start the lookup over.
+    Torn,
+    /// An intact copy of some other write (another sequence, key, meta or
+    /// length): the block was freed and reused. Start the lookup over.
+    Stale,
+}
+
+/// Decodes one value block image (exactly `value_block_bytes` bytes) copied
+/// from host memory, expecting the value the slot of `key` with `meta` and an
+/// out-of-line value of `len` bytes referenced with `value_ref`.
+///
+/// # Errors
+/// [`DecodeError::Truncated`] / [`DecodeError::Inconsistent`] if `bytes` is not
+/// exactly one block; [`DecodeError::TooLarge`] if an intact block at the
+/// expected sequence claims a length over `value_bytes_max`. (A mismatch of
+/// sequence, key, meta or length is not an error: it is [`BlockRead::Stale`].)
+pub fn decode_value_block<'a>(
+    layout: &TableLayout,
+    bytes: &'a [u8],
+    key: &Key,
+    meta: ObjectMeta,
+    len: usize,
+    value_ref: ValueRef,
+) -> Result<BlockRead<'a>, DecodeError> {
+    const WHAT: &str = "value block";
+    if bytes.len() > layout.value_block_bytes {
+        return Err(DecodeError::Inconsistent {
+            what: WHAT,
+            detail: "trailing bytes",
+        });
     }
+    let mut r = Reader::new(bytes, WHAT);
+    let head = r.u64()?;
+    let data = r.take(layout.value_block_bytes.saturating_sub(16))?;
+    let tail = r.u64()?;
+    if head != tail || head & 1 != 0 {
+        return Ok(BlockRead::Torn);
+    }
+    let mut r = Reader::new(data, WHAT);
+    let (table, block_len, state) = decode_slot_info(r.u64()?);
+    let id = r.u64()?;
+    let block_meta = ObjectMeta(r.u64()?);
+    if head != value_ref.seq
+        || state != BLOCK_STATE_USED
+        || Key::new(table, id) != *key
+        || block_meta != meta
+        || block_len as usize != len
+    {
+        return Ok(BlockRead::Stale);
+    }
+    if len > layout.value_bytes_max {
+        return Err(DecodeError::TooLarge {
+            what: "value block value_len",
+            len,
+            max: layout.value_bytes_max,
+        });
+    }
+    Ok(BlockRead::Value(r.take(len)?))
+}
+
+/// Writes an intact value block image with sequence number `seq` holding the
+/// value of `key` with `meta` into `out`. For tests and tools; the host writes
+/// blocks in place with the seqlock protocol instead.
+///
+/// # Panics
+/// If `out.len() != value_block_bytes`, `seq` is odd, or the value is longer
+/// than `value_bytes_max` (caller bugs).
+pub fn encode_value_block(
+    layout: &TableLayout,
+    seq: u64,
+    key: Key,
+    meta: ObjectMeta,
+    value: &[u8],
+    out: &mut [u8],
+) {
+    assert_eq!(out.len(), layout.value_block_bytes, "block image size");
+    assert_eq!(seq % 2, 0, "odd block sequence");
+    assert!(
+        value.len() <= layout.value_bytes_max,
+        "value exceeds the block"
+    );
+    out.fill(0);
+    out[..8].copy_from_slice(&seq.to_le_bytes());
+    let tail = layout.value_block_seq_tail_offset();
+    out[tail..].copy_from_slice(&seq.to_le_bytes());
+    let info = encode_slot_info(key.table, value.len() as u16, BLOCK_STATE_USED);
+    out[SLOT_INFO_OFFSET..SLOT_INFO_OFFSET + 8].copy_from_slice(&info.to_le_bytes());
+    out[SLOT_KEY_ID_OFFSET..SLOT_KEY_ID_OFFSET + 8].copy_from_slice(&key.id.to_le_bytes());
+    out[SLOT_META_OFFSET..SLOT_META_OFFSET + 8].copy_from_slice(&meta.0.to_le_bytes());
+    out[SLOT_VALUE_OFFSET..SLOT_VALUE_OFFSET + value.len()].copy_from_slice(value);
 }
 
 /// Scans a copied run of consecutive slots (a probe range, or a bucket's slots)
@@ -776,12 +1125,12 @@ impl BucketHeader {
 /// the seqlock protocol instead.
 ///
 /// # Panics
-/// If `out.len() != slot_bytes`, `seq` is odd, or the value is longer than
-/// `value_bytes_max` (caller bugs).
+/// If `out.len() != slot_bytes` or `seq` is odd; if an inline value is longer
+/// than `value_inline_bytes_max` or an out-of-line one is not longer (caller bugs).
 pub fn encode_slot(
     layout: &TableLayout,
     seq: u64,
-    object: Option<(Key, ObjectMeta, &[u8])>,
+    object: Option<(Key, ObjectMeta, SlotValue<'_>)>,
     out: &mut [u8],
 ) {
     assert_eq!(out.len(), layout.slot_bytes, "slot image size");
@@ -791,16 +1140,28 @@ pub fn encode_slot(
     let tail = layout.slot_seq_tail_offset();
     out[tail..].copy_from_slice(&seq.to_le_bytes());
     if let Some((key, meta, value)) = object {
-        assert!(
-            value.len() <= layout.value_bytes_max,
-            "value of {} B exceeds the slot",
-            value.len()
-        );
-        let info = encode_slot_info(key.table, value.len() as u16, SLOT_STATE_OCCUPIED);
+        let state = match value {
+            SlotValue::Inline(v) => {
+                assert!(
+                    v.len() <= layout.value_inline_bytes_max,
+                    "value of {} B exceeds the slot",
+                    v.len()
+                );
+                out[SLOT_VALUE_OFFSET..SLOT_VALUE_OFFSET + v.len()].copy_from_slice(v);
+                SLOT_STATE_OCCUPIED
+            }
+            SlotValue::OutOfLine { block, len } => {
+                assert!(layout.is_out_of_line(len), "out-of-line value fits inline");
+                let at = SLOT_VALUE_OFFSET;
+                out[at..at + 8].copy_from_slice(&(block.block as u64).to_le_bytes());
+                out[at + 8..at + 16].copy_from_slice(&block.seq.to_le_bytes());
+                SLOT_STATE_OUT_OF_LINE
+            }
+        };
+        let info = encode_slot_info(key.table, value.len() as u16, state);
         out[SLOT_INFO_OFFSET..SLOT_INFO_OFFSET + 8].copy_from_slice(&info.to_le_bytes());
         out[SLOT_KEY_ID_OFFSET..SLOT_KEY_ID_OFFSET + 8].copy_from_slice(&key.id.to_le_bytes());
         out[SLOT_META_OFFSET..SLOT_META_OFFSET + 8].copy_from_slice(&meta.0.to_le_bytes());
-        out[SLOT_VALUE_OFFSET..SLOT_VALUE_OFFSET + value.len()].copy_from_slice(value);
     }
 }
 

@@ -10,7 +10,12 @@ fn layout(capacity_keys: usize, value_bytes_max: usize) -> TableLayout {
 
 fn slot_image(l: &TableLayout, seq: u64, object: Option<(Key, ObjectMeta, &[u8])>) -> Vec<u8> {
     let mut out = vec![0u8; l.slot_bytes()];
-    encode_slot(l, seq, object, &mut out);
+    encode_slot(
+        l,
+        seq,
+        object.map(|(k, m, v)| (k, m, SlotValue::Inline(v))),
+        &mut out,
+    );
     out
 }
 
@@ -40,7 +45,26 @@ fn default_sizing() {
     let tiny = layout(3, 0);
     assert_eq!(tiny.home_slots(), 4);
     assert_eq!((tiny.segment_slots(), tiny.segments()), (4, 1));
-    assert_eq!(layout(10, 4096).slot_bytes(), 8 * (4 + 512 + 1));
+    // Values over 256 B go out of line: the slot keeps 256 B inline, and a
+    // heap of capacity + capacity/8 blocks holds up to value_bytes_max each.
+    let big = layout(10, 4096);
+    assert_eq!(big.slot_bytes(), 8 * (4 + 32 + 1));
+    assert_eq!(big.value_inline_bytes_max(), VALUE_INLINE_BYTES_MAX);
+    assert_eq!(big.value_block_bytes(), 8 * (4 + 512 + 1));
+    assert_eq!(big.value_blocks(), 10 + 2);
+    assert_eq!(big.value_heap_offset() % 64, 0);
+    assert_eq!(
+        big.region_bytes(),
+        big.value_heap_offset() + 12 * big.value_block_bytes()
+    );
+    // Up to 256 B nothing changes: no heap, same slot size.
+    let small = layout(10, 256);
+    assert_eq!(small.slot_bytes(), 8 * (4 + 32 + 1));
+    assert_eq!(small.value_blocks(), 0);
+    assert_eq!(small.value_heap_offset(), small.region_bytes());
+    let mut sized = TableConfig::new(10, 1024);
+    sized.value_blocks = Some(3);
+    assert_eq!(TableLayout::new(&sized).unwrap().value_blocks(), 3);
 }
 
 #[test]
@@ -102,26 +126,51 @@ fn rejects_bad_configs() {
     edge.overflow_fraction_pct = 0;
     let l = TableLayout::new(&edge).unwrap();
     assert_eq!(l.buckets(), 0);
+    assert_eq!(l.value_heap_offset(), l.overflow_offset());
+    assert_eq!(
+        l.region_bytes(),
+        l.value_heap_offset() + l.value_blocks() * l.value_block_bytes()
+    );
+    edge.value_bytes_max = 8;
+    let l = TableLayout::new(&edge).unwrap();
     assert_eq!(l.region_bytes(), l.overflow_offset());
+    assert!(matches!(
+        with(&|c| {
+            c.value_bytes_max = 1024;
+            c.value_blocks = Some(VALUE_BLOCKS_LIMIT + 1)
+        }),
+        LayoutError::TooManyValueBlocks { .. }
+    ));
+    assert!(matches!(
+        with(&|c| {
+            c.value_bytes_max = 1024;
+            c.value_blocks = Some(1 << 31)
+        }),
+        LayoutError::TooLarge { .. }
+    ));
 }
 
 fn config_strategy() -> impl Strategy<Value = TableConfig> {
     (
         1usize..300,
         1usize..40,
-        0usize..70,
+        prop_oneof![0usize..70, 200usize..600],
         0u32..7,
         0usize..=100,
         1usize..10,
+        prop::option::of(0usize..20),
     )
         .prop_map(
-            |(capacity_keys, d_max, value_bytes_max, seg_log2, pct, bucket_slots)| TableConfig {
-                capacity_keys,
-                d_max,
-                value_bytes_max,
-                segment_slots: 1 << seg_log2,
-                overflow_fraction_pct: pct,
-                bucket_slots,
+            |(capacity_keys, d_max, value_bytes_max, seg_log2, pct, bucket_slots, value_blocks)| {
+                TableConfig {
+                    capacity_keys,
+                    d_max,
+                    value_bytes_max,
+                    segment_slots: 1 << seg_log2,
+                    overflow_fraction_pct: pct,
+                    bucket_slots,
+                    value_blocks,
+                }
             },
         )
 }
@@ -134,7 +183,10 @@ proptest! {
         prop_assert!(config.capacity_keys * 10 / 9 <= l.home_slots(), "more than ~90% full at capacity");
         prop_assert_eq!(l.segments() * l.segment_slots(), l.home_slots());
         prop_assert_eq!(l.slot_bytes() % 8, 0);
-        prop_assert!(l.slot_bytes() >= 40 + l.value_bytes_max());
+        prop_assert!(l.slot_bytes() >= 40 + l.value_inline_bytes_max());
+        prop_assert_eq!(l.value_inline_bytes_max(), l.value_bytes_max().min(VALUE_INLINE_BYTES_MAX));
+        prop_assert_eq!(l.value_blocks() > 0, l.value_bytes_max() > VALUE_INLINE_BYTES_MAX && config.value_blocks != Some(0));
+        prop_assert!(l.value_block_bytes() >= 40 + l.value_bytes_max());
         prop_assert_eq!(l.main_offset() % 64, 0);
         prop_assert_eq!(l.overflow_offset() % 64, 0);
         prop_assert!(l.buckets() * l.bucket_slots() * 100 >= l.home_slots() * config.overflow_fraction_pct);
@@ -154,6 +206,10 @@ proptest! {
                 spans.push((l.bucket_slot_offset(b, i), l.slot_bytes()));
             }
             prop_assert_eq!(header + l.bucket_bytes(), header + HEADER_BYTES + l.bucket_slots() * l.slot_bytes());
+        }
+        for b in 0..l.value_blocks() {
+            prop_assert_eq!(l.value_block_offset(b), l.value_heap_offset() + b * l.value_block_bytes());
+            spans.push((l.value_block_offset(b), l.value_block_bytes()));
         }
         spans.sort();
         let mut end = 0;
@@ -192,9 +248,73 @@ proptest! {
         let seq = seq & !1;
         let key = Key::new(table, id);
         let image = slot_image(&l, seq, Some((key, ObjectMeta(meta), value)));
-        prop_assert_eq!(decode_slot(&l, &image), Ok(SlotRead::Object { key, meta: ObjectMeta(meta), value }));
+        prop_assert_eq!(decode_slot(&l, &image), Ok(SlotRead::Object { key, meta: ObjectMeta(meta), value: SlotValue::Inline(value) }));
         let empty = slot_image(&l, seq, None);
         prop_assert_eq!(decode_slot(&l, &empty), Ok(SlotRead::Empty));
+    }
+
+    #[test]
+    fn out_of_line_slot_and_block_round_trip(
+        value_bytes_max in 257usize..1100,
+        key_id in any::<u64>(),
+        meta in any::<u64>(),
+        value in prop::collection::vec(any::<u8>(), 257..1100),
+        block in 0usize..12,
+        seq in 1u64..u64::MAX / 4,
+        cut in any::<prop::sample::Index>(),
+    ) {
+        let l = layout(10, value_bytes_max);
+        let value = &value[..value.len().min(value_bytes_max)];
+        let key = Key::new(7, key_id);
+        let meta = ObjectMeta(meta);
+        let vref = ValueRef { block, seq: seq * 2 };
+        let sv = SlotValue::OutOfLine { block: vref, len: value.len() };
+        let mut slot = vec![0u8; l.slot_bytes()];
+        encode_slot(&l, 4, Some((key, meta, sv)), &mut slot);
+        prop_assert_eq!(decode_slot(&l, &slot), Ok(SlotRead::Object { key, meta, value: sv }));
+        let mut image = vec![0u8; l.value_block_bytes()];
+        encode_value_block(&l, vref.seq, key, meta, value, &mut image);
+        prop_assert_eq!(decode_value_block(&l, &image, &key, meta, value.len(), vref), Ok(BlockRead::Value(value)));
+        // Any mismatch with what the slot said makes the copy stale.
+        let other_seq = ValueRef { seq: vref.seq + 2, ..vref };
+        prop_assert_eq!(decode_value_block(&l, &image, &key, meta, value.len(), other_seq), Ok(BlockRead::Stale));
+        prop_assert_eq!(decode_value_block(&l, &image, &Key::new(8, key_id), meta, value.len(), vref), Ok(BlockRead::Stale));
+        prop_assert_eq!(decode_value_block(&l, &image, &key, ObjectMeta(meta.0 ^ 1), value.len(), vref), Ok(BlockRead::Stale));
+        prop_assert_eq!(decode_value_block(&l, &image, &key, meta, value.len() - 1, vref), Ok(BlockRead::Stale));
+        // A write in progress (odd tail, or tail ahead of head) is torn.
+        let tail = l.value_block_seq_tail_offset();
+        let mut torn = image.clone();
+        set_word(&mut torn, tail, vref.seq + 1);
+        prop_assert_eq!(decode_value_block(&l, &torn, &key, meta, value.len(), vref), Ok(BlockRead::Torn));
+        // Truncated or longer images are typed errors.
+        let n = cut.index(image.len());
+        prop_assert!(decode_value_block(&l, &image[..n], &key, meta, value.len(), vref).is_err());
+        let mut longer = image.clone();
+        longer.push(0);
+        prop_assert!(decode_value_block(&l, &longer, &key, meta, value.len(), vref).is_err());
+        let n = cut.index(slot.len());
+        prop_assert!(decode_slot(&l, &slot[..n]).is_err());
+    }
+
+    #[test]
+    fn random_block_bytes_never_panic(bytes in prop::collection::vec(any::<u8>(), 0..700), force_seq in any::<bool>(), len in 0usize..1000) {
+        let l = layout(10, 500);
+        let mut bytes = bytes;
+        let vref = ValueRef { block: 1, seq: 42 };
+        if force_seq && bytes.len() >= l.value_block_bytes() {
+            set_word(&mut bytes, 0, 42);
+            set_word(&mut bytes, l.value_block_seq_tail_offset(), 42);
+        }
+        let key = Key::new(1, 2);
+        let _ = decode_value_block(&l, &bytes, &key, ObjectMeta(0), len, vref);
+        let _ = decode_value_block(&l, &bytes[..bytes.len().min(l.value_block_bytes())], &key, ObjectMeta(0), len, vref);
+        if force_seq && bytes.len() >= l.slot_bytes() {
+            set_word(&mut bytes, 0, 42);
+            set_word(&mut bytes, l.slot_seq_tail_offset(), 42);
+        }
+        let _ = decode_slot(&l, &bytes[..bytes.len().min(l.slot_bytes())]);
+        let whole = bytes.len() / l.slot_bytes() * l.slot_bytes();
+        let _ = find_in_slots(&l, &bytes[..whole], &key);
     }
 
     #[test]
@@ -260,14 +380,81 @@ fn torn_slots_are_detected() {
 fn decode_slot_validates_fields_and_length() {
     let l = layout(10, 16);
     let mut bad_state = slot_image(&l, 2, None);
-    set_word(&mut bad_state, SLOT_INFO_OFFSET, encode_slot_info(0, 0, 2));
+    set_word(&mut bad_state, SLOT_INFO_OFFSET, encode_slot_info(0, 0, 3));
     assert_eq!(
         decode_slot(&l, &bad_state),
         Err(DecodeError::BadTag {
             what: "table slot state",
-            tag: 2
+            tag: 3
         })
     );
+    // Out of line in a table without a heap, or a value short enough to be inline.
+    let mut ool = slot_image(&l, 2, None);
+    set_word(
+        &mut ool,
+        SLOT_INFO_OFFSET,
+        encode_slot_info(0, 10, SLOT_STATE_OUT_OF_LINE),
+    );
+    assert!(matches!(
+        decode_slot(&l, &ool),
+        Err(DecodeError::Inconsistent { .. })
+    ));
+    let big = layout(10, 1024);
+    let mut ool = vec![0u8; big.slot_bytes()];
+    let long = SlotValue::OutOfLine {
+        block: ValueRef { block: 3, seq: 6 },
+        len: 1000,
+    };
+    encode_slot(
+        &big,
+        2,
+        Some((Key::new(0, 1), ObjectMeta(1), long)),
+        &mut ool,
+    );
+    let mut bad = ool.clone();
+    set_word(&mut bad, SLOT_VALUE_OFFSET, 12); // 12 blocks: index 12 is outside
+    assert!(matches!(
+        decode_slot(&big, &bad),
+        Err(DecodeError::TooLarge {
+            len: 12,
+            max: 11,
+            ..
+        })
+    ));
+    let mut bad = ool.clone();
+    set_word(&mut bad, SLOT_VALUE_OFFSET + 8, 7); // odd block sequence
+    assert!(matches!(
+        decode_slot(&big, &bad),
+        Err(DecodeError::Inconsistent { .. })
+    ));
+    let mut bad = ool.clone();
+    set_word(
+        &mut bad,
+        SLOT_INFO_OFFSET,
+        encode_slot_info(0, 1025, SLOT_STATE_OUT_OF_LINE),
+    );
+    assert!(matches!(
+        decode_slot(&big, &bad),
+        Err(DecodeError::TooLarge {
+            len: 1025,
+            max: 1024,
+            ..
+        })
+    ));
+    let mut bad = ool.clone();
+    set_word(
+        &mut bad,
+        SLOT_INFO_OFFSET,
+        encode_slot_info(0, 257, SLOT_STATE_OCCUPIED),
+    );
+    assert!(matches!(
+        decode_slot(&big, &bad),
+        Err(DecodeError::TooLarge {
+            len: 257,
+            max: 256,
+            ..
+        })
+    ));
 
     let mut long_value = slot_image(&l, 2, None);
     set_word(
@@ -318,7 +505,7 @@ fn find_in_slots_prefers_intact_hits_and_reports_torn_runs() {
         Ok(Some(SlotRead::Object {
             key: b,
             meta: ObjectMeta(2),
-            value: b"bb"
+            value: SlotValue::Inline(b"bb")
         }))
     );
     assert_eq!(find_in_slots(&l, &run, &absent), Ok(Some(SlotRead::Torn)));
@@ -341,6 +528,7 @@ fn find_in_slots_prefers_intact_hits_and_reports_torn_runs() {
     bucket.extend_from_slice(&slot_b);
     let l1 = TableLayout::new(&TableConfig {
         bucket_slots: 2,
+        value_blocks: None,
         ..TableConfig::new(10, 8)
     })
     .unwrap();
@@ -357,7 +545,7 @@ fn find_in_slots_prefers_intact_hits_and_reports_torn_runs() {
         Some(SlotRead::Object {
             key: a,
             meta: ObjectMeta(1),
-            value: b"a"
+            value: SlotValue::Inline(b"a")
         })
     );
     assert!(find_in_bucket(&l1, &bucket[..bucket.len() - 8], &a).is_err());

@@ -114,7 +114,8 @@ impl HostTable {
         }
     }
 
-    /// The largest value this table stores inline for DMA readers, in bytes.
+    /// The largest value this table stores (inline or, in the Robinhood table,
+    /// out of line) where the NIC runtime can read it by DMA, in bytes.
     pub fn value_bytes_max(&self) -> usize {
         match self {
             HostTable::Robinhood(t) => t.layout().value_bytes_max(),

@@ -24,6 +24,15 @@
 //!   an object at its home, and the slot freed at the end of the run is offered
 //!   to the overflow chains the same way before it is cleared.
 //!
+//! * **Out-of-line values** (Xenic §4.1.2): a value longer than
+//!   [`VALUE_INLINE_BYTES_MAX`](splitkv_layout::table::VALUE_INLINE_BYTES_MAX) goes to a block of the value heap and the slot
+//!   holds a reference to it (format in [`splitkv_layout::table`]). An upsert
+//!   takes a block from the FIFO free list, writes it completely, then writes
+//!   the slot, then frees the object's previous block (if any); a delete frees
+//!   the block after the slot is gone. Swaps, shifts and overflow moves copy
+//!   only the slot (the reference), never the block. No free block:
+//!   [`TableError::ValueHeapFull`], table unchanged.
+//!
 //! # Concurrent DMA readers
 //!
 //! Every slot write goes through the slot seqlock of [`splitkv_layout::table`],
@@ -70,14 +79,23 @@
 //!   updates never touch the sequence, and the loom model
 //!   `delete_shift_never_hides_a_key_from_a_checked_reader`
 //!   (`host/tests/robinhood_loom.rs`) checks the delete side.
+//! * **Value blocks** are never rewritten while a slot references them. A
+//!   reader that copied a slot referencing block `b` at sequence `s` may find
+//!   `b` freed and rewritten for another object by the time it reads it; the
+//!   block's seqlock, sequence and key/meta words tell it so
+//!   ([`splitkv_layout::table::decode_value_block`]) and it starts over. The
+//!   FIFO free list makes that rare: a freed block is reused only after every
+//!   block freed before it.
 
 use super::{Request, Upserted};
 use splitkv_layout::sync::fence;
 use splitkv_layout::sync::Ordering::{Relaxed, Release};
 use splitkv_layout::table::{
     decode_slot_info, encode_link, encode_slot_info, LayoutError, TableConfig, TableLayout,
-    HEADER_COUNT_OFFSET, HEADER_LINK_OFFSET, HEADER_MOVES_OFFSET, SLOT_FIXED_DATA_WORDS,
-    SLOT_INFO_OFFSET, SLOT_KEY_ID_OFFSET, SLOT_META_OFFSET, SLOT_STATE_OCCUPIED, SLOT_VALUE_OFFSET,
+    BLOCK_STATE_USED, HEADER_COUNT_OFFSET, HEADER_LINK_OFFSET, HEADER_MOVES_OFFSET,
+    SLOT_FIXED_DATA_WORDS, SLOT_INFO_OFFSET, SLOT_KEY_ID_OFFSET, SLOT_META_OFFSET,
+    SLOT_STATE_EMPTY, SLOT_STATE_OCCUPIED, SLOT_STATE_OUT_OF_LINE, SLOT_VALUE_OFFSET,
+    VALUE_REF_WORDS,
 };
 use splitkv_layout::{Key, ObjectMeta, Region, CACHE_LINE_BYTES};
 use std::collections::VecDeque;
@@ -85,8 +103,8 @@ use std::collections::VecDeque;
 /// Why a table operation failed. A failed operation leaves the table unchanged.
 #[derive(Debug, Clone, thiserror::Error, PartialEq, Eq)]
 pub enum TableError {
-    /// The value is longer than the slots' inline capacity.
-    #[error("value of {len} B exceeds the table's inline capacity of {max} B")]
+    /// The value is longer than the table's `value_bytes_max`.
+    #[error("value of {len} B exceeds the table's maximum of {max} B")]
     ValueTooLarge {
         /// Value length in bytes.
         len: usize,
@@ -97,6 +115,13 @@ pub enum TableError {
     /// bucket pool has no room in the key's segment chain nor a free bucket.
     #[error("table full: displacement limit reached and no overflow bucket free")]
     Full,
+    /// The value is longer than [`VALUE_INLINE_BYTES_MAX`](splitkv_layout::table::VALUE_INLINE_BYTES_MAX) and every block of
+    /// the value heap is in use (or the table has no heap: `value_blocks` 0).
+    #[error("value heap full: all {blocks} out-of-line value blocks in use")]
+    ValueHeapFull {
+        /// Blocks in the heap.
+        blocks: usize,
+    },
     /// The configuration has no valid layout.
     #[error(transparent)]
     Layout(#[from] LayoutError),
@@ -114,6 +139,8 @@ pub struct TableStats {
     pub overflow_inserts: u64,
     /// Overflow objects moved into the main array by deletes (overflow swaps).
     pub overflow_swaps: u64,
+    /// Values written to value-heap blocks (out of line).
+    pub blocks_written: u64,
 }
 
 /// Data words of an empty slot: info (state 0), key id, meta.
@@ -123,8 +150,8 @@ const EMPTY_SLOT_WORDS: [u64; SLOT_FIXED_DATA_WORDS] = [0; SLOT_FIXED_DATA_WORDS
 /// the NIC runtime reads [`RobinhoodTable::region`] clones concurrently (see the
 /// module docs for what such readers may observe).
 ///
-/// Steady-state operations do not allocate: scratch buffers and the bucket free
-/// list are sized at construction.
+/// Steady-state operations do not allocate: scratch buffers and the bucket and
+/// value-block free lists are sized at construction.
 pub struct RobinhoodTable {
     layout: TableLayout,
     region: Region,
@@ -134,6 +161,8 @@ pub struct RobinhoodTable {
     overflow_len: usize,
     /// Buckets not linked into any chain, in FIFO order of release.
     free_buckets: VecDeque<usize>,
+    /// Value-heap blocks no slot references, in FIFO order of release.
+    free_blocks: VecDeque<usize>,
     /// Largest displacement any object has been placed at in the main array.
     max_displacement_seen: usize,
     /// Work counters.
@@ -152,6 +181,8 @@ pub struct RobinhoodTable {
     /// Per bucket: the segment whose chain it last belonged to (`usize::MAX`:
     /// none yet), so reusing it can warn that segment's readers.
     bucket_owner: Vec<usize>,
+    /// Scratch: data words (info, id, meta, value) of a value block being written.
+    block_words: Vec<u64>,
 }
 
 impl std::fmt::Debug for RobinhoodTable {
@@ -161,6 +192,7 @@ impl std::fmt::Debug for RobinhoodTable {
             .field("len", &self.len)
             .field("overflow_len", &self.overflow_len)
             .field("free_buckets", &self.free_buckets.len())
+            .field("free_blocks", &self.free_blocks.len())
             .finish_non_exhaustive()
     }
 }
@@ -171,7 +203,22 @@ impl std::fmt::Debug for RobinhoodTable {
 /// `seq_tail ← s+2`, `seq_head ← s+2` (Release).
 fn write_slot(region: &Region, layout: &TableLayout, offset: usize, data: &[u64]) {
     debug_assert!((SLOT_FIXED_DATA_WORDS..=layout.slot_data_words()).contains(&data.len()));
-    let tail = offset + layout.slot_seq_tail_offset();
+    write_seqlocked(region, offset, layout.slot_seq_tail_offset(), data);
+}
+
+/// Writes a value block's data words with the same seqlock protocol as
+/// [`write_slot`]; returns the block's new (even) sequence number.
+fn write_block(region: &Region, layout: &TableLayout, block: usize, data: &[u64]) -> u64 {
+    debug_assert!(data.len() <= layout.value_block_bytes() / 8 - 2);
+    let offset = layout.value_block_offset(block);
+    write_seqlocked(region, offset, layout.value_block_seq_tail_offset(), data)
+}
+
+/// The seqlock write shared by slots and value blocks: `tail_offset` is the
+/// byte offset of `seq_tail` inside the record at `offset`. Returns the new
+/// sequence number.
+fn write_seqlocked(region: &Region, offset: usize, tail_offset: usize, data: &[u64]) -> u64 {
+    let tail = offset + tail_offset;
     // Only this writer stores sequence words, so its own relaxed load is current.
     let seq = region.load(offset, Relaxed);
     debug_assert_eq!(seq % 2, 0, "slot at {offset} left mid-write");
@@ -188,22 +235,36 @@ fn write_slot(region: &Region, layout: &TableLayout, offset: usize, data: &[u64]
     fence(Release);
     region.store(tail, seq + 2, Relaxed);
     region.store(offset, seq + 2, Release);
+    seq + 2
 }
 
 /// Loads the data words of the slot at `offset` that carry information (info,
-/// id, meta and the value's words) into `out`.
+/// id, meta and the inline value's words or the out-of-line reference) into `out`.
 fn load_slot_words(region: &Region, offset: usize, out: &mut Vec<u64>) {
     out.clear();
     let info = region.load(offset + SLOT_INFO_OFFSET, Relaxed);
-    let value_len = decode_slot_info(info).1 as usize;
-    for i in 0..SLOT_FIXED_DATA_WORDS + value_len.div_ceil(8) {
+    let (_, value_len, state) = decode_slot_info(info);
+    let value_words = match state {
+        SLOT_STATE_OUT_OF_LINE => VALUE_REF_WORDS,
+        _ => (value_len as usize).div_ceil(8),
+    };
+    for i in 0..SLOT_FIXED_DATA_WORDS + value_words {
         out.push(region.load(offset + 8 + 8 * i, Relaxed));
     }
 }
 
 #[inline]
 fn is_occupied(info: u64) -> bool {
-    decode_slot_info(info).2 == SLOT_STATE_OCCUPIED
+    decode_slot_info(info).2 != SLOT_STATE_EMPTY
+}
+
+/// Appends `value` to `words` as little-endian words, the last one zero-padded.
+fn push_value_words(words: &mut Vec<u64>, value: &[u8]) {
+    for chunk in value.chunks(8) {
+        let mut word = [0u8; 8];
+        word[..chunk.len()].copy_from_slice(chunk);
+        words.push(u64::from_le_bytes(word));
+    }
 }
 
 impl RobinhoodTable {
@@ -222,6 +283,7 @@ impl RobinhoodTable {
             len: 0,
             overflow_len: 0,
             free_buckets: (0..layout.buckets()).collect(),
+            free_blocks: (0..layout.value_blocks()).collect(),
             max_displacement_seen: 0,
             stats: TableStats::default(),
             prefetch_slots: None,
@@ -230,6 +292,7 @@ impl RobinhoodTable {
             copy_words: Vec::with_capacity(data_words),
             open_moves: Vec::with_capacity(2 * layout.d_max() / layout.segment_slots() + 4),
             bucket_owner: vec![usize::MAX; layout.buckets()],
+            block_words: Vec::with_capacity(layout.value_block_bytes() / 8),
         })
     }
 
@@ -264,6 +327,12 @@ impl RobinhoodTable {
         self.layout.buckets() - self.free_buckets.len()
     }
 
+    /// Value-heap blocks referenced by some slot (objects whose value is
+    /// longer than [`VALUE_INLINE_BYTES_MAX`](splitkv_layout::table::VALUE_INLINE_BYTES_MAX)).
+    pub fn value_blocks_in_use(&self) -> usize {
+        self.layout.value_blocks() - self.free_blocks.len()
+    }
+
     /// The largest displacement, in slots, at which any object has been placed
     /// in the main array since the table was built (≤ `d_max`).
     pub fn max_displacement_seen(&self) -> usize {
@@ -295,8 +364,9 @@ impl RobinhoodTable {
     ///
     /// # Errors
     /// [`TableError::ValueTooLarge`] if `value` exceeds `value_bytes_max`;
-    /// [`TableError::Full`] if a new key fits neither the main array nor the
-    /// overflow pool. The table is unchanged on error.
+    /// [`TableError::ValueHeapFull`] if `value` must go out of line and no
+    /// block is free; [`TableError::Full`] if a new key fits neither the main
+    /// array nor the overflow pool. The table is unchanged on error.
     pub fn upsert(&mut self, key: Key, meta: ObjectMeta, value: &[u8]) -> Result<bool, TableError> {
         self.upsert_with(key, meta, value, false)
             .map(|done| done == Upserted::Inserted)
@@ -349,18 +419,40 @@ impl RobinhoodTable {
                 max,
             });
         }
+        // A long value's block is written in full before any slot refers to it.
+        let block = if self.layout.is_out_of_line(value.len()) {
+            let block = self
+                .free_blocks
+                .pop_front()
+                .ok_or(TableError::ValueHeapFull {
+                    blocks: self.layout.value_blocks(),
+                })?;
+            Some(self.write_value_block(block, key, meta, value))
+        } else {
+            None
+        };
+        self.encode_new(key, meta, value, block);
         if let Some(offset) = existing {
-            self.encode_new(key, meta, value);
+            let old_block = self.block_of(offset);
             write_slot(&self.region, &self.layout, offset, &self.new_words);
+            // Freed only now: the slot no longer refers to it.
+            self.free_blocks.extend(old_block);
             return Ok(Upserted::Updated);
         }
-        self.encode_new(key, meta, value);
         match self.plan_insert(home) {
             Some(displacement) => {
                 self.apply_chain();
                 self.max_displacement_seen = self.max_displacement_seen.max(displacement);
             }
-            None => self.overflow_insert(home)?,
+            None => {
+                if let Err(e) = self.overflow_insert(home) {
+                    // Unreferenced and back where it was: the table is unchanged.
+                    if let Some((b, _)) = block {
+                        self.free_blocks.push_front(b);
+                    }
+                    return Err(e);
+                }
+            }
         }
         self.len += 1;
         Ok(Upserted::Inserted)
@@ -369,13 +461,18 @@ impl RobinhoodTable {
     /// Removes `key`. Returns whether it was present.
     pub fn remove(&mut self, key: &Key) -> bool {
         let home = self.layout.home_slot(key);
+        let old_block;
         if let Some(pos) = self.find_main(key, home) {
+            old_block = self.block_of(self.layout.slot_offset(pos));
             self.remove_main(pos);
         } else if let Some((bucket, index)) = self.find_overflow(key, home) {
+            old_block = self.block_of(self.layout.bucket_slot_offset(bucket, index));
             self.overflow_remove(self.layout.segment_of(home), bucket, index);
         } else {
             return false;
         }
+        // Freed after the slot is gone (or overwritten by the object moved in).
+        self.free_blocks.extend(old_block);
         self.len -= 1;
         true
     }
@@ -552,9 +649,44 @@ impl RobinhoodTable {
                 ));
             }
         }
+        // Every value-heap block is referenced by exactly one slot or free.
+        let mut block_seen = vec![false; l.value_blocks()];
+        let mut check_block = |offset: usize| -> Result<(), String> {
+            let Some(block) = self.block_of(offset) else {
+                return Ok(());
+            };
+            if std::mem::replace(&mut block_seen[block], true) {
+                return Err(format!("value block {block} referenced twice"));
+            }
+            let at = l.value_block_offset(block);
+            let head = self.region.load(at, Relaxed);
+            let tail = self
+                .region
+                .load(at + l.value_block_seq_tail_offset(), Relaxed);
+            let seq = self.region.load(offset + SLOT_VALUE_OFFSET + 8, Relaxed);
+            if head != tail || head != seq {
+                return Err(format!(
+                    "value block {block}: seqlock {head}/{tail}, slot expects {seq}"
+                ));
+            }
+            for word in [SLOT_INFO_OFFSET, SLOT_KEY_ID_OFFSET, SLOT_META_OFFSET] {
+                let mut slot_word = self.region.load(offset + word, Relaxed);
+                if word == SLOT_INFO_OFFSET {
+                    let (table, len, _) = decode_slot_info(slot_word);
+                    slot_word = encode_slot_info(table, len, BLOCK_STATE_USED);
+                }
+                if self.region.load(at + word, Relaxed) != slot_word {
+                    return Err(format!(
+                        "value block {block}: word at {word} differs from its slot's"
+                    ));
+                }
+            }
+            Ok(())
+        };
         let mut main_len = 0;
         for pos in 0..l.main_slots() {
             check_seq(l.slot_offset(pos))?;
+            check_block(l.slot_offset(pos))?;
             let Some(home) = self.main_home(pos) else {
                 continue;
             };
@@ -590,6 +722,7 @@ impl RobinhoodTable {
                 for index in 0..l.bucket_slots() {
                     let offset = l.bucket_slot_offset(bucket, index);
                     check_seq(offset)?;
+                    check_block(offset)?;
                     let Some(key) = self.read_object(offset, &mut value).0 else {
                         continue;
                     };
@@ -631,6 +764,16 @@ impl RobinhoodTable {
         if let Some(lost) = linked.iter().position(|&seen| !seen) {
             return Err(format!("bucket {lost} neither free nor linked"));
         }
+        for &block in &self.free_blocks {
+            if std::mem::replace(&mut block_seen[block], true) {
+                return Err(format!(
+                    "value block {block} both free and referenced (or free twice)"
+                ));
+            }
+        }
+        if let Some(lost) = block_seen.iter().position(|&seen| !seen) {
+            return Err(format!("value block {lost} neither free nor referenced"));
+        }
         if overflow_len != self.overflow_len || main_len + overflow_len != self.len {
             return Err(format!(
                 "counted {main_len} main + {overflow_len} overflow, recorded len {} overflow {}",
@@ -649,15 +792,50 @@ impl RobinhoodTable {
         let (table, value_len, state) =
             decode_slot_info(self.region.load(offset + SLOT_INFO_OFFSET, Relaxed));
         let meta = ObjectMeta(self.region.load(offset + SLOT_META_OFFSET, Relaxed));
-        if state != SLOT_STATE_OCCUPIED {
+        if state == SLOT_STATE_EMPTY {
             return (None, meta);
         }
         let id = self.region.load(offset + SLOT_KEY_ID_OFFSET, Relaxed);
         value.resize(value_len as usize, 0);
+        let at = match self.block_of(offset) {
+            Some(block) => self.layout.value_block_offset(block) + SLOT_VALUE_OFFSET,
+            None => offset + SLOT_VALUE_OFFSET,
+        };
         self.region
-            .read_bytes(offset + SLOT_VALUE_OFFSET, value)
-            .expect("slot lies inside the region");
+            .read_bytes(at, value)
+            .expect("slot and block lie inside the region");
         (Some(Key::new(table, id)), meta)
+    }
+
+    /// The value block the slot at `offset` refers to, if its value is out of line.
+    #[inline]
+    fn block_of(&self, offset: usize) -> Option<usize> {
+        let info = self.region.load(offset + SLOT_INFO_OFFSET, Relaxed);
+        (decode_slot_info(info).2 == SLOT_STATE_OUT_OF_LINE)
+            .then(|| self.region.load(offset + SLOT_VALUE_OFFSET, Relaxed) as usize)
+    }
+
+    /// Writes `value` of `key` with `meta` into value block `block` (seqlocked);
+    /// returns the reference a slot stores: `(block, sequence)`.
+    fn write_value_block(
+        &mut self,
+        block: usize,
+        key: Key,
+        meta: ObjectMeta,
+        value: &[u8],
+    ) -> (usize, u64) {
+        let words = &mut self.block_words;
+        words.clear();
+        words.push(encode_slot_info(
+            key.table,
+            value.len() as u16,
+            BLOCK_STATE_USED,
+        ));
+        words.push(key.id);
+        words.push(meta.0);
+        push_value_words(words, value);
+        self.stats.blocks_written += 1;
+        (block, write_block(&self.region, &self.layout, block, words))
     }
 
     /// The key in the slot at `offset`, given its info word.
@@ -677,21 +855,27 @@ impl RobinhoodTable {
         is_occupied(info).then(|| self.layout.home_slot(&self.key_at(offset, info)))
     }
 
-    /// Encodes the data words of a new object into `self.new_words`.
-    fn encode_new(&mut self, key: Key, meta: ObjectMeta, value: &[u8]) {
+    /// Encodes the data words of a new object into `self.new_words`: the value
+    /// inline, or the reference `(block, sequence)` to its value block.
+    fn encode_new(
+        &mut self,
+        key: Key,
+        meta: ObjectMeta,
+        value: &[u8],
+        block: Option<(usize, u64)>,
+    ) {
         let words = &mut self.new_words;
         words.clear();
-        words.push(encode_slot_info(
-            key.table,
-            value.len() as u16,
-            SLOT_STATE_OCCUPIED,
-        ));
+        let state = match block {
+            Some(_) => SLOT_STATE_OUT_OF_LINE,
+            None => SLOT_STATE_OCCUPIED,
+        };
+        words.push(encode_slot_info(key.table, value.len() as u16, state));
         words.push(key.id);
         words.push(meta.0);
-        for chunk in value.chunks(8) {
-            let mut word = [0u8; 8];
-            word[..chunk.len()].copy_from_slice(chunk);
-            words.push(u64::from_le_bytes(word));
+        match block {
+            Some((b, seq)) => words.extend_from_slice(&[b as u64, seq]),
+            None => push_value_words(words, value),
         }
     }
 

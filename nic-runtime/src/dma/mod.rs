@@ -56,6 +56,26 @@ impl HostMemory for Region {
     }
 }
 
+/// Copies the elements of a read vector, in order, into `out` (cleared
+/// first), back to back: the bytes a [`DmaEngine`] completion delivers. For
+/// tools and tests that drive a lookup state machine without an engine.
+///
+/// # Errors
+/// The first element `mem` refuses (`out` then holds the elements before it).
+pub fn read_vector(
+    mem: &dyn HostMemory,
+    reads: &[DmaRead],
+    out: &mut Vec<u8>,
+) -> Result<(), HostMemoryError> {
+    out.clear();
+    for r in reads {
+        let at = out.len();
+        out.resize(at + r.len, 0);
+        mem.read(r.offset, &mut out[at..])?;
+    }
+    Ok(())
+}
+
 /// Why a DMA request was refused or failed.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum DmaError {

@@ -10,6 +10,11 @@
 //! home segment. A key is reported absent only after a fresh segment header
 //! confirmed the chain that was searched, so a stale overflow hint costs a read,
 //! not a wrong answer. Torn slots are read again, up to [`TORN_RETRIES_MAX`].
+//! 4. If the key's slot holds a value over 256 B, it refers to a value-heap
+//!    block (Xenic §4.1.2): one more read fetches the block. A block whose
+//!    seqlock, sequence, key or meta does not match the slot was freed and
+//!    reused meanwhile: the lookup starts over from step 1 (each restart counts
+//!    against [`TORN_RETRIES_MAX`] too).
 //!
 //! Deletes move objects against the reader's direction (Robinhood backward
 //! shift, overflow swap; `host/src/table/robinhood.rs`), which could make a
@@ -26,13 +31,15 @@ use super::hints::{OverflowHint, SegmentHints};
 use super::Next;
 use crate::dma::DmaRead;
 use splitkv_layout::table::{
-    find_in_bucket, SegmentHeader, SlotRead, TableLayout, HEADER_BYTES, HEADER_MOVES_OFFSET,
+    decode_value_block, find_in_bucket, BlockRead, SegmentHeader, SlotRead, SlotValue, TableLayout,
+    ValueRef, HEADER_BYTES, HEADER_MOVES_OFFSET,
 };
-use splitkv_layout::{DecodeError, Key};
+use splitkv_layout::{DecodeError, Key, ObjectMeta};
 
 /// Extra slots read past the known displacement (Xenic §4.1.3 sets k = 1).
 pub const LOOKUP_K: usize = 1;
-/// Re-reads of a torn slot before the lookup fails.
+/// Re-reads of a torn slot (or restarts after a reused value block) before
+/// the lookup fails.
 pub const TORN_RETRIES_MAX: u32 = 64;
 /// Fresh starts after a concurrent delete moved objects of the key's segment,
 /// before the lookup fails.
@@ -49,6 +56,12 @@ enum Stage {
     Bucket { bucket: usize, confirmed: bool },
     /// The home segment's move sequence word, read after the last bucket.
     Confirm,
+    /// The value block an intact slot of the key referred to.
+    Block {
+        value_ref: ValueRef,
+        len: usize,
+        meta: ObjectMeta,
+    },
 }
 
 /// Why a lookup failed.
@@ -57,7 +70,8 @@ pub enum LookupError {
     /// Table bytes that do not decode.
     #[error("host table bytes do not decode: {0}")]
     Decode(#[from] DecodeError),
-    /// A slot stayed torn for [`TORN_RETRIES_MAX`] reads.
+    /// A slot stayed torn, or a value block kept being reused, for
+    /// [`TORN_RETRIES_MAX`] reads.
     #[error("slot stayed torn")]
     Torn,
     /// Deletes kept moving objects of the key's segment for
@@ -133,6 +147,26 @@ impl Lookup {
         self.first_read(layout, hints)
     }
 
+    /// The value in a found slot: inline, or one more read for its block.
+    fn found<'a>(
+        &mut self,
+        layout: &TableLayout,
+        meta: ObjectMeta,
+        value: SlotValue<'a>,
+    ) -> Next<'a> {
+        match value {
+            SlotValue::Inline(value) => Next::Found { meta, value },
+            SlotValue::OutOfLine { block, len } => {
+                self.stage = Stage::Block {
+                    value_ref: block,
+                    len,
+                    meta,
+                };
+                self.issue(layout)
+            }
+        }
+    }
+
     /// The key being looked up.
     pub fn key(&self) -> Key {
         self.key
@@ -164,6 +198,10 @@ impl Lookup {
                 self.slots_read += layout.bucket_slots() as u32;
                 Next::single_read(layout.bucket_header_offset(bucket), layout.bucket_bytes())
             }
+            Stage::Block { value_ref, .. } => Next::single_read(
+                layout.value_block_offset(value_ref.block),
+                layout.value_block_bytes(),
+            ),
         }
     }
 
@@ -224,12 +262,8 @@ impl Lookup {
                         Ok(x) => x,
                         Err(e) => return Next::Failed(e.into()),
                     };
-                let found = match found {
-                    Some(SlotRead::Object { meta, value, .. }) => Some((meta, value)),
-                    _ => None,
-                };
-                if let Some((meta, value)) = found {
-                    return Next::Found { meta, value };
+                if let Some(SlotRead::Object { meta, value, .. }) = found {
+                    return self.found(layout, meta, value);
                 }
                 if torn {
                     return self.retry_torn(layout);
@@ -262,7 +296,9 @@ impl Lookup {
                 Err(e) => Next::Failed(e.into()),
             },
             Stage::Bucket { confirmed, .. } => match find_in_bucket(layout, data, &self.key) {
-                Ok((_, Some(SlotRead::Object { meta, value, .. }))) => Next::Found { meta, value },
+                Ok((_, Some(SlotRead::Object { meta, value, .. }))) => {
+                    self.found(layout, meta, value)
+                }
                 Ok((_, Some(SlotRead::Torn))) => self.retry_torn(layout),
                 Ok((h, _)) => match (h.next, confirmed) {
                     (Some(next), _) => {
@@ -289,6 +325,23 @@ impl Lookup {
                     what: "move sequence",
                     detail: "length",
                 })),
+            },
+            Stage::Block {
+                value_ref,
+                len,
+                meta,
+            } => match decode_value_block(layout, data, &self.key, meta, len, value_ref) {
+                Ok(BlockRead::Value(value)) => Next::Found { meta, value },
+                Ok(BlockRead::Torn | BlockRead::Stale) => {
+                    // The block was freed and reused after the slot was read:
+                    // the slot has changed too, so look the key up again.
+                    self.torn += 1;
+                    if self.torn > TORN_RETRIES_MAX {
+                        return Next::Failed(LookupError::Torn);
+                    }
+                    self.first_read(layout, hints)
+                }
+                Err(e) => Next::Failed(e.into()),
             },
         }
     }

@@ -61,6 +61,11 @@ pub struct Batcher {
 }
 
 impl Batcher {
+    /// Largest packet this batcher seals, in bytes.
+    pub fn mtu(&self) -> usize {
+        self.mtu
+    }
+
     /// A batcher for `node` in a cluster of `nodes`, sealing packets of at most `mtu` bytes.
     ///
     /// # Panics

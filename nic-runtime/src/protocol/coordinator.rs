@@ -10,12 +10,17 @@ use super::Io;
 use crate::placement::NODES_MAX;
 use crate::procedure::{ProcedureRegistry, ReadView, TxPlan, WriteSet};
 use splitkv_layout::host_nic::{TxRequest, TxStatus, ARGS_BYTES_MAX, RESULT_BYTES_MAX};
-use splitkv_layout::wire::{Body, ExecStatus, MsgKind, NodeId};
+use splitkv_layout::wire::{
+    Body, ExecStatus, MsgKind, NodeId, ITEM_FIXED_BYTES, MSG_HEADER_BYTES, PACKET_HEADER_BYTES,
+};
 use splitkv_layout::{Key, ObjectFlags, ObjectMeta};
 use std::collections::VecDeque;
 
 /// Most transactions one coordinator has in flight.
 pub const TX_INFLIGHT_MAX: usize = 1024;
+/// Bytes of a message body besides its items: transaction id, status byte and
+/// item counts, with room to spare.
+const BODY_OVERHEAD_BYTES: usize = 32;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Phase {
@@ -117,7 +122,7 @@ fn bit(n: NodeId) -> u32 {
 
 impl Coordinator {
     /// A coordinator whose transactions may write values of at most
-    /// `value_bytes_max` bytes (the host table's slot capacity).
+    /// `value_bytes_max` bytes (the longest value the host table stores).
     pub fn new(value_bytes_max: usize) -> Coordinator {
         let txs: Vec<_> = (0..TX_INFLIGHT_MAX).map(|_| TxCtx::new()).collect();
         Coordinator {
@@ -176,6 +181,17 @@ impl Coordinator {
         (t.phase != Phase::Free && t.gen == tx_id as u32).then_some(slot)
     }
 
+    /// Whether every message of a transaction touching `keys` keys fits one
+    /// packet of `mtu` bytes when each value may be `value_bytes_max` bytes
+    /// long. The EXECUTE response of a primary carries the value of every key
+    /// of the plan it holds (reads and writes), whose sizes are unknown before
+    /// the read, so the bound assumes all of them at the maximum; LOG and
+    /// COMMIT carry at most the writes, so the same bound covers them.
+    fn fits_one_packet(keys: usize, value_bytes_max: usize, mtu: usize) -> bool {
+        let per_item = ITEM_FIXED_BYTES + value_bytes_max;
+        PACKET_HEADER_BYTES + MSG_HEADER_BYTES + BODY_OVERHEAD_BYTES + keys * per_item <= mtu
+    }
+
     fn reject(&mut self, req_id: u64, why: &str) {
         self.stats.rejected += 1;
         let mut result = why.as_bytes().to_vec();
@@ -208,6 +224,16 @@ impl Coordinator {
         {
             self.free.push(slot);
             return self.reject(req.req_id, &e.to_string());
+        }
+        let keys = t.plan.reads.len() + t.plan.writes.len();
+        if !Self::fits_one_packet(keys, self.value_bytes_max, io.batcher.mtu()) {
+            self.free.push(slot);
+            let why = format!(
+                "transaction too large for one packet: {keys} keys with values up to {} B exceed the {} B MTU",
+                self.value_bytes_max,
+                io.batcher.mtu()
+            );
+            return self.reject(req.req_id, &why);
         }
         self.stats.started += 1;
         t.gen = t.gen.wrapping_add(1);
