@@ -183,14 +183,7 @@ impl Gen {
         let mut first = 0;
         loop {
             let tw = line.w[WORD_TAGS].load(Ordering::Acquire);
-            let id0 = line.w[word_id(0)].load(Ordering::Relaxed);
-            let id1 = line.w[word_id(1)].load(Ordering::Relaxed);
-            let hit0 = header::is_valid(h, first)
-                & (id0 == key.id)
-                & (tags::tag_table(tags::tag(tw, 0)) == key.table);
-            let hit1 = header::is_valid(h, first + 1)
-                & (id1 == key.id)
-                & (tags::tag_table(tags::tag(tw, 1)) == key.table);
+            let (hit0, hit1) = line_hits(line, tw, h, first, key);
             if hit0 | hit1 {
                 let pos = usize::from(!hit0);
                 return Find::Found {
@@ -309,6 +302,38 @@ impl Gen {
             }
         }
     }
+}
+
+/// Whether slot 0 and slot 1 of `line` (chain slots `first`, `first + 1`
+/// under `h`, tags word `tw`) hold `key`. Branch-free: both ids are loaded.
+#[cfg(not(loom))]
+#[inline(always)]
+fn line_hits(line: &Line, tw: u64, h: u64, first: usize, key: &Key) -> (bool, bool) {
+    let id0 = line.w[word_id(0)].load(Ordering::Relaxed);
+    let id1 = line.w[word_id(1)].load(Ordering::Relaxed);
+    let hit0 = header::is_valid(h, first)
+        & (id0 == key.id)
+        & (tags::tag_table(tags::tag(tw, 0)) == key.table);
+    let hit1 = header::is_valid(h, first + 1)
+        & (id1 == key.id)
+        & (tags::tag_table(tags::tag(tw, 1)) == key.table);
+    (hit0, hit1)
+}
+
+/// Under loom, the same answer with short-circuit evaluation: every atomic
+/// load is a point where loom interleaves other threads, and ids of slots
+/// that are not valid (or of a slot after a hit) cannot change the answer, so
+/// loading them only multiplies the executions to explore.
+#[cfg(loom)]
+#[inline(always)]
+fn line_hits(line: &Line, tw: u64, h: u64, first: usize, key: &Key) -> (bool, bool) {
+    let hit = |pos: usize| {
+        header::is_valid(h, first + pos)
+            && tags::tag_table(tags::tag(tw, pos)) == key.table
+            && line.w[word_id(pos)].load(Ordering::Relaxed) == key.id
+    };
+    let hit0 = hit(0);
+    (hit0, !hit0 && hit(1))
 }
 
 /// Walks one chain's lines lazily, remembering what it has followed.

@@ -746,7 +746,7 @@ impl Dlht {
         let mut staged: Option<Staged> = None;
         'gen: loop {
             // Phase 1: reserve a slot (or answer without writing).
-            let (slot, h_reserved, found) = loop {
+            let (slot, h_reserved, replaced) = loop {
                 let h = g.header(b).load(Ordering::Acquire);
                 match header::bin_state(h) {
                     BinState::Live => {}
@@ -779,6 +779,7 @@ impl Dlht {
                     }
                     continue;
                 }
+                let replaced = found.map(|old| old.replaced());
                 let word = match &staged {
                     Some(st) => st.word,
                     None => {
@@ -800,7 +801,7 @@ impl Dlht {
                             g.cas_header(b, h, header::with_slot(h, s, SlotState::Reserved))
                         {
                             Gen::fill_slot(line, pos, tag, key.id, meta.0, word);
-                            break (s, h_reserved, found);
+                            break (s, h_reserved, replaced);
                         }
                     }
                     None => match g.extend_chain(b) {
@@ -829,11 +830,11 @@ impl Dlht {
             if g.cas_header(
                 b,
                 h_reserved,
-                Old::publish(h_reserved, slot, found.as_ref()),
+                Replaced::publish(h_reserved, slot, replaced.as_ref()),
             )
             .is_ok()
             {
-                return Ok(self.published(g, found, &mut staged, guard));
+                return Ok(self.published(g, replaced, &mut staged, guard));
             }
             // Phase 2: publish, re-checking presence against the same header.
             loop {
@@ -856,15 +857,16 @@ impl Dlht {
                     }
                     BinState::Pending => unreachable!("reserved a slot in a Pending bin"),
                 }
-                let found = Old::find(g, b, h, &key);
-                // The presence check read slot words; order it before the CAS
-                // that validates it.
-                fence(Ordering::Acquire);
-                let Ok(found) = found else {
+                let Ok(found) = Old::find(g, b, h, &key) else {
                     spin_wait();
                     continue;
                 };
-                if let Some(answer) = mode.settled(found.as_ref(), meta) {
+                let answer = mode.settled(found.as_ref(), meta);
+                let replaced = found.map(|old| old.replaced());
+                // The presence check read slot words; order it before the CAS
+                // that validates it.
+                fence(Ordering::Acquire);
+                if let Some(answer) = answer {
                     if g.cas_header(b, h, header::with_slot(h, slot, SlotState::Empty))
                         .is_ok()
                     {
@@ -872,10 +874,10 @@ impl Dlht {
                     }
                     continue;
                 }
-                if g.cas_header(b, h, Old::publish(h, slot, found.as_ref()))
+                if g.cas_header(b, h, Replaced::publish(h, slot, replaced.as_ref()))
                     .is_ok()
                 {
-                    return Ok(self.published(g, found, &mut staged, guard));
+                    return Ok(self.published(g, replaced, &mut staged, guard));
                 }
             }
         }
@@ -887,7 +889,7 @@ impl Dlht {
     fn published(
         &self,
         g: &Gen,
-        replaced: Option<Old>,
+        replaced: Option<Replaced>,
         staged: &mut Option<Staged>,
         guard: &Guard,
     ) -> Wrote {
@@ -957,29 +959,32 @@ impl Mode {
     fn settled(self, found: Option<&Old>, meta: ObjectMeta) -> Option<Wrote> {
         match (self, found) {
             (Mode::Insert, Some(_)) | (Mode::Update, None) => Some(Wrote::Unchanged),
-            (Mode::UpsertIfNewer, Some(old)) if old.meta.version() >= meta.version() => {
-                Some(Wrote::Stale(old.meta))
+            (Mode::UpsertIfNewer, Some(old)) => {
+                let stored = old.meta();
+                (stored.version() >= meta.version()).then_some(Wrote::Stale(stored))
             }
             _ => None,
         }
     }
 }
 
-/// The valid slot a write found holding its key (read under one header word).
-struct Old {
+/// The valid slot a write found holding its key (under one header word). Its
+/// metadata and value word are read only when needed, before the fence that
+/// precedes the CAS validating them.
+struct Old<'g> {
     slot: usize,
     tag: u16,
-    meta: ObjectMeta,
-    word: u64,
+    line: &'g sync::Line,
+    pos: usize,
 }
 
 /// A chain link could not be followed (see `bin::Find::Torn`).
 struct Torn;
 
-impl Old {
-    /// Searches the chain under `h`; reads the found slot's meta and value word.
+impl<'g> Old<'g> {
+    /// Searches the chain of bin `b` of `g` under `h`.
     #[inline(always)]
-    fn find(g: &Gen, b: usize, h: u64, key: &Key) -> Result<Option<Old>, Torn> {
+    fn find(g: &'g Gen, b: usize, h: u64, key: &Key) -> Result<Option<Old<'g>>, Torn> {
         match g.find(b, h, key) {
             Find::Found {
                 slot,
@@ -989,18 +994,43 @@ impl Old {
             } => Ok(Some(Old {
                 slot,
                 tag,
-                meta: ObjectMeta(line.w[word_meta(pos)].load(Ordering::Relaxed)),
-                word: line.w[word_value(pos)].load(Ordering::Relaxed),
+                line,
+                pos,
             })),
             Find::Absent => Ok(None),
             Find::Torn => Err(Torn),
         }
     }
 
+    /// The stored metadata.
+    #[inline(always)]
+    fn meta(&self) -> ObjectMeta {
+        ObjectMeta(self.line.w[word_meta(self.pos)].load(Ordering::Relaxed))
+    }
+
+    /// What the write that replaces this slot needs to know of it.
+    #[inline(always)]
+    fn replaced(self) -> Replaced {
+        Replaced {
+            slot: self.slot,
+            tag: self.tag,
+            word: self.line.w[word_value(self.pos)].load(Ordering::Relaxed),
+        }
+    }
+}
+
+/// The slot a write replaces: freed by its publish CAS, its value retired after.
+struct Replaced {
+    slot: usize,
+    tag: u16,
+    word: u64,
+}
+
+impl Replaced {
     /// The header that publishes reserved slot `slot` of `h` and frees the
     /// slot it replaces, if any.
     #[inline(always)]
-    fn publish(h: u64, slot: usize, replaced: Option<&Old>) -> u64 {
+    fn publish(h: u64, slot: usize, replaced: Option<&Replaced>) -> u64 {
         let h = header::with_slot(h, slot, SlotState::Valid);
         match replaced {
             Some(old) => header::with_slot(h, old.slot, SlotState::Empty),
