@@ -62,8 +62,6 @@ pub struct HostWorker {
     entries: Vec<u8>,
     /// End offset in `entries` of each entry drained this iteration.
     entry_ends: Vec<usize>,
-    /// Scratch value buffer.
-    value: Vec<u8>,
     ack_buf: Vec<u8>,
     acked: u64,
     stats: WorkerStats,
@@ -87,7 +85,6 @@ impl HostWorker {
             entry: Vec::with_capacity(4096),
             entries: Vec::with_capacity(ITERATION_BYTES_RESERVED),
             entry_ends: Vec::with_capacity(LOG_ENTRIES_PER_ITERATION_MAX),
-            value: Vec::with_capacity(64),
             ack_buf: Vec::with_capacity(32),
             acked: 0,
             stats: WorkerStats::default(),
@@ -143,13 +140,9 @@ impl HostWorker {
             HostTable::Robinhood(t) => {
                 apply_entries(t, &mut self.stats, &self.entries, &self.entry_ends)
             }
-            HostTable::Dlht(t) => apply_entries_dlht(
-                t,
-                &mut self.value,
-                &mut self.stats,
-                &self.entries,
-                &self.entry_ends,
-            ),
+            HostTable::Dlht(t) => {
+                apply_entries_dlht(t, &mut self.stats, &self.entries, &self.entry_ends)
+            }
         }
         let consumed = self.log.consumed_bytes();
         if consumed != self.acked {
@@ -241,24 +234,12 @@ fn apply_batch(table: &mut RobinhoodTable, stats: &mut WorkerStats, reqs: &mut [
     }
 }
 
-/// The DLHT's version of [`apply_entries`]: the worker is the table's only
-/// writer, so "read the version, then upsert if newer" cannot race.
-fn apply_entries_dlht(
-    table: &Dlht,
-    value: &mut Vec<u8>,
-    stats: &mut WorkerStats,
-    entries: &[u8],
-    entry_ends: &[usize],
-) {
+/// The DLHT's version of [`apply_entries`]: one [`Dlht::upsert_if_newer`] per
+/// record (a single lookup that checks the version and writes atomically).
+fn apply_entries_dlht(table: &Dlht, stats: &mut WorkerStats, entries: &[u8], entry_ends: &[usize]) {
     for_each_record(stats, entries, entry_ends, |stats, rec| {
-        if table
-            .get(&rec.key, value)
-            .is_some_and(|m| m.version() >= rec.meta.version())
-        {
-            stats.stale += 1;
-            return;
-        }
-        match table.upsert(rec.key, rec.meta, rec.value) {
+        match table.upsert_if_newer(rec.key, rec.meta, rec.value) {
+            Ok(Upserted::Stale(_)) => stats.stale += 1,
             Ok(_) => stats.applied += 1,
             Err(e) => panic!("log record does not fit the DLHT: {e}"),
         }

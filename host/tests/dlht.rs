@@ -11,6 +11,7 @@ use proptest::prelude::*;
 use splitkv_host::table::dlht::{
     Dlht, DlhtConfig, DlhtError, Request, TABLE_ID_MAX, VALUE_BYTES_MAX, VALUE_INLINE_BYTES_MAX,
 };
+use splitkv_host::table::Upserted;
 use splitkv_layout::dlht_layout::{
     bin_index, decode_bin, decode_link, decode_out_of_line, SlotValue, LINE_BYTES,
 };
@@ -58,6 +59,8 @@ enum Op {
     Upsert(Key, Vec<u8>),
     Remove(Key),
     Get(Key),
+    /// `upsert_if_newer` with this version.
+    UpsertIfNewer(Key, Vec<u8>, u64),
     /// Start doubling, then move `chunks` chunks of bins (0 = leave it all to
     /// the writers).
     Resize(usize),
@@ -83,6 +86,7 @@ fn op() -> impl Strategy<Value = Op> {
         4 => (key(), value()).prop_map(|(k, v)| Op::Upsert(k, v)),
         5 => key().prop_map(Op::Remove),
         5 => key().prop_map(Op::Get),
+        3 => (key(), value(), 0u64..6).prop_map(|(k, v, ver)| Op::UpsertIfNewer(k, v, ver)),
         1 => (0usize..3).prop_map(Op::Resize),
         1 => Just(Op::FinishResize),
     ]
@@ -112,6 +116,19 @@ fn apply(t: &Dlht, model: &mut Model, op: &Op) {
             model.insert(*k, (meta_for(v), v.clone()));
         }
         Op::Remove(k) => assert_eq!(t.remove(k), model.remove(k).is_some(), "remove {k:?}"),
+        Op::UpsertIfNewer(k, v, ver) => {
+            let meta = ObjectMeta::new(*ver, ObjectFlags::READABLE);
+            let got = t.upsert_if_newer(*k, meta, v).unwrap();
+            let want = match model.get(k) {
+                Some((m, _)) if m.version() >= *ver => Upserted::Stale(*m),
+                Some(_) => Upserted::Updated,
+                None => Upserted::Inserted,
+            };
+            assert_eq!(got, want, "upsert_if_newer {k:?} v{ver}");
+            if !matches!(want, Upserted::Stale(_)) {
+                model.insert(*k, (meta, v.clone()));
+            }
+        }
         Op::Get(k) => {
             let mut out = vec![0xAA; 3];
             let got = t.get(k, &mut out);
@@ -201,6 +218,80 @@ proptest! {
 
 // ---------------------------------------------------------------------------
 // Bounds, errors, layout.
+
+#[test]
+fn upsert_if_newer_applies_only_newer_versions() {
+    let t = Dlht::with_capacity(8);
+    let k = Key::new(1, 7);
+    let m = |v| ObjectMeta::new(v, ObjectFlags::READABLE);
+    let mut out = Vec::new();
+    assert_eq!(t.upsert_if_newer(k, m(5), b"five"), Ok(Upserted::Inserted));
+    assert_eq!(
+        t.upsert_if_newer(k, m(5), b"again"),
+        Ok(Upserted::Stale(m(5)))
+    );
+    assert_eq!(
+        t.upsert_if_newer(k, m(4), b"old"),
+        Ok(Upserted::Stale(m(5)))
+    );
+    // A stale write is not an error even with a value the table refuses.
+    let huge = vec![0u8; VALUE_BYTES_MAX + 1];
+    assert_eq!(t.upsert_if_newer(k, m(3), &huge), Ok(Upserted::Stale(m(5))));
+    assert_eq!(t.get(&k, &mut out), Some(m(5)));
+    assert_eq!(out, b"five");
+    assert!(matches!(
+        t.upsert_if_newer(k, m(9), &huge),
+        Err(DlhtError::ValueTooLarge { .. })
+    ));
+    let long = vec![3u8; 40];
+    assert_eq!(t.upsert_if_newer(k, m(6), &long), Ok(Upserted::Updated));
+    assert_eq!(t.get(&k, &mut out), Some(m(6)));
+    assert_eq!(out, long);
+    assert_eq!(t.upsert_if_newer(k, m(7), b"7"), Ok(Upserted::Updated));
+    assert_eq!(t.get(&k, &mut out), Some(m(7)));
+    assert_eq!(out, b"7");
+    assert_eq!(t.len(), 1);
+}
+
+/// Threads apply the same records in different orders: whatever the order
+/// and the races, every key ends at its highest version, with that version's
+/// value (a "get, then upsert" pair would let an older record win a race).
+#[test]
+fn upsert_if_newer_races_keep_the_newest_version() {
+    const KEYS: u64 = 64;
+    const VERSIONS: u64 = 40;
+    let t = Arc::new(Dlht::with_capacity(16));
+    let threads: Vec<_> = (0..3u64)
+        .map(|id| {
+            let t = t.clone();
+            std::thread::spawn(move || {
+                let mut rng = Rng(0x9E37_79B9 ^ (id + 1));
+                let mut recs: Vec<(u64, u64)> = (0..KEYS)
+                    .flat_map(|k| (1..=VERSIONS).map(move |v| (k, v)))
+                    .collect();
+                for i in (1..recs.len()).rev() {
+                    let j = rng.below(i as u64 + 1) as usize;
+                    recs.swap(i, j);
+                }
+                for (k, v) in recs {
+                    let meta = ObjectMeta::new(v, ObjectFlags::READABLE);
+                    let value = (k * 1000 + v).to_le_bytes();
+                    t.upsert_if_newer(Key::new(0, k), meta, &value).unwrap();
+                }
+            })
+        })
+        .collect();
+    for th in threads {
+        th.join().unwrap();
+    }
+    let mut out = Vec::new();
+    for k in 0..KEYS {
+        let m = t.get(&Key::new(0, k), &mut out).expect("present");
+        assert_eq!(m.version(), VERSIONS, "key {k}");
+        assert_eq!(out, (k * 1000 + VERSIONS).to_le_bytes(), "key {k}");
+    }
+    assert_eq!(t.len(), KEYS as usize);
+}
 
 #[test]
 fn table_is_send_and_sync() {

@@ -205,6 +205,12 @@ pub mod header {
         let lo = h & STATE_LOW_BITS;
         compress_even_bits(hi & !lo)
     }
+    /// Whether any chain slot `s` or later is [`SlotState::Valid`] (a Get
+    /// that missed slots `0 .. s` uses it to skip the rest of the chain).
+    #[inline]
+    pub const fn any_valid_from(h: u64, s: usize) -> bool {
+        (((h >> 1) & !h & STATE_LOW_BITS) >> (2 * s)) != 0
+    }
     /// One bit per chain slot (bit `s`) that is [`SlotState::Empty`].
     #[inline]
     pub const fn empty_mask(h: u64) -> u32 {
@@ -560,6 +566,13 @@ mod tests {
         assert_eq!(header::reserved_mask(h), 1 << 3);
         assert_eq!(header::empty_mask(h), 0xFFFF & !(1 | 1 << 3 | 1 << 15));
         assert_eq!(header::bin_state(h), BinState::Frozen);
+        assert!(header::any_valid_from(h, 0));
+        assert!(header::any_valid_from(h, 1));
+        assert!(header::any_valid_from(h, 15));
+        assert!(!header::any_valid_from(
+            header::with_slot(h, 15, SlotState::Empty),
+            1
+        ));
         let b = header::bumped(h);
         assert_eq!(header::version(b), 1);
         assert_eq!(header::slot_states(b), header::slot_states(h));

@@ -2,10 +2,11 @@
 //! execute the requests in order, so the memory latencies of a batch overlap
 //! instead of adding up.
 
+use super::bin::Gen;
 #[cfg(not(loom))]
 use super::sync::Ordering;
-use super::sync::{pin, prefetch, Line};
-use super::{Dlht, DlhtError, TABLE_ID_MAX};
+use super::sync::{pin, prefetch, Guard, Line};
+use super::{Dlht, DlhtError, Mode, Wrote, TABLE_ID_MAX};
 #[cfg(not(loom))]
 use splitkv_layout::dlht_layout::{tags, WORD_TAGS};
 use splitkv_layout::{Key, ObjectMeta};
@@ -119,64 +120,126 @@ impl Request {
     }
 }
 
+/// Requests whose bins [`Dlht::batch`] prefetches before running any of them;
+/// a longer batch runs as consecutive chunks of this many (prefetching more
+/// lines than the L1 holds would only evict the first ones).
+pub const BATCH_CHUNK_MAX: usize = 32;
+
 impl Dlht {
     /// Executes `reqs` in order, writing each result into its request, after
     /// first issuing a software prefetch for every request's bin (Dandelion §6,
     /// Figure 7; `_mm_prefetch` on x86-64, nothing elsewhere). The result is
     /// the same as running the requests one at a time. Prefetches beyond what
-    /// the cache holds are wasted: batches of tens of requests suit it best.
+    /// the cache holds are wasted: batches of tens of requests suit it best
+    /// (longer ones run in chunks of [`BATCH_CHUNK_MAX`]).
+    ///
+    /// The whole batch runs under one epoch pin (a `pin()` is a full barrier on
+    /// x86), and each request's bin index is computed once, while prefetching.
     pub fn batch(&self, reqs: &mut [Request]) {
-        // Pinned for the whole batch: the operations below pin again, which is
-        // then only a counter increment.
         let guard = pin();
-        let g = self.current(&guard);
-        for r in reqs.iter() {
-            let key = r.key();
-            if key.table <= TABLE_ID_MAX {
-                prefetch(&g.bins[g.bin_of(key)] as *const Line);
-            }
+        for chunk in reqs.chunks_mut(BATCH_CHUNK_MAX) {
+            self.batch_chunk(chunk, &guard);
+        }
+    }
+
+    /// [`Dlht::batch`] of at most [`BATCH_CHUNK_MAX`] requests.
+    #[inline(always)]
+    fn batch_chunk(&self, reqs: &mut [Request], guard: &Guard) {
+        debug_assert!(reqs.len() <= BATCH_CHUNK_MAX);
+        let g = self.current(guard);
+        let mut bins = [0usize; BATCH_CHUNK_MAX];
+        for (r, b) in reqs.iter().zip(bins.iter_mut()) {
+            *b = g.bin_of(r.key());
+            prefetch(g.bin(*b) as *const Line);
         }
         // Second pass (not under loom, where prefetch is a no-op): by now the
         // first bins have arrived; read each bin's first link index and
         // prefetch that link bucket too, so keys chained past their bin do not
         // take a dependent miss during execution. A stale index only costs a
         // useless prefetch.
+        // Without a branch: index 0 is the pool's unused line, so a bin
+        // without a link prefetches that one line (cached after the first
+        // time), and whether a bin has a link is random, so a branch would be
+        // mispredicted often. Prefetching never faults, so an out-of-range
+        // index (none is expected) needs no check either.
         #[cfg(not(loom))]
-        for r in reqs.iter() {
-            let key = r.key();
-            if key.table <= TABLE_ID_MAX {
-                let tags = g.bins[g.bin_of(key)].w[WORD_TAGS].load(Ordering::Relaxed);
-                let link = tags::link(tags) as usize;
-                if link != 0 {
-                    if let Some(line) = g.links.get(link) {
-                        prefetch(line as *const Line);
-                    }
-                }
-            }
+        for &b in &bins[..reqs.len()] {
+            let link = tags::link(g.bin(b).w[WORD_TAGS].load(Ordering::Relaxed)) as usize;
+            prefetch(g.links.as_ptr().wrapping_add(link));
         }
-        for r in reqs.iter_mut() {
+        // `g` may stop being current during the batch (a write in it can start
+        // a resize): Gets follow `Moved` bins from `g` (still alive: we are
+        // pinned), and writes use the bin hint only while `g` is current.
+        for (r, &b) in reqs.iter_mut().zip(bins.iter()) {
             match r {
-                Request::Get { key, value, result } => *result = self.get(key, value),
+                Request::Get { key, value, result } => {
+                    value.clear();
+                    *result = if key.table > TABLE_ID_MAX {
+                        None
+                    } else {
+                        self.get_at(g, b, key, value)
+                    };
+                }
                 Request::Insert {
                     key,
                     meta,
                     value,
                     result,
-                } => *result = self.insert(*key, *meta, value),
+                } => {
+                    *result = self
+                        .batch_write(g, b, *key, *meta, value, Mode::Insert, guard)
+                        .map(|w| w == Wrote::Inserted)
+                }
                 Request::Put {
                     key,
                     meta,
                     value,
                     result,
-                } => *result = self.put(*key, *meta, value),
+                } => {
+                    *result = self
+                        .batch_write(g, b, *key, *meta, value, Mode::Update, guard)
+                        .map(|w| w == Wrote::Updated)
+                }
                 Request::Upsert {
                     key,
                     meta,
                     value,
                     result,
-                } => *result = self.upsert(*key, *meta, value),
-                Request::Delete { key, result } => *result = self.remove(key),
+                } => {
+                    *result = self
+                        .batch_write(g, b, *key, *meta, value, Mode::Upsert, guard)
+                        .map(|w| w == Wrote::Inserted)
+                }
+                Request::Delete { key, result } => {
+                    *result = key.table <= TABLE_ID_MAX && {
+                        let cur = self.current_helped(guard);
+                        let b = if std::ptr::eq(cur, g) {
+                            b
+                        } else {
+                            cur.bin_of(key)
+                        };
+                        self.remove_at(cur, b, key, guard)
+                    }
+                }
             }
         }
+    }
+
+    /// One write of a batch: [`Dlht::write`] under the batch's pin, starting
+    /// at bin `b` if `g` is still current.
+    #[allow(clippy::too_many_arguments)]
+    #[inline(always)]
+    fn batch_write<'g>(
+        &self,
+        g: &'g Gen,
+        b: usize,
+        key: Key,
+        meta: ObjectMeta,
+        value: &[u8],
+        mode: Mode,
+        guard: &'g Guard,
+    ) -> Result<Wrote, DlhtError> {
+        Dlht::check_write(&key, value, mode)?;
+        self.write_pinned(Some((g, b)), key, meta, value, mode, guard)
     }
 }

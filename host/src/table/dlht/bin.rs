@@ -125,10 +125,19 @@ impl Gen {
         splitkv_layout::dlht_layout::bin_index(key, self.bins.len())
     }
 
+    /// Bin `b` (`b < bin_count()`; every caller takes `b` from `bin_of`, a
+    /// hash masked to the power-of-two bin count, or from a loop over bins).
+    #[inline(always)]
+    pub(crate) fn bin(&self, b: usize) -> &Line {
+        debug_assert!(b < self.bins.len());
+        // SAFETY: `b < bins.len()`, as above (checked in debug builds).
+        unsafe { self.bins.get_unchecked(b) }
+    }
+
     /// Bin `b`'s header word.
-    #[inline]
+    #[inline(always)]
     pub(crate) fn header(&self, b: usize) -> &AtomicU64 {
-        &self.bins[b].w[WORD_CONTROL]
+        &self.bin(b).w[WORD_CONTROL]
     }
 
     /// Link buckets handed out so far (including ones lost to install races).
@@ -161,55 +170,66 @@ impl Gen {
     /// Searches bin `b`'s chain for `key` among the slots `h` says are valid.
     /// The caller validates the answer (re-reads the header after an Acquire
     /// fence, or uses `h` as the expected value of a CAS).
-    #[inline]
-    pub(crate) fn find<'g>(&'g self, cur: &mut Cursor<'g>, h: u64, key: &Key) -> Find<'g> {
-        let mut valid = header::valid_mask(h);
-        while valid != 0 {
-            let slot = valid.trailing_zeros() as usize;
-            valid &= valid - 1;
-            let Some(line) = cur.line(slot / SLOTS_PER_LINE) else {
-                return Find::Torn;
-            };
-            let pos = slot % SLOTS_PER_LINE;
-            let tag = tags::tag(line.w[WORD_TAGS].load(Ordering::Acquire), pos);
-            if tags::tag_table(tag) == key.table
-                && line.w[word_id(pos)].load(Ordering::Relaxed) == key.id
-            {
+    ///
+    /// One line at a time: one tags-word load per line, both slots compared
+    /// without short-circuiting (`&`, not `&&`; where a key sits is random, and
+    /// a data-dependent branch per slot would be mispredicted about half the
+    /// time, which costs more than loading two ids from a line already read),
+    /// and the next link followed only while `h` says a later slot is valid.
+    #[inline(always)]
+    pub(crate) fn find(&self, b: usize, h: u64, key: &Key) -> Find<'_> {
+        const _: () = assert!(SLOTS_PER_LINE == 2);
+        let mut line = self.bin(b);
+        let mut first = 0;
+        loop {
+            let tw = line.w[WORD_TAGS].load(Ordering::Acquire);
+            let (hit0, hit1) = line_hits(line, tw, h, first, key);
+            if hit0 | hit1 {
+                let pos = usize::from(!hit0);
                 return Find::Found {
-                    slot,
+                    slot: first + pos,
                     line,
                     pos,
-                    tag,
+                    tag: tags::tag(tw, pos),
                 };
             }
+            first += SLOTS_PER_LINE;
+            // Slot states exist for the whole chain only, so this is false
+            // once `first` reaches `SLOTS_PER_CHAIN_MAX`: at most
+            // `LINES_PER_CHAIN_MAX` lines.
+            if !header::any_valid_from(h, first) {
+                return Find::Absent;
+            }
+            let idx = tags::link(tw) as usize;
+            if idx == 0 || idx >= self.links.len() {
+                return Find::Torn;
+            }
+            line = &self.links[idx];
         }
-        Find::Absent
     }
 
-    /// The lowest chain slot that `h` says is empty and whose line exists.
-    pub(crate) fn pick_empty<'g>(
-        &'g self,
-        cur: &mut Cursor<'g>,
-        h: u64,
-    ) -> Option<(usize, &'g Line, usize)> {
+    /// The lowest chain slot of bin `b` that `h` says is empty and whose line
+    /// exists.
+    #[inline(always)]
+    pub(crate) fn pick_empty(&self, b: usize, h: u64) -> Option<(usize, &Line, usize)> {
         let empty = header::empty_mask(h);
         if empty == 0 {
             return None;
         }
         let slot = empty.trailing_zeros() as usize;
+        if slot < SLOTS_PER_LINE {
+            return Some((slot, self.bin(b), slot));
+        }
         // Lines exist as a prefix of the chain: if the lowest empty slot's line
         // is missing, so are the lines of every higher one.
-        let line = cur.line(slot / SLOTS_PER_LINE)?;
+        let line = Cursor::new(self, b).line(slot / SLOTS_PER_LINE)?;
         Some((slot, line, slot % SLOTS_PER_LINE))
     }
 
     /// Appends a link bucket to bin `b`'s chain (or finds that another thread
     /// just did). Lock-free: the install is one CAS on the last line's tags word.
-    pub(crate) fn extend_chain<'g>(
-        &'g self,
-        b: usize,
-        cur: &mut Cursor<'g>,
-    ) -> Result<(), ExtendError> {
+    pub(crate) fn extend_chain(&self, b: usize) -> Result<(), ExtendError> {
+        let mut cur = Cursor::new(self, b);
         let lines = cur.len_all();
         if lines >= LINES_PER_CHAIN_MAX {
             return Err(ExtendError::ChainFull);
@@ -284,6 +304,38 @@ impl Gen {
     }
 }
 
+/// Whether slot 0 and slot 1 of `line` (chain slots `first`, `first + 1`
+/// under `h`, tags word `tw`) hold `key`. Branch-free: both ids are loaded.
+#[cfg(not(loom))]
+#[inline(always)]
+fn line_hits(line: &Line, tw: u64, h: u64, first: usize, key: &Key) -> (bool, bool) {
+    let id0 = line.w[word_id(0)].load(Ordering::Relaxed);
+    let id1 = line.w[word_id(1)].load(Ordering::Relaxed);
+    let hit0 = header::is_valid(h, first)
+        & (id0 == key.id)
+        & (tags::tag_table(tags::tag(tw, 0)) == key.table);
+    let hit1 = header::is_valid(h, first + 1)
+        & (id1 == key.id)
+        & (tags::tag_table(tags::tag(tw, 1)) == key.table);
+    (hit0, hit1)
+}
+
+/// Under loom, the same answer with short-circuit evaluation: every atomic
+/// load is a point where loom interleaves other threads, and ids of slots
+/// that are not valid (or of a slot after a hit) cannot change the answer, so
+/// loading them only multiplies the executions to explore.
+#[cfg(loom)]
+#[inline(always)]
+fn line_hits(line: &Line, tw: u64, h: u64, first: usize, key: &Key) -> (bool, bool) {
+    let hit = |pos: usize| {
+        header::is_valid(h, first + pos)
+            && tags::tag_table(tags::tag(tw, pos)) == key.table
+            && line.w[word_id(pos)].load(Ordering::Relaxed) == key.id
+    };
+    let hit0 = hit(0);
+    (hit0, !hit0 && hit(1))
+}
+
 /// Walks one chain's lines lazily, remembering what it has followed.
 pub(crate) struct Cursor<'g> {
     gen: &'g Gen,
@@ -295,8 +347,9 @@ impl<'g> Cursor<'g> {
     /// A cursor at bin `b` of `gen`.
     #[inline]
     pub(crate) fn new(gen: &'g Gen, b: usize) -> Cursor<'g> {
+        let bin = gen.bin(b);
         let mut lines = [None; LINES_PER_CHAIN_MAX];
-        lines[0] = Some(&gen.bins[b]);
+        lines[0] = Some(bin);
         Cursor {
             gen,
             lines,

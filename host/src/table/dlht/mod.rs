@@ -26,6 +26,13 @@
 //! generations are freed through `crossbeam-epoch`. All atomics come from
 //! `sync.rs`, so `scripts/loom` model-checks this code with loom.
 //!
+//! A write searches the chain under header `h` and reserves a free slot with a
+//! CAS from `h`, which validates the search; if the header is still the one
+//! its reservation produced, it publishes with a second CAS without searching
+//! again (`Dlht::write_at`). The key count is striped per thread, so writers on
+//! different threads do not contend on one counter line, and the generation
+//! pointer every operation reads sits on a line of its own.
+//!
 //! Progress: Gets never wait. Writes are lock-free with two exceptions, both
 //! waits on another thread's short step rather than on a lock: a write that
 //! finds no room while another thread allocates the next generation waits for
@@ -51,12 +58,13 @@ mod resize;
 mod sync;
 mod value;
 
-pub use batch::Request;
+pub use batch::{Request, BATCH_CHUNK_MAX};
 pub use iter::Iter;
 pub use splitkv_layout::dlht_layout::{
     LINK_BUCKETS_PER_BIN_MAX, TABLE_ID_MAX, VALUE_BYTES_MAX, VALUE_INLINE_BYTES_MAX,
 };
 
+use super::Upserted;
 use bin::{ExtendError, Find, Gen};
 use resize::GrowCause;
 use splitkv_layout::dlht_layout::{
@@ -158,18 +166,77 @@ enum Mode {
     Update,
     /// Either.
     Upsert,
+    /// Either, but a present key only if its stored version is older.
+    UpsertIfNewer,
 }
 
 /// The Dandelion hash table (Dandelion §6). `Send + Sync`; every operation
 /// takes `&self`; see the module docs for the layout, the progress guarantees
 /// and the bounds.
 pub struct Dlht {
-    current: AtomicPtr<Gen>,
-    len: AtomicIsize,
+    /// Read by every operation: kept on a line of its own (with the fields
+    /// that never change), away from the counters that writers update.
+    hot: CachePadded<Hot>,
+    len: LenStripes,
     record_bytes: AtomicUsize,
     resizes: AtomicUsize,
-    bins_max: usize,
     retired: Retired,
+}
+
+/// The fields every operation reads.
+struct Hot {
+    current: AtomicPtr<Gen>,
+    bins_max: usize,
+}
+
+/// Aligns `T` to 128 bytes (two lines: x86 prefetches line pairs) so that
+/// writes to it do not invalidate a neighbour's line.
+#[repr(align(128))]
+struct CachePadded<T>(T);
+
+impl<T> std::ops::Deref for CachePadded<T> {
+    type Target = T;
+    #[inline(always)]
+    fn deref(&self) -> &T {
+        &self.0
+    }
+}
+
+/// Stripes of the key count: a thread adds to its own stripe (threads are
+/// spread over the stripes round robin), so inserts and deletes on different
+/// threads do not fight over one counter line. [`Dlht::len`] sums them.
+const LEN_STRIPES: usize = 8;
+/// Above this load bound (keys), an insert compares the summed count with the
+/// bound only when its own stripe reaches a multiple of
+/// [`LEN_CHECK_EVERY_INSERTS`]; at or below it, after every insert. The bound
+/// is a growth trigger, not a capacity limit (a full chain or link pool also
+/// grows the table), so being late by up to `LEN_STRIPES ·
+/// LEN_CHECK_EVERY_INSERTS` keys (at most 1/16 of the bound) is harmless.
+const LEN_EXACT_CHECK_LIMIT_MAX: usize = 8192;
+/// See [`LEN_EXACT_CHECK_LIMIT_MAX`] (a power of two).
+const LEN_CHECK_EVERY_INSERTS: usize = 64;
+
+struct LenStripes {
+    stripes: [CachePadded<AtomicIsize>; LEN_STRIPES],
+}
+
+impl LenStripes {
+    fn new() -> LenStripes {
+        LenStripes {
+            stripes: std::array::from_fn(|_| CachePadded(AtomicIsize::new(0))),
+        }
+    }
+
+    /// Adds `delta` to this thread's stripe; returns the stripe's new value.
+    #[inline]
+    fn add(&self, delta: isize) -> isize {
+        self.stripes[sync::thread_stripe(LEN_STRIPES)].fetch_add(delta, Ordering::Relaxed) + delta
+    }
+
+    /// The sum of all stripes (exact when no write is in flight).
+    fn sum(&self) -> isize {
+        self.stripes.iter().map(|c| c.load(Ordering::Relaxed)).sum()
+    }
 }
 
 impl std::fmt::Debug for Dlht {
@@ -206,11 +273,13 @@ impl Dlht {
             .unwrap_or(bins_max)
             .min(bins_max);
         Dlht {
-            current: AtomicPtr::new(Box::into_raw(Box::new(Gen::new(bins, false)))),
-            len: AtomicIsize::new(0),
+            hot: CachePadded(Hot {
+                current: AtomicPtr::new(Box::into_raw(Box::new(Gen::new(bins, false)))),
+                bins_max,
+            }),
+            len: LenStripes::new(),
             record_bytes: AtomicUsize::new(0),
             resizes: AtomicUsize::new(0),
-            bins_max,
             retired: Retired::default(),
         }
     }
@@ -220,7 +289,7 @@ impl Dlht {
         // SAFETY: `current` always points to a live generation; one that is
         // replaced is retired through the epoch reclaimer, so it stays alive while
         // `_guard` (taken before this load) is.
-        unsafe { &*self.current.load(Ordering::Acquire) }
+        unsafe { &*self.hot.current.load(Ordering::Acquire) }
     }
 
     /// Looks `key` up. On a hit, returns its metadata and replaces the contents
@@ -232,11 +301,27 @@ impl Dlht {
             return None;
         }
         let guard = pin();
-        let mut g = self.current(&guard);
-        let mut b = g.bin_of(key);
+        let g = self.current(&guard);
+        self.get_at(g, g.bin_of(key), key, value_out)
+    }
+
+    /// [`Dlht::get`] of a key whose table id is in range, starting at bin `b` of
+    /// `g` (the key's bin in `g`; `g` was reached through the table under the
+    /// caller's guard, which is still held). `value_out` must be empty.
+    #[inline(always)]
+    fn get_at(
+        &self,
+        mut g: &Gen,
+        mut b: usize,
+        key: &Key,
+        value_out: &mut Vec<u8>,
+    ) -> Option<ObjectMeta> {
+        debug_assert!(value_out.is_empty());
         loop {
             let h1 = g.header(b).load(Ordering::Acquire);
             match header::bin_state(h1) {
+                // A frozen bin's contents are final: read it in place.
+                BinState::Live | BinState::Frozen => {}
                 BinState::Moved => {
                     g = g.next_gen().expect("a moved bin has a next generation");
                     b = g.bin_of(key);
@@ -247,11 +332,8 @@ impl Dlht {
                     spin_wait();
                     continue;
                 }
-                // A frozen bin's contents are final: read it in place.
-                BinState::Live | BinState::Frozen => {}
             }
-            let mut cur = bin::Cursor::new(g, b);
-            match g.find(&mut cur, h1, key) {
+            match g.find(b, h1, key) {
                 Find::Found { line, pos, tag, .. } => {
                     let meta = line.w[word_meta(pos)].load(Ordering::Relaxed);
                     let word = line.w[word_value(pos)].load(Ordering::Relaxed);
@@ -260,7 +342,8 @@ impl Dlht {
                         continue;
                     }
                     // SAFETY: the slot was valid while we were pinned (header
-                    // unchanged around the reads) and we are still pinned.
+                    // unchanged around the reads) and we are still pinned;
+                    // `value_out` is empty.
                     unsafe { value::copy_value(tags::tag_len_code(tag), word, value_out) };
                     return Some(ObjectMeta(meta));
                 }
@@ -282,7 +365,7 @@ impl Dlht {
     /// [`DlhtError::KeyOutOfRange`], [`DlhtError::ValueTooLarge`],
     /// [`DlhtError::Full`].
     pub fn insert(&self, key: Key, meta: ObjectMeta, value: &[u8]) -> Result<bool, DlhtError> {
-        self.write(key, meta, value, Mode::Insert)
+        Ok(self.write(key, meta, value, Mode::Insert)? == Wrote::Inserted)
     }
 
     /// Replaces the metadata and value of `key` if present. Returns `Ok(false)`
@@ -293,7 +376,7 @@ impl Dlht {
     /// As [`Dlht::insert`] (`Full` only if the chain has no free slot for the
     /// new copy and the table cannot grow).
     pub fn put(&self, key: Key, meta: ObjectMeta, value: &[u8]) -> Result<bool, DlhtError> {
-        self.write(key, meta, value, Mode::Update)
+        Ok(self.write(key, meta, value, Mode::Update)? == Wrote::Updated)
     }
 
     /// Inserts or replaces `key`. Returns `Ok(true)` if it was inserted,
@@ -302,7 +385,31 @@ impl Dlht {
     /// # Errors
     /// As [`Dlht::insert`].
     pub fn upsert(&self, key: Key, meta: ObjectMeta, value: &[u8]) -> Result<bool, DlhtError> {
-        self.write(key, meta, value, Mode::Upsert)
+        Ok(self.write(key, meta, value, Mode::Upsert)? == Wrote::Inserted)
+    }
+
+    /// Inserts `key`, or replaces it if the stored version is older than
+    /// `meta.version()`; a stored version at least as new is left alone and
+    /// returned as [`Upserted::Stale`]. One lookup: the version check and the
+    /// write are validated by the same header word, so the whole operation is
+    /// atomic even with other writers (the host log worker applies replicated
+    /// records with it; same contract as `RobinhoodTable::upsert_if_newer`).
+    ///
+    /// # Errors
+    /// As [`Dlht::insert`]; a stale write is not an error, even with a value
+    /// that is too large.
+    pub fn upsert_if_newer(
+        &self,
+        key: Key,
+        meta: ObjectMeta,
+        value: &[u8],
+    ) -> Result<Upserted, DlhtError> {
+        Ok(match self.write(key, meta, value, Mode::UpsertIfNewer)? {
+            Wrote::Inserted => Upserted::Inserted,
+            Wrote::Updated => Upserted::Updated,
+            Wrote::Stale(stored) => Upserted::Stale(stored),
+            Wrote::Unchanged => unreachable!("an upsert always writes or is stale"),
+        })
     }
 
     /// Deletes `key`; its slot is free for reuse as soon as this returns.
@@ -312,15 +419,20 @@ impl Dlht {
             return false;
         }
         let guard = pin();
-        self.help_if_resizing(&guard);
-        let mut g = self.current(&guard);
-        let mut b = g.bin_of(key);
+        let g = self.current_helped(&guard);
+        self.remove_at(g, g.bin_of(key), key, &guard)
+    }
+
+    /// [`Dlht::remove`] of a key whose table id is in range, starting at its
+    /// bin `b` of `g` (see [`Dlht::get_at`]).
+    #[inline(always)]
+    fn remove_at<'g>(&self, mut g: &'g Gen, mut b: usize, key: &Key, guard: &'g Guard) -> bool {
         loop {
             let h = g.header(b).load(Ordering::Acquire);
             match header::bin_state(h) {
                 BinState::Live => {}
                 BinState::Frozen => {
-                    self.move_bin(g, b, &guard);
+                    self.move_bin(g, b, guard);
                     continue;
                 }
                 BinState::Moved => {
@@ -334,8 +446,7 @@ impl Dlht {
                     continue;
                 }
             }
-            let mut cur = bin::Cursor::new(g, b);
-            match g.find(&mut cur, h, key) {
+            match g.find(b, h, key) {
                 Find::Found {
                     slot,
                     line,
@@ -347,8 +458,8 @@ impl Dlht {
                     if g.cas_header(b, h, header::with_slot(h, slot, SlotState::Empty))
                         .is_ok()
                     {
-                        self.retire_value(tags::tag_len_code(tag), word, &guard);
-                        self.len.fetch_sub(1, Ordering::Relaxed);
+                        self.retire_value(tags::tag_len_code(tag), word, guard);
+                        self.len.add(-1);
                         return true;
                     }
                 }
@@ -365,7 +476,7 @@ impl Dlht {
 
     /// Number of keys (exact when no write is in flight).
     pub fn len(&self) -> usize {
-        self.len.load(Ordering::Relaxed).max(0) as usize
+        self.len.sum().max(0) as usize
     }
 
     /// Whether the table holds no keys.
@@ -524,13 +635,16 @@ impl Dlht {
         }
     }
 
-    /// Moves one chunk of a resize under way; every write calls this first.
-    #[inline]
-    fn help_if_resizing(&self, guard: &Guard) {
+    /// The current generation, after moving one chunk of a resize under way
+    /// (every write calls this first).
+    #[inline(always)]
+    fn current_helped<'g>(&self, guard: &'g Guard) -> &'g Gen {
         let g = self.current(guard);
-        if g.next_gen().is_some() {
-            self.help_resize_of(g, guard, 1);
+        if g.next_gen().is_none() {
+            return g;
         }
+        self.help_resize_of(g, guard, 1);
+        self.current(guard)
     }
 
     /// Frees an out-of-line record once no pinned thread can still read it.
@@ -549,45 +663,100 @@ impl Dlht {
         }
     }
 
-    /// Insert, update or upsert. Returns whether the key was inserted (Insert,
-    /// Upsert) or updated (Update).
+    /// Insert, update, upsert or upsert-if-newer (see [`Wrote`]).
     fn write(
         &self,
         key: Key,
         meta: ObjectMeta,
         value: &[u8],
         mode: Mode,
-    ) -> Result<bool, DlhtError> {
+    ) -> Result<Wrote, DlhtError> {
+        Dlht::check_write(&key, value, mode)?;
+        let guard = pin();
+        self.write_pinned(None, key, meta, value, mode, &guard)
+    }
+
+    /// The argument checks of a write.
+    #[inline(always)]
+    fn check_write(key: &Key, value: &[u8], mode: Mode) -> Result<(), DlhtError> {
         if key.table > TABLE_ID_MAX {
             return Err(DlhtError::KeyOutOfRange {
                 table: key.table,
                 max: TABLE_ID_MAX,
             });
         }
-        if value.len() > VALUE_BYTES_MAX {
+        // Upsert-if-newer checks the length only once it knows it will write.
+        if mode != Mode::UpsertIfNewer && value.len() > VALUE_BYTES_MAX {
             return Err(DlhtError::ValueTooLarge {
                 len: value.len(),
                 max: VALUE_BYTES_MAX,
             });
         }
-        let guard = pin();
-        self.help_if_resizing(&guard);
-        let mut staged = Staged::new(value);
-        let tag = tags::make_tag(key.table, staged.len_code);
-        let mut g = self.current(&guard);
+        Ok(())
+    }
+
+    /// [`Dlht::write`] under the caller's pin, past the argument checks. `hint`
+    /// is a generation the caller already looked at and the key's bin in it
+    /// (a batch computes bins while prefetching); it is used only if that
+    /// generation is still current.
+    #[inline(always)]
+    fn write_pinned<'g>(
+        &self,
+        hint: Option<(&'g Gen, usize)>,
+        key: Key,
+        meta: ObjectMeta,
+        value: &[u8],
+        mode: Mode,
+        guard: &'g Guard,
+    ) -> Result<Wrote, DlhtError> {
+        let g = self.current_helped(guard);
+        let b = match hint {
+            Some((hg, b)) if std::ptr::eq(hg, g) => b,
+            _ => g.bin_of(&key),
+        };
+        self.write_at(g, b, key, meta, value, mode, guard)
+    }
+
+    /// [`Dlht::write`] of a key whose table id is in range, starting at its bin
+    /// `b` of `g` (see [`Dlht::get_at`]).
+    ///
+    /// Phase 1 searches the chain under header `h` and reserves an empty slot
+    /// with a CAS from `h`; phase 2 publishes it with a CAS that also frees the
+    /// replaced slot. The reservation CAS succeeds only if the header is still
+    /// `h`, so it validates the search just as a publish CAS from `h` would
+    /// (the Acquire fence before it orders the search's slot reads first; see
+    /// `Gen::fill_slot`). So when the header is still exactly the one our
+    /// reservation produced, nothing has changed since the search and phase 2
+    /// publishes at once, without searching again; otherwise it searches again
+    /// under the new header.
+    #[allow(clippy::too_many_arguments)]
+    #[inline(always)]
+    fn write_at<'g>(
+        &self,
+        mut g: &'g Gen,
+        mut b: usize,
+        key: Key,
+        meta: ObjectMeta,
+        value: &[u8],
+        mode: Mode,
+        guard: &'g Guard,
+    ) -> Result<Wrote, DlhtError> {
+        let tag = tags::make_tag(key.table, value::len_code(value.len()));
+        // Staged on first use: a write that changes nothing never allocates.
+        let mut staged: Option<Staged> = None;
         'gen: loop {
-            let b = g.bin_of(&key);
             // Phase 1: reserve a slot (or answer without writing).
-            let slot = loop {
+            let (slot, h_reserved, replaced) = loop {
                 let h = g.header(b).load(Ordering::Acquire);
                 match header::bin_state(h) {
                     BinState::Live => {}
                     BinState::Frozen => {
-                        self.move_bin(g, b, &guard);
+                        self.move_bin(g, b, guard);
                         continue;
                     }
                     BinState::Moved => {
                         g = g.next_gen().expect("a moved bin has a next generation");
+                        b = g.bin_of(&key);
                         continue 'gen;
                     }
                     BinState::Pending => {
@@ -596,32 +765,46 @@ impl Dlht {
                         continue;
                     }
                 }
-                let mut cur = bin::Cursor::new(g, b);
-                let found = match g.find(&mut cur, h, &key) {
-                    Find::Found { .. } => true,
-                    Find::Absent => false,
-                    Find::Torn => {
+                let found = match Old::find(g, b, h, &key) {
+                    Ok(found) => found,
+                    Err(Torn) => {
                         spin_wait();
                         continue;
                     }
                 };
-                if (mode == Mode::Insert && found) || (mode == Mode::Update && !found) {
+                if let Some(answer) = mode.settled(found.as_ref(), meta) {
                     fence(Ordering::Acquire);
                     if g.header(b).load(Ordering::Relaxed) == h {
-                        return Ok(false);
+                        return Ok(answer);
                     }
                     continue;
                 }
-                match g.pick_empty(&mut cur, h) {
+                let replaced = found.map(|old| old.replaced());
+                let word = match &staged {
+                    Some(st) => st.word,
+                    None => {
+                        if value.len() > VALUE_BYTES_MAX {
+                            return Err(DlhtError::ValueTooLarge {
+                                len: value.len(),
+                                max: VALUE_BYTES_MAX,
+                            });
+                        }
+                        staged.insert(Staged::new(value)).word
+                    }
+                };
+                match g.pick_empty(b, h) {
                     Some((s, line, pos)) => {
-                        if g.cas_header(b, h, header::with_slot(h, s, SlotState::Reserved))
-                            .is_ok()
+                        // The search read slot words; order them before the
+                        // CAS that validates them.
+                        fence(Ordering::Acquire);
+                        if let Ok(h_reserved) =
+                            g.cas_header(b, h, header::with_slot(h, s, SlotState::Reserved))
                         {
-                            Gen::fill_slot(line, pos, tag, key.id, meta.0, staged.word);
-                            break s;
+                            Gen::fill_slot(line, pos, tag, key.id, meta.0, word);
+                            break (s, h_reserved, replaced);
                         }
                     }
-                    None => match g.extend_chain(b, &mut cur) {
+                    None => match g.extend_chain(b) {
                         Ok(()) => {}
                         Err(e) => {
                             // No room: resize. The thread that allocates the
@@ -633,15 +816,26 @@ impl Dlht {
                                 ExtendError::PoolExhausted => GrowCause::PoolExhausted,
                             };
                             let started = g.next_gen().is_none();
-                            self.grow(g, &guard, true, cause)?;
+                            self.grow(g, guard, true, cause)?;
                             if started {
-                                self.help_resize_of(g, &guard, usize::MAX);
+                                self.help_resize_of(g, guard, usize::MAX);
                             }
-                            self.move_bin(g, b, &guard);
+                            self.move_bin(g, b, guard);
                         }
                     },
                 }
             };
+            // Phase 2, fast path: the header is still the one our reservation
+            // made, so the search of phase 1 still holds.
+            if g.cas_header(
+                b,
+                h_reserved,
+                Replaced::publish(h_reserved, slot, replaced.as_ref()),
+            )
+            .is_ok()
+            {
+                return Ok(self.published(g, replaced, &mut staged, guard));
+            }
             // Phase 2: publish, re-checking presence against the same header.
             loop {
                 let h = g.header(b).load(Ordering::Acquire);
@@ -651,89 +845,196 @@ impl Dlht {
                     // The bin is being moved: our reserved slot dies with it;
                     // retry in the next generation.
                     BinState::Frozen => {
-                        self.move_bin(g, b, &guard);
+                        self.move_bin(g, b, guard);
                         g = g.next_gen().expect("a frozen bin has a next generation");
+                        b = g.bin_of(&key);
                         continue 'gen;
                     }
                     BinState::Moved => {
                         g = g.next_gen().expect("a moved bin has a next generation");
+                        b = g.bin_of(&key);
                         continue 'gen;
                     }
                     BinState::Pending => unreachable!("reserved a slot in a Pending bin"),
                 }
-                let mut cur = bin::Cursor::new(g, b);
-                let found = g.find(&mut cur, h, &key);
+                let Ok(found) = Old::find(g, b, h, &key) else {
+                    spin_wait();
+                    continue;
+                };
+                let answer = mode.settled(found.as_ref(), meta);
+                let replaced = found.map(|old| old.replaced());
                 // The presence check read slot words; order it before the CAS
                 // that validates it.
                 fence(Ordering::Acquire);
-                match (mode, found) {
-                    (_, Find::Torn) => spin_wait(),
-                    (Mode::Insert, Find::Found { .. }) | (Mode::Update, Find::Absent) => {
-                        if g.cas_header(b, h, header::with_slot(h, slot, SlotState::Empty))
-                            .is_ok()
-                        {
-                            return Ok(false);
-                        }
+                if let Some(answer) = answer {
+                    if g.cas_header(b, h, header::with_slot(h, slot, SlotState::Empty))
+                        .is_ok()
+                    {
+                        return Ok(answer);
                     }
-                    (
-                        Mode::Update | Mode::Upsert,
-                        Find::Found {
-                            slot: old,
-                            line,
-                            pos,
-                            tag: old_tag,
-                        },
-                    ) => {
-                        let old_word = line.w[word_value(pos)].load(Ordering::Relaxed);
-                        fence(Ordering::Acquire);
-                        let new = header::with_slot(
-                            header::with_slot(h, slot, SlotState::Valid),
-                            old,
-                            SlotState::Empty,
-                        );
-                        if g.cas_header(b, h, new).is_ok() {
-                            self.published(&mut staged);
-                            self.retire_value(tags::tag_len_code(old_tag), old_word, &guard);
-                            return Ok(mode == Mode::Update);
-                        }
-                    }
-                    (Mode::Insert | Mode::Upsert, Find::Absent) => {
-                        if g.cas_header(b, h, header::with_slot(h, slot, SlotState::Valid))
-                            .is_ok()
-                        {
-                            self.published(&mut staged);
-                            let len = self.len.fetch_add(1, Ordering::Relaxed) + 1;
-                            self.maybe_grow_for_load(g, len, &guard);
-                            return Ok(true);
-                        }
-                    }
+                    continue;
+                }
+                if g.cas_header(b, h, Replaced::publish(h, slot, replaced.as_ref()))
+                    .is_ok()
+                {
+                    return Ok(self.published(g, replaced, &mut staged, guard));
                 }
             }
         }
     }
 
-    /// Accounts for a staged value that a publish CAS made reachable.
-    fn published(&self, staged: &mut Staged) {
+    /// After a publish CAS: accounts for the staged value it made reachable,
+    /// retires the value of the slot it replaced (if any) or counts the new key
+    /// (and grows the table if the load bound is passed).
+    fn published(
+        &self,
+        g: &Gen,
+        replaced: Option<Replaced>,
+        staged: &mut Option<Staged>,
+        guard: &Guard,
+    ) -> Wrote {
+        let staged = staged
+            .as_mut()
+            .expect("a published slot had a staged value");
         if staged.record_bytes > 0 {
             self.record_bytes
                 .fetch_add(staged.record_bytes, Ordering::Relaxed);
         }
         staged.published();
+        match replaced {
+            Some(old) => {
+                self.retire_value(tags::tag_len_code(old.tag), old.word, guard);
+                Wrote::Updated
+            }
+            None => {
+                let stripe_len = self.len.add(1);
+                self.maybe_grow_for_load(g, stripe_len, guard);
+                Wrote::Inserted
+            }
+        }
     }
 
     /// Starts a resize (and moves every bin it can) once the average load of
     /// `g` passes the bound, unless another thread already started one.
-    fn maybe_grow_for_load(&self, g: &Gen, len: isize, guard: &Guard) {
+    /// `stripe_len` is this thread's stripe of the key count after its insert:
+    /// a large table sums the stripes only every [`LEN_CHECK_EVERY_INSERTS`]
+    /// inserts of a stripe (see [`LEN_EXACT_CHECK_LIMIT_MAX`]).
+    fn maybe_grow_for_load(&self, g: &Gen, stripe_len: isize, guard: &Guard) {
         let limit = g.bin_count() * LOAD_KEYS_PER_BIN_MAX_NUM / LOAD_KEYS_PER_BIN_MAX_DEN;
-        if len.max(0) as usize <= limit
+        if limit > LEN_EXACT_CHECK_LIMIT_MAX
+            && (stripe_len as usize) & (LEN_CHECK_EVERY_INSERTS - 1) != 0
+        {
+            return;
+        }
+        if self.len.sum().max(0) as usize <= limit
             || g.next_gen().is_some()
-            || g.bin_count() * 2 > self.bins_max
+            || g.bin_count() * 2 > self.hot.bins_max
             || !std::ptr::eq(self.current(guard), g)
         {
             return;
         }
         if let Ok(Some(_)) = self.grow(g, guard, false, GrowCause::Load) {
             self.help_resize_of(g, guard, usize::MAX);
+        }
+    }
+}
+
+/// What a write did (or, for a write that changed nothing, why).
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum Wrote {
+    /// The key was absent and is now present.
+    Inserted,
+    /// The key was present and its slot has been replaced.
+    Updated,
+    /// Insert of a present key, or update of an absent one: nothing written.
+    Unchanged,
+    /// Upsert-if-newer found this metadata, at least as new: nothing written.
+    Stale(ObjectMeta),
+}
+
+impl Mode {
+    /// The answer of a write that must not change the table, given what the
+    /// search found (`None`: the write goes ahead).
+    #[inline(always)]
+    fn settled(self, found: Option<&Old>, meta: ObjectMeta) -> Option<Wrote> {
+        match (self, found) {
+            (Mode::Insert, Some(_)) | (Mode::Update, None) => Some(Wrote::Unchanged),
+            (Mode::UpsertIfNewer, Some(old)) => {
+                let stored = old.meta();
+                (stored.version() >= meta.version()).then_some(Wrote::Stale(stored))
+            }
+            _ => None,
+        }
+    }
+}
+
+/// The valid slot a write found holding its key (under one header word). Its
+/// metadata and value word are read only when needed, before the fence that
+/// precedes the CAS validating them.
+struct Old<'g> {
+    slot: usize,
+    tag: u16,
+    line: &'g sync::Line,
+    pos: usize,
+}
+
+/// A chain link could not be followed (see `bin::Find::Torn`).
+struct Torn;
+
+impl<'g> Old<'g> {
+    /// Searches the chain of bin `b` of `g` under `h`.
+    #[inline(always)]
+    fn find(g: &'g Gen, b: usize, h: u64, key: &Key) -> Result<Option<Old<'g>>, Torn> {
+        match g.find(b, h, key) {
+            Find::Found {
+                slot,
+                line,
+                pos,
+                tag,
+            } => Ok(Some(Old {
+                slot,
+                tag,
+                line,
+                pos,
+            })),
+            Find::Absent => Ok(None),
+            Find::Torn => Err(Torn),
+        }
+    }
+
+    /// The stored metadata.
+    #[inline(always)]
+    fn meta(&self) -> ObjectMeta {
+        ObjectMeta(self.line.w[word_meta(self.pos)].load(Ordering::Relaxed))
+    }
+
+    /// What the write that replaces this slot needs to know of it.
+    #[inline(always)]
+    fn replaced(self) -> Replaced {
+        Replaced {
+            slot: self.slot,
+            tag: self.tag,
+            word: self.line.w[word_value(self.pos)].load(Ordering::Relaxed),
+        }
+    }
+}
+
+/// The slot a write replaces: freed by its publish CAS, its value retired after.
+struct Replaced {
+    slot: usize,
+    tag: u16,
+    word: u64,
+}
+
+impl Replaced {
+    /// The header that publishes reserved slot `slot` of `h` and frees the
+    /// slot it replaces, if any.
+    #[inline(always)]
+    fn publish(h: u64, slot: usize, replaced: Option<&Replaced>) -> u64 {
+        let h = header::with_slot(h, slot, SlotState::Valid);
+        match replaced {
+            Some(old) => header::with_slot(h, old.slot, SlotState::Empty),
+            None => h,
         }
     }
 }
@@ -748,7 +1049,7 @@ fn copy_line(line: &sync::Line, out: &mut [u8; LINE_BYTES]) {
 impl Drop for Dlht {
     fn drop(&mut self) {
         self.finish_resize();
-        let p = self.current.load(Ordering::Acquire);
+        let p = self.hot.current.load(Ordering::Acquire);
         // SAFETY: `&mut self`: no operation is in flight; `p` is the live current
         // generation, made by `Box::into_raw`, and nothing else frees it.
         let g = unsafe { Box::from_raw(p) };

@@ -126,9 +126,9 @@ impl Dlht {
         let n = g.bin_count();
         let len = self.len();
         let full = DlhtError::Full {
-            bins_max: self.bins_max,
+            bins_max: self.hot.bins_max,
         };
-        let can_double = n.checked_mul(2).is_some_and(|d| d <= self.bins_max);
+        let can_double = n.checked_mul(2).is_some_and(|d| d <= self.hot.bins_max);
         let bins = match cause {
             GrowCause::ChainFull | GrowCause::Load | GrowCause::Explicit => {
                 if can_double {
@@ -193,6 +193,7 @@ impl Dlht {
         debug_assert!(!next.is_null());
         let old = g as *const Gen as *mut Gen;
         if self
+            .hot
             .current
             .compare_exchange(old, next, Ordering::AcqRel, Ordering::Acquire)
             .is_ok()
@@ -302,8 +303,7 @@ fn copy_into(next: &Gen, d: usize, key: &Key, tag: u16, meta: u64, word: u64) {
             }
             return;
         }
-        let mut cur = Cursor::new(next, d);
-        match next.find(&mut cur, h, key) {
+        match next.find(d, h, key) {
             Find::Found { .. } => {
                 // In a `Pending` bin keys are only ever added (all copies of the
                 // same frozen slot), so a found key stays found.
@@ -331,7 +331,7 @@ fn copy_into(next: &Gen, d: usize, key: &Key, tag: u16, meta: u64, word: u64) {
             }
             continue;
         }
-        match next.pick_empty(&mut cur, h) {
+        match next.pick_empty(d, h) {
             Some((s, line, pos)) => {
                 if next
                     .cas_header(d, h, header::with_slot(h, s, SlotState::Reserved))
@@ -346,7 +346,7 @@ fn copy_into(next: &Gen, d: usize, key: &Key, tag: u16, meta: u64, word: u64) {
                 // it back next).
                 spin_wait();
             }
-            None => match next.extend_chain(d, &mut cur) {
+            None => match next.extend_chain(d) {
                 Ok(()) => {}
                 Err(ExtendError::ChainFull) => unreachable!(
                     "a destination chain holds at most the {SLOTS_PER_CHAIN_MAX} keys of one source chain"

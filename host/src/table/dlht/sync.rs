@@ -140,6 +140,34 @@ pub(crate) fn prefetch<T>(p: *const T) {
     let _ = p;
 }
 
+/// This thread's stripe among `stripes` (a power of two or not): threads are
+/// numbered round robin on first use. Under loom every thread uses stripe 0
+/// (a striped counter is a sum of commutative adds; loom need not explore it).
+#[inline(always)]
+pub(crate) fn thread_stripe(stripes: usize) -> usize {
+    #[cfg(not(loom))]
+    {
+        use std::cell::Cell;
+        static NEXT: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+        thread_local! {
+            static STRIPE: Cell<usize> = const { Cell::new(usize::MAX) };
+        }
+        STRIPE.with(|s| {
+            let mut i = s.get();
+            if i == usize::MAX {
+                i = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                s.set(i);
+            }
+            i % stripes
+        })
+    }
+    #[cfg(loom)]
+    {
+        let _ = stripes;
+        0
+    }
+}
+
 /// A pinned epoch: memory retired while any guard that was taken earlier is
 /// alive is not freed.
 #[cfg(not(loom))]

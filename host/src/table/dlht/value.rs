@@ -17,8 +17,6 @@ use splitkv_layout::dlht_layout::{
 pub(crate) struct Staged {
     /// The slot's value word: inline bytes or the record address.
     pub(crate) word: u64,
-    /// The tag's length code.
-    pub(crate) len_code: u8,
     /// Bytes of the out-of-line record (0 for inline values).
     pub(crate) record_bytes: usize,
     owns_record: bool,
@@ -31,7 +29,6 @@ impl Staged {
         if value.len() <= VALUE_INLINE_BYTES_MAX {
             return Staged {
                 word: inline_word(value),
-                len_code: value.len() as u8,
                 record_bytes: 0,
                 owns_record: false,
             };
@@ -43,7 +40,6 @@ impl Staged {
         let p = Box::into_raw(rec.into_boxed_slice()) as *mut u8;
         Staged {
             word: p as u64,
-            len_code: LEN_CODE_OUT_OF_LINE,
             record_bytes,
             owns_record: true,
         }
@@ -65,6 +61,16 @@ impl Drop for Staged {
     }
 }
 
+/// The tag's length code of a value of `len` bytes.
+#[inline(always)]
+pub(crate) fn len_code(len: usize) -> u8 {
+    if len <= VALUE_INLINE_BYTES_MAX {
+        len as u8
+    } else {
+        LEN_CODE_OUT_OF_LINE
+    }
+}
+
 /// The value word of an inline value: its bytes, little endian, zero padded.
 #[inline]
 pub(crate) fn inline_word(value: &[u8]) -> u64 {
@@ -74,19 +80,32 @@ pub(crate) fn inline_word(value: &[u8]) -> u64 {
     u64::from_le_bytes(b)
 }
 
-/// Appends the value a slot holds (`len_code`, `word`) to `out`.
+/// Writes the value a slot holds (`len_code`, `word`) into the empty `out`.
 ///
 /// # Safety
 /// For an out-of-line value, `word` must be the address of a live record: read
 /// from a slot that was valid while the caller was pinned, with the caller still
 /// pinned.
-#[inline]
+#[inline(always)]
 pub(crate) unsafe fn copy_value(len_code: u8, word: u64, out: &mut Vec<u8>) {
+    debug_assert!(out.is_empty());
     if len_code == LEN_CODE_OUT_OF_LINE {
         // SAFETY: forwarded from the caller.
         out.extend_from_slice(unsafe { record_bytes(word) });
+        return;
+    }
+    let len = (len_code as usize).min(VALUE_INLINE_BYTES_MAX);
+    if out.capacity() >= VALUE_INLINE_BYTES_MAX {
+        // One 8-byte store instead of a variable-length copy (a `memcpy` call).
+        // SAFETY: the buffer has room for 8 bytes, of which the first `len`
+        // (≤ 8) are initialised by this store.
+        unsafe {
+            out.as_mut_ptr()
+                .cast::<[u8; VALUE_INLINE_BYTES_MAX]>()
+                .write_unaligned(word.to_le_bytes());
+            out.set_len(len);
+        }
     } else {
-        let len = (len_code as usize).min(VALUE_INLINE_BYTES_MAX);
         out.extend_from_slice(&word.to_le_bytes()[..len]);
     }
 }

@@ -1,0 +1,113 @@
+//! Profiling aid for the DLHT's CPU path: Gets (batched or one at a time) and
+//! a read-heavy-like mix on a table small enough to stay in L2, so a profile
+//! (`perf record -e cpu-clock`) shows instructions rather than memory stalls.
+//!
+//! ```sh
+//! cargo run --release -p splitkv-bench --example dlht_cpu -- [keys] [rounds]
+//! ```
+use splitkv_host::table::dlht::{Dlht, Request};
+use splitkv_layout::{Key, ObjectFlags, ObjectMeta};
+use std::hint::black_box;
+use std::time::Duration;
+
+/// CPU time of this thread (the machine is shared: wall time would count the
+/// time other jobs hold the core).
+fn thread_cpu_time() -> Duration {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: `ts` is a valid, writable timespec.
+    let rc = unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
+    assert_eq!(rc, 0, "clock_gettime(CLOCK_THREAD_CPUTIME_ID) failed");
+    Duration::new(ts.tv_sec as u64, ts.tv_nsec as u32)
+}
+
+fn mix64(mut z: u64) -> u64 {
+    z = z.wrapping_add(0x9E37_79B9_7F4A_7C15);
+    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+    z ^ (z >> 31)
+}
+
+fn main() {
+    let mut args = std::env::args().skip(1);
+    let keys: u64 = args.next().map_or(12_288, |a| a.parse().expect("keys"));
+    let rounds: usize = args.next().map_or(200, |a| a.parse().expect("rounds"));
+    let t = Dlht::with_capacity(keys as usize * 4 / 3);
+    let meta = ObjectMeta::new(1, ObjectFlags::READABLE);
+    for i in 0..keys {
+        t.insert(Key::new(0, mix64(i)), meta, &i.to_le_bytes())
+            .expect("insert");
+    }
+    let lookups: Vec<Key> = (0..65_536u64)
+        .map(|i| Key::new(0, mix64(mix64(i) % keys)))
+        .collect();
+    let mut reqs: Vec<Request> = (0..24).map(|_| Request::get(Key::new(0, 0))).collect();
+    for r in reqs.iter_mut() {
+        if let Request::Get { value, .. } = r {
+            value.reserve(8);
+        }
+    }
+    let mut value = Vec::with_capacity(8);
+    let mut hb: hashbrown::HashMap<u64, u64, splitkv_layout::FixedState> =
+        hashbrown::HashMap::with_capacity_and_hasher(
+            keys as usize * 4 / 3,
+            splitkv_layout::FixedState,
+        );
+    for i in 0..keys {
+        hb.insert(mix64(i), i);
+    }
+    for variant in [
+        "batched",
+        "one_at_a_time",
+        "hashbrown",
+        "batched",
+        "one_at_a_time",
+        "hashbrown",
+    ] {
+        let start = thread_cpu_time();
+        let mut hits = 0usize;
+        for _ in 0..rounds {
+            if variant == "batched" {
+                for chunk in lookups.chunks(24) {
+                    let reqs = &mut reqs[..chunk.len()];
+                    for (r, k) in reqs.iter_mut().zip(chunk) {
+                        if let Request::Get { key, .. } = r {
+                            *key = *k;
+                        }
+                    }
+                    t.batch(reqs);
+                    hits += reqs
+                        .iter()
+                        .filter(|r| {
+                            matches!(
+                                r,
+                                Request::Get {
+                                    result: Some(_),
+                                    ..
+                                }
+                            )
+                        })
+                        .count();
+                }
+            } else if variant == "one_at_a_time" {
+                for k in &lookups {
+                    hits += t.get(k, &mut value).is_some() as usize;
+                }
+            } else {
+                for k in &lookups {
+                    hits += hb.get(&k.id).is_some() as usize;
+                }
+            }
+        }
+        let gets = rounds * lookups.len();
+        assert_eq!(hits, gets);
+        let ns = (thread_cpu_time() - start).as_nanos() as f64 / gets as f64;
+        println!(
+            "{variant}: {ns:.1} ns per Get ({keys} keys, {} bins)",
+            t.bin_count()
+        );
+        black_box(hits);
+    }
+}
