@@ -5,7 +5,7 @@
 //! # Shape
 //!
 //! - **Segment entries.** `entries[i]` is the cache part of the NIC index entry
-//!   of host segment `i` ([`SegmentEntry`], 48 bytes): a fixed set of
+//!   of host segment `i` ([`SegmentEntry`], one 64-byte line): a fixed set of
 //!   [`SEGMENT_CACHE_POSITIONS`] inline cache positions, the number of
 //!   positions in use, and the head of a chain of overflow pages. Which segment
 //!   a key belongs to is the [`Segmentation`]: for the Robinhood table the
@@ -193,8 +193,10 @@ struct OverflowPage {
 
 /// The cache part of the NIC index entry of one host segment (Xenic §4.1.3):
 /// [`SEGMENT_CACHE_POSITIONS`] inline positions and a chain of overflow pages.
-/// Positions `0..len` are in use.
+/// Positions `0..len` are in use. One 64-byte line, so that a lookup reads one
+/// line of the entry array.
 #[derive(Debug, Clone, Copy)]
+#[repr(C, align(64))]
 pub struct SegmentEntry {
     inline: Page,
     len: u32,
@@ -225,9 +227,12 @@ impl SegmentEntry {
     }
 }
 
-/// A cached object.
+/// A cached object: one 64-byte line of the object slab (the key compared on
+/// a lookup, the metadata and the value buffer's pointer share it).
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[repr(C, align(64))]
 pub struct CachedObject {
+    key: Key,
     /// Version and flags.
     pub meta: ObjectMeta,
     /// The value (a buffer the slot reuses).
@@ -235,14 +240,14 @@ pub struct CachedObject {
     /// Host-log position the host must apply before the object may be evicted
     /// (0: not pinned; [`PIN_PENDING`]: append not completed).
     pub pin_until: u64,
-    /// Epoch of the last access.
-    pub last_epoch: u64,
-    key: Key,
-    /// Segment entry, or [`NONE`] while the slot is free.
-    entry: u32,
-    /// Position within the entry.
+    /// Epoch of the last access (the global epoch wraps after 2^32 epochs;
+    /// a wrap can only misorder the eviction samples around it).
+    pub last_epoch: u32,
+    /// Position within its segment entry, or [`NONE`] while the slot is free.
     position: u32,
 }
+
+const _: () = assert!(std::mem::size_of::<CachedObject>() == 64);
 
 impl CachedObject {
     const FREE: CachedObject = CachedObject {
@@ -251,8 +256,7 @@ impl CachedObject {
         pin_until: UNPINNED,
         last_epoch: 0,
         key: Key::new(0, 0),
-        entry: NONE,
-        position: 0,
+        position: NONE,
     };
 
     /// Whether the host may not yet hold this value.
@@ -266,7 +270,7 @@ impl CachedObject {
     }
 
     fn is_free(&self) -> bool {
-        self.entry == NONE
+        self.position == NONE
     }
 }
 
@@ -309,8 +313,8 @@ pub struct ObjectCache {
     free_objects: Vec<u32>,
     len: usize,
     capacity: usize,
-    epoch: u64,
-    accesses: u64,
+    epoch: u32,
+    accesses_left: u64,
     epoch_accesses: u64,
     rng: u64,
     sweep: usize,
@@ -342,7 +346,7 @@ impl ObjectCache {
             len: 0,
             capacity,
             epoch: 1,
-            accesses: 0,
+            accesses_left: epoch_accesses.max(1),
             epoch_accesses: epoch_accesses.max(1),
             rng: seed | 1,
             sweep: 0,
@@ -388,7 +392,7 @@ impl ObjectCache {
     }
 
     /// Current global epoch.
-    pub fn epoch(&self) -> u64 {
+    pub fn epoch(&self) -> u32 {
         self.epoch
     }
 
@@ -447,9 +451,11 @@ impl ObjectCache {
 
     #[inline]
     fn tick(&mut self) {
-        self.accesses += 1;
-        if self.accesses.is_multiple_of(self.epoch_accesses) {
-            self.epoch += 1;
+        // A countdown, not `accesses % epoch_accesses`: no division per access.
+        self.accesses_left -= 1;
+        if self.accesses_left == 0 {
+            self.accesses_left = self.epoch_accesses;
+            self.epoch = self.epoch.wrapping_add(1);
         }
     }
 
@@ -560,7 +566,6 @@ impl ObjectCache {
         o.value.clear();
         o.pin_until = UNPINNED;
         o.last_epoch = epoch;
-        o.entry = entry as u32;
         o.position = position as u32;
         h
     }
@@ -591,7 +596,7 @@ impl ObjectCache {
         let (entry, position) = {
             let o = &self.objects[h];
             debug_assert!(!o.is_free() && !o.is_pinned());
-            (o.entry as usize, o.position as usize)
+            (self.segmentation.locate(&o.key).0, o.position as usize)
         };
         let last = self.entries[entry].len as usize - 1;
         if position != last {
@@ -612,8 +617,7 @@ impl ObjectCache {
         {
             self.unlink_last_page(entry, last / PAGE_POSITIONS);
         }
-        let o = &mut self.objects[h];
-        o.entry = NONE;
+        self.objects[h].position = NONE;
         self.free_objects.push(h as u32);
         self.len -= 1;
     }
@@ -741,7 +745,7 @@ impl ObjectCache {
         if self.pinned >= self.len {
             return false;
         }
-        let mut sample = [(0u64, 0u32); EVICTION_SAMPLE];
+        let mut sample = [(0u32, 0u32); EVICTION_SAMPLE];
         let slots = self.objects.len() as u64;
         for _ in 0..EVICTION_ROUNDS_MAX {
             self.stats.eviction_rounds += 1;
@@ -831,7 +835,7 @@ impl ObjectCache {
                     .get(h)
                     .ok_or_else(|| format!("entry {i} position {pos}: bad handle {h}"))?;
                 let (entry, tag) = self.segmentation.locate(&o.key);
-                if o.entry as usize != i || o.position as usize != pos || entry != i {
+                if o.is_free() || o.position as usize != pos || entry != i {
                     return Err(format!("entry {i} position {pos}: back pointer mismatch"));
                 }
                 if tag != page.tags[pos % PAGE_POSITIONS] {
