@@ -5,25 +5,34 @@
 //! # Shape
 //!
 //! - **Segment entries.** `entries[i]` is the cache part of the NIC index entry
-//!   of host segment `i` ([`SegmentEntry`], one 64-byte line): a fixed set of
-//!   [`SEGMENT_CACHE_POSITIONS`] inline cache positions, the number of
-//!   positions in use, and the head of a chain of overflow pages. Which segment
-//!   a key belongs to is the [`Segmentation`]: for the Robinhood table the
-//!   host's own segment (`home >> log2(segment_slots)`), for the DLHT (which
-//!   has no segments) a range of the hash space.
-//! - **Positions.** A position is a one-byte tag (hash bits the segment does not
-//!   use, to skip most key comparisons) and a `u32` handle into the object slab.
-//!   A segment entry's positions are dense: positions `0..len` are in use,
-//!   inline first, then [`OVERFLOW_PAGE_POSITIONS`] per overflow page; removing
-//!   an object moves the entry's last position into the hole, and an overflow
-//!   page left empty goes back to the pool at once.
-//! - **Overflow pages** come from one shared page pool. Because chains are
-//!   dense, pages in use never exceed `objects / 8 + objects / 9`; the pool is
-//!   preallocated to `objects_max / 4 + 1` pages and only grows with the slab.
-//! - **Object slab.** `objects[h]` holds a [`CachedObject`]: key, metadata, a
-//!   reusable value buffer (cleared and refilled, so a slot allocates only the
-//!   first time it holds a longer value), pin and last-access epoch, and a back
-//!   pointer to its position. Free slots are on a LIFO free list.
+//!   of host segment `i` ([`SegmentEntry`], 32 bytes, line-aligned): a fixed
+//!   set of [`SEGMENT_CACHE_POSITIONS`] = 4 inline cache positions, the number
+//!   of positions in use, and the head of a chain of overflow pages. Which
+//!   entry a key belongs to is the [`Segmentation`]: for the Robinhood table
+//!   the host's own segment (`home >> log2(segment_slots)`); for the DLHT,
+//!   which has no segments, one of `2^b` ranges of the key hash, about one
+//!   entry per two objects of capacity.
+//! - **Positions.** A position is a one-byte tag (hash bits the segmentation
+//!   does not use, so most non-matching keys are skipped without touching
+//!   their object; compared eight at a time as one word) and a `u32` handle
+//!   into the object slab. An entry's positions are dense: positions `0..len`
+//!   are in use, the inline ones first, then [`OVERFLOW_PAGE_POSITIONS`] = 8
+//!   per overflow page in chain order; removing an object moves the entry's
+//!   last position into the hole, and an overflow page left empty goes back
+//!   to the pool at once.
+//! - **Overflow pages** (44 bytes) come from one shared page pool. Because
+//!   chains are dense, an entry with `n > 4` objects uses `ceil((n - 4) / 8)
+//!   <= n / 5` pages, so pages in use never exceed `objects / 5`; the pool is
+//!   preallocated to `slab_slots / 4 + 1` pages and only grows with the slab.
+//! - **Object slab.** `objects[h]` is a [`CachedObject`], one 64-byte line:
+//!   key, metadata, a reusable value buffer (cleared and refilled, so a slot
+//!   allocates only the first time it holds a longer value), pin, last-access
+//!   epoch and its position in its entry (the back pointer eviction needs).
+//!   Free slots are on a LIFO free list.
+//!
+//! A hit reads the entry's line, then the object's line. Memory: 32 bytes per
+//! host segment (2 bytes per home slot at 16 slots per segment), 64 bytes per
+//! object slot plus its value buffer, 11 bytes per slot for the page pool.
 //!
 //! # Bounds
 //!
@@ -62,13 +71,13 @@ pub const EVICTION_FRACTION_PCT: usize = 10;
 /// Sampling rounds per eviction before the sweep fallback.
 pub const EVICTION_ROUNDS_MAX: usize = 8;
 
-/// Positions in one page (the inline page of a segment entry or an overflow page).
-const PAGE_POSITIONS: usize = 8;
 /// Cache positions held inline in every segment entry (Xenic §4.1.3: "a
-/// fixed-size set of cache positions for each index entry").
-pub const SEGMENT_CACHE_POSITIONS: usize = PAGE_POSITIONS;
+/// fixed-size set of cache positions for each index entry"). Four keep the
+/// entry at 32 bytes, so that the entry array of a host table of 2^20 home
+/// slots (2^16 segments) is 2 MiB and mostly stays in the core's L2.
+pub const SEGMENT_CACHE_POSITIONS: usize = 4;
 /// Cache positions per chained overflow page.
-pub const OVERFLOW_PAGE_POSITIONS: usize = PAGE_POSITIONS;
+pub const OVERFLOW_PAGE_POSITIONS: usize = 8;
 /// Object slots preallocated at most (larger capacities grow on demand).
 const OBJECTS_PREALLOCATED_MAX: usize = 1 << 20;
 
@@ -111,10 +120,11 @@ impl Segmentation {
         }
     }
 
-    /// Hash ranges, about one entry per [`SEGMENT_CACHE_POSITIONS`] objects of
-    /// a cache of `capacity` (a power of two, 1 ..= 2^20 entries).
+    /// Hash ranges, about one entry per two objects of a cache of `capacity`
+    /// (half the inline positions used on average; a power of two, 1 ..= 2^19
+    /// entries).
     pub fn hash_range_for(capacity: usize) -> Segmentation {
-        let entries = (capacity.min(OBJECTS_PREALLOCATED_MAX) / SEGMENT_CACHE_POSITIONS)
+        let entries = (capacity.min(OBJECTS_PREALLOCATED_MAX) / 2)
             .max(1)
             .next_power_of_two();
         Segmentation::HashRange {
@@ -154,28 +164,33 @@ impl Segmentation {
     }
 }
 
-/// A page of cache positions: tags (one byte each, read as one word) and
-/// object handles.
+/// A page of `N` (≤ 8) cache positions: tags (one byte each, compared as one
+/// word) and object handles.
 #[derive(Debug, Clone, Copy)]
-struct Page {
-    tags: [u8; PAGE_POSITIONS],
-    handles: [u32; PAGE_POSITIONS],
+struct Page<const N: usize> {
+    tags: [u8; N],
+    handles: [u32; N],
 }
 
-impl Page {
-    const EMPTY: Page = Page {
-        tags: [0; PAGE_POSITIONS],
-        handles: [NONE; PAGE_POSITIONS],
+impl<const N: usize> Page<N> {
+    const EMPTY: Page<N> = Page {
+        tags: [0; N],
+        handles: [NONE; N],
     };
 
     /// Bit 8i+7 set for each of the first `n` positions whose tag is `tag`.
     #[inline]
     fn matches(&self, tag: u8, n: usize) -> u64 {
         const LO: u64 = 0x7f7f_7f7f_7f7f_7f7f;
-        let x = u64::from_le_bytes(self.tags) ^ (tag as u64 * 0x0101_0101_0101_0101);
+        const { assert!(N <= 8) };
+        let mut word = [0u8; 8];
+        word[..N].copy_from_slice(&self.tags);
+        let x = u64::from_le_bytes(word) ^ (tag as u64 * 0x0101_0101_0101_0101);
         // Exact zero-byte detection: the high bit of each byte of `x` that is zero.
         let zero = !(((x & LO) + LO) | x | LO);
-        let live = if n >= PAGE_POSITIONS {
+        // Only live positions of this page (the word's padding bytes are 0).
+        let n = n.min(N);
+        let live = if n >= 8 {
             u64::MAX
         } else {
             (1u64 << (8 * n)) - 1
@@ -184,28 +199,45 @@ impl Page {
     }
 }
 
+/// The inline positions of a segment entry.
+type InlinePage = Page<SEGMENT_CACHE_POSITIONS>;
+/// The positions of an overflow page.
+type PoolPage = Page<OVERFLOW_PAGE_POSITIONS>;
+
+/// Where position `p` of an entry is: page number (0: inline, then the
+/// overflow pages in chain order) and index within the page.
+#[inline]
+fn page_of(p: usize) -> (usize, usize) {
+    if p < SEGMENT_CACHE_POSITIONS {
+        (0, p)
+    } else {
+        let q = p - SEGMENT_CACHE_POSITIONS;
+        (1 + q / OVERFLOW_PAGE_POSITIONS, q % OVERFLOW_PAGE_POSITIONS)
+    }
+}
+
 /// An overflow page from the shared pool: positions and the next page.
 #[derive(Debug, Clone, Copy)]
 struct OverflowPage {
-    page: Page,
+    page: PoolPage,
     next: u32,
 }
 
 /// The cache part of the NIC index entry of one host segment (Xenic §4.1.3):
 /// [`SEGMENT_CACHE_POSITIONS`] inline positions and a chain of overflow pages.
-/// Positions `0..len` are in use. One 64-byte line, so that a lookup reads one
+/// Positions `0..len` are in use. 32 bytes, aligned, so that a lookup reads one
 /// line of the entry array.
 #[derive(Debug, Clone, Copy)]
-#[repr(C, align(64))]
+#[repr(C, align(32))]
 pub struct SegmentEntry {
-    inline: Page,
+    inline: InlinePage,
     len: u32,
     overflow_head: u32,
 }
 
 impl SegmentEntry {
     const EMPTY: SegmentEntry = SegmentEntry {
-        inline: Page::EMPTY,
+        inline: InlinePage::EMPTY,
         len: 0,
         overflow_head: NONE,
     };
@@ -248,6 +280,8 @@ pub struct CachedObject {
 }
 
 const _: () = assert!(std::mem::size_of::<CachedObject>() == 64);
+const _: () = assert!(std::mem::size_of::<SegmentEntry>() == 32);
+const _: () = assert!(std::mem::size_of::<OverflowPage>() == 44);
 
 impl CachedObject {
     const FREE: CachedObject = CachedObject {
@@ -369,7 +403,7 @@ impl ObjectCache {
         while self.pages.len() < pool {
             self.free_pages.push(self.pages.len() as u32);
             self.pages.push(OverflowPage {
-                page: Page::EMPTY,
+                page: PoolPage::EMPTY,
                 next: NONE,
             });
         }
@@ -459,29 +493,45 @@ impl ObjectCache {
         }
     }
 
-    /// The page holding positions `page_no * 8 ..` of `entry` (0: inline).
+    /// The overflow page number `page_no` (≥ 1) of `entry`'s chain.
     #[inline]
-    fn page(&self, entry: usize, page_no: usize) -> &Page {
-        let e = &self.entries[entry];
-        if page_no == 0 {
-            return &e.inline;
-        }
-        let mut p = e.overflow_head;
-        for _ in 1..page_no {
-            p = self.pages[p as usize].next;
-        }
-        &self.pages[p as usize].page
-    }
-
-    fn page_mut(&mut self, entry: usize, page_no: usize) -> &mut Page {
-        if page_no == 0 {
-            return &mut self.entries[entry].inline;
-        }
+    fn pool_page(&self, entry: usize, page_no: usize) -> usize {
         let mut p = self.entries[entry].overflow_head;
         for _ in 1..page_no {
             p = self.pages[p as usize].next;
         }
-        &mut self.pages[p as usize].page
+        p as usize
+    }
+
+    /// Tag and handle at position `p` of `entry`.
+    fn position(&self, entry: usize, p: usize) -> (u8, u32) {
+        match page_of(p) {
+            (0, i) => {
+                let e = &self.entries[entry].inline;
+                (e.tags[i], e.handles[i])
+            }
+            (n, i) => {
+                let page = &self.pages[self.pool_page(entry, n)].page;
+                (page.tags[i], page.handles[i])
+            }
+        }
+    }
+
+    /// Sets position `p` of `entry` (whose page must be linked).
+    fn set_position(&mut self, entry: usize, p: usize, tag: u8, handle: u32) {
+        match page_of(p) {
+            (0, i) => {
+                let e = &mut self.entries[entry].inline;
+                e.tags[i] = tag;
+                e.handles[i] = handle;
+            }
+            (n, i) => {
+                let q = self.pool_page(entry, n);
+                let page = &mut self.pages[q].page;
+                page.tags[i] = tag;
+                page.handles[i] = handle;
+            }
+        }
     }
 
     /// Handle of `key`'s object, if cached.
@@ -489,27 +539,31 @@ impl ObjectCache {
     fn find(&self, key: &Key) -> Option<usize> {
         let (entry, tag) = self.segmentation.locate(key);
         let e = &self.entries[entry];
-        let mut left = e.len as usize;
-        let mut page = &e.inline;
+        let len = e.len as usize;
+        let mut m = e.inline.matches(tag, len);
+        while m != 0 {
+            let h = e.inline.handles[(m.trailing_zeros() / 8) as usize] as usize;
+            if self.objects[h].key == *key {
+                return Some(h);
+            }
+            m &= m - 1;
+        }
+        let mut left = len.saturating_sub(SEGMENT_CACHE_POSITIONS);
         let mut next = e.overflow_head;
-        loop {
-            let mut m = page.matches(tag, left);
+        while left > 0 {
+            let p = &self.pages[next as usize];
+            let mut m = p.page.matches(tag, left);
             while m != 0 {
-                let i = (m.trailing_zeros() / 8) as usize;
-                let h = page.handles[i] as usize;
+                let h = p.page.handles[(m.trailing_zeros() / 8) as usize] as usize;
                 if self.objects[h].key == *key {
                     return Some(h);
                 }
                 m &= m - 1;
             }
-            if left <= PAGE_POSITIONS {
-                return None;
-            }
-            left -= PAGE_POSITIONS;
-            let p = &self.pages[next as usize];
-            page = &p.page;
+            left = left.saturating_sub(OVERFLOW_PAGE_POSITIONS);
             next = p.next;
         }
+        None
     }
 
     /// Looks `key` up, stamping it with the current epoch on a hit.
@@ -553,9 +607,7 @@ impl ObjectCache {
         {
             self.link_page(entry, position);
         }
-        let page = self.page_mut(entry, position / PAGE_POSITIONS);
-        page.tags[position % PAGE_POSITIONS] = tag;
-        page.handles[position % PAGE_POSITIONS] = h as u32;
+        self.set_position(entry, position, tag, h as u32);
         self.entries[entry].len += 1;
         self.len += 1;
         let epoch = self.epoch;
@@ -578,7 +630,7 @@ impl ObjectCache {
             .pop()
             .expect("page pool sized for dense chains: objects / 4 + 1 pages");
         self.pages[p as usize].next = NONE;
-        let page_no = position / PAGE_POSITIONS;
+        let page_no = page_of(position).0;
         if page_no == 1 {
             self.entries[entry].overflow_head = p;
         } else {
@@ -601,21 +653,15 @@ impl ObjectCache {
         let last = self.entries[entry].len as usize - 1;
         if position != last {
             // Keep positions dense: the last one fills the hole.
-            let lp = *self.page(entry, last / PAGE_POSITIONS);
-            let (tag, moved) = (
-                lp.tags[last % PAGE_POSITIONS],
-                lp.handles[last % PAGE_POSITIONS],
-            );
-            let page = self.page_mut(entry, position / PAGE_POSITIONS);
-            page.tags[position % PAGE_POSITIONS] = tag;
-            page.handles[position % PAGE_POSITIONS] = moved;
+            let (tag, moved) = self.position(entry, last);
+            self.set_position(entry, position, tag, moved);
             self.objects[moved as usize].position = position as u32;
         }
         self.entries[entry].len = last as u32;
         if last >= SEGMENT_CACHE_POSITIONS
             && (last - SEGMENT_CACHE_POSITIONS).is_multiple_of(OVERFLOW_PAGE_POSITIONS)
         {
-            self.unlink_last_page(entry, last / PAGE_POSITIONS);
+            self.unlink_last_page(entry, page_of(last).0);
         }
         self.objects[h].position = NONE;
         self.free_objects.push(h as u32);
@@ -828,8 +874,8 @@ impl ObjectCache {
                 ));
             }
             for pos in 0..len {
-                let page = self.page(i, pos / PAGE_POSITIONS);
-                let h = page.handles[pos % PAGE_POSITIONS] as usize;
+                let (page_tag, h) = self.position(i, pos);
+                let h = h as usize;
                 let o = self
                     .objects
                     .get(h)
@@ -838,7 +884,7 @@ impl ObjectCache {
                 if o.is_free() || o.position as usize != pos || entry != i {
                     return Err(format!("entry {i} position {pos}: back pointer mismatch"));
                 }
-                if tag != page.tags[pos % PAGE_POSITIONS] {
+                if tag != page_tag {
                     return Err(format!("entry {i} position {pos}: wrong tag"));
                 }
             }
@@ -1009,9 +1055,9 @@ mod tests {
         for i in 0..40 {
             c.insert_clean(k(i), ObjectMeta(1), &i.to_le_bytes());
         }
-        // 40 positions: 8 inline + 4 overflow pages of 8.
+        // 40 positions: 4 inline + 5 overflow pages of 8 (the last one half full).
         assert_eq!(c.entry(0).len(), 40);
-        assert_eq!(c.page_pool().in_use, 4);
+        assert_eq!(c.page_pool().in_use, 5);
         for i in 0..40 {
             assert_eq!(c.peek(&k(i)).unwrap().value, i.to_le_bytes());
         }
@@ -1020,7 +1066,7 @@ mod tests {
             c.remove(h);
             c.check_invariants().unwrap();
         }
-        assert_eq!(c.page_pool().in_use, 2, "20 positions: 8 inline + 2 pages");
+        assert_eq!(c.page_pool().in_use, 2, "20 positions: 4 inline + 2 pages");
         for i in (1..40).step_by(2) {
             assert_eq!(c.peek(&k(i)).unwrap().value, i.to_le_bytes());
             assert!(c.peek(&k(i - 1)).is_none());
@@ -1036,7 +1082,7 @@ mod tests {
 
     #[test]
     fn tag_match_finds_exactly_the_live_positions() {
-        let mut p = Page::EMPTY;
+        let mut p = PoolPage::EMPTY;
         p.tags = [7, 0, 7, 0x87, 7, 1, 7, 7];
         assert_eq!(p.matches(7, 8).count_ones(), 5);
         assert_eq!(p.matches(7, 3).count_ones(), 2);

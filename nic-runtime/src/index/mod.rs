@@ -7,8 +7,8 @@
 //! the `i`-th of `2^b` equal ranges of the key hash, see
 //! [`cache::Segmentation`]). Its parts live in parallel arrays indexed by `i`:
 //!
-//! - `cache.entries[i]` — a [`cache::SegmentEntry`] (one 64-byte line): a fixed set of
-//!   [`cache::SEGMENT_CACHE_POSITIONS`] = 8 inline cache positions of objects
+//! - `cache.entries[i]` — a [`cache::SegmentEntry`] (32 B): a fixed set of
+//!   [`cache::SEGMENT_CACHE_POSITIONS`] = 4 inline cache positions of objects
 //!   of this segment, and a chain of overflow pages of
 //!   [`cache::OVERFLOW_PAGE_POSITIONS`] = 8 positions from a shared,
 //!   preallocated page pool. Each cached object carries its version metadata
