@@ -78,6 +78,8 @@ pub const EVICTION_ROUNDS_MAX: usize = 8;
 pub const SEGMENT_CACHE_POSITIONS: usize = 4;
 /// Cache positions per chained overflow page.
 pub const OVERFLOW_PAGE_POSITIONS: usize = 8;
+/// Pin-queue entries preallocated (more grow on demand).
+const PINS_PREALLOCATED: usize = 1 << 14;
 /// Object slots preallocated at most (larger capacities grow on demand).
 const OBJECTS_PREALLOCATED_MAX: usize = 1 << 20;
 
@@ -384,7 +386,8 @@ impl ObjectCache {
             epoch_accesses: epoch_accesses.max(1),
             rng: seed | 1,
             sweep: 0,
-            pins: VecDeque::with_capacity(slots),
+            // Pins in flight are bounded by unapplied commits, not the capacity.
+            pins: VecDeque::with_capacity(slots.min(PINS_PREALLOCATED)),
             pinned: 0,
             stats: CacheStats::default(),
         };

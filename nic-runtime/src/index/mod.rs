@@ -323,6 +323,37 @@ mod tests {
     }
 
     #[test]
+    fn entries_follow_the_host_table() {
+        let layout = TableLayout::new(&TableConfig::new(1000, 8)).unwrap();
+        let rh = NicIndex::new(HostTableKind::Robinhood(layout), 100, 1);
+        assert_eq!(rh.cache().entries(), layout.segments());
+        assert_eq!(rh.hints().segments(), layout.segments());
+        // The DLHT has no segments: hash ranges, one entry per two objects.
+        let mut dl = NicIndex::new(HostTableKind::Dlht, 256, 1);
+        assert_eq!(dl.cache().entries(), 128);
+        assert_eq!(dl.hints().segments(), 0);
+        for i in 0..2_000u64 {
+            let k = Key::new((i % 2) as u32, i);
+            let s = dl.read_stamp(&k);
+            dl.cache_clean(k, ObjectMeta(1), &i.to_le_bytes(), s);
+            assert!(dl.cached_objects() <= 256);
+        }
+        assert!(dl.cache_stats().evictions >= 2_000 - 256);
+        dl.cache().check_invariants().unwrap();
+        let kept = (0..2_000u64)
+            .filter(|&i| {
+                dl.peek(&Key::new((i % 2) as u32, i))
+                    .is_some_and(|o| o.value == i.to_le_bytes())
+            })
+            .count();
+        assert_eq!(
+            kept,
+            dl.cached_objects(),
+            "every cached key has its own value"
+        );
+    }
+
+    #[test]
     fn clean_reads_racing_a_commit_are_not_cached() {
         let mut ix = index();
         let k = Key::new(0, 7);
