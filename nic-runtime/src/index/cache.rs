@@ -49,7 +49,10 @@
 //!   (a count, not a clock, so the simulator stays deterministic); each access
 //!   stamps the object with the current epoch only if it is newer (one branch).
 //! - To make room, eviction samples [`EVICTION_SAMPLE`] random object slots
-//!   (ScaleStore samples frames of its translation table), takes the epoch at
+//!   (ScaleStore samples frames of its translation table; sampling entries
+//!   instead would mostly find empty ones when the host table is much larger
+//!   than the cache, while the slab is nearly full whenever eviction runs),
+//!   takes the epoch at
 //!   the [`EVICTION_FRACTION_PCT`] percentile of the unpinned ones as a
 //!   threshold, and evicts sampled objects at or below it, oldest first, at most
 //!   that share of the sample per round. If [`EVICTION_ROUNDS_MAX`] rounds find
@@ -71,8 +74,8 @@ pub const EVICTION_FRACTION_PCT: usize = 10;
 /// Sampling rounds per eviction before the sweep fallback.
 pub const EVICTION_ROUNDS_MAX: usize = 8;
 
-/// Cache positions held inline in every segment entry (Xenic §4.1.3: "a
-/// fixed-size set of cache positions for each index entry"). Four keep the
+/// Cache positions held inline in every segment entry (Xenic §4.1.3 gives
+/// each index entry a fixed number of cache positions). Four keep the
 /// entry at 32 bytes, so that the entry array of a host table of 2^20 home
 /// slots (2^16 segments) is 2 MiB and mostly stays in the core's L2.
 pub const SEGMENT_CACHE_POSITIONS: usize = 4;
