@@ -216,6 +216,13 @@ impl NicIndex {
         self.locks.len()
     }
 
+    /// Prefetches `key`'s segment entry: call for every key of a request
+    /// before looking any up, so that their cache misses overlap.
+    #[inline]
+    pub fn prefetch(&self, key: &Key) {
+        self.cache.prefetch(key);
+    }
+
     /// The cached object of `key` (an access for the LRU).
     #[inline]
     pub fn cached(&mut self, key: &Key) -> Option<&CachedObject> {
