@@ -1,18 +1,33 @@
 //! The NIC index (Xenic §4.1.3): everything the NIC runtime knows about the
-//! host table without reading it.
+//! host table without reading it, organised as one **index entry per host
+//! segment**.
 //!
-//! - [`locks`](NicIndex::try_lock): lock metadata of keys in active transactions
-//!   — held only here (Xenic §4.2.1 (a));
-//! - [`cache`]: a capacity-bounded object cache with epoch-based LRU and
-//!   sampling eviction (ScaleStore §4.1); objects written by committed but not
-//!   yet applied transactions are pinned in it (Xenic §4.2 steps 6–7);
-//! - [`hints`]: per-segment known displacement d_i and overflow head, which let
-//!   a [`lookup`] find a key in the host table with one DMA read in the common case.
+//! Index entry `i` describes host segment `i` (Robinhood: home slots
+//! `i * segment_slots ..`, i.e. `segment = home >> log2(segment_slots)`; DLHT:
+//! the `i`-th of `2^b` equal ranges of the key hash, see
+//! [`cache::Segmentation`]). Its parts live in parallel arrays indexed by `i`:
 //!
-//! Xenic keeps a fixed set of cache positions per segment entry with chained
-//! overflow pages; here the cache is one map with a global capacity, and the
-//! per-segment part is the hints. The observable behaviour (what is cached,
-//! what a lookup reads) is the same.
+//! - `cache.entries[i]` — a [`cache::SegmentEntry`] (32 B): a fixed set of
+//!   [`cache::SEGMENT_CACHE_POSITIONS`] = 4 inline cache positions of objects
+//!   of this segment, and a chain of overflow pages of
+//!   [`cache::OVERFLOW_PAGE_POSITIONS`] = 8 positions from a shared,
+//!   preallocated page pool. Each cached object carries its version metadata
+//!   and its pin (objects written by committed but not yet applied
+//!   transactions are pinned, Xenic §4.2 steps 6–7). The cache is bounded by a
+//!   global object capacity (`cache_objects`), kept by ScaleStore's
+//!   epoch-based LRU with sampling eviction (ScaleStore §4.1); see [`cache`].
+//! - `hints[i]` — the known displacement d_i and the segment's overflow
+//!   address ([`hints::SegmentHints`], 6 B), which let a [`lookup`] find a key
+//!   in the host table with one DMA read in the common case. They stay a
+//!   separate array because the lookup state machine and the host-side lookup
+//!   report use them without a cache; the DLHT has no displacement, so its
+//!   index has no hints.
+//!
+//! Lock metadata of keys in active transactions (held only here, Xenic §4.2.1
+//! (a)) is a hashed map beside the entries: a lock may be taken on a key that
+//! is not cached, and keeping locks out of the positions keeps the capacity
+//! bound and eviction free of lock state. Commit stamps that guard clean cache
+//! fills are [`STAMP_BUCKETS`] counters by hash.
 
 pub mod cache;
 pub mod dlht_lookup;
@@ -20,7 +35,7 @@ pub mod hints;
 pub mod lookup;
 
 use crate::dma::DmaRead;
-use cache::{CacheStats, ObjectCache};
+use cache::{CacheStats, ObjectCache, PagePoolStats, Segmentation};
 use dlht_lookup::DlhtLookup;
 use hints::SegmentHints;
 use lookup::{Lookup, LookupError};
@@ -37,7 +52,7 @@ pub enum HostTableKind {
 }
 
 /// Buckets of the commit stamps that guard clean cache fills.
-const STAMP_BUCKETS: usize = 4096;
+pub const STAMP_BUCKETS: usize = 4096;
 
 /// A host-table lookup of either kind.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -130,7 +145,8 @@ pub const CACHE_OBJECTS_DEFAULT: usize = 1 << 16;
 /// Default accesses per cache epoch.
 pub const CACHE_EPOCH_ACCESSES_DEFAULT: u64 = 4096;
 
-/// Lock, cache and hint metadata of one node's NIC runtime.
+/// Lock, cache and hint metadata of one node's NIC runtime: one index entry
+/// per host segment (cache positions and hints), plus locks and commit stamps.
 #[derive(Debug)]
 pub struct NicIndex {
     kind: HostTableKind,
@@ -143,13 +159,21 @@ pub struct NicIndex {
 
 impl NicIndex {
     /// An empty index for a host table of `kind`, caching at most
-    /// `cache_objects` unpinned objects.
+    /// `cache_objects` objects (more only while all cached objects are pinned).
     pub fn new(kind: HostTableKind, cache_objects: usize, seed: u64) -> NicIndex {
         NicIndex {
             kind,
             dlht_bins: 0,
             locks: hashbrown::HashMap::with_hasher(FixedState),
-            cache: ObjectCache::new(cache_objects, CACHE_EPOCH_ACCESSES_DEFAULT, seed),
+            cache: ObjectCache::new(
+                match kind {
+                    HostTableKind::Robinhood(layout) => Segmentation::robinhood(&layout),
+                    HostTableKind::Dlht => Segmentation::hash_range_for(cache_objects),
+                },
+                cache_objects,
+                CACHE_EPOCH_ACCESSES_DEFAULT,
+                seed,
+            ),
             hints: match kind {
                 HostTableKind::Robinhood(layout) => SegmentHints::new(&layout),
                 HostTableKind::Dlht => SegmentHints::none(),
@@ -190,6 +214,13 @@ impl NicIndex {
     /// Locks currently held.
     pub fn locks_held(&self) -> usize {
         self.locks.len()
+    }
+
+    /// Prefetches `key`'s segment entry: call for every key of a request
+    /// before looking any up, so that their cache misses overlap.
+    #[inline]
+    pub fn prefetch(&self, key: &Key) {
+        self.cache.prefetch(key);
     }
 
     /// The cached object of `key` (an access for the LRU).
@@ -256,6 +287,16 @@ impl NicIndex {
         self.cache.stats()
     }
 
+    /// Overflow-page accounting of the segment entries.
+    pub fn cache_page_pool(&self) -> PagePoolStats {
+        self.cache.page_pool()
+    }
+
+    /// The object cache (segment entries, pages, slab), for checks.
+    pub fn cache(&self) -> &ObjectCache {
+        &self.cache
+    }
+
     /// The location hints.
     pub fn hints(&self) -> &SegmentHints {
         &self.hints
@@ -286,6 +327,37 @@ mod tests {
         assert!(ix.unlock(&k, 1));
         assert!(ix.try_lock(k, 2));
         assert_eq!(ix.locks_held(), 1);
+    }
+
+    #[test]
+    fn entries_follow_the_host_table() {
+        let layout = TableLayout::new(&TableConfig::new(1000, 8)).unwrap();
+        let rh = NicIndex::new(HostTableKind::Robinhood(layout), 100, 1);
+        assert_eq!(rh.cache().entries(), layout.segments());
+        assert_eq!(rh.hints().segments(), layout.segments());
+        // The DLHT has no segments: hash ranges, one entry per two objects.
+        let mut dl = NicIndex::new(HostTableKind::Dlht, 256, 1);
+        assert_eq!(dl.cache().entries(), 128);
+        assert_eq!(dl.hints().segments(), 0);
+        for i in 0..2_000u64 {
+            let k = Key::new((i % 2) as u32, i);
+            let s = dl.read_stamp(&k);
+            dl.cache_clean(k, ObjectMeta(1), &i.to_le_bytes(), s);
+            assert!(dl.cached_objects() <= 256);
+        }
+        assert!(dl.cache_stats().evictions >= 2_000 - 256);
+        dl.cache().check_invariants().unwrap();
+        let kept = (0..2_000u64)
+            .filter(|&i| {
+                dl.peek(&Key::new((i % 2) as u32, i))
+                    .is_some_and(|o| o.value == i.to_le_bytes())
+            })
+            .count();
+        assert_eq!(
+            kept,
+            dl.cached_objects(),
+            "every cached key has its own value"
+        );
     }
 
     #[test]

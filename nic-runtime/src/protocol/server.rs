@@ -297,6 +297,9 @@ impl Server {
             op.stamps.resize(n, 0);
             op.queued.resize(n, None);
         }
+        for k in self.ops[slot].keys.iter() {
+            index.prefetch(k);
+        }
         for i in 0..n {
             let key = self.ops[slot].keys[i];
             if let Some(c) = index.cached(&key) {
@@ -517,6 +520,9 @@ impl Server {
         } else {
             LogKind::Log
         };
+        for it in items.iter() {
+            index.prefetch(&it.key);
+        }
         let op = &mut self.ops[slot];
         for it in items.iter() {
             // Both roles pin the new value until the host applied it, so this
