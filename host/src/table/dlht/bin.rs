@@ -30,6 +30,7 @@
 //! again except to `Moved`: writers do not publish or abandon into them.
 
 use super::sync::{fence, AtomicPtr, AtomicU64, AtomicUsize, Line, Lines, Ordering};
+use super::CachePadded;
 use splitkv_layout::dlht_layout::{
     header, tags, word_id, word_meta, word_value, BinState, SlotState, LINES_PER_CHAIN_MAX,
     LINK_INDEX_MAX, SLOTS_PER_LINE, WORD_CONTROL, WORD_TAGS,
@@ -51,16 +52,18 @@ pub(crate) struct Gen {
     /// Link-bucket pool; index 0 is never used (it means "no link").
     pub(crate) links: Lines,
     /// Next unallocated pool index (starts at 1; may run past the end).
-    pub(crate) links_next: AtomicUsize,
+    /// Padded, like the resize counters below: every chain extension writes
+    /// it, and every operation reads `bins` and `links` on the line before.
+    pub(crate) links_next: CachePadded<AtomicUsize>,
     /// The next generation, once a resize has allocated it.
     pub(crate) next: AtomicPtr<Gen>,
     /// 0 until one thread claims the right to allocate `next`.
-    pub(crate) resize_claim: AtomicUsize,
+    pub(crate) resize_claim: CachePadded<AtomicUsize>,
     /// Next bin to hand out to a thread helping the resize (chunks of bins).
-    pub(crate) move_cursor: AtomicUsize,
+    pub(crate) move_cursor: CachePadded<AtomicUsize>,
     /// Bins whose move has completed (`Moved`); the thread that makes this
     /// equal to the bin count makes `next` the table's current generation.
-    pub(crate) moved: AtomicUsize,
+    pub(crate) moved: CachePadded<AtomicUsize>,
 }
 
 /// What a search of a chain found under one header word.
@@ -105,11 +108,11 @@ impl Gen {
         Gen {
             bins,
             links: super::sync::alloc_lines(pool + 1),
-            links_next: AtomicUsize::new(1),
+            links_next: CachePadded(AtomicUsize::new(1)),
             next: AtomicPtr::new(std::ptr::null_mut()),
-            resize_claim: AtomicUsize::new(0),
-            move_cursor: AtomicUsize::new(0),
-            moved: AtomicUsize::new(0),
+            resize_claim: CachePadded(AtomicUsize::new(0)),
+            move_cursor: CachePadded(AtomicUsize::new(0)),
+            moved: CachePadded(AtomicUsize::new(0)),
         }
     }
 

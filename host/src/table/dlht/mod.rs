@@ -192,7 +192,7 @@ struct Hot {
 /// Aligns `T` to 128 bytes (two lines: x86 prefetches line pairs) so that
 /// writes to it do not invalidate a neighbour's line.
 #[repr(align(128))]
-struct CachePadded<T>(T);
+pub(crate) struct CachePadded<T>(pub(crate) T);
 
 impl<T> std::ops::Deref for CachePadded<T> {
     type Target = T;
