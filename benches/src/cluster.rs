@@ -31,6 +31,8 @@ pub struct SmallbankSpec {
     pub record: bool,
     /// DMA completion latency in ns.
     pub dma_latency_ns: u64,
+    /// Prefetch host-table lines when the NIC submits a DMA read.
+    pub dma_prefetch: bool,
     /// Host table maximum displacement D_m.
     pub d_max: usize,
     /// NIC object-cache capacity per node, in objects.
@@ -52,6 +54,7 @@ impl SmallbankSpec {
             budget_per_node: None,
             record: false,
             dma_latency_ns: 0,
+            dma_prefetch: true,
             d_max: 16,
             cache_objects: splitkv_nic::index::CACHE_OBJECTS_DEFAULT,
             table: splitkv_host::table::TableKind::Robinhood,
@@ -207,6 +210,7 @@ impl SmallbankCluster {
             let mut cfg = NodeConfig::new(n as u16, placement, capacity, 8);
             cfg.table.d_max = spec.d_max;
             cfg.dma_latency_ns = spec.dma_latency_ns;
+            cfg.dma_prefetch = spec.dma_prefetch;
             cfg.cache_objects = spec.cache_objects;
             cfg.table_kind = spec.table;
             let node = build_node(&cfg, procs, t)?;

@@ -41,6 +41,9 @@ pub struct NodeConfig {
     pub ack_ring_bytes: usize,
     /// DMA completion latency (0 = next poll).
     pub dma_latency_ns: Nanos,
+    /// Prefetch host-table lines when a DMA read is submitted
+    /// ([`LocalDma::set_prefetch`]); default on.
+    pub dma_prefetch: bool,
     /// NIC object-cache capacity in objects.
     pub cache_objects: usize,
     /// Which host table to keep the data in.
@@ -64,6 +67,7 @@ impl NodeConfig {
             app_ring_bytes: 1 << 20,
             ack_ring_bytes: 64 << 10,
             dma_latency_ns: 0,
+            dma_prefetch: true,
             cache_objects: splitkv_nic::index::CACHE_OBJECTS_DEFAULT,
             table_kind: TableKind::Robinhood,
         }
@@ -125,7 +129,8 @@ pub fn build_node(
     let (req_tx, req_rx) = ring_pair(cfg.app_ring_bytes)?;
     let (out_tx, out_rx) = ring_pair(cfg.app_ring_bytes)?;
     let (ack_tx, ack_rx) = ring_pair(cfg.ack_ring_bytes)?;
-    let dma = LocalDma::new(memory, log_tx, cfg.dma_latency_ns);
+    let mut dma = LocalDma::new(memory, log_tx, cfg.dma_latency_ns);
+    dma.set_prefetch(cfg.dma_prefetch);
     let nic = NicRuntime::new(NicParts {
         node: cfg.node,
         placement: cfg.placement,

@@ -184,6 +184,10 @@ struct SmallbankArgs {
     /// NIC object-cache capacity per node, in objects.
     #[arg(long, default_value_t = splitkv_nic::index::CACHE_OBJECTS_DEFAULT)]
     cache_objects: usize,
+    /// Do not prefetch host-table lines when the NIC submits a DMA read (to
+    /// measure what the prefetch gives).
+    #[arg(long)]
+    no_dma_prefetch: bool,
     /// Print one JSON object instead of text.
     #[arg(long)]
     json: bool,
@@ -322,6 +326,7 @@ fn smallbank(args: &SmallbankArgs) -> Result<(), Box<dyn std::error::Error>> {
     spec.inflight_per_node = args.inflight;
     spec.seed = args.seed;
     spec.cache_objects = args.cache_objects;
+    spec.dma_prefetch = !args.no_dma_prefetch;
     spec.table = match args.table {
         Table::Robinhood => splitkv_host::table::TableKind::Robinhood,
         Table::Dlht => splitkv_host::table::TableKind::Dlht,

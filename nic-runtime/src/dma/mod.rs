@@ -36,7 +36,22 @@ pub struct DmaRead {
 pub trait HostMemory: Send + Sync + std::fmt::Debug {
     /// Copies `dst.len()` bytes at `offset` into `dst`.
     fn read(&self, offset: usize, dst: &mut [u8]) -> Result<(), HostMemoryError>;
+
+    /// Hints that `len` bytes at `offset` will be read soon: a software
+    /// prefetch of (at most [`PREFETCH_LINES_MAX`] of) their cache lines, so
+    /// that a [`local::LocalDma`] that prefetches every vector when it is
+    /// submitted and copies it at the next poll overlaps the misses of all
+    /// reads submitted in between (Dandelion §6's batch-then-execute, at the
+    /// DMA layer). Never fails; out-of-range offsets are ignored. The default
+    /// does nothing.
+    fn prefetch(&self, offset: usize, len: usize) {
+        let _ = (offset, len);
+    }
 }
+
+/// Most cache lines [`HostMemory::prefetch`] touches per element (a Robinhood
+/// probe of `d_i + k` slots is 2–4 lines; a 1 KiB value block 17).
+pub const PREFETCH_LINES_MAX: usize = 16;
 
 /// A read host memory refused.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -53,6 +68,17 @@ pub enum HostMemoryError {
 impl HostMemory for Region {
     fn read(&self, offset: usize, dst: &mut [u8]) -> Result<(), HostMemoryError> {
         Ok(splitkv_layout::table::read_acquire(self, offset, dst)?)
+    }
+
+    fn prefetch(&self, offset: usize, len: usize) {
+        let end = offset.saturating_add(len).min(self.len_bytes());
+        let first = offset & !(splitkv_layout::CACHE_LINE_BYTES - 1);
+        for line in (first..end)
+            .step_by(splitkv_layout::CACHE_LINE_BYTES)
+            .take(PREFETCH_LINES_MAX)
+        {
+            Region::prefetch(self, line);
+        }
     }
 }
 

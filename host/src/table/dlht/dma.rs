@@ -72,4 +72,26 @@ impl HostMemory for DlhtDma {
         }
         Ok(())
     }
+
+    /// Prefetches the one line a read at `offset` touches (DLHT reads never
+    /// span lines), if it belongs to the current generation.
+    fn prefetch(&self, offset: usize, _len: usize) {
+        let guard = pin();
+        let g = self.table.current(&guard);
+        let Some((bins, line)) = split(offset - offset % LINE_BYTES) else {
+            return;
+        };
+        if bins != g.bin_count() || line == 0 {
+            return;
+        }
+        let src = if line <= bins {
+            &g.bins[line - 1]
+        } else {
+            match g.links.get(line - bins) {
+                Some(l) => l,
+                None => return,
+            }
+        };
+        super::sync::prefetch(src);
+    }
 }
