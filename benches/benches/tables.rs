@@ -115,20 +115,7 @@ fn init_huge_pages() {
 
 // ---- CPU time ----------------------------------------------------------------------
 
-/// CPU time the calling thread has used (`CLOCK_THREAD_CPUTIME_ID`). The
-/// single-threaded benchmarks report it instead of wall time: the project
-/// machine's two cores are shared with other jobs, and time the thread spends
-/// descheduled would otherwise count as its own.
-fn thread_cpu_time() -> Duration {
-    let mut ts = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: `ts` is a valid, writable timespec.
-    let rc = unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
-    assert_eq!(rc, 0, "clock_gettime(CLOCK_THREAD_CPUTIME_ID) failed");
-    Duration::new(ts.tv_sec as u64, ts.tv_nsec as u32)
-}
+use splitkv_bench::measure::{mix64, thread_cpu_time};
 
 // ---- sizes ----------------------------------------------------------------------
 
@@ -159,15 +146,6 @@ fn env_usize(name: &str, default: usize) -> usize {
             .unwrap_or_else(|e| panic!("{name}={s:?}: {e}")),
         Err(_) => default,
     }
-}
-
-/// A bijective 64-bit mix (splitmix64 finalizer): distinct inputs give distinct,
-/// well-spread key ids.
-fn mix64(mut z: u64) -> u64 {
-    z = z.wrapping_add(0x9E37_79B9_7F4A_7C15);
-    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-    z ^ (z >> 31)
 }
 
 /// A small xorshift generator for drawing operations (not timed).

@@ -5,30 +5,10 @@
 //! ```sh
 //! cargo run --release -p splitkv-bench --example dlht_cpu -- [keys] [rounds]
 //! ```
+use splitkv_bench::measure::{mix64, thread_cpu_time};
 use splitkv_host::table::dlht::{Dlht, Request};
 use splitkv_layout::{Key, ObjectFlags, ObjectMeta};
 use std::hint::black_box;
-use std::time::Duration;
-
-/// CPU time of this thread (the machine is shared: wall time would count the
-/// time other jobs hold the core).
-fn thread_cpu_time() -> Duration {
-    let mut ts = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: `ts` is a valid, writable timespec.
-    let rc = unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
-    assert_eq!(rc, 0, "clock_gettime(CLOCK_THREAD_CPUTIME_ID) failed");
-    Duration::new(ts.tv_sec as u64, ts.tv_nsec as u32)
-}
-
-fn mix64(mut z: u64) -> u64 {
-    z = z.wrapping_add(0x9E37_79B9_7F4A_7C15);
-    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-    z ^ (z >> 31)
-}
 
 fn main() {
     let mut args = std::env::args().skip(1);

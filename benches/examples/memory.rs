@@ -70,12 +70,9 @@ unsafe impl GlobalAlloc for Counting {
 #[global_allocator]
 static ALLOC: Counting = Counting;
 
-/// Distinct, well-spread keys (splitmix64 finalizer, a bijection).
+/// Distinct, well-spread keys (a bijection).
 fn key(i: u64) -> u64 {
-    let mut z = i.wrapping_add(0x9E37_79B9_7F4A_7C15);
-    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-    z ^ (z >> 31)
+    splitkv_bench::measure::mix64(i)
 }
 
 /// Live bytes that `build` leaves allocated, per pair, and a note on the map.

@@ -20,25 +20,14 @@
 //! Each figure is the best of `REPEATS` (default 5) runs, in nanoseconds of the
 //! thread's CPU time per operation (the machine's cores are shared).
 
+use splitkv_bench::measure::thread_cpu_time;
 use splitkv_layout::table::{TableConfig, TableLayout};
 use splitkv_layout::{Key, ObjectFlags, ObjectMeta};
 use splitkv_nic::index::{HostTableKind, NicIndex};
 use std::hint::black_box;
-use std::time::Duration;
 
 const OPS: u64 = 4_000_000;
 const KEYS: u64 = 600_000;
-
-fn thread_cpu_time() -> Duration {
-    let mut ts = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: `ts` is a valid, writable timespec.
-    let rc = unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
-    assert_eq!(rc, 0, "clock_gettime(CLOCK_THREAD_CPUTIME_ID) failed");
-    Duration::new(ts.tv_sec as u64, ts.tv_nsec as u32)
-}
 
 struct Rng(u64);
 

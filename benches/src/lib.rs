@@ -12,6 +12,7 @@
 pub mod cluster;
 pub mod loadgen;
 pub mod lookup_report;
+pub mod measure;
 pub mod smallbank;
 
 pub use cluster::{CheckError, SmallbankCluster, SmallbankSpec};

@@ -5,15 +5,11 @@ use proptest::prelude::*;
 use splitkv_host::table::{RobinhoodTable, TableConfig, TableError};
 use splitkv_layout::table::{decode_slot, find_in_slots, read_acquire, SlotRead};
 use splitkv_layout::{Key, ObjectFlags, ObjectMeta};
-use std::collections::HashMap;
 use std::sync::atomic::{fence, AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
-type Model = HashMap<Key, (u64, Vec<u8>)>;
-
-fn key(id: u64) -> Key {
-    Key::new((id % 3) as u32, id)
-}
+mod robinhood_support;
+use robinhood_support::{assert_for_each_agrees, assert_gets_agree, key, Model};
 
 /// Compares the table with the model through every read API and checks the
 /// table's structural invariants.
@@ -21,11 +17,8 @@ fn assert_agrees(table: &RobinhoodTable, model: &Model, absent: impl IntoIterato
     table.check_invariants().unwrap();
     assert_eq!(table.len(), model.len());
     assert_eq!(table.is_empty(), model.is_empty());
+    assert_gets_agree(table, model);
     let mut value = Vec::new();
-    for (k, (meta, v)) in model {
-        assert_eq!(table.get(k, &mut value), Some(ObjectMeta(*meta)), "{k:?}");
-        assert_eq!(&value, v, "{k:?}");
-    }
     for k in absent {
         if !model.contains_key(&k) {
             value.push(1);
@@ -33,14 +26,7 @@ fn assert_agrees(table: &RobinhoodTable, model: &Model, absent: impl IntoIterato
             assert!(value.is_empty());
         }
     }
-    let mut seen = Model::new();
-    table.for_each(|k, meta, v| {
-        assert!(
-            seen.insert(k, (meta.0, v.to_vec())).is_none(),
-            "{k:?} twice"
-        )
-    });
-    assert_eq!(&seen, model);
+    assert_for_each_agrees(table, model);
 }
 
 #[derive(Debug, Clone)]

@@ -11,15 +11,11 @@ use splitkv_nic::dma::read_vector;
 use splitkv_nic::index::hints::SegmentHints;
 use splitkv_nic::index::lookup::{Lookup, LookupError};
 use splitkv_nic::index::Next;
-use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 
-type Model = HashMap<Key, (u64, Vec<u8>)>;
-
-fn key(id: u64) -> Key {
-    Key::new((id % 3) as u32, id)
-}
+mod robinhood_support;
+use robinhood_support::{assert_for_each_agrees, assert_gets_agree, key, Model};
 
 fn long_in(model: &Model) -> usize {
     model
@@ -34,11 +30,8 @@ fn assert_agrees(table: &RobinhoodTable, model: &Model, absent: &[Key]) {
     table.check_invariants().unwrap();
     assert_eq!(table.len(), model.len());
     assert_eq!(table.value_blocks_in_use(), long_in(model));
+    assert_gets_agree(table, model);
     let mut value = Vec::new();
-    for (k, (meta, v)) in model {
-        assert_eq!(table.get(k, &mut value), Some(ObjectMeta(*meta)), "{k:?}");
-        assert_eq!(&value, v, "{k:?}");
-    }
     for k in absent.iter().filter(|k| !model.contains_key(k)) {
         assert_eq!(table.get(k, &mut value), None, "{k:?}");
     }
@@ -49,14 +42,7 @@ fn assert_agrees(table: &RobinhoodTable, model: &Model, absent: &[Key]) {
     for ((k, v), m) in keys.iter().zip(&values).zip(&metas) {
         assert_eq!((m.map(|m| m.0), v), (Some(model[k].0), &model[k].1));
     }
-    let mut seen = Model::new();
-    table.for_each(|k, meta, v| {
-        assert!(
-            seen.insert(k, (meta.0, v.to_vec())).is_none(),
-            "{k:?} twice"
-        )
-    });
-    assert_eq!(&seen, model);
+    assert_for_each_agrees(table, model);
 }
 
 #[derive(Debug, Clone)]

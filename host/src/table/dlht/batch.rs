@@ -212,12 +212,7 @@ impl Dlht {
                 }
                 Request::Delete { key, result } => {
                     *result = key.table <= TABLE_ID_MAX && {
-                        let cur = self.current_helped(guard);
-                        let b = if std::ptr::eq(cur, g) {
-                            b
-                        } else {
-                            cur.bin_of(key)
-                        };
+                        let (cur, b) = self.current_bin(Some((g, b)), key, guard);
                         self.remove_at(cur, b, key, guard)
                     }
                 }

@@ -709,12 +709,25 @@ impl Dlht {
         mode: Mode,
         guard: &'g Guard,
     ) -> Result<Wrote, DlhtError> {
+        let (g, b) = self.current_bin(hint, &key, guard);
+        self.write_at(g, b, key, meta, value, mode, guard)
+    }
+
+    /// The current generation (helping a resize along) and `key`'s bin in it:
+    /// the bin of `hint` if the hint's generation is still the current one.
+    #[inline(always)]
+    pub(crate) fn current_bin<'g>(
+        &self,
+        hint: Option<(&'g Gen, usize)>,
+        key: &Key,
+        guard: &'g Guard,
+    ) -> (&'g Gen, usize) {
         let g = self.current_helped(guard);
         let b = match hint {
             Some((hg, b)) if std::ptr::eq(hg, g) => b,
-            _ => g.bin_of(&key),
+            _ => g.bin_of(key),
         };
-        self.write_at(g, b, key, meta, value, mode, guard)
+        (g, b)
     }
 
     /// [`Dlht::write`] of a key whose table id is in range, starting at its bin
