@@ -194,9 +194,9 @@ impl LoadGen {
                         });
                     }
                 }
-                TxStatus::Aborted => stats.aborted += 1,
+                s if s.is_conflict() => stats.aborted += 1,
                 TxStatus::UserAborted => stats.user_aborted += 1,
-                TxStatus::Rejected => stats.rejected += 1,
+                _ => stats.rejected += 1,
             }
             if spare.len() < 1024 {
                 spare.push(p.args);

@@ -47,32 +47,78 @@ const _: () = assert!(HOST_TO_NIC_BYTES_MAX <= RING_ENTRY_BYTES_MAX);
 const _: () = assert!(NIC_TO_HOST_BYTES_MAX <= RING_ENTRY_BYTES_MAX);
 const _: () = assert!(ARGS_BYTES_MAX <= u16::MAX as usize && RESULT_BYTES_MAX <= u16::MAX as usize);
 
-/// How a transaction ended, as reported to the host.
+/// How a transaction ended, as reported to the host: committed, or why not.
+///
+/// The application needs the reason to decide what to do next: a conflict
+/// ([`TxStatus::is_conflict`]) is worth retrying as it is, a user abort gives
+/// the same answer again, the rest need a change first (smaller values, a
+/// larger table, a live node).
 #[repr(u8)]
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum TxStatus {
     /// Committed; the result is final.
     Committed = 0,
-    /// Aborted by concurrency control (conflict); the host may retry.
-    Aborted = 1,
+    /// Aborted: a key of the transaction was locked by another transaction
+    /// (no-wait locking, Dandelion §4.2.2). Retrying may commit.
+    LockConflict = 1,
     /// The procedure itself chose to abort; retrying gives the same answer.
     UserAborted = 2,
-    /// Not run: unknown procedure id or malformed arguments.
+    /// Not run: unknown procedure id, malformed arguments, or writes outside
+    /// the declared write set. The result holds a short reason.
     Rejected = 3,
+    /// Aborted: a key of the read set changed (or was locked) between its read
+    /// and commit-time validation (Xenic §4.2, step 3). Retrying may commit.
+    ValidationFailed = 4,
+    /// Aborted: a replica had no room to insert a key the transaction creates.
+    TableFull = 5,
+    /// Not run: a value, or the transaction's messages, exceed a limit of the
+    /// node or the wire. The result holds a short reason.
+    TooLarge = 6,
+    /// Aborted: a replica the transaction needs is unavailable (failed, or
+    /// recovering). Retrying later may commit.
+    Unavailable = 7,
 }
 
 impl TxStatus {
+    /// Every status, in wire-value order.
+    pub const ALL: [TxStatus; 8] = [
+        TxStatus::Committed,
+        TxStatus::LockConflict,
+        TxStatus::UserAborted,
+        TxStatus::Rejected,
+        TxStatus::ValidationFailed,
+        TxStatus::TableFull,
+        TxStatus::TooLarge,
+        TxStatus::Unavailable,
+    ];
+
     /// The status with wire value `tag`, if any.
     pub fn from_u8(tag: u8) -> Option<TxStatus> {
-        match tag {
-            0 => Some(TxStatus::Committed),
-            1 => Some(TxStatus::Aborted),
-            2 => Some(TxStatus::UserAborted),
-            3 => Some(TxStatus::Rejected),
-            _ => None,
+        TxStatus::ALL.get(tag as usize).copied()
+    }
+
+    /// Whether the transaction lost to a concurrent one (lock conflict or
+    /// failed validation): the case a client retries unchanged.
+    pub fn is_conflict(self) -> bool {
+        matches!(self, TxStatus::LockConflict | TxStatus::ValidationFailed)
+    }
+
+    /// A short lower-case name for reports ("lock conflict", "table full").
+    pub fn name(self) -> &'static str {
+        match self {
+            TxStatus::Committed => "committed",
+            TxStatus::LockConflict => "lock conflict",
+            TxStatus::UserAborted => "user abort",
+            TxStatus::Rejected => "rejected",
+            TxStatus::ValidationFailed => "validation failed",
+            TxStatus::TableFull => "table full",
+            TxStatus::TooLarge => "too large",
+            TxStatus::Unavailable => "unavailable",
         }
     }
 }
+
+const _: () = assert!(TxStatus::ALL.len() == TxStatus::Unavailable as usize + 1);
 
 /// Host → NIC: run registered procedure `procedure` with `args` as a transaction
 /// (function shipping, Xenic §4.2.2). `args` is at most [`ARGS_BYTES_MAX`] bytes.

@@ -14,9 +14,13 @@ use splitkv_layout::{DecodeError, Key, ObjectMeta};
 fn status() -> impl Strategy<Value = TxStatus> {
     prop::sample::select(vec![
         TxStatus::Committed,
-        TxStatus::Aborted,
+        TxStatus::LockConflict,
         TxStatus::UserAborted,
         TxStatus::Rejected,
+        TxStatus::ValidationFailed,
+        TxStatus::TableFull,
+        TxStatus::TooLarge,
+        TxStatus::Unavailable,
     ])
 }
 
@@ -328,7 +332,7 @@ fn unknown_tags() {
             Err(DecodeError::BadTag { .. })
         ));
     }
-    for status in 4..=255u8 {
+    for status in TxStatus::ALL.len() as u8..=255u8 {
         let mut bytes = vec![TAG_TX_OUTCOME];
         bytes.extend_from_slice(&7u64.to_le_bytes());
         bytes.push(status);
@@ -377,13 +381,18 @@ fn unknown_tags() {
 fn wire_values_of_enums() {
     for s in [
         TxStatus::Committed,
-        TxStatus::Aborted,
+        TxStatus::LockConflict,
         TxStatus::UserAborted,
         TxStatus::Rejected,
+        TxStatus::ValidationFailed,
+        TxStatus::TableFull,
+        TxStatus::TooLarge,
+        TxStatus::Unavailable,
     ] {
         assert_eq!(TxStatus::from_u8(s as u8), Some(s));
     }
     assert_eq!(TxStatus::Rejected as u8, 3);
+    assert_eq!(TxStatus::Unavailable as u8, 7);
     assert_eq!(LogKind::from_u8(LogKind::Log as u8), Some(LogKind::Log));
     assert_eq!(
         LogKind::from_u8(LogKind::Commit as u8),

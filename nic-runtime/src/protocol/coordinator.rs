@@ -331,12 +331,12 @@ impl Coordinator {
         match t.phase {
             Phase::Execute if t.failed => {
                 self.stats.execute_aborts += 1;
-                self.abort(io, slot, TxStatus::Aborted, &[]);
+                self.abort(io, slot, TxStatus::LockConflict, &[]);
             }
             Phase::Execute => self.run_body(io, procs, slot),
             Phase::Validate if t.failed => {
                 self.stats.validate_aborts += 1;
-                self.abort(io, slot, TxStatus::Aborted, &[]);
+                self.abort(io, slot, TxStatus::ValidationFailed, &[]);
             }
             Phase::Validate => self.log(io, slot),
             Phase::Log => self.commit(io, slot),
