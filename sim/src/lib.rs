@@ -11,9 +11,14 @@
 //! - [`Sim`]: advances virtual time by `tick_ns` per pass and runs every
 //!   component once per pass, in an order shuffled by the seed.
 //!
-//! Fault injection (loss, duplication, partitions, crashes, slow DMA) and the
-//! history checkers come with the fault-tolerance work.
+//! - [`history`]: client histories in Jepsen's shape (JSON lines), the input
+//!   of the strict-serializability checker.
+//!
+//! Fault injection (loss, duplication, partitions, crashes, slow DMA) comes
+//! with the fault-tolerance work.
 #![warn(missing_docs)]
+
+pub mod history;
 
 use rand::seq::SliceRandom;
 use rand::{Rng, SeedableRng};
