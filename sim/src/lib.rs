@@ -13,11 +13,15 @@
 //!
 //! - [`history`]: client histories in Jepsen's shape (JSON lines), the input
 //!   of the strict-serializability checker.
+//! - [`checker`]: the strict-serializability checker of those histories
+//!   (Elle-style list-append and register inference, Adya's anomalies,
+//!   real-time edges).
 //!
 //! Fault injection (loss, duplication, partitions, crashes, slow DMA) comes
 //! with the fault-tolerance work.
 #![warn(missing_docs)]
 
+pub mod checker;
 pub mod history;
 
 use rand::seq::SliceRandom;
