@@ -83,7 +83,10 @@ fn run(args: &Args) -> Result<bool, Box<dyn std::error::Error>> {
             ..GenConfig::default()
         }),
         (Some(path), None) => {
-            History::read_jsonl(std::io::BufReader::new(std::fs::File::open(path)?))?
+            let file = std::fs::File::open(path)
+                .map_err(|e| format!("cannot open {}: {e}", path.display()))?;
+            History::read_jsonl(std::io::BufReader::new(file))
+                .map_err(|e| format!("{}: {e}", path.display()))?
         }
         (None, None) => return Err("give a history file or --generate N".into()),
     };

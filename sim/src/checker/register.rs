@@ -226,12 +226,14 @@ fn index_writes(txns: &[Txn]) -> Result<WriteIndex, CheckError> {
     Ok((writers, by_key))
 }
 
+/// Per key of one transaction: (key, the value it knows the key holds,
+/// `Some(None)` = initial; the value its external read returned; its last write).
+type KeyState = (u64, Option<Option<u64>>, Option<Option<u64>>, Option<u64>);
+
 /// Checks a committed transaction's reads against its own earlier reads and
 /// writes (`internal`), and records its external reads and read-then-writes.
 fn internal(id: u32, t: &Txn, sink: &mut Sink, seen: &mut Seen) {
-    // Per key: the value the transaction knows (`Some(None)` = initial), the
-    // value its external read returned, and its last write.
-    let mut state: Vec<(u64, Option<Option<u64>>, Option<Option<u64>>, Option<u64>)> = Vec::new();
+    let mut state: Vec<KeyState> = Vec::new();
     for m in &t.ops {
         let key = m.key();
         let pos = match state.iter().position(|s| s.0 == key) {
