@@ -24,7 +24,7 @@ use super::graph::{Edge, EdgeKind};
 use super::txn::{CheckError, Outcome, Txn};
 use super::Inference;
 use crate::history::{MicroOp, ReadValue};
-use std::collections::{HashMap, HashSet};
+use std::collections::{BTreeMap, HashMap, HashSet};
 
 /// Who appended an element.
 #[derive(Debug, Clone, Copy)]
@@ -61,7 +61,7 @@ pub fn infer(txns: &[Txn], sink: &mut Sink) -> Result<Inference, CheckError> {
     for r in &reads {
         check_read(r, txns, &appenders, &mut included, sink);
     }
-    let mut by_key: HashMap<u64, Vec<usize>> = HashMap::new();
+    let mut by_key: BTreeMap<u64, Vec<usize>> = BTreeMap::new();
     for (i, r) in reads.iter().enumerate() {
         by_key.entry(r.key).or_default().push(i);
     }
