@@ -32,9 +32,18 @@ struct Args {
     /// The history file to check (JSON lines).
     file: Option<PathBuf>,
     /// Instead of reading a file, generate a valid history of this many
-    /// transactions (16 processes, 256 keys in use at once).
+    /// transactions.
     #[arg(long)]
     generate: Option<usize>,
+    /// Client processes of the generated history.
+    #[arg(long, default_value_t = 16)]
+    processes: u64,
+    /// Keys in use at once in the generated history.
+    #[arg(long, default_value_t = 256)]
+    keys: u64,
+    /// Writes to a key before it is retired, in the generated history.
+    #[arg(long, default_value_t = 32)]
+    writes_per_key: usize,
     /// Seed of the generated history.
     #[arg(long, default_value_t = 1)]
     seed: u64,
@@ -75,6 +84,9 @@ fn run(args: &Args) -> Result<bool, Box<dyn std::error::Error>> {
         (_, Some(txns)) => serial_history(&GenConfig {
             seed: args.seed,
             txns,
+            processes: args.processes,
+            keys_active: args.keys,
+            writes_per_key_max: args.writes_per_key,
             model: if model == Model::Register {
                 model
             } else {

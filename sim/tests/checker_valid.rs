@@ -25,6 +25,15 @@ fn serial_list_append_history_is_valid() {
 }
 
 #[test]
+fn empty_and_read_only_histories_are_valid() {
+    assert_found(&Builder::default().check(), &[]);
+    let mut b = Builder::default();
+    b.ok(0, 10, vec![r(1, &[])])
+        .ok(5, 20, vec![r(1, &[]), r(2, &[])]);
+    assert_found(&b.check(), &[]);
+}
+
+#[test]
 fn concurrent_non_conflicting_history_is_valid() {
     let mut b = Builder::default();
     for k in 0..8 {

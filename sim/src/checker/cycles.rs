@@ -18,8 +18,9 @@
 //! [`RW_EDGES_TRIED_MAX`] rw edges and [`CYCLE_SEARCH_VISITS_MAX`] node visits
 //! per tier and component, so a huge component costs O(bound), not
 //! O(rw edges x component). Past those bounds a cycle may be reported under a
-//! weaker name (G2-item for a G-single), never missed: the last tier's edge
-//! set is the component's own, and a component always has a cycle in it.
+//! weaker name (G2-item for a G-single), never missed: the last tier follows
+//! all of the component's edges with no bound, and a component always has a
+//! cycle in it.
 
 use super::anomaly::{Anomaly, AnomalyKind, Sink, Step};
 use super::graph::{self, Edge, EdgeKind, Graph, KindMask, Scratch};
@@ -75,7 +76,12 @@ pub fn report_cycles(g: &Graph, txns: &[Txn], sink: &mut Sink) -> usize {
     }
     for (c, nodes) in comps.iter().enumerate() {
         let member = |v: u32| comp_of[v as usize] == c as u32;
-        if let Some(cycle) = find_cycle(g, nodes, &member, &mut s) {
+        let found = find_cycle(g, nodes, &member, &mut s);
+        debug_assert!(
+            found.is_some(),
+            "a strongly connected component has a cycle"
+        );
+        if let Some(cycle) = found {
             let kinds: Vec<EdgeKind> = cycle.iter().map(|e| e.kind).collect();
             let kind = AnomalyKind::of_cycle(&kinds);
             sink.push(kind, || anomaly(kind, &cycle, txns));
@@ -91,8 +97,16 @@ fn find_cycle(
     member: &dyn Fn(u32) -> bool,
     s: &mut Scratch,
 ) -> Option<Vec<Edge>> {
-    for tier in tiers() {
-        let mut budget = CYCLE_SEARCH_VISITS_MAX;
+    let all = tiers();
+    let last = all.len() - 1;
+    for (i, tier) in all.into_iter().enumerate() {
+        // The last tier follows every edge of the component with no bound
+        // (one O(component) search), so a component always gives a cycle.
+        let mut budget = if i == last {
+            usize::MAX
+        } else {
+            CYCLE_SEARCH_VISITS_MAX
+        };
         let sub = graph::sccs(g, nodes, member, tier.mask, s);
         let found = if tier.single_rw {
             single_rw_cycle(g, nodes, member, &sub, tier.mask, &mut budget, s)

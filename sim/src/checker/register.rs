@@ -12,6 +12,13 @@
 //!   key ordered `v1 < v2` (Elle's read-then-write inference): `ww` from the
 //!   writer of `v1` to it, and `rw` from every other reader of `v1` to it.
 //!
+//! The second rule is Elle's "writes follow reads" assumption: the version a
+//! committed transaction read was installed before its own write. Were it
+//! false, the transaction read a version that was not yet committed and was
+//! installed after its own — a G1c cycle under the true order — so a cycle
+//! found under the assumption still shows a real anomaly, though its name may
+//! differ.
+//!
 //! These edges may skip intermediate versions (`v1 < v2` need not be
 //! adjacent), but each stands for a path of true edges with the same number of
 //! anti-dependencies, so no cycle is invented and the name is right. What it
