@@ -328,6 +328,9 @@ pub struct CacheStats {
     pub eviction_stalls: u64,
     /// Objects installed beyond the capacity because every cached object was pinned.
     pub pinned_over_capacity: u64,
+    /// Installs refused because the cache held a newer version (a late or
+    /// duplicated write must not move a version backwards).
+    pub stale_installs: u64,
 }
 
 /// Page-pool accounting (for checks and reports).
@@ -738,10 +741,17 @@ impl ObjectCache {
     }
 
     /// Installs a committed write, pinned until [`ObjectCache::set_pin`] and
-    /// [`ObjectCache::unpin_applied`] release it. Never refused: if every
-    /// cached object is pinned, the cache goes over capacity.
-    pub fn install_committed(&mut self, key: Key, meta: ObjectMeta, value: &[u8]) {
+    /// [`ObjectCache::unpin_applied`] release it; returns whether it did.
+    /// Refused (counted in [`CacheStats::stale_installs`]) only if a newer
+    /// version of `key` is cached: versions never go backwards (the install
+    /// rule of `tla/XenicOCC.tla`). Never refused for room: if every cached
+    /// object is pinned, the cache goes over capacity.
+    pub fn install_committed(&mut self, key: Key, meta: ObjectMeta, value: &[u8]) -> bool {
         let h = match self.find(&key) {
+            Some(h) if self.objects[h].meta.version() > meta.version() => {
+                self.stats.stale_installs += 1;
+                return false;
+            }
             Some(h) => h,
             None => {
                 if self.len >= self.capacity && !self.evict() {
@@ -759,6 +769,7 @@ impl ObjectCache {
         if !was_pinned {
             self.pinned += 1;
         }
+        true
     }
 
     /// The committed write of `key` at `version` is in the host log before `pos`.
