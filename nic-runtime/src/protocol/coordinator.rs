@@ -7,11 +7,12 @@
 //! dropped.
 
 use super::Io;
-use crate::placement::NODES_MAX;
+use crate::placement::{Placement, NODES_MAX};
 use crate::procedure::{ProcedureRegistry, ReadView, TxPlan, WriteSet};
 use splitkv_layout::host_nic::{TxRequest, TxStatus, ARGS_BYTES_MAX, RESULT_BYTES_MAX};
 use splitkv_layout::wire::{
-    Body, MsgKind, NodeId, ReplyStatus, ITEM_FIXED_BYTES, MSG_HEADER_BYTES, PACKET_HEADER_BYTES,
+    Body, BodyWriter, MsgKind, NodeId, ReplyStatus, ITEM_FIXED_BYTES, MSG_HEADER_BYTES,
+    PACKET_HEADER_BYTES,
 };
 use splitkv_layout::{Key, ObjectFlags, ObjectMeta};
 use std::collections::VecDeque;
@@ -156,6 +157,25 @@ fn bit(n: NodeId) -> u32 {
     1 << n
 }
 
+/// Sends one message to every node whose body `build` fills: `build(w,
+/// placement, p)` writes the body for node `p` into `w` and returns whether
+/// it holds anything to send (Dandelion §5.1: the batcher packs the messages
+/// per destination). Returns the number of messages sent.
+fn send_each(
+    io: &mut Io,
+    mut build: impl FnMut(&mut BodyWriter, &Placement, NodeId) -> bool,
+) -> u16 {
+    let placement = io.placement;
+    let mut sent = 0;
+    for p in 0..placement.nodes() as NodeId {
+        if build(&mut io.w, &placement, p) {
+            io.send(p);
+            sent += 1;
+        }
+    }
+    sent
+}
+
 impl Coordinator {
     /// A coordinator whose transactions may write values of at most
     /// `value_bytes_max` bytes (the longest value the host table stores).
@@ -287,32 +307,20 @@ impl Coordinator {
         t.pending = 0;
         t.phase = Phase::Execute;
         let tx_id = Self::tx_id(io.node, slot, t.gen);
-        for p in 0..io.placement.nodes() as NodeId {
+        let plan = &t.plan;
+        t.pending = send_each(io, |w, placement, p| {
+            w.begin_execute(tx_id);
             let mut any = false;
-            for k in t.plan.reads.iter().filter(|k| io.placement.primary(k) == p) {
-                if !any {
-                    io.w.begin_execute(tx_id);
-                    any = true;
-                }
-                io.w.push_read(k);
+            for k in plan.reads.iter().filter(|k| placement.primary(k) == p) {
+                w.push_read(k);
+                any = true;
             }
-            for k in t
-                .plan
-                .writes
-                .iter()
-                .filter(|k| io.placement.primary(k) == p)
-            {
-                if !any {
-                    io.w.begin_execute(tx_id);
-                    any = true;
-                }
-                io.w.push_lock(k);
+            for k in plan.writes.iter().filter(|k| placement.primary(k) == p) {
+                w.push_lock(k);
+                any = true;
             }
-            if any {
-                io.send(p);
-                t.pending += 1;
-            }
-        }
+            any
+        });
         if t.pending == 0 {
             self.run_body(io, procs, slot);
         }
@@ -344,6 +352,16 @@ impl Coordinator {
         }
         t.answered |= bit(src);
         t.pending -= 1;
+        self.absorb(io, slot, src, body);
+        if self.txs[slot].pending == 0 {
+            self.end_phase(io, procs, slot);
+        }
+    }
+
+    /// Takes in one response of the current phase: the values read, or a
+    /// refusal's reason.
+    fn absorb(&mut self, io: &Io, slot: usize, src: NodeId, body: &Body<'_>) {
+        let t = &mut self.txs[slot];
         match *body {
             Body::ExecuteResp { status, items, .. } => {
                 if status.is_ok() {
@@ -373,9 +391,12 @@ impl Coordinator {
             }
             _ => {}
         }
-        if t.pending > 0 {
-            return;
-        }
+    }
+
+    /// Every response of the current phase is in: go on, or abort with the
+    /// first refusal's reason.
+    fn end_phase(&mut self, io: &mut Io, procs: &ProcedureRegistry, slot: usize) {
+        let t = &mut self.txs[slot];
         t.answered = 0;
         let (failed, why) = (t.failed, abort_status(t.reason));
         t.failed = false;
@@ -458,21 +479,16 @@ impl Coordinator {
         }
         let tx_id = Self::tx_id(io.node, slot, t.gen);
         t.phase = Phase::Validate;
-        for p in 0..io.placement.nodes() as NodeId {
+        let (plan, reads) = (&t.plan, &t.reads);
+        t.pending = send_each(io, |w, placement, p| {
+            w.begin_validate(tx_id);
             let mut any = false;
-            for k in t.plan.reads.iter().filter(|k| io.placement.primary(k) == p) {
-                if !any {
-                    io.w.begin_validate(tx_id);
-                    any = true;
-                }
-                let v = t.reads.meta(k).map_or(0, |m| m.version());
-                io.w.push_version(k, v);
+            for k in plan.reads.iter().filter(|k| placement.primary(k) == p) {
+                w.push_version(k, reads.meta(k).map_or(0, |m| m.version()));
+                any = true;
             }
-            if any {
-                io.send(p);
-                t.pending += 1;
-            }
-        }
+            any
+        });
     }
 
     /// The metadata of the write of `key`: the next version after the one
@@ -491,22 +507,18 @@ impl Coordinator {
         }
         let tx_id = Self::tx_id(io.node, slot, t.gen);
         t.phase = Phase::Log;
-        for b in 0..io.placement.nodes() as NodeId {
+        let (writes, reads) = (&t.writes, &t.reads);
+        t.pending = send_each(io, |w, placement, b| {
+            w.begin_items(MsgKind::Log, tx_id);
             let mut any = false;
-            for (k, v) in t.writes.iter() {
-                if io.placement.backups(k).any(|n| n == b) {
-                    if !any {
-                        io.w.begin_items(MsgKind::Log, tx_id);
-                        any = true;
-                    }
-                    io.w.push_item(k, Self::new_meta(&t.reads, k).unwrap_or_default(), v);
+            for (k, v) in writes.iter() {
+                if placement.backups(k).any(|n| n == b) {
+                    w.push_item(k, Self::new_meta(reads, k).unwrap_or_default(), v);
+                    any = true;
                 }
             }
-            if any {
-                io.send(b);
-                t.pending += 1;
-            }
-        }
+            any
+        });
         if t.pending == 0 {
             self.commit(io, slot);
         }
@@ -519,46 +531,28 @@ impl Coordinator {
         let t = &mut self.txs[slot];
         let tx_id = Self::tx_id(io.node, slot, t.gen);
         t.phase = Phase::Commit;
-        for p in 0..io.placement.nodes() as NodeId {
-            if t.locked & bit(p) == 0 {
-                continue;
-            }
+        let (locked, plan, writes, reads) = (t.locked, &t.plan, &t.writes, &t.reads);
+        t.pending = send_each(io, |w, placement, p| {
+            w.begin_items(MsgKind::Commit, tx_id);
             let mut any = false;
-            for (k, v) in t
-                .writes
-                .iter()
-                .filter(|(k, _)| io.placement.primary(k) == p)
-            {
-                if !any {
-                    io.w.begin_items(MsgKind::Commit, tx_id);
+            for (k, v) in writes.iter().filter(|(k, _)| placement.primary(k) == p) {
+                w.push_item(k, Self::new_meta(reads, k).unwrap_or_default(), v);
+                any = true;
+            }
+            locked & bit(p) != 0 && any
+        });
+        // Locked but not written: just unlock (no answer expected).
+        send_each(io, |w, placement, p| {
+            w.begin_abort(tx_id);
+            let mut any = false;
+            for k in plan.writes.iter().filter(|k| placement.primary(k) == p) {
+                if writes.iter().all(|(written, _)| written != k) {
+                    w.push_abort_key(k);
                     any = true;
                 }
-                io.w.push_item(k, Self::new_meta(&t.reads, k).unwrap_or_default(), v);
             }
-            if any {
-                io.send(p);
-                t.pending += 1;
-            }
-            // Locked but not written: just unlock.
-            let mut unlock = false;
-            for k in t
-                .plan
-                .writes
-                .iter()
-                .filter(|k| io.placement.primary(k) == p)
-            {
-                if t.writes.iter().all(|(w, _)| w != k) {
-                    if !unlock {
-                        io.w.begin_abort(tx_id);
-                        unlock = true;
-                    }
-                    io.w.push_abort_key(k);
-                }
-            }
-            if unlock {
-                io.send(p);
-            }
-        }
+            locked & bit(p) != 0 && any
+        });
         if t.pending == 0 {
             self.report(slot, TxStatus::Committed);
         }
@@ -586,21 +580,14 @@ impl Coordinator {
     fn abort(&mut self, io: &mut Io, slot: usize, status: TxStatus, why: &[u8]) {
         let t = &mut self.txs[slot];
         let tx_id = Self::tx_id(io.node, slot, t.gen);
-        for p in 0..io.placement.nodes() as NodeId {
-            if t.locked & bit(p) == 0 {
-                continue;
+        let (locked, plan) = (t.locked, &t.plan);
+        send_each(io, |w, placement, p| {
+            w.begin_abort(tx_id);
+            for k in plan.writes.iter().filter(|k| placement.primary(k) == p) {
+                w.push_abort_key(k);
             }
-            io.w.begin_abort(tx_id);
-            for k in t
-                .plan
-                .writes
-                .iter()
-                .filter(|k| io.placement.primary(k) == p)
-            {
-                io.w.push_abort_key(k);
-            }
-            io.send(p);
-        }
+            locked & bit(p) != 0
+        });
         self.outcomes.push_back(Outcome {
             req_id: t.req_id,
             status,
