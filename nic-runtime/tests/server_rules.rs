@@ -264,6 +264,24 @@ fn duplicated_and_stale_commits_never_roll_the_cache_back() {
 }
 
 #[test]
+fn a_commit_duplicated_while_in_flight_is_answered_once_with_ok() {
+    let mut r = rig();
+    let key = k(8);
+    assert!(matches!(
+        &r.request(&execute(24, &[], &[key]))[..],
+        [Reply::Execute(OK, _)]
+    ));
+    let c = items(MsgKind::Commit, 24, &[(key, v(1), b"once")]);
+    let body = Body::decode(c.kind(), c.bytes()).unwrap();
+    r.server.handle(&mut r.io, &mut r.index, PEER, &body);
+    r.server.handle(&mut r.io, &mut r.index, PEER, &body);
+    r.pump();
+    assert_eq!(r.replies(), vec![Reply::CommitAck(OK)]);
+    assert_eq!(r.logged().len(), 1);
+    assert_eq!(r.cached_version(&key), Some(1));
+}
+
+#[test]
 fn planted_metadata_bits_are_refused() {
     let mut r = rig();
     let key = k(6);

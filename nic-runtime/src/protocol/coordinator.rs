@@ -384,10 +384,10 @@ impl Coordinator {
             }
             Body::ValidateResp { status, .. }
             | Body::LogAck { status, .. }
-            | Body::CommitAck { status, .. } => {
-                if !status.is_ok() {
-                    t.refused(status);
-                }
+            | Body::CommitAck { status, .. }
+                if !status.is_ok() =>
+            {
+                t.refused(status)
             }
             _ => {}
         }

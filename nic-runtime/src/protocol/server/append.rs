@@ -6,7 +6,9 @@
 //! [`ReplyStatus::TooLarge`]; metadata with planted LOCKED or DELETED bits or
 //! version 0 with [`ReplyStatus::Malformed`]; and a COMMIT is installed only
 //! for keys its transaction holds locked here, so a late or duplicated COMMIT
-//! (the lock already released) is refused and never rolls the NIC cache back.
+//! (the lock already released) is refused and never rolls the NIC cache back
+//! (a duplicate that arrives while the first is still being appended gets no
+//! answer of its own: the first one's acknowledgement answers both).
 //! Installs themselves never move a cached version backwards
 //! ([`NicIndex::install_committed`]).
 //!
@@ -37,6 +39,10 @@ impl Server {
         items: ItemList<'_>,
     ) {
         if let Err(why) = self.check_items(io, index, kind, tx_id, items) {
+            if why == ReplyStatus::Malformed && self.appending(kind, src, tx_id) {
+                // A duplicate of a request still in flight: that one answers.
+                return;
+            }
             return self.refuse_append(io, kind, src, tx_id, why);
         }
         let Some(slot) = self.alloc(kind, src, tx_id) else {
@@ -71,6 +77,14 @@ impl Server {
             .encode(&mut op.entry);
         }
         self.submit_append(io, slot);
+    }
+
+    /// Whether a `kind` request of `tx_id` from `src` is being appended.
+    /// Scans the slots: only on the refusal path.
+    fn appending(&self, kind: OpKind, src: NodeId, tx_id: u64) -> bool {
+        self.ops
+            .iter()
+            .any(|op| op.active && op.kind == kind && op.src == src && op.tx_id == tx_id)
     }
 
     /// The checks of the module docs, before anything changes.
