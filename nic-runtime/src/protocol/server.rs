@@ -4,8 +4,8 @@
 //! Reads that miss the NIC index's cache go to the host table by DMA through a
 //! [`TableLookup`] (Xenic §4.1.3: d_i + k slots, then the rest up to D_m, then the
 //! overflow chain). Each outstanding request is a `ServerOp` resumed by DMA
-//! completions; objects found are cached. [`lookups`] holds that DMA path,
-//! [`append`] the LOG and COMMIT path.
+//! completions; objects found are cached. `server/lookups.rs` holds that DMA path,
+//! `server/append.rs` the LOG and COMMIT path.
 //!
 //! Correctness of reads that race commits: a key pinned in the NIC index is read
 //! from there; otherwise every commit of it before the DMA was submitted has been
