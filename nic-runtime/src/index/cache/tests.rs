@@ -178,3 +178,25 @@ fn robinhood_segmentation_is_the_host_segment() {
         assert_eq!(s.locate(&key).0, layout.segment_of(layout.home_slot(&key)));
     }
 }
+
+#[test]
+fn installs_never_move_a_version_backwards() {
+    let mut c = cache(16, 1000, 1);
+    assert!(c.install_committed(k(1), ObjectMeta(3), b"v3"));
+    assert!(
+        !c.install_committed(k(1), ObjectMeta(2), b"v2"),
+        "older refused"
+    );
+    assert_eq!(c.peek(&k(1)).unwrap().value, b"v3");
+    assert_eq!(c.stats().stale_installs, 1);
+    assert!(
+        c.install_committed(k(1), ObjectMeta(3), b"v3"),
+        "same version again"
+    );
+    // A clean read never replaces a newer cached version either.
+    c.set_pin(k(1), 3, 10);
+    c.unpin_applied(10);
+    c.insert_clean(k(1), ObjectMeta(1), b"v1");
+    assert_eq!(c.peek(&k(1)).unwrap().meta.version(), 3);
+    c.check_invariants().unwrap();
+}
