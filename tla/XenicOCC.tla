@@ -25,7 +25,16 @@
 (* XenicOCC_multi.cfg (ReadOnlyTx: one writer of both keys) must pass;     *)
 (* XenicOCC_nonvacuous.cfg and XenicOCC_recovery.cfg must violate          *)
 (* NoWriteCommitWithoutCrash and NoRecoveryCommit; XenicEarlyReport.cfg    *)
-(* must violate DecisionsPreserved.                                        *)
+(* must violate DecisionsPreserved; XenicNoValidation.cfg (Validate        *)
+(* always passes, ValidateReads = FALSE: the code's mutation switch        *)
+(* splitkv_mutation = "skip_read_validation") must violate                 *)
+(* StrictSerializable.                                                     *)
+(*                                                                         *)
+(* Install rule.  A server installs a write only if it is newer than the   *)
+(* value it holds (Newest): the NIC cache never moves a version backwards, *)
+(* and a COMMIT installs only under its own lock (the code refuses a late  *)
+(* or duplicated COMMIT).  VersionsNeverGoBackwards checks it on every     *)
+(* step without a crash.                                                   *)
 (*                                                                         *)
 (* Client report.  The client is told "committed" when the last COMMIT     *)
 (* ack is in (ReportAtLog = FALSE).  Xenic §4.2 step 6 reports as soon as  *)
@@ -57,6 +66,7 @@
 EXTENDS SplitkvCommon
 
 CONSTANT ReportAtLog   \* BOOLEAN: report commit after the LOG acks (paper) or after COMMIT acks
+CONSTANT ValidateReads \* BOOLEAN: FALSE = Validate always passes (must-fail model)
 
 vars == commonVars
 
@@ -153,7 +163,8 @@ Execute(t, n) ==
 
 Validate(t, n) ==
     /\ phase[t] = "validate" /\ n \in Targets(t, ValKeysAt) \ acked[t]
-    /\ Respond(t, n, \A k \in ValKeysAt(t, n) : lock[n][k] = None /\ val[n][k] = obs[t][k])
+    /\ Respond(t, n, ~ValidateReads \/
+                     \A k \in ValKeysAt(t, n) : lock[n][k] = None /\ val[n][k] = obs[t][k])
     /\ UNCHANGED <<alive, crashes, phase, dec, reported, obs, lock, val, rec, rtBefore>>
 
 Log(t, n) ==
@@ -166,7 +177,9 @@ Commit(t, n) ==
     /\ phase[t] = "commit" /\ n \in Targets(t, CommitKeysAt) \ acked[t]
     /\ LET K == CommitKeysAt(t, n) IN
        /\ rec' = [rec EXCEPT ![n] = @ \cup {Record(t, "COMMIT", K)}]
-       /\ val' = [val EXCEPT ![n] = [k \in Keys |-> IF k \in K THEN t ELSE @[k]]]
+       /\ lock[n] = [k \in Keys |-> IF k \in K THEN t ELSE lock[n][k]]  \* under its own locks
+       \* Install rule: a version never goes backwards.
+       /\ val' = [val EXCEPT ![n] = [k \in Keys |-> IF k \in K THEN Newest(k, {@[k], t}) ELSE @[k]]]
        /\ lock' = [lock EXCEPT ![n] = [k \in Keys |-> IF k \in K THEN None ELSE @[k]]]
     /\ Respond(t, n, TRUE)
     /\ UNCHANGED <<alive, crashes, phase, dec, reported, obs, rtBefore>>
@@ -204,5 +217,10 @@ Next ==
     \/ Finished
 
 Spec == Init /\ [][Next]_vars
+
+\* Checked as a PROPERTY: outside recovery, no stored version moves backwards.
+VersionsNeverGoBackwards ==
+    [][crashes' = crashes =>
+         \A n \in Nodes, k \in Keys : Pos(k, val[n][k]) <= Pos(k, val'[n][k])]_vars
 
 =============================================================================

@@ -12,6 +12,14 @@
 //! [`LOG_ENTRIES_PER_ITERATION_MAX`] entries, then hands their records to
 //! [`RobinhoodTable::batch`] [`LOG_RECORDS_PER_BATCH_MAX`] at a time, which
 //! prefetches every record's home slot before applying any, in log order.
+//!
+//! The NIC runtime acknowledged every record to its coordinator when it was
+//! appended, so a record the worker cannot apply (the table or its value heap
+//! is full, the record does not decode, the log ring is corrupt) cannot be
+//! refused any more: the worker **stops** with a [`WorkerError`] saying why,
+//! and never acknowledges the entry that holds it (issue 9 §4: never
+//! acknowledged while unapplied, never a panic). The node's driver reads
+//! [`HostWorker::error`] and stops the node with that message.
 
 use crate::table::dlht::Dlht;
 use crate::table::robinhood::{RobinhoodTable, TableError};
@@ -20,6 +28,7 @@ use crate::table::{Request, Upserted};
 use splitkv_layout::host_nic::{HostToNic, LogApplied};
 use splitkv_layout::log_record::{LogRecord, LogRecords};
 use splitkv_layout::ring::{RingConsumer, RingError, RingProducer};
+use splitkv_layout::DecodeError;
 use splitkv_layout::Key;
 use splitkv_nic::{Component, Nanos};
 
@@ -45,11 +54,49 @@ pub struct WorkerStats {
     pub applied: u64,
     /// Records skipped because the table already held that version or newer.
     pub stale: u64,
-    /// Entries that did not decode (dropped; the NIC runtime wrote them, so this
-    /// indicates memory corruption).
+    /// Entries that did not decode (the NIC runtime wrote them, so this
+    /// indicates memory corruption); the worker stops at the first.
     pub bad_entries: u64,
     /// Acknowledgements sent.
     pub acks: u64,
+}
+
+/// Why a host worker stopped: a record it cannot apply. The NIC runtime
+/// already acknowledged the record to its coordinator, so the node must stop
+/// (the message says what to change) rather than lose or skip it.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum WorkerError {
+    /// The host table has no room for a new key.
+    #[error("host table full at key {key:?}: size it for the key space (--accounts-per-node)")]
+    TableFull {
+        /// The key that did not fit.
+        key: Key,
+    },
+    /// A record does not fit the table for another reason (value heap full,
+    /// value over the table's limit).
+    #[error("log record for key {key:?} does not fit the host table: {why}")]
+    DoesNotFit {
+        /// The key of the record.
+        key: Key,
+        /// The table's error.
+        why: String,
+    },
+    /// A log entry did not decode (memory corruption: the NIC runtime wrote it).
+    #[error("host log entry at byte {at} does not decode: {error}")]
+    BadEntry {
+        /// Log position (consumed bytes) before the entry.
+        at: u64,
+        /// The decoder's error.
+        error: DecodeError,
+    },
+    /// The log or acknowledgement ring refused an operation.
+    #[error("host {ring} ring: {why}")]
+    Ring {
+        /// Which ring ("log" or "ack").
+        ring: &'static str,
+        /// The ring's error.
+        why: String,
+    },
 }
 
 /// A host worker: owns the table (its only writer) and applies the host log.
@@ -62,9 +109,12 @@ pub struct HostWorker {
     entries: Vec<u8>,
     /// End offset in `entries` of each entry drained this iteration.
     entry_ends: Vec<usize>,
+    /// Log position (consumed bytes) after each entry drained this iteration.
+    entry_log_ends: Vec<u64>,
     ack_buf: Vec<u8>,
     acked: u64,
     stats: WorkerStats,
+    error: Option<WorkerError>,
 }
 
 impl std::fmt::Debug for HostWorker {
@@ -85,10 +135,23 @@ impl HostWorker {
             entry: Vec::with_capacity(4096),
             entries: Vec::with_capacity(ITERATION_BYTES_RESERVED),
             entry_ends: Vec::with_capacity(LOG_ENTRIES_PER_ITERATION_MAX),
+            entry_log_ends: Vec::with_capacity(LOG_ENTRIES_PER_ITERATION_MAX),
             ack_buf: Vec::with_capacity(32),
             acked: 0,
             stats: WorkerStats::default(),
+            error: None,
         }
+    }
+
+    /// Why the worker stopped, if it did (see the module docs). A stopped
+    /// worker applies and acknowledges nothing more.
+    pub fn error(&self) -> Option<&WorkerError> {
+        self.error.as_ref()
+    }
+
+    /// Log bytes acknowledged to the NIC runtime (all applied).
+    pub fn acked_bytes(&self) -> u64 {
+        self.acked
     }
 
     /// The table (for loading before a run and for checks after).
@@ -115,76 +178,122 @@ impl HostWorker {
     /// The entries' records go through table batches of up to
     /// [`LOG_RECORDS_PER_BATCH_MAX`] (see the module docs); each record is applied
     /// only if it is newer than the table's version of its key, in log order.
-    ///
-    /// # Panics
-    /// If the table (or the Robinhood value heap) is full: the table is sized
-    /// for the key space at start-up, so a full table is a configuration error
-    /// that must stop the node.
+    /// A record that cannot be applied stops the worker ([`HostWorker::error`]);
+    /// the acknowledgement then covers only the entries before its entry.
+    /// Returns whether it did any work (never, once stopped).
     pub fn run_iteration(&mut self, _now: Nanos) -> bool {
-        let mut work = false;
-        self.entries.clear();
-        self.entry_ends.clear();
-        for _ in 0..LOG_ENTRIES_PER_ITERATION_MAX {
-            match self.log.try_pop(&mut self.entry) {
-                Ok(true) => {}
-                Ok(false) => break,
-                Err(RingError::Corrupt(why)) => panic!("host log corrupt: {why}"),
-                Err(e) => panic!("host log: {e}"),
-            }
-            work = true;
-            self.stats.entries += 1;
-            self.entries.extend_from_slice(&self.entry);
-            self.entry_ends.push(self.entries.len());
+        if self.error.is_some() {
+            return false;
         }
-        match &mut self.table {
+        let before = self.log.consumed_bytes();
+        let work = self.drain();
+        let failed = match &mut self.table {
             HostTable::Robinhood(t) => {
                 apply_entries(t, &mut self.stats, &self.entries, &self.entry_ends)
             }
             HostTable::Dlht(t) => {
                 apply_entries_dlht(t, &mut self.stats, &self.entries, &self.entry_ends)
             }
-        }
-        let consumed = self.log.consumed_bytes();
-        if consumed != self.acked {
-            self.ack_buf.clear();
-            HostToNic::LogApplied(LogApplied {
-                applied_bytes: consumed,
-            })
-            .encode(&mut self.ack_buf);
-            match self.acks.try_push(&self.ack_buf) {
-                Ok(_) => {
-                    self.acked = consumed;
-                    self.stats.acks += 1;
-                    work = true;
+        };
+        let applied = match failed {
+            Ok(()) => self.log.consumed_bytes(),
+            Err((entry, e)) => {
+                let at = entry
+                    .checked_sub(1)
+                    .map_or(before, |i| self.entry_log_ends[i]);
+                let e = match e {
+                    WorkerError::BadEntry { error, .. } => WorkerError::BadEntry { at, error },
+                    other => other,
+                };
+                self.error = Some(e);
+                at
+            }
+        };
+        self.acknowledge(applied) || work
+    }
+
+    /// Pops up to [`LOG_ENTRIES_PER_ITERATION_MAX`] entries into `entries`.
+    fn drain(&mut self) -> bool {
+        self.entries.clear();
+        self.entry_ends.clear();
+        self.entry_log_ends.clear();
+        for _ in 0..LOG_ENTRIES_PER_ITERATION_MAX {
+            match self.log.try_pop(&mut self.entry) {
+                Ok(true) => {}
+                Ok(false) => break,
+                Err(e) => {
+                    // Entries popped before stay to be applied and acknowledged.
+                    self.error = Some(WorkerError::Ring {
+                        ring: "log",
+                        why: e.to_string(),
+                    });
+                    break;
                 }
-                Err(RingError::Full) => {}
-                Err(e) => panic!("ack ring: {e}"),
+            }
+            self.stats.entries += 1;
+            self.entries.extend_from_slice(&self.entry);
+            self.entry_ends.push(self.entries.len());
+            self.entry_log_ends.push(self.log.consumed_bytes());
+        }
+        !self.entry_ends.is_empty()
+    }
+
+    /// Acknowledges the log up to `applied` bytes if that is news.
+    fn acknowledge(&mut self, applied: u64) -> bool {
+        if applied == self.acked {
+            return false;
+        }
+        self.ack_buf.clear();
+        HostToNic::LogApplied(LogApplied {
+            applied_bytes: applied,
+        })
+        .encode(&mut self.ack_buf);
+        match self.acks.try_push(&self.ack_buf) {
+            Ok(_) => {
+                self.acked = applied;
+                self.stats.acks += 1;
+                true
+            }
+            Err(RingError::Full) => false,
+            Err(e) => {
+                self.error.get_or_insert(WorkerError::Ring {
+                    ring: "ack",
+                    why: e.to_string(),
+                });
+                false
             }
         }
-        work
     }
 }
 
+/// Where applying stopped: the index of the entry (among this iteration's)
+/// holding the record that could not be applied, and why.
+type ApplyFailure = (usize, WorkerError);
+
 /// Calls `f` for every record of the concatenated entries `entries` (entry `i`
-/// ends at `entry_ends[i]`), in log order. A record that does not decode ends
-/// its entry (counted in `bad_entries`); the records before it are applied.
+/// ends at `entry_ends[i]`), in log order, with its entry's index. Stops at
+/// the first record that does not decode or that `f` cannot apply.
 fn for_each_record<'a>(
     stats: &mut WorkerStats,
     entries: &'a [u8],
     entry_ends: &[usize],
-    mut f: impl FnMut(&mut WorkerStats, LogRecord<'a>),
-) {
+    mut f: impl FnMut(&mut WorkerStats, usize, LogRecord<'a>) -> Result<(), ApplyFailure>,
+) -> Result<(), ApplyFailure> {
     let mut start = 0;
-    for &end in entry_ends {
+    for (i, &end) in entry_ends.iter().enumerate() {
         for rec in LogRecords::new(&entries[start..end]) {
-            let Ok(rec) = rec else {
-                stats.bad_entries += 1;
-                break;
-            };
-            f(stats, rec);
+            match rec {
+                Ok(rec) => f(stats, i, rec)?,
+                Err(error) => {
+                    stats.bad_entries += 1;
+                    // `at` is filled in by the caller, which knows log positions.
+                    return Err((i, WorkerError::BadEntry { at: 0, error }));
+                }
+            }
         }
         start = end;
     }
+    Ok(())
 }
 
 /// Applies the records of `entries` to a Robinhood table in table batches of up
@@ -194,56 +303,82 @@ fn apply_entries(
     stats: &mut WorkerStats,
     entries: &[u8],
     entry_ends: &[usize],
-) {
+) -> Result<(), ApplyFailure> {
     let mut reqs: [Request<'_>; LOG_RECORDS_PER_BATCH_MAX] =
         [const { Request::remove(Key::new(0, 0)) }; LOG_RECORDS_PER_BATCH_MAX];
+    let mut req_entries = [0usize; LOG_RECORDS_PER_BATCH_MAX];
     let mut n = 0;
-    for_each_record(stats, entries, entry_ends, |stats, rec| {
+    let decoded = for_each_record(stats, entries, entry_ends, |stats, entry, rec| {
         reqs[n] = Request::upsert_if_newer(rec.key, rec.meta, rec.value);
+        req_entries[n] = entry;
         n += 1;
         if n == LOG_RECORDS_PER_BATCH_MAX {
-            apply_batch(table, stats, &mut reqs[..n]);
+            apply_batch(table, stats, &mut reqs[..n], &req_entries[..n])?;
             n = 0;
         }
+        Ok(())
     });
-    apply_batch(table, stats, &mut reqs[..n]);
+    // Records decoded before a bad one are applied first.
+    apply_batch(table, stats, &mut reqs[..n], &req_entries[..n])?;
+    decoded
 }
 
-/// Runs one table batch of `upsert_if_newer` requests and counts the outcomes.
-fn apply_batch(table: &mut RobinhoodTable, stats: &mut WorkerStats, reqs: &mut [Request<'_>]) {
+/// Runs one table batch of `upsert_if_newer` requests (request `i` from entry
+/// `req_entries[i]`) and counts the outcomes; the first request the table
+/// refused names where applying stopped.
+fn apply_batch(
+    table: &mut RobinhoodTable,
+    stats: &mut WorkerStats,
+    reqs: &mut [Request<'_>],
+    req_entries: &[usize],
+) -> Result<(), ApplyFailure> {
     if reqs.is_empty() {
-        return;
+        return Ok(());
     }
     table.batch(reqs);
-    for req in reqs.iter() {
-        let Request::Upsert { result, .. } = req else {
+    let mut failed = None;
+    for (req, &entry) in reqs.iter().zip(req_entries) {
+        let Request::Upsert { key, result, .. } = req else {
             unreachable!("the worker only batches upserts");
         };
         match result {
             Some(Ok(Upserted::Stale(_))) => stats.stale += 1,
             Some(Ok(_)) => stats.applied += 1,
-            Some(Err(TableError::Full)) => {
-                panic!("host table full: size it for the key space (--accounts-per-node)")
+            Some(Err(e)) => {
+                let e = match e {
+                    TableError::Full => WorkerError::TableFull { key: *key },
+                    e => WorkerError::DoesNotFit {
+                        key: *key,
+                        why: e.to_string(),
+                    },
+                };
+                failed.get_or_insert((entry, e));
             }
-            Some(Err(e @ TableError::ValueHeapFull { .. })) => {
-                panic!("{e}: size TableConfig::value_blocks for the long values stored")
-            }
-            Some(Err(e)) => panic!("log record does not fit the table: {e}"),
             None => unreachable!("a batch executes every request"),
         }
     }
+    failed.map_or(Ok(()), Err)
 }
 
 /// The DLHT's version of [`apply_entries`]: one [`Dlht::upsert_if_newer`] per
 /// record (a single lookup that checks the version and writes atomically).
-fn apply_entries_dlht(table: &Dlht, stats: &mut WorkerStats, entries: &[u8], entry_ends: &[usize]) {
-    for_each_record(stats, entries, entry_ends, |stats, rec| {
+fn apply_entries_dlht(
+    table: &Dlht,
+    stats: &mut WorkerStats,
+    entries: &[u8],
+    entry_ends: &[usize],
+) -> Result<(), ApplyFailure> {
+    for_each_record(stats, entries, entry_ends, |stats, entry, rec| {
         match table.upsert_if_newer(rec.key, rec.meta, rec.value) {
             Ok(Upserted::Stale(_)) => stats.stale += 1,
             Ok(_) => stats.applied += 1,
-            Err(e) => panic!("log record does not fit the DLHT: {e}"),
+            Err(e) => {
+                let why = e.to_string();
+                return Err((entry, WorkerError::DoesNotFit { key: rec.key, why }));
+            }
         }
-    });
+        Ok(())
+    })
 }
 
 impl Component for HostWorker {

@@ -97,7 +97,7 @@ fn oversized_value_is_rejected_and_changes_nothing() {
     run(&mut n, 10);
     n.client.submit(2, 0, &put_args(id, b"nine byte")).unwrap();
     let (status, why) = outcome(&mut n);
-    assert_eq!(status, TxStatus::Rejected);
+    assert_eq!(status, TxStatus::TooLarge);
     assert_eq!(why, b"value too large");
     run(&mut n, 10);
     let mut v = Vec::new();

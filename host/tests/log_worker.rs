@@ -1,8 +1,10 @@
 //! The host worker (Xenic §4.2 step 7) applying the host log through table
 //! batches (Dandelion §6): newest version wins, stale and duplicate records are
-//! skipped, a bad record ends only its entry, batches and iterations are bounded,
-//! and progress is acknowledged.
+//! skipped, batches and iterations are bounded, and progress is acknowledged;
+//! a record the worker cannot apply (bad bytes, a full table) stops it without
+//! a panic and is never acknowledged (issue 9 §4), while the DLHT grows.
 
+use splitkv_host::log::WorkerError;
 use splitkv_host::log::{LOG_ENTRIES_PER_ITERATION_MAX, LOG_RECORDS_PER_BATCH_MAX};
 use splitkv_host::table::{HostTable, TableConfig, TableKind};
 use splitkv_host::HostWorker;
@@ -66,11 +68,6 @@ fn applies_newest_versions(kind: TableKind) {
                 }
             }
         }
-        if e == 10 {
-            // A valid record followed by garbage: the record counts, the rest
-            // of the entry is dropped.
-            entry.extend_from_slice(&[0xee; 5]);
-        }
         log_tx.try_push(&entry).unwrap();
         entries += 1;
     }
@@ -83,7 +80,8 @@ fn applies_newest_versions(kind: TableKind) {
 
     let stats = worker.stats();
     assert_eq!(stats.entries, entries);
-    assert_eq!(stats.bad_entries, 1);
+    assert_eq!(stats.bad_entries, 0);
+    assert_eq!(worker.error(), None);
     assert_eq!(stats.applied + stats.stale, records);
     assert_eq!(stats.stale, stale);
     let table = worker.table();
@@ -109,4 +107,120 @@ fn applies_newest_versions(kind: TableKind) {
     }
     assert_eq!(last, Some(log_tx.produced_bytes()));
     assert_eq!(stats.acks, 3);
+}
+
+/// Every acknowledgement on `acks`, in order.
+fn acks(ack_rx: &mut splitkv_layout::ring::RingConsumer) -> Vec<u64> {
+    let mut ack = Vec::new();
+    let mut out = Vec::new();
+    while ack_rx.try_pop(&mut ack).unwrap() {
+        let HostToNic::LogApplied(a) = HostToNic::decode(&ack).unwrap() else {
+            panic!("not an ack");
+        };
+        out.push(a.applied_bytes);
+    }
+    out
+}
+
+#[test]
+fn a_bad_entry_stops_the_worker_and_is_never_acknowledged() {
+    let (mut log_tx, log_rx) = ring_pair(1 << 16).unwrap();
+    let (ack_tx, mut ack_rx) = ring_pair(1 << 12).unwrap();
+    let table = HostTable::new(TableKind::Robinhood, &TableConfig::new(100, 8)).unwrap();
+    let mut worker = HostWorker::new(table, log_rx, ack_tx);
+    let mut entry = Vec::new();
+    record(1, 1, b"a", &mut entry);
+    log_tx.try_push(&entry).unwrap();
+    let good_end = log_tx.produced_bytes();
+    entry.clear();
+    record(2, 1, b"b", &mut entry);
+    entry.extend_from_slice(&[0xee; 5]);
+    log_tx.try_push(&entry).unwrap();
+    entry.clear();
+    record(3, 1, b"c", &mut entry);
+    log_tx.try_push(&entry).unwrap();
+
+    worker.run_iteration(0);
+    assert!(matches!(
+        worker.error(),
+        Some(WorkerError::BadEntry { at, .. }) if *at == good_end
+    ));
+    assert_eq!(
+        acks(&mut ack_rx),
+        vec![good_end],
+        "only the entry before it"
+    );
+    assert_eq!(worker.acked_bytes(), good_end);
+    let mut v = Vec::new();
+    assert!(worker.table().get(&Key::new(1, 1), &mut v).is_some());
+    assert!(
+        worker.table().get(&Key::new(1, 3), &mut v).is_none(),
+        "stopped"
+    );
+    // Stopped: nothing more is applied or acknowledged.
+    assert!(!worker.run_iteration(1));
+    assert!(acks(&mut ack_rx).is_empty());
+    assert!(worker
+        .error()
+        .unwrap()
+        .to_string()
+        .contains("does not decode"));
+}
+
+#[test]
+fn a_full_robinhood_table_stops_the_worker_without_a_panic() {
+    let (mut log_tx, log_rx) = ring_pair(1 << 20).unwrap();
+    let (ack_tx, mut ack_rx) = ring_pair(1 << 16).unwrap();
+    let table = HostTable::new(TableKind::Robinhood, &TableConfig::new(16, 8)).unwrap();
+    let mut worker = HostWorker::new(table, log_rx, ack_tx);
+    // One record per entry, far more keys than the table holds.
+    let mut ends = Vec::new();
+    let mut entry = Vec::new();
+    for id in 0..2_000u64 {
+        entry.clear();
+        record(id, 1, &id.to_le_bytes(), &mut entry);
+        log_tx.try_push(&entry).unwrap();
+        ends.push(log_tx.produced_bytes());
+    }
+    for now in 0..100 {
+        worker.run_iteration(now);
+    }
+    let Some(WorkerError::TableFull { key }) = worker.error().cloned() else {
+        panic!("expected a full table, got {:?}", worker.error());
+    };
+    // The acknowledgement covers exactly the entries before the failed one,
+    // and every write it covers is in the table.
+    let acked = acks(&mut ack_rx).last().copied().unwrap_or(0);
+    assert_eq!(acked, worker.acked_bytes());
+    let covered = ends.iter().take_while(|&&e| e <= acked).count();
+    assert_eq!(
+        Key::new(1, covered as u64),
+        key,
+        "stopped at the first misfit"
+    );
+    let mut v = Vec::new();
+    for id in 0..covered as u64 {
+        let meta = worker.table().get(&Key::new(1, id), &mut v).unwrap();
+        assert_eq!((meta.version(), &v[..]), (1, &id.to_le_bytes()[..]));
+    }
+    assert!(worker.table().get(&key, &mut v).is_none());
+    assert!(!worker.run_iteration(200));
+}
+
+#[test]
+fn a_dlht_grows_instead_of_filling_up() {
+    let (mut log_tx, log_rx) = ring_pair(1 << 20).unwrap();
+    let (ack_tx, _ack_rx) = ring_pair(1 << 16).unwrap();
+    let table = HostTable::new(TableKind::Dlht, &TableConfig::new(16, 8)).unwrap();
+    let mut worker = HostWorker::new(table, log_rx, ack_tx);
+    let mut entry = Vec::new();
+    for id in 0..2_000u64 {
+        entry.clear();
+        record(id, 1, &id.to_le_bytes(), &mut entry);
+        log_tx.try_push(&entry).unwrap();
+    }
+    while worker.run_iteration(0) {}
+    assert_eq!(worker.error(), None);
+    assert!(worker.is_quiescent());
+    assert_eq!(worker.table().len(), 2_000);
 }

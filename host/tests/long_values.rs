@@ -329,7 +329,7 @@ fn value_size_limits_are_typed_errors() {
     let (status, why) = call(&mut nodes, &mut now, 0, PUT, &args(&[1], &[6u8; 301]));
     assert_eq!(
         (status, &why[..]),
-        (TxStatus::Rejected, &b"value too large"[..])
+        (TxStatus::TooLarge, &b"value too large"[..])
     );
     let (status, out) = call(&mut nodes, &mut now, 1, GET, &args(&[1], &[]));
     assert_eq!(status, TxStatus::Committed);
@@ -355,7 +355,7 @@ fn transactions_too_large_for_a_packet_are_rejected() {
     let (status, why) = call(&mut nodes, &mut now, 0, PUT_MANY, &put_many(12, 1000));
     assert_eq!(
         status,
-        TxStatus::Rejected,
+        TxStatus::TooLarge,
         "{}",
         String::from_utf8_lossy(&why)
     );

@@ -270,6 +270,10 @@ impl NicRuntime {
             self.transport.tx_burst(now, self.io.batcher.ready());
             work = true;
         }
+        if let Some(why) = self.server.fatal() {
+            // Refusals were sent above; this node cannot apply a write it took.
+            panic!("node {} stopped: {why}", self.io.node);
+        }
         work
     }
 
@@ -310,8 +314,8 @@ impl NicRuntime {
                 return;
             }
             if !self.acceptable(&body) {
+                // Counted here; the server refuses it with a reply (never a silent drop).
                 self.bad_packets += 1;
-                continue;
             }
             match body {
                 Body::Execute { .. }

@@ -157,9 +157,14 @@ fn run(bits: u32, capacity: usize, seed: u64, ops: &[Op]) -> Result<(), TestCase
                 let v = m.committed.get(&k).copied().unwrap_or(0) + 1;
                 m.committed.insert(k, v);
                 let val = value(k, v, len, step);
-                c.install_committed(key(k), meta(v), &val);
-                m.expect.insert(k, (v, val));
-                m.pins.insert(k, Pin::Pending(v));
+                let cached = c.peek(&key(k)).map(|o| o.meta.version());
+                let installed = c.install_committed(key(k), meta(v), &val);
+                // Versions never go backwards: a newer cached version stays.
+                prop_assert_eq!(installed, cached.is_none_or(|cv| cv <= v));
+                if installed {
+                    m.expect.insert(k, (v, val));
+                    m.pins.insert(k, Pin::Pending(v));
+                }
             }
             Op::SetPin { key: k, stale, gap } => {
                 let v = m.committed.get(&k).copied().unwrap_or(1) - u64::from(stale);

@@ -77,11 +77,14 @@ pub enum TxStatus {
     /// Aborted: a replica the transaction needs is unavailable (failed, or
     /// recovering). Retrying later may commit.
     Unavailable = 7,
+    /// Aborted: a replica could not read its host table or write its host
+    /// log (a DMA or host-decode failure), never reported as a conflict.
+    HostFailure = 8,
 }
 
 impl TxStatus {
     /// Every status, in wire-value order.
-    pub const ALL: [TxStatus; 8] = [
+    pub const ALL: [TxStatus; 9] = [
         TxStatus::Committed,
         TxStatus::LockConflict,
         TxStatus::UserAborted,
@@ -90,6 +93,7 @@ impl TxStatus {
         TxStatus::TableFull,
         TxStatus::TooLarge,
         TxStatus::Unavailable,
+        TxStatus::HostFailure,
     ];
 
     /// The status with wire value `tag`, if any.
@@ -114,11 +118,12 @@ impl TxStatus {
             TxStatus::TableFull => "table full",
             TxStatus::TooLarge => "too large",
             TxStatus::Unavailable => "unavailable",
+            TxStatus::HostFailure => "host failure",
         }
     }
 }
 
-const _: () = assert!(TxStatus::ALL.len() == TxStatus::Unavailable as usize + 1);
+const _: () = assert!(TxStatus::ALL.len() == TxStatus::HostFailure as usize + 1);
 
 /// Host → NIC: run registered procedure `procedure` with `args` as a transaction
 /// (function shipping, Xenic §4.2.2). `args` is at most [`ARGS_BYTES_MAX`] bytes.

@@ -56,6 +56,75 @@ impl ObjectMeta {
     pub fn with_flags(self, flags: ObjectFlags) -> ObjectMeta {
         ObjectMeta(self.version() | flags.bits())
     }
+
+    /// The metadata a committed write of this object gets: the next version,
+    /// no flags (Xenic §4.2 step 5).
+    ///
+    /// # Errors
+    /// [`MetaError::VersionOverflow`] at [`VERSION_MAX`].
+    #[inline]
+    pub fn next_write(self) -> Result<ObjectMeta, MetaError> {
+        if self.version() >= VERSION_MAX {
+            return Err(MetaError::VersionOverflow);
+        }
+        Ok(ObjectMeta(self.version() + 1))
+    }
+
+    /// Checks metadata a peer sent with a written value (LOG and COMMIT
+    /// items): a version of at least 1, and neither LOCKED (locks live only
+    /// in the NIC index, Xenic §4.2.1 (a)) nor DELETED (no protocol step
+    /// writes a deletion yet).
+    ///
+    /// # Errors
+    /// [`MetaError::PlantedLocked`], [`MetaError::PlantedDeleted`] or
+    /// [`MetaError::VersionZero`].
+    pub fn check_written(self) -> Result<(), MetaError> {
+        let flags = self.flags();
+        if flags.contains(ObjectFlags::LOCKED) {
+            Err(MetaError::PlantedLocked)
+        } else if flags.contains(ObjectFlags::DELETED) {
+            Err(MetaError::PlantedDeleted)
+        } else if self.version() == 0 {
+            Err(MetaError::VersionZero)
+        } else {
+            Ok(())
+        }
+    }
+
+    /// Checks metadata a peer sent with a value it read (EXECUTE response
+    /// items): never LOCKED, and an absent object (DELETED) carries no value
+    /// (`value_len` bytes).
+    ///
+    /// # Errors
+    /// [`MetaError::PlantedLocked`] or [`MetaError::PlantedDeleted`].
+    pub fn check_read(self, value_len: usize) -> Result<(), MetaError> {
+        let flags = self.flags();
+        if flags.contains(ObjectFlags::LOCKED) {
+            Err(MetaError::PlantedLocked)
+        } else if flags.contains(ObjectFlags::DELETED) && value_len > 0 {
+            Err(MetaError::PlantedDeleted)
+        } else {
+            Ok(())
+        }
+    }
+}
+
+/// Why metadata from a peer is refused (issue 9 §4: metadata from a peer is
+/// validated, never trusted).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+pub enum MetaError {
+    /// The LOCKED bit, which only a NIC index sets and never sends.
+    #[error("LOCKED bit in metadata from a peer")]
+    PlantedLocked,
+    /// The DELETED bit where no deletion can be.
+    #[error("DELETED bit in metadata from a peer")]
+    PlantedDeleted,
+    /// A written value with version 0 (the version of a never-written object).
+    #[error("written value with version 0")]
+    VersionZero,
+    /// A write of an object already at [`VERSION_MAX`].
+    #[error("version overflow: object at VERSION_MAX")]
+    VersionOverflow,
 }
 
 #[cfg(test)]
@@ -74,6 +143,34 @@ mod tests {
         assert_eq!(
             ObjectMeta::new(VERSION_MAX, ObjectFlags::all()).version(),
             VERSION_MAX
+        );
+    }
+
+    #[test]
+    fn peer_metadata_checks() {
+        let plain = ObjectMeta::new(7, ObjectFlags::empty());
+        assert_eq!(plain.check_written(), Ok(()));
+        assert_eq!(plain.check_read(3), Ok(()));
+        assert_eq!(
+            plain.next_write(),
+            Ok(ObjectMeta::new(8, ObjectFlags::empty()))
+        );
+        let locked = plain.with_flags(ObjectFlags::LOCKED);
+        assert_eq!(locked.check_written(), Err(MetaError::PlantedLocked));
+        assert_eq!(locked.check_read(0), Err(MetaError::PlantedLocked));
+        let deleted = plain.with_flags(ObjectFlags::DELETED);
+        assert_eq!(deleted.check_written(), Err(MetaError::PlantedDeleted));
+        assert_eq!(deleted.check_read(1), Err(MetaError::PlantedDeleted));
+        assert_eq!(deleted.check_read(0), Ok(()), "an absent object");
+        assert_eq!(ObjectMeta(0).check_written(), Err(MetaError::VersionZero));
+        assert_eq!(
+            ObjectMeta(VERSION_MAX).next_write(),
+            Err(MetaError::VersionOverflow)
+        );
+        // READABLE is not a planted bit.
+        assert_eq!(
+            plain.with_flags(ObjectFlags::READABLE).check_written(),
+            Ok(())
         );
     }
 

@@ -11,11 +11,13 @@
 //! | Execute | execution | tx_id, n_reads u16, n_locks u16, keys |
 //! | ExecuteResp | execution | tx_id, status u8, n u16, items |
 //! | Validate | commit | tx_id, n u16, (key, version u64)… |
-//! | ValidateResp | commit | tx_id, ok u8 |
+//! | ValidateResp | commit | tx_id, status u8 |
 //! | Log | commit | tx_id, n u16, items |
-//! | LogAck | commit | tx_id |
+//! | LogAck | commit | tx_id, status u8 |
 //! | Commit | commit | tx_id, n u16, items |
-//! | CommitAck | commit | tx_id |
+//! | CommitAck | commit | tx_id, status u8 |
+//!
+//! Every status byte is a [`ReplyStatus`]: `Ok` or the reason of a refusal.
 //! | Abort | commit | tx_id, n u16, keys |
 //!
 //! An item is `key (12 B), meta u64, value_len u16, value`.
@@ -209,14 +211,65 @@ impl MsgHeader {
     }
 }
 
-/// Outcome of an EXECUTE at one primary.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// A server's answer to EXECUTE, VALIDATE, LOG or COMMIT: `Ok`, or why it
+/// refused (issue 9 §4: never a silent drop, never a wrong reason). One byte on
+/// the wire; a coordinator turns a refusal into the transaction's abort reason.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 #[repr(u8)]
-pub enum ExecStatus {
-    /// All keys read, all write-set keys locked.
+pub enum ReplyStatus {
+    /// Done: all keys read and write-set keys locked (EXECUTE), every read
+    /// unchanged (VALIDATE), records appended to the host log (LOG, COMMIT).
     Ok = 0,
     /// A key was locked by another transaction (no-wait: the transaction aborts).
-    Conflict = 1,
+    LockConflict = 1,
+    /// A read-set key changed or was locked since it was read (Xenic §4.2 step 3).
+    ValidationFailed = 2,
+    /// The replica has no room for a key the transaction inserts.
+    TableFull = 3,
+    /// A value over the node's limit, or a response that cannot fit a packet.
+    TooLarge = 4,
+    /// Host memory could not be read or the host log could not be written
+    /// (a DMA or host-decode failure), never reported as a conflict.
+    HostFailure = 5,
+    /// No free server slot for the request.
+    Busy = 6,
+    /// The request broke a protocol rule (metadata with planted LOCKED or
+    /// DELETED bits, a version at `VERSION_MAX`, a COMMIT for a key the
+    /// transaction does not hold locked).
+    Malformed = 7,
+}
+
+impl ReplyStatus {
+    /// Every status, in wire-value order.
+    pub const ALL: [ReplyStatus; 8] = [
+        ReplyStatus::Ok,
+        ReplyStatus::LockConflict,
+        ReplyStatus::ValidationFailed,
+        ReplyStatus::TableFull,
+        ReplyStatus::TooLarge,
+        ReplyStatus::HostFailure,
+        ReplyStatus::Busy,
+        ReplyStatus::Malformed,
+    ];
+
+    /// The status with wire value `tag`.
+    ///
+    /// # Errors
+    /// [`DecodeError::BadTag`] for an unknown value.
+    pub fn from_u8(tag: u8) -> Result<ReplyStatus, DecodeError> {
+        ReplyStatus::ALL
+            .get(tag as usize)
+            .copied()
+            .ok_or(DecodeError::BadTag {
+                what: "reply status",
+                tag: tag as u64,
+            })
+    }
+
+    /// Whether the request was done.
+    pub fn is_ok(self) -> bool {
+        self == ReplyStatus::Ok
+    }
 }
 
 /// A validated list of keys inside a message.
@@ -353,7 +406,7 @@ pub enum Body<'a> {
         /// Transaction id.
         tx_id: u64,
         /// Outcome.
-        status: ExecStatus,
+        status: ReplyStatus,
         /// Values read.
         items: ItemList<'a>,
     },
@@ -368,8 +421,8 @@ pub enum Body<'a> {
     ValidateResp {
         /// Transaction id.
         tx_id: u64,
-        /// Whether every version was unchanged and unlocked.
-        ok: bool,
+        /// `Ok` if every version was unchanged and unlocked; else why not.
+        status: ReplyStatus,
     },
     /// See [`MsgKind::Log`].
     Log {
@@ -382,6 +435,8 @@ pub enum Body<'a> {
     LogAck {
         /// Transaction id.
         tx_id: u64,
+        /// `Ok` once the records are in the host log; else why they are not.
+        status: ReplyStatus,
     },
     /// See [`MsgKind::Commit`].
     Commit {
@@ -394,6 +449,8 @@ pub enum Body<'a> {
     CommitAck {
         /// Transaction id.
         tx_id: u64,
+        /// `Ok` once installed and in the host log; else why not.
+        status: ReplyStatus,
     },
     /// See [`MsgKind::Abort`].
     Abort {
@@ -428,9 +485,9 @@ impl<'a> Body<'a> {
             | Body::Validate { tx_id, .. }
             | Body::ValidateResp { tx_id, .. }
             | Body::Log { tx_id, .. }
-            | Body::LogAck { tx_id }
+            | Body::LogAck { tx_id, .. }
             | Body::Commit { tx_id, .. }
-            | Body::CommitAck { tx_id }
+            | Body::CommitAck { tx_id, .. }
             | Body::Abort { tx_id, .. } => tx_id,
         }
     }
@@ -457,16 +514,7 @@ impl<'a> Body<'a> {
                 }
             }
             MsgKind::ExecuteResp => {
-                let status = match r.u8()? {
-                    0 => ExecStatus::Ok,
-                    1 => ExecStatus::Conflict,
-                    t => {
-                        return Err(DecodeError::BadTag {
-                            what: "exec status",
-                            tag: t as u64,
-                        })
-                    }
-                };
+                let status = ReplyStatus::from_u8(r.u8()?)?;
                 let items = read_items(&mut r)?;
                 Body::ExecuteResp {
                     tx_id,
@@ -484,29 +532,26 @@ impl<'a> Body<'a> {
                     },
                 }
             }
-            MsgKind::ValidateResp => {
-                let ok = match r.u8()? {
-                    0 => false,
-                    1 => true,
-                    t => {
-                        return Err(DecodeError::BadTag {
-                            what: "validate result",
-                            tag: t as u64,
-                        })
-                    }
-                };
-                Body::ValidateResp { tx_id, ok }
-            }
+            MsgKind::ValidateResp => Body::ValidateResp {
+                tx_id,
+                status: ReplyStatus::from_u8(r.u8()?)?,
+            },
             MsgKind::Log => Body::Log {
                 tx_id,
                 items: read_items(&mut r)?,
             },
-            MsgKind::LogAck => Body::LogAck { tx_id },
+            MsgKind::LogAck => Body::LogAck {
+                tx_id,
+                status: ReplyStatus::from_u8(r.u8()?)?,
+            },
             MsgKind::Commit => Body::Commit {
                 tx_id,
                 items: read_items(&mut r)?,
             },
-            MsgKind::CommitAck => Body::CommitAck { tx_id },
+            MsgKind::CommitAck => Body::CommitAck {
+                tx_id,
+                status: ReplyStatus::from_u8(r.u8()?)?,
+            },
             MsgKind::Abort => {
                 let n = r.u16()? as usize;
                 check_count(n)?;
@@ -646,7 +691,7 @@ impl BodyWriter {
     }
 
     /// Starts an EXECUTE response; push items with [`BodyWriter::push_item`].
-    pub fn begin_execute_resp(&mut self, tx_id: u64, status: ExecStatus) {
+    pub fn begin_execute_resp(&mut self, tx_id: u64, status: ReplyStatus) {
         self.begin(MsgKind::ExecuteResp, tx_id);
         self.buf.push(status as u8);
         self.open_count();
@@ -707,21 +752,23 @@ impl BodyWriter {
     }
 
     /// Writes a complete VALIDATE response.
-    pub fn validate_resp(&mut self, tx_id: u64, ok: bool) {
+    pub fn validate_resp(&mut self, tx_id: u64, status: ReplyStatus) {
         self.begin(MsgKind::ValidateResp, tx_id);
-        self.buf.push(ok as u8);
+        self.buf.push(status as u8);
     }
 
-    /// Writes a complete LOG or COMMIT acknowledgement (`kind` = LogAck or CommitAck).
+    /// Writes a complete LOG or COMMIT acknowledgement (`kind` = LogAck or
+    /// CommitAck); `status` is `Ok` or why the records were refused.
     ///
     /// # Panics
     /// If `kind` is neither.
-    pub fn ack(&mut self, kind: MsgKind, tx_id: u64) {
+    pub fn ack(&mut self, kind: MsgKind, tx_id: u64, status: ReplyStatus) {
         assert!(
             matches!(kind, MsgKind::LogAck | MsgKind::CommitAck),
             "not an ack"
         );
         self.begin(kind, tx_id);
+        self.buf.push(status as u8);
     }
 }
 

@@ -21,6 +21,7 @@ fn status() -> impl Strategy<Value = TxStatus> {
         TxStatus::TableFull,
         TxStatus::TooLarge,
         TxStatus::Unavailable,
+        TxStatus::HostFailure,
     ])
 }
 
@@ -388,11 +389,13 @@ fn wire_values_of_enums() {
         TxStatus::TableFull,
         TxStatus::TooLarge,
         TxStatus::Unavailable,
+        TxStatus::HostFailure,
     ] {
         assert_eq!(TxStatus::from_u8(s as u8), Some(s));
     }
     assert_eq!(TxStatus::Rejected as u8, 3);
     assert_eq!(TxStatus::Unavailable as u8, 7);
+    assert_eq!(TxStatus::HostFailure as u8, 8);
     assert_eq!(LogKind::from_u8(LogKind::Log as u8), Some(LogKind::Log));
     assert_eq!(
         LogKind::from_u8(LogKind::Commit as u8),

@@ -9,11 +9,11 @@ use splitkv_layout::{DecodeError, Key, ObjectMeta};
 #[derive(Debug, Clone, PartialEq)]
 enum Model {
     Execute(u64, Vec<Key>, Vec<Key>),
-    ExecuteResp(u64, bool, Vec<(Key, u64, Vec<u8>)>),
+    ExecuteResp(u64, ReplyStatus, Vec<(Key, u64, Vec<u8>)>),
     Validate(u64, Vec<(Key, u64)>),
-    ValidateResp(u64, bool),
+    ValidateResp(u64, ReplyStatus),
     Items(bool, u64, Vec<(Key, u64, Vec<u8>)>),
-    Ack(bool, u64),
+    Ack(bool, u64, ReplyStatus),
     Abort(u64, Vec<Key>),
 }
 
@@ -29,6 +29,10 @@ fn item() -> impl Strategy<Value = (Key, u64, Vec<u8>)> {
     )
 }
 
+fn status() -> impl Strategy<Value = ReplyStatus> {
+    prop::sample::select(ReplyStatus::ALL.to_vec())
+}
+
 fn model() -> impl Strategy<Value = Model> {
     prop_oneof![
         (
@@ -37,25 +41,21 @@ fn model() -> impl Strategy<Value = Model> {
             prop::collection::vec(key(), 0..8)
         )
             .prop_map(|(t, r, l)| Model::Execute(t, r, l)),
-        (
-            any::<u64>(),
-            any::<bool>(),
-            prop::collection::vec(item(), 0..6)
-        )
-            .prop_map(|(t, ok, i)| Model::ExecuteResp(t, ok, i)),
+        (any::<u64>(), status(), prop::collection::vec(item(), 0..6))
+            .prop_map(|(t, s, i)| Model::ExecuteResp(t, s, i)),
         (
             any::<u64>(),
             prop::collection::vec((key(), any::<u64>()), 0..8)
         )
             .prop_map(|(t, v)| Model::Validate(t, v)),
-        (any::<u64>(), any::<bool>()).prop_map(|(t, ok)| Model::ValidateResp(t, ok)),
+        (any::<u64>(), status()).prop_map(|(t, s)| Model::ValidateResp(t, s)),
         (
             any::<bool>(),
             any::<u64>(),
             prop::collection::vec(item(), 0..6)
         )
             .prop_map(|(c, t, i)| Model::Items(c, t, i)),
-        (any::<bool>(), any::<u64>()).prop_map(|(c, t)| Model::Ack(c, t)),
+        (any::<bool>(), any::<u64>(), status()).prop_map(|(c, t, s)| Model::Ack(c, t, s)),
         (any::<u64>(), prop::collection::vec(key(), 0..8)).prop_map(|(t, k)| Model::Abort(t, k)),
     ]
 }
@@ -67,15 +67,8 @@ fn encode(m: &Model, w: &mut BodyWriter) {
             r.iter().for_each(|k| w.push_read(k));
             l.iter().for_each(|k| w.push_lock(k));
         }
-        Model::ExecuteResp(t, ok, items) => {
-            w.begin_execute_resp(
-                *t,
-                if *ok {
-                    ExecStatus::Ok
-                } else {
-                    ExecStatus::Conflict
-                },
-            );
+        Model::ExecuteResp(t, s, items) => {
+            w.begin_execute_resp(*t, *s);
             items
                 .iter()
                 .for_each(|(k, m, v)| w.push_item(k, ObjectMeta(*m), v));
@@ -84,7 +77,7 @@ fn encode(m: &Model, w: &mut BodyWriter) {
             w.begin_validate(*t);
             v.iter().for_each(|(k, ver)| w.push_version(k, *ver));
         }
-        Model::ValidateResp(t, ok) => w.validate_resp(*t, *ok),
+        Model::ValidateResp(t, s) => w.validate_resp(*t, *s),
         Model::Items(commit, t, items) => {
             w.begin_items(
                 if *commit {
@@ -98,13 +91,14 @@ fn encode(m: &Model, w: &mut BodyWriter) {
                 .iter()
                 .for_each(|(k, m, v)| w.push_item(k, ObjectMeta(*m), v));
         }
-        Model::Ack(commit, t) => w.ack(
+        Model::Ack(commit, t, s) => w.ack(
             if *commit {
                 MsgKind::CommitAck
             } else {
                 MsgKind::LogAck
             },
             *t,
+            *s,
         ),
         Model::Abort(t, keys) => {
             w.begin_abort(*t);
@@ -129,13 +123,13 @@ fn to_model(b: &Body<'_>) -> Model {
             tx_id,
             status,
             items: i,
-        } => Model::ExecuteResp(*tx_id, *status == ExecStatus::Ok, items(i)),
+        } => Model::ExecuteResp(*tx_id, *status, items(i)),
         Body::Validate { tx_id, items } => Model::Validate(*tx_id, items.iter().collect()),
-        Body::ValidateResp { tx_id, ok } => Model::ValidateResp(*tx_id, *ok),
+        Body::ValidateResp { tx_id, status } => Model::ValidateResp(*tx_id, *status),
         Body::Log { tx_id, items: i } => Model::Items(false, *tx_id, items(i)),
         Body::Commit { tx_id, items: i } => Model::Items(true, *tx_id, items(i)),
-        Body::LogAck { tx_id } => Model::Ack(false, *tx_id),
-        Body::CommitAck { tx_id } => Model::Ack(true, *tx_id),
+        Body::LogAck { tx_id, status } => Model::Ack(false, *tx_id, *status),
+        Body::CommitAck { tx_id, status } => Model::Ack(true, *tx_id, *status),
         Body::Abort { tx_id, keys } => Model::Abort(*tx_id, keys.iter().collect()),
     }
 }
@@ -226,7 +220,7 @@ proptest! {
 
 #[test]
 fn packet_header_checks() {
-    let p = packet(&[Model::Ack(true, 1)]);
+    let p = packet(&[Model::Ack(true, 1, ReplyStatus::Ok)]);
     let mut bad = p.clone();
     bad[0] ^= 1;
     assert!(matches!(

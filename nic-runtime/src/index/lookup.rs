@@ -242,83 +242,10 @@ impl Lookup {
     ) -> Next<'a> {
         match self.stage {
             Stage::Main { from, to, moves } => {
-                let sb = layout.slot_bytes();
-                let word = if moves { 8 } else { 0 };
-                if data.len() != word + (to - from + 1) * sb {
-                    return Next::Failed(LookupError::Decode(DecodeError::Inconsistent {
-                        what: "probe range",
-                        detail: "length",
-                    }));
-                }
-                let data = if moves {
-                    let (seq, slots) = data.split_at(8);
-                    self.moves_seen = u64::from_le_bytes(seq.try_into().expect("8 bytes"));
-                    slots
-                } else {
-                    data
-                };
-                let (found, torn) =
-                    match hints.observe_slots(layout, self.home + from, data, Some(&self.key)) {
-                        Ok(x) => x,
-                        Err(e) => return Next::Failed(e.into()),
-                    };
-                if let Some(SlotRead::Object { meta, value, .. }) = found {
-                    return self.found(layout, meta, value);
-                }
-                if torn {
-                    return self.retry_torn(layout);
-                }
-                if to < layout.d_max() {
-                    self.stage = Stage::Main {
-                        from: to + 1,
-                        to: layout.d_max(),
-                        moves: false,
-                    };
-                    return self.issue(layout);
-                }
-                self.enter_overflow(layout, hints)
+                self.after_main(layout, hints, data, from, to, moves)
             }
-            Stage::Header => match SegmentHeader::decode(layout, data) {
-                Ok(h) => {
-                    hints.set_overflow(self.segment, h.overflow_head);
-                    match h.overflow_head {
-                        // Read after every slot read: it confirms them too.
-                        None => self.absent_if_unmoved(layout, hints, h.moves),
-                        Some(bucket) => {
-                            self.stage = Stage::Bucket {
-                                bucket,
-                                confirmed: true,
-                            };
-                            self.issue(layout)
-                        }
-                    }
-                }
-                Err(e) => Next::Failed(e.into()),
-            },
-            Stage::Bucket { confirmed, .. } => match find_in_bucket(layout, data, &self.key) {
-                Ok((_, Some(SlotRead::Object { meta, value, .. }))) => {
-                    self.found(layout, meta, value)
-                }
-                Ok((_, Some(SlotRead::Torn))) => self.retry_torn(layout),
-                Ok((h, _)) => match (h.next, confirmed) {
-                    (Some(next), _) => {
-                        self.stage = Stage::Bucket {
-                            bucket: next,
-                            confirmed,
-                        };
-                        self.issue(layout)
-                    }
-                    (None, true) => {
-                        self.stage = Stage::Confirm;
-                        self.issue(layout)
-                    }
-                    (None, false) => {
-                        self.stage = Stage::Header;
-                        self.issue(layout)
-                    }
-                },
-                Err(e) => Next::Failed(e.into()),
-            },
+            Stage::Header => self.after_header(layout, hints, data),
+            Stage::Bucket { confirmed, .. } => self.after_bucket(layout, data, confirmed),
             Stage::Confirm => match <[u8; 8]>::try_from(data) {
                 Ok(word) => self.absent_if_unmoved(layout, hints, u64::from_le_bytes(word)),
                 Err(_) => Next::Failed(LookupError::Decode(DecodeError::Inconsistent {
@@ -330,19 +257,133 @@ impl Lookup {
                 value_ref,
                 len,
                 meta,
-            } => match decode_value_block(layout, data, &self.key, meta, len, value_ref) {
-                Ok(BlockRead::Value(value)) => Next::Found { meta, value },
-                Ok(BlockRead::Torn | BlockRead::Stale) => {
-                    // The block was freed and reused after the slot was read:
-                    // the slot has changed too, so look the key up again.
-                    self.torn += 1;
-                    if self.torn > TORN_RETRIES_MAX {
-                        return Next::Failed(LookupError::Torn);
+            } => self.after_block(layout, hints, data, value_ref, len, meta),
+        }
+    }
+
+    /// After the probe range `from..=to` of the home segment (with the move
+    /// sequence word first if `moves`): found, retry a torn slot, read the
+    /// rest up to D_m, or go to the overflow chain.
+    fn after_main<'a>(
+        &mut self,
+        layout: &TableLayout,
+        hints: &mut SegmentHints,
+        data: &'a [u8],
+        from: usize,
+        to: usize,
+        moves: bool,
+    ) -> Next<'a> {
+        let word = if moves { 8 } else { 0 };
+        if data.len() != word + (to - from + 1) * layout.slot_bytes() {
+            return Next::Failed(LookupError::Decode(DecodeError::Inconsistent {
+                what: "probe range",
+                detail: "length",
+            }));
+        }
+        let data = if moves {
+            let (seq, slots) = data.split_at(8);
+            self.moves_seen = u64::from_le_bytes(seq.try_into().expect("8 bytes"));
+            slots
+        } else {
+            data
+        };
+        let (found, torn) =
+            match hints.observe_slots(layout, self.home + from, data, Some(&self.key)) {
+                Ok(x) => x,
+                Err(e) => return Next::Failed(e.into()),
+            };
+        if let Some(SlotRead::Object { meta, value, .. }) = found {
+            return self.found(layout, meta, value);
+        }
+        if torn {
+            return self.retry_torn(layout);
+        }
+        if to < layout.d_max() {
+            self.stage = Stage::Main {
+                from: to + 1,
+                to: layout.d_max(),
+                moves: false,
+            };
+            return self.issue(layout);
+        }
+        self.enter_overflow(layout, hints)
+    }
+
+    /// After the segment header: absent (no overflow chain), or walk the chain.
+    fn after_header(
+        &mut self,
+        layout: &TableLayout,
+        hints: &mut SegmentHints,
+        data: &[u8],
+    ) -> Next<'static> {
+        match SegmentHeader::decode(layout, data) {
+            Ok(h) => {
+                hints.set_overflow(self.segment, h.overflow_head);
+                match h.overflow_head {
+                    // Read after every slot read: it confirms them too.
+                    None => self.absent_if_unmoved(layout, hints, h.moves),
+                    Some(bucket) => {
+                        self.stage = Stage::Bucket {
+                            bucket,
+                            confirmed: true,
+                        };
+                        self.issue(layout)
                     }
-                    self.first_read(layout, hints)
                 }
-                Err(e) => Next::Failed(e.into()),
-            },
+            }
+            Err(e) => Next::Failed(e.into()),
+        }
+    }
+
+    /// After an overflow bucket: found, the next bucket, or confirm absence
+    /// (through the move sequence if the chain came from a hint).
+    fn after_bucket<'a>(
+        &mut self,
+        layout: &TableLayout,
+        data: &'a [u8],
+        confirmed: bool,
+    ) -> Next<'a> {
+        match find_in_bucket(layout, data, &self.key) {
+            Ok((_, Some(SlotRead::Object { meta, value, .. }))) => self.found(layout, meta, value),
+            Ok((_, Some(SlotRead::Torn))) => self.retry_torn(layout),
+            Ok((h, _)) => {
+                self.stage = match (h.next, confirmed) {
+                    (Some(next), _) => Stage::Bucket {
+                        bucket: next,
+                        confirmed,
+                    },
+                    (None, true) => Stage::Confirm,
+                    (None, false) => Stage::Header,
+                };
+                self.issue(layout)
+            }
+            Err(e) => Next::Failed(e.into()),
+        }
+    }
+
+    /// After an out-of-line value block: the value, or start over if the
+    /// block was reused under the read.
+    fn after_block<'a>(
+        &mut self,
+        layout: &TableLayout,
+        hints: &mut SegmentHints,
+        data: &'a [u8],
+        value_ref: ValueRef,
+        len: usize,
+        meta: ObjectMeta,
+    ) -> Next<'a> {
+        match decode_value_block(layout, data, &self.key, meta, len, value_ref) {
+            Ok(BlockRead::Value(value)) => Next::Found { meta, value },
+            Ok(BlockRead::Torn | BlockRead::Stale) => {
+                // The block was freed and reused after the slot was read:
+                // the slot has changed too, so look the key up again.
+                self.torn += 1;
+                if self.torn > TORN_RETRIES_MAX {
+                    return Next::Failed(LookupError::Torn);
+                }
+                self.first_read(layout, hints)
+            }
+            Err(e) => Next::Failed(e.into()),
         }
     }
 }

@@ -255,11 +255,13 @@ impl NicIndex {
         }
     }
 
-    /// Installs a committed (or replicated) write, pinned until the host applies it.
-    pub fn install_committed(&mut self, key: Key, meta: ObjectMeta, value: &[u8]) {
+    /// Installs a committed (or replicated) write, pinned until the host
+    /// applies it; returns false (nothing changed) if a newer version of `key`
+    /// is cached: a version never moves backwards.
+    pub fn install_committed(&mut self, key: Key, meta: ObjectMeta, value: &[u8]) -> bool {
         let s = self.segment(&key);
         self.segment_commits[s] = self.segment_commits[s].wrapping_add(1);
-        self.cache.install_committed(key, meta, value);
+        self.cache.install_committed(key, meta, value)
     }
 
     /// The write of `key` at `version` is in the host log before `pos`.

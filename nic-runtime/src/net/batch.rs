@@ -217,7 +217,7 @@ mod tests {
     use splitkv_layout::wire::{decode_packet, Body};
 
     fn ack(w: &mut BodyWriter, tx: u64) {
-        w.ack(MsgKind::LogAck, tx);
+        w.ack(MsgKind::LogAck, tx, splitkv_layout::wire::ReplyStatus::Ok);
     }
 
     #[test]
@@ -263,7 +263,7 @@ mod tests {
 
     #[test]
     fn mtu_bound_starts_a_new_packet_and_rejects_giants() {
-        let mtu = PACKET_HEADER_BYTES + 2 * (MSG_HEADER_BYTES + 8);
+        let mtu = PACKET_HEADER_BYTES + 2 * (MSG_HEADER_BYTES + 8 + 1);
         let mut b = Batcher::new(0, 2, mtu);
         let mut w = BodyWriter::new();
         for tx in 0..3 {

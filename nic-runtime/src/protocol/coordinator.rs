@@ -7,11 +7,12 @@
 //! dropped.
 
 use super::Io;
-use crate::placement::NODES_MAX;
+use crate::placement::{Placement, NODES_MAX};
 use crate::procedure::{ProcedureRegistry, ReadView, TxPlan, WriteSet};
 use splitkv_layout::host_nic::{TxRequest, TxStatus, ARGS_BYTES_MAX, RESULT_BYTES_MAX};
 use splitkv_layout::wire::{
-    Body, ExecStatus, MsgKind, NodeId, ITEM_FIXED_BYTES, MSG_HEADER_BYTES, PACKET_HEADER_BYTES,
+    Body, BodyWriter, MsgKind, NodeId, ReplyStatus, ITEM_FIXED_BYTES, MSG_HEADER_BYTES,
+    PACKET_HEADER_BYTES,
 };
 use splitkv_layout::{Key, ObjectFlags, ObjectMeta};
 use std::collections::VecDeque;
@@ -49,6 +50,8 @@ struct TxCtx {
     answered: u32,
     /// A response in the current phase said no.
     failed: bool,
+    /// Why (the first refusal's status) when `failed`.
+    reason: ReplyStatus,
     /// Primaries that hold locks for this transaction.
     locked: u32,
 }
@@ -68,8 +71,32 @@ impl TxCtx {
             pending: 0,
             answered: 0,
             failed: false,
+            reason: ReplyStatus::Ok,
             locked: 0,
         }
+    }
+
+    /// Records a refusal from a server; the first reason is the one reported.
+    fn refused(&mut self, why: ReplyStatus) {
+        if !self.failed {
+            self.failed = true;
+            self.reason = why;
+        }
+    }
+}
+
+/// The abort reason an application sees for a server's refusal (issue 9 §4:
+/// never a wrong reason; a DMA or host-decode failure is not a conflict).
+fn abort_status(why: ReplyStatus) -> TxStatus {
+    match why {
+        ReplyStatus::Ok => TxStatus::Committed,
+        ReplyStatus::LockConflict => TxStatus::LockConflict,
+        ReplyStatus::ValidationFailed => TxStatus::ValidationFailed,
+        ReplyStatus::TableFull => TxStatus::TableFull,
+        ReplyStatus::TooLarge => TxStatus::TooLarge,
+        ReplyStatus::HostFailure => TxStatus::HostFailure,
+        ReplyStatus::Busy => TxStatus::Unavailable,
+        ReplyStatus::Malformed => TxStatus::Rejected,
     }
 }
 
@@ -97,8 +124,18 @@ pub struct CoordinatorStats {
     pub validate_aborts: u64,
     /// Aborted by the procedure.
     pub user_aborts: u64,
-    /// Rejected (bad procedure, arguments or writes).
+    /// Rejected (bad procedure, arguments or writes) or refused as too large.
     pub rejected: u64,
+    /// Aborted because a backup refused LOG (its reason is the outcome's).
+    pub log_refusals: u64,
+    /// COMMITs a primary refused after the commit point (the outcome carries
+    /// the refusal's reason; the refusing node stops).
+    pub commit_refusals: u64,
+    /// Aborts caused by a DMA or host-decode failure at a server.
+    pub host_failures: u64,
+    /// EXECUTE responses whose metadata broke a rule (planted LOCKED or
+    /// DELETED bits): the transaction aborts as rejected.
+    pub malformed_responses: u64,
     /// Responses for transactions no longer in that phase (dropped).
     pub stale_responses: u64,
 }
@@ -118,6 +155,25 @@ pub struct Coordinator {
 
 fn bit(n: NodeId) -> u32 {
     1 << n
+}
+
+/// Sends one message to every node whose body `build` fills: `build(w,
+/// placement, p)` writes the body for node `p` into `w` and returns whether
+/// it holds anything to send (Dandelion §5.1: the batcher packs the messages
+/// per destination). Returns the number of messages sent.
+fn send_each(
+    io: &mut Io,
+    mut build: impl FnMut(&mut BodyWriter, &Placement, NodeId) -> bool,
+) -> u16 {
+    let placement = io.placement;
+    let mut sent = 0;
+    for p in 0..placement.nodes() as NodeId {
+        if build(&mut io.w, &placement, p) {
+            io.send(p);
+            sent += 1;
+        }
+    }
+    sent
 }
 
 impl Coordinator {
@@ -192,13 +248,13 @@ impl Coordinator {
         PACKET_HEADER_BYTES + MSG_HEADER_BYTES + BODY_OVERHEAD_BYTES + keys * per_item <= mtu
     }
 
-    fn reject(&mut self, req_id: u64, why: &str) {
+    fn reject(&mut self, req_id: u64, status: TxStatus, why: &str) {
         self.stats.rejected += 1;
         let mut result = why.as_bytes().to_vec();
         result.truncate(RESULT_BYTES_MAX);
         self.outcomes.push_back(Outcome {
             req_id,
-            status: TxStatus::Rejected,
+            status,
             result,
         });
     }
@@ -210,10 +266,10 @@ impl Coordinator {
     pub fn start(&mut self, io: &mut Io, procs: &ProcedureRegistry, req: &TxRequest<'_>) {
         let proc = match procs.get(req.procedure) {
             Ok(p) => p,
-            Err(e) => return self.reject(req.req_id, &e.to_string()),
+            Err(e) => return self.reject(req.req_id, TxStatus::Rejected, &e.to_string()),
         };
         if req.args.len() > ARGS_BYTES_MAX {
-            return self.reject(req.req_id, "arguments too large");
+            return self.reject(req.req_id, TxStatus::TooLarge, "arguments too large");
         }
         let slot = self.free.pop().expect("start() needs room");
         let t = &mut self.txs[slot];
@@ -223,7 +279,7 @@ impl Coordinator {
             .and_then(|()| t.plan.check())
         {
             self.free.push(slot);
-            return self.reject(req.req_id, &e.to_string());
+            return self.reject(req.req_id, TxStatus::Rejected, &e.to_string());
         }
         let keys = t.plan.reads.len() + t.plan.writes.len();
         if !Self::fits_one_packet(keys, self.value_bytes_max, io.batcher.mtu()) {
@@ -233,7 +289,7 @@ impl Coordinator {
                 self.value_bytes_max,
                 io.batcher.mtu()
             );
-            return self.reject(req.req_id, &why);
+            return self.reject(req.req_id, TxStatus::TooLarge, &why);
         }
         self.stats.started += 1;
         t.gen = t.gen.wrapping_add(1);
@@ -246,36 +302,25 @@ impl Coordinator {
         t.result.clear();
         t.locked = 0;
         t.failed = false;
+        t.reason = ReplyStatus::Ok;
         t.answered = 0;
         t.pending = 0;
         t.phase = Phase::Execute;
         let tx_id = Self::tx_id(io.node, slot, t.gen);
-        for p in 0..io.placement.nodes() as NodeId {
+        let plan = &t.plan;
+        t.pending = send_each(io, |w, placement, p| {
+            w.begin_execute(tx_id);
             let mut any = false;
-            for k in t.plan.reads.iter().filter(|k| io.placement.primary(k) == p) {
-                if !any {
-                    io.w.begin_execute(tx_id);
-                    any = true;
-                }
-                io.w.push_read(k);
+            for k in plan.reads.iter().filter(|k| placement.primary(k) == p) {
+                w.push_read(k);
+                any = true;
             }
-            for k in t
-                .plan
-                .writes
-                .iter()
-                .filter(|k| io.placement.primary(k) == p)
-            {
-                if !any {
-                    io.w.begin_execute(tx_id);
-                    any = true;
-                }
-                io.w.push_lock(k);
+            for k in plan.writes.iter().filter(|k| placement.primary(k) == p) {
+                w.push_lock(k);
+                any = true;
             }
-            if any {
-                io.send(p);
-                t.pending += 1;
-            }
-        }
+            any
+        });
         if t.pending == 0 {
             self.run_body(io, procs, slot);
         }
@@ -307,40 +352,84 @@ impl Coordinator {
         }
         t.answered |= bit(src);
         t.pending -= 1;
+        self.absorb(io, slot, src, body);
+        if self.txs[slot].pending == 0 {
+            self.end_phase(io, procs, slot);
+        }
+    }
+
+    /// Takes in one response of the current phase: the values read, or a
+    /// refusal's reason.
+    fn absorb(&mut self, io: &Io, slot: usize, src: NodeId, body: &Body<'_>) {
+        let t = &mut self.txs[slot];
         match *body {
             Body::ExecuteResp { status, items, .. } => {
-                if status == ExecStatus::Ok {
-                    for it in items.iter() {
-                        let present = !it.meta.flags().contains(ObjectFlags::DELETED);
-                        t.reads.insert(it.key, it.meta, it.value, present);
-                    }
+                if status.is_ok() {
+                    // Locks are held at `src` even if its items are refused below.
                     if t.plan.writes.iter().any(|k| io.placement.primary(k) == src) {
                         t.locked |= bit(src);
                     }
+                    for it in items.iter() {
+                        if it.meta.check_read(it.value.len()).is_err() {
+                            self.stats.malformed_responses += 1;
+                            t.refused(ReplyStatus::Malformed);
+                            break;
+                        }
+                        let present = !it.meta.flags().contains(ObjectFlags::DELETED);
+                        t.reads.insert(it.key, it.meta, it.value, present);
+                    }
                 } else {
-                    t.failed = true;
+                    t.refused(status);
                 }
             }
-            Body::ValidateResp { ok, .. } => t.failed |= !ok,
+            Body::ValidateResp { status, .. }
+            | Body::LogAck { status, .. }
+            | Body::CommitAck { status, .. }
+                if !status.is_ok() =>
+            {
+                t.refused(status)
+            }
             _ => {}
         }
-        if t.pending > 0 {
-            return;
-        }
+    }
+
+    /// Every response of the current phase is in: go on, or abort with the
+    /// first refusal's reason.
+    fn end_phase(&mut self, io: &mut Io, procs: &ProcedureRegistry, slot: usize) {
+        let t = &mut self.txs[slot];
         t.answered = 0;
+        let (failed, why) = (t.failed, abort_status(t.reason));
+        t.failed = false;
+        t.reason = ReplyStatus::Ok;
+        if failed && why == TxStatus::HostFailure {
+            self.stats.host_failures += 1;
+        }
         match t.phase {
-            Phase::Execute if t.failed => {
+            Phase::Execute if failed => {
                 self.stats.execute_aborts += 1;
-                self.abort(io, slot, TxStatus::LockConflict, &[]);
+                self.abort(io, slot, why, &[]);
             }
             Phase::Execute => self.run_body(io, procs, slot),
-            Phase::Validate if t.failed => {
+            Phase::Validate if failed => {
                 self.stats.validate_aborts += 1;
-                self.abort(io, slot, TxStatus::ValidationFailed, &[]);
+                self.abort(io, slot, why, &[]);
             }
             Phase::Validate => self.log(io, slot),
+            // A backup refused: not yet committed, so abort. (With one value
+            // limit per cluster, checked in `run_body`, only a backup whose
+            // host log fails refuses, and that node stops.)
+            Phase::Log if failed => {
+                self.stats.log_refusals += 1;
+                self.abort(io, slot, why, &[]);
+            }
             Phase::Log => self.commit(io, slot),
-            Phase::Commit => self.report_committed(slot),
+            // Past the commit point: the backups hold the writes. The refusing
+            // primary stops (`Server::fatal`); the application learns why.
+            Phase::Commit if failed => {
+                self.stats.commit_refusals += 1;
+                self.report(slot, why);
+            }
+            Phase::Commit => self.report(slot, TxStatus::Committed),
             Phase::Free => unreachable!(),
         }
     }
@@ -363,17 +452,24 @@ impl Coordinator {
                 Some("procedure wrote a key outside its write set")
             } else if v.len() > self.value_bytes_max {
                 Some("value too large")
+            } else if Self::new_meta(&t.reads, k).is_none() {
+                Some("version overflow")
             } else {
                 None
             }
         });
         if let Some(why) = bad_write {
             self.stats.rejected += 1;
-            return self.abort(io, slot, TxStatus::Rejected, why.as_bytes());
+            let status = if why == "value too large" {
+                TxStatus::TooLarge
+            } else {
+                TxStatus::Rejected
+            };
+            return self.abort(io, slot, status, why.as_bytes());
         }
         if t.result.len() > RESULT_BYTES_MAX {
             self.stats.rejected += 1;
-            return self.abort(io, slot, TxStatus::Rejected, b"result too large");
+            return self.abort(io, slot, TxStatus::TooLarge, b"result too large");
         }
         // A single read needs no validation: it is linearized when it was read.
         let validate =
@@ -383,26 +479,23 @@ impl Coordinator {
         }
         let tx_id = Self::tx_id(io.node, slot, t.gen);
         t.phase = Phase::Validate;
-        for p in 0..io.placement.nodes() as NodeId {
+        let (plan, reads) = (&t.plan, &t.reads);
+        t.pending = send_each(io, |w, placement, p| {
+            w.begin_validate(tx_id);
             let mut any = false;
-            for k in t.plan.reads.iter().filter(|k| io.placement.primary(k) == p) {
-                if !any {
-                    io.w.begin_validate(tx_id);
-                    any = true;
-                }
-                let v = t.reads.meta(k).map_or(0, |m| m.version());
-                io.w.push_version(k, v);
+            for k in plan.reads.iter().filter(|k| placement.primary(k) == p) {
+                w.push_version(k, reads.meta(k).map_or(0, |m| m.version()));
+                any = true;
             }
-            if any {
-                io.send(p);
-                t.pending += 1;
-            }
-        }
+            any
+        });
     }
 
-    fn new_meta(reads: &ReadView, key: &Key) -> ObjectMeta {
+    /// The metadata of the write of `key`: the next version after the one
+    /// read; `None` at `VERSION_MAX` (checked in `run_body`, before Log).
+    fn new_meta(reads: &ReadView, key: &Key) -> Option<ObjectMeta> {
         let v = reads.meta(key).map_or(0, |m| m.version());
-        ObjectMeta::new(v + 1, ObjectFlags::empty())
+        ObjectMeta(v).next_write().ok()
     }
 
     /// Step 4: replicate the write set to every backup.
@@ -414,76 +507,54 @@ impl Coordinator {
         }
         let tx_id = Self::tx_id(io.node, slot, t.gen);
         t.phase = Phase::Log;
-        for b in 0..io.placement.nodes() as NodeId {
+        let (writes, reads) = (&t.writes, &t.reads);
+        t.pending = send_each(io, |w, placement, b| {
+            w.begin_items(MsgKind::Log, tx_id);
             let mut any = false;
-            for (k, v) in t.writes.iter() {
-                if io.placement.backups(k).any(|n| n == b) {
-                    if !any {
-                        io.w.begin_items(MsgKind::Log, tx_id);
-                        any = true;
-                    }
-                    io.w.push_item(k, Self::new_meta(&t.reads, k), v);
+            for (k, v) in writes.iter() {
+                if placement.backups(k).any(|n| n == b) {
+                    w.push_item(k, Self::new_meta(reads, k).unwrap_or_default(), v);
+                    any = true;
                 }
             }
-            if any {
-                io.send(b);
-                t.pending += 1;
-            }
-        }
+            any
+        });
         if t.pending == 0 {
             self.commit(io, slot);
         }
     }
 
     /// Steps 5–6: the transaction is committed (every backup logged it); install
-    /// the writes and unlock at every primary, then report (see `report_committed`).
+    /// the writes and unlock at every primary, then report (see `report`).
     fn commit(&mut self, io: &mut Io, slot: usize) {
         self.stats.committed += 1;
         let t = &mut self.txs[slot];
         let tx_id = Self::tx_id(io.node, slot, t.gen);
         t.phase = Phase::Commit;
-        for p in 0..io.placement.nodes() as NodeId {
-            if t.locked & bit(p) == 0 {
-                continue;
-            }
+        let (locked, plan, writes, reads) = (t.locked, &t.plan, &t.writes, &t.reads);
+        t.pending = send_each(io, |w, placement, p| {
+            w.begin_items(MsgKind::Commit, tx_id);
             let mut any = false;
-            for (k, v) in t
-                .writes
-                .iter()
-                .filter(|(k, _)| io.placement.primary(k) == p)
-            {
-                if !any {
-                    io.w.begin_items(MsgKind::Commit, tx_id);
+            for (k, v) in writes.iter().filter(|(k, _)| placement.primary(k) == p) {
+                w.push_item(k, Self::new_meta(reads, k).unwrap_or_default(), v);
+                any = true;
+            }
+            locked & bit(p) != 0 && any
+        });
+        // Locked but not written: just unlock (no answer expected).
+        send_each(io, |w, placement, p| {
+            w.begin_abort(tx_id);
+            let mut any = false;
+            for k in plan.writes.iter().filter(|k| placement.primary(k) == p) {
+                if writes.iter().all(|(written, _)| written != k) {
+                    w.push_abort_key(k);
                     any = true;
                 }
-                io.w.push_item(k, Self::new_meta(&t.reads, k), v);
             }
-            if any {
-                io.send(p);
-                t.pending += 1;
-            }
-            // Locked but not written: just unlock.
-            let mut unlock = false;
-            for k in t
-                .plan
-                .writes
-                .iter()
-                .filter(|k| io.placement.primary(k) == p)
-            {
-                if t.writes.iter().all(|(w, _)| w != k) {
-                    if !unlock {
-                        io.w.begin_abort(tx_id);
-                        unlock = true;
-                    }
-                    io.w.push_abort_key(k);
-                }
-            }
-            if unlock {
-                io.send(p);
-            }
-        }
+            locked & bit(p) != 0 && any
+        });
         if t.pending == 0 {
-            self.report_committed(slot);
+            self.report(slot, TxStatus::Committed);
         }
     }
 
@@ -492,14 +563,14 @@ impl Coordinator {
     /// literally) can lose a reported commit when the coordinator is also the
     /// only backup of a key and crashes — the primary then holds just a lock.
     /// TLA+ (`tla/XenicOCC.tla`, model `XenicEarlyReport`) finds that trace.
-    fn report_committed(&mut self, slot: usize) {
+    fn report(&mut self, slot: usize, status: TxStatus) {
         let t = &mut self.txs[slot];
         let mut result = self.spare.pop().unwrap_or_default();
         result.clear();
         result.extend_from_slice(&t.result);
         self.outcomes.push_back(Outcome {
             req_id: t.req_id,
-            status: TxStatus::Committed,
+            status,
             result,
         });
         self.release(slot);
@@ -509,21 +580,14 @@ impl Coordinator {
     fn abort(&mut self, io: &mut Io, slot: usize, status: TxStatus, why: &[u8]) {
         let t = &mut self.txs[slot];
         let tx_id = Self::tx_id(io.node, slot, t.gen);
-        for p in 0..io.placement.nodes() as NodeId {
-            if t.locked & bit(p) == 0 {
-                continue;
+        let (locked, plan) = (t.locked, &t.plan);
+        send_each(io, |w, placement, p| {
+            w.begin_abort(tx_id);
+            for k in plan.writes.iter().filter(|k| placement.primary(k) == p) {
+                w.push_abort_key(k);
             }
-            io.w.begin_abort(tx_id);
-            for k in t
-                .plan
-                .writes
-                .iter()
-                .filter(|k| io.placement.primary(k) == p)
-            {
-                io.w.push_abort_key(k);
-            }
-            io.send(p);
-        }
+            locked & bit(p) != 0
+        });
         self.outcomes.push_back(Outcome {
             req_id: t.req_id,
             status,

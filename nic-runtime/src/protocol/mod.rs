@@ -17,6 +17,19 @@
 //! **Abort** releases the locks a transaction took. Step names match the TLA+
 //! actions in `tla/XenicOCC.tla`.
 //!
+//! Every request gets one reply carrying a [`ReplyStatus`]: `Ok`, or why the
+//! server refused (lock conflict, failed validation, too large, a DMA or
+//! host-decode failure, no free slot, a broken protocol rule). Before the
+//! commit point (step 5) a refusal aborts the transaction with that reason as
+//! its [`TxStatus`]; after it, a primary that cannot take its COMMIT stops its
+//! node ([`server::Server::fatal`]). Known gap: a LOG refused by one backup
+//! after another appended it leaves that copy in the other's host log; with
+//! one value limit per cluster (checked by the coordinator first) only a
+//! failing host log refuses a LOG, and that node stops.
+//!
+//! [`ReplyStatus`]: splitkv_layout::wire::ReplyStatus
+//! [`TxStatus`]: splitkv_layout::host_nic::TxStatus
+//!
 //! [`coordinator`] holds the coordinator role (one `TxCtx` per transaction in
 //! flight); [`server`] the primary and backup roles.
 

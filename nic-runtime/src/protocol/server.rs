@@ -2,31 +2,51 @@
 //! VALIDATE, LOG, COMMIT and ABORT from coordinators.
 //!
 //! Reads that miss the NIC index's cache go to the host table by DMA through a
-//! [`Lookup`] (Xenic §4.1.3: d_i + k slots, then the rest up to D_m, then the
+//! [`TableLookup`] (Xenic §4.1.3: d_i + k slots, then the rest up to D_m, then the
 //! overflow chain). Each outstanding request is a `ServerOp` resumed by DMA
-//! completions; objects found are cached.
+//! completions; objects found are cached. `server/lookups.rs` holds that DMA path,
+//! `server/append.rs` the LOG and COMMIT path.
 //!
 //! Correctness of reads that race commits: a key pinned in the NIC index is read
 //! from there; otherwise every commit of it before the DMA was submitted has been
 //! applied by the host, so the DMA returns a committed value no older than the
 //! submission time. Validation therefore fixes each read at its submission time,
 //! which is after all of the transaction's locks were taken.
+//!
+//! Every request gets exactly one answer (issue 9 §4): `Ok`, or a
+//! [`ReplyStatus`] naming why it was refused — a lock conflict, a failed
+//! validation, a value or response too large, a DMA or host-decode failure, no
+//! free server slot, or a request that breaks a protocol rule. Nothing a peer
+//! sends panics the node. A host log that refuses an append is the one
+//! condition this node cannot continue from: the request is still answered,
+//! and [`Server::fatal`] says why the node must stop.
+
+mod append;
+mod lookups;
 
 use super::Io;
-use crate::dma::{DmaCompletion, DmaDone, DmaError, DmaRead, HostMemoryError};
-use crate::index::{Next, NicIndex, TableLookup};
+use crate::dma::DmaRead;
+use crate::index::{NicIndex, TableLookup};
 use crate::placement::NODES_MAX;
 use crate::protocol::coordinator::TX_INFLIGHT_MAX;
-use splitkv_layout::log_record::{LogKind, LogRecord};
-use splitkv_layout::wire::{Body, ExecStatus, ItemList, KeyList, MsgKind, NodeId, VersionList};
+use splitkv_layout::wire::{
+    Body, KeyList, NodeId, ReplyStatus, VersionList, ITEM_FIXED_BYTES, MSG_HEADER_BYTES,
+    PACKET_HEADER_BYTES,
+};
 use splitkv_layout::{Key, ObjectFlags, ObjectMeta};
 use std::collections::VecDeque;
 
 /// Most server requests in flight on one node. A coordinator has at most
 /// [`TX_INFLIGHT_MAX`] transactions in flight and each has at most one request
 /// outstanding at a node (phases run one after another; ABORT needs no slot),
-/// so this bound is never reached. Slots are allocated as first needed.
+/// so this bound is not reached by well-behaved peers; a request beyond it is
+/// refused with [`ReplyStatus::Busy`]. Slots are allocated as first needed.
 pub const SERVER_OPS_MAX: usize = NODES_MAX * TX_INFLIGHT_MAX;
+
+/// Bytes of an EXECUTE response besides its items: transaction id (8),
+/// status (1), item count (2).
+const EXECUTE_RESP_FIXED_BYTES: usize = 8 + 1 + 2;
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum OpKind {
     Execute,
@@ -51,7 +71,8 @@ struct ServerOp {
     stamps: Vec<u32>,
     queued: Vec<Option<([DmaRead; 2], usize)>>,
     pending: usize,
-    failed: bool,
+    /// `Ok`, or why the request fails (the first failure wins).
+    status: ReplyStatus,
     entry: Vec<u8>,
 }
 
@@ -72,8 +93,15 @@ impl ServerOp {
             stamps: Vec::new(),
             queued: Vec::new(),
             pending: 0,
-            failed: false,
+            status: ReplyStatus::Ok,
             entry: Vec::new(),
+        }
+    }
+
+    /// Records a failure; the first reason is the one reported.
+    fn fail(&mut self, why: ReplyStatus) {
+        if self.status.is_ok() {
+            self.status = why;
         }
     }
 }
@@ -83,7 +111,7 @@ impl ServerOp {
 pub struct ServerStats {
     /// EXECUTEs refused for a lock conflict.
     pub lock_conflicts: u64,
-    /// VALIDATEs that failed.
+    /// VALIDATEs that failed (a read changed or is locked).
     pub validation_failures: u64,
     /// Lookups answered from the NIC index.
     pub index_hits: u64,
@@ -93,8 +121,19 @@ pub struct ServerStats {
     pub lookup_rereads: u64,
     /// Host-log appends (LOG or COMMIT entries).
     pub log_appends: u64,
-    /// Requests failed because host memory did not decode.
+    /// Lookups failed because host memory did not decode.
     pub host_decode_errors: u64,
+    /// DMA requests refused at submission or failed at completion (other than
+    /// "queue full", which is retried).
+    pub dma_errors: u64,
+    /// Requests refused for want of a free server slot ([`SERVER_OPS_MAX`]).
+    pub busy_refusals: u64,
+    /// Requests refused as too large (a value over the node's limit, or an
+    /// EXECUTE response that cannot fit a packet).
+    pub too_large: u64,
+    /// Requests refused for breaking a protocol rule (planted metadata bits,
+    /// a COMMIT for a key not locked by its transaction).
+    pub malformed: u64,
 }
 
 /// The server role of one node.
@@ -105,6 +144,7 @@ pub struct Server {
     deferred: VecDeque<(usize, u32)>,
     reads: Vec<DmaRead>,
     stats: ServerStats,
+    fatal: Option<String>,
 }
 
 fn token(slot: usize, gen: u32, idx: usize) -> u64 {
@@ -145,6 +185,15 @@ fn read_version_unchanged(now: u64, read: u64) -> bool {
     now == read
 }
 
+/// Whether the EXECUTE response for `keys` keys, each value up to
+/// `value_bytes_max` bytes, fits one packet of `mtu` bytes. The server checks
+/// this before it locks or reads anything (issue 9 §4: refused with
+/// [`ReplyStatus::TooLarge`] before it runs, not a panic when it answers).
+pub fn execute_resp_fits(keys: usize, value_bytes_max: usize, mtu: usize) -> bool {
+    let items = keys.saturating_mul(ITEM_FIXED_BYTES + value_bytes_max);
+    PACKET_HEADER_BYTES + MSG_HEADER_BYTES + EXECUTE_RESP_FIXED_BYTES + items <= mtu
+}
+
 const ABSENT: ObjectMeta = ObjectMeta(ObjectFlags::DELETED.bits());
 
 impl Default for Server {
@@ -162,6 +211,7 @@ impl Server {
             deferred: VecDeque::new(),
             reads: Vec::with_capacity(1),
             stats: ServerStats::default(),
+            fatal: None,
         }
     }
 
@@ -175,6 +225,14 @@ impl Server {
         self.ops.len() - self.free.len()
     }
 
+    /// Why this node must stop, if it must: its host log refused an append
+    /// (other than "full", which the DMA engine retries), so a write it
+    /// installed or was asked to keep cannot reach its host table. The request
+    /// was answered negatively; the driver stops the node with this message.
+    pub fn fatal(&self) -> Option<&str> {
+        self.fatal.as_deref()
+    }
+
     fn alloc(&mut self, kind: OpKind, src: NodeId, tx_id: u64) -> Option<usize> {
         let slot = match self.free.pop() {
             Some(s) => s,
@@ -182,7 +240,10 @@ impl Server {
                 self.ops.push(ServerOp::new());
                 self.ops.len() - 1
             }
-            None => return None,
+            None => {
+                self.stats.busy_refusals += 1;
+                return None;
+            }
         };
         let op = &mut self.ops[slot];
         op.gen = op.gen.wrapping_add(1) & 0xFF_FFFF;
@@ -198,7 +259,7 @@ impl Server {
         op.queued.clear();
         op.n_reads = 0;
         op.pending = 0;
-        op.failed = false;
+        op.status = ReplyStatus::Ok;
         op.entry.clear();
         Some(slot)
     }
@@ -208,7 +269,8 @@ impl Server {
         self.free.push(slot);
     }
 
-    /// Handles one request message from a coordinator.
+    /// Handles one request message from a coordinator. Responses are not
+    /// requests: one reaching here is counted as malformed and dropped.
     pub fn handle(&mut self, io: &mut Io, index: &mut NicIndex, src: NodeId, body: &Body<'_>) {
         match *body {
             Body::Execute {
@@ -226,11 +288,18 @@ impl Server {
                     index.unlock(&k, tx_id);
                 }
             }
-            _ => unreachable!("responses go to the coordinator"),
+            _ => self.stats.malformed += 1,
         }
     }
 
+    /// Answers an EXECUTE with a refusal and no items.
+    fn refuse_execute(&mut self, io: &mut Io, src: NodeId, tx_id: u64, why: ReplyStatus) {
+        io.w.begin_execute_resp(tx_id, why);
+        io.send(src);
+    }
+
     /// Step 1 at a primary: lock the write set (no-wait), then read everything.
+    /// Refused before anything is locked if its response could not fit a packet.
     fn execute(
         &mut self,
         io: &mut Io,
@@ -240,6 +309,11 @@ impl Server {
         reads: KeyList<'_>,
         locks: KeyList<'_>,
     ) {
+        let keys = reads.len() + locks.len();
+        if !execute_resp_fits(keys, io.value_bytes_max, io.batcher.mtu()) {
+            self.stats.too_large += 1;
+            return self.refuse_execute(io, src, tx_id, ReplyStatus::TooLarge);
+        }
         let mut taken = 0;
         let mut conflict = false;
         for k in locks.iter() {
@@ -258,17 +332,13 @@ impl Server {
                 index.unlock(&k, tx_id);
             }
             self.stats.lock_conflicts += 1;
-            io.w.begin_execute_resp(tx_id, ExecStatus::Conflict);
-            io.send(src);
-            return;
+            return self.refuse_execute(io, src, tx_id, ReplyStatus::LockConflict);
         }
         let Some(slot) = self.alloc(OpKind::Execute, src, tx_id) else {
             for k in locks.iter() {
                 index.unlock(&k, tx_id);
             }
-            io.w.begin_execute_resp(tx_id, ExecStatus::Conflict);
-            io.send(src);
-            return;
+            return self.refuse_execute(io, src, tx_id, ReplyStatus::Busy);
         };
         let op = &mut self.ops[slot];
         op.keys.extend(reads.iter());
@@ -286,15 +356,14 @@ impl Server {
         tx_id: u64,
         items: VersionList<'_>,
     ) {
-        let locked = items.iter().any(|(k, _)| read_locked(index, &k, tx_id));
-        let slot = if locked {
-            None
-        } else {
-            self.alloc(OpKind::Validate, src, tx_id)
-        };
-        let Some(slot) = slot else {
+        if items.iter().any(|(k, _)| read_locked(index, &k, tx_id)) {
             self.stats.validation_failures += 1;
-            io.w.validate_resp(tx_id, false);
+            io.w.validate_resp(tx_id, ReplyStatus::ValidationFailed);
+            io.send(src);
+            return;
+        }
+        let Some(slot) = self.alloc(OpKind::Validate, src, tx_id) else {
+            io.w.validate_resp(tx_id, ReplyStatus::Busy);
             io.send(src);
             return;
         };
@@ -307,289 +376,37 @@ impl Server {
         self.start_lookups(io, index, slot);
     }
 
-    fn start_lookups(&mut self, io: &mut Io, index: &mut NicIndex, slot: usize) {
-        let n = self.ops[slot].keys.len();
-        {
-            let op = &mut self.ops[slot];
-            op.metas.resize(n, ABSENT);
-            if op.values.len() < n {
-                op.values.resize_with(n, Vec::new);
-            }
-            op.lookups.resize(n, None);
-            op.stamps.resize(n, 0);
-            op.queued.resize(n, None);
-        }
-        for k in self.ops[slot].keys.iter() {
-            index.prefetch(k);
-        }
-        for i in 0..n {
-            let key = self.ops[slot].keys[i];
-            if let Some(c) = index.cached(&key) {
-                self.stats.index_hits += 1;
-                let op = &mut self.ops[slot];
-                op.metas[i] = c.meta;
-                op.values[i].clear();
-                op.values[i].extend_from_slice(&c.value);
-            } else {
-                let stamp = index.read_stamp(&key);
-                let (lookup, step) = TableLookup::start(index, key);
-                let op = &mut self.ops[slot];
-                op.lookups[i] = Some(lookup);
-                op.stamps[i] = stamp;
-                op.pending += 1;
-                let Next::Read(v, n) = step else {
-                    unreachable!("a lookup starts with a read")
-                };
-                self.submit(io, slot, i, v, n);
-            }
-        }
-        if self.ops[slot].pending == 0 {
-            self.finish(io, index, slot);
-        }
-    }
-
-    fn submit(&mut self, io: &mut Io, slot: usize, idx: usize, v: [DmaRead; 2], n: usize) {
-        let gen = self.ops[slot].gen;
-        self.reads.clear();
-        self.reads.extend_from_slice(&v[..n]);
-        self.stats.dma_reads += 1;
-        match io
-            .dma
-            .submit_read(io.now, token(slot, gen, idx), &self.reads)
-        {
-            Ok(()) => {}
-            Err(DmaError::QueueFull) => {
-                // Retried from `retry_deferred`.
-                self.ops[slot].queued[idx] = Some((v, n));
-                self.deferred.push_back((slot, gen));
-            }
-            Err(_) => {
-                self.stats.host_decode_errors += 1;
-                let op = &mut self.ops[slot];
-                op.failed = true;
-                op.pending -= 1;
-            }
-        }
-    }
-
-    /// Resubmits requests the DMA engine refused while full.
-    pub fn retry_deferred(&mut self, io: &mut Io, index: &mut NicIndex) {
-        let n = self.deferred.len();
-        for _ in 0..n {
-            let Some((slot, gen)) = self.deferred.pop_front() else {
-                break;
-            };
-            if !self.ops[slot].active || self.ops[slot].gen != gen {
-                continue;
-            }
-            match self.ops[slot].kind {
-                OpKind::Log | OpKind::Commit => self.submit_append(io, slot),
-                OpKind::Execute | OpKind::Validate => {
-                    for i in 0..self.ops[slot].keys.len() {
-                        if let Some((v, n)) = self.ops[slot].queued[i].take() {
-                            self.submit(io, slot, i, v, n);
-                        }
-                    }
-                    if self.ops[slot].pending == 0 {
-                        self.finish(io, index, slot);
-                    }
-                }
-            }
-        }
-    }
-
-    /// Resumes the request a DMA completion belongs to.
-    pub fn on_dma(&mut self, io: &mut Io, index: &mut NicIndex, c: &DmaCompletion) {
-        let (slot, gen, idx) = untoken(c.token);
-        if slot >= self.ops.len() || !self.ops[slot].active || self.ops[slot].gen != gen {
-            return;
-        }
-        match (&c.result, self.ops[slot].kind) {
-            (Ok(DmaDone::Appended { tail }), OpKind::Log | OpKind::Commit) => {
-                let tail = *tail;
-                self.finish_append(io, index, slot, tail);
-            }
-            (Err(DmaError::Memory(HostMemoryError::Stale)), OpKind::Execute | OpKind::Validate) => {
-                // The host table was resized under the lookup: start it over.
-                let Some(lookup) = self.ops[slot].lookups.get_mut(idx).and_then(Option::as_mut)
-                else {
-                    return;
-                };
-                match lookup.restart(index) {
-                    Next::Read(v, n) => {
-                        self.stats.lookup_rereads += 1;
-                        self.submit(io, slot, idx, v, n);
-                    }
-                    _ => {
-                        let op = &mut self.ops[slot];
-                        op.failed = true;
-                        op.pending -= 1;
-                        if op.pending == 0 {
-                            self.finish(io, index, slot);
-                        }
-                    }
-                }
-            }
-            (Ok(DmaDone::Read { start, len }), OpKind::Execute | OpKind::Validate) => {
-                let data = &io.dma.data()[*start..*start + *len];
-                let op = &mut self.ops[slot];
-                let Some(lookup) = op.lookups.get_mut(idx).and_then(Option::as_mut) else {
-                    return;
-                };
-                let next = match lookup.advance(index, data) {
-                    Next::Read(v, n) => Some((v, n)),
-                    Next::Found { meta, value } => {
-                        op.metas[idx] = meta;
-                        op.values[idx].clear();
-                        op.values[idx].extend_from_slice(value);
-                        index.cache_clean(op.keys[idx], meta, value, op.stamps[idx]);
-                        None
-                    }
-                    Next::Absent => {
-                        op.metas[idx] = ABSENT;
-                        op.values[idx].clear();
-                        None
-                    }
-                    Next::Failed(_) => {
-                        self.stats.host_decode_errors += 1;
-                        op.failed = true;
-                        None
-                    }
-                };
-                match next {
-                    Some((v, n)) => {
-                        self.stats.lookup_rereads += 1;
-                        self.submit(io, slot, idx, v, n)
-                    }
-                    None => {
-                        let op = &mut self.ops[slot];
-                        op.pending -= 1;
-                        if op.pending == 0 {
-                            self.finish(io, index, slot);
-                        }
-                    }
-                }
-            }
-            _ => {
-                self.stats.host_decode_errors += 1;
-                let op = &mut self.ops[slot];
-                op.failed = true;
-                match op.kind {
-                    OpKind::Log | OpKind::Commit => {
-                        panic!("host log append failed: {:?}", c.result)
-                    }
-                    _ => {
-                        op.pending -= 1;
-                        if op.pending == 0 {
-                            self.finish(io, index, slot);
-                        }
-                    }
-                }
-            }
-        }
-    }
-
+    /// Answers an EXECUTE or VALIDATE whose reads are all done (or failed).
+    /// A failed EXECUTE releases the locks it took.
     fn finish(&mut self, io: &mut Io, index: &mut NicIndex, slot: usize) {
-        let op = &self.ops[slot];
+        let op = &mut self.ops[slot];
         match op.kind {
             OpKind::Execute => {
-                if op.failed {
+                if !op.status.is_ok() {
                     for k in &op.keys[op.n_reads..] {
                         index.unlock(k, op.tx_id);
                     }
-                    io.w.begin_execute_resp(op.tx_id, ExecStatus::Conflict);
+                    io.w.begin_execute_resp(op.tx_id, op.status);
                 } else {
-                    io.w.begin_execute_resp(op.tx_id, ExecStatus::Ok);
+                    io.w.begin_execute_resp(op.tx_id, ReplyStatus::Ok);
                     for i in 0..op.keys.len() {
                         io.w.push_item(&op.keys[i], op.metas[i], &op.values[i]);
                     }
                 }
             }
             OpKind::Validate => {
-                let ok = !op.failed
-                    && (0..op.keys.len()).all(|i| {
-                        read_version_unchanged(op.metas[i].version(), op.expect[i])
-                            && !read_locked(index, &op.keys[i], op.tx_id)
-                    });
-                if !ok {
+                let unchanged = (0..op.keys.len()).all(|i| {
+                    read_version_unchanged(op.metas[i].version(), op.expect[i])
+                        && !read_locked(index, &op.keys[i], op.tx_id)
+                });
+                if op.status.is_ok() && !unchanged {
+                    op.status = ReplyStatus::ValidationFailed;
                     self.stats.validation_failures += 1;
                 }
-                io.w.validate_resp(op.tx_id, ok);
+                io.w.validate_resp(op.tx_id, op.status);
             }
             OpKind::Log | OpKind::Commit => unreachable!("appends finish in finish_append"),
         }
-        io.send(op.src);
-        self.release(slot);
-    }
-
-    /// Steps 4 (backup, LOG) and 6 (primary, COMMIT): write the records to the host
-    /// log by DMA. A primary installs the new values in its NIC index and unlocks
-    /// right away, so later readers see them before the host applies the log.
-    fn append(
-        &mut self,
-        io: &mut Io,
-        index: &mut NicIndex,
-        kind: OpKind,
-        src: NodeId,
-        tx_id: u64,
-        items: ItemList<'_>,
-    ) {
-        let Some(slot) = self.alloc(kind, src, tx_id) else {
-            panic!("server ops exhausted ({SERVER_OPS_MAX}): coordinators bound their transactions in flight");
-        };
-        let log_kind = if kind == OpKind::Commit {
-            LogKind::Commit
-        } else {
-            LogKind::Log
-        };
-        for it in items.iter() {
-            index.prefetch(&it.key);
-        }
-        let op = &mut self.ops[slot];
-        for it in items.iter() {
-            // Both roles pin the new value until the host applied it, so this
-            // NIC never reads an older copy from its host table.
-            index.install_committed(it.key, it.meta, it.value);
-            if kind == OpKind::Commit {
-                index.unlock(&it.key, tx_id);
-            }
-            op.keys.push(it.key);
-            op.metas.push(it.meta);
-            LogRecord {
-                kind: log_kind,
-                tx_id,
-                key: it.key,
-                meta: it.meta,
-                value: it.value,
-            }
-            .encode(&mut op.entry);
-        }
-        self.submit_append(io, slot);
-    }
-
-    fn submit_append(&mut self, io: &mut Io, slot: usize) {
-        let op = &self.ops[slot];
-        match io
-            .dma
-            .submit_log_append(io.now, token(slot, op.gen, 0), &op.entry)
-        {
-            Ok(()) => self.stats.log_appends += 1,
-            Err(DmaError::QueueFull) => self.deferred.push_back((slot, op.gen)),
-            Err(e) => panic!("host log append refused: {e}"),
-        }
-    }
-
-    fn finish_append(&mut self, io: &mut Io, index: &mut NicIndex, slot: usize, tail: u64) {
-        let op = &self.ops[slot];
-        for (k, m) in op.keys.iter().zip(&op.metas) {
-            index.set_pin(*k, m.version(), tail);
-        }
-        let ack = if op.kind == OpKind::Commit {
-            MsgKind::CommitAck
-        } else {
-            MsgKind::LogAck
-        };
-        io.w.ack(ack, op.tx_id);
         io.send(op.src);
         self.release(slot);
     }

@@ -1,0 +1,118 @@
+//! A whole NIC runtime (`nic-runtime/src/runtime.rs`) answers a LOG it cannot
+//! apply instead of dropping it while its coordinator waits (issue 9 §4): a
+//! value over the node's limit comes back as `LogAck(TooLarge)`, and nothing
+//! reaches the host log.
+
+use splitkv_layout::ring::ring_pair;
+use splitkv_layout::table::{TableConfig, TableLayout};
+use splitkv_layout::wire::{
+    decode_packet, Body, BodyWriter, Flow, MsgHeader, MsgKind, PacketHeader, ReplyStatus,
+};
+use splitkv_layout::{Key, ObjectMeta, Region};
+use splitkv_nic::dma::local::LocalDma;
+use splitkv_nic::index::HostTableKind;
+use splitkv_nic::net::mem::mem_network;
+use splitkv_nic::net::{OutPacket, Transport};
+use splitkv_nic::{HostPorts, NicParts, NicRuntime, Placement, ProcedureRegistry};
+use std::collections::VecDeque;
+use std::sync::Arc;
+
+const VALUE_BYTES_MAX: usize = 8;
+
+/// One LOG message from node 1 to node 0, in a packet.
+fn log_packet(tx_id: u64, value: &[u8]) -> Vec<u8> {
+    let mut w = BodyWriter::new();
+    w.begin_items(MsgKind::Log, tx_id);
+    w.push_item(&Key::new(0, 1), ObjectMeta(1), value);
+    let mut msg = Vec::new();
+    MsgHeader {
+        src: 1,
+        flow: Flow::Commit,
+        kind: MsgKind::Log,
+        epoch: 0,
+        len: w.bytes().len() as u32,
+    }
+    .encode(&mut msg);
+    msg.extend_from_slice(w.bytes());
+    let mut pkt = Vec::new();
+    PacketHeader {
+        src: 1,
+        dst: 0,
+        count: 1,
+        len: msg.len() as u32,
+    }
+    .encode(&mut pkt);
+    pkt.extend_from_slice(&msg);
+    pkt
+}
+
+#[test]
+fn an_oversized_log_is_answered_not_dropped() {
+    let mut net = mem_network(2);
+    let mut peer = net.pop().unwrap();
+    let transport = net.pop().unwrap();
+    let layout = TableLayout::new(&TableConfig::new(64, VALUE_BYTES_MAX)).unwrap();
+    let (log_tx, mut log_rx) = ring_pair(1 << 16).unwrap();
+    let (_req_tx, req_rx) = ring_pair(1 << 12).unwrap();
+    let (out_tx, _out_rx) = ring_pair(1 << 12).unwrap();
+    let (_ack_tx, ack_rx) = ring_pair(1 << 12).unwrap();
+    let dma = LocalDma::new(Arc::new(Region::new(layout.region_bytes())), log_tx, 0);
+    let mut nic = NicRuntime::new(NicParts {
+        node: 0,
+        placement: Placement::new(2, 1).unwrap(),
+        table: HostTableKind::Robinhood(layout),
+        value_bytes_max: VALUE_BYTES_MAX,
+        procedures: ProcedureRegistry::new(),
+        dma: Box::new(dma),
+        transport: Box::new(transport),
+        host: HostPorts {
+            requests: req_rx,
+            acks: ack_rx,
+            outcomes: out_tx,
+        },
+        cache_objects: 64,
+    });
+    let mut q = VecDeque::from([
+        OutPacket {
+            dst: 0,
+            bytes: log_packet(7, &[0u8; VALUE_BYTES_MAX + 1]),
+        },
+        OutPacket {
+            dst: 0,
+            bytes: log_packet(8, &[0u8; VALUE_BYTES_MAX]),
+        },
+    ]);
+    peer.tx_burst(0, &mut q);
+    for now in 0..10 {
+        nic.run_iteration(now);
+    }
+    let mut rx = Vec::new();
+    peer.rx_burst(10, &mut rx, 16);
+    let mut acks = Vec::new();
+    for p in &rx {
+        let (_, msgs) = decode_packet(p).unwrap();
+        for m in msgs {
+            if let (_, Body::LogAck { tx_id, status }) = m.unwrap() {
+                acks.push((tx_id, status));
+            }
+        }
+    }
+    acks.sort_by_key(|a| a.0);
+    assert_eq!(
+        acks,
+        vec![(7, ReplyStatus::TooLarge), (8, ReplyStatus::Ok)],
+        "both LOGs answered"
+    );
+    assert_eq!(
+        nic.stats().bad_packets,
+        1,
+        "the oversized one is still counted"
+    );
+    assert_eq!(nic.stats().server.too_large, 1);
+    let mut entries = 0;
+    let mut e = Vec::new();
+    while log_rx.try_pop(&mut e).unwrap() {
+        entries += 1;
+    }
+    assert_eq!(entries, 1, "only the LOG that fits reached the host log");
+}

@@ -1,0 +1,449 @@
+//! The server role (`nic-runtime/src/protocol/server.rs`) driven request by
+//! request: read validation rejects a changed version and a locked key;
+//! every request is answered, with the right reason (issue 9 §4); a failing
+//! DMA engine finishes its requests and releases their locks; COMMITs install
+//! only under their own locks and never move a version backwards; metadata a
+//! peer plants is refused.
+
+use splitkv_layout::log_record::LogRecords;
+use splitkv_layout::ring::{ring_pair, RingConsumer};
+use splitkv_layout::table::{TableConfig, TableLayout};
+use splitkv_layout::wire::{decode_packet, Body, BodyWriter, MsgKind, ReplyStatus};
+use splitkv_layout::{Key, ObjectFlags, ObjectMeta, Region};
+use splitkv_nic::dma::local::LocalDma;
+use splitkv_nic::dma::{DmaCompletion, DmaEngine, DmaError, DmaRead, HostMemoryError};
+use splitkv_nic::index::{HostTableKind, NicIndex};
+use splitkv_nic::net::batch::Batcher;
+use splitkv_nic::protocol::server::{Server, SERVER_OPS_MAX};
+use splitkv_nic::protocol::Io;
+use splitkv_nic::{Nanos, Placement};
+use std::sync::Arc;
+
+const VALUE_BYTES_MAX: usize = 64;
+const MTU: usize = 4096;
+/// The coordinator node requests come from.
+const PEER: u16 = 1;
+
+/// A reply, decoded and owned.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Reply {
+    Execute(ReplyStatus, Vec<(Key, ObjectMeta)>),
+    Validate(ReplyStatus),
+    LogAck(ReplyStatus),
+    CommitAck(ReplyStatus),
+}
+
+struct Rig {
+    io: Io,
+    index: NicIndex,
+    server: Server,
+    /// The host log, when the DMA engine is a [`LocalDma`].
+    log: Option<RingConsumer>,
+}
+
+fn layout() -> TableLayout {
+    TableLayout::new(&TableConfig::new(256, VALUE_BYTES_MAX)).unwrap()
+}
+
+fn rig_with(dma: Box<dyn DmaEngine>, log: Option<RingConsumer>, value_bytes_max: usize) -> Rig {
+    Rig {
+        io: Io {
+            node: 0,
+            placement: Placement::new(2, 1).unwrap(),
+            value_bytes_max,
+            now: 0,
+            batcher: Batcher::new(0, 2, MTU),
+            dma,
+            w: BodyWriter::new(),
+        },
+        index: NicIndex::new(HostTableKind::Robinhood(layout()), 64, 1),
+        server: Server::new(),
+        log,
+    }
+}
+
+/// A server over an empty host table (every uncached key is absent) and a
+/// host log the test can read.
+fn rig() -> Rig {
+    let (log_tx, log_rx) = ring_pair(1 << 20).unwrap();
+    let region = Region::new(layout().region_bytes());
+    let dma = LocalDma::new(Arc::new(region), log_tx, 0);
+    rig_with(Box::new(dma), Some(log_rx), VALUE_BYTES_MAX)
+}
+
+impl Rig {
+    /// Delivers one request from [`PEER`], runs DMA to completion, and returns
+    /// the replies sent.
+    fn request(&mut self, w: &BodyWriter) -> Vec<Reply> {
+        let body = Body::decode(w.kind(), w.bytes()).unwrap();
+        self.server
+            .handle(&mut self.io, &mut self.index, PEER, &body);
+        self.pump();
+        self.replies()
+    }
+
+    fn pump(&mut self) {
+        let mut done: Vec<DmaCompletion> = Vec::new();
+        for _ in 0..64 {
+            self.io.now += 1;
+            self.io.dma.poll(self.io.now, &mut done);
+            for c in done.drain(..) {
+                self.server.on_dma(&mut self.io, &mut self.index, &c);
+            }
+            self.server.retry_deferred(&mut self.io, &mut self.index);
+        }
+    }
+
+    fn replies(&mut self) -> Vec<Reply> {
+        self.io.batcher.flush();
+        let mut out = Vec::new();
+        for p in self.io.batcher.ready().drain(..) {
+            assert_eq!(p.dst, PEER, "replies go to the requester");
+            let (_, msgs) = decode_packet(&p.bytes).unwrap();
+            for m in msgs {
+                let (_, body) = m.unwrap();
+                out.push(match body {
+                    Body::ExecuteResp { status, items, .. } => {
+                        Reply::Execute(status, items.iter().map(|i| (i.key, i.meta)).collect())
+                    }
+                    Body::ValidateResp { status, .. } => Reply::Validate(status),
+                    Body::LogAck { status, .. } => Reply::LogAck(status),
+                    Body::CommitAck { status, .. } => Reply::CommitAck(status),
+                    other => panic!("not a reply: {other:?}"),
+                });
+            }
+        }
+        out
+    }
+
+    /// Records appended to the host log so far: (key, version, value).
+    fn logged(&mut self) -> Vec<(Key, u64, Vec<u8>)> {
+        let log = self.log.as_mut().expect("a LocalDma rig");
+        let mut out = Vec::new();
+        let mut entry = Vec::new();
+        while log.try_pop(&mut entry).unwrap() {
+            for r in LogRecords::new(&entry) {
+                let r = r.unwrap();
+                out.push((r.key, r.meta.version(), r.value.to_vec()));
+            }
+        }
+        out
+    }
+
+    fn cached_version(&self, key: &Key) -> Option<u64> {
+        self.index.peek(key).map(|o| o.meta.version())
+    }
+}
+
+fn k(i: u64) -> Key {
+    Key::new(0, i)
+}
+
+fn execute(tx: u64, reads: &[Key], locks: &[Key]) -> BodyWriter {
+    let mut w = BodyWriter::new();
+    w.begin_execute(tx);
+    reads.iter().for_each(|k| w.push_read(k));
+    locks.iter().for_each(|k| w.push_lock(k));
+    w
+}
+
+fn validate(tx: u64, items: &[(Key, u64)]) -> BodyWriter {
+    let mut w = BodyWriter::new();
+    w.begin_validate(tx);
+    items.iter().for_each(|(k, v)| w.push_version(k, *v));
+    w
+}
+
+fn items(kind: MsgKind, tx: u64, items: &[(Key, ObjectMeta, &[u8])]) -> BodyWriter {
+    let mut w = BodyWriter::new();
+    w.begin_items(kind, tx);
+    items.iter().for_each(|(k, m, v)| w.push_item(k, *m, v));
+    w
+}
+
+fn v(version: u64) -> ObjectMeta {
+    ObjectMeta::new(version, ObjectFlags::empty())
+}
+
+const OK: ReplyStatus = ReplyStatus::Ok;
+
+/// Locks `key` for `tx` and commits `value` at `version` through the server.
+fn commit(r: &mut Rig, tx: u64, key: Key, version: u64, value: &[u8]) {
+    assert!(matches!(
+        &r.request(&execute(tx, &[], &[key]))[..],
+        [Reply::Execute(OK, _)]
+    ));
+    let c = items(MsgKind::Commit, tx, &[(key, v(version), value)]);
+    assert_eq!(r.request(&c), vec![Reply::CommitAck(OK)]);
+}
+
+#[test]
+fn validation_rejects_a_changed_version_and_a_locked_key() {
+    let mut r = rig();
+    let (a, b, c) = (k(1), k(2), k(3));
+    commit(&mut r, 10, a, 3, b"three");
+    // Cached (pinned) key: unchanged passes, changed fails.
+    assert_eq!(
+        r.request(&validate(11, &[(a, 3)])),
+        vec![Reply::Validate(OK)]
+    );
+    commit(&mut r, 12, a, 4, b"four");
+    assert_eq!(
+        r.request(&validate(11, &[(a, 3)])),
+        vec![Reply::Validate(ReplyStatus::ValidationFailed)]
+    );
+    // A key read from the host table by DMA (absent: version 0).
+    assert_eq!(
+        r.request(&validate(11, &[(b, 0)])),
+        vec![Reply::Validate(OK)]
+    );
+    assert_eq!(
+        r.request(&validate(11, &[(b, 1)])),
+        vec![Reply::Validate(ReplyStatus::ValidationFailed)]
+    );
+    // A read-set key locked by another transaction: VALIDATE and EXECUTE say no.
+    assert!(matches!(
+        &r.request(&execute(13, &[], &[a]))[..],
+        [Reply::Execute(OK, _)]
+    ));
+    assert_eq!(
+        r.request(&validate(11, &[(a, 4)])),
+        vec![Reply::Validate(ReplyStatus::ValidationFailed)]
+    );
+    assert_eq!(
+        r.request(&execute(11, &[a, c], &[])),
+        vec![Reply::Execute(ReplyStatus::LockConflict, vec![])]
+    );
+    // Its own lock is no conflict.
+    assert_eq!(
+        r.request(&validate(13, &[(a, 4)])),
+        vec![Reply::Validate(OK)]
+    );
+    let s = r.server.stats();
+    assert_eq!((s.validation_failures, s.lock_conflicts), (3, 1));
+}
+
+#[test]
+fn duplicated_and_stale_commits_never_roll_the_cache_back() {
+    let mut r = rig();
+    let key = k(5);
+    commit(&mut r, 20, key, 1, b"first");
+    commit(&mut r, 21, key, 2, b"second");
+    assert_eq!(r.logged().len(), 2);
+    // The first COMMIT again (duplicated or late): its lock is gone.
+    let dup = items(MsgKind::Commit, 20, &[(key, v(1), b"first")]);
+    assert_eq!(
+        r.request(&dup),
+        vec![Reply::CommitAck(ReplyStatus::Malformed)]
+    );
+    // A COMMIT for a key another transaction holds.
+    assert!(matches!(
+        &r.request(&execute(22, &[], &[key]))[..],
+        [Reply::Execute(OK, _)]
+    ));
+    let stale = items(MsgKind::Commit, 23, &[(key, v(3), b"stale")]);
+    assert_eq!(
+        r.request(&stale),
+        vec![Reply::CommitAck(ReplyStatus::Malformed)]
+    );
+    assert_eq!(r.cached_version(&key), Some(2));
+    assert_eq!(r.index.peek(&key).unwrap().value, b"second");
+    assert!(r.logged().is_empty(), "refused COMMITs append nothing");
+    assert_eq!(
+        r.index.lock_holder(&key),
+        Some(22),
+        "nor release another's lock"
+    );
+    assert!(r.server.fatal().is_none(), "a duplicate is not fatal");
+    // A late LOG (an older version) is logged for the host to skip, but the
+    // cache keeps the newer version.
+    let late = items(MsgKind::Log, 19, &[(key, v(1), b"late")]);
+    assert_eq!(r.request(&late), vec![Reply::LogAck(OK)]);
+    assert_eq!(r.cached_version(&key), Some(2));
+    assert!(r.index.cache_stats().stale_installs >= 1);
+}
+
+#[test]
+fn a_commit_duplicated_while_in_flight_is_answered_once_with_ok() {
+    let mut r = rig();
+    let key = k(8);
+    assert!(matches!(
+        &r.request(&execute(24, &[], &[key]))[..],
+        [Reply::Execute(OK, _)]
+    ));
+    let c = items(MsgKind::Commit, 24, &[(key, v(1), b"once")]);
+    let body = Body::decode(c.kind(), c.bytes()).unwrap();
+    r.server.handle(&mut r.io, &mut r.index, PEER, &body);
+    r.server.handle(&mut r.io, &mut r.index, PEER, &body);
+    r.pump();
+    assert_eq!(r.replies(), vec![Reply::CommitAck(OK)]);
+    assert_eq!(r.logged().len(), 1);
+    assert_eq!(r.cached_version(&key), Some(1));
+}
+
+#[test]
+fn planted_metadata_bits_are_refused() {
+    let mut r = rig();
+    let key = k(6);
+    for meta in [
+        v(4).with_flags(ObjectFlags::LOCKED),
+        v(4).with_flags(ObjectFlags::DELETED),
+        ObjectMeta(0),
+    ] {
+        let log = items(MsgKind::Log, 30, &[(key, meta, b"x")]);
+        assert_eq!(
+            r.request(&log),
+            vec![Reply::LogAck(ReplyStatus::Malformed)],
+            "{meta:?}"
+        );
+    }
+    assert!(r.logged().is_empty());
+    assert_eq!(r.cached_version(&key), None);
+    assert_eq!(r.server.stats().malformed, 3);
+    assert!(r.server.fatal().is_none());
+}
+
+#[test]
+fn oversized_values_are_refused_with_a_reply() {
+    let mut r = rig();
+    let big = [7u8; VALUE_BYTES_MAX + 1];
+    let log = items(MsgKind::Log, 40, &[(k(1), v(1), &big)]);
+    assert_eq!(r.request(&log), vec![Reply::LogAck(ReplyStatus::TooLarge)]);
+    assert!(
+        r.server.fatal().is_none(),
+        "a backup refusing LOG keeps running"
+    );
+    // A primary that cannot take a COMMIT (past the commit point) answers and stops.
+    assert!(matches!(
+        &r.request(&execute(41, &[], &[k(2)]))[..],
+        [Reply::Execute(OK, _)]
+    ));
+    let c = items(MsgKind::Commit, 41, &[(k(2), v(1), &big)]);
+    assert_eq!(r.request(&c), vec![Reply::CommitAck(ReplyStatus::TooLarge)]);
+    assert!(r.server.fatal().unwrap().contains("cannot take the COMMIT"));
+    assert!(r.logged().is_empty());
+    assert_eq!(r.cached_version(&k(2)), None, "nothing installed");
+}
+
+#[test]
+fn an_execute_whose_response_cannot_fit_a_packet_is_refused_before_it_runs() {
+    // 1 KiB values: four items need more than the 4 KiB MTU.
+    let (log_tx, _log_rx) = ring_pair(1 << 16).unwrap();
+    let dma = LocalDma::new(Arc::new(Region::new(layout().region_bytes())), log_tx, 0);
+    let mut r = rig_with(Box::new(dma), None, 1024);
+    let keys = [k(1), k(2), k(3), k(4)];
+    assert_eq!(
+        r.request(&execute(50, &keys[..1], &keys[1..])),
+        vec![Reply::Execute(ReplyStatus::TooLarge, vec![])]
+    );
+    assert_eq!(r.index.locks_held(), 0, "nothing locked");
+    assert_eq!(r.server.stats().dma_reads, 0, "nothing read");
+    assert!(matches!(
+        &r.request(&execute(51, &keys[..1], &keys[1..3]))[..],
+        [Reply::Execute(OK, items)] if items.len() == 3
+    ));
+}
+
+#[test]
+fn requests_beyond_the_server_slots_are_refused_as_busy() {
+    // The DMA engine never completes appends here (no pump), so every LOG
+    // keeps its slot.
+    let mut r = rig();
+    for tx in 0..SERVER_OPS_MAX as u64 {
+        let log = items(MsgKind::Log, tx, &[(k(tx), v(1), b"x")]);
+        let body = Body::decode(log.kind(), log.bytes()).unwrap();
+        r.server.handle(&mut r.io, &mut r.index, PEER, &body);
+    }
+    assert_eq!(r.server.inflight(), SERVER_OPS_MAX);
+    let _ = r.replies();
+    let log = items(MsgKind::Log, 1 << 40, &[(k(1), v(2), b"y")]);
+    let body = Body::decode(log.kind(), log.bytes()).unwrap();
+    r.server.handle(&mut r.io, &mut r.index, PEER, &body);
+    assert_eq!(r.replies(), vec![Reply::LogAck(ReplyStatus::Busy)]);
+    assert_eq!(r.server.stats().busy_refusals, 1);
+    // Once the appends complete, every LOG is acknowledged.
+    r.pump();
+    let acks = r.replies();
+    assert_eq!(acks.len(), SERVER_OPS_MAX);
+    assert!(acks.iter().all(|a| *a == Reply::LogAck(OK)));
+}
+
+/// A DMA engine whose reads or appends fail: refused at submission, or
+/// completed with an error.
+struct FailingDma {
+    at_submit: bool,
+    failed: Vec<(u64, DmaError)>,
+}
+
+fn memory_error() -> DmaError {
+    let e = Region::new(64).check(4096, 8).unwrap_err();
+    DmaError::Memory(HostMemoryError::OutOfBounds(e))
+}
+
+impl DmaEngine for FailingDma {
+    fn submit_read(&mut self, _: Nanos, token: u64, _: &[DmaRead]) -> Result<(), DmaError> {
+        if self.at_submit {
+            return Err(memory_error());
+        }
+        self.failed.push((token, memory_error()));
+        Ok(())
+    }
+    fn submit_log_append(&mut self, _: Nanos, token: u64, _: &[u8]) -> Result<(), DmaError> {
+        let e = DmaError::Log(splitkv_layout::ring::RingError::Corrupt("test"));
+        if self.at_submit {
+            return Err(e);
+        }
+        self.failed.push((token, e));
+        Ok(())
+    }
+    fn poll(&mut self, _: Nanos, out: &mut Vec<DmaCompletion>) {
+        out.extend(self.failed.drain(..).map(|(token, e)| DmaCompletion {
+            token,
+            result: Err(e),
+        }));
+    }
+    fn data(&self) -> &[u8] {
+        &[]
+    }
+    fn inflight(&self) -> usize {
+        self.failed.len()
+    }
+}
+
+#[test]
+fn a_failing_dma_engine_finishes_requests_and_releases_locks() {
+    for at_submit in [true, false] {
+        let dma = FailingDma {
+            at_submit,
+            failed: Vec::new(),
+        };
+        let mut r = rig_with(Box::new(dma), None, VALUE_BYTES_MAX);
+        let (a, b) = (k(1), k(2));
+        assert_eq!(
+            r.request(&execute(60, &[a], &[b])),
+            vec![Reply::Execute(ReplyStatus::HostFailure, vec![])],
+            "at_submit {at_submit}"
+        );
+        assert_eq!(r.index.locks_held(), 0, "the lock on {b:?} is released");
+        assert_eq!(r.server.inflight(), 0);
+        assert_eq!(
+            r.request(&validate(61, &[(a, 0)])),
+            vec![Reply::Validate(ReplyStatus::HostFailure)]
+        );
+        let s = r.server.stats();
+        assert_eq!(
+            (s.lock_conflicts, s.validation_failures),
+            (0, 0),
+            "not a conflict"
+        );
+        assert!(s.dma_errors >= 2);
+        // An append the host log refuses: answered, and the node must stop.
+        let log = items(MsgKind::Log, 62, &[(a, v(1), b"x")]);
+        assert_eq!(
+            r.request(&log),
+            vec![Reply::LogAck(ReplyStatus::HostFailure)]
+        );
+        assert!(r.server.fatal().unwrap().contains("host log refused"));
+        assert_eq!(r.server.inflight(), 0);
+    }
+}
