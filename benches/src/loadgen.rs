@@ -348,6 +348,18 @@ impl<G: TxGenerator> LoadGen<G> {
         self.error.as_ref()
     }
 
+    /// The counters an event at `now` goes into: the run's, and the window's
+    /// if `now` is within it.
+    fn counters(&mut self, now: Nanos) -> impl Iterator<Item = &mut LoadStats> {
+        let in_window = (self.window.0..self.window.1).contains(&now);
+        [
+            Some(&mut self.stats),
+            in_window.then_some(&mut self.window_stats),
+        ]
+        .into_iter()
+        .flatten()
+    }
+
     fn window_len(&self) -> usize {
         self.pending.len() + self.retries.len() + self.held.is_some() as usize
     }
@@ -384,8 +396,10 @@ impl<G: TxGenerator> LoadGen<G> {
             r.tx.invoked_ns = now;
             r.tx.attempt += 1;
             self.next_req += 1;
-            self.stats.attempts += 1;
-            self.stats.retries += 1;
+            for s in self.counters(now) {
+                s.attempts += 1;
+                s.retries += 1;
+            }
             self.pending.insert(req_id, r.tx);
             work = true;
         }
@@ -405,7 +419,7 @@ impl<G: TxGenerator> LoadGen<G> {
                 let mut call = self.spare.pop().unwrap_or_default();
                 call.args.clear();
                 self.gen.next(&mut call);
-                self.stats.drawn += 1;
+                self.counters(now).for_each(|s| s.drawn += 1);
                 self.held = Some(Pending {
                     call,
                     first_ns: now,
@@ -423,7 +437,7 @@ impl<G: TxGenerator> LoadGen<G> {
             tx.first_ns = now;
             tx.invoked_ns = now;
             self.next_req += 1;
-            self.stats.attempts += 1;
+            self.counters(now).for_each(|s| s.attempts += 1);
             self.pending.insert(req_id, tx);
             work = true;
         }
