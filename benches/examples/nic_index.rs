@@ -89,11 +89,16 @@ fn lookup_or_fill(ix: &mut NicIndex, k: Key) {
     }
 }
 
+/// Command line (`-- [REPEATS]`).
+#[derive(clap::Parser, Debug)]
+struct Cli {
+    /// Runs per scenario; the best is reported.
+    #[arg(default_value_t = 5, value_parser = clap::value_parser!(u64).range(1..=1000))]
+    repeats: u64,
+}
+
 fn main() {
-    let repeats: usize = std::env::args()
-        .nth(1)
-        .map(|a| a.parse().expect("REPEATS is a number"))
-        .unwrap_or(5);
+    let repeats = <Cli as clap::Parser>::parse().repeats as usize;
     let layout = TableLayout::new(&TableConfig::new(KEYS as usize, 8)).expect("layout");
     for (name, kind) in [
         ("robinhood", HostTableKind::Robinhood(layout)),
