@@ -469,10 +469,10 @@ impl<G: TxGenerator> LoadGen<G> {
         let Some(tx) = self.pending.remove(&req_id) else {
             return;
         };
-        self.trace = fold_trace(self.trace, &now.to_le_bytes());
-        self.trace = fold_trace(self.trace, &req_id.to_le_bytes());
-        self.trace = fold_trace(self.trace, &[status as u8]);
-        self.trace = fold_trace(self.trace, result);
+        let mut h = fold_trace(self.trace, &now.to_le_bytes());
+        h = fold_trace(h, &req_id.to_le_bytes());
+        h = fold_trace(h, &[status as u8]);
+        self.trace = fold_trace(h, result);
         let conflict = status.is_conflict();
         let last = !conflict || tx.attempt >= self.cfg.retry.max_tries;
         self.gen.on_outcome(&Outcome {
@@ -485,13 +485,7 @@ impl<G: TxGenerator> LoadGen<G> {
             last,
         });
         let in_window = (self.window.0..self.window.1).contains(&now);
-        for s in [
-            Some(&mut self.stats),
-            in_window.then_some(&mut self.window_stats),
-        ]
-        .into_iter()
-        .flatten()
-        {
+        for s in self.counters(now) {
             count(s, &tx, status, last);
         }
         if status == TxStatus::Committed {
@@ -578,3 +572,6 @@ impl<G: TxGenerator> Component for LoadGen<G> {
         LoadGen::run_iteration(self, now)
     }
 }
+
+#[cfg(test)]
+mod tests;
