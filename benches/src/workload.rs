@@ -44,7 +44,7 @@
 //!     fn register(&self, reg: &mut ProcedureRegistry) { reg.register(Arc::new(Increment)); }
 //!     fn rows(&self) -> u64 { self.keys }
 //!     fn value_bytes_max(&self) -> usize { 8 }
-//!     fn load(&self, sink: &mut dyn FnMut(Key, &[u8]) -> Result<(), LoadError>) -> Result<(), LoadError> {
+//!     fn load(&self, sink: &mut RowSink<'_>) -> Result<(), LoadError> {
 //!         (0..self.keys).try_for_each(|k| sink(Key::new(0, k), &0u64.to_le_bytes()))
 //!     }
 //!     fn generator(&self, client: u16, seed: u64) -> CounterGen { /* seed ^ client */ }
@@ -123,6 +123,10 @@ pub enum LoadError {
     },
 }
 
+/// Where [`Workload::load`] puts each initial row: `(key, value)`, stored on
+/// all the key's replicas.
+pub type RowSink<'a> = dyn FnMut(Key, &[u8]) -> Result<(), LoadError> + 'a;
+
 /// A workload: procedures, initial rows, a generator per client, and a check
 /// over the database at the end. See the module docs.
 pub trait Workload: Sync {
@@ -146,10 +150,7 @@ pub trait Workload: Sync {
 
     /// Feeds every initial row to `sink`, which stores it on all the key's
     /// replicas; stops at the first error.
-    fn load(
-        &self,
-        sink: &mut dyn FnMut(Key, &[u8]) -> Result<(), LoadError>,
-    ) -> Result<(), LoadError>;
+    fn load(&self, sink: &mut RowSink<'_>) -> Result<(), LoadError>;
 
     /// The generator of client `client`, seeded from `seed` (distinct clients
     /// must draw distinct sequences from one seed).

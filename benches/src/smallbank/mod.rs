@@ -31,7 +31,7 @@ pub use check::{check_money, MoneyReport};
 pub use generator::SmallbankGenerator;
 pub use procedures::{aux_of, delta_of, register};
 
-use crate::workload::{CheckError, Db, LoadError, Workload};
+use crate::workload::{CheckError, Db, LoadError, RowSink, Workload};
 use splitkv_layout::Key;
 use splitkv_nic::{ProcError, ProcedureRegistry};
 
@@ -216,10 +216,7 @@ impl Workload for Smallbank {
         8
     }
 
-    fn load(
-        &self,
-        sink: &mut dyn FnMut(Key, &[u8]) -> Result<(), LoadError>,
-    ) -> Result<(), LoadError> {
+    fn load(&self, sink: &mut RowSink<'_>) -> Result<(), LoadError> {
         let value = INITIAL_BALANCE.to_le_bytes();
         for a in 0..self.accounts {
             for k in account_keys(a) {

@@ -57,20 +57,21 @@ fn main() -> ExitCode {
             return ExitCode::from(EXIT_BAD_FLAG);
         }
     };
-    let (valid, run): (Result<(), String>, Box<dyn FnOnce() -> Result<(), Failure>>) = match &cli
-        .command
-    {
-        Command::Bench(Bench::Smallbank(a)) => (a.validate(), Box::new(|| bench_smallbank::run(a))),
-        Command::Bench(Bench::Lookup(a)) => (
-            a.validate(),
-            Box::new(|| bench_lookup::run(a).map_err(|e| Failure::Internal(e.to_string()))),
-        ),
+    let valid = match &cli.command {
+        Command::Bench(Bench::Smallbank(a)) => a.validate(),
+        Command::Bench(Bench::Lookup(a)) => a.validate(),
     };
     if let Err(e) = valid {
         eprintln!("error: {e}");
         return ExitCode::from(EXIT_BAD_FLAG);
     }
-    match run() {
+    let result = match &cli.command {
+        Command::Bench(Bench::Smallbank(a)) => bench_smallbank::run(a),
+        Command::Bench(Bench::Lookup(a)) => {
+            bench_lookup::run(a).map_err(|e| Failure::Internal(e.to_string()))
+        }
+    };
+    match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(Failure::Check(e)) => {
             eprintln!("error: {e}");
