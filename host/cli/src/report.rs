@@ -79,17 +79,7 @@ impl Report {
         let w = cluster.window_stats();
         let all = cluster.load_stats();
         let hist = cluster.latency_ns();
-        let (mut packets, mut messages, mut hits, mut dma_reads, mut rereads) = (0, 0, 0, 0, 0);
-        for n in &cluster.nics {
-            let s = n.stats();
-            packets += s.batch.packets;
-            messages += s.batch.messages;
-            hits += s.server.index_hits;
-            dma_reads += s.server.dma_reads;
-            rereads += s.server.lookup_rereads;
-        }
-        // Every lookup that missed the NIC cache started with one DMA read.
-        let lookups = hits + dma_reads - rereads;
+        let nic = NicTotals::of(cluster);
         let us = |q: f64| hist.value_at_quantile(q) as f64 / 1000.0;
         let (balance_reads, balance_mean_cents) = match r.money {
             Ok(m) => (m.balance_reads, m.balance_mean),
@@ -124,11 +114,11 @@ impl Report {
             latency_us_p50: us(0.5),
             latency_us_p99: us(0.99),
             latency_us_p999: us(0.999),
-            packets_sent: packets,
-            messages_sent: messages,
-            messages_per_packet: ratio(messages, packets),
-            nic_cache_hit_rate: ratio(hits, lookups),
-            dma_reads_per_committed: ratio(dma_reads, all.committed),
+            packets_sent: nic.packets,
+            messages_sent: nic.messages,
+            messages_per_packet: ratio(nic.messages, nic.packets),
+            nic_cache_hit_rate: ratio(nic.hits, nic.lookups),
+            dma_reads_per_committed: ratio(nic.dma_reads, all.committed),
             balance_reads,
             balance_mean_cents,
             money_check: describe(r.money, |m| {
@@ -204,6 +194,39 @@ impl Report {
         );
         println!("  money check    {}", self.money_check);
         println!("  replica check  {}", self.replica_check);
+    }
+}
+
+/// NIC counters summed over nodes, for the whole run.
+struct NicTotals {
+    packets: u64,
+    messages: u64,
+    hits: u64,
+    dma_reads: u64,
+    lookups: u64,
+}
+
+impl NicTotals {
+    fn of(cluster: &SmallbankCluster) -> NicTotals {
+        let mut t = NicTotals {
+            packets: 0,
+            messages: 0,
+            hits: 0,
+            dma_reads: 0,
+            lookups: 0,
+        };
+        let mut rereads = 0;
+        for n in &cluster.nics {
+            let s = n.stats();
+            t.packets += s.batch.packets;
+            t.messages += s.batch.messages;
+            t.hits += s.server.index_hits;
+            t.dma_reads += s.server.dma_reads;
+            rereads += s.server.lookup_rereads;
+        }
+        // Every lookup that missed the NIC cache started with one DMA read.
+        t.lookups = (t.hits + t.dma_reads).saturating_sub(rereads);
+        t
     }
 }
 
