@@ -151,11 +151,11 @@ fn env_usize(name: &str, default: usize) -> usize {
 
 /// The generator drawing operations: xoshiro256++ (`rand_xoshiro`), drawn
 /// by modulo (a bias of at most n / 2^64, and no rejection loop in the mixes).
-struct XorShift(rand_xoshiro::Xoshiro256PlusPlus);
+struct OpRng(rand_xoshiro::Xoshiro256PlusPlus);
 
-impl XorShift {
-    fn new(seed: u64) -> XorShift {
-        XorShift(rand::SeedableRng::seed_from_u64(seed))
+impl OpRng {
+    fn new(seed: u64) -> OpRng {
+        OpRng(rand::SeedableRng::seed_from_u64(seed))
     }
 
     fn next(&mut self) -> u64 {
@@ -346,7 +346,7 @@ impl<T: GetTable> GetBench<T> {
         let keys = env_usize("SPLITKV_BENCH_KEYS", GET_KEYS_DEFAULT);
         let key = |i: u64| Key::new(0, mix64(i));
         let table = T::load(keys, key);
-        let mut rng = XorShift::new(0x5EED_1234_ABCD_0001);
+        let mut rng = OpRng::new(0x5EED_1234_ABCD_0001);
         GetBench {
             table,
             lookups: (0..GET_LOOKUPS)
@@ -978,7 +978,7 @@ struct ThreadPlan {
 }
 
 fn plan(workload: &Workload, thread: usize, prefill: usize, ops: usize) -> ThreadPlan {
-    let mut rng = XorShift::new(mix64(thread as u64 + 1));
+    let mut rng = OpRng::new(mix64(thread as u64 + 1));
     let mut next_key = 0u64;
     let mut fresh = || {
         next_key += 1;
