@@ -42,7 +42,7 @@ pub const MAX_TRIES_LIMIT: u32 = 1_000;
 /// Default shortest backoff before a retry (ns).
 pub const BACKOFF_MIN_NS_DEFAULT: Nanos = 5_000;
 /// Default longest backoff before a retry (ns).
-pub const BACKOFF_MAX_NS_DEFAULT: Nanos = 200_000;
+pub const BACKOFF_MAX_NS_DEFAULT: Nanos = 1_000_000;
 
 /// How conflict-aborted transactions are retried.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
