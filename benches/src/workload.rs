@@ -25,6 +25,9 @@
 //!
 //! # Writing one
 //!
+//! A complete example, run on the cluster path with a check that reads the
+//! database, is `benches/tests/workload.rs` (a counter per key). In outline:
+//!
 //! ```ignore
 //! struct Counter { keys: u64 }
 //! struct CounterGen { rng: Xoshiro256PlusPlus, keys: u64, committed: u64 }
