@@ -7,7 +7,9 @@
 //!
 //! - [`SimNetwork`]: per-destination delivery queues ordered by virtual delivery
 //!   time; each packet's latency is `latency_ns` plus seeded jitter, so packets
-//!   from different senders (and from one sender) can be reordered.
+//!   from different senders (and from one sender) can be reordered;
+//!   [`SimNetwork::trace_hash`] hashes every delivery (time, destination,
+//!   bytes) in order, so a test can show that one seed reproduces a run.
 //! - [`Sim`]: advances virtual time by `tick_ns` per pass and runs every
 //!   component once per pass, in an order shuffled by the seed.
 //!
