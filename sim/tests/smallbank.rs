@@ -54,12 +54,13 @@ fn run_shape(
     spec.replication = replication;
     let workload = Smallbank::new(2_000 * nodes as u64, hot_accounts).expect("accounts");
     spec.inflight_per_node = 16;
-    if let Some(t) = max_tries {
-        spec.retry = RetryPolicy {
-            max_tries: t,
-            ..RetryPolicy::default()
-        };
-    }
+    // Backoff scaled to the simulated network (2-3 µs one way), not the
+    // local cluster's millisecond queues.
+    spec.retry = RetryPolicy {
+        max_tries: max_tries.unwrap_or(RetryPolicy::default().max_tries),
+        backoff_min_ns: 1_000,
+        backoff_max_ns: 50_000,
+    };
     spec.seed = seed;
     spec.budget_per_node = Some(TXS.div_ceil(nodes as u64));
     spec.record = true;
