@@ -469,9 +469,8 @@ impl<G: TxGenerator> LoadGen<G> {
         let Some(tx) = self.pending.remove(&req_id) else {
             return;
         };
-        let mut h = fold_trace(self.trace, &now.to_le_bytes());
-        h = fold_trace(h, &req_id.to_le_bytes());
-        h = fold_trace(h, &[status as u8]);
+        let mut h = crate::measure::mix64(self.trace ^ now);
+        h = crate::measure::mix64(h ^ req_id ^ ((status as u64) << 56));
         self.trace = fold_trace(h, result);
         let conflict = status.is_conflict();
         let last = !conflict || tx.attempt >= self.cfg.retry.max_tries;
@@ -555,16 +554,19 @@ fn submit(
     }
 }
 
-/// FNV-1a offset basis: the trace hash of an empty run.
+/// The trace hash of an empty run.
 const TRACE_SEED: u64 = 0xcbf2_9ce4_8422_2325;
 
-/// Folds `bytes` into the order-sensitive hash `h` (FNV-1a, 64 bit).
+/// Folds `bytes` into the order-sensitive hash `h`, a word at a time (each
+/// 8-byte word, the last zero-padded, and the length are mixed in with
+/// [`crate::measure::mix64`]); cheap enough for every outcome.
 pub fn fold_trace(mut h: u64, bytes: &[u8]) -> u64 {
-    for &b in bytes {
-        h ^= b as u64;
-        h = h.wrapping_mul(0x0000_0100_0000_01B3);
+    for chunk in bytes.chunks(8) {
+        let mut w = [0u8; 8];
+        w[..chunk.len()].copy_from_slice(chunk);
+        h = crate::measure::mix64(h ^ u64::from_le_bytes(w));
     }
-    h
+    crate::measure::mix64(h ^ bytes.len() as u64)
 }
 
 impl<G: TxGenerator> Component for LoadGen<G> {
