@@ -5,12 +5,12 @@
 //!
 //! | transaction | mix % | reads | writes | amount | money created |
 //! |---|---|---|---|---|---|
-//! | Amalgamate(a, b) | 15 | — | sav[a], chk[a], chk[b] | — | 0 |
-//! | Balance(a) | 15 | sav[a], chk[a] | — | — | 0 (returns the total) |
-//! | DepositChecking(a) | 15 | — | chk[a] | 1.30 | +1.30 |
-//! | SendPayment(a, b) | 25 | — | chk[a], chk[b] | 5.00 | 0 (user abort if chk[a] < 5.00) |
-//! | TransactSaving(a) | 15 | — | sav[a] | 20.20 | +20.20 |
-//! | WriteCheck(a) | 15 | sav[a] | chk[a] | 5.00 | −5.00, or −6.00 if sav+chk < 5.00 |
+//! | Amalgamate(a, b) | 15 | — | `sav[a]`, `chk[a]`, `chk[b]` | — | 0 |
+//! | Balance(a) | 15 | `sav[a]`, `chk[a]` | — | — | 0 (returns the total) |
+//! | DepositChecking(a) | 15 | — | `chk[a]` | 1.30 | +1.30 |
+//! | SendPayment(a, b) | 25 | — | `chk[a]`, `chk[b]` | 5.00 | 0 (user abort if `chk[a]` < 5.00) |
+//! | TransactSaving(a) | 15 | — | `sav[a]` | 20.20 | +20.20 |
+//! | WriteCheck(a) | 15 | `sav[a]` | `chk[a]` | 5.00 | −5.00, or −6.00 if sav+chk < 5.00 |
 //!
 //! 90% of transactions draw their accounts from a hot set of 4% of the
 //! accounts. Every committed transaction returns the money it created as the
