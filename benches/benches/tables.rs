@@ -1,6 +1,7 @@
 //! Host-table microbenchmarks (criterion). Run with `cargo bench -p splitkv-bench
-//! --bench tables`; benches/README.md has the commands, the results on the
-//! project machine and the issue targets.
+//! --bench tables`; benches/README.md has the commands and the current
+//! figures, benches/notes/2026-11-21-host-tables.md the results on the project
+//! machine and the issue targets.
 //!
 //! * `robinhood_get/{one_at_a_time,batched}/B`: random Gets of present 8-byte
 //!   keys (8-byte values) on a Robinhood table much larger than the last-level
@@ -148,15 +149,17 @@ fn env_usize(name: &str, default: usize) -> usize {
     }
 }
 
-/// A small xorshift generator for drawing operations (not timed).
-struct XorShift(u64);
+/// The generator drawing operations: xoshiro256++ (`rand_xoshiro`), drawn
+/// by modulo (a bias of at most n / 2^64, and no rejection loop in the mixes).
+struct OpRng(rand_xoshiro::Xoshiro256PlusPlus);
 
-impl XorShift {
+impl OpRng {
+    fn new(seed: u64) -> OpRng {
+        OpRng(rand::SeedableRng::seed_from_u64(seed))
+    }
+
     fn next(&mut self) -> u64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        self.0
+        rand::RngCore::next_u64(&mut self.0)
     }
 
     fn below(&mut self, n: usize) -> usize {
@@ -343,7 +346,7 @@ impl<T: GetTable> GetBench<T> {
         let keys = env_usize("SPLITKV_BENCH_KEYS", GET_KEYS_DEFAULT);
         let key = |i: u64| Key::new(0, mix64(i));
         let table = T::load(keys, key);
-        let mut rng = XorShift(0x5EED_1234_ABCD_0001);
+        let mut rng = OpRng::new(0x5EED_1234_ABCD_0001);
         GetBench {
             table,
             lookups: (0..GET_LOOKUPS)
@@ -975,7 +978,7 @@ struct ThreadPlan {
 }
 
 fn plan(workload: &Workload, thread: usize, prefill: usize, ops: usize) -> ThreadPlan {
-    let mut rng = XorShift(mix64(thread as u64 + 1) | 1);
+    let mut rng = OpRng::new(mix64(thread as u64 + 1));
     let mut next_key = 0u64;
     let mut fresh = || {
         next_key += 1;

@@ -10,10 +10,19 @@ use splitkv_host::table::dlht::{Dlht, Request};
 use splitkv_layout::{Key, ObjectFlags, ObjectMeta};
 use std::hint::black_box;
 
+/// Command line (`-- [KEYS] [ROUNDS]`).
+#[derive(clap::Parser, Debug)]
+struct Cli {
+    /// Keys in the table.
+    #[arg(default_value_t = 12_288)]
+    keys: u64,
+    /// Rounds over the 65,536 lookups.
+    #[arg(default_value_t = 200)]
+    rounds: usize,
+}
+
 fn main() {
-    let mut args = std::env::args().skip(1);
-    let keys: u64 = args.next().map_or(12_288, |a| a.parse().expect("keys"));
-    let rounds: usize = args.next().map_or(200, |a| a.parse().expect("rounds"));
+    let Cli { keys, rounds } = clap::Parser::parse();
     let t = Dlht::with_capacity(keys as usize * 4 / 3);
     let meta = ObjectMeta::new(1, ObjectFlags::READABLE);
     for i in 0..keys {

@@ -168,18 +168,16 @@ fn papaya_map(n: usize, presize: bool) -> papaya::HashMap<u64, u64, FixedState> 
     map
 }
 
+/// Command line (`-- [LOG2 ...]`).
+#[derive(clap::Parser, Debug)]
+struct Cli {
+    /// Table sizes to measure, as log2 of the home slots.
+    #[arg(default_values_t = [22u32], value_parser = clap::value_parser!(u32).range(4..=32))]
+    log2: Vec<u32>,
+}
+
 fn main() {
-    let log2s: Vec<u32> = {
-        let args: Vec<u32> = std::env::args()
-            .skip(1)
-            .map(|a| a.parse().unwrap_or_else(|e| panic!("LOG2 {a:?}: {e}")))
-            .collect();
-        if args.is_empty() {
-            vec![22]
-        } else {
-            args
-        }
-    };
+    let log2s = <Cli as clap::Parser>::parse().log2;
     println!("| map | sizing | pairs | bytes/pair | note |");
     println!("|---|---|---:|---:|---|");
     for (log2, fill_pct) in log2s.iter().flat_map(|&l| [(l, 90), (l, 85)]) {

@@ -29,19 +29,12 @@ use std::hint::black_box;
 const OPS: u64 = 4_000_000;
 const KEYS: u64 = 600_000;
 
-struct Rng(u64);
+/// The generator drawing keys: xoshiro256++ (`rand_xoshiro`), drawn by modulo.
+struct Rng(rand_xoshiro::Xoshiro256PlusPlus);
 
 impl Rng {
-    fn next(&mut self) -> u64 {
-        let mut x = self.0;
-        x ^= x >> 12;
-        x ^= x << 25;
-        x ^= x >> 27;
-        self.0 = x;
-        x.wrapping_mul(0x2545_F491_4F6C_DD1D)
-    }
     fn below(&mut self, n: u64) -> u64 {
-        self.next() % n
+        rand::RngCore::next_u64(&mut self.0) % n
     }
 }
 
@@ -70,7 +63,7 @@ fn measure(
 ) -> f64 {
     let mut ix = NicIndex::new(kind, cache, 1);
     setup(&mut ix);
-    let mut rng = Rng(0x9E37_79B9_7F4A_7C15);
+    let mut rng = Rng(rand::SeedableRng::seed_from_u64(0x9E37_79B9_7F4A_7C15));
     let t = thread_cpu_time();
     for i in 0..OPS {
         f(&mut ix, &mut rng, i);
@@ -89,11 +82,16 @@ fn lookup_or_fill(ix: &mut NicIndex, k: Key) {
     }
 }
 
+/// Command line (`-- [REPEATS]`).
+#[derive(clap::Parser, Debug)]
+struct Cli {
+    /// Runs per scenario; the best is reported.
+    #[arg(default_value_t = 5, value_parser = clap::value_parser!(u64).range(1..=1000))]
+    repeats: u64,
+}
+
 fn main() {
-    let repeats: usize = std::env::args()
-        .nth(1)
-        .map(|a| a.parse().expect("REPEATS is a number"))
-        .unwrap_or(5);
+    let repeats = <Cli as clap::Parser>::parse().repeats as usize;
     let layout = TableLayout::new(&TableConfig::new(KEYS as usize, 8)).expect("layout");
     for (name, kind) in [
         ("robinhood", HostTableKind::Robinhood(layout)),

@@ -1,34 +1,40 @@
-//! A Smallbank cluster: n nodes with their load generators, the data loaded on
-//! every replica, and the two end-of-run checks (money and replicas). The same
-//! cluster runs under the local threaded driver (the `splitkv` command) and the
-//! deterministic simulator (tests); only the transports differ.
+//! A cluster running one [`Workload`]: n nodes with their load generators and
+//! the workload's rows loaded on every replica. The same cluster runs under the
+//! local threaded driver (the `splitkv` binary) and the deterministic
+//! simulator (the sim tests); only the transports and the clock differ. The
+//! checks live apart: the workload's own ([`Workload::check`], e.g.
+//! [`crate::smallbank::check`]) and the replica check ([`crate::replicas`]).
 
-use crate::loadgen::{CommittedTx, LoadGen, LoadStats};
-use crate::smallbank::{self, account_keys, Generator, INITIAL_BALANCE};
-use splitkv_host::{build_node, HostWorker, NodeConfig, NodeError};
+use crate::loadgen::{CommittedTx, LoadGen, LoadGenConfig, LoadStats, RetryPolicy};
+use crate::replicas::{check_replicas, ReplicaReport};
+use crate::workload::{CheckError, Db, LoadError, Workload};
+use hdrhistogram::Histogram;
+use splitkv_host::table::TableKind;
+use splitkv_host::{build_node, HostWorker, Node, NodeConfig, NodeError};
 use splitkv_layout::{Key, ObjectFlags, ObjectMeta};
 use splitkv_nic::net::Transport;
-use splitkv_nic::{Component, NicRuntime, Placement, PlacementError, ProcedureRegistry};
+use splitkv_nic::{Component, Nanos, NicRuntime, Placement, PlacementError, ProcedureRegistry};
 
-/// Shape of a Smallbank run.
+/// Rows loaded between two calls of the loading progress callback.
+pub const LOAD_PROGRESS_ROWS: u64 = 65_536;
+
+/// Shape of a cluster run (the workload's own parameters are the workload's).
 #[derive(Debug, Clone)]
-pub struct SmallbankSpec {
+pub struct ClusterSpec {
     /// Nodes in the cluster.
     pub nodes: usize,
     /// Replicas per shard (primary + backups).
     pub replication: usize,
-    /// Accounts per node (the cluster holds `nodes ×` this many).
-    pub accounts_per_node: u64,
-    /// Hot-set size override (default: 4% of all accounts).
-    pub hot_accounts: Option<u64>,
     /// Transactions each node's client keeps outstanding.
     pub inflight_per_node: usize,
-    /// Seed of every random choice.
+    /// Seed of every random choice of the clients (generators and backoff).
     pub seed: u64,
-    /// Transactions each node's client submits (`None`: until stopped).
+    /// Transactions each node's client draws (`None`: until stopped).
     pub budget_per_node: Option<u64>,
     /// Keep the record of every committed transaction.
     pub record: bool,
+    /// Conflict retries of the clients.
+    pub retry: RetryPolicy,
     /// DMA completion latency in ns.
     pub dma_latency_ns: u64,
     /// Prefetch host-table lines when the NIC submits a DMA read.
@@ -38,38 +44,33 @@ pub struct SmallbankSpec {
     /// NIC object-cache capacity per node, in objects.
     pub cache_objects: usize,
     /// Host table kind.
-    pub table: splitkv_host::table::TableKind,
+    pub table: TableKind,
 }
 
-impl SmallbankSpec {
-    /// Defaults of the main job: 3 nodes, replication 3, 100,000 accounts per node.
-    pub fn new() -> SmallbankSpec {
-        SmallbankSpec {
+impl ClusterSpec {
+    /// Defaults of the main job: 3 nodes, replication 3, 64 transactions in
+    /// flight per node, seed 1.
+    pub fn new() -> ClusterSpec {
+        ClusterSpec {
             nodes: 3,
             replication: 3,
-            accounts_per_node: 100_000,
-            hot_accounts: None,
             inflight_per_node: 64,
             seed: 1,
             budget_per_node: None,
             record: false,
+            retry: RetryPolicy::default(),
             dma_latency_ns: 0,
             dma_prefetch: true,
             d_max: 16,
             cache_objects: splitkv_nic::index::CACHE_OBJECTS_DEFAULT,
-            table: splitkv_host::table::TableKind::Robinhood,
+            table: TableKind::Robinhood,
         }
-    }
-
-    /// All accounts in the cluster.
-    pub fn accounts(&self) -> u64 {
-        self.accounts_per_node * self.nodes as u64
     }
 }
 
-impl Default for SmallbankSpec {
+impl Default for ClusterSpec {
     fn default() -> Self {
-        SmallbankSpec::new()
+        ClusterSpec::new()
     }
 }
 
@@ -82,84 +83,25 @@ pub enum BuildError {
     /// A node could not be assembled.
     #[error("node: {0}")]
     Node(#[from] NodeError),
-    /// Fewer than two accounts, or one transport per node not supplied.
-    #[error("{0}")]
-    Spec(String),
-}
-
-/// A check that failed after a run.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum CheckError {
-    /// The balances do not add up to what the committed transactions predict.
-    #[error("money check failed: balances sum to {actual}, but the initial total {initial} plus {created} created by committed transactions is {expected}")]
-    Money {
-        /// Sum of all balances at the primaries.
-        actual: i64,
-        /// Initial total.
-        initial: i64,
-        /// Money created by committed transactions.
-        created: i64,
-        /// `initial + created`.
-        expected: i64,
+    /// The initial rows did not load.
+    #[error(transparent)]
+    Load(#[from] LoadError),
+    /// Not one transport per node.
+    #[error("{transports} transports for {nodes} nodes")]
+    Transports {
+        /// Transports given.
+        transports: usize,
+        /// Nodes asked for.
+        nodes: usize,
     },
-    /// A row is missing at its primary.
-    #[error("row {0:?} is missing at its primary")]
-    MissingRow(Key),
-    /// A replica differs from its primary.
-    #[error("replica check failed: node {node} holds {key:?} at version {replica_version}, its primary node {primary} at version {primary_version}{detail}")]
-    Replica {
-        /// The backup.
-        node: u16,
-        /// The primary.
-        primary: u16,
-        /// The key.
-        key: Key,
-        /// Version at the backup.
-        replica_version: u64,
-        /// Version at the primary.
-        primary_version: u64,
-        /// Extra detail.
-        detail: &'static str,
-    },
-    /// A node holds a different number of rows than it replicates.
-    #[error("replica check failed: node {node} holds {actual} rows but replicates {expected}")]
-    RowCount {
-        /// The node.
-        node: u16,
-        /// Rows held.
-        actual: usize,
-        /// Rows it should hold.
-        expected: usize,
-    },
-    /// The run did not quiesce.
-    #[error("the cluster did not quiesce: {0}")]
-    NotQuiescent(String),
 }
 
-/// What the money check found.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct MoneyReport {
-    /// Initial total.
-    pub initial: i64,
-    /// Money created by committed transactions.
-    pub created: i64,
-    /// Final total (equal to `initial + created` when the check passed).
-    pub total: i64,
-}
-
-/// What the replica check found.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct ReplicaReport {
-    /// Rows compared against their primary (over all backups).
-    pub rows_compared: u64,
-    /// Rows held over all nodes.
-    pub rows_total: u64,
-}
-
-/// n nodes running Smallbank.
-pub struct SmallbankCluster {
+/// n nodes running workload `W`.
+pub struct BenchCluster<W: Workload> {
     /// The spec it was built from.
-    pub spec: SmallbankSpec,
+    pub spec: ClusterSpec,
+    /// The workload.
+    pub workload: W,
     /// Placement of keys.
     pub placement: Placement,
     /// NIC runtimes, by node.
@@ -167,86 +109,109 @@ pub struct SmallbankCluster {
     /// Host workers (and their tables), by node.
     pub workers: Vec<HostWorker>,
     /// Load generators, by node.
-    pub loadgens: Vec<LoadGen>,
+    pub loadgens: Vec<LoadGen<W::Generator>>,
 }
 
-impl std::fmt::Debug for SmallbankCluster {
+impl<W: Workload> std::fmt::Debug for BenchCluster<W> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("SmallbankCluster")
+        f.debug_struct("BenchCluster")
+            .field("workload", &self.workload.name())
             .field("spec", &self.spec)
             .finish_non_exhaustive()
     }
 }
 
-impl SmallbankCluster {
+/// Assembles node `n`: the one place a bench cluster builds its nodes.
+fn assemble_node(
+    spec: &ClusterSpec,
+    placement: Placement,
+    capacity_keys: usize,
+    value_bytes_max: usize,
+    n: usize,
+    procedures: ProcedureRegistry,
+    transport: Box<dyn Transport>,
+) -> Result<Node, NodeError> {
+    let mut cfg = NodeConfig::new(n as u16, placement, capacity_keys, value_bytes_max);
+    cfg.table.d_max = spec.d_max;
+    cfg.dma_latency_ns = spec.dma_latency_ns;
+    cfg.dma_prefetch = spec.dma_prefetch;
+    cfg.cache_objects = spec.cache_objects;
+    cfg.table_kind = spec.table;
+    build_node(&cfg, procedures, transport)
+}
+
+impl<W: Workload> BenchCluster<W> {
     /// Builds the nodes over `transports` (one per node, in node order) and loads
-    /// every account on all its replicas; `progress(rows)` is called as rows load.
+    /// the workload's rows on all their replicas; `progress(rows)` is called as
+    /// rows load.
+    ///
+    /// # Errors
+    /// [`BuildError`] for a bad shape, a node that cannot be built, or a row
+    /// that does not load.
     pub fn build(
-        spec: SmallbankSpec,
+        spec: ClusterSpec,
+        workload: W,
         transports: Vec<Box<dyn Transport>>,
         mut progress: impl FnMut(u64),
-    ) -> Result<SmallbankCluster, BuildError> {
+    ) -> Result<BenchCluster<W>, BuildError> {
         let placement = Placement::new(spec.nodes, spec.replication)?;
-        if spec.accounts() < 2 {
-            return Err(BuildError::Spec(
-                "smallbank needs at least 2 accounts".into(),
-            ));
-        }
         if transports.len() != spec.nodes {
-            return Err(BuildError::Spec(format!(
-                "{} transports for {} nodes",
-                transports.len(),
-                spec.nodes
-            )));
+            return Err(BuildError::Transports {
+                transports: transports.len(),
+                nodes: spec.nodes,
+            });
         }
-        let rows = 2 * spec.accounts();
-        let per_node = rows * spec.replication as u64 / spec.nodes as u64;
+        let per_node = workload.rows() * spec.replication as u64 / spec.nodes as u64;
         let capacity = (per_node + per_node / 8 + 1024) as usize;
-        let gen = Generator::new(spec.accounts(), spec.hot_accounts);
         let (mut nics, mut workers, mut loadgens) = (Vec::new(), Vec::new(), Vec::new());
         for (n, t) in transports.into_iter().enumerate() {
             let mut procs = ProcedureRegistry::new();
-            smallbank::register(&mut procs);
-            let mut cfg = NodeConfig::new(n as u16, placement, capacity, 8);
-            cfg.table.d_max = spec.d_max;
-            cfg.dma_latency_ns = spec.dma_latency_ns;
-            cfg.dma_prefetch = spec.dma_prefetch;
-            cfg.cache_objects = spec.cache_objects;
-            cfg.table_kind = spec.table;
-            let node = build_node(&cfg, procs, t)?;
+            workload.register(&mut procs);
+            let node = assemble_node(
+                &spec,
+                placement,
+                capacity,
+                workload.value_bytes_max(),
+                n,
+                procs,
+                t,
+            )?;
             nics.push(node.nic);
             workers.push(node.worker);
-            loadgens.push(LoadGen::new(
-                n as u16,
-                node.client,
-                gen.clone(),
-                spec.seed,
-                spec.inflight_per_node,
-                spec.budget_per_node,
-                spec.record,
-            ));
+            let cfg = LoadGenConfig {
+                seed: spec.seed,
+                inflight_max: spec.inflight_per_node,
+                budget: spec.budget_per_node,
+                record: spec.record,
+                retry: spec.retry,
+            };
+            let gen = workload.generator(n as u16, spec.seed);
+            loadgens.push(LoadGen::new(n as u16, node.client, gen, cfg));
         }
         let meta = ObjectMeta::new(1, ObjectFlags::empty());
-        let value = INITIAL_BALANCE.to_le_bytes();
         let mut loaded = 0u64;
-        for a in 0..spec.accounts() {
-            for k in account_keys(a) {
-                for (n, w) in workers.iter_mut().enumerate() {
-                    if placement.is_replica(n as u16, &k) {
-                        w.table_mut()
-                            .upsert(k, meta, &value)
-                            .map_err(|e| BuildError::Node(NodeError::Table(e)))?;
-                    }
+        workload.load(&mut |k: Key, value: &[u8]| {
+            for (n, w) in workers.iter_mut().enumerate() {
+                if placement.is_replica(n as u16, &k) {
+                    w.table_mut()
+                        .upsert(k, meta, value)
+                        .map_err(|source| LoadError::Table {
+                            key: k,
+                            node: n as u16,
+                            source,
+                        })?;
                 }
             }
-            loaded += 2;
-            if loaded.is_multiple_of(65_536) {
+            loaded += 1;
+            if loaded.is_multiple_of(LOAD_PROGRESS_ROWS) {
                 progress(loaded);
             }
-        }
+            Ok(())
+        })?;
         progress(loaded);
-        Ok(SmallbankCluster {
+        Ok(BenchCluster {
             spec,
+            workload,
             placement,
             nics,
             workers,
@@ -270,13 +235,21 @@ impl SmallbankCluster {
         v
     }
 
-    /// Stops every load generator from submitting.
+    /// Counts into the window figures only outcomes taken at
+    /// `from_ns <= now < until_ns` (see [`LoadGen::set_window`]).
+    pub fn set_window(&mut self, from_ns: Nanos, until_ns: Nanos) {
+        self.loadgens
+            .iter_mut()
+            .for_each(|l| l.set_window(from_ns, until_ns));
+    }
+
+    /// Stops every load generator from drawing new transactions.
     pub fn stop_load(&mut self) {
         self.loadgens.iter_mut().for_each(LoadGen::stop);
     }
 
     /// Whether every transaction finished and every node is idle (call after
-    /// [`SmallbankCluster::stop_load`] or with a budget).
+    /// [`BenchCluster::stop_load`] or with a budget).
     pub fn is_quiescent(&mut self) -> bool {
         self.loadgens.iter().all(LoadGen::is_done)
             && self.nics.iter_mut().all(NicRuntime::is_quiescent)
@@ -284,7 +257,10 @@ impl SmallbankCluster {
     }
 
     /// Runs every component on this thread, advancing `now` by `tick_ns` per
-    /// pass, until quiescent; fails after `max_passes`.
+    /// pass, until quiescent; returns the time reached.
+    ///
+    /// # Errors
+    /// [`CheckError::NotQuiescent`] after `max_passes` passes.
     pub fn drain(
         &mut self,
         mut now: u64,
@@ -306,13 +282,31 @@ impl SmallbankCluster {
         )))
     }
 
-    /// Load counters summed over nodes.
+    /// Counters over every outcome, summed over nodes.
     pub fn load_stats(&self) -> LoadStats {
+        self.sum(LoadGen::stats)
+    }
+
+    /// Counters over the outcomes within the window, summed over nodes.
+    pub fn window_stats(&self) -> LoadStats {
+        self.sum(LoadGen::window_stats)
+    }
+
+    fn sum(&self, f: impl Fn(&LoadGen<W::Generator>) -> LoadStats) -> LoadStats {
         let mut s = LoadStats::default();
         for l in &self.loadgens {
-            s.add(&l.stats());
+            s.add(&f(l));
         }
         s
+    }
+
+    /// Latency (ns) of the transactions committed within the window, all nodes.
+    pub fn latency_ns(&self) -> Histogram<u64> {
+        let mut h = self.loadgens[0].latency_ns().clone();
+        for l in &self.loadgens[1..] {
+            h.add(l.latency_ns()).expect("same histogram bounds");
+        }
+        h
     }
 
     /// Every committed transaction, node by node, in outcome order (if recorded).
@@ -323,99 +317,35 @@ impl SmallbankCluster {
             .collect()
     }
 
-    /// Check 1: the sum of all balances at their primaries equals the initial
-    /// total plus the money created by committed transactions.
-    pub fn check_money(&self) -> Result<MoneyReport, CheckError> {
-        let initial = 2 * INITIAL_BALANCE * self.spec.accounts() as i64;
-        let created = self.load_stats().money_created;
-        let mut total = 0i64;
-        let mut buf = Vec::new();
-        for a in 0..self.spec.accounts() {
-            for k in account_keys(a) {
-                let p = self.placement.primary(&k) as usize;
-                if self.workers[p].table().get(&k, &mut buf).is_none() || buf.len() != 8 {
-                    return Err(CheckError::MissingRow(k));
-                }
-                total += i64::from_le_bytes(buf[..8].try_into().expect("8 bytes"));
-            }
-        }
-        if total != initial + created {
-            return Err(CheckError::Money {
-                actual: total,
-                initial,
-                created,
-                expected: initial + created,
-            });
-        }
-        Ok(MoneyReport {
-            initial,
-            created,
-            total,
+    /// An order-sensitive hash of every client's outcomes (node by node).
+    pub fn outcome_trace_hash(&self) -> u64 {
+        self.loadgens.iter().fold(0, |h, l| {
+            crate::loadgen::fold_trace(h, &l.trace_hash().to_le_bytes())
         })
     }
 
-    /// Check 2: every node holds exactly the rows it replicates, each with the
-    /// same value and version as at its primary.
+    /// The data, for checks (meaningful once quiescent).
+    pub fn db(&self) -> Db<'_> {
+        Db {
+            placement: self.placement,
+            workers: &self.workers,
+        }
+    }
+
+    /// The workload's own check over the database.
+    ///
+    /// # Errors
+    /// What the workload's check reports.
+    pub fn check(&self) -> Result<W::Report, CheckError> {
+        let gens: Vec<&W::Generator> = self.loadgens.iter().map(LoadGen::generator).collect();
+        self.workload.check(&self.db(), &gens)
+    }
+
+    /// The replica check ([`crate::replicas`]).
+    ///
+    /// # Errors
+    /// [`CheckError::Replica`] or [`CheckError::RowCount`].
     pub fn check_replicas(&self) -> Result<ReplicaReport, CheckError> {
-        let mut expected = vec![0usize; self.spec.nodes];
-        for a in 0..self.spec.accounts() {
-            for k in account_keys(a) {
-                for (n, e) in expected.iter_mut().enumerate() {
-                    *e += self.placement.is_replica(n as u16, &k) as usize;
-                }
-            }
-        }
-        let mut report = ReplicaReport {
-            rows_compared: 0,
-            rows_total: 0,
-        };
-        let mut buf = Vec::new();
-        for (n, w) in self.workers.iter().enumerate() {
-            let t = w.table();
-            if t.len() != expected[n] {
-                return Err(CheckError::RowCount {
-                    node: n as u16,
-                    actual: t.len(),
-                    expected: expected[n],
-                });
-            }
-            let mut err = None;
-            t.for_each(|k, meta, value| {
-                if err.is_some() {
-                    return;
-                }
-                report.rows_total += 1;
-                let p = self.placement.primary(&k);
-                let fail = |pv: u64, detail| CheckError::Replica {
-                    node: n as u16,
-                    primary: p,
-                    key: k,
-                    replica_version: meta.version(),
-                    primary_version: pv,
-                    detail,
-                };
-                if !self.placement.is_replica(n as u16, &k) {
-                    err = Some(fail(0, " (the node is not a replica of this key)"));
-                    return;
-                }
-                if p as usize == n {
-                    return;
-                }
-                match self.workers[p as usize].table().get(&k, &mut buf) {
-                    None => err = Some(fail(0, " (missing at the primary)")),
-                    Some(pm) if pm.version() != meta.version() => {
-                        err = Some(fail(pm.version(), ""))
-                    }
-                    Some(pm) if buf != value => {
-                        err = Some(fail(pm.version(), " (same version, different value)"))
-                    }
-                    Some(_) => report.rows_compared += 1,
-                }
-            });
-            if let Some(e) = err {
-                return Err(e);
-            }
-        }
-        Ok(report)
+        check_replicas(&self.db())
     }
 }

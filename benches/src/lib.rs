@@ -1,18 +1,30 @@
 //! # splitkv-bench
 //!
-//! Workloads, load generators and end-of-run checks, and the `splitkv` command
-//! that runs them. Today: Smallbank ([`smallbank`]) with a closed-loop load
-//! generator ([`loadgen`]) on an n-node cluster ([`cluster`]).
+//! Workloads, load generators and end-of-run checks that the `splitkv` binary
+//! (package `splitkv`, `host/cli/`) and the simulator tests run.
 //!
-//! The `splitkv` binary lives here rather than in `splitkv-host` (DESIGN.md puts
-//! it in `host/`) because it links the workloads, and the workloads depend on
-//! the host crate: the one-way dependency rule wins.
+//! - [`workload`]: the [`Workload`] trait (procedures, load, generator, check;
+//!   FoundationDB's `fdbserver/workloads/` shape) and the database view checks read;
+//! - [`smallbank`]: Smallbank as FaSST/DrTM define it, with its money check;
+//! - [`loadgen`]: the closed-loop client (conflict retries with seeded backoff,
+//!   measurement window, outcome trace hash);
+//! - [`cluster`]: n nodes running one workload, the path every driver runs;
+//! - [`replicas`]: the replica check, for any workload;
+//! - [`lookup_report`]: Xenic Table 2 (objects read and DMA round trips per NIC lookup);
+//! - [`measure`]: helpers of the microbenchmarks and examples.
 #![warn(missing_docs)]
 
 pub mod cluster;
 pub mod loadgen;
 pub mod lookup_report;
 pub mod measure;
+pub mod replicas;
 pub mod smallbank;
+pub mod workload;
 
-pub use cluster::{CheckError, SmallbankCluster, SmallbankSpec};
+pub use cluster::{BenchCluster, BuildError, ClusterSpec};
+pub use smallbank::Smallbank;
+pub use workload::{CheckError, Db, Outcome, TxCall, TxGenerator, Workload};
+
+/// A cluster running Smallbank.
+pub type SmallbankCluster = BenchCluster<Smallbank>;

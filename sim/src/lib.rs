@@ -7,7 +7,9 @@
 //!
 //! - [`SimNetwork`]: per-destination delivery queues ordered by virtual delivery
 //!   time; each packet's latency is `latency_ns` plus seeded jitter, so packets
-//!   from different senders (and from one sender) can be reordered.
+//!   from different senders (and from one sender) can be reordered;
+//!   [`SimNetwork::trace_hash`] hashes every delivery (time, destination,
+//!   bytes) in order, so a test can show that one seed reproduces a run.
 //! - [`Sim`]: advances virtual time by `tick_ns` per pass and runs every
 //!   component once per pass, in an order shuffled by the seed.
 //!
@@ -93,6 +95,7 @@ struct NetInner {
     in_flight: usize,
     delivered: u64,
     overflow: bool,
+    trace: u64,
 }
 
 /// The simulated network shared by every node's [`SimTransport`].
@@ -119,6 +122,7 @@ impl SimNetwork {
             in_flight: 0,
             delivered: 0,
             overflow: false,
+            trace: TRACE_SEED,
         }));
         let ends = (0..nodes)
             .map(|n| SimTransport {
@@ -137,6 +141,14 @@ impl SimNetwork {
     /// Packets delivered so far.
     pub fn delivered(&self) -> u64 {
         self.inner.lock().expect("sim network lock").delivered
+    }
+
+    /// An order-sensitive hash (FNV-1a) of every packet delivered so far: its
+    /// delivery time, destination and bytes, in delivery order. Two runs of
+    /// one seed give equal hashes; any difference in what was delivered,
+    /// where, when or in which order changes it.
+    pub fn trace_hash(&self) -> u64 {
+        self.inner.lock().expect("sim network lock").trace
     }
 
     fn overflowed(&self) -> bool {
@@ -183,7 +195,11 @@ impl Transport for SimTransport {
             let q = &mut net.queues[self.node as usize];
             match q.peek() {
                 Some(p) if p.deliver_at.0 <= now => {
-                    out.push(q.pop().expect("peeked").bytes);
+                    let bytes = q.pop().expect("peeked").bytes;
+                    let mut h = fold(net.trace, &now.to_le_bytes());
+                    h = fold(h, &self.node.to_le_bytes());
+                    net.trace = fold(h, &bytes);
+                    out.push(bytes);
                     n += 1;
                 }
                 _ => break,
@@ -193,6 +209,18 @@ impl Transport for SimTransport {
         net.delivered += n as u64;
         n
     }
+}
+
+/// FNV-1a offset basis: the trace hash of a network that delivered nothing.
+const TRACE_SEED: u64 = 0xcbf2_9ce4_8422_2325;
+
+/// Folds `bytes` into the order-sensitive hash `h` (FNV-1a, 64 bit).
+fn fold(mut h: u64, bytes: &[u8]) -> u64 {
+    for &b in bytes {
+        h ^= b as u64;
+        h = h.wrapping_mul(0x0000_0100_0000_01B3);
+    }
+    h
 }
 
 /// The deterministic single-thread driver.

@@ -1,8 +1,11 @@
-//! Smallbank on 3 nodes under the deterministic simulator: the money and replica
-//! checks hold, aborts happen under contention, and a seed reproduces a run.
+//! Smallbank on 3 nodes under the deterministic simulator, through the same
+//! cluster path as the `splitkv` binary (`BenchCluster`): the money and replica
+//! checks hold, conflicts happen under contention and are retried so the
+//! committed mix is the declared one, and a seed reproduces a run.
 
-use splitkv_bench::loadgen::CommittedTx;
-use splitkv_bench::{SmallbankCluster, SmallbankSpec};
+use splitkv_bench::loadgen::{CommittedTx, LoadStats, RetryPolicy};
+use splitkv_bench::smallbank::{TxType, MIX};
+use splitkv_bench::{ClusterSpec, Smallbank, SmallbankCluster};
 use splitkv_host::table::TableKind;
 use splitkv_nic::net::Transport;
 use splitkv_sim::{Sim, SimConfig, SimNetwork};
@@ -11,8 +14,9 @@ const TXS: u64 = 50_000;
 
 struct Outcome {
     record: Vec<CommittedTx>,
+    load: LoadStats,
     committed: u64,
-    aborted: u64,
+    conflicts: u64,
     user_aborted: u64,
     virtual_ns: u64,
     evictions: u64,
@@ -33,7 +37,7 @@ fn run_on(
     cache_objects: Option<usize>,
     table: TableKind,
 ) -> Outcome {
-    run_shape(seed, hot_accounts, cache_objects, table, 3, 3)
+    run_shape(seed, hot_accounts, cache_objects, table, 3, 3, None)
 }
 
 fn run_shape(
@@ -43,13 +47,20 @@ fn run_shape(
     table: TableKind,
     nodes: usize,
     replication: usize,
+    max_tries: Option<u32>,
 ) -> Outcome {
-    let mut spec = SmallbankSpec::new();
+    let mut spec = ClusterSpec::new();
     spec.nodes = nodes;
     spec.replication = replication;
-    spec.accounts_per_node = 2_000;
-    spec.hot_accounts = hot_accounts;
+    let workload = Smallbank::new(2_000 * nodes as u64, hot_accounts).expect("accounts");
     spec.inflight_per_node = 16;
+    // Backoff scaled to the simulated network (2-3 µs one way), not the
+    // local cluster's millisecond queues.
+    spec.retry = RetryPolicy {
+        max_tries: max_tries.unwrap_or(RetryPolicy::default().max_tries),
+        backoff_min_ns: 1_000,
+        backoff_max_ns: 50_000,
+    };
     spec.seed = seed;
     spec.budget_per_node = Some(TXS.div_ceil(nodes as u64));
     spec.record = true;
@@ -67,7 +78,7 @@ fn run_shape(
         .into_iter()
         .map(|t| Box::new(t) as Box<dyn Transport>)
         .collect();
-    let mut cluster = SmallbankCluster::build(spec, transports, |_| {}).expect("build");
+    let mut cluster = SmallbankCluster::build(spec, workload, transports, |_| {}).expect("build");
     let mut sim = Sim::new(cfg);
     // Run until every budgeted transaction has an outcome and every node is idle.
     loop {
@@ -79,24 +90,29 @@ fn run_shape(
         assert!(sim.passes() < 200_000_000, "simulation stalled");
     }
     let load = cluster.load_stats();
-    assert!(load.submitted >= TXS);
+    assert!(load.drawn >= TXS);
     assert_eq!(
         load.finished(),
-        load.submitted,
-        "every transaction got an outcome"
+        load.drawn,
+        "every transaction got its last outcome"
     );
-    assert_eq!(load.rejected, 0);
-    let money = cluster.check_money().expect("money check");
+    assert_eq!(load.attempts, load.drawn + load.retries);
+    assert_eq!(load.failed, 0);
+    let money = cluster.check().expect("money check");
     assert_eq!(money.total, money.initial + money.created);
     let replicas = cluster.check_replicas().expect("replica check");
     assert!(replicas.rows_compared > 0);
     let record = cluster.committed_record();
     assert_eq!(record.len() as u64, load.committed);
     assert_eq!(
-        record.iter().map(|t| t.delta).sum::<i64>(),
+        record
+            .iter()
+            .map(|t| splitkv_bench::smallbank::delta_of(&t.result).unwrap())
+            .sum::<i64>(),
         money.created,
         "the record predicts the money"
     );
+    assert!(money.balance_reads > 0, "Balance results are kept");
     let evictions = cluster.nics.iter().map(|n| n.stats().cache.evictions).sum();
     let dma_reads = cluster
         .nics
@@ -105,8 +121,9 @@ fn run_shape(
         .sum();
     Outcome {
         record,
+        load,
         committed: load.committed,
-        aborted: load.aborted,
+        conflicts: load.conflicts,
         user_aborted: load.user_aborted,
         virtual_ns: sim.now(),
         evictions,
@@ -124,24 +141,61 @@ fn default_hot_set_passes_both_checks() {
     );
     assert!(o.user_aborted > 0 || o.committed > 0);
     eprintln!(
-        "committed {} aborted {} user-aborted {} in {} µs virtual",
+        "committed {} conflicts {} user-aborted {} in {} µs virtual",
         o.committed,
-        o.aborted,
+        o.conflicts,
         o.user_aborted,
         o.virtual_ns / 1000
     );
 }
 
 #[test]
-fn ten_hot_accounts_abort_and_still_pass_both_checks() {
+fn ten_hot_accounts_conflict_retry_and_still_pass_both_checks() {
     let o = run(12, Some(10));
     assert!(
-        o.aborted > 100,
-        "contention on 10 accounts must abort transactions, got {}",
-        o.aborted
+        o.conflicts > 100,
+        "contention on 10 accounts must abort attempts, got {}",
+        o.conflicts
     );
+    assert!(o.load.retries > 100, "conflicts are retried");
     assert!(o.committed > 1_000);
-    eprintln!("committed {} aborted {}", o.committed, o.aborted);
+    eprintln!(
+        "committed {} conflicts {} retries/commit {:.2} gave up {}",
+        o.committed,
+        o.conflicts,
+        o.load.retries_per_commit(),
+        o.load.gave_up
+    );
+}
+
+#[test]
+fn retries_make_the_committed_mix_the_declared_mix() {
+    // 10 hot accounts: without retries, the three-write Amalgamate loses more
+    // often than the one-write transactions; with retries nearly every drawn
+    // transaction completes, so each type's share of completions is its share
+    // of the mix (SendPayment's insufficient-funds rollbacks count as completed).
+    let share = |o: &Outcome, t: usize| {
+        let mut done = o.load.committed_by_procedure[t];
+        if t == TxType::SendPayment as usize {
+            done += o.load.user_aborted;
+        }
+        done as f64 / o.load.completed().max(1) as f64
+    };
+    let retried = run_shape(13, Some(10), None, TableKind::Robinhood, 3, 3, Some(100));
+    assert!(
+        retried.load.gave_up * 1000 < retried.load.drawn,
+        "few give up"
+    );
+    for (t, (ty, pct)) in MIX.iter().enumerate() {
+        let s = 100.0 * share(&retried, t);
+        assert!((s - *pct as f64).abs() < 2.0, "{ty:?}: {s:.1}% vs {pct}%");
+    }
+    let once = run_shape(13, Some(10), None, TableKind::Robinhood, 3, 3, Some(1));
+    assert_eq!(once.load.retries, 0);
+    assert!(
+        once.load.gave_up > 100,
+        "without retries conflicts end transactions"
+    );
 }
 
 #[test]
@@ -200,6 +254,6 @@ fn dlht_host_table_passes_both_checks() {
 fn five_nodes_replication_two_passes_both_checks() {
     // Not every node holds every row: the replica check also verifies that each
     // node holds exactly the rows placement gives it.
-    let o = run_shape(51, None, Some(1024), TableKind::Robinhood, 5, 2);
+    let o = run_shape(51, None, Some(1024), TableKind::Robinhood, 5, 2, None);
     assert!(o.committed > TXS / 2);
 }

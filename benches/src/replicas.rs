@@ -1,0 +1,86 @@
+//! The replica check, for any workload: after the cluster quiesced, every node
+//! holds exactly the rows it replicates, each with its primary's value and
+//! version. It needs no list of keys: each row a node holds must be one it
+//! replicates and match the primary's copy, and each node must hold as many
+//! rows as the primaries hold of the keys it replicates (so no row is missing).
+
+use crate::workload::CheckError;
+use crate::workload::Db;
+
+/// What the replica check found.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ReplicaReport {
+    /// Rows compared against their primary (over all backups).
+    pub rows_compared: u64,
+    /// Rows held over all nodes.
+    pub rows_total: u64,
+}
+
+/// Checks every node of `db` against the primaries.
+///
+/// # Errors
+/// [`CheckError::Replica`] for the first row that a node should not hold or
+/// that differs from its primary; [`CheckError::RowCount`] if a node holds
+/// fewer or more rows than it replicates.
+pub fn check_replicas(db: &Db<'_>) -> Result<ReplicaReport, CheckError> {
+    let nodes = db.workers.len();
+    let mut expected = vec![0usize; nodes];
+    for (n, w) in db.workers.iter().enumerate() {
+        w.table().for_each(|k, _, _| {
+            if db.placement.primary(&k) as usize == n {
+                for (r, e) in expected.iter_mut().enumerate() {
+                    *e += db.placement.is_replica(r as u16, &k) as usize;
+                }
+            }
+        });
+    }
+    let mut report = ReplicaReport {
+        rows_compared: 0,
+        rows_total: 0,
+    };
+    for (n, w) in db.workers.iter().enumerate() {
+        let t = w.table();
+        if t.len() != expected[n] {
+            return Err(CheckError::RowCount {
+                node: n as u16,
+                actual: t.len(),
+                expected: expected[n],
+            });
+        }
+        let mut err = None;
+        let mut buf = Vec::new();
+        t.for_each(|k, meta, value| {
+            if err.is_some() {
+                return;
+            }
+            report.rows_total += 1;
+            let p = db.placement.primary(&k);
+            let fail = |pv: u64, detail| CheckError::Replica {
+                node: n as u16,
+                primary: p,
+                key: k,
+                replica_version: meta.version(),
+                primary_version: pv,
+                detail,
+            };
+            if !db.placement.is_replica(n as u16, &k) {
+                err = Some(fail(0, " (the node is not a replica of this key)"));
+            } else if p as usize != n {
+                match db.get_at(p, &k, &mut buf) {
+                    None => err = Some(fail(0, " (missing at the primary)")),
+                    Some(pm) if pm.version() != meta.version() => {
+                        err = Some(fail(pm.version(), ""))
+                    }
+                    Some(pm) if buf != value => {
+                        err = Some(fail(pm.version(), " (same version, different value)"))
+                    }
+                    Some(_) => report.rows_compared += 1,
+                }
+            }
+        });
+        if let Some(e) = err {
+            return Err(e);
+        }
+    }
+    Ok(report)
+}

@@ -1,0 +1,70 @@
+//! Smallbank's money check: the sum of every balance, read from the database at
+//! each row's primary, equals the initial total plus the money the committed
+//! transactions created, as their results told the clients. A lost or
+//! duplicated write of any money-moving transaction changes the sum; a
+//! transaction that committed but whose result the client counted wrongly does
+//! too.
+
+use super::generator::SmallbankGenerator;
+use super::{account_keys, Smallbank};
+use crate::workload::CheckError;
+use crate::workload::Db;
+
+/// What the money check found.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct MoneyReport {
+    /// Initial total (cents).
+    pub initial: i64,
+    /// Money created by committed transactions (cents).
+    pub created: i64,
+    /// Final total read from the database (equal to `initial + created` when
+    /// the check passed).
+    pub total: i64,
+    /// Committed Balance transactions over all clients.
+    pub balance_reads: u64,
+    /// Mean total they returned (cents; 0 with none).
+    pub balance_mean: i64,
+}
+
+/// Checks the money of `w` in `db` against the generators' committed results.
+///
+/// # Errors
+/// [`CheckError::MissingRow`] if a row is absent at its primary (or not 8
+/// bytes); [`CheckError::Money`] if the sum differs.
+pub fn check_money(
+    w: &Smallbank,
+    db: &Db<'_>,
+    gens: &[&SmallbankGenerator],
+) -> Result<MoneyReport, CheckError> {
+    let initial = w.initial_total();
+    let created: i64 = gens.iter().map(|g| g.money_created()).sum();
+    let (reads, sum) = gens.iter().fold((0u64, 0i64), |(n, s), g| {
+        let (gn, gs) = g.balance_reads();
+        (n + gn, s + gs)
+    });
+    let mut total = 0i64;
+    let mut buf = Vec::new();
+    for a in 0..w.accounts {
+        for k in account_keys(a) {
+            if db.get(&k, &mut buf).is_none() || buf.len() != 8 {
+                return Err(CheckError::MissingRow(k));
+            }
+            total += i64::from_le_bytes(buf[..8].try_into().expect("8 bytes"));
+        }
+    }
+    if total != initial + created {
+        return Err(CheckError::Money {
+            actual: total,
+            initial,
+            created,
+            expected: initial + created,
+        });
+    }
+    Ok(MoneyReport {
+        initial,
+        created,
+        total,
+        balance_reads: reads,
+        balance_mean: if reads == 0 { 0 } else { sum / reads as i64 },
+    })
+}

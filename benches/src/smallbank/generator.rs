@@ -1,0 +1,152 @@
+//! The Smallbank client's transaction source: draws the mix of
+//! [`super::MIX`] with FaSST's fixed amounts, 90% of transactions over the hot
+//! set, and keeps the client's view of what its committed transactions did
+//! (money created, Balance's totals) for the check and the report.
+
+use super::{delta_of, procedures::aux_of, Args, Smallbank, TxType, HOT_TX_PCT, MIX};
+use crate::workload::{Outcome, TxCall, TxGenerator};
+use rand::{Rng, SeedableRng};
+use rand_xoshiro::Xoshiro256PlusPlus;
+use splitkv_layout::host_nic::TxStatus;
+
+/// One client's Smallbank generator (seeded; see [`Smallbank::generator`](crate::workload::Workload::generator)).
+#[derive(Debug, Clone)]
+pub struct SmallbankGenerator {
+    workload: Smallbank,
+    rng: Xoshiro256PlusPlus,
+    money_created: i64,
+    balance_reads: u64,
+    balance_total_sum: i64,
+}
+
+impl SmallbankGenerator {
+    /// The generator of client `client`, seeded from `seed` (each client a
+    /// distinct stream).
+    pub fn new(workload: Smallbank, client: u16, seed: u64) -> SmallbankGenerator {
+        SmallbankGenerator {
+            workload,
+            rng: Xoshiro256PlusPlus::seed_from_u64(
+                seed ^ (client as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15),
+            ),
+            money_created: 0,
+            balance_reads: 0,
+            balance_total_sum: 0,
+        }
+    }
+
+    /// Money (cents) created by this client's committed transactions, summed
+    /// from their results.
+    pub fn money_created(&self) -> i64 {
+        self.money_created
+    }
+
+    /// Committed Balance transactions and the sum of the totals (cents) they
+    /// returned.
+    pub fn balance_reads(&self) -> (u64, i64) {
+        (self.balance_reads, self.balance_total_sum)
+    }
+
+    fn account(&mut self, hot: bool) -> u64 {
+        let n = if hot {
+            self.workload.hot_accounts
+        } else {
+            self.workload.accounts
+        };
+        self.rng.gen_range(0..n)
+    }
+
+    /// Draws the next transaction's type and arguments.
+    pub fn draw(&mut self) -> (TxType, Args) {
+        let mut p = self.rng.gen_range(0..100u32);
+        let t = MIX
+            .iter()
+            .find(|(_, pct)| {
+                if p < *pct {
+                    true
+                } else {
+                    p -= pct;
+                    false
+                }
+            })
+            .expect("mix sums to 100")
+            .0;
+        let hot = self.rng.gen_range(0..100) < HOT_TX_PCT;
+        let a = self.account(hot);
+        let mut b = self.account(hot);
+        while b == a {
+            b = self.account(hot);
+        }
+        (
+            t,
+            Args {
+                a,
+                b,
+                amount: t.amount_cents(),
+            },
+        )
+    }
+}
+
+impl TxGenerator for SmallbankGenerator {
+    fn next(&mut self, call: &mut TxCall) {
+        let (t, args) = self.draw();
+        call.procedure = t as u32;
+        args.encode(&mut call.args);
+    }
+
+    fn on_outcome(&mut self, o: &Outcome<'_>) {
+        if o.status != TxStatus::Committed {
+            return;
+        }
+        self.money_created += delta_of(o.result).unwrap_or(0);
+        if o.call.procedure == TxType::Balance as u32 {
+            self.balance_reads += 1;
+            self.balance_total_sum += aux_of(o.result).unwrap_or(0);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn generator_draws_the_mix_hot_set_and_fixed_amounts() {
+        let w = Smallbank::new(10_000, None).unwrap();
+        let mut g = SmallbankGenerator::new(w, 0, 1);
+        let mut counts = [0u32; 6];
+        let mut hot = 0;
+        for _ in 0..20_000 {
+            let (t, x) = g.draw();
+            counts[t as usize] += 1;
+            assert_ne!(x.a, x.b);
+            assert_eq!(x.amount, t.amount_cents());
+            hot += (x.a < 400) as u32;
+        }
+        for (i, (_, pct)) in MIX.iter().enumerate() {
+            let share = counts[i] as f64 / 200.0;
+            assert!((share - *pct as f64).abs() < 1.5, "{i}: {share}");
+        }
+        let hot_share = hot as f64 / 200.0;
+        assert!((hot_share - 90.4).abs() < 1.5, "{hot_share}");
+    }
+
+    #[test]
+    fn one_seed_one_sequence_and_clients_differ() {
+        let w = Smallbank::new(1_000, None).unwrap();
+        let draw = |client, seed| {
+            let mut g = SmallbankGenerator::new(w, client, seed);
+            let mut c = TxCall::default();
+            (0..100)
+                .map(|_| {
+                    c.args.clear();
+                    g.next(&mut c);
+                    c.clone()
+                })
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(draw(0, 7), draw(0, 7));
+        assert_ne!(draw(0, 7), draw(1, 7));
+        assert_ne!(draw(0, 7), draw(0, 8));
+    }
+}

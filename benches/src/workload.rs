@@ -1,0 +1,245 @@
+//! The `Workload` trait: what a benchmark or checker workload supplies to run on
+//! a splitkv cluster, in the shape of FoundationDB's `fdbserver/workloads/`
+//! (each workload a setup, a start and a check).
+//!
+//! A workload has four parts:
+//!
+//! 1. **procedures** ([`Workload::register`]): the shipped procedures (Xenic
+//!    §4.2.2) it calls, registered into an empty [`ProcedureRegistry`] on every
+//!    node, so the ids the generator draws are the ones the nodes run;
+//! 2. **load** ([`Workload::load`]): the initial rows, handed to a sink that
+//!    places each row on all its replicas before the run starts;
+//! 3. **generator** ([`Workload::generator`]): one [`TxGenerator`] per client
+//!    (node), seeded, drawing the next transaction (procedure id + encoded
+//!    arguments) and told every outcome of the transactions it drew;
+//! 4. **check** ([`Workload::check`]): after the cluster quiesced, reads the
+//!    database ([`Db`]: every node's host table) and compares it with what the
+//!    generators saw. A check must read the database; the clients' bookkeeping
+//!    alone proves nothing.
+//!
+//! The cluster ([`crate::cluster::BenchCluster`]) is generic over a workload
+//! and is the one path the `splitkv` binary and the simulator tests both run.
+//! Conflict retries are the load generator's ([`crate::loadgen`]), not the
+//! workload's: a generator sees each attempt's outcome (with
+//! [`Outcome::attempt`] and [`Outcome::last`]) but never resubmits itself.
+//!
+//! # Writing one
+//!
+//! A complete example, run on the cluster path with a check that reads the
+//! database, is `benches/tests/workload.rs` (a counter per key). In outline:
+//!
+//! ```ignore
+//! struct Counter { keys: u64 }
+//! struct CounterGen { rng: Xoshiro256PlusPlus, keys: u64, committed: u64 }
+//! impl TxGenerator for CounterGen {
+//!     fn next(&mut self, call: &mut TxCall) {
+//!         call.procedure = INCREMENT;
+//!         call.args.extend_from_slice(&self.rng.gen_range(0..self.keys).to_le_bytes());
+//!     }
+//!     fn on_outcome(&mut self, o: &Outcome<'_>) {
+//!         self.committed += (o.status == TxStatus::Committed) as u64;
+//!     }
+//! }
+//! impl Workload for Counter {
+//!     type Generator = CounterGen;
+//!     type Report = u64;
+//!     fn name(&self) -> &'static str { "counter" }
+//!     fn register(&self, reg: &mut ProcedureRegistry) { reg.register(Arc::new(Increment)); }
+//!     fn rows(&self) -> u64 { self.keys }
+//!     fn value_bytes_max(&self) -> usize { 8 }
+//!     fn load(&self, sink: &mut RowSink<'_>) -> Result<(), LoadError> {
+//!         (0..self.keys).try_for_each(|k| sink(Key::new(0, k), &0u64.to_le_bytes()))
+//!     }
+//!     fn generator(&self, client: u16, seed: u64) -> CounterGen { /* seed ^ client */ }
+//!     fn check(&self, db: &Db<'_>, gens: &[&CounterGen]) -> Result<u64, CheckError> {
+//!         // sum of the counters read at their primaries == committed increments
+//!     }
+//! }
+//! ```
+
+use splitkv_host::table::HostTableError;
+use splitkv_host::HostWorker;
+use splitkv_layout::host_nic::TxStatus;
+use splitkv_layout::{Key, ObjectMeta};
+use splitkv_nic::{Nanos, Placement, ProcedureRegistry};
+
+/// Most procedures a workload registers (ids `0..PROCEDURES_MAX`); the load
+/// generator keeps one commit counter per id.
+pub const PROCEDURES_MAX: usize = 16;
+
+/// One transaction as a client submits it: a registered procedure and its
+/// encoded arguments (at most `splitkv_layout::host_nic::ARGS_BYTES_MAX` bytes).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Hash)]
+pub struct TxCall {
+    /// Procedure id (< [`PROCEDURES_MAX`]).
+    pub procedure: u32,
+    /// Encoded arguments.
+    pub args: Vec<u8>,
+}
+
+/// One attempt's outcome, as the client saw it.
+#[derive(Debug, Clone, Copy)]
+pub struct Outcome<'a> {
+    /// The transaction (the same call on every attempt).
+    pub call: &'a TxCall,
+    /// How the attempt ended.
+    pub status: TxStatus,
+    /// The procedure's result bytes (committed or user-aborted), or the node's
+    /// reason (rejected).
+    pub result: &'a [u8],
+    /// When the attempt was submitted (the driver's clock, ns).
+    pub invoked_ns: Nanos,
+    /// When its outcome was taken from the ring (ns).
+    pub completed_ns: Nanos,
+    /// 1 for the first attempt, 2 for the first retry, ...
+    pub attempt: u32,
+    /// Whether this is the transaction's last attempt: it did not end in a
+    /// conflict, or it did with no tries left (or the load generator stopped).
+    pub last: bool,
+}
+
+/// A client's source of transactions. One per node's client, driven by the
+/// load generator on that client's thread; deterministic given its seed.
+pub trait TxGenerator: Send {
+    /// Draws the next transaction into `call` (`call.args` is cleared before
+    /// the call). Every random choice comes from the generator's own seeded
+    /// source, so one seed reproduces the sequence.
+    fn next(&mut self, call: &mut TxCall);
+
+    /// Called for every attempt of every transaction this generator drew, in
+    /// the order the outcomes arrive.
+    fn on_outcome(&mut self, outcome: &Outcome<'_>);
+}
+
+/// Why loading the initial rows failed.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum LoadError {
+    /// A host table refused a row (full, or the value too large).
+    #[error("loading {key:?} on node {node}: {source}")]
+    Table {
+        /// The row.
+        key: Key,
+        /// The replica that refused it.
+        node: u16,
+        /// The table's reason.
+        source: HostTableError,
+    },
+}
+
+/// Where [`Workload::load`] puts each initial row: `(key, value)`, stored on
+/// all the key's replicas.
+pub type RowSink<'a> = dyn FnMut(Key, &[u8]) -> Result<(), LoadError> + 'a;
+
+/// A workload: procedures, initial rows, a generator per client, and a check
+/// over the database at the end. See the module docs.
+pub trait Workload: Sync {
+    /// The per-client transaction source.
+    type Generator: TxGenerator;
+    /// What a passing check found (printed by the binary).
+    type Report: std::fmt::Debug;
+
+    /// Short lower-case name ("smallbank").
+    fn name(&self) -> &'static str;
+
+    /// Registers the workload's procedures into an empty registry (the same on
+    /// every node).
+    fn register(&self, reg: &mut ProcedureRegistry);
+
+    /// How many distinct keys the run may hold at most (sizes the host tables).
+    fn rows(&self) -> u64;
+
+    /// Largest value the workload writes, in bytes (sizes the host tables).
+    fn value_bytes_max(&self) -> usize;
+
+    /// Feeds every initial row to `sink`, which stores it on all the key's
+    /// replicas; stops at the first error.
+    fn load(&self, sink: &mut RowSink<'_>) -> Result<(), LoadError>;
+
+    /// The generator of client `client`, seeded from `seed` (distinct clients
+    /// must draw distinct sequences from one seed).
+    fn generator(&self, client: u16, seed: u64) -> Self::Generator;
+
+    /// Checks the quiesced database against what the generators saw.
+    fn check(&self, db: &Db<'_>, gens: &[&Self::Generator]) -> Result<Self::Report, CheckError>;
+}
+
+/// A check that failed after a run (a workload's, or the replica check).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum CheckError {
+    /// The balances do not add up to what the committed transactions predict.
+    #[error("money check failed: balances sum to {actual}, but the initial total {initial} plus {created} created by committed transactions is {expected}")]
+    Money {
+        /// Sum of all balances at the primaries.
+        actual: i64,
+        /// Initial total.
+        initial: i64,
+        /// Money created by committed transactions.
+        created: i64,
+        /// `initial + created`.
+        expected: i64,
+    },
+    /// A row is missing at its primary.
+    #[error("row {0:?} is missing at its primary")]
+    MissingRow(Key),
+    /// A replica differs from its primary.
+    #[error("replica check failed: node {node} holds {key:?} at version {replica_version}, its primary node {primary} at version {primary_version}{detail}")]
+    Replica {
+        /// The backup.
+        node: u16,
+        /// The primary.
+        primary: u16,
+        /// The key.
+        key: Key,
+        /// Version at the backup.
+        replica_version: u64,
+        /// Version at the primary.
+        primary_version: u64,
+        /// Extra detail.
+        detail: &'static str,
+    },
+    /// A node holds a different number of rows than it replicates.
+    #[error("replica check failed: node {node} holds {actual} rows but replicates {expected}")]
+    RowCount {
+        /// The node.
+        node: u16,
+        /// Rows held.
+        actual: usize,
+        /// Rows it should hold.
+        expected: usize,
+    },
+    /// A workload's own check failed (for workloads without a variant here).
+    #[error("{check} check failed: {detail}")]
+    Failed {
+        /// Which check.
+        check: &'static str,
+        /// What it found.
+        detail: String,
+    },
+    /// The run did not quiesce.
+    #[error("the cluster did not quiesce: {0}")]
+    NotQuiescent(String),
+}
+
+/// Read access to a quiesced cluster's data: every node's host table and the
+/// placement. Only valid when no transaction is in flight and every host log
+/// is applied (the cluster hands one out only then).
+#[derive(Debug, Clone, Copy)]
+pub struct Db<'a> {
+    /// Placement of keys on nodes.
+    pub placement: Placement,
+    /// Host workers (owning the tables), by node.
+    pub workers: &'a [HostWorker],
+}
+
+impl Db<'_> {
+    /// The value (into `value_out`) and metadata of `key` at its primary.
+    pub fn get(&self, key: &Key, value_out: &mut Vec<u8>) -> Option<ObjectMeta> {
+        self.get_at(self.placement.primary(key), key, value_out)
+    }
+
+    /// The value (into `value_out`) and metadata of `key` on node `node`
+    /// (`None` also when `node` is outside the cluster).
+    pub fn get_at(&self, node: u16, key: &Key, value_out: &mut Vec<u8>) -> Option<ObjectMeta> {
+        self.workers.get(node as usize)?.table().get(key, value_out)
+    }
+}

@@ -1,0 +1,233 @@
+//! The command line: clap types of every subcommand and the checks on their
+//! values that clap cannot express (each failure one line, exit code 2,
+//! before anything starts).
+
+use clap::builder::{PossibleValuesParser, TypedValueParser};
+use clap::{Args, Parser, Subcommand};
+use splitkv_bench::loadgen::MAX_TRIES_LIMIT;
+use splitkv_bench::lookup_report::D_MAX_UNLIMITED;
+use splitkv_host::table::TableKind;
+use splitkv_nic::NODES_MAX;
+use std::time::Duration;
+
+/// Most accounts per node the smallbank bench accepts.
+pub const ACCOUNTS_PER_NODE_MAX: u64 = 50_000_000;
+/// Most polling threads.
+pub const THREADS_MAX: usize = 64;
+/// Most transactions in flight per node's client.
+pub const INFLIGHT_MAX: usize = 1024;
+/// Longest warm-up.
+pub const WARMUP_MAX: Duration = Duration::from_secs(3600);
+
+/// `splitkv`: the one binary.
+#[derive(Parser, Debug)]
+#[command(
+    name = "splitkv",
+    version,
+    about = "A replicated, strictly serializable transactional key-value store with a NIC-side protocol engine"
+)]
+pub struct Cli {
+    /// What to run.
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+/// Top-level subcommands (`node`, `sim` and `nic` come later).
+#[derive(Subcommand, Debug)]
+pub enum Command {
+    /// Run a workload on an in-process cluster and check the result.
+    #[command(subcommand)]
+    Bench(Bench),
+}
+
+/// `splitkv bench ...`.
+#[derive(Subcommand, Debug)]
+pub enum Bench {
+    /// Smallbank (FaSST/DrTM mix and amounts, 4% hot set, conflict retries), then the money and replica checks.
+    Smallbank(SmallbankArgs),
+    /// Xenic Table 2: objects read and DMA round trips per NIC lookup at 90% occupancy.
+    Lookup(LookupArgs),
+}
+
+/// `splitkv bench smallbank`.
+#[derive(Args, Debug)]
+pub struct SmallbankArgs {
+    /// Nodes in the cluster (1..=16).
+    #[arg(long, default_value_t = 3)]
+    pub nodes: usize,
+    /// Replicas per shard: primary plus backups (1..=nodes).
+    #[arg(long, default_value_t = 3)]
+    pub replication: usize,
+    /// Accounts per node.
+    #[arg(long, default_value_t = 100_000)]
+    pub accounts_per_node: u64,
+    /// Hot-set size (default: 4% of all accounts).
+    #[arg(long, value_name = "N")]
+    pub hot_accounts: Option<u64>,
+    /// Polling threads the cluster's components are spread over.
+    #[arg(long, default_value_t = 2)]
+    pub threads: usize,
+    /// How long to measure, after the warm-up, e.g. 10s, 500ms, 1m.
+    #[arg(long, default_value = "10s", value_parser = humantime::parse_duration)]
+    pub duration: Duration,
+    /// How long to run before measuring (excluded from every figure).
+    #[arg(long, default_value = "1s", value_parser = humantime::parse_duration)]
+    pub warmup: Duration,
+    /// Transactions each node's client keeps outstanding.
+    #[arg(long, default_value_t = 64)]
+    pub inflight: usize,
+    /// Attempts per transaction: a conflict-aborted one is retried (same type
+    /// and accounts) after a short seeded random backoff; 1 never retries.
+    #[arg(long, default_value_t = splitkv_bench::loadgen::MAX_TRIES_DEFAULT)]
+    pub max_tries: u32,
+    /// Seed of the workload's random choices (and the retries' backoff).
+    #[arg(long, default_value_t = 1)]
+    pub seed: u64,
+    /// Host table: Xenic's Robinhood table or Dandelion's DLHT.
+    #[arg(long, default_value = "robinhood", value_parser = table_parser())]
+    pub table: TableKind,
+    /// NIC object-cache capacity per node, in objects.
+    #[arg(long, default_value_t = splitkv_nic::index::CACHE_OBJECTS_DEFAULT)]
+    pub cache_objects: usize,
+    /// Do not prefetch host-table lines when the NIC submits a DMA read (to
+    /// measure what the prefetch gives).
+    #[arg(long)]
+    pub no_dma_prefetch: bool,
+    /// Print one JSON object instead of text.
+    #[arg(long)]
+    pub json: bool,
+    /// Make a polling thread panic at once (tests the internal-error exit).
+    #[arg(long, hide = true)]
+    pub inject_panic: bool,
+}
+
+/// `splitkv bench lookup`.
+#[derive(Args, Debug)]
+pub struct LookupArgs {
+    /// Table capacity in keys (filled to 90% of next_pow2(keys·10/9) home slots).
+    #[arg(long, default_value_t = 8_000_000)]
+    pub keys: usize,
+    /// Maximum displacements to measure, comma separated; `unlimited` allowed.
+    #[arg(long, default_value = "8,16,32,unlimited", value_delimiter = ',', value_parser = parse_d_max)]
+    pub d_max: Vec<usize>,
+    /// Home slots per segment (one NIC index entry each), a power of two.
+    #[arg(long, default_value_t = 16)]
+    pub segment_slots: usize,
+    /// Learn hints only from lookups (no warm-up scan).
+    #[arg(long)]
+    pub cold: bool,
+    /// Seed of the random keys.
+    #[arg(long, default_value_t = 1)]
+    pub seed: u64,
+    /// Print JSON instead of text.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// The name of a host-table kind on the command line and in reports.
+pub fn table_name(t: TableKind) -> &'static str {
+    match t {
+        TableKind::Robinhood => "robinhood",
+        TableKind::Dlht => "dlht",
+    }
+}
+
+/// Parses `robinhood|dlht` into the host crate's [`TableKind`] (listed as
+/// possible values in `--help`).
+fn table_parser() -> impl TypedValueParser<Value = TableKind> {
+    let names = [TableKind::Robinhood, TableKind::Dlht].map(table_name);
+    PossibleValuesParser::new(names).map(|s| {
+        if s == table_name(TableKind::Dlht) {
+            TableKind::Dlht
+        } else {
+            TableKind::Robinhood
+        }
+    })
+}
+
+fn parse_d_max(s: &str) -> Result<usize, String> {
+    if s == "unlimited" {
+        return Ok(D_MAX_UNLIMITED);
+    }
+    match s.parse::<usize>() {
+        Ok(d) if (1..=D_MAX_UNLIMITED).contains(&d) => Ok(d),
+        _ => Err(format!("expected 1..={D_MAX_UNLIMITED} or `unlimited`")),
+    }
+}
+
+/// Fails with `message` unless `ok`.
+fn ensure(ok: bool, message: impl FnOnce() -> String) -> Result<(), String> {
+    if ok {
+        Ok(())
+    } else {
+        Err(message())
+    }
+}
+
+impl SmallbankArgs {
+    /// Checks the values clap cannot: one line per failure.
+    pub fn validate(&self) -> Result<(), String> {
+        let (n, r) = (self.nodes, self.replication);
+        ensure((1..=NODES_MAX).contains(&n), || {
+            format!("--nodes must be between 1 and {NODES_MAX}, got {n}")
+        })?;
+        ensure((1..=n).contains(&r), || {
+            format!("--replication must be between 1 and --nodes ({n}), got {r}")
+        })?;
+        let accounts = self.accounts_per_node.saturating_mul(n as u64);
+        ensure(self.accounts_per_node > 0 && accounts >= 2, || {
+            "--accounts-per-node must give the cluster at least 2 accounts".into()
+        })?;
+        ensure(self.accounts_per_node <= ACCOUNTS_PER_NODE_MAX, || {
+            format!(
+                "--accounts-per-node {} is over the supported {ACCOUNTS_PER_NODE_MAX}",
+                self.accounts_per_node
+            )
+        })?;
+        ensure(
+            self.hot_accounts
+                .is_none_or(|h| (2..=accounts).contains(&h)),
+            || "--hot-accounts must be between 2 and the number of accounts".into(),
+        )?;
+        ensure((1..=THREADS_MAX).contains(&self.threads), || {
+            format!(
+                "--threads must be between 1 and {THREADS_MAX}, got {}",
+                self.threads
+            )
+        })?;
+        ensure(!self.duration.is_zero(), || {
+            "--duration must be greater than zero".into()
+        })?;
+        ensure(self.warmup <= WARMUP_MAX, || {
+            format!(
+                "--warmup must be at most {}",
+                humantime::format_duration(WARMUP_MAX)
+            )
+        })?;
+        ensure(self.cache_objects > 0, || {
+            "--cache-objects must be at least 1".into()
+        })?;
+        ensure((1..=INFLIGHT_MAX).contains(&self.inflight), || {
+            format!(
+                "--inflight must be between 1 and {INFLIGHT_MAX}, got {}",
+                self.inflight
+            )
+        })?;
+        ensure((1..=MAX_TRIES_LIMIT).contains(&self.max_tries), || {
+            format!(
+                "--max-tries must be between 1 and {MAX_TRIES_LIMIT}, got {}",
+                self.max_tries
+            )
+        })
+    }
+}
+
+impl LookupArgs {
+    /// Checks the values clap cannot.
+    pub fn validate(&self) -> Result<(), String> {
+        ensure(
+            (16..=1 << 30).contains(&self.keys) && self.segment_slots.is_power_of_two(),
+            || "--keys must be between 16 and 2^30 and --segment-slots a power of two".into(),
+        )
+    }
+}

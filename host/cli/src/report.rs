@@ -1,0 +1,238 @@
+//! What `splitkv bench smallbank` prints: one [`Report`], as text or JSON.
+//!
+//! Transaction counts and rates (`committed`, `completed`, conflicts,
+//! retries, latency) cover the measured interval only. NIC counters (packets,
+//! messages, cache hits, DMA reads) cover the whole run, warm-up and drain
+//! included, and are reported as ratios over it.
+
+use crate::cli::{table_name, SmallbankArgs};
+use splitkv_bench::replicas::ReplicaReport;
+use splitkv_bench::smallbank::{MoneyReport, TxType, MIX};
+use splitkv_bench::{CheckError, SmallbankCluster};
+use std::collections::BTreeMap;
+
+/// Inputs of [`Report::smallbank`].
+pub struct SmallbankReport<'a> {
+    /// The command line.
+    pub args: &'a SmallbankArgs,
+    /// The drained cluster.
+    pub cluster: &'a SmallbankCluster,
+    /// Length of the measured interval (s).
+    pub secs: f64,
+    /// The money check's result.
+    pub money: &'a Result<MoneyReport, CheckError>,
+    /// The replica check's result.
+    pub replicas: &'a Result<ReplicaReport, CheckError>,
+}
+
+/// The figures and check results of one run.
+#[derive(Debug, serde::Serialize)]
+pub struct Report {
+    workload: &'static str,
+    table: &'static str,
+    nodes: usize,
+    replication: usize,
+    accounts: u64,
+    threads: usize,
+    warmup_s: f64,
+    duration_s: f64,
+    seed: u64,
+    max_tries: u32,
+    committed: u64,
+    committed_per_s: f64,
+    completed: u64,
+    completed_per_s: f64,
+    user_aborted: u64,
+    conflicts: u64,
+    conflict_rate: f64,
+    retries: u64,
+    retries_per_committed: f64,
+    gave_up: u64,
+    failed: u64,
+    committed_by_type: BTreeMap<&'static str, u64>,
+    latency_us_p50: f64,
+    latency_us_p99: f64,
+    latency_us_p999: f64,
+    packets_sent: u64,
+    messages_sent: u64,
+    messages_per_packet: f64,
+    nic_cache_hit_rate: f64,
+    dma_reads_per_committed: f64,
+    balance_reads: u64,
+    balance_mean_cents: i64,
+    money_check: String,
+    replica_check: String,
+}
+
+fn ratio(a: u64, b: u64) -> f64 {
+    if b == 0 {
+        0.0
+    } else {
+        a as f64 / b as f64
+    }
+}
+
+impl Report {
+    /// The report of a Smallbank run.
+    pub fn smallbank(r: SmallbankReport<'_>) -> Report {
+        let (args, cluster) = (r.args, r.cluster);
+        let w = cluster.window_stats();
+        let all = cluster.load_stats();
+        let hist = cluster.latency_ns();
+        let nic = NicTotals::of(cluster);
+        let us = |q: f64| hist.value_at_quantile(q) as f64 / 1000.0;
+        let (balance_reads, balance_mean_cents) = match r.money {
+            Ok(m) => (m.balance_reads, m.balance_mean),
+            Err(_) => (0, 0),
+        };
+        Report {
+            workload: "smallbank",
+            table: table_name(args.table),
+            nodes: args.nodes,
+            replication: args.replication,
+            accounts: cluster.workload.accounts,
+            threads: args.threads,
+            warmup_s: args.warmup.as_secs_f64(),
+            duration_s: r.secs,
+            seed: args.seed,
+            max_tries: args.max_tries,
+            committed: w.committed,
+            committed_per_s: w.committed as f64 / r.secs,
+            completed: w.completed(),
+            completed_per_s: w.completed() as f64 / r.secs,
+            user_aborted: w.user_aborted,
+            conflicts: w.conflicts,
+            conflict_rate: w.conflict_rate(),
+            retries: w.retries,
+            retries_per_committed: w.retries_per_commit(),
+            gave_up: w.gave_up,
+            failed: w.failed,
+            committed_by_type: MIX
+                .iter()
+                .map(|(t, _)| (t.name(), w.committed_by_procedure[*t as usize]))
+                .collect(),
+            latency_us_p50: us(0.5),
+            latency_us_p99: us(0.99),
+            latency_us_p999: us(0.999),
+            packets_sent: nic.packets,
+            messages_sent: nic.messages,
+            messages_per_packet: ratio(nic.messages, nic.packets),
+            nic_cache_hit_rate: ratio(nic.hits, nic.lookups),
+            dma_reads_per_committed: ratio(nic.dma_reads, all.committed),
+            balance_reads,
+            balance_mean_cents,
+            money_check: describe(r.money, |m| {
+                format!(
+                    "ok: total {} = initial {} + created {}",
+                    m.total, m.initial, m.created
+                )
+            }),
+            replica_check: describe(r.replicas, |m| {
+                format!(
+                    "ok: {} backup rows match their primaries ({} rows held)",
+                    m.rows_compared, m.rows_total
+                )
+            }),
+        }
+    }
+
+    /// Prints the report as aligned text lines.
+    pub fn print_text(&self) {
+        println!(
+            "smallbank: {} nodes, replication {}, {} accounts, {} threads, {:.1} s after {:.1} s warm-up, seed {}, table {}",
+            self.nodes, self.replication, self.accounts, self.threads, self.duration_s, self.warmup_s, self.seed, self.table
+        );
+        println!(
+            "  committed      {:>12} ({:.0} tx/s)",
+            self.committed, self.committed_per_s
+        );
+        println!(
+            "  completed      {:>12} ({:.0} tx/s: committed + {} insufficient-funds rollbacks)",
+            self.completed, self.completed_per_s, self.user_aborted
+        );
+        println!(
+            "  conflicts      {:>12} ({:.2}% of attempts; {:.3} retries per committed, max {} tries, {} gave up)",
+            self.conflicts,
+            100.0 * self.conflict_rate,
+            self.retries_per_committed,
+            self.max_tries,
+            self.gave_up
+        );
+        if self.failed > 0 {
+            println!(
+                "  failed         {:>12} (rejected, table full, too large or unavailable)",
+                self.failed
+            );
+        }
+        // SendPayment's insufficient-funds rollbacks complete it too.
+        let mix: Vec<String> = self
+            .committed_by_type
+            .iter()
+            .map(|(t, n)| {
+                let done = n + self.user_aborted * (*t == TxType::SendPayment.name()) as u64;
+                format!("{t} {:.1}%", 100.0 * ratio(done, self.completed))
+            })
+            .collect();
+        println!("  completed mix  {}", mix.join(", "));
+        println!(
+            "  latency (µs)   p50 {:.1}  p99 {:.1}  p99.9 {:.1}",
+            self.latency_us_p50, self.latency_us_p99, self.latency_us_p999
+        );
+        println!(
+            "  packets sent   {:>12} ({:.2} messages/packet)",
+            self.packets_sent, self.messages_per_packet
+        );
+        println!(
+            "  NIC cache      {:.1}% hits, {:.2} DMA reads per committed transaction",
+            100.0 * self.nic_cache_hit_rate,
+            self.dma_reads_per_committed
+        );
+        println!(
+            "  Balance        {} reads, mean total {:.2}",
+            self.balance_reads,
+            self.balance_mean_cents as f64 / 100.0
+        );
+        println!("  money check    {}", self.money_check);
+        println!("  replica check  {}", self.replica_check);
+    }
+}
+
+/// NIC counters summed over nodes, for the whole run.
+struct NicTotals {
+    packets: u64,
+    messages: u64,
+    hits: u64,
+    dma_reads: u64,
+    lookups: u64,
+}
+
+impl NicTotals {
+    fn of(cluster: &SmallbankCluster) -> NicTotals {
+        let mut t = NicTotals {
+            packets: 0,
+            messages: 0,
+            hits: 0,
+            dma_reads: 0,
+            lookups: 0,
+        };
+        let mut rereads = 0;
+        for n in &cluster.nics {
+            let s = n.stats();
+            t.packets += s.batch.packets;
+            t.messages += s.batch.messages;
+            t.hits += s.server.index_hits;
+            t.dma_reads += s.server.dma_reads;
+            rereads += s.server.lookup_rereads;
+        }
+        // Every lookup that missed the NIC cache started with one DMA read.
+        t.lookups = (t.hits + t.dma_reads).saturating_sub(rereads);
+        t
+    }
+}
+
+fn describe<T>(r: &Result<T, CheckError>, ok: impl Fn(&T) -> String) -> String {
+    match r {
+        Ok(m) => ok(m),
+        Err(e) => format!("FAILED: {e}"),
+    }
+}

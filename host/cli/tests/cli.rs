@@ -1,0 +1,196 @@
+//! The `splitkv` binary: bad input is refused before anything starts (exit 2,
+//! one line), a panicking thread exits 3 with its message, a short real run
+//! passes both checks, and the README's usage text matches `--help`.
+
+use std::process::Command;
+
+fn splitkv(args: &[&str]) -> std::process::Output {
+    Command::new(env!("CARGO_BIN_EXE_splitkv"))
+        .args(args)
+        .output()
+        .expect("run splitkv")
+}
+
+#[test]
+fn bad_flags_exit_2_with_one_line() {
+    let cases: &[(&[&str], &str)] = &[
+        (&["--nodes", "0"], "--nodes"),
+        (&["--nodes", "3", "--replication", "4"], "--replication"),
+        (&["--replication", "0"], "--replication"),
+        (&["--duration", "0s"], "--duration"),
+        (&["--threads", "0"], "--threads"),
+        (&["--accounts-per-node", "0"], "--accounts-per-node"),
+        (&["--hot-accounts", "1"], "--hot-accounts"),
+        (&["--max-tries", "0"], "--max-tries"),
+        (&["--inflight", "0"], "--inflight"),
+        (&["--table", "btree"], "btree"),
+        (&["--warmup", "soon"], "soon"),
+    ];
+    for (extra, needle) in cases {
+        let mut args = vec!["bench", "smallbank"];
+        args.extend_from_slice(extra);
+        let out = splitkv(&args);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
+        assert_eq!(
+            err.trim().lines().count(),
+            1,
+            "{args:?}: one line, got {err}"
+        );
+        assert!(err.contains(needle), "{args:?}: {err}");
+        assert!(out.stdout.is_empty(), "nothing ran");
+    }
+    for args in [
+        &["bench", "nosuchworkload"][..],
+        &["bench", "smallbank", "--duration", "ten seconds"],
+        &["bench", "lookup", "--segment-slots", "3"],
+        &["bench", "lookup", "--d-max", "0"],
+    ] {
+        let out = splitkv(args);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{args:?}");
+        assert_eq!(err.trim().lines().count(), 1, "{args:?}: {err}");
+    }
+}
+
+#[test]
+fn a_panicking_polling_thread_exits_3_at_once_with_its_message() {
+    let t0 = std::time::Instant::now();
+    let out = splitkv(&[
+        "bench",
+        "smallbank",
+        "--accounts-per-node",
+        "1000",
+        "--duration",
+        "60s",
+        "--inject-panic",
+    ]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(3), "{err}");
+    assert!(err.contains("injected panic"), "{err}");
+    assert!(
+        t0.elapsed() < std::time::Duration::from_secs(30),
+        "did not wait out --duration"
+    );
+}
+
+#[test]
+fn short_run_passes_both_checks_and_reports_json() {
+    let out = splitkv(&[
+        "bench",
+        "smallbank",
+        "--accounts-per-node",
+        "2000",
+        "--duration",
+        "300ms",
+        "--warmup",
+        "100ms",
+        "--json",
+        "--seed",
+        "5",
+    ]);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: serde_json::Value = serde_json::from_str(&stdout).expect("one JSON object");
+    assert!(v["committed"].as_u64().unwrap() > 0);
+    assert!(v["completed"].as_u64().unwrap() >= v["committed"].as_u64().unwrap());
+    assert_eq!(v["max_tries"].as_u64(), Some(10));
+    assert!(v["balance_reads"].as_u64().unwrap() > 0);
+    assert!(v["messages_per_packet"].as_f64().unwrap() >= 1.0);
+    assert!(v["money_check"].as_str().unwrap().starts_with("ok"));
+    assert!(v["replica_check"].as_str().unwrap().starts_with("ok"));
+    for k in [
+        "committed_per_s",
+        "completed_per_s",
+        "conflict_rate",
+        "retries_per_committed",
+        "latency_us_p50",
+        "latency_us_p99",
+        "latency_us_p999",
+        "packets_sent",
+    ] {
+        assert!(v[k].is_number(), "{k} missing");
+    }
+}
+
+/// The usage block of `### `splitkv bench NAME`` in the README.
+fn readme_usage(name: &str) -> String {
+    let readme = include_str!("../../../README.md");
+    let heading = format!("### `splitkv bench {name}`");
+    let after = &readme[readme.find(&heading).expect("README section") + heading.len()..];
+    let block = &after[after.find("```").expect("usage block") + 3..];
+    block[block.find('\n').unwrap() + 1..block.find("```").expect("block end")].to_string()
+}
+
+/// `(flag, shown value)` pairs of a usage text like `[--nodes 3] [--json]`.
+fn readme_flags(usage: &str) -> Vec<(String, Option<String>)> {
+    usage
+        .split('[')
+        .skip(1)
+        .map(|item| {
+            let item = item.split(']').next().unwrap();
+            let mut words = item.split_whitespace();
+            let flag = words.next().unwrap().to_string();
+            (flag, words.next().map(str::to_string))
+        })
+        .collect()
+}
+
+#[test]
+fn readme_usage_matches_help() {
+    for name in ["smallbank", "lookup"] {
+        let usage = readme_usage(name);
+        assert!(
+            usage
+                .trim_start()
+                .starts_with(&format!("splitkv bench {name}")),
+            "{usage}"
+        );
+        let help = String::from_utf8(splitkv(&["bench", name, "--help"]).stdout).unwrap();
+        // Each option of --help: its flag and its text up to the next option.
+        let mut options: Vec<(String, String)> = Vec::new();
+        for line in help.lines() {
+            let t = line.trim_start();
+            if t.starts_with("--") || t.starts_with("-h,") || t.starts_with("-V,") {
+                let flag = t.split([' ', ',']).find(|w| w.starts_with("--")).unwrap();
+                options.push((flag.to_string(), format!("{t} ")));
+            } else if let Some(o) = options.last_mut() {
+                o.1.push_str(t);
+                o.1.push(' ');
+            }
+        }
+        let documented = readme_flags(&usage);
+        let mut in_readme: Vec<&str> = documented.iter().map(|(f, _)| f.as_str()).collect();
+        let mut in_help: Vec<&str> = options
+            .iter()
+            .map(|(f, _)| f.as_str())
+            .filter(|f| !["--help", "--version"].contains(f))
+            .collect();
+        in_readme.sort();
+        in_help.sort();
+        assert_eq!(in_readme, in_help, "{name}: README flags vs --help");
+        for (flag, shown) in &documented {
+            let text = &options.iter().find(|(f, _)| f == flag).unwrap().1;
+            let Some(shown) = shown else { continue };
+            if shown.chars().all(|c| c.is_ascii_uppercase()) {
+                continue; // a placeholder such as N
+            }
+            if shown.contains('|') {
+                let values = shown.replace('|', ", ");
+                assert!(
+                    text.contains(&format!("[possible values: {values}]")),
+                    "{name} {flag}: README {shown}, help: {text}"
+                );
+                continue;
+            }
+            assert!(
+                text.contains(&format!("[default: {shown}]")),
+                "{name} {flag}: README shows {shown}, help: {text}"
+            );
+        }
+    }
+}
