@@ -10,9 +10,12 @@
 #![warn(missing_docs)]
 
 pub mod cluster;
+pub mod history_client;
+pub mod list_append;
 pub mod loadgen;
 pub mod lookup_report;
 pub mod measure;
+pub mod register;
 pub mod smallbank;
 
 pub use cluster::{CheckError, SmallbankCluster, SmallbankSpec};
