@@ -13,12 +13,15 @@
 //!
 //! - [`history`]: client histories in Jepsen's shape (JSON lines), the input
 //!   of the strict-serializability checker.
+//! - [`lost_commits`]: lost- and phantom-commit accounting against the
+//!   database's final state.
 //!
 //! Fault injection (loss, duplication, partitions, crashes, slow DMA) comes
 //! with the fault-tolerance work.
 #![warn(missing_docs)]
 
 pub mod history;
+pub mod lost_commits;
 
 use rand::seq::SliceRandom;
 use rand::{Rng, SeedableRng};
