@@ -288,7 +288,7 @@ pub mod tags {
     pub const fn tag_mask(pos: usize) -> u64 {
         0xFFFF << (16 * pos)
     }
-    /// A slot tag from a table id (≤ [`TABLE_ID_MAX`]) and a length code.
+    /// A slot tag from a table id (≤ [`TABLE_ID_MAX`](super::TABLE_ID_MAX)) and a length code.
     #[inline]
     pub const fn make_tag(table: u32, len_code: u8) -> u16 {
         ((table as u16) << 4) | (len_code as u16 & 0xF)
@@ -607,7 +607,7 @@ mod tests {
 /// current generation through it).
 ///
 /// A byte offset is `log2(bin_count) << DMA_BINS_SHIFT | line · 64`, where line 0
-/// is the [`DmaDescriptor`], lines `1..=bin_count` the bins, and line
+/// is the [`DmaDescriptor`](dma::DmaDescriptor), lines `1..=bin_count` the bins, and line
 /// `bin_count + i` link bucket `i`. The bin count in the offset lets the host
 /// refuse a read made against another table size (a resize happened): the
 /// reader then re-reads the descriptor.

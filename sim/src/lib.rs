@@ -13,6 +13,9 @@
 //!
 //! - [`history`]: client histories in Jepsen's shape (JSON lines), the input
 //!   of the strict-serializability checker.
+//! - [`checker`]: the strict-serializability checker of those histories
+//!   (Elle-style list-append and register inference, Adya's anomalies,
+//!   real-time edges).
 //! - [`lost_commits`]: lost- and phantom-commit accounting against the
 //!   database's final state.
 //!
@@ -20,6 +23,7 @@
 //! with the fault-tolerance work.
 #![warn(missing_docs)]
 
+pub mod checker;
 pub mod history;
 pub mod lost_commits;
 
