@@ -86,6 +86,25 @@ pub trait HistoryWorkload: Send {
     /// # Errors
     /// [`ResultError`] if the result does not match the micro-ops.
     fn complete(&self, invoked: &[MicroOp], result: &[u8]) -> Result<Vec<MicroOp>, ResultError>;
+
+    /// Told that a transaction it drew certainly did not commit (`fail`), so
+    /// its writes will never be visible: a generator that bounds the writes
+    /// per key may count them back. Default: nothing.
+    fn failed(&mut self, _invoked: &[MicroOp]) {}
+}
+
+impl<W: HistoryWorkload + ?Sized> HistoryWorkload for Box<W> {
+    fn next_tx(&mut self, args: &mut Vec<u8>) -> Option<Vec<MicroOp>> {
+        (**self).next_tx(args)
+    }
+
+    fn complete(&self, invoked: &[MicroOp], result: &[u8]) -> Result<Vec<MicroOp>, ResultError> {
+        (**self).complete(invoked, result)
+    }
+
+    fn failed(&mut self, invoked: &[MicroOp]) {
+        (**self).failed(invoked)
+    }
 }
 
 /// Outcome counters of one history client.
@@ -141,7 +160,7 @@ struct Outstanding {
 /// A completion taken from the ring, stamped at the next iteration.
 #[derive(Debug)]
 struct Unstamped {
-    process: ProcessId,
+    slot: usize,
     kind: OpType,
     value: Vec<MicroOp>,
     error: Option<String>,
@@ -294,9 +313,12 @@ impl<W: HistoryWorkload> HistoryClient<W> {
     /// Records the completions taken in the previous iteration at `now`.
     fn stamp(&mut self, now: Nanos) {
         for u in std::mem::take(&mut self.unstamped) {
+            // The slot's process is free again only once its completion is
+            // recorded: a process never invokes before its last completion.
+            self.free.push(u.slot);
             self.ops.push(Op {
                 index: self.ops.len() as u64,
-                process: u.process,
+                process: self.process_base + u.slot as u64,
                 kind: u.kind,
                 value: u.value,
                 time_ns: now,
@@ -311,11 +333,9 @@ impl<W: HistoryWorkload> HistoryClient<W> {
             client,
             workload,
             slots,
-            free,
             by_req,
             unstamped,
             stats,
-            process_base,
             ..
         } = self;
         client.poll(HISTORY_OUTCOMES_PER_ITERATION_MAX, |o| {
@@ -323,7 +343,6 @@ impl<W: HistoryWorkload> HistoryClient<W> {
                 return;
             };
             let tx = slots[slot].take().expect("an outstanding slot per request");
-            free.push(slot);
             let (kind, value, error) = match o.status {
                 TxStatus::Committed => match workload.complete(&tx.invoked, o.result) {
                     Ok(done) => {
@@ -338,11 +357,12 @@ impl<W: HistoryWorkload> HistoryClient<W> {
                 },
                 s => {
                     stats.failed[s as usize] += 1;
+                    workload.failed(&tx.invoked);
                     (OpType::Fail, tx.invoked, Some(s.name().to_owned()))
                 }
             };
             unstamped.push(Unstamped {
-                process: *process_base + slot as u64,
+                slot,
                 kind,
                 value,
                 error,

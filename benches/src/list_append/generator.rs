@@ -7,7 +7,8 @@
 //! without talking to each other: window slot `i` holds key
 //! `generation * active_keys + i`, and each client moves slot `i` to its next
 //! generation after it has drawn its share of the slot's appends
-//! (`LIST_ELEMENTS_MAX / clients`), so no key ever receives more than
+//! (`LIST_ELEMENTS_MAX / clients`; appends of transactions that failed are
+//! given back while the key is active), so no key ever receives more than
 //! [`LIST_ELEMENTS_MAX`] appends whatever the clients' relative speeds. The key
 //! space is bounded ([`ListAppendConfig::keys_total`]) so the cluster can load
 //! every key's empty list before the run; a generator that has used it up
@@ -180,5 +181,18 @@ impl HistoryWorkload for ListAppendGenerator {
         result: &[u8],
     ) -> Result<Vec<MicroOp>, super::codec::ResultError> {
         super::complete(invoked, result)
+    }
+
+    /// A failed transaction's appends never become visible: they no longer
+    /// count against their key's share while the key is still active.
+    fn failed(&mut self, invoked: &[MicroOp]) {
+        for op in invoked {
+            if let MicroOp::Append { key, .. } = *op {
+                let slot = (key % self.cfg.active_keys) as usize;
+                if self.key(slot) == key {
+                    self.appends[slot] -= 1;
+                }
+            }
+        }
     }
 }
