@@ -119,6 +119,32 @@ fn untoken(t: u64) -> (usize, u32, usize) {
     )
 }
 
+/// Whether read-set key `key` is locked by a transaction other than `tx_id`:
+/// the lock test of a read at EXECUTE and of VALIDATE (Xenic §4.2 steps 1, 3).
+#[inline]
+fn read_locked(index: &NicIndex, key: &Key, tx_id: u64) -> bool {
+    // Mutation switches (issue 9 §1's mutation test): the checkers must fail
+    // when a read-set lock is ignored or read validation is skipped.
+    if cfg!(splitkv_mutation = "ignore_read_locks")
+        || cfg!(splitkv_mutation = "skip_read_validation")
+    {
+        return false;
+    }
+    index.lock_holder(key).is_some_and(|h| h != tx_id)
+}
+
+/// Whether a read-set key still has the version the transaction read
+/// (VALIDATE, Xenic §4.2 step 3).
+#[inline]
+fn read_version_unchanged(now: u64, read: u64) -> bool {
+    // Mutation switch (issue 9 §1's mutation test): the checkers must fail
+    // when read validation is skipped.
+    if cfg!(splitkv_mutation = "skip_read_validation") {
+        return true;
+    }
+    now == read
+}
+
 const ABSENT: ObjectMeta = ObjectMeta(ObjectFlags::DELETED.bits());
 
 impl Default for Server {
@@ -225,9 +251,7 @@ impl Server {
             taken += 1;
         }
         if !conflict {
-            conflict = reads
-                .iter()
-                .any(|k| index.lock_holder(&k).is_some_and(|h| h != tx_id));
+            conflict = reads.iter().any(|k| read_locked(index, &k, tx_id));
         }
         if conflict {
             for k in locks.iter().take(taken) {
@@ -262,9 +286,7 @@ impl Server {
         tx_id: u64,
         items: VersionList<'_>,
     ) {
-        let locked = items
-            .iter()
-            .any(|(k, _)| index.lock_holder(&k).is_some_and(|h| h != tx_id));
+        let locked = items.iter().any(|(k, _)| read_locked(index, &k, tx_id));
         let slot = if locked {
             None
         } else {
@@ -486,8 +508,8 @@ impl Server {
             OpKind::Validate => {
                 let ok = !op.failed
                     && (0..op.keys.len()).all(|i| {
-                        op.metas[i].version() == op.expect[i]
-                            && index.lock_holder(&op.keys[i]).is_none_or(|h| h == op.tx_id)
+                        read_version_unchanged(op.metas[i].version(), op.expect[i])
+                            && !read_locked(index, &op.keys[i], op.tx_id)
                     });
                 if !ok {
                     self.stats.validation_failures += 1;
