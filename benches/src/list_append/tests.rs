@@ -145,3 +145,32 @@ fn generator_is_seeded_and_stops_when_the_key_space_is_used_up() {
         assert_ne!(tx[0].key(), tx[1].key());
     }
 }
+
+#[test]
+fn failed_appends_give_back_their_share_while_the_key_is_active() {
+    use crate::history_client::HistoryWorkload;
+    let cfg = ListAppendConfig::new(2, 3, 100, TxShape::WriteSkew).unwrap();
+    let share = cfg.appends_per_key_per_client();
+    let mut g = ListAppendGenerator::new(cfg, 0, 1);
+    let mut keys = std::collections::HashMap::<u64, usize>::new();
+    // Every transaction fails and gives its append back: the two window
+    // slots never retire, whatever the number of draws.
+    for _ in 0..10 * share {
+        let tx = g.draw().unwrap();
+        for m in &tx {
+            if let MicroOp::Append { key, .. } = m {
+                *keys.entry(*key).or_default() += 1;
+            }
+        }
+        g.failed(&tx);
+    }
+    assert_eq!(keys.len(), 2, "no key retired: {keys:?}");
+    // Without the give-back each slot retires after `share` appends.
+    let mut h = ListAppendGenerator::new(cfg, 0, 1);
+    let retired: std::collections::HashSet<u64> = (0..10 * share)
+        .flat_map(|_| h.draw().unwrap())
+        .filter(|m| matches!(m, MicroOp::Append { .. }))
+        .map(|m| m.key())
+        .collect();
+    assert!(retired.len() > 2);
+}

@@ -445,3 +445,6 @@ pub fn write_history(path: &Path, history: &History) -> Result<(), HistoryError>
     let file = std::fs::File::create(path)?;
     history.write_jsonl(BufWriter::new(file))
 }
+
+#[cfg(test)]
+mod tests;
