@@ -16,6 +16,7 @@ use splitkv_bench::history_client::TxShape;
 use splitkv_layout::host_nic::TxStatus;
 use splitkv_nic::net::Transport;
 use splitkv_sim::checker::EdgeKind;
+use splitkv_sim::history::History;
 use splitkv_sim::{Sim, SimConfig, SimNetwork};
 
 const NODES: usize = 3;
@@ -32,21 +33,15 @@ const PASSES_PER_SLICE: u64 = 5_000;
 /// Passes after which a run counts as stalled.
 const PASSES_MAX: u64 = 50_000_000;
 
-fn run(workload: Workload, seed: u64, inflight: usize, budget: u64, name: &str) -> Checked {
-    let spec = HistorySpec {
-        nodes: NODES,
-        replication: 3,
-        workload,
-        inflight_per_node: inflight,
-        budget_per_node: budget,
-        seed,
-        dma_latency_ns: 500,
-    };
+/// Runs `spec` under the simulator (seeded by `spec.seed`) until every
+/// client's budget has its outcomes and the cluster is idle; returns the
+/// cluster, its history and the virtual time reached.
+fn simulate(spec: HistorySpec, name: &str) -> (HistoryCluster, History, u64) {
     let cfg = SimConfig {
-        seed,
+        seed: spec.seed,
         ..SimConfig::default()
     };
-    let (net, ends) = SimNetwork::new(NODES, cfg);
+    let (net, ends) = SimNetwork::new(spec.nodes, cfg);
     let transports = ends
         .into_iter()
         .map(|t| Box::new(t) as Box<dyn Transport>)
@@ -66,6 +61,23 @@ fn run(workload: Workload, seed: u64, inflight: usize, budget: u64, name: &str) 
         assert!(!c.exhausted(), "{name}: the key space covers the budget");
     }
     let history = cluster.finish(sim.now());
+    (cluster, history, sim.now())
+}
+
+fn spec(workload: Workload, seed: u64, budget: u64) -> HistorySpec {
+    HistorySpec {
+        nodes: NODES,
+        replication: 3,
+        workload,
+        inflight_per_node: INFLIGHT,
+        budget_per_node: budget,
+        seed,
+        dma_latency_ns: 500,
+    }
+}
+
+fn run(workload: Workload, seed: u64, budget: u64, name: &str) -> Checked {
+    let (cluster, history, now) = simulate(spec(workload, seed, budget), name);
     let checked = check_run(&cluster, &history, name);
     let s = checked.stats;
     assert_eq!(s.submitted, budget * NODES as u64);
@@ -96,7 +108,7 @@ fn run(workload: Workload, seed: u64, inflight: usize, budget: u64, name: &str) 
         checked.hottest_key_writes,
         checked.ops,
         checked.report.stats.edges.values().sum::<usize>(),
-        sim.now() / 1000
+        now / 1000
     );
     checked
 }
@@ -135,7 +147,7 @@ fn list_append_high_contention_is_strictly_serializable_on_several_seeds() {
     for seed in [1, 2, 3] {
         let w = Workload::list_append(KEYS_MIXED, NODES, BUDGET, TxShape::Mixed);
         let name = format!("list_append_mixed_seed{seed}");
-        let c = run(w, seed, INFLIGHT, BUDGET, &name);
+        let c = run(w, seed, BUDGET, &name);
         assert_contended(&c, 20, &name);
     }
 }
@@ -145,7 +157,7 @@ fn register_high_contention_is_strictly_serializable_on_several_seeds() {
     for seed in [4, 5, 6] {
         let w = Workload::register(KEYS_MIXED, TxShape::Mixed);
         let name = format!("register_mixed_seed{seed}");
-        let c = run(w, seed, INFLIGHT, BUDGET, &name);
+        let c = run(w, seed, BUDGET, &name);
         assert_contended(&c, 20, &name);
     }
 }
@@ -155,7 +167,7 @@ fn list_append_write_skew_shapes_are_serializable() {
     for seed in [7, 8, 9, 10] {
         let w = Workload::list_append(KEYS_SKEW, NODES, BUDGET, TxShape::WriteSkew);
         let name = format!("list_append_write_skew_seed{seed}");
-        let c = run(w, seed, INFLIGHT, BUDGET, &name);
+        let c = run(w, seed, BUDGET, &name);
         assert_contended(&c, 20, &name);
     }
 }
@@ -165,7 +177,7 @@ fn register_write_skew_shapes_are_serializable() {
     for seed in [11, 12, 13, 14] {
         let w = Workload::register(KEYS_SKEW, TxShape::WriteSkew);
         let name = format!("register_write_skew_seed{seed}");
-        let c = run(w, seed, INFLIGHT, BUDGET, &name);
+        let c = run(w, seed, BUDGET, &name);
         assert_contended(&c, 20, &name);
     }
 }
@@ -173,34 +185,10 @@ fn register_write_skew_shapes_are_serializable() {
 #[test]
 fn same_seed_gives_the_same_history() {
     let w = Workload::list_append(8, NODES, 300, TxShape::Mixed);
-    let run_once = || {
-        let spec = HistorySpec {
-            nodes: NODES,
-            replication: 3,
-            workload: w,
-            inflight_per_node: 16,
-            budget_per_node: 300,
-            seed: 21,
-            dma_latency_ns: 500,
-        };
-        let cfg = SimConfig {
-            seed: 21,
-            ..SimConfig::default()
-        };
-        let (net, ends) = SimNetwork::new(NODES, cfg);
-        let transports = ends
-            .into_iter()
-            .map(|t| Box::new(t) as Box<dyn Transport>)
-            .collect();
-        let mut cluster = HistoryCluster::build(spec, transports);
-        let mut sim = Sim::new(cfg);
-        while !(cluster.is_quiescent() && net.in_flight() == 0) {
-            sim.run_passes(&net, &mut cluster.components(), PASSES_PER_SLICE)
-                .expect("healthy");
-        }
-        cluster.finish(sim.now())
-    };
+    let run_once = || simulate(spec(w, 21, 300), "same_seed").1;
     let (a, b) = (run_once(), run_once());
     assert_eq!(a.len(), 1_800);
     assert_eq!(a, b, "a seed reproduces the whole history");
+    let c = simulate(spec(w, 22, 300), "other_seed").1;
+    assert_ne!(a, c, "another seed gives another history");
 }
