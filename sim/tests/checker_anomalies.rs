@@ -216,3 +216,26 @@ fn register_g1c_through_read_then_write() {
         .ok(0, 100, vec![rr(2, Some(1)), w(1, 2)]);
     assert_found(&b.check(), &[K::G1c]);
 }
+
+/// Element faults are found once per key but reported for every read that
+/// holds them, compatible with the longest read or not.
+#[test]
+fn element_faults_are_reported_per_read() {
+    let mut b = Builder::default();
+    b.ok(0, 10, vec![a(1, 1)])
+        .txn(0, Some(10), OpType::Fail, vec![a(1, 2)])
+        .ok(20, 30, vec![r(1, &[1, 2])])
+        .ok(20, 30, vec![r(1, &[1, 2, 9])])
+        .ok(20, 30, vec![r(1, &[1])]);
+    let rep = b.check();
+    assert_found(&rep, &[K::G1a, K::GarbageRead]);
+    assert_eq!(rep.found[&K::G1a], 2, "{rep}");
+    assert_eq!(rep.found[&K::GarbageRead], 1, "{rep}");
+    let mut b = Builder::default();
+    b.txn(0, Some(10), OpType::Fail, vec![a(1, 2)])
+        .ok(20, 30, vec![r(1, &[2, 7])])
+        .ok(20, 30, vec![r(1, &[3])]);
+    let rep = b.check();
+    assert_found(&rep, &[K::G1a, K::GarbageRead, K::IncompatibleOrder]);
+    assert_eq!(rep.found[&K::GarbageRead], 2, "7 and 3: {rep}");
+}

@@ -145,6 +145,19 @@ pub fn list_text(l: &[u64]) -> String {
     format!("[{}]", items.join(" "))
 }
 
+/// One cycle edge in words.
+fn step_text(s: &Step) -> String {
+    let (a, b, k) = (s.from, s.to, s.key.unwrap_or_default());
+    match s.kind {
+        EdgeKind::Ww => {
+            format!("T{a} -ww-> T{b}: T{b} overwrote (appended after) T{a}'s write to key {k}")
+        }
+        EdgeKind::Wr => format!("T{a} -wr-> T{b}: T{b} read T{a}'s write to key {k}"),
+        EdgeKind::Rw => format!("T{a} -rw-> T{b}: T{a} read key {k} without T{b}'s later write"),
+        EdgeKind::Realtime => format!("T{a} -rt-> T{b}: T{a} completed before T{b} was invoked"),
+    }
+}
+
 impl fmt::Display for Anomaly {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         writeln!(f, "{}: {}", self.kind, self.detail)?;
@@ -173,6 +186,9 @@ impl fmt::Display for Anomaly {
                 }
             }
             writeln!(f)?;
+            for s in &self.steps {
+                writeln!(f, "    {}", step_text(s))?;
+            }
         }
         Ok(())
     }

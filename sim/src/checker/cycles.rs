@@ -12,21 +12,27 @@
 //!
 //! A cycle is named by the edges it actually uses
 //! ([`AnomalyKind::of_cycle`]). Searches are breadth-first, so cycles are
-//! shortest through their start node; the single-rw search tries at most
-//! [`RW_EDGES_TRIED_MAX`] rw edges per component, and every search visits at
-//! most [`CYCLE_SEARCH_VISITS_MAX`] nodes — past those bounds a cycle may be
-//! reported under a weaker name (G2-item for a G-single), never missed: the
-//! last tier's edge set is the component's own.
+//! shortest through their start node. The single-rw search first tries the rw
+//! edges whose ends share a component of the ww/wr (and rt) subgraph (a
+//! closing path surely exists), then the others, at most
+//! [`RW_EDGES_TRIED_MAX`] rw edges and [`CYCLE_SEARCH_VISITS_MAX`] node visits
+//! per tier and component, so a huge component costs O(bound), not
+//! O(rw edges x component). Past those bounds a cycle may be reported under a
+//! weaker name (G2-item for a G-single), never missed: the last tier follows
+//! all of the component's edges with no bound, and a component always has a
+//! cycle in it.
 
 use super::anomaly::{Anomaly, AnomalyKind, Sink, Step};
 use super::graph::{self, Edge, EdgeKind, Graph, KindMask, Scratch};
 use super::txn::Txn;
+use std::collections::{HashMap, HashSet};
 
 /// Most rw edges of one component tried as the single anti-dependency of a
 /// G-single cycle, per tier.
 pub const RW_EDGES_TRIED_MAX: usize = 1_024;
 
-/// Most nodes one breadth-first cycle search visits.
+/// Most node visits of the breadth-first searches of one tier in one
+/// component.
 pub const CYCLE_SEARCH_VISITS_MAX: usize = 1 << 20;
 
 use EdgeKind::{Realtime as Rt, Rw, Wr, Ww};
@@ -70,7 +76,12 @@ pub fn report_cycles(g: &Graph, txns: &[Txn], sink: &mut Sink) -> usize {
     }
     for (c, nodes) in comps.iter().enumerate() {
         let member = |v: u32| comp_of[v as usize] == c as u32;
-        if let Some(cycle) = find_cycle(g, nodes, &member, &mut s) {
+        let found = find_cycle(g, nodes, &member, &mut s);
+        debug_assert!(
+            found.is_some(),
+            "a strongly connected component has a cycle"
+        );
+        if let Some(cycle) = found {
             let kinds: Vec<EdgeKind> = cycle.iter().map(|e| e.kind).collect();
             let kind = AnomalyKind::of_cycle(&kinds);
             sink.push(kind, || anomaly(kind, &cycle, txns));
@@ -86,23 +97,26 @@ fn find_cycle(
     member: &dyn Fn(u32) -> bool,
     s: &mut Scratch,
 ) -> Option<Vec<Edge>> {
-    for tier in tiers() {
-        let found = if tier.single_rw {
-            single_rw_cycle(g, nodes, member, tier.mask, s)
+    let all = tiers();
+    let last = all.len() - 1;
+    for (i, tier) in all.into_iter().enumerate() {
+        // The last tier follows every edge of the component with no bound
+        // (one O(component) search), so a component always gives a cycle.
+        let mut budget = if i == last {
+            usize::MAX
         } else {
-            let sub = graph::sccs(g, nodes, member, tier.mask, s);
+            CYCLE_SEARCH_VISITS_MAX
+        };
+        let sub = graph::sccs(g, nodes, member, tier.mask, s);
+        let found = if tier.single_rw {
+            single_rw_cycle(g, nodes, member, &sub, tier.mask, &mut budget, s)
+        } else {
+            // Any cycle of the tier's edges: through a node of one of its
+            // components, within that component.
             sub.first().and_then(|sub| {
-                let set: std::collections::HashSet<u32> = sub.iter().copied().collect();
+                let set: HashSet<u32> = sub.iter().copied().collect();
                 let within = |v: u32| set.contains(&v);
-                graph::shortest_path(
-                    g,
-                    sub[0],
-                    sub[0],
-                    &within,
-                    tier.mask,
-                    CYCLE_SEARCH_VISITS_MAX,
-                    s,
-                )
+                graph::shortest_path(g, sub[0], sub[0], &within, tier.mask, &mut budget, s)
             })
         };
         if found.is_some() {
@@ -112,25 +126,47 @@ fn find_cycle(
     None
 }
 
-/// A cycle made of one rw edge `a -> b` and a shortest `mask` path `b ->* a`.
+/// A cycle made of one rw edge `a -> b` and a shortest `mask` path `b ->* a`
+/// (`sub`: the components of the `mask` subgraph).
 fn single_rw_cycle(
     g: &Graph,
     nodes: &[u32],
     member: &dyn Fn(u32) -> bool,
+    sub: &[Vec<u32>],
     mask: KindMask,
+    budget: &mut usize,
     s: &mut Scratch,
 ) -> Option<Vec<Edge>> {
-    let rws = nodes
+    let sub_of: HashMap<u32, usize> = sub
+        .iter()
+        .enumerate()
+        .flat_map(|(i, c)| c.iter().map(move |&v| (v, i)))
+        .collect();
+    let same_sub =
+        |e: &Edge| matches!((sub_of.get(&e.from), sub_of.get(&e.to)), (Some(x), Some(y)) if x == y);
+    let rws: Vec<Edge> = nodes
         .iter()
         .flat_map(|&v| g.out(v).iter())
         .filter(|e| e.kind == Rw && member(e.to))
-        .take(RW_EDGES_TRIED_MAX);
-    for rw in rws {
-        let path =
-            graph::shortest_path(g, rw.to, rw.from, member, mask, CYCLE_SEARCH_VISITS_MAX, s);
-        if let Some(mut path) = path {
-            path.insert(0, *rw);
-            return Some(path);
+        .copied()
+        .collect();
+    // Sure successes first (both ends in one component), searched within it.
+    let sure = rws.iter().filter(|e| same_sub(e)).take(1);
+    for rw in sure {
+        let c = sub_of[&rw.from];
+        let within = |v: u32| sub_of.get(&v) == Some(&c);
+        let path = graph::shortest_path(g, rw.to, rw.from, &within, mask, budget, s);
+        if let Some(path) = path {
+            return Some([vec![*rw], path].concat());
+        }
+    }
+    for rw in rws.iter().filter(|e| !same_sub(e)).take(RW_EDGES_TRIED_MAX) {
+        let path = graph::shortest_path(g, rw.to, rw.from, member, mask, budget, s);
+        if let Some(path) = path {
+            return Some([vec![*rw], path].concat());
+        }
+        if *budget == 0 {
+            break;
         }
     }
     None

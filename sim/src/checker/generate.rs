@@ -112,6 +112,27 @@ impl Db {
             .collect()
     }
 
+    /// Runs a planned transaction: fails it, ends it `info` (applied or not),
+    /// or commits it; returns the completion's type and micro-ops.
+    fn run(
+        &mut self,
+        rng: &mut Xoshiro256PlusPlus,
+        cfg: &GenConfig,
+        plan: &[MicroOp],
+    ) -> (OpType, Vec<MicroOp>) {
+        let roll = rng.gen_range(0..1000u32);
+        if roll < cfg.fail_per_mille {
+            (OpType::Fail, plan.to_vec())
+        } else if roll < cfg.fail_per_mille + cfg.info_per_mille {
+            if rng.gen_bool(0.5) {
+                self.apply(plan);
+            }
+            (OpType::Info, plan.to_vec())
+        } else {
+            (OpType::Ok, self.apply(plan))
+        }
+    }
+
     /// Applies `ops` serially, filling in what the reads return.
     fn apply(&mut self, ops: &[MicroOp]) -> Vec<MicroOp> {
         ops.iter()
@@ -137,6 +158,34 @@ impl Db {
     }
 }
 
+/// Commit points and invoke/completion times (see the module docs).
+struct Timeline {
+    commit: u64,
+    spread: u64,
+    serial: bool,
+}
+
+impl Timeline {
+    /// The next transaction's (invoke, completion) times, for a process free
+    /// since `free_at`.
+    fn next(&mut self, rng: &mut Xoshiro256PlusPlus, free_at: u64) -> (u64, u64) {
+        self.commit += 1 + rng.gen_range(0..self.spread / 4 + 1);
+        let early = if self.serial {
+            0
+        } else {
+            rng.gen_range(0..self.spread)
+        };
+        let invoke = self.commit.saturating_sub(early).max(free_at + 1);
+        self.commit = self.commit.max(invoke);
+        if self.serial {
+            let done = self.commit;
+            self.commit += 1; // the next invoke comes strictly after this completion
+            return (invoke, done);
+        }
+        (invoke, self.commit + rng.gen_range(0..self.spread))
+    }
+}
+
 /// A strictly serializable history made by a serial execution (see the
 /// module docs).
 pub fn serial_history(cfg: &GenConfig) -> History {
@@ -153,38 +202,16 @@ pub fn serial_history(cfg: &GenConfig) -> History {
     let mut free_at = vec![0u64; processes as usize];
     let mut last_info: Vec<Option<usize>> = vec![None; processes as usize];
     let mut ops: Vec<Op> = Vec::with_capacity(2 * cfg.txns);
-    let mut commit = 0u64;
-    let spread = cfg.spread_ns.max(1);
+    let mut clock = Timeline {
+        commit: 0,
+        spread: cfg.spread_ns.max(1),
+        serial: cfg.serial_times,
+    };
     for _ in 0..cfg.txns {
         let p = rng.gen_range(0..processes);
-        commit += 1 + rng.gen_range(0..spread / 4 + 1);
-        let mut invoke = if cfg.serial_times {
-            commit
-        } else {
-            commit.saturating_sub(rng.gen_range(0..spread))
-        };
-        invoke = invoke.max(free_at[p as usize] + 1);
-        commit = commit.max(invoke);
-        let complete = if cfg.serial_times {
-            commit
-        } else {
-            commit + rng.gen_range(0..spread)
-        };
+        let (invoke, complete) = clock.next(&mut rng, free_at[p as usize]);
         let plan = db.plan(&mut rng, cfg);
-        let roll = rng.gen_range(0..1000u32);
-        let (kind, value) = if roll < cfg.fail_per_mille {
-            (OpType::Fail, plan.clone())
-        } else if roll < cfg.fail_per_mille + cfg.info_per_mille {
-            if rng.gen_bool(0.5) {
-                db.apply(&plan);
-            }
-            (OpType::Info, plan.clone())
-        } else {
-            (OpType::Ok, db.apply(&plan))
-        };
-        if cfg.serial_times {
-            commit += 1; // the next invoke comes strictly after this completion
-        }
+        let (kind, value) = db.run(&mut rng, cfg, &plan);
         free_at[p as usize] = complete;
         last_info[p as usize] = (kind == OpType::Info).then_some(ops.len() + 1);
         let op = |kind, value, time_ns| Op {

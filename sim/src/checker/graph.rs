@@ -234,8 +234,8 @@ fn visit(s: &mut Scratch, stack: &mut Vec<u32>, v: u32, next_index: &mut u32) {
 
 /// The shortest path from `from` to `to` (they may be equal: then a cycle of
 /// at least one edge) following edges of a kind in `mask` between `member`
-/// nodes; `None` if there is none or the search visits more than
-/// `visits_max` nodes. Between two nodes it follows the most specific kind
+/// nodes; `None` if there is none or the search has used up `budget` (node
+/// visits, decremented as it goes, shared by a series of searches). Between two nodes it follows the most specific kind
 /// (ww before wr before rw before rt). O(visited nodes + their edges).
 pub fn shortest_path(
     g: &Graph,
@@ -243,7 +243,7 @@ pub fn shortest_path(
     to: u32,
     member: &dyn Fn(u32) -> bool,
     mask: KindMask,
-    visits_max: usize,
+    budget: &mut usize,
     s: &mut Scratch,
 ) -> Option<Vec<Edge>> {
     let mut queue = std::collections::VecDeque::new();
@@ -262,9 +262,10 @@ pub fn shortest_path(
                 found = Some(via.len() - 1);
                 break 'bfs;
             }
-            if via.len() > visits_max {
+            if *budget == 0 {
                 break 'bfs;
             }
+            *budget -= 1;
             queue.push_back(e.to);
         }
     }

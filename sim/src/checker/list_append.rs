@@ -24,7 +24,7 @@ use super::graph::{Edge, EdgeKind};
 use super::txn::{CheckError, Outcome, Txn};
 use super::Inference;
 use crate::history::{MicroOp, ReadValue};
-use std::collections::{HashMap, HashSet};
+use std::collections::{BTreeMap, HashMap, HashSet};
 
 /// Who appended an element.
 #[derive(Debug, Clone, Copy)]
@@ -54,24 +54,44 @@ pub fn infer(txns: &[Txn], sink: &mut Sink) -> Result<Inference, CheckError> {
             internal(i as u32, t, txns, sink, &mut reads);
         }
     }
+    let mut by_key: BTreeMap<u64, Vec<usize>> = BTreeMap::new();
+    for (i, r) in reads.iter().enumerate() {
+        by_key.entry(r.key).or_default().push(i);
+    }
     let mut included: Vec<bool> = txns
         .iter()
         .map(|t| t.outcome == Outcome::Committed)
         .collect();
-    for r in &reads {
-        check_read(r, txns, &appenders, &mut included, sink);
-    }
-    let mut by_key: HashMap<u64, Vec<usize>> = HashMap::new();
-    for (i, r) in reads.iter().enumerate() {
-        by_key.entry(r.key).or_default().push(i);
-    }
+    let ctx = Ctx {
+        txns,
+        appenders: &appenders,
+        reads: &reads,
+    };
+    // All keys' checks first: they decide which indeterminate writers count.
+    let orders: Vec<(u64, &[usize], Option<usize>)> = by_key
+        .iter()
+        .map(|(&key, rs)| {
+            (
+                key,
+                rs.as_slice(),
+                check_key(&ctx, key, rs, &mut included, sink),
+            )
+        })
+        .collect();
     let mut edges = Vec::new();
-    for (key, rs) in by_key {
-        key_edges(
-            key, &rs, &reads, txns, &appenders, &included, sink, &mut edges,
-        );
+    for (key, rs, order) in orders {
+        if let Some(longest) = order {
+            key_edges(&ctx, key, rs, reads[longest].full, &included, &mut edges);
+        }
     }
     Ok(Inference { edges, included })
+}
+
+/// What the per-key passes share.
+struct Ctx<'a> {
+    txns: &'a [Txn],
+    appenders: &'a HashMap<(u64, u64), Appender>,
+    reads: &'a [ReadObs<'a>],
 }
 
 fn index_appends(txns: &[Txn]) -> Result<HashMap<(u64, u64), Appender>, CheckError> {
@@ -121,8 +141,9 @@ fn index_appends(txns: &[Txn]) -> Result<HashMap<(u64, u64), Appender>, CheckErr
 /// Checks a committed transaction's reads against its own earlier reads and
 /// appends (the `internal` anomaly) and records its reads.
 fn internal<'a>(id: u32, t: &'a Txn, txns: &[Txn], sink: &mut Sink, reads: &mut Vec<ReadObs<'a>>) {
-    // Per key: what the transaction knows the list to be, and its own appends.
-    let mut state: Vec<(u64, Option<Vec<u64>>, Vec<u64>)> = Vec::new();
+    // Per key: what the transaction knows the list to be (its first read and
+    // the appends since), and its own appends.
+    let mut state: Vec<(u64, Option<(&'a [u64], Vec<u64>)>, Vec<u64>)> = Vec::new();
     for m in &t.ops {
         let key = m.key();
         let pos = match state.iter().position(|s| s.0 == key) {
@@ -136,8 +157,8 @@ fn internal<'a>(id: u32, t: &'a Txn, txns: &[Txn], sink: &mut Sink, reads: &mut 
         match m {
             MicroOp::Append { element, .. } => {
                 own.push(*element);
-                if let Some(k) = known {
-                    k.push(*element);
+                if let Some((_, since)) = known {
+                    since.push(*element);
                 }
             }
             MicroOp::Read { value, .. } => {
@@ -146,7 +167,12 @@ fn internal<'a>(id: u32, t: &'a Txn, txns: &[Txn], sink: &mut Sink, reads: &mut 
                     _ => &[],
                 };
                 let bad = match known {
-                    Some(k) => (k.as_slice() != full).then(|| list_text(k)),
+                    Some((base, since)) => {
+                        let same = full.len() == base.len() + since.len()
+                            && full.starts_with(base)
+                            && full[base.len()..] == since[..];
+                        (!same).then(|| list_text(&[*base, &since[..]].concat()))
+                    }
                     None => (!full.ends_with(own)).then(|| format!("… ending {}", list_text(own))),
                 };
                 let ext = match (&known, &bad) {
@@ -163,7 +189,7 @@ fn internal<'a>(id: u32, t: &'a Txn, txns: &[Txn], sink: &mut Sink, reads: &mut 
                     });
                 }
                 if known.is_none() {
-                    *known = Some(full.to_vec());
+                    *known = Some((full, Vec::new()));
                 }
                 reads.push(ReadObs {
                     txn: id,
@@ -177,97 +203,132 @@ fn internal<'a>(id: u32, t: &'a Txn, txns: &[Txn], sink: &mut Sink, reads: &mut 
     }
 }
 
-/// Per-read checks: duplicates, garbage, G1a, G1b; marks indeterminate
-/// appenders whose elements were read as included.
-fn check_read(
-    r: &ReadObs<'_>,
-    txns: &[Txn],
-    appenders: &HashMap<(u64, u64), Appender>,
+/// What is wrong with the element at some position of a read.
+#[derive(Debug, Clone, Copy)]
+enum Mark {
+    /// It occurred earlier in the read.
+    Duplicate,
+    /// No one appended it.
+    Garbage,
+    /// A failed transaction (this one) appended it.
+    Aborted(u32),
+}
+
+/// The faulty positions of `list` (a read of `key`); marks the indeterminate
+/// appenders of its elements as included (a committed read saw them).
+fn element_marks(
+    ctx: &Ctx<'_>,
+    key: u64,
+    list: &[u64],
     included: &mut [bool],
-    sink: &mut Sink,
-) {
-    let reader = || txns[r.txn as usize].clone();
-    if r.full.len() > 1 {
-        let mut seen = HashSet::with_capacity(r.full.len());
-        if let Some(d) = r.full.iter().find(|e| !seen.insert(**e)) {
-            sink.push(AnomalyKind::DuplicateElements, || {
-                let detail = format!("key {}: element {d} twice in {}", r.key, list_text(r.full));
-                Anomaly::new(AnomalyKind::DuplicateElements, vec![reader()], detail)
-            });
+) -> Vec<(usize, Mark)> {
+    let mut marks = Vec::new();
+    let mut seen = HashSet::with_capacity(list.len());
+    for (pos, e) in list.iter().enumerate() {
+        if !seen.insert(*e) {
+            marks.push((pos, Mark::Duplicate));
+        }
+        match ctx.appenders.get(&(key, *e)) {
+            None => marks.push((pos, Mark::Garbage)),
+            Some(a) => match ctx.txns[a.txn as usize].outcome {
+                Outcome::Failed => marks.push((pos, Mark::Aborted(a.txn))),
+                Outcome::Indeterminate => included[a.txn as usize] = true,
+                Outcome::Committed => {}
+            },
         }
     }
-    for (i, e) in r.full.iter().enumerate() {
-        let Some(a) = appenders.get(&(r.key, *e)) else {
-            sink.push(AnomalyKind::GarbageRead, || {
-                let detail = format!("key {}: read element {e}, which no one appended", r.key);
-                Anomaly::new(AnomalyKind::GarbageRead, vec![reader()], detail)
-            });
-            continue;
-        };
-        let w = &txns[a.txn as usize];
-        match w.outcome {
-            Outcome::Failed => sink.push(AnomalyKind::G1a, || {
-                let detail = format!("key {}: read element {e} of a failed transaction", r.key);
-                Anomaly::new(AnomalyKind::G1a, vec![reader(), w.clone()], detail)
+    marks
+}
+
+/// Reports the marks a read's elements carry, and G1b if its last element is
+/// another transaction's non-final append to the key.
+fn report_read(ctx: &Ctx<'_>, r: &ReadObs<'_>, marks: &[(usize, Mark)], sink: &mut Sink) {
+    let reader = || ctx.txns[r.txn as usize].clone();
+    for &(pos, mark) in marks.iter().filter(|m| m.0 < r.full.len()) {
+        let (e, key, l) = (r.full[pos], r.key, list_text(r.full));
+        match mark {
+            Mark::Duplicate => sink.push(AnomalyKind::DuplicateElements, || {
+                let detail = format!("key {key}: element {e} twice in {l}");
+                Anomaly::new(AnomalyKind::DuplicateElements, vec![reader()], detail)
             }),
-            Outcome::Indeterminate => included[a.txn as usize] = true,
-            Outcome::Committed => {}
+            Mark::Garbage => sink.push(AnomalyKind::GarbageRead, || {
+                let detail = format!("key {key}: read element {e}, which no one appended");
+                Anomaly::new(AnomalyKind::GarbageRead, vec![reader()], detail)
+            }),
+            Mark::Aborted(w) => sink.push(AnomalyKind::G1a, || {
+                let detail = format!("key {key}: read element {e} of a failed transaction");
+                let txns = vec![reader(), ctx.txns[w as usize].clone()];
+                Anomaly::new(AnomalyKind::G1a, txns, detail)
+            }),
         }
-        if i + 1 == r.full.len() && !a.last && a.txn != r.txn {
+    }
+    let Some(&e) = r.full.last() else { return };
+    if let Some(a) = ctx.appenders.get(&(r.key, e)) {
+        if !a.last && a.txn != r.txn {
             sink.push(AnomalyKind::G1b, || {
                 let detail = format!(
                     "key {}: read {} ends in {e}, not the writer's final append",
                     r.key,
                     list_text(r.full)
                 );
-                Anomaly::new(AnomalyKind::G1b, vec![reader(), w.clone()], detail)
+                let w = ctx.txns[a.txn as usize].clone();
+                Anomaly::new(AnomalyKind::G1b, vec![reader(), w], detail)
             });
         }
     }
 }
 
-/// The version order of one key and its ww/wr/rw edges.
-#[allow(clippy::too_many_arguments)]
-fn key_edges(
+/// Checks every read of `key` (`rs`, indices into the reads): each must be
+/// a prefix of the longest, else `incompatible-order`; element faults are
+/// found once on the longest read and reported for each read holding them.
+/// Returns the longest read if it gives a usable version order.
+fn check_key(
+    ctx: &Ctx<'_>,
     key: u64,
     rs: &[usize],
-    reads: &[ReadObs<'_>],
-    txns: &[Txn],
-    appenders: &HashMap<(u64, u64), Appender>,
-    included: &[bool],
+    included: &mut [bool],
     sink: &mut Sink,
+) -> Option<usize> {
+    let longest = *rs.iter().max_by_key(|&&i| ctx.reads[i].full.len())?;
+    let order = ctx.reads[longest].full;
+    let marks = element_marks(ctx, key, order, included);
+    let mut usable = !marks.iter().any(|m| matches!(m.1, Mark::Duplicate));
+    for &i in rs {
+        let r = &ctx.reads[i];
+        if order.starts_with(r.full) {
+            report_read(ctx, r, &marks, sink);
+            continue;
+        }
+        usable = false;
+        sink.push(AnomalyKind::IncompatibleOrder, || {
+            let detail = format!(
+                "key {key}: read {} is not a prefix of read {}",
+                list_text(r.full),
+                list_text(order)
+            );
+            let txns = vec![
+                ctx.txns[r.txn as usize].clone(),
+                ctx.txns[ctx.reads[longest].txn as usize].clone(),
+            ];
+            Anomaly::new(AnomalyKind::IncompatibleOrder, txns, detail)
+        });
+        let own = element_marks(ctx, key, r.full, included);
+        report_read(ctx, r, &own, sink);
+    }
+    usable.then_some(longest)
+}
+
+/// The ww/wr/rw edges of one key whose version order is `order`.
+fn key_edges(
+    ctx: &Ctx<'_>,
+    key: u64,
+    rs: &[usize],
+    order: &[u64],
+    included: &[bool],
     edges: &mut Vec<Edge>,
 ) {
-    let longest = rs
-        .iter()
-        .copied()
-        .max_by_key(|&i| reads[i].full.len())
-        .expect("a key has a read");
-    let order = reads[longest].full;
-    let mut ok = true;
-    for &i in rs {
-        if !order.starts_with(reads[i].full) {
-            ok = false;
-            sink.push(AnomalyKind::IncompatibleOrder, || {
-                let detail = format!(
-                    "key {key}: read {} is not a prefix of read {}",
-                    list_text(reads[i].full),
-                    list_text(order)
-                );
-                let txns = vec![
-                    txns[reads[i].txn as usize].clone(),
-                    txns[reads[longest].txn as usize].clone(),
-                ];
-                Anomaly::new(AnomalyKind::IncompatibleOrder, txns, detail)
-            });
-        }
-    }
-    let distinct: HashSet<u64> = order.iter().copied().collect();
-    if !ok || distinct.len() != order.len() {
-        return; // reported above, or as duplicate-elements: no order to infer from
-    }
     let writer = |pos: usize| {
-        appenders
+        ctx.appenders
             .get(&(key, order[pos]))
             .map(|a| a.txn)
             .filter(|&t| included[t as usize])
@@ -286,7 +347,7 @@ fn key_edges(
         edge(writer(pos - 1), writer(pos), EdgeKind::Ww);
     }
     for &i in rs {
-        let r = &reads[i];
+        let r = &ctx.reads[i];
         let Some(m) = r.ext else { continue };
         if m > 0 {
             edge(writer(m - 1), Some(r.txn), EdgeKind::Wr);

@@ -27,7 +27,7 @@
 //!
 //! Cost: O(n log n) in the number of micro-ops and read elements plus
 //! O(n·concurrency) real-time edges; a 10^5-transaction list-append history
-//! checks in well under a second in release builds
+//! (16 processes, 256 keys in use) checks in about a second in release builds
 //! (`cargo run --release -p splitkv-sim --example check_history -- --generate 100000`).
 
 pub mod anomaly;

@@ -12,6 +12,13 @@
 //!   key ordered `v1 < v2` (Elle's read-then-write inference): `ww` from the
 //!   writer of `v1` to it, and `rw` from every other reader of `v1` to it.
 //!
+//! The second rule is Elle's "writes follow reads" assumption: the version a
+//! committed transaction read was installed before its own write. Were it
+//! false, the transaction read a version that was not yet committed and was
+//! installed after its own — a G1c cycle under the true order — so a cycle
+//! found under the assumption still shows a real anomaly, though its name may
+//! differ.
+//!
 //! These edges may skip intermediate versions (`v1 < v2` need not be
 //! adjacent), but each stands for a path of true edges with the same number of
 //! anti-dependencies, so no cycle is invented and the name is right. What it
@@ -29,7 +36,7 @@ use super::graph::{Edge, EdgeKind};
 use super::txn::{CheckError, Outcome, Txn};
 use super::Inference;
 use crate::history::{MicroOp, ReadValue};
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 
 /// Who wrote a value.
 #[derive(Debug, Clone, Copy)]
@@ -43,7 +50,7 @@ struct Writer {
 #[derive(Default)]
 struct Seen {
     /// (key, value read, `None` = initial) -> readers.
-    readers: HashMap<(u64, Option<u64>), Vec<u32>>,
+    readers: BTreeMap<(u64, Option<u64>), Vec<u32>>,
     /// (key, value read, final value written by the same transaction, writer).
     ordered: Vec<(u64, Option<u64>, u64, u32)>,
 }
@@ -59,11 +66,24 @@ pub fn infer(txns: &[Txn], sink: &mut Sink) -> Result<Inference, CheckError> {
             internal(i as u32, t, sink, &mut seen);
         }
     }
+    let included = check_reads(txns, &writers, &seen, sink);
+    let edges = edges(&writers, &by_key, &seen, &included);
+    Ok(Inference { edges, included })
+}
+
+/// G1a, G1b, garbage and read-your-future-write checks of every external
+/// read; returns which transactions count as committed (committed ones, and
+/// indeterminate ones a committed read saw).
+fn check_reads(
+    txns: &[Txn],
+    writers: &HashMap<(u64, u64), Writer>,
+    seen: &Seen,
+    sink: &mut Sink,
+) -> Vec<bool> {
     let mut included: Vec<bool> = txns
         .iter()
         .map(|t| t.outcome == Outcome::Committed)
         .collect();
-    let mut edges = Vec::new();
     for (&(key, value), readers) in &seen.readers {
         let Some(v) = value else { continue };
         let Some(w) = writers.get(&(key, v)) else {
@@ -103,6 +123,17 @@ pub fn infer(txns: &[Txn], sink: &mut Sink) -> Result<Inference, CheckError> {
             }
         }
     }
+    included
+}
+
+/// The wr, ww and rw edges the reads and read-then-writes prove.
+fn edges(
+    writers: &HashMap<(u64, u64), Writer>,
+    by_key: &HashMap<u64, Vec<u32>>,
+    seen: &Seen,
+    included: &[bool],
+) -> Vec<Edge> {
+    let mut edges = Vec::new();
     let writer_of = |key: u64, v: u64| {
         writers
             .get(&(key, v))
@@ -146,7 +177,7 @@ pub fn infer(txns: &[Txn], sink: &mut Sink) -> Result<Inference, CheckError> {
             edge(r, t, EdgeKind::Rw, key);
         }
     }
-    Ok(Inference { edges, included })
+    edges
 }
 
 type WriteIndex = (HashMap<(u64, u64), Writer>, HashMap<u64, Vec<u32>>);
@@ -202,12 +233,14 @@ fn index_writes(txns: &[Txn]) -> Result<WriteIndex, CheckError> {
     Ok((writers, by_key))
 }
 
+/// Per key of one transaction: (key, the value it knows the key holds,
+/// `Some(None)` = initial; the value its external read returned; its last write).
+type KeyState = (u64, Option<Option<u64>>, Option<Option<u64>>, Option<u64>);
+
 /// Checks a committed transaction's reads against its own earlier reads and
 /// writes (`internal`), and records its external reads and read-then-writes.
 fn internal(id: u32, t: &Txn, sink: &mut Sink, seen: &mut Seen) {
-    // Per key: the value the transaction knows (`Some(None)` = initial), the
-    // value its external read returned, and its last write.
-    let mut state: Vec<(u64, Option<Option<u64>>, Option<Option<u64>>, Option<u64>)> = Vec::new();
+    let mut state: Vec<KeyState> = Vec::new();
     for m in &t.ops {
         let key = m.key();
         let pos = match state.iter().position(|s| s.0 == key) {

@@ -107,6 +107,12 @@ pub enum CheckError {
         /// What does not fit.
         why: String,
     },
+    /// The history holds more than [`TXNS_MAX`] transactions.
+    #[error("more than {max} transactions in one history")]
+    TooManyTransactions {
+        /// The bound, [`TXNS_MAX`].
+        max: usize,
+    },
     /// The same element (list-append) or value (register) is written twice to
     /// one key: the workload's uniqueness precondition does not hold.
     #[error("key {key}: value {value} written by both invoke {first} and invoke {second}")]
@@ -122,9 +128,13 @@ pub enum CheckError {
     },
 }
 
+/// Most transactions in one checked history (graph nodes are `u32`).
+pub const TXNS_MAX: usize = u32::MAX as usize - 1;
+
 /// Pairs every invoke with its process's next completion. Transactions come
-/// out in invoke order. Errors: every [`CheckError`] variant above except
-/// [`CheckError::WrongModel`] and [`CheckError::NotUnique`].
+/// out in invoke order. Errors: [`CheckError::CompletionWithoutInvoke`],
+/// [`CheckError::InvokeWhileOutstanding`], [`CheckError::CompletionMismatch`],
+/// [`CheckError::TimeBackwards`], [`CheckError::TooManyTransactions`].
 pub fn pair(history: &History) -> Result<Vec<Txn>, CheckError> {
     let mut txns: Vec<Txn> = Vec::new();
     let mut outstanding: HashMap<ProcessId, usize> = HashMap::new();
@@ -136,6 +146,9 @@ pub fn pair(history: &History) -> Result<Vec<Txn>, CheckError> {
                     process: op.process,
                     outstanding: txns[t].invoke_index,
                 });
+            }
+            if txns.len() >= TXNS_MAX {
+                return Err(CheckError::TooManyTransactions { max: TXNS_MAX });
             }
             outstanding.insert(op.process, txns.len());
             txns.push(Txn {
