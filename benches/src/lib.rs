@@ -6,6 +6,10 @@
 //! - [`workload`]: the [`Workload`] trait (procedures, load, generator, check;
 //!   FoundationDB's `fdbserver/workloads/` shape) and the database view checks read;
 //! - [`smallbank`]: Smallbank as FaSST/DrTM define it, with its money check;
+//! - [`list_append`] and [`register`]: Elle's list-append and read-write
+//!   register workloads, whose client histories the strict-serializability
+//!   checker (`splitkv_sim::checker`) reads;
+//! - [`history_client`]: the client that records those histories (Jepsen's shape);
 //! - [`loadgen`]: the closed-loop client (conflict retries with seeded backoff,
 //!   measurement window, outcome trace hash);
 //! - [`cluster`]: n nodes running one workload, the path every driver runs;
@@ -15,9 +19,12 @@
 #![warn(missing_docs)]
 
 pub mod cluster;
+pub mod history_client;
+pub mod list_append;
 pub mod loadgen;
 pub mod lookup_report;
 pub mod measure;
+pub mod register;
 pub mod replicas;
 pub mod smallbank;
 pub mod workload;

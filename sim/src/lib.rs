@@ -18,6 +18,8 @@
 //! - [`checker`]: the strict-serializability checker of those histories
 //!   (Elle-style list-append and register inference, Adya's anomalies,
 //!   real-time edges).
+//! - [`lost_commits`]: lost- and phantom-commit accounting against the
+//!   database's final state.
 //!
 //! Fault injection (loss, duplication, partitions, crashes, slow DMA) comes
 //! with the fault-tolerance work.
@@ -25,6 +27,7 @@
 
 pub mod checker;
 pub mod history;
+pub mod lost_commits;
 
 use rand::seq::SliceRandom;
 use rand::{Rng, SeedableRng};

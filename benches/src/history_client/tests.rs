@@ -1,0 +1,176 @@
+use super::*;
+use crate::list_append::codec;
+use crate::register::{self, RegisterConfig, RegisterGenerator};
+use splitkv_layout::host_nic::{HostToNic, NicToHost, TxOutcome};
+use splitkv_layout::ring::{ring_pair, RingConsumer, RingProducer};
+
+/// Plays the NIC runtime's end of the rings: takes every request, answers
+/// them with `status(i)` in order (a committed one with its reads' values
+/// computed on empty registers).
+struct FakeNic {
+    requests: RingConsumer,
+    outcomes: RingProducer,
+    taken: Vec<(u64, Vec<u8>)>,
+}
+
+impl FakeNic {
+    fn take_requests(&mut self) -> usize {
+        let mut buf = Vec::new();
+        let mut n = 0;
+        while self.requests.try_pop(&mut buf).unwrap() {
+            let HostToNic::TxRequest(r) = HostToNic::decode(&buf).unwrap() else {
+                panic!("a request");
+            };
+            assert_eq!(r.procedure, 7);
+            self.taken.push((r.req_id, r.args.to_vec()));
+            n += 1;
+        }
+        n
+    }
+
+    fn answer(&mut self, status: impl Fn(usize) -> TxStatus) {
+        let mut enc = Vec::new();
+        for (i, (req_id, args)) in std::mem::take(&mut self.taken).into_iter().enumerate() {
+            let mut result = Vec::new();
+            let s = status(i);
+            if s == TxStatus::Committed {
+                let ops = codec::decode(&args).unwrap();
+                register::run_txn(&ops, |_| None, &mut result, |_, _| {}).unwrap();
+            }
+            enc.clear();
+            NicToHost::TxOutcome(TxOutcome {
+                req_id,
+                status: s,
+                result: &result,
+            })
+            .encode(&mut enc);
+            self.outcomes.try_push(&enc).unwrap();
+        }
+    }
+}
+
+fn setup(slots: usize) -> (HistoryClient<RegisterGenerator>, FakeNic, RegisterGenerator) {
+    let (req_tx, req_rx) = ring_pair(256).unwrap();
+    let (out_tx, out_rx) = ring_pair(64 << 10).unwrap();
+    let cfg = RegisterConfig::new(4, TxShape::Mixed).unwrap();
+    let gen = RegisterGenerator::new(cfg, 0, 3);
+    let client = HistoryClient::new(
+        Client::new(req_tx, out_rx),
+        gen.clone(),
+        7,
+        100,
+        slots,
+        None,
+    );
+    let nic = FakeNic {
+        requests: req_rx,
+        outcomes: out_tx,
+        taken: Vec::new(),
+    };
+    (client, nic, gen)
+}
+
+#[test]
+fn records_invokes_completions_and_info_with_sound_times() {
+    let (mut c, mut nic, mut fresh) = setup(8);
+    assert!(c.run_iteration(10));
+    let first = nic.take_requests();
+    assert!(
+        (1..8).contains(&first),
+        "the 256-byte ring holds fewer than 8 requests: {first}"
+    );
+    nic.answer(|i| {
+        if i == 0 {
+            TxStatus::Committed
+        } else {
+            TxStatus::LockConflict
+        }
+    });
+    assert!(
+        c.run_iteration(20),
+        "takes the outcomes, submits the held transaction"
+    );
+    assert!(c.run_iteration(30), "stamps last iteration's completions");
+    let ops = c.finish(40);
+    let stats = c.stats();
+    assert_eq!(stats.committed, 1);
+    assert_eq!(stats.failed_with(TxStatus::LockConflict), first as u64 - 1);
+    assert_eq!(stats.indeterminate, stats.submitted - first as u64);
+    assert_eq!(stats.finished(), stats.submitted);
+    // Invokes in submission order are exactly the generator's draws: the
+    // transaction drawn while the ring was full was kept, not discarded.
+    let invokes: Vec<_> = ops.iter().filter(|o| o.kind == OpType::Invoke).collect();
+    assert_eq!(invokes.len() as u64, stats.submitted);
+    for inv in &invokes {
+        assert_eq!(inv.value, fresh.draw());
+        assert!(inv.time_ns == 10 || inv.time_ns == 20);
+    }
+    for o in &ops {
+        match o.kind {
+            OpType::Ok => assert_eq!((o.time_ns, o.error.as_deref()), (30, None)),
+            OpType::Fail => {
+                assert_eq!((o.time_ns, o.error.as_deref()), (30, Some("lock conflict")))
+            }
+            OpType::Info => assert_eq!(
+                (o.time_ns, o.error.as_deref()),
+                (40, Some("outcome unknown"))
+            ),
+            OpType::Invoke => {}
+        }
+        assert!((100..108).contains(&o.process));
+    }
+    let ok = ops.iter().find(|o| o.kind == OpType::Ok).unwrap();
+    assert!(ok
+        .value
+        .iter()
+        .all(|m| !matches!(m, MicroOp::Read { value: Some(_), .. })));
+    // Each process is sequential: invoke, completion, invoke, ...
+    for p in 100..108 {
+        let kinds: Vec<_> = ops
+            .iter()
+            .filter(|o| o.process == p)
+            .map(|o| o.kind)
+            .collect();
+        for pair in kinds.chunks(2) {
+            assert_eq!(pair[0], OpType::Invoke);
+            assert!(pair.len() == 2 && pair[1] != OpType::Invoke, "{kinds:?}");
+        }
+    }
+    let history = History::merge([ops]);
+    let path = std::env::temp_dir().join(format!(
+        "splitkv-history-client-{}.jsonl",
+        std::process::id()
+    ));
+    write_history(&path, &history).unwrap();
+    let back = History::read_jsonl(std::io::BufReader::new(std::fs::File::open(&path).unwrap()));
+    std::fs::remove_file(&path).unwrap();
+    assert_eq!(back.unwrap(), history);
+}
+
+#[test]
+fn a_process_is_reused_only_after_its_completion_is_recorded() {
+    let (mut c, mut nic, _) = setup(1);
+    c.run_iteration(1);
+    assert_eq!(nic.take_requests(), 1);
+    nic.answer(|_| TxStatus::ValidationFailed);
+    c.run_iteration(2);
+    assert_eq!(
+        nic.take_requests(),
+        0,
+        "the slot waits for its completion's stamp"
+    );
+    c.run_iteration(3);
+    assert_eq!(nic.take_requests(), 1);
+    let ops = c.finish(4);
+    let kinds: Vec<_> = ops.iter().map(|o| (o.kind, o.time_ns)).collect();
+    assert_eq!(
+        kinds,
+        [
+            (OpType::Invoke, 1),
+            (OpType::Fail, 3),
+            (OpType::Invoke, 3),
+            (OpType::Info, 4)
+        ]
+    );
+    assert!(c.is_done());
+}
