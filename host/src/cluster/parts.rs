@@ -1,0 +1,182 @@
+//! A stopped cluster: every node's components, owned by the caller. It is what
+//! [`ClusterBuilder::build_parts`](super::ClusterBuilder::build_parts) returns
+//! for another driver (the simulator) to poll, and what
+//! [`Cluster::shutdown`](super::Cluster::shutdown) hands back for checks.
+
+use super::driver::Cluster;
+use super::load::{load_rows, LoadError, LoadProgress};
+use super::stats::{ClusterStats, NodeStats, Shared};
+use super::ClusterError;
+use crate::client::Client;
+use crate::log::HostWorker;
+use crate::table::HostTable;
+use splitkv_layout::wire::NodeId;
+use splitkv_layout::Key;
+use splitkv_nic::{Component, Nanos, NicRuntime, Placement};
+use std::sync::Arc;
+use std::time::Instant;
+
+/// Most passes over every component [`ClusterParts::drain`] makes (on behalf
+/// of [`Cluster::shutdown`] and [`Cluster::load`]) waiting for the cluster to
+/// go idle.
+pub const DRAIN_PASSES_MAX: u64 = 1_000_000;
+
+/// One node's components.
+#[derive(Debug)]
+pub struct NodeParts {
+    /// The protocol engine.
+    pub nic: NicRuntime,
+    /// The host worker, owner of the node's host table.
+    pub worker: HostWorker,
+    /// Clients not handed out yet (a running cluster gives them out with
+    /// [`Cluster::client`]).
+    pub clients: Vec<Client>,
+}
+
+/// Every node of a stopped cluster, by node id.
+#[derive(Debug)]
+pub struct ClusterParts {
+    /// Placement of keys on nodes.
+    pub placement: Placement,
+    /// The nodes, by id.
+    pub nodes: Vec<NodeParts>,
+    /// Polling threads [`ClusterParts::start`] uses.
+    pub(crate) threads: usize,
+    /// Clients each node was built with.
+    pub(crate) clients_per_node: usize,
+    /// Shared with the threads and clients of the running cluster (kept across
+    /// restarts, so clients handed out earlier keep working).
+    pub(crate) shared: Option<Arc<Shared>>,
+    /// Start of the cluster's clock (kept across restarts: `now` never goes back).
+    pub(crate) epoch: Option<Instant>,
+}
+
+impl ClusterParts {
+    /// Node `node`'s host table, for checks.
+    ///
+    /// # Errors
+    /// [`ClusterError::BadNode`] outside the cluster.
+    pub fn table(&self, node: NodeId) -> Result<&HostTable, ClusterError> {
+        self.nodes
+            .get(node as usize)
+            .map(|n| n.worker.table())
+            .ok_or(ClusterError::BadNode {
+                node,
+                nodes: self.nodes.len(),
+            })
+    }
+
+    /// Reads `key` at its primary: its value into `value_out` and its version,
+    /// or `None` when absent.
+    pub fn get(&self, key: &Key, value_out: &mut Vec<u8>) -> Option<u64> {
+        let p = self.placement.primary(key) as usize;
+        let meta = self.nodes.get(p)?.worker.table().get(key, value_out)?;
+        Some(meta.version())
+    }
+
+    /// Takes a client of node `node` that was not handed out yet.
+    ///
+    /// # Errors
+    /// [`ClusterError::BadNode`], or [`ClusterError::NoFreeClient`] when all
+    /// are taken.
+    pub fn client(&mut self, node: NodeId) -> Result<Client, ClusterError> {
+        let nodes = self.nodes.len();
+        let clients_per_node = self.clients_per_node;
+        let n = self
+            .nodes
+            .get_mut(node as usize)
+            .ok_or(ClusterError::BadNode { node, nodes })?;
+        n.clients.pop().ok_or(ClusterError::NoFreeClient {
+            node,
+            clients: clients_per_node,
+        })
+    }
+
+    /// Every component, node by node: NIC runtime, then host worker (the
+    /// order a driver polls them in).
+    pub fn components(&mut self) -> Vec<&mut dyn Component> {
+        let mut v: Vec<&mut dyn Component> = Vec::with_capacity(2 * self.nodes.len());
+        for n in &mut self.nodes {
+            v.push(&mut n.nic);
+            v.push(&mut n.worker);
+        }
+        v
+    }
+
+    /// Whether every NIC runtime and host worker is idle (no transaction,
+    /// DMA, queued outcome, unsent packet or unapplied log entry).
+    pub fn is_quiescent(&mut self) -> bool {
+        self.nodes
+            .iter_mut()
+            .all(|n| n.nic.is_quiescent() && n.worker.is_quiescent())
+    }
+
+    /// Polls every component on this thread, `now` from `clock`, until a pass
+    /// finds the whole cluster idle and no component did work; at most
+    /// `passes_max` passes. Returns whether it went idle.
+    pub fn drain(&mut self, passes_max: u64, mut clock: impl FnMut() -> Nanos) -> bool {
+        for _ in 0..passes_max {
+            let now = clock();
+            let mut work = false;
+            for c in self.components() {
+                work |= c.run_iteration(now);
+            }
+            if !work && self.is_quiescent() {
+                return true;
+            }
+        }
+        false
+    }
+
+    /// Counters of every node (exact: nothing is running).
+    pub fn stats(&self) -> ClusterStats {
+        ClusterStats {
+            nodes: self
+                .nodes
+                .iter()
+                .enumerate()
+                .map(|(i, n)| {
+                    let mut s = NodeStats {
+                        node: i as NodeId,
+                        worker: n.worker.stats(),
+                        ..NodeStats::default()
+                    };
+                    s.set_nic(&n.nic);
+                    s
+                })
+                .collect(),
+        }
+    }
+
+    /// Puts every row on every replica the placement names for its key, with
+    /// version 1 (Xenic §4.1.2's host table, written directly: nothing runs).
+    /// `progress` is called every [`LOAD_PROGRESS_ROWS`](super::LOAD_PROGRESS_ROWS)
+    /// rows and once at the end. Load keys no transaction has touched.
+    ///
+    /// # Errors
+    /// [`LoadError`]: a value over the table's limit, a key already present,
+    /// or a full table. Rows before the failing one are loaded; the failing
+    /// row may be on some of its replicas.
+    pub fn load<V: AsRef<[u8]>>(
+        &mut self,
+        rows: impl IntoIterator<Item = (Key, V)>,
+        progress: impl FnMut(LoadProgress),
+    ) -> Result<LoadProgress, LoadError> {
+        let placement = self.placement;
+        let mut tables: Vec<&mut HostTable> = self
+            .nodes
+            .iter_mut()
+            .map(|n| n.worker.table_mut())
+            .collect();
+        load_rows(placement, &mut tables, rows, progress)
+    }
+
+    /// Starts polling threads over these components: a running [`Cluster`].
+    ///
+    /// # Errors
+    /// [`ClusterError::Spawn`] if a thread could not be started (the threads
+    /// already started are stopped).
+    pub fn start(self) -> Result<Cluster, ClusterError> {
+        Cluster::start(self)
+    }
+}
