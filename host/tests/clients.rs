@@ -42,7 +42,7 @@ fn several_clients_each_get_exactly_their_outcomes() {
     const PER_CLIENT: u64 = 300;
     let (mut nic, mut worker, mut clients) = node(4, 1 << 12);
     assert_eq!(nic.clients(), 4);
-    let mut sent = vec![0u64; 4];
+    let mut sent = [0u64; 4];
     let mut got: Vec<Vec<u64>> = vec![Vec::new(); 4];
     for _ in 0..10_000 {
         for (c, client) in clients.iter_mut().enumerate() {

@@ -327,3 +327,56 @@ fn a_panicking_procedure_stops_the_whole_cluster_with_its_message() {
         "stopped promptly"
     );
 }
+
+#[test]
+fn build_parts_can_be_driven_on_one_thread_with_virtual_time() {
+    // What the simulator does: poll every component itself, `now` its own.
+    let b = Cluster::builder()
+        .nodes(3)
+        .replication(3)
+        .clients_per_node(2)
+        .procedures(registry())
+        .seed(3);
+    let transports = mem_network(3)
+        .into_iter()
+        .map(|t| Box::new(t) as Box<dyn Transport>)
+        .collect();
+    let mut parts = b.build_parts(transports).unwrap();
+    parts
+        .load([(counter(1), 10u64.to_le_bytes())], |_| {})
+        .unwrap();
+    let mut clients = [parts.client(0).unwrap(), parts.client(2).unwrap()];
+    for (i, c) in clients.iter_mut().enumerate() {
+        c.submit(i as u64, INCR, &1u64.to_le_bytes()).unwrap();
+    }
+    let mut now = 0;
+    let mut results = Vec::new();
+    while results.len() < 2 {
+        for comp in parts.components() {
+            comp.run_iteration(now);
+        }
+        now += 100;
+        assert!(now < 100_000_000, "no outcomes");
+        for c in clients.iter_mut() {
+            c.poll(8, |o| results.push((o.req_id, o.status))).unwrap();
+        }
+    }
+    assert!(parts.drain(10_000, || now));
+    let committed = results
+        .iter()
+        .filter(|r| r.1 == TxStatus::Committed)
+        .count() as u64;
+    let mut v = Vec::new();
+    assert_eq!(
+        parts.get(&counter(1), &mut v),
+        Some(LOADED_VERSION + committed)
+    );
+    assert_eq!(as_u64(&v), 10 + committed);
+    assert_eq!(parts.stats().committed(), committed);
+    // The same parts then run on threads.
+    let cluster = parts.start().unwrap();
+    let mut c = cluster.client(0).unwrap();
+    let o = c.call(GET, &1u64.to_le_bytes()).unwrap();
+    assert_eq!(as_u64(&o.result), 10 + committed);
+    cluster.shutdown().unwrap();
+}

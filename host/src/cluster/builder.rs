@@ -3,6 +3,7 @@
 
 use super::driver::Cluster;
 use super::parts::{ClusterParts, NodeParts};
+use super::stats::Shared;
 use super::ClusterError;
 use crate::node::{build_node, NodeConfig};
 use crate::table::TableKind;
@@ -219,6 +220,7 @@ impl ClusterBuilder {
                 nodes: self.nodes,
             });
         }
+        let shared = Arc::new(Shared::new(self.nodes));
         let mut nodes = Vec::with_capacity(self.nodes);
         for (i, t) in transports.into_iter().enumerate() {
             let cfg = self.node_config(i, placement);
@@ -226,6 +228,7 @@ impl ClusterBuilder {
                 build_node(&cfg, self.procedures.clone(), t)?.into_clients();
             // `Cluster::client` pops from the back: hand out client 0 first.
             clients.reverse();
+            clients.iter_mut().for_each(|c| c.attach(shared.clone()));
             nodes.push(NodeParts {
                 nic,
                 worker,
@@ -237,7 +240,7 @@ impl ClusterBuilder {
             nodes,
             threads: self.threads,
             clients_per_node: self.clients_per_node,
-            shared: None,
+            shared,
             epoch: None,
         })
     }

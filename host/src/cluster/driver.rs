@@ -84,10 +84,7 @@ impl Cluster {
     /// Moves `parts` onto polling threads.
     pub(crate) fn start(mut parts: ClusterParts) -> Result<Cluster, ClusterError> {
         let nodes = parts.nodes.len();
-        let shared = parts
-            .shared
-            .take()
-            .unwrap_or_else(|| Arc::new(Shared::new(nodes)));
+        let shared = parts.shared;
         shared.set_running();
         let epoch = *parts.epoch.get_or_insert_with(Instant::now);
         let thread_count = parts.threads.clamp(1, 2 * nodes.max(1));
@@ -95,9 +92,7 @@ impl Cluster {
         let mut clients = Vec::with_capacity(nodes);
         for (i, n) in parts.nodes.into_iter().enumerate() {
             let node = i as NodeId;
-            let mut mine = n.clients;
-            mine.iter_mut().for_each(|c| c.attach(shared.clone()));
-            clients.push(mine);
+            clients.push(n.clients);
             groups[(2 * i) % thread_count].push(Placed::Nic(node, Box::new(n.nic)));
             groups[(2 * i + 1) % thread_count].push(Placed::Worker(node, Box::new(n.worker)));
         }
@@ -265,7 +260,7 @@ impl Cluster {
             nodes,
             threads: self.thread_count,
             clients_per_node: self.clients_per_node,
-            shared: Some(self.shared.clone()),
+            shared: self.shared.clone(),
             epoch: Some(self.epoch),
         };
         let epoch = self.epoch;

@@ -44,9 +44,9 @@ pub struct ClusterParts {
     pub(crate) threads: usize,
     /// Clients each node was built with.
     pub(crate) clients_per_node: usize,
-    /// Shared with the threads and clients of the running cluster (kept across
-    /// restarts, so clients handed out earlier keep working).
-    pub(crate) shared: Option<Arc<Shared>>,
+    /// Shared with the clients (from the start) and the polling threads of
+    /// the running cluster; kept across restarts.
+    pub(crate) shared: Arc<Shared>,
     /// Start of the cluster's clock (kept across restarts: `now` never goes back).
     pub(crate) epoch: Option<Instant>,
 }
