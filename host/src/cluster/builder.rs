@@ -238,6 +238,7 @@ impl ClusterBuilder {
         Ok(ClusterParts {
             placement,
             nodes,
+            apps: Vec::new(),
             threads: self.threads,
             clients_per_node: self.clients_per_node,
             shared,

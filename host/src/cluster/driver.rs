@@ -2,7 +2,7 @@
 //! driver 2), each thread polling a fixed set of NIC runtimes and host workers.
 
 use super::load::{LoadError, LoadProgress};
-use super::parts::{ClusterParts, NodeParts, DRAIN_PASSES_MAX};
+use super::parts::{AppComponent, ClusterParts, NodeParts, DRAIN_PASSES_MAX};
 use super::poll::poll_until_stopped;
 use super::stats::{ClusterStats, Shared};
 use super::{ClusterBuilder, ClusterError};
@@ -19,10 +19,12 @@ use std::time::Instant;
 /// [`Cluster::stats`], in nanoseconds of the cluster's clock.
 pub const STATS_PUBLISH_INTERVAL_NS: Nanos = 1_000_000;
 
-/// A component placed on a polling thread, with its node id.
+/// A component placed on a polling thread, with its node id (or, for an
+/// application component, its index in [`ClusterParts::apps`]).
 enum Placed {
     Nic(NodeId, Box<NicRuntime>),
     Worker(NodeId, Box<HostWorker>),
+    App(usize, Box<dyn AppComponent>),
 }
 
 impl Placed {
@@ -30,6 +32,7 @@ impl Placed {
         match self {
             Placed::Nic(_, n) => n.run_iteration(now),
             Placed::Worker(_, w) => w.run_iteration(now),
+            Placed::App(_, a) => a.run_iteration(now),
         }
     }
 
@@ -47,6 +50,7 @@ impl Placed {
                     .unwrap_or_else(|e| e.into_inner());
                 s.worker = w.stats();
             }
+            Placed::App(..) => {}
         }
     }
 }
@@ -87,7 +91,8 @@ impl Cluster {
         let shared = parts.shared;
         shared.set_running();
         let epoch = *parts.epoch.get_or_insert_with(Instant::now);
-        let thread_count = parts.threads.clamp(1, 2 * nodes.max(1));
+        let components = 2 * nodes + parts.apps.len();
+        let thread_count = parts.threads.clamp(1, components.max(1));
         let mut groups: Vec<Vec<Placed>> = (0..thread_count).map(|_| Vec::new()).collect();
         let mut clients = Vec::with_capacity(nodes);
         for (i, n) in parts.nodes.into_iter().enumerate() {
@@ -95,6 +100,9 @@ impl Cluster {
             clients.push(n.clients);
             groups[(2 * i) % thread_count].push(Placed::Nic(node, Box::new(n.nic)));
             groups[(2 * i + 1) % thread_count].push(Placed::Worker(node, Box::new(n.worker)));
+        }
+        for (i, a) in parts.apps.into_iter().enumerate() {
+            groups[(2 * nodes + i) % thread_count].push(Placed::App(i, a));
         }
         let mut cluster = Cluster {
             shared,
@@ -228,12 +236,14 @@ impl Cluster {
         self.shared.set_stopped(shut_down);
         let mut nics: Vec<Option<NicRuntime>> = (0..self.nodes()).map(|_| None).collect();
         let mut workers: Vec<Option<HostWorker>> = (0..self.nodes()).map(|_| None).collect();
+        let mut apps: Vec<(usize, Box<dyn AppComponent>)> = Vec::new();
         for h in std::mem::take(&mut self.threads) {
             // Panics are caught inside the thread, so `join` succeeds.
             for p in h.join().unwrap_or_default() {
                 match p {
                     Placed::Nic(n, nic) => nics[n as usize] = Some(*nic),
                     Placed::Worker(n, w) => workers[n as usize] = Some(*w),
+                    Placed::App(i, a) => apps.push((i, a)),
                 }
             }
         }
@@ -255,9 +265,11 @@ impl Cluster {
                 })
             })
             .collect();
+        apps.sort_by_key(|(i, _)| *i);
         let mut parts = ClusterParts {
             placement: self.placement,
             nodes,
+            apps: apps.into_iter().map(|(_, a)| a).collect(),
             threads: self.thread_count,
             clients_per_node: self.clients_per_node,
             shared: self.shared.clone(),

@@ -13,6 +13,7 @@ use crate::table::HostTable;
 use splitkv_layout::wire::NodeId;
 use splitkv_layout::Key;
 use splitkv_nic::{Component, Nanos, NicRuntime, Placement};
+use std::any::Any;
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -20,6 +21,15 @@ use std::time::Instant;
 /// of [`Cluster::shutdown`] and [`Cluster::load`]) waiting for the cluster to
 /// go idle.
 pub const DRAIN_PASSES_MAX: u64 = 1_000_000;
+
+/// An application component the cluster's polling threads poll beside the
+/// nodes (a load generator driving a [`Client`]); any [`Component`] that is
+/// `'static` is one. [`ClusterParts::apps`] hands them back after a run; a
+/// `Box<dyn AppComponent>` upcasts to `Box<dyn Any>` to get the concrete
+/// type back (`Box::<dyn Any>::downcast`).
+pub trait AppComponent: Component + Any {}
+
+impl<T: Component + Any> AppComponent for T {}
 
 /// One node's components.
 #[derive(Debug)]
@@ -34,12 +44,16 @@ pub struct NodeParts {
 }
 
 /// Every node of a stopped cluster, by node id.
-#[derive(Debug)]
 pub struct ClusterParts {
     /// Placement of keys on nodes.
     pub placement: Placement,
     /// The nodes, by id.
     pub nodes: Vec<NodeParts>,
+    /// Application components polled on the cluster's threads beside the
+    /// nodes ([`ClusterParts::add_app`]), in the order they were added. They
+    /// are not polled by [`ClusterParts::drain`]: stop them submitting before
+    /// a shutdown.
+    pub apps: Vec<Box<dyn AppComponent>>,
     /// Polling threads [`ClusterParts::start`] uses.
     pub(crate) threads: usize,
     /// Clients each node was built with.
@@ -49,6 +63,16 @@ pub struct ClusterParts {
     pub(crate) shared: Arc<Shared>,
     /// Start of the cluster's clock (kept across restarts: `now` never goes back).
     pub(crate) epoch: Option<Instant>,
+}
+
+impl std::fmt::Debug for ClusterParts {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ClusterParts")
+            .field("placement", &self.placement)
+            .field("nodes", &self.nodes)
+            .field("apps", &self.apps.len())
+            .finish_non_exhaustive()
+    }
 }
 
 impl ClusterParts {
@@ -92,8 +116,16 @@ impl ClusterParts {
         })
     }
 
-    /// Every component, node by node: NIC runtime, then host worker (the
-    /// order a driver polls them in).
+    /// Adds a component for the polling threads to run beside the nodes
+    /// (after [`ClusterParts::start`]); components are spread round robin
+    /// over the threads after the nodes' own.
+    pub fn add_app(&mut self, app: impl AppComponent) {
+        self.apps.push(Box::new(app));
+    }
+
+    /// Every node component, node by node: NIC runtime, then host worker
+    /// (the order a driver polls them in). Application components are in
+    /// [`ClusterParts::apps`].
     pub fn components(&mut self) -> Vec<&mut dyn Component> {
         let mut v: Vec<&mut dyn Component> = Vec::with_capacity(2 * self.nodes.len());
         for n in &mut self.nodes {
