@@ -115,6 +115,11 @@ struct Ticket {
     live: bool,
 }
 
+/// Clients closed from the start for being over [`CLIENTS_PER_NODE_MAX`].
+fn ports_extra(ports: &[Port]) -> u64 {
+    ports.iter().filter(|p| p.closed.is_some()).count() as u64
+}
+
 /// The clients of one NIC runtime.
 #[derive(Debug)]
 pub(crate) struct Clients {
@@ -130,7 +135,7 @@ pub(crate) struct Clients {
 impl Clients {
     /// Serves `rings` (at most [`CLIENTS_PER_NODE_MAX`]; extra ones are closed).
     pub(crate) fn new(rings: Vec<ClientPorts>) -> Clients {
-        let ports = rings
+        let ports: Vec<Port> = rings
             .into_iter()
             .enumerate()
             .map(|(i, rings)| Port {
@@ -142,6 +147,7 @@ impl Clients {
                 )),
             })
             .collect();
+        let extra = ports_extra(&ports);
         let dead = Ticket {
             client: 0,
             req_id: 0,
@@ -153,7 +159,10 @@ impl Clients {
             free: (0..TICKETS_MAX as u32).rev().collect(),
             next: 0,
             enc: Vec::with_capacity(2048),
-            stats: ClientPortStats::default(),
+            stats: ClientPortStats {
+                clients_closed: extra,
+                ..ClientPortStats::default()
+            },
         }
     }
 
