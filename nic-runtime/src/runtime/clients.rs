@@ -5,7 +5,7 @@
 //! Routing: a request taken from client `c` is started under a *ticket* (an
 //! index into a fixed table recording `c` and the application's `req_id`); the
 //! coordinator echoes the ticket as the outcome's request id, and
-//! [`Clients::deliver`] turns it back into `(c, req_id)`.
+//! the runtime turns it back into `(c, req_id)` when it delivers the outcome.
 //!
 //! Bounds: a client has at most [`CLIENT_OUTCOMES_QUEUED_MAX`] requests whose
 //! outcomes it has not yet taken off the NIC (started, or finished and waiting
