@@ -14,7 +14,7 @@ use std::any::Any;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
-use support::{registry, INCR};
+use support::{registry, INCR, NOOP};
 
 /// Submits `budget` increments of counter `id`, one at a time, from a polling thread.
 struct Incrementer {
@@ -156,4 +156,46 @@ fn the_scoped_driver_stops_every_thread_when_one_panics() {
     );
     assert!(stop.load(Ordering::Relaxed));
     assert!(started.elapsed() < Duration::from_secs(10));
+}
+
+#[test]
+fn shutdown_returns_promptly_when_an_application_stopped_polling() {
+    const REQUESTS: u64 = 400;
+    let cluster = Cluster::builder()
+        .nodes(1)
+        .replication(1)
+        .procedures(registry())
+        .configure(|c| c.app_ring_bytes = 1 << 12)
+        .build()
+        .unwrap();
+    let mut client = cluster.client(0).unwrap();
+    let mut sent = 0;
+    wait_for("the requests to be taken", || {
+        while sent < REQUESTS && client.submit(sent, NOOP, b"").is_ok() {
+            sent += 1;
+        }
+        sent == REQUESTS
+    });
+    wait_for("outcomes to wait on the NIC", || {
+        cluster.stats().nodes[0].nic.clients.outcomes_queued > 0
+    });
+    let started = Instant::now();
+    let mut parts = cluster.shutdown().unwrap();
+    assert!(
+        started.elapsed() < Duration::from_secs(10),
+        "gave up draining"
+    );
+    assert!(!parts.is_quiescent(), "outcomes still wait for the client");
+    // Nothing was dropped: once the client polls, every outcome arrives.
+    let mut got = Vec::new();
+    for _ in 0..1000 {
+        client.poll(usize::MAX, |o| got.push(o.req_id)).unwrap();
+        let now = parts.now();
+        if parts.drain(100, || now) && got.len() as u64 == REQUESTS {
+            break;
+        }
+    }
+    client.poll(usize::MAX, |o| got.push(o.req_id)).unwrap();
+    assert_eq!(got, (0..REQUESTS).collect::<Vec<_>>());
+    assert!(parts.is_quiescent());
 }

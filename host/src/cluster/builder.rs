@@ -16,7 +16,7 @@ use std::sync::Arc;
 /// otherwise: two, for the two-core machines the local driver targets.
 pub const THREADS_DEFAULT: usize = 2;
 /// Most polling threads a cluster may ask for. (A cluster never starts more
-/// than two per node, one per component.)
+/// than one per component: two per node plus its application components.)
 pub const THREADS_MAX: usize = 64;
 /// Clients per node unless [`ClusterBuilder::clients_per_node`] says otherwise.
 pub const CLIENTS_PER_NODE_DEFAULT: usize = 1;
@@ -139,8 +139,8 @@ impl ClusterBuilder {
         self
     }
 
-    /// Polling threads, 1 to [`THREADS_MAX`]; a cluster starts at most two
-    /// per node.
+    /// Polling threads, 1 to [`THREADS_MAX`]; a cluster starts at most one
+    /// per component (two per node, plus application components).
     pub fn threads(mut self, threads: usize) -> Self {
         self.threads = threads;
         self

@@ -221,7 +221,7 @@ impl Cluster {
     /// Stops the threads and hands back every node's components, after
     /// letting in-flight work finish ([`ClusterParts::drain`], at most
     /// [`DRAIN_PASSES_MAX`] passes: check [`ClusterParts::is_quiescent`] when
-    /// applications may still have been submitting). Clients still waiting in
+    /// applications may still have been submitting, or have stopped polling). Clients still waiting in
     /// [`Client::call`] get [`ClientError::ShutDown`](crate::ClientError::ShutDown).
     ///
     /// # Errors
@@ -276,6 +276,7 @@ impl Cluster {
             epoch: Some(self.epoch),
         };
         let epoch = self.epoch;
+        // Same clock as the threads: `now` never goes backwards.
         parts.drain(DRAIN_PASSES_MAX, || epoch.elapsed().as_nanos() as Nanos);
         Ok(parts)
     }

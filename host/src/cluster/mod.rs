@@ -49,7 +49,7 @@ pub use builder::{
 };
 pub use driver::{Cluster, STATS_PUBLISH_INTERVAL_NS};
 pub use load::{LoadError, LoadProgress, LOADED_VERSION, LOAD_PROGRESS_ROWS};
-pub use parts::{AppComponent, ClusterParts, NodeParts, DRAIN_PASSES_MAX};
+pub use parts::{AppComponent, ClusterParts, NodeParts, DRAIN_IDLE_PASSES_MAX, DRAIN_PASSES_MAX};
 pub use poll::IDLE_PASSES_BEFORE_YIELD;
 pub use scoped::{round_robin, run_threads, try_run_threads};
 pub use stats::{ClusterStats, NodeStats};

@@ -22,6 +22,12 @@ use std::time::Instant;
 /// go idle.
 pub const DRAIN_PASSES_MAX: u64 = 1_000_000;
 
+/// Consecutive passes in which no component does any work after which
+/// [`ClusterParts::drain`] gives up on a cluster that is not idle (say, outcomes
+/// waiting for an application that no longer polls): far more passes than
+/// a DMA completion or a packet takes to arrive.
+pub const DRAIN_IDLE_PASSES_MAX: u64 = 10_000;
+
 /// An application component the cluster's polling threads poll beside the
 /// nodes (a load generator driving a [`Client`]); any [`Component`] that is
 /// `'static` is one. [`ClusterParts::apps`] hands them back after a run; a
@@ -125,12 +131,28 @@ impl ClusterParts {
 
     /// Every node component, node by node: NIC runtime, then host worker
     /// (the order a driver polls them in). Application components are in
-    /// [`ClusterParts::apps`].
+    /// [`ClusterParts::apps`]; [`ClusterParts::all_components`] has both.
     pub fn components(&mut self) -> Vec<&mut dyn Component> {
         let mut v: Vec<&mut dyn Component> = Vec::with_capacity(2 * self.nodes.len());
         for n in &mut self.nodes {
             v.push(&mut n.nic);
             v.push(&mut n.worker);
+        }
+        v
+    }
+
+    /// The node components ([`ClusterParts::components`]), then the
+    /// application components: everything a driver of its own (the
+    /// simulator) polls.
+    pub fn all_components(&mut self) -> Vec<&mut dyn Component> {
+        let mut v: Vec<&mut dyn Component> =
+            Vec::with_capacity(2 * self.nodes.len() + self.apps.len());
+        for n in &mut self.nodes {
+            v.push(&mut n.nic);
+            v.push(&mut n.worker);
+        }
+        for a in &mut self.apps {
+            v.push(a.as_mut());
         }
         v
     }
@@ -143,21 +165,39 @@ impl ClusterParts {
             .all(|n| n.nic.is_quiescent() && n.worker.is_quiescent())
     }
 
-    /// Polls every component on this thread, `now` from `clock`, until a pass
-    /// finds the whole cluster idle and no component did work; at most
-    /// `passes_max` passes. Returns whether it went idle.
+    /// Polls every node component on this thread (not the [`apps`](Self::apps)),
+    /// `now` from `clock`, until a pass finds the whole cluster idle and no
+    /// component did work. Gives up after `passes_max` passes, or after
+    /// [`DRAIN_IDLE_PASSES_MAX`] passes in a row without work. Returns
+    /// whether the cluster went idle.
     pub fn drain(&mut self, passes_max: u64, mut clock: impl FnMut() -> Nanos) -> bool {
+        let mut idle = 0;
         for _ in 0..passes_max {
             let now = clock();
             let mut work = false;
             for c in self.components() {
                 work |= c.run_iteration(now);
             }
-            if !work && self.is_quiescent() {
+            if work {
+                idle = 0;
+                continue;
+            }
+            if self.is_quiescent() {
                 return true;
+            }
+            idle += 1;
+            if idle >= DRAIN_IDLE_PASSES_MAX {
+                break;
             }
         }
         false
+    }
+
+    /// The cluster's clock: nanoseconds since its threads first started (0
+    /// if they never did), for polling these parts on the caller's thread
+    /// after a run without moving `now` backwards.
+    pub fn now(&self) -> Nanos {
+        self.epoch.map_or(0, |e| e.elapsed().as_nanos() as Nanos)
     }
 
     /// Counters of every node (exact: nothing is running).
