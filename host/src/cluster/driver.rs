@@ -144,8 +144,10 @@ impl Cluster {
                     }
                     work
                 });
-                if let Err(caught) = run {
-                    shared.record_panic(caught);
+                match run {
+                    // Final counters, so a paused cluster's stats are exact.
+                    Ok(()) => group.iter().for_each(|c| c.publish(&shared)),
+                    Err(caught) => shared.record_panic(caught),
                 }
                 group
             })
