@@ -128,7 +128,8 @@ pub struct Node {
 }
 
 impl Node {
-    /// Every client of the node, the first one first.
+    /// Splits the node into its NIC runtime, its host worker and all its
+    /// clients (ring order: [`Node::client`] first).
     pub fn into_clients(self) -> (NicRuntime, HostWorker, Vec<Client>) {
         let mut clients = Vec::with_capacity(1 + self.more_clients.len());
         clients.push(self.client);

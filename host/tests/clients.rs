@@ -150,3 +150,17 @@ fn a_full_outcome_ring_holds_requests_back_and_drops_no_outcome() {
     assert!(nic.is_quiescent());
     assert_eq!(nic.stats().clients.outcomes_undeliverable, 0);
 }
+
+#[test]
+fn call_refuses_to_run_while_submitted_outcomes_await_poll() {
+    let (mut nic, mut worker, mut clients) = node(1, 1 << 12);
+    clients[0].submit(1, NOOP, b"").unwrap();
+    assert_eq!(clients[0].outstanding(), 1);
+    assert_eq!(
+        clients[0].call(NOOP, b"").unwrap_err(),
+        splitkv_host::ClientError::Outstanding(1)
+    );
+    run(&mut nic, &mut worker, 3);
+    assert_eq!(clients[0].poll(8, |_| {}).unwrap(), 1);
+    assert_eq!(clients[0].outstanding(), 0);
+}
