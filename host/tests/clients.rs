@@ -5,6 +5,7 @@
 
 mod support;
 
+use proptest::prelude::*;
 use splitkv_host::{build_node, Client, HostWorker, NodeConfig};
 use splitkv_layout::host_nic::TxStatus;
 use splitkv_nic::net::mem::mem_network;
@@ -163,4 +164,85 @@ fn call_refuses_to_run_while_submitted_outcomes_await_poll() {
     run(&mut nic, &mut worker, 3);
     assert_eq!(clients[0].poll(8, |_| {}).unwrap(), 1);
     assert_eq!(clients[0].outstanding(), 0);
+}
+
+#[derive(Debug, Clone)]
+enum Op {
+    /// Client submits this many requests (as many as its ring takes).
+    Submit(usize, u8),
+    /// Client polls at most this many outcomes.
+    Poll(usize, u8),
+    /// The node runs this many iterations.
+    Run(u8),
+}
+
+fn op(clients: usize) -> impl Strategy<Value = Op> {
+    prop_oneof![
+        (0..clients, 1..40u8).prop_map(|(c, n)| Op::Submit(c, n)),
+        (0..clients, 0..40u8).prop_map(|(c, n)| Op::Poll(c, n)),
+        (1..4u8).prop_map(Op::Run),
+    ]
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(48))]
+    /// Whatever the interleaving of submissions, polls and iterations, and
+    /// with small rings that fill, every request's outcome reaches the client
+    /// that submitted it, exactly once.
+    #[test]
+    fn every_outcome_reaches_its_submitter_exactly_once(
+        ops in (1..5usize).prop_flat_map(|n| (Just(n), prop::collection::vec(op(n), 1..120)))
+    ) {
+        let (n, ops) = ops;
+        let (mut nic, mut worker, mut clients) = node(n, 1 << 12);
+        let mut sent = vec![0u64; n];
+        let mut got: Vec<Vec<u64>> = vec![Vec::new(); n];
+        let mut now = 0;
+        for o in ops {
+            match o {
+                Op::Submit(c, k) => {
+                    for _ in 0..k {
+                        // Counter (id % 3): writes that conflict now and then.
+                        let (proc_id, args) = if sent[c] % 2 == 0 {
+                            (NOOP, Vec::new())
+                        } else {
+                            (support::INCR, (sent[c] % 3).to_le_bytes().to_vec())
+                        };
+                        if clients[c].submit(tag(c, sent[c]), proc_id, &args).is_err() {
+                            break;
+                        }
+                        sent[c] += 1;
+                    }
+                }
+                Op::Poll(c, k) => {
+                    clients[c].poll(k as usize, |o| got[c].push(o.req_id)).unwrap();
+                }
+                Op::Run(k) => {
+                    for _ in 0..k {
+                        nic.run_iteration(now);
+                        worker.run_iteration(now);
+                        now += 1;
+                    }
+                }
+            }
+        }
+        for _ in 0..10_000 {
+            for (c, client) in clients.iter_mut().enumerate() {
+                client.poll(usize::MAX, |o| got[c].push(o.req_id)).unwrap();
+            }
+            if nic.is_quiescent() && (0..n).all(|c| got[c].len() as u64 == sent[c]) {
+                break;
+            }
+            nic.run_iteration(now);
+            worker.run_iteration(now);
+            now += 1;
+        }
+        for c in 0..n {
+            let mut have = got[c].clone();
+            have.sort_unstable();
+            let want: Vec<u64> = (0..sent[c]).map(|i| tag(c, i)).collect();
+            prop_assert_eq!(have, want, "client {}", c);
+        }
+        prop_assert_eq!(nic.stats().clients.outcomes_undeliverable, 0);
+    }
 }
