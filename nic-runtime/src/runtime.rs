@@ -26,7 +26,7 @@ pub use clients::{
     TICKETS_MAX,
 };
 use splitkv_layout::host_nic::HostToNic;
-use splitkv_layout::ring::{RingConsumer, RingError};
+use splitkv_layout::ring::{RingConsumer, RingError, RingProducer};
 use splitkv_layout::wire::{decode_packet, Body, NodeId};
 
 /// Most packets taken from the transport per iteration.
@@ -45,6 +45,21 @@ pub struct HostPorts {
     pub clients: Vec<ClientPorts>,
     /// Host workers → NIC: `LogApplied` acknowledgements.
     pub acks: RingConsumer,
+}
+
+impl HostPorts {
+    /// Ports for one application client: its request and outcome rings, and
+    /// the host workers' acknowledgement ring.
+    pub fn one_client(
+        requests: RingConsumer,
+        outcomes: RingProducer,
+        acks: RingConsumer,
+    ) -> HostPorts {
+        HostPorts {
+            clients: vec![ClientPorts { requests, outcomes }],
+            acks,
+        }
+    }
 }
 
 /// Counters of one NIC runtime.
