@@ -1,9 +1,22 @@
 //! The application API (L5 §3: applications talk to the node through
-//! shared-memory rings): submit a shipped-procedure request, poll outcomes.
+//! shared-memory rings): submit a shipped-procedure request, poll outcomes —
+//! or [`Client::call`], which does both and waits.
+//!
+//! Each application thread has a client of its own (its own request and
+//! outcome ring); the node's NIC runtime serves its clients fairly and returns
+//! each outcome to the client that submitted the request.
 
-use splitkv_layout::host_nic::{HostToNic, NicToHost, TxOutcome, TxRequest, ARGS_BYTES_MAX};
+use crate::cluster::Shared;
+use splitkv_layout::host_nic::{
+    HostToNic, NicToHost, TxOutcome, TxRequest, TxStatus, ARGS_BYTES_MAX,
+};
 use splitkv_layout::ring::{RingConsumer, RingError, RingProducer};
 use splitkv_layout::DecodeError;
+use std::sync::Arc;
+
+/// Polls of an empty outcome ring in [`Client::call`] before the waiting
+/// thread yields the CPU to the cluster's polling threads.
+pub const CALL_SPINS_BEFORE_YIELD: u32 = 64;
 
 /// Why a submission or poll failed. A failed submission changed nothing.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -25,15 +38,54 @@ pub enum ClientError {
     /// A ring failed.
     #[error("ring: {0}")]
     Ring(RingError),
+    /// [`Client::call`] on a client with `0` submitted requests whose outcomes
+    /// have not been polled; `call` would take their outcomes.
+    #[error("{0} submitted requests still await poll(); call() needs none outstanding")]
+    Outstanding(u64),
+    /// The cluster this client belongs to was shut down.
+    #[error("the cluster was shut down")]
+    ShutDown,
+    /// A polling thread of the cluster panicked, which stopped the cluster.
+    #[error("the cluster stopped: polling thread {thread} panicked: {message}")]
+    Panicked {
+        /// Name of the thread that panicked.
+        thread: String,
+        /// The panic's message.
+        message: String,
+    },
 }
 
-/// One application's connection to its node.
+/// The outcome of one transaction, owned (what [`Client::call`] returns).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Outcome {
+    /// How the transaction ended: committed, or why not.
+    pub status: TxStatus,
+    /// The procedure's result on commit (at most
+    /// [`RESULT_BYTES_MAX`](splitkv_layout::host_nic::RESULT_BYTES_MAX) bytes);
+    /// a short reason when rejected.
+    pub result: Vec<u8>,
+}
+
+impl Outcome {
+    /// Whether the transaction committed.
+    pub fn is_committed(&self) -> bool {
+        self.status == TxStatus::Committed
+    }
+}
+
+/// One application thread's connection to its node: a request ring and an
+/// outcome ring (L5 §3). Non-blocking [`Client::submit`] / [`Client::poll`],
+/// or blocking [`Client::call`].
 #[derive(Debug)]
 pub struct Client {
     requests: RingProducer,
     outcomes: RingConsumer,
     enc: Vec<u8>,
     dec: Vec<u8>,
+    /// Submitted requests whose outcomes have not been polled.
+    outstanding: u64,
+    next_call_id: u64,
+    cluster: Option<Arc<Shared>>,
 }
 
 impl Client {
@@ -44,7 +96,76 @@ impl Client {
             outcomes,
             enc: Vec::with_capacity(2048),
             dec: Vec::with_capacity(2048),
+            outstanding: 0,
+            next_call_id: 0,
+            cluster: None,
         }
+    }
+
+    /// Ties the client to a running cluster, so that [`Client::call`] stops
+    /// waiting when the cluster shuts down or a polling thread panics.
+    pub(crate) fn attach(&mut self, cluster: Arc<Shared>) {
+        self.cluster = Some(cluster);
+    }
+
+    /// Submitted requests whose outcomes have not been polled yet.
+    pub fn outstanding(&self) -> u64 {
+        self.outstanding
+    }
+
+    /// Runs `procedure(args)` as one transaction and waits for its outcome.
+    ///
+    /// Blocks (spinning, then yielding) until the outcome arrives: some other
+    /// thread must be driving the node (a running [`crate::Cluster`] does).
+    ///
+    /// # Errors
+    /// [`ClientError::Outstanding`] when requests submitted with
+    /// [`Client::submit`] still await [`Client::poll`]; the errors of `submit`
+    /// and `poll`; [`ClientError::ShutDown`] or [`ClientError::Panicked`] when
+    /// the client's cluster stopped before the outcome arrived.
+    pub fn call(&mut self, procedure: u32, args: &[u8]) -> Result<Outcome, ClientError> {
+        if self.outstanding != 0 {
+            return Err(ClientError::Outstanding(self.outstanding));
+        }
+        let id = self.next_call_id;
+        self.next_call_id = self.next_call_id.wrapping_add(1);
+        let mut spins = 0u32;
+        loop {
+            match self.submit(id, procedure, args) {
+                Ok(()) => break,
+                Err(ClientError::Busy) => self.wait(&mut spins)?,
+                Err(e) => return Err(e),
+            }
+        }
+        let mut got = None;
+        loop {
+            self.poll(1, |o| {
+                got = Some(Outcome {
+                    status: o.status,
+                    result: o.result.to_vec(),
+                })
+            })?;
+            if let Some(o) = got.take() {
+                return Ok(o);
+            }
+            self.wait(&mut spins)?;
+        }
+    }
+
+    /// One wait step of [`Client::call`]: spin, then yield; fails when the
+    /// cluster has stopped.
+    fn wait(&self, spins: &mut u32) -> Result<(), ClientError> {
+        if let Some(c) = &self.cluster {
+            c.client_check()?;
+        }
+        *spins += 1;
+        if *spins >= CALL_SPINS_BEFORE_YIELD {
+            *spins = 0;
+            std::thread::yield_now();
+        } else {
+            std::hint::spin_loop();
+        }
+        Ok(())
     }
 
     /// Submits `procedure(args)` tagged with `req_id` (echoed in its outcome).
@@ -63,7 +184,10 @@ impl Client {
         })
         .encode(&mut self.enc);
         match self.requests.try_push(&self.enc) {
-            Ok(_) => Ok(()),
+            Ok(_) => {
+                self.outstanding += 1;
+                Ok(())
+            }
             Err(RingError::Full) => Err(ClientError::Busy),
             Err(e) => Err(ClientError::Ring(e)),
         }
@@ -93,6 +217,7 @@ impl Client {
                 Ok(false) => break,
                 Err(e) => return Err(ClientError::Ring(e)),
             }
+            self.outstanding = self.outstanding.saturating_sub(1);
             match NicToHost::decode(&self.dec)? {
                 NicToHost::TxOutcome(o) => f(&o),
             }

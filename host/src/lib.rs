@@ -3,7 +3,10 @@
 //! The host side of a splitkv node: it owns all data. Here live the Robinhood
 //! host table ([`table`], Xenic §4.1.2), the host log and the workers that apply
 //! it ([`log`], Xenic §4.2 step 7), the application API ([`client`], L5-style
-//! rings), node assembly ([`node`]) and the local-cluster driver ([`cluster`]).
+//! rings), node assembly ([`node`]) and the embedding API with its local-cluster
+//! driver ([`cluster`]): `Cluster::builder()...build()` starts an in-process
+//! cluster, hands each application thread a [`Client`], loads rows, reports
+//! [`ClusterStats`] and shuts down into [`ClusterParts`] for checks.
 #![warn(missing_docs)]
 
 pub mod client;
@@ -12,6 +15,10 @@ pub mod log;
 pub mod node;
 pub mod table;
 
-pub use client::{Client, ClientError};
+pub use client::{Client, ClientError, Outcome};
+pub use cluster::{
+    Cluster, ClusterBuilder, ClusterError, ClusterParts, ClusterStats, LoadError, LoadProgress,
+    NodeParts, NodeStats,
+};
 pub use log::HostWorker;
 pub use node::{build_node, Node, NodeConfig, NodeError, NODE_VALUE_BYTES_MAX};

@@ -7,6 +7,10 @@
 //!    └──outcomes ring──────────┘                            │
 //!                      NicRuntime ◄──acks ring (LogApplied)─┘
 //! ```
+//!
+//! A node has [`NodeConfig::clients`] clients, each with its own request and
+//! outcome ring (one per application thread, L5 §3); the NIC runtime polls
+//! them fairly and routes each outcome to the client that asked.
 
 use crate::client::Client;
 use crate::log::HostWorker;
@@ -16,7 +20,10 @@ use splitkv_layout::table::TableConfig;
 use splitkv_layout::wire::{NodeId, WIRE_VALUE_BYTES_MAX};
 use splitkv_nic::dma::local::LocalDma;
 use splitkv_nic::net::Transport;
-use splitkv_nic::{HostPorts, Nanos, NicParts, NicRuntime, Placement, ProcedureRegistry};
+use splitkv_nic::runtime::CLIENTS_PER_NODE_MAX;
+use splitkv_nic::{
+    ClientPorts, HostPorts, Nanos, NicParts, NicRuntime, Placement, ProcedureRegistry,
+};
 
 /// Largest value a node may be configured for: what one wire item carries
 /// ([`WIRE_VALUE_BYTES_MAX`]). The Robinhood table keeps values over 256 B out
@@ -48,6 +55,12 @@ pub struct NodeConfig {
     pub cache_objects: usize,
     /// Which host table to keep the data in.
     pub table_kind: TableKind,
+    /// Application clients (request/outcome ring pairs), 1 to
+    /// [`CLIENTS_PER_NODE_MAX`]; default 1.
+    pub clients: usize,
+    /// The run's seed: every random choice of the node derives from it and the
+    /// node id ([`splitkv_nic::node_seed`]); default 0.
+    pub seed: u64,
 }
 
 impl NodeConfig {
@@ -70,6 +83,8 @@ impl NodeConfig {
             dma_prefetch: true,
             cache_objects: splitkv_nic::index::CACHE_OBJECTS_DEFAULT,
             table_kind: TableKind::Robinhood,
+            clients: 1,
+            seed: 0,
         }
     }
 }
@@ -86,6 +101,9 @@ pub enum NodeError {
     /// Value size over [`NODE_VALUE_BYTES_MAX`].
     #[error("value size {0} B exceeds the node maximum of {NODE_VALUE_BYTES_MAX} B (the wire's item limit)")]
     ValueTooLarge(usize),
+    /// Client count outside 1..=[`CLIENTS_PER_NODE_MAX`].
+    #[error("{0} clients per node: must be 1 to {CLIENTS_PER_NODE_MAX}")]
+    Clients(usize),
     /// Node id outside the cluster.
     #[error("node {node} outside a {nodes}-node cluster")]
     BadNode {
@@ -103,11 +121,29 @@ pub struct Node {
     pub nic: NicRuntime,
     /// The host worker owning the table and applying the host log.
     pub worker: HostWorker,
-    /// The application's end of the request and outcome rings.
+    /// The first application client (its end of the request and outcome rings).
     pub client: Client,
+    /// Clients 1.. (`NodeConfig::clients - 1` of them), in ring order.
+    pub more_clients: Vec<Client>,
+}
+
+impl Node {
+    /// Splits the node into its NIC runtime, its host worker and all its
+    /// clients (ring order: [`Node::client`] first).
+    pub fn into_clients(self) -> (NicRuntime, HostWorker, Vec<Client>) {
+        let mut clients = Vec::with_capacity(1 + self.more_clients.len());
+        clients.push(self.client);
+        clients.extend(self.more_clients);
+        (self.nic, self.worker, clients)
+    }
 }
 
 /// Builds a node whose NIC runtime uses `transport` and runs `procedures`.
+///
+/// # Errors
+/// [`NodeError`] for a node id outside the placement, a value limit over
+/// [`NODE_VALUE_BYTES_MAX`], a client count outside 1..=[`CLIENTS_PER_NODE_MAX`],
+/// a bad table configuration or a bad ring size.
 pub fn build_node(
     cfg: &NodeConfig,
     procedures: ProcedureRegistry,
@@ -122,12 +158,24 @@ pub fn build_node(
     if cfg.table.value_bytes_max > NODE_VALUE_BYTES_MAX {
         return Err(NodeError::ValueTooLarge(cfg.table.value_bytes_max));
     }
+    if cfg.clients == 0 || cfg.clients > CLIENTS_PER_NODE_MAX {
+        return Err(NodeError::Clients(cfg.clients));
+    }
     let table = HostTable::new(cfg.table_kind, &cfg.table)?;
     let (memory, table_kind) = table.dma();
     let value_bytes_max = table.value_bytes_max();
     let (log_tx, log_rx) = ring_pair(cfg.log_ring_bytes)?;
-    let (req_tx, req_rx) = ring_pair(cfg.app_ring_bytes)?;
-    let (out_tx, out_rx) = ring_pair(cfg.app_ring_bytes)?;
+    let mut ports = Vec::with_capacity(cfg.clients);
+    let mut clients = Vec::with_capacity(cfg.clients);
+    for _ in 0..cfg.clients {
+        let (req_tx, req_rx) = ring_pair(cfg.app_ring_bytes)?;
+        let (out_tx, out_rx) = ring_pair(cfg.app_ring_bytes)?;
+        ports.push(ClientPorts {
+            requests: req_rx,
+            outcomes: out_tx,
+        });
+        clients.push(Client::new(req_tx, out_rx));
+    }
     let (ack_tx, ack_rx) = ring_pair(cfg.ack_ring_bytes)?;
     let mut dma = LocalDma::new(memory, log_tx, cfg.dma_latency_ns);
     dma.set_prefetch(cfg.dma_prefetch);
@@ -140,15 +188,18 @@ pub fn build_node(
         dma: Box::new(dma),
         transport,
         host: HostPorts {
-            requests: req_rx,
+            clients: ports,
             acks: ack_rx,
-            outcomes: out_tx,
         },
         cache_objects: cfg.cache_objects,
+        seed: cfg.seed,
     });
+    let mut clients = clients.into_iter();
+    let client = clients.next().ok_or(NodeError::Clients(0))?;
     Ok(Node {
         nic,
         worker: HostWorker::new(table, log_rx, ack_tx),
-        client: Client::new(req_tx, out_rx),
+        client,
+        more_clients: clients.collect(),
     })
 }

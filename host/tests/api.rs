@@ -3,13 +3,14 @@
 
 use proptest::prelude::*;
 use splitkv_host::{build_node, ClientError, Node, NodeConfig};
-use splitkv_layout::host_nic::{TxStatus, ARGS_BYTES_MAX};
+use splitkv_layout::host_nic::{HostToNic, LogApplied, TxStatus, ARGS_BYTES_MAX};
 use splitkv_layout::wire::{BodyWriter, Flow, MsgHeader, MsgKind, PacketHeader};
 use splitkv_layout::{Key, ObjectMeta};
 use splitkv_nic::net::mem::{mem_network, MemTransport};
 use splitkv_nic::net::{OutPacket, Transport};
 use splitkv_nic::{
-    Placement, ProcError, Procedure, ProcedureRegistry, ReadView, TxPlan, UserAbort, WriteSet,
+    ClientClosed, Placement, ProcError, Procedure, ProcedureRegistry, ReadView, TxPlan, UserAbort,
+    WriteSet,
 };
 use std::collections::VecDeque;
 use std::sync::Arc;
@@ -148,18 +149,63 @@ fn unknown_procedure_and_bad_args_are_rejected() {
 }
 
 #[test]
-fn malformed_ring_entries_are_dropped_and_counted() {
-    let (mut n, _peer) = node();
-    n.client.submit_raw(b"\xffgarbage").unwrap();
-    n.client.submit_raw(b"").unwrap();
+fn a_corrupt_request_ring_entry_closes_only_that_client() {
+    let mut net = mem_network(2);
+    let _peer = net.pop().unwrap();
+    let t = net.pop().unwrap();
+    let mut procs = ProcedureRegistry::new();
+    procs.register(Arc::new(Put));
+    let mut cfg = NodeConfig::new(0, Placement::new(2, 1).unwrap(), 1024, 8);
+    cfg.clients = 2;
+    let mut n = build_node(&cfg, procs, Box::new(t)).expect("node");
     let id = key_on_node0(Placement::new(2, 1).unwrap());
-    n.client.submit(7, 0, &put_args(id, b"ok")).unwrap();
+    n.client.submit_raw(b"\xffgarbage").unwrap();
+    n.client.submit(1, 0, &put_args(id, b"after")).unwrap();
+    n.more_clients[0]
+        .submit(7, 0, &put_args(id, b"ok"))
+        .unwrap();
+    run(&mut n, 20);
+    let mut got = Vec::new();
+    n.more_clients[0]
+        .poll(8, |o| got.push((o.req_id, o.status)))
+        .unwrap();
     assert_eq!(
-        outcome(&mut n).0,
-        TxStatus::Committed,
-        "good entries after bad ones still run"
+        got,
+        vec![(7, TxStatus::Committed)],
+        "the other client is served"
     );
-    assert_eq!(n.nic.stats().bad_ring_entries, 2);
+    assert_eq!(
+        n.client.poll(8, |_| {}).unwrap(),
+        0,
+        "the closed client's later request is not run"
+    );
+    let stats = n.nic.stats();
+    assert_eq!(stats.clients.clients_closed, 1);
+    assert_eq!(stats.coordinator.started, 1);
+    assert!(matches!(
+        n.nic.client_closed(0),
+        Some(ClientClosed::BadEntry(_))
+    ));
+    assert_eq!(n.nic.client_closed(1), None);
+    // The closed client stays closed; the open one keeps working.
+    n.more_clients[0]
+        .submit(8, 0, &put_args(id, b"again"))
+        .unwrap();
+    run(&mut n, 20);
+    let mut again = Vec::new();
+    n.more_clients[0].poll(8, |o| again.push(o.req_id)).unwrap();
+    assert_eq!(again, vec![8]);
+}
+
+#[test]
+fn a_non_request_message_on_a_request_ring_closes_the_client() {
+    let (mut n, _peer) = node();
+    let mut bytes = Vec::new();
+    HostToNic::LogApplied(LogApplied { applied_bytes: 0 }).encode(&mut bytes);
+    n.client.submit_raw(&bytes).unwrap();
+    run(&mut n, 5);
+    assert_eq!(n.nic.client_closed(0), Some(&ClientClosed::NotARequest));
+    assert_eq!(n.nic.stats().clients.clients_closed, 1);
 }
 
 fn send(peer: &mut MemTransport, bytes: Vec<u8>) {

@@ -4,7 +4,8 @@
 //! (Xenic §3): on pinned host cores, on a SmartNIC SoC, or inside the simulator.
 //!
 //! - [`runtime::NicRuntime`] — one node's engine, a non-blocking state machine
-//!   driven by `run_iteration(now)`;
+//!   driven by `run_iteration(now)`, serving several application clients
+//!   ([`runtime::clients`]);
 //! - [`protocol`] — coordinator and server roles of Xenic's OCC (Xenic §4.2);
 //! - [`index`] — the NIC index: locks, pinned committed objects (Xenic §4.1.3);
 //! - [`dma`] — the DMA engine interface and its local implementation (Xenic §4.3.1);
@@ -32,7 +33,10 @@ pub use placement::{Placement, PlacementError, NODES_MAX};
 pub use procedure::{
     ProcError, Procedure, ProcedureRegistry, ReadView, TxPlan, UserAbort, WriteSet,
 };
-pub use runtime::{HostPorts, NicParts, NicRuntime, NicStats};
+pub use runtime::{
+    node_seed, ClientClosed, ClientPortStats, ClientPorts, HostPorts, NicParts, NicRuntime,
+    NicStats,
+};
 
 /// A polled component: a non-blocking state machine a driver places on a thread.
 pub trait Component: Send {

@@ -2,6 +2,12 @@
 //! for the runtime"). Each [`NicRuntime::run_iteration`] drains what is ready —
 //! packets, DMA completions, host acknowledgements, application requests — and
 //! then flushes every batched packet (Dandelion §5.1).
+//!
+//! Applications reach the runtime through one request/outcome ring pair per
+//! client (L5 §3); [`clients`] polls them fairly and routes each outcome to the
+//! ring of the client that submitted it.
+
+pub mod clients;
 
 use crate::dma::DmaEngine;
 use crate::index::HostTableKind;
@@ -14,13 +20,18 @@ use crate::protocol::coordinator::{Coordinator, CoordinatorStats};
 use crate::protocol::server::{Server, ServerStats};
 use crate::protocol::Io;
 use crate::Nanos;
-use splitkv_layout::host_nic::{HostToNic, NicToHost, TxOutcome};
+use clients::Clients;
+pub use clients::{
+    ClientClosed, ClientPortStats, ClientPorts, CLIENTS_PER_NODE_MAX, CLIENT_OUTCOMES_QUEUED_MAX,
+    TICKETS_MAX,
+};
+use splitkv_layout::host_nic::HostToNic;
 use splitkv_layout::ring::{RingConsumer, RingError, RingProducer};
 use splitkv_layout::wire::{decode_packet, Body, NodeId};
 
 /// Most packets taken from the transport per iteration.
 pub const RX_BURST_MAX: usize = 64;
-/// Most application requests started per iteration.
+/// Most application requests started per iteration (over all clients).
 pub const REQUESTS_PER_ITERATION_MAX: usize = 64;
 /// Most host acknowledgements taken per iteration.
 pub const ACKS_PER_ITERATION_MAX: usize = 64;
@@ -28,12 +39,27 @@ pub const ACKS_PER_ITERATION_MAX: usize = 64;
 /// The rings that connect a NIC runtime to its host (the "PCIe" rings).
 #[derive(Debug)]
 pub struct HostPorts {
-    /// Application → NIC: transaction requests (L5-style request ring).
-    pub requests: RingConsumer,
+    /// One request/outcome ring pair per application client, at most
+    /// [`CLIENTS_PER_NODE_MAX`] (more are closed at once). Client `i`'s
+    /// outcomes go to `clients[i].outcomes`.
+    pub clients: Vec<ClientPorts>,
     /// Host workers → NIC: `LogApplied` acknowledgements.
     pub acks: RingConsumer,
-    /// NIC → application: transaction outcomes.
-    pub outcomes: RingProducer,
+}
+
+impl HostPorts {
+    /// Ports for one application client: its request and outcome rings, and
+    /// the host workers' acknowledgement ring.
+    pub fn one_client(
+        requests: RingConsumer,
+        outcomes: RingProducer,
+        acks: RingConsumer,
+    ) -> HostPorts {
+        HostPorts {
+            clients: vec![ClientPorts { requests, outcomes }],
+            acks,
+        }
+    }
 }
 
 /// Counters of one NIC runtime.
@@ -47,9 +73,13 @@ pub struct NicStats {
     pub batch: BatchStats,
     /// NIC object-cache counters.
     pub cache: crate::index::cache::CacheStats,
+    /// Client-port counters: requests, outcomes by status, closed clients.
+    pub clients: ClientPortStats,
     /// Packets or messages dropped because they did not decode or broke a limit.
     pub bad_packets: u64,
-    /// Ring entries dropped because they did not decode.
+    /// Host acknowledgement ring entries dropped because they did not decode.
+    /// (A bad request-ring entry closes its client instead:
+    /// [`ClientPortStats::clients_closed`].)
     pub bad_ring_entries: u64,
     /// Iterations run.
     pub iterations: u64,
@@ -75,6 +105,18 @@ pub struct NicParts {
     pub host: HostPorts,
     /// NIC object-cache capacity in objects ([`crate::index::CACHE_OBJECTS_DEFAULT`]).
     pub cache_objects: usize,
+    /// The run's seed; every random choice of this runtime (the NIC cache's
+    /// eviction sampling) derives from it and the node id ([`node_seed`]).
+    pub seed: u64,
+}
+
+/// The seed of node `node`'s random choices in a run seeded with `seed`
+/// (SplitMix64 of both, so nodes differ and a run seed reproduces them all).
+pub fn node_seed(seed: u64, node: NodeId) -> u64 {
+    let mut z = seed ^ (node as u64 + 1).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+    z ^ (z >> 31)
 }
 
 /// One node's protocol engine.
@@ -85,11 +127,11 @@ pub struct NicRuntime {
     coordinator: Coordinator,
     procedures: ProcedureRegistry,
     transport: Box<dyn Transport>,
-    host: HostPorts,
+    clients: Clients,
+    acks: RingConsumer,
     rx: Vec<Vec<u8>>,
     completions: Vec<crate::dma::DmaCompletion>,
     ring_buf: Vec<u8>,
-    enc_buf: Vec<u8>,
     bad_packets: u64,
     bad_ring_entries: u64,
     iterations: u64,
@@ -118,16 +160,20 @@ impl NicRuntime {
                 dma: parts.dma,
                 w: Default::default(),
             },
-            index: NicIndex::new(parts.table, parts.cache_objects, parts.node as u64 + 1),
+            index: NicIndex::new(
+                parts.table,
+                parts.cache_objects,
+                node_seed(parts.seed, parts.node),
+            ),
             server: Server::new(),
             coordinator: Coordinator::new(value_max),
             procedures: parts.procedures,
             transport: parts.transport,
-            host: parts.host,
+            clients: Clients::new(parts.host.clients),
+            acks: parts.host.acks,
             rx: Vec::with_capacity(RX_BURST_MAX * 2),
             completions: Vec::with_capacity(256),
             ring_buf: Vec::with_capacity(4096),
-            enc_buf: Vec::with_capacity(4096),
             bad_packets: 0,
             bad_ring_entries: 0,
             iterations: 0,
@@ -146,6 +192,7 @@ impl NicRuntime {
             server: self.server.stats(),
             batch: self.io.batcher.stats(),
             cache: self.index.cache_stats(),
+            clients: self.clients.stats(),
             bad_packets: self.bad_packets,
             bad_ring_entries: self.bad_ring_entries,
             iterations: self.iterations,
@@ -157,6 +204,17 @@ impl NicRuntime {
         &self.index
     }
 
+    /// Clients served (request/outcome ring pairs), in [`HostPorts::clients`] order.
+    pub fn clients(&self) -> usize {
+        self.clients.len()
+    }
+
+    /// Why client `client` was closed (its request ring is no longer read), or
+    /// `None` while it is open (or if there is no such client).
+    pub fn client_closed(&self, client: usize) -> Option<&ClientClosed> {
+        self.clients.closed(client)
+    }
+
     /// Whether nothing is in flight here: no transactions, server requests, DMA,
     /// queued outcomes or unsent packets. (Packets already in the network are
     /// the driver's to account for.)
@@ -165,6 +223,7 @@ impl NicRuntime {
             && self.server.inflight() == 0
             && self.io.dma.inflight() == 0
             && self.coordinator.pending_outcomes() == 0
+            && self.clients.queued() == 0
             && self.index.locks_held() == 0
             && self.io.batcher.ready().is_empty()
     }
@@ -173,32 +232,52 @@ impl NicRuntime {
     pub fn run_iteration(&mut self, now: Nanos) -> bool {
         self.iterations += 1;
         self.io.now = now;
-        let mut work = false;
+        let mut work = self.poll_network(now);
+        work |= self.poll_dma(now);
+        work |= self.poll_acks();
+        work |= self.start_requests();
+        work |= self.clients.deliver(&mut self.coordinator);
+        // End of iteration: seal and send every batched packet.
+        self.io.batcher.flush();
+        if !self.io.batcher.ready().is_empty() {
+            self.transport.tx_burst(now, self.io.batcher.ready());
+            work = true;
+        }
+        work
+    }
 
-        // 1. Network (and loopback) packets.
+    /// Step 1: network (and loopback) packets.
+    fn poll_network(&mut self, now: Nanos) -> bool {
         let mut rx = std::mem::take(&mut self.rx);
         self.transport.rx_burst(now, &mut rx, RX_BURST_MAX);
         self.io.batcher.take_loopback(&mut rx);
-        work |= !rx.is_empty();
+        let work = !rx.is_empty();
         for pkt in rx.drain(..) {
             self.on_packet(&pkt);
             self.io.batcher.recycle(pkt);
         }
         self.rx = rx;
+        work
+    }
 
-        // 2. DMA completions resume their continuations.
+    /// Step 2: DMA completions resume their continuations.
+    fn poll_dma(&mut self, now: Nanos) -> bool {
         let mut completions = std::mem::take(&mut self.completions);
         self.io.dma.poll(now, &mut completions);
-        work |= !completions.is_empty();
+        let work = !completions.is_empty();
         for c in completions.drain(..) {
             self.server.on_dma(&mut self.io, &mut self.index, &c);
         }
         self.completions = completions;
         self.server.retry_deferred(&mut self.io, &mut self.index);
+        work
+    }
 
-        // 3. Host acknowledgements release pinned objects.
+    /// Step 3: host acknowledgements release pinned objects.
+    fn poll_acks(&mut self) -> bool {
+        let mut work = false;
         for _ in 0..ACKS_PER_ITERATION_MAX {
-            match self.host.acks.try_pop(&mut self.ring_buf) {
+            match self.acks.try_pop(&mut self.ring_buf) {
                 Ok(true) => {
                     work = true;
                     match HostToNic::decode(&self.ring_buf) {
@@ -219,55 +298,20 @@ impl NicRuntime {
                 }
             }
         }
+        work
+    }
 
-        // 4. New transactions from the application.
+    /// Step 4: new transactions from the applications, fairly over clients.
+    fn start_requests(&mut self) -> bool {
+        let mut work = false;
         for _ in 0..REQUESTS_PER_ITERATION_MAX {
             if !self.coordinator.has_room() {
                 break;
             }
-            match self.host.requests.try_pop(&mut self.ring_buf) {
-                Ok(true) => {
-                    work = true;
-                    match HostToNic::decode(&self.ring_buf) {
-                        Ok(HostToNic::TxRequest(req)) => {
-                            self.coordinator.start(&mut self.io, &self.procedures, &req)
-                        }
-                        _ => self.bad_ring_entries += 1,
-                    }
-                }
-                Ok(false) => break,
-                Err(_) => {
-                    self.bad_ring_entries += 1;
-                    break;
-                }
-            }
-        }
-
-        // 5. Outcomes to the application, as the ring has room.
-        while let Some(o) = self.coordinator.outcomes().front() {
-            self.enc_buf.clear();
-            NicToHost::TxOutcome(TxOutcome {
-                req_id: o.req_id,
-                status: o.status,
-                result: &o.result,
-            })
-            .encode(&mut self.enc_buf);
-            match self.host.outcomes.try_push(&self.enc_buf) {
-                Ok(_) => {
-                    if let Some(done) = self.coordinator.outcomes().pop_front() {
-                        self.coordinator.recycle(done.result);
-                    }
-                    work = true;
-                }
-                Err(RingError::Full) => break,
-                Err(e) => panic!("outcome ring refused an entry: {e}"),
-            }
-        }
-
-        // 6. End of iteration: seal and send every batched packet.
-        self.io.batcher.flush();
-        if !self.io.batcher.ready().is_empty() {
-            self.transport.tx_burst(now, self.io.batcher.ready());
+            let Some(req) = self.clients.pop_request(&mut self.ring_buf) else {
+                break;
+            };
+            self.coordinator.start(&mut self.io, &self.procedures, &req);
             work = true;
         }
         if let Some(why) = self.server.fatal() {

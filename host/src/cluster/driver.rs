@@ -1,0 +1,297 @@
+//! A running cluster: its components moved onto a few polling threads (DESIGN.md
+//! driver 2), each thread polling a fixed set of NIC runtimes and host workers.
+
+use super::load::{LoadError, LoadProgress};
+use super::parts::{AppComponent, ClusterParts, NodeParts, DRAIN_PASSES_MAX};
+use super::poll::poll_until_stopped;
+use super::stats::{ClusterStats, Shared};
+use super::{ClusterBuilder, ClusterError};
+use crate::client::Client;
+use crate::log::HostWorker;
+use splitkv_layout::wire::NodeId;
+use splitkv_layout::Key;
+use splitkv_nic::{Nanos, NicRuntime, Placement};
+use std::sync::{Arc, Mutex};
+use std::thread::JoinHandle;
+use std::time::Instant;
+
+/// How often a polling thread publishes its components' counters for
+/// [`Cluster::stats`], in nanoseconds of the cluster's clock.
+pub const STATS_PUBLISH_INTERVAL_NS: Nanos = 1_000_000;
+
+/// A component placed on a polling thread, with its node id (or, for an
+/// application component, its index in [`ClusterParts::apps`]).
+enum Placed {
+    Nic(NodeId, Box<NicRuntime>),
+    Worker(NodeId, Box<HostWorker>),
+    App(usize, Box<dyn AppComponent>),
+}
+
+impl Placed {
+    fn run_iteration(&mut self, now: Nanos) -> bool {
+        match self {
+            Placed::Nic(_, n) => n.run_iteration(now),
+            Placed::Worker(_, w) => w.run_iteration(now),
+            Placed::App(_, a) => a.run_iteration(now),
+        }
+    }
+
+    fn publish(&self, shared: &Shared) {
+        match self {
+            Placed::Nic(node, n) => {
+                let mut s = shared.stats[*node as usize]
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner());
+                s.set_nic(n);
+            }
+            Placed::Worker(node, w) => {
+                let mut s = shared.stats[*node as usize]
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner());
+                s.worker = w.stats();
+            }
+            Placed::App(..) => {}
+        }
+    }
+}
+
+/// A running in-process cluster: nodes polled by threads over the `mem`
+/// transport (or whatever transports [`ClusterBuilder::build_parts`] was
+/// given). Hands out [`Client`]s, loads rows, reports counters, and shuts down
+/// into a [`ClusterParts`]. Dropping it stops its threads.
+pub struct Cluster {
+    shared: Arc<Shared>,
+    threads: Vec<JoinHandle<Vec<Placed>>>,
+    /// Clients not handed out yet, by node.
+    clients: Mutex<Vec<Vec<Client>>>,
+    placement: Placement,
+    thread_count: usize,
+    clients_per_node: usize,
+    epoch: Instant,
+}
+
+impl std::fmt::Debug for Cluster {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Cluster")
+            .field("nodes", &self.placement.nodes())
+            .field("threads", &self.thread_count)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Cluster {
+    /// A builder with the defaults (3 nodes, replication 3, Robinhood tables).
+    pub fn builder() -> ClusterBuilder {
+        ClusterBuilder::new()
+    }
+
+    /// Moves `parts` onto polling threads.
+    pub(crate) fn start(mut parts: ClusterParts) -> Result<Cluster, ClusterError> {
+        let nodes = parts.nodes.len();
+        let shared = parts.shared;
+        shared.set_running();
+        let epoch = *parts.epoch.get_or_insert_with(Instant::now);
+        let components = 2 * nodes + parts.apps.len();
+        let thread_count = parts.threads.clamp(1, components.max(1));
+        let mut groups: Vec<Vec<Placed>> = (0..thread_count).map(|_| Vec::new()).collect();
+        let mut clients = Vec::with_capacity(nodes);
+        for (i, n) in parts.nodes.into_iter().enumerate() {
+            let node = i as NodeId;
+            clients.push(n.clients);
+            groups[(2 * i) % thread_count].push(Placed::Nic(node, Box::new(n.nic)));
+            groups[(2 * i + 1) % thread_count].push(Placed::Worker(node, Box::new(n.worker)));
+        }
+        for (i, a) in parts.apps.into_iter().enumerate() {
+            groups[(2 * nodes + i) % thread_count].push(Placed::App(i, a));
+        }
+        let mut cluster = Cluster {
+            shared,
+            threads: Vec::with_capacity(thread_count),
+            clients: Mutex::new(clients),
+            placement: parts.placement,
+            thread_count,
+            clients_per_node: parts.clients_per_node,
+            epoch,
+        };
+        for (i, group) in groups.into_iter().enumerate() {
+            let handle = cluster.spawn(i, group)?;
+            cluster.threads.push(handle);
+        }
+        Ok(cluster)
+    }
+
+    fn spawn(
+        &self,
+        i: usize,
+        mut group: Vec<Placed>,
+    ) -> Result<JoinHandle<Vec<Placed>>, ClusterError> {
+        let name = format!("splitkv-poll-{i}");
+        let shared = self.shared.clone();
+        let epoch = self.epoch;
+        let thread = name.clone();
+        std::thread::Builder::new()
+            .name(name.clone())
+            .spawn(move || {
+                let mut next_publish = 0;
+                let run = poll_until_stopped(&thread, epoch, &shared.stop, |now| {
+                    let mut work = false;
+                    for c in group.iter_mut() {
+                        work |= c.run_iteration(now);
+                    }
+                    if now >= next_publish {
+                        next_publish = now + STATS_PUBLISH_INTERVAL_NS;
+                        group.iter().for_each(|c| c.publish(&shared));
+                    }
+                    work
+                });
+                match run {
+                    // Final counters, so a paused cluster's stats are exact.
+                    Ok(()) => group.iter().for_each(|c| c.publish(&shared)),
+                    Err(caught) => shared.record_panic(caught),
+                }
+                group
+            })
+            .map_err(|e| {
+                self.shared.set_stopped(true);
+                ClusterError::Spawn {
+                    thread: name,
+                    message: e.to_string(),
+                }
+            })
+    }
+
+    /// Placement of keys on nodes.
+    pub fn placement(&self) -> Placement {
+        self.placement
+    }
+
+    /// Nodes in the cluster.
+    pub fn nodes(&self) -> usize {
+        self.placement.nodes()
+    }
+
+    /// A client of node `node` for one application thread (each thread needs
+    /// its own). There are [`ClusterBuilder::clients_per_node`] per node.
+    ///
+    /// # Errors
+    /// [`ClusterError::BadNode`] outside the cluster, or
+    /// [`ClusterError::NoFreeClient`] when all of the node's are handed out.
+    pub fn client(&self, node: NodeId) -> Result<Client, ClusterError> {
+        let mut clients = self.clients.lock().unwrap_or_else(|e| e.into_inner());
+        let nodes = clients.len();
+        let free = clients
+            .get_mut(node as usize)
+            .ok_or(ClusterError::BadNode { node, nodes })?;
+        free.pop().ok_or(ClusterError::NoFreeClient {
+            node,
+            clients: self.clients_per_node,
+        })
+    }
+
+    /// [`ClusterError::Panicked`] if a polling thread panicked (which stopped
+    /// the cluster); `Ok` while it runs.
+    pub fn check(&self) -> Result<(), ClusterError> {
+        self.shared.panicked().map_or(Ok(()), Err)
+    }
+
+    /// The counters every polling thread last published (at most
+    /// [`STATS_PUBLISH_INTERVAL_NS`] old while it runs).
+    pub fn stats(&self) -> ClusterStats {
+        self.shared.snapshot()
+    }
+
+    /// Loads rows between runs: stops the threads, lets the cluster go idle,
+    /// puts each row on every replica of its key ([`ClusterParts::load`]),
+    /// and starts the threads again. Clients handed out keep working.
+    ///
+    /// # Errors
+    /// [`ClusterError::Panicked`] if a thread had panicked; [`ClusterError::Load`]
+    /// ([`LoadError`]) for a row that cannot be loaded (the threads run again
+    /// all the same); [`ClusterError::Spawn`] if they cannot be restarted.
+    pub fn load<V: AsRef<[u8]>>(
+        &mut self,
+        rows: impl IntoIterator<Item = (Key, V)>,
+        progress: impl FnMut(LoadProgress),
+    ) -> Result<LoadProgress, ClusterError> {
+        let mut parts = self.stop(false)?;
+        let loaded = parts.load(rows, progress);
+        // `self` has no threads left: replacing it joins nothing.
+        *self = Cluster::start(parts)?;
+        loaded.map_err(|e: LoadError| ClusterError::Load(e))
+    }
+
+    /// Stops the threads and hands back every node's components, after
+    /// letting in-flight work finish ([`ClusterParts::drain`], at most
+    /// [`DRAIN_PASSES_MAX`] passes: check [`ClusterParts::is_quiescent`] when
+    /// applications may still have been submitting, or have stopped polling). Clients still waiting in
+    /// [`Client::call`] get [`ClientError::ShutDown`](crate::ClientError::ShutDown).
+    ///
+    /// # Errors
+    /// [`ClusterError::Panicked`] (the thread's name and the panic's message)
+    /// if a polling thread panicked.
+    pub fn shutdown(mut self) -> Result<ClusterParts, ClusterError> {
+        self.stop(true)
+    }
+
+    /// Stops and joins the threads, drains, and reassembles the parts.
+    fn stop(&mut self, shut_down: bool) -> Result<ClusterParts, ClusterError> {
+        self.shared.set_stopped(shut_down);
+        let mut nics: Vec<Option<NicRuntime>> = (0..self.nodes()).map(|_| None).collect();
+        let mut workers: Vec<Option<HostWorker>> = (0..self.nodes()).map(|_| None).collect();
+        let mut apps: Vec<(usize, Box<dyn AppComponent>)> = Vec::new();
+        for h in std::mem::take(&mut self.threads) {
+            // Panics are caught inside the thread, so `join` succeeds.
+            for p in h.join().unwrap_or_default() {
+                match p {
+                    Placed::Nic(n, nic) => nics[n as usize] = Some(*nic),
+                    Placed::Worker(n, w) => workers[n as usize] = Some(*w),
+                    Placed::App(i, a) => apps.push((i, a)),
+                }
+            }
+        }
+        if let Some(e) = self.shared.panicked() {
+            return Err(e);
+        }
+        let mut clients =
+            std::mem::take(&mut *self.clients.lock().unwrap_or_else(|e| e.into_inner()));
+        clients.resize_with(self.nodes(), Vec::new);
+        let nodes = nics
+            .into_iter()
+            .zip(workers)
+            .zip(clients)
+            .filter_map(|((nic, worker), clients)| {
+                Some(NodeParts {
+                    nic: nic?,
+                    worker: worker?,
+                    clients,
+                })
+            })
+            .collect();
+        apps.sort_by_key(|(i, _)| *i);
+        let mut parts = ClusterParts {
+            placement: self.placement,
+            nodes,
+            apps: apps.into_iter().map(|(_, a)| a).collect(),
+            threads: self.thread_count,
+            clients_per_node: self.clients_per_node,
+            shared: self.shared.clone(),
+            epoch: Some(self.epoch),
+        };
+        let epoch = self.epoch;
+        // Same clock as the threads: `now` never goes backwards.
+        parts.drain(DRAIN_PASSES_MAX, || epoch.elapsed().as_nanos() as Nanos);
+        Ok(parts)
+    }
+}
+
+impl Drop for Cluster {
+    fn drop(&mut self) {
+        if self.threads.is_empty() {
+            return;
+        }
+        self.shared.set_stopped(true);
+        for h in std::mem::take(&mut self.threads) {
+            let _ = h.join();
+        }
+    }
+}

@@ -1,0 +1,133 @@
+//! The embedding API and the local-cluster driver (DESIGN.md driver 2, the
+//! embedded default): several in-process nodes whose components are spread
+//! over a few OS threads, each thread polling a fixed set of components.
+//!
+//! ```no_run
+//! # use splitkv_host::cluster::{Cluster, ClusterError};
+//! # use splitkv_nic::ProcedureRegistry;
+//! # fn main() -> Result<(), ClusterError> {
+//! let registry = ProcedureRegistry::new(); // register procedures here
+//! let mut cluster = Cluster::builder()
+//!     .nodes(3)
+//!     .replication(3)
+//!     .capacity_keys(10_000)
+//!     .value_bytes_max(64)
+//!     .procedures(registry)
+//!     .clients_per_node(2)
+//!     .build()?;
+//! cluster.load(Vec::<(splitkv_layout::Key, Vec<u8>)>::new(), |_| {})?;
+//! let mut client = cluster.client(0)?; // one per application thread
+//! // client.call(procedure_id, &args)?;
+//! let stats = cluster.stats();
+//! let stopped = cluster.shutdown()?; // tables readable for checks
+//! # Ok(()) }
+//! ```
+//!
+//! - [`ClusterBuilder`] checks the settings ([`ClusterError`] on bad ones) and
+//!   either starts a [`Cluster`] on threads over the in-process `mem` transport
+//!   ([`ClusterBuilder::build`]) or returns the assembled components for
+//!   another driver, such as the simulator, to poll
+//!   ([`ClusterBuilder::build_parts`] → [`ClusterParts`]).
+//! - [`Cluster`] hands out one [`Client`](crate::Client) per application
+//!   thread, bulk-loads rows on every replica ([`Cluster::load`]), reports counters
+//!   ([`ClusterStats`]) and shuts down into a [`ClusterParts`] whose tables a
+//!   checker reads. A polling thread that panics stops every thread and the
+//!   cluster reports [`ClusterError::Panicked`].
+//! - [`run_threads`] is the older scoped driver over borrowed components.
+
+mod builder;
+mod driver;
+mod load;
+mod parts;
+mod poll;
+mod scoped;
+mod stats;
+
+pub use builder::{
+    ClusterBuilder, CAPACITY_KEYS_DEFAULT, CLIENTS_PER_NODE_DEFAULT, THREADS_DEFAULT, THREADS_MAX,
+    VALUE_BYTES_MAX_DEFAULT,
+};
+pub use driver::{Cluster, STATS_PUBLISH_INTERVAL_NS};
+pub use load::{LoadError, LoadProgress, LOADED_VERSION, LOAD_PROGRESS_ROWS};
+pub use parts::{AppComponent, ClusterParts, NodeParts, DRAIN_IDLE_PASSES_MAX, DRAIN_PASSES_MAX};
+pub use poll::IDLE_PASSES_BEFORE_YIELD;
+pub use scoped::{round_robin, run_threads, try_run_threads};
+pub use stats::{ClusterStats, NodeStats};
+
+use crate::node::NodeError;
+use splitkv_layout::wire::NodeId;
+use splitkv_nic::PlacementError;
+pub(crate) use stats::Shared;
+
+/// Why a cluster could not be built, run or stopped cleanly.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ClusterError {
+    /// Bad node count or replication degree.
+    #[error("placement: {0}")]
+    Placement(#[from] PlacementError),
+    /// A node could not be assembled (table, rings, value or client limits).
+    #[error("node: {0}")]
+    Node(#[from] NodeError),
+    /// A setting of the builder is out of range.
+    #[error("invalid setting {setting} = {value}: {expected}")]
+    Setting {
+        /// The builder method.
+        setting: &'static str,
+        /// The value given.
+        value: u64,
+        /// What is allowed.
+        expected: &'static str,
+    },
+    /// [`ClusterBuilder::build_parts`] got a transport count other than the node count.
+    #[error("{given} transports for {nodes} nodes")]
+    Transports {
+        /// Transports given.
+        given: usize,
+        /// Nodes.
+        nodes: usize,
+    },
+    /// A node id outside the cluster.
+    #[error("node {node} outside a {nodes}-node cluster")]
+    BadNode {
+        /// Requested id.
+        node: NodeId,
+        /// Cluster size.
+        nodes: usize,
+    },
+    /// Every client of the node has been handed out
+    /// ([`ClusterBuilder::clients_per_node`] sets how many there are).
+    #[error("node {node} has no client left: all {clients} handed out")]
+    NoFreeClient {
+        /// The node.
+        node: NodeId,
+        /// Clients the node has.
+        clients: usize,
+    },
+    /// Bulk load failed; rows before the failing one are loaded.
+    #[error("load: {0}")]
+    Load(#[from] LoadError),
+    /// A polling thread could not be started.
+    #[error("could not start polling thread {thread}: {message}")]
+    Spawn {
+        /// Thread name.
+        thread: String,
+        /// The OS error.
+        message: String,
+    },
+    /// A polling thread panicked; every thread of the cluster was stopped.
+    /// (Binaries map this to their internal-error exit code.)
+    #[error("polling thread {thread} panicked: {message}")]
+    Panicked {
+        /// Name of the thread that panicked (`splitkv-poll-<i>`).
+        thread: String,
+        /// The panic's message.
+        message: String,
+    },
+}
+
+impl ClusterError {
+    /// Whether this is [`ClusterError::Panicked`] (an internal error, not bad input).
+    pub fn is_panic(&self) -> bool {
+        matches!(self, ClusterError::Panicked { .. })
+    }
+}

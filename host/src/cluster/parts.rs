@@ -1,0 +1,254 @@
+//! A stopped cluster: every node's components, owned by the caller. It is what
+//! [`ClusterBuilder::build_parts`](super::ClusterBuilder::build_parts) returns
+//! for another driver (the simulator) to poll, and what
+//! [`Cluster::shutdown`](super::Cluster::shutdown) hands back for checks.
+
+use super::driver::Cluster;
+use super::load::{load_rows, LoadError, LoadProgress};
+use super::stats::{ClusterStats, NodeStats, Shared};
+use super::ClusterError;
+use crate::client::Client;
+use crate::log::HostWorker;
+use crate::table::HostTable;
+use splitkv_layout::wire::NodeId;
+use splitkv_layout::Key;
+use splitkv_nic::{Component, Nanos, NicRuntime, Placement};
+use std::any::Any;
+use std::sync::Arc;
+use std::time::Instant;
+
+/// Most passes over every component [`ClusterParts::drain`] makes (on behalf
+/// of [`Cluster::shutdown`] and [`Cluster::load`]) waiting for the cluster to
+/// go idle.
+pub const DRAIN_PASSES_MAX: u64 = 1_000_000;
+
+/// Consecutive passes in which no component does any work after which
+/// [`ClusterParts::drain`] gives up on a cluster that is not idle (say, outcomes
+/// waiting for an application that no longer polls): far more passes than
+/// a DMA completion or a packet takes to arrive.
+pub const DRAIN_IDLE_PASSES_MAX: u64 = 10_000;
+
+/// An application component the cluster's polling threads poll beside the
+/// nodes (a load generator driving a [`Client`]); any [`Component`] that is
+/// `'static` is one. [`ClusterParts::apps`] hands them back after a run; a
+/// `Box<dyn AppComponent>` upcasts to `Box<dyn Any>` to get the concrete
+/// type back (`Box::<dyn Any>::downcast`).
+pub trait AppComponent: Component + Any {}
+
+impl<T: Component + Any> AppComponent for T {}
+
+/// One node's components.
+#[derive(Debug)]
+pub struct NodeParts {
+    /// The protocol engine.
+    pub nic: NicRuntime,
+    /// The host worker, owner of the node's host table.
+    pub worker: HostWorker,
+    /// Clients not handed out yet (a running cluster gives them out with
+    /// [`Cluster::client`]).
+    pub clients: Vec<Client>,
+}
+
+/// Every node of a stopped cluster, by node id.
+pub struct ClusterParts {
+    /// Placement of keys on nodes.
+    pub placement: Placement,
+    /// The nodes, by id.
+    pub nodes: Vec<NodeParts>,
+    /// Application components polled on the cluster's threads beside the
+    /// nodes ([`ClusterParts::add_app`]), in the order they were added. They
+    /// are not polled by [`ClusterParts::drain`]: stop them submitting before
+    /// a shutdown.
+    pub apps: Vec<Box<dyn AppComponent>>,
+    /// Polling threads [`ClusterParts::start`] uses.
+    pub(crate) threads: usize,
+    /// Clients each node was built with.
+    pub(crate) clients_per_node: usize,
+    /// Shared with the clients (from the start) and the polling threads of
+    /// the running cluster; kept across restarts.
+    pub(crate) shared: Arc<Shared>,
+    /// Start of the cluster's clock (kept across restarts: `now` never goes back).
+    pub(crate) epoch: Option<Instant>,
+}
+
+impl std::fmt::Debug for ClusterParts {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ClusterParts")
+            .field("placement", &self.placement)
+            .field("nodes", &self.nodes)
+            .field("apps", &self.apps.len())
+            .finish_non_exhaustive()
+    }
+}
+
+impl ClusterParts {
+    /// Node `node`'s host table, for checks.
+    ///
+    /// # Errors
+    /// [`ClusterError::BadNode`] outside the cluster.
+    pub fn table(&self, node: NodeId) -> Result<&HostTable, ClusterError> {
+        self.nodes
+            .get(node as usize)
+            .map(|n| n.worker.table())
+            .ok_or(ClusterError::BadNode {
+                node,
+                nodes: self.nodes.len(),
+            })
+    }
+
+    /// Reads `key` at its primary: its value into `value_out` and its version,
+    /// or `None` when absent.
+    pub fn get(&self, key: &Key, value_out: &mut Vec<u8>) -> Option<u64> {
+        let p = self.placement.primary(key) as usize;
+        let meta = self.nodes.get(p)?.worker.table().get(key, value_out)?;
+        Some(meta.version())
+    }
+
+    /// Takes a client of node `node` that was not handed out yet.
+    ///
+    /// # Errors
+    /// [`ClusterError::BadNode`], or [`ClusterError::NoFreeClient`] when all
+    /// are taken.
+    pub fn client(&mut self, node: NodeId) -> Result<Client, ClusterError> {
+        let nodes = self.nodes.len();
+        let clients_per_node = self.clients_per_node;
+        let n = self
+            .nodes
+            .get_mut(node as usize)
+            .ok_or(ClusterError::BadNode { node, nodes })?;
+        n.clients.pop().ok_or(ClusterError::NoFreeClient {
+            node,
+            clients: clients_per_node,
+        })
+    }
+
+    /// Adds a component for the polling threads to run beside the nodes
+    /// (after [`ClusterParts::start`]); components are spread round robin
+    /// over the threads after the nodes' own.
+    pub fn add_app(&mut self, app: impl AppComponent) {
+        self.apps.push(Box::new(app));
+    }
+
+    /// Every node component, node by node: NIC runtime, then host worker
+    /// (the order a driver polls them in). Application components are in
+    /// [`ClusterParts::apps`]; [`ClusterParts::all_components`] has both.
+    pub fn components(&mut self) -> Vec<&mut dyn Component> {
+        let mut v: Vec<&mut dyn Component> = Vec::with_capacity(2 * self.nodes.len());
+        for n in &mut self.nodes {
+            v.push(&mut n.nic);
+            v.push(&mut n.worker);
+        }
+        v
+    }
+
+    /// The node components ([`ClusterParts::components`]), then the
+    /// application components: everything a driver of its own (the
+    /// simulator) polls.
+    pub fn all_components(&mut self) -> Vec<&mut dyn Component> {
+        let mut v: Vec<&mut dyn Component> =
+            Vec::with_capacity(2 * self.nodes.len() + self.apps.len());
+        for n in &mut self.nodes {
+            v.push(&mut n.nic);
+            v.push(&mut n.worker);
+        }
+        for a in &mut self.apps {
+            v.push(a.as_mut());
+        }
+        v
+    }
+
+    /// Whether every NIC runtime and host worker is idle (no transaction,
+    /// DMA, queued outcome, unsent packet or unapplied log entry).
+    pub fn is_quiescent(&mut self) -> bool {
+        self.nodes
+            .iter_mut()
+            .all(|n| n.nic.is_quiescent() && n.worker.is_quiescent())
+    }
+
+    /// Polls every node component on this thread (not the [`apps`](Self::apps)),
+    /// `now` from `clock`, until a pass finds the whole cluster idle and no
+    /// component did work. Gives up after `passes_max` passes, or after
+    /// [`DRAIN_IDLE_PASSES_MAX`] passes in a row without work. Returns
+    /// whether the cluster went idle.
+    pub fn drain(&mut self, passes_max: u64, mut clock: impl FnMut() -> Nanos) -> bool {
+        let mut idle = 0;
+        for _ in 0..passes_max {
+            let now = clock();
+            let mut work = false;
+            for c in self.components() {
+                work |= c.run_iteration(now);
+            }
+            if work {
+                idle = 0;
+                continue;
+            }
+            if self.is_quiescent() {
+                return true;
+            }
+            idle += 1;
+            if idle >= DRAIN_IDLE_PASSES_MAX {
+                break;
+            }
+        }
+        false
+    }
+
+    /// The cluster's clock: nanoseconds since its threads first started (0
+    /// if they never did), for polling these parts on the caller's thread
+    /// after a run without moving `now` backwards.
+    pub fn now(&self) -> Nanos {
+        self.epoch.map_or(0, |e| e.elapsed().as_nanos() as Nanos)
+    }
+
+    /// Counters of every node (exact: nothing is running).
+    pub fn stats(&self) -> ClusterStats {
+        ClusterStats {
+            nodes: self
+                .nodes
+                .iter()
+                .enumerate()
+                .map(|(i, n)| {
+                    let mut s = NodeStats {
+                        node: i as NodeId,
+                        worker: n.worker.stats(),
+                        ..NodeStats::default()
+                    };
+                    s.set_nic(&n.nic);
+                    s
+                })
+                .collect(),
+        }
+    }
+
+    /// Puts every row on every replica the placement names for its key, with
+    /// version 1 (Xenic §4.1.2's host table, written directly: nothing runs).
+    /// `progress` is called every [`LOAD_PROGRESS_ROWS`](super::LOAD_PROGRESS_ROWS)
+    /// rows and once at the end. Load keys no transaction has touched.
+    ///
+    /// # Errors
+    /// [`LoadError`]: a value over the table's limit, a key already present,
+    /// or a full table. Rows before the failing one are loaded; the failing
+    /// row may be on some of its replicas.
+    pub fn load<V: AsRef<[u8]>>(
+        &mut self,
+        rows: impl IntoIterator<Item = (Key, V)>,
+        progress: impl FnMut(LoadProgress),
+    ) -> Result<LoadProgress, LoadError> {
+        let placement = self.placement;
+        let mut tables: Vec<&mut HostTable> = self
+            .nodes
+            .iter_mut()
+            .map(|n| n.worker.table_mut())
+            .collect();
+        load_rows(placement, &mut tables, rows, progress)
+    }
+
+    /// Starts polling threads over these components: a running [`Cluster`].
+    ///
+    /// # Errors
+    /// [`ClusterError::Spawn`] if a thread could not be started (the threads
+    /// already started are stopped).
+    pub fn start(self) -> Result<Cluster, ClusterError> {
+        Cluster::start(self)
+    }
+}

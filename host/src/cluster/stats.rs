@@ -1,0 +1,227 @@
+//! Counters of a cluster, and the state its polling threads share with the
+//! [`Cluster`](super::Cluster) handle and its clients.
+
+use super::poll::Caught;
+use super::ClusterError;
+use crate::client::ClientError;
+use crate::log::WorkerStats;
+use splitkv_layout::host_nic::TxStatus;
+use splitkv_layout::wire::NodeId;
+use splitkv_nic::{ClientClosed, NicRuntime, NicStats};
+use std::sync::atomic::{AtomicBool, AtomicU8, Ordering};
+use std::sync::Mutex;
+
+/// Counters of one node.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct NodeStats {
+    /// The node.
+    pub node: NodeId,
+    /// Its NIC runtime: coordinator, server, batching, cache and client-port
+    /// counters (outcomes by [`TxStatus`] are in `nic.clients.outcomes`).
+    pub nic: NicStats,
+    /// Its host worker (log entries applied, stale records, bad entries, acks).
+    pub worker: WorkerStats,
+    /// Clients closed for a corrupt request ring: `(client index, reason)`.
+    pub closed_clients: Vec<(usize, ClientClosed)>,
+}
+
+impl NodeStats {
+    /// Refreshes the NIC part from `nic` (and the closed-client reasons when
+    /// their count changed).
+    pub(crate) fn set_nic(&mut self, nic: &NicRuntime) {
+        self.nic = nic.stats();
+        if self.nic.clients.clients_closed as usize != self.closed_clients.len() {
+            self.closed_clients = (0..nic.clients())
+                .filter_map(|c| Some((c, nic.client_closed(c)?.clone())))
+                .collect();
+        }
+    }
+}
+
+/// Counters of every node, with sums over the cluster. Taken from a running
+/// cluster they are at most [`STATS_PUBLISH_INTERVAL_NS`](super::STATS_PUBLISH_INTERVAL_NS)
+/// old; from a stopped one, exact.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ClusterStats {
+    /// By node id.
+    pub nodes: Vec<NodeStats>,
+}
+
+impl ClusterStats {
+    fn sum(&self, f: impl Fn(&NodeStats) -> u64) -> u64 {
+        self.nodes.iter().map(f).sum()
+    }
+
+    /// Transactions that ended with `status`, as their coordinators reported them.
+    pub fn outcomes(&self, status: TxStatus) -> u64 {
+        self.sum(|n| n.nic.clients.outcomes[status as usize])
+    }
+
+    /// Committed transactions.
+    pub fn committed(&self) -> u64 {
+        self.outcomes(TxStatus::Committed)
+    }
+
+    /// Transactions that did not commit, whatever the reason
+    /// ([`ClusterStats::outcomes`] gives each reason).
+    pub fn aborted(&self) -> u64 {
+        TxStatus::ALL
+            .iter()
+            .filter(|s| **s != TxStatus::Committed)
+            .map(|s| self.outcomes(*s))
+            .sum()
+    }
+
+    /// Network packets sent (Dnl batching, Dandelion §5.1).
+    pub fn packets(&self) -> u64 {
+        self.sum(|n| n.nic.batch.packets)
+    }
+
+    /// Messages in those packets.
+    pub fn messages(&self) -> u64 {
+        self.sum(|n| n.nic.batch.messages)
+    }
+
+    /// Messages per packet (0 when no packet was sent).
+    pub fn messages_per_packet(&self) -> f64 {
+        match self.packets() {
+            0 => 0.0,
+            p => self.messages() as f64 / p as f64,
+        }
+    }
+
+    /// NIC object-cache hits (Xenic §4.1.3).
+    pub fn cache_hits(&self) -> u64 {
+        self.sum(|n| n.nic.cache.hits)
+    }
+
+    /// NIC object-cache misses.
+    pub fn cache_misses(&self) -> u64 {
+        self.sum(|n| n.nic.cache.misses)
+    }
+
+    /// DMA read vectors the servers submitted.
+    pub fn dma_reads(&self) -> u64 {
+        self.sum(|n| n.nic.server.dma_reads)
+    }
+
+    /// Host-worker counters summed over nodes.
+    pub fn worker(&self) -> WorkerStats {
+        let mut w = WorkerStats::default();
+        for n in &self.nodes {
+            w.entries += n.worker.entries;
+            w.applied += n.worker.applied;
+            w.stale += n.worker.stale;
+            w.bad_entries += n.worker.bad_entries;
+            w.acks += n.worker.acks;
+        }
+        w
+    }
+
+    /// Clients closed for a corrupt request ring, over all nodes.
+    pub fn clients_closed(&self) -> u64 {
+        self.sum(|n| n.nic.clients.clients_closed)
+    }
+}
+
+const RUNNING: u8 = 0;
+const PAUSED: u8 = 1;
+const SHUT_DOWN: u8 = 2;
+const PANICKED: u8 = 3;
+
+/// What a cluster's polling threads, its handle and its clients share.
+#[derive(Debug)]
+pub(crate) struct Shared {
+    /// Polling threads leave their loop when set.
+    pub stop: AtomicBool,
+    state: AtomicU8,
+    panic: Mutex<Option<Caught>>,
+    /// Latest counters, by node, published by the polling threads.
+    pub stats: Vec<Mutex<NodeStats>>,
+}
+
+impl Shared {
+    pub(crate) fn new(nodes: usize) -> Shared {
+        Shared {
+            stop: AtomicBool::new(false),
+            state: AtomicU8::new(RUNNING),
+            panic: Mutex::new(None),
+            stats: (0..nodes)
+                .map(|n| {
+                    Mutex::new(NodeStats {
+                        node: n as NodeId,
+                        ..NodeStats::default()
+                    })
+                })
+                .collect(),
+        }
+    }
+
+    /// Marks the cluster running (threads started or restarted).
+    pub(crate) fn set_running(&self) {
+        self.stop.store(false, Ordering::Relaxed);
+        self.state.store(RUNNING, Ordering::Release);
+    }
+
+    /// Marks the cluster paused (between runs) or shut down, and stops the threads.
+    pub(crate) fn set_stopped(&self, shut_down: bool) {
+        self.stop.store(true, Ordering::Relaxed);
+        let to = if shut_down { SHUT_DOWN } else { PAUSED };
+        let _ = self
+            .state
+            .compare_exchange(RUNNING, to, Ordering::AcqRel, Ordering::Acquire);
+        if shut_down {
+            let _ = self
+                .state
+                .compare_exchange(PAUSED, to, Ordering::AcqRel, Ordering::Acquire);
+        }
+    }
+
+    /// Records a polling thread's panic (the first one is kept) and stops every thread.
+    pub(crate) fn record_panic(&self, caught: Caught) {
+        self.stop.store(true, Ordering::Relaxed);
+        let mut p = self.panic.lock().unwrap_or_else(|e| e.into_inner());
+        if p.is_none() {
+            *p = Some(caught);
+        }
+        self.state.store(PANICKED, Ordering::Release);
+    }
+
+    /// The recorded panic as [`ClusterError::Panicked`], if a thread panicked.
+    pub(crate) fn panicked(&self) -> Option<ClusterError> {
+        if self.state.load(Ordering::Acquire) != PANICKED {
+            return None;
+        }
+        let p = self.panic.lock().unwrap_or_else(|e| e.into_inner());
+        p.as_ref().map(|c| ClusterError::Panicked {
+            thread: c.thread.clone(),
+            message: c.message.clone(),
+        })
+    }
+
+    /// What a waiting client should do: go on waiting, or stop with an error
+    /// because the cluster was shut down or a polling thread panicked.
+    pub(crate) fn client_check(&self) -> Result<(), ClientError> {
+        match self.state.load(Ordering::Acquire) {
+            SHUT_DOWN => Err(ClientError::ShutDown),
+            PANICKED => match self.panicked() {
+                Some(ClusterError::Panicked { thread, message }) => {
+                    Err(ClientError::Panicked { thread, message })
+                }
+                _ => Err(ClientError::ShutDown),
+            },
+            _ => Ok(()),
+        }
+    }
+
+    /// A copy of the latest published counters.
+    pub(crate) fn snapshot(&self) -> ClusterStats {
+        ClusterStats {
+            nodes: self
+                .stats
+                .iter()
+                .map(|m| m.lock().unwrap_or_else(|e| e.into_inner()).clone())
+                .collect(),
+        }
+    }
+}
