@@ -65,12 +65,9 @@ fn an_oversized_log_is_answered_not_dropped() {
         procedures: ProcedureRegistry::new(),
         dma: Box::new(dma),
         transport: Box::new(transport),
-        host: HostPorts {
-            requests: req_rx,
-            acks: ack_rx,
-            outcomes: out_tx,
-        },
+        host: HostPorts::one_client(req_rx, out_tx, ack_rx),
         cache_objects: 64,
+        seed: 1,
     });
     let mut q = VecDeque::from([
         OutPacket {
