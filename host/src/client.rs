@@ -45,6 +45,15 @@ pub enum ClientError {
     /// The cluster this client belongs to was shut down.
     #[error("the cluster was shut down")]
     ShutDown,
+    /// A node of the cluster stopped on a fault, which stopped the cluster
+    /// ([`ClusterError::NodeStopped`](crate::cluster::ClusterError::NodeStopped)).
+    #[error("the cluster stopped: node {node} stopped: {reason}")]
+    NodeStopped {
+        /// The node.
+        node: splitkv_layout::wire::NodeId,
+        /// Why it stopped.
+        reason: String,
+    },
     /// A polling thread of the cluster panicked, which stopped the cluster.
     #[error("the cluster stopped: polling thread {thread} panicked: {message}")]
     Panicked {

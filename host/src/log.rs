@@ -385,4 +385,8 @@ impl Component for HostWorker {
     fn run_iteration(&mut self, now: Nanos) -> bool {
         HostWorker::run_iteration(self, now)
     }
+
+    fn fault(&self) -> Option<String> {
+        self.error().map(|e| format!("host worker stopped: {e}"))
+    }
 }

@@ -43,10 +43,23 @@ pub trait Component: Send {
     /// Does whatever is ready at `now`; returns whether it did any work (drivers
     /// may back off when a whole thread's components report none).
     fn run_iteration(&mut self, now: Nanos) -> bool;
+
+    /// Why this component stopped for good, if it did: a fault it cannot
+    /// continue past, such as a host table that cannot take a write that
+    /// already committed, or a host log that refused an append. A stopped
+    /// component does nothing more; drivers stop its node (the local cluster
+    /// stops as a whole) and report the reason. `None` while it runs.
+    fn fault(&self) -> Option<String> {
+        None
+    }
 }
 
 impl Component for NicRuntime {
     fn run_iteration(&mut self, now: Nanos) -> bool {
         NicRuntime::run_iteration(self, now)
+    }
+
+    fn fault(&self) -> Option<String> {
+        NicRuntime::fault(self).map(str::to_owned)
     }
 }

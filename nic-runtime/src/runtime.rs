@@ -228,8 +228,21 @@ impl NicRuntime {
             && self.io.batcher.ready().is_empty()
     }
 
+    /// Why this node's NIC runtime stopped for good, if it did: it took a
+    /// write it cannot apply (a COMMIT over the host's limits, a host log that
+    /// refused an append; see [`crate::protocol::server::Server::fatal`]). From
+    /// then on [`NicRuntime::run_iteration`] does nothing; drivers stop the node
+    /// and report this reason.
+    pub fn fault(&self) -> Option<&str> {
+        self.server.fatal()
+    }
+
     /// Runs one polling iteration at time `now`; returns whether it did any work.
     pub fn run_iteration(&mut self, now: Nanos) -> bool {
+        if self.fault().is_some() {
+            // Stopped: the refusals were sent by the iteration that failed.
+            return false;
+        }
         self.iterations += 1;
         self.io.now = now;
         let mut work = self.poll_network(now);
@@ -313,10 +326,6 @@ impl NicRuntime {
             };
             self.coordinator.start(&mut self.io, &self.procedures, &req);
             work = true;
-        }
-        if let Some(why) = self.server.fatal() {
-            // Refusals were sent above; this node cannot apply a write it took.
-            panic!("node {} stopped: {why}", self.io.node);
         }
         work
     }

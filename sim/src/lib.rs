@@ -80,6 +80,17 @@ pub enum SimError {
     /// The network exceeded [`SIM_PACKETS_IN_FLIGHT_MAX`].
     #[error("simulated network overflow")]
     Overflow,
+    /// A component stopped on a fault it cannot continue past
+    /// ([`Component::fault`]); the run stops at the pass where it happened.
+    #[error("component {index} stopped at virtual time {now_ns} ns: {reason}")]
+    ComponentStopped {
+        /// Its index in the slice of components the driver was given.
+        index: usize,
+        /// Virtual time of the pass.
+        now_ns: Nanos,
+        /// What it reported.
+        reason: String,
+    },
 }
 
 #[derive(Debug, PartialEq, Eq, PartialOrd, Ord)]
@@ -283,7 +294,8 @@ impl Sim {
 
     /// Runs passes over `components` (each once per pass, in a seeded random
     /// order) until `done(now)` holds, checked before every pass; fails after
-    /// `max_passes` passes or if `net` overflows.
+    /// `max_passes` passes, if `net` overflows, or as soon as a component reports
+    /// a fault ([`SimError::ComponentStopped`]).
     pub fn run_until(
         &mut self,
         net: &SimNetwork,
@@ -302,6 +314,13 @@ impl Sim {
             order.shuffle(&mut self.rng);
             for &i in &order {
                 components[i].run_iteration(self.now);
+                if let Some(reason) = components[i].fault() {
+                    return Err(SimError::ComponentStopped {
+                        index: i,
+                        now_ns: self.now,
+                        reason,
+                    });
+                }
             }
             self.now += self.cfg.tick_ns;
             self.passes += 1;

@@ -10,7 +10,7 @@ use crate::client::Client;
 use crate::log::HostWorker;
 use splitkv_layout::wire::NodeId;
 use splitkv_layout::Key;
-use splitkv_nic::{Nanos, NicRuntime, Placement};
+use splitkv_nic::{Component, Nanos, NicRuntime, Placement};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::Instant;
@@ -33,6 +33,15 @@ impl Placed {
             Placed::Nic(_, n) => n.run_iteration(now),
             Placed::Worker(_, w) => w.run_iteration(now),
             Placed::App(_, a) => a.run_iteration(now),
+        }
+    }
+
+    /// The node and reason, if this NIC runtime or host worker stopped on a fault.
+    fn fault(&self) -> Option<(NodeId, String)> {
+        match self {
+            Placed::Nic(node, n) => Component::fault(n.as_ref()).map(|r| (*node, r)),
+            Placed::Worker(node, w) => Component::fault(w.as_ref()).map(|r| (*node, r)),
+            Placed::App(..) => None,
         }
     }
 
@@ -137,6 +146,9 @@ impl Cluster {
                     let mut work = false;
                     for c in group.iter_mut() {
                         work |= c.run_iteration(now);
+                        if let Some((node, reason)) = c.fault() {
+                            shared.record_node_stopped(node, reason);
+                        }
                     }
                     if now >= next_publish {
                         next_publish = now + STATS_PUBLISH_INTERVAL_NS;
@@ -191,7 +203,7 @@ impl Cluster {
     /// [`ClusterError::Panicked`] if a polling thread panicked (which stopped
     /// the cluster); `Ok` while it runs.
     pub fn check(&self) -> Result<(), ClusterError> {
-        self.shared.panicked().map_or(Ok(()), Err)
+        self.shared.failure().map_or(Ok(()), Err)
     }
 
     /// The counters every polling thread last published (at most
@@ -249,7 +261,7 @@ impl Cluster {
                 }
             }
         }
-        if let Some(e) = self.shared.panicked() {
+        if let Some(e) = self.shared.failure() {
             return Err(e);
         }
         let mut clients =

@@ -103,6 +103,28 @@ pub enum ClusterError {
         /// Clients the node has.
         clients: usize,
     },
+    /// A node stopped on a fault it cannot continue past (its host table
+    /// cannot take a committed write, its host log refused an append); every
+    /// thread of the cluster was stopped. Not an internal error: the reason
+    /// says what to change (for example a larger table).
+    #[error("node {node} stopped: {reason}")]
+    NodeStopped {
+        /// The node.
+        node: NodeId,
+        /// What its NIC runtime or host worker reported
+        /// ([`Component::fault`](splitkv_nic::Component::fault)).
+        reason: String,
+    },
+    /// A component polled by [`try_run_threads`] stopped on a fault
+    /// ([`Component::fault`](splitkv_nic::Component::fault)); every thread was
+    /// stopped.
+    #[error("a component on polling thread {thread} stopped: {reason}")]
+    ComponentStopped {
+        /// Name of the thread that polled it (`splitkv-poll-<i>`).
+        thread: String,
+        /// What it reported.
+        reason: String,
+    },
     /// Bulk load failed; rows before the failing one are loaded.
     #[error("load: {0}")]
     Load(#[from] LoadError),

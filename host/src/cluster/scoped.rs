@@ -22,12 +22,14 @@ pub fn run_threads(groups: Vec<Vec<&mut dyn Component>>, epoch: Instant, stop: &
 }
 
 /// [`run_threads`], reporting a panicking polling thread as
-/// [`ClusterError::Panicked`] (its name and the panic's message) after
-/// stopping every other thread (it sets `stop`).
+/// [`ClusterError::Panicked`] (its name and the panic's message) and a
+/// component that stopped on a fault as [`ClusterError::ComponentStopped`],
+/// after stopping every other thread (it sets `stop`).
 ///
 /// # Errors
-/// [`ClusterError::Panicked`] (the first panic, if several), or
-/// [`ClusterError::Spawn`] if a thread could not be started.
+/// [`ClusterError::Panicked`] or [`ClusterError::ComponentStopped`] (the
+/// first, if several), or [`ClusterError::Spawn`] if a thread could not be
+/// started.
 pub fn try_run_threads(
     groups: Vec<Vec<&mut dyn Component>>,
     epoch: Instant,
@@ -43,16 +45,24 @@ pub fn try_run_threads(
                 std::thread::Builder::new()
                     .name(name.clone())
                     .spawn_scoped(s, move || {
-                        poll_until_stopped(&thread, epoch, stop, |now| {
+                        let mut fault = None;
+                        let run = poll_until_stopped(&thread, epoch, stop, |now| {
                             let mut work = false;
                             for c in group.iter_mut() {
                                 work |= c.run_iteration(now);
+                                if fault.is_none() {
+                                    fault = c.fault();
+                                    if fault.is_some() {
+                                        stop.store(true, std::sync::atomic::Ordering::Relaxed);
+                                    }
+                                }
                             }
                             work
-                        })
+                        });
+                        run.map(|()| fault)
                     });
             match spawned {
-                Ok(h) => handles.push(h),
+                Ok(h) => handles.push((name, h)),
                 Err(e) => {
                     stop.store(true, std::sync::atomic::Ordering::Relaxed);
                     first_err = Some(ClusterError::Spawn {
@@ -63,13 +73,19 @@ pub fn try_run_threads(
                 }
             }
         }
-        for h in handles {
-            // `poll_until_stopped` catches panics, so `join` itself succeeds.
-            if let Ok(Err(c)) = h.join() {
-                first_err.get_or_insert(ClusterError::Panicked {
-                    thread: c.thread,
-                    message: c.message,
-                });
+        for (thread, h) in handles {
+            match h.join() {
+                // `poll_until_stopped` catches panics, so `join` itself succeeds.
+                Ok(Err(c)) => {
+                    first_err.get_or_insert(ClusterError::Panicked {
+                        thread: c.thread,
+                        message: c.message,
+                    });
+                }
+                Ok(Ok(Some(reason))) => {
+                    first_err.get_or_insert(ClusterError::ComponentStopped { thread, reason });
+                }
+                Ok(Ok(None)) | Err(_) => {}
             }
         }
         first_err.map_or(Ok(()), Err)

@@ -127,7 +127,8 @@ impl ClusterStats {
 const RUNNING: u8 = 0;
 const PAUSED: u8 = 1;
 const SHUT_DOWN: u8 = 2;
-const PANICKED: u8 = 3;
+/// A thread panicked or a node stopped: the cluster stopped for good.
+const FAILED: u8 = 3;
 
 /// What a cluster's polling threads, its handle and its clients share.
 #[derive(Debug)]
@@ -135,7 +136,8 @@ pub(crate) struct Shared {
     /// Polling threads leave their loop when set.
     pub stop: AtomicBool,
     state: AtomicU8,
-    panic: Mutex<Option<Caught>>,
+    /// The first panic or node fault, once the cluster failed.
+    failure: Mutex<Option<ClusterError>>,
     /// Latest counters, by node, published by the polling threads.
     pub stats: Vec<Mutex<NodeStats>>,
 }
@@ -145,7 +147,7 @@ impl Shared {
         Shared {
             stop: AtomicBool::new(false),
             state: AtomicU8::new(RUNNING),
-            panic: Mutex::new(None),
+            failure: Mutex::new(None),
             stats: (0..nodes)
                 .map(|n| {
                     Mutex::new(NodeStats {
@@ -177,26 +179,38 @@ impl Shared {
         }
     }
 
-    /// Records a polling thread's panic (the first one is kept) and stops every thread.
+    /// Records a polling thread's panic (the first failure is kept) and
+    /// stops every thread.
     pub(crate) fn record_panic(&self, caught: Caught) {
-        self.stop.store(true, Ordering::Relaxed);
-        let mut p = self.panic.lock().unwrap_or_else(|e| e.into_inner());
-        if p.is_none() {
-            *p = Some(caught);
-        }
-        self.state.store(PANICKED, Ordering::Release);
+        self.record_failure(ClusterError::Panicked {
+            thread: caught.thread,
+            message: caught.message,
+        });
     }
 
-    /// The recorded panic as [`ClusterError::Panicked`], if a thread panicked.
-    pub(crate) fn panicked(&self) -> Option<ClusterError> {
-        if self.state.load(Ordering::Acquire) != PANICKED {
+    /// Records that `node` stopped on a fault (the first failure is kept) and
+    /// stops every thread.
+    pub(crate) fn record_node_stopped(&self, node: NodeId, reason: String) {
+        self.record_failure(ClusterError::NodeStopped { node, reason });
+    }
+
+    fn record_failure(&self, e: ClusterError) {
+        self.stop.store(true, Ordering::Relaxed);
+        let mut f = self.failure.lock().unwrap_or_else(|e| e.into_inner());
+        if f.is_none() {
+            *f = Some(e);
+        }
+        self.state.store(FAILED, Ordering::Release);
+    }
+
+    /// The recorded failure ([`ClusterError::Panicked`] or
+    /// [`ClusterError::NodeStopped`]), if the cluster failed.
+    pub(crate) fn failure(&self) -> Option<ClusterError> {
+        if self.state.load(Ordering::Acquire) != FAILED {
             return None;
         }
-        let p = self.panic.lock().unwrap_or_else(|e| e.into_inner());
-        p.as_ref().map(|c| ClusterError::Panicked {
-            thread: c.thread.clone(),
-            message: c.message.clone(),
-        })
+        let f = self.failure.lock().unwrap_or_else(|e| e.into_inner());
+        f.clone()
     }
 
     /// What a waiting client should do: go on waiting, or stop with an error
@@ -204,9 +218,12 @@ impl Shared {
     pub(crate) fn client_check(&self) -> Result<(), ClientError> {
         match self.state.load(Ordering::Acquire) {
             SHUT_DOWN => Err(ClientError::ShutDown),
-            PANICKED => match self.panicked() {
+            FAILED => match self.failure() {
                 Some(ClusterError::Panicked { thread, message }) => {
                     Err(ClientError::Panicked { thread, message })
+                }
+                Some(ClusterError::NodeStopped { node, reason }) => {
+                    Err(ClientError::NodeStopped { node, reason })
                 }
                 _ => Err(ClientError::ShutDown),
             },
