@@ -3,6 +3,7 @@
 //!
 //! - [`input`] — a cursor that turns fuzz bytes into choices, and the length-
 //!   prefixed chunk framing every multi-part input uses;
+//! - [`seed`] — valid encodings made with the codecs, the kept corpora's seeds;
 //! - [`fixture`] — the small tables, host-memory images and node the targets
 //!   run against, built the same way for fuzzing and for seeding.
 //!
@@ -11,3 +12,4 @@
 
 pub mod fixture;
 pub mod input;
+pub mod seed;
