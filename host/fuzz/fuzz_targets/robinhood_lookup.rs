@@ -4,9 +4,12 @@
 //!
 //! Input: `key choice: u8`, `flags: u8`, three hint bytes, then patches of 11
 //! bytes, `at_read: u8, word: u16, value: u64`: before DMA read number
-//! `at_read` of the lookup (0 = before the first), word `word` (modulo the
-//! region's words) of host memory becomes `value` — garbage or a concurrent
-//! writer. Flags: bit 0 starts from zeroed memory instead of the loaded
+//! `at_read` of the lookup (0 = before the first), one word of host memory
+//! becomes `value` — garbage or a concurrent writer. `word % 4` picks what is
+//! hit, `word / 4` which one: any word of the region, the link of a bucket
+//! header or of a segment header (`value` taken modulo the buckets, so links
+//! stay decodable and chains can loop), or a word of a slot in the key's
+//! probe range. Flags: bit 0 starts from zeroed memory instead of the loaded
 //! fixture table; bit 1 seeds the NIC's hints (d_i and the overflow head of
 //! the key's segment, in range) from the hint bytes.
 //!
@@ -19,6 +22,8 @@
 use libfuzzer_sys::fuzz_target;
 use splitkv_host_fuzz::fixture::{key_for, region_from, robinhood_image};
 use splitkv_host_fuzz::input::Input;
+use splitkv_layout::table::{TableLayout, HEADER_LINK_OFFSET};
+use splitkv_layout::Key;
 use splitkv_nic::dma::read_vector;
 use splitkv_nic::index::hints::SegmentHints;
 use splitkv_nic::index::lookup::{Lookup, MOVED_RESTARTS_MAX, TORN_RETRIES_MAX};
@@ -46,8 +51,7 @@ fuzz_target!(|data: &[u8]| {
         let (Some(at), Some(word), Some(value)) = (input.u8(), input.u16(), input.u64()) else {
             break;
         };
-        let words = region.len_bytes() / 8;
-        patches.push((at as u32, (word as usize % words) * 8, value));
+        patches.push((at as u32, patch_target(&layout, &key, word as usize, value)));
     }
     let mut hints = SegmentHints::new(&layout);
     let segment = layout.segment_of(layout.home_slot(&key));
@@ -72,7 +76,7 @@ fuzz_target!(|data: &[u8]| {
             "lookup of {key:?} still reading after {} reads",
             lookup.reads
         );
-        for &(_, at, value) in patches.iter().filter(|p| p.0 == reads_done) {
+        for &(_, (at, value)) in patches.iter().filter(|p| p.0 == reads_done) {
             region
                 .write_bytes(at, &value.to_le_bytes())
                 .expect("in range");
@@ -102,3 +106,29 @@ fuzz_target!(|data: &[u8]| {
         (want, got) => panic!("lookup of {key:?} in an intact table: {got:?}, table has {want:?}"),
     }
 });
+
+/// The byte offset and new value of a patch (see the module docs).
+fn patch_target(layout: &TableLayout, key: &Key, word: usize, value: u64) -> (usize, u64) {
+    let which = word / 4;
+    let links = layout.buckets() as u64 + 1;
+    match word % 4 {
+        0 => ((which % (layout.region_bytes() / 8)) * 8, value),
+        1 => (
+            layout.bucket_header_offset(which % layout.buckets()) + HEADER_LINK_OFFSET,
+            value % links,
+        ),
+        2 => (
+            layout.segment_header_offset(which % layout.segments()) + HEADER_LINK_OFFSET,
+            value % links,
+        ),
+        _ => {
+            let slot =
+                (layout.home_slot(key) + which % (layout.d_max() + 1)).min(layout.main_slots() - 1);
+            let slot_words = layout.slot_bytes() / 8;
+            (
+                layout.slot_offset(slot) + (which / 4 % slot_words) * 8,
+                value,
+            )
+        }
+    }
+}
