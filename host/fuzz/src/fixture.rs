@@ -16,6 +16,7 @@ use splitkv_layout::table::{TableConfig, TableLayout};
 use splitkv_layout::{Key, ObjectFlags, ObjectMeta, Region, RegionError};
 use splitkv_nic::dma::{HostMemory, HostMemoryError};
 use splitkv_nic::net::mem::{mem_network, MemTransport};
+use splitkv_nic::procedure::{ProcError, Procedure, ReadView, TxPlan, UserAbort, WriteSet};
 use splitkv_nic::{Placement, ProcedureRegistry};
 use std::sync::{Arc, OnceLock};
 
@@ -196,7 +197,48 @@ pub struct FuzzNode {
     pub peers: Vec<MemTransport>,
 }
 
-/// Builds a [`FuzzNode`] over the given table kind with small rings.
+/// The fuzzed node's one procedure (id 0). Args: `reads: u8`, then key
+/// choices ([`key_for`]): the first `reads` are read, the rest written, each
+/// with the first value read (or its own choice byte if none was read).
+#[derive(Debug, Clone, Copy)]
+pub struct ReadWrite;
+
+impl Procedure for ReadWrite {
+    fn name(&self) -> &'static str {
+        "fuzz-read-write"
+    }
+
+    fn plan(&self, args: &[u8], plan: &mut TxPlan) -> Result<(), ProcError> {
+        let (&reads, keys) = args.split_first().ok_or(ProcError::BadArgs("empty"))?;
+        let reads = (reads as usize).min(keys.len());
+        keys[..reads].iter().for_each(|&c| plan.read(key_for(c)));
+        keys[reads..].iter().for_each(|&c| plan.write(key_for(c)));
+        plan.check()
+    }
+
+    fn execute(
+        &self,
+        args: &[u8],
+        reads: &ReadView,
+        writes: &mut WriteSet,
+        result: &mut Vec<u8>,
+    ) -> Result<(), UserAbort> {
+        let reads_n = (args[0] as usize).min(args.len() - 1);
+        let first = args[1..1 + reads_n]
+            .first()
+            .and_then(|&c| reads.get(&key_for(c)));
+        for &c in &args[1 + reads_n..] {
+            let own = [c];
+            let value = first.map_or(&own[..], |v| &v[..v.len().min(8)]);
+            writes.put(key_for(c), value);
+        }
+        result.push(reads.len() as u8);
+        Ok(())
+    }
+}
+
+/// Builds a [`FuzzNode`] over the given table kind with small rings, running
+/// the [`ReadWrite`] procedure as id 0.
 ///
 /// # Panics
 /// If the fixture cannot be built (a harness bug).
@@ -217,8 +259,9 @@ pub fn fuzz_node(kind: TableKind) -> FuzzNode {
     let mut net = mem_network(NODES);
     let peers = net.split_off(1);
     let transport = net.pop().expect("node 0's endpoint");
-    let mut node =
-        build_node(&cfg, ProcedureRegistry::new(), Box::new(transport)).expect("fixture node");
+    let mut procedures = ProcedureRegistry::new();
+    procedures.register(Arc::new(ReadWrite));
+    let mut node = build_node(&cfg, procedures, Box::new(transport)).expect("fixture node");
     let max = node.worker.table().value_bytes_max();
     for id in 0..KEYS_LOADED {
         node.worker

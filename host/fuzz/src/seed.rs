@@ -140,6 +140,17 @@ pub fn nic_packet_seeds() -> Vec<(String, Vec<u8>)> {
             }
             out.push((format!("{name}-{table}"), input));
         }
+        // The coordinator: the application submits a transaction (ctrl bit 4),
+        // then each peer's replies arrive carrying its id (ctrl bit 5).
+        for peer in [1u16, 2] {
+            let mut input = vec![flags, 16 | 1];
+            push_chunk(&mut input, &[2, 0, 1, 2, 3]);
+            for body in responses(0) {
+                input.push(32 | 4 | ((peer as u8 - 1) << 3) | 1);
+                push_chunk(&mut input, &packet(peer, 0, &[body]));
+            }
+            out.push((format!("coordinator-from-{peer}-{table}"), input));
+        }
     }
     out
 }
