@@ -106,7 +106,9 @@ fuzz_target!(|data: &[u8]| {
 /// `HostWorker::error()` — why the worker stopped — on a host crate that has
 /// it; `None` on one that has not (its worker panics instead). An inherent
 /// method takes precedence over a trait method of the same name, so the call
-/// resolves to the real one once it exists, and this target builds on both.
+/// resolves to the real one once it exists, and this target builds on both
+/// (the trait is then unused, hence the `allow`).
+#[allow(dead_code)]
 trait StopReason {
     fn error(&self) -> Option<&'static str> {
         None

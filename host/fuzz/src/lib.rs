@@ -1,9 +1,9 @@
 //! Harness shared by the fuzz targets of the NIC runtime and the host worker
-//! (issue 9 §4), and by the seed-corpus generator (`examples/seed_corpus.rs`):
+//! (issue 9 §4), and by the seed-corpus generator (`examples/seed_corpus.rs`,
+//! which holds the encoders of the seeds):
 //!
 //! - [`input`] — a cursor that turns fuzz bytes into choices, and the length-
 //!   prefixed chunk framing every multi-part input uses;
-//! - [`seed`] — valid encodings made with the codecs, the kept corpora's seeds;
 //! - [`fixture`] — the small tables, host-memory images and node the targets
 //!   run against, built the same way for fuzzing and for seeding.
 //!
@@ -12,4 +12,3 @@
 
 pub mod fixture;
 pub mod input;
-pub mod seed;
