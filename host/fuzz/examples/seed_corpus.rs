@@ -16,7 +16,7 @@ mod seed {
     use splitkv_host_fuzz::input::push_chunk;
     use splitkv_layout::log_record::{LogKind, LogRecord};
     use splitkv_layout::wire::{
-        BodyWriter, ExecStatus, MsgHeader, MsgKind, NodeId, PacketHeader, MESSAGES_PER_PACKET_MAX,
+        BodyWriter, MsgHeader, MsgKind, NodeId, PacketHeader, ReplyStatus, MESSAGES_PER_PACKET_MAX,
     };
     use splitkv_layout::{Key, ObjectFlags, ObjectMeta};
 
@@ -97,14 +97,14 @@ mod seed {
     /// The replies a coordinator handles, for transaction `tx`.
     pub fn responses(tx: u64) -> Vec<BodyWriter> {
         let mut exec = BodyWriter::new();
-        exec.begin_execute_resp(tx, ExecStatus::Ok);
+        exec.begin_execute_resp(tx, ReplyStatus::Ok);
         exec.push_item(&Key::new(0, 1), meta_of(1), b"v");
         let mut val = BodyWriter::new();
-        val.validate_resp(tx, true);
+        val.validate_resp(tx, ReplyStatus::Ok);
         let mut log_ack = BodyWriter::new();
-        log_ack.ack(MsgKind::LogAck, tx);
+        log_ack.ack(MsgKind::LogAck, tx, ReplyStatus::Ok);
         let mut commit_ack = BodyWriter::new();
-        commit_ack.ack(MsgKind::CommitAck, tx);
+        commit_ack.ack(MsgKind::CommitAck, tx, ReplyStatus::Ok);
         vec![exec, val, log_ack, commit_ack]
     }
 

@@ -6,7 +6,7 @@
 
 use splitkv_layout::host_nic::{HostToNic, LogApplied, NicToHost, TxOutcome, TxRequest, TxStatus};
 use splitkv_layout::log_record::{LogKind, LogRecord};
-use splitkv_layout::wire::{BodyWriter, ExecStatus, MsgHeader, MsgKind, PacketHeader};
+use splitkv_layout::wire::{BodyWriter, MsgHeader, MsgKind, PacketHeader, ReplyStatus};
 use splitkv_layout::{Key, ObjectFlags, ObjectMeta};
 use std::path::PathBuf;
 
@@ -47,7 +47,7 @@ fn bodies() -> Vec<BodyWriter> {
     w.push_lock(&k(2));
     all.push(w);
     let mut w = BodyWriter::new();
-    w.begin_execute_resp(1, ExecStatus::Ok);
+    w.begin_execute_resp(1, ReplyStatus::Ok);
     w.push_item(&k(1), meta, b"value");
     all.push(w);
     let mut w = BodyWriter::new();
@@ -55,7 +55,7 @@ fn bodies() -> Vec<BodyWriter> {
     w.push_version(&k(1), 3);
     all.push(w);
     let mut w = BodyWriter::new();
-    w.validate_resp(1, true);
+    w.validate_resp(1, ReplyStatus::Ok);
     all.push(w);
     for kind in [MsgKind::Log, MsgKind::Commit] {
         let mut w = BodyWriter::new();
@@ -65,7 +65,7 @@ fn bodies() -> Vec<BodyWriter> {
     }
     for kind in [MsgKind::LogAck, MsgKind::CommitAck] {
         let mut w = BodyWriter::new();
-        w.ack(kind, 1);
+        w.ack(kind, 1, ReplyStatus::Ok);
         all.push(w);
     }
     let mut w = BodyWriter::new();
