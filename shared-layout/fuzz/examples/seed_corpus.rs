@@ -1,0 +1,177 @@
+//! Writes seed inputs for this package's fuzz targets — valid encodings made
+//! with the codecs, so the fuzzer starts past the magic numbers and length
+//! checks — into `corpus/<target>/seed-<name>` under the folder given
+//! (default: this package's folder). Run from the repository root with
+//! `cargo run --manifest-path shared-layout/fuzz/Cargo.toml --example seed_corpus`.
+
+use splitkv_layout::host_nic::{HostToNic, LogApplied, NicToHost, TxOutcome, TxRequest, TxStatus};
+use splitkv_layout::log_record::{LogKind, LogRecord};
+use splitkv_layout::wire::{BodyWriter, MsgHeader, MsgKind, PacketHeader, ReplyStatus};
+use splitkv_layout::{Key, ObjectFlags, ObjectMeta};
+use std::path::PathBuf;
+
+/// A packet from node 1 to node 0 carrying `bodies`.
+fn packet(bodies: &[BodyWriter]) -> Vec<u8> {
+    let mut msgs = Vec::new();
+    for b in bodies {
+        MsgHeader {
+            src: 1,
+            flow: b.kind().flow(),
+            kind: b.kind(),
+            epoch: 0,
+            len: b.bytes().len() as u32,
+        }
+        .encode(&mut msgs);
+        msgs.extend_from_slice(b.bytes());
+    }
+    let mut out = Vec::new();
+    PacketHeader {
+        src: 1,
+        dst: 0,
+        count: bodies.len() as u16,
+        len: msgs.len() as u32,
+    }
+    .encode(&mut out);
+    out.extend_from_slice(&msgs);
+    out
+}
+
+/// One body of every message kind.
+fn bodies() -> Vec<BodyWriter> {
+    let k = |id| Key::new(0, id);
+    let meta = ObjectMeta::new(3, ObjectFlags::READABLE);
+    let mut all = Vec::new();
+    let mut w = BodyWriter::new();
+    w.begin_execute(1);
+    w.push_read(&k(1));
+    w.push_lock(&k(2));
+    all.push(w);
+    let mut w = BodyWriter::new();
+    w.begin_execute_resp(1, ReplyStatus::Ok);
+    w.push_item(&k(1), meta, b"value");
+    all.push(w);
+    let mut w = BodyWriter::new();
+    w.begin_validate(1);
+    w.push_version(&k(1), 3);
+    all.push(w);
+    let mut w = BodyWriter::new();
+    w.validate_resp(1, ReplyStatus::Ok);
+    all.push(w);
+    for kind in [MsgKind::Log, MsgKind::Commit] {
+        let mut w = BodyWriter::new();
+        w.begin_items(kind, 1);
+        w.push_item(&k(2), meta, &[7; 300]);
+        all.push(w);
+    }
+    for kind in [MsgKind::LogAck, MsgKind::CommitAck] {
+        let mut w = BodyWriter::new();
+        w.ack(kind, 1, ReplyStatus::Ok);
+        all.push(w);
+    }
+    let mut w = BodyWriter::new();
+    w.begin_abort(1);
+    w.push_abort_key(&k(2));
+    all.push(w);
+    all
+}
+
+fn wire_packet() -> Vec<(String, Vec<u8>)> {
+    let all = bodies();
+    let mut seeds: Vec<(String, Vec<u8>)> = all
+        .iter()
+        .map(|b| (format!("{:?}", b.kind()), packet(std::slice::from_ref(b))))
+        .collect();
+    seeds.push(("batched".into(), packet(&all)));
+    seeds
+}
+
+fn host_to_nic() -> Vec<(String, Vec<u8>)> {
+    let mut req = Vec::new();
+    HostToNic::TxRequest(TxRequest {
+        req_id: 9,
+        procedure: 2,
+        args: b"args",
+    })
+    .encode(&mut req);
+    let mut ack = Vec::new();
+    HostToNic::LogApplied(LogApplied {
+        applied_bytes: 4096,
+    })
+    .encode(&mut ack);
+    vec![("tx-request".into(), req), ("log-applied".into(), ack)]
+}
+
+fn nic_to_host() -> Vec<(String, Vec<u8>)> {
+    [
+        TxStatus::Committed,
+        TxStatus::LockConflict,
+        TxStatus::TableFull,
+    ]
+    .into_iter()
+    .map(|status| {
+        let mut out = Vec::new();
+        NicToHost::TxOutcome(TxOutcome {
+            req_id: 9,
+            status,
+            result: b"result",
+        })
+        .encode(&mut out);
+        (format!("{status:?}"), out)
+    })
+    .collect()
+}
+
+fn log_record() -> Vec<(String, Vec<u8>)> {
+    let mut entry = Vec::new();
+    for (i, kind) in [LogKind::Log, LogKind::Commit, LogKind::Commit]
+        .into_iter()
+        .enumerate()
+    {
+        LogRecord {
+            kind,
+            tx_id: 5,
+            key: Key::new(0, i as u64),
+            meta: ObjectMeta::new(i as u64 + 1, ObjectFlags::READABLE),
+            value: &vec![i as u8; i * 7],
+        }
+        .encode(&mut entry);
+    }
+    let one = entry[..splitkv_layout::log_record::LOG_RECORD_HEADER_BYTES].to_vec();
+    vec![("three-records".into(), entry), ("one-record".into(), one)]
+}
+
+fn ring_consumer() -> Vec<(String, Vec<u8>)> {
+    // capacity byte, then ops: 0 len = push, 1 = pop, 2 word b0..b7 = scribble,
+    // 3 = re-attach, 4 = inspect (see fuzz_targets/ring_consumer.rs).
+    let fill: Vec<u8> = [0, 60, 0, 120, 0, 30, 1, 1, 0, 200, 1, 4, 1, 1].to_vec();
+    let mut scribble = fill.clone();
+    scribble.extend_from_slice(&[2, 1, 0xff, 0, 0, 0, 0, 0, 0, 0, 1, 3, 1, 4]);
+    let mut cap0 = vec![0u8];
+    cap0.extend_from_slice(&fill);
+    let mut cap3 = vec![3u8];
+    cap3.extend_from_slice(&scribble);
+    vec![("push-pop".into(), cap0), ("scribble".into(), cap3)]
+}
+
+fn main() -> std::io::Result<()> {
+    let root = std::env::args()
+        .nth(1)
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")));
+    let sets = [
+        ("wire_packet", wire_packet()),
+        ("host_to_nic", host_to_nic()),
+        ("nic_to_host", nic_to_host()),
+        ("log_record", log_record()),
+        ("ring_consumer", ring_consumer()),
+    ];
+    for (target, seeds) in sets {
+        let dir = root.join("corpus").join(target);
+        std::fs::create_dir_all(&dir)?;
+        for (name, bytes) in &seeds {
+            std::fs::write(dir.join(format!("seed-{name}")), bytes)?;
+        }
+        println!("{target}: {} seeds in {}", seeds.len(), dir.display());
+    }
+    Ok(())
+}
