@@ -29,7 +29,7 @@ pub mod replicas;
 pub mod smallbank;
 pub mod workload;
 
-pub use cluster::{BenchCluster, BuildError, ClusterSpec};
+pub use cluster::{BenchCluster, BuildError, ClusterSpec, ThreadRun};
 pub use smallbank::Smallbank;
 pub use workload::{CheckError, Db, Outcome, TxCall, TxGenerator, Workload};
 

@@ -6,7 +6,7 @@
 
 use rand::{Rng, SeedableRng};
 use rand_xoshiro::Xoshiro256PlusPlus;
-use splitkv_bench::workload::{LoadError, RowSink};
+use splitkv_bench::workload::RowIter;
 use splitkv_bench::{
     BenchCluster, CheckError, ClusterSpec, Db, Outcome, TxCall, TxGenerator, Workload,
 };
@@ -90,8 +90,8 @@ impl Workload for Counters {
     fn value_bytes_max(&self) -> usize {
         8
     }
-    fn load(&self, sink: &mut RowSink<'_>) -> Result<(), LoadError> {
-        (0..self.keys).try_for_each(|k| sink(Key::new(TABLE, k), &0u64.to_le_bytes()))
+    fn initial_rows(&self) -> RowIter<'_> {
+        Box::new((0..self.keys).map(|k| (Key::new(TABLE, k), 0u64.to_le_bytes().to_vec())))
     }
     fn generator(&self, client: u16, seed: u64) -> CounterGen {
         CounterGen {

@@ -28,19 +28,19 @@ const EXIT_INTERNAL: u8 = 3;
 pub enum Failure {
     /// A check failed (exit 1).
     Check(String),
-    /// Something that should not happen (exit 3).
+    /// Something that should not happen (exit 3): a cluster that could not
+    /// be built, or a polling thread that panicked (the embedding API stops
+    /// the whole cluster at once and reports the panic's message).
     Internal(String),
 }
 
+impl From<splitkv_bench::BuildError> for Failure {
+    fn from(e: splitkv_bench::BuildError) -> Failure {
+        Failure::Internal(e.to_string())
+    }
+}
+
 fn main() -> ExitCode {
-    // A panic on any thread (a polling thread of the cluster included) stops
-    // the whole process at once with exit code 3, after the default hook has
-    // printed the panic's message; peers do not wait out `--duration`.
-    let default_hook = std::panic::take_hook();
-    std::panic::set_hook(Box::new(move |info| {
-        default_hook(info);
-        std::process::exit(EXIT_INTERNAL as i32);
-    }));
     let cli = match Cli::try_parse() {
         Ok(c) => c,
         Err(e) if !e.use_stderr() => {
