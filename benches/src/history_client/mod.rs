@@ -1,48 +1,49 @@
-//! A closed-loop client that records what it saw as a Jepsen history
-//! (`splitkv_sim::history`), the input of the strict-serializability checker
-//! and of the lost-commit accounting.
+//! The history-recording generator: a [`TxGenerator`] over a
+//! [`HistoryWorkload`] (list-append or register micro-op transactions) that
+//! records what its client saw as a Jepsen history (`splitkv_sim::history`),
+//! the input of the strict-serializability checker and of the lost-commit
+//! accounting. It runs inside the ordinary closed-loop load generator
+//! ([`crate::loadgen::LoadGen`]) on the one cluster path
+//! ([`crate::cluster::BenchCluster`]), with one attempt per transaction
+//! ([`crate::workload::Workload::max_tries`] is 1 for the history workloads).
 //!
-//! [`HistoryClient`] is a component (`run_iteration(now)`; no threads, clocks
-//! or randomness of its own: the workload's generator is seeded by its
-//! creator). It keeps up to `slots` transactions outstanding on its node's
-//! [`Client`]; slot `i` is Jepsen process `process_base + i`, so each process
-//! has at most one operation outstanding. It records
+//! [`HistoryGen`] has no threads, clocks or randomness of its own: the
+//! workload's generator is seeded by its creator and times come from the load
+//! generator's `now`. Each transaction in flight is a Jepsen process of its
+//! own: a process is taken when a transaction is drawn and given back once
+//! its completion is recorded, so a process never has two operations
+//! outstanding; processes of client `c` are numbered from
+//! `c * PROCESSES_PER_CLIENT_MAX`. It records
 //!
-//! - an `invoke` when it submits a transaction, at time `now`;
+//! - an `invoke` when it draws a transaction;
 //! - its completion when the outcome arrives: `ok` with what the reads
 //!   returned (decoded from the procedure's result), or `fail` with
 //!   [`TxStatus::name`] as the error for every status other than committed;
-//! - `info` for every transaction still outstanding when [`HistoryClient::finish`]
-//!   ends the run (the client never learned whether it committed).
+//! - `info` for every transaction without an outcome when
+//!   [`TxGenerator::finish`] ends the run (the client never learned whether
+//!   it committed).
 //!
-//! **Times.** An invoke is stamped with the `now` of the iteration that
-//! submits it, read before the submission. A completion is stamped with the
-//! `now` of the *next* iteration (or of [`HistoryClient::finish`]), read after
-//! the outcome was taken from the ring. So a recorded completion time is never
-//! earlier than the real one and a recorded invoke time never later, and every
-//! real-time edge the checker derives from the times ("T1 completed before T2
-//! was invoked") holds in fact. `now` must share its origin across the clients
-//! of one history: virtual time in the simulator, nanoseconds since the
-//! cluster's start on the local cluster.
-//!
-//! A transaction drawn while the request ring is full is kept and submitted
-//! first at the next chance, never discarded, so a seed reproduces the run.
+//! **Times.** An invoke is stamped with the `now` of the load generator's
+//! iteration that drew it ([`TxGenerator::on_iteration`]), read before the
+//! submission (a transaction drawn while the ring is full is submitted
+//! later, never earlier). A completion is stamped with the `now` of the
+//! *next* iteration (or of `finish`), read after the outcome was taken from
+//! the ring. So a recorded completion time is never earlier than the real one
+//! and a recorded invoke time never later, and every real-time edge the
+//! checker derives from the times ("T1 completed before T2 was invoked")
+//! holds in fact. `now` must share its origin across the clients of one
+//! history: virtual time in the simulator, nanoseconds since the cluster's
+//! start on the local cluster.
 
 use crate::list_append::codec::ResultError;
+use crate::workload::{Outcome, TxCall, TxGenerator};
 use hashbrown::HashMap;
-use splitkv_host::{Client, ClientError};
 use splitkv_layout::host_nic::TxStatus;
 use splitkv_layout::FixedState;
-use splitkv_nic::{Component, Nanos};
+use splitkv_nic::Nanos;
 use splitkv_sim::history::{History, HistoryError, MicroOp, Op, OpType, ProcessId};
 use std::io::BufWriter;
 use std::path::Path;
-
-/// Most outcomes taken from the ring per iteration.
-pub const HISTORY_OUTCOMES_PER_ITERATION_MAX: usize = 256;
-
-/// Most transactions one history client keeps outstanding (its processes).
-pub const HISTORY_SLOTS_MAX: usize = 1024;
 
 /// What the drawn transactions look like.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -73,7 +74,7 @@ pub enum WorkloadConfigError {
     },
 }
 
-/// A workload whose transactions a [`HistoryClient`] submits and records.
+/// A source of micro-op transactions whose outcomes a [`HistoryGen`] records.
 pub trait HistoryWorkload: Send {
     /// Draws the next transaction: its micro-ops (reads carry `None`), with its
     /// procedure arguments encoded into `args` (cleared first). `None` when the
@@ -107,10 +108,10 @@ impl<W: HistoryWorkload + ?Sized> HistoryWorkload for Box<W> {
     }
 }
 
-/// Outcome counters of one history client.
+/// Outcome counters of one history generator (or summed over several).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct HistoryClientStats {
-    /// Transactions submitted (invokes recorded).
+    /// Transactions drawn (invokes recorded).
     pub submitted: u64,
     /// Committed (`ok`).
     pub committed: u64,
@@ -118,7 +119,7 @@ pub struct HistoryClientStats {
     pub failed: [u64; TxStatus::ALL.len()],
     /// Committed, but the result did not decode (recorded as `info`).
     pub bad_results: u64,
-    /// Outstanding when the run ended (recorded as `info`).
+    /// Without an outcome when the run ended (recorded as `info`).
     pub indeterminate: u64,
 }
 
@@ -139,6 +140,11 @@ impl HistoryClientStats {
         self.failed[status as usize]
     }
 
+    /// Transactions that failed, whatever the status.
+    pub fn failed_total(&self) -> u64 {
+        self.failed.iter().sum()
+    }
+
     /// Conflict aborts (lock conflict or failed validation).
     pub fn conflicts(&self) -> u64 {
         self.failed_with(TxStatus::LockConflict) + self.failed_with(TxStatus::ValidationFailed)
@@ -146,113 +152,83 @@ impl HistoryClientStats {
 
     /// Outcomes received or declared.
     pub fn finished(&self) -> u64 {
-        self.committed + self.failed.iter().sum::<u64>() + self.bad_results + self.indeterminate
+        self.committed + self.failed_total() + self.bad_results + self.indeterminate
     }
 }
 
-/// A transaction submitted and not yet completed.
+/// Jepsen processes numbered per client: client `c`'s are
+/// `c * PROCESSES_PER_CLIENT_MAX ..`; a client uses at most twice its
+/// transactions in flight (a completion waits one iteration for its stamp).
+pub const PROCESSES_PER_CLIENT_MAX: u64 = 1 << 20;
+
+/// A transaction drawn and without a recorded completion yet.
 #[derive(Debug)]
 struct Outstanding {
-    req_id: u64,
+    process: ProcessId,
     invoked: Vec<MicroOp>,
 }
 
 /// A completion taken from the ring, stamped at the next iteration.
 #[derive(Debug)]
 struct Unstamped {
-    slot: usize,
+    process: ProcessId,
     kind: OpType,
     value: Vec<MicroOp>,
     error: Option<String>,
 }
 
-/// The history-recording client of one node (see the module docs).
-pub struct HistoryClient<W: HistoryWorkload> {
-    client: Client,
+/// The history-recording generator of one client (see the module docs).
+pub struct HistoryGen<W: HistoryWorkload> {
     workload: W,
     procedure: u32,
     process_base: ProcessId,
-    slots: Vec<Option<Outstanding>>,
-    free: Vec<usize>,
-    by_req: HashMap<u64, usize, FixedState>,
-    held: Option<Vec<MicroOp>>,
-    args: Vec<u8>,
-    next_req: u64,
-    budget: Option<u64>,
-    submitting: bool,
-    exhausted: bool,
+    processes_used: u64,
+    free: Vec<ProcessId>,
+    outstanding: HashMap<u64, Outstanding, FixedState>,
+    next_seq: u64,
+    now: Nanos,
+    ahead: Option<(Vec<MicroOp>, Vec<u8>)>,
     unstamped: Vec<Unstamped>,
     ops: Vec<Op>,
     stats: HistoryClientStats,
-    error: Option<ClientError>,
 }
 
-impl<W: HistoryWorkload> std::fmt::Debug for HistoryClient<W> {
+impl<W: HistoryWorkload> std::fmt::Debug for HistoryGen<W> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("HistoryClient")
+        f.debug_struct("HistoryGen")
             .field("process_base", &self.process_base)
             .field("stats", &self.stats)
             .finish_non_exhaustive()
     }
 }
 
-impl<W: HistoryWorkload> HistoryClient<W> {
-    /// A client submitting `workload`'s transactions as procedure `procedure`
-    /// through `client`, with `slots` transactions outstanding at most (Jepsen
-    /// processes `process_base .. process_base + slots`). `budget` caps the
-    /// transactions submitted (`None`: until [`HistoryClient::stop`]).
-    ///
-    /// # Panics
-    /// If `slots` is 0 or over [`HISTORY_SLOTS_MAX`] (a configuration bug).
-    pub fn new(
-        client: Client,
-        workload: W,
-        procedure: u32,
-        process_base: ProcessId,
-        slots: usize,
-        budget: Option<u64>,
-    ) -> HistoryClient<W> {
-        assert!(
-            (1..=HISTORY_SLOTS_MAX).contains(&slots),
-            "history client slots must be in 1..={HISTORY_SLOTS_MAX}"
-        );
-        HistoryClient {
-            client,
+impl<W: HistoryWorkload> HistoryGen<W> {
+    /// A generator drawing `workload`'s transactions as calls of procedure
+    /// `procedure`, recording them as Jepsen processes from `process_base`.
+    pub fn new(workload: W, procedure: u32, process_base: ProcessId) -> HistoryGen<W> {
+        let mut gen = HistoryGen {
             workload,
             procedure,
             process_base,
-            slots: (0..slots).map(|_| None).collect(),
-            free: (0..slots).rev().collect(),
-            by_req: HashMap::with_capacity_and_hasher(slots, FixedState),
-            held: None,
-            args: Vec::with_capacity(crate::list_append::codec::TX_ARGS_BYTES_MAX),
-            next_req: 0,
-            budget,
-            submitting: true,
-            exhausted: false,
+            processes_used: 0,
+            free: Vec::new(),
+            outstanding: HashMap::with_hasher(FixedState),
+            next_seq: 0,
+            now: 0,
+            ahead: None,
             unstamped: Vec::new(),
             ops: Vec::new(),
             stats: HistoryClientStats::default(),
-            error: None,
-        }
+        };
+        gen.draw_ahead();
+        gen
     }
 
-    /// Stops submitting new transactions (outstanding ones still complete).
-    pub fn stop(&mut self) {
-        self.submitting = false;
-    }
-
-    /// Whether nothing is outstanding and nothing more will be submitted
-    /// (stopped, budget spent, generator exhausted, or a client error).
-    pub fn is_done(&self) -> bool {
-        self.by_req.is_empty() && !self.may_submit()
-    }
-
-    fn may_submit(&self) -> bool {
-        self.submitting
-            && !self.exhausted
-            && self.error.is_none()
-            && self.budget.is_none_or(|b| self.stats.submitted < b)
+    /// Draws the next transaction now, so [`TxGenerator::exhausted`] knows
+    /// whether there is one.
+    fn draw_ahead(&mut self) {
+        let mut args = Vec::with_capacity(crate::list_append::codec::TX_ARGS_BYTES_MAX);
+        self.ahead = self.workload.next_tx(&mut args).map(|ops| (ops, args));
     }
 
     /// Counters so far.
@@ -260,14 +236,16 @@ impl<W: HistoryWorkload> HistoryClient<W> {
         self.stats
     }
 
-    /// The first client error seen, if any (the client stops submitting).
-    pub fn error(&self) -> Option<&ClientError> {
-        self.error.as_ref()
+    /// The operations recorded so far, in time order (complete once
+    /// [`TxGenerator::finish`] ran).
+    pub fn ops(&self) -> &[Op] {
+        &self.ops
     }
 
-    /// Whether the generator ran out of transactions before the budget.
-    pub fn exhausted(&self) -> bool {
-        self.exhausted
+    /// Whether [`TxGenerator::finish`] left nothing unrecorded: every drawn
+    /// transaction has its completion (or `info`) in [`HistoryGen::ops`].
+    pub fn is_finished(&self) -> bool {
+        self.outstanding.is_empty() && self.unstamped.is_empty()
     }
 
     /// The workload (its generator state).
@@ -275,164 +253,122 @@ impl<W: HistoryWorkload> HistoryClient<W> {
         &self.workload
     }
 
-    /// Ends the run at `now`: stamps the completions taken last iteration,
-    /// records `info` for every transaction still outstanding, stops
-    /// submitting, and returns this client's operations in time order.
-    pub fn finish(&mut self, now: Nanos) -> Vec<Op> {
-        self.stop();
-        self.stamp(now);
-        for slot in 0..self.slots.len() {
-            if let Some(o) = self.slots[slot].take() {
-                self.by_req.remove(&o.req_id);
-                self.free.push(slot);
-                self.stats.indeterminate += 1;
-                self.record(now, slot, OpType::Info, o.invoked, Some("outcome unknown"));
-            }
-        }
-        std::mem::take(&mut self.ops)
-    }
-
     fn record(
         &mut self,
-        now: Nanos,
-        slot: usize,
+        process: ProcessId,
         kind: OpType,
         value: Vec<MicroOp>,
-        error: Option<&str>,
+        error: Option<String>,
     ) {
         self.ops.push(Op {
             index: self.ops.len() as u64,
-            process: self.process_base + slot as u64,
+            process,
             kind,
             value,
-            time_ns: now,
-            error: error.map(str::to_owned),
+            time_ns: self.now,
+            error,
         });
     }
 
-    /// Records the completions taken in the previous iteration at `now`.
-    fn stamp(&mut self, now: Nanos) {
+    /// Records the completions taken in the previous iteration at `self.now`.
+    fn stamp(&mut self) {
         for u in std::mem::take(&mut self.unstamped) {
-            // The slot's process is free again only once its completion is
+            // The process is free again only once its completion is
             // recorded: a process never invokes before its last completion.
-            self.free.push(u.slot);
-            self.ops.push(Op {
-                index: self.ops.len() as u64,
-                process: self.process_base + u.slot as u64,
-                kind: u.kind,
-                value: u.value,
-                time_ns: now,
-                error: u.error,
-            });
+            self.free.push(u.process);
+            self.record(u.process, u.kind, u.value, u.error);
         }
     }
 
-    /// Takes outcomes from the ring; their completions wait for the next stamp.
-    fn poll_outcomes(&mut self) -> Result<usize, ClientError> {
-        let Self {
-            client,
-            workload,
-            slots,
-            by_req,
-            unstamped,
-            stats,
-            ..
-        } = self;
-        client.poll(HISTORY_OUTCOMES_PER_ITERATION_MAX, |o| {
-            let Some(slot) = by_req.remove(&o.req_id) else {
-                return;
-            };
-            let tx = slots[slot].take().expect("an outstanding slot per request");
-            let (kind, value, error) = match o.status {
-                TxStatus::Committed => match workload.complete(&tx.invoked, o.result) {
-                    Ok(done) => {
-                        stats.committed += 1;
-                        (OpType::Ok, done, None)
-                    }
-                    Err(e) => {
-                        stats.bad_results += 1;
-                        let why = format!("committed, result undecodable: {e}");
-                        (OpType::Info, tx.invoked, Some(why))
-                    }
-                },
-                s => {
-                    stats.failed[s as usize] += 1;
-                    workload.failed(&tx.invoked);
-                    (OpType::Fail, tx.invoked, Some(s.name().to_owned()))
-                }
-            };
-            unstamped.push(Unstamped {
-                slot,
-                kind,
-                value,
-                error,
-            });
+    fn take_process(&mut self) -> ProcessId {
+        self.free.pop().unwrap_or_else(|| {
+            // Bounded by twice the load generator's window (module docs).
+            let p = self.process_base + self.processes_used % PROCESSES_PER_CLIENT_MAX;
+            self.processes_used += 1;
+            p
         })
-    }
-
-    /// Submits transactions into free slots, the held one first.
-    fn submit(&mut self, now: Nanos) -> bool {
-        let mut work = false;
-        while self.may_submit() && !self.free.is_empty() {
-            let ops = match self.held.take() {
-                Some(ops) => ops,
-                None => match self.workload.next_tx(&mut self.args) {
-                    Some(ops) => ops,
-                    None => {
-                        self.exhausted = true;
-                        break;
-                    }
-                },
-            };
-            let req_id = self.next_req;
-            match self.client.submit(req_id, self.procedure, &self.args) {
-                Ok(()) => {}
-                Err(ClientError::Busy) => {
-                    self.held = Some(ops);
-                    break;
-                }
-                Err(e) => {
-                    self.error = Some(e);
-                    break;
-                }
-            }
-            self.next_req += 1;
-            self.stats.submitted += 1;
-            let slot = self.free.pop().expect("checked non-empty");
-            self.by_req.insert(req_id, slot);
-            self.record(now, slot, OpType::Invoke, ops.clone(), None);
-            self.slots[slot] = Some(Outstanding {
-                req_id,
-                invoked: ops,
-            });
-            work = true;
-        }
-        work
-    }
-
-    /// Stamps last iteration's completions, takes new outcomes, then fills
-    /// free slots; returns whether anything happened.
-    pub fn run_iteration(&mut self, now: Nanos) -> bool {
-        let stamped = !self.unstamped.is_empty();
-        self.stamp(now);
-        if self.error.is_some() {
-            return stamped;
-        }
-        let polled = match self.poll_outcomes() {
-            Ok(n) => n > 0,
-            Err(e) => {
-                self.error = Some(e);
-                return stamped;
-            }
-        };
-        let submitted = self.submit(now);
-        stamped || polled || submitted
     }
 }
 
-impl<W: HistoryWorkload> Component for HistoryClient<W> {
-    fn run_iteration(&mut self, now: Nanos) -> bool {
-        HistoryClient::run_iteration(self, now)
+impl<W: HistoryWorkload> TxGenerator for HistoryGen<W> {
+    fn next(&mut self, call: &mut TxCall) {
+        call.procedure = self.procedure;
+        let seq = self.next_seq;
+        self.next_seq += 1;
+        let Some((ops, args)) = self.ahead.take() else {
+            // Drawn although `exhausted` said so (the load generator never
+            // does): an empty call, which records nothing and the procedure
+            // rejects.
+            return;
+        };
+        call.args.extend_from_slice(&args);
+        self.draw_ahead();
+        let process = self.take_process();
+        self.stats.submitted += 1;
+        self.record(process, OpType::Invoke, ops.clone(), None);
+        self.outstanding.insert(
+            seq,
+            Outstanding {
+                process,
+                invoked: ops,
+            },
+        );
+    }
+
+    fn on_outcome(&mut self, o: &Outcome<'_>) {
+        // One attempt per transaction: its first outcome is its completion.
+        let Some(tx) = self.outstanding.remove(&o.seq) else {
+            return;
+        };
+        let (kind, value, error) = match o.status {
+            TxStatus::Committed => match self.workload.complete(&tx.invoked, o.result) {
+                Ok(done) => {
+                    self.stats.committed += 1;
+                    (OpType::Ok, done, None)
+                }
+                Err(e) => {
+                    self.stats.bad_results += 1;
+                    let why = format!("committed, result undecodable: {e}");
+                    (OpType::Info, tx.invoked, Some(why))
+                }
+            },
+            s => {
+                self.stats.failed[s as usize] += 1;
+                self.workload.failed(&tx.invoked);
+                (OpType::Fail, tx.invoked, Some(s.name().to_owned()))
+            }
+        };
+        self.unstamped.push(Unstamped {
+            process: tx.process,
+            kind,
+            value,
+            error,
+        });
+    }
+
+    fn on_iteration(&mut self, now: Nanos) {
+        self.now = self.now.max(now);
+        self.stamp();
+    }
+
+    fn exhausted(&self) -> bool {
+        self.ahead.is_none()
+    }
+
+    fn finish(&mut self, now: Nanos) {
+        self.on_iteration(now);
+        let mut left: Vec<(u64, Outstanding)> = self.outstanding.drain().collect();
+        left.sort_by_key(|(seq, _)| *seq);
+        for (_, o) in left {
+            self.stats.indeterminate += 1;
+            self.free.push(o.process);
+            self.record(
+                o.process,
+                OpType::Info,
+                o.invoked,
+                Some("outcome unknown".into()),
+            );
+        }
     }
 }
 
