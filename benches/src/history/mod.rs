@@ -282,7 +282,7 @@ impl Workload for HistoryCheck {
             return Err(failed(
                 "strict-serializability",
                 format!(
-                    "anomalies found: {}; first: {}",
+                    "anomalies found: {} (first: {})",
                     anomaly_names(&report),
                     first.unwrap_or_default()
                 ),
