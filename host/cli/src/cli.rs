@@ -67,18 +67,18 @@ pub struct CheckHistoryArgs {
 /// A history's data model on the command line.
 #[derive(ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
 pub enum HistoryModel {
-    /// Elle's list-append (`append`, list reads).
+    // Elle's list-append (`append`, list reads).
     ListAppend,
-    /// Read-write registers with unique values (`w`, register reads).
+    // Read-write registers with unique values (`w`, register reads).
     Register,
 }
 
 /// A history workload's transaction shape on the command line.
 #[derive(ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Shape {
-    /// Elle's default: 1-4 micro-ops, reads or writes of random keys.
+    // Elle's default: 1-4 micro-ops, reads or writes of random keys.
     Mixed,
-    /// Read two keys, write one (the write-skew shape read validation must stop).
+    // Read two keys, write one (the write-skew shape read validation must stop).
     WriteSkew,
 }
 
