@@ -47,6 +47,12 @@ fn bad_flags_exit_2_with_one_line() {
         &["bench", "smallbank", "--duration", "ten seconds"],
         &["bench", "lookup", "--segment-slots", "3"],
         &["bench", "lookup", "--d-max", "0"],
+        &["bench", "list-append", "--keys", "1"],
+        &["bench", "list-append", "--nodes", "3", "--replication", "4"],
+        &["bench", "register", "--inflight", "0"],
+        &["bench", "register", "--shape", "zigzag"],
+        &["check", "history"],
+        &["check", "history", "f.jsonl", "--model", "graph"],
     ] {
         let out = splitkv(args);
         let err = String::from_utf8_lossy(&out.stderr);
@@ -262,6 +268,29 @@ fn list_append_writes_a_history_the_checker_accepts() {
     let out = splitkv(&["check", "history", file, "--model", "list-append"]);
     assert_eq!(out.status.code(), Some(0));
     assert!(String::from_utf8_lossy(&out.stdout).starts_with("valid"));
+}
+
+#[test]
+fn register_write_skew_run_passes_the_history_checks() {
+    let out = splitkv(&[
+        "bench",
+        "register",
+        "--transactions",
+        "300",
+        "--keys",
+        "4",
+        "--shape",
+        "write-skew",
+        "--json",
+    ]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{err}");
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("one JSON object");
+    assert_eq!(v["workload"], "register");
+    assert_eq!(v["submitted"].as_u64(), Some(900));
+    assert_eq!(v["history_valid"], true);
+    assert_eq!(v["indeterminate"].as_u64(), Some(0));
+    assert!(v["history_check"].as_str().unwrap().starts_with("valid"));
 }
 
 #[test]
