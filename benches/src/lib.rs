@@ -12,7 +12,7 @@
 //!   is the strict-serializability checker (`splitkv_sim::checker`) and the
 //!   lost-commit accounting (`splitkv_sim::lost_commits`); checking a
 //!   history file;
-//! - [`history_client`]: the generator that records those histories (Jepsen's shape);
+//! - [`history_gen`]: the generator that records those histories (Jepsen's shape);
 //! - [`loadgen`]: the closed-loop client (conflict retries with seeded backoff,
 //!   measurement window, outcome trace hash);
 //! - [`cluster`]: n nodes running one workload, the path every driver runs;
@@ -23,7 +23,7 @@
 
 pub mod cluster;
 pub mod history;
-pub mod history_client;
+pub mod history_gen;
 pub mod list_append;
 pub mod loadgen;
 pub mod lookup_report;

@@ -13,7 +13,7 @@ mod history_support;
 
 use history_support::{check_run, list_append, register, spec, HistoryCluster};
 use splitkv_bench::history::{HistoryCheck, HistoryReport as Checked};
-use splitkv_bench::history_client::TxShape;
+use splitkv_bench::history_gen::TxShape;
 use splitkv_layout::host_nic::TxStatus;
 use splitkv_nic::net::Transport;
 use splitkv_sim::checker::EdgeKind;

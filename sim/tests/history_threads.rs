@@ -10,7 +10,7 @@ mod history_support;
 
 use history_support::{check_run, list_append, register, spec, HistoryCluster};
 use splitkv_bench::history::HistoryCheck;
-use splitkv_bench::history_client::TxShape;
+use splitkv_bench::history_gen::TxShape;
 use splitkv_bench::ThreadRun;
 use splitkv_nic::net::mem::mem_network;
 use splitkv_nic::net::Transport;

@@ -19,8 +19,8 @@ mod file;
 
 pub use file::{check_file, FileCheckError};
 
-use crate::history_client::{write_history, HistoryClientStats, HistoryGen, HistoryWorkload};
-use crate::history_client::{TxShape, WorkloadConfigError, PROCESSES_PER_CLIENT_MAX};
+use crate::history_gen::{write_history, HistoryGen, HistoryStats, MicroOpSource};
+use crate::history_gen::{TxShape, WorkloadConfigError, PROCESSES_PER_CLIENT_MAX};
 use crate::list_append::{self, ListAppendConfig, ListAppendGenerator, ListAppendTxn};
 use crate::list_append::{LIST_TABLE, LIST_VALUE_BYTES_MAX};
 use crate::register::{self, RegisterConfig, RegisterGenerator, RegisterTxn};
@@ -49,7 +49,7 @@ pub enum HistoryKind {
 }
 
 /// The generator every client of a history workload runs.
-pub type HistoryGenerator = HistoryGen<Box<dyn HistoryWorkload>>;
+pub type HistoryGenerator = HistoryGen<Box<dyn MicroOpSource>>;
 
 /// A history workload: list-append or register, checked for strict
 /// serializability and lost commits (module docs).
@@ -158,7 +158,7 @@ impl HistoryCheck {
 #[derive(Debug, Clone)]
 pub struct HistoryReport {
     /// The clients' counters, summed.
-    pub stats: HistoryClientStats,
+    pub stats: HistoryStats,
     /// Operations in the merged history.
     pub ops: usize,
     /// The checker's report.
@@ -249,7 +249,7 @@ impl Workload for HistoryCheck {
     }
 
     fn generator(&self, client: u16, seed: u64) -> HistoryGenerator {
-        let source: Box<dyn HistoryWorkload> = match self.kind {
+        let source: Box<dyn MicroOpSource> = match self.kind {
             HistoryKind::ListAppend(c) => {
                 Box::new(ListAppendGenerator::new(c, client as u64, seed))
             }
@@ -296,7 +296,7 @@ impl Workload for HistoryCheck {
             .map_err(|e| failed("lost-commit", e.to_string()))?;
         lost_commits::check_fault_free_counters(&node_counters(db))
             .map_err(|e| failed("fault-free counters", e.to_string()))?;
-        let mut stats = HistoryClientStats::default();
+        let mut stats = HistoryStats::default();
         gens.iter().for_each(|g| stats.add(&g.stats()));
         let hottest_key_writes = rows
             .values()

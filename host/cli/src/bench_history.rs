@@ -8,7 +8,7 @@
 use crate::cli::{HistoryBenchArgs, Shape};
 use crate::Failure;
 use splitkv_bench::history::{HistoryCheck, HistoryReport};
-use splitkv_bench::history_client::{HistoryClientStats, TxShape};
+use splitkv_bench::history_gen::{HistoryStats, TxShape};
 use splitkv_bench::loadgen::RetryPolicy;
 use splitkv_bench::{BenchCluster, CheckError, ClusterSpec, ThreadRun, Workload};
 use splitkv_nic::net::mem::mem_network;
@@ -63,7 +63,7 @@ pub fn run(mut workload: HistoryCheck, args: &HistoryBenchArgs) -> Result<(), Fa
     cluster
         .drain(now, DRAIN_TICK_NS, DRAIN_PASSES_MAX)
         .map_err(|e| Failure::Check(e.to_string()))?;
-    let mut stats = HistoryClientStats::default();
+    let mut stats = HistoryStats::default();
     for l in &cluster.loadgens {
         stats.add(&l.generator().stats());
     }
@@ -90,7 +90,7 @@ pub fn run(mut workload: HistoryCheck, args: &HistoryBenchArgs) -> Result<(), Fa
 struct Summary<'a> {
     workload: &'static str,
     args: &'a HistoryBenchArgs,
-    stats: HistoryClientStats,
+    stats: HistoryStats,
     secs: f64,
     checked: &'a Result<HistoryReport, CheckError>,
 }

@@ -8,7 +8,7 @@
 #![allow(dead_code)]
 
 use splitkv_bench::history::{HistoryCheck, HistoryReport};
-use splitkv_bench::history_client::TxShape;
+use splitkv_bench::history_gen::TxShape;
 use splitkv_bench::loadgen::RetryPolicy;
 use splitkv_bench::{BenchCluster, CheckError, ClusterSpec};
 use splitkv_nic::Nanos;

@@ -1,5 +1,5 @@
 //! The history-recording generator: a [`TxGenerator`] over a
-//! [`HistoryWorkload`] (list-append or register micro-op transactions) that
+//! [`MicroOpSource`] (list-append or register micro-op transactions) that
 //! records what its client saw as a Jepsen history (`splitkv_sim::history`),
 //! the input of the strict-serializability checker and of the lost-commit
 //! accounting. It runs inside the ordinary closed-loop load generator
@@ -75,7 +75,7 @@ pub enum WorkloadConfigError {
 }
 
 /// A source of micro-op transactions whose outcomes a [`HistoryGen`] records.
-pub trait HistoryWorkload: Send {
+pub trait MicroOpSource: Send {
     /// Draws the next transaction: its micro-ops (reads carry `None`), with its
     /// procedure arguments encoded into `args` (cleared first). `None` when the
     /// generator has nothing more to draw (its key space is used up).
@@ -94,7 +94,7 @@ pub trait HistoryWorkload: Send {
     fn failed(&mut self, _invoked: &[MicroOp]) {}
 }
 
-impl<W: HistoryWorkload + ?Sized> HistoryWorkload for Box<W> {
+impl<W: MicroOpSource + ?Sized> MicroOpSource for Box<W> {
     fn next_tx(&mut self, args: &mut Vec<u8>) -> Option<Vec<MicroOp>> {
         (**self).next_tx(args)
     }
@@ -110,7 +110,7 @@ impl<W: HistoryWorkload + ?Sized> HistoryWorkload for Box<W> {
 
 /// Outcome counters of one history generator (or summed over several).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct HistoryClientStats {
+pub struct HistoryStats {
     /// Transactions drawn (invokes recorded).
     pub submitted: u64,
     /// Committed (`ok`).
@@ -123,9 +123,9 @@ pub struct HistoryClientStats {
     pub indeterminate: u64,
 }
 
-impl HistoryClientStats {
+impl HistoryStats {
     /// Adds `o` into `self`.
-    pub fn add(&mut self, o: &HistoryClientStats) {
+    pub fn add(&mut self, o: &HistoryStats) {
         self.submitted += o.submitted;
         self.committed += o.committed;
         for (a, b) in self.failed.iter_mut().zip(o.failed) {
@@ -178,7 +178,7 @@ struct Unstamped {
 }
 
 /// The history-recording generator of one client (see the module docs).
-pub struct HistoryGen<W: HistoryWorkload> {
+pub struct HistoryGen<W: MicroOpSource> {
     workload: W,
     procedure: u32,
     process_base: ProcessId,
@@ -190,10 +190,10 @@ pub struct HistoryGen<W: HistoryWorkload> {
     ahead: Option<(Vec<MicroOp>, Vec<u8>)>,
     unstamped: Vec<Unstamped>,
     ops: Vec<Op>,
-    stats: HistoryClientStats,
+    stats: HistoryStats,
 }
 
-impl<W: HistoryWorkload> std::fmt::Debug for HistoryGen<W> {
+impl<W: MicroOpSource> std::fmt::Debug for HistoryGen<W> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("HistoryGen")
             .field("process_base", &self.process_base)
@@ -202,7 +202,7 @@ impl<W: HistoryWorkload> std::fmt::Debug for HistoryGen<W> {
     }
 }
 
-impl<W: HistoryWorkload> HistoryGen<W> {
+impl<W: MicroOpSource> HistoryGen<W> {
     /// A generator drawing `workload`'s transactions as calls of procedure
     /// `procedure`, recording them as Jepsen processes from `process_base`.
     pub fn new(workload: W, procedure: u32, process_base: ProcessId) -> HistoryGen<W> {
@@ -218,7 +218,7 @@ impl<W: HistoryWorkload> HistoryGen<W> {
             ahead: None,
             unstamped: Vec::new(),
             ops: Vec::new(),
-            stats: HistoryClientStats::default(),
+            stats: HistoryStats::default(),
         };
         gen.draw_ahead();
         gen
@@ -232,7 +232,7 @@ impl<W: HistoryWorkload> HistoryGen<W> {
     }
 
     /// Counters so far.
-    pub fn stats(&self) -> HistoryClientStats {
+    pub fn stats(&self) -> HistoryStats {
         self.stats
     }
 
@@ -290,7 +290,7 @@ impl<W: HistoryWorkload> HistoryGen<W> {
     }
 }
 
-impl<W: HistoryWorkload> TxGenerator for HistoryGen<W> {
+impl<W: MicroOpSource> TxGenerator for HistoryGen<W> {
     fn next(&mut self, call: &mut TxCall) {
         call.procedure = self.procedure;
         let seq = self.next_seq;
