@@ -7,9 +7,12 @@
 //!   FoundationDB's `fdbserver/workloads/` shape) and the database view checks read;
 //! - [`smallbank`]: Smallbank as FaSST/DrTM define it, with its money check;
 //! - [`list_append`] and [`register`]: Elle's list-append and read-write
-//!   register workloads, whose client histories the strict-serializability
-//!   checker (`splitkv_sim::checker`) reads;
-//! - [`history_client`]: the client that records those histories (Jepsen's shape);
+//!   register transactions and generators;
+//! - [`history`]: both as [`Workload`]s on the same cluster path, whose check
+//!   is the strict-serializability checker (`splitkv_sim::checker`) and the
+//!   lost-commit accounting (`splitkv_sim::lost_commits`); checking a
+//!   history file;
+//! - [`history_gen`]: the generator that records those histories (Jepsen's shape);
 //! - [`loadgen`]: the closed-loop client (conflict retries with seeded backoff,
 //!   measurement window, outcome trace hash);
 //! - [`cluster`]: n nodes running one workload, the path every driver runs;
@@ -19,7 +22,8 @@
 #![warn(missing_docs)]
 
 pub mod cluster;
-pub mod history_client;
+pub mod history;
+pub mod history_gen;
 pub mod list_append;
 pub mod loadgen;
 pub mod lookup_report;
@@ -29,7 +33,7 @@ pub mod replicas;
 pub mod smallbank;
 pub mod workload;
 
-pub use cluster::{BenchCluster, BuildError, ClusterSpec};
+pub use cluster::{BenchCluster, BuildError, ClusterSpec, ThreadRun};
 pub use smallbank::Smallbank;
 pub use workload::{CheckError, Db, Outcome, TxCall, TxGenerator, Workload};
 

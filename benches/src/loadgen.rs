@@ -172,6 +172,7 @@ fn ratio(a: u64, b: u64) -> f64 {
 #[derive(Debug)]
 struct Pending {
     call: TxCall,
+    seq: u64,
     first_ns: Nanos,
     invoked_ns: Nanos,
     attempt: u32,
@@ -303,12 +304,16 @@ impl<G: TxGenerator> LoadGen<G> {
         self.submitting = false;
     }
 
-    /// Whether every drawn transaction has its last outcome and no more will be drawn.
+    /// Whether every drawn transaction has its last outcome and no more will
+    /// be drawn (stopped, budget spent, generator exhausted, or a client error).
     pub fn is_done(&self) -> bool {
         self.pending.is_empty()
             && self.retries.is_empty()
             && self.held.is_none()
-            && (!self.submitting || self.cfg.budget.is_some_and(|b| self.stats.drawn >= b))
+            && (!self.submitting
+                || self.error.is_some()
+                || self.gen.exhausted()
+                || self.cfg.budget.is_some_and(|b| self.stats.drawn >= b))
     }
 
     /// Counters over every outcome so far.
@@ -335,6 +340,13 @@ impl<G: TxGenerator> LoadGen<G> {
     /// The generator (for the workload's check).
     pub fn generator(&self) -> &G {
         &self.gen
+    }
+
+    /// Ends the run at `now`: stops drawing and lets the generator finish
+    /// ([`TxGenerator::finish`]).
+    pub fn finish(&mut self, now: Nanos) {
+        self.stop();
+        self.gen.finish(now);
     }
 
     /// An order-sensitive hash of every outcome taken so far: its time,
@@ -370,6 +382,7 @@ impl<G: TxGenerator> LoadGen<G> {
         if self.error.is_some() {
             return false;
         }
+        self.gen.on_iteration(now);
         let mut work = match self.poll_outcomes(now) {
             Ok(n) => n > 0,
             Err(e) => {
@@ -411,6 +424,7 @@ impl<G: TxGenerator> LoadGen<G> {
         while self.error.is_none() {
             if self.held.is_none() {
                 let can_draw = self.submitting
+                    && !self.gen.exhausted()
                     && self.window_len() < self.cfg.inflight_max
                     && self.cfg.budget.is_none_or(|b| self.stats.drawn < b);
                 if !can_draw {
@@ -419,9 +433,11 @@ impl<G: TxGenerator> LoadGen<G> {
                 let mut call = self.spare.pop().unwrap_or_default();
                 call.args.clear();
                 self.gen.next(&mut call);
+                let seq = self.stats.drawn;
                 self.counters(now).for_each(|s| s.drawn += 1);
                 self.held = Some(Pending {
                     call,
+                    seq,
                     first_ns: now,
                     invoked_ns: now,
                     attempt: 1,
@@ -482,6 +498,7 @@ impl<G: TxGenerator> LoadGen<G> {
             completed_ns: now,
             attempt: tx.attempt,
             last,
+            seq: tx.seq,
         });
         let in_window = (self.window.0..self.window.1).contains(&now);
         for s in self.counters(now) {

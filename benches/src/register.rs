@@ -11,7 +11,7 @@
 //! read set, written keys to the write set, and the micro-ops run in order on
 //! the values read, so a read after the transaction's own write returns it.
 
-use crate::history_client::{HistoryWorkload, TxShape, WorkloadConfigError};
+use crate::history_gen::{MicroOpSource, TxShape, WorkloadConfigError};
 use crate::list_append::codec::{
     self, OpKind, ResultError, ResultReader, TxOps, MICRO_OPS_PER_TX_MAX,
 };
@@ -262,7 +262,7 @@ impl RegisterGenerator {
     }
 }
 
-impl HistoryWorkload for RegisterGenerator {
+impl MicroOpSource for RegisterGenerator {
     fn next_tx(&mut self, args: &mut Vec<u8>) -> Option<Vec<MicroOp>> {
         let ops = self.draw();
         codec::encode(&ops, args);

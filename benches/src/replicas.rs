@@ -23,9 +23,9 @@ pub struct ReplicaReport {
 /// that differs from its primary; [`CheckError::RowCount`] if a node holds
 /// fewer or more rows than it replicates.
 pub fn check_replicas(db: &Db<'_>) -> Result<ReplicaReport, CheckError> {
-    let nodes = db.workers.len();
+    let nodes = db.nodes.len();
     let mut expected = vec![0usize; nodes];
-    for (n, w) in db.workers.iter().enumerate() {
+    for (n, w) in db.workers().enumerate() {
         w.table().for_each(|k, _, _| {
             if db.placement.primary(&k) as usize == n {
                 for (r, e) in expected.iter_mut().enumerate() {
@@ -38,7 +38,7 @@ pub fn check_replicas(db: &Db<'_>) -> Result<ReplicaReport, CheckError> {
         rows_compared: 0,
         rows_total: 0,
     };
-    for (n, w) in db.workers.iter().enumerate() {
+    for (n, w) in db.workers().enumerate() {
         let t = w.table();
         if t.len() != expected[n] {
             return Err(CheckError::RowCount {

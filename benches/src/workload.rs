@@ -7,8 +7,9 @@
 //! 1. **procedures** ([`Workload::register`]): the shipped procedures (Xenic
 //!    §4.2.2) it calls, registered into an empty [`ProcedureRegistry`] on every
 //!    node, so the ids the generator draws are the ones the nodes run;
-//! 2. **load** ([`Workload::load`]): the initial rows, handed to a sink that
-//!    places each row on all its replicas before the run starts;
+//! 2. **load** ([`Workload::initial_rows`]): the initial rows, which the
+//!    cluster loads through the embedding API (`ClusterParts::load`, every
+//!    row on all its replicas) before the run starts;
 //! 3. **generator** ([`Workload::generator`]): one [`TxGenerator`] per client
 //!    (node), seeded, drawing the next transaction (procedure id + encoded
 //!    arguments) and told every outcome of the transactions it drew;
@@ -18,7 +19,9 @@
 //!    alone proves nothing.
 //!
 //! The cluster ([`crate::cluster::BenchCluster`]) is generic over a workload
-//! and is the one path the `splitkv` binary and the simulator tests both run.
+//! and is the one path the `splitkv` binary and the simulator tests both run,
+//! for Smallbank and for the history workloads (list-append and register,
+//! [`crate::history`], whose check is the strict-serializability checker).
 //! Conflict retries are the load generator's ([`crate::loadgen`]), not the
 //! workload's: a generator sees each attempt's outcome (with
 //! [`Outcome::attempt`] and [`Outcome::last`]) but never resubmits itself.
@@ -47,8 +50,8 @@
 //!     fn register(&self, reg: &mut ProcedureRegistry) { reg.register(Arc::new(Increment)); }
 //!     fn rows(&self) -> u64 { self.keys }
 //!     fn value_bytes_max(&self) -> usize { 8 }
-//!     fn load(&self, sink: &mut RowSink<'_>) -> Result<(), LoadError> {
-//!         (0..self.keys).try_for_each(|k| sink(Key::new(0, k), &0u64.to_le_bytes()))
+//!     fn initial_rows(&self) -> RowIter<'_> {
+//!         Box::new((0..self.keys).map(|k| (Key::new(0, k), 0u64.to_le_bytes().to_vec())))
 //!     }
 //!     fn generator(&self, client: u16, seed: u64) -> CounterGen { /* seed ^ client */ }
 //!     fn check(&self, db: &Db<'_>, gens: &[&CounterGen]) -> Result<u64, CheckError> {
@@ -57,7 +60,7 @@
 //! }
 //! ```
 
-use splitkv_host::table::HostTableError;
+use splitkv_host::cluster::NodeParts;
 use splitkv_host::HostWorker;
 use splitkv_layout::host_nic::TxStatus;
 use splitkv_layout::{Key, ObjectMeta};
@@ -96,6 +99,9 @@ pub struct Outcome<'a> {
     /// Whether this is the transaction's last attempt: it did not end in a
     /// conflict, or it did with no tries left (or the load generator stopped).
     pub last: bool,
+    /// Which of the generator's draws this is: 0 for the first transaction
+    /// [`TxGenerator::next`] drew on this client, 1 for the second, ...
+    pub seq: u64,
 }
 
 /// A client's source of transactions. One per node's client, driven by the
@@ -109,26 +115,29 @@ pub trait TxGenerator: Send {
     /// Called for every attempt of every transaction this generator drew, in
     /// the order the outcomes arrive.
     fn on_outcome(&mut self, outcome: &Outcome<'_>);
+
+    /// Called at the start of each of the load generator's iterations with
+    /// its `now` (before outcomes are taken or transactions drawn), so a
+    /// generator that records times can stamp completions taken in the
+    /// previous iteration with a time no earlier than the real one.
+    /// Default: nothing.
+    fn on_iteration(&mut self, _now: Nanos) {}
+
+    /// Whether the generator has nothing more to draw (its key space is used
+    /// up): the load generator then stops drawing. Default: never.
+    fn exhausted(&self) -> bool {
+        false
+    }
+
+    /// Ends the run at `now` (after the cluster drained): a recording
+    /// generator stamps what is left and declares transactions without an
+    /// outcome indeterminate. Default: nothing.
+    fn finish(&mut self, _now: Nanos) {}
 }
 
-/// Why loading the initial rows failed.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum LoadError {
-    /// A host table refused a row (full, or the value too large).
-    #[error("loading {key:?} on node {node}: {source}")]
-    Table {
-        /// The row.
-        key: Key,
-        /// The replica that refused it.
-        node: u16,
-        /// The table's reason.
-        source: HostTableError,
-    },
-}
-
-/// Where [`Workload::load`] puts each initial row: `(key, value)`, stored on
-/// all the key's replicas.
-pub type RowSink<'a> = dyn FnMut(Key, &[u8]) -> Result<(), LoadError> + 'a;
+/// The initial rows of a workload: `(key, value)` pairs, each loaded on all
+/// the key's replicas.
+pub type RowIter<'a> = Box<dyn Iterator<Item = (Key, Vec<u8>)> + 'a>;
 
 /// A workload: procedures, initial rows, a generator per client, and a check
 /// over the database at the end. See the module docs.
@@ -151,9 +160,16 @@ pub trait Workload: Sync {
     /// Largest value the workload writes, in bytes (sizes the host tables).
     fn value_bytes_max(&self) -> usize;
 
-    /// Feeds every initial row to `sink`, which stores it on all the key's
-    /// replicas; stops at the first error.
-    fn load(&self, sink: &mut RowSink<'_>) -> Result<(), LoadError>;
+    /// Every initial row (at most [`Workload::rows`] distinct keys, each once).
+    fn initial_rows(&self) -> RowIter<'_>;
+
+    /// Most attempts per transaction this workload allows, whatever the
+    /// cluster's retry policy says (`None`: no cap). The history workloads
+    /// say 1: a retried attempt would reuse the failed attempt's unique
+    /// values, and a history checker could not tell them apart.
+    fn max_tries(&self) -> Option<u32> {
+        None
+    }
 
     /// The generator of client `client`, seeded from `seed` (distinct clients
     /// must draw distinct sequences from one seed).
@@ -227,8 +243,8 @@ pub enum CheckError {
 pub struct Db<'a> {
     /// Placement of keys on nodes.
     pub placement: Placement,
-    /// Host workers (owning the tables), by node.
-    pub workers: &'a [HostWorker],
+    /// Every node's components (NIC runtime, host worker owning the table), by node.
+    pub nodes: &'a [NodeParts],
 }
 
 impl Db<'_> {
@@ -240,6 +256,15 @@ impl Db<'_> {
     /// The value (into `value_out`) and metadata of `key` on node `node`
     /// (`None` also when `node` is outside the cluster).
     pub fn get_at(&self, node: u16, key: &Key, value_out: &mut Vec<u8>) -> Option<ObjectMeta> {
-        self.workers.get(node as usize)?.table().get(key, value_out)
+        self.nodes
+            .get(node as usize)?
+            .worker
+            .table()
+            .get(key, value_out)
+    }
+
+    /// The host workers (owning the tables), by node.
+    pub fn workers(&self) -> impl ExactSizeIterator<Item = &HostWorker> {
+        self.nodes.iter().map(|n| &n.worker)
     }
 }

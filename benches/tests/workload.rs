@@ -6,7 +6,7 @@
 
 use rand::{Rng, SeedableRng};
 use rand_xoshiro::Xoshiro256PlusPlus;
-use splitkv_bench::workload::{LoadError, RowSink};
+use splitkv_bench::workload::RowIter;
 use splitkv_bench::{
     BenchCluster, CheckError, ClusterSpec, Db, Outcome, TxCall, TxGenerator, Workload,
 };
@@ -90,8 +90,8 @@ impl Workload for Counters {
     fn value_bytes_max(&self) -> usize {
         8
     }
-    fn load(&self, sink: &mut RowSink<'_>) -> Result<(), LoadError> {
-        (0..self.keys).try_for_each(|k| sink(Key::new(TABLE, k), &0u64.to_le_bytes()))
+    fn initial_rows(&self) -> RowIter<'_> {
+        Box::new((0..self.keys).map(|k| (Key::new(TABLE, k), 0u64.to_le_bytes().to_vec())))
     }
     fn generator(&self, client: u16, seed: u64) -> CounterGen {
         CounterGen {
@@ -156,4 +156,45 @@ fn a_counter_workload_runs_on_the_cluster_path_and_its_check_reads_the_database(
         ),
         "{bad:?}"
     );
+}
+
+/// The counters on the embedding API's polling threads (the binary's path):
+/// the budget completes, the check passes; a panicking polling thread comes
+/// back as `ClusterError::Panicked` with its message.
+#[test]
+fn the_cluster_path_runs_on_the_api_threads_and_reports_a_panic() {
+    use splitkv_bench::{BuildError, ThreadRun};
+    use splitkv_host::cluster::ClusterError;
+    use std::time::Duration;
+    let build = || {
+        let mut spec = ClusterSpec::new();
+        spec.inflight_per_node = 8;
+        spec.budget_per_node = Some(1_000);
+        let transports = mem_network(spec.nodes)
+            .into_iter()
+            .map(|t| Box::new(t) as Box<dyn Transport>)
+            .collect();
+        let workload = Counters { keys: 50, skew: 0 };
+        BenchCluster::build(spec, workload, transports, |_| {}).expect("build")
+    };
+    let mut run = ThreadRun {
+        stop_after: None,
+        timeout: Duration::from_secs(60),
+        inject_panic: false,
+    };
+    let (mut c, elapsed) = build().run_threads(run, |_| {}).expect("no panic");
+    assert!(elapsed < run.timeout);
+    let now = c.parts.now();
+    c.drain(now, 1_000, 10_000_000).expect("quiesces");
+    assert_eq!(c.load_stats().drawn, 3_000);
+    assert_eq!(c.load_stats().finished(), 3_000);
+    assert!(c.check().expect("counter check") > 2_500);
+    c.check_replicas().expect("replicas");
+    run.inject_panic = true;
+    match build().run_threads(run, |_| {}) {
+        Err(BuildError::Cluster(ClusterError::Panicked { message, .. })) => {
+            assert!(message.contains("injected panic"), "{message}")
+        }
+        other => panic!("expected a panic report, got {:?}", other.map(|_| ())),
+    }
 }

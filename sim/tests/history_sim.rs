@@ -11,8 +11,9 @@
 
 mod history_support;
 
-use history_support::{check_run, Checked, HistoryCluster, HistorySpec, Workload};
-use splitkv_bench::history_client::TxShape;
+use history_support::{check_run, list_append, register, spec, HistoryCluster};
+use splitkv_bench::history::{HistoryCheck, HistoryReport as Checked};
+use splitkv_bench::history_gen::TxShape;
 use splitkv_layout::host_nic::TxStatus;
 use splitkv_nic::net::Transport;
 use splitkv_sim::checker::EdgeKind;
@@ -33,20 +34,21 @@ const PASSES_PER_SLICE: u64 = 5_000;
 /// Passes after which a run counts as stalled.
 const PASSES_MAX: u64 = 50_000_000;
 
-/// Runs `spec` under the simulator (seeded by `spec.seed`) until every
-/// client's budget has its outcomes and the cluster is idle; returns the
-/// cluster, its history and the virtual time reached.
-fn simulate(spec: HistorySpec, name: &str) -> (HistoryCluster, History, u64) {
+/// Runs `workload` under the simulator (seeded by `seed`) on the one cluster
+/// path until every client's budget has its outcomes and the cluster is
+/// idle; returns the finished cluster and the virtual time reached.
+fn simulate(workload: HistoryCheck, seed: u64, budget: u64, name: &str) -> (HistoryCluster, u64) {
     let cfg = SimConfig {
-        seed: spec.seed,
+        seed,
         ..SimConfig::default()
     };
-    let (net, ends) = SimNetwork::new(spec.nodes, cfg);
+    let (net, ends) = SimNetwork::new(NODES, cfg);
     let transports = ends
         .into_iter()
         .map(|t| Box::new(t) as Box<dyn Transport>)
         .collect();
-    let mut cluster = HistoryCluster::build(spec, transports);
+    let spec = spec(NODES, INFLIGHT, budget, seed, 500);
+    let mut cluster = HistoryCluster::build(spec, workload, transports, |_| {}).expect("build");
     let mut sim = Sim::new(cfg);
     loop {
         sim.run_passes(&net, &mut cluster.components(), PASSES_PER_SLICE)
@@ -56,29 +58,26 @@ fn simulate(spec: HistorySpec, name: &str) -> (HistoryCluster, History, u64) {
         }
         assert!(sim.passes() < PASSES_MAX, "{name}: simulation stalled");
     }
-    for c in &cluster.clients {
-        assert!(c.error().is_none(), "{name}: client error {:?}", c.error());
-        assert!(!c.exhausted(), "{name}: the key space covers the budget");
+    for l in &cluster.loadgens {
+        assert!(l.error().is_none(), "{name}: client error {:?}", l.error());
+        assert!(
+            !splitkv_bench::TxGenerator::exhausted(l.generator()),
+            "{name}: the key space covers the budget"
+        );
     }
-    let history = cluster.finish(sim.now());
-    (cluster, history, sim.now())
+    cluster.finish(sim.now());
+    (cluster, sim.now())
 }
 
-fn spec(workload: Workload, seed: u64, budget: u64) -> HistorySpec {
-    HistorySpec {
-        nodes: NODES,
-        replication: 3,
-        workload,
-        inflight_per_node: INFLIGHT,
-        budget_per_node: budget,
-        seed,
-        dma_latency_ns: 500,
-    }
+/// The merged history of a finished cluster.
+fn history_of(cluster: &HistoryCluster) -> History {
+    let gens: Vec<_> = cluster.loadgens.iter().map(|l| l.generator()).collect();
+    splitkv_bench::history::merged_history(&gens).expect("finished")
 }
 
-fn run(workload: Workload, seed: u64, budget: u64, name: &str) -> Checked {
-    let (cluster, history, now) = simulate(spec(workload, seed, budget), name);
-    let checked = check_run(&cluster, &history, name);
+fn run(workload: HistoryCheck, seed: u64, budget: u64, name: &str) -> Checked {
+    let (mut cluster, now) = simulate(workload, seed, budget, name);
+    let checked = check_run(&mut cluster, name);
     let s = checked.stats;
     assert_eq!(s.submitted, budget * NODES as u64);
     assert_eq!(
@@ -107,7 +106,7 @@ fn run(workload: Workload, seed: u64, budget: u64, name: &str) -> Checked {
         s.conflicts(),
         checked.hottest_key_writes,
         checked.ops,
-        checked.report.stats.edges.values().sum::<usize>(),
+        checked.checker.stats.edges.values().sum::<usize>(),
         now / 1000
     );
     checked
@@ -133,11 +132,11 @@ fn assert_contended(c: &Checked, hottest_min: u64, name: &str) {
         s.committed,
         s.submitted
     );
-    let edges = |k| c.report.stats.edges.get(&k).copied().unwrap_or(0) as u64;
+    let edges = |k| c.checker.stats.edges.get(&k).copied().unwrap_or(0) as u64;
     assert!(
         edges(EdgeKind::Rw) >= s.committed / 4 && edges(EdgeKind::Wr) >= s.committed / 4,
         "{name}: few dependencies: {:?}",
-        c.report.stats.edges
+        c.checker.stats.edges
     );
     assert!(c.lost.committed_key_writes > 0 && c.lost.values_checked > 0);
 }
@@ -145,7 +144,7 @@ fn assert_contended(c: &Checked, hottest_min: u64, name: &str) {
 #[test]
 fn list_append_high_contention_is_strictly_serializable_on_several_seeds() {
     for seed in [1, 2, 3] {
-        let w = Workload::list_append(KEYS_MIXED, NODES, BUDGET, TxShape::Mixed);
+        let w = list_append(KEYS_MIXED, NODES, BUDGET, TxShape::Mixed);
         let name = format!("list_append_mixed_seed{seed}");
         let c = run(w, seed, BUDGET, &name);
         assert_contended(&c, 20, &name);
@@ -155,7 +154,7 @@ fn list_append_high_contention_is_strictly_serializable_on_several_seeds() {
 #[test]
 fn register_high_contention_is_strictly_serializable_on_several_seeds() {
     for seed in [4, 5, 6] {
-        let w = Workload::register(KEYS_MIXED, TxShape::Mixed);
+        let w = register(KEYS_MIXED, TxShape::Mixed);
         let name = format!("register_mixed_seed{seed}");
         let c = run(w, seed, BUDGET, &name);
         assert_contended(&c, 20, &name);
@@ -165,7 +164,7 @@ fn register_high_contention_is_strictly_serializable_on_several_seeds() {
 #[test]
 fn list_append_write_skew_shapes_are_serializable() {
     for seed in [7, 8, 9, 10] {
-        let w = Workload::list_append(KEYS_SKEW, NODES, BUDGET, TxShape::WriteSkew);
+        let w = list_append(KEYS_SKEW, NODES, BUDGET, TxShape::WriteSkew);
         let name = format!("list_append_write_skew_seed{seed}");
         let c = run(w, seed, BUDGET, &name);
         assert_contended(&c, 20, &name);
@@ -175,7 +174,7 @@ fn list_append_write_skew_shapes_are_serializable() {
 #[test]
 fn register_write_skew_shapes_are_serializable() {
     for seed in [11, 12, 13, 14] {
-        let w = Workload::register(KEYS_SKEW, TxShape::WriteSkew);
+        let w = register(KEYS_SKEW, TxShape::WriteSkew);
         let name = format!("register_write_skew_seed{seed}");
         let c = run(w, seed, BUDGET, &name);
         assert_contended(&c, 20, &name);
@@ -184,11 +183,11 @@ fn register_write_skew_shapes_are_serializable() {
 
 #[test]
 fn same_seed_gives_the_same_history() {
-    let w = Workload::list_append(8, NODES, 300, TxShape::Mixed);
-    let run_once = || simulate(spec(w, 21, 300), "same_seed").1;
-    let (a, b) = (run_once(), run_once());
+    let w = || list_append(8, NODES, 300, TxShape::Mixed);
+    let run_once = |seed| history_of(&simulate(w(), seed, 300, "same_seed").0);
+    let (a, b) = (run_once(21), run_once(21));
     assert_eq!(a.len(), 1_800);
     assert_eq!(a, b, "a seed reproduces the whole history");
-    let c = simulate(spec(w, 22, 300), "other_seed").1;
+    let c = run_once(22);
     assert_ne!(a, c, "another seed gives another history");
 }

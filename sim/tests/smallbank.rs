@@ -113,12 +113,9 @@ fn run_shape(
         "the record predicts the money"
     );
     assert!(money.balance_reads > 0, "Balance results are kept");
-    let evictions = cluster.nics.iter().map(|n| n.stats().cache.evictions).sum();
-    let dma_reads = cluster
-        .nics
-        .iter()
-        .map(|n| n.stats().server.dma_reads)
-        .sum();
+    let nics = || cluster.parts.nodes.iter().map(|n| &n.nic);
+    let evictions = nics().map(|n| n.stats().cache.evictions).sum();
+    let dma_reads = nics().map(|n| n.stats().server.dma_reads).sum();
     Outcome {
         record,
         load,

@@ -15,7 +15,7 @@
 //! draws nothing more.
 
 use super::LIST_ELEMENTS_MAX;
-use crate::history_client::{HistoryWorkload, TxShape, WorkloadConfigError};
+use crate::history_gen::{MicroOpSource, TxShape, WorkloadConfigError};
 use rand::{Rng, SeedableRng};
 use rand_xoshiro::Xoshiro256PlusPlus;
 use splitkv_sim::history::MicroOp;
@@ -168,7 +168,7 @@ impl ListAppendGenerator {
     }
 }
 
-impl HistoryWorkload for ListAppendGenerator {
+impl MicroOpSource for ListAppendGenerator {
     fn next_tx(&mut self, args: &mut Vec<u8>) -> Option<Vec<MicroOp>> {
         let ops = self.draw()?;
         super::codec::encode(&ops, args);

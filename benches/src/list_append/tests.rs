@@ -1,6 +1,6 @@
 use super::codec::{self, TxOps};
 use super::*;
-use crate::history_client::TxShape;
+use crate::history_gen::TxShape;
 
 fn ops(m: &[MicroOp]) -> TxOps {
     let mut b = Vec::new();
@@ -148,7 +148,7 @@ fn generator_is_seeded_and_stops_when_the_key_space_is_used_up() {
 
 #[test]
 fn failed_appends_give_back_their_share_while_the_key_is_active() {
-    use crate::history_client::HistoryWorkload;
+    use crate::history_gen::MicroOpSource;
     let cfg = ListAppendConfig::new(2, 3, 100, TxShape::WriteSkew).unwrap();
     let share = cfg.appends_per_key_per_client();
     let mut g = ListAppendGenerator::new(cfg, 0, 1);

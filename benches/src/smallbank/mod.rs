@@ -31,7 +31,7 @@ pub use check::{check_money, MoneyReport};
 pub use generator::SmallbankGenerator;
 pub use procedures::{aux_of, delta_of, register};
 
-use crate::workload::{CheckError, Db, LoadError, RowSink, Workload};
+use crate::workload::{CheckError, Db, RowIter, Workload};
 use splitkv_layout::Key;
 use splitkv_nic::{ProcError, ProcedureRegistry};
 
@@ -216,14 +216,9 @@ impl Workload for Smallbank {
         8
     }
 
-    fn load(&self, sink: &mut RowSink<'_>) -> Result<(), LoadError> {
+    fn initial_rows(&self) -> RowIter<'_> {
         let value = INITIAL_BALANCE.to_le_bytes();
-        for a in 0..self.accounts {
-            for k in account_keys(a) {
-                sink(k, &value)?;
-            }
-        }
-        Ok(())
+        Box::new((0..self.accounts).flat_map(move |a| account_keys(a).map(|k| (k, value.to_vec()))))
     }
 
     fn generator(&self, client: u16, seed: u64) -> SmallbankGenerator {

@@ -1,5 +1,6 @@
 //! `splitkv bench smallbank`: builds an in-process cluster running Smallbank
-//! (the same `BenchCluster` path the simulator tests run), loads every
+//! (the same `BenchCluster` path the simulator tests run, on the embedding
+//! API's polling threads), loads every
 //! account, runs the warm-up and then the measured interval on the local
 //! threaded driver, drains, and runs the money and replica checks.
 //!
@@ -12,30 +13,31 @@ use crate::report::{Report, SmallbankReport};
 use crate::Failure;
 use indicatif::{ProgressBar, ProgressStyle};
 use splitkv_bench::loadgen::RetryPolicy;
-use splitkv_bench::{ClusterSpec, Smallbank, SmallbankCluster};
-use splitkv_host::cluster::{round_robin, run_threads};
+use splitkv_bench::{ClusterSpec, Smallbank, SmallbankCluster, ThreadRun};
 use splitkv_nic::net::mem::mem_network;
 use splitkv_nic::net::Transport;
-use splitkv_nic::{Component, Nanos};
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::time::{Duration, Instant};
+use splitkv_nic::Nanos;
+use std::time::Duration;
 
 /// Virtual time per pass when draining on one thread after the run (ns).
 const DRAIN_TICK_NS: Nanos = 1_000;
 /// Most passes of the drain before the run is declared stuck.
 const DRAIN_PASSES_MAX: u64 = 10_000_000;
-/// How often the progress bar and the stop flag are updated.
-const PROGRESS_PERIOD: Duration = Duration::from_millis(50);
+/// How long the transactions in flight at the end of the run may take to
+/// finish on the polling threads before the run is cut short (the rest then
+/// finish in the single-threaded drain).
+const DRAIN_TIMEOUT: Duration = Duration::from_secs(10);
 
-/// Runs the bench and prints its report; a failed check is [`Failure::Check`].
+/// Runs the bench and prints its report; a failed check is [`Failure::Check`],
+/// a panicking polling thread [`Failure::Internal`] with the panic's message.
 pub fn run(args: &SmallbankArgs) -> Result<(), Failure> {
     let mut cluster = build(args)?;
     let start_ns = args.warmup.as_nanos() as Nanos;
     cluster.set_window(start_ns, start_ns + args.duration.as_nanos() as Nanos);
-    let elapsed = drive(&mut cluster, args);
-    cluster.stop_load();
+    let (mut cluster, _elapsed) = drive(cluster, args)?;
+    let now = cluster.parts.now();
     cluster
-        .drain(elapsed.as_nanos() as u64, DRAIN_TICK_NS, DRAIN_PASSES_MAX)
+        .drain(now, DRAIN_TICK_NS, DRAIN_PASSES_MAX)
         .map_err(|e| Failure::Check(e.to_string()))?;
     let money = cluster.check();
     let replicas = cluster.check_replicas();
@@ -68,6 +70,7 @@ fn build(args: &SmallbankArgs) -> Result<SmallbankCluster, Failure> {
     spec.replication = args.replication;
     spec.inflight_per_node = args.inflight;
     spec.seed = args.seed;
+    spec.threads = args.threads;
     spec.cache_objects = args.cache_objects;
     spec.dma_prefetch = !args.no_dma_prefetch;
     spec.table = args.table;
@@ -75,23 +78,27 @@ fn build(args: &SmallbankArgs) -> Result<SmallbankCluster, Failure> {
         max_tries: args.max_tries,
         ..RetryPolicy::default()
     };
-    let bar = ProgressBar::new(2 * accounts).with_style(
+    let bar = ProgressBar::new(accounts * 2).with_style(
         ProgressStyle::with_template("loading  {bar:40} {pos}/{len} rows {elapsed}")
             .expect("valid template"),
     );
-    let transports: Vec<Box<dyn Transport>> = mem_network(spec.nodes)
+    let transports = mem_network(spec.nodes)
         .into_iter()
         .map(|t| Box::new(t) as Box<dyn Transport>)
         .collect();
     let cluster = SmallbankCluster::build(spec, workload, transports, |n| bar.set_position(n))
-        .map_err(|e| Failure::Internal(e.to_string()))?;
+        .map_err(Failure::from)?;
     bar.finish_and_clear();
     Ok(cluster)
 }
 
-/// Runs the cluster's components on `args.threads` polling threads for the
-/// warm-up plus the measured interval; returns the time run.
-fn drive(cluster: &mut SmallbankCluster, args: &SmallbankArgs) -> Duration {
+/// Runs the cluster on `args.threads` polling threads of the embedding API
+/// for the warm-up plus the measured interval (and until the transactions in
+/// flight then have finished); returns it shut down, and the time run.
+fn drive(
+    cluster: SmallbankCluster,
+    args: &SmallbankArgs,
+) -> Result<(SmallbankCluster, Duration), Failure> {
     let total = args.warmup + args.duration;
     let bar = ProgressBar::new(total.as_millis() as u64)
         .with_style(
@@ -99,33 +106,14 @@ fn drive(cluster: &mut SmallbankCluster, args: &SmallbankArgs) -> Duration {
                 .expect("valid template"),
         )
         .with_message(format!("{total:?} ({:?} warm-up)", args.warmup));
-    let stop = AtomicBool::new(false);
-    let start = Instant::now();
-    let mut fault = InjectedPanic;
-    std::thread::scope(|s| {
-        s.spawn(|| {
-            while start.elapsed() < total {
-                bar.set_position(start.elapsed().as_millis() as u64);
-                std::thread::sleep(PROGRESS_PERIOD.min(total.saturating_sub(start.elapsed())));
-            }
-            stop.store(true, Ordering::Relaxed);
-        });
-        let mut components = cluster.components();
-        if args.inject_panic {
-            components.push(&mut fault);
-        }
-        run_threads(round_robin(components, args.threads), start, &stop);
-    });
+    let run = ThreadRun {
+        stop_after: Some(total),
+        timeout: total + DRAIN_TIMEOUT,
+        inject_panic: args.inject_panic,
+    };
+    let done = cluster
+        .run_threads(run, |t| bar.set_position(t.as_millis() as u64))
+        .map_err(Failure::from)?;
     bar.finish_and_clear();
-    start.elapsed()
-}
-
-/// A component that panics when first run (`--inject-panic`, a test hook for
-/// the internal-error exit code).
-struct InjectedPanic;
-
-impl Component for InjectedPanic {
-    fn run_iteration(&mut self, _now: Nanos) -> bool {
-        panic!("injected panic (--inject-panic)");
-    }
+    Ok(done)
 }

@@ -3,11 +3,12 @@
 //! before anything starts).
 
 use clap::builder::{PossibleValuesParser, TypedValueParser};
-use clap::{Args, Parser, Subcommand};
+use clap::{Args, Parser, Subcommand, ValueEnum};
 use splitkv_bench::loadgen::MAX_TRIES_LIMIT;
 use splitkv_bench::lookup_report::D_MAX_UNLIMITED;
 use splitkv_host::table::TableKind;
 use splitkv_nic::NODES_MAX;
+use std::path::PathBuf;
 use std::time::Duration;
 
 /// Most accounts per node the smallbank bench accepts.
@@ -38,6 +39,85 @@ pub enum Command {
     /// Run a workload on an in-process cluster and check the result.
     #[command(subcommand)]
     Bench(Bench),
+    /// Check a recorded run.
+    #[command(subcommand)]
+    Check(Check),
+}
+
+/// `splitkv check ...`.
+#[derive(Subcommand, Debug)]
+pub enum Check {
+    /// Check a Jepsen-shaped JSON-lines history (the format `--history` writes and Elle reads) for strict serializability; exit 0 valid, 1 anomalies, 2 bad input.
+    History(CheckHistoryArgs),
+}
+
+/// `splitkv check history`.
+#[derive(Args, Debug)]
+pub struct CheckHistoryArgs {
+    /// The history file (JSON lines: one `invoke` and one `ok`/`fail`/`info` per transaction).
+    pub file: PathBuf,
+    /// The data model (default: inferred from the micro-ops).
+    #[arg(long, value_enum)]
+    pub model: Option<HistoryModel>,
+    /// Check plain serializability (no real-time edges).
+    #[arg(long)]
+    pub no_realtime: bool,
+}
+
+/// A history's data model on the command line.
+#[derive(ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum HistoryModel {
+    // Elle's list-append (`append`, list reads).
+    ListAppend,
+    // Read-write registers with unique values (`w`, register reads).
+    Register,
+}
+
+/// A history workload's transaction shape on the command line.
+#[derive(ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Shape {
+    // Elle's default: 1-4 micro-ops, reads or writes of random keys.
+    Mixed,
+    // Read two keys, write one (the write-skew shape read validation must stop).
+    WriteSkew,
+}
+
+/// `splitkv bench list-append` and `splitkv bench register`.
+#[derive(Args, Debug)]
+pub struct HistoryBenchArgs {
+    /// Nodes in the cluster (1..=16; list-append at most 30).
+    #[arg(long, default_value_t = 3)]
+    pub nodes: usize,
+    /// Replicas per shard: primary plus backups (1..=nodes).
+    #[arg(long, default_value_t = 3)]
+    pub replication: usize,
+    /// Keys (list-append: keys in the active window, each retired after a bounded number of appends); fewer is hotter.
+    #[arg(long, default_value_t = 8)]
+    pub keys: u64,
+    /// Transactions each node's client keeps outstanding (each a Jepsen process).
+    #[arg(long, default_value_t = 4)]
+    pub inflight: usize,
+    /// Transactions each node's client runs (the run ends when all have their outcome).
+    #[arg(long, default_value_t = 10_000)]
+    pub transactions: u64,
+    /// Stop drawing transactions after this long (e.g. 5s), even if some of --transactions are left.
+    #[arg(long, value_name = "D", value_parser = humantime::parse_duration)]
+    pub duration: Option<Duration>,
+    /// Seed of the workload's random choices.
+    #[arg(long, default_value_t = 1)]
+    pub seed: u64,
+    /// Polling threads the cluster's components are spread over.
+    #[arg(long, default_value_t = 2)]
+    pub threads: usize,
+    /// What the transactions look like.
+    #[arg(long, value_enum, default_value = "mixed")]
+    pub shape: Shape,
+    /// Write the run's history to FILE as Jepsen-shaped JSON lines (checkable by `splitkv check history` or Elle).
+    #[arg(long, value_name = "FILE")]
+    pub history: Option<PathBuf>,
+    /// Print one JSON object instead of text.
+    #[arg(long)]
+    pub json: bool,
 }
 
 /// `splitkv bench ...`.
@@ -47,6 +127,10 @@ pub enum Bench {
     Smallbank(SmallbankArgs),
     /// Xenic Table 2: objects read and DMA round trips per NIC lookup at 90% occupancy.
     Lookup(LookupArgs),
+    /// Elle's list-append, then the strict-serializability and lost-commit checks.
+    ListAppend(HistoryBenchArgs),
+    /// Read-write registers with unique values, then the strict-serializability and lost-commit checks.
+    Register(HistoryBenchArgs),
 }
 
 /// `splitkv bench smallbank`.
@@ -231,3 +315,55 @@ impl LookupArgs {
         )
     }
 }
+
+impl HistoryBenchArgs {
+    /// Checks the values clap cannot: one line per failure.
+    pub fn validate(&self) -> Result<(), String> {
+        let (n, r) = (self.nodes, self.replication);
+        ensure((1..=NODES_MAX).contains(&n), || {
+            format!("--nodes must be between 1 and {NODES_MAX}, got {n}")
+        })?;
+        ensure((1..=n).contains(&r), || {
+            format!("--replication must be between 1 and --nodes ({n}), got {r}")
+        })?;
+        ensure((2..=HISTORY_KEYS_MAX).contains(&self.keys), || {
+            format!(
+                "--keys must be between 2 and {HISTORY_KEYS_MAX}, got {}",
+                self.keys
+            )
+        })?;
+        ensure((1..=HISTORY_INFLIGHT_MAX).contains(&self.inflight), || {
+            format!(
+                "--inflight must be between 1 and {HISTORY_INFLIGHT_MAX}, got {}",
+                self.inflight
+            )
+        })?;
+        ensure(
+            (1..=HISTORY_TRANSACTIONS_MAX).contains(&self.transactions),
+            || {
+                format!(
+                    "--transactions must be between 1 and {HISTORY_TRANSACTIONS_MAX}, got {}",
+                    self.transactions
+                )
+            },
+        )?;
+        ensure(self.duration.is_none_or(|d| !d.is_zero()), || {
+            "--duration must be greater than zero".into()
+        })?;
+        ensure((1..=THREADS_MAX).contains(&self.threads), || {
+            format!(
+                "--threads must be between 1 and {THREADS_MAX}, got {}",
+                self.threads
+            )
+        })
+    }
+}
+
+/// Most keys of a history bench (the checker's graph grows with the history,
+/// not the keys, but the tables are loaded with every key).
+pub const HISTORY_KEYS_MAX: u64 = 1 << 20;
+/// Most transactions in flight per node in a history bench (its processes).
+pub const HISTORY_INFLIGHT_MAX: usize = 256;
+/// Most transactions per node in a history bench (the history is checked in
+/// memory: about 10^5 transactions take seconds).
+pub const HISTORY_TRANSACTIONS_MAX: u64 = 1_000_000;

@@ -1,19 +1,25 @@
 //! `splitkv`: the one binary (DESIGN.md, `host/cli/`). Today it runs workloads
-//! on an in-process cluster (`splitkv bench smallbank`, `splitkv bench
-//! lookup`); `node`, `sim` and `nic` subcommands come later, one file each.
+//! on an in-process cluster (`splitkv bench smallbank|list-append|register`,
+//! `splitkv bench lookup`) and checks recorded histories (`splitkv check
+//! history`); `node`, `sim` and `nic` subcommands come later, one file each.
 //!
 //! Exit codes: 0 success; 1 a check failed (the message says which);
-//! 2 a bad flag (one line on stderr, before anything starts); 3 an internal
-//! error (a panicking thread, with the panic's message on stderr, or a
-//! cluster that could not be built).
+//! 2 a bad flag or unreadable input (one line on stderr, before anything
+//! starts); 3 an internal error (a panicking polling thread, which stops the
+//! whole cluster, with the panic's message on stderr, or a cluster that could
+//! not be built).
 
+mod bench_history;
+mod bench_list_append;
 mod bench_lookup;
+mod bench_register;
 mod bench_smallbank;
+mod check_history;
 mod cli;
 mod report;
 
 use clap::Parser;
-use cli::{Bench, Cli, Command};
+use cli::{Bench, Check, Cli, Command};
 use std::process::ExitCode;
 
 /// Exit code: a check failed.
@@ -28,19 +34,22 @@ const EXIT_INTERNAL: u8 = 3;
 pub enum Failure {
     /// A check failed (exit 1).
     Check(String),
-    /// Something that should not happen (exit 3).
+    /// Something that should not happen (exit 3): a cluster that could not
+    /// be built, or a polling thread that panicked (the embedding API stops
+    /// the whole cluster at once and reports the panic's message).
     Internal(String),
+    /// Input refused after parsing (a history file that does not read, a
+    /// workload shape the generator cannot serve): exit 2.
+    BadInput(String),
+}
+
+impl From<splitkv_bench::BuildError> for Failure {
+    fn from(e: splitkv_bench::BuildError) -> Failure {
+        Failure::Internal(e.to_string())
+    }
 }
 
 fn main() -> ExitCode {
-    // A panic on any thread (a polling thread of the cluster included) stops
-    // the whole process at once with exit code 3, after the default hook has
-    // printed the panic's message; peers do not wait out `--duration`.
-    let default_hook = std::panic::take_hook();
-    std::panic::set_hook(Box::new(move |info| {
-        default_hook(info);
-        std::process::exit(EXIT_INTERNAL as i32);
-    }));
     let cli = match Cli::try_parse() {
         Ok(c) => c,
         Err(e) if !e.use_stderr() => {
@@ -60,17 +69,24 @@ fn main() -> ExitCode {
     let valid = match &cli.command {
         Command::Bench(Bench::Smallbank(a)) => a.validate(),
         Command::Bench(Bench::Lookup(a)) => a.validate(),
+        Command::Bench(Bench::ListAppend(a) | Bench::Register(a)) => a.validate(),
+        Command::Check(Check::History(_)) => Ok(()),
     };
     if let Err(e) = valid {
         eprintln!("error: {e}");
         return ExitCode::from(EXIT_BAD_FLAG);
     }
-    let result = match &cli.command {
-        Command::Bench(Bench::Smallbank(a)) => bench_smallbank::run(a),
-        Command::Bench(Bench::Lookup(a)) => {
-            bench_lookup::run(a).map_err(|e| Failure::Internal(e.to_string()))
-        }
-    };
+    // A panic on a polling thread stops the cluster and comes back as
+    // `ClusterError::Panicked` (exit 3 with its message); a panic on this
+    // thread is caught here and exits 3 as well.
+    let result = std::panic::catch_unwind(|| dispatch(&cli.command)).unwrap_or_else(|p| {
+        let message = p
+            .downcast_ref::<&str>()
+            .map(|s| s.to_string())
+            .or_else(|| p.downcast_ref::<String>().cloned())
+            .unwrap_or_else(|| "panic".into());
+        Err(Failure::Internal(format!("panicked: {message}")))
+    });
     match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(Failure::Check(e)) => {
@@ -81,5 +97,22 @@ fn main() -> ExitCode {
             eprintln!("internal error: {e}");
             ExitCode::from(EXIT_INTERNAL)
         }
+        Err(Failure::BadInput(e)) => {
+            eprintln!("error: {e}");
+            ExitCode::from(EXIT_BAD_FLAG)
+        }
+    }
+}
+
+/// Runs the subcommand.
+fn dispatch(command: &Command) -> Result<(), Failure> {
+    match command {
+        Command::Bench(Bench::Smallbank(a)) => bench_smallbank::run(a),
+        Command::Bench(Bench::Lookup(a)) => {
+            bench_lookup::run(a).map_err(|e| Failure::Internal(e.to_string()))
+        }
+        Command::Bench(Bench::ListAppend(a)) => bench_list_append::run(a),
+        Command::Bench(Bench::Register(a)) => bench_register::run(a),
+        Command::Check(Check::History(a)) => check_history::run(a),
     }
 }

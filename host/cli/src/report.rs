@@ -216,8 +216,8 @@ impl NicTotals {
             lookups: 0,
         };
         let mut rereads = 0;
-        for n in &cluster.nics {
-            let s = n.stats();
+        for n in &cluster.parts.nodes {
+            let s = n.nic.stats();
             t.packets += s.batch.packets;
             t.messages += s.batch.messages;
             t.hits += s.server.index_hits;

@@ -1,6 +1,8 @@
 use super::*;
 use crate::list_append::codec;
+use crate::loadgen::{LoadGen, LoadGenConfig, RetryPolicy};
 use crate::register::{self, RegisterConfig, RegisterGenerator};
+use splitkv_host::Client;
 use splitkv_layout::host_nic::{HostToNic, NicToHost, TxOutcome};
 use splitkv_layout::ring::{ring_pair, RingConsumer, RingProducer};
 
@@ -49,18 +51,28 @@ impl FakeNic {
     }
 }
 
-fn setup(slots: usize) -> (HistoryClient<RegisterGenerator>, FakeNic, RegisterGenerator) {
+type Recorder = LoadGen<HistoryGen<RegisterGenerator>>;
+
+fn setup(slots: usize) -> (Recorder, FakeNic, RegisterGenerator) {
     let (req_tx, req_rx) = ring_pair(256).unwrap();
     let (out_tx, out_rx) = ring_pair(64 << 10).unwrap();
     let cfg = RegisterConfig::new(4, TxShape::Mixed).unwrap();
     let gen = RegisterGenerator::new(cfg, 0, 3);
-    let client = HistoryClient::new(
+    let cfg = LoadGenConfig {
+        seed: 1,
+        inflight_max: slots,
+        budget: None,
+        record: false,
+        retry: RetryPolicy {
+            max_tries: 1,
+            ..RetryPolicy::default()
+        },
+    };
+    let client = LoadGen::new(
+        0,
         Client::new(req_tx, out_rx),
-        gen.clone(),
-        7,
-        100,
-        slots,
-        None,
+        HistoryGen::new(gen.clone(), 7, 100),
+        cfg,
     );
     let nic = FakeNic {
         requests: req_rx,
@@ -90,9 +102,10 @@ fn records_invokes_completions_and_info_with_sound_times() {
         c.run_iteration(20),
         "takes the outcomes, submits the held transaction"
     );
-    assert!(c.run_iteration(30), "stamps last iteration's completions");
-    let ops = c.finish(40);
-    let stats = c.stats();
+    c.run_iteration(30);
+    c.finish(40);
+    let ops = c.generator().ops().to_vec();
+    let stats = c.generator().stats();
     assert_eq!(stats.committed, 1);
     assert_eq!(stats.failed_with(TxStatus::LockConflict), first as u64 - 1);
     assert_eq!(stats.indeterminate, stats.submitted - first as u64);
@@ -117,7 +130,7 @@ fn records_invokes_completions_and_info_with_sound_times() {
             ),
             OpType::Invoke => {}
         }
-        assert!((100..108).contains(&o.process));
+        assert!((100..116).contains(&o.process));
     }
     let ok = ops.iter().find(|o| o.kind == OpType::Ok).unwrap();
     assert!(ok
@@ -125,7 +138,7 @@ fn records_invokes_completions_and_info_with_sound_times() {
         .iter()
         .all(|m| !matches!(m, MicroOp::Read { value: Some(_), .. })));
     // Each process is sequential: invoke, completion, invoke, ...
-    for p in 100..108 {
+    for p in 100..116 {
         let kinds: Vec<_> = ops
             .iter()
             .filter(|o| o.process == p)
@@ -156,21 +169,31 @@ fn a_process_is_reused_only_after_its_completion_is_recorded() {
     c.run_iteration(2);
     assert_eq!(
         nic.take_requests(),
-        0,
-        "the slot waits for its completion's stamp"
+        1,
+        "the next transaction is drawn at once"
     );
+    nic.answer(|_| TxStatus::ValidationFailed);
     c.run_iteration(3);
     assert_eq!(nic.take_requests(), 1);
-    let ops = c.finish(4);
-    let kinds: Vec<_> = ops.iter().map(|o| (o.kind, o.time_ns)).collect();
+    c.finish(4);
+    let ops: Vec<_> = c
+        .generator()
+        .ops()
+        .iter()
+        .map(|o| (o.kind, o.time_ns, o.process))
+        .collect();
     assert_eq!(
-        kinds,
+        ops,
         [
-            (OpType::Invoke, 1),
-            (OpType::Fail, 3),
-            (OpType::Invoke, 3),
-            (OpType::Info, 4)
+            (OpType::Invoke, 1, 100),
+            // Process 100's completion is not stamped yet: a new process.
+            (OpType::Invoke, 2, 101),
+            (OpType::Fail, 3, 100),
+            // Stamped at 3: process 100 is free again.
+            (OpType::Invoke, 3, 100),
+            (OpType::Fail, 4, 101),
+            (OpType::Info, 4, 100),
         ]
     );
-    assert!(c.is_done());
+    assert!(c.generator().is_finished());
 }

@@ -1,22 +1,22 @@
-//! A cluster running one [`Workload`]: n nodes with their load generators and
-//! the workload's rows loaded on every replica. The same cluster runs under the
-//! local threaded driver (the `splitkv` binary) and the deterministic
-//! simulator (the sim tests); only the transports and the clock differ. The
-//! checks live apart: the workload's own ([`Workload::check`], e.g.
-//! [`crate::smallbank::check`]) and the replica check ([`crate::replicas`]).
+//! A cluster running one [`Workload`]: n nodes assembled by the embedding API
+//! (`splitkv_host::cluster::Cluster::builder()` → `build_parts`), the
+//! workload's rows loaded through its `load`, and one load generator per node.
+//! The same cluster runs under the deterministic simulator (the sim tests
+//! poll [`BenchCluster::components`]) and the local threaded driver (the
+//! `splitkv` binary, [`BenchCluster::run_threads`], which hands the parts to
+//! the API's polling threads and takes them back with `shutdown`); only the
+//! transports and the clock differ. The checks live apart: the workload's own
+//! ([`Workload::check`], e.g. [`crate::smallbank::check`] or the history
+//! check of [`crate::history`]) and the replica check ([`crate::replicas`]).
 
 use crate::loadgen::{CommittedTx, LoadGen, LoadGenConfig, LoadStats, RetryPolicy};
 use crate::replicas::{check_replicas, ReplicaReport};
-use crate::workload::{CheckError, Db, LoadError, Workload};
+use crate::workload::{CheckError, Db, Workload};
 use hdrhistogram::Histogram;
+use splitkv_host::cluster::{Cluster, ClusterBuilder, ClusterError, ClusterParts, LoadError};
 use splitkv_host::table::TableKind;
-use splitkv_host::{build_node, HostWorker, Node, NodeConfig, NodeError};
-use splitkv_layout::{Key, ObjectFlags, ObjectMeta};
 use splitkv_nic::net::Transport;
-use splitkv_nic::{Component, Nanos, NicRuntime, Placement, PlacementError, ProcedureRegistry};
-
-/// Rows loaded between two calls of the loading progress callback.
-pub const LOAD_PROGRESS_ROWS: u64 = 65_536;
+use splitkv_nic::{Component, Nanos, ProcedureRegistry};
 
 /// Shape of a cluster run (the workload's own parameters are the workload's).
 #[derive(Debug, Clone)]
@@ -45,6 +45,8 @@ pub struct ClusterSpec {
     pub cache_objects: usize,
     /// Host table kind.
     pub table: TableKind,
+    /// Polling threads of the local threaded driver ([`BenchCluster::run_threads`]).
+    pub threads: usize,
 }
 
 impl ClusterSpec {
@@ -64,6 +66,7 @@ impl ClusterSpec {
             d_max: 16,
             cache_objects: splitkv_nic::index::CACHE_OBJECTS_DEFAULT,
             table: TableKind::Robinhood,
+            threads: splitkv_host::cluster::THREADS_DEFAULT,
         }
     }
 }
@@ -74,26 +77,20 @@ impl Default for ClusterSpec {
     }
 }
 
-/// Why a cluster could not be built.
+/// Why a cluster could not be built or run.
 #[derive(Debug, thiserror::Error)]
 pub enum BuildError {
-    /// Bad node count or replication degree.
+    /// The embedding API refused the shape, could not assemble a node, or a
+    /// polling thread panicked (`ClusterError::Panicked`: binaries map it to
+    /// their internal-error exit code).
     #[error(transparent)]
-    Placement(#[from] PlacementError),
-    /// A node could not be assembled.
-    #[error("node: {0}")]
-    Node(#[from] NodeError),
+    Cluster(#[from] ClusterError),
     /// The initial rows did not load.
-    #[error(transparent)]
+    #[error("load: {0}")]
     Load(#[from] LoadError),
-    /// Not one transport per node.
-    #[error("{transports} transports for {nodes} nodes")]
-    Transports {
-        /// Transports given.
-        transports: usize,
-        /// Nodes asked for.
-        nodes: usize,
-    },
+    /// A load generator could not be taken back from the polling threads.
+    #[error("application component {0} is not a load generator of this cluster")]
+    LostLoadGen(usize),
 }
 
 /// n nodes running workload `W`.
@@ -102,12 +99,9 @@ pub struct BenchCluster<W: Workload> {
     pub spec: ClusterSpec,
     /// The workload.
     pub workload: W,
-    /// Placement of keys.
-    pub placement: Placement,
-    /// NIC runtimes, by node.
-    pub nics: Vec<NicRuntime>,
-    /// Host workers (and their tables), by node.
-    pub workers: Vec<HostWorker>,
+    /// Every node's components (NIC runtime, host worker), as the embedding
+    /// API hands them out.
+    pub parts: ClusterParts,
     /// Load generators, by node.
     pub loadgens: Vec<LoadGen<W::Generator>>,
 }
@@ -121,29 +115,34 @@ impl<W: Workload> std::fmt::Debug for BenchCluster<W> {
     }
 }
 
-/// Assembles node `n`: the one place a bench cluster builds its nodes.
-fn assemble_node(
-    spec: &ClusterSpec,
-    placement: Placement,
-    capacity_keys: usize,
-    value_bytes_max: usize,
-    n: usize,
-    procedures: ProcedureRegistry,
-    transport: Box<dyn Transport>,
-) -> Result<Node, NodeError> {
-    let mut cfg = NodeConfig::new(n as u16, placement, capacity_keys, value_bytes_max);
-    cfg.table.d_max = spec.d_max;
-    cfg.dma_latency_ns = spec.dma_latency_ns;
-    cfg.dma_prefetch = spec.dma_prefetch;
-    cfg.cache_objects = spec.cache_objects;
-    cfg.table_kind = spec.table;
-    build_node(&cfg, procedures, transport)
+/// The embedding API's builder for `spec` running `workload`: the one place
+/// a bench cluster's node settings are made.
+pub fn builder<W: Workload>(spec: &ClusterSpec, workload: &W) -> ClusterBuilder {
+    let mut procedures = ProcedureRegistry::new();
+    workload.register(&mut procedures);
+    let (d_max, prefetch, cache) = (spec.d_max, spec.dma_prefetch, spec.cache_objects);
+    Cluster::builder()
+        .nodes(spec.nodes)
+        .replication(spec.replication)
+        .table(spec.table)
+        .capacity_keys(workload.rows().max(1) as usize)
+        .value_bytes_max(workload.value_bytes_max())
+        .procedures(procedures)
+        .clients_per_node(1)
+        .threads(spec.threads)
+        .seed(spec.seed)
+        .dma_latency_ns(spec.dma_latency_ns)
+        .configure(move |cfg| {
+            cfg.table.d_max = d_max;
+            cfg.dma_prefetch = prefetch;
+            cfg.cache_objects = cache;
+        })
 }
 
 impl<W: Workload> BenchCluster<W> {
-    /// Builds the nodes over `transports` (one per node, in node order) and loads
-    /// the workload's rows on all their replicas; `progress(rows)` is called as
-    /// rows load.
+    /// Builds the nodes over `transports` (one per node, in node order) with
+    /// the embedding API and loads the workload's rows on all their replicas
+    /// through it; `progress(rows)` is called as rows load.
     ///
     /// # Errors
     /// [`BuildError`] for a bad shape, a node that cannot be built, or a row
@@ -154,82 +153,38 @@ impl<W: Workload> BenchCluster<W> {
         transports: Vec<Box<dyn Transport>>,
         mut progress: impl FnMut(u64),
     ) -> Result<BenchCluster<W>, BuildError> {
-        let placement = Placement::new(spec.nodes, spec.replication)?;
-        if transports.len() != spec.nodes {
-            return Err(BuildError::Transports {
-                transports: transports.len(),
-                nodes: spec.nodes,
-            });
+        let mut parts = builder(&spec, &workload).build_parts(transports)?;
+        parts.load(workload.initial_rows(), |p| progress(p.rows))?;
+        let mut retry = spec.retry;
+        if let Some(cap) = workload.max_tries() {
+            retry.max_tries = retry.max_tries.min(cap.max(1));
         }
-        let per_node = workload.rows() * spec.replication as u64 / spec.nodes as u64;
-        let capacity = (per_node + per_node / 8 + 1024) as usize;
-        let (mut nics, mut workers, mut loadgens) = (Vec::new(), Vec::new(), Vec::new());
-        for (n, t) in transports.into_iter().enumerate() {
-            let mut procs = ProcedureRegistry::new();
-            workload.register(&mut procs);
-            let node = assemble_node(
-                &spec,
-                placement,
-                capacity,
-                workload.value_bytes_max(),
-                n,
-                procs,
-                t,
-            )?;
-            nics.push(node.nic);
-            workers.push(node.worker);
+        let mut loadgens = Vec::with_capacity(spec.nodes);
+        for n in 0..spec.nodes as u16 {
             let cfg = LoadGenConfig {
                 seed: spec.seed,
                 inflight_max: spec.inflight_per_node,
                 budget: spec.budget_per_node,
                 record: spec.record,
-                retry: spec.retry,
+                retry,
             };
-            let gen = workload.generator(n as u16, spec.seed);
-            loadgens.push(LoadGen::new(n as u16, node.client, gen, cfg));
+            let gen = workload.generator(n, spec.seed);
+            loadgens.push(LoadGen::new(n, parts.client(n)?, gen, cfg));
         }
-        let meta = ObjectMeta::new(1, ObjectFlags::empty());
-        let mut loaded = 0u64;
-        workload.load(&mut |k: Key, value: &[u8]| {
-            for (n, w) in workers.iter_mut().enumerate() {
-                if placement.is_replica(n as u16, &k) {
-                    w.table_mut()
-                        .upsert(k, meta, value)
-                        .map_err(|source| LoadError::Table {
-                            key: k,
-                            node: n as u16,
-                            source,
-                        })?;
-                }
-            }
-            loaded += 1;
-            if loaded.is_multiple_of(LOAD_PROGRESS_ROWS) {
-                progress(loaded);
-            }
-            Ok(())
-        })?;
-        progress(loaded);
         Ok(BenchCluster {
             spec,
             workload,
-            placement,
-            nics,
-            workers,
+            parts,
             loadgens,
         })
     }
 
     /// Every component, node by node: NIC runtime, host worker, load generator.
     pub fn components(&mut self) -> Vec<&mut dyn Component> {
-        let mut v: Vec<&mut dyn Component> = Vec::new();
-        for ((nic, w), l) in self
-            .nics
-            .iter_mut()
-            .zip(self.workers.iter_mut())
-            .zip(self.loadgens.iter_mut())
-        {
-            v.push(nic);
-            v.push(w);
+        let mut v: Vec<&mut dyn Component> = Vec::with_capacity(3 * self.loadgens.len());
+        for (node, l) in self.parts.nodes.iter_mut().zip(self.loadgens.iter_mut()) {
+            v.push(&mut node.nic);
+            v.push(&mut node.worker);
             v.push(l);
         }
         v
@@ -251,13 +206,12 @@ impl<W: Workload> BenchCluster<W> {
     /// Whether every transaction finished and every node is idle (call after
     /// [`BenchCluster::stop_load`] or with a budget).
     pub fn is_quiescent(&mut self) -> bool {
-        self.loadgens.iter().all(LoadGen::is_done)
-            && self.nics.iter_mut().all(NicRuntime::is_quiescent)
-            && self.workers.iter_mut().all(HostWorker::is_quiescent)
+        self.loadgens.iter().all(LoadGen::is_done) && self.parts.is_quiescent()
     }
 
     /// Runs every component on this thread, advancing `now` by `tick_ns` per
-    /// pass, until quiescent; returns the time reached.
+    /// pass, until quiescent, then ends the run at the time reached
+    /// ([`BenchCluster::finish`]) and returns it.
     ///
     /// # Errors
     /// [`CheckError::NotQuiescent`] after `max_passes` passes.
@@ -269,6 +223,7 @@ impl<W: Workload> BenchCluster<W> {
     ) -> Result<u64, CheckError> {
         for _ in 0..max_passes {
             if self.is_quiescent() {
+                self.finish(now);
                 return Ok(now);
             }
             for c in self.components() {
@@ -280,6 +235,13 @@ impl<W: Workload> BenchCluster<W> {
             "after {max_passes} passes: {:?}",
             self.loadgens.iter().map(|l| l.stats()).collect::<Vec<_>>()
         )))
+    }
+
+    /// Ends the run at `now`: every load generator stops drawing and its
+    /// generator stamps what it recorded ([`LoadGen::finish`]). Call once the
+    /// cluster is quiescent ([`BenchCluster::drain`] does), before the checks.
+    pub fn finish(&mut self, now: Nanos) {
+        self.loadgens.iter_mut().for_each(|l| l.finish(now));
     }
 
     /// Counters over every outcome, summed over nodes.
@@ -327,8 +289,8 @@ impl<W: Workload> BenchCluster<W> {
     /// The data, for checks (meaningful once quiescent).
     pub fn db(&self) -> Db<'_> {
         Db {
-            placement: self.placement,
-            workers: &self.workers,
+            placement: self.parts.placement,
+            nodes: &self.parts.nodes,
         }
     }
 
@@ -349,3 +311,6 @@ impl<W: Workload> BenchCluster<W> {
         check_replicas(&self.db())
     }
 }
+
+mod threads;
+pub use threads::{ThreadRun, PROGRESS_PERIOD};

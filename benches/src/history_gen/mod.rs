@@ -1,0 +1,386 @@
+//! The history-recording generator: a [`TxGenerator`] over a
+//! [`MicroOpSource`] (list-append or register micro-op transactions) that
+//! records what its client saw as a Jepsen history (`splitkv_sim::history`),
+//! the input of the strict-serializability checker and of the lost-commit
+//! accounting. It runs inside the ordinary closed-loop load generator
+//! ([`crate::loadgen::LoadGen`]) on the one cluster path
+//! ([`crate::cluster::BenchCluster`]), with one attempt per transaction
+//! ([`crate::workload::Workload::max_tries`] is 1 for the history workloads).
+//!
+//! [`HistoryGen`] has no threads, clocks or randomness of its own: the
+//! workload's generator is seeded by its creator and times come from the load
+//! generator's `now`. Each transaction in flight is a Jepsen process of its
+//! own: a process is taken when a transaction is drawn and given back once
+//! its completion is recorded, so a process never has two operations
+//! outstanding; processes of client `c` are numbered from
+//! `c * PROCESSES_PER_CLIENT_MAX`. It records
+//!
+//! - an `invoke` when it draws a transaction;
+//! - its completion when the outcome arrives: `ok` with what the reads
+//!   returned (decoded from the procedure's result), or `fail` with
+//!   [`TxStatus::name`] as the error for every status other than committed;
+//! - `info` for every transaction without an outcome when
+//!   [`TxGenerator::finish`] ends the run (the client never learned whether
+//!   it committed).
+//!
+//! **Times.** An invoke is stamped with the `now` of the load generator's
+//! iteration that drew it ([`TxGenerator::on_iteration`]), read before the
+//! submission (a transaction drawn while the ring is full is submitted
+//! later, never earlier). A completion is stamped with the `now` of the
+//! *next* iteration (or of `finish`), read after the outcome was taken from
+//! the ring. So a recorded completion time is never earlier than the real one
+//! and a recorded invoke time never later, and every real-time edge the
+//! checker derives from the times ("T1 completed before T2 was invoked")
+//! holds in fact. `now` must share its origin across the clients of one
+//! history: virtual time in the simulator, nanoseconds since the cluster's
+//! start on the local cluster.
+
+use crate::list_append::codec::ResultError;
+use crate::workload::{Outcome, TxCall, TxGenerator};
+use hashbrown::HashMap;
+use splitkv_layout::host_nic::TxStatus;
+use splitkv_layout::FixedState;
+use splitkv_nic::Nanos;
+use splitkv_sim::history::{History, HistoryError, MicroOp, Op, OpType, ProcessId};
+use std::io::BufWriter;
+use std::path::Path;
+
+/// What the drawn transactions look like.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TxShape {
+    /// Elle's default: 1–4 micro-ops, each a read or a write/append of a
+    /// random active key with equal odds.
+    Mixed,
+    /// Write-skew shape: read two distinct keys, then write (append to) one of
+    /// them. Two such transactions on the same pair form a read-write cycle
+    /// (G2-item) unless read validation stops one: the shape the mutation test
+    /// uses.
+    WriteSkew,
+}
+
+/// Why a workload's generator configuration is unusable.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum WorkloadConfigError {
+    /// Fewer than two keys (the write-skew shape needs two).
+    #[error("{0} keys: a history workload needs at least 2")]
+    TooFewKeys(u64),
+    /// More clients than appends a key may take, or none.
+    #[error("{clients} clients: between 1 and {max} clients may share the keys")]
+    Clients {
+        /// Clients requested.
+        clients: u64,
+        /// The most allowed.
+        max: u64,
+    },
+}
+
+/// A source of micro-op transactions whose outcomes a [`HistoryGen`] records.
+pub trait MicroOpSource: Send {
+    /// Draws the next transaction: its micro-ops (reads carry `None`), with its
+    /// procedure arguments encoded into `args` (cleared first). `None` when the
+    /// generator has nothing more to draw (its key space is used up).
+    fn next_tx(&mut self, args: &mut Vec<u8>) -> Option<Vec<MicroOp>>;
+
+    /// The micro-ops of a committed transaction as it completed: `invoked`
+    /// with every read's value decoded from the procedure's `result`.
+    ///
+    /// # Errors
+    /// [`ResultError`] if the result does not match the micro-ops.
+    fn complete(&self, invoked: &[MicroOp], result: &[u8]) -> Result<Vec<MicroOp>, ResultError>;
+
+    /// Told that a transaction it drew certainly did not commit (`fail`), so
+    /// its writes will never be visible: a generator that bounds the writes
+    /// per key may count them back. Default: nothing.
+    fn failed(&mut self, _invoked: &[MicroOp]) {}
+}
+
+impl<W: MicroOpSource + ?Sized> MicroOpSource for Box<W> {
+    fn next_tx(&mut self, args: &mut Vec<u8>) -> Option<Vec<MicroOp>> {
+        (**self).next_tx(args)
+    }
+
+    fn complete(&self, invoked: &[MicroOp], result: &[u8]) -> Result<Vec<MicroOp>, ResultError> {
+        (**self).complete(invoked, result)
+    }
+
+    fn failed(&mut self, invoked: &[MicroOp]) {
+        (**self).failed(invoked)
+    }
+}
+
+/// Outcome counters of one history generator (or summed over several).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct HistoryStats {
+    /// Transactions drawn (invokes recorded).
+    pub submitted: u64,
+    /// Committed (`ok`).
+    pub committed: u64,
+    /// Not committed, counted by [`TxStatus`] wire value (`fail`).
+    pub failed: [u64; TxStatus::ALL.len()],
+    /// Committed, but the result did not decode (recorded as `info`).
+    pub bad_results: u64,
+    /// Without an outcome when the run ended (recorded as `info`).
+    pub indeterminate: u64,
+}
+
+impl HistoryStats {
+    /// Adds `o` into `self`.
+    pub fn add(&mut self, o: &HistoryStats) {
+        self.submitted += o.submitted;
+        self.committed += o.committed;
+        for (a, b) in self.failed.iter_mut().zip(o.failed) {
+            *a += b;
+        }
+        self.bad_results += o.bad_results;
+        self.indeterminate += o.indeterminate;
+    }
+
+    /// Transactions that failed with `status`.
+    pub fn failed_with(&self, status: TxStatus) -> u64 {
+        self.failed[status as usize]
+    }
+
+    /// Transactions that failed, whatever the status.
+    pub fn failed_total(&self) -> u64 {
+        self.failed.iter().sum()
+    }
+
+    /// Conflict aborts (lock conflict or failed validation).
+    pub fn conflicts(&self) -> u64 {
+        self.failed_with(TxStatus::LockConflict) + self.failed_with(TxStatus::ValidationFailed)
+    }
+
+    /// Outcomes received or declared.
+    pub fn finished(&self) -> u64 {
+        self.committed + self.failed_total() + self.bad_results + self.indeterminate
+    }
+}
+
+/// Jepsen processes numbered per client: client `c`'s are
+/// `c * PROCESSES_PER_CLIENT_MAX ..`; a client uses at most twice its
+/// transactions in flight (a completion waits one iteration for its stamp).
+pub const PROCESSES_PER_CLIENT_MAX: u64 = 1 << 20;
+
+/// A transaction drawn and without a recorded completion yet.
+#[derive(Debug)]
+struct Outstanding {
+    process: ProcessId,
+    invoked: Vec<MicroOp>,
+}
+
+/// A completion taken from the ring, stamped at the next iteration.
+#[derive(Debug)]
+struct Unstamped {
+    process: ProcessId,
+    kind: OpType,
+    value: Vec<MicroOp>,
+    error: Option<String>,
+}
+
+/// The history-recording generator of one client (see the module docs).
+pub struct HistoryGen<W: MicroOpSource> {
+    workload: W,
+    procedure: u32,
+    process_base: ProcessId,
+    processes_used: u64,
+    free: Vec<ProcessId>,
+    outstanding: HashMap<u64, Outstanding, FixedState>,
+    next_seq: u64,
+    now: Nanos,
+    ahead: Option<(Vec<MicroOp>, Vec<u8>)>,
+    unstamped: Vec<Unstamped>,
+    ops: Vec<Op>,
+    stats: HistoryStats,
+}
+
+impl<W: MicroOpSource> std::fmt::Debug for HistoryGen<W> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("HistoryGen")
+            .field("process_base", &self.process_base)
+            .field("stats", &self.stats)
+            .finish_non_exhaustive()
+    }
+}
+
+impl<W: MicroOpSource> HistoryGen<W> {
+    /// A generator drawing `workload`'s transactions as calls of procedure
+    /// `procedure`, recording them as Jepsen processes from `process_base`.
+    pub fn new(workload: W, procedure: u32, process_base: ProcessId) -> HistoryGen<W> {
+        let mut gen = HistoryGen {
+            workload,
+            procedure,
+            process_base,
+            processes_used: 0,
+            free: Vec::new(),
+            outstanding: HashMap::with_hasher(FixedState),
+            next_seq: 0,
+            now: 0,
+            ahead: None,
+            unstamped: Vec::new(),
+            ops: Vec::new(),
+            stats: HistoryStats::default(),
+        };
+        gen.draw_ahead();
+        gen
+    }
+
+    /// Draws the next transaction now, so [`TxGenerator::exhausted`] knows
+    /// whether there is one.
+    fn draw_ahead(&mut self) {
+        let mut args = Vec::with_capacity(crate::list_append::codec::TX_ARGS_BYTES_MAX);
+        self.ahead = self.workload.next_tx(&mut args).map(|ops| (ops, args));
+    }
+
+    /// Counters so far.
+    pub fn stats(&self) -> HistoryStats {
+        self.stats
+    }
+
+    /// The operations recorded so far, in time order (complete once
+    /// [`TxGenerator::finish`] ran).
+    pub fn ops(&self) -> &[Op] {
+        &self.ops
+    }
+
+    /// Whether [`TxGenerator::finish`] left nothing unrecorded: every drawn
+    /// transaction has its completion (or `info`) in [`HistoryGen::ops`].
+    pub fn is_finished(&self) -> bool {
+        self.outstanding.is_empty() && self.unstamped.is_empty()
+    }
+
+    /// The workload (its generator state).
+    pub fn workload(&self) -> &W {
+        &self.workload
+    }
+
+    fn record(
+        &mut self,
+        process: ProcessId,
+        kind: OpType,
+        value: Vec<MicroOp>,
+        error: Option<String>,
+    ) {
+        self.ops.push(Op {
+            index: self.ops.len() as u64,
+            process,
+            kind,
+            value,
+            time_ns: self.now,
+            error,
+        });
+    }
+
+    /// Records the completions taken in the previous iteration at `self.now`.
+    fn stamp(&mut self) {
+        for u in std::mem::take(&mut self.unstamped) {
+            // The process is free again only once its completion is
+            // recorded: a process never invokes before its last completion.
+            self.free.push(u.process);
+            self.record(u.process, u.kind, u.value, u.error);
+        }
+    }
+
+    fn take_process(&mut self) -> ProcessId {
+        self.free.pop().unwrap_or_else(|| {
+            // Bounded by twice the load generator's window (module docs).
+            let p = self.process_base + self.processes_used % PROCESSES_PER_CLIENT_MAX;
+            self.processes_used += 1;
+            p
+        })
+    }
+}
+
+impl<W: MicroOpSource> TxGenerator for HistoryGen<W> {
+    fn next(&mut self, call: &mut TxCall) {
+        call.procedure = self.procedure;
+        let seq = self.next_seq;
+        self.next_seq += 1;
+        let Some((ops, args)) = self.ahead.take() else {
+            // Drawn although `exhausted` said so (the load generator never
+            // does): an empty call, which records nothing and the procedure
+            // rejects.
+            return;
+        };
+        call.args.extend_from_slice(&args);
+        self.draw_ahead();
+        let process = self.take_process();
+        self.stats.submitted += 1;
+        self.record(process, OpType::Invoke, ops.clone(), None);
+        self.outstanding.insert(
+            seq,
+            Outstanding {
+                process,
+                invoked: ops,
+            },
+        );
+    }
+
+    fn on_outcome(&mut self, o: &Outcome<'_>) {
+        // One attempt per transaction: its first outcome is its completion.
+        let Some(tx) = self.outstanding.remove(&o.seq) else {
+            return;
+        };
+        let (kind, value, error) = match o.status {
+            TxStatus::Committed => match self.workload.complete(&tx.invoked, o.result) {
+                Ok(done) => {
+                    self.stats.committed += 1;
+                    (OpType::Ok, done, None)
+                }
+                Err(e) => {
+                    self.stats.bad_results += 1;
+                    let why = format!("committed, result undecodable: {e}");
+                    (OpType::Info, tx.invoked, Some(why))
+                }
+            },
+            s => {
+                self.stats.failed[s as usize] += 1;
+                self.workload.failed(&tx.invoked);
+                (OpType::Fail, tx.invoked, Some(s.name().to_owned()))
+            }
+        };
+        self.unstamped.push(Unstamped {
+            process: tx.process,
+            kind,
+            value,
+            error,
+        });
+    }
+
+    fn on_iteration(&mut self, now: Nanos) {
+        self.now = self.now.max(now);
+        self.stamp();
+    }
+
+    fn exhausted(&self) -> bool {
+        self.ahead.is_none()
+    }
+
+    fn finish(&mut self, now: Nanos) {
+        self.on_iteration(now);
+        let mut left: Vec<(u64, Outstanding)> = self.outstanding.drain().collect();
+        left.sort_by_key(|(seq, _)| *seq);
+        for (_, o) in left {
+            self.stats.indeterminate += 1;
+            self.free.push(o.process);
+            self.record(
+                o.process,
+                OpType::Info,
+                o.invoked,
+                Some("outcome unknown".into()),
+            );
+        }
+    }
+}
+
+/// Writes `history` to `path` as JSON lines (Jepsen's shape, see
+/// `splitkv_sim::history`), replacing the file: what `--history FILE` calls.
+///
+/// # Errors
+/// [`HistoryError::Io`] if the file cannot be created or written.
+pub fn write_history(path: &Path, history: &History) -> Result<(), HistoryError> {
+    let file = std::fs::File::create(path)?;
+    history.write_jsonl(BufWriter::new(file))
+}
+
+#[cfg(test)]
+mod tests;
