@@ -14,8 +14,7 @@ use loom::thread;
 use splitkv_host::table::dlht::{Dlht, DlhtConfig};
 use splitkv_layout::{Key, ObjectFlags, ObjectMeta};
 
-mod loom_support;
-use loom_support::model;
+use splitkv_layout::sync::model;
 
 /// Metadata whose version is the value's first byte, so a reader can tell a
 /// torn (meta, value) pair.

@@ -44,8 +44,7 @@ use splitkv_nic::index::lookup::Lookup;
 use splitkv_nic::index::Next;
 use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
 
-mod loom_support;
-use loom_support::model;
+use splitkv_layout::sync::model;
 
 /// 7 keys → 8 home slots; one segment; no overflow buckets.
 fn config() -> TableConfig {

@@ -13,6 +13,7 @@
 pub mod dlht;
 mod host_table;
 pub mod robinhood;
+mod sync;
 
 pub use host_table::{HostTable, HostTableError, TableKind};
 

@@ -3,8 +3,8 @@
 //! `Pending` one; then the searches of Get and Delete under that header.
 
 use super::bin::{Find, Gen};
-use super::sync::{fence, spin_wait, Guard, Ordering};
 use super::{tags, value, word_meta, word_value, Dlht};
+use crate::table::sync::{fence, spin_wait, Guard, Ordering};
 use splitkv_layout::dlht_layout::{header, BinState, SlotState};
 use splitkv_layout::{Key, ObjectMeta};
 

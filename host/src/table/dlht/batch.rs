@@ -3,10 +3,10 @@
 //! instead of adding up.
 
 use super::bin::Gen;
-#[cfg(not(loom))]
-use super::sync::Ordering;
-use super::sync::{pin, prefetch, Guard, Line};
 use super::{Dlht, DlhtError, Mode, Wrote, TABLE_ID_MAX};
+#[cfg(not(loom))]
+use crate::table::sync::Ordering;
+use crate::table::sync::{pin, prefetch, Guard, Line};
 #[cfg(not(loom))]
 use splitkv_layout::dlht_layout::{tags, WORD_TAGS};
 use splitkv_layout::{Key, ObjectMeta};

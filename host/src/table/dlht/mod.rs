@@ -24,7 +24,7 @@
 //! bins into a new generation, twice as large or (to reclaim link buckets) the
 //! same size, while operations go on (`resize.rs`). Records and old
 //! generations are freed through `crossbeam-epoch`. All atomics come from
-//! `sync.rs`, so `scripts/loom` model-checks this code with loom.
+//! `table/sync.rs`, so `scripts/loom` model-checks this code with loom.
 //!
 //! A write searches the chain under header `h` and reserves a free slot with a
 //! CAS from `h`, which validates the search; if the header is still the one
@@ -56,7 +56,6 @@ mod bin;
 pub mod dma;
 mod iter;
 mod resize;
-mod sync;
 mod value;
 mod write;
 
@@ -67,14 +66,17 @@ pub use splitkv_layout::dlht_layout::{
 };
 
 use super::Upserted;
+use crate::table::sync::{
+    self, pin, AtomicIsize, AtomicPtr, AtomicUsize, Guard, Ordering, Retired,
+};
 use bin::Gen;
+use crossbeam::utils::CachePadded;
 use resize::GrowCause;
 use splitkv_layout::dlht_layout::{
     header, tags, word_meta, word_value, LEN_CODE_OUT_OF_LINE, LINE_BYTES, SLOTS_PER_LINE,
     WORD_TAGS,
 };
 use splitkv_layout::{Key, ObjectMeta};
-use sync::{pin, AtomicIsize, AtomicPtr, AtomicUsize, Guard, Ordering, Retired};
 use write::{Mode, Wrote};
 
 /// Keys per bin (on average) above which an insert starts a resize: 5/2.
@@ -178,19 +180,6 @@ struct Hot {
     bins_max: usize,
 }
 
-/// Aligns `T` to 128 bytes (two lines: x86 prefetches line pairs) so that
-/// writes to it do not invalidate a neighbour's line.
-#[repr(align(128))]
-pub(crate) struct CachePadded<T>(pub(crate) T);
-
-impl<T> std::ops::Deref for CachePadded<T> {
-    type Target = T;
-    #[inline(always)]
-    fn deref(&self) -> &T {
-        &self.0
-    }
-}
-
 /// Stripes of the key count: a thread adds to its own stripe (threads are
 /// spread over the stripes round robin), so inserts and deletes on different
 /// threads do not fight over one counter line. [`Dlht::len`] sums them.
@@ -212,7 +201,7 @@ struct LenStripes {
 impl LenStripes {
     fn new() -> LenStripes {
         LenStripes {
-            stripes: std::array::from_fn(|_| CachePadded(AtomicIsize::new(0))),
+            stripes: std::array::from_fn(|_| CachePadded::new(AtomicIsize::new(0))),
         }
     }
 
@@ -262,7 +251,7 @@ impl Dlht {
             .unwrap_or(bins_max)
             .min(bins_max);
         Dlht {
-            hot: CachePadded(Hot {
+            hot: CachePadded::new(Hot {
                 current: AtomicPtr::new(Box::into_raw(Box::new(Gen::new(bins, false)))),
                 bins_max,
             }),

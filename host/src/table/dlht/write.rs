@@ -5,13 +5,13 @@
 use super::access::{bin_step, next_bin, BinStep};
 use super::bin::{ExtendError, Find, Gen};
 use super::resize::GrowCause;
-use super::sync::{fence, pin, spin_wait, Guard, Line, Ordering};
 use super::value::{self, Staged};
 use super::{
     tags, word_meta, word_value, Dlht, DlhtError, LEN_CHECK_EVERY_INSERTS,
     LEN_EXACT_CHECK_LIMIT_MAX, LOAD_KEYS_PER_BIN_MAX_DEN, LOAD_KEYS_PER_BIN_MAX_NUM, TABLE_ID_MAX,
     VALUE_BYTES_MAX,
 };
+use crate::table::sync::{fence, pin, spin_wait, Guard, Line, Ordering};
 use splitkv_layout::dlht_layout::{header, BinState, SlotState};
 use splitkv_layout::{Key, ObjectMeta};
 

@@ -3,7 +3,7 @@
 
 use super::slots::{is_occupied, write_slot};
 use super::{RobinhoodTable, TableError};
-use splitkv_layout::sync::Ordering::{Relaxed, Release};
+use crate::table::sync::Ordering::{Relaxed, Release};
 use splitkv_layout::table::{
     encode_link, HEADER_COUNT_OFFSET, HEADER_LINK_OFFSET, SLOT_INFO_OFFSET,
 };

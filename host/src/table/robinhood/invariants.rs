@@ -1,7 +1,7 @@
 //! The Robinhood table's structural invariants, checked by a full scan (tests).
 
 use super::RobinhoodTable;
-use splitkv_layout::sync::Ordering::Relaxed;
+use crate::table::sync::Ordering::Relaxed;
 use splitkv_layout::table::{
     decode_slot_info, encode_slot_info, BLOCK_STATE_USED, HEADER_MOVES_OFFSET, SLOT_INFO_OFFSET,
     SLOT_KEY_ID_OFFSET, SLOT_META_OFFSET, SLOT_VALUE_OFFSET,

@@ -3,7 +3,7 @@
 
 use super::slots::is_occupied;
 use super::RobinhoodTable;
-use splitkv_layout::sync::Ordering::Relaxed;
+use crate::table::sync::Ordering::Relaxed;
 use splitkv_layout::table::SLOT_INFO_OFFSET;
 use splitkv_layout::Key;
 

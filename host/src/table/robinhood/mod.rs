@@ -97,7 +97,7 @@ mod slots;
 use slots::write_slot;
 
 use super::Upserted;
-use splitkv_layout::sync::Ordering::Relaxed;
+use crate::table::sync::Ordering::Relaxed;
 use splitkv_layout::table::{LayoutError, TableConfig, TableLayout, SLOT_META_OFFSET};
 use splitkv_layout::{Key, ObjectMeta, Region};
 use std::collections::VecDeque;

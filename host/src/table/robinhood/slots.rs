@@ -4,8 +4,8 @@
 
 use super::RobinhoodTable;
 
-use splitkv_layout::sync::fence;
-use splitkv_layout::sync::Ordering::{Relaxed, Release};
+use crate::table::sync::fence;
+use crate::table::sync::Ordering::{Relaxed, Release};
 use splitkv_layout::table::{
     decode_slot_info, encode_slot_info, TableLayout, BLOCK_STATE_USED, HEADER_COUNT_OFFSET,
     HEADER_LINK_OFFSET, HEADER_MOVES_OFFSET, SLOT_FIXED_DATA_WORDS, SLOT_INFO_OFFSET,
