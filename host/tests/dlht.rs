@@ -216,6 +216,68 @@ proptest! {
     }
 }
 
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(64))]
+
+    /// The host tables' shared batch type through the DLHT (the host log
+    /// worker's path): results and final contents equal single operations.
+    #[test]
+    fn apply_batch_agrees_with_single_ops(
+        pre in prop::collection::vec(op(), 0..100),
+        batch in prop::collection::vec(op(), 1..70),
+    ) {
+        use splitkv_host::table::Request as TableRequest;
+        let a = Dlht::with_capacity(4);
+        let b = Dlht::with_capacity(4);
+        let mut model = Model::new();
+        for op in &pre {
+            apply(&a, &mut model.clone(), op);
+            apply(&b, &mut model, op);
+        }
+        let gets = batch.iter().filter(|op| matches!(op, Op::Get(_))).count();
+        let mut bufs = vec![Vec::new(); gets];
+        let mut bufs = bufs.iter_mut();
+        let mut reqs: Vec<TableRequest<'_, DlhtError>> = batch
+            .iter()
+            .filter_map(|op| match op {
+                Op::Upsert(k, v) => Some(TableRequest::upsert(*k, meta_for(v), v)),
+                Op::UpsertIfNewer(k, v, ver) => Some(TableRequest::upsert_if_newer(
+                    *k,
+                    ObjectMeta::new(*ver, ObjectFlags::READABLE),
+                    v,
+                )),
+                Op::Remove(k) => Some(TableRequest::remove(*k)),
+                Op::Get(k) => Some(TableRequest::get(*k, bufs.next().unwrap())),
+                _ => None,
+            })
+            .collect();
+        a.apply_batch(&mut reqs);
+        for r in &reqs {
+            match r {
+                TableRequest::Get { key, value, result } => {
+                    let mut out = Vec::new();
+                    prop_assert_eq!(*result, b.get(key, &mut out));
+                    prop_assert_eq!(&**value, &out);
+                }
+                TableRequest::Upsert { key, meta, value, only_if_newer, result } => {
+                    let single = if *only_if_newer {
+                        b.upsert_if_newer(*key, *meta, value)
+                    } else {
+                        b.upsert(*key, *meta, value).map(|inserted| match inserted {
+                            true => Upserted::Inserted,
+                            false => Upserted::Updated,
+                        })
+                    };
+                    prop_assert_eq!(result.clone(), Some(single));
+                }
+                TableRequest::Remove { key, result } => prop_assert_eq!(*result, b.remove(key)),
+            }
+        }
+        prop_assert_eq!(contents(&a), contents(&b));
+        prop_assert_eq!(a.len(), b.len());
+    }
+}
+
 // ---------------------------------------------------------------------------
 // Bounds, errors, layout.
 

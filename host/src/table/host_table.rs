@@ -4,6 +4,7 @@
 use super::dlht::dma::DlhtDma;
 use super::dlht::{Dlht, DlhtError, VALUE_INLINE_BYTES_MAX};
 use super::robinhood::{RobinhoodTable, TableError};
+use super::Request;
 use splitkv_layout::table::TableConfig;
 use splitkv_layout::{Key, ObjectMeta};
 use splitkv_nic::dma::HostMemory;
@@ -80,6 +81,19 @@ impl HostTable {
             HostTable::Robinhood(t) => t.upsert(key, meta, value)?,
             HostTable::Dlht(t) => t.upsert(key, meta, value)?,
         })
+    }
+
+    /// Executes a batch of requests (Dandelion §6) on either table: first a
+    /// software prefetch of every request's home slots (Robinhood,
+    /// [`RobinhoodTable::batch`]) or bins (DLHT, [`Dlht::apply_batch`]), then
+    /// the requests in slice order, each one's result stored in it. A failed
+    /// upsert (its `result` holds the table's error) does not stop the
+    /// requests after it.
+    pub fn batch(&mut self, reqs: &mut [Request<'_, HostTableError>]) {
+        match self {
+            HostTable::Robinhood(t) => t.apply_batch(reqs),
+            HostTable::Dlht(t) => t.apply_batch(reqs),
+        }
     }
 
     /// Objects stored.

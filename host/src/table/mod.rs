@@ -5,10 +5,12 @@
 //! - [`dlht`] is Dandelion's lock-free DLHT (Dandelion §6), laid out as
 //!   `splitkv_layout::dlht_layout` defines.
 //!
-//! [`Request`] is the shape of one operation of a Robinhood batch (Dandelion §6):
-//! `batch` prefetches every request's home location first and then executes the
-//! requests in order, so their cache misses overlap. (The DLHT's concurrent
-//! batch takes its own [`dlht::Request`].)
+//! [`Request`] is the host tables' one batch request type (Dandelion §6): a
+//! batch ([`RobinhoodTable::batch`], [`dlht::Dlht::apply_batch`], or
+//! [`HostTable::batch`] for either) prefetches every request's home location
+//! first and then executes the requests in order, so their cache misses
+//! overlap. (The DLHT also keeps [`dlht::Request`], with owned buffers and its
+//! insert-only and update-only writes, for callers of its standalone API.)
 
 pub mod dlht;
 mod host_table;
@@ -39,7 +41,9 @@ pub enum Upserted {
 /// in slice order, so a batch has exactly the effect and the results of the same
 /// operations issued one at a time.
 ///
-/// `E` is the table's error type ([`TableError`] for the Robinhood table).
+/// `E` is the error type of a failed upsert: [`TableError`] for the Robinhood
+/// table, [`dlht::DlhtError`] (or anything it converts into) for the DLHT,
+/// [`HostTableError`] for [`HostTable::batch`].
 #[derive(Debug)]
 pub enum Request<'a, E = TableError> {
     /// Look `key` up. On a hit `value` holds the value (cleared and refilled;

@@ -1,7 +1,7 @@
 //! Batches of the Robinhood table (Dandelion §6): software prefetch of every
 //! request's probe slots, then the requests in order.
 
-use super::RobinhoodTable;
+use super::{RobinhoodTable, TableError};
 
 use crate::table::Request;
 use splitkv_layout::table::SLOT_INFO_OFFSET;
@@ -76,6 +76,14 @@ impl RobinhoodTable {
     /// hardware: the prefetched lines must still be in L1/L2 when their request
     /// runs (Dandelion Figure 7 uses up to 32).
     pub fn batch(&mut self, reqs: &mut [Request<'_>]) {
+        self.apply_batch(reqs);
+    }
+
+    /// [`RobinhoodTable::batch`] with the errors of failed upserts converted
+    /// into `E` (the host tables' one request type, [`Request`], is generic in
+    /// its error: [`crate::table::HostTable::batch`] runs either table's batch
+    /// with [`crate::table::HostTableError`]).
+    pub fn apply_batch<E: From<TableError>>(&mut self, reqs: &mut [Request<'_, E>]) {
         let slots = self.prefetch_slots();
         for req in reqs.iter() {
             self.prefetch_slots_of(req.key(), slots);
@@ -89,7 +97,10 @@ impl RobinhoodTable {
                     value,
                     only_if_newer,
                     result,
-                } => *result = Some(self.upsert_with(*key, *meta, value, *only_if_newer)),
+                } => {
+                    let done = self.upsert_with(*key, *meta, value, *only_if_newer);
+                    *result = Some(done.map_err(E::from));
+                }
                 Request::Remove { key, result } => *result = self.remove(key),
             }
         }
