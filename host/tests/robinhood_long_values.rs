@@ -9,8 +9,8 @@ use splitkv_layout::table::VALUE_INLINE_BYTES_MAX;
 use splitkv_layout::{Key, ObjectFlags, ObjectMeta};
 use splitkv_nic::dma::read_vector;
 use splitkv_nic::index::hints::SegmentHints;
-use splitkv_nic::index::lookup::{Lookup, LookupError};
 use splitkv_nic::index::Next;
+use splitkv_nic::index::{robinhood_lookup::RobinhoodLookup, LookupError};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 
@@ -270,7 +270,7 @@ fn concurrent_nic_reader_never_returns_a_torn_or_wrong_version_value() {
             while !done.load(Ordering::Acquire) {
                 let id = n % KEYS;
                 n += 1;
-                let (mut l, mut step) = Lookup::start(&layout, &hints, key(id));
+                let (mut l, mut step) = RobinhoodLookup::start(&layout, &hints, key(id));
                 let (meta, value) = loop {
                     match step {
                         Next::Read(v, n) => {

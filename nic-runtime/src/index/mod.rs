@@ -32,13 +32,14 @@
 pub mod cache;
 pub mod dlht_lookup;
 pub mod hints;
-pub mod lookup;
+pub mod robinhood_lookup;
 
 use crate::dma::DmaRead;
 use cache::{CacheStats, ObjectCache, PagePoolStats, Segmentation};
 use dlht_lookup::DlhtLookup;
 use hints::SegmentHints;
-use lookup::{Lookup, LookupError};
+pub use robinhood_lookup::LookupError;
+use robinhood_lookup::RobinhoodLookup;
 use splitkv_layout::table::TableLayout;
 use splitkv_layout::{FixedState, Key, ObjectMeta};
 
@@ -58,7 +59,7 @@ pub const STAMP_BUCKETS: usize = 4096;
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum TableLookup {
     /// In a Robinhood table.
-    Robinhood(Lookup),
+    Robinhood(RobinhoodLookup),
     /// In a DLHT.
     Dlht(DlhtLookup),
 }
@@ -93,7 +94,7 @@ impl TableLookup {
     pub fn start(index: &NicIndex, key: Key) -> (TableLookup, Next<'static>) {
         match index.kind {
             HostTableKind::Robinhood(layout) => {
-                let (l, s) = Lookup::start(&layout, &index.hints, key);
+                let (l, s) = RobinhoodLookup::start(&layout, &index.hints, key);
                 (TableLookup::Robinhood(l), s)
             }
             HostTableKind::Dlht => {
@@ -122,7 +123,7 @@ impl TableLookup {
     pub fn restart(&mut self, index: &NicIndex) -> Next<'static> {
         match self {
             TableLookup::Robinhood(l) => {
-                let (fresh, s) = Lookup::start(
+                let (fresh, s) = RobinhoodLookup::start(
                     match &index.kind {
                         HostTableKind::Robinhood(layout) => layout,
                         HostTableKind::Dlht => return Next::Failed(LookupError::Torn),

@@ -74,7 +74,7 @@
 //!   done, even again. A reader reads the sequence of its key's home segment
 //!   before its first slot and again after its last one; only the same even
 //!   value both times makes "not found" definite, otherwise it looks again
-//!   (the NIC lookup, `nic-runtime/src/index/lookup.rs`). A found object needs
+//!   (the NIC lookup, `nic-runtime/src/index/robinhood_lookup.rs`). A found object needs
 //!   no check: the slot seqlock already proves it was there. Inserts and
 //!   updates never touch the sequence, and the loom model
 //!   `delete_shift_never_hides_a_key_from_a_checked_reader`
