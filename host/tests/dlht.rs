@@ -9,7 +9,8 @@ use std::sync::Arc;
 
 use proptest::prelude::*;
 use splitkv_host::table::dlht::{
-    Dlht, DlhtConfig, DlhtError, Request, TABLE_ID_MAX, VALUE_BYTES_MAX, VALUE_INLINE_BYTES_MAX,
+    Dlht, DlhtConfig, DlhtError, Request, DLHT_VALUE_BYTES_MAX, DLHT_VALUE_INLINE_BYTES_MAX,
+    TABLE_ID_MAX,
 };
 use splitkv_host::table::Upserted;
 use splitkv_layout::dlht_layout::{
@@ -73,8 +74,8 @@ fn key() -> impl Strategy<Value = Key> {
 
 fn value() -> impl Strategy<Value = Vec<u8>> {
     prop_oneof![
-        6 => prop::collection::vec(any::<u8>(), 0..=VALUE_INLINE_BYTES_MAX),
-        3 => prop::collection::vec(any::<u8>(), VALUE_INLINE_BYTES_MAX + 1..=48),
+        6 => prop::collection::vec(any::<u8>(), 0..=DLHT_VALUE_INLINE_BYTES_MAX),
+        3 => prop::collection::vec(any::<u8>(), DLHT_VALUE_INLINE_BYTES_MAX + 1..=48),
         1 => prop::collection::vec(any::<u8>(), 200..=600),
     ]
 }
@@ -297,7 +298,7 @@ fn upsert_if_newer_applies_only_newer_versions() {
         Ok(Upserted::Stale(m(5)))
     );
     // A stale write is not an error even with a value the table refuses.
-    let huge = vec![0u8; VALUE_BYTES_MAX + 1];
+    let huge = vec![0u8; DLHT_VALUE_BYTES_MAX + 1];
     assert_eq!(t.upsert_if_newer(k, m(3), &huge), Ok(Upserted::Stale(m(5))));
     assert_eq!(t.get(&k, &mut out), Some(m(5)));
     assert_eq!(out, b"five");
@@ -366,15 +367,15 @@ fn table_is_send_and_sync() {
 fn typed_errors_at_the_bounds() {
     let t = Dlht::with_capacity(8);
     let m = ObjectMeta::new(1, ObjectFlags::empty());
-    let big = vec![7u8; VALUE_BYTES_MAX + 1];
+    let big = vec![7u8; DLHT_VALUE_BYTES_MAX + 1];
     assert_eq!(
         t.insert(Key::new(0, 1), m, &big),
         Err(DlhtError::ValueTooLarge {
-            len: VALUE_BYTES_MAX + 1,
-            max: VALUE_BYTES_MAX
+            len: DLHT_VALUE_BYTES_MAX + 1,
+            max: DLHT_VALUE_BYTES_MAX
         })
     );
-    let max = vec![7u8; VALUE_BYTES_MAX];
+    let max = vec![7u8; DLHT_VALUE_BYTES_MAX];
     assert_eq!(t.insert(Key::new(0, 1), m, &max), Ok(true));
     let mut out = Vec::new();
     assert_eq!(t.get(&Key::new(0, 1), &mut out), Some(m));

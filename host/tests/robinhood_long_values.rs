@@ -5,7 +5,7 @@
 
 use proptest::prelude::*;
 use splitkv_host::table::{RobinhoodTable, TableConfig, TableError};
-use splitkv_layout::table::VALUE_INLINE_BYTES_MAX;
+use splitkv_layout::table::ROBINHOOD_VALUE_INLINE_BYTES_MAX;
 use splitkv_layout::{Key, ObjectFlags, ObjectMeta};
 use splitkv_nic::dma::read_vector;
 use splitkv_nic::index::hints::SegmentHints;
@@ -20,7 +20,7 @@ use robinhood_support::{assert_for_each_agrees, assert_gets_agree, key, Model};
 fn long_in(model: &Model) -> usize {
     model
         .values()
-        .filter(|(_, v)| v.len() > VALUE_INLINE_BYTES_MAX)
+        .filter(|(_, v)| v.len() > ROBINHOOD_VALUE_INLINE_BYTES_MAX)
         .count()
 }
 
@@ -109,7 +109,7 @@ fn apply(table: &mut RobinhoodTable, model: &mut Model, config: &TableConfig, op
             let blocks = table.layout().value_blocks();
             // A long value needs a fresh block even to replace a long one: the
             // old block is freed only after the slot points to the new one.
-            let heap_full = len > VALUE_INLINE_BYTES_MAX && long_in(model) == blocks;
+            let heap_full = len > ROBINHOOD_VALUE_INLINE_BYTES_MAX && long_in(model) == blocks;
             match result {
                 Ok(inserted) => {
                     assert!(!heap_full, "a long value was stored in a full heap");
@@ -298,7 +298,7 @@ fn concurrent_nic_reader_never_returns_a_torn_or_wrong_version_value() {
                 );
                 assert!(ver >= last[id as usize], "version went backwards");
                 last[id as usize] = ver;
-                long += (value.len() > VALUE_INLINE_BYTES_MAX) as u64;
+                long += (value.len() > ROBINHOOD_VALUE_INLINE_BYTES_MAX) as u64;
                 // Main read, block read: more means a block was reused under us.
                 restarts += (l.reads > 2) as u64;
                 lookups.store(n, Ordering::Relaxed);

@@ -4,7 +4,7 @@
 //! then flushes every batched packet (Dandelion §5.1).
 
 use crate::dma::DmaEngine;
-use crate::index::HostTableKind;
+use crate::index::HostTableLayout;
 use crate::index::NicIndex;
 use crate::net::batch::{BatchStats, Batcher};
 use crate::net::Transport;
@@ -62,7 +62,7 @@ pub struct NicParts {
     /// Placement of keys.
     pub placement: Placement,
     /// The host table the DMA engine reads.
-    pub table: HostTableKind,
+    pub table: HostTableLayout,
     /// Largest value the host table stores (bytes).
     pub value_bytes_max: usize,
     /// Registered procedures.

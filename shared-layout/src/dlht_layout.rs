@@ -67,13 +67,13 @@ pub const SLOTS_PER_CHAIN_MAX: usize = LINES_PER_CHAIN_MAX * SLOTS_PER_LINE;
 /// Largest table id a slot can store (12 bits).
 pub const TABLE_ID_MAX: u32 = (1 << 12) - 1;
 /// Largest value stored inline in the slot's value word.
-pub const VALUE_INLINE_BYTES_MAX: usize = 8;
+pub const DLHT_VALUE_INLINE_BYTES_MAX: usize = 8;
 /// Length code of a value stored out of line.
 pub const LEN_CODE_OUT_OF_LINE: u8 = 15;
 /// Bytes before the value bytes in an out-of-line record (the `u64` length).
 pub const OUT_OF_LINE_HEADER_BYTES: usize = 8;
 /// Largest value the table accepts (out of line), in bytes.
-pub const VALUE_BYTES_MAX: usize = 1 << 20;
+pub const DLHT_VALUE_BYTES_MAX: usize = 1 << 20;
 /// Largest link-bucket index the tags word can hold.
 pub const LINK_INDEX_MAX: u64 = u32::MAX as u64;
 
@@ -348,7 +348,7 @@ pub enum SlotValue {
         /// Value length, 0..=8.
         len: u8,
         /// The value word's bytes (little endian); bytes past `len` are zero.
-        bytes: [u8; VALUE_INLINE_BYTES_MAX],
+        bytes: [u8; DLHT_VALUE_INLINE_BYTES_MAX],
     },
     /// An out-of-line record at this host address (see the module docs).
     OutOfLine {
@@ -530,19 +530,19 @@ pub fn decode_link(
 ///
 /// # Errors
 /// [`DecodeError::Truncated`] if `bytes` is shorter than the record says,
-/// [`DecodeError::TooLarge`] if the length exceeds [`VALUE_BYTES_MAX`],
+/// [`DecodeError::TooLarge`] if the length exceeds [`DLHT_VALUE_BYTES_MAX`],
 /// [`DecodeError::Inconsistent`] if the length would have fit inline.
 pub fn decode_out_of_line(bytes: &[u8]) -> Result<&[u8], DecodeError> {
     let mut r = crate::Reader::new(bytes, "dlht out-of-line value");
     let len = r.u64()?;
-    if len > VALUE_BYTES_MAX as u64 {
+    if len > DLHT_VALUE_BYTES_MAX as u64 {
         return Err(DecodeError::TooLarge {
             what: "dlht out-of-line value",
             len: usize::try_from(len).unwrap_or(usize::MAX),
-            max: VALUE_BYTES_MAX,
+            max: DLHT_VALUE_BYTES_MAX,
         });
     }
-    if len as usize <= VALUE_INLINE_BYTES_MAX {
+    if len as usize <= DLHT_VALUE_INLINE_BYTES_MAX {
         return Err(DecodeError::Inconsistent {
             what: "dlht out-of-line value",
             detail: "length fits inline",

@@ -26,3 +26,22 @@ pub use error::{DecodeError, Reader};
 pub use key::{FixedHasher, FixedState, Key, KEY_BYTES};
 pub use meta::{ObjectFlags, ObjectMeta, VERSION_MAX};
 pub use region::{Region, RegionError, CACHE_LINE_BYTES};
+
+/// Largest value of an object, in bytes: what one wire item
+/// ([`wire::Item`]), one host log record ([`log_record::LogRecord`]) and a
+/// node's table (its configured `value_bytes_max`) carry. The one constant for
+/// this limit; the tables' own format limits are larger and named per table
+/// ([`table::ROBINHOOD_VALUE_BYTES_MAX`], [`dlht_layout::DLHT_VALUE_BYTES_MAX`]),
+/// and so are the values each table keeps inline
+/// ([`table::ROBINHOOD_VALUE_INLINE_BYTES_MAX`],
+/// [`dlht_layout::DLHT_VALUE_INLINE_BYTES_MAX`]).
+pub const VALUE_BYTES_MAX: usize = 1024;
+
+// Every table can hold every value a node may carry, and a value's length
+// fits the wire item's `u16` length field.
+const _: () = assert!(VALUE_BYTES_MAX <= table::ROBINHOOD_VALUE_BYTES_MAX);
+const _: () = assert!(VALUE_BYTES_MAX <= dlht_layout::DLHT_VALUE_BYTES_MAX);
+const _: () = assert!(VALUE_BYTES_MAX <= u16::MAX as usize);
+// Each table's inline limit is below the largest value it holds.
+const _: () = assert!(table::ROBINHOOD_VALUE_INLINE_BYTES_MAX < table::ROBINHOOD_VALUE_BYTES_MAX);
+const _: () = assert!(dlht_layout::DLHT_VALUE_INLINE_BYTES_MAX < dlht_layout::DLHT_VALUE_BYTES_MAX);

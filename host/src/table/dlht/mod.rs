@@ -12,7 +12,7 @@
 //! `(table: u32, id: u64)` stored as a 12-bit table id (in the tag) and the full
 //! id; tables above [`TABLE_ID_MAX`] are refused with
 //! [`DlhtError::KeyOutOfRange`]. Values of up to 8 bytes live in the value word;
-//! longer ones (up to [`VALUE_BYTES_MAX`]) in a separate record the value word
+//! longer ones (up to [`DLHT_VALUE_BYTES_MAX`]) in a separate record the value word
 //! points to. A Get of a key in its bin reads one cache line (plus the record
 //! for a long value). The byte format is `splitkv_layout::dlht_layout`.
 //!
@@ -62,7 +62,7 @@ mod write;
 pub use batch::{Request, BATCH_CHUNK_MAX};
 pub use iter::Iter;
 pub use splitkv_layout::dlht_layout::{
-    LINK_BUCKETS_PER_BIN_MAX, TABLE_ID_MAX, VALUE_BYTES_MAX, VALUE_INLINE_BYTES_MAX,
+    DLHT_VALUE_BYTES_MAX, DLHT_VALUE_INLINE_BYTES_MAX, LINK_BUCKETS_PER_BIN_MAX, TABLE_ID_MAX,
 };
 
 use super::Upserted;
@@ -93,7 +93,7 @@ pub const BINS_MAX_DEFAULT: usize = 1 << 31;
 /// Errors of DLHT writes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
 pub enum DlhtError {
-    /// The value is longer than [`VALUE_BYTES_MAX`].
+    /// The value is longer than [`DLHT_VALUE_BYTES_MAX`].
     #[error("value of {len} B exceeds the DLHT maximum of {max} B")]
     ValueTooLarge {
         /// Value length in bytes.

@@ -7,9 +7,8 @@ use super::bin::{ExtendError, Find, Gen};
 use super::resize::GrowCause;
 use super::value::{self, Staged};
 use super::{
-    tags, word_meta, word_value, Dlht, DlhtError, LEN_CHECK_EVERY_INSERTS,
+    tags, word_meta, word_value, Dlht, DlhtError, DLHT_VALUE_BYTES_MAX, LEN_CHECK_EVERY_INSERTS,
     LEN_EXACT_CHECK_LIMIT_MAX, LOAD_KEYS_PER_BIN_MAX_DEN, LOAD_KEYS_PER_BIN_MAX_NUM, TABLE_ID_MAX,
-    VALUE_BYTES_MAX,
 };
 use crate::table::sync::{fence, pin, spin_wait, Guard, Line, Ordering};
 use splitkv_layout::dlht_layout::{header, BinState, SlotState};
@@ -75,10 +74,10 @@ impl Dlht {
             });
         }
         // Upsert-if-newer checks the length only once it knows it will write.
-        if mode != Mode::UpsertIfNewer && value.len() > VALUE_BYTES_MAX {
+        if mode != Mode::UpsertIfNewer && value.len() > DLHT_VALUE_BYTES_MAX {
             return Err(DlhtError::ValueTooLarge {
                 len: value.len(),
-                max: VALUE_BYTES_MAX,
+                max: DLHT_VALUE_BYTES_MAX,
             });
         }
         Ok(())
@@ -218,10 +217,10 @@ impl Dlht {
             let word = match staged {
                 Some(st) => st.word,
                 None => {
-                    if op.value.len() > VALUE_BYTES_MAX {
+                    if op.value.len() > DLHT_VALUE_BYTES_MAX {
                         return Err(DlhtError::ValueTooLarge {
                             len: op.value.len(),
-                            max: VALUE_BYTES_MAX,
+                            max: DLHT_VALUE_BYTES_MAX,
                         });
                     }
                     staged.insert(Staged::new(op.value)).word

@@ -25,7 +25,7 @@
 //!   to the overflow chains the same way before it is cleared.
 //!
 //! * **Out-of-line values** (Xenic §4.1.2): a value longer than
-//!   [`VALUE_INLINE_BYTES_MAX`](splitkv_layout::table::VALUE_INLINE_BYTES_MAX) goes to a block of the value heap and the slot
+//!   [`ROBINHOOD_VALUE_INLINE_BYTES_MAX`](splitkv_layout::table::ROBINHOOD_VALUE_INLINE_BYTES_MAX) goes to a block of the value heap and the slot
 //!   holds a reference to it (format in [`splitkv_layout::table`]). An upsert
 //!   takes a block from the FIFO free list, writes it completely, then writes
 //!   the slot, then frees the object's previous block (if any); a delete frees
@@ -117,7 +117,7 @@ pub enum TableError {
     /// bucket pool has no room in the key's segment chain nor a free bucket.
     #[error("table full: displacement limit reached and no overflow bucket free")]
     Full,
-    /// The value is longer than [`VALUE_INLINE_BYTES_MAX`](splitkv_layout::table::VALUE_INLINE_BYTES_MAX) and every block of
+    /// The value is longer than [`ROBINHOOD_VALUE_INLINE_BYTES_MAX`](splitkv_layout::table::ROBINHOOD_VALUE_INLINE_BYTES_MAX) and every block of
     /// the value heap is in use (or the table has no heap: `value_blocks` 0).
     #[error("value heap full: all {blocks} out-of-line value blocks in use")]
     ValueHeapFull {
@@ -259,7 +259,7 @@ impl RobinhoodTable {
     }
 
     /// Value-heap blocks referenced by some slot (objects whose value is
-    /// longer than [`VALUE_INLINE_BYTES_MAX`](splitkv_layout::table::VALUE_INLINE_BYTES_MAX)).
+    /// longer than [`ROBINHOOD_VALUE_INLINE_BYTES_MAX`](splitkv_layout::table::ROBINHOOD_VALUE_INLINE_BYTES_MAX)).
     pub fn value_blocks_in_use(&self) -> usize {
         self.layout.value_blocks() - self.free_blocks.len()
     }
