@@ -9,7 +9,7 @@
 
 use rand::{Rng, SeedableRng};
 use rand_xoshiro::Xoshiro256PlusPlus;
-use splitkv_host::table::robinhood::{RobinhoodTable, TableError};
+use splitkv_host::table::robinhood::{RobinhoodError, RobinhoodTable};
 use splitkv_layout::table::{TableConfig, D_MAX_LIMIT};
 use splitkv_layout::{Key, ObjectFlags, ObjectMeta};
 use splitkv_nic::dma::read_vector;
@@ -64,7 +64,7 @@ pub struct LookupRow {
 pub enum LookupReportError {
     /// The table refused a key.
     #[error("table: {0}")]
-    Table(#[from] TableError),
+    Table(#[from] RobinhoodError),
     /// A lookup missed an inserted key or failed.
     #[error("lookup of {0:?} did not find it: {1}")]
     Lost(Key, String),

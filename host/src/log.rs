@@ -22,7 +22,7 @@
 //! acknowledged while unapplied, never a panic). The node's driver reads
 //! [`HostWorker::error`] and stops the node with that message.
 
-use crate::table::robinhood::TableError;
+use crate::table::robinhood::RobinhoodError;
 use crate::table::{HostTable, HostTableError, Request, Upserted};
 use splitkv_layout::host_nic::{HostToNic, LogApplied};
 use splitkv_layout::log_record::{LogRecord, LogRecords};
@@ -354,7 +354,7 @@ fn apply_batch(
 /// The [`WorkerError`] for a record of `key` the table refused with `e`.
 fn refused(key: Key, e: &HostTableError) -> WorkerError {
     match e {
-        HostTableError::Robinhood(TableError::Full) => WorkerError::TableFull { key },
+        HostTableError::Robinhood(RobinhoodError::Full) => WorkerError::TableFull { key },
         e => WorkerError::DoesNotFit {
             key,
             why: e.to_string(),

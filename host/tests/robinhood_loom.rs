@@ -3,7 +3,7 @@
 //! range word by word in increasing address order with
 //! [`read_acquire`] and decodes it with [`find_in_slots`], as the NIC runtime
 //! does. The host writes only with the slot seqlock and the DMA-consistent
-//! swap order described in `host/src/table/robinhood.rs`.
+//! swap order described in `host/src/table/robinhood/`.
 //!
 //! * [`insert_swap_never_hides_the_displaced_key`]: an insert that displaces
 //!   an existing key one slot forward; a reader of that key finds it intact or

@@ -3,7 +3,7 @@
 
 use super::dlht::dma::DlhtDma;
 use super::dlht::{Dlht, DlhtError, DLHT_VALUE_INLINE_BYTES_MAX};
-use super::robinhood::{RobinhoodTable, TableError};
+use super::robinhood::{RobinhoodError, RobinhoodTable};
 use super::Request;
 use splitkv_layout::table::TableConfig;
 use splitkv_layout::{Key, ObjectMeta};
@@ -17,7 +17,7 @@ use std::sync::Arc;
 pub enum HostTableError {
     /// From the Robinhood table.
     #[error(transparent)]
-    Robinhood(#[from] TableError),
+    Robinhood(#[from] RobinhoodError),
     /// From the DLHT.
     #[error(transparent)]
     Dlht(#[from] DlhtError),

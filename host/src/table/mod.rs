@@ -19,7 +19,7 @@ mod sync;
 
 pub use host_table::{HostTable, HostTableError, TableKind};
 
-pub use robinhood::{RobinhoodTable, TableError, TableStats};
+pub use robinhood::{RobinhoodError, RobinhoodStats, RobinhoodTable};
 pub use splitkv_layout::table::{TableConfig, TableLayout};
 
 use splitkv_layout::{Key, ObjectMeta};
@@ -41,11 +41,11 @@ pub enum Upserted {
 /// in slice order, so a batch has exactly the effect and the results of the same
 /// operations issued one at a time.
 ///
-/// `E` is the error type of a failed upsert: [`TableError`] for the Robinhood
+/// `E` is the error type of a failed upsert: [`RobinhoodError`] for the Robinhood
 /// table, [`dlht::DlhtError`] (or anything it converts into) for the DLHT,
 /// [`HostTableError`] for [`HostTable::batch`].
 #[derive(Debug)]
-pub enum Request<'a, E = TableError> {
+pub enum Request<'a, E = RobinhoodError> {
     /// Look `key` up. On a hit `value` holds the value (cleared and refilled;
     /// keep its capacity at the table's `value_bytes_max` to avoid allocating)
     /// and `result` the metadata; on a miss `value` is empty and `result` `None`.

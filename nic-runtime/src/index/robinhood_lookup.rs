@@ -17,7 +17,7 @@
 //!    against [`TORN_RETRIES_MAX`] too).
 //!
 //! Deletes move objects against the reader's direction (Robinhood backward
-//! shift, overflow swap; `host/src/table/robinhood.rs`), which could make a
+//! shift, overflow swap; `host/src/table/robinhood/`), which could make a
 //! present key look absent. So the first read is a two-element vector: the home
 //! segment's move sequence word, then the slots (elements execute in order).
 //! "Absent" also needs a header read after the last slot read that shows the

@@ -3,7 +3,7 @@
 //!
 //! This module is format only: offsets, slot and header encodings, decoders and
 //! the torn-read rule. The Robinhood policy that places objects lives in
-//! `splitkv-host` (`host/src/table/robinhood.rs`).
+//! `splitkv-host` (`host/src/table/robinhood/`).
 //!
 //! # Region layout
 //!
@@ -118,7 +118,7 @@
 //! (Acquire, or an acquire fence between loads). x86 loads are ordered; on a
 //! weakly ordered reader use [`read_acquire`] or an equivalent DMA engine.
 //! Consistency *across* slots (objects moved by Robinhood swaps) is the host's
-//! job; see `host/src/table/robinhood.rs`.
+//! job; see `host/src/table/robinhood/`.
 
 mod config;
 mod header;

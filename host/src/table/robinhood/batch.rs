@@ -1,7 +1,7 @@
 //! Batches of the Robinhood table (Dandelion §6): software prefetch of every
 //! request's probe slots, then the requests in order.
 
-use super::{RobinhoodTable, TableError};
+use super::{RobinhoodError, RobinhoodTable};
 
 use crate::table::Request;
 use splitkv_layout::table::SLOT_INFO_OFFSET;
@@ -68,7 +68,7 @@ impl RobinhoodTable {
     /// ([`RobinhoodTable::prefetch`]), then executes the
     /// requests in slice order and stores each one's result in it. Results and
     /// the final table equal those of issuing the same operations one at a
-    /// time; a failed upsert (its `result` holds the [`TableError`]) does not
+    /// time; a failed upsert (its `result` holds the [`RobinhoodError`]) does not
     /// stop the requests after it.
     ///
     /// Allocation-free as long as each Get's `value` buffer has capacity for the
@@ -83,7 +83,7 @@ impl RobinhoodTable {
     /// into `E` (the host tables' one request type, [`Request`], is generic in
     /// its error: [`crate::table::HostTable::batch`] runs either table's batch
     /// with [`crate::table::HostTableError`]).
-    pub fn apply_batch<E: From<TableError>>(&mut self, reqs: &mut [Request<'_, E>]) {
+    pub fn apply_batch<E: From<RobinhoodError>>(&mut self, reqs: &mut [Request<'_, E>]) {
         let slots = self.prefetch_slots();
         for req in reqs.iter() {
             self.prefetch_slots_of(req.key(), slots);

@@ -2,7 +2,7 @@
 //! its free end back, or the overflow chain when `d_max` would be exceeded.
 
 use super::slots::{is_occupied, write_slot};
-use super::{RobinhoodTable, TableError};
+use super::{RobinhoodError, RobinhoodTable};
 use crate::table::sync::Ordering::{Relaxed, Release};
 use splitkv_layout::table::{
     encode_link, HEADER_COUNT_OFFSET, HEADER_LINK_OFFSET, SLOT_INFO_OFFSET,
@@ -64,13 +64,13 @@ impl RobinhoodTable {
     /// Stores the object in `self.new_words` (home `home`) in its segment's
     /// overflow chain: first free slot of a bucket in the chain, else a fresh
     /// bucket from the pool appended to the chain.
-    pub(super) fn overflow_insert(&mut self, home: usize) -> Result<(), TableError> {
+    pub(super) fn overflow_insert(&mut self, home: usize) -> Result<(), RobinhoodError> {
         let segment = self.layout.segment_of(home);
         let mut tail_header = self.layout.segment_header_offset(segment);
         let mut link = self.segment_link(segment);
         let slot = loop {
             let Some(bucket) = link else {
-                let bucket = self.free_buckets.pop_front().ok_or(TableError::Full)?;
+                let bucket = self.free_buckets.pop_front().ok_or(RobinhoodError::Full)?;
                 // A reader of the bucket's former segment may still be inside
                 // it and would lose its way: warn it through that segment.
                 let former = std::mem::replace(&mut self.bucket_owner[bucket], segment);

@@ -15,7 +15,7 @@
 //!   slots past its home, the main array is left as it is and the *new* object
 //!   goes to the overflow chain of its home segment instead (a free slot of a
 //!   bucket already in the chain, else a bucket from the pool appended to the
-//!   chain; [`TableError::Full`] when the pool is empty). Existing objects thus
+//!   chain; [`RobinhoodError::Full`] when the pool is empty). Existing objects thus
 //!   never move from the main array to a bucket.
 //! * **Delete** (no tombstones): if an overflow object of a nearby segment can
 //!   legally live in the freed slot (its home is in range, at most `d_max`
@@ -31,7 +31,7 @@
 //!   the slot, then frees the object's previous block (if any); a delete frees
 //!   the block after the slot is gone. Swaps, shifts and overflow moves copy
 //!   only the slot (the reference), never the block. No free block:
-//!   [`TableError::ValueHeapFull`], table unchanged.
+//!   [`RobinhoodError::ValueHeapFull`], table unchanged.
 //!
 //! # Concurrent DMA readers
 //!
@@ -104,7 +104,7 @@ use std::collections::VecDeque;
 
 /// Why a table operation failed. A failed operation leaves the table unchanged.
 #[derive(Debug, Clone, thiserror::Error, PartialEq, Eq)]
-pub enum TableError {
+pub enum RobinhoodError {
     /// The value is longer than the table's `value_bytes_max`.
     #[error("value of {len} B exceeds the table's maximum of {max} B")]
     ValueTooLarge {
@@ -132,7 +132,7 @@ pub enum TableError {
 /// Counters of the work the table has done since it was built, for tests and
 /// benchmarks ([`RobinhoodTable::stats`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub struct TableStats {
+pub struct RobinhoodStats {
     /// Existing objects copied one chain step forward by insert swap chains.
     pub moved_by_inserts: u64,
     /// Objects moved one slot back by delete backward shifts.
@@ -165,7 +165,7 @@ pub struct RobinhoodTable {
     /// Largest displacement any object has been placed at in the main array.
     max_displacement_seen: usize,
     /// Work counters.
-    stats: TableStats,
+    stats: RobinhoodStats,
     /// Probe slots [`RobinhoodTable::prefetch`] covers (1 ..= `d_max + 1`), or
     /// `None` to follow the occupancy ([`RobinhoodTable::prefetch_slots`]).
     prefetch_slots: Option<usize>,
@@ -203,8 +203,8 @@ impl RobinhoodTable {
     /// ([`TableLayout::region_bytes`]).
     ///
     /// # Errors
-    /// [`TableError::Layout`] if `config` is invalid.
-    pub fn new(config: &TableConfig) -> Result<RobinhoodTable, TableError> {
+    /// [`RobinhoodError::Layout`] if `config` is invalid.
+    pub fn new(config: &TableConfig) -> Result<RobinhoodTable, RobinhoodError> {
         let layout = TableLayout::new(config)?;
         let region = Region::new(layout.region_bytes());
         let data_words = layout.slot_data_words();
@@ -216,7 +216,7 @@ impl RobinhoodTable {
             free_buckets: (0..layout.buckets()).collect(),
             free_blocks: (0..layout.value_blocks()).collect(),
             max_displacement_seen: 0,
-            stats: TableStats::default(),
+            stats: RobinhoodStats::default(),
             prefetch_slots: None,
             chain: Vec::with_capacity(2 * (layout.d_max() + 1)),
             new_words: Vec::with_capacity(data_words),
@@ -271,7 +271,7 @@ impl RobinhoodTable {
     }
 
     /// Work counters since the table was built.
-    pub fn stats(&self) -> TableStats {
+    pub fn stats(&self) -> RobinhoodStats {
         self.stats
     }
 
@@ -294,11 +294,16 @@ impl RobinhoodTable {
     /// key was new.
     ///
     /// # Errors
-    /// [`TableError::ValueTooLarge`] if `value` exceeds `value_bytes_max`;
-    /// [`TableError::ValueHeapFull`] if `value` must go out of line and no
-    /// block is free; [`TableError::Full`] if a new key fits neither the main
+    /// [`RobinhoodError::ValueTooLarge`] if `value` exceeds `value_bytes_max`;
+    /// [`RobinhoodError::ValueHeapFull`] if `value` must go out of line and no
+    /// block is free; [`RobinhoodError::Full`] if a new key fits neither the main
     /// array nor the overflow pool. The table is unchanged on error.
-    pub fn upsert(&mut self, key: Key, meta: ObjectMeta, value: &[u8]) -> Result<bool, TableError> {
+    pub fn upsert(
+        &mut self,
+        key: Key,
+        meta: ObjectMeta,
+        value: &[u8],
+    ) -> Result<bool, RobinhoodError> {
         self.upsert_with(key, meta, value, false)
             .map(|done| done == Upserted::Inserted)
     }
@@ -317,7 +322,7 @@ impl RobinhoodTable {
         key: Key,
         meta: ObjectMeta,
         value: &[u8],
-    ) -> Result<Upserted, TableError> {
+    ) -> Result<Upserted, RobinhoodError> {
         self.upsert_with(key, meta, value, true)
     }
 
@@ -327,7 +332,7 @@ impl RobinhoodTable {
         meta: ObjectMeta,
         value: &[u8],
         only_if_newer: bool,
-    ) -> Result<Upserted, TableError> {
+    ) -> Result<Upserted, RobinhoodError> {
         let home = self.layout.home_slot(&key);
         let existing = match self.find_main(&key, home) {
             Some(pos) => Some(self.layout.slot_offset(pos)),
@@ -345,7 +350,7 @@ impl RobinhoodTable {
         }
         let max = self.layout.value_bytes_max();
         if value.len() > max {
-            return Err(TableError::ValueTooLarge {
+            return Err(RobinhoodError::ValueTooLarge {
                 len: value.len(),
                 max,
             });
@@ -355,7 +360,7 @@ impl RobinhoodTable {
             let block = self
                 .free_blocks
                 .pop_front()
-                .ok_or(TableError::ValueHeapFull {
+                .ok_or(RobinhoodError::ValueHeapFull {
                     blocks: self.layout.value_blocks(),
                 })?;
             Some(self.write_value_block(block, key, meta, value))
