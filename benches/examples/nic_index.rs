@@ -21,7 +21,7 @@
 //! thread's CPU time per operation (the machine's cores are shared).
 
 use splitkv_bench::measure::thread_cpu_time;
-use splitkv_layout::table::{TableConfig, TableLayout};
+use splitkv_layout::robinhood_layout::{TableConfig, TableLayout};
 use splitkv_layout::{Key, ObjectFlags, ObjectMeta};
 use splitkv_nic::index::{HostTableLayout, NicIndex};
 use std::hint::black_box;

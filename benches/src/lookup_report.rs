@@ -10,7 +10,7 @@
 use rand::{Rng, SeedableRng};
 use rand_xoshiro::Xoshiro256PlusPlus;
 use splitkv_host::table::robinhood::{RobinhoodError, RobinhoodTable};
-use splitkv_layout::table::{TableConfig, D_MAX_LIMIT};
+use splitkv_layout::robinhood_layout::{TableConfig, D_MAX_LIMIT};
 use splitkv_layout::{Key, ObjectFlags, ObjectMeta};
 use splitkv_nic::dma::read_vector;
 use splitkv_nic::index::hints::SegmentHints;

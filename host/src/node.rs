@@ -12,7 +12,7 @@ use crate::client::Client;
 use crate::log::HostWorker;
 use crate::table::{HostTable, HostTableError, TableKind};
 use splitkv_layout::ring::{ring_pair, RingError};
-use splitkv_layout::table::TableConfig;
+use splitkv_layout::robinhood_layout::TableConfig;
 use splitkv_layout::wire::NodeId;
 use splitkv_nic::dma::local::LocalDma;
 use splitkv_nic::net::Transport;

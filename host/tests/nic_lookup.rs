@@ -6,7 +6,7 @@
 use rand::{Rng, SeedableRng};
 use rand_xoshiro::Xoshiro256PlusPlus;
 use splitkv_host::table::robinhood::RobinhoodTable;
-use splitkv_layout::table::{TableConfig, TableLayout};
+use splitkv_layout::robinhood_layout::{TableConfig, TableLayout};
 use splitkv_layout::{Key, ObjectFlags, ObjectMeta, Region};
 use splitkv_nic::dma::read_vector;
 use splitkv_nic::index::hints::SegmentHints;

@@ -3,7 +3,7 @@
 
 use proptest::prelude::*;
 use splitkv_host::table::{RobinhoodError, RobinhoodTable, TableConfig};
-use splitkv_layout::table::{decode_slot, find_in_slots, read_acquire, SlotRead};
+use splitkv_layout::robinhood_layout::{decode_slot, find_in_slots, read_acquire, SlotRead};
 use splitkv_layout::{Key, ObjectFlags, ObjectMeta};
 use std::sync::atomic::{fence, AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};

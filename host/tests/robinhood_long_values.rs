@@ -5,7 +5,7 @@
 
 use proptest::prelude::*;
 use splitkv_host::table::{RobinhoodError, RobinhoodTable, TableConfig};
-use splitkv_layout::table::ROBINHOOD_VALUE_INLINE_BYTES_MAX;
+use splitkv_layout::robinhood_layout::ROBINHOOD_VALUE_INLINE_BYTES_MAX;
 use splitkv_layout::{Key, ObjectFlags, ObjectMeta};
 use splitkv_nic::dma::read_vector;
 use splitkv_nic::index::hints::SegmentHints;

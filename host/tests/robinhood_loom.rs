@@ -35,7 +35,7 @@
 
 use loom::thread;
 use splitkv_host::table::{RobinhoodTable, TableConfig, TableLayout};
-use splitkv_layout::table::{
+use splitkv_layout::robinhood_layout::{
     decode_slot, decode_value_block, find_in_slots, read_acquire, BlockRead, SlotRead, SlotValue,
 };
 use splitkv_layout::{Key, ObjectFlags, ObjectMeta, Region};
@@ -322,7 +322,7 @@ fn long_val(v: u8) -> Vec<u8> {
 /// Copies the words `words` (increasing word indexes) of the `len`-byte record
 /// at `offset` into a zeroed image, in increasing address order with Acquire
 /// loads. A DMA read of a subset of a record's words in address order is still
-/// covered by the seqlock argument of `splitkv_layout::table` (head first, tail
+/// covered by the seqlock argument of `splitkv_layout::robinhood_layout` (head first, tail
 /// last); reading only the words the check needs keeps the model small.
 fn read_words(region: &Region, offset: usize, len: usize, words: &[usize]) -> Vec<u8> {
     let mut image = vec![0u8; len];

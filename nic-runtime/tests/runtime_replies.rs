@@ -4,7 +4,7 @@
 //! reaches the host log.
 
 use splitkv_layout::ring::ring_pair;
-use splitkv_layout::table::{TableConfig, TableLayout};
+use splitkv_layout::robinhood_layout::{TableConfig, TableLayout};
 use splitkv_layout::wire::{
     decode_packet, Body, BodyWriter, Flow, MsgHeader, MsgKind, PacketHeader, ReplyStatus,
 };

@@ -7,7 +7,7 @@
 
 use splitkv_layout::log_record::LogRecords;
 use splitkv_layout::ring::{ring_pair, RingConsumer};
-use splitkv_layout::table::{TableConfig, TableLayout};
+use splitkv_layout::robinhood_layout::{TableConfig, TableLayout};
 use splitkv_layout::wire::{decode_packet, Body, BodyWriter, MsgKind, ReplyStatus};
 use splitkv_layout::{Key, ObjectFlags, ObjectMeta, Region};
 use splitkv_nic::dma::local::LocalDma;

@@ -5,7 +5,7 @@ use super::dlht::dma::DlhtDma;
 use super::dlht::{Dlht, DlhtError, DLHT_VALUE_INLINE_BYTES_MAX};
 use super::robinhood::{RobinhoodError, RobinhoodTable};
 use super::Request;
-use splitkv_layout::table::TableConfig;
+use splitkv_layout::robinhood_layout::TableConfig;
 use splitkv_layout::{Key, ObjectMeta};
 use splitkv_nic::dma::HostMemory;
 use splitkv_nic::index::HostTableLayout;

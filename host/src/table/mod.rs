@@ -1,7 +1,7 @@
 //! The host tables: the data store the NIC runtime reads by DMA.
 //!
 //! - [`robinhood`] is Xenic's Robinhood table (Xenic §4.1.2) laid out in a shared
-//!   [`splitkv_layout::Region`] as `splitkv_layout::table` defines;
+//!   [`splitkv_layout::Region`] as `splitkv_layout::robinhood_layout` defines;
 //! - [`dlht`] is Dandelion's lock-free DLHT (Dandelion §6), laid out as
 //!   `splitkv_layout::dlht_layout` defines.
 //!
@@ -20,7 +20,7 @@ mod sync;
 pub use host_table::{HostTable, HostTableError, TableKind};
 
 pub use robinhood::{RobinhoodError, RobinhoodStats, RobinhoodTable};
-pub use splitkv_layout::table::{TableConfig, TableLayout};
+pub use splitkv_layout::robinhood_layout::{TableConfig, TableLayout};
 
 use splitkv_layout::{Key, ObjectMeta};
 

@@ -40,7 +40,7 @@ use dlht_lookup::DlhtLookup;
 use hints::SegmentHints;
 pub use robinhood_lookup::LookupError;
 use robinhood_lookup::RobinhoodLookup;
-use splitkv_layout::table::TableLayout;
+use splitkv_layout::robinhood_layout::TableLayout;
 use splitkv_layout::{FixedState, Key, ObjectMeta};
 
 /// Which host table a node keeps its data in: the one table-kind enum of
@@ -331,7 +331,7 @@ impl NicIndex {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use splitkv_layout::table::TableConfig;
+    use splitkv_layout::robinhood_layout::TableConfig;
 
     fn index() -> NicIndex {
         NicIndex::new(

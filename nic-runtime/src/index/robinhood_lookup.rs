@@ -30,7 +30,7 @@
 use super::hints::{OverflowHint, SegmentHints};
 use super::Next;
 use crate::dma::DmaRead;
-use splitkv_layout::table::{
+use splitkv_layout::robinhood_layout::{
     decode_value_block, find_in_bucket, BlockRead, SegmentHeader, SlotRead, SlotValue, TableLayout,
     ValueRef, HEADER_BYTES, HEADER_MOVES_OFFSET,
 };

@@ -4,7 +4,7 @@
 use super::{RobinhoodError, RobinhoodTable};
 
 use crate::table::Request;
-use splitkv_layout::table::SLOT_INFO_OFFSET;
+use splitkv_layout::robinhood_layout::SLOT_INFO_OFFSET;
 use splitkv_layout::{Key, ObjectMeta, CACHE_LINE_BYTES};
 
 impl RobinhoodTable {

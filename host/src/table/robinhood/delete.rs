@@ -5,7 +5,7 @@
 use super::slots::{is_occupied, write_slot, EMPTY_SLOT_WORDS};
 use super::RobinhoodTable;
 use crate::table::sync::Ordering::{Relaxed, Release};
-use splitkv_layout::table::{encode_link, HEADER_LINK_OFFSET, SLOT_INFO_OFFSET};
+use splitkv_layout::robinhood_layout::{encode_link, HEADER_LINK_OFFSET, SLOT_INFO_OFFSET};
 
 impl RobinhoodTable {
     // ---- delete ------------------------------------------------------------

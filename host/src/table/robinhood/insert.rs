@@ -4,7 +4,7 @@
 use super::slots::{is_occupied, write_slot};
 use super::{RobinhoodError, RobinhoodTable};
 use crate::table::sync::Ordering::{Relaxed, Release};
-use splitkv_layout::table::{
+use splitkv_layout::robinhood_layout::{
     encode_link, HEADER_COUNT_OFFSET, HEADER_LINK_OFFSET, SLOT_INFO_OFFSET,
 };
 

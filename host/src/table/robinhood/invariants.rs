@@ -2,7 +2,7 @@
 
 use super::RobinhoodTable;
 use crate::table::sync::Ordering::Relaxed;
-use splitkv_layout::table::{
+use splitkv_layout::robinhood_layout::{
     decode_slot_info, encode_slot_info, BLOCK_STATE_USED, HEADER_MOVES_OFFSET, SLOT_INFO_OFFSET,
     SLOT_KEY_ID_OFFSET, SLOT_META_OFFSET, SLOT_VALUE_OFFSET,
 };

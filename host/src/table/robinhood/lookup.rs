@@ -4,7 +4,7 @@
 use super::slots::is_occupied;
 use super::RobinhoodTable;
 use crate::table::sync::Ordering::Relaxed;
-use splitkv_layout::table::SLOT_INFO_OFFSET;
+use splitkv_layout::robinhood_layout::SLOT_INFO_OFFSET;
 use splitkv_layout::Key;
 
 impl RobinhoodTable {

@@ -1,5 +1,5 @@
 //! Xenic's host-side Robinhood hash table (Xenic §4.1.2), stored in a shared
-//! [`Region`] in the layout of [`splitkv_layout::table`], so the NIC runtime can
+//! [`Region`] in the layout of [`splitkv_layout::robinhood_layout`], so the NIC runtime can
 //! look keys up by DMA while the host changes the table.
 //!
 //! # Policy
@@ -25,8 +25,8 @@
 //!   to the overflow chains the same way before it is cleared.
 //!
 //! * **Out-of-line values** (Xenic §4.1.2): a value longer than
-//!   [`ROBINHOOD_VALUE_INLINE_BYTES_MAX`](splitkv_layout::table::ROBINHOOD_VALUE_INLINE_BYTES_MAX) goes to a block of the value heap and the slot
-//!   holds a reference to it (format in [`splitkv_layout::table`]). An upsert
+//!   [`ROBINHOOD_VALUE_INLINE_BYTES_MAX`](splitkv_layout::robinhood_layout::ROBINHOOD_VALUE_INLINE_BYTES_MAX) goes to a block of the value heap and the slot
+//!   holds a reference to it (format in [`splitkv_layout::robinhood_layout`]). An upsert
 //!   takes a block from the FIFO free list, writes it completely, then writes
 //!   the slot, then frees the object's previous block (if any); a delete frees
 //!   the block after the slot is gone. Swaps, shifts and overflow moves copy
@@ -35,7 +35,7 @@
 //!
 //! # Concurrent DMA readers
 //!
-//! Every slot write goes through the slot seqlock of [`splitkv_layout::table`],
+//! Every slot write goes through the slot seqlock of [`splitkv_layout::robinhood_layout`],
 //! so a reader never takes a torn slot for a valid one. Moves *between* slots
 //! need more care, because a reader copies a probe range in increasing address
 //! order while the host rewrites slots one at a time:
@@ -68,7 +68,7 @@
 //!     reader still inside it may then stop its chain walk early.
 //!
 //!   So every segment header carries a **move sequence**
-//!   (`splitkv_layout::table::HEADER_MOVES_OFFSET`): before a delete moves an
+//!   (`splitkv_layout::robinhood_layout::HEADER_MOVES_OFFSET`): before a delete moves an
 //!   object homed in segment `S` (or an insert reuses a bucket that was in
 //!   `S`'s chain), the host makes `S`'s sequence odd; when the operation is
 //!   done, even again. A reader reads the sequence of its key's home segment
@@ -83,7 +83,7 @@
 //!   reader that copied a slot referencing block `b` at sequence `s` may find
 //!   `b` freed and rewritten for another object by the time it reads it; the
 //!   block's seqlock, sequence and key/meta words tell it so
-//!   ([`splitkv_layout::table::decode_value_block`]) and it starts over. The
+//!   ([`splitkv_layout::robinhood_layout::decode_value_block`]) and it starts over. The
 //!   FIFO free list makes that rare: a freed block is reused only after every
 //!   block freed before it.
 
@@ -98,7 +98,7 @@ use slots::write_slot;
 
 use super::Upserted;
 use crate::table::sync::Ordering::Relaxed;
-use splitkv_layout::table::{LayoutError, TableConfig, TableLayout, SLOT_META_OFFSET};
+use splitkv_layout::robinhood_layout::{LayoutError, TableConfig, TableLayout, SLOT_META_OFFSET};
 use splitkv_layout::{Key, ObjectMeta, Region};
 use std::collections::VecDeque;
 
@@ -117,7 +117,7 @@ pub enum RobinhoodError {
     /// bucket pool has no room in the key's segment chain nor a free bucket.
     #[error("table full: displacement limit reached and no overflow bucket free")]
     Full,
-    /// The value is longer than [`ROBINHOOD_VALUE_INLINE_BYTES_MAX`](splitkv_layout::table::ROBINHOOD_VALUE_INLINE_BYTES_MAX) and every block of
+    /// The value is longer than [`ROBINHOOD_VALUE_INLINE_BYTES_MAX`](splitkv_layout::robinhood_layout::ROBINHOOD_VALUE_INLINE_BYTES_MAX) and every block of
     /// the value heap is in use (or the table has no heap: `value_blocks` 0).
     #[error("value heap full: all {blocks} out-of-line value blocks in use")]
     ValueHeapFull {
@@ -259,7 +259,7 @@ impl RobinhoodTable {
     }
 
     /// Value-heap blocks referenced by some slot (objects whose value is
-    /// longer than [`ROBINHOOD_VALUE_INLINE_BYTES_MAX`](splitkv_layout::table::ROBINHOOD_VALUE_INLINE_BYTES_MAX)).
+    /// longer than [`ROBINHOOD_VALUE_INLINE_BYTES_MAX`](splitkv_layout::robinhood_layout::ROBINHOOD_VALUE_INLINE_BYTES_MAX)).
     pub fn value_blocks_in_use(&self) -> usize {
         self.layout.value_blocks() - self.free_blocks.len()
     }

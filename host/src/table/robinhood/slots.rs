@@ -1,12 +1,12 @@
 //! Slot, value-block and header access of the Robinhood table: the seqlocked
-//! writes of `splitkv_layout::table` (Xenic §4.1.2), object reads, and the
+//! writes of `splitkv_layout::robinhood_layout` (Xenic §4.1.2), object reads, and the
 //! segment and bucket header words (chain links, counts, move sequences).
 
 use super::RobinhoodTable;
 
 use crate::table::sync::fence;
 use crate::table::sync::Ordering::{Relaxed, Release};
-use splitkv_layout::table::{
+use splitkv_layout::robinhood_layout::{
     decode_slot_info, encode_slot_info, TableLayout, BLOCK_STATE_USED, HEADER_COUNT_OFFSET,
     HEADER_LINK_OFFSET, HEADER_MOVES_OFFSET, SLOT_FIXED_DATA_WORDS, SLOT_INFO_OFFSET,
     SLOT_KEY_ID_OFFSET, SLOT_META_OFFSET, SLOT_STATE_EMPTY, SLOT_STATE_OCCUPIED,
@@ -19,7 +19,7 @@ pub(super) const EMPTY_SLOT_WORDS: [u64; SLOT_FIXED_DATA_WORDS] = [0; SLOT_FIXED
 
 /// Writes one slot's data words (`data`: info, id, meta, value words; the rest
 /// of the slot keeps its bytes) with the slot seqlock protocol of
-/// `splitkv_layout::table`: `seq_tail ← s+1`, fence, data, fence,
+/// `splitkv_layout::robinhood_layout`: `seq_tail ← s+1`, fence, data, fence,
 /// `seq_tail ← s+2`, `seq_head ← s+2` (Release).
 pub(super) fn write_slot(region: &Region, layout: &TableLayout, offset: usize, data: &[u64]) {
     debug_assert!((SLOT_FIXED_DATA_WORDS..=layout.slot_data_words()).contains(&data.len()));

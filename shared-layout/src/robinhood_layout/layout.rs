@@ -1,5 +1,5 @@
 //! Byte offsets and sizes of one host table region ([`TableLayout`]); the
-//! picture is in the module docs of [`crate::table`].
+//! picture is in the module docs of [`crate::robinhood_layout`].
 
 use super::*;
 use crate::Key;

@@ -1,7 +1,7 @@
 //! Host table layout: arithmetic, slot and header codecs, torn-read detection.
 
 use proptest::prelude::*;
-use splitkv_layout::table::*;
+use splitkv_layout::robinhood_layout::*;
 use splitkv_layout::{DecodeError, Key, ObjectMeta, Region};
 
 fn layout(capacity_keys: usize, value_bytes_max: usize) -> TableLayout {
