@@ -21,9 +21,9 @@
 //! thread's CPU time per operation (the machine's cores are shared).
 
 use splitkv_bench::measure::thread_cpu_time;
-use splitkv_layout::table::{TableConfig, TableLayout};
+use splitkv_layout::robinhood_layout::{TableConfig, TableLayout};
 use splitkv_layout::{Key, ObjectFlags, ObjectMeta};
-use splitkv_nic::index::{HostTableKind, NicIndex};
+use splitkv_nic::index::{HostTableLayout, NicIndex};
 use std::hint::black_box;
 
 const OPS: u64 = 4_000_000;
@@ -56,7 +56,7 @@ fn fill(ix: &mut NicIndex, n: u64) {
 
 /// ns per op of `f` run `OPS` times on a fresh index.
 fn measure(
-    kind: HostTableKind,
+    kind: HostTableLayout,
     cache: usize,
     setup: impl Fn(&mut NicIndex),
     mut f: impl FnMut(&mut NicIndex, &mut Rng, u64),
@@ -94,8 +94,8 @@ fn main() {
     let repeats = <Cli as clap::Parser>::parse().repeats as usize;
     let layout = TableLayout::new(&TableConfig::new(KEYS as usize, 8)).expect("layout");
     for (name, kind) in [
-        ("robinhood", HostTableKind::Robinhood(layout)),
-        ("dlht", HostTableKind::Dlht),
+        ("robinhood", HostTableLayout::Robinhood(layout)),
+        ("dlht", HostTableLayout::Dlht),
     ] {
         let best = |f: &dyn Fn() -> f64| (0..repeats).map(|_| f()).fold(f64::MAX, f64::min);
         let hit = best(&|| {

@@ -2,19 +2,19 @@
 //! NIC lookup in the host Robinhood table at 90% occupancy, for several D_m.
 //!
 //! The table is the real host table and the lookups are the NIC runtime's own
-//! [`Lookup`] state machine (d_i + k, adjacent read, overflow chain), fed by
+//! [`RobinhoodLookup`] state machine (d_i + k, adjacent read, overflow chain), fed by
 //! direct copies of host memory instead of a DMA engine. Hints are either
 //! learned by a warm-up scan (what a NIC that saw every insertion would know)
 //! or learned on the fly from the lookups themselves ("cold").
 
 use rand::{Rng, SeedableRng};
 use rand_xoshiro::Xoshiro256PlusPlus;
-use splitkv_host::table::robinhood::{RobinhoodTable, TableError};
-use splitkv_layout::table::{TableConfig, D_MAX_LIMIT};
+use splitkv_host::table::robinhood::{RobinhoodError, RobinhoodTable};
+use splitkv_layout::robinhood_layout::{TableConfig, D_MAX_LIMIT};
 use splitkv_layout::{Key, ObjectFlags, ObjectMeta};
 use splitkv_nic::dma::read_vector;
 use splitkv_nic::index::hints::SegmentHints;
-use splitkv_nic::index::lookup::Lookup;
+use splitkv_nic::index::robinhood_lookup::RobinhoodLookup;
 use splitkv_nic::index::Next;
 
 /// D_m used for "unlimited" (the layout's upper bound; never reached at 90%).
@@ -64,7 +64,7 @@ pub struct LookupRow {
 pub enum LookupReportError {
     /// The table refused a key.
     #[error("table: {0}")]
-    Table(#[from] TableError),
+    Table(#[from] RobinhoodError),
     /// A lookup missed an inserted key or failed.
     #[error("lookup of {0:?} did not find it: {1}")]
     Lost(Key, String),
@@ -113,7 +113,7 @@ pub fn run(
     }
     let (mut reads, mut slots) = (0u64, 0u64);
     for (i, k) in keys.iter().enumerate() {
-        let (mut l, mut step) = Lookup::start(&layout, &hints, *k);
+        let (mut l, mut step) = RobinhoodLookup::start(&layout, &hints, *k);
         loop {
             match step {
                 Next::Read(v, n) => {

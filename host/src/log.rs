@@ -10,8 +10,9 @@
 //!
 //! Records are applied in table batches (Dandelion §6): a worker drains up to
 //! [`LOG_ENTRIES_PER_ITERATION_MAX`] entries, then hands their records to
-//! [`RobinhoodTable::batch`] [`LOG_RECORDS_PER_BATCH_MAX`] at a time, which
-//! prefetches every record's home slot before applying any, in log order.
+//! [`HostTable::batch`] [`LOG_RECORDS_PER_BATCH_MAX`] at a time, which
+//! prefetches every record's home slots (Robinhood) or bin (DLHT) before
+//! applying any, in log order. The worker does not branch on the table kind.
 //!
 //! The NIC runtime acknowledged every record to its coordinator when it was
 //! appended, so a record the worker cannot apply (the table or its value heap
@@ -21,10 +22,8 @@
 //! acknowledged while unapplied, never a panic). The node's driver reads
 //! [`HostWorker::error`] and stops the node with that message.
 
-use crate::table::dlht::Dlht;
-use crate::table::robinhood::{RobinhoodTable, TableError};
-use crate::table::HostTable;
-use crate::table::{Request, Upserted};
+use crate::table::robinhood::RobinhoodError;
+use crate::table::{HostTable, HostTableError, Request, Upserted};
 use splitkv_layout::host_nic::{HostToNic, LogApplied};
 use splitkv_layout::log_record::{LogRecord, LogRecords};
 use splitkv_layout::ring::{RingConsumer, RingError, RingProducer};
@@ -187,14 +186,12 @@ impl HostWorker {
         }
         let before = self.log.consumed_bytes();
         let work = self.drain();
-        let failed = match &mut self.table {
-            HostTable::Robinhood(t) => {
-                apply_entries(t, &mut self.stats, &self.entries, &self.entry_ends)
-            }
-            HostTable::Dlht(t) => {
-                apply_entries_dlht(t, &mut self.stats, &self.entries, &self.entry_ends)
-            }
-        };
+        let failed = apply_entries(
+            &mut self.table,
+            &mut self.stats,
+            &self.entries,
+            &self.entry_ends,
+        );
         let applied = match failed {
             Ok(()) => self.log.consumed_bytes(),
             Err((entry, e)) => {
@@ -296,15 +293,16 @@ fn for_each_record<'a>(
     Ok(())
 }
 
-/// Applies the records of `entries` to a Robinhood table in table batches of up
-/// to [`LOG_RECORDS_PER_BATCH_MAX`] (see [`for_each_record`]).
+/// Applies the records of `entries` to the table in table batches of up to
+/// [`LOG_RECORDS_PER_BATCH_MAX`] (see [`for_each_record`]): the same code for
+/// either table kind, through [`HostTable::batch`].
 fn apply_entries(
-    table: &mut RobinhoodTable,
+    table: &mut HostTable,
     stats: &mut WorkerStats,
     entries: &[u8],
     entry_ends: &[usize],
 ) -> Result<(), ApplyFailure> {
-    let mut reqs: [Request<'_>; LOG_RECORDS_PER_BATCH_MAX] =
+    let mut reqs: [Request<'_, HostTableError>; LOG_RECORDS_PER_BATCH_MAX] =
         [const { Request::remove(Key::new(0, 0)) }; LOG_RECORDS_PER_BATCH_MAX];
     let mut req_entries = [0usize; LOG_RECORDS_PER_BATCH_MAX];
     let mut n = 0;
@@ -327,9 +325,9 @@ fn apply_entries(
 /// `req_entries[i]`) and counts the outcomes; the first request the table
 /// refused names where applying stopped.
 fn apply_batch(
-    table: &mut RobinhoodTable,
+    table: &mut HostTable,
     stats: &mut WorkerStats,
-    reqs: &mut [Request<'_>],
+    reqs: &mut [Request<'_, HostTableError>],
     req_entries: &[usize],
 ) -> Result<(), ApplyFailure> {
     if reqs.is_empty() {
@@ -345,14 +343,7 @@ fn apply_batch(
             Some(Ok(Upserted::Stale(_))) => stats.stale += 1,
             Some(Ok(_)) => stats.applied += 1,
             Some(Err(e)) => {
-                let e = match e {
-                    TableError::Full => WorkerError::TableFull { key: *key },
-                    e => WorkerError::DoesNotFit {
-                        key: *key,
-                        why: e.to_string(),
-                    },
-                };
-                failed.get_or_insert((entry, e));
+                failed.get_or_insert((entry, refused(*key, e)));
             }
             None => unreachable!("a batch executes every request"),
         }
@@ -360,25 +351,15 @@ fn apply_batch(
     failed.map_or(Ok(()), Err)
 }
 
-/// The DLHT's version of [`apply_entries`]: one [`Dlht::upsert_if_newer`] per
-/// record (a single lookup that checks the version and writes atomically).
-fn apply_entries_dlht(
-    table: &Dlht,
-    stats: &mut WorkerStats,
-    entries: &[u8],
-    entry_ends: &[usize],
-) -> Result<(), ApplyFailure> {
-    for_each_record(stats, entries, entry_ends, |stats, entry, rec| {
-        match table.upsert_if_newer(rec.key, rec.meta, rec.value) {
-            Ok(Upserted::Stale(_)) => stats.stale += 1,
-            Ok(_) => stats.applied += 1,
-            Err(e) => {
-                let why = e.to_string();
-                return Err((entry, WorkerError::DoesNotFit { key: rec.key, why }));
-            }
-        }
-        Ok(())
-    })
+/// The [`WorkerError`] for a record of `key` the table refused with `e`.
+fn refused(key: Key, e: &HostTableError) -> WorkerError {
+    match e {
+        HostTableError::Robinhood(RobinhoodError::Full) => WorkerError::TableFull { key },
+        e => WorkerError::DoesNotFit {
+            key,
+            why: e.to_string(),
+        },
+    }
 }
 
 impl Component for HostWorker {

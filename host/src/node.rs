@@ -16,8 +16,8 @@ use crate::client::Client;
 use crate::log::HostWorker;
 use crate::table::{HostTable, HostTableError, TableKind};
 use splitkv_layout::ring::{ring_pair, RingError};
-use splitkv_layout::table::TableConfig;
-use splitkv_layout::wire::{NodeId, WIRE_VALUE_BYTES_MAX};
+use splitkv_layout::robinhood_layout::TableConfig;
+use splitkv_layout::wire::NodeId;
 use splitkv_nic::dma::local::LocalDma;
 use splitkv_nic::net::Transport;
 use splitkv_nic::runtime::CLIENTS_PER_NODE_MAX;
@@ -25,11 +25,9 @@ use splitkv_nic::{
     ClientPorts, HostPorts, Nanos, NicParts, NicRuntime, Placement, ProcedureRegistry,
 };
 
-/// Largest value a node may be configured for: what one wire item carries
-/// ([`WIRE_VALUE_BYTES_MAX`]). The Robinhood table keeps values over 256 B out
-/// of line (Xenic §4.1.2); the DLHT has its own, lower limit
-/// ([`HostTableError::DlhtValueSize`]).
-pub const NODE_VALUE_BYTES_MAX: usize = WIRE_VALUE_BYTES_MAX;
+/// Largest value a node may be configured for: the object value limit
+/// [`splitkv_layout::VALUE_BYTES_MAX`] (re-exported under this name).
+pub use splitkv_layout::VALUE_BYTES_MAX as NODE_VALUE_BYTES_MAX;
 
 /// How to build one node.
 #[derive(Debug, Clone)]

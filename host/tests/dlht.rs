@@ -9,7 +9,8 @@ use std::sync::Arc;
 
 use proptest::prelude::*;
 use splitkv_host::table::dlht::{
-    Dlht, DlhtConfig, DlhtError, Request, TABLE_ID_MAX, VALUE_BYTES_MAX, VALUE_INLINE_BYTES_MAX,
+    Dlht, DlhtConfig, DlhtError, Request, DLHT_VALUE_BYTES_MAX, DLHT_VALUE_INLINE_BYTES_MAX,
+    TABLE_ID_MAX,
 };
 use splitkv_host::table::Upserted;
 use splitkv_layout::dlht_layout::{
@@ -73,8 +74,8 @@ fn key() -> impl Strategy<Value = Key> {
 
 fn value() -> impl Strategy<Value = Vec<u8>> {
     prop_oneof![
-        6 => prop::collection::vec(any::<u8>(), 0..=VALUE_INLINE_BYTES_MAX),
-        3 => prop::collection::vec(any::<u8>(), VALUE_INLINE_BYTES_MAX + 1..=48),
+        6 => prop::collection::vec(any::<u8>(), 0..=DLHT_VALUE_INLINE_BYTES_MAX),
+        3 => prop::collection::vec(any::<u8>(), DLHT_VALUE_INLINE_BYTES_MAX + 1..=48),
         1 => prop::collection::vec(any::<u8>(), 200..=600),
     ]
 }
@@ -216,6 +217,68 @@ proptest! {
     }
 }
 
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(64))]
+
+    /// The host tables' shared batch type through the DLHT (the host log
+    /// worker's path): results and final contents equal single operations.
+    #[test]
+    fn apply_batch_agrees_with_single_ops(
+        pre in prop::collection::vec(op(), 0..100),
+        batch in prop::collection::vec(op(), 1..70),
+    ) {
+        use splitkv_host::table::Request as TableRequest;
+        let a = Dlht::with_capacity(4);
+        let b = Dlht::with_capacity(4);
+        let mut model = Model::new();
+        for op in &pre {
+            apply(&a, &mut model.clone(), op);
+            apply(&b, &mut model, op);
+        }
+        let gets = batch.iter().filter(|op| matches!(op, Op::Get(_))).count();
+        let mut bufs = vec![Vec::new(); gets];
+        let mut bufs = bufs.iter_mut();
+        let mut reqs: Vec<TableRequest<'_, DlhtError>> = batch
+            .iter()
+            .filter_map(|op| match op {
+                Op::Upsert(k, v) => Some(TableRequest::upsert(*k, meta_for(v), v)),
+                Op::UpsertIfNewer(k, v, ver) => Some(TableRequest::upsert_if_newer(
+                    *k,
+                    ObjectMeta::new(*ver, ObjectFlags::READABLE),
+                    v,
+                )),
+                Op::Remove(k) => Some(TableRequest::remove(*k)),
+                Op::Get(k) => Some(TableRequest::get(*k, bufs.next().unwrap())),
+                _ => None,
+            })
+            .collect();
+        a.apply_batch(&mut reqs);
+        for r in &reqs {
+            match r {
+                TableRequest::Get { key, value, result } => {
+                    let mut out = Vec::new();
+                    prop_assert_eq!(*result, b.get(key, &mut out));
+                    prop_assert_eq!(&**value, &out);
+                }
+                TableRequest::Upsert { key, meta, value, only_if_newer, result } => {
+                    let single = if *only_if_newer {
+                        b.upsert_if_newer(*key, *meta, value)
+                    } else {
+                        b.upsert(*key, *meta, value).map(|inserted| match inserted {
+                            true => Upserted::Inserted,
+                            false => Upserted::Updated,
+                        })
+                    };
+                    prop_assert_eq!(result.clone(), Some(single));
+                }
+                TableRequest::Remove { key, result } => prop_assert_eq!(*result, b.remove(key)),
+            }
+        }
+        prop_assert_eq!(contents(&a), contents(&b));
+        prop_assert_eq!(a.len(), b.len());
+    }
+}
+
 // ---------------------------------------------------------------------------
 // Bounds, errors, layout.
 
@@ -235,7 +298,7 @@ fn upsert_if_newer_applies_only_newer_versions() {
         Ok(Upserted::Stale(m(5)))
     );
     // A stale write is not an error even with a value the table refuses.
-    let huge = vec![0u8; VALUE_BYTES_MAX + 1];
+    let huge = vec![0u8; DLHT_VALUE_BYTES_MAX + 1];
     assert_eq!(t.upsert_if_newer(k, m(3), &huge), Ok(Upserted::Stale(m(5))));
     assert_eq!(t.get(&k, &mut out), Some(m(5)));
     assert_eq!(out, b"five");
@@ -304,15 +367,15 @@ fn table_is_send_and_sync() {
 fn typed_errors_at_the_bounds() {
     let t = Dlht::with_capacity(8);
     let m = ObjectMeta::new(1, ObjectFlags::empty());
-    let big = vec![7u8; VALUE_BYTES_MAX + 1];
+    let big = vec![7u8; DLHT_VALUE_BYTES_MAX + 1];
     assert_eq!(
         t.insert(Key::new(0, 1), m, &big),
         Err(DlhtError::ValueTooLarge {
-            len: VALUE_BYTES_MAX + 1,
-            max: VALUE_BYTES_MAX
+            len: DLHT_VALUE_BYTES_MAX + 1,
+            max: DLHT_VALUE_BYTES_MAX
         })
     );
-    let max = vec![7u8; VALUE_BYTES_MAX];
+    let max = vec![7u8; DLHT_VALUE_BYTES_MAX];
     assert_eq!(t.insert(Key::new(0, 1), m, &max), Ok(true));
     let mut out = Vec::new();
     assert_eq!(t.get(&Key::new(0, 1), &mut out), Some(m));

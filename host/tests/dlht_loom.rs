@@ -5,7 +5,7 @@
 //!
 //! Not part of the default tests: run `scripts/loom` (it builds with
 //! `RUSTFLAGS="--cfg loom"`, which swaps the table's atomics for loom's via
-//! `host/src/table/dlht/sync.rs`). Every table here has one bin (two slots plus
+//! `host/src/table/sync.rs`, a re-export of `splitkv_layout::sync`). Every table here has one bin (two slots plus
 //! link buckets), so all keys share a chain and a header.
 #![cfg(loom)]
 
@@ -14,8 +14,7 @@ use loom::thread;
 use splitkv_host::table::dlht::{Dlht, DlhtConfig};
 use splitkv_layout::{Key, ObjectFlags, ObjectMeta};
 
-mod loom_support;
-use loom_support::model;
+use splitkv_layout::sync::model;
 
 /// Metadata whose version is the value's first byte, so a reader can tell a
 /// torn (meta, value) pair.

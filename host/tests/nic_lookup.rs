@@ -6,11 +6,11 @@
 use rand::{Rng, SeedableRng};
 use rand_xoshiro::Xoshiro256PlusPlus;
 use splitkv_host::table::robinhood::RobinhoodTable;
-use splitkv_layout::table::{TableConfig, TableLayout};
+use splitkv_layout::robinhood_layout::{TableConfig, TableLayout};
 use splitkv_layout::{Key, ObjectFlags, ObjectMeta, Region};
 use splitkv_nic::dma::read_vector;
 use splitkv_nic::index::hints::SegmentHints;
-use splitkv_nic::index::lookup::Lookup;
+use splitkv_nic::index::robinhood_lookup::RobinhoodLookup;
 use splitkv_nic::index::Next;
 
 /// Looks `key` up; returns (found, DMA reads).
@@ -26,7 +26,7 @@ fn lookup_in(
     hints: &mut SegmentHints,
     key: Key,
 ) -> (Option<Vec<u8>>, u32) {
-    let (mut l, mut step) = Lookup::start(layout, hints, key);
+    let (mut l, mut step) = RobinhoodLookup::start(layout, hints, key);
     let mut buf = Vec::new();
     loop {
         match step {
@@ -141,7 +141,7 @@ fn lookups_follow_deletes_and_reinserts() {
 /// bucket reuse) around a set of keys it never touches, while this thread
 /// looks those keys up the NIC's way: every lookup must find its key, with its
 /// value. This is a stress test, so it is probabilistic: with the
-/// move-sequence check of `Lookup` disabled (`absent_if_unmoved` always
+/// move-sequence check of `RobinhoodLookup` disabled (`absent_if_unmoved` always
 /// answering absent) it failed in 1 of 4 runs and in 1 of 3 shorter ones. The
 /// loom model in `robinhood_loom.rs` checks the same race exhaustively.
 #[test]
@@ -268,7 +268,7 @@ fn a_reused_block_restarts_the_lookup() {
     let meta = |v| ObjectMeta::new(v, ObjectFlags::empty());
     table.upsert(k, meta(1), &[1u8; 600]).unwrap();
     let mut hints = SegmentHints::new(&layout);
-    let (mut l, step) = Lookup::start(&layout, &hints, k);
+    let (mut l, step) = RobinhoodLookup::start(&layout, &hints, k);
     let region = table.region().clone();
     // One DMA vector: its elements in order, into one buffer.
     let read = |step: Next<'_>| -> Vec<u8> {

@@ -2,8 +2,8 @@
 //! limit and overflow pool, error paths, and a concurrent DMA-style reader.
 
 use proptest::prelude::*;
-use splitkv_host::table::{RobinhoodTable, TableConfig, TableError};
-use splitkv_layout::table::{decode_slot, find_in_slots, read_acquire, SlotRead};
+use splitkv_host::table::{RobinhoodError, RobinhoodTable, TableConfig};
+use splitkv_layout::robinhood_layout::{decode_slot, find_in_slots, read_acquire, SlotRead};
 use splitkv_layout::{Key, ObjectFlags, ObjectMeta};
 use std::sync::atomic::{fence, AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -88,7 +88,7 @@ fn apply(
             if len > config.value_bytes_max {
                 assert_eq!(
                     result,
-                    Err(TableError::ValueTooLarge {
+                    Err(RobinhoodError::ValueTooLarge {
                         len,
                         max: config.value_bytes_max
                     })
@@ -100,7 +100,7 @@ fn apply(
                     assert_eq!(inserted, !exists);
                     model.insert(k, (meta.0, value));
                 }
-                Err(TableError::Full) => assert!(!exists, "update of a present key failed"),
+                Err(RobinhoodError::Full) => assert!(!exists, "update of a present key failed"),
                 Err(e) => panic!("{e}"),
             }
         }
@@ -203,7 +203,7 @@ fn fills_until_full_without_losing_anything() {
                 Ok(true) => {
                     model.insert(k, (id, id.to_le_bytes().to_vec()));
                 }
-                Err(TableError::Full) => break k,
+                Err(RobinhoodError::Full) => break k,
                 other => panic!("{other:?}"),
             }
             id += 1;
@@ -241,7 +241,7 @@ fn value_too_large_leaves_table_unchanged() {
             .unwrap();
         model.insert(key(id), (id, vec![id as u8; 16]));
     }
-    let too_large = TableError::ValueTooLarge { len: 17, max: 16 };
+    let too_large = RobinhoodError::ValueTooLarge { len: 17, max: 16 };
     assert_eq!(
         table.upsert(key(3), ObjectMeta(99), &[0; 17]),
         Err(too_large.clone())
@@ -253,7 +253,7 @@ fn value_too_large_leaves_table_unchanged() {
     assert_agrees(&table, &model, [key(500)]);
     assert!(matches!(
         RobinhoodTable::new(&TableConfig::new(0, 8)),
-        Err(TableError::Layout(_))
+        Err(RobinhoodError::Layout(_))
     ));
 }
 
@@ -294,7 +294,7 @@ fn versioned_value(version: u64) -> [u8; 24] {
 /// (the writer's "grow" phases) it must find every key that was present when
 /// the phase began, or report `Torn`: insert swap chains are written from the
 /// free end. In "shrink" phases (deletes: backward shift, overflow swap) a miss
-/// is allowed, as documented in `host/src/table/robinhood.rs`.
+/// is allowed, as documented in `host/src/table/robinhood/`.
 #[test]
 fn concurrent_reader_never_misses_a_present_key() {
     // The writer runs at least ROUNDS_MIN grow/shrink rounds, and more (up to
@@ -409,7 +409,7 @@ fn concurrent_reader_never_misses_a_present_key() {
             let key = Key::new(1, next() % 1000);
             match upsert(&mut table, key) {
                 Ok(true) => present.push(key),
-                Ok(false) | Err(TableError::Full) => {}
+                Ok(false) | Err(RobinhoodError::Full) => {}
                 Err(e) => panic!("{e}"),
             }
             // Updates of present keys, to catch torn values.

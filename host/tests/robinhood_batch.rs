@@ -4,7 +4,7 @@
 //! that touch one key several times.
 
 use proptest::prelude::*;
-use splitkv_host::table::{Request, RobinhoodTable, TableConfig, TableError, Upserted};
+use splitkv_host::table::{Request, RobinhoodError, RobinhoodTable, TableConfig, Upserted};
 use splitkv_layout::{Key, ObjectFlags, ObjectMeta};
 use std::collections::HashMap;
 
@@ -67,7 +67,7 @@ fn config_strategy() -> impl Strategy<Value = TableConfig> {
 #[derive(Debug, Clone, PartialEq, Eq)]
 enum Outcome {
     Got(Option<ObjectMeta>, Vec<u8>),
-    Upserted(Result<Upserted, TableError>),
+    Upserted(Result<Upserted, RobinhoodError>),
     Removed(bool),
 }
 
@@ -204,7 +204,7 @@ fn errors_are_per_request() {
         matches!(
             reqs[0],
             Request::Upsert {
-                result: Some(Err(TableError::ValueTooLarge { len: 9, max: 8 })),
+                result: Some(Err(RobinhoodError::ValueTooLarge { len: 9, max: 8 })),
                 ..
             }
         ),
@@ -229,7 +229,7 @@ fn errors_are_per_request() {
             matches!(
                 r,
                 Request::Upsert {
-                    result: Some(Err(TableError::Full)),
+                    result: Some(Err(RobinhoodError::Full)),
                     ..
                 }
             )

@@ -4,13 +4,13 @@
 //! that follows slot references while the host rewrites and reuses blocks.
 
 use proptest::prelude::*;
-use splitkv_host::table::{RobinhoodTable, TableConfig, TableError};
-use splitkv_layout::table::VALUE_INLINE_BYTES_MAX;
+use splitkv_host::table::{RobinhoodError, RobinhoodTable, TableConfig};
+use splitkv_layout::robinhood_layout::ROBINHOOD_VALUE_INLINE_BYTES_MAX;
 use splitkv_layout::{Key, ObjectFlags, ObjectMeta};
 use splitkv_nic::dma::read_vector;
 use splitkv_nic::index::hints::SegmentHints;
-use splitkv_nic::index::lookup::{Lookup, LookupError};
 use splitkv_nic::index::Next;
+use splitkv_nic::index::{robinhood_lookup::RobinhoodLookup, LookupError};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 
@@ -20,7 +20,7 @@ use robinhood_support::{assert_for_each_agrees, assert_gets_agree, key, Model};
 fn long_in(model: &Model) -> usize {
     model
         .values()
-        .filter(|(_, v)| v.len() > VALUE_INLINE_BYTES_MAX)
+        .filter(|(_, v)| v.len() > ROBINHOOD_VALUE_INLINE_BYTES_MAX)
         .count()
 }
 
@@ -103,24 +103,24 @@ fn apply(table: &mut RobinhoodTable, model: &mut Model, config: &TableConfig, op
             let result = table.upsert(k, meta, &value);
             if len > config.value_bytes_max {
                 let max = config.value_bytes_max;
-                assert_eq!(result, Err(TableError::ValueTooLarge { len, max }));
+                assert_eq!(result, Err(RobinhoodError::ValueTooLarge { len, max }));
                 return;
             }
             let blocks = table.layout().value_blocks();
             // A long value needs a fresh block even to replace a long one: the
             // old block is freed only after the slot points to the new one.
-            let heap_full = len > VALUE_INLINE_BYTES_MAX && long_in(model) == blocks;
+            let heap_full = len > ROBINHOOD_VALUE_INLINE_BYTES_MAX && long_in(model) == blocks;
             match result {
                 Ok(inserted) => {
                     assert!(!heap_full, "a long value was stored in a full heap");
                     assert_eq!(inserted, !exists);
                     model.insert(k, (meta.0, value));
                 }
-                Err(TableError::ValueHeapFull { blocks: b }) => {
+                Err(RobinhoodError::ValueHeapFull { blocks: b }) => {
                     assert!(heap_full, "heap reported full with blocks free");
                     assert_eq!(b, blocks);
                 }
-                Err(TableError::Full) => {
+                Err(RobinhoodError::Full) => {
                     assert!(!heap_full && !exists, "update of a present key failed")
                 }
                 Err(e) => panic!("{e}"),
@@ -194,7 +194,7 @@ fn heap_full_leaves_the_table_unchanged_and_frees_on_shrink() {
     let long = [7u8; 1000];
     table.upsert(key(1), ObjectMeta(1), &long).unwrap();
     table.upsert(key(2), ObjectMeta(1), &long).unwrap();
-    let full = Err(TableError::ValueHeapFull { blocks: 2 });
+    let full = Err(RobinhoodError::ValueHeapFull { blocks: 2 });
     assert_eq!(table.upsert(key(3), ObjectMeta(1), &long), full);
     // Replacing a long value with a long value also needs a free block.
     assert_eq!(table.upsert(key(1), ObjectMeta(2), &long[..500]), full);
@@ -210,7 +210,7 @@ fn heap_full_leaves_the_table_unchanged_and_frees_on_shrink() {
     table.check_invariants().unwrap();
     assert_eq!(
         table.upsert(key(4), ObjectMeta(1), &[0u8; 1025]),
-        Err(TableError::ValueTooLarge {
+        Err(RobinhoodError::ValueTooLarge {
             len: 1025,
             max: 1024
         })
@@ -270,7 +270,7 @@ fn concurrent_nic_reader_never_returns_a_torn_or_wrong_version_value() {
             while !done.load(Ordering::Acquire) {
                 let id = n % KEYS;
                 n += 1;
-                let (mut l, mut step) = Lookup::start(&layout, &hints, key(id));
+                let (mut l, mut step) = RobinhoodLookup::start(&layout, &hints, key(id));
                 let (meta, value) = loop {
                     match step {
                         Next::Read(v, n) => {
@@ -298,7 +298,7 @@ fn concurrent_nic_reader_never_returns_a_torn_or_wrong_version_value() {
                 );
                 assert!(ver >= last[id as usize], "version went backwards");
                 last[id as usize] = ver;
-                long += (value.len() > VALUE_INLINE_BYTES_MAX) as u64;
+                long += (value.len() > ROBINHOOD_VALUE_INLINE_BYTES_MAX) as u64;
                 // Main read, block read: more means a block was reused under us.
                 restarts += (l.reads > 2) as u64;
                 lookups.store(n, Ordering::Relaxed);
@@ -367,7 +367,7 @@ fn batches_with_long_values_match_one_at_a_time() {
     assert!(
         singles
             .iter()
-            .any(|r| matches!(r, Err(TableError::ValueHeapFull { blocks: 3 }))),
+            .any(|r| matches!(r, Err(RobinhoodError::ValueHeapFull { blocks: 3 }))),
         "the heap filled up: {singles:?}"
     );
     assert!(matches!(reqs[8], Request::Remove { result: true, .. }));
@@ -380,7 +380,7 @@ fn batches_with_long_values_match_one_at_a_time() {
     }
     // Blocks went to requests 1, 2 and 4; the long updates 6 and 7 found the
     // heap full and left their keys as they were.
-    assert_eq!(singles[7], Err(TableError::ValueHeapFull { blocks: 3 }));
+    assert_eq!(singles[7], Err(RobinhoodError::ValueHeapFull { blocks: 3 }));
     assert_eq!(one.get(&key(2), &mut v), Some(ObjectMeta(2)));
     assert_eq!(v, values[2]);
     one.check_invariants().unwrap();

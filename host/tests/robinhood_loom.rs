@@ -3,7 +3,7 @@
 //! range word by word in increasing address order with
 //! [`read_acquire`] and decodes it with [`find_in_slots`], as the NIC runtime
 //! does. The host writes only with the slot seqlock and the DMA-consistent
-//! swap order described in `host/src/table/robinhood.rs`.
+//! swap order described in `host/src/table/robinhood/`.
 //!
 //! * [`insert_swap_never_hides_the_displaced_key`]: an insert that displaces
 //!   an existing key one slot forward; a reader of that key finds it intact or
@@ -16,7 +16,7 @@
 //!   the reader sees the old or the new object whole, or `Torn`.
 //! * [`delete_shift_never_hides_a_key_from_a_checked_reader`]: a delete whose
 //!   backward shift moves a key one slot down, racing the NIC's own
-//!   [`Lookup`] state machine, which checks the segment's move sequence: it
+//!   [`RobinhoodLookup`] state machine, which checks the segment's move sequence: it
 //!   finds the key or starts over, never reports it absent. Its non-vacuity
 //!   partner [`delete_shift_can_hide_a_key_from_an_unchecked_reader`] shows a
 //!   reader without that check does miss the key in some execution.
@@ -35,17 +35,16 @@
 
 use loom::thread;
 use splitkv_host::table::{RobinhoodTable, TableConfig, TableLayout};
-use splitkv_layout::table::{
+use splitkv_layout::robinhood_layout::{
     decode_slot, decode_value_block, find_in_slots, read_acquire, BlockRead, SlotRead, SlotValue,
 };
 use splitkv_layout::{Key, ObjectFlags, ObjectMeta, Region};
 use splitkv_nic::index::hints::SegmentHints;
-use splitkv_nic::index::lookup::Lookup;
+use splitkv_nic::index::robinhood_lookup::RobinhoodLookup;
 use splitkv_nic::index::Next;
 use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
 
-mod loom_support;
-use loom_support::model;
+use splitkv_layout::sync::model;
 
 /// 7 keys → 8 home slots; one segment; no overflow buckets.
 fn config() -> TableConfig {
@@ -222,13 +221,13 @@ fn update_is_atomic_for_a_dma_reader() {
     });
 }
 
-/// What one attempt of the NIC's [`Lookup`] of `key` saw: it stops when the
+/// What one attempt of the NIC's [`RobinhoodLookup`] of `key` saw: it stops when the
 /// lookup asks for a third DMA vector, which only a restart (moved objects) or
 /// a torn-slot retry needs; the undisturbed paths take at most two (probe with
 /// move sequence, then segment header).
 fn nic_lookup_once(layout: &TableLayout, region: &Region, key: Key) -> Seen {
     let mut hints = SegmentHints::new(layout);
-    let (mut l, mut step) = Lookup::start(layout, &hints, key);
+    let (mut l, mut step) = RobinhoodLookup::start(layout, &hints, key);
     let mut buf = Vec::new();
     loop {
         match step {
@@ -323,7 +322,7 @@ fn long_val(v: u8) -> Vec<u8> {
 /// Copies the words `words` (increasing word indexes) of the `len`-byte record
 /// at `offset` into a zeroed image, in increasing address order with Acquire
 /// loads. A DMA read of a subset of a record's words in address order is still
-/// covered by the seqlock argument of `splitkv_layout::table` (head first, tail
+/// covered by the seqlock argument of `splitkv_layout::robinhood_layout` (head first, tail
 /// last); reading only the words the check needs keeps the model small.
 fn read_words(region: &Region, offset: usize, len: usize, words: &[usize]) -> Vec<u8> {
     let mut image = vec![0u8; len];
@@ -334,7 +333,7 @@ fn read_words(region: &Region, offset: usize, len: usize, words: &[usize]) -> Ve
 }
 
 /// Reads `key`'s home slot, then the block it references, like
-/// `splitkv_nic::index::lookup` (which reads `d_i + k` whole slots and the
+/// `splitkv_nic::index::robinhood_lookup` (which reads `d_i + k` whole slots and the
 /// whole block). Of the slot it copies the sequence, info, key, meta and
 /// reference words; of the block the sequence and header words and the first
 /// and last value word, and checks that both value words are the version's.

@@ -10,7 +10,7 @@
 pub mod clients;
 
 use crate::dma::DmaEngine;
-use crate::index::HostTableKind;
+use crate::index::HostTableLayout;
 use crate::index::NicIndex;
 use crate::net::batch::{BatchStats, Batcher};
 use crate::net::Transport;
@@ -92,7 +92,7 @@ pub struct NicParts {
     /// Placement of keys.
     pub placement: Placement,
     /// The host table the DMA engine reads.
-    pub table: HostTableKind,
+    pub table: HostTableLayout,
     /// Largest value the host table stores (bytes).
     pub value_bytes_max: usize,
     /// Registered procedures.

@@ -4,13 +4,13 @@
 //! reaches the host log.
 
 use splitkv_layout::ring::ring_pair;
-use splitkv_layout::table::{TableConfig, TableLayout};
+use splitkv_layout::robinhood_layout::{TableConfig, TableLayout};
 use splitkv_layout::wire::{
     decode_packet, Body, BodyWriter, Flow, MsgHeader, MsgKind, PacketHeader, ReplyStatus,
 };
 use splitkv_layout::{Key, ObjectMeta, Region};
 use splitkv_nic::dma::local::LocalDma;
-use splitkv_nic::index::HostTableKind;
+use splitkv_nic::index::HostTableLayout;
 use splitkv_nic::net::mem::mem_network;
 use splitkv_nic::net::{OutPacket, Transport};
 use splitkv_nic::{HostPorts, NicParts, NicRuntime, Placement, ProcedureRegistry};
@@ -60,7 +60,7 @@ fn an_oversized_log_is_answered_not_dropped() {
     let mut nic = NicRuntime::new(NicParts {
         node: 0,
         placement: Placement::new(2, 1).unwrap(),
-        table: HostTableKind::Robinhood(layout),
+        table: HostTableLayout::Robinhood(layout),
         value_bytes_max: VALUE_BYTES_MAX,
         procedures: ProcedureRegistry::new(),
         dma: Box::new(dma),

@@ -7,12 +7,12 @@
 
 use splitkv_layout::log_record::LogRecords;
 use splitkv_layout::ring::{ring_pair, RingConsumer};
-use splitkv_layout::table::{TableConfig, TableLayout};
+use splitkv_layout::robinhood_layout::{TableConfig, TableLayout};
 use splitkv_layout::wire::{decode_packet, Body, BodyWriter, MsgKind, ReplyStatus};
 use splitkv_layout::{Key, ObjectFlags, ObjectMeta, Region};
 use splitkv_nic::dma::local::LocalDma;
 use splitkv_nic::dma::{DmaCompletion, DmaEngine, DmaError, DmaRead, HostMemoryError};
-use splitkv_nic::index::{HostTableKind, NicIndex};
+use splitkv_nic::index::{HostTableLayout, NicIndex};
 use splitkv_nic::net::batch::Batcher;
 use splitkv_nic::protocol::server::{Server, SERVER_OPS_MAX};
 use splitkv_nic::protocol::Io;
@@ -56,7 +56,7 @@ fn rig_with(dma: Box<dyn DmaEngine>, log: Option<RingConsumer>, value_bytes_max:
             dma,
             w: BodyWriter::new(),
         },
-        index: NicIndex::new(HostTableKind::Robinhood(layout()), 64, 1),
+        index: NicIndex::new(HostTableLayout::Robinhood(layout()), 64, 1),
         server: Server::new(),
         log,
     }

@@ -18,11 +18,39 @@ pub mod log_record;
 pub mod meta;
 pub mod region;
 pub mod ring;
+pub mod robinhood_layout;
 pub mod sync;
-pub mod table;
 pub mod wire;
+
+/// The Robinhood table's layout under its former name, kept so that code
+/// written against `splitkv_layout::table` (the host fuzz targets) builds
+/// until it moves to [`robinhood_layout`].
+#[doc(hidden)]
+pub use robinhood_layout as table;
 
 pub use error::{DecodeError, Reader};
 pub use key::{FixedHasher, FixedState, Key, KEY_BYTES};
 pub use meta::{ObjectFlags, ObjectMeta, VERSION_MAX};
 pub use region::{Region, RegionError, CACHE_LINE_BYTES};
+
+/// Largest value of an object, in bytes: what one wire item
+/// ([`wire::Item`]), one host log record ([`log_record::LogRecord`]) and a
+/// node's table (its configured `value_bytes_max`) carry. The one constant for
+/// this limit; the tables' own format limits are larger and named per table
+/// ([`robinhood_layout::ROBINHOOD_VALUE_BYTES_MAX`], [`dlht_layout::DLHT_VALUE_BYTES_MAX`]),
+/// and so are the values each table keeps inline
+/// ([`robinhood_layout::ROBINHOOD_VALUE_INLINE_BYTES_MAX`],
+/// [`dlht_layout::DLHT_VALUE_INLINE_BYTES_MAX`]).
+pub const VALUE_BYTES_MAX: usize = 1024;
+
+// Every table can hold every value a node may carry, and a value's length
+// fits the wire item's `u16` length field.
+const _: () = assert!(VALUE_BYTES_MAX <= robinhood_layout::ROBINHOOD_VALUE_BYTES_MAX);
+const _: () = assert!(VALUE_BYTES_MAX <= dlht_layout::DLHT_VALUE_BYTES_MAX);
+const _: () = assert!(VALUE_BYTES_MAX <= u16::MAX as usize);
+// Each table's inline limit is below the largest value it holds.
+const _: () = assert!(
+    robinhood_layout::ROBINHOOD_VALUE_INLINE_BYTES_MAX
+        < robinhood_layout::ROBINHOOD_VALUE_BYTES_MAX
+);
+const _: () = assert!(dlht_layout::DLHT_VALUE_INLINE_BYTES_MAX < dlht_layout::DLHT_VALUE_BYTES_MAX);

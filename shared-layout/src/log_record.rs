@@ -15,7 +15,7 @@
 //! | key ([`Key`], `table: u32`, `id: u64`) | 12 |
 //! | meta ([`ObjectMeta`] word) | 8 |
 //! | `value_len: u32` | 4 |
-//! | value | `value_len` ≤ [`LOG_VALUE_BYTES_MAX`] |
+//! | value | `value_len` ≤ [`VALUE_BYTES_MAX`] |
 //!
 //! The meta word is carried verbatim: every `u64` is a valid [`ObjectMeta`], and
 //! which flags an applier keeps (LOCKED never reaches the host table) is policy
@@ -25,15 +25,13 @@ use crate::error::{DecodeError, Reader};
 use crate::key::{Key, KEY_BYTES};
 use crate::meta::ObjectMeta;
 use crate::ring::RING_ENTRY_BYTES_MAX;
-
-/// Largest value carried by one record, in bytes.
-pub const LOG_VALUE_BYTES_MAX: usize = 4096;
+use crate::VALUE_BYTES_MAX;
 
 /// Encoded bytes of a record without its value.
 pub const LOG_RECORD_HEADER_BYTES: usize = 1 + 8 + KEY_BYTES + 8 + 4;
 
 /// Largest encoded record, in bytes.
-pub const LOG_RECORD_BYTES_MAX: usize = LOG_RECORD_HEADER_BYTES + LOG_VALUE_BYTES_MAX;
+pub const LOG_RECORD_BYTES_MAX: usize = LOG_RECORD_HEADER_BYTES + VALUE_BYTES_MAX;
 
 const _: () = assert!(LOG_RECORD_BYTES_MAX <= RING_ENTRY_BYTES_MAX);
 
@@ -70,7 +68,7 @@ pub struct LogRecord<'a> {
     pub key: Key,
     /// New version and flags of the object.
     pub meta: ObjectMeta,
-    /// New value, at most [`LOG_VALUE_BYTES_MAX`] bytes.
+    /// New value, at most [`VALUE_BYTES_MAX`] bytes.
     pub value: &'a [u8],
 }
 
@@ -78,11 +76,11 @@ impl<'a> LogRecord<'a> {
     /// Appends the encoding (module docs) to `out`; [`Self::encoded_len`] bytes.
     ///
     /// # Panics
-    /// If `value` exceeds [`LOG_VALUE_BYTES_MAX`] (callers validate first).
+    /// If `value` exceeds [`VALUE_BYTES_MAX`] (callers validate first).
     pub fn encode(&self, out: &mut Vec<u8>) {
         assert!(
-            self.value.len() <= LOG_VALUE_BYTES_MAX,
-            "log record value over LOG_VALUE_BYTES_MAX"
+            self.value.len() <= VALUE_BYTES_MAX,
+            "log record value over VALUE_BYTES_MAX"
         );
         out.reserve(self.encoded_len());
         out.push(self.kind as u8);
@@ -107,7 +105,7 @@ impl<'a> LogRecord<'a> {
     /// # Errors
     /// [`DecodeError::BadTag`] for an unknown kind, [`DecodeError::Truncated`] for
     /// missing bytes, [`DecodeError::TooLarge`] for `value_len` over
-    /// [`LOG_VALUE_BYTES_MAX`].
+    /// [`VALUE_BYTES_MAX`].
     pub fn decode(bytes: &'a [u8]) -> Result<(LogRecord<'a>, usize), DecodeError> {
         let mut r = Reader::new(bytes, "log record");
         let raw_kind = r.u8()?;
@@ -119,11 +117,11 @@ impl<'a> LogRecord<'a> {
         let key = r.key()?;
         let meta = ObjectMeta(r.u64()?);
         let len = r.u32()? as usize;
-        if len > LOG_VALUE_BYTES_MAX {
+        if len > VALUE_BYTES_MAX {
             return Err(DecodeError::TooLarge {
                 what: "log record value",
                 len,
-                max: LOG_VALUE_BYTES_MAX,
+                max: VALUE_BYTES_MAX,
             });
         }
         let value = r.take(len)?;

@@ -25,6 +25,7 @@
 use crate::error::{DecodeError, Reader};
 use crate::key::{Key, KEY_BYTES};
 use crate::meta::ObjectMeta;
+use crate::VALUE_BYTES_MAX;
 
 /// Magic number opening every packet (`"SKV1"`).
 pub const PACKET_MAGIC: u32 = u32::from_le_bytes(*b"SKV1");
@@ -38,8 +39,6 @@ pub const PACKET_BYTES_MAX: usize = 9000;
 pub const MESSAGES_PER_PACKET_MAX: usize = 100;
 /// Most keys or items in one message.
 pub const ITEMS_PER_MESSAGE_MAX: usize = 64;
-/// Largest value carried in a message item.
-pub const WIRE_VALUE_BYTES_MAX: usize = 1024;
 /// Encoded size of an item without its value bytes.
 pub const ITEM_FIXED_BYTES: usize = KEY_BYTES + 8 + 2;
 
@@ -302,7 +301,7 @@ pub struct Item<'a> {
     pub key: Key,
     /// Version and flags.
     pub meta: ObjectMeta,
-    /// The value bytes (≤ [`WIRE_VALUE_BYTES_MAX`]).
+    /// The value bytes (≤ [`VALUE_BYTES_MAX`]).
     pub value: &'a [u8],
 }
 
@@ -353,11 +352,11 @@ fn read_item<'a>(r: &mut Reader<'a>) -> Result<Item<'a>, DecodeError> {
     let key = r.key()?;
     let meta = ObjectMeta(r.u64()?);
     let len = r.u16()? as usize;
-    if len > WIRE_VALUE_BYTES_MAX {
+    if len > VALUE_BYTES_MAX {
         return Err(DecodeError::TooLarge {
             what: "item value",
             len,
-            max: WIRE_VALUE_BYTES_MAX,
+            max: VALUE_BYTES_MAX,
         });
     }
     let value = r.take(len)?;
@@ -599,7 +598,7 @@ fn read_items<'a>(r: &mut Reader<'a>) -> Result<ItemList<'a>, DecodeError> {
 /// buffer; item pushes append. Counts are patched as items are added.
 ///
 /// Callers keep counts within [`ITEMS_PER_MESSAGE_MAX`] and values within
-/// [`WIRE_VALUE_BYTES_MAX`]; exceeding them is a caller bug and panics.
+/// [`VALUE_BYTES_MAX`]; exceeding them is a caller bug and panics.
 #[derive(Debug, Default, Clone)]
 pub struct BodyWriter {
     buf: Vec<u8>,
@@ -727,7 +726,7 @@ impl BodyWriter {
     /// Adds an item to an EXECUTE response, LOG or COMMIT body.
     pub fn push_item(&mut self, key: &Key, meta: ObjectMeta, value: &[u8]) {
         assert!(
-            value.len() <= WIRE_VALUE_BYTES_MAX,
+            value.len() <= VALUE_BYTES_MAX,
             "value too large for the wire"
         );
         self.push_key_raw(key);
@@ -888,7 +887,7 @@ mod tests {
         w.push_item(&Key::new(0, 1), ObjectMeta(3), b"abc");
         let mut bytes = w.bytes().to_vec();
         let len_at = 8 + 2 + KEY_BYTES + 8;
-        bytes[len_at..len_at + 2].copy_from_slice(&(WIRE_VALUE_BYTES_MAX as u16 + 1).to_le_bytes());
+        bytes[len_at..len_at + 2].copy_from_slice(&(VALUE_BYTES_MAX as u16 + 1).to_le_bytes());
         assert!(matches!(
             Body::decode(MsgKind::Log, &bytes),
             Err(DecodeError::TooLarge { .. })

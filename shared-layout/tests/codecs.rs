@@ -6,7 +6,7 @@ use proptest::prelude::*;
 use splitkv_layout::host_nic::*;
 use splitkv_layout::log_record::*;
 use splitkv_layout::ring::ring_pair;
-use splitkv_layout::{DecodeError, Key, ObjectMeta};
+use splitkv_layout::{DecodeError, Key, ObjectMeta, VALUE_BYTES_MAX};
 
 // ---------------------------------------------------------------------------
 // Strategies.
@@ -84,7 +84,7 @@ fn record_owned() -> impl Strategy<Value = RecordOwned> {
         any::<u64>(),
         (any::<u32>(), any::<u64>()).prop_map(|(t, i)| Key::new(t, i)),
         any::<u64>(),
-        bytes_up_to(LOG_VALUE_BYTES_MAX),
+        bytes_up_to(VALUE_BYTES_MAX),
     )
 }
 
@@ -294,18 +294,18 @@ proptest! {
     }
 
     #[test]
-    fn oversized_value_is_too_large(len in (LOG_VALUE_BYTES_MAX + 1) as u32..=u32::MAX, body in any::<bool>()) {
+    fn oversized_value_is_too_large(len in (VALUE_BYTES_MAX + 1) as u32..=u32::MAX, body in any::<bool>()) {
         let rec = LogRecord { kind: LogKind::Log, tx_id: 1, key: Key::new(1, 1), meta: ObjectMeta(0), value: &[] };
         let mut bytes = Vec::new();
         rec.encode(&mut bytes);
         let at = LOG_RECORD_HEADER_BYTES - 4;
         bytes[at..].copy_from_slice(&len.to_le_bytes());
         if body {
-            bytes.resize(bytes.len() + (len as usize).min(2 * LOG_VALUE_BYTES_MAX), 0);
+            bytes.resize(bytes.len() + (len as usize).min(2 * VALUE_BYTES_MAX), 0);
         }
         prop_assert_eq!(
             LogRecord::decode(&bytes),
-            Err(DecodeError::TooLarge { what: "log record value", len: len as usize, max: LOG_VALUE_BYTES_MAX })
+            Err(DecodeError::TooLarge { what: "log record value", len: len as usize, max: VALUE_BYTES_MAX })
         );
         let mut it = LogRecords::new(&bytes);
         let ok = matches!(it.next(), Some(Err(DecodeError::TooLarge { .. })));
@@ -408,7 +408,7 @@ fn wire_values_of_enums() {
 fn largest_messages_fit_one_ring_entry() {
     let (mut p, mut c) = ring_pair(16 * 1024).unwrap();
     let args = vec![0xa5; ARGS_BYTES_MAX];
-    let value = vec![0x5a; LOG_VALUE_BYTES_MAX];
+    let value = vec![0x5a; VALUE_BYTES_MAX];
     let mut buf = Vec::new();
     HostToNic::TxRequest(TxRequest {
         req_id: 1,
@@ -464,9 +464,9 @@ fn encode_rejects_oversized_result() {
 }
 
 #[test]
-#[should_panic(expected = "LOG_VALUE_BYTES_MAX")]
+#[should_panic(expected = "VALUE_BYTES_MAX")]
 fn encode_rejects_oversized_value() {
-    let value = vec![0; LOG_VALUE_BYTES_MAX + 1];
+    let value = vec![0; VALUE_BYTES_MAX + 1];
     LogRecord {
         kind: LogKind::Log,
         tx_id: 0,

@@ -2,36 +2,30 @@
 //! how the NIC runtime reaches it by DMA.
 
 use super::dlht::dma::DlhtDma;
-use super::dlht::{Dlht, DlhtError, VALUE_INLINE_BYTES_MAX};
-use super::robinhood::{RobinhoodTable, TableError};
-use splitkv_layout::table::TableConfig;
+use super::dlht::{Dlht, DlhtError, DLHT_VALUE_INLINE_BYTES_MAX};
+use super::robinhood::{RobinhoodError, RobinhoodTable};
+use super::Request;
+use splitkv_layout::robinhood_layout::TableConfig;
 use splitkv_layout::{Key, ObjectMeta};
 use splitkv_nic::dma::HostMemory;
-use splitkv_nic::index::HostTableKind;
+use splitkv_nic::index::HostTableLayout;
+pub use splitkv_nic::index::TableKind;
 use std::sync::Arc;
-
-/// Which host table a node uses.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub enum TableKind {
-    /// Xenic's Robinhood table (Xenic §4.1.2).
-    #[default]
-    Robinhood,
-    /// Dandelion's DLHT (Dandelion §6).
-    Dlht,
-}
 
 /// A host-table operation that failed; the table is unchanged.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum HostTableError {
     /// From the Robinhood table.
     #[error(transparent)]
-    Robinhood(#[from] TableError),
+    Robinhood(#[from] RobinhoodError),
     /// From the DLHT.
     #[error(transparent)]
     Dlht(#[from] DlhtError),
     /// The DLHT keeps values over 8 bytes out of line, where the NIC runtime
     /// cannot read them by DMA yet.
-    #[error("with the DLHT, values are limited to {VALUE_INLINE_BYTES_MAX} B (asked for {0} B)")]
+    #[error(
+        "with the DLHT, values are limited to {DLHT_VALUE_INLINE_BYTES_MAX} B (asked for {0} B)"
+    )]
     DlhtValueSize(usize),
 }
 
@@ -53,7 +47,7 @@ impl HostTable {
         Ok(match kind {
             TableKind::Robinhood => HostTable::Robinhood(RobinhoodTable::new(config)?),
             TableKind::Dlht => {
-                if config.value_bytes_max > VALUE_INLINE_BYTES_MAX {
+                if config.value_bytes_max > DLHT_VALUE_INLINE_BYTES_MAX {
                     return Err(HostTableError::DlhtValueSize(config.value_bytes_max));
                 }
                 HostTable::Dlht(Arc::new(Dlht::with_capacity(config.capacity_keys)))
@@ -82,6 +76,19 @@ impl HostTable {
         })
     }
 
+    /// Executes a batch of requests (Dandelion §6) on either table: first a
+    /// software prefetch of every request's home slots (Robinhood,
+    /// [`RobinhoodTable::batch`]) or bins (DLHT, [`Dlht::apply_batch`]), then
+    /// the requests in slice order, each one's result stored in it. A failed
+    /// upsert (its `result` holds the table's error) does not stop the
+    /// requests after it.
+    pub fn batch(&mut self, reqs: &mut [Request<'_, HostTableError>]) {
+        match self {
+            HostTable::Robinhood(t) => t.apply_batch(reqs),
+            HostTable::Dlht(t) => t.apply_batch(reqs),
+        }
+    }
+
     /// Objects stored.
     pub fn len(&self) -> usize {
         match self {
@@ -104,13 +111,13 @@ impl HostTable {
     }
 
     /// Host memory the NIC runtime's DMA engine reads, and what it will find there.
-    pub fn dma(&self) -> (Arc<dyn HostMemory>, HostTableKind) {
+    pub fn dma(&self) -> (Arc<dyn HostMemory>, HostTableLayout) {
         match self {
             HostTable::Robinhood(t) => (
                 Arc::new(t.region().clone()),
-                HostTableKind::Robinhood(*t.layout()),
+                HostTableLayout::Robinhood(*t.layout()),
             ),
-            HostTable::Dlht(t) => (Arc::new(DlhtDma::new(t.clone())), HostTableKind::Dlht),
+            HostTable::Dlht(t) => (Arc::new(DlhtDma::new(t.clone())), HostTableLayout::Dlht),
         }
     }
 
@@ -119,7 +126,7 @@ impl HostTable {
     pub fn value_bytes_max(&self) -> usize {
         match self {
             HostTable::Robinhood(t) => t.layout().value_bytes_max(),
-            HostTable::Dlht(_) => VALUE_INLINE_BYTES_MAX,
+            HostTable::Dlht(_) => DLHT_VALUE_INLINE_BYTES_MAX,
         }
     }
 }

@@ -1,23 +1,26 @@
 //! The host tables: the data store the NIC runtime reads by DMA.
 //!
 //! - [`robinhood`] is Xenic's Robinhood table (Xenic §4.1.2) laid out in a shared
-//!   [`splitkv_layout::Region`] as `splitkv_layout::table` defines;
+//!   [`splitkv_layout::Region`] as `splitkv_layout::robinhood_layout` defines;
 //! - [`dlht`] is Dandelion's lock-free DLHT (Dandelion §6), laid out as
 //!   `splitkv_layout::dlht_layout` defines.
 //!
-//! [`Request`] is the shape of one operation of a Robinhood batch (Dandelion §6):
-//! `batch` prefetches every request's home location first and then executes the
-//! requests in order, so their cache misses overlap. (The DLHT's concurrent
-//! batch takes its own [`dlht::Request`].)
+//! [`Request`] is the host tables' one batch request type (Dandelion §6): a
+//! batch ([`RobinhoodTable::batch`], [`dlht::Dlht::apply_batch`], or
+//! [`HostTable::batch`] for either) prefetches every request's home location
+//! first and then executes the requests in order, so their cache misses
+//! overlap. (The DLHT also keeps [`dlht::Request`], with owned buffers and its
+//! insert-only and update-only writes, for callers of its standalone API.)
 
 pub mod dlht;
 mod host_table;
 pub mod robinhood;
+mod sync;
 
 pub use host_table::{HostTable, HostTableError, TableKind};
 
-pub use robinhood::{RobinhoodTable, TableError, TableStats};
-pub use splitkv_layout::table::{TableConfig, TableLayout};
+pub use robinhood::{RobinhoodError, RobinhoodStats, RobinhoodTable};
+pub use splitkv_layout::robinhood_layout::{TableConfig, TableLayout};
 
 use splitkv_layout::{Key, ObjectMeta};
 
@@ -38,9 +41,11 @@ pub enum Upserted {
 /// in slice order, so a batch has exactly the effect and the results of the same
 /// operations issued one at a time.
 ///
-/// `E` is the table's error type ([`TableError`] for the Robinhood table).
+/// `E` is the error type of a failed upsert: [`RobinhoodError`] for the Robinhood
+/// table, [`dlht::DlhtError`] (or anything it converts into) for the DLHT,
+/// [`HostTableError`] for [`HostTable::batch`].
 #[derive(Debug)]
-pub enum Request<'a, E = TableError> {
+pub enum Request<'a, E = RobinhoodError> {
     /// Look `key` up. On a hit `value` holds the value (cleared and refilled;
     /// keep its capacity at the table's `value_bytes_max` to avoid allocating)
     /// and `result` the metadata; on a miss `value` is empty and `result` `None`.

@@ -67,7 +67,9 @@ pub enum HostMemoryError {
 
 impl HostMemory for Region {
     fn read(&self, offset: usize, dst: &mut [u8]) -> Result<(), HostMemoryError> {
-        Ok(splitkv_layout::table::read_acquire(self, offset, dst)?)
+        Ok(splitkv_layout::robinhood_layout::read_acquire(
+            self, offset, dst,
+        )?)
     }
 
     fn prefetch(&self, offset: usize, len: usize) {

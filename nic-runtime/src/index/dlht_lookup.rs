@@ -13,7 +13,7 @@
 //! Values longer than 8 bytes live out of line in host memory this NIC cannot
 //! address yet: such a lookup fails (the transaction aborts).
 
-use super::lookup::LookupError;
+use super::LookupError;
 use super::Next;
 use crate::dma::DmaRead;
 use splitkv_layout::dlht_layout::{

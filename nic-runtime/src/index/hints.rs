@@ -3,9 +3,9 @@
 //! the segment's overflow-chain head once seen.
 //!
 //! Hints only make lookups cheaper; a stale hint costs an extra DMA read, never
-//! a wrong answer (see [`crate::index::lookup`]).
+//! a wrong answer (see [`crate::index::robinhood_lookup`]).
 
-use splitkv_layout::table::{decode_slot, SegmentHeader, SlotRead, TableLayout};
+use splitkv_layout::robinhood_layout::{decode_slot, SegmentHeader, SlotRead, TableLayout};
 use splitkv_layout::{DecodeError, Key};
 
 /// Overflow head not known yet.

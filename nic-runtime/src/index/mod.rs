@@ -32,23 +32,55 @@
 pub mod cache;
 pub mod dlht_lookup;
 pub mod hints;
-pub mod lookup;
+pub mod robinhood_lookup;
+
+/// The Robinhood lookup under its former path and name, kept so that code
+/// written against `index::lookup::Lookup` (the host fuzz targets) builds
+/// until it moves to [`robinhood_lookup::RobinhoodLookup`].
+#[doc(hidden)]
+pub mod lookup {
+    pub use super::robinhood_lookup::RobinhoodLookup as Lookup;
+    pub use super::robinhood_lookup::*;
+}
 
 use crate::dma::DmaRead;
 use cache::{CacheStats, ObjectCache, PagePoolStats, Segmentation};
 use dlht_lookup::DlhtLookup;
 use hints::SegmentHints;
-use lookup::{Lookup, LookupError};
-use splitkv_layout::table::TableLayout;
+pub use robinhood_lookup::LookupError;
+use robinhood_lookup::RobinhoodLookup;
+use splitkv_layout::robinhood_layout::TableLayout;
 use splitkv_layout::{FixedState, Key, ObjectMeta};
 
-/// Which kind of host table the NIC runtime reads by DMA.
+/// Which host table a node keeps its data in: the one table-kind enum of
+/// splitkv (the host re-exports it as `splitkv_host::table::TableKind`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum TableKind {
+    /// Xenic's Robinhood table (Xenic §4.1.2).
+    #[default]
+    Robinhood,
+    /// Dandelion's DLHT (Dandelion §6).
+    Dlht,
+}
+
+/// What the NIC runtime finds in host memory when it reads the host table by
+/// DMA: the table's kind and, for the Robinhood table, its layout.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum HostTableKind {
+pub enum HostTableLayout {
     /// Xenic's Robinhood table (Xenic §4.1.2) with this layout.
     Robinhood(TableLayout),
     /// Dandelion's DLHT (Dandelion §6), read through its DMA address space.
     Dlht,
+}
+
+impl HostTableLayout {
+    /// The table's kind.
+    pub fn kind(&self) -> TableKind {
+        match self {
+            HostTableLayout::Robinhood(_) => TableKind::Robinhood,
+            HostTableLayout::Dlht => TableKind::Dlht,
+        }
+    }
 }
 
 /// Buckets of the commit stamps that guard clean cache fills.
@@ -58,7 +90,7 @@ pub const STAMP_BUCKETS: usize = 4096;
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum TableLookup {
     /// In a Robinhood table.
-    Robinhood(Lookup),
+    Robinhood(RobinhoodLookup),
     /// In a DLHT.
     Dlht(DlhtLookup),
 }
@@ -92,11 +124,11 @@ impl TableLookup {
     /// Starts a lookup of `key` in the host table `index` describes.
     pub fn start(index: &NicIndex, key: Key) -> (TableLookup, Next<'static>) {
         match index.kind {
-            HostTableKind::Robinhood(layout) => {
-                let (l, s) = Lookup::start(&layout, &index.hints, key);
+            HostTableLayout::Robinhood(layout) => {
+                let (l, s) = RobinhoodLookup::start(&layout, &index.hints, key);
                 (TableLookup::Robinhood(l), s)
             }
-            HostTableKind::Dlht => {
+            HostTableLayout::Dlht => {
                 let (l, s) = DlhtLookup::start(key, index.dlht_bins);
                 (TableLookup::Dlht(l), s)
             }
@@ -106,10 +138,10 @@ impl TableLookup {
     /// Feeds the bytes of the last read.
     pub fn advance<'a>(&mut self, index: &mut NicIndex, data: &'a [u8]) -> Next<'a> {
         match (self, index.kind) {
-            (TableLookup::Robinhood(l), HostTableKind::Robinhood(layout)) => {
+            (TableLookup::Robinhood(l), HostTableLayout::Robinhood(layout)) => {
                 l.advance(&layout, &mut index.hints, data)
             }
-            (TableLookup::Dlht(l), HostTableKind::Dlht) => {
+            (TableLookup::Dlht(l), HostTableLayout::Dlht) => {
                 let step = l.advance(data);
                 index.dlht_bins = l.bin_count();
                 step
@@ -122,10 +154,10 @@ impl TableLookup {
     pub fn restart(&mut self, index: &NicIndex) -> Next<'static> {
         match self {
             TableLookup::Robinhood(l) => {
-                let (fresh, s) = Lookup::start(
+                let (fresh, s) = RobinhoodLookup::start(
                     match &index.kind {
-                        HostTableKind::Robinhood(layout) => layout,
-                        HostTableKind::Dlht => return Next::Failed(LookupError::Torn),
+                        HostTableLayout::Robinhood(layout) => layout,
+                        HostTableLayout::Dlht => return Next::Failed(LookupError::Torn),
                     },
                     &index.hints,
                     l.key(),
@@ -149,7 +181,7 @@ pub const CACHE_EPOCH_ACCESSES_DEFAULT: u64 = 4096;
 /// per host segment (cache positions and hints), plus locks and commit stamps.
 #[derive(Debug)]
 pub struct NicIndex {
-    kind: HostTableKind,
+    kind: HostTableLayout,
     dlht_bins: usize,
     locks: hashbrown::HashMap<Key, u64, FixedState>,
     cache: ObjectCache,
@@ -160,30 +192,30 @@ pub struct NicIndex {
 impl NicIndex {
     /// An empty index for a host table of `kind`, caching at most
     /// `cache_objects` objects (more only while all cached objects are pinned).
-    pub fn new(kind: HostTableKind, cache_objects: usize, seed: u64) -> NicIndex {
+    pub fn new(kind: HostTableLayout, cache_objects: usize, seed: u64) -> NicIndex {
         NicIndex {
             kind,
             dlht_bins: 0,
             locks: hashbrown::HashMap::with_hasher(FixedState),
             cache: ObjectCache::new(
                 match kind {
-                    HostTableKind::Robinhood(layout) => Segmentation::robinhood(&layout),
-                    HostTableKind::Dlht => Segmentation::hash_range_for(cache_objects),
+                    HostTableLayout::Robinhood(layout) => Segmentation::robinhood(&layout),
+                    HostTableLayout::Dlht => Segmentation::hash_range_for(cache_objects),
                 },
                 cache_objects,
                 CACHE_EPOCH_ACCESSES_DEFAULT,
                 seed,
             ),
             hints: match kind {
-                HostTableKind::Robinhood(layout) => SegmentHints::new(&layout),
-                HostTableKind::Dlht => SegmentHints::none(),
+                HostTableLayout::Robinhood(layout) => SegmentHints::new(&layout),
+                HostTableLayout::Dlht => SegmentHints::none(),
             },
             segment_commits: vec![0; STAMP_BUCKETS],
         }
     }
 
     /// The kind of host table this index describes.
-    pub fn kind(&self) -> HostTableKind {
+    pub fn kind(&self) -> HostTableLayout {
         self.kind
     }
 
@@ -308,11 +340,11 @@ impl NicIndex {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use splitkv_layout::table::TableConfig;
+    use splitkv_layout::robinhood_layout::TableConfig;
 
     fn index() -> NicIndex {
         NicIndex::new(
-            HostTableKind::Robinhood(TableLayout::new(&TableConfig::new(1000, 8)).unwrap()),
+            HostTableLayout::Robinhood(TableLayout::new(&TableConfig::new(1000, 8)).unwrap()),
             100,
             1,
         )
@@ -334,11 +366,11 @@ mod tests {
     #[test]
     fn entries_follow_the_host_table() {
         let layout = TableLayout::new(&TableConfig::new(1000, 8)).unwrap();
-        let rh = NicIndex::new(HostTableKind::Robinhood(layout), 100, 1);
+        let rh = NicIndex::new(HostTableLayout::Robinhood(layout), 100, 1);
         assert_eq!(rh.cache().entries(), layout.segments());
         assert_eq!(rh.hints().segments(), layout.segments());
         // The DLHT has no segments: hash ranges, one entry per two objects.
-        let mut dl = NicIndex::new(HostTableKind::Dlht, 256, 1);
+        let mut dl = NicIndex::new(HostTableLayout::Dlht, 256, 1);
         assert_eq!(dl.cache().entries(), 128);
         assert_eq!(dl.hints().segments(), 0);
         for i in 0..2_000u64 {

@@ -3,10 +3,11 @@
 //! instead of adding up.
 
 use super::bin::Gen;
-#[cfg(not(loom))]
-use super::sync::Ordering;
-use super::sync::{pin, prefetch, Guard, Line};
 use super::{Dlht, DlhtError, Mode, Wrote, TABLE_ID_MAX};
+#[cfg(not(loom))]
+use crate::table::sync::Ordering;
+use crate::table::sync::{pin, prefetch, Guard, Line};
+use crate::table::{Request as TableRequest, Upserted};
 #[cfg(not(loom))]
 use splitkv_layout::dlht_layout::{tags, WORD_TAGS};
 use splitkv_layout::{Key, ObjectMeta};
@@ -148,25 +149,7 @@ impl Dlht {
         debug_assert!(reqs.len() <= BATCH_CHUNK_MAX);
         let g = self.current(guard);
         let mut bins = [0usize; BATCH_CHUNK_MAX];
-        for (r, b) in reqs.iter().zip(bins.iter_mut()) {
-            *b = g.bin_of(r.key());
-            prefetch(g.bin(*b) as *const Line);
-        }
-        // Second pass (not under loom, where prefetch is a no-op): by now the
-        // first bins have arrived; read each bin's first link index and
-        // prefetch that link bucket too, so keys chained past their bin do not
-        // take a dependent miss during execution. A stale index only costs a
-        // useless prefetch.
-        // Without a branch: index 0 is the pool's unused line, so a bin
-        // without a link prefetches that one line (cached after the first
-        // time), and whether a bin has a link is random, so a branch would be
-        // mispredicted often. Prefetching never faults, so an out-of-range
-        // index (none is expected) needs no check either.
-        #[cfg(not(loom))]
-        for &b in &bins[..reqs.len()] {
-            let link = tags::link(g.bin(b).w[WORD_TAGS].load(Ordering::Relaxed)) as usize;
-            prefetch(g.links.as_ptr().wrapping_add(link));
-        }
+        prefetch_bins(g, reqs.iter().map(Request::key), &mut bins);
         // `g` may stop being current during the batch (a write in it can start
         // a resize): Gets follow `Moved` bins from `g` (still alive: we are
         // pinned), and writes use the bin hint only while `g` is current.
@@ -237,4 +220,110 @@ impl Dlht {
         Dlht::check_write(&key, value, mode)?;
         self.write_pinned(Some((g, b)), key, meta, value, mode, guard)
     }
+}
+
+impl Dlht {
+    /// Executes a batch of the host tables' one request type
+    /// ([`crate::table::Request`]: Get, Upsert with or without `only_if_newer`,
+    /// Remove) in slice order, with the same prefetch passes as [`Dlht::batch`]
+    /// (Dandelion §6), under one epoch pin, in chunks of [`BATCH_CHUNK_MAX`].
+    /// Each request's result is what the single operation ([`Dlht::get`],
+    /// [`Dlht::upsert`], [`Dlht::upsert_if_newer`], [`Dlht::remove`]) returns,
+    /// its error converted into `E`; a failed write does not stop the requests
+    /// after it. This is the path the host log worker takes (through
+    /// [`crate::table::HostTable::batch`]); [`Dlht::batch`] serves callers that
+    /// want owned buffers and the DLHT's insert-only and update-only writes.
+    pub fn apply_batch<E: From<DlhtError>>(&self, reqs: &mut [TableRequest<'_, E>]) {
+        let guard = pin();
+        for chunk in reqs.chunks_mut(BATCH_CHUNK_MAX) {
+            let g = self.current(&guard);
+            let mut bins = [0usize; BATCH_CHUNK_MAX];
+            prefetch_bins(g, chunk.iter().map(TableRequest::key), &mut bins);
+            for (r, &b) in chunk.iter_mut().zip(bins.iter()) {
+                self.apply_one(g, b, r, &guard);
+            }
+        }
+    }
+
+    /// One request of [`Dlht::apply_batch`], starting at bin `b` if `g` is
+    /// still current.
+    #[inline(always)]
+    fn apply_one<'g, E: From<DlhtError>>(
+        &self,
+        g: &'g Gen,
+        b: usize,
+        req: &mut TableRequest<'_, E>,
+        guard: &'g Guard,
+    ) {
+        match req {
+            TableRequest::Get { key, value, result } => {
+                value.clear();
+                *result = if key.table > TABLE_ID_MAX {
+                    None
+                } else {
+                    self.get_at(g, b, key, value)
+                };
+            }
+            TableRequest::Upsert {
+                key,
+                meta,
+                value,
+                only_if_newer,
+                result,
+            } => {
+                let mode = match only_if_newer {
+                    true => Mode::UpsertIfNewer,
+                    false => Mode::Upsert,
+                };
+                let wrote = self.batch_write(g, b, *key, *meta, value, mode, guard);
+                *result = Some(match wrote {
+                    Ok(Wrote::Inserted) => Ok(Upserted::Inserted),
+                    Ok(Wrote::Updated) => Ok(Upserted::Updated),
+                    Ok(Wrote::Stale(stored)) => Ok(Upserted::Stale(stored)),
+                    Ok(Wrote::Unchanged) => unreachable!("an upsert always writes or is stale"),
+                    Err(e) => Err(E::from(e)),
+                });
+            }
+            TableRequest::Remove { key, result } => {
+                *result = key.table <= TABLE_ID_MAX && {
+                    let (cur, b) = self.current_bin(Some((g, b)), key, guard);
+                    self.remove_at(cur, b, key, guard)
+                }
+            }
+        }
+    }
+}
+
+/// The prefetch passes of a batch chunk (Dandelion §6, Figure 7): stores each
+/// key's bin of `g` in `bins` (in order; at most [`BATCH_CHUNK_MAX`] keys) and
+/// issues a software prefetch for it, then for each bin's first link bucket.
+#[inline(always)]
+pub(super) fn prefetch_bins<'k>(
+    g: &Gen,
+    keys: impl Iterator<Item = &'k Key>,
+    bins: &mut [usize; BATCH_CHUNK_MAX],
+) {
+    let mut n = 0;
+    for (key, b) in keys.zip(bins.iter_mut()) {
+        *b = g.bin_of(key);
+        prefetch(g.bin(*b) as *const Line);
+        n += 1;
+    }
+    // Second pass (not under loom, where prefetch is a no-op): by now the
+    // first bins have arrived; read each bin's first link index and
+    // prefetch that link bucket too, so keys chained past their bin do not
+    // take a dependent miss during execution. A stale index only costs a
+    // useless prefetch.
+    // Without a branch: index 0 is the pool's unused line, so a bin
+    // without a link prefetches that one line (cached after the first
+    // time), and whether a bin has a link is random, so a branch would be
+    // mispredicted often. Prefetching never faults, so an out-of-range
+    // index (none is expected) needs no check either.
+    #[cfg(not(loom))]
+    for &b in &bins[..n] {
+        let link = tags::link(g.bin(b).w[WORD_TAGS].load(Ordering::Relaxed)) as usize;
+        prefetch(g.links.as_ptr().wrapping_add(link));
+    }
+    #[cfg(loom)]
+    let _ = n;
 }

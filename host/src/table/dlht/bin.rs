@@ -29,8 +29,8 @@
 //! Headers of bins in state `Frozen` (being moved by a resize) never change
 //! again except to `Moved`: writers do not publish or abandon into them.
 
-use super::sync::{fence, AtomicPtr, AtomicU64, AtomicUsize, Line, Lines, Ordering};
-use super::CachePadded;
+use crate::table::sync::{fence, AtomicPtr, AtomicU64, AtomicUsize, Line, Lines, Ordering};
+use crossbeam::utils::CachePadded;
 use splitkv_layout::dlht_layout::{
     header, tags, word_id, word_meta, word_value, BinState, SlotState, LINES_PER_CHAIN_MAX,
     LINE_BYTES, LINK_INDEX_MAX, SLOTS_PER_LINE, WORD_CONTROL, WORD_TAGS,
@@ -102,7 +102,7 @@ impl Gen {
         assert!(bin_count.is_power_of_two(), "bin count {bin_count}");
         let pool = bin_count + bin_count / 8 + LINK_POOL_SLACK_LINES_MIN;
         assert!(pool as u64 <= LINK_INDEX_MAX, "link pool too large");
-        let bins = super::sync::alloc_lines(bin_count);
+        let bins = crate::table::sync::alloc_lines(bin_count);
         if pending {
             let h = header::with_bin_state(0, BinState::Pending);
             for line in bins.iter() {
@@ -124,12 +124,12 @@ impl Gen {
         }
         Gen {
             bins,
-            links: super::sync::alloc_lines(pool + 1),
-            links_next: CachePadded(AtomicUsize::new(1)),
+            links: crate::table::sync::alloc_lines(pool + 1),
+            links_next: CachePadded::new(AtomicUsize::new(1)),
             next: AtomicPtr::new(std::ptr::null_mut()),
-            resize_claim: CachePadded(AtomicUsize::new(0)),
-            move_cursor: CachePadded(AtomicUsize::new(0)),
-            moved: CachePadded(AtomicUsize::new(0)),
+            resize_claim: CachePadded::new(AtomicUsize::new(0)),
+            move_cursor: CachePadded::new(AtomicUsize::new(0)),
+            moved: CachePadded::new(AtomicUsize::new(0)),
         }
     }
 

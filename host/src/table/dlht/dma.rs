@@ -7,8 +7,8 @@
 //! generation's is refused as stale (a resize happened); the NIC then re-reads
 //! the descriptor.
 
-use super::sync::{pin, Ordering};
 use super::Dlht;
+use crate::table::sync::{pin, Ordering};
 use splitkv_layout::dlht_layout::dma::{split, DmaDescriptor};
 use splitkv_layout::dlht_layout::LINE_BYTES;
 use splitkv_layout::RegionError;
@@ -92,6 +92,6 @@ impl HostMemory for DlhtDma {
                 None => return,
             }
         };
-        super::sync::prefetch(src);
+        crate::table::sync::prefetch(src);
     }
 }

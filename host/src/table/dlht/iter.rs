@@ -9,8 +9,8 @@ use std::collections::VecDeque;
 use std::marker::PhantomData;
 
 use super::bin::{Cursor, Gen};
-use super::sync::{fence, pin, spin_wait, Guard, Ordering};
 use super::{value, Dlht};
+use crate::table::sync::{fence, pin, spin_wait, Guard, Ordering};
 use splitkv_layout::dlht_layout::{
     header, tags, word_id, word_meta, word_value, BinState, SLOTS_PER_CHAIN_MAX, SLOTS_PER_LINE,
     WORD_TAGS,

@@ -12,7 +12,7 @@
 //! `(table: u32, id: u64)` stored as a 12-bit table id (in the tag) and the full
 //! id; tables above [`TABLE_ID_MAX`] are refused with
 //! [`DlhtError::KeyOutOfRange`]. Values of up to 8 bytes live in the value word;
-//! longer ones (up to [`VALUE_BYTES_MAX`]) in a separate record the value word
+//! longer ones (up to [`DLHT_VALUE_BYTES_MAX`]) in a separate record the value word
 //! points to. A Get of a key in its bin reads one cache line (plus the record
 //! for a long value). The byte format is `splitkv_layout::dlht_layout`.
 //!
@@ -24,7 +24,7 @@
 //! bins into a new generation, twice as large or (to reclaim link buckets) the
 //! same size, while operations go on (`resize.rs`). Records and old
 //! generations are freed through `crossbeam-epoch`. All atomics come from
-//! `sync.rs`, so `scripts/loom` model-checks this code with loom.
+//! `table/sync.rs`, so `scripts/loom` model-checks this code with loom.
 //!
 //! A write searches the chain under header `h` and reserves a free slot with a
 //! CAS from `h`, which validates the search; if the header is still the one
@@ -50,30 +50,34 @@
 //! header again to validate its copy, and fetches a new view when it finds the
 //! bin `Moved`. [`Dlht::copy_bin`] and [`Dlht::copy_link`] perform such reads.
 
+mod access;
 mod batch;
 mod bin;
 pub mod dma;
 mod iter;
 mod resize;
-mod sync;
 mod value;
+mod write;
 
 pub use batch::{Request, BATCH_CHUNK_MAX};
 pub use iter::Iter;
 pub use splitkv_layout::dlht_layout::{
-    LINK_BUCKETS_PER_BIN_MAX, TABLE_ID_MAX, VALUE_BYTES_MAX, VALUE_INLINE_BYTES_MAX,
+    DLHT_VALUE_BYTES_MAX, DLHT_VALUE_INLINE_BYTES_MAX, LINK_BUCKETS_PER_BIN_MAX, TABLE_ID_MAX,
 };
 
 use super::Upserted;
-use bin::{ExtendError, Find, Gen};
+use crate::table::sync::{
+    self, pin, AtomicIsize, AtomicPtr, AtomicUsize, Guard, Ordering, Retired,
+};
+use bin::Gen;
+use crossbeam::utils::CachePadded;
 use resize::GrowCause;
 use splitkv_layout::dlht_layout::{
-    header, tags, word_meta, word_value, BinState, SlotState, LEN_CODE_OUT_OF_LINE, LINE_BYTES,
-    SLOTS_PER_LINE, WORD_TAGS,
+    header, tags, word_meta, word_value, LEN_CODE_OUT_OF_LINE, LINE_BYTES, SLOTS_PER_LINE,
+    WORD_TAGS,
 };
 use splitkv_layout::{Key, ObjectMeta};
-use sync::{fence, pin, spin_wait, AtomicIsize, AtomicPtr, AtomicUsize, Guard, Ordering, Retired};
-use value::Staged;
+use write::{Mode, Wrote};
 
 /// Keys per bin (on average) above which an insert starts a resize: 5/2.
 pub const LOAD_KEYS_PER_BIN_MAX_NUM: usize = 5;
@@ -89,7 +93,7 @@ pub const BINS_MAX_DEFAULT: usize = 1 << 31;
 /// Errors of DLHT writes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
 pub enum DlhtError {
-    /// The value is longer than [`VALUE_BYTES_MAX`].
+    /// The value is longer than [`DLHT_VALUE_BYTES_MAX`].
     #[error("value of {len} B exceeds the DLHT maximum of {max} B")]
     ValueTooLarge {
         /// Value length in bytes.
@@ -157,19 +161,6 @@ pub struct DmaView {
     pub link_lines: usize,
 }
 
-/// What a write does when the key is present or absent.
-#[derive(Clone, Copy, PartialEq, Eq, Debug)]
-enum Mode {
-    /// Only if absent.
-    Insert,
-    /// Only if present.
-    Update,
-    /// Either.
-    Upsert,
-    /// Either, but a present key only if its stored version is older.
-    UpsertIfNewer,
-}
-
 /// The Dandelion hash table (Dandelion §6). `Send + Sync`; every operation
 /// takes `&self`; see the module docs for the layout, the progress guarantees
 /// and the bounds.
@@ -187,19 +178,6 @@ pub struct Dlht {
 struct Hot {
     current: AtomicPtr<Gen>,
     bins_max: usize,
-}
-
-/// Aligns `T` to 128 bytes (two lines: x86 prefetches line pairs) so that
-/// writes to it do not invalidate a neighbour's line.
-#[repr(align(128))]
-pub(crate) struct CachePadded<T>(pub(crate) T);
-
-impl<T> std::ops::Deref for CachePadded<T> {
-    type Target = T;
-    #[inline(always)]
-    fn deref(&self) -> &T {
-        &self.0
-    }
 }
 
 /// Stripes of the key count: a thread adds to its own stripe (threads are
@@ -223,7 +201,7 @@ struct LenStripes {
 impl LenStripes {
     fn new() -> LenStripes {
         LenStripes {
-            stripes: std::array::from_fn(|_| CachePadded(AtomicIsize::new(0))),
+            stripes: std::array::from_fn(|_| CachePadded::new(AtomicIsize::new(0))),
         }
     }
 
@@ -273,7 +251,7 @@ impl Dlht {
             .unwrap_or(bins_max)
             .min(bins_max);
         Dlht {
-            hot: CachePadded(Hot {
+            hot: CachePadded::new(Hot {
                 current: AtomicPtr::new(Box::into_raw(Box::new(Gen::new(bins, false)))),
                 bins_max,
             }),
@@ -303,59 +281,6 @@ impl Dlht {
         let guard = pin();
         let g = self.current(&guard);
         self.get_at(g, g.bin_of(key), key, value_out)
-    }
-
-    /// [`Dlht::get`] of a key whose table id is in range, starting at bin `b` of
-    /// `g` (the key's bin in `g`; `g` was reached through the table under the
-    /// caller's guard, which is still held). `value_out` must be empty.
-    #[inline(always)]
-    fn get_at(
-        &self,
-        mut g: &Gen,
-        mut b: usize,
-        key: &Key,
-        value_out: &mut Vec<u8>,
-    ) -> Option<ObjectMeta> {
-        debug_assert!(value_out.is_empty());
-        loop {
-            let h1 = g.header(b).load(Ordering::Acquire);
-            match header::bin_state(h1) {
-                // A frozen bin's contents are final: read it in place.
-                BinState::Live | BinState::Frozen => {}
-                BinState::Moved => {
-                    g = g.next_gen().expect("a moved bin has a next generation");
-                    b = g.bin_of(key);
-                    continue;
-                }
-                BinState::Pending => {
-                    debug_assert!(false, "an operation reached a Pending bin");
-                    spin_wait();
-                    continue;
-                }
-            }
-            match g.find(b, h1, key) {
-                Find::Found { line, pos, tag, .. } => {
-                    let meta = line.w[word_meta(pos)].load(Ordering::Relaxed);
-                    let word = line.w[word_value(pos)].load(Ordering::Relaxed);
-                    fence(Ordering::Acquire);
-                    if g.header(b).load(Ordering::Relaxed) != h1 {
-                        continue;
-                    }
-                    // SAFETY: the slot was valid while we were pinned (header
-                    // unchanged around the reads) and we are still pinned;
-                    // `value_out` is empty.
-                    unsafe { value::copy_value(tags::tag_len_code(tag), word, value_out) };
-                    return Some(ObjectMeta(meta));
-                }
-                Find::Absent => {
-                    fence(Ordering::Acquire);
-                    if g.header(b).load(Ordering::Relaxed) == h1 {
-                        return None;
-                    }
-                }
-                Find::Torn => spin_wait(),
-            }
-        }
     }
 
     /// Inserts `key` if absent. Returns `Ok(false)` (and changes nothing) if it
@@ -421,57 +346,6 @@ impl Dlht {
         let guard = pin();
         let g = self.current_helped(&guard);
         self.remove_at(g, g.bin_of(key), key, &guard)
-    }
-
-    /// [`Dlht::remove`] of a key whose table id is in range, starting at its
-    /// bin `b` of `g` (see [`Dlht::get_at`]).
-    #[inline(always)]
-    fn remove_at<'g>(&self, mut g: &'g Gen, mut b: usize, key: &Key, guard: &'g Guard) -> bool {
-        loop {
-            let h = g.header(b).load(Ordering::Acquire);
-            match header::bin_state(h) {
-                BinState::Live => {}
-                BinState::Frozen => {
-                    self.move_bin(g, b, guard);
-                    continue;
-                }
-                BinState::Moved => {
-                    g = g.next_gen().expect("a moved bin has a next generation");
-                    b = g.bin_of(key);
-                    continue;
-                }
-                BinState::Pending => {
-                    debug_assert!(false, "an operation reached a Pending bin");
-                    spin_wait();
-                    continue;
-                }
-            }
-            match g.find(b, h, key) {
-                Find::Found {
-                    slot,
-                    line,
-                    pos,
-                    tag,
-                } => {
-                    let word = line.w[word_value(pos)].load(Ordering::Relaxed);
-                    fence(Ordering::Acquire);
-                    if g.cas_header(b, h, header::with_slot(h, slot, SlotState::Empty))
-                        .is_ok()
-                    {
-                        self.retire_value(tags::tag_len_code(tag), word, guard);
-                        self.len.add(-1);
-                        return true;
-                    }
-                }
-                Find::Absent => {
-                    fence(Ordering::Acquire);
-                    if g.header(b).load(Ordering::Relaxed) == h {
-                        return false;
-                    }
-                }
-                Find::Torn => spin_wait(),
-            }
-        }
     }
 
     /// Number of keys (exact when no write is in flight).
@@ -660,394 +534,6 @@ impl Dlht {
         // threads pinned from now on cannot find it; we are its only retirer.
         unsafe {
             guard.defer_free(&self.retired, move || value::free_record(word));
-        }
-    }
-
-    /// Insert, update, upsert or upsert-if-newer (see [`Wrote`]).
-    fn write(
-        &self,
-        key: Key,
-        meta: ObjectMeta,
-        value: &[u8],
-        mode: Mode,
-    ) -> Result<Wrote, DlhtError> {
-        Dlht::check_write(&key, value, mode)?;
-        let guard = pin();
-        self.write_pinned(None, key, meta, value, mode, &guard)
-    }
-
-    /// The argument checks of a write.
-    #[inline(always)]
-    fn check_write(key: &Key, value: &[u8], mode: Mode) -> Result<(), DlhtError> {
-        if key.table > TABLE_ID_MAX {
-            return Err(DlhtError::KeyOutOfRange {
-                table: key.table,
-                max: TABLE_ID_MAX,
-            });
-        }
-        // Upsert-if-newer checks the length only once it knows it will write.
-        if mode != Mode::UpsertIfNewer && value.len() > VALUE_BYTES_MAX {
-            return Err(DlhtError::ValueTooLarge {
-                len: value.len(),
-                max: VALUE_BYTES_MAX,
-            });
-        }
-        Ok(())
-    }
-
-    /// [`Dlht::write`] under the caller's pin, past the argument checks. `hint`
-    /// is a generation the caller already looked at and the key's bin in it
-    /// (a batch computes bins while prefetching); it is used only if that
-    /// generation is still current.
-    #[inline(always)]
-    fn write_pinned<'g>(
-        &self,
-        hint: Option<(&'g Gen, usize)>,
-        key: Key,
-        meta: ObjectMeta,
-        value: &[u8],
-        mode: Mode,
-        guard: &'g Guard,
-    ) -> Result<Wrote, DlhtError> {
-        let (g, b) = self.current_bin(hint, &key, guard);
-        self.write_at(g, b, key, meta, value, mode, guard)
-    }
-
-    /// The current generation (helping a resize along) and `key`'s bin in it:
-    /// the bin of `hint` if the hint's generation is still the current one.
-    #[inline(always)]
-    pub(crate) fn current_bin<'g>(
-        &self,
-        hint: Option<(&'g Gen, usize)>,
-        key: &Key,
-        guard: &'g Guard,
-    ) -> (&'g Gen, usize) {
-        let g = self.current_helped(guard);
-        let b = match hint {
-            Some((hg, b)) if std::ptr::eq(hg, g) => b,
-            _ => g.bin_of(key),
-        };
-        (g, b)
-    }
-
-    /// [`Dlht::write`] of a key whose table id is in range, starting at its bin
-    /// `b` of `g` (see [`Dlht::get_at`]).
-    ///
-    /// Phase 1 searches the chain under header `h` and reserves an empty slot
-    /// with a CAS from `h`; phase 2 publishes it with a CAS that also frees the
-    /// replaced slot. The reservation CAS succeeds only if the header is still
-    /// `h`, so it validates the search just as a publish CAS from `h` would
-    /// (the Acquire fence before it orders the search's slot reads first; see
-    /// `Gen::fill_slot`). So when the header is still exactly the one our
-    /// reservation produced, nothing has changed since the search and phase 2
-    /// publishes at once, without searching again; otherwise it searches again
-    /// under the new header.
-    #[allow(clippy::too_many_arguments)]
-    #[inline(always)]
-    fn write_at<'g>(
-        &self,
-        mut g: &'g Gen,
-        mut b: usize,
-        key: Key,
-        meta: ObjectMeta,
-        value: &[u8],
-        mode: Mode,
-        guard: &'g Guard,
-    ) -> Result<Wrote, DlhtError> {
-        let tag = tags::make_tag(key.table, value::len_code(value.len()));
-        // Staged on first use: a write that changes nothing never allocates.
-        let mut staged: Option<Staged> = None;
-        'gen: loop {
-            // Phase 1: reserve a slot (or answer without writing).
-            let (slot, h_reserved, replaced) = loop {
-                let h = g.header(b).load(Ordering::Acquire);
-                match header::bin_state(h) {
-                    BinState::Live => {}
-                    BinState::Frozen => {
-                        self.move_bin(g, b, guard);
-                        continue;
-                    }
-                    BinState::Moved => {
-                        g = g.next_gen().expect("a moved bin has a next generation");
-                        b = g.bin_of(&key);
-                        continue 'gen;
-                    }
-                    BinState::Pending => {
-                        debug_assert!(false, "an operation reached a Pending bin");
-                        spin_wait();
-                        continue;
-                    }
-                }
-                let found = match Old::find(g, b, h, &key) {
-                    Ok(found) => found,
-                    Err(Torn) => {
-                        spin_wait();
-                        continue;
-                    }
-                };
-                if let Some(answer) = mode.settled(found.as_ref(), meta) {
-                    fence(Ordering::Acquire);
-                    if g.header(b).load(Ordering::Relaxed) == h {
-                        return Ok(answer);
-                    }
-                    continue;
-                }
-                let replaced = found.map(|old| old.replaced());
-                let word = match &staged {
-                    Some(st) => st.word,
-                    None => {
-                        if value.len() > VALUE_BYTES_MAX {
-                            return Err(DlhtError::ValueTooLarge {
-                                len: value.len(),
-                                max: VALUE_BYTES_MAX,
-                            });
-                        }
-                        staged.insert(Staged::new(value)).word
-                    }
-                };
-                match g.pick_empty(b, h) {
-                    Some((s, line, pos)) => {
-                        // The search read slot words; order them before the
-                        // CAS that validates them.
-                        fence(Ordering::Acquire);
-                        if let Ok(h_reserved) =
-                            g.cas_header(b, h, header::with_slot(h, s, SlotState::Reserved))
-                        {
-                            Gen::fill_slot(line, pos, tag, key.id, meta.0, word);
-                            break (s, h_reserved, replaced);
-                        }
-                    }
-                    None => match g.extend_chain(b) {
-                        Ok(()) => {}
-                        Err(e) => {
-                            // No room: resize. The thread that allocates the
-                            // next generation moves every bin it can; others
-                            // move just this one. Either way the bin is `Moved`
-                            // when we loop.
-                            let cause = match e {
-                                ExtendError::ChainFull => GrowCause::ChainFull,
-                                ExtendError::PoolExhausted => GrowCause::PoolExhausted,
-                            };
-                            let started = g.next_gen().is_none();
-                            self.grow(g, guard, true, cause)?;
-                            if started {
-                                self.help_resize_of(g, guard, usize::MAX);
-                            }
-                            self.move_bin(g, b, guard);
-                        }
-                    },
-                }
-            };
-            // Phase 2, fast path: the header is still the one our reservation
-            // made, so the search of phase 1 still holds.
-            if g.cas_header(
-                b,
-                h_reserved,
-                Replaced::publish(h_reserved, slot, replaced.as_ref()),
-            )
-            .is_ok()
-            {
-                return Ok(self.published(g, replaced, &mut staged, guard));
-            }
-            // Phase 2: publish, re-checking presence against the same header.
-            loop {
-                let h = g.header(b).load(Ordering::Acquire);
-                debug_assert_eq!(header::slot_bits(h, slot), SlotState::Reserved as u64);
-                match header::bin_state(h) {
-                    BinState::Live => {}
-                    // The bin is being moved: our reserved slot dies with it;
-                    // retry in the next generation.
-                    BinState::Frozen => {
-                        self.move_bin(g, b, guard);
-                        g = g.next_gen().expect("a frozen bin has a next generation");
-                        b = g.bin_of(&key);
-                        continue 'gen;
-                    }
-                    BinState::Moved => {
-                        g = g.next_gen().expect("a moved bin has a next generation");
-                        b = g.bin_of(&key);
-                        continue 'gen;
-                    }
-                    BinState::Pending => unreachable!("reserved a slot in a Pending bin"),
-                }
-                let Ok(found) = Old::find(g, b, h, &key) else {
-                    spin_wait();
-                    continue;
-                };
-                let answer = mode.settled(found.as_ref(), meta);
-                let replaced = found.map(|old| old.replaced());
-                // The presence check read slot words; order it before the CAS
-                // that validates it.
-                fence(Ordering::Acquire);
-                if let Some(answer) = answer {
-                    if g.cas_header(b, h, header::with_slot(h, slot, SlotState::Empty))
-                        .is_ok()
-                    {
-                        return Ok(answer);
-                    }
-                    continue;
-                }
-                if g.cas_header(b, h, Replaced::publish(h, slot, replaced.as_ref()))
-                    .is_ok()
-                {
-                    return Ok(self.published(g, replaced, &mut staged, guard));
-                }
-            }
-        }
-    }
-
-    /// After a publish CAS: accounts for the staged value it made reachable,
-    /// retires the value of the slot it replaced (if any) or counts the new key
-    /// (and grows the table if the load bound is passed).
-    fn published(
-        &self,
-        g: &Gen,
-        replaced: Option<Replaced>,
-        staged: &mut Option<Staged>,
-        guard: &Guard,
-    ) -> Wrote {
-        let staged = staged
-            .as_mut()
-            .expect("a published slot had a staged value");
-        if staged.record_bytes > 0 {
-            self.record_bytes
-                .fetch_add(staged.record_bytes, Ordering::Relaxed);
-        }
-        staged.published();
-        match replaced {
-            Some(old) => {
-                self.retire_value(tags::tag_len_code(old.tag), old.word, guard);
-                Wrote::Updated
-            }
-            None => {
-                let stripe_len = self.len.add(1);
-                self.maybe_grow_for_load(g, stripe_len, guard);
-                Wrote::Inserted
-            }
-        }
-    }
-
-    /// Starts a resize (and moves every bin it can) once the average load of
-    /// `g` passes the bound, unless another thread already started one.
-    /// `stripe_len` is this thread's stripe of the key count after its insert:
-    /// a large table sums the stripes only every [`LEN_CHECK_EVERY_INSERTS`]
-    /// inserts of a stripe (see [`LEN_EXACT_CHECK_LIMIT_MAX`]).
-    fn maybe_grow_for_load(&self, g: &Gen, stripe_len: isize, guard: &Guard) {
-        let limit = g.bin_count() * LOAD_KEYS_PER_BIN_MAX_NUM / LOAD_KEYS_PER_BIN_MAX_DEN;
-        if limit > LEN_EXACT_CHECK_LIMIT_MAX
-            && (stripe_len as usize) & (LEN_CHECK_EVERY_INSERTS - 1) != 0
-        {
-            return;
-        }
-        if self.len.sum().max(0) as usize <= limit
-            || g.next_gen().is_some()
-            || g.bin_count() * 2 > self.hot.bins_max
-            || !std::ptr::eq(self.current(guard), g)
-        {
-            return;
-        }
-        if let Ok(Some(_)) = self.grow(g, guard, false, GrowCause::Load) {
-            self.help_resize_of(g, guard, usize::MAX);
-        }
-    }
-}
-
-/// What a write did (or, for a write that changed nothing, why).
-#[derive(Clone, Copy, PartialEq, Eq, Debug)]
-enum Wrote {
-    /// The key was absent and is now present.
-    Inserted,
-    /// The key was present and its slot has been replaced.
-    Updated,
-    /// Insert of a present key, or update of an absent one: nothing written.
-    Unchanged,
-    /// Upsert-if-newer found this metadata, at least as new: nothing written.
-    Stale(ObjectMeta),
-}
-
-impl Mode {
-    /// The answer of a write that must not change the table, given what the
-    /// search found (`None`: the write goes ahead).
-    #[inline(always)]
-    fn settled(self, found: Option<&Old>, meta: ObjectMeta) -> Option<Wrote> {
-        match (self, found) {
-            (Mode::Insert, Some(_)) | (Mode::Update, None) => Some(Wrote::Unchanged),
-            (Mode::UpsertIfNewer, Some(old)) => {
-                let stored = old.meta();
-                (stored.version() >= meta.version()).then_some(Wrote::Stale(stored))
-            }
-            _ => None,
-        }
-    }
-}
-
-/// The valid slot a write found holding its key (under one header word). Its
-/// metadata and value word are read only when needed, before the fence that
-/// precedes the CAS validating them.
-struct Old<'g> {
-    slot: usize,
-    tag: u16,
-    line: &'g sync::Line,
-    pos: usize,
-}
-
-/// A chain link could not be followed (see `bin::Find::Torn`).
-struct Torn;
-
-impl<'g> Old<'g> {
-    /// Searches the chain of bin `b` of `g` under `h`.
-    #[inline(always)]
-    fn find(g: &'g Gen, b: usize, h: u64, key: &Key) -> Result<Option<Old<'g>>, Torn> {
-        match g.find(b, h, key) {
-            Find::Found {
-                slot,
-                line,
-                pos,
-                tag,
-            } => Ok(Some(Old {
-                slot,
-                tag,
-                line,
-                pos,
-            })),
-            Find::Absent => Ok(None),
-            Find::Torn => Err(Torn),
-        }
-    }
-
-    /// The stored metadata.
-    #[inline(always)]
-    fn meta(&self) -> ObjectMeta {
-        ObjectMeta(self.line.w[word_meta(self.pos)].load(Ordering::Relaxed))
-    }
-
-    /// What the write that replaces this slot needs to know of it.
-    #[inline(always)]
-    fn replaced(self) -> Replaced {
-        Replaced {
-            slot: self.slot,
-            tag: self.tag,
-            word: self.line.w[word_value(self.pos)].load(Ordering::Relaxed),
-        }
-    }
-}
-
-/// The slot a write replaces: freed by its publish CAS, its value retired after.
-struct Replaced {
-    slot: usize,
-    tag: u16,
-    word: u64,
-}
-
-impl Replaced {
-    /// The header that publishes reserved slot `slot` of `h` and frees the
-    /// slot it replaces, if any.
-    #[inline(always)]
-    fn publish(h: u64, slot: usize, replaced: Option<&Replaced>) -> u64 {
-        let h = header::with_slot(h, slot, SlotState::Valid);
-        match replaced {
-            Some(old) => header::with_slot(h, old.slot, SlotState::Empty),
-            None => h,
         }
     }
 }

@@ -37,11 +37,11 @@
 //! buckets the copies can need.
 
 use super::bin::{Cursor, ExtendError, Find, Gen};
-use super::sync::{fence, spin_wait, Guard, Ordering};
 use super::{
     Dlht, DlhtError, LOAD_KEYS_PER_BIN_MAX_DEN, LOAD_KEYS_PER_BIN_MAX_NUM,
     REHASH_LOAD_KEYS_PER_BIN_MAX_NUM,
 };
+use crate::table::sync::{fence, spin_wait, Guard, Ordering};
 use splitkv_layout::dlht_layout::{
     header, tags, word_id, word_meta, word_value, BinState, SlotState, SLOTS_PER_CHAIN_MAX,
     SLOTS_PER_LINE, WORD_TAGS,

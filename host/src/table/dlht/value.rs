@@ -9,7 +9,7 @@
 //! found the address while pinned can still copy the bytes.
 
 use splitkv_layout::dlht_layout::{
-    LEN_CODE_OUT_OF_LINE, OUT_OF_LINE_HEADER_BYTES, VALUE_INLINE_BYTES_MAX,
+    DLHT_VALUE_INLINE_BYTES_MAX, LEN_CODE_OUT_OF_LINE, OUT_OF_LINE_HEADER_BYTES,
 };
 
 /// A value ready to be written into a slot. An out-of-line record belongs to
@@ -26,7 +26,7 @@ impl Staged {
     /// Stages `value` (the caller checked its length bound). Allocates only for
     /// values longer than 8 bytes.
     pub(crate) fn new(value: &[u8]) -> Staged {
-        if value.len() <= VALUE_INLINE_BYTES_MAX {
+        if value.len() <= DLHT_VALUE_INLINE_BYTES_MAX {
             return Staged {
                 word: inline_word(value),
                 record_bytes: 0,
@@ -64,7 +64,7 @@ impl Drop for Staged {
 /// The tag's length code of a value of `len` bytes.
 #[inline(always)]
 pub(crate) fn len_code(len: usize) -> u8 {
-    if len <= VALUE_INLINE_BYTES_MAX {
+    if len <= DLHT_VALUE_INLINE_BYTES_MAX {
         len as u8
     } else {
         LEN_CODE_OUT_OF_LINE
@@ -74,7 +74,7 @@ pub(crate) fn len_code(len: usize) -> u8 {
 /// The value word of an inline value: its bytes, little endian, zero padded.
 #[inline]
 pub(crate) fn inline_word(value: &[u8]) -> u64 {
-    debug_assert!(value.len() <= VALUE_INLINE_BYTES_MAX);
+    debug_assert!(value.len() <= DLHT_VALUE_INLINE_BYTES_MAX);
     let mut b = [0u8; 8];
     b[..value.len()].copy_from_slice(value);
     u64::from_le_bytes(b)
@@ -94,14 +94,14 @@ pub(crate) unsafe fn copy_value(len_code: u8, word: u64, out: &mut Vec<u8>) {
         out.extend_from_slice(unsafe { record_bytes(word) });
         return;
     }
-    let len = (len_code as usize).min(VALUE_INLINE_BYTES_MAX);
-    if out.capacity() >= VALUE_INLINE_BYTES_MAX {
+    let len = (len_code as usize).min(DLHT_VALUE_INLINE_BYTES_MAX);
+    if out.capacity() >= DLHT_VALUE_INLINE_BYTES_MAX {
         // One 8-byte store instead of a variable-length copy (a `memcpy` call).
         // SAFETY: the buffer has room for 8 bytes, of which the first `len`
         // (≤ 8) are initialised by this store.
         unsafe {
             out.as_mut_ptr()
-                .cast::<[u8; VALUE_INLINE_BYTES_MAX]>()
+                .cast::<[u8; DLHT_VALUE_INLINE_BYTES_MAX]>()
                 .write_unaligned(word.to_le_bytes());
             out.set_len(len);
         }

@@ -6,7 +6,7 @@
 
 use super::{ObjectCache, NONE, OBJECTS_PREALLOCATED_MAX};
 use super::{OVERFLOW_PAGE_POSITIONS, SEGMENT_CACHE_POSITIONS, UNPINNED};
-use splitkv_layout::table::TableLayout;
+use splitkv_layout::robinhood_layout::TableLayout;
 use splitkv_layout::{Key, ObjectMeta};
 
 /// How keys map to segment entries, and which hash bits make a position's tag.

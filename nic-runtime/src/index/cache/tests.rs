@@ -2,7 +2,7 @@
 //! unpinning by log position, overflow-page chains, tag matching.
 
 use super::*;
-use splitkv_layout::table::TableLayout;
+use splitkv_layout::robinhood_layout::TableLayout;
 
 fn k(i: u64) -> Key {
     Key::new(0, i)
@@ -169,7 +169,7 @@ fn tag_match_finds_exactly_the_live_positions() {
 
 #[test]
 fn robinhood_segmentation_is_the_host_segment() {
-    use splitkv_layout::table::TableConfig;
+    use splitkv_layout::robinhood_layout::TableConfig;
     let layout = TableLayout::new(&TableConfig::new(10_000, 8)).unwrap();
     let s = Segmentation::robinhood(&layout);
     assert_eq!(s.entries(), layout.segments());

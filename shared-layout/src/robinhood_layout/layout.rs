@@ -1,5 +1,5 @@
 //! Byte offsets and sizes of one host table region ([`TableLayout`]); the
-//! picture is in the module docs of [`crate::table`].
+//! picture is in the module docs of [`crate::robinhood_layout`].
 
 use super::*;
 use crate::Key;
@@ -46,10 +46,10 @@ impl TableLayout {
                 max: D_MAX_LIMIT,
             });
         }
-        if config.value_bytes_max > VALUE_BYTES_LIMIT {
+        if config.value_bytes_max > ROBINHOOD_VALUE_BYTES_MAX {
             return Err(LayoutError::ValueTooLarge {
                 value_bytes_max: config.value_bytes_max,
-                max: VALUE_BYTES_LIMIT,
+                max: ROBINHOOD_VALUE_BYTES_MAX,
             });
         }
         if !config.segment_slots.is_power_of_two() || config.segment_slots > SEGMENT_SLOTS_LIMIT {
@@ -95,7 +95,7 @@ impl TableLayout {
             .checked_next_power_of_two()?;
         let segment_slots = config.segment_slots.min(home_slots);
         let segments = home_slots / segment_slots;
-        let value_inline_bytes_max = config.value_bytes_max.min(VALUE_INLINE_BYTES_MAX);
+        let value_inline_bytes_max = config.value_bytes_max.min(ROBINHOOD_VALUE_INLINE_BYTES_MAX);
         let value_words = value_inline_bytes_max.div_ceil(8);
         let slot_bytes = 8 * (1 + SLOT_FIXED_DATA_WORDS + value_words + 1);
         let main_offset = segments.checked_mul(HEADER_BYTES)?;
@@ -162,7 +162,7 @@ impl TableLayout {
     }
 
     /// Inline value capacity per slot, in bytes:
-    /// `min(value_bytes_max, VALUE_INLINE_BYTES_MAX)`. Longer values go out of line.
+    /// `min(value_bytes_max, ROBINHOOD_VALUE_INLINE_BYTES_MAX)`. Longer values go out of line.
     #[inline]
     pub fn value_inline_bytes_max(&self) -> usize {
         self.value_inline_bytes_max
@@ -174,7 +174,7 @@ impl TableLayout {
         len > self.value_inline_bytes_max
     }
 
-    /// Blocks in the value heap (0 if `value_bytes_max ≤ VALUE_INLINE_BYTES_MAX`).
+    /// Blocks in the value heap (0 if `value_bytes_max ≤ ROBINHOOD_VALUE_INLINE_BYTES_MAX`).
     #[inline]
     pub fn value_blocks(&self) -> usize {
         self.value_blocks

@@ -1,8 +1,15 @@
-//! The one place the DLHT gets its synchronisation primitives from (tokio's
-//! loom-shim pattern): `std` atomics normally, `loom`'s under `--cfg loom`, so
-//! `scripts/loom` model-checks the table without touching any call site.
+//! The one place the host tables get their synchronisation primitives from
+//! (tokio's loom-shim pattern). The atomics and fences are those of
+//! [`splitkv_layout::sync`], the workspace's one loom shim: `std`'s normally,
+//! `loom`'s under `--cfg loom`, so `scripts/loom` model-checks the Robinhood
+//! table and the DLHT without touching any call site, and a fence of the host
+//! table's slot seqlock is the same fence the region's readers are checked
+//! against. (A crate cannot share another crate's private module, so the host
+//! re-exports the layout crate's public shim here rather than keeping a second
+//! copy of it.)
 //!
-//! Also here, because they differ between the two builds:
+//! Also here, because they differ between the two builds and only the DLHT
+//! needs them:
 //! - [`Line`] allocation (all-zero words; lazily committed pages under `std`);
 //! - memory reclamation ([`pin`], [`Guard::defer_free`]): `crossbeam-epoch`
 //!   normally; under loom a guard is a no-op and retired objects are kept until
@@ -10,14 +17,8 @@
 //!   collector's (which uses `std` atomics loom cannot see);
 //! - [`spin_wait`] and [`prefetch`].
 
-#[cfg(not(loom))]
-pub(crate) use std::sync::atomic::{
-    fence, AtomicIsize, AtomicPtr, AtomicU64, AtomicUsize, Ordering,
-};
-
-#[cfg(loom)]
-pub(crate) use loom::sync::atomic::{
-    fence, AtomicIsize, AtomicPtr, AtomicU64, AtomicUsize, Ordering,
+pub(crate) use splitkv_layout::sync::{
+    fence, spin_wait, AtomicIsize, AtomicPtr, AtomicU64, AtomicUsize, Ordering,
 };
 
 use splitkv_layout::dlht_layout::LINE_WORDS;
@@ -112,19 +113,6 @@ pub(crate) fn alloc_lines(n: usize) -> Lines {
             w: std::array::from_fn(|_| AtomicU64::new(0)),
         })
         .collect()
-}
-
-/// Called in retry loops that wait for another thread's short step (the
-/// allocation of the next table, another copier's reservation).
-#[inline]
-pub(crate) fn spin_wait() {
-    #[cfg(loom)]
-    loom::thread::yield_now();
-    #[cfg(not(loom))]
-    {
-        std::hint::spin_loop();
-        std::thread::yield_now();
-    }
 }
 
 /// Hints the CPU to bring the line at `p` into cache (Dandelion §6 batching).

@@ -3,7 +3,7 @@
 //!
 //! This module is format only: offsets, slot and header encodings, decoders and
 //! the torn-read rule. The Robinhood policy that places objects lives in
-//! `splitkv-host` (`host/src/table/robinhood.rs`).
+//! `splitkv-host` (`host/src/table/robinhood/`).
 //!
 //! # Region layout
 //!
@@ -33,7 +33,7 @@
 //!   whose Robinhood position would exceed displacement `d_max` lives in the
 //!   chain of its home segment instead.
 //! * **Value heap** (Xenic §4.1.2, "objects over 256 bytes are stored out of
-//!   line"). Present only if `value_bytes_max > VALUE_INLINE_BYTES_MAX`: a
+//!   line"). Present only if `value_bytes_max > ROBINHOOD_VALUE_INLINE_BYTES_MAX`: a
 //!   fixed pool of `value_blocks` blocks, each able to hold one value of up to
 //!   `value_bytes_max` bytes ([`TableLayout::value_block_bytes`]). A slot whose
 //!   value is longer than the inline capacity holds a reference to a block;
@@ -44,7 +44,7 @@
 //!
 //! All fields are little-endian `u64` words; a slot is
 //! `8 × (4 + ⌈value_inline_bytes_max / 8⌉ + 1)` bytes, where
-//! `value_inline_bytes_max = min(value_bytes_max, VALUE_INLINE_BYTES_MAX)`:
+//! `value_inline_bytes_max = min(value_bytes_max, ROBINHOOD_VALUE_INLINE_BYTES_MAX)`:
 //!
 //! | word | content |
 //! |---|---|
@@ -118,7 +118,7 @@
 //! (Acquire, or an acquire fence between loads). x86 loads are ordered; on a
 //! weakly ordered reader use [`read_acquire`] or an equivalent DMA engine.
 //! Consistency *across* slots (objects moved by Robinhood swaps) is the host's
-//! job; see `host/src/table/robinhood.rs`.
+//! job; see `host/src/table/robinhood/`.
 
 mod config;
 mod header;
@@ -172,10 +172,10 @@ pub const SLOT_STATE_OCCUPIED: u16 = 1;
 /// Largest allowed maximum displacement `d_max`, in slots.
 pub const D_MAX_LIMIT: usize = 4096;
 /// Largest allowed `value_bytes_max`, in bytes.
-pub const VALUE_BYTES_LIMIT: usize = 4096;
+pub const ROBINHOOD_VALUE_BYTES_MAX: usize = 4096;
 /// Largest value stored inside a slot, in bytes; longer values go to the value
 /// heap (DESIGN.md, Xenic §4.1.2).
-pub const VALUE_INLINE_BYTES_MAX: usize = 256;
+pub const ROBINHOOD_VALUE_INLINE_BYTES_MAX: usize = 256;
 /// Largest number of value-heap blocks (block indexes are stored as `u32`).
 pub const VALUE_BLOCKS_LIMIT: usize = u32::MAX as usize;
 /// Slot `state` of a slot whose value lives in a value-heap block.

@@ -67,13 +67,13 @@ pub const SLOTS_PER_CHAIN_MAX: usize = LINES_PER_CHAIN_MAX * SLOTS_PER_LINE;
 /// Largest table id a slot can store (12 bits).
 pub const TABLE_ID_MAX: u32 = (1 << 12) - 1;
 /// Largest value stored inline in the slot's value word.
-pub const VALUE_INLINE_BYTES_MAX: usize = 8;
+pub const DLHT_VALUE_INLINE_BYTES_MAX: usize = 8;
 /// Length code of a value stored out of line.
 pub const LEN_CODE_OUT_OF_LINE: u8 = 15;
 /// Bytes before the value bytes in an out-of-line record (the `u64` length).
 pub const OUT_OF_LINE_HEADER_BYTES: usize = 8;
 /// Largest value the table accepts (out of line), in bytes.
-pub const VALUE_BYTES_MAX: usize = 1 << 20;
+pub const DLHT_VALUE_BYTES_MAX: usize = 1 << 20;
 /// Largest link-bucket index the tags word can hold.
 pub const LINK_INDEX_MAX: u64 = u32::MAX as u64;
 
@@ -348,7 +348,7 @@ pub enum SlotValue {
         /// Value length, 0..=8.
         len: u8,
         /// The value word's bytes (little endian); bytes past `len` are zero.
-        bytes: [u8; VALUE_INLINE_BYTES_MAX],
+        bytes: [u8; DLHT_VALUE_INLINE_BYTES_MAX],
     },
     /// An out-of-line record at this host address (see the module docs).
     OutOfLine {
@@ -530,19 +530,19 @@ pub fn decode_link(
 ///
 /// # Errors
 /// [`DecodeError::Truncated`] if `bytes` is shorter than the record says,
-/// [`DecodeError::TooLarge`] if the length exceeds [`VALUE_BYTES_MAX`],
+/// [`DecodeError::TooLarge`] if the length exceeds [`DLHT_VALUE_BYTES_MAX`],
 /// [`DecodeError::Inconsistent`] if the length would have fit inline.
 pub fn decode_out_of_line(bytes: &[u8]) -> Result<&[u8], DecodeError> {
     let mut r = crate::Reader::new(bytes, "dlht out-of-line value");
     let len = r.u64()?;
-    if len > VALUE_BYTES_MAX as u64 {
+    if len > DLHT_VALUE_BYTES_MAX as u64 {
         return Err(DecodeError::TooLarge {
             what: "dlht out-of-line value",
             len: usize::try_from(len).unwrap_or(usize::MAX),
-            max: VALUE_BYTES_MAX,
+            max: DLHT_VALUE_BYTES_MAX,
         });
     }
-    if len as usize <= VALUE_INLINE_BYTES_MAX {
+    if len as usize <= DLHT_VALUE_INLINE_BYTES_MAX {
         return Err(DecodeError::Inconsistent {
             what: "dlht out-of-line value",
             detail: "length fits inline",
@@ -552,56 +552,7 @@ pub fn decode_out_of_line(bytes: &[u8]) -> Result<&[u8], DecodeError> {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn masks_agree_with_states() {
-        let mut h = 0u64;
-        h = header::with_slot(h, 0, SlotState::Valid);
-        h = header::with_slot(h, 3, SlotState::Reserved);
-        h = header::with_slot(h, 15, SlotState::Valid);
-        h = header::with_bin_state(h, BinState::Frozen);
-        assert_eq!(header::valid_mask(h), 1 | 1 << 15);
-        assert_eq!(header::reserved_mask(h), 1 << 3);
-        assert_eq!(header::empty_mask(h), 0xFFFF & !(1 | 1 << 3 | 1 << 15));
-        assert_eq!(header::bin_state(h), BinState::Frozen);
-        assert!(header::any_valid_from(h, 0));
-        assert!(header::any_valid_from(h, 1));
-        assert!(header::any_valid_from(h, 15));
-        assert!(!header::any_valid_from(
-            header::with_slot(h, 15, SlotState::Empty),
-            1
-        ));
-        let b = header::bumped(h);
-        assert_eq!(header::version(b), 1);
-        assert_eq!(header::slot_states(b), header::slot_states(h));
-        let top = h | (HEADER_VERSION_MASK << 34);
-        assert_eq!(header::version(header::bumped(top)), 0);
-        assert_eq!(header::bin_state(header::bumped(top)), BinState::Frozen);
-    }
-
-    #[test]
-    fn header_round_trips() {
-        let mut hdr = BinHeader::from_word(0).unwrap();
-        hdr.slots[5] = SlotState::Valid;
-        hdr.bin_state = BinState::Pending;
-        hdr.version = 12345;
-        assert_eq!(BinHeader::from_word(hdr.to_word()).unwrap(), hdr);
-        assert!(BinHeader::from_word(3).is_err());
-    }
-
-    #[test]
-    fn tags_pack() {
-        let t = tags::make_tag(TABLE_ID_MAX, LEN_CODE_OUT_OF_LINE);
-        assert_eq!(tags::tag_table(t), TABLE_ID_MAX);
-        assert_eq!(tags::tag_len_code(t), LEN_CODE_OUT_OF_LINE);
-        let w = tags::with_link((t as u64) << 16, 77);
-        assert_eq!(tags::tag(w, 1), t);
-        assert_eq!(tags::tag(w, 0), 0);
-        assert_eq!(tags::link(w), 77);
-    }
-}
+mod tests;
 
 /// DMA address space of a DLHT as a NIC runtime reads it (the host exposes the
 /// current generation through it).
@@ -611,66 +562,4 @@ mod tests {
 /// `bin_count + i` link bucket `i`. The bin count in the offset lets the host
 /// refuse a read made against another table size (a resize happened): the
 /// reader then re-reads the descriptor.
-pub mod dma {
-    use crate::DecodeError;
-
-    /// Bit position of `log2(bin_count)` in a DMA offset.
-    pub const DMA_BINS_SHIFT: u32 = 56;
-    /// Mask of the line-address part of an offset.
-    pub const DMA_LINE_MASK: usize = (1 << DMA_BINS_SHIFT) - 1;
-
-    /// Line 0 of the DMA space.
-    #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-    pub struct DmaDescriptor {
-        /// Bins of the current generation (a power of two).
-        pub bin_count: usize,
-        /// Lines in its link-bucket pool (index 0 unused).
-        pub link_lines: usize,
-    }
-
-    impl DmaDescriptor {
-        /// The 64-byte encoding: words `bin_count`, `link_lines`, then zeros.
-        pub fn encode(&self) -> [u8; super::LINE_BYTES] {
-            let mut out = [0u8; super::LINE_BYTES];
-            out[..8].copy_from_slice(&(self.bin_count as u64).to_le_bytes());
-            out[8..16].copy_from_slice(&(self.link_lines as u64).to_le_bytes());
-            out
-        }
-
-        /// Decodes a descriptor line; the bin count must be a power of two below 2^40.
-        pub fn decode(bytes: &[u8]) -> Result<DmaDescriptor, DecodeError> {
-            let mut r = crate::Reader::new(bytes, "dlht dma descriptor");
-            let bins = r.u64()?;
-            let links = r.u64()?;
-            if bins == 0 || !bins.is_power_of_two() || bins >= 1 << 40 || links >= 1 << 40 {
-                return Err(DecodeError::Inconsistent {
-                    what: "dlht dma descriptor",
-                    detail: "bad counts",
-                });
-            }
-            Ok(DmaDescriptor {
-                bin_count: bins as usize,
-                link_lines: links as usize,
-            })
-        }
-    }
-
-    /// Offset of `line` in a table of `bin_count` bins.
-    pub fn offset(bin_count: usize, line: usize) -> usize {
-        ((bin_count.trailing_zeros() as usize) << DMA_BINS_SHIFT) | (line * super::LINE_BYTES)
-    }
-
-    /// Offset of the descriptor (valid whatever the table size).
-    pub const DESCRIPTOR_OFFSET: usize = 0;
-
-    /// Splits an offset into (bin count it was made for, line); `None` for the descriptor.
-    pub fn split(offset: usize) -> Option<(usize, usize)> {
-        if offset == DESCRIPTOR_OFFSET {
-            return None;
-        }
-        Some((
-            1usize << (offset >> DMA_BINS_SHIFT),
-            (offset & DMA_LINE_MASK) / super::LINE_BYTES,
-        ))
-    }
-}
+pub mod dma;

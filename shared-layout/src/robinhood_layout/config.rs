@@ -10,8 +10,8 @@ pub struct TableConfig {
     pub capacity_keys: usize,
     /// Global maximum displacement D_m, in slots (Xenic §4.1.2): 1 ..= [`D_MAX_LIMIT`].
     pub d_max: usize,
-    /// Longest value the table stores, in bytes: 0 ..= [`VALUE_BYTES_LIMIT`].
-    /// Values up to [`VALUE_INLINE_BYTES_MAX`] live inside the slot, longer
+    /// Longest value the table stores, in bytes: 0 ..= [`ROBINHOOD_VALUE_BYTES_MAX`].
+    /// Values up to [`ROBINHOOD_VALUE_INLINE_BYTES_MAX`] live inside the slot, longer
     /// ones in the value heap.
     pub value_bytes_max: usize,
     /// Home positions per segment: a power of two, ≤ [`SEGMENT_SLOTS_LIMIT`].
@@ -22,12 +22,12 @@ pub struct TableConfig {
     /// Slots per overflow bucket: 1 ..= [`BUCKET_SLOTS_LIMIT`].
     pub bucket_slots: usize,
     /// Blocks of the value heap (each holds one value longer than
-    /// [`VALUE_INLINE_BYTES_MAX`]). `None` sizes the heap so that every key
+    /// [`ROBINHOOD_VALUE_INLINE_BYTES_MAX`]). `None` sizes the heap so that every key
     /// the table is sized for can hold a maximum-size value, plus 1/8 headroom
     /// that delays the reuse of freed blocks: `capacity_keys + ⌈capacity_keys /
     /// 8⌉`. Set it lower when few values are long (a block costs
     /// `value_block_bytes`, about `value_bytes_max + 40` bytes). Ignored (0
-    /// blocks) when `value_bytes_max ≤ VALUE_INLINE_BYTES_MAX`.
+    /// blocks) when `value_bytes_max ≤ ROBINHOOD_VALUE_INLINE_BYTES_MAX`.
     pub value_blocks: Option<usize>,
 }
 
@@ -60,7 +60,7 @@ impl TableConfig {
     /// The number of value-heap blocks this configuration asks for (see
     /// [`TableConfig::value_blocks`]); `None` on `usize` overflow.
     pub fn value_blocks_resolved(&self) -> Option<usize> {
-        if self.value_bytes_max <= VALUE_INLINE_BYTES_MAX {
+        if self.value_bytes_max <= ROBINHOOD_VALUE_INLINE_BYTES_MAX {
             return Some(0);
         }
         match self.value_blocks {
@@ -86,7 +86,7 @@ pub enum LayoutError {
         /// The limit.
         max: usize,
     },
-    /// `value_bytes_max` is over [`VALUE_BYTES_LIMIT`].
+    /// `value_bytes_max` is over [`ROBINHOOD_VALUE_BYTES_MAX`].
     #[error("value size {value_bytes_max} B exceeds the table format's {max} B")]
     ValueTooLarge {
         /// The configured value.

@@ -1,7 +1,7 @@
 //! Host table layout: arithmetic, slot and header codecs, torn-read detection.
 
 use proptest::prelude::*;
-use splitkv_layout::table::*;
+use splitkv_layout::robinhood_layout::*;
 use splitkv_layout::{DecodeError, Key, ObjectMeta, Region};
 
 fn layout(capacity_keys: usize, value_bytes_max: usize) -> TableLayout {
@@ -49,7 +49,10 @@ fn default_sizing() {
     // heap of capacity + capacity/8 blocks holds up to value_bytes_max each.
     let big = layout(10, 4096);
     assert_eq!(big.slot_bytes(), 8 * (4 + 32 + 1));
-    assert_eq!(big.value_inline_bytes_max(), VALUE_INLINE_BYTES_MAX);
+    assert_eq!(
+        big.value_inline_bytes_max(),
+        ROBINHOOD_VALUE_INLINE_BYTES_MAX
+    );
     assert_eq!(big.value_block_bytes(), 8 * (4 + 512 + 1));
     assert_eq!(big.value_blocks(), 10 + 2);
     assert_eq!(big.value_heap_offset() % 64, 0);
@@ -85,7 +88,7 @@ fn rejects_bad_configs() {
         LayoutError::DisplacementOutOfRange { .. }
     ));
     assert!(matches!(
-        with(&|c| c.value_bytes_max = VALUE_BYTES_LIMIT + 1),
+        with(&|c| c.value_bytes_max = ROBINHOOD_VALUE_BYTES_MAX + 1),
         LayoutError::ValueTooLarge { .. }
     ));
     assert!(matches!(
@@ -122,7 +125,7 @@ fn rejects_bad_configs() {
     // Limits themselves are accepted; an empty overflow pool is allowed.
     let mut edge = ok;
     edge.d_max = D_MAX_LIMIT;
-    edge.value_bytes_max = VALUE_BYTES_LIMIT;
+    edge.value_bytes_max = ROBINHOOD_VALUE_BYTES_MAX;
     edge.overflow_fraction_pct = 0;
     let l = TableLayout::new(&edge).unwrap();
     assert_eq!(l.buckets(), 0);
@@ -184,8 +187,8 @@ proptest! {
         prop_assert_eq!(l.segments() * l.segment_slots(), l.home_slots());
         prop_assert_eq!(l.slot_bytes() % 8, 0);
         prop_assert!(l.slot_bytes() >= 40 + l.value_inline_bytes_max());
-        prop_assert_eq!(l.value_inline_bytes_max(), l.value_bytes_max().min(VALUE_INLINE_BYTES_MAX));
-        prop_assert_eq!(l.value_blocks() > 0, l.value_bytes_max() > VALUE_INLINE_BYTES_MAX && config.value_blocks != Some(0));
+        prop_assert_eq!(l.value_inline_bytes_max(), l.value_bytes_max().min(ROBINHOOD_VALUE_INLINE_BYTES_MAX));
+        prop_assert_eq!(l.value_blocks() > 0, l.value_bytes_max() > ROBINHOOD_VALUE_INLINE_BYTES_MAX && config.value_blocks != Some(0));
         prop_assert!(l.value_block_bytes() >= 40 + l.value_bytes_max());
         prop_assert_eq!(l.main_offset() % 64, 0);
         prop_assert_eq!(l.overflow_offset() % 64, 0);

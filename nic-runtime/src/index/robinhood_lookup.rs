@@ -17,20 +17,20 @@
 //!    against [`TORN_RETRIES_MAX`] too).
 //!
 //! Deletes move objects against the reader's direction (Robinhood backward
-//! shift, overflow swap; `host/src/table/robinhood.rs`), which could make a
+//! shift, overflow swap; `host/src/table/robinhood/`), which could make a
 //! present key look absent. So the first read is a two-element vector: the home
 //! segment's move sequence word, then the slots (elements execute in order).
 //! "Absent" also needs a header read after the last slot read that shows the
 //! same even sequence; otherwise the lookup starts over, up to
 //! [`MOVED_RESTARTS_MAX`] times. Found objects need no such check.
 //!
-//! A [`Lookup`] is a pure state machine over bytes: the server feeds it DMA
+//! A [`RobinhoodLookup`] is a pure state machine over bytes: the server feeds it DMA
 //! completions, and the Table 2 report feeds it direct copies.
 
 use super::hints::{OverflowHint, SegmentHints};
 use super::Next;
 use crate::dma::DmaRead;
-use splitkv_layout::table::{
+use splitkv_layout::robinhood_layout::{
     decode_value_block, find_in_bucket, BlockRead, SegmentHeader, SlotRead, SlotValue, TableLayout,
     ValueRef, HEADER_BYTES, HEADER_MOVES_OFFSET,
 };
@@ -82,7 +82,7 @@ pub enum LookupError {
 
 /// One key's lookup in progress.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Lookup {
+pub struct RobinhoodLookup {
     key: Key,
     home: usize,
     segment: usize,
@@ -98,12 +98,16 @@ pub struct Lookup {
     pub slots_read: u32,
 }
 
-impl Lookup {
+impl RobinhoodLookup {
     /// Starts a lookup of `key`; the first step is always a read.
-    pub fn start(layout: &TableLayout, hints: &SegmentHints, key: Key) -> (Lookup, Next<'static>) {
+    pub fn start(
+        layout: &TableLayout,
+        hints: &SegmentHints,
+        key: Key,
+    ) -> (RobinhoodLookup, Next<'static>) {
         let home = layout.home_slot(&key);
         let segment = layout.segment_of(home);
-        let mut l = Lookup {
+        let mut l = RobinhoodLookup {
             key,
             home,
             segment,
