@@ -395,3 +395,77 @@ mod dlht {
         assert_eq!(lookup(&mem, &mut bins, Key::new(9, 1)).0, None);
     }
 }
+
+/// Garbage host memory can hold a cyclic overflow chain (found by the
+/// `robinhood_lookup` fuzz target): the lookup must fail after as many links
+/// as the table has buckets, not read forever.
+#[test]
+fn a_cyclic_overflow_chain_fails_the_lookup_instead_of_looping() {
+    use splitkv_layout::robinhood_layout::{BucketHeader, SegmentHeader, HEADER_BYTES};
+    use splitkv_nic::index::robinhood_lookup::LookupError;
+    let mut cfg = TableConfig::new(2_000, 8);
+    cfg.d_max = 2;
+    cfg.overflow_fraction_pct = 40;
+    let mut table = RobinhoodTable::new(&cfg).unwrap();
+    let meta = ObjectMeta::new(1, ObjectFlags::empty());
+    let mut rng = Xoshiro256PlusPlus::seed_from_u64(3);
+    let layout = *table.layout();
+    let header = |table: &RobinhoodTable, seg: usize| {
+        let mut b = [0u8; HEADER_BYTES];
+        let off = layout.segment_header_offset(seg);
+        table.region().read_bytes(off, &mut b).unwrap();
+        SegmentHeader::decode(&layout, &b).unwrap()
+    };
+    // Fill until some segment has an overflow chain.
+    let (seg, head) = loop {
+        let k = Key::new(1, rng.gen());
+        table.upsert(k, meta, &k.id.to_le_bytes()).unwrap();
+        let seg = layout.segment_of(layout.home_slot(&k));
+        if let Some(head) = header(&table, seg).overflow_head {
+            break (seg, head);
+        }
+    };
+    // A copy of the table whose chain head links back to itself.
+    let region = Region::new(layout.region_bytes());
+    region.write_bytes(0, &snapshot(&table)).unwrap();
+    let mut b = [0u8; HEADER_BYTES];
+    region
+        .read_bytes(layout.bucket_header_offset(head), &mut b)
+        .unwrap();
+    let mut bucket = BucketHeader::decode(&layout, &b).unwrap();
+    bucket.next = Some(head);
+    region
+        .write_bytes(layout.bucket_header_offset(head), &bucket.encode())
+        .unwrap();
+    // An absent key homed in that segment walks the chain to its end.
+    let absent = loop {
+        let k = Key::new(2, rng.gen());
+        if layout.segment_of(layout.home_slot(&k)) == seg {
+            break k;
+        }
+    };
+    let mut hints = SegmentHints::new(&layout);
+    let (mut l, mut step) = RobinhoodLookup::start(&layout, &hints, absent);
+    let mut buf = Vec::new();
+    let error = loop {
+        match step {
+            Next::Read(v, n) => {
+                read_vector(&region, &v[..n], &mut buf).unwrap();
+                step = l.advance(&layout, &mut hints, &buf);
+            }
+            Next::Failed(e) => break e,
+            other => panic!("expected the walk to fail, got {other:?}"),
+        }
+        assert!(
+            (l.reads as usize) < 4 * layout.buckets() + 16,
+            "still reading after {} reads",
+            l.reads
+        );
+    };
+    assert_eq!(
+        error,
+        LookupError::ChainTooLong {
+            buckets: layout.buckets()
+        }
+    );
+}

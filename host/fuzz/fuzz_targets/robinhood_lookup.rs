@@ -60,9 +60,12 @@ fuzz_target!(|data: &[u8]| {
         let bucket = (hint[1] as usize) % (layout.buckets() + 1);
         hints.set_overflow(segment, (bucket < layout.buckets()).then_some(bucket));
     }
-    // Every retry or restart re-runs at most the main reads (2), the header,
-    // every bucket of a chain, the confirmation and the value block.
-    let reads_max = (TORN_RETRIES_MAX + MOVED_RESTARTS_MAX + 2) as usize * (5 + layout.buckets());
+    // Every retry or restart re-runs at most the main reads (2), a chain walk
+    // from a hint (at most `buckets` links, then the lookup fails), the header,
+    // a chain walk from the header (as long), the confirmation and the value
+    // block.
+    let reads_max =
+        (TORN_RETRIES_MAX + MOVED_RESTARTS_MAX + 2) as usize * (7 + 2 * layout.buckets());
     let (mut lookup, mut next) = Lookup::start(&layout, &hints, key);
     let mut patched = false;
     let mut buf = Vec::new();

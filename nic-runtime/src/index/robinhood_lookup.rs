@@ -24,6 +24,11 @@
 //! same even sequence; otherwise the lookup starts over, up to
 //! [`MOVED_RESTARTS_MAX`] times. Found objects need no such check.
 //!
+//! An overflow chain is walked for at most as many links as the table has
+//! buckets: more means a cycle, which intact host memory never holds (garbage
+//! bytes, or a chain relinked under the walk), and the lookup fails with
+//! [`LookupError::ChainTooLong`] instead of reading forever.
+//!
 //! A [`RobinhoodLookup`] is a pure state machine over bytes: the server feeds it DMA
 //! completions, and the Table 2 report feeds it direct copies.
 
@@ -78,6 +83,13 @@ pub enum LookupError {
     /// [`MOVED_RESTARTS_MAX`] fresh starts.
     #[error("objects kept moving under the lookup")]
     Moving,
+    /// An overflow chain had more links than the table has buckets (a cycle:
+    /// corrupt host memory, or a chain relinked under the walk).
+    #[error("overflow chain longer than the table's {buckets} buckets")]
+    ChainTooLong {
+        /// Buckets in the table.
+        buckets: usize,
+    },
 }
 
 /// One key's lookup in progress.
@@ -92,6 +104,8 @@ pub struct RobinhoodLookup {
     restarts: u32,
     /// The home segment's move sequence seen by the first read.
     moves_seen: u64,
+    /// Overflow links followed in the current chain walk.
+    links: usize,
     /// DMA reads issued so far (round trips).
     pub reads: u32,
     /// Slots (objects) transferred so far.
@@ -115,6 +129,7 @@ impl RobinhoodLookup {
             torn: 0,
             restarts: 0,
             moves_seen: 0,
+            links: 0,
             reads: 0,
             slots_read: 0,
         };
@@ -125,6 +140,7 @@ impl RobinhoodLookup {
     /// (Re)starts at the home slot: move sequence, then `d_i + k` slots.
     fn first_read(&mut self, layout: &TableLayout, hints: &SegmentHints) -> Next<'static> {
         let to = (hints.d_known(self.segment) + LOOKUP_K).min(layout.d_max());
+        self.links = 0;
         self.stage = Stage::Main {
             from: 0,
             to,
@@ -327,6 +343,8 @@ impl RobinhoodLookup {
                     // Read after every slot read: it confirms them too.
                     None => self.absent_if_unmoved(layout, hints, h.moves),
                     Some(bucket) => {
+                        // A fresh chain head: the walk starts again from it.
+                        self.links = 0;
                         self.stage = Stage::Bucket {
                             bucket,
                             confirmed: true,
@@ -351,6 +369,14 @@ impl RobinhoodLookup {
             Ok((_, Some(SlotRead::Object { meta, value, .. }))) => self.found(layout, meta, value),
             Ok((_, Some(SlotRead::Torn))) => self.retry_torn(layout),
             Ok((h, _)) => {
+                if h.next.is_some() {
+                    self.links += 1;
+                    if self.links > layout.buckets() {
+                        return Next::Failed(LookupError::ChainTooLong {
+                            buckets: layout.buckets(),
+                        });
+                    }
+                }
                 self.stage = match (h.next, confirmed) {
                     (Some(next), _) => Stage::Bucket {
                         bucket: next,
