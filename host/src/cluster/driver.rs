@@ -107,11 +107,14 @@ impl Cluster {
         for (i, n) in parts.nodes.into_iter().enumerate() {
             let node = i as NodeId;
             clients.push(n.clients);
-            groups[(2 * i) % thread_count].push(Placed::Nic(node, Box::new(n.nic)));
-            groups[(2 * i + 1) % thread_count].push(Placed::Worker(node, Box::new(n.worker)));
+            // NIC runtimes round robin from thread 0, host workers from thread
+            // 1, applications from thread 0 again: on 2 threads the NICs (the
+            // busiest components) split 2:1 instead of all landing on one thread.
+            groups[i % thread_count].push(Placed::Nic(node, Box::new(n.nic)));
+            groups[(i + 1) % thread_count].push(Placed::Worker(node, Box::new(n.worker)));
         }
         for (i, a) in parts.apps.into_iter().enumerate() {
-            groups[(2 * nodes + i) % thread_count].push(Placed::App(i, a));
+            groups[i % thread_count].push(Placed::App(i, a));
         }
         let mut cluster = Cluster {
             shared,
