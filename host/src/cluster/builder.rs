@@ -242,7 +242,7 @@ impl ClusterBuilder {
             threads: self.threads,
             clients_per_node: self.clients_per_node,
             shared,
-            epoch: None,
+            clock_origin: None,
         })
     }
 
