@@ -45,7 +45,7 @@ pub const LIST_VALUE_BYTES_MAX: usize = LIST_ELEMENTS_MAX * 8;
 /// Encoded bytes of one read in a result: the element count, then the elements.
 pub const READ_RESULT_BYTES_MAX: usize = 1 + LIST_VALUE_BYTES_MAX;
 
-const _: () = assert!(LIST_VALUE_BYTES_MAX <= splitkv_host::NODE_VALUE_BYTES_MAX);
+const _: () = assert!(LIST_VALUE_BYTES_MAX <= splitkv_layout::VALUE_BYTES_MAX);
 const _: () = assert!(LIST_ELEMENTS_MAX <= u8::MAX as usize);
 // Every read of a transaction fits in its result.
 const _: () = assert!(MICRO_OPS_PER_TX_MAX * READ_RESULT_BYTES_MAX <= RESULT_BYTES_MAX);

@@ -34,15 +34,6 @@ pub mod dlht_lookup;
 pub mod hints;
 pub mod robinhood_lookup;
 
-/// The Robinhood lookup under its former path and name, kept so that code
-/// written against `index::lookup::Lookup` (the host fuzz targets) builds
-/// until it moves to [`robinhood_lookup::RobinhoodLookup`].
-#[doc(hidden)]
-pub mod lookup {
-    pub use super::robinhood_lookup::RobinhoodLookup as Lookup;
-    pub use super::robinhood_lookup::*;
-}
-
 use crate::dma::DmaRead;
 use cache::{CacheStats, ObjectCache, PagePoolStats, Segmentation};
 use dlht_lookup::DlhtLookup;
