@@ -17,7 +17,7 @@
 //!   global object capacity (`cache_objects`), kept by ScaleStore's
 //!   epoch-based LRU with sampling eviction (ScaleStore §4.1); see [`cache`].
 //! - `hints[i]` — the known displacement d_i and the segment's overflow
-//!   address ([`hints::SegmentHints`], 6 B), which let a [`lookup`] find a key
+//!   address ([`hints::SegmentHints`], 6 B), which let a [`robinhood_lookup`] find a key
 //!   in the host table with one DMA read in the common case. They stay a
 //!   separate array because the lookup state machine and the host-side lookup
 //!   report use them without a cache; the DLHT has no displacement, so its
