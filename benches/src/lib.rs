@@ -28,6 +28,7 @@ pub mod list_append;
 pub mod loadgen;
 pub mod lookup_report;
 pub mod measure;
+mod micro_txn;
 pub mod register;
 pub mod replicas;
 pub mod smallbank;

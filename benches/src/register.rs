@@ -12,14 +12,12 @@
 //! the values read, so a read after the transaction's own write returns it.
 
 use crate::history_gen::{MicroOpSource, TxShape, WorkloadConfigError};
-use crate::list_append::codec::{
-    self, OpKind, ResultError, ResultReader, TxOps, MICRO_OPS_PER_TX_MAX,
-};
+use crate::list_append::codec::{self, OpKind, ResultError, TxOps, MICRO_OPS_PER_TX_MAX};
 use crate::list_append::generator::ELEMENT_COUNTER_BITS;
+use crate::micro_txn;
 use rand::{Rng, SeedableRng};
 use rand_xoshiro::Xoshiro256PlusPlus;
 use splitkv_layout::host_nic::RESULT_BYTES_MAX;
-use splitkv_layout::Key;
 use splitkv_nic::{ProcError, Procedure, ReadView, TxPlan, UserAbort, WriteSet};
 use splitkv_sim::history::{MicroOp, ReadValue};
 
@@ -119,15 +117,8 @@ impl Procedure for RegisterTxn {
     }
 
     fn plan(&self, args: &[u8], plan: &mut TxPlan) -> Result<(), ProcError> {
-        for op in codec::decode(args)?.as_slice() {
-            let key = Key::new(REGISTER_TABLE, op.key);
-            match op.kind {
-                OpKind::Read => plan.read(key),
-                OpKind::Write => plan.write(key),
-                OpKind::Append => return Err(ProcError::BadArgs("register has no appends")),
-            }
-        }
-        Ok(())
+        let wrong = "register has no appends";
+        micro_txn::plan_ops(args, plan, REGISTER_TABLE, OpKind::Write, wrong)
     }
 
     fn execute(
@@ -137,14 +128,9 @@ impl Procedure for RegisterTxn {
         writes: &mut WriteSet,
         result: &mut Vec<u8>,
     ) -> Result<(), UserAbort> {
-        let ops = codec::decode(args).map_err(|_| UserAbort)?;
-        run_txn(
-            &ops,
-            |k| reads.get(&Key::new(REGISTER_TABLE, k)),
-            result,
-            |k, v| writes.put(Key::new(REGISTER_TABLE, k), v),
-        )
-        .map_err(|_| UserAbort)
+        micro_txn::execute_ops(args, reads, writes, result, REGISTER_TABLE, |o, s, r, w| {
+            run_txn(o, s, r, w)
+        })
     }
 }
 
@@ -153,23 +139,11 @@ impl Procedure for RegisterTxn {
 /// # Errors
 /// [`ResultError`] if `result` does not hold exactly one value per read.
 pub fn complete(invoked: &[MicroOp], result: &[u8]) -> Result<Vec<MicroOp>, ResultError> {
-    let mut r = ResultReader::new(result);
-    let mut out = Vec::with_capacity(invoked.len());
-    for (i, op) in invoked.iter().enumerate() {
-        out.push(match *op {
-            MicroOp::Read { key, .. } => {
-                let value = match r.u8(i)? {
-                    0 => None,
-                    1 => Some(ReadValue::Register(r.u64(i)?)),
-                    tag => return Err(ResultError::BadTag { op: i, tag }),
-                };
-                MicroOp::Read { key, value }
-            }
-            ref other => other.clone(),
-        });
-    }
-    r.finish()?;
-    Ok(out)
+    micro_txn::complete_reads(invoked, result, |r, i| match r.u8(i)? {
+        0 => Ok(None),
+        1 => Ok(Some(ReadValue::Register(r.u64(i)?))),
+        tag => Err(ResultError::BadTag { op: i, tag }),
+    })
 }
 
 /// Shape of a register run.
@@ -277,49 +251,18 @@ impl MicroOpSource for RegisterGenerator {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn ops(m: &[MicroOp]) -> TxOps {
-        let mut b = Vec::new();
-        codec::encode(m, &mut b);
-        codec::decode(&b).unwrap()
-    }
+    use crate::micro_txn::test_support::{ops, own_write_then_reads};
 
     #[test]
     fn reads_see_own_writes_and_results_decode() {
         let stored = 7u64.to_le_bytes();
-        let invoked = [
-            MicroOp::Read {
-                key: 1,
-                value: None,
-            },
+        let (written, reads) = own_write_then_reads(
             MicroOp::Write { key: 1, value: 9 },
-            MicroOp::Read {
-                key: 1,
-                value: None,
-            },
-            MicroOp::Read {
-                key: 2,
-                value: None,
-            },
-        ];
-        let mut result = Vec::new();
-        let mut written = Vec::new();
-        run_txn(
-            &ops(&invoked),
-            |k| (k == 1).then_some(&stored[..]),
-            &mut result,
-            |k, v| written.push((k, v.to_vec())),
-        )
-        .unwrap();
+            &stored,
+            |o, s, r, w| run_txn(o, s, r, w),
+            complete,
+        );
         assert_eq!(written, [(1, 9u64.to_le_bytes().to_vec())]);
-        let done = complete(&invoked, &result).unwrap();
-        let reads: Vec<_> = done
-            .iter()
-            .filter_map(|m| match m {
-                MicroOp::Read { value, .. } => Some(value.clone()),
-                _ => None,
-            })
-            .collect();
         assert_eq!(
             reads,
             [
@@ -328,7 +271,6 @@ mod tests {
                 None
             ]
         );
-        assert!(complete(&invoked, &result[..result.len() - 1]).is_err());
     }
 
     #[test]

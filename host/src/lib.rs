@@ -21,4 +21,4 @@ pub use cluster::{
     NodeParts, NodeStats,
 };
 pub use log::HostWorker;
-pub use node::{build_node, Node, NodeConfig, NodeError, NODE_VALUE_BYTES_MAX};
+pub use node::{build_node, Node, NodeConfig, NodeError};

@@ -18,16 +18,13 @@ use crate::table::{HostTable, HostTableError, TableKind};
 use splitkv_layout::ring::{ring_pair, RingError};
 use splitkv_layout::robinhood_layout::TableConfig;
 use splitkv_layout::wire::NodeId;
+use splitkv_layout::VALUE_BYTES_MAX;
 use splitkv_nic::dma::local::LocalDma;
 use splitkv_nic::net::Transport;
 use splitkv_nic::runtime::CLIENTS_PER_NODE_MAX;
 use splitkv_nic::{
     ClientPorts, HostPorts, Nanos, NicParts, NicRuntime, Placement, ProcedureRegistry,
 };
-
-/// Largest value a node may be configured for: the object value limit
-/// [`splitkv_layout::VALUE_BYTES_MAX`] (re-exported under this name).
-pub use splitkv_layout::VALUE_BYTES_MAX as NODE_VALUE_BYTES_MAX;
 
 /// How to build one node.
 #[derive(Debug, Clone)]
@@ -96,8 +93,10 @@ pub enum NodeError {
     /// Bad ring size.
     #[error("ring: {0}")]
     Ring(#[from] RingError),
-    /// Value size over [`NODE_VALUE_BYTES_MAX`].
-    #[error("value size {0} B exceeds the node maximum of {NODE_VALUE_BYTES_MAX} B (the wire's item limit)")]
+    /// Value size over [`VALUE_BYTES_MAX`].
+    #[error(
+        "value size {0} B exceeds the node maximum of {VALUE_BYTES_MAX} B (the wire's item limit)"
+    )]
     ValueTooLarge(usize),
     /// Client count outside 1..=[`CLIENTS_PER_NODE_MAX`].
     #[error("{0} clients per node: must be 1 to {CLIENTS_PER_NODE_MAX}")]
@@ -140,7 +139,7 @@ impl Node {
 ///
 /// # Errors
 /// [`NodeError`] for a node id outside the placement, a value limit over
-/// [`NODE_VALUE_BYTES_MAX`], a client count outside 1..=[`CLIENTS_PER_NODE_MAX`],
+/// [`VALUE_BYTES_MAX`], a client count outside 1..=[`CLIENTS_PER_NODE_MAX`],
 /// a bad table configuration or a bad ring size.
 pub fn build_node(
     cfg: &NodeConfig,
@@ -153,7 +152,7 @@ pub fn build_node(
             nodes: cfg.placement.nodes(),
         });
     }
-    if cfg.table.value_bytes_max > NODE_VALUE_BYTES_MAX {
+    if cfg.table.value_bytes_max > VALUE_BYTES_MAX {
         return Err(NodeError::ValueTooLarge(cfg.table.value_bytes_max));
     }
     if cfg.clients == 0 || cfg.clients > CLIENTS_PER_NODE_MAX {

@@ -7,9 +7,10 @@ mod support;
 
 use splitkv_host::cluster::{ClusterError, LoadError, LOADED_VERSION};
 use splitkv_host::table::{HostTableError, TableKind};
-use splitkv_host::{ClientError, Cluster, NodeError, NODE_VALUE_BYTES_MAX};
+use splitkv_host::{ClientError, Cluster, NodeError};
 use splitkv_layout::host_nic::TxStatus;
 use splitkv_layout::Key;
+use splitkv_layout::VALUE_BYTES_MAX;
 use splitkv_nic::net::mem::mem_network;
 use splitkv_nic::net::Transport;
 use splitkv_nic::PlacementError;
@@ -57,8 +58,8 @@ fn invalid_settings_are_typed_errors() {
         }
     ));
     assert_eq!(
-        err(b().value_bytes_max(NODE_VALUE_BYTES_MAX + 1)),
-        ClusterError::Node(NodeError::ValueTooLarge(NODE_VALUE_BYTES_MAX + 1))
+        err(b().value_bytes_max(VALUE_BYTES_MAX + 1)),
+        ClusterError::Node(NodeError::ValueTooLarge(VALUE_BYTES_MAX + 1))
     );
     assert_eq!(
         err(b().clients_per_node(0)),

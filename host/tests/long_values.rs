@@ -6,9 +6,10 @@
 
 use rand::{Rng, SeedableRng};
 use rand_xoshiro::Xoshiro256PlusPlus;
-use splitkv_host::{build_node, Node, NodeConfig, NodeError, NODE_VALUE_BYTES_MAX};
+use splitkv_host::{build_node, Node, NodeConfig, NodeError};
 use splitkv_layout::host_nic::TxStatus;
 use splitkv_layout::Key;
+use splitkv_layout::VALUE_BYTES_MAX;
 use splitkv_nic::net::mem::mem_network;
 use splitkv_nic::{
     Placement, ProcError, Procedure, ProcedureRegistry, ReadView, TxPlan, UserAbort, WriteSet,
@@ -316,9 +317,9 @@ fn thousand_byte_values_read_back_exactly_as_last_committed() {
 
 #[test]
 fn value_size_limits_are_typed_errors() {
-    assert_eq!(NODE_VALUE_BYTES_MAX, 1024);
+    assert_eq!(VALUE_BYTES_MAX, 1024);
     assert!(matches!(
-        cluster(NODE_VALUE_BYTES_MAX + 1),
+        cluster(VALUE_BYTES_MAX + 1),
         Err(NodeError::ValueTooLarge(1025))
     ));
     // A value over the configured maximum is rejected and changes nothing.

@@ -149,7 +149,6 @@ impl NicRuntime {
     /// Assembles a runtime.
     pub fn new(parts: NicParts) -> NicRuntime {
         let mtu = parts.transport.mtu();
-        let value_max = parts.value_bytes_max;
         NicRuntime {
             io: Io {
                 node: parts.node,
@@ -166,7 +165,7 @@ impl NicRuntime {
                 node_seed(parts.seed, parts.node),
             ),
             server: Server::new(),
-            coordinator: Coordinator::new(value_max),
+            coordinator: Coordinator::new(),
             procedures: parts.procedures,
             transport: parts.transport,
             clients: Clients::new(parts.host.clients),

@@ -63,7 +63,7 @@ fn rig() -> Rig {
             dma: Box::new(dma),
             w: BodyWriter::new(),
         },
-        coord: Coordinator::new(64),
+        coord: Coordinator::new(),
         procs,
     }
 }

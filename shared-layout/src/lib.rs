@@ -22,12 +22,6 @@ pub mod robinhood_layout;
 pub mod sync;
 pub mod wire;
 
-/// The Robinhood table's layout under its former name, kept so that code
-/// written against `splitkv_layout::table` (the host fuzz targets) builds
-/// until it moves to [`robinhood_layout`].
-#[doc(hidden)]
-pub use robinhood_layout as table;
-
 pub use error::{DecodeError, Reader};
 pub use key::{FixedHasher, FixedState, Key, KEY_BYTES};
 pub use meta::{ObjectFlags, ObjectMeta, VERSION_MAX};

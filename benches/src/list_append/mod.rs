@@ -24,9 +24,9 @@
 pub mod codec;
 pub mod generator;
 
-use codec::{OpKind, ResultError, ResultReader, TxOps, MICRO_OPS_PER_TX_MAX};
+use crate::micro_txn;
+use codec::{OpKind, ResultError, TxOps, MICRO_OPS_PER_TX_MAX};
 use splitkv_layout::host_nic::RESULT_BYTES_MAX;
-use splitkv_layout::Key;
 use splitkv_nic::{ProcError, Procedure, ReadView, TxPlan, UserAbort, WriteSet};
 use splitkv_sim::history::{MicroOp, ReadValue};
 
@@ -45,7 +45,7 @@ pub const LIST_VALUE_BYTES_MAX: usize = LIST_ELEMENTS_MAX * 8;
 /// Encoded bytes of one read in a result: the element count, then the elements.
 pub const READ_RESULT_BYTES_MAX: usize = 1 + LIST_VALUE_BYTES_MAX;
 
-const _: () = assert!(LIST_VALUE_BYTES_MAX <= splitkv_host::NODE_VALUE_BYTES_MAX);
+const _: () = assert!(LIST_VALUE_BYTES_MAX <= splitkv_layout::VALUE_BYTES_MAX);
 const _: () = assert!(LIST_ELEMENTS_MAX <= u8::MAX as usize);
 // Every read of a transaction fits in its result.
 const _: () = assert!(MICRO_OPS_PER_TX_MAX * READ_RESULT_BYTES_MAX <= RESULT_BYTES_MAX);
@@ -171,17 +171,8 @@ impl Procedure for ListAppendTxn {
     }
 
     fn plan(&self, args: &[u8], plan: &mut TxPlan) -> Result<(), ProcError> {
-        for op in codec::decode(args)?.as_slice() {
-            let key = Key::new(LIST_TABLE, op.key);
-            match op.kind {
-                OpKind::Read => plan.read(key),
-                OpKind::Append => plan.write(key),
-                OpKind::Write => {
-                    return Err(ProcError::BadArgs("list-append has no register writes"))
-                }
-            }
-        }
-        Ok(())
+        let wrong = "list-append has no register writes";
+        micro_txn::plan_ops(args, plan, LIST_TABLE, OpKind::Append, wrong)
     }
 
     fn execute(
@@ -191,14 +182,9 @@ impl Procedure for ListAppendTxn {
         writes: &mut WriteSet,
         result: &mut Vec<u8>,
     ) -> Result<(), UserAbort> {
-        let ops = codec::decode(args).map_err(|_| UserAbort)?;
-        run_txn(
-            &ops,
-            |k| reads.get(&Key::new(LIST_TABLE, k)),
-            result,
-            |k, v| writes.put(Key::new(LIST_TABLE, k), v),
-        )
-        .map_err(|_| UserAbort)
+        micro_txn::execute_ops(args, reads, writes, result, LIST_TABLE, |o, s, r, w| {
+            run_txn(o, s, r, w)
+        })
     }
 }
 
@@ -208,23 +194,11 @@ impl Procedure for ListAppendTxn {
 /// # Errors
 /// [`ResultError`] if `result` does not hold exactly one list per read.
 pub fn complete(invoked: &[MicroOp], result: &[u8]) -> Result<Vec<MicroOp>, ResultError> {
-    let mut r = ResultReader::new(result);
-    let mut out = Vec::with_capacity(invoked.len());
-    for (i, op) in invoked.iter().enumerate() {
-        out.push(match *op {
-            MicroOp::Read { key, .. } => {
-                let n = r.u8(i)? as usize;
-                let list = (0..n).map(|_| r.u64(i)).collect::<Result<Vec<_>, _>>()?;
-                MicroOp::Read {
-                    key,
-                    value: Some(ReadValue::List(list)),
-                }
-            }
-            ref other => other.clone(),
-        });
-    }
-    r.finish()?;
-    Ok(out)
+    micro_txn::complete_reads(invoked, result, |r, i| {
+        let n = r.u8(i)? as usize;
+        let list = (0..n).map(|_| r.u64(i)).collect::<Result<Vec<_>, _>>()?;
+        Ok(Some(ReadValue::List(list)))
+    })
 }
 
 /// A stored list value as its elements.

@@ -1,12 +1,6 @@
-use super::codec::{self, TxOps};
 use super::*;
 use crate::history_gen::TxShape;
-
-fn ops(m: &[MicroOp]) -> TxOps {
-    let mut b = Vec::new();
-    codec::encode(m, &mut b);
-    codec::decode(&b).unwrap()
-}
+use crate::micro_txn::test_support::{ops, own_write_then_reads};
 
 fn list_bytes(l: &[u64]) -> Vec<u8> {
     l.iter().flat_map(|e| e.to_le_bytes()).collect()
@@ -15,51 +9,21 @@ fn list_bytes(l: &[u64]) -> Vec<u8> {
 #[test]
 fn reads_see_own_appends_and_results_decode() {
     let stored = list_bytes(&[5, 6]);
-    let invoked = [
-        MicroOp::Read {
-            key: 1,
-            value: None,
-        },
+    let (written, reads) = own_write_then_reads(
         MicroOp::Append { key: 1, element: 7 },
-        MicroOp::Read {
-            key: 1,
-            value: None,
-        },
-        MicroOp::Read {
-            key: 2,
-            value: None,
-        },
-    ];
-    let mut result = Vec::new();
-    let mut written = Vec::new();
-    run_txn(
-        &ops(&invoked),
-        |k| (k == 1).then_some(&stored[..]),
-        &mut result,
-        |k, v| written.push((k, v.to_vec())),
-    )
-    .unwrap();
+        &stored,
+        |o, s, r, w| run_txn(o, s, r, w),
+        complete,
+    );
     assert_eq!(written, [(1, list_bytes(&[5, 6, 7]))]);
-    let done = complete(&invoked, &result).unwrap();
-    let reads: Vec<_> = done
-        .iter()
-        .filter_map(|m| match m {
-            MicroOp::Read { value, .. } => value.clone(),
-            _ => None,
-        })
-        .collect();
     assert_eq!(
         reads,
         [
-            ReadValue::List(vec![5, 6]),
-            ReadValue::List(vec![5, 6, 7]),
-            ReadValue::List(vec![])
+            Some(ReadValue::List(vec![5, 6])),
+            Some(ReadValue::List(vec![5, 6, 7])),
+            Some(ReadValue::List(vec![]))
         ]
     );
-    assert!(complete(&invoked, &result[..result.len() - 1]).is_err());
-    let mut longer = result.clone();
-    longer.push(0);
-    assert!(complete(&invoked, &longer).is_err());
 }
 
 #[test]

@@ -25,7 +25,7 @@ use splitkv_host_fuzz::input::Input;
 use splitkv_layout::host_nic::HostToNic;
 use splitkv_layout::log_record::{LogRecord, LogRecords};
 use splitkv_layout::ring::{ring_pair, RingConsumer, RingError};
-use splitkv_layout::table::TableConfig;
+use splitkv_layout::robinhood_layout::TableConfig;
 
 /// Most entries pushed per input.
 const ENTRIES_MAX: usize = 64;

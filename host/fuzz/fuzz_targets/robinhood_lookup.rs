@@ -1,4 +1,4 @@
-//! The NIC's Robinhood lookup (`splitkv_nic::index::lookup::Lookup::advance`,
+//! The NIC's Robinhood lookup (`splitkv_nic::index::robinhood_lookup::RobinhoodLookup::advance`,
 //! Xenic §4.1.3) over arbitrary host memory: what a DMA read could return from
 //! a torn or garbage table.
 //!
@@ -22,11 +22,11 @@
 use libfuzzer_sys::fuzz_target;
 use splitkv_host_fuzz::fixture::{key_for, region_from, robinhood_image};
 use splitkv_host_fuzz::input::Input;
-use splitkv_layout::table::{TableLayout, HEADER_LINK_OFFSET};
+use splitkv_layout::robinhood_layout::{TableLayout, HEADER_LINK_OFFSET};
 use splitkv_layout::Key;
 use splitkv_nic::dma::read_vector;
 use splitkv_nic::index::hints::SegmentHints;
-use splitkv_nic::index::lookup::{Lookup, MOVED_RESTARTS_MAX, TORN_RETRIES_MAX};
+use splitkv_nic::index::robinhood_lookup::{RobinhoodLookup, MOVED_RESTARTS_MAX, TORN_RETRIES_MAX};
 use splitkv_nic::index::Next;
 
 /// Most patches applied per input.
@@ -66,7 +66,7 @@ fuzz_target!(|data: &[u8]| {
     // block.
     let reads_max =
         (TORN_RETRIES_MAX + MOVED_RESTARTS_MAX + 2) as usize * (7 + 2 * layout.buckets());
-    let (mut lookup, mut next) = Lookup::start(&layout, &hints, key);
+    let (mut lookup, mut next) = RobinhoodLookup::start(&layout, &hints, key);
     let mut patched = false;
     let mut buf = Vec::new();
     let mut reads_done = 0u32;

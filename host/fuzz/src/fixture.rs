@@ -12,7 +12,7 @@ use splitkv_host::table::{RobinhoodTable, TableKind};
 use splitkv_host::{build_node, Node, NodeConfig};
 use splitkv_layout::dlht_layout::dma::{split, DmaDescriptor, DESCRIPTOR_OFFSET};
 use splitkv_layout::dlht_layout::LINE_BYTES;
-use splitkv_layout::table::{TableConfig, TableLayout};
+use splitkv_layout::robinhood_layout::{TableConfig, TableLayout};
 use splitkv_layout::{Key, ObjectFlags, ObjectMeta, Region, RegionError};
 use splitkv_nic::dma::{HostMemory, HostMemoryError};
 use splitkv_nic::net::mem::{mem_network, MemTransport};

@@ -117,7 +117,7 @@ impl ClusterBuilder {
         self
     }
 
-    /// Largest value in bytes, 1 to [`NODE_VALUE_BYTES_MAX`](crate::NODE_VALUE_BYTES_MAX)
+    /// Largest value in bytes, 1 to [`VALUE_BYTES_MAX`](splitkv_layout::VALUE_BYTES_MAX)
     /// (the DLHT stores at most 8 B where the NIC can read it).
     pub fn value_bytes_max(mut self, bytes: usize) -> Self {
         self.value_bytes_max = bytes;
@@ -242,7 +242,7 @@ impl ClusterBuilder {
             threads: self.threads,
             clients_per_node: self.clients_per_node,
             shared,
-            epoch: None,
+            clock_origin: None,
         })
     }
 

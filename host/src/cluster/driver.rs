@@ -76,7 +76,7 @@ pub struct Cluster {
     placement: Placement,
     thread_count: usize,
     clients_per_node: usize,
-    epoch: Instant,
+    clock_origin: Instant,
 }
 
 impl std::fmt::Debug for Cluster {
@@ -99,7 +99,7 @@ impl Cluster {
         let nodes = parts.nodes.len();
         let shared = parts.shared;
         shared.set_running();
-        let epoch = *parts.epoch.get_or_insert_with(Instant::now);
+        let clock_origin = *parts.clock_origin.get_or_insert_with(Instant::now);
         let components = 2 * nodes + parts.apps.len();
         let thread_count = parts.threads.clamp(1, components.max(1));
         let mut groups: Vec<Vec<Placed>> = (0..thread_count).map(|_| Vec::new()).collect();
@@ -123,7 +123,7 @@ impl Cluster {
             placement: parts.placement,
             thread_count,
             clients_per_node: parts.clients_per_node,
-            epoch,
+            clock_origin,
         };
         for (i, group) in groups.into_iter().enumerate() {
             let handle = cluster.spawn(i, group)?;
@@ -139,13 +139,13 @@ impl Cluster {
     ) -> Result<JoinHandle<Vec<Placed>>, ClusterError> {
         let name = format!("splitkv-poll-{i}");
         let shared = self.shared.clone();
-        let epoch = self.epoch;
+        let clock_origin = self.clock_origin;
         let thread = name.clone();
         std::thread::Builder::new()
             .name(name.clone())
             .spawn(move || {
                 let mut next_publish = 0;
-                let run = poll_until_stopped(&thread, epoch, &shared.stop, |now| {
+                let run = poll_until_stopped(&thread, clock_origin, &shared.stop, |now| {
                     let mut work = false;
                     for c in group.iter_mut() {
                         work |= c.run_iteration(now);
@@ -290,11 +290,13 @@ impl Cluster {
             threads: self.thread_count,
             clients_per_node: self.clients_per_node,
             shared: self.shared.clone(),
-            epoch: Some(self.epoch),
+            clock_origin: Some(self.clock_origin),
         };
-        let epoch = self.epoch;
+        let clock_origin = self.clock_origin;
         // Same clock as the threads: `now` never goes backwards.
-        parts.drain(DRAIN_PASSES_MAX, || epoch.elapsed().as_nanos() as Nanos);
+        parts.drain(DRAIN_PASSES_MAX, || {
+            clock_origin.elapsed().as_nanos() as Nanos
+        });
         Ok(parts)
     }
 }

@@ -67,8 +67,9 @@ pub struct ClusterParts {
     /// Shared with the clients (from the start) and the polling threads of
     /// the running cluster; kept across restarts.
     pub(crate) shared: Arc<Shared>,
-    /// Start of the cluster's clock (kept across restarts: `now` never goes back).
-    pub(crate) epoch: Option<Instant>,
+    /// Origin of the cluster's clock: `now` is the nanoseconds since it (kept
+    /// across restarts: `now` never goes back).
+    pub(crate) clock_origin: Option<Instant>,
 }
 
 impl std::fmt::Debug for ClusterParts {
@@ -197,7 +198,8 @@ impl ClusterParts {
     /// if they never did), for polling these parts on the caller's thread
     /// after a run without moving `now` backwards.
     pub fn now(&self) -> Nanos {
-        self.epoch.map_or(0, |e| e.elapsed().as_nanos() as Nanos)
+        self.clock_origin
+            .map_or(0, |e| e.elapsed().as_nanos() as Nanos)
     }
 
     /// Counters of every node (exact: nothing is running).

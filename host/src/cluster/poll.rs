@@ -31,19 +31,19 @@ pub(crate) fn panic_message(payload: &(dyn Any + Send)) -> String {
 }
 
 /// Calls `pass(now)` (one pass over the thread's components; returns whether
-/// any did work) until `stop` is set, passing the nanoseconds since `epoch`.
+/// any did work) until `stop` is set, passing the nanoseconds since `clock_origin`.
 /// Backs off when passes find nothing to do. A panic in `pass` sets `stop`
 /// (so the other threads leave promptly) and is returned as [`Caught`].
 pub(crate) fn poll_until_stopped(
     thread: &str,
-    epoch: Instant,
+    clock_origin: Instant,
     stop: &AtomicBool,
     mut pass: impl FnMut(Nanos) -> bool,
 ) -> Result<(), Caught> {
     let run = catch_unwind(AssertUnwindSafe(|| {
         let mut idle = 0u32;
         while !stop.load(Ordering::Relaxed) {
-            let now = epoch.elapsed().as_nanos() as Nanos;
+            let now = clock_origin.elapsed().as_nanos() as Nanos;
             if pass(now) {
                 idle = 0;
             } else {

@@ -8,20 +8,21 @@ use std::sync::atomic::AtomicBool;
 use std::time::Instant;
 
 /// Runs each group of components on its own thread until `stop` is set,
-/// passing the time since `epoch` in nanoseconds as `now`. Returns when all
+/// passing the time since `clock_origin` in nanoseconds as `now`. Returns when all
 /// threads have stopped.
 ///
 /// # Panics
 /// When a polling thread panicked: every thread is stopped first, then this
 /// panics with that thread's name and message ([`try_run_threads`] returns
 /// it as an error instead).
-pub fn run_threads(groups: Vec<Vec<&mut dyn Component>>, epoch: Instant, stop: &AtomicBool) {
-    if let Err(e) = try_run_threads(groups, epoch, stop) {
+pub fn run_threads(groups: Vec<Vec<&mut dyn Component>>, clock_origin: Instant, stop: &AtomicBool) {
+    if let Err(e) = try_run_threads(groups, clock_origin, stop) {
         panic!("{e}");
     }
 }
 
-/// [`run_threads`], reporting a panicking polling thread as
+/// [`run_threads`] (each component's `now` is the nanoseconds since
+/// `clock_origin`), reporting a panicking polling thread as
 /// [`ClusterError::Panicked`] (its name and the panic's message) and a
 /// component that stopped on a fault as [`ClusterError::ComponentStopped`],
 /// after stopping every other thread (it sets `stop`).
@@ -32,7 +33,7 @@ pub fn run_threads(groups: Vec<Vec<&mut dyn Component>>, epoch: Instant, stop: &
 /// started.
 pub fn try_run_threads(
     groups: Vec<Vec<&mut dyn Component>>,
-    epoch: Instant,
+    clock_origin: Instant,
     stop: &AtomicBool,
 ) -> Result<(), ClusterError> {
     std::thread::scope(|s| {
@@ -46,7 +47,7 @@ pub fn try_run_threads(
                     .name(name.clone())
                     .spawn_scoped(s, move || {
                         let mut fault = None;
-                        let run = poll_until_stopped(&thread, epoch, stop, |now| {
+                        let run = poll_until_stopped(&thread, clock_origin, stop, |now| {
                             let mut work = false;
                             for c in group.iter_mut() {
                                 work |= c.run_iteration(now);

@@ -17,7 +17,7 @@
 //!   global object capacity (`cache_objects`), kept by ScaleStore's
 //!   epoch-based LRU with sampling eviction (ScaleStore §4.1); see [`cache`].
 //! - `hints[i]` — the known displacement d_i and the segment's overflow
-//!   address ([`hints::SegmentHints`], 6 B), which let a [`lookup`] find a key
+//!   address ([`hints::SegmentHints`], 6 B), which let a [`robinhood_lookup`] find a key
 //!   in the host table with one DMA read in the common case. They stay a
 //!   separate array because the lookup state machine and the host-side lookup
 //!   report use them without a cache; the DLHT has no displacement, so its
@@ -33,15 +33,6 @@ pub mod cache;
 pub mod dlht_lookup;
 pub mod hints;
 pub mod robinhood_lookup;
-
-/// The Robinhood lookup under its former path and name, kept so that code
-/// written against `index::lookup::Lookup` (the host fuzz targets) builds
-/// until it moves to [`robinhood_lookup::RobinhoodLookup`].
-#[doc(hidden)]
-pub mod lookup {
-    pub use super::robinhood_lookup::RobinhoodLookup as Lookup;
-    pub use super::robinhood_lookup::*;
-}
 
 use crate::dma::DmaRead;
 use cache::{CacheStats, ObjectCache, PagePoolStats, Segmentation};

@@ -149,7 +149,6 @@ pub struct Coordinator {
     /// Result buffers handed back by [`Coordinator::recycle`], so reporting a
     /// commit does not allocate.
     spare: Vec<Vec<u8>>,
-    value_bytes_max: usize,
     stats: CoordinatorStats,
 }
 
@@ -176,17 +175,23 @@ fn send_each(
     sent
 }
 
+impl Default for Coordinator {
+    fn default() -> Coordinator {
+        Coordinator::new()
+    }
+}
+
 impl Coordinator {
-    /// A coordinator whose transactions may write values of at most
-    /// `value_bytes_max` bytes (the longest value the host table stores).
-    pub fn new(value_bytes_max: usize) -> Coordinator {
+    /// A coordinator with room for [`TX_INFLIGHT_MAX`] transactions. Their
+    /// values may be at most [`Io::value_bytes_max`] bytes (the longest value
+    /// the host table stores), read from the [`Io`] each call is given.
+    pub fn new() -> Coordinator {
         let txs: Vec<_> = (0..TX_INFLIGHT_MAX).map(|_| TxCtx::new()).collect();
         Coordinator {
             txs,
             free: (0..TX_INFLIGHT_MAX).rev().collect(),
             outcomes: VecDeque::with_capacity(TX_INFLIGHT_MAX),
             spare: Vec::with_capacity(TX_INFLIGHT_MAX),
-            value_bytes_max,
             stats: CoordinatorStats::default(),
         }
     }
@@ -282,11 +287,11 @@ impl Coordinator {
             return self.reject(req.req_id, TxStatus::Rejected, &e.to_string());
         }
         let keys = t.plan.reads.len() + t.plan.writes.len();
-        if !Self::fits_one_packet(keys, self.value_bytes_max, io.batcher.mtu()) {
+        if !Self::fits_one_packet(keys, io.value_bytes_max, io.batcher.mtu()) {
             self.free.push(slot);
             let why = format!(
                 "transaction too large for one packet: {keys} keys with values up to {} B exceed the {} B MTU",
-                self.value_bytes_max,
+                io.value_bytes_max,
                 io.batcher.mtu()
             );
             return self.reject(req.req_id, TxStatus::TooLarge, &why);
@@ -447,10 +452,11 @@ impl Coordinator {
             self.stats.user_aborts += 1;
             return self.abort(io, slot, TxStatus::UserAborted, &[]);
         }
+        let value_bytes_max = io.value_bytes_max;
         let bad_write = t.writes.iter().find_map(|(k, v)| {
             if !t.plan.writes.contains(k) {
                 Some("procedure wrote a key outside its write set")
-            } else if v.len() > self.value_bytes_max {
+            } else if v.len() > value_bytes_max {
                 Some("value too large")
             } else if Self::new_meta(&t.reads, k).is_none() {
                 Some("version overflow")

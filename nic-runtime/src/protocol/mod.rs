@@ -49,6 +49,8 @@ pub struct Io {
     /// Placement of keys on nodes.
     pub placement: Placement,
     /// Largest value the host table stores (bytes); larger writes are refused.
+    /// The node's one copy of [`NicParts::value_bytes_max`](crate::NicParts::value_bytes_max),
+    /// read by both the coordinator and the server.
     pub value_bytes_max: usize,
     /// Current time (set at the start of each iteration).
     pub now: Nanos,
