@@ -43,7 +43,7 @@ impl RobinhoodTable {
     /// [`RobinhoodTable::prefetch_slots`] probe slots (its home slot and the
     /// next ones, from the home slot's info word on), so that a lookup issued a
     /// little later finds them in cache. Changes nothing; a no-op on targets
-    /// without a prefetch instruction ([`Region::prefetch`]).
+    /// without a prefetch instruction ([`Region::prefetch`](splitkv_layout::Region::prefetch)).
     #[inline]
     pub fn prefetch(&self, key: &Key) {
         self.prefetch_slots_of(key, self.prefetch_slots());
