@@ -26,7 +26,7 @@ pub use clients::{
     TICKETS_MAX,
 };
 use splitkv_layout::host_nic::HostToNic;
-use splitkv_layout::ring::{RingConsumer, RingError, RingProducer};
+use splitkv_layout::ring::{RingConsumer, RingProducer};
 use splitkv_layout::wire::{decode_packet, Body, NodeId};
 
 /// Most packets taken from the transport per iteration.
@@ -134,6 +134,9 @@ pub struct NicRuntime {
     ring_buf: Vec<u8>,
     bad_packets: u64,
     bad_ring_entries: u64,
+    /// Set when the host's acknowledgement ring failed: without acks, pinned
+    /// objects are never released, so the node stops.
+    ack_fault: Option<String>,
     iterations: u64,
 }
 
@@ -175,6 +178,7 @@ impl NicRuntime {
             ring_buf: Vec::with_capacity(4096),
             bad_packets: 0,
             bad_ring_entries: 0,
+            ack_fault: None,
             iterations: 0,
         }
     }
@@ -229,11 +233,12 @@ impl NicRuntime {
 
     /// Why this node's NIC runtime stopped for good, if it did: it took a
     /// write it cannot apply (a COMMIT over the host's limits, a host log that
-    /// refused an append; see [`crate::protocol::server::Server::fatal`]). From
-    /// then on [`NicRuntime::run_iteration`] does nothing; drivers stop the node
-    /// and report this reason.
+    /// refused an append; see [`crate::protocol::server::Server::fatal`]), or
+    /// the host's acknowledgement ring held an entry that is not a
+    /// `LogApplied` or was corrupt. From then on [`NicRuntime::run_iteration`]
+    /// does nothing; drivers stop the node and report this reason.
     pub fn fault(&self) -> Option<&str> {
-        self.server.fatal()
+        self.server.fatal().or(self.ack_fault.as_deref())
     }
 
     /// Runs one polling iteration at time `now`; returns whether it did any work.
@@ -296,16 +301,25 @@ impl NicRuntime {
                         Ok(HostToNic::LogApplied(a)) => {
                             self.index.unpin_applied(a.applied_bytes);
                         }
-                        _ => self.bad_ring_entries += 1,
+                        Ok(other) => {
+                            self.bad_ring_entries += 1;
+                            self.ack_fault = Some(format!(
+                                "host acknowledgement ring: unexpected entry {other:?}"
+                            ));
+                            break;
+                        }
+                        Err(e) => {
+                            self.bad_ring_entries += 1;
+                            self.ack_fault =
+                                Some(format!("host acknowledgement ring: bad entry: {e}"));
+                            break;
+                        }
                     }
                 }
                 Ok(false) => break,
                 Err(e) => {
                     self.bad_ring_entries += 1;
-                    assert!(
-                        !matches!(e, RingError::Corrupt(_)),
-                        "host ack ring corrupt: {e}"
-                    );
+                    self.ack_fault = Some(format!("host acknowledgement ring: {e}"));
                     break;
                 }
             }

@@ -113,3 +113,38 @@ fn an_oversized_log_is_answered_not_dropped() {
     }
     assert_eq!(entries, 1, "only the LOG that fits reached the host log");
 }
+
+/// A host acknowledgement ring holding something other than `LogApplied`
+/// stops the NIC runtime with a reason (`NicRuntime::fault`) instead of a
+/// panic or a silently ignored entry (pinned objects would never be released).
+#[test]
+fn a_bad_host_acknowledgement_stops_the_runtime_with_a_reason() {
+    let mut net = mem_network(1);
+    let transport = net.pop().unwrap();
+    let layout = TableLayout::new(&TableConfig::new(64, VALUE_BYTES_MAX)).unwrap();
+    let (log_tx, _log_rx) = ring_pair(1 << 16).unwrap();
+    let (_req_tx, req_rx) = ring_pair(1 << 12).unwrap();
+    let (out_tx, _out_rx) = ring_pair(1 << 12).unwrap();
+    let (mut ack_tx, ack_rx) = ring_pair(1 << 12).unwrap();
+    let dma = LocalDma::new(Arc::new(Region::new(layout.region_bytes())), log_tx, 0);
+    let mut nic = NicRuntime::new(NicParts {
+        node: 0,
+        placement: Placement::new(1, 1).unwrap(),
+        table: HostTableLayout::Robinhood(layout),
+        value_bytes_max: VALUE_BYTES_MAX,
+        procedures: ProcedureRegistry::new(),
+        dma: Box::new(dma),
+        transport: Box::new(transport),
+        host: HostPorts::one_client(req_rx, out_tx, ack_rx),
+        cache_objects: 64,
+        seed: 1,
+    });
+    nic.run_iteration(0);
+    assert_eq!(nic.fault(), None);
+    ack_tx.try_push(&[0xEE, 1, 2, 3]).unwrap();
+    nic.run_iteration(1);
+    let why = nic.fault().expect("the runtime stopped").to_string();
+    assert!(why.contains("host acknowledgement ring"), "{why}");
+    assert_eq!(nic.stats().bad_ring_entries, 1);
+    assert!(!nic.run_iteration(2), "a stopped runtime does nothing");
+}
