@@ -6,8 +6,7 @@
 //! another trace.
 
 use splitkv_bench::{ClusterSpec, Smallbank, SmallbankCluster};
-use splitkv_nic::net::Transport;
-use splitkv_sim::{Sim, SimConfig, SimNetwork};
+use splitkv_sim::{Sim, SimConfig};
 
 /// Transactions per run (over all clients).
 const TXS: u64 = 6_000;
@@ -31,21 +30,11 @@ fn run(seed: u64) -> Trace {
         seed,
         ..SimConfig::default()
     };
-    let (net, ends) = SimNetwork::new(spec.nodes, cfg);
-    let transports = ends
-        .into_iter()
-        .map(|t| Box::new(t) as Box<dyn Transport>)
-        .collect();
-    let mut cluster = SmallbankCluster::build(spec, workload, transports, |_| {}).expect("build");
+    let (mut cluster, net) = SmallbankCluster::build_on_sim(spec, workload, cfg).expect("build");
     let mut sim = Sim::new(cfg);
-    loop {
-        sim.run_passes(&net, &mut cluster.components(), 5_000)
-            .expect("simulated network healthy");
-        if cluster.is_quiescent() && net.in_flight() == 0 {
-            break;
-        }
-        assert!(sim.passes() < 50_000_000, "simulation stalled");
-    }
+    cluster
+        .run_sim_until_quiescent(&mut sim, &net, 5_000, 50_000_000)
+        .expect("simulated network healthy, no stall");
     cluster.check().expect("money check");
     cluster.check_replicas().expect("replica check");
     Trace {

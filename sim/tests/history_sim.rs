@@ -15,10 +15,9 @@ use history_support::{check_run, list_append, register, spec, HistoryCluster};
 use splitkv_bench::history::{HistoryCheck, HistoryReport as Checked};
 use splitkv_bench::history_gen::TxShape;
 use splitkv_layout::host_nic::TxStatus;
-use splitkv_nic::net::Transport;
 use splitkv_sim::checker::EdgeKind;
 use splitkv_sim::history::History;
-use splitkv_sim::{Sim, SimConfig, SimNetwork};
+use splitkv_sim::{Sim, SimConfig};
 
 const NODES: usize = 3;
 /// Transactions each node's client keeps outstanding.
@@ -42,21 +41,11 @@ fn simulate(workload: HistoryCheck, seed: u64, budget: u64, name: &str) -> (Hist
         seed,
         ..SimConfig::default()
     };
-    let (net, ends) = SimNetwork::new(NODES, cfg);
-    let transports = ends
-        .into_iter()
-        .map(|t| Box::new(t) as Box<dyn Transport>)
-        .collect();
     let spec = spec(NODES, INFLIGHT, budget, seed, 500);
-    let mut cluster = HistoryCluster::build(spec, workload, transports, |_| {}).expect("build");
+    let (mut cluster, net) = HistoryCluster::build_on_sim(spec, workload, cfg).expect("build");
     let mut sim = Sim::new(cfg);
-    loop {
-        sim.run_passes(&net, &mut cluster.components(), PASSES_PER_SLICE)
-            .expect("simulated network healthy");
-        if cluster.is_quiescent() && net.in_flight() == 0 {
-            break;
-        }
-        assert!(sim.passes() < PASSES_MAX, "{name}: simulation stalled");
+    if let Err(e) = cluster.run_sim_until_quiescent(&mut sim, &net, PASSES_PER_SLICE, PASSES_MAX) {
+        panic!("{name}: simulated network healthy, no stall: {e}");
     }
     for l in &cluster.loadgens {
         assert!(l.error().is_none(), "{name}: client error {:?}", l.error());

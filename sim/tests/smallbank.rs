@@ -7,8 +7,7 @@ use splitkv_bench::loadgen::{CommittedTx, LoadStats, RetryPolicy};
 use splitkv_bench::smallbank::{TxType, MIX};
 use splitkv_bench::{ClusterSpec, Smallbank, SmallbankCluster};
 use splitkv_host::table::TableKind;
-use splitkv_nic::net::Transport;
-use splitkv_sim::{Sim, SimConfig, SimNetwork};
+use splitkv_sim::{Sim, SimConfig};
 
 const TXS: u64 = 50_000;
 
@@ -73,22 +72,12 @@ fn run_shape(
         seed,
         ..SimConfig::default()
     };
-    let (net, ends) = SimNetwork::new(spec.nodes, cfg);
-    let transports = ends
-        .into_iter()
-        .map(|t| Box::new(t) as Box<dyn Transport>)
-        .collect();
-    let mut cluster = SmallbankCluster::build(spec, workload, transports, |_| {}).expect("build");
+    let (mut cluster, net) = SmallbankCluster::build_on_sim(spec, workload, cfg).expect("build");
     let mut sim = Sim::new(cfg);
     // Run until every budgeted transaction has an outcome and every node is idle.
-    loop {
-        sim.run_passes(&net, &mut cluster.components(), 10_000)
-            .expect("simulated network healthy");
-        if cluster.is_quiescent() && net.in_flight() == 0 {
-            break;
-        }
-        assert!(sim.passes() < 200_000_000, "simulation stalled");
-    }
+    cluster
+        .run_sim_until_quiescent(&mut sim, &net, 10_000, 200_000_000)
+        .expect("simulated network healthy, no stall");
     let load = cluster.load_stats();
     assert!(load.drawn >= TXS);
     assert_eq!(

@@ -312,5 +312,6 @@ impl<W: Workload> BenchCluster<W> {
     }
 }
 
+mod sim;
 mod threads;
 pub use threads::{ThreadRun, PROGRESS_PERIOD};
