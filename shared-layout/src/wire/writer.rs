@@ -1,0 +1,183 @@
+//! [`BodyWriter`]: encodes message bodies.
+
+use super::{MsgKind, ReplyStatus, ITEMS_PER_MESSAGE_MAX};
+use crate::key::{Key, KEY_BYTES};
+use crate::meta::ObjectMeta;
+use crate::VALUE_BYTES_MAX;
+
+/// Encodes message bodies into a reusable buffer. Each `begin_*` call clears the
+/// buffer; item pushes append. Counts are patched as items are added.
+///
+/// Callers keep counts within [`ITEMS_PER_MESSAGE_MAX`] and values within
+/// [`VALUE_BYTES_MAX`]; exceeding them is a caller bug and panics.
+#[derive(Debug, Default, Clone)]
+pub struct BodyWriter {
+    buf: Vec<u8>,
+    kind: Option<MsgKind>,
+    count_at: usize,
+    count: usize,
+    second_count_at: usize,
+    second_count: usize,
+}
+
+impl BodyWriter {
+    /// An empty writer.
+    pub fn new() -> BodyWriter {
+        BodyWriter {
+            buf: Vec::with_capacity(1024),
+            ..Default::default()
+        }
+    }
+
+    /// The kind of the body being written.
+    ///
+    /// # Panics
+    /// If no `begin_*` was called.
+    pub fn kind(&self) -> MsgKind {
+        self.kind.expect("begin a body first")
+    }
+
+    /// The encoded body.
+    pub fn bytes(&self) -> &[u8] {
+        &self.buf
+    }
+
+    fn begin(&mut self, kind: MsgKind, tx_id: u64) {
+        self.buf.clear();
+        self.kind = Some(kind);
+        self.buf.extend_from_slice(&tx_id.to_le_bytes());
+        self.count = 0;
+        self.second_count = 0;
+    }
+
+    fn open_count(&mut self) {
+        self.count_at = self.buf.len();
+        self.buf.extend_from_slice(&0u16.to_le_bytes());
+    }
+
+    fn bump(&mut self, second: bool) {
+        let (at, c) = if second {
+            self.second_count += 1;
+            (self.second_count_at, self.second_count)
+        } else {
+            self.count += 1;
+            (self.count_at, self.count)
+        };
+        assert!(
+            self.count + self.second_count <= ITEMS_PER_MESSAGE_MAX,
+            "too many items"
+        );
+        self.buf[at..at + 2].copy_from_slice(&(c as u16).to_le_bytes());
+    }
+
+    /// Starts an EXECUTE body; then call [`BodyWriter::push_read`] for every read
+    /// key and [`BodyWriter::push_lock`] for every lock key, reads first.
+    pub fn begin_execute(&mut self, tx_id: u64) {
+        self.begin(MsgKind::Execute, tx_id);
+        self.open_count();
+        self.second_count_at = self.buf.len();
+        self.buf.extend_from_slice(&0u16.to_le_bytes());
+    }
+
+    /// Adds a read key to an EXECUTE body (before any lock key).
+    pub fn push_read(&mut self, key: &Key) {
+        debug_assert_eq!(self.kind, Some(MsgKind::Execute));
+        assert_eq!(self.second_count, 0, "reads come before locks");
+        self.push_key_raw(key);
+        self.bump(false);
+    }
+
+    /// Adds a lock key to an EXECUTE body.
+    pub fn push_lock(&mut self, key: &Key) {
+        debug_assert_eq!(self.kind, Some(MsgKind::Execute));
+        self.push_key_raw(key);
+        self.bump(true);
+    }
+
+    fn push_key_raw(&mut self, key: &Key) {
+        let at = self.buf.len();
+        self.buf.resize(at + KEY_BYTES, 0);
+        key.encode(&mut self.buf[at..]);
+    }
+
+    /// Starts an EXECUTE response; push items with [`BodyWriter::push_item`].
+    pub fn begin_execute_resp(&mut self, tx_id: u64, status: ReplyStatus) {
+        self.begin(MsgKind::ExecuteResp, tx_id);
+        self.buf.push(status as u8);
+        self.open_count();
+    }
+
+    /// Starts a VALIDATE body; push pairs with [`BodyWriter::push_version`].
+    pub fn begin_validate(&mut self, tx_id: u64) {
+        self.begin(MsgKind::Validate, tx_id);
+        self.open_count();
+    }
+
+    /// Adds a `(key, version)` pair to a VALIDATE body.
+    pub fn push_version(&mut self, key: &Key, version: u64) {
+        debug_assert_eq!(self.kind, Some(MsgKind::Validate));
+        self.push_key_raw(key);
+        self.buf.extend_from_slice(&version.to_le_bytes());
+        self.bump(false);
+    }
+
+    /// Starts a LOG (`kind = Log`) or COMMIT (`kind = Commit`) body.
+    ///
+    /// # Panics
+    /// If `kind` is neither.
+    pub fn begin_items(&mut self, kind: MsgKind, tx_id: u64) {
+        assert!(
+            matches!(kind, MsgKind::Log | MsgKind::Commit),
+            "not an item message"
+        );
+        self.begin(kind, tx_id);
+        self.open_count();
+    }
+
+    /// Adds an item to an EXECUTE response, LOG or COMMIT body.
+    pub fn push_item(&mut self, key: &Key, meta: ObjectMeta, value: &[u8]) {
+        assert!(
+            value.len() <= VALUE_BYTES_MAX,
+            "value too large for the wire"
+        );
+        self.push_key_raw(key);
+        self.buf.extend_from_slice(&meta.0.to_le_bytes());
+        self.buf
+            .extend_from_slice(&(value.len() as u16).to_le_bytes());
+        self.buf.extend_from_slice(value);
+        self.bump(false);
+    }
+
+    /// Starts an ABORT body; push keys with [`BodyWriter::push_abort_key`].
+    pub fn begin_abort(&mut self, tx_id: u64) {
+        self.begin(MsgKind::Abort, tx_id);
+        self.open_count();
+    }
+
+    /// Adds a key to an ABORT body.
+    pub fn push_abort_key(&mut self, key: &Key) {
+        debug_assert_eq!(self.kind, Some(MsgKind::Abort));
+        self.push_key_raw(key);
+        self.bump(false);
+    }
+
+    /// Writes a complete VALIDATE response.
+    pub fn validate_resp(&mut self, tx_id: u64, status: ReplyStatus) {
+        self.begin(MsgKind::ValidateResp, tx_id);
+        self.buf.push(status as u8);
+    }
+
+    /// Writes a complete LOG or COMMIT acknowledgement (`kind` = LogAck or
+    /// CommitAck); `status` is `Ok` or why the records were refused.
+    ///
+    /// # Panics
+    /// If `kind` is neither.
+    pub fn ack(&mut self, kind: MsgKind, tx_id: u64, status: ReplyStatus) {
+        assert!(
+            matches!(kind, MsgKind::LogAck | MsgKind::CommitAck),
+            "not an ack"
+        );
+        self.begin(kind, tx_id);
+        self.buf.push(status as u8);
+    }
+}
