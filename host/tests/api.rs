@@ -7,12 +7,11 @@ use splitkv_layout::host_nic::{HostToNic, LogApplied, TxStatus, ARGS_BYTES_MAX};
 use splitkv_layout::wire::{BodyWriter, Flow, MsgHeader, MsgKind, PacketHeader};
 use splitkv_layout::{Key, ObjectMeta};
 use splitkv_nic::net::mem::{mem_network, MemTransport};
-use splitkv_nic::net::{OutPacket, Transport};
+use splitkv_nic::net::{Transport, TxPacket};
 use splitkv_nic::{
     ClientClosed, Placement, ProcError, Procedure, ProcedureRegistry, ReadView, TxPlan, UserAbort,
     WriteSet,
 };
-use std::collections::VecDeque;
 use std::sync::Arc;
 
 /// `put(id, value)`: writes `value` to key (0, id).
@@ -209,8 +208,13 @@ fn a_non_request_message_on_a_request_ring_closes_the_client() {
 }
 
 fn send(peer: &mut MemTransport, bytes: Vec<u8>) {
-    let mut q = VecDeque::from([OutPacket { dst: 0, bytes }]);
-    peer.tx_burst(0, &mut q);
+    peer.tx_burst(
+        0,
+        &[TxPacket {
+            dst: 0,
+            bytes: &bytes,
+        }],
+    );
 }
 
 #[test]

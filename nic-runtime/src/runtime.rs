@@ -257,7 +257,13 @@ impl NicRuntime {
         // End of iteration: seal and send every batched packet.
         self.io.batcher.flush();
         if !self.io.batcher.ready().is_empty() {
-            self.transport.tx_burst(now, self.io.batcher.ready());
+            let batcher = &mut self.io.batcher;
+            let mut ready = std::mem::take(batcher.ready());
+            crate::net::send_ready(&mut *self.transport, now, &mut ready, |b| {
+                batcher.recycle(b)
+            });
+            *batcher.ready() = ready;
+            self.transport.tx_flush(now);
             work = true;
         }
         work
@@ -266,7 +272,12 @@ impl NicRuntime {
     /// Step 1: network (and loopback) packets.
     fn poll_network(&mut self, now: Nanos) -> bool {
         let mut rx = std::mem::take(&mut self.rx);
-        self.transport.rx_burst(now, &mut rx, RX_BURST_MAX);
+        let batcher = &mut self.io.batcher;
+        self.transport.rx_burst(now, RX_BURST_MAX, &mut |p| {
+            let mut buf = batcher.spare_buffer();
+            buf.extend_from_slice(p);
+            rx.push(buf);
+        });
         self.io.batcher.take_loopback(&mut rx);
         let work = !rx.is_empty();
         for pkt in rx.drain(..) {

@@ -12,9 +12,8 @@ use splitkv_layout::{Key, ObjectMeta, Region};
 use splitkv_nic::dma::local::LocalDma;
 use splitkv_nic::index::HostTableLayout;
 use splitkv_nic::net::mem::mem_network;
-use splitkv_nic::net::{OutPacket, Transport};
+use splitkv_nic::net::{Transport, TxPacket};
 use splitkv_nic::{HostPorts, NicParts, NicRuntime, Placement, ProcedureRegistry};
-use std::collections::VecDeque;
 use std::sync::Arc;
 
 const VALUE_BYTES_MAX: usize = 8;
@@ -69,22 +68,22 @@ fn an_oversized_log_is_answered_not_dropped() {
         cache_objects: 64,
         seed: 1,
     });
-    let mut q = VecDeque::from([
-        OutPacket {
-            dst: 0,
-            bytes: log_packet(7, &[0u8; VALUE_BYTES_MAX + 1]),
-        },
-        OutPacket {
-            dst: 0,
-            bytes: log_packet(8, &[0u8; VALUE_BYTES_MAX]),
-        },
-    ]);
-    peer.tx_burst(0, &mut q);
+    let (p7, p8) = (
+        log_packet(7, &[0u8; VALUE_BYTES_MAX + 1]),
+        log_packet(8, &[0u8; VALUE_BYTES_MAX]),
+    );
+    peer.tx_burst(
+        0,
+        &[
+            TxPacket { dst: 0, bytes: &p7 },
+            TxPacket { dst: 0, bytes: &p8 },
+        ],
+    );
     for now in 0..10 {
         nic.run_iteration(now);
     }
-    let mut rx = Vec::new();
-    peer.rx_burst(10, &mut rx, 16);
+    let mut rx: Vec<Vec<u8>> = Vec::new();
+    peer.rx_burst(10, 16, &mut |p| rx.push(p.to_vec()));
     let mut acks = Vec::new();
     for p in &rx {
         let (_, msgs) = decode_packet(p).unwrap();

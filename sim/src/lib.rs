@@ -33,10 +33,10 @@ use rand::seq::SliceRandom;
 use rand::{Rng, SeedableRng};
 use rand_xoshiro::Xoshiro256PlusPlus;
 use splitkv_layout::wire::{NodeId, PACKET_BYTES_MAX};
-use splitkv_nic::net::{OutPacket, Transport};
+use splitkv_nic::net::{Transport, TxPacket};
 use splitkv_nic::{Component, Nanos};
 use std::cmp::Reverse;
-use std::collections::{BinaryHeap, VecDeque};
+use std::collections::BinaryHeap;
 use std::sync::{Arc, Mutex};
 
 /// Most packets in flight in the whole simulated network.
@@ -175,10 +175,13 @@ impl Transport for SimTransport {
         PACKET_BYTES_MAX
     }
 
-    fn tx_burst(&mut self, now: Nanos, packets: &mut VecDeque<OutPacket>) -> usize {
+    fn tx_burst(&mut self, now: Nanos, packets: &[TxPacket<'_>]) -> usize {
         let mut net = self.inner.lock().expect("sim network lock");
         let n = packets.len();
-        for p in packets.drain(..) {
+        for p in packets {
+            if p.dst as usize >= net.queues.len() {
+                continue; // unknown destination: dropped, as a network would
+            }
             if net.in_flight >= SIM_PACKETS_IN_FLIGHT_MAX {
                 net.overflow = true;
                 continue;
@@ -196,13 +199,15 @@ impl Transport for SimTransport {
             net.queues[p.dst as usize].push(InFlight {
                 deliver_at: Reverse(deliver_at),
                 seq: Reverse(seq),
-                bytes: p.bytes,
+                bytes: p.bytes.to_vec(),
             });
         }
         n
     }
 
-    fn rx_burst(&mut self, now: Nanos, out: &mut Vec<Vec<u8>>, max: usize) -> usize {
+    fn tx_flush(&mut self, _now: Nanos) {}
+
+    fn rx_burst(&mut self, now: Nanos, max: usize, on_packet: &mut dyn FnMut(&[u8])) -> usize {
         let mut net = self.inner.lock().expect("sim network lock");
         let mut n = 0;
         while n < max {
@@ -213,7 +218,7 @@ impl Transport for SimTransport {
                     let mut h = fold(net.trace, &now.to_le_bytes());
                     h = fold(h, &self.node.to_le_bytes());
                     net.trace = fold(h, &bytes);
-                    out.push(bytes);
+                    on_packet(&bytes);
                     n += 1;
                 }
                 _ => break,
@@ -345,21 +350,23 @@ mod tests {
             jitter_ns: 500,
         };
         let (net, mut ends) = SimNetwork::new(2, cfg);
-        let mut q: VecDeque<OutPacket> = (0..50u8)
-            .map(|i| OutPacket {
-                dst: 1,
-                bytes: vec![i],
-            })
+        let bytes: Vec<[u8; 1]> = (0..50u8).map(|i| [i]).collect();
+        let q: Vec<TxPacket<'_>> = bytes
+            .iter()
+            .map(|b| TxPacket { dst: 1, bytes: b })
             .collect();
-        ends[0].tx_burst(0, &mut q);
+        ends[0].tx_burst(0, &q);
         assert_eq!(net.in_flight(), 50);
-        let mut out = Vec::new();
+        let mut out: Vec<Vec<u8>> = Vec::new();
         assert_eq!(
-            ends[1].rx_burst(999, &mut out, 100),
+            ends[1].rx_burst(999, 100, &mut |p| out.push(p.to_vec())),
             0,
             "nothing before the minimum latency"
         );
-        assert_eq!(ends[1].rx_burst(1_500, &mut out, 100), 50);
+        assert_eq!(
+            ends[1].rx_burst(1_500, 100, &mut |p| out.push(p.to_vec())),
+            50
+        );
         assert_eq!(net.in_flight(), 0);
         let order: Vec<u8> = out.iter().map(|p| p[0]).collect();
         assert_ne!(
@@ -379,15 +386,14 @@ mod tests {
                     ..SimConfig::default()
                 },
             );
-            let mut q: VecDeque<OutPacket> = (0..20u8)
-                .map(|i| OutPacket {
-                    dst: 1,
-                    bytes: vec![i],
-                })
+            let bytes: Vec<[u8; 1]> = (0..20u8).map(|i| [i]).collect();
+            let q: Vec<TxPacket<'_>> = bytes
+                .iter()
+                .map(|b| TxPacket { dst: 1, bytes: b })
                 .collect();
-            ends[0].tx_burst(0, &mut q);
-            let mut out = Vec::new();
-            ends[1].rx_burst(1 << 40, &mut out, 100);
+            ends[0].tx_burst(0, &q);
+            let mut out: Vec<Vec<u8>> = Vec::new();
+            ends[1].rx_burst(1 << 40, 100, &mut |p| out.push(p.to_vec()));
             out
         };
         assert_eq!(run(7), run(7));

@@ -26,8 +26,7 @@ use splitkv_host::table::TableKind;
 use splitkv_host_fuzz::fixture::{fuzz_node, FuzzNode, NODES};
 use splitkv_host_fuzz::input::Input;
 use splitkv_layout::wire::{decode_packet, MSG_HEADER_BYTES, PACKET_HEADER_BYTES};
-use splitkv_nic::net::{OutPacket, Transport};
-use std::collections::VecDeque;
+use splitkv_nic::net::{Transport, TxPacket};
 
 /// Most packets delivered per input.
 const PACKETS_MAX: usize = 16;
@@ -68,8 +67,7 @@ fuzz_target!(|data: &[u8]| {
         }
         let well_formed = is_well_formed(&bytes);
         let bad_before = f.node.nic.stats().bad_packets;
-        let mut out = VecDeque::from([OutPacket { dst: 0, bytes }]);
-        f.peers[peer as usize - 1].tx_burst(now, &mut out);
+        f.peers[peer as usize - 1].tx_burst(now, &[TxPacket { dst: 0, bytes: &bytes }]);
         for _ in 0..=(ctrl & 3) {
             now += 1_000;
             last_tx = run(&mut f, now).unwrap_or(last_tx);
@@ -113,9 +111,9 @@ fn run(f: &mut FuzzNode, now: u64) -> Option<u64> {
         .client
         .poll(usize::MAX, |_| {})
         .expect("an outcome from the NIC runtime does not decode");
-    let mut got = Vec::new();
+    let mut got: Vec<Vec<u8>> = Vec::new();
     for peer in &mut f.peers {
-        peer.rx_burst(now, &mut got, usize::MAX);
+        peer.rx_burst(now, usize::MAX, &mut |p| got.push(p.to_vec()));
     }
     let mut last_tx = None;
     for pkt in got {

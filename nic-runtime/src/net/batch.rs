@@ -203,6 +203,16 @@ impl Batcher {
         out.append(&mut self.loopback);
     }
 
+    /// An empty buffer for one packet, reused when one is spare.
+    pub fn spare_buffer(&mut self) -> Vec<u8> {
+        let mut b = self
+            .spare
+            .pop()
+            .unwrap_or_else(|| Vec::with_capacity(self.mtu));
+        b.clear();
+        b
+    }
+
     /// Returns a consumed packet buffer for reuse.
     pub fn recycle(&mut self, buf: Vec<u8>) {
         if self.spare.len() < 256 && buf.capacity() >= self.mtu {

@@ -1,15 +1,22 @@
 //! Networking: the Dnl batching layer ([`batch`]) above a narrow transport
 //! interface ([`Transport`]) with several implementations ([`mem`] in-process;
-//! the simulator supplies its own).
+//! the simulator supplies its own; kernel UDP and the kernel-bypass transports
+//! implement the same three calls).
+//!
+//! Buffers belong to the transport: [`Transport::tx_burst`] copies (or, for a
+//! zero-copy transport, references until [`Transport::tx_flush`]) the bytes it
+//! is given, and [`Transport::rx_burst`] lends each received packet to a
+//! callback for the duration of the call, so a DPDK mbuf or a registered RDMA
+//! buffer can back packets without an allocation per packet.
 
 pub mod batch;
 pub mod mem;
 
 use crate::Nanos;
 use splitkv_layout::wire::NodeId;
-use std::collections::VecDeque;
 
-/// A sealed packet waiting for the transport.
+/// A sealed packet waiting for the transport (owned by the batching layer
+/// until the transport has taken a copy).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct OutPacket {
     /// Destination node.
@@ -18,17 +25,79 @@ pub struct OutPacket {
     pub bytes: Vec<u8>,
 }
 
-/// What every transport offers (eRPC-style `tx_burst` / `rx_burst`). Transports
-/// are non-blocking state machines: calls never wait.
+/// One packet handed to [`Transport::tx_burst`]: a destination and the bytes,
+/// borrowed for the call.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TxPacket<'a> {
+    /// Destination node.
+    pub dst: NodeId,
+    /// The encoded packet, at most [`Transport::mtu`] bytes.
+    pub bytes: &'a [u8],
+}
+
+/// What every transport offers (eRPC-style `tx_burst` / `tx_flush` /
+/// `rx_burst`). Transports are non-blocking state machines: calls never wait,
+/// and a congested transport takes fewer packets instead of blocking.
 pub trait Transport: Send {
     /// Largest packet, in bytes, this transport carries.
     fn mtu(&self) -> usize;
 
-    /// Sends packets from the front of `packets` at virtual or real time `now`,
-    /// removing each one sent; stops early if the transport is congested.
-    /// Returns how many were sent.
-    fn tx_burst(&mut self, now: Nanos, packets: &mut VecDeque<OutPacket>) -> usize;
+    /// Whether packets between two endpoints can be lost, duplicated or
+    /// reordered. The session layer numbers packets either way; on a
+    /// transport that says `false` it keeps no retransmission copies.
+    fn is_lossy(&self) -> bool {
+        true
+    }
 
-    /// Appends up to `max` received packets to `out`; returns how many.
-    fn rx_burst(&mut self, now: Nanos, out: &mut Vec<Vec<u8>>, max: usize) -> usize;
+    /// Takes packets from the front of `packets` at time `now` and queues them
+    /// for sending, copying the bytes into buffers of its own (or keeping
+    /// references no longer than this call). Returns how many it took, a
+    /// prefix of `packets`; fewer than all when congested (the caller keeps
+    /// the rest and offers them again later). A packet to a destination the
+    /// transport does not know is taken and dropped, as a network would.
+    fn tx_burst(&mut self, now: Nanos, packets: &[TxPacket<'_>]) -> usize;
+
+    /// Puts every packet queued by [`Transport::tx_burst`] on the wire
+    /// (end of an iteration).
+    fn tx_flush(&mut self, now: Nanos);
+
+    /// Lends up to `max` received packets, one at a time and oldest first, to
+    /// `on_packet`; each borrow lasts only for its call. Returns how many.
+    fn rx_burst(&mut self, now: Nanos, max: usize, on_packet: &mut dyn FnMut(&[u8])) -> usize;
+}
+
+/// Most packets offered to [`Transport::tx_burst`] in one call by
+/// [`send_ready`].
+pub const TX_BURST_MAX: usize = 32;
+
+/// Offers the packets in `ready` to `transport` in bursts of at most
+/// [`TX_BURST_MAX`], removing (and handing to `recycle`) each one taken;
+/// stops at the first burst the transport does not take whole. Returns how
+/// many were taken.
+pub fn send_ready(
+    transport: &mut dyn Transport,
+    now: Nanos,
+    ready: &mut std::collections::VecDeque<OutPacket>,
+    mut recycle: impl FnMut(Vec<u8>),
+) -> usize {
+    let mut sent = 0;
+    while !ready.is_empty() {
+        let n = ready.len().min(TX_BURST_MAX);
+        let mut burst = [TxPacket { dst: 0, bytes: &[] }; TX_BURST_MAX];
+        for (slot, p) in burst.iter_mut().zip(ready.iter()) {
+            *slot = TxPacket {
+                dst: p.dst,
+                bytes: &p.bytes,
+            };
+        }
+        let took = transport.tx_burst(now, &burst[..n]);
+        for p in ready.drain(..took) {
+            recycle(p.bytes);
+        }
+        sent += took;
+        if took < n {
+            break;
+        }
+    }
+    sent
 }
