@@ -10,7 +10,10 @@
 //! buffer can back packets without an allocation per packet.
 
 pub mod batch;
+pub mod faulty;
 pub mod mem;
+#[cfg(target_os = "linux")]
+pub mod udp;
 
 use crate::Nanos;
 use splitkv_layout::wire::NodeId;
