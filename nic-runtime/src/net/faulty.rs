@@ -110,8 +110,8 @@ struct Held {
     bytes: Vec<u8>,
     /// Released at or after this time.
     due: Nanos,
-    /// Released once more than this many packets have gone to the inner
-    /// transport (`u64::MAX`: only by time).
+    /// Released once more than this many fresh (not released) packets have
+    /// gone to the inner transport (`u64::MAX`: only by time).
     after_forwarded: u64,
 }
 
@@ -197,7 +197,7 @@ impl<T: Transport> FaultyTransport<T> {
     }
 
     fn draw(&mut self) -> Fate {
-        let x = ((self.rng.next_u64() >> 32) * FAULT_PPM_MAX as u64 >> 32) as u32;
+        let x = (((self.rng.next_u64() >> 32) * FAULT_PPM_MAX as u64) >> 32) as u32;
         let c = &self.cfg;
         let mut edge = 0;
         for (ppm, fate) in [
@@ -214,7 +214,7 @@ impl<T: Transport> FaultyTransport<T> {
         Fate::Pass
     }
 
-    /// Gives `packets` to the inner transport; returns how many it took.
+    /// Gives fresh `packets` to the inner transport; returns how many it took.
     fn forward(&mut self, now: Nanos, packets: &[TxPacket<'_>]) -> usize {
         if packets.is_empty() {
             return 0;
@@ -258,7 +258,8 @@ impl<T: Transport> FaultyTransport<T> {
             if self.inner.tx_burst(now, &[p]) == 0 {
                 break; // congested: try again later
             }
-            self.forwarded += 1;
+            // Not counted in `forwarded`: a released packet is an older one and
+            // must not count as overtaking another held packet.
             self.held[i].bytes.clear();
             self.held_count -= 1;
             released += 1;
