@@ -1,0 +1,170 @@
+//! Messages per second between two endpoints, batching off vs on (Dandelion §5.1,
+//! Figures 4–5; issue 10, "Measurements" 1). Run with
+//! `cargo bench -p splitkv-bench --bench dnl_messages`.
+//!
+//! One thread plays both endpoints. A round inserts [`MESSAGES_PER_ROUND`]
+//! messages for node 1 into node 0's [`Batcher`], seals them — after every
+//! message with batching off (one message per packet), once at the end with
+//! batching on (as many per packet as fit the transport's MTU, up to
+//! `MESSAGES_PER_PACKET_MAX`) — hands the packets to the transport
+//! ([`send_ready`], `tx_flush`) and then polls node 1 until every message has
+//! been decoded there ([`decode_packet`] and each message's body). The figure
+//! is messages per second of wall time for the whole round: sender and
+//! receiver work, and on `udp` the kernel's, on one of the machine's cores.
+//!
+//! Message sizes are body bytes: `ack` is a LOG acknowledgement, the smallest
+//! message the protocol has (a 9-byte body; no message kind has a 16-byte
+//! body, so it stands in for the issue's 16-byte case), and `log64` a LOG with
+//! one item whose 32-byte value makes a 64-byte body.
+//!
+//! | benchmark | transport | MTU |
+//! |---|---|---|
+//! | `dnl_messages/mem/<size>/<off or on>` | in-process channels | 9000 B |
+//! | `dnl_messages/udp/<size>/<off or on>` | kernel UDP over 127.0.0.1, `sendmmsg`/`recvmmsg` | 1472 B (standard Ethernet) |
+//!
+//! A round whose messages do not all arrive within [`RECEIVE_POLLS_MAX`]
+//! polls (a receive buffer overflowed) is counted and reported on stderr;
+//! its figure then overstates the rate.
+
+use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
+use splitkv_layout::key::Key;
+use splitkv_layout::meta::ObjectMeta;
+use splitkv_layout::wire::{decode_packet, Body, BodyWriter, MsgKind, ReplyStatus};
+use splitkv_nic::net::batch::Batcher;
+use splitkv_nic::net::mem::mem_network;
+use splitkv_nic::net::udp::{udp_loopback_network, UDP_MTU_DEFAULT};
+use splitkv_nic::net::{send_ready, Transport};
+use std::hint::black_box;
+use std::time::Duration;
+
+/// Messages sent per measured round.
+const MESSAGES_PER_ROUND: usize = 256;
+/// Most receive polls per round before the round is declared short.
+const RECEIVE_POLLS_MAX: usize = 1_000_000;
+/// Most packets lent per receive poll.
+const RX_BURST: usize = 64;
+
+/// The two message bodies measured.
+fn bodies() -> [(&'static str, BodyWriter); 2] {
+    let mut ack = BodyWriter::new();
+    ack.ack(MsgKind::LogAck, 7, ReplyStatus::Ok);
+    let mut log = BodyWriter::new();
+    log.begin_items(MsgKind::Log, 7);
+    log.push_item(&Key::new(1, 42), ObjectMeta::default(), &[0xAB; 32]);
+    assert_eq!(ack.bytes().len(), 9);
+    assert_eq!(log.bytes().len(), 64);
+    [("ack", ack), ("log64", log)]
+}
+
+/// Node 0's side: the batcher and the buffers it recycles.
+struct Sender {
+    batcher: Batcher,
+    spare: Vec<Vec<u8>>,
+}
+
+impl Sender {
+    /// Queues one round of `body` for node 1, sealing after each message when
+    /// `batching` is off, and hands every packet to `tx`.
+    fn send_round(&mut self, tx: &mut dyn Transport, body: &BodyWriter, batching: bool) {
+        for _ in 0..MESSAGES_PER_ROUND {
+            self.batcher
+                .try_insert(1, body)
+                .expect("the message fits a packet");
+            if !batching {
+                self.batcher.flush();
+            }
+        }
+        self.batcher.flush();
+        let mut ready = std::mem::take(self.batcher.ready());
+        let spare = &mut self.spare;
+        // Bounded: every round's packets fit the transport's buffers, so the
+        // loop ends after the first pass unless the transport is congested.
+        for _ in 0..RECEIVE_POLLS_MAX {
+            send_ready(tx, 0, &mut ready, |b| spare.push(b));
+            tx.tx_flush(0);
+            if ready.is_empty() {
+                break;
+            }
+        }
+        *self.batcher.ready() = ready;
+        for b in self.spare.drain(..) {
+            self.batcher.recycle(b);
+        }
+    }
+}
+
+/// Polls `rx` until `want` messages were decoded or the poll bound is hit;
+/// returns how many were decoded.
+fn receive_round(rx: &mut dyn Transport, want: usize) -> usize {
+    let mut got = 0;
+    for _ in 0..RECEIVE_POLLS_MAX {
+        if got >= want {
+            break;
+        }
+        rx.rx_burst(0, RX_BURST, &mut |p| {
+            let (_, msgs) = decode_packet(p).expect("a well-formed packet");
+            for m in msgs {
+                let (_, body) = m.expect("a well-formed message");
+                black_box(matches!(body, Body::LogAck { .. } | Body::Log { .. }));
+                got += 1;
+            }
+        });
+    }
+    got
+}
+
+/// Benchmarks one transport pair for both sizes, batching off and on.
+fn bench_transport(c: &mut Criterion, name: &str, mut ends: Vec<Box<dyn Transport>>) {
+    let mut group = c.benchmark_group(format!("dnl_messages/{name}"));
+    group
+        .sample_size(10)
+        .warm_up_time(Duration::from_millis(500))
+        .measurement_time(Duration::from_secs(2))
+        .throughput(Throughput::Elements(MESSAGES_PER_ROUND as u64));
+    let mut rx = ends.pop().expect("two endpoints");
+    let mut tx = ends.pop().expect("two endpoints");
+    let mtu = tx.mtu();
+    let mut short_rounds = 0u64;
+    for (size, body) in bodies() {
+        for batching in [false, true] {
+            let mut sender = Sender {
+                batcher: Batcher::new(0, 2, mtu),
+                spare: Vec::with_capacity(MESSAGES_PER_ROUND),
+            };
+            let id = BenchmarkId::new(size, if batching { "on" } else { "off" });
+            group.bench_function(id, |b| {
+                b.iter(|| {
+                    sender.send_round(&mut *tx, &body, batching);
+                    let got = receive_round(&mut *rx, MESSAGES_PER_ROUND);
+                    short_rounds += (got < MESSAGES_PER_ROUND) as u64;
+                    got
+                })
+            });
+            let s = sender.batcher.stats();
+            eprintln!(
+                "dnl_messages/{name}/{size}/{}: {:.1} messages per packet, {} short rounds",
+                if batching { "on" } else { "off" },
+                s.messages as f64 / s.packets.max(1) as f64,
+                short_rounds
+            );
+        }
+    }
+    group.finish();
+}
+
+fn dnl_messages(c: &mut Criterion) {
+    let mem: Vec<Box<dyn Transport>> = mem_network(2)
+        .into_iter()
+        .map(|t| Box::new(t) as Box<dyn Transport>)
+        .collect();
+    bench_transport(c, "mem", mem);
+    let udp: Vec<Box<dyn Transport>> = udp_loopback_network(2, UDP_MTU_DEFAULT)
+        .expect("two UDP endpoints on 127.0.0.1")
+        .into_iter()
+        .map(|t| Box::new(t) as Box<dyn Transport>)
+        .collect();
+    bench_transport(c, "udp", udp);
+}
+
+criterion_group!(benches, dnl_messages);
+criterion_main!(benches);
