@@ -9,8 +9,12 @@
 //! `MESSAGES_PER_PACKET_MAX`) — hands the packets to the transport
 //! ([`send_ready`], `tx_flush`) and then polls node 1 until every message has
 //! been decoded there ([`decode_packet`] and each message's body). The figure
-//! is messages per second of wall time for the whole round: sender and
-//! receiver work, and on `udp` the kernel's, on one of the machine's cores.
+//! is messages per second of the thread's CPU time for the whole round:
+//! sender and receiver work, and on `udp` the kernel's work done in the
+//! thread's system calls (the machine's cores are shared, so wall time would
+//! measure the other jobs too). After each case the benchmark prints the
+//! messages per packet and, on `udp`, the `sendmmsg`/`recvmmsg` calls per
+//! message.
 //!
 //! Message sizes are body bytes: `ack` is a LOG acknowledgement, the smallest
 //! message the protocol has (a 9-byte body; no message kind has a 16-byte
@@ -27,12 +31,13 @@
 //! its figure then overstates the rate.
 
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
+use splitkv_bench::measure::thread_cpu_time;
 use splitkv_layout::key::Key;
 use splitkv_layout::meta::ObjectMeta;
 use splitkv_layout::wire::{decode_packet, Body, BodyWriter, MsgKind, ReplyStatus};
 use splitkv_nic::net::batch::Batcher;
-use splitkv_nic::net::mem::mem_network;
-use splitkv_nic::net::udp::{udp_loopback_network, UDP_MTU_DEFAULT};
+use splitkv_nic::net::mem::{mem_network, MemTransport};
+use splitkv_nic::net::udp::{udp_loopback_network, UdpTransport, UDP_MTU_DEFAULT};
 use splitkv_nic::net::{send_ready, Transport};
 use std::hint::black_box;
 use std::time::Duration;
@@ -65,7 +70,7 @@ struct Sender {
 impl Sender {
     /// Queues one round of `body` for node 1, sealing after each message when
     /// `batching` is off, and hands every packet to `tx`.
-    fn send_round(&mut self, tx: &mut dyn Transport, body: &BodyWriter, batching: bool) {
+    fn send_round(&mut self, tx: &mut impl Transport, body: &BodyWriter, batching: bool) {
         for _ in 0..MESSAGES_PER_ROUND {
             self.batcher
                 .try_insert(1, body)
@@ -95,7 +100,7 @@ impl Sender {
 
 /// Polls `rx` until `want` messages were decoded or the poll bound is hit;
 /// returns how many were decoded.
-fn receive_round(rx: &mut dyn Transport, want: usize) -> usize {
+fn receive_round(rx: &mut impl Transport, want: usize) -> usize {
     let mut got = 0;
     for _ in 0..RECEIVE_POLLS_MAX {
         if got >= want {
@@ -113,39 +118,51 @@ fn receive_round(rx: &mut dyn Transport, want: usize) -> usize {
     got
 }
 
+/// Syscall counters of an endpoint, `(sendmmsg, recvmmsg)` calls so far, for
+/// the per-message figures printed after each case (zero for `mem`).
+type Syscalls<T> = fn(&T) -> (u64, u64);
+
 /// Benchmarks one transport pair for both sizes, batching off and on.
-fn bench_transport(c: &mut Criterion, name: &str, mut ends: Vec<Box<dyn Transport>>) {
+fn bench_transport<T: Transport>(c: &mut Criterion, name: &str, pair: [T; 2], calls: Syscalls<T>) {
     let mut group = c.benchmark_group(format!("dnl_messages/{name}"));
     group
         .sample_size(10)
         .warm_up_time(Duration::from_millis(500))
         .measurement_time(Duration::from_secs(2))
         .throughput(Throughput::Elements(MESSAGES_PER_ROUND as u64));
-    let mut rx = ends.pop().expect("two endpoints");
-    let mut tx = ends.pop().expect("two endpoints");
+    let [mut tx, mut rx] = pair;
     let mtu = tx.mtu();
-    let mut short_rounds = 0u64;
     for (size, body) in bodies() {
         for batching in [false, true] {
             let mut sender = Sender {
                 batcher: Batcher::new(0, 2, mtu),
                 spare: Vec::with_capacity(MESSAGES_PER_ROUND),
             };
-            let id = BenchmarkId::new(size, if batching { "on" } else { "off" });
-            group.bench_function(id, |b| {
-                b.iter(|| {
-                    sender.send_round(&mut *tx, &body, batching);
-                    let got = receive_round(&mut *rx, MESSAGES_PER_ROUND);
-                    short_rounds += (got < MESSAGES_PER_ROUND) as u64;
-                    got
+            let mode = if batching { "on" } else { "off" };
+            let (sends0, recvs0) = (calls(&tx).0, calls(&rx).1);
+            let mut short_rounds = 0u64;
+            group.bench_function(BenchmarkId::new(size, mode), |b| {
+                // Thread CPU time, as in the `tables` benchmarks: the machine's
+                // two cores are shared, and the kernel's UDP work runs in this
+                // thread's system calls.
+                b.iter_custom(|rounds| {
+                    let start = thread_cpu_time();
+                    for _ in 0..rounds {
+                        sender.send_round(&mut tx, &body, batching);
+                        let got = receive_round(&mut rx, MESSAGES_PER_ROUND);
+                        short_rounds += (got < MESSAGES_PER_ROUND) as u64;
+                    }
+                    thread_cpu_time() - start
                 })
             });
             let s = sender.batcher.stats();
+            let per_msg = |n: u64| n as f64 / s.messages.max(1) as f64;
             eprintln!(
-                "dnl_messages/{name}/{size}/{}: {:.1} messages per packet, {} short rounds",
-                if batching { "on" } else { "off" },
+                "dnl_messages/{name}/{size}/{mode}: {:.1} messages per packet, \
+                 {:.4} sendmmsg and {:.4} recvmmsg calls per message, {short_rounds} short rounds",
                 s.messages as f64 / s.packets.max(1) as f64,
-                short_rounds
+                per_msg(calls(&tx).0 - sends0),
+                per_msg(calls(&rx).1 - recvs0),
             );
         }
     }
@@ -153,17 +170,15 @@ fn bench_transport(c: &mut Criterion, name: &str, mut ends: Vec<Box<dyn Transpor
 }
 
 fn dnl_messages(c: &mut Criterion) {
-    let mem: Vec<Box<dyn Transport>> = mem_network(2)
-        .into_iter()
-        .map(|t| Box::new(t) as Box<dyn Transport>)
-        .collect();
-    bench_transport(c, "mem", mem);
-    let udp: Vec<Box<dyn Transport>> = udp_loopback_network(2, UDP_MTU_DEFAULT)
+    let [a, b]: [MemTransport; 2] = mem_network(2).try_into().expect("two endpoints");
+    bench_transport(c, "mem", [a, b], |_| (0, 0));
+    let [a, b]: [UdpTransport; 2] = udp_loopback_network(2, UDP_MTU_DEFAULT)
         .expect("two UDP endpoints on 127.0.0.1")
-        .into_iter()
-        .map(|t| Box::new(t) as Box<dyn Transport>)
-        .collect();
-    bench_transport(c, "udp", udp);
+        .try_into()
+        .expect("two endpoints");
+    bench_transport(c, "udp", [a, b], |t| {
+        (t.stats().sendmmsg_calls, t.stats().recvmmsg_calls)
+    });
 }
 
 criterion_group!(benches, dnl_messages);
