@@ -254,3 +254,24 @@ fn faults_over_loopback_udp() {
     assert!(s.lost > 0 && s.duplicated > 0 && s.reordered > 0, "{s:?}");
     assert!(late_arrivals(&seen.seqs) > 0);
 }
+
+#[test]
+fn empty_packets_are_held_and_released_like_any_other() {
+    let cfg = FaultConfig {
+        delay_ppm: 1_000_000,
+        delay_ns: 10,
+        ..FaultConfig::none(4)
+    };
+    let (mut tx, mut rx) = faulty_mem(cfg);
+    let burst = [TxPacket { dst: 1, bytes: &[] }; 3];
+    assert_eq!(tx.tx_burst(0, &burst), 3);
+    assert_eq!(tx.held(), 3);
+    assert_eq!(
+        rx.rx_burst(0, 10, &mut |_| {}),
+        0,
+        "nothing before the delay"
+    );
+    tx.tx_flush(10);
+    assert_eq!(tx.held(), 0);
+    assert_eq!(rx.rx_burst(10, 10, &mut |p| assert!(p.is_empty())), 3);
+}

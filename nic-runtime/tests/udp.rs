@@ -389,3 +389,25 @@ fn ipv6_loopback_works_where_the_machine_has_it() {
     assert_eq!(got, packets);
     assert_eq!(b.stats().strangers, 0);
 }
+
+#[test]
+fn packets_queued_for_a_peer_that_loses_its_address_are_dropped_and_counted() {
+    let mut ends = udp_loopback_network(3, UDP_MTU_DEFAULT).unwrap();
+    let packets: Vec<_> = (0..6u32).map(|s| tagged(0, s, 40)).collect();
+    let burst: Vec<TxPacket<'_>> = packets
+        .iter()
+        .enumerate()
+        .map(|(i, b)| TxPacket {
+            dst: 1 + (i % 2) as u16,
+            bytes: b,
+        })
+        .collect();
+    assert_eq!(ends[0].tx_burst(0, &burst), 6);
+    let two = [ends[0].local_addr(), ends[1].local_addr()];
+    ends[0].set_peers(&two).unwrap();
+    ends[0].tx_flush(0);
+    let s = ends[0].stats();
+    assert_eq!((s.unknown_destination, s.packets_sent), (3, 3));
+    let seqs: Vec<u32> = receive(&mut ends[1], 3).iter().map(|p| seq_of(p)).collect();
+    assert_eq!(seqs, vec![0, 2, 4]);
+}

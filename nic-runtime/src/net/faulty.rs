@@ -98,7 +98,8 @@ pub struct FaultStats {
     pub reordered: u64,
     /// Packets held back for the delay.
     pub delayed: u64,
-    /// Packets that would have been held but found every hold buffer taken.
+    /// Packets that would have been held but could not be (every hold buffer
+    /// taken, or longer than the inner MTU) and passed on unharmed.
     pub hold_full: u64,
     /// Held packets released to the inner transport.
     pub released: u64,
@@ -106,6 +107,8 @@ pub struct FaultStats {
 
 #[derive(Debug)]
 struct Held {
+    /// Whether this buffer holds a packet.
+    used: bool,
     dst: NodeId,
     bytes: Vec<u8>,
     /// Released at or after this time.
@@ -159,6 +162,7 @@ impl<T: Transport> FaultyTransport<T> {
         let mtu = inner.mtu();
         let held = (0..FAULT_HOLD_PACKETS_MAX)
             .map(|_| Held {
+                used: false,
                 dst: 0,
                 bytes: Vec::with_capacity(mtu),
                 due: 0,
@@ -224,12 +228,18 @@ impl<T: Transport> FaultyTransport<T> {
         took
     }
 
-    /// Copies `p` into a free hold buffer; false when none is free.
+    /// Copies `p` into a free hold buffer; false when none is free (or `p` is
+    /// longer than the inner transport's MTU, which would drop it anyway).
     fn hold(&mut self, p: &TxPacket<'_>, due: Nanos, after_forwarded: u64) -> bool {
-        let Some(h) = self.held.iter_mut().find(|h| h.bytes.is_empty()) else {
+        let Some(h) = self.held.iter_mut().find(|h| !h.used) else {
             return false;
         };
+        if p.bytes.len() > h.bytes.capacity() {
+            return false;
+        }
+        h.used = true;
         h.dst = p.dst;
+        h.bytes.clear();
         h.bytes.extend_from_slice(p.bytes);
         h.due = due;
         h.after_forwarded = after_forwarded;
@@ -245,7 +255,7 @@ impl<T: Transport> FaultyTransport<T> {
         let mut released = 0;
         for i in 0..self.held.len() {
             let h = &self.held[i];
-            let ready = !h.bytes.is_empty()
+            let ready = h.used
                 && (now >= h.due
                     || (h.after_forwarded != u64::MAX && self.forwarded > h.after_forwarded));
             if !ready {
@@ -260,7 +270,7 @@ impl<T: Transport> FaultyTransport<T> {
             }
             // Not counted in `forwarded`: a released packet is an older one and
             // must not count as overtaking another held packet.
-            self.held[i].bytes.clear();
+            self.held[i].used = false;
             self.held_count -= 1;
             released += 1;
         }
