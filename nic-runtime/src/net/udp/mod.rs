@@ -49,7 +49,6 @@ pub const UDP_TX_BUFFERS: usize = 1024;
 pub const UDP_BATCH_MAX: usize = sys::SYSCALL_BATCH_MAX;
 
 /// One node's UDP endpoint. See the module documentation.
-#[derive(Debug)]
 pub struct UdpTransport {
     socket: UdpSocket,
     local: SocketAddr,
@@ -200,6 +199,18 @@ impl UdpTransport {
         self.stats.bytes_received += meta.len as u64;
         on_packet(&self.rx_bufs[start..start + meta.len]);
         true
+    }
+}
+
+impl std::fmt::Debug for UdpTransport {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("UdpTransport")
+            .field("local", &self.local)
+            .field("mtu", &self.mtu)
+            .field("peers", &self.peers)
+            .field("tx_queued", &self.tx.len())
+            .field("stats", &self.stats)
+            .finish_non_exhaustive()
     }
 }
 
