@@ -278,11 +278,12 @@ impl<T: Transport> FaultyTransport<T> {
         released
     }
 
-    /// Applies a fault other than loss-free passing to `p`. Returns false when
-    /// the inner transport is congested and `p` was not taken.
+    /// Applies `fate` to `p` (passing packets are normally forwarded in runs
+    /// by `tx_burst` instead). Returns false when the inner transport is
+    /// congested and `p` was not taken.
     fn inject(&mut self, now: Nanos, fate: Fate, p: &TxPacket<'_>) -> bool {
         let held = match fate {
-            Fate::Pass => unreachable!("passing packets are forwarded in runs"),
+            Fate::Pass => return self.forward(now, &[*p]) == 1,
             Fate::Lose => {
                 self.stats.lost += 1;
                 return true;
