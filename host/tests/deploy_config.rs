@@ -307,7 +307,11 @@ fn toml_syntax_error_keeps_line_and_column() {
         "a missing field is named: {err}"
     );
     let err = rejected(&file("").replace("cluster_id = 9", "cluster_id = -1"));
-    assert!(err.to_string().starts_with("line 1, column 14: "), "{err}");
+    assert!(
+        err.to_string()
+            .starts_with("line 1, column 14: cluster_id: "),
+        "{err}"
+    );
 }
 
 #[test]

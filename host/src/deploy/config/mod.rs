@@ -280,7 +280,19 @@ fn syntax_error(text: &str, e: &toml::de::Error) -> ConfigError {
     let line = before.matches('\n').count() + 1;
     let line_start = before.rfind('\n').map_or(0, |i| i + 1);
     let column = before[line_start..].chars().count() + 1;
-    let message = e.message().split_whitespace().collect::<Vec<_>>().join(" ");
+    let mut message = e.message().split_whitespace().collect::<Vec<_>>().join(" ");
+    // Name the key of a `key = value` line when the parser's reason does not
+    // (a value of the wrong type).
+    let line_text = text[line_start..].lines().next().unwrap_or("");
+    if let Some((key, _)) = line_text.split_once('=') {
+        let key = key.trim();
+        let bare = key
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-');
+        if bare && !key.is_empty() && !message.contains(key) {
+            message = format!("{key}: {message}");
+        }
+    }
     ConfigError::Syntax {
         line,
         column,
