@@ -37,7 +37,8 @@ use tiny_http::{Header, Method, Request, Response, Server};
 /// Largest request body the endpoint reads (bytes); larger ones get 413.
 pub const CONTROL_BODY_BYTES_MAX: usize = 1 << 20;
 /// How long the serving thread waits for a request before checking whether
-/// it should stop (ms): bounds how late a shutdown is noticed.
+/// it should stop (ms): bounds how late a shutdown is noticed, and the pause
+/// before accepting again after a failed accept.
 pub const CONTROL_POLL_MS: u64 = 50;
 /// Longest [`ControlServer::shutdown`] waits for the serving thread (ms).
 pub const CONTROL_SHUTDOWN_MS_MAX: u64 = 2_000;
@@ -170,7 +171,6 @@ pub enum ControlError {
 pub struct ControlServer {
     addr: SocketAddr,
     stop: Arc<AtomicBool>,
-    server: Arc<Server>,
     thread: Option<JoinHandle<()>>,
 }
 
@@ -192,14 +192,19 @@ impl ControlServer {
         let local = listener
             .local_addr()
             .map_err(|source| ControlError::Bind { addr, source })?;
-        let server = Server::from_listener(listener, None).map_err(|e| ControlError::Serve {
+        let serve_error = |reason: String| ControlError::Serve {
             addr: local,
-            reason: e.to_string(),
-        })?;
-        let server = Arc::new(server);
+            reason,
+        };
+        let kept = listener
+            .try_clone()
+            .map_err(|e| serve_error(e.to_string()))?;
+        let server =
+            Server::from_listener(listener, None).map_err(|e| serve_error(e.to_string()))?;
         let stop = Arc::new(AtomicBool::new(false));
         let serving = Serving {
-            server: Arc::clone(&server),
+            listener: kept,
+            server,
             stop: Arc::clone(&stop),
             token: token.to_string(),
             handler,
@@ -211,7 +216,6 @@ impl ControlServer {
         Ok(ControlServer {
             addr: local,
             stop,
-            server,
             thread: Some(thread),
         })
     }
@@ -235,7 +239,6 @@ impl ControlServer {
             return Ok(());
         };
         self.stop.store(true, Ordering::Release);
-        self.server.unblock();
         let deadline = Instant::now() + Duration::from_millis(CONTROL_SHUTDOWN_MS_MAX);
         while !thread.is_finished() {
             if Instant::now() >= deadline {
@@ -266,7 +269,11 @@ impl Drop for ControlServer {
 
 /// The serving thread's state.
 struct Serving {
-    server: Arc<Server>,
+    /// A handle on the listening socket, to serve it again if the server's
+    /// accept thread stops (tiny_http stops accepting after one failed
+    /// accept, e.g. when the process is out of file descriptors).
+    listener: TcpListener,
+    server: Server,
     stop: Arc<AtomicBool>,
     token: String,
     handler: Arc<dyn ControlHandler>,
@@ -294,12 +301,32 @@ impl Reply {
 }
 
 impl Serving {
-    fn run(self) {
+    fn run(mut self) {
         let poll = Duration::from_millis(CONTROL_POLL_MS);
         while !self.stop.load(Ordering::Acquire) {
-            // Errors are failed accepts (already closed connections): go on.
-            if let Ok(Some(request)) = self.server.recv_timeout(poll) {
-                self.serve(request);
+            match self.server.recv_timeout(poll) {
+                Ok(Some(request)) => self.serve(request),
+                Ok(None) => {}
+                // A failed accept, after which tiny_http's accept thread has
+                // stopped.
+                Err(_) => self.serve_again(poll),
+            }
+        }
+    }
+
+    /// Serves the same socket with a new server, retrying every `pause`
+    /// until that works or the endpoint is stopped.
+    fn serve_again(&mut self, pause: Duration) {
+        while !self.stop.load(Ordering::Acquire) {
+            std::thread::sleep(pause);
+            let restarted = self
+                .listener
+                .try_clone()
+                .ok()
+                .and_then(|listener| Server::from_listener(listener, None).ok());
+            if let Some(server) = restarted {
+                self.server = server;
+                return;
             }
         }
     }
