@@ -107,13 +107,11 @@ fn absent_sections_take_the_named_defaults() {
 
 #[test]
 fn a_node_transport_overrides_the_cluster_default_field_by_field() {
-    let text = format!(
-        "cluster_id = 1\ntoken = \"t\"\nreplication = 2\nlog = \"/tmp/n.log\"\n\
+    let text = "cluster_id = 1\ntoken = \"t\"\nreplication = 2\nlog = \"/tmp/n.log\"\n\
          [table]\nkind = \"dlht\"\n[transport]\nkind = \"mem\"\nloss_ppm = 10000\n\
          [[node]]\nid = 1\ndata = \"127.0.0.1:7101\"\ncontrol = \"127.0.0.1:7201\"\n\
-         cores = [2, 3]\ntransport = {{ mtu = 9000, kind = \"udp\" }}\n\
-         [[node]]\nid = 0\ndata = \"127.0.0.1:7100\"\ncontrol = \"127.0.0.1:7200\"\n"
-    );
+         cores = [2, 3]\ntransport = { mtu = 9000, kind = \"udp\" }\n\
+         [[node]]\nid = 0\ndata = \"127.0.0.1:7100\"\ncontrol = \"127.0.0.1:7200\"\n";
     let config: ClusterConfig = text.parse().unwrap();
     assert_eq!(config.table.kind, TableKind::Dlht);
     assert_eq!(config.log, LogTarget::File("/tmp/n.log".into()));
