@@ -9,6 +9,7 @@ use std::time::Duration;
 
 use serde_json::{json, Value};
 use splitkv_host::deploy::control::{CONTROL_BODY_BYTES_MAX, CONTROL_SHUTDOWN_MS_MAX};
+use splitkv_host::deploy::metrics::outcome_label;
 use splitkv_host::deploy::{
     CallError, ControlError, ControlHandler, ControlServer, NodeMetrics, Route, SessionCounters,
 };
@@ -328,5 +329,38 @@ fn shutdown_is_bounded_and_releases_the_port() {
         })
         .expect("the port was released within 2 s");
     assert_eq!(http(again.local_addr(), "GET /status HTTP/1.1", b"").0, 200);
+    // Dropping the endpoint stops it too: connections are soon refused.
     drop(again);
+    let refused = (0..200).any(|_| {
+        let gone = TcpStream::connect_timeout(&addr, IO_TIMEOUT).is_err();
+        if !gone {
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        gone
+    });
+    assert!(refused, "the endpoint still accepts 2 s after its drop");
+}
+
+#[test]
+fn metric_counters_never_go_backwards() {
+    let metrics = NodeMetrics::new(1, 0);
+    let mut stats = NicStats::default();
+    stats.clients.outcomes[TxStatus::ValidationFailed as usize] = 4;
+    metrics.update_from(&stats);
+    metrics.update_from(&stats);
+    assert_eq!(
+        metrics.transactions(TxStatus::ValidationFailed),
+        4,
+        "a repeated snapshot adds nothing"
+    );
+    // A source that restarted from zero is counted from zero again.
+    stats.clients.outcomes[TxStatus::ValidationFailed as usize] = 3;
+    metrics.update_from(&stats);
+    assert_eq!(metrics.transactions(TxStatus::ValidationFailed), 7);
+    let mut text = String::new();
+    metrics.encode(&mut text).unwrap();
+    for status in TxStatus::ALL {
+        let label = format!("outcome=\"{}\"", outcome_label(status));
+        assert_eq!(text.matches(&label).count(), 1, "{label} exposed once");
+    }
 }
