@@ -168,6 +168,7 @@ pub enum ControlError {
 }
 
 /// A running control endpoint. Stops on [`ControlServer::shutdown`] or drop.
+#[derive(Debug)]
 pub struct ControlServer {
     addr: SocketAddr,
     stop: Arc<AtomicBool>,
@@ -249,15 +250,6 @@ impl ControlServer {
         // A panic escaping `run` is impossible (handler calls are caught).
         let _ = thread.join();
         Ok(())
-    }
-}
-
-impl std::fmt::Debug for ControlServer {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("ControlServer")
-            .field("addr", &self.addr)
-            .field("running", &self.thread.is_some())
-            .finish()
     }
 }
 
