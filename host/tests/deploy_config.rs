@@ -13,6 +13,7 @@ use splitkv_host::deploy::config::{
 };
 use splitkv_host::table::TableKind;
 use splitkv_layout::VALUE_BYTES_MAX;
+use splitkv_nic::index::CACHE_OBJECTS_DEFAULT;
 use splitkv_nic::NODES_MAX;
 
 /// `[[node]]` tables for `n` nodes on loopback, ids 0..n.
@@ -103,6 +104,26 @@ fn absent_sections_take_the_named_defaults() {
     assert_eq!(t.socket_recv_buffer_bytes, SOCKET_BUFFER_BYTES_DEFAULT);
     assert_eq!((t.loss_ppm, t.duplicate_ppm, t.reorder_ppm), (0, 0, 0));
     assert!(config.nodes[0].cores.is_empty());
+    assert_eq!(config.table.cache_objects, CACHE_OBJECTS_DEFAULT);
+}
+
+#[test]
+fn node_config_carries_the_file_table_and_placement() {
+    let config: ClusterConfig =
+        file("[table]\nkind = \"dlht\"\ncapacity_keys = 5000\ncache_objects = 77")
+            .parse()
+            .unwrap();
+    let node = config.node_config(2).unwrap();
+    assert_eq!(node.node, 2);
+    assert_eq!(
+        (node.placement.nodes(), node.placement.replication()),
+        (3, 3)
+    );
+    assert_eq!(node.table_kind, TableKind::Dlht);
+    assert_eq!(node.table.capacity_keys, 5000);
+    assert_eq!(node.cache_objects, 77);
+    let err = config.node_config(3).unwrap_err();
+    assert_eq!(err.field(), Some("node"));
 }
 
 #[test]
@@ -226,6 +247,7 @@ fn value_size_over_the_node_limit_is_rejected() {
     rejected_naming(&text, "table.value_bytes_max");
     rejected_naming(&file("[table]\ncapacity_keys = 0"), "table.capacity_keys");
     rejected_naming(&file("[table]\nkind = \"btree\""), "table.kind");
+    rejected_naming(&file("[table]\ncache_objects = 0"), "table.cache_objects");
 }
 
 #[test]

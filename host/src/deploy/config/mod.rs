@@ -10,6 +10,7 @@
 //! kind = "robinhood"             # or "dlht"
 //! capacity_keys = 1048576
 //! value_bytes_max = 1024
+//! cache_objects = 65536          # NIC object cache (Xenic §4.1.3)
 //!
 //! [protocol]                     # every field optional
 //! batching = true                # false: one message per packet (Dandelion §5.1)
@@ -45,12 +46,16 @@ use std::str::FromStr;
 use splitkv_layout::wire::NodeId;
 use thiserror::Error;
 
+use crate::node::NodeConfig;
 use crate::table::TableKind;
+use splitkv_nic::Placement;
 
 /// Keys a node's host table is sized for when `[table] capacity_keys` is absent.
 pub const CAPACITY_KEYS_DEFAULT: usize = 1 << 20;
 /// Largest `[table] capacity_keys` a cluster file may ask for.
 pub const CAPACITY_KEYS_MAX: usize = 1 << 30;
+/// Largest `[table] cache_objects` a cluster file may ask for.
+pub const CACHE_OBJECTS_MAX: usize = 1 << 26;
 /// Smallest transport MTU (bytes of one splitkv packet, headers included):
 /// below it a packet holds too few messages to be worth sending.
 pub const MTU_MIN: usize = 512;
@@ -160,6 +165,9 @@ pub struct TableSettings {
     pub capacity_keys: usize,
     /// Longest value stored (bytes): 1 ..= [`splitkv_layout::VALUE_BYTES_MAX`].
     pub value_bytes_max: usize,
+    /// NIC object-cache capacity in objects: 1 ..= [`CACHE_OBJECTS_MAX`],
+    /// default [`splitkv_nic::index::CACHE_OBJECTS_DEFAULT`].
+    pub cache_objects: usize,
 }
 
 /// `[protocol]`: options of the commit protocol and the session layer.
@@ -253,6 +261,34 @@ impl ClusterConfig {
     /// The node with id `id`, if the cluster has it.
     pub fn node(&self, id: NodeId) -> Option<&NodeSettings> {
         self.nodes.get(id as usize)
+    }
+
+    /// How to build node `id` of this cluster: its placement, host table
+    /// (kind, capacity, value limit) and NIC cache from this file, every
+    /// other field [`NodeConfig::new`]'s default (set `seed` and `clients`
+    /// afterwards).
+    ///
+    /// # Errors
+    /// [`ConfigError::Invalid`] naming `node` if the cluster has no node `id`,
+    /// or `replication` if the fields were changed after checking into a
+    /// placement that cannot exist.
+    pub fn node_config(&self, id: NodeId) -> Result<NodeConfig, ConfigError> {
+        if self.node(id).is_none() {
+            return Err(ConfigError::invalid(
+                "node",
+                format!(
+                    "the cluster has no node {id} (ids 0 ..= {})",
+                    self.nodes.len().saturating_sub(1)
+                ),
+            ));
+        }
+        let placement = Placement::new(self.nodes.len(), self.replication)
+            .map_err(|e| ConfigError::invalid("replication", e.to_string()))?;
+        let table = &self.table;
+        let mut config = NodeConfig::new(id, placement, table.capacity_keys, table.value_bytes_max);
+        config.table_kind = table.kind;
+        config.cache_objects = table.cache_objects;
+        Ok(config)
     }
 }
 

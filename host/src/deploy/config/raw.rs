@@ -33,6 +33,7 @@ pub(crate) struct RawTable {
     pub kind: Option<String>,
     pub capacity_keys: Option<u64>,
     pub value_bytes_max: Option<u64>,
+    pub cache_objects: Option<u64>,
 }
 
 /// `[protocol]`.

@@ -5,6 +5,7 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 
 use splitkv_layout::VALUE_BYTES_MAX;
+use splitkv_nic::index::CACHE_OBJECTS_DEFAULT;
 use splitkv_nic::NODES_MAX;
 
 use super::raw::{RawCluster, RawNode, RawProtocol, RawTable, RawTransport};
@@ -107,10 +108,17 @@ fn check_table(raw: &RawTable) -> Result<TableSettings, ConfigError> {
             ),
         ));
     }
+    let cache_objects = in_range(
+        "table.cache_objects",
+        raw.cache_objects.unwrap_or(CACHE_OBJECTS_DEFAULT as u64),
+        1,
+        CACHE_OBJECTS_MAX as u64,
+    )?;
     Ok(TableSettings {
         kind,
         capacity_keys: capacity_keys as usize,
         value_bytes_max: value_bytes_max as usize,
+        cache_objects: cache_objects as usize,
     })
 }
 
