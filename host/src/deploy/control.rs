@@ -21,6 +21,12 @@
 //! `{"error": "<one line>"}` with the status of the [`CallError`]. Unknown
 //! paths get 404, a known path with the wrong method 405. A handler that
 //! panics answers 500 and the endpoint goes on serving.
+//!
+//! Requests are answered one at a time on the endpoint's thread; tiny_http
+//! reads request heads on threads of its own, and a body is read only after
+//! the token check, so only a token holder can hold the thread (with a slow
+//! body or a long call). The endpoint is loopback-only unless the cluster
+//! file says `control_public = true`.
 
 use std::io::Read;
 use std::net::{SocketAddr, TcpListener};
