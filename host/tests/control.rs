@@ -364,3 +364,51 @@ fn metric_counters_never_go_backwards() {
         assert_eq!(text.matches(&label).count(), 1, "{label} exposed once");
     }
 }
+
+/// Blocks `/drain` until released, telling the test when a call has begun.
+struct Blocking {
+    entered: Mutex<std::sync::mpsc::Sender<()>>,
+    release: Mutex<std::sync::mpsc::Receiver<()>>,
+}
+
+impl ControlHandler for Blocking {
+    fn status(&self) -> Value {
+        Value::Null
+    }
+
+    fn metrics(&self, _out: &mut String) {}
+
+    fn call(&self, _route: Route, _body: &Value) -> Result<Value, CallError> {
+        self.entered.lock().unwrap().send(()).unwrap();
+        // Bounded: the test releases it, or it gives up after IO_TIMEOUT.
+        let _ = self.release.lock().unwrap().recv_timeout(IO_TIMEOUT);
+        Ok(json!("drained"))
+    }
+}
+
+#[test]
+fn shutdown_during_a_long_call_times_out_at_its_bound() {
+    let (entered_tx, entered_rx) = std::sync::mpsc::channel();
+    let (release_tx, release_rx) = std::sync::mpsc::channel();
+    let handler = Arc::new(Blocking {
+        entered: Mutex::new(entered_tx),
+        release: Mutex::new(release_rx),
+    });
+    let server = ControlServer::start("127.0.0.1:0".parse().unwrap(), TOKEN, handler).unwrap();
+    let addr = server.local_addr();
+    let client = std::thread::spawn(move || http(addr, &authorized("POST /drain"), b""));
+    entered_rx.recv_timeout(IO_TIMEOUT).expect("the call began");
+    let began = std::time::Instant::now();
+    let err = server.shutdown().unwrap_err();
+    let waited = began.elapsed();
+    assert!(matches!(err, ControlError::ShutdownTimeout), "{err}");
+    assert!(
+        waited >= Duration::from_millis(CONTROL_SHUTDOWN_MS_MAX),
+        "{waited:?}"
+    );
+    assert!(waited < Duration::from_millis(CONTROL_SHUTDOWN_MS_MAX) + IO_TIMEOUT);
+    // The call still completes once the handler returns.
+    release_tx.send(()).unwrap();
+    let (status, body) = client.join().unwrap();
+    assert_eq!((status, body.as_str()), (200, "\"drained\""));
+}
