@@ -27,6 +27,13 @@
 //! the token check, so only a token holder can hold the thread (with a slow
 //! body or a long call). The endpoint is loopback-only unless the cluster
 //! file says `control_public = true`.
+//!
+//! Out of file descriptors, tiny_http 0.12's accept thread stops in one of
+//! two ways: a failed `accept` it reports (the endpoint then serves the same
+//! socket again once descriptors are free, see `Serving::serve_again`), or a
+//! panic of its own on the failed duplication of an accepted socket, which
+//! nothing outside it can observe: the endpoint then accepts no more
+//! connections (the node itself runs on; SIGTERM still drains it).
 
 use std::io::Read;
 use std::net::{SocketAddr, TcpListener};
