@@ -262,6 +262,12 @@ fn check_node(
             )
         })?;
     let data = address(&format!("node[{i}].data"), &raw.data)?;
+    if data.ip().is_unspecified() {
+        return Err(ConfigError::invalid(
+            format!("node[{i}].data"),
+            format!("{data} is not an address peers can send to"),
+        ));
+    }
     let control = address(&format!("node[{i}].control"), &raw.control)?;
     if !control.ip().is_loopback() && !raw.control_public {
         return Err(ConfigError::invalid(
