@@ -11,6 +11,7 @@
 
 pub mod client;
 pub mod cluster;
+pub mod deploy;
 pub mod log;
 pub mod node;
 pub mod table;

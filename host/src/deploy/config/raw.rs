@@ -1,0 +1,95 @@
+//! The file as serde reads it: every field optional where the cluster file may
+//! leave it out, unknown fields rejected. [`super::validate`] turns a
+//! [`RawCluster`] into a checked [`super::ClusterConfig`], so the checks that
+//! need several fields at once (duplicate addresses, replication ≤ nodes) and
+//! the checks whose messages must name the field (an unknown transport kind)
+//! live in one place.
+
+use serde::Deserialize;
+
+/// The whole file.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct RawCluster {
+    pub cluster_id: u32,
+    pub token: String,
+    pub replication: usize,
+    #[serde(default)]
+    pub log: Option<String>,
+    #[serde(default)]
+    pub table: RawTable,
+    #[serde(default)]
+    pub protocol: RawProtocol,
+    #[serde(default)]
+    pub transport: RawTransport,
+    #[serde(default, rename = "node")]
+    pub nodes: Vec<RawNode>,
+}
+
+/// `[table]`.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct RawTable {
+    pub kind: Option<String>,
+    pub capacity_keys: Option<u64>,
+    pub value_bytes_max: Option<u64>,
+    pub cache_objects: Option<u64>,
+}
+
+/// `[protocol]`.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct RawProtocol {
+    pub batching: Option<bool>,
+    pub session_silence_ms: Option<u64>,
+    pub retransmit_timeout_us: Option<u64>,
+}
+
+/// `[transport]`, and a node's `transport = { … }` override (every field
+/// optional; a node's value wins over the cluster's, which wins over the
+/// default).
+#[derive(Debug, Default, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct RawTransport {
+    pub kind: Option<String>,
+    pub mtu: Option<u64>,
+    pub socket_send_buffer_bytes: Option<u64>,
+    pub socket_recv_buffer_bytes: Option<u64>,
+    pub loss_ppm: Option<u32>,
+    pub duplicate_ppm: Option<u32>,
+    pub reorder_ppm: Option<u32>,
+}
+
+impl RawTransport {
+    /// `self` with every field `over` sets replaced by `over`'s value.
+    pub fn overlaid(&self, over: &RawTransport) -> RawTransport {
+        RawTransport {
+            kind: over.kind.clone().or_else(|| self.kind.clone()),
+            mtu: over.mtu.or(self.mtu),
+            socket_send_buffer_bytes: over
+                .socket_send_buffer_bytes
+                .or(self.socket_send_buffer_bytes),
+            socket_recv_buffer_bytes: over
+                .socket_recv_buffer_bytes
+                .or(self.socket_recv_buffer_bytes),
+            loss_ppm: over.loss_ppm.or(self.loss_ppm),
+            duplicate_ppm: over.duplicate_ppm.or(self.duplicate_ppm),
+            reorder_ppm: over.reorder_ppm.or(self.reorder_ppm),
+        }
+    }
+}
+
+/// One `[[node]]`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct RawNode {
+    pub id: u64,
+    pub data: String,
+    pub control: String,
+    #[serde(default)]
+    pub control_public: bool,
+    #[serde(default)]
+    pub cores: Vec<u64>,
+    #[serde(default)]
+    pub transport: Option<RawTransport>,
+}

@@ -1,0 +1,334 @@
+//! The checks of a parsed cluster file, each naming the field it refuses.
+
+use std::collections::HashMap;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+
+use splitkv_layout::VALUE_BYTES_MAX;
+use splitkv_nic::index::CACHE_OBJECTS_DEFAULT;
+use splitkv_nic::NODES_MAX;
+
+use super::raw::{RawCluster, RawNode, RawProtocol, RawTable, RawTransport};
+use super::*;
+
+/// Checks `raw` as a whole; the first problem found is the error.
+pub(super) fn check(raw: RawCluster) -> Result<ClusterConfig, ConfigError> {
+    check_token(&raw.token)?;
+    let table = check_table(&raw.table)?;
+    let protocol = check_protocol(&raw.protocol)?;
+    check_transport("transport", &raw.transport)?;
+    let nodes = check_nodes(&raw.nodes, &raw.transport)?;
+    if raw.replication == 0 || raw.replication > nodes.len() {
+        return Err(ConfigError::invalid(
+            "replication",
+            format!(
+                "must be between 1 and the number of nodes ({}), got {}",
+                nodes.len(),
+                raw.replication
+            ),
+        ));
+    }
+    Ok(ClusterConfig {
+        cluster_id: raw.cluster_id,
+        token: raw.token,
+        replication: raw.replication,
+        log: check_log(raw.log.as_deref())?,
+        table,
+        protocol,
+        nodes,
+    })
+}
+
+fn check_token(token: &str) -> Result<(), ConfigError> {
+    if token.is_empty() {
+        return Err(ConfigError::invalid("token", "must not be empty"));
+    }
+    if token.len() > TOKEN_BYTES_MAX {
+        return Err(ConfigError::invalid(
+            "token",
+            format!("longer than {TOKEN_BYTES_MAX} bytes"),
+        ));
+    }
+    if !token.bytes().all(|b| b.is_ascii_graphic()) {
+        return Err(ConfigError::invalid(
+            "token",
+            "must be printable ASCII without spaces (it travels in an HTTP header)",
+        ));
+    }
+    Ok(())
+}
+
+fn check_log(log: Option<&str>) -> Result<LogTarget, ConfigError> {
+    match log {
+        None | Some("stderr") => Ok(LogTarget::Stderr),
+        Some("") => Err(ConfigError::invalid(
+            "log",
+            "must be \"stderr\" or a file path, got an empty string",
+        )),
+        Some(path) => Ok(LogTarget::File(PathBuf::from(path))),
+    }
+}
+
+/// `value` if it lies in `min ..= max`, else an error naming `field`.
+fn in_range(field: &str, value: u64, min: u64, max: u64) -> Result<u64, ConfigError> {
+    if (min..=max).contains(&value) {
+        Ok(value)
+    } else {
+        Err(ConfigError::invalid(
+            field,
+            format!("must be between {min} and {max}, got {value}"),
+        ))
+    }
+}
+
+fn check_table(raw: &RawTable) -> Result<TableSettings, ConfigError> {
+    let kind = match raw.kind.as_deref() {
+        None | Some("robinhood") => TableKind::Robinhood,
+        Some("dlht") => TableKind::Dlht,
+        Some(other) => {
+            return Err(ConfigError::invalid(
+                "table.kind",
+                format!("unknown table kind \"{other}\" (expected \"robinhood\" or \"dlht\")"),
+            ))
+        }
+    };
+    let capacity_keys = raw.capacity_keys.unwrap_or(CAPACITY_KEYS_DEFAULT as u64);
+    let capacity_keys = in_range(
+        "table.capacity_keys",
+        capacity_keys,
+        1,
+        CAPACITY_KEYS_MAX as u64,
+    )?;
+    let value_bytes_max = raw.value_bytes_max.unwrap_or(VALUE_BYTES_MAX as u64);
+    if value_bytes_max == 0 || value_bytes_max > VALUE_BYTES_MAX as u64 {
+        return Err(ConfigError::invalid(
+            "table.value_bytes_max",
+            format!(
+                "must be between 1 and the node's value limit {VALUE_BYTES_MAX} bytes, got {value_bytes_max}"
+            ),
+        ));
+    }
+    let cache_objects = in_range(
+        "table.cache_objects",
+        raw.cache_objects.unwrap_or(CACHE_OBJECTS_DEFAULT as u64),
+        1,
+        CACHE_OBJECTS_MAX as u64,
+    )?;
+    Ok(TableSettings {
+        kind,
+        capacity_keys: capacity_keys as usize,
+        value_bytes_max: value_bytes_max as usize,
+        cache_objects: cache_objects as usize,
+    })
+}
+
+fn check_protocol(raw: &RawProtocol) -> Result<ProtocolSettings, ConfigError> {
+    let silence_ms = in_range(
+        "protocol.session_silence_ms",
+        raw.session_silence_ms.unwrap_or(SESSION_SILENCE_MS_DEFAULT),
+        SESSION_SILENCE_MS_MIN,
+        SESSION_SILENCE_MS_MAX,
+    )?;
+    let rto_us = raw
+        .retransmit_timeout_us
+        .unwrap_or(RETRANSMIT_TIMEOUT_US_DEFAULT);
+    if rto_us < RETRANSMIT_TIMEOUT_US_MIN || rto_us >= silence_ms * 1_000 {
+        return Err(ConfigError::invalid(
+            "protocol.retransmit_timeout_us",
+            format!(
+                "must be at least {RETRANSMIT_TIMEOUT_US_MIN} µs and below the session silence ({} µs), got {rto_us}",
+                silence_ms * 1_000
+            ),
+        ));
+    }
+    Ok(ProtocolSettings {
+        batching: raw.batching.unwrap_or(true),
+        session_silence_ms: silence_ms,
+        retransmit_timeout_us: rto_us,
+    })
+}
+
+/// Checks a `[transport]` table (or a node's merged one) whose fields are
+/// named under `prefix`, filling in the defaults.
+fn check_transport(prefix: &str, raw: &RawTransport) -> Result<TransportSettings, ConfigError> {
+    let kind = match raw.kind.as_deref() {
+        None | Some("udp") => TransportKind::Udp,
+        Some("mem") => TransportKind::Mem,
+        Some(other) => {
+            return Err(ConfigError::invalid(
+                format!("{prefix}.kind"),
+                format!("unknown transport \"{other}\" (expected \"udp\" or \"mem\")"),
+            ))
+        }
+    };
+    let mtu = raw.mtu.unwrap_or(MTU_DEFAULT as u64);
+    let mtu = in_range(
+        &format!("{prefix}.mtu"),
+        mtu,
+        MTU_MIN as u64,
+        MTU_MAX as u64,
+    )?;
+    let buffer = |name: &str, value: Option<u64>| {
+        let field = format!("{prefix}.{name}");
+        let value = value.unwrap_or(SOCKET_BUFFER_BYTES_DEFAULT as u64);
+        let min = SOCKET_BUFFER_BYTES_MIN as u64;
+        in_range(&field, value, min, SOCKET_BUFFER_BYTES_MAX as u64).map(|v| v as usize)
+    };
+    let ppm = |name: &str, value: Option<u32>| {
+        let field = format!("{prefix}.{name}");
+        in_range(&field, value.unwrap_or(0).into(), 0, FAULT_PPM_MAX.into()).map(|v| v as u32)
+    };
+    Ok(TransportSettings {
+        kind,
+        mtu: mtu as usize,
+        socket_send_buffer_bytes: buffer("socket_send_buffer_bytes", raw.socket_send_buffer_bytes)?,
+        socket_recv_buffer_bytes: buffer("socket_recv_buffer_bytes", raw.socket_recv_buffer_bytes)?,
+        loss_ppm: ppm("loss_ppm", raw.loss_ppm)?,
+        duplicate_ppm: ppm("duplicate_ppm", raw.duplicate_ppm)?,
+        reorder_ppm: ppm("reorder_ppm", raw.reorder_ppm)?,
+    })
+}
+
+fn check_nodes(
+    raw: &[RawNode],
+    transport: &RawTransport,
+) -> Result<Vec<NodeSettings>, ConfigError> {
+    if raw.is_empty() {
+        return Err(ConfigError::invalid("node", "the cluster has no [[node]]"));
+    }
+    if raw.len() > NODES_MAX {
+        return Err(ConfigError::invalid(
+            "node",
+            format!("at most {NODES_MAX} nodes, got {}", raw.len()),
+        ));
+    }
+    let mut by_id: Vec<Option<NodeSettings>> = vec![None; raw.len()];
+    let mut data_seen = HashMap::new();
+    let mut control_seen = HashMap::new();
+    for (i, node) in raw.iter().enumerate() {
+        let settings = check_node(i, node, transport)?;
+        let slot = by_id.get_mut(settings.id as usize).ok_or_else(|| {
+            ConfigError::invalid(
+                format!("node[{i}].id"),
+                format!(
+                    "ids must be 0 ..= {} (one per node), got {}",
+                    raw.len() - 1,
+                    node.id
+                ),
+            )
+        })?;
+        if slot.is_some() {
+            return Err(ConfigError::invalid(
+                format!("node[{i}].id"),
+                format!("duplicate node id {}", node.id),
+            ));
+        }
+        unique(&mut data_seen, settings.data, i, "data")?;
+        unique(&mut control_seen, settings.control, i, "control")?;
+        *slot = Some(settings);
+    }
+    // n distinct ids in 0..n: every slot is filled.
+    Ok(by_id.into_iter().flatten().collect())
+}
+
+/// Records `addr` as node `i`'s `name` address, refusing one seen before.
+fn unique(
+    seen: &mut HashMap<SocketAddr, usize>,
+    addr: SocketAddr,
+    i: usize,
+    name: &str,
+) -> Result<(), ConfigError> {
+    if let Some(first) = seen.insert(addr, i) {
+        return Err(ConfigError::invalid(
+            format!("node[{i}].{name}"),
+            format!("address {addr} is already node[{first}].{name}"),
+        ));
+    }
+    Ok(())
+}
+
+fn check_node(
+    i: usize,
+    raw: &RawNode,
+    transport: &RawTransport,
+) -> Result<NodeSettings, ConfigError> {
+    let id = u16::try_from(raw.id)
+        .ok()
+        .filter(|&id| (id as usize) < NODES_MAX)
+        .ok_or_else(|| {
+            ConfigError::invalid(
+                format!("node[{i}].id"),
+                format!("must be below {NODES_MAX}, got {}", raw.id),
+            )
+        })?;
+    let data = address(&format!("node[{i}].data"), &raw.data)?;
+    if data.ip().is_unspecified() {
+        return Err(ConfigError::invalid(
+            format!("node[{i}].data"),
+            format!("{data} is not an address peers can send to"),
+        ));
+    }
+    let control = address(&format!("node[{i}].control"), &raw.control)?;
+    if !control.ip().is_loopback() && !raw.control_public {
+        return Err(ConfigError::invalid(
+            format!("node[{i}].control"),
+            format!("{control} is not a loopback address; set control_public = true to serve it"),
+        ));
+    }
+    let cores = check_cores(i, &raw.cores)?;
+    let merged = match &raw.transport {
+        Some(over) => transport.overlaid(over),
+        None => transport.clone(),
+    };
+    let prefix = if raw.transport.is_some() {
+        format!("node[{i}].transport")
+    } else {
+        "transport".to_string()
+    };
+    Ok(NodeSettings {
+        id,
+        data,
+        control,
+        control_public: raw.control_public,
+        cores,
+        transport: check_transport(&prefix, &merged)?,
+    })
+}
+
+fn address(field: &str, text: &str) -> Result<SocketAddr, ConfigError> {
+    let addr: SocketAddr = text.parse().map_err(|_| {
+        ConfigError::invalid(
+            field,
+            format!("\"{text}\" is not an IP address and port (e.g. \"127.0.0.1:7100\")"),
+        )
+    })?;
+    if addr.port() == 0 {
+        return Err(ConfigError::invalid(
+            field,
+            "port 0 is not a fixed port; peers must know it",
+        ));
+    }
+    Ok(addr)
+}
+
+fn check_cores(i: usize, raw: &[u64]) -> Result<Vec<usize>, ConfigError> {
+    let field = format!("node[{i}].cores");
+    if raw.len() > CORES_PER_NODE_MAX {
+        return Err(ConfigError::invalid(
+            field,
+            format!("at most {CORES_PER_NODE_MAX} cores, got {}", raw.len()),
+        ));
+    }
+    let mut cores = Vec::with_capacity(raw.len());
+    for &core in raw {
+        let core = in_range(&field, core, 0, CORE_ID_MAX as u64)? as usize;
+        if cores.contains(&core) {
+            return Err(ConfigError::invalid(
+                field,
+                format!("core {core} listed twice"),
+            ));
+        }
+        cores.push(core);
+    }
+    Ok(cores)
+}

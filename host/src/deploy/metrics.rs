@@ -1,0 +1,266 @@
+//! A node's Prometheus metrics, registered with the official client
+//! (`prometheus-client`) and served as text at the control endpoint's
+//! `/metrics`.
+//!
+//! Every metric carries the labels `cluster` and `node`, and is prefixed
+//! `splitkv_`. Counters (exposed with the `_total` suffix):
+//!
+//! | metric | labels | fed by |
+//! |---|---|---|
+//! | `transactions` | `outcome`: `committed` or an abort reason of [`TxStatus`] | [`NodeMetrics::update_from`] (client-port outcomes) |
+//! | `packets_sent`, `messages_sent`, `packet_bytes_sent` | | `update_from` (batching, Dandelion §5.1) |
+//! | `bad_packets` | | `update_from` |
+//! | `cache_hits`, `cache_misses`, `cache_evictions` | | `update_from` (NIC object cache) |
+//! | `iterations` | | `update_from` |
+//! | `packets_received`, `retransmissions`, `duplicates_dropped`, `sessions_failed` | | [`NodeMetrics::update_sessions`] (the session layer) |
+//!
+//! and the histogram `transaction_latency_us` (µs, buckets
+//! [`LATENCY_BUCKET_FIRST_US`] × 2ⁱ for i < [`LATENCY_BUCKETS`]), fed by
+//! [`NodeMetrics::observe_latency_us`].
+//!
+//! The runtime's statistics are cumulative numbers read from a snapshot; the
+//! counters advance by the difference from the previous snapshot, so a
+//! counter never goes backwards (a source that restarts from zero is counted
+//! from zero again).
+
+use std::borrow::Cow;
+use std::fmt;
+use std::sync::Mutex;
+
+use prometheus_client::encoding::text::encode;
+use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::histogram::{exponential_buckets, Histogram};
+use prometheus_client::registry::Registry;
+use splitkv_layout::host_nic::TxStatus;
+use splitkv_layout::wire::NodeId;
+use splitkv_nic::NicStats;
+
+/// Upper bound of the latency histogram's first bucket (µs).
+pub const LATENCY_BUCKET_FIRST_US: f64 = 1.0;
+/// Buckets of the latency histogram (each twice the last: 1 µs … ~0.5 s),
+/// besides `+Inf`.
+pub const LATENCY_BUCKETS: u16 = 20;
+
+/// The label of a transaction outcome: `committed` or the abort reason in
+/// snake case (`lock_conflict`, `validation_failed`, …).
+pub fn outcome_label(status: TxStatus) -> &'static str {
+    match status {
+        TxStatus::Committed => "committed",
+        TxStatus::LockConflict => "lock_conflict",
+        TxStatus::UserAborted => "user_aborted",
+        TxStatus::Rejected => "rejected",
+        TxStatus::ValidationFailed => "validation_failed",
+        TxStatus::TableFull => "table_full",
+        TxStatus::TooLarge => "too_large",
+        TxStatus::Unavailable => "unavailable",
+        TxStatus::HostFailure => "host_failure",
+    }
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct OutcomeLabels {
+    outcome: &'static str,
+}
+
+/// The session layer's cumulative counters (eRPC-style reliable sessions
+/// below the batching layer), passed as plain numbers so the session layer
+/// need not know this module.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct SessionCounters {
+    /// Packets taken from the transport.
+    pub packets_received: u64,
+    /// Packets sent again after a retransmission timeout.
+    pub retransmissions: u64,
+    /// Received packets dropped as duplicates.
+    pub duplicates_dropped: u64,
+    /// Sessions declared failed after the configured silence.
+    pub sessions_failed: u64,
+}
+
+/// The last cumulative values seen, to advance counters by differences.
+#[derive(Debug, Default)]
+struct Seen {
+    outcomes: [u64; TxStatus::ALL.len()],
+    nic: [u64; NIC_COUNTERS],
+    sessions: [u64; SESSION_COUNTERS],
+}
+
+const NIC_COUNTERS: usize = 8;
+const SESSION_COUNTERS: usize = 4;
+
+/// One node's metrics and the registry that exposes them. `Sync`: the
+/// polling side updates it while the control thread encodes it.
+#[derive(Debug)]
+pub struct NodeMetrics {
+    registry: Registry,
+    outcomes: [Counter; TxStatus::ALL.len()],
+    nic: [Counter; NIC_COUNTERS],
+    sessions: [Counter; SESSION_COUNTERS],
+    latency_us: Histogram,
+    seen: Mutex<Seen>,
+}
+
+/// Names and help of the NIC counters, in the order of [`nic_values`].
+const NIC_METRICS: [(&str, &str); NIC_COUNTERS] = [
+    (
+        "packets_sent",
+        "Packets sealed for other nodes (Dandelion §5.1)",
+    ),
+    ("messages_sent", "Messages in the packets sent"),
+    ("packet_bytes_sent", "Bytes of the packets sent"),
+    (
+        "bad_packets",
+        "Packets or messages dropped as malformed or over a limit",
+    ),
+    (
+        "cache_hits",
+        "NIC object-cache lookups answered by the cache",
+    ),
+    ("cache_misses", "NIC object-cache lookups that missed"),
+    (
+        "cache_evictions",
+        "Objects evicted from the NIC object cache",
+    ),
+    ("iterations", "NIC runtime iterations run"),
+];
+
+/// Names and help of the session counters, in the order of [`session_values`].
+const SESSION_METRICS: [(&str, &str); SESSION_COUNTERS] = [
+    ("packets_received", "Packets taken from the transport"),
+    (
+        "retransmissions",
+        "Packets sent again after a retransmission timeout",
+    ),
+    (
+        "duplicates_dropped",
+        "Received packets dropped as duplicates",
+    ),
+    (
+        "sessions_failed",
+        "Peer sessions declared failed after the configured silence",
+    ),
+];
+
+fn nic_values(stats: &NicStats) -> [u64; NIC_COUNTERS] {
+    [
+        stats.batch.packets,
+        stats.batch.messages,
+        stats.batch.bytes,
+        stats.bad_packets,
+        stats.cache.hits,
+        stats.cache.misses,
+        stats.cache.evictions,
+        stats.iterations,
+    ]
+}
+
+fn session_values(s: &SessionCounters) -> [u64; SESSION_COUNTERS] {
+    [
+        s.packets_received,
+        s.retransmissions,
+        s.duplicates_dropped,
+        s.sessions_failed,
+    ]
+}
+
+/// Advances each counter by how much its source grew since `seen`.
+fn advance(counters: &[Counter], seen: &mut [u64], now: &[u64]) {
+    for ((counter, last), &value) in counters.iter().zip(seen.iter_mut()).zip(now) {
+        let delta = if value >= *last { value - *last } else { value };
+        if delta > 0 {
+            counter.inc_by(delta);
+        }
+        *last = value;
+    }
+}
+
+impl NodeMetrics {
+    /// Registers every metric of node `node` of cluster `cluster_id`; all
+    /// counters start at zero and appear in the exposition from the start.
+    pub fn new(cluster_id: u32, node: NodeId) -> NodeMetrics {
+        let labels = [
+            (Cow::Borrowed("cluster"), Cow::Owned(cluster_id.to_string())),
+            (Cow::Borrowed("node"), Cow::Owned(node.to_string())),
+        ];
+        let mut registry = Registry::with_prefix_and_labels("splitkv", labels.into_iter());
+        let family = Family::<OutcomeLabels, Counter>::default();
+        let outcomes = TxStatus::ALL.map(|status| {
+            family.get_or_create_owned(&OutcomeLabels {
+                outcome: outcome_label(status),
+            })
+        });
+        registry.register(
+            "transactions",
+            "Transactions finished, by outcome (committed or the abort reason)",
+            family,
+        );
+        let nic = NIC_METRICS.map(|(name, help)| register_counter(&mut registry, name, help));
+        let sessions =
+            SESSION_METRICS.map(|(name, help)| register_counter(&mut registry, name, help));
+        let latency_us = Histogram::new(exponential_buckets(
+            LATENCY_BUCKET_FIRST_US,
+            2.0,
+            LATENCY_BUCKETS,
+        ));
+        registry.register(
+            "transaction_latency_us",
+            "Latency from a transaction's submission to its outcome, in microseconds",
+            latency_us.clone(),
+        );
+        NodeMetrics {
+            registry,
+            outcomes,
+            nic,
+            sessions,
+            latency_us,
+            seen: Mutex::new(Seen::default()),
+        }
+    }
+
+    /// Copies the NIC runtime's cumulative counters: outcomes by status,
+    /// packets, messages and bytes sent, bad packets, cache hits, misses and
+    /// evictions, iterations.
+    pub fn update_from(&self, stats: &NicStats) {
+        let mut seen = self.seen.lock().unwrap_or_else(|e| e.into_inner());
+        let seen = &mut *seen;
+        advance(&self.outcomes, &mut seen.outcomes, &stats.clients.outcomes);
+        advance(&self.nic, &mut seen.nic, &nic_values(stats));
+    }
+
+    /// Copies the session layer's cumulative counters.
+    pub fn update_sessions(&self, counters: &SessionCounters) {
+        let mut seen = self.seen.lock().unwrap_or_else(|e| e.into_inner());
+        advance(
+            &self.sessions,
+            &mut seen.sessions,
+            &session_values(counters),
+        );
+    }
+
+    /// Records one transaction's latency (µs, submission to outcome).
+    pub fn observe_latency_us(&self, latency_us: u64) {
+        self.latency_us.observe(latency_us as f64);
+    }
+
+    /// Transactions counted with `status` so far.
+    pub fn transactions(&self, status: TxStatus) -> u64 {
+        self.outcomes[status as usize].get()
+    }
+
+    /// Appends the OpenMetrics text exposition of every metric to `out`
+    /// (ends with `# EOF`).
+    ///
+    /// # Errors
+    /// Only if writing to `out` fails (never for a `String`).
+    pub fn encode(&self, out: &mut String) -> fmt::Result {
+        encode(out, &self.registry)
+    }
+}
+
+fn register_counter(registry: &mut Registry, name: &str, help: &str) -> Counter {
+    let counter = Counter::default();
+    registry.register(name, help, counter.clone());
+    counter
+}
