@@ -335,3 +335,33 @@ fn without_the_quota_a_full_table_stops_the_node_with_the_typed_reason() {
         other => panic!("expected NodeStopped, got {other:?}"),
     }
 }
+
+/// What [`node_keys_max`] promises, a table keeps: filled to it with
+/// consecutive ids (as workloads number their keys) and every key then
+/// updated, no Robinhood table of these sizes refuses, with inline values or
+/// long ones in a small value heap. (Keys chosen to collide can still fill a
+/// table below it: the residual case the host worker stops on.)
+#[test]
+fn a_table_holds_what_node_keys_max_promises() {
+    use splitkv_host::cluster::node_keys_max;
+    use splitkv_host::NodeConfig;
+    use splitkv_layout::ObjectMeta;
+    let placement = splitkv_nic::Placement::new(1, 1).unwrap();
+    let sizes = (1..=70).chain([100, 921, 1000, 4000, 7372, 20_000]);
+    for (i, capacity) in sizes.enumerate() {
+        for (len, blocks) in [(8, None), (300, Some(capacity / 2 + 1))] {
+            let mut cfg = NodeConfig::new(0, placement, capacity, len);
+            cfg.table.value_blocks = blocks;
+            let keys = node_keys_max(&cfg);
+            let mut t = HostTable::new(TableKind::Robinhood, &cfg.table).unwrap();
+            let base = (i as u64) << 32;
+            for round in 1..=2 {
+                for id in base..base + keys {
+                    let r = t.upsert(Key::new(0, id), ObjectMeta(round), &value(id, len));
+                    assert!(r.is_ok(), "capacity {capacity}, {len} B, key {id}: {r:?}");
+                }
+            }
+            assert_eq!(t.len() as u64, keys);
+        }
+    }
+}
