@@ -112,7 +112,10 @@ impl ClusterBuilder {
     }
 
     /// Distinct keys the whole cluster will hold (at least 1). Each node's
-    /// table is sized for its share (`keys × replication / nodes`) with headroom.
+    /// table is sized for its share (`keys × replication / nodes`) with
+    /// headroom; each shard may then hold its quota of keys (the node's table
+    /// split among the shards it hosts, [`shard_quotas`]), and an insert past
+    /// it aborts with `TxStatus::TableFull` (the DLHT grows instead).
     pub fn capacity_keys(mut self, keys: usize) -> Self {
         self.capacity_keys = keys;
         self
