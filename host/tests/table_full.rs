@@ -365,3 +365,25 @@ fn a_table_holds_what_node_keys_max_promises() {
         }
     }
 }
+
+/// Quotas at their edges: each node's guarantee is split among the shards
+/// it hosts and a shard takes its smallest share, so no node is promised
+/// more than it holds, even with uneven nodes.
+#[test]
+fn shard_quotas_never_promise_a_node_more_than_it_holds() {
+    use splitkv_host::cluster::shard_quotas;
+    use splitkv_nic::Placement;
+    let p = Placement::new(5, 3).unwrap();
+    let caps = [30, 31, 2, 90, u64::MAX];
+    let q = shard_quotas(&p, &caps);
+    // Shard s lives on s, s+1, s+2 (mod 5).
+    assert_eq!(q, [0, 0, 0, 10, 10]);
+    for node in 0..5u16 {
+        let promised: u64 = p.shards_of(node).map(|s| q[s as usize]).sum();
+        assert!(promised <= caps[node as usize], "node {node}: {promised}");
+    }
+    let one = Placement::new(1, 1).unwrap();
+    assert_eq!(shard_quotas(&one, &[7]), [7]);
+    let even = Placement::new(3, 3).unwrap();
+    assert_eq!(shard_quotas(&even, &[61, 60, 62]), [20, 20, 20]);
+}
