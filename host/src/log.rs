@@ -15,13 +15,19 @@
 //! applying any, in log order. The worker does not branch on the table kind.
 //!
 //! The NIC runtime acknowledged every record to its coordinator when it was
-//! appended, so a record the worker cannot apply (the table or its value heap
-//! is full, the record does not decode, the log ring is corrupt) cannot be
-//! refused any more: the worker **stops** with a [`WorkerError`] saying why,
-//! and never acknowledges the entry that holds it (issue 9 §4: never
-//! acknowledged while unapplied, never a panic). The node's driver reads
-//! [`HostWorker::error`] and stops the node with that message.
+//! appended, so a record the worker cannot apply cannot be refused any more.
+//! Room for new keys is reserved before the commit point, at the primary's
+//! EXECUTE, against a per-shard quota that fits every replica's table
+//! (`splitkv_nic::protocol::server::Room`), so a full table is not expected
+//! here; what remains (a table physically full below its guaranteed capacity
+//! because keys collide, a quota set larger than the table, a record that does
+//! not decode, a corrupt log ring) makes the worker **stop** with a
+//! [`WorkerError`] saying why, and it never acknowledges the entry that holds
+//! it (issue 9 §4: never acknowledged while unapplied, never a panic). The
+//! node's driver reads [`HostWorker::error`] and stops the node with that
+//! message.
 
+use crate::table::dlht::DlhtError;
 use crate::table::robinhood::RobinhoodError;
 use crate::table::{HostTable, HostTableError, Request, Upserted};
 use splitkv_layout::host_nic::{HostToNic, LogApplied};
@@ -65,14 +71,20 @@ pub struct WorkerStats {
 /// (the message says what to change) rather than lose or skip it.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum WorkerError {
-    /// The host table has no room for a new key.
-    #[error("host table full at key {key:?}: size it for the key space (--accounts-per-node)")]
+    /// The host table (Robinhood: its slots and overflow pool, or its value
+    /// heap; DLHT: at its bin bound) has no room for a committed key despite
+    /// the shard's quota: keys that collide in one part of the table, or a
+    /// quota larger than the table (module docs).
+    #[error(
+        "host table full at key {key:?} despite the shard's quota (colliding keys, or a quota \
+         larger than the table): give the nodes larger tables"
+    )]
     TableFull {
         /// The key that did not fit.
         key: Key,
     },
-    /// A record does not fit the table for another reason (value heap full,
-    /// value over the table's limit).
+    /// A record does not fit the table for another reason (a value over the
+    /// table's limit).
     #[error("log record for key {key:?} does not fit the host table: {why}")]
     DoesNotFit {
         /// The key of the record.
@@ -354,7 +366,8 @@ fn apply_batch(
 /// The [`WorkerError`] for a record of `key` the table refused with `e`.
 fn refused(key: Key, e: &HostTableError) -> WorkerError {
     match e {
-        HostTableError::Robinhood(RobinhoodError::Full) => WorkerError::TableFull { key },
+        HostTableError::Robinhood(RobinhoodError::Full | RobinhoodError::ValueHeapFull { .. })
+        | HostTableError::Dlht(DlhtError::Full { .. }) => WorkerError::TableFull { key },
         e => WorkerError::DoesNotFit {
             key,
             why: e.to_string(),

@@ -1,8 +1,9 @@
 //! A node that cannot apply a committed write stops, and the local cluster
 //! stops with it and says why ([`ClusterError::NodeStopped`]), instead of
 //! panicking or carrying on with a replica that silently lost the write.
-//! (Reserving room before the commit point, so such a transaction aborts with
-//! `TxStatus::TableFull` instead, is not built yet.)
+//! (Inserts reserve room before the commit point, so such a transaction
+//! aborts with `TxStatus::TableFull` instead, `tests/table_full.rs`; this test
+//! lifts the quota to reach a table that cannot take a committed write.)
 
 use splitkv_host::cluster::ClusterError;
 use splitkv_host::{ClientError, Cluster};
@@ -41,14 +42,24 @@ impl Procedure for Put {
 fn a_full_host_table_stops_the_cluster_with_the_reason() {
     let mut procedures = ProcedureRegistry::new();
     let put = procedures.register(Arc::new(Put));
-    let cluster = Cluster::builder()
+    let transports = splitkv_nic::net::mem::mem_network(3)
+        .into_iter()
+        .map(|t| Box::new(t) as Box<dyn splitkv_nic::net::Transport>)
+        .collect();
+    let mut parts = Cluster::builder()
         .nodes(3)
         .replication(3)
         .capacity_keys(16)
         .value_bytes_max(8)
         .procedures(procedures)
-        .build()
+        .build_parts(transports)
         .expect("cluster");
+    for n in &mut parts.nodes {
+        n.nic
+            .room_mut()
+            .set_quota(splitkv_nic::protocol::server::ROOM_KEYS_UNLIMITED);
+    }
+    let cluster = parts.start().expect("cluster");
     let mut client = cluster.client(0).expect("client");
     let mut committed = 0u64;
     let stopped = (0..100_000u64).find_map(|id| match client.call(put, &id.to_le_bytes()) {

@@ -76,6 +76,22 @@ impl Placement {
         (1..self.replication).map(move |i| (p + i) % n)
     }
 
+    /// The replicas of shard `shard` (primary first, then the backups in
+    /// order): `shard, shard+1, …, shard+replication-1` (mod nodes).
+    #[inline]
+    pub fn shard_replicas(&self, shard: NodeId) -> impl Iterator<Item = NodeId> {
+        let n = self.nodes;
+        (0..self.replication).map(move |i| (shard + i) % n)
+    }
+
+    /// The shards `node` holds a replica of (as primary first, then as
+    /// backup): `replication` of them, `node, node-1, …` (mod nodes).
+    #[inline]
+    pub fn shards_of(&self, node: NodeId) -> impl Iterator<Item = NodeId> {
+        let n = self.nodes;
+        (0..self.replication).map(move |i| (node + n - i) % n)
+    }
+
     /// Whether `node` holds a replica (primary or backup) of `key`.
     #[inline]
     pub fn is_replica(&self, node: NodeId, key: &Key) -> bool {
@@ -110,6 +126,20 @@ mod tests {
             let replicas = (0..5).filter(|&n| p.is_replica(n, &k)).count();
             assert_eq!(replicas, 3);
             assert!(p.is_replica(prim, &k) && b.iter().all(|&n| p.is_replica(n, &k)));
+        }
+        for node in 0..5 {
+            let r: Vec<_> = p.shard_replicas(node).collect();
+            assert_eq!(r[0], node, "primary first");
+            for s in p.shards_of(node) {
+                assert!(p.shard_replicas(s).any(|n| n == node), "{node} in {s}");
+            }
+            assert_eq!(p.shards_of(node).count(), 3);
+            let k = Key::new(1, node as u64);
+            let by_key: Vec<_> = std::iter::once(p.primary(&k))
+                .chain(p.backups(&k))
+                .collect();
+            let by_shard: Vec<_> = p.shard_replicas(p.primary(&k)).collect();
+            assert_eq!(by_key, by_shard);
         }
         assert!(
             primaries.iter().all(|&c| c > 1800 && c < 2200),

@@ -207,6 +207,18 @@ impl NicRuntime {
         &self.index
     }
 
+    /// The room of the shard this node is primary of (issue 9 §4; see
+    /// [`Room`](crate::protocol::server::Room)).
+    pub fn room(&self) -> &crate::protocol::server::Room {
+        self.server.room()
+    }
+
+    /// The room, mutably: the cluster builder sets the quota and the loader
+    /// adds the rows it wrote, while the node does not run.
+    pub fn room_mut(&mut self) -> &mut crate::protocol::server::Room {
+        self.server.room_mut()
+    }
+
     /// Clients served (request/outcome ring pairs), in [`HostPorts::clients`] order.
     pub fn clients(&self) -> usize {
         self.clients.len()

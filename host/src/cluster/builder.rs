@@ -2,6 +2,7 @@
 //! anything is built.
 
 use super::driver::Cluster;
+use super::load::{node_keys_max, shard_quotas};
 use super::parts::{ClusterParts, NodeParts};
 use super::stats::Shared;
 use super::ClusterError;
@@ -111,7 +112,10 @@ impl ClusterBuilder {
     }
 
     /// Distinct keys the whole cluster will hold (at least 1). Each node's
-    /// table is sized for its share (`keys × replication / nodes`) with headroom.
+    /// table is sized for its share (`keys × replication / nodes`) with
+    /// headroom; each shard may then hold its quota of keys (the node's table
+    /// split among the shards it hosts, [`shard_quotas`]), and an insert past
+    /// it aborts with `TxStatus::TableFull` (the DLHT grows instead).
     pub fn capacity_keys(mut self, keys: usize) -> Self {
         self.capacity_keys = keys;
         self
@@ -203,7 +207,10 @@ impl ClusterBuilder {
 
     /// Assembles every node over `transports` (one per node, in node order)
     /// without starting anything: for a driver of the caller's (the
-    /// simulator), or [`ClusterParts::start`] later.
+    /// simulator), or [`ClusterParts::start`] later. Each primary gets its
+    /// shard's quota of keys ([`shard_quotas`] of what each node's table
+    /// guarantees, [`node_keys_max`]; see `splitkv_nic::protocol::server::Room`):
+    /// an insert past it aborts with `TxStatus::TableFull`.
     ///
     /// # Errors
     /// [`ClusterError::Placement`], [`ClusterError::Setting`] or
@@ -222,10 +229,16 @@ impl ClusterBuilder {
         }
         let shared = Arc::new(Shared::new(self.nodes));
         let mut nodes = Vec::with_capacity(self.nodes);
-        for (i, t) in transports.into_iter().enumerate() {
-            let cfg = self.node_config(i, placement);
-            let (nic, worker, mut clients) =
-                build_node(&cfg, self.procedures.clone(), t)?.into_clients();
+        let configs: Vec<NodeConfig> = (0..self.nodes)
+            .map(|i| self.node_config(i, placement))
+            .collect();
+        let node_keys: Vec<u64> = configs.iter().map(node_keys_max).collect();
+        let quotas = shard_quotas(&placement, &node_keys);
+        for ((t, cfg), quota) in transports.into_iter().zip(&configs).zip(quotas) {
+            let (mut nic, worker, mut clients) =
+                build_node(cfg, self.procedures.clone(), t)?.into_clients();
+            // Inserts reserve room against the shard's quota (issue 9 §4).
+            nic.room_mut().set_quota(quota);
             // `Cluster::client` pops from the back: hand out client 0 first.
             clients.reverse();
             clients.iter_mut().for_each(|c| c.attach(shared.clone()));

@@ -1,8 +1,18 @@
 //! Bulk load through the API: each `(Key, value)` row goes onto every replica
 //! the placement names (primary and backups), written straight into the host
 //! tables while no component runs — before a run or between runs.
+//!
+//! The load bypasses the protocol, so it also tells each primary how many rows
+//! of its shard it wrote ([`Room::add_loaded`](splitkv_nic::protocol::server::Room::add_loaded)),
+//! and this module computes the per-shard quotas the primaries reserve room
+//! against (issue 9 §4; the rule is in `splitkv_nic::protocol::server::Room`):
+//! [`node_keys_max`] is what one node's table guarantees, [`shard_quotas`]
+//! splits it among the shards each node hosts.
 
-use crate::table::{HostTable, HostTableError};
+use crate::node::NodeConfig;
+use crate::table::dlht::{BINS_MAX_DEFAULT, LOAD_KEYS_PER_BIN_MAX_DEN, LOAD_KEYS_PER_BIN_MAX_NUM};
+use crate::table::{HostTable, HostTableError, TableKind};
+use splitkv_layout::robinhood_layout::ROBINHOOD_VALUE_INLINE_BYTES_MAX;
 use splitkv_layout::wire::NodeId;
 use splitkv_layout::{Key, ObjectFlags, ObjectMeta};
 use splitkv_nic::Placement;
@@ -55,12 +65,66 @@ pub enum LoadError {
     },
 }
 
+/// Keys the host table of a node built from `cfg` guarantees to hold, the
+/// amount its shards' quotas split ([`shard_quotas`]):
+///
+/// * **Robinhood**: its configured `capacity_keys` (the layout gives it at
+///   least 10/9 as many home slots, plus the overflow pool). When values may
+///   go out of line, every key may hold one value-heap block and an update
+///   takes its new block before freeing the old one, so the heap caps it at
+///   `value_blocks − 1` keys (the default heap, `capacity_keys` plus 1/8, never
+///   does).
+/// * **DLHT**: it grows instead of refusing (Dandelion §6, non-blocking
+///   resize), up to its bin bound at the load bound: [`BINS_MAX_DEFAULT`] ×
+///   [`LOAD_KEYS_PER_BIN_MAX_NUM`] / [`LOAD_KEYS_PER_BIN_MAX_DEN`] keys (the
+///   bound of tables built by [`HostTable::new`]; memory runs out first).
+pub fn node_keys_max(cfg: &NodeConfig) -> u64 {
+    match cfg.table_kind {
+        TableKind::Robinhood => {
+            let keys = cfg.table.capacity_keys as u64;
+            if cfg.table.value_bytes_max <= ROBINHOOD_VALUE_INLINE_BYTES_MAX {
+                return keys;
+            }
+            let blocks = cfg.table.value_blocks_resolved().unwrap_or(usize::MAX) as u64;
+            keys.min(blocks.saturating_sub(1))
+        }
+        TableKind::Dlht => {
+            (BINS_MAX_DEFAULT / LOAD_KEYS_PER_BIN_MAX_DEN * LOAD_KEYS_PER_BIN_MAX_NUM) as u64
+        }
+    }
+}
+
+/// The quota of each shard (by shard id = primary's node id), given what
+/// each node's table guarantees (`node_keys`, by node id): every node's
+/// guarantee is split evenly among the `replication` shards it hosts, and a
+/// shard gets the smallest share over its replicas, so the quotas of the
+/// shards a node hosts sum to at most its guarantee.
+///
+/// # Panics
+/// If `node_keys` does not have one entry per node of `placement`.
+pub fn shard_quotas(placement: &Placement, node_keys: &[u64]) -> Vec<u64> {
+    assert_eq!(node_keys.len(), placement.nodes(), "one capacity per node");
+    let r = placement.replication() as u64;
+    (0..placement.nodes() as NodeId)
+        .map(|s| {
+            placement
+                .shard_replicas(s)
+                .map(|n| node_keys[n as usize] / r)
+                .min()
+                .unwrap_or(0)
+        })
+        .collect()
+}
+
 /// Loads `rows` into `tables` (by node id) on every replica of each key;
-/// see [`ClusterParts::load`](super::ClusterParts::load).
+/// see [`ClusterParts::load`](super::ClusterParts::load). `primary_rows[s]`
+/// (one per node) counts the rows written at shard `s`'s primary, also when
+/// the load fails part way.
 pub(crate) fn load_rows<V: AsRef<[u8]>>(
     placement: Placement,
     tables: &mut [&mut HostTable],
     rows: impl IntoIterator<Item = (Key, V)>,
+    primary_rows: &mut [u64],
     mut progress: impl FnMut(LoadProgress),
 ) -> Result<LoadProgress, LoadError> {
     let meta = ObjectMeta::new(LOADED_VERSION, ObjectFlags::empty());
@@ -97,6 +161,9 @@ pub(crate) fn load_rows<V: AsRef<[u8]>>(
                     source => LoadError::TableFull { key, node, source },
                 })?;
             done.copies += 1;
+            if node == placement.primary(&key) {
+                primary_rows[node as usize] += 1;
+            }
         }
         done.rows += 1;
         if done.rows.is_multiple_of(LOAD_PROGRESS_ROWS) {

@@ -48,7 +48,9 @@ pub use builder::{
     VALUE_BYTES_MAX_DEFAULT,
 };
 pub use driver::{Cluster, STATS_PUBLISH_INTERVAL_NS};
-pub use load::{LoadError, LoadProgress, LOADED_VERSION, LOAD_PROGRESS_ROWS};
+pub use load::{
+    node_keys_max, shard_quotas, LoadError, LoadProgress, LOADED_VERSION, LOAD_PROGRESS_ROWS,
+};
 pub use parts::{AppComponent, ClusterParts, NodeParts, DRAIN_IDLE_PASSES_MAX, DRAIN_PASSES_MAX};
 pub use poll::IDLE_PASSES_BEFORE_YIELD;
 pub use scoped::{round_robin, run_threads, try_run_threads};

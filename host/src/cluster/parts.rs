@@ -223,7 +223,12 @@ impl ClusterParts {
     }
 
     /// Puts every row on every replica the placement names for its key, with
-    /// version 1 (Xenic §4.1.2's host table, written directly: nothing runs).
+    /// version 1 (Xenic §4.1.2's host table, written directly: nothing runs),
+    /// and adds the rows of each shard to its primary's key count
+    /// ([`Room::add_loaded`](splitkv_nic::protocol::server::Room::add_loaded):
+    /// inserts reserve room against it). A load may pass a shard's quota (the
+    /// tables refuse only rows they have no room for); inserts of that shard
+    /// then abort with `TxStatus::TableFull`.
     /// `progress` is called every [`LOAD_PROGRESS_ROWS`](super::LOAD_PROGRESS_ROWS)
     /// rows and once at the end. Load keys no transaction has touched.
     ///
@@ -237,12 +242,17 @@ impl ClusterParts {
         progress: impl FnMut(LoadProgress),
     ) -> Result<LoadProgress, LoadError> {
         let placement = self.placement;
+        let mut primary_rows = vec![0u64; self.nodes.len()];
         let mut tables: Vec<&mut HostTable> = self
             .nodes
             .iter_mut()
             .map(|n| n.worker.table_mut())
             .collect();
-        load_rows(placement, &mut tables, rows, progress)
+        let loaded = load_rows(placement, &mut tables, rows, &mut primary_rows, progress);
+        for (n, rows) in self.nodes.iter_mut().zip(primary_rows) {
+            n.nic.room_mut().add_loaded(rows);
+        }
+        loaded
     }
 
     /// Starts polling threads over these components: a running [`Cluster`].

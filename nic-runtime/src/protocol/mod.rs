@@ -27,6 +27,15 @@
 //! one value limit per cluster (checked by the coordinator first) only a
 //! failing host log refuses a LOG, and that node stops.
 //!
+//! Room in the host tables is therefore never decided by a backup: an insert
+//! of an absent key reserves room at the primary's EXECUTE, where the key is
+//! locked and found absent, against a quota per shard that fits every
+//! replica's table, and is refused there with `TableFull` (before anything
+//! is logged) when the shard has none ([`server::Room`]). A DLHT's quota is
+//! its growth bound: it grows instead of refusing. What the quota cannot see
+//! (a Robinhood table physically full because keys collide) still stops the
+//! node at its host worker, with a typed reason.
+//!
 //! [`ReplyStatus`]: splitkv_layout::wire::ReplyStatus
 //! [`TxStatus`]: splitkv_layout::host_nic::TxStatus
 //!

@@ -5,7 +5,8 @@
 //! [`TableLookup`] (Xenic §4.1.3: d_i + k slots, then the rest up to D_m, then the
 //! overflow chain). Each outstanding request is a `ServerOp` resumed by DMA
 //! completions; objects found are cached. `server/lookups.rs` holds that DMA path,
-//! `server/append.rs` the LOG and COMMIT path.
+//! `server/append.rs` the LOG and COMMIT path, `server/room.rs` the room an
+//! insert reserves before the commit point ([`Room`]).
 //!
 //! Correctness of reads that race commits: a key pinned in the NIC index is read
 //! from there; otherwise every commit of it before the DMA was submitted has been
@@ -23,6 +24,9 @@
 
 mod append;
 mod lookups;
+mod room;
+
+pub use room::{fits, Room, RoomError, RESERVATIONS_MAX, ROOM_KEYS_UNLIMITED};
 
 use super::Io;
 use crate::dma::DmaRead;
@@ -134,6 +138,9 @@ pub struct ServerStats {
     /// Requests refused for breaking a protocol rule (planted metadata bits,
     /// a COMMIT for a key not locked by its transaction).
     pub malformed: u64,
+    /// EXECUTEs refused with [`ReplyStatus::TableFull`]: their inserts would
+    /// pass the shard's quota ([`Room`]).
+    pub table_full: u64,
 }
 
 /// The server role of one node.
@@ -145,6 +152,7 @@ pub struct Server {
     reads: Vec<DmaRead>,
     stats: ServerStats,
     fatal: Option<String>,
+    room: Room,
 }
 
 fn token(slot: usize, gen: u32, idx: usize) -> u64 {
@@ -185,6 +193,29 @@ fn read_version_unchanged(now: u64, read: u64) -> bool {
     now == read
 }
 
+/// Reserves room for the write-set keys of the EXECUTE in `op` that were
+/// found absent (all its locks held, every read done), or fails it with
+/// [`ReplyStatus::TableFull`] (see [`Room`]; a full reservation table is
+/// [`ReplyStatus::Busy`]).
+fn reserve_inserts(room: &mut Room, stats: &mut ServerStats, op: &mut ServerOp) {
+    let absent = op.keys[op.n_reads..]
+        .iter()
+        .zip(&op.metas[op.n_reads..])
+        .filter(|(_, m)| m.flags().contains(ObjectFlags::DELETED))
+        .map(|(k, _)| k);
+    match room.reserve(op.tx_id, absent) {
+        Ok(()) => {}
+        Err(RoomError::Full { .. }) => {
+            stats.table_full += 1;
+            op.fail(ReplyStatus::TableFull);
+        }
+        Err(RoomError::TooManyReservations) => {
+            stats.busy_refusals += 1;
+            op.fail(ReplyStatus::Busy);
+        }
+    }
+}
+
 /// Whether the EXECUTE response for `keys` keys, each value up to
 /// `value_bytes_max` bytes, fits one packet of `mtu` bytes. The server checks
 /// this before it locks or reads anything (issue 9 §4: refused with
@@ -212,6 +243,7 @@ impl Server {
             reads: Vec::with_capacity(1),
             stats: ServerStats::default(),
             fatal: None,
+            room: Room::new(),
         }
     }
 
@@ -231,6 +263,18 @@ impl Server {
     /// was answered negatively; the driver stops the node with this message.
     pub fn fatal(&self) -> Option<&str> {
         self.fatal.as_deref()
+    }
+
+    /// The room of the shard this node is primary of (quota, key count,
+    /// reservations; see [`Room`]).
+    pub fn room(&self) -> &Room {
+        &self.room
+    }
+
+    /// The room, mutably: to set the quota and add loaded keys while the
+    /// node does not run.
+    pub fn room_mut(&mut self) -> &mut Room {
+        &mut self.room
     }
 
     fn alloc(&mut self, kind: OpKind, src: NodeId, tx_id: u64) -> Option<usize> {
@@ -286,6 +330,7 @@ impl Server {
             Body::Abort { tx_id, keys } => {
                 for k in keys.iter() {
                     index.unlock(&k, tx_id);
+                    self.room.released(&k, tx_id);
                 }
             }
             _ => self.stats.malformed += 1,
@@ -382,6 +427,9 @@ impl Server {
         let op = &mut self.ops[slot];
         match op.kind {
             OpKind::Execute => {
+                if op.status.is_ok() {
+                    reserve_inserts(&mut self.room, &mut self.stats, op);
+                }
                 if !op.status.is_ok() {
                     for k in &op.keys[op.n_reads..] {
                         index.unlock(k, op.tx_id);

@@ -64,6 +64,7 @@ impl Server {
             index.install_committed(it.key, it.meta, it.value);
             if kind == OpKind::Commit {
                 index.unlock(&it.key, tx_id);
+                self.room.committed(&it.key, tx_id);
             }
             op.keys.push(it.key);
             op.metas.push(it.meta);
