@@ -379,17 +379,13 @@ impl NicRuntime {
             return;
         }
         for m in msgs {
-            let (mh, body) = match m {
+            let (_, body) = match m {
                 Ok(x) => x,
                 Err(_) => {
                     self.bad_packets += 1;
                     return;
                 }
             };
-            if mh.src != hdr.src {
-                self.bad_packets += 1;
-                return;
-            }
             if !self.acceptable(&body) {
                 // Counted here; the server refuses it with a reply (never a silent drop).
                 self.bad_packets += 1;
@@ -401,11 +397,11 @@ impl NicRuntime {
                 | Body::Commit { .. }
                 | Body::Abort { .. } => {
                     self.server
-                        .handle(&mut self.io, &mut self.index, mh.src, &body)
+                        .handle(&mut self.io, &mut self.index, hdr.src, &body)
                 }
                 _ => self
                     .coordinator
-                    .on_response(&mut self.io, &self.procedures, mh.src, &body),
+                    .on_response(&mut self.io, &self.procedures, hdr.src, &body),
             }
         }
     }

@@ -6,7 +6,7 @@
 use splitkv_layout::ring::ring_pair;
 use splitkv_layout::robinhood_layout::{TableConfig, TableLayout};
 use splitkv_layout::wire::{
-    decode_packet, Body, BodyWriter, Flow, MsgHeader, MsgKind, PacketHeader, ReplyStatus,
+    decode_packet, Body, BodyWriter, MsgHeader, MsgKind, PacketHeader, ReplyStatus,
 };
 use splitkv_layout::{Key, ObjectMeta, Region};
 use splitkv_nic::dma::local::LocalDma;
@@ -24,14 +24,7 @@ fn log_packet(tx_id: u64, value: &[u8]) -> Vec<u8> {
     w.begin_items(MsgKind::Log, tx_id);
     w.push_item(&Key::new(0, 1), ObjectMeta(1), value);
     let mut msg = Vec::new();
-    MsgHeader {
-        src: 1,
-        flow: Flow::Commit,
-        kind: MsgKind::Log,
-        epoch: 0,
-        len: w.bytes().len() as u32,
-    }
-    .encode(&mut msg);
+    MsgHeader::whole(MsgKind::Log, w.bytes().len() as u32).encode(&mut msg);
     msg.extend_from_slice(w.bytes());
     let mut pkt = Vec::new();
     PacketHeader {
@@ -39,6 +32,7 @@ fn log_packet(tx_id: u64, value: &[u8]) -> Vec<u8> {
         dst: 0,
         count: 1,
         len: msg.len() as u32,
+        ..PacketHeader::default()
     }
     .encode(&mut pkt);
     pkt.extend_from_slice(&msg);

@@ -143,18 +143,17 @@ impl Batcher {
             PacketHeader {
                 src: self.node,
                 dst: dest,
-                count: 0,
-                len: 0,
+                epoch: self.epoch,
+                ..PacketHeader::default()
             }
             .encode(&mut bytes);
             self.open[d].bytes = bytes;
         }
         let o = &mut self.open[d];
         MsgHeader {
-            src: self.node,
             flow,
             kind,
-            epoch: self.epoch,
+            flags: 0,
             len: body.len() as u32,
         }
         .encode(&mut o.bytes);
@@ -171,7 +170,7 @@ impl Batcher {
         let mut bytes = std::mem::take(&mut o.bytes);
         let count = std::mem::replace(&mut o.count, 0);
         let len = (bytes.len() - PACKET_HEADER_BYTES) as u32;
-        PacketHeader::patch(&mut bytes, count, len);
+        PacketHeader::patch_count_len(&mut bytes, count, len);
         if d == self.node as usize {
             self.stats.loopback_messages += count as u64;
             self.loopback.push(bytes);
