@@ -11,6 +11,7 @@
 
 pub mod batch;
 pub mod mem;
+pub mod session;
 
 use crate::Nanos;
 use splitkv_layout::wire::NodeId;

@@ -136,6 +136,14 @@ impl PacketHeader {
         }
     }
 
+    /// Reads the packet number of an encoded header (0 if `packet` is too short).
+    pub fn seq_of(packet: &[u8]) -> u32 {
+        match packet.get(OFF_SEQ..OFF_SEQ + 4) {
+            Some(b) => u32::from_le_bytes([b[0], b[1], b[2], b[3]]),
+            None => 0,
+        }
+    }
+
     /// Whether this is a standalone acknowledgement.
     pub fn is_ack_only(&self) -> bool {
         self.flags & PACKET_FLAG_ACK_ONLY != 0
