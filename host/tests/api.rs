@@ -7,6 +7,7 @@ use splitkv_layout::host_nic::{HostToNic, LogApplied, TxStatus, ARGS_BYTES_MAX};
 use splitkv_layout::wire::{BodyWriter, MsgHeader, MsgKind, PacketHeader};
 use splitkv_layout::{Key, ObjectMeta};
 use splitkv_nic::net::mem::{mem_network, MemTransport};
+use splitkv_nic::net::stack::{CLUSTER_ID_DEFAULT, INCARNATION_DEFAULT};
 use splitkv_nic::net::{Transport, TxPacket};
 use splitkv_nic::{
     ClientClosed, Placement, ProcError, Procedure, ProcedureRegistry, ReadView, TxPlan, UserAbort,
@@ -232,6 +233,10 @@ fn oversized_value_from_a_peer_never_reaches_the_host_log() {
         dst: 0,
         count: 1,
         len: msg.len() as u32,
+        // As node 1's session would send its first packet to node 0.
+        cluster_id: CLUSTER_ID_DEFAULT,
+        src_incarnation: INCARNATION_DEFAULT,
+        seq: 0,
         ..PacketHeader::default()
     }
     .encode(&mut pkt);

@@ -12,14 +12,16 @@ use splitkv_layout::{Key, ObjectMeta, Region};
 use splitkv_nic::dma::local::LocalDma;
 use splitkv_nic::index::HostTableLayout;
 use splitkv_nic::net::mem::mem_network;
+use splitkv_nic::net::stack::{StackConfig, CLUSTER_ID_DEFAULT, INCARNATION_DEFAULT};
 use splitkv_nic::net::{Transport, TxPacket};
 use splitkv_nic::{HostPorts, NicParts, NicRuntime, Placement, ProcedureRegistry};
 use std::sync::Arc;
 
 const VALUE_BYTES_MAX: usize = 8;
 
-/// One LOG message from node 1 to node 0, in a packet.
-fn log_packet(tx_id: u64, value: &[u8]) -> Vec<u8> {
+/// One LOG message from node 1 to node 0, in a packet numbered `seq` of
+/// node 1's session with node 0 (as that session would send it).
+fn log_packet(seq: u32, tx_id: u64, value: &[u8]) -> Vec<u8> {
     let mut w = BodyWriter::new();
     w.begin_items(MsgKind::Log, tx_id);
     w.push_item(&Key::new(0, 1), ObjectMeta(1), value);
@@ -32,6 +34,9 @@ fn log_packet(tx_id: u64, value: &[u8]) -> Vec<u8> {
         dst: 0,
         count: 1,
         len: msg.len() as u32,
+        cluster_id: CLUSTER_ID_DEFAULT,
+        src_incarnation: INCARNATION_DEFAULT,
+        seq,
         ..PacketHeader::default()
     }
     .encode(&mut pkt);
@@ -61,10 +66,12 @@ fn an_oversized_log_is_answered_not_dropped() {
         host: HostPorts::one_client(req_rx, out_tx, ack_rx),
         cache_objects: 64,
         seed: 1,
-    });
+        net: StackConfig::default(),
+    })
+    .unwrap();
     let (p7, p8) = (
-        log_packet(7, &[0u8; VALUE_BYTES_MAX + 1]),
-        log_packet(8, &[0u8; VALUE_BYTES_MAX]),
+        log_packet(0, 7, &[0u8; VALUE_BYTES_MAX + 1]),
+        log_packet(1, 8, &[0u8; VALUE_BYTES_MAX]),
     );
     peer.tx_burst(
         0,
@@ -131,7 +138,9 @@ fn a_bad_host_acknowledgement_stops_the_runtime_with_a_reason() {
         host: HostPorts::one_client(req_rx, out_tx, ack_rx),
         cache_objects: 64,
         seed: 1,
-    });
+        net: StackConfig::default(),
+    })
+    .unwrap();
     nic.run_iteration(0);
     assert_eq!(nic.fault(), None);
     ack_tx.try_push(&[0xEE, 1, 2, 3]).unwrap();

@@ -339,12 +339,12 @@ impl Sessions {
             .map_or(0, |s| s.unacked() as usize)
     }
 
-    /// Whether every live session has everything acknowledged and nothing
-    /// held for sending.
+    /// Whether no session holds a packet: none waits for the transport and,
+    /// on a lossy transport, none is unacknowledged (each is held as a
+    /// retransmission copy until acknowledged). On a lossless transport a
+    /// packet the transport took is the network's, as for the driver.
     pub fn is_idle(&self) -> bool {
-        self.peers
-            .iter()
-            .all(|s| s.failed || (s.unacked() == 0 && s.held.is_empty()))
+        self.peers.iter().all(|s| s.held.is_empty())
     }
 
     /// Whether some session owes its peer an acknowledgement.
