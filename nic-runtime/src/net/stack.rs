@@ -273,3 +273,6 @@ impl Stack {
         }
     }
 }
+
+#[cfg(test)]
+mod tests;
