@@ -12,6 +12,7 @@ use splitkv_layout::{Key, ObjectMeta, Region};
 use splitkv_nic::dma::local::LocalDma;
 use splitkv_nic::index::HostTableLayout;
 use splitkv_nic::net::mem::mem_network;
+use splitkv_nic::net::session::{SessionConfig, SessionEvent};
 use splitkv_nic::net::stack::{StackConfig, CLUSTER_ID_DEFAULT, INCARNATION_DEFAULT};
 use splitkv_nic::net::{Transport, TxPacket};
 use splitkv_nic::{HostPorts, NicParts, NicRuntime, Placement, ProcedureRegistry};
@@ -149,4 +150,74 @@ fn a_bad_host_acknowledgement_stops_the_runtime_with_a_reason() {
     assert!(why.contains("host acknowledgement ring"), "{why}");
     assert_eq!(nic.stats().bad_ring_entries, 1);
     assert!(!nic.run_iteration(2), "a stopped runtime does nothing");
+}
+
+/// The runtime's sessions: a peer that never acknowledges what the runtime
+/// sent it is reported failed exactly at the configured silence
+/// (`NicRuntime::drain_session_events`), and packets from another cluster
+/// or a node outside the configuration are dropped and counted by reason,
+/// never dispatched.
+#[test]
+fn a_silent_peer_is_reported_failed_and_strangers_are_dropped() {
+    const SILENCE_NS: u64 = 1_000_000;
+    let mut net = mem_network(2);
+    let mut peer = net.pop().unwrap();
+    let transport = net.pop().unwrap();
+    let layout = TableLayout::new(&TableConfig::new(64, VALUE_BYTES_MAX)).unwrap();
+    let (log_tx, _log_rx) = ring_pair(1 << 16).unwrap();
+    let (_req_tx, req_rx) = ring_pair(1 << 12).unwrap();
+    let (out_tx, _out_rx) = ring_pair(1 << 12).unwrap();
+    let (_ack_tx, ack_rx) = ring_pair(1 << 12).unwrap();
+    let dma = LocalDma::new(Arc::new(Region::new(layout.region_bytes())), log_tx, 0);
+    let cfg = StackConfig {
+        session: SessionConfig {
+            silence_ns: SILENCE_NS,
+            ..SessionConfig::default()
+        },
+        ..StackConfig::default()
+    };
+    let mut nic = NicRuntime::new(NicParts {
+        node: 0,
+        placement: Placement::new(2, 1).unwrap(),
+        table: HostTableLayout::Robinhood(layout),
+        value_bytes_max: VALUE_BYTES_MAX,
+        procedures: ProcedureRegistry::new(),
+        dma: Box::new(dma),
+        transport: Box::new(transport),
+        host: HostPorts::one_client(req_rx, out_tx, ack_rx),
+        cache_objects: 64,
+        seed: 1,
+        net: cfg,
+    })
+    .unwrap();
+    let mut other_cluster = log_packet(1, 9, b"x");
+    other_cluster[8] ^= 0xFF;
+    let mut stranger = log_packet(1, 9, b"x");
+    stranger[12] = 5;
+    let good = log_packet(0, 7, b"x");
+    let pkts = [&other_cluster, &stranger, &good].map(|p| TxPacket { dst: 0, bytes: p });
+    peer.tx_burst(0, &pkts);
+    for now in 0..10 {
+        nic.run_iteration(now);
+    }
+    let mut replies = 0;
+    peer.rx_burst(10, 16, &mut |p| {
+        replies += decode_packet(p).unwrap().0.count
+    });
+    assert_eq!(replies, 1, "only the good packet was answered");
+    let s = nic.stats().net.sessions;
+    assert_eq!(
+        (s.drops.other_cluster, s.drops.stranger, s.packets_received),
+        (1, 1, 1)
+    );
+    // The peer stays silent: not failed before the silence, failed at it.
+    let mut events = Vec::new();
+    nic.run_iteration(SILENCE_NS - 1);
+    nic.drain_session_events(&mut events);
+    assert!(events.is_empty());
+    nic.run_iteration(10 + SILENCE_NS);
+    nic.drain_session_events(&mut events);
+    assert_eq!(events, vec![SessionEvent::PeerFailed { node: 1 }]);
+    assert_eq!(nic.stats().net.sessions.sessions_failed, 1);
+    assert!(nic.is_quiescent(), "a failed session holds nothing");
 }

@@ -14,6 +14,7 @@ use splitkv_layout::{Key, ObjectFlags, ObjectMeta, Region};
 use splitkv_nic::dma::local::LocalDma;
 use splitkv_nic::dma::{DmaCompletion, DmaEngine, DmaError, DmaRead, HostMemoryError};
 use splitkv_nic::index::{HostTableLayout, NicIndex};
+use splitkv_nic::net::batch::BatchError;
 use splitkv_nic::net::stack::{Stack, StackConfig};
 use splitkv_nic::protocol::server::{execute_resp_fits, Server, SERVER_OPS_MAX};
 use splitkv_nic::protocol::Io;
@@ -459,4 +460,29 @@ fn a_failing_dma_engine_finishes_requests_and_releases_locks() {
         assert!(r.server.fatal().unwrap().contains("host log refused"));
         assert_eq!(r.server.inflight(), 0);
     }
+}
+
+/// A message the stack refuses (here: a backlog bound of one packet with
+/// batching off) is recorded as the node's typed send fault instead of a
+/// panic; the first refusal is kept.
+#[test]
+fn a_refused_send_becomes_a_typed_fault() {
+    let mut r = rig();
+    let cfg = StackConfig {
+        batching: false,
+        session: splitkv_nic::net::session::SessionConfig {
+            backlog_packets: 1,
+            ..Default::default()
+        },
+        ..StackConfig::default()
+    };
+    r.io.net = Stack::new(0, 2, MTU, false, &cfg).unwrap();
+    r.io.w.ack(MsgKind::LogAck, 1, ReplyStatus::Ok);
+    r.io.send(PEER);
+    assert!(r.io.send_fault.is_none());
+    r.io.send(PEER);
+    let f = r.io.send_fault.clone().expect("the second send is refused");
+    assert_eq!(f.dest, PEER);
+    assert!(matches!(f.error, BatchError::BacklogFull { max: 1, .. }));
+    assert!(f.reason.contains("not sendable"), "{}", f.reason);
 }

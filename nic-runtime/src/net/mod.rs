@@ -1,6 +1,6 @@
 //! Networking: the Dnl stack ([`stack`], Dandelion §5) — the batching layer
-//! ([`batch`], with fragmentation of large messages and [`fragment`]ary
-//! reassembly) above reliable sessions ([`session`]: packet numbers, window,
+//! ([`batch`], with fragmentation of large messages; [`fragment`] reassembles
+//! them) above reliable sessions ([`session`]: packet numbers, window,
 //! cumulative acknowledgements, retransmission, duplicate suppression,
 //! failure after silence) — above a narrow transport interface
 //! ([`Transport`]) with several implementations ([`mem`] in-process; the

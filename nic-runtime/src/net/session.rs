@@ -188,6 +188,8 @@ pub struct SessionStats {
     pub payload_bytes_sent: u64,
     /// Data packets accepted, in order.
     pub packets_received: u64,
+    /// Messages (fragments counted one by one) in those packets.
+    pub messages_received: u64,
     /// Standalone acknowledgements received.
     pub acks_received_alone: u64,
     /// Data packets dropped as duplicates (already received).
@@ -423,6 +425,7 @@ impl Sessions {
             s.expected = s.expected.wrapping_add(1);
             s.ack_owed_since.get_or_insert(now);
             self.stats.packets_received += 1;
+            self.stats.messages_received += h.count as u64;
             Some((h, msgs))
         } else if ahead < 0 {
             // Our ack was lost or is late: acknowledge at the next flush.

@@ -308,6 +308,11 @@ fn batching_off_sends_one_message_per_packet() {
         let expected = if batching { 40.0 } else { 1.0 };
         assert_eq!(s.messages_per_packet(), expected, "batching {batching}");
         assert_eq!(s.sessions.packets_sent, s.batch.packets);
+        let r = b.stack.stats().sessions;
+        assert_eq!(
+            (r.packets_received, r.messages_received),
+            (s.batch.packets, 40)
+        );
         assert_eq!(
             s.sessions.header_bytes_sent,
             s.batch.packets * PACKET_HEADER_BYTES as u64
