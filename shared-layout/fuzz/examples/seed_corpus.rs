@@ -7,8 +7,8 @@
 use splitkv_layout::host_nic::{HostToNic, LogApplied, NicToHost, TxOutcome, TxRequest, TxStatus};
 use splitkv_layout::log_record::{LogKind, LogRecord};
 use splitkv_layout::wire::{
-    BodyWriter, MsgHeader, MsgKind, PacketHeader, ReplyStatus, MSG_FLAG_FRAG_MORE, MSG_HEADER_BYTES,
-    PACKET_FLAG_ACK_ONLY,
+    BodyWriter, MsgHeader, MsgKind, PacketHeader, ReplyStatus, MSG_FLAG_FRAG_MORE,
+    MSG_HEADER_BYTES, PACKET_FLAG_ACK_ONLY,
 };
 use splitkv_layout::{Key, ObjectFlags, ObjectMeta};
 use std::path::PathBuf;
