@@ -2,13 +2,14 @@
 //! Figures 4–5; issue 10, "Measurements" 1). Run with
 //! `cargo bench -p splitkv-bench --bench dnl_messages`.
 //!
-//! One thread plays both endpoints. A round inserts [`MESSAGES_PER_ROUND`]
-//! messages for node 1 into node 0's [`Batcher`], seals them — after every
-//! message with batching off (one message per packet), once at the end with
-//! batching on (as many per packet as fit the transport's MTU, up to
-//! `MESSAGES_PER_PACKET_MAX`) — hands the packets to the transport
-//! ([`send_ready`], `tx_flush`) and then polls node 1 until every message has
-//! been decoded there ([`decode_packet`] and each message's body). The figure
+//! One thread plays both endpoints, each a whole Dnl [`Stack`] (batcher and
+//! sessions). A round inserts [`MESSAGES_PER_ROUND`] messages for node 1 into
+//! node 0's stack and flushes it — with batching off every message is sealed
+//! in a packet of its own, with batching on as many share a packet as fit the
+//! transport's MTU, up to `MESSAGES_PER_PACKET_MAX`; the sessions number and
+//! send them — then polls node 1 until every message has passed its session
+//! and been decoded (each message's body), and node 1 acknowledges (a
+//! standalone ack, taken by node 0 at the start of the next round). The figure
 //! is messages per second of the thread's CPU time for the whole round:
 //! sender and receiver work, and on `udp` the kernel's work done in the
 //! thread's system calls (the machine's cores are shared, so wall time would
@@ -34,11 +35,12 @@ use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Through
 use splitkv_bench::measure::thread_cpu_time;
 use splitkv_layout::key::Key;
 use splitkv_layout::meta::ObjectMeta;
-use splitkv_layout::wire::{decode_packet, Body, BodyWriter, MsgKind, ReplyStatus};
-use splitkv_nic::net::batch::Batcher;
+use splitkv_layout::wire::{Body, BodyWriter, MsgKind, ReplyStatus};
 use splitkv_nic::net::mem::{mem_network, MemTransport};
+use splitkv_nic::net::session::{SessionConfig, SESSION_WINDOW_PACKETS_MAX};
+use splitkv_nic::net::stack::{Stack, StackConfig};
 use splitkv_nic::net::udp::{udp_loopback_network, UdpTransport, UDP_MTU_DEFAULT};
-use splitkv_nic::net::{send_ready, Transport};
+use splitkv_nic::net::Transport;
 use std::hint::black_box;
 use std::time::Duration;
 
@@ -61,53 +63,48 @@ fn bodies() -> [(&'static str, BodyWriter); 2] {
     [("ack", ack), ("log64", log)]
 }
 
-/// Node 0's side: the batcher and the buffers it recycles.
-struct Sender {
-    batcher: Batcher,
-    spare: Vec<Vec<u8>>,
+/// A stack for `node` of a 2-node cluster: a window that holds a whole
+/// round, and acknowledgements sent at the first flush after a packet (the
+/// benchmark's clock does not move).
+fn stack(node: u16, transport: &impl Transport, batching: bool) -> Stack {
+    let cfg = StackConfig {
+        batching,
+        session: SessionConfig {
+            window_packets: SESSION_WINDOW_PACKETS_MAX,
+            ack_delay_ns: 0,
+            ..SessionConfig::default()
+        },
+        ..StackConfig::default()
+    };
+    Stack::new(node, 2, transport.mtu(), transport.is_lossy(), &cfg).expect("a valid stack")
 }
 
-impl Sender {
-    /// Queues one round of `body` for node 1, sealing after each message when
-    /// `batching` is off, and hands every packet to `tx`.
-    fn send_round(&mut self, tx: &mut impl Transport, body: &BodyWriter, batching: bool) {
-        for _ in 0..MESSAGES_PER_ROUND {
-            self.batcher
-                .try_insert(1, body)
-                .expect("the message fits a packet");
-            if !batching {
-                self.batcher.flush();
-            }
-        }
-        self.batcher.flush();
-        let mut ready = std::mem::take(self.batcher.ready());
-        let spare = &mut self.spare;
-        // Bounded: every round's packets fit the transport's buffers, so the
-        // loop ends after the first pass unless the transport is congested.
-        for _ in 0..RECEIVE_POLLS_MAX {
-            send_ready(tx, 0, &mut ready, |b| spare.push(b));
-            tx.tx_flush(0);
-            if ready.is_empty() {
-                break;
-            }
-        }
-        *self.batcher.ready() = ready;
-        for b in self.spare.drain(..) {
-            self.batcher.recycle(b);
-        }
+/// Node 0's side: takes node 1's acknowledgements of the previous round,
+/// queues one round of `body` for node 1 and flushes (seal, number, send).
+fn send_round(sender: &mut Stack, tx: &mut impl Transport, body: &BodyWriter) {
+    tx.rx_burst(0, RX_BURST, &mut |p| {
+        black_box(sender.receive(0, p).is_some());
+    });
+    for _ in 0..MESSAGES_PER_ROUND {
+        sender
+            .try_insert(1, body)
+            .expect("the backlog holds a round");
     }
+    sender.flush(0, tx);
 }
 
-/// Polls `rx` until `want` messages were decoded or the poll bound is hit;
-/// returns how many were decoded.
-fn receive_round(rx: &mut impl Transport, want: usize) -> usize {
+/// Polls `rx` until `want` messages passed node 1's session and were decoded
+/// or the poll bound is hit, then acknowledges; returns how many were decoded.
+fn receive_round(receiver: &mut Stack, rx: &mut impl Transport, want: usize) -> usize {
     let mut got = 0;
     for _ in 0..RECEIVE_POLLS_MAX {
         if got >= want {
             break;
         }
         rx.rx_burst(0, RX_BURST, &mut |p| {
-            let (_, msgs) = decode_packet(p).expect("a well-formed packet");
+            let Some((_, msgs)) = receiver.receive(0, p) else {
+                return;
+            };
             for m in msgs {
                 let (_, body) = m.expect("a well-formed message");
                 black_box(matches!(body, Body::LogAck { .. } | Body::Log { .. }));
@@ -115,6 +112,7 @@ fn receive_round(rx: &mut impl Transport, want: usize) -> usize {
             }
         });
     }
+    receiver.flush(0, rx);
     got
 }
 
@@ -131,13 +129,10 @@ fn bench_transport<T: Transport>(c: &mut Criterion, name: &str, pair: [T; 2], ca
         .measurement_time(Duration::from_secs(2))
         .throughput(Throughput::Elements(MESSAGES_PER_ROUND as u64));
     let [mut tx, mut rx] = pair;
-    let mtu = tx.mtu();
     for (size, body) in bodies() {
         for batching in [false, true] {
-            let mut sender = Sender {
-                batcher: Batcher::new(0, 2, mtu),
-                spare: Vec::with_capacity(MESSAGES_PER_ROUND),
-            };
+            let mut sender = stack(0, &tx, batching);
+            let mut receiver = stack(1, &rx, batching);
             let mode = if batching { "on" } else { "off" };
             let (sends0, recvs0) = (calls(&tx).0, calls(&rx).1);
             let mut short_rounds = 0u64;
@@ -148,14 +143,14 @@ fn bench_transport<T: Transport>(c: &mut Criterion, name: &str, pair: [T; 2], ca
                 b.iter_custom(|rounds| {
                     let start = thread_cpu_time();
                     for _ in 0..rounds {
-                        sender.send_round(&mut tx, &body, batching);
-                        let got = receive_round(&mut rx, MESSAGES_PER_ROUND);
+                        send_round(&mut sender, &mut tx, &body);
+                        let got = receive_round(&mut receiver, &mut rx, MESSAGES_PER_ROUND);
                         short_rounds += (got < MESSAGES_PER_ROUND) as u64;
                     }
                     thread_cpu_time() - start
                 })
             });
-            let s = sender.batcher.stats();
+            let s = sender.stats().batch;
             let per_msg = |n: u64| n as f64 / s.messages.max(1) as f64;
             eprintln!(
                 "dnl_messages/{name}/{size}/{mode}: {:.1} messages per packet, \

@@ -20,6 +20,7 @@ use splitkv_layout::robinhood_layout::TableConfig;
 use splitkv_layout::wire::NodeId;
 use splitkv_layout::VALUE_BYTES_MAX;
 use splitkv_nic::dma::local::LocalDma;
+use splitkv_nic::net::stack::{StackConfig, StackError};
 use splitkv_nic::net::Transport;
 use splitkv_nic::runtime::CLIENTS_PER_NODE_MAX;
 use splitkv_nic::{
@@ -56,6 +57,9 @@ pub struct NodeConfig {
     /// The run's seed: every random choice of the node derives from it and the
     /// node id ([`splitkv_nic::node_seed`]); default 0.
     pub seed: u64,
+    /// The network stack: cluster id, incarnation, batching switch, session
+    /// limits; default `StackConfig::default()`.
+    pub net: StackConfig,
 }
 
 impl NodeConfig {
@@ -80,6 +84,7 @@ impl NodeConfig {
             table_kind: TableKind::Robinhood,
             clients: 1,
             seed: 0,
+            net: StackConfig::default(),
         }
     }
 }
@@ -93,6 +98,9 @@ pub enum NodeError {
     /// Bad ring size.
     #[error("ring: {0}")]
     Ring(#[from] RingError),
+    /// Bad network stack configuration.
+    #[error("network stack: {0}")]
+    Net(#[from] StackError),
     /// Value size over [`VALUE_BYTES_MAX`].
     #[error(
         "value size {0} B exceeds the node maximum of {VALUE_BYTES_MAX} B (the wire's item limit)"
@@ -190,7 +198,8 @@ pub fn build_node(
         },
         cache_objects: cfg.cache_objects,
         seed: cfg.seed,
-    });
+        net: cfg.net,
+    })?;
     let mut clients = clients.into_iter();
     let client = clients.next().ok_or(NodeError::Clients(0))?;
     Ok(Node {

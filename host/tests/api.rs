@@ -4,9 +4,10 @@
 use proptest::prelude::*;
 use splitkv_host::{build_node, ClientError, Node, NodeConfig};
 use splitkv_layout::host_nic::{HostToNic, LogApplied, TxStatus, ARGS_BYTES_MAX};
-use splitkv_layout::wire::{BodyWriter, Flow, MsgHeader, MsgKind, PacketHeader};
+use splitkv_layout::wire::{BodyWriter, MsgHeader, MsgKind, PacketHeader};
 use splitkv_layout::{Key, ObjectMeta};
 use splitkv_nic::net::mem::{mem_network, MemTransport};
+use splitkv_nic::net::stack::{CLUSTER_ID_DEFAULT, INCARNATION_DEFAULT};
 use splitkv_nic::net::{Transport, TxPacket};
 use splitkv_nic::{
     ClientClosed, Placement, ProcError, Procedure, ProcedureRegistry, ReadView, TxPlan, UserAbort,
@@ -225,20 +226,18 @@ fn oversized_value_from_a_peer_never_reaches_the_host_log() {
     w.push_item(&Key::new(0, 1), ObjectMeta(1), &[0u8; 9]);
     let mut pkt = Vec::new();
     let mut msg = Vec::new();
-    MsgHeader {
-        src: 1,
-        flow: Flow::Commit,
-        kind: MsgKind::Log,
-        epoch: 0,
-        len: w.bytes().len() as u32,
-    }
-    .encode(&mut msg);
+    MsgHeader::whole(MsgKind::Log, w.bytes().len() as u32).encode(&mut msg);
     msg.extend_from_slice(w.bytes());
     PacketHeader {
         src: 1,
         dst: 0,
         count: 1,
         len: msg.len() as u32,
+        // As node 1's session would send its first packet to node 0.
+        cluster_id: CLUSTER_ID_DEFAULT,
+        src_incarnation: INCARNATION_DEFAULT,
+        seq: 0,
+        ..PacketHeader::default()
     }
     .encode(&mut pkt);
     pkt.extend_from_slice(&msg);

@@ -103,12 +103,12 @@ fn metrics_scrape_over_tcp_parses() {
     let mut stats = NicStats::default();
     stats.clients.outcomes[TxStatus::Committed as usize] = 5;
     stats.clients.outcomes[TxStatus::LockConflict as usize] = 2;
-    stats.batch.packets = 10;
+    stats.net.batch.packets = 10;
     stats.cache.hits = 7;
     handler.metrics.update_from(&stats);
     // Cumulative snapshots: the counters advance by the difference.
     stats.clients.outcomes[TxStatus::Committed as usize] = 8;
-    stats.batch.packets = 25;
+    stats.net.batch.packets = 25;
     handler.metrics.update_from(&stats);
     handler.metrics.update_sessions(&SessionCounters {
         packets_received: 30,

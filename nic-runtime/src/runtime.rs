@@ -1,7 +1,11 @@
 //! The NIC runtime of one node: a polling state machine (DESIGN.md, "one rule
 //! for the runtime"). Each [`NicRuntime::run_iteration`] drains what is ready —
-//! packets, DMA completions, host acknowledgements, application requests — and
-//! then flushes every batched packet (Dandelion §5.1).
+//! packets (each lent by the transport, checked by its session, its messages
+//! dispatched in place: zero copy, fragments reassembled), loopback packets,
+//! DMA completions, host acknowledgements, application requests — and then
+//! flushes the Dnl stack (Dandelion §5.1): seal every batched packet, number
+//! and send it within its session's window, standalone acks, retransmission
+//! and silence timers.
 //!
 //! Applications reach the runtime through one request/outcome ring pair per
 //! client (L5 §3); [`clients`] polls them fairly and routes each outcome to the
@@ -12,7 +16,9 @@ pub mod clients;
 use crate::dma::DmaEngine;
 use crate::index::HostTableLayout;
 use crate::index::NicIndex;
-use crate::net::batch::{BatchStats, Batcher};
+use crate::net::fragment::Reassembly;
+use crate::net::session::SessionEvent;
+use crate::net::stack::{NetStats, Stack, StackConfig, StackError};
 use crate::net::Transport;
 use crate::placement::Placement;
 use crate::procedure::ProcedureRegistry;
@@ -27,7 +33,7 @@ pub use clients::{
 };
 use splitkv_layout::host_nic::HostToNic;
 use splitkv_layout::ring::{RingConsumer, RingProducer};
-use splitkv_layout::wire::{decode_packet, Body, NodeId};
+use splitkv_layout::wire::{decode_packet, Body, Messages, NodeId, PacketHeader};
 
 /// Most packets taken from the transport per iteration.
 pub const RX_BURST_MAX: usize = 64;
@@ -69,13 +75,18 @@ pub struct NicStats {
     pub coordinator: CoordinatorStats,
     /// Server counters.
     pub server: ServerStats,
-    /// Batching counters.
-    pub batch: BatchStats,
+    /// Network counters: batching, sessions, fragments (Dandelion Figure 6).
+    pub net: NetStats,
     /// NIC object-cache counters.
     pub cache: crate::index::cache::CacheStats,
     /// Client-port counters: requests, outcomes by status, closed clients.
     pub clients: ClientPortStats,
-    /// Packets or messages dropped because they did not decode or broke a limit.
+    /// Packets or messages dropped because they did not decode or broke a
+    /// limit: packets the sessions dropped as malformed or of another format
+    /// version, and messages of accepted packets that did not decode,
+    /// reassemble or pass this node's limits. (Drops for identity — other
+    /// cluster, stranger, old epoch, incarnation — and duplicates are in
+    /// [`NetStats::sessions`].)
     pub bad_packets: u64,
     /// Host acknowledgement ring entries dropped because they did not decode.
     /// (A bad request-ring entry closes its client instead:
@@ -108,6 +119,9 @@ pub struct NicParts {
     /// The run's seed; every random choice of this runtime (the NIC cache's
     /// eviction sampling) derives from it and the node id ([`node_seed`]).
     pub seed: u64,
+    /// The network stack: cluster id, incarnation, batching switch, session
+    /// limits and timers (`StackConfig::default()` for one in-process cluster).
+    pub net: StackConfig,
 }
 
 /// The seed of node `node`'s random choices in a run seeded with `seed`
@@ -127,9 +141,9 @@ pub struct NicRuntime {
     coordinator: Coordinator,
     procedures: ProcedureRegistry,
     transport: Box<dyn Transport>,
+    reassembly: Reassembly,
     clients: Clients,
     acks: RingConsumer,
-    rx: Vec<Vec<u8>>,
     completions: Vec<crate::dma::DmaCompletion>,
     ring_buf: Vec<u8>,
     bad_packets: u64,
@@ -150,17 +164,30 @@ impl std::fmt::Debug for NicRuntime {
 
 impl NicRuntime {
     /// Assembles a runtime.
-    pub fn new(parts: NicParts) -> NicRuntime {
-        let mtu = parts.transport.mtu();
-        NicRuntime {
+    ///
+    /// # Errors
+    /// [`StackError`] if the network stack cannot be built from
+    /// [`NicParts::net`] and the transport (bad session limits, incarnation
+    /// 0, an MTU too small, a node outside the placement).
+    pub fn new(parts: NicParts) -> Result<NicRuntime, StackError> {
+        let nodes = parts.placement.nodes();
+        let net = Stack::new(
+            parts.node,
+            nodes,
+            parts.transport.mtu(),
+            parts.transport.is_lossy(),
+            &parts.net,
+        )?;
+        Ok(NicRuntime {
             io: Io {
                 node: parts.node,
                 placement: parts.placement,
                 value_bytes_max: parts.value_bytes_max,
                 now: 0,
-                batcher: Batcher::new(parts.node, parts.placement.nodes(), mtu),
+                net,
                 dma: parts.dma,
                 w: Default::default(),
+                send_fault: None,
             },
             index: NicIndex::new(
                 parts.table,
@@ -171,16 +198,16 @@ impl NicRuntime {
             coordinator: Coordinator::new(),
             procedures: parts.procedures,
             transport: parts.transport,
+            reassembly: Reassembly::new(nodes),
             clients: Clients::new(parts.host.clients),
             acks: parts.host.acks,
-            rx: Vec::with_capacity(RX_BURST_MAX * 2),
             completions: Vec::with_capacity(256),
             ring_buf: Vec::with_capacity(4096),
             bad_packets: 0,
             bad_ring_entries: 0,
             ack_fault: None,
             iterations: 0,
-        }
+        })
     }
 
     /// This node's id.
@@ -193,10 +220,15 @@ impl NicRuntime {
         NicStats {
             coordinator: self.coordinator.stats(),
             server: self.server.stats(),
-            batch: self.io.batcher.stats(),
+            net: NetStats {
+                fragments: self.reassembly.stats(),
+                ..self.io.net.stats()
+            },
             cache: self.index.cache_stats(),
             clients: self.clients.stats(),
-            bad_packets: self.bad_packets,
+            bad_packets: self.bad_packets
+                + self.io.net.stats().sessions.drops.malformed
+                + self.io.net.stats().sessions.drops.bad_version,
             bad_ring_entries: self.bad_ring_entries,
             iterations: self.iterations,
         }
@@ -231,8 +263,8 @@ impl NicRuntime {
     }
 
     /// Whether nothing is in flight here: no transactions, server requests, DMA,
-    /// queued outcomes or unsent packets. (Packets already in the network are
-    /// the driver's to account for.)
+    /// queued outcomes, unsent or unacknowledged packets. (Packets already in
+    /// the network are the driver's to account for.)
     pub fn is_quiescent(&mut self) -> bool {
         self.coordinator.inflight() == 0
             && self.server.inflight() == 0
@@ -240,7 +272,7 @@ impl NicRuntime {
             && self.coordinator.pending_outcomes() == 0
             && self.clients.queued() == 0
             && self.index.locks_held() == 0
-            && self.io.batcher.ready().is_empty()
+            && self.io.net.is_idle()
     }
 
     /// Why this node's NIC runtime stopped for good, if it did: it took a
@@ -250,7 +282,23 @@ impl NicRuntime {
     /// `LogApplied` or was corrupt. From then on [`NicRuntime::run_iteration`]
     /// does nothing; drivers stop the node and report this reason.
     pub fn fault(&self) -> Option<&str> {
-        self.server.fatal().or(self.ack_fault.as_deref())
+        self.server.fatal().or(self.ack_fault.as_deref()).or(self
+            .io
+            .send_fault
+            .as_ref()
+            .map(|f| f.reason.as_str()))
+    }
+
+    /// Moves the session events raised so far (peers declared failed after
+    /// silence) into `out`, oldest first, for the membership layer.
+    pub fn drain_session_events(&mut self, out: &mut Vec<SessionEvent>) {
+        self.io.net.drain_events(out);
+    }
+
+    /// Raises this node's membership epoch: stamped on every packet sent,
+    /// and packets of older epochs are dropped from now on.
+    pub fn set_epoch(&mut self, epoch: u32) {
+        self.io.net.set_epoch(epoch);
     }
 
     /// Runs one polling iteration at time `now`; returns whether it did any work.
@@ -266,37 +314,38 @@ impl NicRuntime {
         work |= self.poll_acks();
         work |= self.start_requests();
         work |= self.clients.deliver(&mut self.coordinator);
-        // End of iteration: seal and send every batched packet.
-        self.io.batcher.flush();
-        if !self.io.batcher.ready().is_empty() {
-            let batcher = &mut self.io.batcher;
-            let mut ready = std::mem::take(batcher.ready());
-            crate::net::send_ready(&mut *self.transport, now, &mut ready, |b| {
-                batcher.recycle(b)
-            });
-            *batcher.ready() = ready;
-            self.transport.tx_flush(now);
-            work = true;
-        }
+        // End of iteration: seal, number and send every batched packet.
+        work |= self.io.net.flush(now, &mut *self.transport);
         work
     }
 
-    /// Step 1: network (and loopback) packets.
+    /// Step 1: network packets, each lent by the transport and dispatched in
+    /// place, then loopback packets.
     fn poll_network(&mut self, now: Nanos) -> bool {
-        let mut rx = std::mem::take(&mut self.rx);
-        let batcher = &mut self.io.batcher;
-        self.transport.rx_burst(now, RX_BURST_MAX, &mut |p| {
-            let mut buf = batcher.spare_buffer();
-            buf.extend_from_slice(p);
-            rx.push(buf);
-        });
-        self.io.batcher.take_loopback(&mut rx);
-        let work = !rx.is_empty();
-        for pkt in rx.drain(..) {
-            self.on_packet(&pkt);
-            self.io.batcher.recycle(pkt);
+        let mut d = Dispatch {
+            to: Handlers {
+                io: &mut self.io,
+                index: &mut self.index,
+                server: &mut self.server,
+                coordinator: &mut self.coordinator,
+                procedures: &self.procedures,
+                bad: &mut self.bad_packets,
+            },
+            reassembly: &mut self.reassembly,
+        };
+        let mut work = self.transport.rx_burst(now, RX_BURST_MAX, &mut |p| {
+            if let Some((h, msgs)) = d.to.io.net.receive(now, p) {
+                d.messages(&h, msgs);
+            }
+        }) > 0;
+        while let Some(pkt) = d.to.io.net.pop_loopback() {
+            work = true;
+            match decode_packet(&pkt) {
+                Ok((h, msgs)) => d.messages(&h, msgs),
+                Err(_) => *d.to.bad += 1,
+            }
+            d.to.io.net.recycle(pkt);
         }
-        self.rx = rx;
         work
     }
 
@@ -354,7 +403,9 @@ impl NicRuntime {
     fn start_requests(&mut self) -> bool {
         let mut work = false;
         for _ in 0..REQUESTS_PER_ITERATION_MAX {
-            if !self.coordinator.has_room() {
+            // Admission control: no new transaction while a backlog toward
+            // some peer is past its high-water mark (`net::batch`).
+            if !self.coordinator.has_room() || self.io.net.congested() {
                 break;
             }
             let Some(req) = self.clients.pop_request(&mut self.ring_buf) else {
@@ -365,7 +416,58 @@ impl NicRuntime {
         }
         work
     }
+}
 
+/// The parts of a runtime that received messages reach, borrowed apart so a
+/// packet lent by the transport can be dispatched in place.
+struct Dispatch<'r> {
+    to: Handlers<'r>,
+    reassembly: &'r mut Reassembly,
+}
+
+/// The roles messages are dispatched to.
+struct Handlers<'r> {
+    io: &'r mut Io,
+    index: &'r mut NicIndex,
+    server: &'r mut Server,
+    coordinator: &'r mut Coordinator,
+    procedures: &'r ProcedureRegistry,
+    bad: &'r mut u64,
+}
+
+impl Dispatch<'_> {
+    /// Dispatches every message of an accepted packet (source and epoch are
+    /// the packet's), reassembling fragments; stops at the first message that
+    /// does not decode.
+    fn messages(&mut self, h: &PacketHeader, mut msgs: Messages<'_>) {
+        while let Some(m) = msgs.next_raw() {
+            let Ok((mh, raw)) = m else {
+                *self.to.bad += 1;
+                return;
+            };
+            let whole = match self
+                .reassembly
+                .on_message(h.src, h.src_incarnation, &mh, raw)
+            {
+                Ok(Some(x)) => x,
+                Ok(None) => continue,
+                Err(_) => {
+                    *self.to.bad += 1;
+                    continue;
+                }
+            };
+            match Body::decode(whole.0, whole.1) {
+                Ok(body) => self.to.message(h.src, &body),
+                Err(_) => {
+                    *self.to.bad += 1;
+                    return;
+                }
+            }
+        }
+    }
+}
+
+impl Handlers<'_> {
     /// Checks a decoded message against this node's limits: a value longer
     /// than the host table stores must never reach the host log.
     fn acceptable(&self, body: &Body<'_>) -> bool {
@@ -378,47 +480,20 @@ impl NicRuntime {
         }
     }
 
-    fn on_packet(&mut self, pkt: &[u8]) {
-        let (hdr, msgs) = match decode_packet(pkt) {
-            Ok(x) => x,
-            Err(_) => {
-                self.bad_packets += 1;
-                return;
-            }
-        };
-        if hdr.dst != self.io.node || hdr.src as usize >= self.io.placement.nodes() {
-            self.bad_packets += 1;
-            return;
+    fn message(&mut self, src: NodeId, body: &Body<'_>) {
+        if !self.acceptable(body) {
+            // Counted here; the server refuses it with a reply (never a silent drop).
+            *self.bad += 1;
         }
-        for m in msgs {
-            let (mh, body) = match m {
-                Ok(x) => x,
-                Err(_) => {
-                    self.bad_packets += 1;
-                    return;
-                }
-            };
-            if mh.src != hdr.src {
-                self.bad_packets += 1;
-                return;
-            }
-            if !self.acceptable(&body) {
-                // Counted here; the server refuses it with a reply (never a silent drop).
-                self.bad_packets += 1;
-            }
-            match body {
-                Body::Execute { .. }
-                | Body::Validate { .. }
-                | Body::Log { .. }
-                | Body::Commit { .. }
-                | Body::Abort { .. } => {
-                    self.server
-                        .handle(&mut self.io, &mut self.index, mh.src, &body)
-                }
-                _ => self
-                    .coordinator
-                    .on_response(&mut self.io, &self.procedures, mh.src, &body),
-            }
+        match body {
+            Body::Execute { .. }
+            | Body::Validate { .. }
+            | Body::Log { .. }
+            | Body::Commit { .. }
+            | Body::Abort { .. } => self.server.handle(self.io, self.index, src, body),
+            _ => self
+                .coordinator
+                .on_response(self.io, self.procedures, src, body),
         }
     }
 }

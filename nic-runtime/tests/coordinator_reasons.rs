@@ -9,7 +9,7 @@ use splitkv_layout::host_nic::{TxRequest, TxStatus};
 use splitkv_layout::wire::{decode_packet, Body, BodyWriter, MsgKind, NodeId, ReplyStatus};
 use splitkv_layout::{Key, ObjectFlags, ObjectMeta};
 use splitkv_nic::dma::local::LocalDma;
-use splitkv_nic::net::batch::Batcher;
+use splitkv_nic::net::stack::{Stack, StackConfig};
 use splitkv_nic::protocol::coordinator::Coordinator;
 use splitkv_nic::protocol::Io;
 use splitkv_nic::{
@@ -59,9 +59,10 @@ fn rig() -> Rig {
             placement: Placement::new(3, 2).unwrap(),
             value_bytes_max: 64,
             now: 0,
-            batcher: Batcher::new(0, 3, 4096),
+            net: Stack::new(0, 3, 4096, false, &StackConfig::default()).unwrap(),
             dma: Box::new(dma),
             w: BodyWriter::new(),
+            send_fault: None,
         },
         coord: Coordinator::new(),
         procs,
@@ -71,17 +72,20 @@ fn rig() -> Rig {
 impl Rig {
     /// Messages sent since the last call: (destination, kind, tx_id).
     fn sent(&mut self) -> Vec<(NodeId, MsgKind, u64)> {
-        self.io.batcher.flush();
+        self.io.net.seal();
         let mut out = Vec::new();
-        let mut loopback = Vec::new();
-        self.io.batcher.take_loopback(&mut loopback);
-        let ready: Vec<_> = self.io.batcher.ready().drain(..).collect();
-        let packets = ready
-            .iter()
-            .map(|p| (p.dst, &p.bytes[..]))
-            .chain(loopback.iter().map(|b| (0, &b[..])));
+        // Every destination's backlog, this node's own (the loopback) included.
+        let packets: Vec<(NodeId, Vec<u8>)> = self
+            .io
+            .net
+            .batcher_mut()
+            .backlogs_mut()
+            .iter_mut()
+            .enumerate()
+            .flat_map(|(d, q)| q.drain(..).map(move |p| (d as NodeId, p)))
+            .collect();
         for (dst, bytes) in packets {
-            let (_, msgs) = decode_packet(bytes).unwrap();
+            let (_, msgs) = decode_packet(&bytes).unwrap();
             for m in msgs {
                 let (_, body) = m.unwrap();
                 out.push((dst, body.kind(), body.tx_id()));

@@ -14,6 +14,7 @@ use splitkv_layout::{Key, ObjectMeta, Region};
 use splitkv_nic::dma::local::LocalDma;
 use splitkv_nic::index::HostTableLayout;
 use splitkv_nic::net::mem::{mem_network, MemTransport};
+use splitkv_nic::net::stack::{StackConfig, CLUSTER_ID_DEFAULT, INCARNATION_DEFAULT};
 use splitkv_nic::net::{Transport, TxPacket};
 use splitkv_nic::{HostPorts, NicParts, NicRuntime, Placement, ProcedureRegistry};
 use std::sync::Arc;
@@ -26,6 +27,8 @@ struct Rig {
     nic: NicRuntime,
     peer: MemTransport,
     now: u64,
+    /// Number of node 1's next packet to node 0.
+    seq: u32,
     /// Keys of shard 0.
     keys: Vec<Key>,
     _log: RingConsumer,
@@ -54,7 +57,9 @@ impl Rig {
             host: HostPorts::one_client(req_rx, out_tx, ack_rx),
             cache_objects: 64,
             seed: 1,
-        });
+            net: StackConfig::default(),
+        })
+        .unwrap();
         nic.room_mut().set_quota(quota);
         let keys = (0..)
             .map(|i| Key::new(0, i))
@@ -65,6 +70,7 @@ impl Rig {
             nic,
             peer,
             now: 0,
+            seq: 0,
             keys,
             _log: log_rx,
         }
@@ -82,22 +88,27 @@ impl Rig {
             Flow::Commit
         };
         MsgHeader {
-            src: 1,
             flow,
             kind,
-            epoch: 0,
+            flags: 0,
             len: w.bytes().len() as u32,
         }
         .encode(&mut msg);
         msg.extend_from_slice(w.bytes());
         let mut pkt = Vec::new();
+        // As node 1's session numbers its packets to node 0.
         PacketHeader {
             src: 1,
             dst: 0,
             count: 1,
             len: msg.len() as u32,
+            cluster_id: CLUSTER_ID_DEFAULT,
+            src_incarnation: INCARNATION_DEFAULT,
+            seq: self.seq,
+            ..PacketHeader::default()
         }
         .encode(&mut pkt);
+        self.seq += 1;
         pkt.extend_from_slice(&msg);
         self.peer.tx_burst(
             self.now,

@@ -6,32 +6,28 @@
 use splitkv_layout::ring::ring_pair;
 use splitkv_layout::robinhood_layout::{TableConfig, TableLayout};
 use splitkv_layout::wire::{
-    decode_packet, Body, BodyWriter, Flow, MsgHeader, MsgKind, PacketHeader, ReplyStatus,
+    decode_packet, Body, BodyWriter, MsgHeader, MsgKind, PacketHeader, ReplyStatus,
 };
 use splitkv_layout::{Key, ObjectMeta, Region};
 use splitkv_nic::dma::local::LocalDma;
 use splitkv_nic::index::HostTableLayout;
 use splitkv_nic::net::mem::mem_network;
+use splitkv_nic::net::session::{SessionConfig, SessionEvent};
+use splitkv_nic::net::stack::{StackConfig, CLUSTER_ID_DEFAULT, INCARNATION_DEFAULT};
 use splitkv_nic::net::{Transport, TxPacket};
 use splitkv_nic::{HostPorts, NicParts, NicRuntime, Placement, ProcedureRegistry};
 use std::sync::Arc;
 
 const VALUE_BYTES_MAX: usize = 8;
 
-/// One LOG message from node 1 to node 0, in a packet.
-fn log_packet(tx_id: u64, value: &[u8]) -> Vec<u8> {
+/// One LOG message from node 1 to node 0, in a packet numbered `seq` of
+/// node 1's session with node 0 (as that session would send it).
+fn log_packet(seq: u32, tx_id: u64, value: &[u8]) -> Vec<u8> {
     let mut w = BodyWriter::new();
     w.begin_items(MsgKind::Log, tx_id);
     w.push_item(&Key::new(0, 1), ObjectMeta(1), value);
     let mut msg = Vec::new();
-    MsgHeader {
-        src: 1,
-        flow: Flow::Commit,
-        kind: MsgKind::Log,
-        epoch: 0,
-        len: w.bytes().len() as u32,
-    }
-    .encode(&mut msg);
+    MsgHeader::whole(MsgKind::Log, w.bytes().len() as u32).encode(&mut msg);
     msg.extend_from_slice(w.bytes());
     let mut pkt = Vec::new();
     PacketHeader {
@@ -39,6 +35,10 @@ fn log_packet(tx_id: u64, value: &[u8]) -> Vec<u8> {
         dst: 0,
         count: 1,
         len: msg.len() as u32,
+        cluster_id: CLUSTER_ID_DEFAULT,
+        src_incarnation: INCARNATION_DEFAULT,
+        seq,
+        ..PacketHeader::default()
     }
     .encode(&mut pkt);
     pkt.extend_from_slice(&msg);
@@ -67,10 +67,12 @@ fn an_oversized_log_is_answered_not_dropped() {
         host: HostPorts::one_client(req_rx, out_tx, ack_rx),
         cache_objects: 64,
         seed: 1,
-    });
+        net: StackConfig::default(),
+    })
+    .unwrap();
     let (p7, p8) = (
-        log_packet(7, &[0u8; VALUE_BYTES_MAX + 1]),
-        log_packet(8, &[0u8; VALUE_BYTES_MAX]),
+        log_packet(0, 7, &[0u8; VALUE_BYTES_MAX + 1]),
+        log_packet(1, 8, &[0u8; VALUE_BYTES_MAX]),
     );
     peer.tx_burst(
         0,
@@ -137,7 +139,9 @@ fn a_bad_host_acknowledgement_stops_the_runtime_with_a_reason() {
         host: HostPorts::one_client(req_rx, out_tx, ack_rx),
         cache_objects: 64,
         seed: 1,
-    });
+        net: StackConfig::default(),
+    })
+    .unwrap();
     nic.run_iteration(0);
     assert_eq!(nic.fault(), None);
     ack_tx.try_push(&[0xEE, 1, 2, 3]).unwrap();
@@ -146,4 +150,74 @@ fn a_bad_host_acknowledgement_stops_the_runtime_with_a_reason() {
     assert!(why.contains("host acknowledgement ring"), "{why}");
     assert_eq!(nic.stats().bad_ring_entries, 1);
     assert!(!nic.run_iteration(2), "a stopped runtime does nothing");
+}
+
+/// The runtime's sessions: a peer that never acknowledges what the runtime
+/// sent it is reported failed exactly at the configured silence
+/// (`NicRuntime::drain_session_events`), and packets from another cluster
+/// or a node outside the configuration are dropped and counted by reason,
+/// never dispatched.
+#[test]
+fn a_silent_peer_is_reported_failed_and_strangers_are_dropped() {
+    const SILENCE_NS: u64 = 1_000_000;
+    let mut net = mem_network(2);
+    let mut peer = net.pop().unwrap();
+    let transport = net.pop().unwrap();
+    let layout = TableLayout::new(&TableConfig::new(64, VALUE_BYTES_MAX)).unwrap();
+    let (log_tx, _log_rx) = ring_pair(1 << 16).unwrap();
+    let (_req_tx, req_rx) = ring_pair(1 << 12).unwrap();
+    let (out_tx, _out_rx) = ring_pair(1 << 12).unwrap();
+    let (_ack_tx, ack_rx) = ring_pair(1 << 12).unwrap();
+    let dma = LocalDma::new(Arc::new(Region::new(layout.region_bytes())), log_tx, 0);
+    let cfg = StackConfig {
+        session: SessionConfig {
+            silence_ns: SILENCE_NS,
+            ..SessionConfig::default()
+        },
+        ..StackConfig::default()
+    };
+    let mut nic = NicRuntime::new(NicParts {
+        node: 0,
+        placement: Placement::new(2, 1).unwrap(),
+        table: HostTableLayout::Robinhood(layout),
+        value_bytes_max: VALUE_BYTES_MAX,
+        procedures: ProcedureRegistry::new(),
+        dma: Box::new(dma),
+        transport: Box::new(transport),
+        host: HostPorts::one_client(req_rx, out_tx, ack_rx),
+        cache_objects: 64,
+        seed: 1,
+        net: cfg,
+    })
+    .unwrap();
+    let mut other_cluster = log_packet(1, 9, b"x");
+    other_cluster[8] ^= 0xFF;
+    let mut stranger = log_packet(1, 9, b"x");
+    stranger[12] = 5;
+    let good = log_packet(0, 7, b"x");
+    let pkts = [&other_cluster, &stranger, &good].map(|p| TxPacket { dst: 0, bytes: p });
+    peer.tx_burst(0, &pkts);
+    for now in 0..10 {
+        nic.run_iteration(now);
+    }
+    let mut replies = 0;
+    peer.rx_burst(10, 16, &mut |p| {
+        replies += decode_packet(p).unwrap().0.count
+    });
+    assert_eq!(replies, 1, "only the good packet was answered");
+    let s = nic.stats().net.sessions;
+    assert_eq!(
+        (s.drops.other_cluster, s.drops.stranger, s.packets_received),
+        (1, 1, 1)
+    );
+    // The peer stays silent: not failed before the silence, failed at it.
+    let mut events = Vec::new();
+    nic.run_iteration(SILENCE_NS - 1);
+    nic.drain_session_events(&mut events);
+    assert!(events.is_empty());
+    nic.run_iteration(10 + SILENCE_NS);
+    nic.drain_session_events(&mut events);
+    assert_eq!(events, vec![SessionEvent::PeerFailed { node: 1 }]);
+    assert_eq!(nic.stats().net.sessions.sessions_failed, 1);
+    assert!(nic.is_quiescent(), "a failed session holds nothing");
 }

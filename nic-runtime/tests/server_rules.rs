@@ -8,13 +8,15 @@
 use splitkv_layout::log_record::LogRecords;
 use splitkv_layout::ring::{ring_pair, RingConsumer};
 use splitkv_layout::robinhood_layout::{TableConfig, TableLayout};
+use splitkv_layout::wire::MESSAGE_SIZING_VALUE_BYTES;
 use splitkv_layout::wire::{decode_packet, Body, BodyWriter, MsgKind, ReplyStatus};
 use splitkv_layout::{Key, ObjectFlags, ObjectMeta, Region};
 use splitkv_nic::dma::local::LocalDma;
 use splitkv_nic::dma::{DmaCompletion, DmaEngine, DmaError, DmaRead, HostMemoryError};
 use splitkv_nic::index::{HostTableLayout, NicIndex};
-use splitkv_nic::net::batch::Batcher;
-use splitkv_nic::protocol::server::{Server, SERVER_OPS_MAX};
+use splitkv_nic::net::batch::BatchError;
+use splitkv_nic::net::stack::{Stack, StackConfig};
+use splitkv_nic::protocol::server::{execute_resp_fits, Server, SERVER_OPS_MAX};
 use splitkv_nic::protocol::Io;
 use splitkv_nic::{Nanos, Placement};
 use std::sync::Arc;
@@ -52,9 +54,10 @@ fn rig_with(dma: Box<dyn DmaEngine>, log: Option<RingConsumer>, value_bytes_max:
             placement: Placement::new(2, 1).unwrap(),
             value_bytes_max,
             now: 0,
-            batcher: Batcher::new(0, 2, MTU),
+            net: Stack::new(0, 2, MTU, false, &StackConfig::default()).unwrap(),
             dma,
             w: BodyWriter::new(),
+            send_fault: None,
         },
         index: NicIndex::new(HostTableLayout::Robinhood(layout()), 64, 1),
         server: Server::new(),
@@ -95,11 +98,17 @@ impl Rig {
     }
 
     fn replies(&mut self) -> Vec<Reply> {
-        self.io.batcher.flush();
+        self.io.net.seal();
         let mut out = Vec::new();
-        for p in self.io.batcher.ready().drain(..) {
-            assert_eq!(p.dst, PEER, "replies go to the requester");
-            let (_, msgs) = decode_packet(&p.bytes).unwrap();
+        let backlogs = self.io.net.batcher_mut().backlogs_mut();
+        for (dst, q) in backlogs.iter().enumerate() {
+            assert!(
+                dst == PEER as usize || q.is_empty(),
+                "replies go to the requester"
+            );
+        }
+        for p in backlogs[PEER as usize].drain(..) {
+            let (_, msgs) = decode_packet(&p).unwrap();
             for m in msgs {
                 let (_, body) = m.unwrap();
                 out.push(match body {
@@ -326,12 +335,17 @@ fn oversized_values_are_refused_with_a_reply() {
 }
 
 #[test]
-fn an_execute_whose_response_cannot_fit_a_packet_is_refused_before_it_runs() {
-    // 1 KiB values: four items need more than the 4 KiB MTU.
+fn an_execute_whose_response_cannot_fit_a_message_is_refused_before_it_runs() {
+    // 4 KiB values: 17 items pass the message limit (MESSAGE_BYTES_MAX, sized
+    // for 16 such items), 16 do not; both are far over one packet (the
+    // response travels as fragments).
     let (log_tx, _log_rx) = ring_pair(1 << 16).unwrap();
     let dma = LocalDma::new(Arc::new(Region::new(layout().region_bytes())), log_tx, 0);
-    let mut r = rig_with(Box::new(dma), None, 1024);
-    let keys = [k(1), k(2), k(3), k(4)];
+    let value_bytes_max = MESSAGE_SIZING_VALUE_BYTES;
+    let mut r = rig_with(Box::new(dma), None, value_bytes_max);
+    let keys: Vec<Key> = (1..=17).map(k).collect();
+    assert!(!execute_resp_fits(17, value_bytes_max));
+    assert!(execute_resp_fits(16, value_bytes_max));
     assert_eq!(
         r.request(&execute(50, &keys[..1], &keys[1..])),
         vec![Reply::Execute(ReplyStatus::TooLarge, vec![])]
@@ -339,8 +353,8 @@ fn an_execute_whose_response_cannot_fit_a_packet_is_refused_before_it_runs() {
     assert_eq!(r.index.locks_held(), 0, "nothing locked");
     assert_eq!(r.server.stats().dma_reads, 0, "nothing read");
     assert!(matches!(
-        &r.request(&execute(51, &keys[..1], &keys[1..3]))[..],
-        [Reply::Execute(OK, items)] if items.len() == 3
+        &r.request(&execute(51, &keys[..1], &keys[1..16]))[..],
+        [Reply::Execute(OK, items)] if items.len() == 16
     ));
 }
 
@@ -446,4 +460,29 @@ fn a_failing_dma_engine_finishes_requests_and_releases_locks() {
         assert!(r.server.fatal().unwrap().contains("host log refused"));
         assert_eq!(r.server.inflight(), 0);
     }
+}
+
+/// A message the stack refuses (here: a backlog bound of one packet with
+/// batching off) is recorded as the node's typed send fault instead of a
+/// panic; the first refusal is kept.
+#[test]
+fn a_refused_send_becomes_a_typed_fault() {
+    let mut r = rig();
+    let cfg = StackConfig {
+        batching: false,
+        session: splitkv_nic::net::session::SessionConfig {
+            backlog_packets: 1,
+            ..Default::default()
+        },
+        ..StackConfig::default()
+    };
+    r.io.net = Stack::new(0, 2, MTU, false, &cfg).unwrap();
+    r.io.w.ack(MsgKind::LogAck, 1, ReplyStatus::Ok);
+    r.io.send(PEER);
+    assert!(r.io.send_fault.is_none());
+    r.io.send(PEER);
+    let f = r.io.send_fault.clone().expect("the second send is refused");
+    assert_eq!(f.dest, PEER);
+    assert!(matches!(f.error, BatchError::BacklogFull { max: 1, .. }));
+    assert!(f.reason.contains("not sendable"), "{}", f.reason);
 }

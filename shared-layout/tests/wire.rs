@@ -140,21 +140,16 @@ fn packet(msgs: &[Model]) -> Vec<u8> {
     let mut body = Vec::new();
     for m in msgs {
         encode(m, &mut w);
-        MsgHeader {
-            src: 2,
-            flow: w.kind().flow(),
-            kind: w.kind(),
-            epoch: 9,
-            len: w.bytes().len() as u32,
-        }
-        .encode(&mut body);
+        MsgHeader::whole(w.kind(), w.bytes().len() as u32).encode(&mut body);
         body.extend_from_slice(w.bytes());
     }
     PacketHeader {
         src: 2,
         dst: 5,
+        epoch: 9,
         count: msgs.len() as u16,
         len: body.len() as u32,
+        ..PacketHeader::default()
     }
     .encode(&mut out);
     out.extend_from_slice(&body);
@@ -174,8 +169,8 @@ proptest! {
     fn packets_round_trip(msgs in prop::collection::vec(model(), 1..12)) {
         let p = packet(&msgs);
         let (h, it) = decode_packet(&p).unwrap();
-        prop_assert_eq!((h.src, h.dst, h.count as usize), (2, 5, msgs.len()));
-        let got: Vec<Model> = it.map(|r| { let (mh, b) = r.unwrap(); assert_eq!((mh.src, mh.epoch), (2, 9)); to_model(&b) }).collect();
+        prop_assert_eq!((h.src, h.dst, h.epoch, h.count as usize), (2, 5, 9, msgs.len()));
+        let got: Vec<Model> = it.map(|r| { let (mh, b) = r.unwrap(); assert_eq!(mh.flags, 0); to_model(&b) }).collect();
         prop_assert_eq!(got, msgs);
     }
 
@@ -234,7 +229,7 @@ fn packet_header_checks() {
         Err(DecodeError::Inconsistent { .. })
     ));
     let mut bad = p.clone();
-    bad[8..10].copy_from_slice(&(MESSAGES_PER_PACKET_MAX as u16 + 1).to_le_bytes());
+    bad[6..8].copy_from_slice(&(MESSAGES_PER_PACKET_MAX as u16 + 1).to_le_bytes());
     assert!(matches!(
         decode_packet(&bad),
         Err(DecodeError::TooLarge { .. })
@@ -245,7 +240,7 @@ fn packet_header_checks() {
     ));
     // A kind on the wrong flow is refused.
     let mut bad = p.clone();
-    bad[PACKET_HEADER_BYTES + 2] = Flow::Execution as u8;
+    bad[PACKET_HEADER_BYTES] = Flow::Execution as u8;
     let (_, mut it) = decode_packet(&bad).unwrap();
     assert!(it.next().unwrap().is_err());
 }

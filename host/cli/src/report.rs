@@ -218,8 +218,8 @@ impl NicTotals {
         let mut rereads = 0;
         for n in &cluster.parts.nodes {
             let s = n.nic.stats();
-            t.packets += s.batch.packets;
-            t.messages += s.batch.messages;
+            t.packets += s.net.batch.packets;
+            t.messages += s.net.batch.messages;
             t.hits += s.server.index_hits;
             t.dma_reads += s.server.dma_reads;
             rereads += s.server.lookup_rereads;

@@ -19,9 +19,11 @@ mod seed {
         BodyWriter, MsgHeader, MsgKind, NodeId, PacketHeader, ReplyStatus, MESSAGES_PER_PACKET_MAX,
     };
     use splitkv_layout::{Key, ObjectFlags, ObjectMeta};
+    use splitkv_nic::net::stack::{CLUSTER_ID_DEFAULT, INCARNATION_DEFAULT};
 
-    /// A packet from `src` to `dst` carrying the bodies `w` wrote, each as a
-    /// message of its kind, epoch 0.
+    /// A packet (format v2) from `src` to `dst` carrying the bodies `w`
+    /// wrote, each as a message of its kind, epoch 0, packet number 0 (the
+    /// `nic_packet` target renumbers it when its ctrl bit 2 says so).
     ///
     /// # Panics
     /// With more than `MESSAGES_PER_PACKET_MAX` bodies.
@@ -29,22 +31,18 @@ mod seed {
         assert!(bodies.len() <= MESSAGES_PER_PACKET_MAX);
         let mut msgs = Vec::new();
         for b in bodies {
-            MsgHeader {
-                src,
-                flow: b.kind().flow(),
-                kind: b.kind(),
-                epoch: 0,
-                len: b.bytes().len() as u32,
-            }
-            .encode(&mut msgs);
+            MsgHeader::whole(b.kind(), b.bytes().len() as u32).encode(&mut msgs);
             msgs.extend_from_slice(b.bytes());
         }
         let mut out = Vec::new();
         PacketHeader {
+            cluster_id: CLUSTER_ID_DEFAULT,
             src,
             dst,
+            src_incarnation: INCARNATION_DEFAULT,
             count: bodies.len() as u16,
             len: msgs.len() as u32,
+            ..PacketHeader::default()
         }
         .encode(&mut out);
         out.extend_from_slice(&msgs);
@@ -146,7 +144,7 @@ mod seed {
             for (name, packets) in &scenarios {
                 let mut input = vec![flags];
                 for bodies in packets {
-                    input.push(1); // two iterations, header as written, from node 1
+                    input.push(4 | 1); // two iterations, numbered by its session, from node 1
                     push_chunk(&mut input, &packet(1, 0, bodies));
                 }
                 out.push((format!("{name}-{table}"), input));
@@ -164,6 +162,35 @@ mod seed {
             }
         }
         out
+    }
+
+    /// `session_receive` inputs (see that target): node 0 sends to peer 1,
+    /// peer 1's packets arrive in order, out of order, twice and acked; time
+    /// passes past the retransmission timeout and the silence.
+    pub fn session_receive_seeds() -> Vec<(String, Vec<u8>)> {
+        let data = |seq: u8| {
+            let mut p = packet(1, 0, &[responses(seq as u64).remove(0)]);
+            p[28] = seq;
+            p
+        };
+        let mut exchange = vec![0u8];
+        exchange.extend_from_slice(&[2, 1, 3, 3, 0xff]); // queue 3 to peer 1, flush
+        for seq in [0u8, 2, 1, 1, 2] {
+            exchange.push(1);
+            push_chunk(&mut exchange, &data(seq));
+        }
+        exchange.extend_from_slice(&[4, 10, 3, 0xff, 4, 0xff, 3, 0xff]);
+        let mut lossy = exchange.clone();
+        lossy[0] = 1;
+        let mut silent = vec![1u8, 2, 1, 2, 3, 0xff];
+        for _ in 0..8 {
+            silent.extend_from_slice(&[4, 0xff, 3, 0xff]);
+        }
+        vec![
+            ("exchange".into(), exchange),
+            ("exchange-lossy".into(), lossy),
+            ("silent-peer".into(), silent),
+        ]
     }
 
     /// `host_worker` inputs: `flags` then log entries of valid records.
@@ -221,6 +248,7 @@ fn main() -> std::io::Result<()> {
     let (robinhood, dlht) = seed::lookup_seeds();
     let sets = [
         ("nic_packet", seed::nic_packet_seeds()),
+        ("session_receive", seed::session_receive_seeds()),
         ("host_worker", seed::host_worker_seeds()),
         ("robinhood_lookup", robinhood),
         ("dlht_lookup", dlht),

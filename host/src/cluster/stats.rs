@@ -74,12 +74,12 @@ impl ClusterStats {
 
     /// Network packets sent (Dnl batching, Dandelion §5.1).
     pub fn packets(&self) -> u64 {
-        self.sum(|n| n.nic.batch.packets)
+        self.sum(|n| n.nic.net.batch.packets)
     }
 
     /// Messages in those packets.
     pub fn messages(&self) -> u64 {
-        self.sum(|n| n.nic.batch.messages)
+        self.sum(|n| n.nic.net.batch.messages)
     }
 
     /// Messages per packet (0 when no packet was sent).

@@ -145,9 +145,9 @@ const SESSION_METRICS: [(&str, &str); SESSION_COUNTERS] = [
 
 fn nic_values(stats: &NicStats) -> [u64; NIC_COUNTERS] {
     [
-        stats.batch.packets,
-        stats.batch.messages,
-        stats.batch.bytes,
+        stats.net.batch.packets,
+        stats.net.batch.messages,
+        stats.net.batch.bytes,
         stats.bad_packets,
         stats.cache.hits,
         stats.cache.misses,

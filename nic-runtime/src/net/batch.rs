@@ -1,30 +1,67 @@
-//! Opportunistic batching (Dandelion §5.1): messages to the same destination share
-//! a packet, up to the MTU and [`MESSAGES_PER_PACKET_MAX`] messages. A packet is
-//! sealed when the next message does not fit or when the iteration ends — never
-//! held back to fill up ("batch at your own pace").
+//! Opportunistic batching (Dandelion §5.1): messages to the same destination
+//! share a packet, up to the MTU and [`MESSAGES_PER_PACKET_MAX`] messages. A
+//! packet is sealed when the next message does not fit or when the iteration
+//! ends — never held back to fill up ("batch at your own pace"). With
+//! batching off ([`Batcher::new`]'s `batching`), every message is sealed in a
+//! packet of its own, for measurement.
+//!
+//! A message body longer than an empty packet carries is split into
+//! [`MSG_FLAG_FRAG_MORE`] fragments that fill consecutive packets to its
+//! destination ([`super::fragment`] reassembles them); a body is at most
+//! [`MESSAGE_BYTES_MAX`] bytes.
+//!
+//! Sealed packets wait in a per-destination **backlog** until the session
+//! layer ([`super::session`]) numbers them into its window. The backlog is
+//! bounded ([`SessionConfig::backlog_packets`](super::session::SessionConfig));
+//! a message that would pass the bound is refused
+//! ([`BatchError::BacklogFull`]) and nothing of it is queued. Why the
+//! protocol never meets that refusal: the runtime stops admitting new
+//! transactions once any backlog passes [`BACKLOG_HIGH_WATER_PERCENT`] of the
+//! bound ([`Batcher::congested`]); below the mark, what can still be queued
+//! is bounded by the transactions already in flight (each has at most one
+//! request outstanding per peer, and each request gets one reply). With the
+//! default bound of 8192 packets and a 9000-byte MTU that leaves 4096 packets
+//! (over 30 MB) of headroom per peer; should a refusal still happen, the
+//! runtime stops the node with a typed fault (`Io::send`), never a panic.
 
-use super::OutPacket;
 use crate::placement::NODES_MAX;
 use splitkv_layout::wire::{
     BodyWriter, Flow, MsgHeader, MsgKind, NodeId, PacketHeader, MESSAGES_PER_PACKET_MAX,
-    MSG_HEADER_BYTES, PACKET_HEADER_BYTES,
+    MESSAGE_BYTES_MAX, MSG_FLAG_FRAG_MORE, MSG_HEADER_BYTES, PACKET_HEADER_BYTES,
 };
 use std::collections::VecDeque;
 
-/// A message that cannot be sent.
+/// Share of the backlog bound (percent) at which [`Batcher::congested`]
+/// says so and the runtime stops admitting new transactions.
+pub const BACKLOG_HIGH_WATER_PERCENT: usize = 50;
+/// Most spare packet buffers kept for reuse.
+pub const SPARE_BUFFERS_MAX: usize = 512;
+
+/// A message that cannot be queued.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
 pub enum BatchError {
-    /// The message is larger than an empty packet can carry.
-    #[error("message of {len} B does not fit a {mtu} B packet")]
+    /// The body is larger than any message may be.
+    #[error("message body of {len} B exceeds the {max} B message limit")]
     TooLarge {
-        /// Message bytes including its header.
+        /// Body bytes.
         len: usize,
-        /// Packet size limit.
-        mtu: usize,
+        /// The limit ([`MESSAGE_BYTES_MAX`]).
+        max: usize,
     },
     /// No such destination.
     #[error("no node {0}")]
     BadDestination(NodeId),
+    /// The backlog of sealed packets toward `dest` has no room for the
+    /// packets this message needs.
+    #[error("backlog toward node {dest} full ({backlog} packets queued, bound {max})")]
+    BacklogFull {
+        /// Destination.
+        dest: NodeId,
+        /// Packets queued toward it.
+        backlog: usize,
+        /// The bound.
+        max: usize,
+    },
 }
 
 /// Counters of what the batcher sealed for the network (loopback excluded).
@@ -32,10 +69,14 @@ pub enum BatchError {
 pub struct BatchStats {
     /// Packets sealed for other nodes.
     pub packets: u64,
-    /// Messages in those packets.
+    /// Messages (fragments counted one by one) in those packets.
     pub messages: u64,
-    /// Bytes in those packets.
+    /// Bytes in those packets, headers included.
     pub bytes: u64,
+    /// Messages too large for one packet, sent as fragments.
+    pub fragmented_messages: u64,
+    /// Fragments sent for them.
+    pub fragments: u64,
     /// Messages to this node itself (delivered without the transport).
     pub loopback_messages: u64,
 }
@@ -49,46 +90,62 @@ struct Open {
 /// Per-destination packet assembly for one node.
 #[derive(Debug)]
 pub struct Batcher {
-    node: NodeId,
+    template: PacketHeader,
     nodes: usize,
-    epoch: u32,
     mtu: usize,
+    batching: bool,
+    backlog_max: usize,
     open: Vec<Open>,
-    ready: VecDeque<OutPacket>,
-    loopback: Vec<Vec<u8>>,
+    /// Sealed packets per destination; this node's own entry is the loopback.
+    sealed: Vec<VecDeque<Vec<u8>>>,
     spare: Vec<Vec<u8>>,
     stats: BatchStats,
 }
 
 impl Batcher {
-    /// Largest packet this batcher seals, in bytes.
-    pub fn mtu(&self) -> usize {
-        self.mtu
-    }
-
-    /// A batcher for `node` in a cluster of `nodes`, sealing packets of at most `mtu` bytes.
+    /// A batcher for `template.src` in a cluster of `nodes`, sealing packets
+    /// of at most `mtu` bytes whose headers start from `template` (cluster id,
+    /// source, incarnation, epoch), with at most `backlog_max` sealed packets
+    /// waiting per destination, and `batching` on or off.
     ///
     /// # Panics
-    /// If `nodes > NODES_MAX` or `mtu` cannot hold one header.
-    pub fn new(node: NodeId, nodes: usize, mtu: usize) -> Batcher {
-        assert!(nodes <= NODES_MAX && (node as usize) < nodes);
-        assert!(mtu > PACKET_HEADER_BYTES + MSG_HEADER_BYTES);
+    /// If `nodes > NODES_MAX`, the source is not below `nodes`, `backlog_max`
+    /// is 0 or `mtu` cannot hold a header and some body (callers check).
+    pub fn new(
+        template: PacketHeader,
+        nodes: usize,
+        mtu: usize,
+        batching: bool,
+        backlog_max: usize,
+    ) -> Batcher {
+        assert!(nodes <= NODES_MAX && (template.src as usize) < nodes && backlog_max > 0);
+        assert!(mtu > PACKET_HEADER_BYTES + MSG_HEADER_BYTES + 16);
         Batcher {
-            node,
+            template,
             nodes,
-            epoch: 0,
             mtu,
+            batching,
+            backlog_max,
             open: (0..nodes).map(|_| Open::default()).collect(),
-            ready: VecDeque::with_capacity(64),
-            loopback: Vec::new(),
+            sealed: (0..nodes).map(|_| VecDeque::new()).collect(),
             spare: Vec::new(),
             stats: BatchStats::default(),
         }
     }
 
-    /// Sets the epoch stamped on messages from now on.
+    /// Largest packet this batcher seals, in bytes.
+    pub fn mtu(&self) -> usize {
+        self.mtu
+    }
+
+    /// Whether messages share packets (false: one message per packet).
+    pub fn batching(&self) -> bool {
+        self.batching
+    }
+
+    /// Sets the epoch stamped on packets sealed from now on.
     pub fn set_epoch(&mut self, epoch: u32) {
-        self.epoch = epoch;
+        self.template.epoch = epoch;
     }
 
     /// Counters so far.
@@ -98,19 +155,79 @@ impl Batcher {
 
     /// Queues the body in `w` for `dest` (Dandelion's `try_insert(dest, flow, msg)`;
     /// the flow follows from the kind).
+    ///
+    /// # Errors
+    /// See [`Batcher::try_insert_raw`].
     pub fn try_insert(&mut self, dest: NodeId, w: &BodyWriter) -> Result<(), BatchError> {
         self.try_insert_raw(dest, w.kind().flow(), w.kind(), w.bytes())
     }
 
-    /// Queues the same body for every node in `dests` (`try_insert_mcast`).
+    /// Queues the same body for every node in `dests` (`try_insert_mcast`):
+    /// all or none (room is checked for every destination first).
+    ///
+    /// # Errors
+    /// See [`Batcher::try_insert_raw`].
     pub fn try_insert_mcast(&mut self, dests: &[NodeId], w: &BodyWriter) -> Result<(), BatchError> {
+        for &d in dests {
+            self.check(d, w.bytes().len())?;
+        }
         for &d in dests {
             self.try_insert(d, w)?;
         }
         Ok(())
     }
 
-    /// Queues an encoded body of `kind` on `flow` for `dest`.
+    /// Packets of room a body of `len` bytes needs toward `dest`, or why not.
+    fn check(&self, dest: NodeId, len: usize) -> Result<(), BatchError> {
+        let d = dest as usize;
+        if d >= self.nodes {
+            return Err(BatchError::BadDestination(dest));
+        }
+        if len > MESSAGE_BYTES_MAX {
+            return Err(BatchError::TooLarge {
+                len,
+                max: MESSAGE_BYTES_MAX,
+            });
+        }
+        let o = &self.open[d];
+        let joins_open = self.joins_open(o, len);
+        let frags = len.div_ceil(self.fragment_bytes()).max(1);
+        // Packets sealed by this message, plus the one left open.
+        let needed = if joins_open {
+            1
+        } else {
+            (o.count > 0) as usize + frags
+        };
+        let backlog = self.sealed[d].len();
+        if backlog + needed > self.backlog_max {
+            return Err(BatchError::BacklogFull {
+                dest,
+                backlog,
+                max: self.backlog_max,
+            });
+        }
+        Ok(())
+    }
+
+    /// Body bytes one fragment carries (an empty packet with one message).
+    fn fragment_bytes(&self) -> usize {
+        self.mtu - PACKET_HEADER_BYTES - MSG_HEADER_BYTES
+    }
+
+    fn joins_open(&self, o: &Open, len: usize) -> bool {
+        self.batching
+            && o.count > 0
+            && o.bytes.len() + MSG_HEADER_BYTES + len <= self.mtu
+            && (o.count as usize) < MESSAGES_PER_PACKET_MAX
+    }
+
+    /// Queues an encoded body of `kind` on `flow` for `dest`; a body longer
+    /// than one packet carries is fragmented.
+    ///
+    /// # Errors
+    /// [`BatchError::BadDestination`], [`BatchError::TooLarge`] (over
+    /// [`MESSAGE_BYTES_MAX`]) or [`BatchError::BacklogFull`]; nothing is
+    /// queued then.
     pub fn try_insert_raw(
         &mut self,
         dest: NodeId,
@@ -118,49 +235,59 @@ impl Batcher {
         kind: MsgKind,
         body: &[u8],
     ) -> Result<(), BatchError> {
+        self.check(dest, body.len())?;
         let d = dest as usize;
-        if d >= self.nodes {
-            return Err(BatchError::BadDestination(dest));
-        }
-        let len = MSG_HEADER_BYTES + body.len();
-        if PACKET_HEADER_BYTES + len > self.mtu {
-            return Err(BatchError::TooLarge { len, mtu: self.mtu });
-        }
-        let full = {
-            let o = &self.open[d];
-            o.count > 0
-                && (o.bytes.len() + len > self.mtu || o.count as usize >= MESSAGES_PER_PACKET_MAX)
-        };
-        if full {
+        if !self.joins_open(&self.open[d], body.len()) {
             self.seal(d);
         }
+        let per = self.fragment_bytes();
+        let mut chunks = body.chunks(per).peekable();
+        if body.is_empty() {
+            self.append(d, flow, kind, 0, &[]);
+        }
+        let fragmented = body.len() > per;
+        while let Some(chunk) = chunks.next() {
+            let more = chunks.peek().is_some();
+            let flags = if more { MSG_FLAG_FRAG_MORE } else { 0 };
+            self.append(d, flow, kind, flags, chunk);
+            if more {
+                self.seal(d);
+            }
+            if fragmented && d != self.template.src as usize {
+                self.stats.fragments += 1;
+            }
+        }
+        if fragmented && d != self.template.src as usize {
+            self.stats.fragmented_messages += 1;
+        }
+        if !self.batching {
+            self.seal(d);
+        }
+        Ok(())
+    }
+
+    /// Appends one message (or fragment) to `d`'s open packet, opening one.
+    fn append(&mut self, d: usize, flow: Flow, kind: MsgKind, flags: u8, body: &[u8]) {
         if self.open[d].count == 0 {
-            let mut bytes = self
-                .spare
-                .pop()
-                .unwrap_or_else(|| Vec::with_capacity(self.mtu));
-            bytes.clear();
+            let mut bytes = self.spare_buffer();
             PacketHeader {
-                src: self.node,
-                dst: dest,
-                count: 0,
-                len: 0,
+                dst: d as NodeId,
+                ..self.template
             }
             .encode(&mut bytes);
             self.open[d].bytes = bytes;
         }
         let o = &mut self.open[d];
         MsgHeader {
-            src: self.node,
             flow,
             kind,
-            epoch: self.epoch,
+            flags,
             len: body.len() as u32,
         }
         .encode(&mut o.bytes);
         o.bytes.extend_from_slice(body);
         o.count += 1;
-        Ok(())
+        debug_assert!(o.bytes.len() <= self.mtu);
     }
 
     fn seal(&mut self, d: usize) {
@@ -171,19 +298,15 @@ impl Batcher {
         let mut bytes = std::mem::take(&mut o.bytes);
         let count = std::mem::replace(&mut o.count, 0);
         let len = (bytes.len() - PACKET_HEADER_BYTES) as u32;
-        PacketHeader::patch(&mut bytes, count, len);
-        if d == self.node as usize {
+        PacketHeader::patch_count_len(&mut bytes, count, len);
+        if d == self.template.src as usize {
             self.stats.loopback_messages += count as u64;
-            self.loopback.push(bytes);
         } else {
             self.stats.packets += 1;
             self.stats.messages += count as u64;
             self.stats.bytes += bytes.len() as u64;
-            self.ready.push_back(OutPacket {
-                dst: d as NodeId,
-                bytes,
-            });
         }
+        self.sealed[d].push_back(bytes);
     }
 
     /// Seals every open packet (end of an iteration).
@@ -193,14 +316,32 @@ impl Batcher {
         }
     }
 
-    /// Sealed packets for the transport, oldest first.
-    pub fn ready(&mut self) -> &mut VecDeque<OutPacket> {
-        &mut self.ready
+    /// Whether nothing is open or sealed (loopback included).
+    pub fn is_empty(&self) -> bool {
+        self.open.iter().all(|o| o.count == 0) && self.sealed.iter().all(|q| q.is_empty())
     }
 
-    /// Moves sealed packets addressed to this node into `out`.
-    pub fn take_loopback(&mut self, out: &mut Vec<Vec<u8>>) {
-        out.append(&mut self.loopback);
+    /// Whether some destination's backlog passed the high-water mark
+    /// ([`BACKLOG_HIGH_WATER_PERCENT`] of the bound).
+    pub fn congested(&self) -> bool {
+        let mark = self.backlog_max * BACKLOG_HIGH_WATER_PERCENT / 100;
+        self.sealed.iter().any(|q| q.len() >= mark.max(1))
+    }
+
+    /// Sealed packets waiting toward `dest` (0 for a bad id).
+    pub fn backlog(&self, dest: NodeId) -> usize {
+        self.sealed.get(dest as usize).map_or(0, |q| q.len())
+    }
+
+    /// The per-destination backlogs of sealed packets, indexed by node id
+    /// (this node's own entry is the loopback), for the session layer.
+    pub fn backlogs_mut(&mut self) -> &mut [VecDeque<Vec<u8>>] {
+        &mut self.sealed
+    }
+
+    /// Takes the oldest sealed packet addressed to this node itself.
+    pub fn pop_loopback(&mut self) -> Option<Vec<u8>> {
+        self.sealed[self.template.src as usize].pop_front()
     }
 
     /// An empty buffer for one packet, reused when one is spare.
@@ -213,96 +354,14 @@ impl Batcher {
         b
     }
 
-    /// Returns a consumed packet buffer for reuse.
+    /// Returns a consumed packet buffer for reuse (at most
+    /// [`SPARE_BUFFERS_MAX`] are kept).
     pub fn recycle(&mut self, buf: Vec<u8>) {
-        if self.spare.len() < 256 && buf.capacity() >= self.mtu {
+        if self.spare.len() < SPARE_BUFFERS_MAX && buf.capacity() >= self.mtu {
             self.spare.push(buf);
         }
     }
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use splitkv_layout::wire::{decode_packet, Body};
-
-    fn ack(w: &mut BodyWriter, tx: u64) {
-        w.ack(MsgKind::LogAck, tx, splitkv_layout::wire::ReplyStatus::Ok);
-    }
-
-    #[test]
-    fn batches_per_destination_and_seals_on_flush() {
-        let mut b = Batcher::new(0, 3, 1500);
-        let mut w = BodyWriter::new();
-        for tx in 0..10 {
-            ack(&mut w, tx);
-            b.try_insert(1 + (tx % 2) as u16, &w).unwrap();
-        }
-        assert!(
-            b.ready().is_empty(),
-            "nothing is sent before the iteration ends"
-        );
-        b.flush();
-        assert_eq!(b.ready().len(), 2);
-        for p in b.ready().iter() {
-            let (h, msgs) = decode_packet(&p.bytes).unwrap();
-            assert_eq!(h.count, 5);
-            let bodies: Vec<_> = msgs.map(|m| m.unwrap().1).collect();
-            assert!(bodies.iter().all(|b| matches!(b, Body::LogAck { .. })));
-        }
-        assert_eq!(b.stats().packets, 2);
-        assert_eq!(b.stats().messages, 10);
-    }
-
-    #[test]
-    fn message_count_bound_starts_a_new_packet() {
-        let mut b = Batcher::new(0, 2, 64 * 1024);
-        let mut w = BodyWriter::new();
-        for tx in 0..(MESSAGES_PER_PACKET_MAX as u64 + 1) {
-            ack(&mut w, tx);
-            b.try_insert(1, &w).unwrap();
-        }
-        b.flush();
-        let counts: Vec<_> = b
-            .ready()
-            .iter()
-            .map(|p| decode_packet(&p.bytes).unwrap().0.count)
-            .collect();
-        assert_eq!(counts, vec![MESSAGES_PER_PACKET_MAX as u16, 1]);
-    }
-
-    #[test]
-    fn mtu_bound_starts_a_new_packet_and_rejects_giants() {
-        let mtu = PACKET_HEADER_BYTES + 2 * (MSG_HEADER_BYTES + 8 + 1);
-        let mut b = Batcher::new(0, 2, mtu);
-        let mut w = BodyWriter::new();
-        for tx in 0..3 {
-            ack(&mut w, tx);
-            b.try_insert(1, &w).unwrap();
-        }
-        b.flush();
-        assert_eq!(b.ready().len(), 2);
-        assert!(b.ready().iter().all(|p| p.bytes.len() <= mtu));
-        let big = vec![0u8; mtu];
-        assert!(matches!(
-            b.try_insert_raw(1, Flow::Commit, MsgKind::LogAck, &big),
-            Err(BatchError::TooLarge { .. })
-        ));
-        assert_eq!(b.try_insert(5, &w), Err(BatchError::BadDestination(5)));
-    }
-
-    #[test]
-    fn loopback_bypasses_network_stats() {
-        let mut b = Batcher::new(1, 2, 1500);
-        let mut w = BodyWriter::new();
-        ack(&mut w, 9);
-        b.try_insert(1, &w).unwrap();
-        b.flush();
-        assert!(b.ready().is_empty());
-        let mut out = Vec::new();
-        b.take_loopback(&mut out);
-        assert_eq!(out.len(), 1);
-        assert_eq!(b.stats().packets, 0);
-        assert_eq!(b.stats().loopback_messages, 1);
-    }
-}
+mod tests;

@@ -1,6 +1,10 @@
-//! Networking: the Dnl batching layer ([`batch`]) above a narrow transport
-//! interface ([`Transport`]) with several implementations ([`mem`] in-process;
-//! the simulator supplies its own; kernel UDP and the kernel-bypass transports
+//! Networking: the Dnl stack ([`stack`], Dandelion §5) — the batching layer
+//! ([`batch`], with fragmentation of large messages; [`fragment`] reassembles
+//! them) above reliable sessions ([`session`]: packet numbers, window,
+//! cumulative acknowledgements, retransmission, duplicate suppression,
+//! failure after silence) — above a narrow transport interface
+//! ([`Transport`]) with several implementations ([`mem`] in-process; the
+//! simulator supplies its own; kernel UDP and the kernel-bypass transports
 //! implement the same three calls).
 //!
 //! Buffers belong to the transport: [`Transport::tx_burst`] copies (or, for a
@@ -11,7 +15,10 @@
 
 pub mod batch;
 pub mod faulty;
+pub mod fragment;
 pub mod mem;
+pub mod session;
+pub mod stack;
 #[cfg(target_os = "linux")]
 pub mod udp;
 

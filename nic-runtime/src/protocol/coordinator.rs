@@ -11,8 +11,7 @@ use crate::placement::{Placement, NODES_MAX};
 use crate::procedure::{ProcedureRegistry, ReadView, TxPlan, WriteSet};
 use splitkv_layout::host_nic::{TxRequest, TxStatus, ARGS_BYTES_MAX, RESULT_BYTES_MAX};
 use splitkv_layout::wire::{
-    Body, BodyWriter, MsgKind, NodeId, ReplyStatus, ITEM_FIXED_BYTES, MSG_HEADER_BYTES,
-    PACKET_HEADER_BYTES,
+    Body, BodyWriter, MsgKind, NodeId, ReplyStatus, ITEM_FIXED_BYTES, MESSAGE_BYTES_MAX,
 };
 use splitkv_layout::{Key, ObjectFlags, ObjectMeta};
 use std::collections::VecDeque;
@@ -243,14 +242,16 @@ impl Coordinator {
     }
 
     /// Whether every message of a transaction touching `keys` keys fits one
-    /// packet of `mtu` bytes when each value may be `value_bytes_max` bytes
-    /// long. The EXECUTE response of a primary carries the value of every key
-    /// of the plan it holds (reads and writes), whose sizes are unknown before
-    /// the read, so the bound assumes all of them at the maximum; LOG and
-    /// COMMIT carry at most the writes, so the same bound covers them.
-    fn fits_one_packet(keys: usize, value_bytes_max: usize, mtu: usize) -> bool {
+    /// message of at most [`MESSAGE_BYTES_MAX`] body bytes (fragmented below
+    /// the protocol when larger than a packet) when each value may be
+    /// `value_bytes_max` bytes long. The EXECUTE response of a primary
+    /// carries the value of every key of the plan it holds (reads and
+    /// writes), whose sizes are unknown before the read, so the bound assumes
+    /// all of them at the maximum; LOG and COMMIT carry at most the writes,
+    /// so the same bound covers them.
+    fn fits_one_message(keys: usize, value_bytes_max: usize) -> bool {
         let per_item = ITEM_FIXED_BYTES + value_bytes_max;
-        PACKET_HEADER_BYTES + MSG_HEADER_BYTES + BODY_OVERHEAD_BYTES + keys * per_item <= mtu
+        BODY_OVERHEAD_BYTES + keys.saturating_mul(per_item) <= MESSAGE_BYTES_MAX
     }
 
     fn reject(&mut self, req_id: u64, status: TxStatus, why: &str) {
@@ -287,12 +288,11 @@ impl Coordinator {
             return self.reject(req.req_id, TxStatus::Rejected, &e.to_string());
         }
         let keys = t.plan.reads.len() + t.plan.writes.len();
-        if !Self::fits_one_packet(keys, io.value_bytes_max, io.batcher.mtu()) {
+        if !Self::fits_one_message(keys, io.value_bytes_max) {
             self.free.push(slot);
             let why = format!(
-                "transaction too large for one packet: {keys} keys with values up to {} B exceed the {} B MTU",
+                "transaction too large for one message: {keys} keys with values up to {} B exceed the {MESSAGE_BYTES_MAX} B message limit",
                 io.value_bytes_max,
-                io.batcher.mtu()
             );
             return self.reject(req.req_id, TxStatus::TooLarge, &why);
         }

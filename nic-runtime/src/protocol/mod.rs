@@ -46,7 +46,8 @@ pub mod coordinator;
 pub mod server;
 
 use crate::dma::DmaEngine;
-use crate::net::batch::Batcher;
+use crate::net::batch::BatchError;
+use crate::net::stack::Stack;
 use crate::placement::Placement;
 use crate::Nanos;
 use splitkv_layout::wire::{BodyWriter, NodeId};
@@ -63,24 +64,47 @@ pub struct Io {
     pub value_bytes_max: usize,
     /// Current time (set at the start of each iteration).
     pub now: Nanos,
-    /// Outgoing message batching.
-    pub batcher: Batcher,
+    /// The Dnl stack: batching, fragmentation, sessions.
+    pub net: Stack,
     /// Host memory access.
     pub dma: Box<dyn DmaEngine>,
     /// Scratch writer for message bodies.
     pub w: BodyWriter,
+    /// The first message the stack refused, if one was: the node stops
+    /// ([`NicRuntime::fault`](crate::NicRuntime::fault)).
+    pub send_fault: Option<SendFault>,
+}
+
+/// A protocol message the stack refused. It cannot happen within the
+/// protocol's own bounds: every message is at most
+/// [`MESSAGE_BYTES_MAX`](splitkv_layout::wire::MESSAGE_BYTES_MAX) (the
+/// coordinator and server check sizes first), destinations come from the
+/// placement, and admission control keeps backlogs below their bound
+/// ([`crate::net::batch`]). If it happens anyway the message is lost, so the
+/// node stops with this reason instead of panicking.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SendFault {
+    /// Destination of the refused message.
+    pub dest: NodeId,
+    /// Why it was refused.
+    pub error: BatchError,
+    /// The reason in words, as [`NicRuntime::fault`](crate::NicRuntime::fault) reports it.
+    pub reason: String,
 }
 
 impl Io {
-    /// Queues the body in `self.w` for `dest`.
-    ///
-    /// # Panics
-    /// If the message cannot fit a packet: the coordinator bounds read and write
-    /// sets and value sizes so that every message fits, so this is a bug.
+    /// Queues the body in `self.w` for `dest`. A refusal is recorded in
+    /// [`Io::send_fault`] (the first one), which stops the node.
     #[inline]
     pub fn send(&mut self, dest: NodeId) {
-        if let Err(e) = self.batcher.try_insert(dest, &self.w) {
-            panic!("protocol message to node {dest} not sendable: {e}");
+        if let Err(error) = self.net.try_insert(dest, &self.w) {
+            if self.send_fault.is_none() {
+                self.send_fault = Some(SendFault {
+                    dest,
+                    error,
+                    reason: format!("protocol message to node {dest} not sendable: {error}"),
+                });
+            }
         }
     }
 }

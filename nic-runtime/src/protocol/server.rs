@@ -34,8 +34,7 @@ use crate::index::{NicIndex, TableLookup};
 use crate::placement::NODES_MAX;
 use crate::protocol::coordinator::TX_INFLIGHT_MAX;
 use splitkv_layout::wire::{
-    Body, KeyList, NodeId, ReplyStatus, VersionList, ITEM_FIXED_BYTES, MSG_HEADER_BYTES,
-    PACKET_HEADER_BYTES,
+    Body, KeyList, NodeId, ReplyStatus, VersionList, ITEM_FIXED_BYTES, MESSAGE_BYTES_MAX,
 };
 use splitkv_layout::{Key, ObjectFlags, ObjectMeta};
 use std::collections::VecDeque;
@@ -217,12 +216,14 @@ fn reserve_inserts(room: &mut Room, stats: &mut ServerStats, op: &mut ServerOp) 
 }
 
 /// Whether the EXECUTE response for `keys` keys, each value up to
-/// `value_bytes_max` bytes, fits one packet of `mtu` bytes. The server checks
-/// this before it locks or reads anything (issue 9 §4: refused with
-/// [`ReplyStatus::TooLarge`] before it runs, not a panic when it answers).
-pub fn execute_resp_fits(keys: usize, value_bytes_max: usize, mtu: usize) -> bool {
+/// `value_bytes_max` bytes, fits one message of at most
+/// [`MESSAGE_BYTES_MAX`] body bytes (fragmented below the protocol when
+/// larger than a packet). The server checks this before it locks or reads
+/// anything (issue 9 §4: refused with [`ReplyStatus::TooLarge`] before it
+/// runs, not a panic when it answers).
+pub fn execute_resp_fits(keys: usize, value_bytes_max: usize) -> bool {
     let items = keys.saturating_mul(ITEM_FIXED_BYTES + value_bytes_max);
-    PACKET_HEADER_BYTES + MSG_HEADER_BYTES + EXECUTE_RESP_FIXED_BYTES + items <= mtu
+    EXECUTE_RESP_FIXED_BYTES + items <= MESSAGE_BYTES_MAX
 }
 
 const ABSENT: ObjectMeta = ObjectMeta(ObjectFlags::DELETED.bits());
@@ -355,7 +356,7 @@ impl Server {
         locks: KeyList<'_>,
     ) {
         let keys = reads.len() + locks.len();
-        if !execute_resp_fits(keys, io.value_bytes_max, io.batcher.mtu()) {
+        if !execute_resp_fits(keys, io.value_bytes_max) {
             self.stats.too_large += 1;
             return self.refuse_execute(io, src, tx_id, ReplyStatus::TooLarge);
         }

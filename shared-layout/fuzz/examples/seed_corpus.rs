@@ -6,34 +6,66 @@
 
 use splitkv_layout::host_nic::{HostToNic, LogApplied, NicToHost, TxOutcome, TxRequest, TxStatus};
 use splitkv_layout::log_record::{LogKind, LogRecord};
-use splitkv_layout::wire::{BodyWriter, MsgHeader, MsgKind, PacketHeader, ReplyStatus};
+use splitkv_layout::wire::{
+    BodyWriter, MsgHeader, MsgKind, PacketHeader, ReplyStatus, MSG_FLAG_FRAG_MORE,
+    MSG_HEADER_BYTES, PACKET_FLAG_ACK_ONLY,
+};
 use splitkv_layout::{Key, ObjectFlags, ObjectMeta};
 use std::path::PathBuf;
 
-/// A packet from node 1 to node 0 carrying `bodies`.
+/// A packet (format v2) from node 1 to node 0 of cluster 7 carrying `bodies`.
 fn packet(bodies: &[BodyWriter]) -> Vec<u8> {
     let mut msgs = Vec::new();
     for b in bodies {
-        MsgHeader {
-            src: 1,
-            flow: b.kind().flow(),
-            kind: b.kind(),
-            epoch: 0,
-            len: b.bytes().len() as u32,
-        }
-        .encode(&mut msgs);
+        MsgHeader::whole(b.kind(), b.bytes().len() as u32).encode(&mut msgs);
         msgs.extend_from_slice(b.bytes());
     }
     let mut out = Vec::new();
     PacketHeader {
+        cluster_id: 7,
         src: 1,
         dst: 0,
+        src_incarnation: 1,
         count: bodies.len() as u16,
         len: msgs.len() as u32,
+        ..PacketHeader::default()
     }
     .encode(&mut out);
     out.extend_from_slice(&msgs);
     out
+}
+
+/// A standalone acknowledgement (no messages) and a packet whose one
+/// message is a fragment (FRAG_MORE) of a body.
+fn session_packets() -> Vec<(String, Vec<u8>)> {
+    let mut ack = Vec::new();
+    PacketHeader {
+        flags: PACKET_FLAG_ACK_ONLY,
+        cluster_id: 7,
+        src: 1,
+        src_incarnation: 1,
+        ack: 3,
+        ..PacketHeader::default()
+    }
+    .encode(&mut ack);
+    let mut frag = Vec::new();
+    let part = [5u8; 24];
+    PacketHeader {
+        cluster_id: 7,
+        src: 1,
+        src_incarnation: 1,
+        count: 1,
+        len: (MSG_HEADER_BYTES + part.len()) as u32,
+        ..PacketHeader::default()
+    }
+    .encode(&mut frag);
+    MsgHeader {
+        flags: MSG_FLAG_FRAG_MORE,
+        ..MsgHeader::whole(MsgKind::Commit, part.len() as u32)
+    }
+    .encode(&mut frag);
+    frag.extend_from_slice(&part);
+    vec![("ack-only".into(), ack), ("fragment".into(), frag)]
 }
 
 /// One body of every message kind.
@@ -82,6 +114,7 @@ fn wire_packet() -> Vec<(String, Vec<u8>)> {
         .map(|b| (format!("{:?}", b.kind()), packet(std::slice::from_ref(b))))
         .collect();
     seeds.push(("batched".into(), packet(&all)));
+    seeds.extend(session_packets());
     seeds
 }
 

@@ -1,10 +1,31 @@
 //! Wire messages between nodes and the packets that carry them (Dandelion §5.1:
-//! many messages per packet).
+//! many messages per packet), packet format v2.
 //!
-//! A packet is a [`PacketHeader`] followed by `count` messages. A message is a
-//! [`MsgHeader`] (source node, epoch, flow, kind, body length) followed by its
-//! body. Bodies are little-endian; item lists are validated once at decode time
-//! and then iterated without further checks, borrowing from the packet bytes.
+//! A packet is a [`PacketHeader`] (40 bytes) followed by `count` messages. A
+//! message is a [`MsgHeader`] (8 bytes) followed by its body. Everything is
+//! little-endian; item lists are validated once at decode time and then
+//! iterated without further checks, borrowing from the packet bytes.
+//!
+//! Packet header (the session layer's fields: Dandelion §5.3, eRPC sessions):
+//!
+//! | bytes | field | meaning |
+//! |---|---|---|
+//! | 0..4 | magic u32 | [`PACKET_MAGIC`] (`"SKV2"`) |
+//! | 4 | version u8 | [`PACKET_FORMAT_VERSION`] |
+//! | 5 | flags u8 | [`PACKET_FLAG_ACK_ONLY`]: no messages, no packet number consumed |
+//! | 6..8 | count u16 | messages that follow (≤ [`MESSAGES_PER_PACKET_MAX`]) |
+//! | 8..12 | cluster_id u32 | packets of other clusters are dropped |
+//! | 12..14 | src u16 | sending node (every message's source) |
+//! | 14..16 | dst u16 | receiving node |
+//! | 16..20 | src_incarnation u32 | the sender's incarnation |
+//! | 20..24 | dst_incarnation u32 | the receiver's incarnation as last learned (0 = unknown) |
+//! | 24..28 | epoch u32 | the sender's membership epoch (every message's epoch) |
+//! | 28..32 | seq u32 | packet number within the session |
+//! | 32..36 | ack u32 | cumulative: every packet number below it was received |
+//! | 36..40 | len u32 | bytes of messages that follow |
+//!
+//! Message header: flow u8, kind u8, flags u8 ([`MSG_FLAG_FRAG_MORE`]: the body
+//! continues in the sender's next message), reserved u8 (0), len u32.
 //!
 //! | kind | flow | body |
 //! |---|---|---|
@@ -16,11 +37,13 @@
 //! | LogAck | commit | tx_id, status u8 |
 //! | Commit | commit | tx_id, n u16, items |
 //! | CommitAck | commit | tx_id, status u8 |
-//!
-//! Every status byte is a [`ReplyStatus`]: `Ok` or the reason of a refusal.
 //! | Abort | commit | tx_id, n u16, keys |
 //!
-//! An item is `key (12 B), meta u64, value_len u16, value`.
+//! Every status byte is a [`ReplyStatus`]: `Ok` or the reason of a refusal.
+//! An item is `key (12 B), meta u64, value_len u16, value`. A body longer
+//! than one packet carries travels as fragments (at most
+//! [`MESSAGE_BYTES_MAX`] bytes in all, reassembled by the receiver's
+//! session layer).
 
 mod body;
 mod packet;
@@ -29,17 +52,22 @@ mod tests;
 mod writer;
 
 pub use body::{Body, Item, ItemIter, ItemList, KeyList, ReplyStatus, VersionList};
-pub use packet::{decode_packet, Flow, Messages, MsgHeader, MsgKind, PacketHeader};
+pub use packet::{
+    decode_packet, Flow, Messages, MsgHeader, MsgKind, PacketHeader, MSG_FLAGS_KNOWN,
+    MSG_FLAG_FRAG_MORE, PACKET_FLAGS_KNOWN, PACKET_FLAG_ACK_ONLY,
+};
 pub use writer::BodyWriter;
 
 use crate::key::KEY_BYTES;
 
-/// Magic number opening every packet (`"SKV1"`).
-pub const PACKET_MAGIC: u32 = u32::from_le_bytes(*b"SKV1");
+/// Magic number opening every packet (`"SKV2"`).
+pub const PACKET_MAGIC: u32 = u32::from_le_bytes(*b"SKV2");
+/// Packet format version; a packet of another version is dropped.
+pub const PACKET_FORMAT_VERSION: u8 = 2;
 /// Encoded size of a [`PacketHeader`].
-pub const PACKET_HEADER_BYTES: usize = 16;
+pub const PACKET_HEADER_BYTES: usize = 40;
 /// Encoded size of a [`MsgHeader`].
-pub const MSG_HEADER_BYTES: usize = 12;
+pub const MSG_HEADER_BYTES: usize = 8;
 /// Largest packet any transport carries (bytes, headers included).
 pub const PACKET_BYTES_MAX: usize = 9000;
 /// Most messages in one packet (Dandelion §5.1 batches up to 100).
@@ -51,3 +79,24 @@ pub const ITEM_FIXED_BYTES: usize = KEY_BYTES + 8 + 2;
 
 /// Node identifier (0-based index in the cluster, < 1024).
 pub type NodeId = u16;
+
+/// Item count a message is sized for in [`MESSAGE_BYTES_MAX`]: a transaction
+/// writing this many keys fits one Commit or Log message.
+pub const MESSAGE_SIZING_ITEMS: usize = 16;
+/// Value size a message is sized for in [`MESSAGE_BYTES_MAX`] (4 KiB).
+pub const MESSAGE_SIZING_VALUE_BYTES: usize = 4096;
+/// Largest fixed part of any body (tx_id u64, status u8, counts u16 × 2).
+pub const BODY_FIXED_BYTES_MAX: usize = 8 + 1 + 2 + 2;
+/// Largest message body, in bytes, after reassembly: 66 KiB, room for
+/// [`MESSAGE_SIZING_ITEMS`] items of [`MESSAGE_SIZING_VALUE_BYTES`] plus the
+/// body's fixed part (16 × (22 + 4096) + 13 = 65 901 B). A body longer than
+/// one packet carries travels as [`MSG_FLAG_FRAG_MORE`] fragments in
+/// consecutive packets to its destination; the receiver refuses a
+/// reassembly that would pass this bound.
+pub const MESSAGE_BYTES_MAX: usize = 66 * 1024;
+const _: () = assert!(
+    MESSAGE_BYTES_MAX
+        >= MESSAGE_SIZING_ITEMS * (ITEM_FIXED_BYTES + MESSAGE_SIZING_VALUE_BYTES)
+            + BODY_FIXED_BYTES_MAX
+);
+const _: () = assert!(MESSAGE_BYTES_MAX <= u32::MAX as usize);

@@ -1,0 +1,528 @@
+//! Reliable sessions below the batching layer (Dandelion §5.3; in the manner
+//! of eRPC, NSDI'19): one session per peer node, go-back-N.
+//!
+//! - **Numbering.** Every data packet to a peer gets the next packet number of
+//!   that session. The receiver accepts only the number it expects next, so
+//!   the protocol sees each message exactly once and in per-session order;
+//!   duplicates (numbers below) and out-of-order packets (numbers above) are
+//!   dropped and counted.
+//! - **Window.** At most [`SessionConfig::window_packets`] numbered packets
+//!   are unacknowledged at once; sealed packets beyond it wait in the
+//!   batcher's per-peer backlog ([`super::batch`], bound
+//!   [`SessionConfig::backlog_packets`]).
+//! - **Acknowledgements** are cumulative and ride on every packet to the peer;
+//!   with no reverse traffic, a standalone ack-only packet (which consumes no
+//!   number) leaves [`SessionConfig::ack_delay_ns`] after the first packet
+//!   that needs acknowledging.
+//! - **Retransmission.** After [`SessionConfig::retransmit_timeout_ns`]
+//!   without progress, everything unacknowledged is sent again, at most
+//!   [`RETRANSMIT_PACKETS_PER_TIMEOUT_MAX`] packets per timeout. On a
+//!   transport that cannot lose packets ([`super::Transport::is_lossy`] is
+//!   false) no copies are kept and nothing is retransmitted; numbering, acks
+//!   and checks still run.
+//! - **Failure.** A peer silent for [`SessionConfig::silence_ns`] while we
+//!   wait on it (unacknowledged packets outstanding) is declared failed: a
+//!   [`SessionEvent::PeerFailed`] is raised, and what is queued for it, or
+//!   queued later, is dropped and counted.
+//! - **Identity.** Packets from another cluster, a node outside the
+//!   configuration, an older epoch, an unknown format version, addressed to
+//!   another node or to a previous incarnation of this node, from an older
+//!   incarnation of the peer, or that do not decode, are dropped, each
+//!   counted by its reason ([`SessionDrops`]). A packet from a newer
+//!   incarnation of the peer resets its session (fresh numbering both ways).
+//!
+//! The receive path is [`Sessions::receive`]; the send path (numbering,
+//! timers, standalone acks, transmission) is [`Sessions::flush`] in
+//! [`send`]. Time is passed in; nothing here reads a clock.
+
+mod send;
+#[cfg(test)]
+mod tests;
+
+use crate::placement::NODES_MAX;
+use crate::Nanos;
+use splitkv_layout::wire::{decode_packet, Messages, NodeId, PacketHeader};
+use splitkv_layout::DecodeError;
+use std::collections::VecDeque;
+
+/// Default window: numbered, unacknowledged packets per session.
+pub const SESSION_WINDOW_PACKETS_DEFAULT: usize = 64;
+/// Largest window a configuration may ask for.
+pub const SESSION_WINDOW_PACKETS_MAX: usize = 4096;
+/// Default bound of the per-peer backlog of sealed packets waiting for the
+/// window (see [`super::batch::Batcher`] for why it suffices).
+pub const SESSION_BACKLOG_PACKETS_DEFAULT: usize = 8192;
+/// Default delay before a standalone acknowledgement (20 µs).
+pub const ACK_DELAY_NS_DEFAULT: Nanos = 20_000;
+/// Default retransmission timeout: time without progress on a session with
+/// unacknowledged packets before they are all sent again (5 ms, eRPC's).
+pub const RETRANSMIT_TIMEOUT_NS_DEFAULT: Nanos = 5_000_000;
+/// Most packets sent again per retransmission timeout and session.
+pub const RETRANSMIT_PACKETS_PER_TIMEOUT_MAX: usize = 128;
+/// Default silence after which a peer we wait on is declared failed (3 s).
+pub const SESSION_SILENCE_NS_DEFAULT: Nanos = 3_000_000_000;
+/// Most undrained session events; older ones are kept, newer ones dropped
+/// and counted ([`SessionStats::events_dropped`]). Two per node: a failure
+/// and, after a reset, another.
+pub const SESSION_EVENTS_MAX: usize = 2 * NODES_MAX;
+
+/// Limits and timers of every session of one node.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SessionConfig {
+    /// Numbered, unacknowledged packets per session (1..=[`SESSION_WINDOW_PACKETS_MAX`]).
+    pub window_packets: usize,
+    /// Sealed packets waiting for the window, per peer (≥ 1).
+    pub backlog_packets: usize,
+    /// Delay before a standalone acknowledgement, in ns.
+    pub ack_delay_ns: Nanos,
+    /// Retransmission timeout, in ns (> 0).
+    pub retransmit_timeout_ns: Nanos,
+    /// Silence after which a peer we wait on is failed, in ns (> 0).
+    pub silence_ns: Nanos,
+}
+
+impl Default for SessionConfig {
+    fn default() -> SessionConfig {
+        SessionConfig {
+            window_packets: SESSION_WINDOW_PACKETS_DEFAULT,
+            backlog_packets: SESSION_BACKLOG_PACKETS_DEFAULT,
+            ack_delay_ns: ACK_DELAY_NS_DEFAULT,
+            retransmit_timeout_ns: RETRANSMIT_TIMEOUT_NS_DEFAULT,
+            silence_ns: SESSION_SILENCE_NS_DEFAULT,
+        }
+    }
+}
+
+/// A session configuration that cannot work.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum SessionConfigError {
+    /// A limit or timer out of its range.
+    #[error("session {field} is {value}, must be {range}")]
+    OutOfRange {
+        /// Which field.
+        field: &'static str,
+        /// The value given.
+        value: u64,
+        /// The allowed range, in words.
+        range: &'static str,
+    },
+}
+
+impl SessionConfig {
+    /// Checks every field against its range.
+    ///
+    /// # Errors
+    /// [`SessionConfigError::OutOfRange`] naming the first bad field.
+    pub fn validate(&self) -> Result<(), SessionConfigError> {
+        let bad = |field, value: u64, range| {
+            Err(SessionConfigError::OutOfRange {
+                field,
+                value,
+                range,
+            })
+        };
+        if self.window_packets == 0 || self.window_packets > SESSION_WINDOW_PACKETS_MAX {
+            return bad("window_packets", self.window_packets as u64, "1..=4096");
+        }
+        if self.backlog_packets == 0 {
+            return bad("backlog_packets", 0, "at least 1");
+        }
+        if self.retransmit_timeout_ns == 0 {
+            return bad("retransmit_timeout_ns", 0, "at least 1");
+        }
+        if self.silence_ns == 0 {
+            return bad("silence_ns", 0, "at least 1");
+        }
+        Ok(())
+    }
+}
+
+/// Something the membership layer must hear about.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SessionEvent {
+    /// `node` was silent for the configured silence while we waited on it;
+    /// nothing more is sent to it until a newer incarnation of it speaks.
+    PeerFailed {
+        /// The silent peer.
+        node: NodeId,
+    },
+}
+
+/// Packets dropped on receipt, by reason.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct SessionDrops {
+    /// Did not decode (bad magic, flags, lengths, counts).
+    pub malformed: u64,
+    /// Of another packet format version.
+    pub bad_version: u64,
+    /// From another cluster id.
+    pub other_cluster: u64,
+    /// From a node outside the configuration (or claiming to be this node).
+    pub stranger: u64,
+    /// Addressed to another node.
+    pub misaddressed: u64,
+    /// Sent in an older membership epoch than ours.
+    pub old_epoch: u64,
+    /// Addressed to another incarnation of this node.
+    pub wrong_incarnation: u64,
+    /// From an older incarnation of the peer than its session knows.
+    pub stale_incarnation: u64,
+    /// Acknowledging packets never sent.
+    pub bad_ack: u64,
+    /// From a peer whose session failed (same incarnation).
+    pub failed_peer: u64,
+}
+
+/// Counters of one node's sessions.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct SessionStats {
+    /// Data packets handed to the transport (retransmissions included).
+    pub packets_sent: u64,
+    /// Of those, retransmissions.
+    pub retransmissions: u64,
+    /// Standalone acknowledgements sent.
+    pub acks_sent_alone: u64,
+    /// Header bytes of data packets sent (retransmissions included).
+    pub header_bytes_sent: u64,
+    /// Message bytes (headers and bodies) of data packets sent.
+    pub payload_bytes_sent: u64,
+    /// Data packets accepted, in order.
+    pub packets_received: u64,
+    /// Messages (fragments counted one by one) in those packets.
+    pub messages_received: u64,
+    /// Standalone acknowledgements received.
+    pub acks_received_alone: u64,
+    /// Data packets dropped as duplicates (already received).
+    pub duplicates_dropped: u64,
+    /// Data packets dropped as out of order (a gap before them).
+    pub out_of_order_dropped: u64,
+    /// Packets dropped for their identity or form, by reason.
+    pub drops: SessionDrops,
+    /// Sessions reset by a newer incarnation of their peer.
+    pub sessions_reset: u64,
+    /// Sessions declared failed after silence.
+    pub sessions_failed: u64,
+    /// Messages dropped because their destination's session failed (or
+    /// was reset under them).
+    pub messages_to_failed_dropped: u64,
+    /// Events dropped because [`SESSION_EVENTS_MAX`] were undrained.
+    pub events_dropped: u64,
+}
+
+/// One peer's session state.
+#[derive(Debug, Default)]
+struct Session {
+    /// The peer's incarnation as last learned (0: not yet known).
+    peer_incarnation: u32,
+    /// Next packet number to assign.
+    next_seq: u32,
+    /// Oldest unacknowledged packet number (everything below is acknowledged).
+    acked: u32,
+    /// Numbered packets still held: on a lossy transport every packet of
+    /// `acked..next_seq` (retransmission copies); otherwise only those the
+    /// transport has not taken yet.
+    held: VecDeque<Vec<u8>>,
+    /// Index in `held` of the next packet to hand to the transport.
+    unsent: usize,
+    /// Index in `held` of the first packet never handed to the transport.
+    sent_hwm: usize,
+    /// Retransmissions left in the current timeout.
+    resend_left: usize,
+    /// Start of the current retransmission timer (last progress).
+    timer_from: Nanos,
+    /// Start of the current silence (last packet heard, or the moment we
+    /// started waiting on the peer).
+    silence_from: Nanos,
+    /// Next packet number expected from the peer.
+    expected: u32,
+    /// Since when an acknowledgement is owed (a packet arrived and no packet
+    /// carried the ack back yet).
+    ack_owed_since: Option<Nanos>,
+    /// Declared failed; cleared by a newer incarnation of the peer.
+    failed: bool,
+}
+
+impl Session {
+    /// Numbered packets handed to the transport and not yet acknowledged.
+    fn sent_unacked(&self) -> u32 {
+        let untaken = (self.held.len() - self.unsent) as u32;
+        self.unacked().saturating_sub(untaken)
+    }
+
+    /// Numbered packets not yet acknowledged.
+    fn unacked(&self) -> u32 {
+        self.next_seq.wrapping_sub(self.acked)
+    }
+}
+
+/// The sessions of one node with every other node of its cluster.
+#[derive(Debug)]
+pub struct Sessions {
+    node: NodeId,
+    cluster_id: u32,
+    incarnation: u32,
+    epoch: u32,
+    lossy: bool,
+    cfg: SessionConfig,
+    peers: Vec<Session>,
+    events: VecDeque<SessionEvent>,
+    spare: Vec<Vec<u8>>,
+    stats: SessionStats,
+}
+
+/// Most spare packet buffers kept for reuse.
+const SPARE_BUFFERS_MAX: usize = 256;
+
+impl Sessions {
+    /// Sessions of `node` (incarnation `incarnation` ≥ 1) with the other
+    /// nodes of a cluster of `nodes` with id `cluster_id`, over a transport
+    /// that is `lossy` or not.
+    ///
+    /// # Errors
+    /// [`SessionConfigError`] if `cfg` does not [`validate`](SessionConfig::validate).
+    ///
+    /// # Panics
+    /// If `node >= nodes`, `nodes > NODES_MAX` or `incarnation == 0` (the
+    /// runtime checks these before).
+    pub fn new(
+        node: NodeId,
+        nodes: usize,
+        cluster_id: u32,
+        incarnation: u32,
+        lossy: bool,
+        cfg: SessionConfig,
+    ) -> Result<Sessions, SessionConfigError> {
+        cfg.validate()?;
+        assert!((node as usize) < nodes && nodes <= NODES_MAX && incarnation != 0);
+        Ok(Sessions {
+            node,
+            cluster_id,
+            incarnation,
+            epoch: 0,
+            lossy,
+            cfg,
+            peers: (0..nodes).map(|_| Session::default()).collect(),
+            events: VecDeque::with_capacity(SESSION_EVENTS_MAX),
+            spare: Vec::new(),
+            stats: SessionStats::default(),
+        })
+    }
+
+    /// The configuration.
+    pub fn config(&self) -> &SessionConfig {
+        &self.cfg
+    }
+
+    /// This node's membership epoch (stamped on every packet sent).
+    pub fn epoch(&self) -> u32 {
+        self.epoch
+    }
+
+    /// Raises this node's epoch to `epoch` (never lowers it); packets from
+    /// older epochs are dropped from now on.
+    pub fn set_epoch(&mut self, epoch: u32) {
+        self.epoch = self.epoch.max(epoch);
+    }
+
+    /// Counters so far.
+    pub fn stats(&self) -> SessionStats {
+        self.stats
+    }
+
+    /// Whether `peer`'s session is failed.
+    pub fn is_failed(&self, peer: NodeId) -> bool {
+        self.peers.get(peer as usize).is_some_and(|s| s.failed)
+    }
+
+    /// Numbered packets to `peer` not yet acknowledged (0 for a bad id).
+    pub fn unacked(&self, peer: NodeId) -> usize {
+        self.peers
+            .get(peer as usize)
+            .map_or(0, |s| s.unacked() as usize)
+    }
+
+    /// Whether no session holds a packet: none waits for the transport and,
+    /// on a lossy transport, none is unacknowledged (each is held as a
+    /// retransmission copy until acknowledged). On a lossless transport a
+    /// packet the transport took is the network's, as for the driver.
+    pub fn is_idle(&self) -> bool {
+        self.peers.iter().all(|s| s.held.is_empty())
+    }
+
+    /// Whether some session owes its peer an acknowledgement.
+    pub fn owes_acks(&self) -> bool {
+        self.peers.iter().any(|s| s.ack_owed_since.is_some())
+    }
+
+    /// Moves the events raised so far into `out`, oldest first.
+    pub fn drain_events(&mut self, out: &mut Vec<SessionEvent>) {
+        out.extend(self.events.drain(..));
+    }
+
+    fn raise(&mut self, e: SessionEvent) {
+        if self.events.len() < SESSION_EVENTS_MAX {
+            self.events.push_back(e);
+        } else {
+            self.stats.events_dropped += 1;
+        }
+    }
+
+    /// Returns a packet buffer for reuse.
+    pub(crate) fn recycle(&mut self, buf: Vec<u8>) {
+        if self.spare.len() < SPARE_BUFFERS_MAX {
+            self.spare.push(buf);
+        }
+    }
+
+    /// A spare packet buffer (empty), if one is kept.
+    pub(crate) fn spare_buffer(&mut self) -> Option<Vec<u8>> {
+        self.spare.pop().map(|mut b| {
+            b.clear();
+            b
+        })
+    }
+
+    /// Checks one received packet at `now` against its session and returns
+    /// its header and messages (borrowing `bytes`, zero copy) if it is the
+    /// next data packet of that session; `None` if it was dropped (counted by
+    /// reason) or was a standalone acknowledgement. Its acknowledgement field
+    /// is applied either way once the packet's identity checks pass.
+    pub fn receive<'a>(
+        &mut self,
+        now: Nanos,
+        bytes: &'a [u8],
+    ) -> Option<(PacketHeader, Messages<'a>)> {
+        let (h, msgs) = match decode_packet(bytes) {
+            Ok(x) => x,
+            Err(DecodeError::BadTag {
+                what: "packet format version",
+                ..
+            }) => {
+                self.stats.drops.bad_version += 1;
+                return None;
+            }
+            Err(_) => {
+                self.stats.drops.malformed += 1;
+                return None;
+            }
+        };
+        if !self.identity_ok(&h) {
+            return None;
+        }
+        let p = h.src as usize;
+        if !self.apply_ack(p, h.ack, now) {
+            self.stats.drops.bad_ack += 1;
+            return None;
+        }
+        let s = &mut self.peers[p];
+        s.silence_from = now;
+        if h.is_ack_only() {
+            self.stats.acks_received_alone += 1;
+            return None;
+        }
+        let ahead = h.seq.wrapping_sub(s.expected) as i32;
+        if ahead == 0 {
+            s.expected = s.expected.wrapping_add(1);
+            s.ack_owed_since.get_or_insert(now);
+            self.stats.packets_received += 1;
+            self.stats.messages_received += h.count as u64;
+            Some((h, msgs))
+        } else if ahead < 0 {
+            // Our ack was lost or is late: acknowledge at the next flush.
+            s.ack_owed_since = Some(now.saturating_sub(self.cfg.ack_delay_ns));
+            self.stats.duplicates_dropped += 1;
+            None
+        } else {
+            self.stats.out_of_order_dropped += 1;
+            None
+        }
+    }
+
+    /// Cluster, sender, address, epoch and incarnation checks; resets the
+    /// session of a peer that restarted. False (counted) to drop.
+    fn identity_ok(&mut self, h: &PacketHeader) -> bool {
+        let d = &mut self.stats.drops;
+        if h.cluster_id != self.cluster_id {
+            d.other_cluster += 1;
+            return false;
+        }
+        if h.src as usize >= self.peers.len() || h.src == self.node {
+            d.stranger += 1;
+            return false;
+        }
+        if h.dst != self.node {
+            d.misaddressed += 1;
+            return false;
+        }
+        if h.epoch < self.epoch {
+            d.old_epoch += 1;
+            return false;
+        }
+        if h.dst_incarnation != 0 && h.dst_incarnation != self.incarnation {
+            d.wrong_incarnation += 1;
+            return false;
+        }
+        let known = self.peers[h.src as usize].peer_incarnation;
+        if h.src_incarnation == 0 || h.src_incarnation < known {
+            d.stale_incarnation += 1;
+            return false;
+        }
+        if h.src_incarnation > known {
+            if known != 0 {
+                self.reset(h.src);
+            }
+            self.peers[h.src as usize].peer_incarnation = h.src_incarnation;
+        }
+        if self.peers[h.src as usize].failed {
+            self.stats.drops.failed_peer += 1;
+            return false;
+        }
+        true
+    }
+
+    /// A fresh session with `peer` (it restarted): numbering starts over both
+    /// ways; packets held for its previous incarnation are dropped.
+    fn reset(&mut self, peer: NodeId) {
+        let s = std::mem::take(&mut self.peers[peer as usize]);
+        let dropped = self.drop_held(s.held);
+        self.stats.messages_to_failed_dropped += dropped;
+        self.stats.sessions_reset += 1;
+    }
+
+    fn drop_held(&mut self, held: VecDeque<Vec<u8>>) -> u64 {
+        let mut messages = 0;
+        for b in held {
+            messages += PacketHeader::count_of(&b) as u64;
+            self.recycle(b);
+        }
+        messages
+    }
+
+    /// Applies a cumulative acknowledgement from `peer`: false if it
+    /// acknowledges packets never handed to the transport.
+    fn apply_ack(&mut self, p: usize, ack: u32, now: Nanos) -> bool {
+        let lossy = self.lossy;
+        let s = &mut self.peers[p];
+        let n = ack.wrapping_sub(s.acked);
+        if n == 0 {
+            return true;
+        }
+        if n > s.sent_unacked() {
+            return false;
+        }
+        s.acked = ack;
+        s.timer_from = now;
+        s.resend_left = RETRANSMIT_PACKETS_PER_TIMEOUT_MAX;
+        if lossy {
+            let n = n as usize;
+            for b in s.held.drain(..n) {
+                if self.spare.len() < SPARE_BUFFERS_MAX {
+                    self.spare.push(b);
+                }
+            }
+            s.unsent -= n;
+            s.sent_hwm -= n;
+        }
+        true
+    }
+}

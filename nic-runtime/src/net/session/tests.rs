@@ -1,0 +1,384 @@
+//! Each bound and timer of the sessions at its edge, and every drop reason.
+
+use super::*;
+use crate::net::{Transport, TxPacket};
+use splitkv_layout::wire::{BodyWriter, MsgHeader, MsgKind, ReplyStatus, PACKET_FLAG_ACK_ONLY};
+
+const CLUSTER: u32 = 7;
+
+/// A transport that records what it is given, taking at most `room` packets.
+struct Capture {
+    out: Vec<(NodeId, Vec<u8>)>,
+    room: usize,
+}
+
+impl Capture {
+    fn new() -> Capture {
+        Capture {
+            out: Vec::new(),
+            room: usize::MAX,
+        }
+    }
+    fn take(&mut self) -> Vec<(NodeId, Vec<u8>)> {
+        std::mem::take(&mut self.out)
+    }
+}
+
+impl Transport for Capture {
+    fn mtu(&self) -> usize {
+        1500
+    }
+    fn tx_burst(&mut self, _now: Nanos, packets: &[TxPacket<'_>]) -> usize {
+        let n = packets.len().min(self.room);
+        self.room -= n;
+        for p in &packets[..n] {
+            self.out.push((p.dst, p.bytes.to_vec()));
+        }
+        n
+    }
+    fn tx_flush(&mut self, _now: Nanos) {}
+    fn rx_burst(&mut self, _: Nanos, _: usize, _: &mut dyn FnMut(&[u8])) -> usize {
+        0
+    }
+}
+
+fn cfg() -> SessionConfig {
+    SessionConfig {
+        window_packets: 4,
+        backlog_packets: 16,
+        ack_delay_ns: 100,
+        retransmit_timeout_ns: 1_000,
+        silence_ns: 10_000,
+    }
+}
+
+fn sessions(node: NodeId, lossy: bool, cfg: SessionConfig) -> Sessions {
+    Sessions::new(node, 3, CLUSTER, 1, lossy, cfg).unwrap()
+}
+
+/// A sealed data packet from `src` to `dst` with one LogAck (as the batcher
+/// makes it; the session fills in seq, ack, epoch and dst incarnation).
+fn sealed(src: NodeId, dst: NodeId, tx: u64) -> Vec<u8> {
+    let mut w = BodyWriter::new();
+    w.ack(MsgKind::LogAck, tx, ReplyStatus::Ok);
+    let mut msg = Vec::new();
+    MsgHeader::whole(MsgKind::LogAck, w.bytes().len() as u32).encode(&mut msg);
+    msg.extend_from_slice(w.bytes());
+    let mut p = Vec::new();
+    PacketHeader {
+        cluster_id: CLUSTER,
+        src,
+        dst,
+        src_incarnation: 1,
+        count: 1,
+        len: msg.len() as u32,
+        ..PacketHeader::default()
+    }
+    .encode(&mut p);
+    p.extend_from_slice(&msg);
+    p
+}
+
+fn backlogs(packets: impl IntoIterator<Item = (usize, Vec<u8>)>) -> Vec<VecDeque<Vec<u8>>> {
+    let mut b: Vec<VecDeque<Vec<u8>>> = (0..3).map(|_| VecDeque::new()).collect();
+    for (d, p) in packets {
+        b[d].push_back(p);
+    }
+    b
+}
+
+fn header(p: &[u8]) -> PacketHeader {
+    decode_packet(p).unwrap().0
+}
+
+fn tx_of(m: Option<(PacketHeader, Messages<'_>)>) -> Option<u64> {
+    m.map(|(_, mut it)| it.next().unwrap().unwrap().1.tx_id())
+}
+
+#[test]
+fn window_full_keeps_the_rest_in_the_backlog_until_acked() {
+    let mut a = sessions(0, true, cfg());
+    let mut b = sessions(1, true, cfg());
+    let mut t = Capture::new();
+    let mut bl = backlogs((0..6).map(|i| (1, sealed(0, 1, i))));
+    a.flush(0, &mut t, &mut bl);
+    let sent = t.take();
+    assert_eq!(sent.len(), 4, "window of 4");
+    assert_eq!(bl[1].len(), 2, "the rest waits in the backlog");
+    assert_eq!(a.unacked(1), 4);
+    let seqs: Vec<u32> = sent.iter().map(|(_, p)| header(p).seq).collect();
+    assert_eq!(seqs, vec![0, 1, 2, 3]);
+    // B accepts the first two and acknowledges them alone after the delay.
+    assert_eq!(tx_of(b.receive(10, &sent[0].1)), Some(0));
+    assert_eq!(tx_of(b.receive(10, &sent[1].1)), Some(1));
+    let mut tb = Capture::new();
+    b.flush(10 + 99, &mut tb, &mut backlogs([]));
+    assert!(tb.out.is_empty(), "no standalone ack before the delay");
+    b.flush(10 + 100, &mut tb, &mut backlogs([]));
+    let acks = tb.take();
+    assert_eq!(acks.len(), 1);
+    let h = header(&acks[0].1);
+    assert!(h.is_ack_only() && h.flags == PACKET_FLAG_ACK_ONLY);
+    assert_eq!((h.ack, h.dst_incarnation), (2, 1));
+    assert!(a.receive(200, &acks[0].1).is_none());
+    assert_eq!(a.unacked(1), 2);
+    a.flush(200, &mut t, &mut bl);
+    assert_eq!(t.take().len(), 2, "two more fit the window");
+    assert!(bl[1].is_empty());
+    assert_eq!(b.stats().acks_sent_alone, 1);
+    assert_eq!(a.stats().acks_received_alone, 1);
+}
+
+#[test]
+fn acks_ride_on_reverse_traffic() {
+    let mut a = sessions(0, true, cfg());
+    let mut b = sessions(1, true, cfg());
+    let (mut ta, mut tb) = (Capture::new(), Capture::new());
+    a.flush(0, &mut ta, &mut backlogs([(1, sealed(0, 1, 1))]));
+    let p = ta.take().remove(0).1;
+    assert!(b.receive(5, &p).is_some());
+    b.flush(6, &mut tb, &mut backlogs([(0, sealed(1, 0, 2))]));
+    let reply = tb.take();
+    assert_eq!(
+        reply.len(),
+        1,
+        "the data packet carries the ack; no ack alone"
+    );
+    assert_eq!(header(&reply[0].1).ack, 1);
+    assert!(a.receive(7, &reply[0].1).is_some());
+    assert_eq!(a.unacked(1), 0);
+    b.flush(1_000, &mut tb, &mut backlogs([]));
+    assert!(tb.out.is_empty(), "nothing owed any more");
+}
+
+#[test]
+fn duplicates_and_out_of_order_packets_are_dropped_and_counted() {
+    let mut a = sessions(0, true, cfg());
+    let mut b = sessions(1, true, cfg());
+    let mut t = Capture::new();
+    a.flush(
+        0,
+        &mut t,
+        &mut backlogs((0..3).map(|i| (1, sealed(0, 1, i)))),
+    );
+    let p = t.take();
+    assert!(b.receive(1, &p[1].1).is_none(), "1 before 0");
+    assert_eq!(tx_of(b.receive(1, &p[0].1)), Some(0));
+    assert!(b.receive(1, &p[0].1).is_none(), "0 again");
+    assert_eq!(tx_of(b.receive(1, &p[1].1)), Some(1));
+    assert_eq!(tx_of(b.receive(1, &p[2].1)), Some(2));
+    let s = b.stats();
+    assert_eq!(
+        (
+            s.out_of_order_dropped,
+            s.duplicates_dropped,
+            s.packets_received
+        ),
+        (1, 1, 3)
+    );
+}
+
+#[test]
+fn retransmits_everything_unacked_exactly_at_the_timeout() {
+    let mut a = sessions(0, true, cfg());
+    let mut t = Capture::new();
+    a.flush(
+        0,
+        &mut t,
+        &mut backlogs((0..3).map(|i| (1, sealed(0, 1, i)))),
+    );
+    assert_eq!(t.take().len(), 3);
+    a.flush(999, &mut t, &mut backlogs([]));
+    assert!(t.out.is_empty(), "not before the timeout");
+    a.flush(1_000, &mut t, &mut backlogs([]));
+    let again: Vec<u32> = t.take().iter().map(|(_, p)| header(p).seq).collect();
+    assert_eq!(again, vec![0, 1, 2], "go back N");
+    assert_eq!(a.stats().retransmissions, 3);
+    a.flush(1_500, &mut t, &mut backlogs([]));
+    assert!(t.out.is_empty(), "the timer restarted");
+}
+
+#[test]
+fn retransmissions_per_timeout_are_capped() {
+    let big = SessionConfig {
+        window_packets: RETRANSMIT_PACKETS_PER_TIMEOUT_MAX + 10,
+        backlog_packets: 1024,
+        ..cfg()
+    };
+    let mut a = sessions(0, true, big);
+    let mut t = Capture::new();
+    let n = RETRANSMIT_PACKETS_PER_TIMEOUT_MAX + 10;
+    a.flush(
+        0,
+        &mut t,
+        &mut backlogs((0..n as u64).map(|i| (1, sealed(0, 1, i)))),
+    );
+    assert_eq!(t.take().len(), n);
+    a.flush(1_000, &mut t, &mut backlogs([]));
+    assert_eq!(t.take().len(), RETRANSMIT_PACKETS_PER_TIMEOUT_MAX);
+    a.flush(1_001, &mut t, &mut backlogs([]));
+    assert!(t.out.is_empty(), "the cap holds until the next timeout");
+}
+
+#[test]
+fn a_congested_transport_keeps_packets_for_later() {
+    let mut a = sessions(0, true, cfg());
+    let mut t = Capture::new();
+    t.room = 1;
+    let mut bl = backlogs((0..3).map(|i| (1, sealed(0, 1, i))));
+    a.flush(0, &mut t, &mut bl);
+    assert_eq!(t.take().len(), 1);
+    t.room = usize::MAX;
+    a.flush(1, &mut t, &mut bl);
+    let seqs: Vec<u32> = t.take().iter().map(|(_, p)| header(p).seq).collect();
+    assert_eq!(seqs, vec![1, 2]);
+    assert_eq!(a.stats().retransmissions, 0);
+}
+
+#[test]
+fn a_silent_peer_fails_exactly_at_the_silence() {
+    let mut a = sessions(0, true, cfg());
+    let mut t = Capture::new();
+    let mut bl = backlogs([(1, sealed(0, 1, 1))]);
+    a.flush(100, &mut t, &mut bl);
+    a.flush(100 + 9_999, &mut t, &mut bl);
+    assert!(!a.is_failed(1));
+    a.flush(100 + 10_000, &mut t, &mut bl);
+    assert!(a.is_failed(1));
+    let mut ev = Vec::new();
+    a.drain_events(&mut ev);
+    assert_eq!(ev, vec![SessionEvent::PeerFailed { node: 1 }]);
+    assert_eq!(a.stats().sessions_failed, 1);
+    assert_eq!(a.stats().messages_to_failed_dropped, 1);
+    // Later messages to it are dropped and counted, never sent.
+    t.take();
+    let mut bl = backlogs([(1, sealed(0, 1, 2))]);
+    a.flush(20_000, &mut t, &mut bl);
+    assert!(t.out.is_empty() && bl[1].is_empty());
+    assert_eq!(a.stats().messages_to_failed_dropped, 2);
+    assert!(a.is_idle(), "a failed session holds nothing");
+    // A peer we do not wait on is never failed.
+    assert!(!a.is_failed(2));
+}
+
+#[test]
+fn a_newer_incarnation_resets_the_session_and_an_older_one_is_dropped() {
+    let mut b = sessions(1, true, cfg());
+    let mut a1 = sessions(0, true, cfg());
+    let mut t = Capture::new();
+    a1.flush(
+        0,
+        &mut t,
+        &mut backlogs((0..2).map(|i| (1, sealed(0, 1, i)))),
+    );
+    for (_, p) in t.take() {
+        assert!(b.receive(1, &p).is_some());
+    }
+    // Node 0 restarts as incarnation 2: numbering starts at 0 again.
+    let mut a2 = Sessions::new(0, 3, CLUSTER, 2, true, cfg()).unwrap();
+    let mut p = sealed(0, 1, 9);
+    p[16..20].copy_from_slice(&2u32.to_le_bytes());
+    a2.flush(2, &mut t, &mut backlogs([(1, p)]));
+    let fresh = t.take().remove(0).1;
+    assert_eq!(header(&fresh).seq, 0);
+    assert_eq!(tx_of(b.receive(3, &fresh)), Some(9));
+    assert_eq!(b.stats().sessions_reset, 1);
+    // The old incarnation's packets are now stale.
+    a1.flush(2_000, &mut t, &mut backlogs([]));
+    let old = t.take();
+    assert!(!old.is_empty(), "retransmitted by the old incarnation");
+    assert!(b.receive(4, &old[0].1).is_none());
+    assert_eq!(b.stats().drops.stale_incarnation, 1);
+    // A packet addressed to another incarnation of B is dropped.
+    let mut wrong = fresh.clone();
+    wrong[20..24].copy_from_slice(&5u32.to_le_bytes());
+    assert!(b.receive(5, &wrong).is_none());
+    assert_eq!(b.stats().drops.wrong_incarnation, 1);
+}
+
+#[test]
+fn strangers_other_clusters_old_epochs_and_garbage_are_dropped_by_reason() {
+    let mut b = sessions(1, true, cfg());
+    b.set_epoch(5);
+    b.set_epoch(3);
+    assert_eq!(b.epoch(), 5, "the epoch never goes down");
+    let ok = |f: &dyn Fn(&mut Vec<u8>)| {
+        let mut p = sealed(0, 1, 1);
+        p[24..28].copy_from_slice(&5u32.to_le_bytes());
+        f(&mut p);
+        p
+    };
+    let cases: Vec<(Vec<u8>, fn(&SessionDrops) -> u64)> = vec![
+        (ok(&|p| p[8] = 99), |d| d.other_cluster),
+        (ok(&|p| p[12] = 9), |d| d.stranger),
+        (ok(&|p| p[12] = 1), |d| d.stranger),
+        (ok(&|p| p[14] = 2), |d| d.misaddressed),
+        (ok(&|p| p[24] = 4), |d| d.old_epoch),
+        (ok(&|p| p[4] = 1), |d| d.bad_version),
+        (ok(&|p| p[0] = 0), |d| d.malformed),
+        (ok(&|p| p.truncate(30)), |d| d.malformed),
+        (ok(&|p| p[32] = 3), |d| d.bad_ack),
+    ];
+    for (p, which) in &cases {
+        let before = which(&b.stats().drops);
+        assert!(b.receive(1, p).is_none());
+        assert_eq!(which(&b.stats().drops), before + 1);
+    }
+    assert_eq!(b.stats().packets_received, 0);
+    assert!(
+        b.receive(1, &ok(&|_| {})).is_some(),
+        "the unmodified packet passes"
+    );
+}
+
+#[test]
+fn a_lossless_transport_keeps_no_copies_but_numbers_and_acks() {
+    let mut a = sessions(0, false, cfg());
+    let mut b = sessions(1, false, cfg());
+    let mut t = Capture::new();
+    a.flush(
+        0,
+        &mut t,
+        &mut backlogs((0..3).map(|i| (1, sealed(0, 1, i)))),
+    );
+    assert!(a.peers[1].held.is_empty(), "no retransmission copies");
+    assert_eq!(a.unacked(1), 3);
+    a.flush(5_000, &mut t, &mut backlogs([]));
+    let sent = t.take();
+    assert_eq!(sent.len(), 3, "and no retransmission");
+    for (_, p) in &sent {
+        assert!(b.receive(1, p).is_some());
+    }
+    b.flush(200, &mut t, &mut backlogs([]));
+    assert!(a.receive(300, &t.take()[0].1).is_none());
+    assert!(a.is_idle());
+}
+
+#[test]
+fn bad_configurations_are_refused() {
+    for c in [
+        SessionConfig {
+            window_packets: 0,
+            ..cfg()
+        },
+        SessionConfig {
+            window_packets: SESSION_WINDOW_PACKETS_MAX + 1,
+            ..cfg()
+        },
+        SessionConfig {
+            backlog_packets: 0,
+            ..cfg()
+        },
+        SessionConfig {
+            retransmit_timeout_ns: 0,
+            ..cfg()
+        },
+        SessionConfig {
+            silence_ns: 0,
+            ..cfg()
+        },
+    ] {
+        assert!(Sessions::new(0, 2, 1, 1, true, c).is_err());
+    }
+    assert!(SessionConfig::default().validate().is_ok());
+}
