@@ -133,7 +133,7 @@ pub use slot::{
     decode_slot, decode_slot_info, encode_link, encode_slot, encode_slot_info, find_in_bucket,
     find_in_slots, read_acquire, SlotRead, SlotValue, ValueRef,
 };
-pub use value_block::{decode_value_block, encode_value_block, BlockRead};
+pub use value_block::{decode_value_block, decode_value_block_copy, encode_value_block, BlockRead};
 
 /// Size of a segment header and of a bucket header, in bytes (one cache line).
 pub const HEADER_BYTES: usize = 64;
