@@ -17,12 +17,12 @@ use std::sync::Arc;
 const READ_DATA_BYTES_RESERVED: usize = 64 * 1024;
 
 /// Entry buffers kept for reuse after their appends completed.
-const APPEND_SPARES_MAX: usize = 256;
+pub const APPEND_SPARES_MAX: usize = 256;
 
 /// Bytes of entry buffers kept for reuse: a buffer is kept only while the
 /// spares hold less than this, so a burst of 64 KiB entries (16 values of
 /// 4 KiB) does not pin 256 × 64 KiB of memory.
-const APPEND_SPARE_BYTES_MAX: usize = 1 << 20;
+pub const APPEND_SPARE_BYTES_MAX: usize = 1 << 20;
 
 #[derive(Debug)]
 struct PendingRead {
@@ -79,6 +79,13 @@ impl LocalDma {
     /// cache (default on). Off, every copy takes its misses one after another.
     pub fn set_prefetch(&mut self, on: bool) {
         self.prefetch = on;
+    }
+
+    /// Bytes of entry buffers kept for reuse: at most
+    /// [`APPEND_SPARE_BYTES_MAX`] (plus nothing: a buffer that would exceed it
+    /// is dropped).
+    pub fn spare_bytes(&self) -> usize {
+        self.spare_bytes
     }
 
     /// Times a log append found the host log full and waited.
