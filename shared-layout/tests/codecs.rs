@@ -460,8 +460,8 @@ fn largest_messages_fit_one_ring_entry() {
 /// with their keys), and one byte more is a typed decode error.
 #[test]
 fn ring_message_limits_at_the_edge() {
-    assert!(ARGS_BYTES_MAX >= TX_VALUES_MAX * (VALUE_BYTES_MAX + 8 + 4));
-    assert!(RESULT_BYTES_MAX >= TX_VALUES_MAX * (VALUE_BYTES_MAX + 8 + 4));
+    const { assert!(ARGS_BYTES_MAX >= TX_VALUES_MAX * (VALUE_BYTES_MAX + 8 + 4)) };
+    const { assert!(RESULT_BYTES_MAX >= TX_VALUES_MAX * (VALUE_BYTES_MAX + 8 + 4)) };
     for (len, ok) in [(ARGS_BYTES_MAX, true), (ARGS_BYTES_MAX + 1, false)] {
         let mut bytes = vec![TAG_TX_REQUEST];
         bytes.extend_from_slice(&1u64.to_le_bytes());
