@@ -4,8 +4,9 @@
 //! Before anything is installed or appended, every item is checked (issue 9
 //! §4): a value over the node's limit, or records that would make a host-log
 //! entry longer than [`log_entry_bytes_max`] (the size the node's host log
-//! is built to take), are refused with [`ReplyStatus::TooLarge`]; metadata with planted LOCKED or DELETED bits or
-//! version 0 with [`ReplyStatus::Malformed`]; and a COMMIT is installed only
+//! is built to take), are refused with [`ReplyStatus::TooLarge`]; metadata
+//! with planted LOCKED or DELETED bits or version 0 with
+//! [`ReplyStatus::Malformed`]; and a COMMIT is installed only
 //! for keys its transaction holds locked here, so a late or duplicated COMMIT
 //! (the lock already released) is refused and never rolls the NIC cache back
 //! (a duplicate that arrives while the first is still being appended gets no
