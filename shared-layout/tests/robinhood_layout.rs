@@ -351,6 +351,42 @@ proptest! {
         prop_assert!(matches!(over, Err(DecodeError::TooLarge { .. })), "{:?}", over);
     }
 
+    /// Over random block images (intact or not, any sequence, any claimed
+    /// length), the partial copy decodes exactly as the whole block does.
+    #[test]
+    fn partial_copy_decodes_as_the_whole_block(
+        words in prop::collection::vec(any::<u64>(), 4 + 4096 / 8 + 1),
+        same_seq in any::<bool>(),
+        intact_info in any::<bool>(),
+        len in 0usize..=4096,
+        value_bytes_max in prop::sample::select(vec![300usize, 4096]),
+    ) {
+        let l = layout(10, value_bytes_max);
+        let len = len.min(value_bytes_max);
+        let mut image: Vec<u8> = words.iter().flat_map(|w| w.to_le_bytes()).collect();
+        image.truncate(l.value_block_bytes());
+        let key = Key::new(3, 99);
+        let meta = ObjectMeta(77);
+        let vref = ValueRef { block: 0, seq: 42 };
+        if same_seq {
+            set_word(&mut image, 0, 42);
+            set_word(&mut image, l.value_block_seq_tail_offset(), 42);
+        }
+        if intact_info {
+            let info = encode_slot_info(3, len as u16, BLOCK_STATE_USED);
+            set_word(&mut image, 8, info);
+            set_word(&mut image, 16, 99);
+            set_word(&mut image, 24, 77);
+        }
+        let [(_, n), _] = l.value_block_reads(0, len);
+        let mut copy = image[..n].to_vec();
+        copy.extend_from_slice(&image[l.value_block_seq_tail_offset()..]);
+        prop_assert_eq!(
+            decode_value_block_copy(&l, &copy, &key, meta, len, vref),
+            decode_value_block(&l, &image, &key, meta, len, vref)
+        );
+    }
+
     #[test]
     fn random_block_bytes_never_panic(bytes in prop::collection::vec(any::<u8>(), 0..700), force_seq in any::<bool>(), len in 0usize..1000) {
         let l = layout(10, 500);
