@@ -3,14 +3,12 @@
 //! NIC cache, so reads go to the host Robinhood table by DMA and follow
 //! out-of-line references (Xenic §4.1.2); writes travel as
 //! EXECUTE/LOG/COMMIT messages and host-log records. Every read returns
-//! exactly the last committed value, and all replicas agree. Requests and
-//! outcomes at the ring-message limits travel through the default rings.
+//! exactly the last committed value, and all replicas agree.
 
 use rand::{Rng, SeedableRng};
 use rand_xoshiro::Xoshiro256PlusPlus;
-use splitkv_host::ClientError;
 use splitkv_host::{build_node, Node, NodeConfig, NodeError};
-use splitkv_layout::host_nic::{TxStatus, ARGS_BYTES_MAX, RESULT_BYTES_MAX};
+use splitkv_layout::host_nic::TxStatus;
 use splitkv_layout::log_record::log_entry_bytes_max;
 use splitkv_layout::Key;
 use splitkv_layout::VALUE_BYTES_MAX;
@@ -143,33 +141,10 @@ impl Procedure for PutMany {
     }
 }
 
-/// `echo(bytes)`: touches no key and returns its arguments as its result.
-struct Echo;
-
-impl Procedure for Echo {
-    fn name(&self) -> &'static str {
-        "echo"
-    }
-    fn plan(&self, _: &[u8], _: &mut TxPlan) -> Result<(), ProcError> {
-        Ok(())
-    }
-    fn execute(
-        &self,
-        args: &[u8],
-        _: &ReadView,
-        _: &mut WriteSet,
-        out: &mut Vec<u8>,
-    ) -> Result<(), UserAbort> {
-        out.extend_from_slice(args);
-        Ok(())
-    }
-}
-
 const PUT: u32 = 0;
 const GET: u32 = 1;
 const COPY: u32 = 2;
 const PUT_MANY: u32 = 3;
-const ECHO: u32 = 4;
 const NODES: usize = 3;
 
 fn cluster(value_bytes_max: usize) -> Result<Vec<Node>, NodeError> {
@@ -190,7 +165,6 @@ fn cluster_with(
             assert_eq!(procs.register(Arc::new(Get)), GET);
             assert_eq!(procs.register(Arc::new(Copy)), COPY);
             assert_eq!(procs.register(Arc::new(PutMany)), PUT_MANY);
-            assert_eq!(procs.register(Arc::new(Echo)), ECHO);
             let mut cfg = NodeConfig::new(n as u16, placement, 256, value_bytes_max);
             // A tiny cache: most reads miss and go to the host table by DMA.
             cfg.cache_objects = 2;
@@ -470,49 +444,6 @@ fn log_ring_too_small_for_the_value_limit_is_a_typed_error() {
     }
     // The same ring takes the entries of a node with 1 KiB values.
     assert!(cluster_with(1024, small).is_ok());
-}
-
-/// The default request and outcome rings carry requests of exactly
-/// [`ARGS_BYTES_MAX`] bytes and outcomes of exactly [`RESULT_BYTES_MAX`]
-/// (room for 16 values of 4 KiB with their keys); one byte more is refused at
-/// submission with a typed error, and the ring stays usable.
-#[test]
-fn full_size_requests_and_outcomes_cross_the_default_rings() {
-    assert_eq!(ARGS_BYTES_MAX, RESULT_BYTES_MAX);
-    let mut nodes = cluster(VALUE_BYTES_MAX).unwrap();
-    let mut now = 0;
-    let big: Vec<u8> = (0..ARGS_BYTES_MAX).map(|i| (i % 251) as u8).collect();
-    let (status, out) = call(&mut nodes, &mut now, 0, ECHO, &big);
-    assert_eq!(status, TxStatus::Committed);
-    assert_same(Some(&out), Some(&big), "echo of ARGS_BYTES_MAX bytes");
-    let over = vec![1u8; ARGS_BYTES_MAX + 1];
-    assert_eq!(
-        nodes[0].client.submit(9, ECHO, &over),
-        Err(ClientError::ArgsTooLarge {
-            len: ARGS_BYTES_MAX + 1,
-            max: ARGS_BYTES_MAX
-        })
-    );
-    // Several full-size requests in flight at once fit the default rings.
-    for id in 0..8u64 {
-        nodes[1].client.submit(100 + id, ECHO, &big).unwrap();
-    }
-    let mut done = 0;
-    for _ in 0..10_000 {
-        run(&mut nodes, &mut now);
-        nodes[1]
-            .client
-            .poll(8, |o| {
-                assert_eq!(o.status, TxStatus::Committed);
-                assert!(o.result == &big[..]);
-                done += 1;
-            })
-            .unwrap();
-        if done == 8 {
-            break;
-        }
-    }
-    assert_eq!(done, 8);
 }
 
 /// A transaction writing 16 values of 4 KiB end to end (issue 10, "Batching
