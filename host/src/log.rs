@@ -31,7 +31,7 @@ use crate::table::dlht::DlhtError;
 use crate::table::robinhood::RobinhoodError;
 use crate::table::{HostTable, HostTableError, Request, Upserted};
 use splitkv_layout::host_nic::{HostToNic, LogApplied};
-use splitkv_layout::log_record::{LogRecord, LogRecords};
+use splitkv_layout::log_record::{LogRecord, LogRecords, LOG_ENTRY_BYTES_MAX};
 use splitkv_layout::ring::{RingConsumer, RingError, RingProducer};
 use splitkv_layout::DecodeError;
 use splitkv_layout::Key;
@@ -45,10 +45,21 @@ pub const LOG_ENTRIES_PER_ITERATION_MAX: usize = 64;
 /// Figure 7 shows the gain of prefetching levelling off past about 24 requests.
 pub const LOG_RECORDS_PER_BATCH_MAX: usize = 32;
 
+/// Log bytes after which an iteration stops draining entries (it applies and
+/// acknowledges what it has): with entries of 16 values of 4 KiB
+/// ([`LOG_ENTRY_BYTES_MAX`], 66 KiB) an iteration takes four, with small
+/// ones [`LOG_ENTRIES_PER_ITERATION_MAX`]. Bounds the work of one iteration
+/// and the worker's buffer (this plus one entry).
+pub const LOG_BYTES_PER_ITERATION_MAX: usize = 256 * 1024;
+
 /// Bytes reserved at start-up for the entries of one iteration: room for
 /// [`LOG_ENTRIES_PER_ITERATION_MAX`] entries of 1 KiB (a transaction's writes for
-/// one shard). Larger entries grow the buffer once; it is never shrunk.
+/// one shard). Larger entries grow the buffer, at most to
+/// [`LOG_BYTES_PER_ITERATION_MAX`] + [`LOG_ENTRY_BYTES_MAX`]; it is never shrunk.
 const ITERATION_BYTES_RESERVED: usize = LOG_ENTRIES_PER_ITERATION_MAX * 1024;
+
+/// Bytes reserved at start-up for the entry being popped: one full-size entry.
+const ENTRY_BYTES_RESERVED: usize = LOG_ENTRY_BYTES_MAX;
 
 /// Counters of one host worker.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -143,7 +154,7 @@ impl HostWorker {
             table,
             log,
             acks,
-            entry: Vec::with_capacity(4096),
+            entry: Vec::with_capacity(ENTRY_BYTES_RESERVED),
             entries: Vec::with_capacity(ITERATION_BYTES_RESERVED),
             entry_ends: Vec::with_capacity(LOG_ENTRIES_PER_ITERATION_MAX),
             entry_log_ends: Vec::with_capacity(LOG_ENTRIES_PER_ITERATION_MAX),
@@ -185,7 +196,8 @@ impl HostWorker {
         self.log.is_empty() && self.acked == self.log.consumed_bytes()
     }
 
-    /// Applies up to [`LOG_ENTRIES_PER_ITERATION_MAX`] log entries, then acknowledges.
+    /// Applies up to [`LOG_ENTRIES_PER_ITERATION_MAX`] log entries (fewer once
+    /// they reach [`LOG_BYTES_PER_ITERATION_MAX`] bytes), then acknowledges.
     /// The entries' records go through table batches of up to
     /// [`LOG_RECORDS_PER_BATCH_MAX`] (see the module docs); each record is applied
     /// only if it is newer than the table's version of its key, in log order.
@@ -221,7 +233,8 @@ impl HostWorker {
         self.acknowledge(applied) || work
     }
 
-    /// Pops up to [`LOG_ENTRIES_PER_ITERATION_MAX`] entries into `entries`.
+    /// Pops up to [`LOG_ENTRIES_PER_ITERATION_MAX`] entries into `entries`,
+    /// stopping early once they hold [`LOG_BYTES_PER_ITERATION_MAX`] bytes.
     fn drain(&mut self) -> bool {
         self.entries.clear();
         self.entry_ends.clear();
@@ -243,6 +256,9 @@ impl HostWorker {
             self.entries.extend_from_slice(&self.entry);
             self.entry_ends.push(self.entries.len());
             self.entry_log_ends.push(self.log.consumed_bytes());
+            if self.entries.len() >= LOG_BYTES_PER_ITERATION_MAX {
+                break;
+            }
         }
         !self.entry_ends.is_empty()
     }

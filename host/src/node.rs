@@ -15,7 +15,9 @@
 use crate::client::Client;
 use crate::log::HostWorker;
 use crate::table::{HostTable, HostTableError, TableKind};
-use splitkv_layout::ring::{ring_pair, RingError};
+use splitkv_layout::host_nic::{HOST_TO_NIC_BYTES_MAX, NIC_TO_HOST_BYTES_MAX};
+use splitkv_layout::log_record::{log_entry_bytes_max, LOG_ENTRY_BYTES_MAX};
+use splitkv_layout::ring::{ring_entry_bytes, ring_pair, ring_payload_bytes_max, RingError};
 use splitkv_layout::robinhood_layout::TableConfig;
 use splitkv_layout::wire::NodeId;
 use splitkv_layout::VALUE_BYTES_MAX;
@@ -27,6 +29,32 @@ use splitkv_nic::{
     ClientPorts, HostPorts, Nanos, NicParts, NicRuntime, Placement, ProcedureRegistry,
 };
 
+/// Largest entries (full-size transactions: 16 values of 4 KiB) each default
+/// ring holds at once, so that many such transactions can be in flight.
+pub const RING_FULL_SIZE_ENTRIES_MIN: usize = 16;
+
+/// Default [`NodeConfig::app_ring_bytes`]: 2 MiB, room for 31 requests (or
+/// outcomes) of [`HOST_TO_NIC_BYTES_MAX`] bytes, and for 40 000 of a few
+/// tens of bytes.
+pub const APP_RING_BYTES_DEFAULT: usize = 2 << 20;
+
+/// Default [`NodeConfig::log_ring_bytes`]: 4 MiB, room for 63 host-log
+/// entries of [`LOG_ENTRY_BYTES_MAX`] bytes (a COMMIT of 16 values of 4 KiB).
+pub const LOG_RING_BYTES_DEFAULT: usize = 4 << 20;
+
+/// Default [`NodeConfig::ack_ring_bytes`]: acknowledgements are 9 bytes.
+pub const ACK_RING_BYTES_DEFAULT: usize = 64 << 10;
+
+const _: () = assert!(
+    RING_FULL_SIZE_ENTRIES_MIN * ring_entry_bytes(HOST_TO_NIC_BYTES_MAX) <= APP_RING_BYTES_DEFAULT
+);
+const _: () = assert!(
+    RING_FULL_SIZE_ENTRIES_MIN * ring_entry_bytes(NIC_TO_HOST_BYTES_MAX) <= APP_RING_BYTES_DEFAULT
+);
+const _: () = assert!(
+    RING_FULL_SIZE_ENTRIES_MIN * ring_entry_bytes(LOG_ENTRY_BYTES_MAX) <= LOG_RING_BYTES_DEFAULT
+);
+
 /// How to build one node.
 #[derive(Debug, Clone)]
 pub struct NodeConfig {
@@ -36,11 +64,15 @@ pub struct NodeConfig {
     pub placement: Placement,
     /// Host table shape (capacity, D_m, value size).
     pub table: TableConfig,
-    /// Host log ring size in bytes (power of two).
+    /// Host log ring size in bytes (power of two); it must take an entry of
+    /// [`log_entry_bytes_max`]`(value_bytes_max)` bytes. Default
+    /// [`LOG_RING_BYTES_DEFAULT`].
     pub log_ring_bytes: usize,
-    /// Request and outcome ring size in bytes (power of two).
+    /// Request and outcome ring size in bytes (power of two). Default
+    /// [`APP_RING_BYTES_DEFAULT`]; a smaller ring refuses larger requests
+    /// ([`crate::ClientError::Ring`]) and outcomes.
     pub app_ring_bytes: usize,
-    /// Ack ring size in bytes (power of two).
+    /// Ack ring size in bytes (power of two). Default [`ACK_RING_BYTES_DEFAULT`].
     pub ack_ring_bytes: usize,
     /// DMA completion latency (0 = next poll).
     pub dma_latency_ns: Nanos,
@@ -75,9 +107,9 @@ impl NodeConfig {
             node,
             placement,
             table: TableConfig::new(capacity_keys, value_bytes_max),
-            log_ring_bytes: 4 << 20,
-            app_ring_bytes: 1 << 20,
-            ack_ring_bytes: 64 << 10,
+            log_ring_bytes: LOG_RING_BYTES_DEFAULT,
+            app_ring_bytes: APP_RING_BYTES_DEFAULT,
+            ack_ring_bytes: ACK_RING_BYTES_DEFAULT,
             dma_latency_ns: 0,
             dma_prefetch: true,
             cache_objects: splitkv_nic::index::CACHE_OBJECTS_DEFAULT,
@@ -106,6 +138,21 @@ pub enum NodeError {
         "value size {0} B exceeds the node maximum of {VALUE_BYTES_MAX} B (the wire's item limit)"
     )]
     ValueTooLarge(usize),
+    /// The host log ring cannot take the largest entry the node may append.
+    #[error(
+        "a host log of {ring_bytes} B takes entries of at most {max} B; \
+         values of {value_bytes_max} B need {need} B"
+    )]
+    LogRingTooSmall {
+        /// The configured log ring size.
+        ring_bytes: usize,
+        /// Largest entry that ring takes.
+        max: usize,
+        /// The node's value limit.
+        value_bytes_max: usize,
+        /// [`log_entry_bytes_max`] of that limit.
+        need: usize,
+    },
     /// Client count outside 1..=[`CLIENTS_PER_NODE_MAX`].
     #[error("{0} clients per node: must be 1 to {CLIENTS_PER_NODE_MAX}")]
     Clients(usize),
@@ -148,7 +195,9 @@ impl Node {
 /// # Errors
 /// [`NodeError`] for a node id outside the placement, a value limit over
 /// [`VALUE_BYTES_MAX`], a client count outside 1..=[`CLIENTS_PER_NODE_MAX`],
-/// a bad table configuration or a bad ring size.
+/// a host log ring too small for the node's largest entry
+/// ([`NodeError::LogRingTooSmall`]), a bad table configuration or a bad ring
+/// size.
 pub fn build_node(
     cfg: &NodeConfig,
     procedures: ProcedureRegistry,
@@ -165,6 +214,16 @@ pub fn build_node(
     }
     if cfg.clients == 0 || cfg.clients > CLIENTS_PER_NODE_MAX {
         return Err(NodeError::Clients(cfg.clients));
+    }
+    let need = log_entry_bytes_max(cfg.table.value_bytes_max);
+    let max = ring_payload_bytes_max(cfg.log_ring_bytes);
+    if need > max {
+        return Err(NodeError::LogRingTooSmall {
+            ring_bytes: cfg.log_ring_bytes,
+            max,
+            value_bytes_max: cfg.table.value_bytes_max,
+            need,
+        });
     }
     let table = HostTable::new(cfg.table_kind, &cfg.table)?;
     let (memory, table_kind) = table.dma();

@@ -815,3 +815,62 @@ fn readers_never_miss_a_key_during_resize() {
     }
     assert_eq!(t.len() as u64, n + 3);
 }
+
+/// Values of exactly 4 KiB (the node limit, out of line in the DLHT): insert,
+/// update (long to long, long to inline and back), read back through `get`,
+/// batches and iteration, delete; every record is reclaimed.
+#[test]
+fn four_kib_values_insert_update_read_and_delete() {
+    use splitkv_layout::VALUE_BYTES_MAX;
+    let t = Dlht::with_capacity(64);
+    let m = |v| ObjectMeta::new(v, ObjectFlags::READABLE);
+    let value = |id: u64, v: u64| -> Vec<u8> {
+        (0..VALUE_BYTES_MAX as u64)
+            .map(|i| (id * 13 + v * 5 + i) as u8)
+            .collect()
+    };
+    for id in 0..200u64 {
+        assert_eq!(t.insert(Key::new(0, id), m(1), &value(id, 1)), Ok(true));
+    }
+    let mut out = Vec::new();
+    for id in 0..200u64 {
+        let want = match id % 3 {
+            0 => value(id, 2),
+            1 => b"8 bytes!".to_vec(),
+            _ => value(id, 2)[..300].to_vec(),
+        };
+        assert_eq!(t.put(Key::new(0, id), m(2), &want), Ok(true));
+        assert_eq!(t.get(&Key::new(0, id), &mut out), Some(m(2)));
+        assert!(out == want, "key {id}");
+        // Back to a full-size value.
+        assert_eq!(
+            t.upsert_if_newer(Key::new(0, id), m(3), &value(id, 3)),
+            Ok(Upserted::Updated)
+        );
+    }
+    let keys: Vec<Key> = (0..200u64).map(|id| Key::new(0, id)).collect();
+    let mut reqs: Vec<Request> = keys.iter().map(|k| Request::get(*k)).collect();
+    t.batch(&mut reqs);
+    for (id, r) in reqs.iter().enumerate() {
+        let Request::Get {
+            result, value: v, ..
+        } = r
+        else {
+            unreachable!()
+        };
+        assert_eq!(*result, Some(m(3)));
+        assert!(*v == value(id as u64, 3), "batch get {id}");
+    }
+    let mut seen = 0;
+    t.for_each(|k, meta, v| {
+        assert_eq!(meta, m(3));
+        assert!(v == value(k.id, 3));
+        seen += 1;
+    });
+    assert_eq!(seen, 200);
+    for k in &keys {
+        assert!(t.remove(k));
+        assert_eq!(t.get(k, &mut out), None);
+    }
+    assert!(t.is_empty());
+}

@@ -5,13 +5,16 @@
 //! a panic and is never acknowledged (issue 9 §4), while the DLHT grows.
 
 use splitkv_host::log::WorkerError;
-use splitkv_host::log::{LOG_ENTRIES_PER_ITERATION_MAX, LOG_RECORDS_PER_BATCH_MAX};
+use splitkv_host::log::{
+    LOG_BYTES_PER_ITERATION_MAX, LOG_ENTRIES_PER_ITERATION_MAX, LOG_RECORDS_PER_BATCH_MAX,
+};
+use splitkv_host::node::LOG_RING_BYTES_DEFAULT;
 use splitkv_host::table::{HostTable, TableConfig, TableKind};
 use splitkv_host::HostWorker;
 use splitkv_layout::host_nic::HostToNic;
-use splitkv_layout::log_record::{LogKind, LogRecord};
+use splitkv_layout::log_record::{LogKind, LogRecord, LOG_ENTRY_BYTES_MAX};
 use splitkv_layout::ring::ring_pair;
-use splitkv_layout::{Key, ObjectFlags, ObjectMeta};
+use splitkv_layout::{Key, ObjectFlags, ObjectMeta, TX_VALUES_MAX, VALUE_BYTES_MAX};
 use std::collections::HashMap;
 
 fn record(id: u64, version: u64, value: &[u8], out: &mut Vec<u8>) {
@@ -223,4 +226,75 @@ fn a_dlht_grows_instead_of_filling_up() {
     assert_eq!(worker.error(), None);
     assert!(worker.is_quiescent());
     assert_eq!(worker.table().len(), 2_000);
+}
+
+/// A COMMIT of a full-size transaction, 16 values of 4 KiB in one host-log
+/// entry ([`LOG_ENTRY_BYTES_MAX`]), is applied to a Robinhood table at the
+/// node limit (every value out of line in the value heap); an iteration
+/// drains at most [`LOG_BYTES_PER_ITERATION_MAX`] of such entries, and the
+/// last acknowledgement covers the whole log.
+#[test]
+fn applies_sixteen_four_kib_values_of_one_commit() {
+    const ENTRIES: u64 = 10;
+    let (mut log_tx, log_rx) = ring_pair(LOG_RING_BYTES_DEFAULT).unwrap();
+    let (ack_tx, mut ack_rx) = ring_pair(1 << 12).unwrap();
+    let table = HostTable::new(
+        TableKind::Robinhood,
+        &TableConfig::new(256, VALUE_BYTES_MAX),
+    )
+    .unwrap();
+    let mut worker = HostWorker::new(table, log_rx, ack_tx);
+    let value = |e: u64, i: u64| -> Vec<u8> {
+        (0..VALUE_BYTES_MAX as u64)
+            .map(|b| (e * 31 + i * 7 + b) as u8)
+            .collect()
+    };
+    let mut entry = Vec::new();
+    for e in 0..ENTRIES {
+        entry.clear();
+        for i in 0..TX_VALUES_MAX as u64 {
+            // Entries 0 and 1 write the same keys: the later version wins.
+            let id = if e < 2 { i } else { e * 100 + i };
+            LogRecord {
+                kind: LogKind::Commit,
+                tx_id: e,
+                key: Key::new(1, id),
+                meta: ObjectMeta::new(e + 1, ObjectFlags::READABLE),
+                value: &value(e, i),
+            }
+            .encode(&mut entry);
+        }
+        assert_eq!(entry.len(), LOG_ENTRY_BYTES_MAX);
+        log_tx.try_push(&entry).unwrap();
+    }
+    assert!(worker.run_iteration(0));
+    let per_iteration = LOG_BYTES_PER_ITERATION_MAX.div_ceil(LOG_ENTRY_BYTES_MAX) as u64;
+    assert_eq!(worker.stats().entries, per_iteration);
+    while worker.run_iteration(0) {}
+    assert!(worker.is_quiescent());
+    assert_eq!(worker.error(), None);
+    let stats = worker.stats();
+    assert_eq!(stats.entries, ENTRIES);
+    assert_eq!(stats.applied, ENTRIES * TX_VALUES_MAX as u64);
+    let HostTable::Robinhood(t) = worker.table() else {
+        unreachable!()
+    };
+    t.check_invariants().unwrap();
+    assert_eq!(
+        t.value_blocks_in_use(),
+        (ENTRIES as usize - 1) * TX_VALUES_MAX
+    );
+    let mut v = Vec::new();
+    for e in 1..ENTRIES {
+        for i in 0..TX_VALUES_MAX as u64 {
+            let id = if e < 2 { i } else { e * 100 + i };
+            let meta = worker.table().get(&Key::new(1, id), &mut v).unwrap();
+            assert_eq!(meta.version(), e + 1, "key {id}");
+            assert!(v == value(e, i), "key {id}: value differs");
+        }
+    }
+    assert_eq!(
+        acks(&mut ack_rx).last().copied(),
+        Some(log_tx.produced_bytes())
+    );
 }

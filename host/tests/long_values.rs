@@ -1,13 +1,15 @@
-//! Values up to 1000 B through the whole system: three replicated nodes (mem
-//! transport, replication 3) with a tiny NIC cache, so reads go to the host
-//! Robinhood table by DMA and follow out-of-line references (Xenic §4.1.2);
-//! writes travel as EXECUTE/LOG/COMMIT messages and host-log records. Every
-//! read returns exactly the last committed value, and all replicas agree.
+//! Values up to 1000 B and up to 4 KiB ([`VALUE_BYTES_MAX`]) through the whole
+//! system: three replicated nodes (mem transport, replication 3) with a tiny
+//! NIC cache, so reads go to the host Robinhood table by DMA and follow
+//! out-of-line references (Xenic §4.1.2); writes travel as
+//! EXECUTE/LOG/COMMIT messages and host-log records. Every read returns
+//! exactly the last committed value, and all replicas agree.
 
 use rand::{Rng, SeedableRng};
 use rand_xoshiro::Xoshiro256PlusPlus;
 use splitkv_host::{build_node, Node, NodeConfig, NodeError};
 use splitkv_layout::host_nic::TxStatus;
+use splitkv_layout::log_record::log_entry_bytes_max;
 use splitkv_layout::Key;
 use splitkv_layout::VALUE_BYTES_MAX;
 use splitkv_nic::net::mem::mem_network;
@@ -15,6 +17,7 @@ use splitkv_nic::{
     Placement, ProcError, Procedure, ProcedureRegistry, ReadView, TxPlan, UserAbort, WriteSet,
 };
 use std::collections::HashMap;
+use std::ops::RangeInclusive;
 use std::sync::Arc;
 
 fn id_arg(args: &[u8], at: usize) -> Result<Key, ProcError> {
@@ -145,6 +148,13 @@ const PUT_MANY: u32 = 3;
 const NODES: usize = 3;
 
 fn cluster(value_bytes_max: usize) -> Result<Vec<Node>, NodeError> {
+    cluster_with(value_bytes_max, |_| {})
+}
+
+fn cluster_with(
+    value_bytes_max: usize,
+    configure: impl Fn(&mut NodeConfig),
+) -> Result<Vec<Node>, NodeError> {
     let placement = Placement::new(NODES, NODES).unwrap();
     mem_network(NODES)
         .into_iter()
@@ -158,6 +168,7 @@ fn cluster(value_bytes_max: usize) -> Result<Vec<Node>, NodeError> {
             let mut cfg = NodeConfig::new(n as u16, placement, 256, value_bytes_max);
             // A tiny cache: most reads miss and go to the host table by DMA.
             cfg.cache_objects = 2;
+            configure(&mut cfg);
             build_node(&cfg, procs, Box::new(t))
         })
         .collect()
@@ -219,23 +230,26 @@ fn args(ids: &[u64], value: &[u8]) -> Vec<u8> {
     a
 }
 
-#[test]
-fn thousand_byte_values_read_back_exactly_as_last_committed() {
+/// Runs `txs` random one-key puts, gets and two-key copies over 40 keys on a
+/// cluster with `value_bytes_max`; three puts in four write a value of a
+/// length in `long`, the rest one of at most 256 B (inline). Checks every read
+/// against a model, then every replica's table.
+fn random_history(value_bytes_max: usize, long: RangeInclusive<usize>, txs: usize, seed: u64) {
     const KEYS: u64 = 40;
-    const TXS: usize = 3_000;
-    let mut nodes = cluster(1024).expect("a node takes values up to the wire's 1024 B");
+    let mut nodes = cluster(value_bytes_max).expect("a node takes values up to VALUE_BYTES_MAX");
     let mut now = 0u64;
-    let mut rng = Xoshiro256PlusPlus::seed_from_u64(77);
+    let mut rng = Xoshiro256PlusPlus::seed_from_u64(seed);
     let mut model: HashMap<u64, Vec<u8>> = HashMap::new();
     let (mut committed, mut long_reads) = (0u64, 0u64);
-    for tx in 0..TXS {
+    for tx in 0..txs {
         let coordinator = rng.gen_range(0..NODES);
         let id = rng.gen_range(0..KEYS);
         match rng.gen_range(0..10) {
             0..=3 => {
                 let len = match rng.gen_range(0..4) {
                     0 => rng.gen_range(0..=256),
-                    _ => rng.gen_range(900..=1000),
+                    1 => *long.end(),
+                    _ => rng.gen_range(long.clone()),
                 };
                 let fill = tx as u8;
                 let value: Vec<u8> = (0..len).map(|i| fill ^ (i as u8)).collect();
@@ -291,10 +305,13 @@ fn thousand_byte_values_read_back_exactly_as_last_committed() {
         }
     }
     assert!(
-        committed as usize > TXS * 9 / 10,
-        "{committed} of {TXS} committed"
+        committed as usize > txs * 9 / 10,
+        "{committed} of {txs} committed"
     );
-    assert!(long_reads > 100, "{long_reads} long values read back");
+    assert!(
+        long_reads as usize > txs / 30,
+        "{long_reads} long values read back"
+    );
     // Let the host logs drain, then check every replica's table.
     for _ in 0..1000 {
         run(&mut nodes, &mut now);
@@ -312,16 +329,49 @@ fn thousand_byte_values_read_back_exactly_as_last_committed() {
             assert_same(Some(&v), Some(want), &format!("node {n}: replica of {id}"));
         }
     }
-    assert!(dma_reads > 1000, "reads went to host memory: {dma_reads}");
+    assert!(
+        dma_reads as usize > txs / 3,
+        "reads went to host memory: {dma_reads}"
+    );
+}
+
+#[test]
+fn thousand_byte_values_read_back_exactly_as_last_committed() {
+    random_history(1024, 900..=1000, 3_000, 77);
+}
+
+/// Values of 3 to 4 KiB (a quarter exactly [`VALUE_BYTES_MAX`]) on nodes at
+/// the node limit: each lives in a 4 KiB block of the value heap, which the
+/// NIC reads with a partial block copy.
+#[test]
+fn four_kib_values_read_back_exactly_as_last_committed() {
+    assert_eq!(VALUE_BYTES_MAX, 4096);
+    random_history(VALUE_BYTES_MAX, 3000..=VALUE_BYTES_MAX, 2_000, 78);
 }
 
 #[test]
 fn value_size_limits_are_typed_errors() {
-    assert_eq!(VALUE_BYTES_MAX, 1024);
+    assert_eq!(VALUE_BYTES_MAX, 4096);
     assert!(matches!(
         cluster(VALUE_BYTES_MAX + 1),
-        Err(NodeError::ValueTooLarge(1025))
+        Err(NodeError::ValueTooLarge(4097))
     ));
+    // At the limit: a 4096-byte value commits and reads back; one more byte
+    // is refused and changes nothing.
+    let mut nodes = cluster(VALUE_BYTES_MAX).unwrap();
+    let mut now = 0;
+    let full = vec![0xabu8; VALUE_BYTES_MAX];
+    let (status, _) = call(&mut nodes, &mut now, 0, PUT, &args(&[1], &full));
+    assert_eq!(status, TxStatus::Committed);
+    let over = vec![0xcdu8; VALUE_BYTES_MAX + 1];
+    let (status, why) = call(&mut nodes, &mut now, 1, PUT, &args(&[1], &over));
+    assert_eq!(
+        (status, &why[..]),
+        (TxStatus::TooLarge, &b"value too large"[..])
+    );
+    let (status, out) = call(&mut nodes, &mut now, 2, GET, &args(&[1], &[]));
+    assert_eq!(status, TxStatus::Committed);
+    assert_same(Some(&out[1..]), Some(&full), "value at the limit");
     // A value over the configured maximum is rejected and changes nothing.
     let mut nodes = cluster(300).unwrap();
     let mut now = 0;
@@ -375,4 +425,64 @@ fn transactions_larger_than_a_packet_commit_as_fragments() {
     let mut small = cluster(8).unwrap();
     let (status, _) = call(&mut small, &mut now, 0, PUT_MANY, &put_many(16, 8));
     assert_eq!(status, TxStatus::Committed);
+}
+
+/// A host log too small for the node's largest entry (16 records of the
+/// node's value limit) is refused when the node is built, not when a
+/// transaction first needs it.
+#[test]
+fn log_ring_too_small_for_the_value_limit_is_a_typed_error() {
+    let need = log_entry_bytes_max(VALUE_BYTES_MAX);
+    assert!(need > 64 << 10);
+    let small = |c: &mut NodeConfig| c.log_ring_bytes = 64 << 10;
+    match cluster_with(VALUE_BYTES_MAX, small) {
+        Err(NodeError::LogRingTooSmall {
+            ring_bytes,
+            need: n,
+            value_bytes_max,
+            ..
+        }) => assert_eq!(
+            (ring_bytes, n, value_bytes_max),
+            (64 << 10, need, VALUE_BYTES_MAX)
+        ),
+        other => panic!("{:?}", other.map(|_| ())),
+    }
+    // The same ring takes the entries of a node with 1 KiB values.
+    assert!(cluster_with(1024, small).is_ok());
+}
+
+/// A transaction writing 16 values of 4 KiB end to end (issue 10, "Batching
+/// layer"): its LOG and COMMIT messages (~66 KB) are larger than one packet
+/// and travel as fragments, reassembled below the protocol.
+#[test]
+fn sixteen_four_kib_values_in_one_transaction() {
+    let mut nodes = cluster(VALUE_BYTES_MAX).unwrap();
+    let mut now = 0;
+    let mut a = vec![16u8];
+    a.extend_from_slice(&(VALUE_BYTES_MAX as u16).to_le_bytes());
+    for id in 0..16u64 {
+        a.extend_from_slice(&(200 + id).to_le_bytes());
+    }
+    let (status, why) = call(&mut nodes, &mut now, 0, PUT_MANY, &a);
+    assert_eq!(
+        status,
+        TxStatus::Committed,
+        "{}",
+        String::from_utf8_lossy(&why)
+    );
+    for id in 0..16u64 {
+        let (status, out) = call(
+            &mut nodes,
+            &mut now,
+            (id % 3) as usize,
+            GET,
+            &args(&[200 + id], &[]),
+        );
+        assert_eq!(status, TxStatus::Committed);
+        assert_same(
+            Some(&out[1..]),
+            Some(&[9u8; VALUE_BYTES_MAX][..]),
+            "16-key write",
+        );
+    }
 }

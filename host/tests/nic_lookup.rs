@@ -26,6 +26,17 @@ fn lookup_in(
     hints: &mut SegmentHints,
     key: Key,
 ) -> (Option<Vec<u8>>, u32) {
+    let (v, reads, _) = lookup_counting_bytes(layout, region, hints, key);
+    (v, reads)
+}
+
+/// As [`lookup_in`], also returning the bytes of its last DMA read.
+fn lookup_counting_bytes(
+    layout: &TableLayout,
+    region: &Region,
+    hints: &mut SegmentHints,
+    key: Key,
+) -> (Option<Vec<u8>>, u32, usize) {
     let (mut l, mut step) = RobinhoodLookup::start(layout, hints, key);
     let mut buf = Vec::new();
     loop {
@@ -34,8 +45,8 @@ fn lookup_in(
                 read_vector(region, &v[..n], &mut buf).unwrap();
                 step = l.advance(layout, hints, &buf);
             }
-            Next::Found { value, .. } => return (Some(value.to_vec()), l.reads),
-            Next::Absent => return (None, l.reads),
+            Next::Found { value, .. } => return (Some(value.to_vec()), l.reads, buf.len()),
+            Next::Absent => return (None, l.reads, buf.len()),
             Next::Failed(e) => panic!("{key:?}: {e}"),
         }
     }
@@ -209,13 +220,25 @@ fn concurrent_deletes_never_hide_a_present_key() {
 /// array and overflow chains alike; inline values still take one read.
 #[test]
 fn lookups_follow_out_of_line_references() {
-    let mut cfg = TableConfig::new(2_000, 1024);
+    follow_out_of_line_references(1024);
+}
+
+/// The same at the node limit: values up to 4 KiB, each read with a copy of
+/// its block's head up to the end of the value and the tail word (at most 40
+/// bytes more than the value), never the whole 4 KiB block.
+#[test]
+fn lookups_follow_four_kib_out_of_line_references() {
+    follow_out_of_line_references(splitkv_layout::VALUE_BYTES_MAX);
+}
+
+fn follow_out_of_line_references(value_bytes_max: usize) {
+    let mut cfg = TableConfig::new(2_000, value_bytes_max);
     cfg.d_max = 2;
     cfg.overflow_fraction_pct = 50;
     let mut table = RobinhoodTable::new(&cfg).unwrap();
     let mut rng = Xoshiro256PlusPlus::seed_from_u64(12);
     let value_of = |k: Key| -> Vec<u8> {
-        let len = (k.id % 1025) as usize;
+        let len = (k.id % (value_bytes_max as u64 + 1)) as usize;
         (0..len)
             .map(|i| (k.id as u8).wrapping_add(i as u8))
             .collect()
@@ -235,9 +258,17 @@ fn lookups_follow_out_of_line_references() {
     hints.warm_up(table.layout(), &snapshot(&table)).unwrap();
     let (mut long, mut overflow_long) = (0, 0);
     for k in &keys {
-        let (v, reads) = lookup(&table, &mut hints, *k);
+        let (v, reads, last_read_bytes) =
+            lookup_counting_bytes(table.layout(), table.region(), &mut hints, *k);
         let want = value_of(*k);
         assert_eq!(v.as_deref(), Some(&want[..]), "{k:?}");
+        if want.len() > 256 {
+            assert!(
+                last_read_bytes <= want.len() + 48,
+                "{k:?}: a {} B value cost a {last_read_bytes} B block read",
+                want.len()
+            );
+        }
         // The warmed hints hold every displacement: a main-array key takes one
         // read (two with its block); overflow keys need the chain first.
         let extra = u32::from(want.len() > 256);
@@ -281,15 +312,22 @@ fn a_reused_block_restarts_the_lookup() {
     };
     let slots = read(step);
     let step = l.advance(&layout, &mut hints, &slots);
-    let Next::Read(v, 1) = step else {
+    let Next::Read(v, 2) = step else {
         panic!("a long value needs its block: {step:?}")
     };
+    // Only the block's head up to the end of the 600-byte value, then its
+    // tail word: not the whole 1 KiB block.
     assert_eq!(v[0].offset, layout.value_block_offset(0));
+    assert_eq!(v[0].len, 32 + 600);
+    assert_eq!(
+        v[1].offset,
+        layout.value_block_offset(0) + layout.value_block_seq_tail_offset()
+    );
+    assert_eq!(v[1].len, 8);
     // The host replaces the value twice: block 1, then block 0 again (FIFO).
     table.upsert(k, meta(2), &[2u8; 700]).unwrap();
     table.upsert(k, meta(3), &[3u8; 800]).unwrap();
-    let mut block = vec![0u8; v[0].len];
-    table.region().read_bytes(v[0].offset, &mut block).unwrap();
+    let block = read(step);
     let step = l.advance(&layout, &mut hints, &block);
     // Stale block: back to the slot, then the block it names now.
     let slots = read(step);

@@ -6,7 +6,7 @@
 use proptest::prelude::*;
 use splitkv_host::table::{RobinhoodError, RobinhoodTable, TableConfig};
 use splitkv_layout::robinhood_layout::ROBINHOOD_VALUE_INLINE_BYTES_MAX;
-use splitkv_layout::{Key, ObjectFlags, ObjectMeta};
+use splitkv_layout::{Key, ObjectFlags, ObjectMeta, VALUE_BYTES_MAX};
 use splitkv_nic::dma::read_vector;
 use splitkv_nic::index::hints::SegmentHints;
 use splitkv_nic::index::Next;
@@ -53,10 +53,17 @@ enum Op {
 
 const KEY_POOL: u64 = 60;
 
-/// Lengths cluster around the inline limit and the table maximum, so updates
-/// switch between the two forms and hit `ValueTooLarge`.
+/// Lengths cluster around the inline limit and the table maxima (1 KiB and
+/// the node limit of 4 KiB), so updates switch between the two forms and hit
+/// `ValueTooLarge`.
 fn len_strategy() -> impl Strategy<Value = usize> {
-    prop_oneof![0usize..16, 250usize..264, 264usize..1000, 1016usize..1030,]
+    prop_oneof![
+        0usize..16,
+        250usize..264,
+        264usize..1000,
+        1016usize..1030,
+        4088usize..4100,
+    ]
 }
 
 fn op_strategy() -> impl Strategy<Value = Op> {
@@ -69,7 +76,7 @@ fn op_strategy() -> impl Strategy<Value = Op> {
 fn config_strategy() -> impl Strategy<Value = TableConfig> {
     (
         1usize..=4,
-        prop::sample::select(vec![300usize, 1024]),
+        prop::sample::select(vec![300usize, 1024, VALUE_BYTES_MAX]),
         prop::sample::select(vec![1usize, 4, 16]),
         prop::sample::select(vec![0usize, 10, 50]),
         prop::sample::select(vec![1usize, 2, 8]),
@@ -385,4 +392,62 @@ fn batches_with_long_values_match_one_at_a_time() {
     assert_eq!(v, values[2]);
     one.check_invariants().unwrap();
     batched.check_invariants().unwrap();
+}
+
+/// Values of exactly 4 KiB (the node limit) in a table whose D_m = 1 and
+/// small buckets push many keys into overflow chains: insert, update (long to
+/// long, long to inline, inline to long), read back, delete; every block is
+/// freed again, and 4097 bytes is a typed error that changes nothing.
+#[test]
+fn four_kib_values_insert_update_read_and_delete_through_overflow() {
+    let config = TableConfig {
+        d_max: 1,
+        bucket_slots: 2,
+        overflow_fraction_pct: 50,
+        ..TableConfig::new(64, VALUE_BYTES_MAX)
+    };
+    let mut table = RobinhoodTable::new(&config).unwrap();
+    let value = |id: u64, v: u64| -> Vec<u8> {
+        (0..VALUE_BYTES_MAX as u64)
+            .map(|i| (id * 13 + v * 5 + i) as u8)
+            .collect()
+    };
+    let mut model = Model::new();
+    for id in 0..56 {
+        let meta = ObjectMeta::new(1, ObjectFlags::READABLE);
+        assert_eq!(table.upsert(key(id), meta, &value(id, 1)), Ok(true));
+        model.insert(key(id), (meta.0, value(id, 1)));
+    }
+    assert!(table.overflow_len() > 0, "D_m = 1 sends keys to overflow");
+    assert_agrees(&table, &model, &[]);
+    for id in 0..56 {
+        let meta = ObjectMeta::new(2, ObjectFlags::READABLE);
+        let new = match id % 3 {
+            0 => value(id, 2),
+            1 => b"inline now".to_vec(),
+            _ => value(id, 2)[..300].to_vec(),
+        };
+        assert_eq!(table.upsert(key(id), meta, &new), Ok(false));
+        model.insert(key(id), (meta.0, new));
+    }
+    assert_agrees(&table, &model, &[]);
+    assert_eq!(
+        table.upsert(key(0), ObjectMeta(9 << 3), &[1u8; VALUE_BYTES_MAX + 1]),
+        Err(RobinhoodError::ValueTooLarge {
+            len: VALUE_BYTES_MAX + 1,
+            max: VALUE_BYTES_MAX
+        })
+    );
+    assert_agrees(&table, &model, &[]);
+    for id in (0..56).step_by(2) {
+        assert!(table.remove(&key(id)));
+        model.remove(&key(id));
+    }
+    assert_agrees(&table, &model, &[key(0), key(2)]);
+    for id in (1..56).step_by(2) {
+        assert!(table.remove(&key(id)));
+    }
+    assert_eq!(table.len(), 0);
+    assert_eq!(table.value_blocks_in_use(), 0);
+    assert_eq!(table.buckets_in_use(), 0);
 }

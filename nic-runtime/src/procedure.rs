@@ -11,8 +11,9 @@ use std::sync::Arc;
 
 /// Most keys in a read set (write-set keys excluded).
 pub const READ_SET_MAX: usize = 16;
-/// Most keys in a write set.
-pub const WRITE_SET_MAX: usize = 16;
+/// Most keys in a write set: the transaction size every layer below the
+/// network is built for ([`splitkv_layout::TX_VALUES_MAX`]).
+pub const WRITE_SET_MAX: usize = splitkv_layout::TX_VALUES_MAX;
 
 /// Why a request cannot run.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]

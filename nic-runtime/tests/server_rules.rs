@@ -486,3 +486,36 @@ fn a_refused_send_becomes_a_typed_fault() {
     assert!(matches!(f.error, BatchError::BacklogFull { max: 1, .. }));
     assert!(f.reason.contains("not sendable"), "{}", f.reason);
 }
+
+/// A LOG whose records make a host-log entry of exactly
+/// `log_entry_bytes_max(value_bytes_max)` bytes (16 values at the node's
+/// limit) is appended; one record more would make an entry the host log is
+/// not built to take, and is refused with `TooLarge` before anything changes.
+#[test]
+fn log_entries_are_bounded_by_the_largest_transaction() {
+    use splitkv_layout::log_record::{log_entry_bytes_max, LOG_RECORD_HEADER_BYTES};
+    use splitkv_layout::TX_VALUES_MAX;
+    let mut r = rig();
+    let value = [3u8; VALUE_BYTES_MAX];
+    let full: Vec<(Key, ObjectMeta, &[u8])> = (0..TX_VALUES_MAX as u64)
+        .map(|i| (k(100 + i), v(1), &value[..]))
+        .collect();
+    assert_eq!(
+        TX_VALUES_MAX * (LOG_RECORD_HEADER_BYTES + VALUE_BYTES_MAX),
+        log_entry_bytes_max(VALUE_BYTES_MAX)
+    );
+    assert_eq!(
+        r.request(&items(MsgKind::Log, 60, &full)),
+        vec![Reply::LogAck(OK)]
+    );
+    assert_eq!(r.logged().len(), TX_VALUES_MAX);
+    let mut over = full.clone();
+    over.push((k(200), v(1), &value[..1]));
+    assert_eq!(
+        r.request(&items(MsgKind::Log, 61, &over)),
+        vec![Reply::LogAck(ReplyStatus::TooLarge)]
+    );
+    assert!(r.logged().is_empty(), "nothing appended");
+    assert_eq!(r.cached_version(&k(200)), None, "nothing installed");
+    assert!(r.server.fatal().is_none());
+}

@@ -6,23 +6,39 @@
 //!
 //! | message | bytes |
 //! |---|---|
-//! | [`TxRequest`] | tag `0x01`, `req_id: u64`, `procedure: u32`, `args_len: u16`, `args` |
+//! | [`TxRequest`] | tag `0x01`, `req_id: u64`, `procedure: u32`, `args_len: u32`, `args` |
 //! | [`LogApplied`] | tag `0x02`, `applied_bytes: u64` |
-//! | [`TxOutcome`] | tag `0x81`, `req_id: u64`, `status: u8`, `result_len: u16`, `result` |
+//! | [`TxOutcome`] | tag `0x81`, `req_id: u64`, `status: u8`, `result_len: u32`, `result` |
 //!
 //! Host→NIC and NIC→host tags are disjoint, so a message put on the wrong ring
 //! fails to decode with [`DecodeError::BadTag`]. Decoding borrows byte strings
 //! from the input (zero copy) and rejects unknown tags, truncation, lengths over
 //! [`ARGS_BYTES_MAX`] / [`RESULT_BYTES_MAX`] and trailing bytes.
+//!
+//! Both limits hold a transaction of [`TX_VALUES_MAX`] values of
+//! [`VALUE_BYTES_MAX`] bytes (the arguments of a procedure that writes 16 keys
+//! of 4 KiB, or the result of one that returns 16 such values) plus
+//! [`TX_FRAMING_BYTES_MAX`] of keys, lengths and counts; the lengths are `u32`
+//! because that exceeds a `u16`.
 
 use crate::error::{DecodeError, Reader};
 use crate::ring::RING_ENTRY_BYTES_MAX;
+#[cfg(doc)]
+use crate::VALUE_BYTES_MAX;
+use crate::{TX_VALUES_MAX, TX_VALUE_BYTES_MAX};
 
-/// Largest `args` of a [`TxRequest`], in bytes.
-pub const ARGS_BYTES_MAX: usize = 1024;
+/// Bytes an `args` or `result` may carry beside its [`TX_VALUE_BYTES_MAX`]
+/// value bytes: keys, lengths and counts (16 keys with an 8-byte id and a
+/// 4-byte length each take 192).
+pub const TX_FRAMING_BYTES_MAX: usize = 1024;
 
-/// Largest `result` of a [`TxOutcome`], in bytes.
-pub const RESULT_BYTES_MAX: usize = 1024;
+/// Largest `args` of a [`TxRequest`], in bytes: [`TX_VALUE_BYTES_MAX`] +
+/// [`TX_FRAMING_BYTES_MAX`] = 66 560.
+pub const ARGS_BYTES_MAX: usize = TX_VALUE_BYTES_MAX + TX_FRAMING_BYTES_MAX;
+
+/// Largest `result` of a [`TxOutcome`], in bytes: [`TX_VALUE_BYTES_MAX`] +
+/// [`TX_FRAMING_BYTES_MAX`] = 66 560.
+pub const RESULT_BYTES_MAX: usize = TX_VALUE_BYTES_MAX + TX_FRAMING_BYTES_MAX;
 
 /// Kind tag of an encoded [`TxRequest`].
 pub const TAG_TX_REQUEST: u8 = 0x01;
@@ -32,11 +48,11 @@ pub const TAG_LOG_APPLIED: u8 = 0x02;
 pub const TAG_TX_OUTCOME: u8 = 0x81;
 
 /// Encoded bytes of a [`TxRequest`] without its `args`.
-pub const TX_REQUEST_HEADER_BYTES: usize = 1 + 8 + 4 + 2;
+pub const TX_REQUEST_HEADER_BYTES: usize = 1 + 8 + 4 + 4;
 /// Encoded bytes of a [`LogApplied`].
 pub const LOG_APPLIED_BYTES: usize = 1 + 8;
 /// Encoded bytes of a [`TxOutcome`] without its `result`.
-pub const TX_OUTCOME_HEADER_BYTES: usize = 1 + 8 + 1 + 2;
+pub const TX_OUTCOME_HEADER_BYTES: usize = 1 + 8 + 1 + 4;
 
 /// Largest encoded [`HostToNic`] message, in bytes.
 pub const HOST_TO_NIC_BYTES_MAX: usize = TX_REQUEST_HEADER_BYTES + ARGS_BYTES_MAX;
@@ -45,7 +61,9 @@ pub const NIC_TO_HOST_BYTES_MAX: usize = TX_OUTCOME_HEADER_BYTES + RESULT_BYTES_
 
 const _: () = assert!(HOST_TO_NIC_BYTES_MAX <= RING_ENTRY_BYTES_MAX);
 const _: () = assert!(NIC_TO_HOST_BYTES_MAX <= RING_ENTRY_BYTES_MAX);
-const _: () = assert!(ARGS_BYTES_MAX <= u16::MAX as usize && RESULT_BYTES_MAX <= u16::MAX as usize);
+const _: () = assert!(ARGS_BYTES_MAX <= u32::MAX as usize && RESULT_BYTES_MAX <= u32::MAX as usize);
+// A full-size transaction's values fit, with room for their keys.
+const _: () = assert!(TX_VALUES_MAX * (8 + 4) <= TX_FRAMING_BYTES_MAX);
 
 /// How a transaction ended, as reported to the host: committed, or why not.
 ///
@@ -190,7 +208,7 @@ impl HostToNic<'_> {
                 out.push(TAG_TX_REQUEST);
                 out.extend_from_slice(&r.req_id.to_le_bytes());
                 out.extend_from_slice(&r.procedure.to_le_bytes());
-                out.extend_from_slice(&(r.args.len() as u16).to_le_bytes());
+                out.extend_from_slice(&(r.args.len() as u32).to_le_bytes());
                 out.extend_from_slice(r.args);
             }
             HostToNic::LogApplied(a) => {
@@ -212,7 +230,7 @@ impl HostToNic<'_> {
             TAG_TX_REQUEST => {
                 let req_id = r.u64()?;
                 let procedure = r.u32()?;
-                let len = r.u16()? as usize;
+                let len = r.u32()? as usize;
                 if len > ARGS_BYTES_MAX {
                     return Err(DecodeError::TooLarge {
                         what: "TxRequest args",
@@ -267,7 +285,7 @@ impl NicToHost<'_> {
                 out.push(TAG_TX_OUTCOME);
                 out.extend_from_slice(&o.req_id.to_le_bytes());
                 out.push(o.status as u8);
-                out.extend_from_slice(&(o.result.len() as u16).to_le_bytes());
+                out.extend_from_slice(&(o.result.len() as u32).to_le_bytes());
                 out.extend_from_slice(o.result);
             }
         }
@@ -290,7 +308,7 @@ impl NicToHost<'_> {
                     what: "TxOutcome status",
                     tag: raw_status as u64,
                 })?;
-                let len = r.u16()? as usize;
+                let len = r.u32()? as usize;
                 if len > RESULT_BYTES_MAX {
                     return Err(DecodeError::TooLarge {
                         what: "TxOutcome result",
@@ -339,7 +357,7 @@ mod tests {
         msg.encode(&mut out);
         assert_eq!(
             out,
-            [0xee, 0x01, 8, 7, 6, 5, 4, 3, 2, 1, 7, 0, 0, 0, 2, 0, b'a', b'b']
+            [0xee, 0x01, 8, 7, 6, 5, 4, 3, 2, 1, 7, 0, 0, 0, 2, 0, 0, 0, b'a', b'b']
         );
         assert_eq!(msg.encoded_len(), out.len() - 1);
         assert_eq!(HostToNic::decode(&out[1..]), Ok(msg));

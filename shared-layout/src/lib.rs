@@ -35,13 +35,28 @@ pub use region::{Region, RegionError, CACHE_LINE_BYTES};
 /// and so are the values each table keeps inline
 /// ([`robinhood_layout::ROBINHOOD_VALUE_INLINE_BYTES_MAX`],
 /// [`dlht_layout::DLHT_VALUE_INLINE_BYTES_MAX`]).
-pub const VALUE_BYTES_MAX: usize = 1024;
+pub const VALUE_BYTES_MAX: usize = 4096;
+
+/// Most full-size values one transaction carries: its write set of 16 keys
+/// (the NIC runtime's `WRITE_SET_MAX` is this constant), each with a value of
+/// [`VALUE_BYTES_MAX`] bytes. The host↔NIC ring messages
+/// ([`host_nic::ARGS_BYTES_MAX`], [`host_nic::RESULT_BYTES_MAX`]) and host-log
+/// entries ([`log_record::LOG_ENTRY_BYTES_MAX`]) are sized from it, so that a
+/// transaction writing 16 keys of 4 KiB fits every layer below the network
+/// (issue 10, "Batching layer").
+pub const TX_VALUES_MAX: usize = 16;
+
+/// Value bytes of the largest transaction, [`TX_VALUES_MAX`] ×
+/// [`VALUE_BYTES_MAX`] = 64 KiB.
+pub const TX_VALUE_BYTES_MAX: usize = TX_VALUES_MAX * VALUE_BYTES_MAX;
 
 // Every table can hold every value a node may carry, and a value's length
 // fits the wire item's `u16` length field.
 const _: () = assert!(VALUE_BYTES_MAX <= robinhood_layout::ROBINHOOD_VALUE_BYTES_MAX);
 const _: () = assert!(VALUE_BYTES_MAX <= dlht_layout::DLHT_VALUE_BYTES_MAX);
 const _: () = assert!(VALUE_BYTES_MAX <= u16::MAX as usize);
+// The Robinhood slot and block info words store a value's length as a `u16`.
+const _: () = assert!(robinhood_layout::ROBINHOOD_VALUE_BYTES_MAX <= u16::MAX as usize);
 // Each table's inline limit is below the largest value it holds.
 const _: () = assert!(
     robinhood_layout::ROBINHOOD_VALUE_INLINE_BYTES_MAX

@@ -3,7 +3,9 @@
 //! write on a primary (step 6); host workers poll the log and apply the records to
 //! the host table (step 7). The host log is a [`crate::ring`] ring; one ring entry
 //! holds one or more concatenated records (e.g. a transaction's write set for
-//! one shard), read back with [`LogRecords`].
+//! one shard), read back with [`LogRecords`]. An entry holds at most
+//! [`TX_VALUES_MAX`] records, so at most [`LOG_ENTRY_BYTES_MAX`] bytes: a
+//! transaction writing 16 values of 4 KiB at one node is one entry.
 //!
 //! Encoding of one record (all integers little endian), [`LOG_RECORD_HEADER_BYTES`]
 //! plus the value:
@@ -25,7 +27,7 @@ use crate::error::{DecodeError, Reader};
 use crate::key::{Key, KEY_BYTES};
 use crate::meta::ObjectMeta;
 use crate::ring::RING_ENTRY_BYTES_MAX;
-use crate::VALUE_BYTES_MAX;
+use crate::{TX_VALUES_MAX, VALUE_BYTES_MAX};
 
 /// Encoded bytes of a record without its value.
 pub const LOG_RECORD_HEADER_BYTES: usize = 1 + 8 + KEY_BYTES + 8 + 4;
@@ -33,7 +35,23 @@ pub const LOG_RECORD_HEADER_BYTES: usize = 1 + 8 + KEY_BYTES + 8 + 4;
 /// Largest encoded record, in bytes.
 pub const LOG_RECORD_BYTES_MAX: usize = LOG_RECORD_HEADER_BYTES + VALUE_BYTES_MAX;
 
-const _: () = assert!(LOG_RECORD_BYTES_MAX <= RING_ENTRY_BYTES_MAX);
+/// Largest host-log entry, in bytes: the records of one LOG or COMMIT request,
+/// at most [`TX_VALUES_MAX`] of [`LOG_RECORD_BYTES_MAX`] (16 × 4129 = 66 064).
+/// [`log_entry_bytes_max`] gives the bound for a smaller value limit.
+pub const LOG_ENTRY_BYTES_MAX: usize = TX_VALUES_MAX * LOG_RECORD_BYTES_MAX;
+
+const _: () = assert!(LOG_ENTRY_BYTES_MAX <= RING_ENTRY_BYTES_MAX);
+
+/// Largest host-log entry, in bytes, of a node whose values are at most
+/// `value_bytes_max` bytes: [`TX_VALUES_MAX`] records of
+/// [`LOG_RECORD_HEADER_BYTES`] + `value_bytes_max` (saturating). Equals
+/// [`LOG_ENTRY_BYTES_MAX`] at [`VALUE_BYTES_MAX`]. A host log must accept
+/// entries of this size ([`crate::ring::ring_payload_bytes_max`]).
+pub const fn log_entry_bytes_max(value_bytes_max: usize) -> usize {
+    TX_VALUES_MAX.saturating_mul(LOG_RECORD_HEADER_BYTES.saturating_add(value_bytes_max))
+}
+
+const _: () = assert!(log_entry_bytes_max(VALUE_BYTES_MAX) == LOG_ENTRY_BYTES_MAX);
 
 /// Which step of the commit protocol wrote a record.
 #[repr(u8)]

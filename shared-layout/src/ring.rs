@@ -45,9 +45,11 @@ use crate::sync::Ordering;
 /// each on its own cache line.
 pub const RING_HEADER_BYTES: usize = 3 * CACHE_LINE_BYTES;
 
-/// Largest payload of one ring entry, in bytes. A ring whose capacity is smaller
-/// carries at most [`ring_payload_bytes_max`] bytes per entry.
-pub const RING_ENTRY_BYTES_MAX: usize = 64 * 1024;
+/// Largest payload of one ring entry, in bytes: room for the largest host↔NIC
+/// message and host-log entry, a transaction of 16 values of 4 KiB
+/// ([`crate::TX_VALUE_BYTES_MAX`]) with its framing. A ring whose capacity is
+/// smaller carries at most [`ring_payload_bytes_max`] bytes per entry.
+pub const RING_ENTRY_BYTES_MAX: usize = 128 * 1024;
 
 /// Smallest data-area capacity in bytes.
 pub const RING_CAPACITY_MIN_BYTES: usize = 64;
@@ -106,7 +108,7 @@ pub fn ring_region_bytes(capacity_bytes: usize) -> usize {
 
 /// Bytes one entry with `payload_bytes` of payload takes in the data area: the
 /// length word plus the payload rounded up to 8 bytes (saturating).
-pub fn ring_entry_bytes(payload_bytes: usize) -> usize {
+pub const fn ring_entry_bytes(payload_bytes: usize) -> usize {
     (payload_bytes.saturating_add(7) & !7).saturating_add(RING_LEN_WORD_BYTES)
 }
 

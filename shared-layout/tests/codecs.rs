@@ -6,7 +6,7 @@ use proptest::prelude::*;
 use splitkv_layout::host_nic::*;
 use splitkv_layout::log_record::*;
 use splitkv_layout::ring::ring_pair;
-use splitkv_layout::{DecodeError, Key, ObjectMeta, VALUE_BYTES_MAX};
+use splitkv_layout::{DecodeError, Key, ObjectMeta, TX_VALUES_MAX, VALUE_BYTES_MAX};
 
 // ---------------------------------------------------------------------------
 // Strategies.
@@ -264,13 +264,13 @@ proptest! {
 
 proptest! {
     #[test]
-    fn oversized_args_are_too_large(len in (ARGS_BYTES_MAX + 1) as u16..=u16::MAX, body in any::<bool>()) {
+    fn oversized_args_are_too_large(len in (ARGS_BYTES_MAX + 1) as u32..=u32::MAX, body in any::<bool>()) {
         let mut bytes = vec![TAG_TX_REQUEST];
         bytes.extend_from_slice(&1u64.to_le_bytes());
         bytes.extend_from_slice(&2u32.to_le_bytes());
         bytes.extend_from_slice(&len.to_le_bytes());
         if body {
-            bytes.resize(bytes.len() + len as usize, 0);
+            bytes.resize(bytes.len() + (len as usize).min(2 * ARGS_BYTES_MAX), 0);
         }
         prop_assert_eq!(
             HostToNic::decode(&bytes),
@@ -279,13 +279,13 @@ proptest! {
     }
 
     #[test]
-    fn oversized_result_is_too_large(len in (RESULT_BYTES_MAX + 1) as u16..=u16::MAX, body in any::<bool>()) {
+    fn oversized_result_is_too_large(len in (RESULT_BYTES_MAX + 1) as u32..=u32::MAX, body in any::<bool>()) {
         let mut bytes = vec![TAG_TX_OUTCOME];
         bytes.extend_from_slice(&1u64.to_le_bytes());
         bytes.push(TxStatus::Committed as u8);
         bytes.extend_from_slice(&len.to_le_bytes());
         if body {
-            bytes.resize(bytes.len() + len as usize, 0);
+            bytes.resize(bytes.len() + (len as usize).min(2 * RESULT_BYTES_MAX), 0);
         }
         prop_assert_eq!(
             NicToHost::decode(&bytes),
@@ -406,7 +406,7 @@ fn wire_values_of_enums() {
 
 #[test]
 fn largest_messages_fit_one_ring_entry() {
-    let (mut p, mut c) = ring_pair(16 * 1024).unwrap();
+    let (mut p, mut c) = ring_pair(512 * 1024).unwrap();
     let args = vec![0xa5; ARGS_BYTES_MAX];
     let value = vec![0x5a; VALUE_BYTES_MAX];
     let mut buf = Vec::new();
@@ -426,9 +426,22 @@ fn largest_messages_fit_one_ring_entry() {
         meta: ObjectMeta(6),
         value: &value,
     };
-    rec.encode(&mut buf);
-    rec.encode(&mut buf);
-    assert_eq!(buf.len(), 2 * LOG_RECORD_BYTES_MAX);
+    // A COMMIT of a full-size transaction: 16 values of 4 KiB in one entry.
+    for _ in 0..TX_VALUES_MAX {
+        rec.encode(&mut buf);
+    }
+    assert_eq!(buf.len(), LOG_ENTRY_BYTES_MAX);
+    assert_eq!(VALUE_BYTES_MAX, 4096);
+    p.try_push(&buf).unwrap();
+    buf.clear();
+    let result = vec![0x3c; RESULT_BYTES_MAX];
+    NicToHost::TxOutcome(TxOutcome {
+        req_id: 7,
+        status: TxStatus::Committed,
+        result: &result,
+    })
+    .encode(&mut buf);
+    assert_eq!(buf.len(), NIC_TO_HOST_BYTES_MAX);
     p.try_push(&buf).unwrap();
 
     let mut out = Vec::new();
@@ -436,7 +449,56 @@ fn largest_messages_fit_one_ring_entry() {
     assert!(matches!(HostToNic::decode(&out), Ok(HostToNic::TxRequest(r)) if r.args == &args[..]));
     assert!(c.try_pop(&mut out).unwrap());
     let recs: Vec<_> = LogRecords::new(&out).collect();
-    assert_eq!(recs, vec![Ok(rec), Ok(rec)]);
+    assert_eq!(recs, vec![Ok(rec); TX_VALUES_MAX]);
+    assert!(c.try_pop(&mut out).unwrap());
+    assert!(
+        matches!(NicToHost::decode(&out), Ok(NicToHost::TxOutcome(o)) if o.result == &result[..])
+    );
+}
+
+/// The ring-message limits hold a full-size transaction (16 values of 4 KiB
+/// with their keys), and one byte more is a typed decode error.
+#[test]
+fn ring_message_limits_at_the_edge() {
+    const { assert!(ARGS_BYTES_MAX >= TX_VALUES_MAX * (VALUE_BYTES_MAX + 8 + 4)) };
+    const { assert!(RESULT_BYTES_MAX >= TX_VALUES_MAX * (VALUE_BYTES_MAX + 8 + 4)) };
+    for (len, ok) in [(ARGS_BYTES_MAX, true), (ARGS_BYTES_MAX + 1, false)] {
+        let mut bytes = vec![TAG_TX_REQUEST];
+        bytes.extend_from_slice(&1u64.to_le_bytes());
+        bytes.extend_from_slice(&2u32.to_le_bytes());
+        bytes.extend_from_slice(&(len as u32).to_le_bytes());
+        bytes.resize(bytes.len() + len, 7);
+        match HostToNic::decode(&bytes) {
+            Ok(HostToNic::TxRequest(r)) => assert!(ok && r.args.len() == len),
+            Err(e) => assert!(
+                !ok && e
+                    == DecodeError::TooLarge {
+                        what: "TxRequest args",
+                        len,
+                        max: ARGS_BYTES_MAX
+                    }
+            ),
+            other => panic!("{other:?}"),
+        }
+    }
+    for (len, ok) in [(RESULT_BYTES_MAX, true), (RESULT_BYTES_MAX + 1, false)] {
+        let mut bytes = vec![TAG_TX_OUTCOME];
+        bytes.extend_from_slice(&1u64.to_le_bytes());
+        bytes.push(TxStatus::Committed as u8);
+        bytes.extend_from_slice(&(len as u32).to_le_bytes());
+        bytes.resize(bytes.len() + len, 7);
+        let got = NicToHost::decode(&bytes).map(|NicToHost::TxOutcome(o)| o.result.len());
+        let want = if ok {
+            Ok(len)
+        } else {
+            Err(DecodeError::TooLarge {
+                what: "TxOutcome result",
+                len,
+                max: RESULT_BYTES_MAX,
+            })
+        };
+        assert_eq!(got, want);
+    }
 }
 
 #[test]

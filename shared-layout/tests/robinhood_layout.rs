@@ -258,10 +258,10 @@ proptest! {
 
     #[test]
     fn out_of_line_slot_and_block_round_trip(
-        value_bytes_max in 257usize..1100,
+        value_bytes_max in 257usize..=4096,
         key_id in any::<u64>(),
         meta in any::<u64>(),
-        value in prop::collection::vec(any::<u8>(), 257..1100),
+        value in prop::collection::vec(any::<u8>(), 257..=4096),
         block in 0usize..12,
         seq in 1u64..u64::MAX / 4,
         cut in any::<prop::sample::Index>(),
@@ -299,6 +299,94 @@ proptest! {
         prop_assert!(decode_slot(&l, &slot[..n]).is_err());
     }
 
+    /// The partial copy of a block (its head up to the end of the value, then
+    /// its tail word) decodes to the value, for values up to 4 KiB; it is a
+    /// few bytes more than the value, never the whole block; a torn, stale,
+    /// truncated or longer copy is reported as such.
+    #[test]
+    fn partial_block_copy_round_trip(
+        value_bytes_max in prop::sample::select(vec![300usize, 1024, 4095, 4096]),
+        len in 257usize..=4096,
+        fill in any::<u8>(),
+        block in 0usize..12,
+        seq in 1u64..u64::MAX / 4,
+        cut in any::<prop::sample::Index>(),
+    ) {
+        let l = layout(10, value_bytes_max);
+        let len = len.min(value_bytes_max);
+        let value: Vec<u8> = (0..len).map(|i| fill ^ i as u8).collect();
+        let key = Key::new(3, 99);
+        let meta = ObjectMeta(5 << 3);
+        let vref = ValueRef { block, seq: seq * 2 };
+        let mut image = vec![0u8; l.value_block_bytes()];
+        encode_value_block(&l, vref.seq, key, meta, &value, &mut image);
+        let [(at, n), (tail_at, tail_n)] = l.value_block_reads(block, len);
+        let base = l.value_block_offset(block);
+        prop_assert_eq!(at, base);
+        prop_assert_eq!(tail_at, base + l.value_block_seq_tail_offset());
+        prop_assert_eq!(tail_n, 8);
+        prop_assert!(n + tail_n <= l.value_block_bytes());
+        prop_assert_eq!(n + tail_n, l.value_block_copy_bytes(len));
+        prop_assert!(n >= 32 + len && n < 32 + len + 8);
+        let mut copy = image[..n].to_vec();
+        copy.extend_from_slice(&image[l.value_block_seq_tail_offset()..]);
+        prop_assert_eq!(decode_value_block_copy(&l, &copy, &key, meta, len, vref), Ok(BlockRead::Value(&value[..])));
+        let other = ValueRef { seq: vref.seq + 2, ..vref };
+        prop_assert_eq!(decode_value_block_copy(&l, &copy, &key, meta, len, other), Ok(BlockRead::Stale));
+        // A slot that says another length reads another prefix: stale too.
+        let [(_, n1), _] = l.value_block_reads(block, len - 1);
+        let mut shorter = image[..n1].to_vec();
+        shorter.extend_from_slice(&image[l.value_block_seq_tail_offset()..]);
+        prop_assert_eq!(decode_value_block_copy(&l, &shorter, &key, meta, len - 1, vref), Ok(BlockRead::Stale));
+        let mut torn = copy.clone();
+        let last = torn.len() - 8;
+        set_word(&mut torn, last, vref.seq + 1);
+        prop_assert_eq!(decode_value_block_copy(&l, &torn, &key, meta, len, vref), Ok(BlockRead::Torn));
+        let cut = cut.index(copy.len());
+        prop_assert!(decode_value_block_copy(&l, &copy[..cut], &key, meta, len, vref).is_err());
+        let mut longer = copy.clone();
+        longer.push(0);
+        prop_assert!(decode_value_block_copy(&l, &longer, &key, meta, len, vref).is_err());
+        let over = decode_value_block_copy(&l, &copy, &key, meta, value_bytes_max + 1, vref);
+        prop_assert!(matches!(over, Err(DecodeError::TooLarge { .. })), "{:?}", over);
+    }
+
+    /// Over random block images (intact or not, any sequence, any claimed
+    /// length), the partial copy decodes exactly as the whole block does.
+    #[test]
+    fn partial_copy_decodes_as_the_whole_block(
+        words in prop::collection::vec(any::<u64>(), 4 + 4096 / 8 + 1),
+        same_seq in any::<bool>(),
+        intact_info in any::<bool>(),
+        len in 0usize..=4096,
+        value_bytes_max in prop::sample::select(vec![300usize, 4096]),
+    ) {
+        let l = layout(10, value_bytes_max);
+        let len = len.min(value_bytes_max);
+        let mut image: Vec<u8> = words.iter().flat_map(|w| w.to_le_bytes()).collect();
+        image.truncate(l.value_block_bytes());
+        let key = Key::new(3, 99);
+        let meta = ObjectMeta(77);
+        let vref = ValueRef { block: 0, seq: 42 };
+        if same_seq {
+            set_word(&mut image, 0, 42);
+            set_word(&mut image, l.value_block_seq_tail_offset(), 42);
+        }
+        if intact_info {
+            let info = encode_slot_info(3, len as u16, BLOCK_STATE_USED);
+            set_word(&mut image, 8, info);
+            set_word(&mut image, 16, 99);
+            set_word(&mut image, 24, 77);
+        }
+        let [(_, n), _] = l.value_block_reads(0, len);
+        let mut copy = image[..n].to_vec();
+        copy.extend_from_slice(&image[l.value_block_seq_tail_offset()..]);
+        prop_assert_eq!(
+            decode_value_block_copy(&l, &copy, &key, meta, len, vref),
+            decode_value_block(&l, &image, &key, meta, len, vref)
+        );
+    }
+
     #[test]
     fn random_block_bytes_never_panic(bytes in prop::collection::vec(any::<u8>(), 0..700), force_seq in any::<bool>(), len in 0usize..1000) {
         let l = layout(10, 500);
@@ -311,6 +399,7 @@ proptest! {
         let key = Key::new(1, 2);
         let _ = decode_value_block(&l, &bytes, &key, ObjectMeta(0), len, vref);
         let _ = decode_value_block(&l, &bytes[..bytes.len().min(l.value_block_bytes())], &key, ObjectMeta(0), len, vref);
+        let _ = decode_value_block_copy(&l, &bytes, &key, ObjectMeta(0), len, vref);
         if force_seq && bytes.len() >= l.slot_bytes() {
             set_word(&mut bytes, 0, 42);
             set_word(&mut bytes, l.slot_seq_tail_offset(), 42);

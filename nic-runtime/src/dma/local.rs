@@ -12,6 +12,18 @@ use splitkv_layout::ring::{RingError, RingProducer};
 use std::collections::VecDeque;
 use std::sync::Arc;
 
+/// Completion-buffer bytes reserved at start-up: a poll's reads of 16 value
+/// copies of 4 KiB; more grow the buffer once.
+const READ_DATA_BYTES_RESERVED: usize = 64 * 1024;
+
+/// Entry buffers kept for reuse after their appends completed.
+pub const APPEND_SPARES_MAX: usize = 256;
+
+/// Bytes of entry buffers kept for reuse: a buffer is kept only while the
+/// spares hold less than this, so a burst of 64 KiB entries (16 values of
+/// 4 KiB) does not pin 256 × 64 KiB of memory.
+pub const APPEND_SPARE_BYTES_MAX: usize = 1 << 20;
+
 #[derive(Debug)]
 struct PendingRead {
     due: Nanos,
@@ -36,6 +48,8 @@ pub struct LocalDma {
     reads: VecDeque<PendingRead>,
     appends: VecDeque<PendingAppend>,
     spare: Vec<Vec<u8>>,
+    /// Capacity of the buffers in `spare`, in bytes.
+    spare_bytes: usize,
     data: Vec<u8>,
     log_full_stalls: u64,
     /// Prefetch each read vector's lines when it is submitted.
@@ -53,7 +67,8 @@ impl LocalDma {
             reads: VecDeque::with_capacity(256),
             appends: VecDeque::with_capacity(256),
             spare: Vec::new(),
-            data: Vec::with_capacity(64 * 1024),
+            spare_bytes: 0,
+            data: Vec::with_capacity(READ_DATA_BYTES_RESERVED),
             log_full_stalls: 0,
             prefetch: true,
         }
@@ -64,6 +79,13 @@ impl LocalDma {
     /// cache (default on). Off, every copy takes its misses one after another.
     pub fn set_prefetch(&mut self, on: bool) {
         self.prefetch = on;
+    }
+
+    /// Bytes of entry buffers kept for reuse: at most
+    /// [`APPEND_SPARE_BYTES_MAX`] (plus nothing: a buffer that would exceed it
+    /// is dropped).
+    pub fn spare_bytes(&self) -> usize {
+        self.spare_bytes
     }
 
     /// Times a log append found the host log full and waited.
@@ -103,6 +125,7 @@ impl DmaEngine for LocalDma {
             return Err(DmaError::QueueFull);
         }
         let mut buf = self.spare.pop().unwrap_or_default();
+        self.spare_bytes -= buf.capacity();
         buf.clear();
         buf.extend_from_slice(entry);
         self.appends.push_back(PendingAppend {
@@ -150,7 +173,11 @@ impl DmaEngine for LocalDma {
                         token: p.token,
                         result: Ok(DmaDone::Appended { tail }),
                     });
-                    if self.spare.len() < 256 {
+                    let bytes = p.entry.capacity();
+                    if self.spare.len() < APPEND_SPARES_MAX
+                        && self.spare_bytes + bytes <= APPEND_SPARE_BYTES_MAX
+                    {
+                        self.spare_bytes += bytes;
                         self.spare.push(p.entry);
                     }
                 }

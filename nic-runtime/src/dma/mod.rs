@@ -49,9 +49,16 @@ pub trait HostMemory: Send + Sync + std::fmt::Debug {
     }
 }
 
-/// Most cache lines [`HostMemory::prefetch`] touches per element (a Robinhood
-/// probe of `d_i + k` slots is 2–4 lines; a 1 KiB value block 17).
-pub const PREFETCH_LINES_MAX: usize = 16;
+/// Most cache lines [`HostMemory::prefetch`] touches per element: enough for
+/// the largest out-of-line value copy, the head of a value block up to the end
+/// of a [`VALUE_BYTES_MAX`](splitkv_layout::VALUE_BYTES_MAX) value (32 + 4096
+/// bytes, 65 lines). A Robinhood probe of `d_i + k` small slots is 2–4 lines.
+pub const PREFETCH_LINES_MAX: usize = 65;
+
+const _: () = assert!(
+    PREFETCH_LINES_MAX * splitkv_layout::CACHE_LINE_BYTES
+        >= splitkv_layout::robinhood_layout::SLOT_VALUE_OFFSET + splitkv_layout::VALUE_BYTES_MAX
+);
 
 /// A read host memory refused.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]

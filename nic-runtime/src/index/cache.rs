@@ -85,11 +85,32 @@ const PINS_PREALLOCATED: usize = 1 << 14;
 /// Object slots preallocated at most (larger capacities grow on demand).
 const OBJECTS_PREALLOCATED_MAX: usize = 1 << 20;
 
+/// Value-buffer capacity, in bytes, a slot keeps whatever it holds: a slot
+/// whose buffer is larger gives the excess back when it takes a value of at
+/// most a quarter of the buffer (see [`ObjectCache::memory_bytes`]). So a
+/// slot that once held a 4 KiB value ([`splitkv_layout::VALUE_BYTES_MAX`])
+/// and now holds an 8-byte one does not keep 4 KiB: the slab's value memory
+/// stays within `max(VALUE_BUFFER_KEPT_BYTES_MAX, 4 × value length)` per
+/// object, and nothing is ever preallocated per object for the value limit.
+pub const VALUE_BUFFER_KEPT_BYTES_MAX: usize = 512;
+
 /// Pin position of an object whose log append has not completed yet.
 pub const PIN_PENDING: u64 = u64::MAX;
 const UNPINNED: u64 = 0;
 /// No page / no object.
 const NONE: u32 = u32::MAX;
+
+/// Replaces a slot's value with `value`, reusing its buffer (no allocation
+/// when the buffer is large enough), but giving back the excess of a buffer
+/// over [`VALUE_BUFFER_KEPT_BYTES_MAX`] that is over four times `value`.
+#[inline]
+fn fill_value(buf: &mut Vec<u8>, value: &[u8]) {
+    buf.clear();
+    if buf.capacity() > VALUE_BUFFER_KEPT_BYTES_MAX && value.len() <= buf.capacity() / 4 {
+        buf.shrink_to(value.len().max(VALUE_BUFFER_KEPT_BYTES_MAX / 4));
+    }
+    buf.extend_from_slice(value);
+}
 
 mod entries;
 mod eviction;
@@ -313,7 +334,8 @@ impl ObjectCache {
     }
 
     /// NIC memory the entries, pages and slab take, in bytes (value buffers
-    /// counted at their capacity).
+    /// counted at their capacity: at most `max(`[`VALUE_BUFFER_KEPT_BYTES_MAX`]`,
+    /// 4 × value length)` each, and 0 for a slot that never held a value).
     pub fn memory_bytes(&self) -> usize {
         self.entries.len() * std::mem::size_of::<SegmentEntry>()
             + self.pages.len() * std::mem::size_of::<OverflowPage>()
@@ -374,8 +396,7 @@ impl ObjectCache {
         };
         let o = &mut self.objects[h];
         o.meta = meta;
-        o.value.clear();
-        o.value.extend_from_slice(value);
+        fill_value(&mut o.value, value);
     }
 
     /// Installs a committed write, pinned until [`ObjectCache::set_pin`] and
@@ -401,8 +422,7 @@ impl ObjectCache {
         let o = &mut self.objects[h];
         let was_pinned = o.is_pinned();
         o.meta = meta;
-        o.value.clear();
-        o.value.extend_from_slice(value);
+        fill_value(&mut o.value, value);
         o.pin_until = PIN_PENDING;
         if !was_pinned {
             self.pinned += 1;

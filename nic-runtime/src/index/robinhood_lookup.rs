@@ -11,7 +11,10 @@
 //! confirmed the chain that was searched, so a stale overflow hint costs a read,
 //! not a wrong answer. Torn slots are read again, up to [`TORN_RETRIES_MAX`].
 //! 4. If the key's slot holds a value over 256 B, it refers to a value-heap
-//!    block (Xenic §4.1.2): one more read fetches the block. A block whose
+//!    block (Xenic §4.1.2): one more read, a two-element vector, fetches the
+//!    block's head up to the end of the value and its tail word
+//!    ([`TableLayout::value_block_reads`]), so a short value in a heap of 4 KiB
+//!    blocks does not cost a 4 KiB copy. A block whose
 //!    seqlock, sequence, key or meta does not match the slot was freed and
 //!    reused meanwhile: the lookup starts over from step 1 (each restart counts
 //!    against [`TORN_RETRIES_MAX`] too).
@@ -36,8 +39,8 @@ use super::hints::{OverflowHint, SegmentHints};
 use super::Next;
 use crate::dma::DmaRead;
 use splitkv_layout::robinhood_layout::{
-    decode_value_block, find_in_bucket, BlockRead, SegmentHeader, SlotRead, SlotValue, TableLayout,
-    ValueRef, HEADER_BYTES, HEADER_MOVES_OFFSET,
+    decode_value_block_copy, find_in_bucket, BlockRead, SegmentHeader, SlotRead, SlotValue,
+    TableLayout, ValueRef, HEADER_BYTES, HEADER_MOVES_OFFSET,
 };
 use splitkv_layout::{DecodeError, Key, ObjectMeta};
 
@@ -218,10 +221,19 @@ impl RobinhoodLookup {
                 self.slots_read += layout.bucket_slots() as u32;
                 Next::single_read(layout.bucket_header_offset(bucket), layout.bucket_bytes())
             }
-            Stage::Block { value_ref, .. } => Next::single_read(
-                layout.value_block_offset(value_ref.block),
-                layout.value_block_bytes(),
-            ),
+            Stage::Block { value_ref, len, .. } => {
+                let [(at, n), (tail_at, tail_n)] = layout.value_block_reads(value_ref.block, len);
+                Next::Read(
+                    [
+                        DmaRead { offset: at, len: n },
+                        DmaRead {
+                            offset: tail_at,
+                            len: tail_n,
+                        },
+                    ],
+                    2,
+                )
+            }
         }
     }
 
@@ -402,7 +414,7 @@ impl RobinhoodLookup {
         len: usize,
         meta: ObjectMeta,
     ) -> Next<'a> {
-        match decode_value_block(layout, data, &self.key, meta, len, value_ref) {
+        match decode_value_block_copy(layout, data, &self.key, meta, len, value_ref) {
             Ok(BlockRead::Value(value)) => Next::Found { meta, value },
             Ok(BlockRead::Torn | BlockRead::Stale) => {
                 // The block was freed and reused after the slot was read:

@@ -48,3 +48,34 @@ fn tags_pack() {
     assert_eq!(tags::tag(w, 0), 0);
     assert_eq!(tags::link(w), 77);
 }
+
+/// An out-of-line record of a value at the node limit (4 KiB) decodes; one of
+/// the table format's limit too; one byte more, or a short record, is a
+/// typed error.
+#[test]
+fn out_of_line_records_at_the_limits() {
+    let record = |len: usize| {
+        let mut r = (len as u64).to_le_bytes().to_vec();
+        r.extend((0..len).map(|i| i as u8));
+        r
+    };
+    let node = record(crate::VALUE_BYTES_MAX);
+    let value = decode_out_of_line(&node).unwrap();
+    assert_eq!(value.len(), crate::VALUE_BYTES_MAX);
+    assert_eq!(value[4095], 255);
+    assert!(matches!(
+        decode_out_of_line(&node[..node.len() - 1]),
+        Err(DecodeError::Truncated { .. })
+    ));
+    assert!(decode_out_of_line(&record(DLHT_VALUE_BYTES_MAX)).is_ok());
+    let mut over = (DLHT_VALUE_BYTES_MAX as u64 + 1).to_le_bytes().to_vec();
+    over.resize(8 + DLHT_VALUE_BYTES_MAX + 1, 0);
+    assert_eq!(
+        decode_out_of_line(&over),
+        Err(DecodeError::TooLarge {
+            what: "dlht out-of-line value",
+            len: DLHT_VALUE_BYTES_MAX + 1,
+            max: DLHT_VALUE_BYTES_MAX,
+        })
+    );
+}

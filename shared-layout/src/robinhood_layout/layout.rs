@@ -210,6 +210,39 @@ impl TableLayout {
         self.value_heap_offset + block * self.value_block_bytes
     }
 
+    /// The two DMA reads, `(byte offset, byte length)`, that copy just what a
+    /// reader needs of value block `block` holding a value of `len` bytes
+    /// (`len` is clamped to `value_bytes_max`): the block's first
+    /// `32 + ⌈len / 8⌉ × 8` bytes (`seq_head`, info, key id, meta, value) and
+    /// its `seq_tail` word. Read in this order, address-increasing, they keep
+    /// the seqlock argument of the module docs (`seq_head` first, `seq_tail`
+    /// last), and a 300-byte value in a heap of 4 KiB blocks costs a 344-byte
+    /// copy instead of the whole block. [`decode_value_block_copy`](super::decode_value_block_copy)
+    /// decodes the bytes of both reads concatenated
+    /// ([`TableLayout::value_block_copy_bytes`] of them).
+    #[inline]
+    pub fn value_block_reads(&self, block: usize, len: usize) -> [(usize, usize); 2] {
+        let at = self.value_block_offset(block);
+        [
+            (at, self.value_block_prefix_bytes(len)),
+            (at + self.value_block_seq_tail_offset(), 8),
+        ]
+    }
+
+    /// Bytes [`TableLayout::value_block_reads`] copies for a value of `len`
+    /// bytes: `32 + ⌈min(len, value_bytes_max) / 8⌉ × 8 + 8`, at most
+    /// [`TableLayout::value_block_bytes`].
+    #[inline]
+    pub fn value_block_copy_bytes(&self, len: usize) -> usize {
+        self.value_block_prefix_bytes(len) + 8
+    }
+
+    /// Bytes of a block up to the end of a `len`-byte value, word-rounded.
+    #[inline]
+    fn value_block_prefix_bytes(&self, len: usize) -> usize {
+        SLOT_VALUE_OFFSET + len.min(self.value_bytes_max).div_ceil(8) * 8
+    }
+
     /// Size of one slot in bytes (a multiple of 8).
     #[inline]
     pub fn slot_bytes(&self) -> usize {

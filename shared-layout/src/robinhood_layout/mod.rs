@@ -85,6 +85,13 @@
 //! "closed at `s`" alone identifies the write the slot referenced; the key and
 //! meta checks are a second, independent guard against a wrong value.
 //!
+//! A reader need not copy a whole block: [`TableLayout::value_block_reads`]
+//! names two reads, the block's words from `seq_head` up to the end of the
+//! slot's `value_len` bytes and then `seq_tail`, which keep the seqlock
+//! argument below (head loaded first, tail last, address-increasing), and
+//! [`decode_value_block_copy`] decodes them. With one size class of 4 KiB
+//! blocks, a 300-byte value then costs a 344-byte copy, not 4136 bytes.
+//!
 //! # Torn-read protection (slot seqlock)
 //!
 //! The host is the only writer; the DMA engine copies slots concurrently, word
@@ -133,7 +140,7 @@ pub use slot::{
     decode_slot, decode_slot_info, encode_link, encode_slot, encode_slot_info, find_in_bucket,
     find_in_slots, read_acquire, SlotRead, SlotValue, ValueRef,
 };
-pub use value_block::{decode_value_block, encode_value_block, BlockRead};
+pub use value_block::{decode_value_block, decode_value_block_copy, encode_value_block, BlockRead};
 
 /// Size of a segment header and of a bucket header, in bytes (one cache line).
 pub const HEADER_BYTES: usize = 64;

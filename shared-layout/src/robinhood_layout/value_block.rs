@@ -4,6 +4,8 @@
 use super::*;
 use crate::{DecodeError, Key, ObjectMeta, Reader};
 
+const WHAT: &str = "value block";
+
 /// What one copied value block holds, checked against the slot that referenced it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum BlockRead<'a> {
@@ -34,7 +36,6 @@ pub fn decode_value_block<'a>(
     len: usize,
     value_ref: ValueRef,
 ) -> Result<BlockRead<'a>, DecodeError> {
-    const WHAT: &str = "value block";
     if bytes.len() > layout.value_block_bytes {
         return Err(DecodeError::Inconsistent {
             what: WHAT,
@@ -45,6 +46,62 @@ pub fn decode_value_block<'a>(
     let head = r.u64()?;
     let data = r.take(layout.value_block_bytes.saturating_sub(16))?;
     let tail = r.u64()?;
+    check_block(layout, head, data, tail, key, meta, len, value_ref)
+}
+
+/// Like [`decode_value_block`], for the copy [`TableLayout::value_block_reads`]
+/// makes: the block's first bytes up to the end of a `len`-byte value, then
+/// its `seq_tail` word, exactly [`TableLayout::value_block_copy_bytes`]`(len)`
+/// bytes (Xenic §4.1.2: the NIC fetches an out-of-line value with one more
+/// DMA read; this one reads only the value's own bytes).
+///
+/// # Errors
+/// [`DecodeError::Truncated`] / [`DecodeError::Inconsistent`] if `bytes` is not
+/// exactly that long; [`DecodeError::TooLarge`] if `len` exceeds
+/// `value_bytes_max`. A mismatch of sequence, key, meta or length is
+/// [`BlockRead::Stale`], a torn copy [`BlockRead::Torn`].
+pub fn decode_value_block_copy<'a>(
+    layout: &TableLayout,
+    bytes: &'a [u8],
+    key: &Key,
+    meta: ObjectMeta,
+    len: usize,
+    value_ref: ValueRef,
+) -> Result<BlockRead<'a>, DecodeError> {
+    if len > layout.value_bytes_max {
+        return Err(DecodeError::TooLarge {
+            what: "value block value_len",
+            len,
+            max: layout.value_bytes_max,
+        });
+    }
+    let want = layout.value_block_copy_bytes(len);
+    if bytes.len() > want {
+        return Err(DecodeError::Inconsistent {
+            what: WHAT,
+            detail: "trailing bytes",
+        });
+    }
+    let mut r = Reader::new(bytes, WHAT);
+    let head = r.u64()?;
+    let data = r.take(want.saturating_sub(16))?;
+    let tail = r.u64()?;
+    check_block(layout, head, data, tail, key, meta, len, value_ref)
+}
+
+/// The checks both decoders share, on a copy split into `seq_head`, the data
+/// words from the info word on (`data`), and `seq_tail`.
+#[allow(clippy::too_many_arguments)]
+fn check_block<'a>(
+    layout: &TableLayout,
+    head: u64,
+    data: &'a [u8],
+    tail: u64,
+    key: &Key,
+    meta: ObjectMeta,
+    len: usize,
+    value_ref: ValueRef,
+) -> Result<BlockRead<'a>, DecodeError> {
     if head != tail || head & 1 != 0 {
         return Ok(BlockRead::Torn);
     }

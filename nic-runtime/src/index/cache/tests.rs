@@ -200,3 +200,40 @@ fn installs_never_move_a_version_backwards() {
     assert_eq!(c.peek(&k(1)).unwrap().meta.version(), 3);
     c.check_invariants().unwrap();
 }
+
+/// Value memory follows the values held, never the node's 4 KiB value limit:
+/// an empty cache of 65536 objects holds no value bytes, small values take
+/// small buffers, and slots that held 4 KiB values give the memory back when
+/// they are reused for small ones (at most `VALUE_BUFFER_KEPT_BYTES_MAX` each).
+#[test]
+fn value_memory_follows_the_values_not_the_limit() {
+    const OBJECTS: usize = 1 << 16;
+    let mut c = cache(OBJECTS, 1000, 5);
+    let slab = c.memory_bytes();
+    assert!(
+        slab < OBJECTS * 96,
+        "{slab} B before any value: no per-object value buffer"
+    );
+    let big = vec![7u8; splitkv_layout::VALUE_BYTES_MAX];
+    for i in 0..1000 {
+        c.insert_clean(k(i), ObjectMeta(8), &big);
+    }
+    let with_big = c.memory_bytes() - slab;
+    assert!(with_big >= 1000 * big.len());
+    // Newer, small versions of the same keys shrink the buffers.
+    for i in 0..1000 {
+        c.insert_clean(k(i), ObjectMeta(16), &i.to_le_bytes());
+        assert_eq!(c.peek(&k(i)).unwrap().value, i.to_le_bytes());
+    }
+    let after = c.memory_bytes() - slab;
+    assert!(
+        after <= 1000 * VALUE_BUFFER_KEPT_BYTES_MAX,
+        "{after} B of value buffers for 1000 8-byte values"
+    );
+    // A buffer at or under the kept size is reused as it is (no allocation).
+    c.install_committed(k(1), ObjectMeta(24), &[1u8; 100]);
+    let cap = c.peek(&k(1)).unwrap().value.capacity();
+    c.install_committed(k(1), ObjectMeta(32), &[2u8; 3]);
+    assert_eq!(c.peek(&k(1)).unwrap().value.capacity(), cap);
+    c.check_invariants().unwrap();
+}

@@ -2,9 +2,11 @@
 //! primary (step 6) append their records to the host log by DMA.
 //!
 //! Before anything is installed or appended, every item is checked (issue 9
-//! §4): a value over the node's limit is refused with
-//! [`ReplyStatus::TooLarge`]; metadata with planted LOCKED or DELETED bits or
-//! version 0 with [`ReplyStatus::Malformed`]; and a COMMIT is installed only
+//! §4): a value over the node's limit, or records that would make a host-log
+//! entry longer than [`log_entry_bytes_max`] (the size the node's host log
+//! is built to take), are refused with [`ReplyStatus::TooLarge`]; metadata
+//! with planted LOCKED or DELETED bits or version 0 with
+//! [`ReplyStatus::Malformed`]; and a COMMIT is installed only
 //! for keys its transaction holds locked here, so a late or duplicated COMMIT
 //! (the lock already released) is refused and never rolls the NIC cache back
 //! (a duplicate that arrives while the first is still being appended gets no
@@ -22,7 +24,9 @@ use super::{token, OpKind, Server};
 use crate::dma::DmaError;
 use crate::index::NicIndex;
 use crate::protocol::Io;
-use splitkv_layout::log_record::{LogKind, LogRecord};
+use splitkv_layout::log_record::{
+    log_entry_bytes_max, LogKind, LogRecord, LOG_RECORD_HEADER_BYTES,
+};
 use splitkv_layout::wire::{ItemList, MsgKind, NodeId, ReplyStatus};
 
 impl Server {
@@ -97,8 +101,12 @@ impl Server {
         tx_id: u64,
         items: ItemList<'_>,
     ) -> Result<(), ReplyStatus> {
+        let mut entry_bytes = 0;
         for it in items.iter() {
-            if it.value.len() > io.value_bytes_max {
+            entry_bytes += LOG_RECORD_HEADER_BYTES + it.value.len();
+            if it.value.len() > io.value_bytes_max
+                || entry_bytes > log_entry_bytes_max(io.value_bytes_max)
+            {
                 self.stats.too_large += 1;
                 return Err(ReplyStatus::TooLarge);
             }
