@@ -138,20 +138,23 @@ pub(crate) struct Shared {
     state: AtomicU8,
     /// The first panic or node fault, once the cluster failed.
     failure: Mutex<Option<ClusterError>>,
-    /// Latest counters, by node, published by the polling threads.
+    /// Latest counters, by entry of the process's nodes, published by the
+    /// polling threads.
     pub stats: Vec<Mutex<NodeStats>>,
 }
 
 impl Shared {
-    pub(crate) fn new(nodes: usize) -> Shared {
+    /// Shared state of a process holding the nodes `ids` (stats by entry).
+    pub(crate) fn new(ids: &[NodeId]) -> Shared {
         Shared {
             stop: AtomicBool::new(false),
             state: AtomicU8::new(RUNNING),
             failure: Mutex::new(None),
-            stats: (0..nodes)
-                .map(|n| {
+            stats: ids
+                .iter()
+                .map(|&n| {
                     Mutex::new(NodeStats {
-                        node: n as NodeId,
+                        node: n,
                         ..NodeStats::default()
                     })
                 })
