@@ -271,6 +271,13 @@ impl Cluster {
         Ok(r)
     }
 
+    /// A handle on the published counters, for another thread.
+    pub fn stats_handle(&self) -> super::StatsHandle {
+        super::StatsHandle {
+            shared: self.shared.clone(),
+        }
+    }
+
     /// The node ids this process holds (every node of an in-process cluster).
     pub fn node_ids(&self) -> &[NodeId] {
         &self.ids

@@ -54,7 +54,7 @@ pub use load::{
 pub use parts::{AppComponent, ClusterParts, NodeParts, DRAIN_IDLE_PASSES_MAX, DRAIN_PASSES_MAX};
 pub use poll::IDLE_PASSES_BEFORE_YIELD;
 pub use scoped::{round_robin, run_threads, try_run_threads};
-pub use stats::{ClusterStats, NodeStats};
+pub use stats::{ClusterStats, NodeStats, StatsHandle};
 
 use crate::node::NodeError;
 use splitkv_layout::wire::NodeId;

@@ -245,3 +245,28 @@ impl Shared {
         }
     }
 }
+
+/// A handle on the counters a running [`Cluster`](super::Cluster)'s polling
+/// threads publish, readable from any thread without the `Cluster` itself
+/// (a control endpoint's thread, while another thread owns the cluster).
+/// It stays valid across [`Cluster::load`](super::Cluster::load) and
+/// [`Cluster::pause_with`](super::Cluster::pause_with).
+#[derive(Debug, Clone)]
+pub struct StatsHandle {
+    pub(crate) shared: std::sync::Arc<Shared>,
+}
+
+impl StatsHandle {
+    /// The counters last published (at most
+    /// [`STATS_PUBLISH_INTERVAL_NS`](super::STATS_PUBLISH_INTERVAL_NS) old while the
+    /// cluster runs), one entry per node the process holds.
+    pub fn snapshot(&self) -> ClusterStats {
+        self.shared.snapshot()
+    }
+
+    /// The failure that stopped the cluster, if any
+    /// ([`ClusterError::Panicked`] or [`ClusterError::NodeStopped`]).
+    pub fn failure(&self) -> Option<ClusterError> {
+        self.shared.failure()
+    }
+}
