@@ -9,6 +9,10 @@ use crate::loadgen::LoadGen;
 use crate::smallbank::SmallbankGenerator;
 use crate::workload::TxGenerator;
 use splitkv_host::cluster::ClusterParts;
+use splitkv_nic::Nanos;
+
+/// Most passes of the drain before a node's results are taken.
+pub const COLLECT_DRAIN_PASSES_MAX: u64 = 100_000;
 
 /// Counters, latency and the generator's part of `r` from `loadgen`.
 fn client_part<G: TxGenerator>(loadgen: &LoadGen<G>, r: &mut Results) {
@@ -24,6 +28,12 @@ fn client_part<G: TxGenerator>(loadgen: &LoadGen<G>, r: &mut Results) {
 /// Fills `r` from `parts` (paused, so exact); a history client is finished
 /// at the parts' clock first.
 pub(super) fn collect(parts: &mut ClusterParts, r: &mut Results) {
+    // Let what the node still owes its peers (applies, acks) finish.
+    let origin = std::time::Instant::now();
+    let start = parts.now();
+    parts.drain(COLLECT_DRAIN_PASSES_MAX, || {
+        start + origin.elapsed().as_nanos() as Nanos
+    });
     let now = parts.now();
     if let Some(l) = loadgen_mut::<SmallbankGenerator>(parts) {
         client_part(l, r);

@@ -251,10 +251,12 @@ impl Cluster {
         loaded.map_err(|e: LoadError| ClusterError::Load(e))
     }
 
-    /// Pauses the cluster (stops its threads and lets it go idle, as
-    /// [`Cluster::load`] does), calls `f` on its parts on this thread (add or
-    /// take application components, read or load the tables), and starts
-    /// the threads again. Clients handed out keep working; `now` never goes
+    /// Pauses the cluster (stops and joins its threads, leaving every
+    /// component where it was: no drain, so a node whose peers in other
+    /// processes keep sending is paused at once), calls `f` on its parts on
+    /// this thread (add or take application components, read the tables;
+    /// [`ClusterParts::drain`] first for a quiescent view), and starts the
+    /// threads again. Clients handed out keep working; `now` never goes
     /// backwards.
     ///
     /// # Errors
@@ -264,7 +266,7 @@ impl Cluster {
         &mut self,
         f: impl FnOnce(&mut ClusterParts) -> R,
     ) -> Result<R, ClusterError> {
-        let mut parts = self.stop(false)?;
+        let mut parts = self.stop_inner(false, false)?;
         let r = f(&mut parts);
         // `self` has no threads left: replacing it joins nothing.
         *self = Cluster::start(parts)?;
@@ -304,6 +306,11 @@ impl Cluster {
 
     /// Stops and joins the threads, drains, and reassembles the parts.
     fn stop(&mut self, shut_down: bool) -> Result<ClusterParts, ClusterError> {
+        self.stop_inner(shut_down, true)
+    }
+
+    /// Stops and joins the threads, drains if `drain`, and reassembles the parts.
+    fn stop_inner(&mut self, shut_down: bool, drain: bool) -> Result<ClusterParts, ClusterError> {
         self.shared.set_stopped(shut_down);
         let entries = self.ids.len();
         let mut nics: Vec<Option<NicRuntime>> = (0..entries).map(|_| None).collect();
@@ -349,10 +356,12 @@ impl Cluster {
             clock_origin: Some(self.clock_origin),
         };
         let clock_origin = self.clock_origin;
-        // Same clock as the threads: `now` never goes backwards.
-        parts.drain(DRAIN_PASSES_MAX, || {
-            clock_origin.elapsed().as_nanos() as Nanos
-        });
+        if drain {
+            // Same clock as the threads: `now` never goes backwards.
+            parts.drain(DRAIN_PASSES_MAX, || {
+                clock_origin.elapsed().as_nanos() as Nanos
+            });
+        }
         Ok(parts)
     }
 }
