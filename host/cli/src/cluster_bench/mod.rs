@@ -25,8 +25,8 @@ use splitkv_bench::remote::{Mirror, Results};
 use splitkv_host::deploy::ClusterConfig;
 use std::time::{Duration, Instant};
 
-/// Longest the nodes' control endpoints may take to answer at the start
-/// (spawned processes start up meanwhile).
+/// Longest spawned nodes' control endpoints may take to answer at the start
+/// (without `--spawn` the nodes must answer at once).
 pub const READY_TIMEOUT: Duration = Duration::from_secs(20);
 /// How often the driver polls the nodes while waiting.
 const POLL_PERIOD: Duration = Duration::from_millis(50);
@@ -72,7 +72,9 @@ impl Deployed {
             loop {
                 match d.call_raw(n, "GET", "/status", None) {
                     Ok(_) => break,
-                    Err(e) if start.elapsed() >= READY_TIMEOUT => return Err(d.dead(n, e)),
+                    Err(e) if d.spawned.is_none() || start.elapsed() >= READY_TIMEOUT => {
+                        return Err(d.dead(n, e))
+                    }
                     Err(e) => {
                         if let Some(f) = d.exited() {
                             return Err(f.unwrap_or_else(|| d.dead(n, e)));
