@@ -117,7 +117,7 @@ fn malformed_cluster_files_and_flags_exit_2_with_one_line() {
             "--threads",
         ),
         (vec!["node", "--id", "0"], "required"),
-        (vec!["bench", "smallbank", "--spawn"], "--cluster"),
+        (vec!["bench", "smallbank", "--spawn"], "required"),
         (
             vec![
                 "bench",
