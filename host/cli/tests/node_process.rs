@@ -158,3 +158,34 @@ fn a_bench_against_nodes_that_are_not_running_is_one_line_and_exit_2() {
         "{err}"
     );
 }
+
+#[test]
+fn readme_usage_of_node_lists_the_flags_of_its_help() {
+    let readme = include_str!("../../../README.md");
+    let usage = readme
+        .split("```")
+        .find(|b| b.trim_start().starts_with("splitkv node "))
+        .expect("usage block of splitkv node");
+    let mut documented: Vec<&str> = usage
+        .split_whitespace()
+        .filter(|w| w.trim_start_matches('[').starts_with("--"))
+        .map(|w| w.trim_start_matches('['))
+        .collect();
+    let help = String::from_utf8(splitkv(&["node", "--help"]).stdout).unwrap();
+    let mut flags: Vec<&str> = help
+        .lines()
+        .filter_map(|l| {
+            l.trim_start()
+                .split([' ', ','])
+                .find(|w| w.starts_with("--"))
+        })
+        .filter(|f| !["--help", "--version"].contains(f))
+        .collect();
+    documented.sort();
+    flags.sort();
+    assert_eq!(documented, flags, "README vs --help");
+    for (flag, default) in [("--threads", "2"), ("--seed", "1")] {
+        assert!(usage.contains(&format!("[{flag} {default}]")), "{usage}");
+        assert!(help.contains(&format!("[default: {default}]")), "{help}");
+    }
+}
