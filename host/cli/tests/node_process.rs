@@ -174,11 +174,9 @@ fn readme_usage_of_node_lists_the_flags_of_its_help() {
     let help = String::from_utf8(splitkv(&["node", "--help"]).stdout).unwrap();
     let mut flags: Vec<&str> = help
         .lines()
-        .filter_map(|l| {
-            l.trim_start()
-                .split([' ', ','])
-                .find(|w| w.starts_with("--"))
-        })
+        .map(str::trim_start)
+        .filter(|l| l.starts_with("--") || l.starts_with("-h,"))
+        .filter_map(|l| l.split([' ', ',']).find(|w| w.starts_with("--")))
         .filter(|f| !["--help", "--version"].contains(f))
         .collect();
     documented.sort();
