@@ -401,10 +401,56 @@ pub fn to_hex(value: &[u8]) -> String {
 pub fn from_hex(s: &str) -> Option<Vec<u8>> {
     let digit = |c: u8| (c as char).to_digit(16).map(|d| d as u8);
     let b = s.as_bytes();
-    if b.len() % 2 != 0 {
+    if !b.len().is_multiple_of(2) {
         return None;
     }
     b.chunks(2)
         .map(|p| Some(digit(p[0])? << 4 | digit(p[1])?))
         .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn hex_round_trips_and_refuses_what_is_not_hex() {
+        let bytes: Vec<u8> = (0..=255).collect();
+        assert_eq!(from_hex(&to_hex(&bytes)).unwrap(), bytes);
+        assert_eq!(to_hex(&[0x0f, 0xa0]), "0fa0");
+        assert_eq!(from_hex(""), Some(Vec::new()));
+        assert_eq!(from_hex("abc"), None);
+        assert_eq!(from_hex("zz"), None);
+    }
+
+    #[test]
+    fn bodies_round_trip_and_unknown_fields_are_refused() {
+        let spec = WorkloadSpec::ListAppend {
+            keys: 8,
+            clients: 3,
+            transactions_per_client: 100,
+            shape: ShapeSpec::WriteSkew,
+        };
+        let req = LoadRequest {
+            version: PROTOCOL_VERSION,
+            workload: spec,
+        };
+        let v = serde_json::to_value(&req).unwrap();
+        assert_eq!(v["workload"]["kind"], "list-append");
+        assert_eq!(serde_json::from_value::<LoadRequest>(v).unwrap(), req);
+        let extra = serde_json::json!({"version": 1, "workload": {"kind": "register", "keys": 4, "shape": "mixed", "colour": 1}});
+        assert!(serde_json::from_value::<LoadRequest>(extra).is_err());
+        assert!(matches!(spec.build(), Ok(BuiltWorkload::History(_))));
+        let bad = WorkloadSpec::Register {
+            keys: 1,
+            shape: ShapeSpec::Mixed,
+        };
+        assert!(bad.build().is_err(), "fewer than 2 keys");
+        let stats = LoadStats {
+            committed: 5,
+            committed_by_procedure: [1; PROCEDURES_MAX],
+            ..LoadStats::default()
+        };
+        assert_eq!(LoadStats::from(&LoadCounters::from(stats)), stats);
+    }
 }

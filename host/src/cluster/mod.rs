@@ -42,6 +42,8 @@ mod parts;
 mod poll;
 mod scoped;
 mod stats;
+#[cfg(test)]
+mod tests_local;
 
 pub use builder::{
     ClusterBuilder, CAPACITY_KEYS_DEFAULT, CLIENTS_PER_NODE_DEFAULT, THREADS_DEFAULT, THREADS_MAX,
