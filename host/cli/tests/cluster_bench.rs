@@ -1,7 +1,8 @@
 //! `splitkv bench … --cluster FILE --spawn`: three node processes on
 //! loopback UDP (`--threads 1` each) run Smallbank and list-append and pass
 //! every check across processes (money, replicas, strict serializability,
-//! lost commits). The runs with injected faults and a killed node need the
+//! lost commits); a node killed during a run is one line naming it and
+//! exit 2. The runs with injected faults and a killed node need the
 //! reliable sessions (net/session.rs) and are ignored until they land.
 
 mod support_deploy;
@@ -129,5 +130,57 @@ fn a_node_killed_mid_run_is_a_failed_peer_in_the_others_status() {
     for n in &mut nodes[..2] {
         signal(n, libc::SIGTERM);
         wait_exit(n, Duration::from_secs(20));
+    }
+}
+
+#[test]
+fn a_node_that_dies_mid_run_is_one_line_and_exit_2() {
+    let file = cluster_file(3, 3, "");
+    let mut nodes: Vec<_> = (0..3).map(|i| spawn_node(&file, i)).collect();
+    for a in &file.controls {
+        wait_status(*a, Duration::from_secs(15));
+    }
+    let bench = std::process::Command::new(env!("CARGO_BIN_EXE_splitkv"))
+        .args([
+            "bench",
+            "smallbank",
+            "--cluster",
+            file.path.to_str().unwrap(),
+        ])
+        .args([
+            "--accounts-per-node",
+            "200",
+            "--duration",
+            "30s",
+            "--warmup",
+            "0s",
+        ])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("start the bench");
+    // Once node 2 runs its client, kill it.
+    let t0 = std::time::Instant::now();
+    while wait_status(file.controls[2], Duration::from_secs(5))["state"] != "running" {
+        assert!(
+            t0.elapsed() < Duration::from_secs(20),
+            "the run did not start"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    nodes[2].kill().unwrap();
+    nodes[2].wait().unwrap();
+    let out = bench.wait_with_output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert_eq!(err.trim().lines().count(), 1, "{err}");
+    assert!(err.contains("node 2"), "{err}");
+    assert!(
+        t0.elapsed() < Duration::from_secs(25),
+        "reported within the run"
+    );
+    for n in &mut nodes[..2] {
+        let _ = n.kill();
+        let _ = n.wait();
     }
 }
