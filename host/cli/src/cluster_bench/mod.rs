@@ -206,7 +206,12 @@ impl Deployed {
     fn close(mut self) {
         if let Some(mut s) = self.spawned.take() {
             for (id, status) in s.stop() {
-                eprintln!("warning: node {id} did not exit cleanly ({status})");
+                let log = std::env::temp_dir()
+                    .join(format!("splitkv-node-{}-{id}.log", std::process::id()));
+                eprintln!(
+                    "warning: node {id} did not exit cleanly ({status}; log {})",
+                    log.display()
+                );
             }
         }
     }

@@ -1,9 +1,14 @@
 //! `--spawn`: the cluster file's node processes started on this machine
 //! (this binary's `splitkv node`), and stopped by process id when the
 //! [`Spawned`] guard is dropped — on every path, errors included: SIGTERM
-//! first (the node drains), SIGKILL after [`STOP_WAIT`].
+//! first (the node drains), SIGKILL after [`STOP_WAIT`]. Each node's
+//! standard error (its log, unless the file names a log file) goes to
+//! `splitkv-node-<bench pid>-<id>.log` in the temporary directory, so the
+//! bench's own output stays its own; a node that exits early is reported
+//! with its log's last line, and the logs are removed after a clean stop.
 
-use std::path::Path;
+use std::fs::File;
+use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -16,6 +21,7 @@ const STOP_POLL: Duration = Duration::from_millis(10);
 #[derive(Debug, Default)]
 pub struct Spawned {
     children: Vec<(u16, Child)>,
+    logs: Vec<(u16, PathBuf)>,
 }
 
 impl Spawned {
@@ -28,6 +34,11 @@ impl Spawned {
         let exe = std::env::current_exe().map_err(|e| format!("cannot find this binary: {e}"))?;
         let mut spawned = Spawned::default();
         for &id in ids {
+            let log =
+                std::env::temp_dir().join(format!("splitkv-node-{}-{id}.log", std::process::id()));
+            let stderr =
+                File::create(&log).map_err(|e| format!("cannot create {}: {e}", log.display()))?;
+            spawned.logs.push((id, log));
             let child = Command::new(&exe)
                 .arg("node")
                 .arg("--config")
@@ -37,6 +48,7 @@ impl Spawned {
                 .args(["--seed", &seed.to_string()])
                 .stdin(Stdio::null())
                 .stdout(Stdio::null())
+                .stderr(stderr)
                 .spawn()
                 .map_err(|e| format!("cannot start node {id}: {e}"))?;
             spawned.children.push((id, child));
@@ -44,12 +56,31 @@ impl Spawned {
         Ok(spawned)
     }
 
-    /// A spawned node that has exited, with its status.
+    /// A spawned node that has exited: its id, and its status with the
+    /// last line of its log.
     pub fn exited(&mut self) -> Option<(u16, String)> {
-        self.children.iter_mut().find_map(|(id, c)| {
+        let (id, status) = self.children.iter_mut().find_map(|(id, c)| {
             let status = c.try_wait().ok().flatten()?;
             Some((*id, status.to_string()))
-        })
+        })?;
+        let last = self
+            .logs
+            .iter()
+            .find(|(i, _)| *i == id)
+            .and_then(|(_, p)| std::fs::read_to_string(p).ok())
+            .and_then(|t| {
+                t.lines()
+                    .rev()
+                    .find(|l| !l.trim().is_empty())
+                    .map(str::to_string)
+            });
+        Some((
+            id,
+            match last {
+                Some(line) => format!("{status}: {line}"),
+                None => status,
+            },
+        ))
     }
 
     /// Stops every node: SIGTERM, then SIGKILL after [`STOP_WAIT`]; waits
@@ -77,6 +108,11 @@ impl Spawned {
                 Some(s) if s.success() => {}
                 Some(s) => bad.push((id, s.to_string())),
                 None => bad.push((id, "unknown status".into())),
+            }
+        }
+        for (id, log) in self.logs.drain(..) {
+            if bad.iter().all(|(b, _)| *b != id) {
+                let _ = std::fs::remove_file(log);
             }
         }
         bad
