@@ -187,3 +187,20 @@ fn readme_usage_of_node_lists_the_flags_of_its_help() {
         assert!(help.contains(&format!("[default: {default}]")), "{help}");
     }
 }
+
+#[test]
+fn post_drain_needs_the_token_and_then_stops_the_node_with_exit_0() {
+    let file = cluster_file(1, 1, "");
+    let mut node = spawn_node(&file, 0);
+    let addr = file.controls[0];
+    wait_status(addr, STARTUP);
+    assert_eq!(http(addr, "POST", "/drain", None, "").unwrap().0, 401);
+    std::thread::sleep(Duration::from_millis(100));
+    assert!(node.try_wait().unwrap().is_none(), "still running");
+    assert_eq!(wait_status(addr, STARTUP)["state"], "idle");
+    assert_eq!(
+        http(addr, "POST", "/drain", Some(TOKEN), "").unwrap().0,
+        200
+    );
+    assert!(wait_exit(&mut node, EXIT).success());
+}
