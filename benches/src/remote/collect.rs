@@ -58,8 +58,8 @@ pub(super) fn collect(parts: &mut ClusterParts, r: &mut Results) {
     for n in &parts.nodes {
         let (s, w) = (n.nic.stats(), n.worker.stats());
         r.counters = NodeCounters {
-            packets: s.batch.packets,
-            messages: s.batch.messages,
+            packets: s.net.batch.packets,
+            messages: s.net.batch.messages,
             index_hits: s.server.index_hits,
             dma_reads: s.server.dma_reads,
             lookup_rereads: s.server.lookup_rereads,
@@ -68,6 +68,9 @@ pub(super) fn collect(parts: &mut ClusterParts, r: &mut Results) {
             host_decode_errors: s.server.host_decode_errors,
             stale_records: w.stale,
             bad_entries: w.bad_entries,
+            retransmissions: s.net.sessions.retransmissions,
+            duplicates_dropped: s.net.sessions.duplicates_dropped,
+            sessions_failed: s.net.sessions.sessions_failed,
         };
         r.rows.clear();
         n.worker.table().for_each(|k, meta, value| {

@@ -313,6 +313,12 @@ pub struct NodeCounters {
     pub stale_records: u64,
     /// Bad host-log entries.
     pub bad_entries: u64,
+    /// Packets sent again after a retransmission timeout (sessions).
+    pub retransmissions: u64,
+    /// Received packets dropped as duplicates.
+    pub duplicates_dropped: u64,
+    /// Sessions declared failed after the configured silence.
+    pub sessions_failed: u64,
 }
 
 /// One row of a node's host table.

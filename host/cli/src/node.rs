@@ -7,8 +7,8 @@
 //! (or SIGINT, or `POST /drain`) drains: its client stops drawing, the
 //! transactions in flight finish, the node shuts down, exit 0.
 //!
-//! The incarnation is the wall clock at start in ns since the Unix epoch
-//! (`splitkv_host::deploy::incarnation_now`): fresh per process start.
+//! The incarnation is the wall clock at start in tenths of a second since
+//! 2025 (`splitkv_host::deploy::incarnation_now`): fresh per process start.
 //! `/metrics` is fed from the counters the polling threads publish; the
 //! control thread never touches a polling component.
 
@@ -20,7 +20,7 @@ use splitkv_host::cluster::StatsHandle;
 use splitkv_host::deploy::metrics::outcome_label;
 use splitkv_host::deploy::{
     incarnation_now, node_builder, node_transport, CallError, ClusterConfig, ControlHandler,
-    ControlServer, LogTarget, NodeMetrics, Route,
+    ControlServer, LogTarget, NodeMetrics, Route, SessionCounters,
 };
 use splitkv_layout::host_nic::TxStatus;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -36,7 +36,7 @@ const SIGNAL_POLL: Duration = Duration::from_millis(20);
 struct NodeHandler {
     node: u16,
     cluster_id: u32,
-    incarnation: u64,
+    incarnation: u32,
     started: Instant,
     remote: Mutex<RemoteNode>,
     stats: Mutex<Option<StatsHandle>>,
@@ -68,6 +68,29 @@ impl NodeHandler {
     }
 }
 
+impl NodeHandler {
+    /// The session layer's view: failed peers and counters (`null` before a load).
+    fn sessions(&self) -> Value {
+        let Some(h) = self.stats() else {
+            return Value::Null;
+        };
+        let snap = h.snapshot();
+        let Some(n) = snap.nodes.first() else {
+            return Value::Null;
+        };
+        let s = &n.nic.net.sessions;
+        json!({
+            "failed_peers": n.failed_peers,
+            "sessions_failed": s.sessions_failed,
+            "packets_sent": s.packets_sent,
+            "packets_received": s.packets_received,
+            "retransmissions": s.retransmissions,
+            "duplicates_dropped": s.duplicates_dropped,
+            "out_of_order_dropped": s.out_of_order_dropped,
+        })
+    }
+}
+
 impl ControlHandler for NodeHandler {
     fn status(&self) -> Value {
         // `try_lock`: a long call (a load) must not hold up a status.
@@ -93,8 +116,7 @@ impl ControlHandler for NodeHandler {
             "run_done": done,
             "failure": failure,
             "transactions": self.transactions(),
-            // Sessions come with the session layer (net/session.rs).
-            "sessions": Value::Null,
+            "sessions": self.sessions(),
         })
     }
 
@@ -102,6 +124,13 @@ impl ControlHandler for NodeHandler {
         if let Some(h) = self.stats() {
             for n in &h.snapshot().nodes {
                 self.metrics.update_from(&n.nic);
+                let s = &n.nic.net.sessions;
+                self.metrics.update_sessions(&SessionCounters {
+                    packets_received: s.packets_received,
+                    retransmissions: s.retransmissions,
+                    duplicates_dropped: s.duplicates_dropped,
+                    sessions_failed: s.sessions_failed,
+                });
             }
         }
         let _ = self.metrics.encode(out);
@@ -195,7 +224,7 @@ pub fn run(args: &NodeArgs) -> Result<(), Failure> {
     pin(&me.cores)?;
     let incarnation = incarnation_now();
     let transport = node_transport(&config, args.id, args.seed).map_err(|e| bad(&e))?;
-    let builder = node_builder(&config, args.threads, args.seed);
+    let builder = node_builder(&config, args.threads, args.seed, incarnation);
     let drain = Arc::new(AtomicBool::new(false));
     for signal in [signal_hook::consts::SIGTERM, signal_hook::consts::SIGINT] {
         signal_hook::flag::register(signal, drain.clone())

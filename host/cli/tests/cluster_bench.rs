@@ -92,7 +92,6 @@ fn three_node_processes_run_list_append_and_pass_every_check() {
 }
 
 #[test]
-#[ignore = "needs reliable sessions (net/session.rs)"]
 fn three_node_processes_pass_every_check_under_injected_loss_duplication_and_reordering() {
     let faults = "[transport]\nloss_ppm = 10000\nduplicate_ppm = 10000\nreorder_ppm = 10000\n";
     let out = bench_on_three(
@@ -109,9 +108,24 @@ fn three_node_processes_pass_every_check_under_injected_loss_duplication_and_reo
             "8",
         ],
     );
-    assert_passed(&out);
+    let stdout = assert_passed(&out);
+    assert_retransmitted(&stdout);
     let out = bench_on_three("list-append", faults, &["--transactions", "500"]);
-    assert_passed(&out);
+    let stdout = assert_passed(&out);
+    assert_retransmitted(&stdout);
+}
+
+/// The report's session line shows retransmissions and dropped duplicates.
+fn assert_retransmitted(stdout: &str) {
+    let line = stdout
+        .lines()
+        .find(|l| l.trim_start().starts_with("sessions"))
+        .unwrap_or_else(|| panic!("no sessions line: {stdout}"));
+    let n: Vec<u64> = line
+        .split_whitespace()
+        .filter_map(|w| w.trim_end_matches(',').parse().ok())
+        .collect();
+    assert!(n.len() == 3 && n[0] > 0 && n[1] > 0 && n[2] == 0, "{line}");
 }
 
 #[test]

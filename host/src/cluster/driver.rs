@@ -53,13 +53,14 @@ impl Placed {
         }
     }
 
-    fn publish(&self, shared: &Shared) {
+    fn publish(&mut self, shared: &Shared) {
         match self {
             Placed::Nic(slot, n) => {
                 let mut s = shared.stats[slot.entry]
                     .lock()
                     .unwrap_or_else(|e| e.into_inner());
                 s.set_nic(n);
+                s.take_session_events(n);
             }
             Placed::Worker(slot, w) => {
                 let mut s = shared.stats[slot.entry]
@@ -170,13 +171,13 @@ impl Cluster {
                     }
                     if now >= next_publish {
                         next_publish = now + STATS_PUBLISH_INTERVAL_NS;
-                        group.iter().for_each(|c| c.publish(&shared));
+                        group.iter_mut().for_each(|c| c.publish(&shared));
                     }
                     work
                 });
                 match run {
                     // Final counters, so a paused cluster's stats are exact.
-                    Ok(()) => group.iter().for_each(|c| c.publish(&shared)),
+                    Ok(()) => group.iter_mut().for_each(|c| c.publish(&shared)),
                     Err(caught) => shared.record_panic(caught),
                 }
                 group

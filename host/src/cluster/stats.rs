@@ -7,7 +7,8 @@ use crate::client::ClientError;
 use crate::log::WorkerStats;
 use splitkv_layout::host_nic::TxStatus;
 use splitkv_layout::wire::NodeId;
-use splitkv_nic::{ClientClosed, NicRuntime, NicStats};
+use splitkv_nic::net::session::SessionEvent;
+use splitkv_nic::{ClientClosed, NicRuntime, NicStats, NODES_MAX};
 use std::sync::atomic::{AtomicBool, AtomicU8, Ordering};
 use std::sync::Mutex;
 
@@ -23,6 +24,13 @@ pub struct NodeStats {
     pub worker: WorkerStats,
     /// Clients closed for a corrupt request ring: `(client index, reason)`.
     pub closed_clients: Vec<(usize, ClientClosed)>,
+    /// Peers whose session this node declared failed after the configured
+    /// silence, each once, in the order reported (at most
+    /// [`NODES_MAX`](splitkv_nic::NODES_MAX)). A running [`Cluster`](super::Cluster)'s
+    /// polling threads drain them from the NIC runtime's session events
+    /// (`NicRuntime::drain_session_events`) until the membership layer of the
+    /// fault issue takes them over.
+    pub failed_peers: Vec<NodeId>,
 }
 
 impl NodeStats {
@@ -34,6 +42,19 @@ impl NodeStats {
             self.closed_clients = (0..nic.clients())
                 .filter_map(|c| Some((c, nic.client_closed(c)?.clone())))
                 .collect();
+        }
+    }
+}
+
+impl NodeStats {
+    /// Moves `nic`'s session events into [`NodeStats::failed_peers`].
+    pub(crate) fn take_session_events(&mut self, nic: &mut NicRuntime) {
+        let mut events = Vec::new();
+        nic.drain_session_events(&mut events);
+        for SessionEvent::PeerFailed { node } in events {
+            if !self.failed_peers.contains(&node) && self.failed_peers.len() < NODES_MAX {
+                self.failed_peers.push(node);
+            }
         }
     }
 }

@@ -57,14 +57,22 @@ pub enum NodeSetupError {
 
 /// The builder of every node of `config` (nodes, replication, host table,
 /// NIC cache, `threads` polling threads per process, `seed`), without
-/// procedures (the workload brings them). The builder sizes tables for a
-/// cluster-wide key count; it is given the one that makes each node's
-/// table hold the file's `capacity_keys` (plus the builder's headroom).
-pub fn node_builder(config: &ClusterConfig, threads: usize, seed: u64) -> ClusterBuilder {
+/// procedures (the workload brings them), whose network stacks carry the
+/// file's cluster id, batching switch, session silence and retransmission
+/// timeout, and `incarnation` ([`incarnation_now`]). The builder sizes
+/// tables for a cluster-wide key count; it is given the one that makes each
+/// node's table hold the file's `capacity_keys` (plus the builder's headroom).
+pub fn node_builder(
+    config: &ClusterConfig,
+    threads: usize,
+    seed: u64,
+    incarnation: u32,
+) -> ClusterBuilder {
     let nodes = config.nodes.len();
     let per_node = config.table.capacity_keys as u128;
     let cluster_keys = (per_node * nodes as u128 / config.replication.max(1) as u128).max(1);
     let cache = config.table.cache_objects;
+    let (cluster_id, protocol) = (config.cluster_id, config.protocol);
     Cluster::builder()
         .nodes(nodes)
         .replication(config.replication)
@@ -73,7 +81,15 @@ pub fn node_builder(config: &ClusterConfig, threads: usize, seed: u64) -> Cluste
         .value_bytes_max(config.table.value_bytes_max)
         .threads(threads)
         .seed(seed)
-        .configure(move |cfg| cfg.cache_objects = cache)
+        .configure(move |cfg| {
+            cfg.cache_objects = cache;
+            cfg.net.cluster_id = cluster_id;
+            cfg.net.incarnation = incarnation;
+            cfg.net.batching = protocol.batching;
+            cfg.net.session.silence_ns = protocol.session_silence_ms.saturating_mul(1_000_000);
+            cfg.net.session.retransmit_timeout_ns =
+                protocol.retransmit_timeout_us.saturating_mul(1_000);
+        })
 }
 
 /// Whether `config` asks node `node` to inject faults.
@@ -154,13 +170,23 @@ fn udp_transport(
     Err(NodeSetupError::NoUdp)
 }
 
-/// A fresh incarnation for a node process starting now: nanoseconds of the
-/// wall clock since the Unix epoch at the call (a restarted node gets a
-/// larger one unless the wall clock went back across the restart; 1 if the
-/// clock is before the epoch). Peers tell a restarted node's packets from
-/// its former life's by it.
-pub fn incarnation_now() -> u64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(1, |d| (d.as_nanos() as u64).max(1))
+/// Start of the incarnation clock: 2025-01-01T00:00:00Z, in seconds since
+/// the Unix epoch.
+pub const INCARNATION_EPOCH_UNIX_S: u64 = 1_735_689_600;
+/// Ticks of the incarnation clock per second (a tick is 100 ms: a u32 of
+/// them lasts 13 years from [`INCARNATION_EPOCH_UNIX_S`]).
+pub const INCARNATION_TICKS_PER_S: u64 = 10;
+
+/// A fresh incarnation for a node process starting now (the wire carries a
+/// u32, at least 1): tenths of a second of the wall clock since
+/// [`INCARNATION_EPOCH_UNIX_S`]. A node restarted more than 100 ms later
+/// gets a larger one (unless the wall clock went back across the restart),
+/// so its peers open fresh sessions instead of taking its packets for
+/// duplicates; 1 before the epoch, `u32::MAX` after the clock runs out.
+pub fn incarnation_now() -> u32 {
+    let ticks = SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| {
+        let since = d.as_millis() as u64 / (1000 / INCARNATION_TICKS_PER_S);
+        since.saturating_sub(INCARNATION_EPOCH_UNIX_S * INCARNATION_TICKS_PER_S)
+    });
+    ticks.clamp(1, u32::MAX as u64) as u32
 }

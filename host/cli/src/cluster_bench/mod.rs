@@ -261,6 +261,7 @@ pub fn smallbank(args: &SmallbankArgs) -> Result<(), Failure> {
         );
     } else {
         r.print_text();
+        report::sessions(&results);
     }
     money.map_err(|e| Failure::Check(e.to_string()))?;
     replicas.map_err(|e| Failure::Check(e.to_string()))?;

@@ -166,7 +166,19 @@ pub fn history(
             m.rows_compared, m.rows_total
         ))
     );
+    sessions(results);
     if let Some(p) = &args.history {
         println!("history written to {}", p.display());
     }
+}
+
+/// Prints the session layer's counters over every node.
+pub fn sessions(results: &[Results]) {
+    let c = |f: fn(&Results) -> u64| results.iter().map(f).sum::<u64>();
+    println!(
+        "  sessions       {} retransmissions, {} duplicates dropped, {} sessions failed",
+        c(|r| r.counters.retransmissions),
+        c(|r| r.counters.duplicates_dropped),
+        c(|r| r.counters.sessions_failed)
+    );
 }
