@@ -65,9 +65,35 @@ pub fn splitkv(args: &[&str]) -> Output {
         .expect("run splitkv")
 }
 
+/// A node process, killed when dropped (so a failing test leaves no
+/// busy-polling process behind).
+pub struct NodeProc(pub Child);
+
+impl std::ops::Deref for NodeProc {
+    type Target = Child;
+    fn deref(&self) -> &Child {
+        &self.0
+    }
+}
+
+impl std::ops::DerefMut for NodeProc {
+    fn deref_mut(&mut self) -> &mut Child {
+        &mut self.0
+    }
+}
+
+impl Drop for NodeProc {
+    fn drop(&mut self) {
+        if let Ok(None) = self.0.try_wait() {
+            let _ = self.0.kill();
+            let _ = self.0.wait();
+        }
+    }
+}
+
 /// Starts `splitkv node` for node `id` of `file` on one polling thread.
-pub fn spawn_node(file: &ClusterFile, id: u16) -> Child {
-    Command::new(env!("CARGO_BIN_EXE_splitkv"))
+pub fn spawn_node(file: &ClusterFile, id: u16) -> NodeProc {
+    let child = Command::new(env!("CARGO_BIN_EXE_splitkv"))
         .arg("node")
         .arg("--config")
         .arg(&file.path)
@@ -75,7 +101,8 @@ pub fn spawn_node(file: &ClusterFile, id: u16) -> Child {
         .stdout(Stdio::null())
         .stderr(Stdio::piped())
         .spawn()
-        .expect("start splitkv node")
+        .expect("start splitkv node");
+    NodeProc(child)
 }
 
 /// One HTTP/1.0 call: `(status, body)`; `token` adds the bearer header.
