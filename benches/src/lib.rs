@@ -17,6 +17,8 @@
 //!   measurement window, outcome trace hash);
 //! - [`cluster`]: n nodes running one workload, the path every driver runs;
 //! - [`replicas`]: the replica check, for any workload;
+//! - [`remote`]: workloads across processes (one node per process), node
+//!   side and driver side;
 //! - [`lookup_report`]: Xenic Table 2 (objects read and DMA round trips per NIC lookup);
 //! - [`measure`]: helpers of the microbenchmarks and examples.
 #![warn(missing_docs)]
@@ -30,6 +32,7 @@ pub mod lookup_report;
 pub mod measure;
 mod micro_txn;
 pub mod register;
+pub mod remote;
 pub mod replicas;
 pub mod smallbank;
 pub mod workload;

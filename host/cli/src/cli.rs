@@ -33,12 +33,14 @@ pub struct Cli {
     pub command: Command,
 }
 
-/// Top-level subcommands (`node`, `sim` and `nic` come later).
+/// Top-level subcommands (`sim` and `nic` come later).
 #[derive(Subcommand, Debug)]
 pub enum Command {
-    /// Run a workload on an in-process cluster and check the result.
+    /// Run a workload on an in-process cluster (or a deployed one, `--cluster`) and check the result.
     #[command(subcommand)]
     Bench(Bench),
+    /// Run one node of a deployed cluster (one node per process) until SIGTERM.
+    Node(NodeArgs),
     /// Check a recorded run.
     #[command(subcommand)]
     Check(Check),
@@ -49,6 +51,49 @@ pub enum Command {
 pub enum Check {
     /// Check a Jepsen-shaped JSON-lines history (the format `--history` writes and Elle reads) for strict serializability; exit 0 valid, 1 anomalies, 2 bad input.
     History(CheckHistoryArgs),
+}
+
+/// Most polling threads of a node process.
+pub const NODE_THREADS_MAX: usize = 2;
+
+/// `splitkv node`.
+#[derive(Args, Debug)]
+pub struct NodeArgs {
+    /// The cluster file (cluster.toml).
+    #[arg(long, value_name = "FILE")]
+    pub config: PathBuf,
+    /// This node's id in the cluster file.
+    #[arg(long, value_name = "N")]
+    pub id: u16,
+    /// Polling threads of the node: 1 runs all its components (NIC runtime, host worker, clients) on one.
+    #[arg(long, default_value_t = 2)]
+    pub threads: usize,
+    /// Seed of the node's random choices (and of its injected faults).
+    #[arg(long, default_value_t = 1)]
+    pub seed: u64,
+}
+
+impl NodeArgs {
+    /// Checks the values clap cannot.
+    pub fn validate(&self) -> Result<(), String> {
+        ensure((1..=NODE_THREADS_MAX).contains(&self.threads), || {
+            format!(
+                "--threads must be between 1 and {NODE_THREADS_MAX}, got {}",
+                self.threads
+            )
+        })
+    }
+}
+
+/// Where a bench runs: in this process, or on a deployed cluster.
+#[derive(Args, Debug, Clone, Default)]
+pub struct ClusterArgs {
+    /// Drive the deployed cluster of this cluster file through its control endpoints (its nodes, replication and table come from the file; --nodes and --replication are not used).
+    #[arg(long, value_name = "FILE")]
+    pub cluster: Option<PathBuf>,
+    /// With --cluster: start the file's node processes on this machine first (this binary, `splitkv node`) and stop them at the end.
+    #[arg(long, requires = "cluster")]
+    pub spawn: bool,
 }
 
 /// `splitkv check history`.
@@ -118,6 +163,9 @@ pub struct HistoryBenchArgs {
     /// Print one JSON object instead of text.
     #[arg(long)]
     pub json: bool,
+    /// A deployed cluster to run on instead.
+    #[command(flatten)]
+    pub deployed: ClusterArgs,
 }
 
 /// `splitkv bench ...`.
@@ -180,6 +228,9 @@ pub struct SmallbankArgs {
     /// Print one JSON object instead of text.
     #[arg(long)]
     pub json: bool,
+    /// A deployed cluster to run on instead.
+    #[command(flatten)]
+    pub deployed: ClusterArgs,
     /// Make a polling thread panic at once (tests the internal-error exit).
     #[arg(long, hide = true)]
     pub inject_panic: bool,

@@ -1,11 +1,14 @@
-//! `splitkv`: the one binary (DESIGN.md, `host/cli/`). Today it runs workloads
-//! on an in-process cluster (`splitkv bench smallbank|list-append|register`,
-//! `splitkv bench lookup`) and checks recorded histories (`splitkv check
-//! history`); `node`, `sim` and `nic` subcommands come later, one file each.
+//! `splitkv`: the one binary (DESIGN.md, `host/cli/`). It runs workloads on an
+//! in-process cluster (`splitkv bench smallbank|list-append|register`,
+//! `splitkv bench lookup`) or on a deployed one (`--cluster FILE [--spawn]`,
+//! [`cluster_bench`]), runs one node of a deployed cluster (`splitkv node`,
+//! [`node`]) and checks recorded histories (`splitkv check history`); `sim`
+//! and `nic` subcommands come later, one file each.
 //!
 //! Exit codes: 0 success; 1 a check failed (the message says which);
 //! 2 a bad flag or unreadable input (one line on stderr, before anything
-//! starts); 3 an internal error (a panicking polling thread, which stops the
+//! starts), a bad cluster file, or a deployed node that cannot be reached or
+//! died during the run; 3 an internal error (a panicking polling thread, which stops the
 //! whole cluster, with the panic's message on stderr, or a cluster that could
 //! not be built).
 
@@ -16,6 +19,8 @@ mod bench_register;
 mod bench_smallbank;
 mod check_history;
 mod cli;
+mod cluster_bench;
+mod node;
 mod report;
 
 use clap::Parser;
@@ -71,6 +76,7 @@ fn main() -> ExitCode {
         Command::Bench(Bench::Lookup(a)) => a.validate(),
         Command::Bench(Bench::ListAppend(a) | Bench::Register(a)) => a.validate(),
         Command::Check(Check::History(_)) => Ok(()),
+        Command::Node(a) => a.validate(),
     };
     if let Err(e) = valid {
         eprintln!("error: {e}");
@@ -107,6 +113,16 @@ fn main() -> ExitCode {
 /// Runs the subcommand.
 fn dispatch(command: &Command) -> Result<(), Failure> {
     match command {
+        Command::Bench(Bench::Smallbank(a)) if a.deployed.cluster.is_some() => {
+            cluster_bench::smallbank(a)
+        }
+        Command::Bench(Bench::ListAppend(a)) if a.deployed.cluster.is_some() => {
+            cluster_bench::history(a, false)
+        }
+        Command::Bench(Bench::Register(a)) if a.deployed.cluster.is_some() => {
+            cluster_bench::history(a, true)
+        }
+        Command::Node(a) => node::run(a),
         Command::Bench(Bench::Smallbank(a)) => bench_smallbank::run(a),
         Command::Bench(Bench::Lookup(a)) => {
             bench_lookup::run(a).map_err(|e| Failure::Internal(e.to_string()))

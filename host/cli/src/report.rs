@@ -28,43 +28,43 @@ pub struct SmallbankReport<'a> {
 /// The figures and check results of one run.
 #[derive(Debug, serde::Serialize)]
 pub struct Report {
-    workload: &'static str,
-    table: &'static str,
-    nodes: usize,
-    replication: usize,
-    accounts: u64,
-    threads: usize,
-    warmup_s: f64,
-    duration_s: f64,
-    seed: u64,
-    max_tries: u32,
-    committed: u64,
-    committed_per_s: f64,
-    completed: u64,
-    completed_per_s: f64,
-    user_aborted: u64,
-    conflicts: u64,
-    conflict_rate: f64,
-    retries: u64,
-    retries_per_committed: f64,
-    gave_up: u64,
-    failed: u64,
-    committed_by_type: BTreeMap<&'static str, u64>,
-    latency_us_p50: f64,
-    latency_us_p99: f64,
-    latency_us_p999: f64,
-    packets_sent: u64,
-    messages_sent: u64,
-    messages_per_packet: f64,
-    nic_cache_hit_rate: f64,
-    dma_reads_per_committed: f64,
-    balance_reads: u64,
-    balance_mean_cents: i64,
-    money_check: String,
-    replica_check: String,
+    pub(crate) workload: &'static str,
+    pub(crate) table: &'static str,
+    pub(crate) nodes: usize,
+    pub(crate) replication: usize,
+    pub(crate) accounts: u64,
+    pub(crate) threads: usize,
+    pub(crate) warmup_s: f64,
+    pub(crate) duration_s: f64,
+    pub(crate) seed: u64,
+    pub(crate) max_tries: u32,
+    pub(crate) committed: u64,
+    pub(crate) committed_per_s: f64,
+    pub(crate) completed: u64,
+    pub(crate) completed_per_s: f64,
+    pub(crate) user_aborted: u64,
+    pub(crate) conflicts: u64,
+    pub(crate) conflict_rate: f64,
+    pub(crate) retries: u64,
+    pub(crate) retries_per_committed: f64,
+    pub(crate) gave_up: u64,
+    pub(crate) failed: u64,
+    pub(crate) committed_by_type: BTreeMap<&'static str, u64>,
+    pub(crate) latency_us_p50: f64,
+    pub(crate) latency_us_p99: f64,
+    pub(crate) latency_us_p999: f64,
+    pub(crate) packets_sent: u64,
+    pub(crate) messages_sent: u64,
+    pub(crate) messages_per_packet: f64,
+    pub(crate) nic_cache_hit_rate: f64,
+    pub(crate) dma_reads_per_committed: f64,
+    pub(crate) balance_reads: u64,
+    pub(crate) balance_mean_cents: i64,
+    pub(crate) money_check: String,
+    pub(crate) replica_check: String,
 }
 
-fn ratio(a: u64, b: u64) -> f64 {
+pub(crate) fn ratio(a: u64, b: u64) -> f64 {
     if b == 0 {
         0.0
     } else {
@@ -230,7 +230,7 @@ impl NicTotals {
     }
 }
 
-fn describe<T>(r: &Result<T, CheckError>, ok: impl Fn(&T) -> String) -> String {
+pub(crate) fn describe<T>(r: &Result<T, CheckError>, ok: impl Fn(&T) -> String) -> String {
     match r {
         Ok(m) => ok(m),
         Err(e) => format!("FAILED: {e}"),

@@ -8,6 +8,7 @@ use super::stats::Shared;
 use super::ClusterError;
 use crate::node::{build_node, NodeConfig};
 use crate::table::TableKind;
+use splitkv_layout::wire::NodeId;
 use splitkv_nic::net::mem::mem_network;
 use splitkv_nic::net::Transport;
 use splitkv_nic::{Nanos, Placement, ProcedureRegistry};
@@ -227,7 +228,8 @@ impl ClusterBuilder {
                 nodes: self.nodes,
             });
         }
-        let shared = Arc::new(Shared::new(self.nodes));
+        let ids: Vec<NodeId> = (0..self.nodes as NodeId).collect();
+        let shared = Arc::new(Shared::new(&ids));
         let mut nodes = Vec::with_capacity(self.nodes);
         let configs: Vec<NodeConfig> = (0..self.nodes)
             .map(|i| self.node_config(i, placement))
@@ -235,28 +237,97 @@ impl ClusterBuilder {
         let node_keys: Vec<u64> = configs.iter().map(node_keys_max).collect();
         let quotas = shard_quotas(&placement, &node_keys);
         for ((t, cfg), quota) in transports.into_iter().zip(&configs).zip(quotas) {
-            let (mut nic, worker, mut clients) =
-                build_node(cfg, self.procedures.clone(), t)?.into_clients();
-            // Inserts reserve room against the shard's quota (issue 9 §4).
-            nic.room_mut().set_quota(quota);
-            // `Cluster::client` pops from the back: hand out client 0 first.
-            clients.reverse();
-            clients.iter_mut().for_each(|c| c.attach(shared.clone()));
-            nodes.push(NodeParts {
-                nic,
-                worker,
-                clients,
-            });
+            nodes.push(self.node_parts(cfg, quota, t, &shared)?);
         }
         Ok(ClusterParts {
             placement,
             nodes,
+            ids,
             apps: Vec::new(),
             threads: self.threads,
             clients_per_node: self.clients_per_node,
             shared,
             clock_origin: None,
         })
+    }
+
+    /// Assembles one node with its shard's quota and attaches its clients.
+    fn node_parts(
+        &self,
+        cfg: &NodeConfig,
+        quota: u64,
+        transport: Box<dyn Transport>,
+        shared: &Arc<Shared>,
+    ) -> Result<NodeParts, ClusterError> {
+        let (mut nic, worker, mut clients) =
+            build_node(cfg, self.procedures.clone(), transport)?.into_clients();
+        // Inserts reserve room against the shard's quota (issue 9 §4).
+        nic.room_mut().set_quota(quota);
+        // `Cluster::client` pops from the back: hand out client 0 first.
+        clients.reverse();
+        clients.iter_mut().for_each(|c| c.attach(shared.clone()));
+        Ok(NodeParts {
+            nic,
+            worker,
+            clients,
+        })
+    }
+
+    /// Assembles only node `node` of the cluster over `transport` (its
+    /// peers live in other processes and are reached through it): the
+    /// deployed node of DESIGN.md driver 3. The node's table, quota and
+    /// seed are those [`ClusterBuilder::build_parts`] would give it, so a
+    /// cluster of processes each built this way is the in-process cluster
+    /// split apart. [`ClusterParts::nodes`] then holds one entry
+    /// ([`ClusterParts::node_ids`] is `[node]`); [`ClusterParts::load`] loads
+    /// only the rows the node replicates. Start it with
+    /// [`ClusterParts::start`].
+    ///
+    /// # Errors
+    /// As [`ClusterBuilder::build_parts`]; [`ClusterError::BadNode`] for a
+    /// node outside the cluster.
+    pub fn build_local_parts(
+        &self,
+        node: NodeId,
+        transport: Box<dyn Transport>,
+    ) -> Result<ClusterParts, ClusterError> {
+        let placement = self.check()?;
+        if node as usize >= self.nodes {
+            return Err(ClusterError::BadNode {
+                node,
+                nodes: self.nodes,
+            });
+        }
+        let ids = vec![node];
+        let shared = Arc::new(Shared::new(&ids));
+        let configs: Vec<NodeConfig> = (0..self.nodes)
+            .map(|i| self.node_config(i, placement))
+            .collect();
+        let node_keys: Vec<u64> = configs.iter().map(node_keys_max).collect();
+        let quota = shard_quotas(&placement, &node_keys)[node as usize];
+        let parts = self.node_parts(&configs[node as usize], quota, transport, &shared)?;
+        Ok(ClusterParts {
+            placement,
+            nodes: vec![parts],
+            ids,
+            apps: Vec::new(),
+            threads: self.threads,
+            clients_per_node: self.clients_per_node,
+            shared,
+            clock_origin: None,
+        })
+    }
+
+    /// [`ClusterBuilder::build_local_parts`], started on its polling threads.
+    ///
+    /// # Errors
+    /// As [`ClusterBuilder::build_local_parts`], and [`ClusterError::Spawn`].
+    pub fn build_local(
+        &self,
+        node: NodeId,
+        transport: Box<dyn Transport>,
+    ) -> Result<Cluster, ClusterError> {
+        self.build_local_parts(node, transport)?.start()
     }
 
     /// Builds the cluster over the in-process `mem` transport and starts its

@@ -19,11 +19,19 @@ use std::time::Instant;
 /// [`Cluster::stats`], in nanoseconds of the cluster's clock.
 pub const STATS_PUBLISH_INTERVAL_NS: Nanos = 1_000_000;
 
-/// A component placed on a polling thread, with its node id (or, for an
+/// Where a node component came from: its entry in [`ClusterParts::nodes`]
+/// and its node id.
+#[derive(Clone, Copy)]
+struct Slot {
+    entry: usize,
+    node: NodeId,
+}
+
+/// A component placed on a polling thread, with its node slot (or, for an
 /// application component, its index in [`ClusterParts::apps`]).
 enum Placed {
-    Nic(NodeId, Box<NicRuntime>),
-    Worker(NodeId, Box<HostWorker>),
+    Nic(Slot, Box<NicRuntime>),
+    Worker(Slot, Box<HostWorker>),
     App(usize, Box<dyn AppComponent>),
 }
 
@@ -39,22 +47,23 @@ impl Placed {
     /// The node and reason, if this NIC runtime or host worker stopped on a fault.
     fn fault(&self) -> Option<(NodeId, String)> {
         match self {
-            Placed::Nic(node, n) => Component::fault(n.as_ref()).map(|r| (*node, r)),
-            Placed::Worker(node, w) => Component::fault(w.as_ref()).map(|r| (*node, r)),
+            Placed::Nic(slot, n) => Component::fault(n.as_ref()).map(|r| (slot.node, r)),
+            Placed::Worker(slot, w) => Component::fault(w.as_ref()).map(|r| (slot.node, r)),
             Placed::App(..) => None,
         }
     }
 
-    fn publish(&self, shared: &Shared) {
+    fn publish(&mut self, shared: &Shared) {
         match self {
-            Placed::Nic(node, n) => {
-                let mut s = shared.stats[*node as usize]
+            Placed::Nic(slot, n) => {
+                let mut s = shared.stats[slot.entry]
                     .lock()
                     .unwrap_or_else(|e| e.into_inner());
                 s.set_nic(n);
+                s.take_session_events(n);
             }
-            Placed::Worker(node, w) => {
-                let mut s = shared.stats[*node as usize]
+            Placed::Worker(slot, w) => {
+                let mut s = shared.stats[slot.entry]
                     .lock()
                     .unwrap_or_else(|e| e.into_inner());
                 s.worker = w.stats();
@@ -71,8 +80,11 @@ impl Placed {
 pub struct Cluster {
     shared: Arc<Shared>,
     threads: Vec<JoinHandle<Vec<Placed>>>,
-    /// Clients not handed out yet, by node.
+    /// Clients not handed out yet, by entry.
     clients: Mutex<Vec<Vec<Client>>>,
+    /// Node id of each entry (every node of an in-process cluster, one for a
+    /// deployed node).
+    ids: Vec<NodeId>,
     placement: Placement,
     thread_count: usize,
     clients_per_node: usize,
@@ -105,13 +117,16 @@ impl Cluster {
         let mut groups: Vec<Vec<Placed>> = (0..thread_count).map(|_| Vec::new()).collect();
         let mut clients = Vec::with_capacity(nodes);
         for (i, n) in parts.nodes.into_iter().enumerate() {
-            let node = i as NodeId;
+            let slot = Slot {
+                entry: i,
+                node: parts.ids[i],
+            };
             clients.push(n.clients);
             // NIC runtimes round robin from thread 0, host workers from thread
             // 1, applications from thread 0 again: on 2 threads the NICs (the
             // busiest components) split 2:1 instead of all landing on one thread.
-            groups[i % thread_count].push(Placed::Nic(node, Box::new(n.nic)));
-            groups[(i + 1) % thread_count].push(Placed::Worker(node, Box::new(n.worker)));
+            groups[i % thread_count].push(Placed::Nic(slot, Box::new(n.nic)));
+            groups[(i + 1) % thread_count].push(Placed::Worker(slot, Box::new(n.worker)));
         }
         for (i, a) in parts.apps.into_iter().enumerate() {
             groups[i % thread_count].push(Placed::App(i, a));
@@ -120,6 +135,7 @@ impl Cluster {
             shared,
             threads: Vec::with_capacity(thread_count),
             clients: Mutex::new(clients),
+            ids: parts.ids,
             placement: parts.placement,
             thread_count,
             clients_per_node: parts.clients_per_node,
@@ -155,13 +171,13 @@ impl Cluster {
                     }
                     if now >= next_publish {
                         next_publish = now + STATS_PUBLISH_INTERVAL_NS;
-                        group.iter().for_each(|c| c.publish(&shared));
+                        group.iter_mut().for_each(|c| c.publish(&shared));
                     }
                     work
                 });
                 match run {
                     // Final counters, so a paused cluster's stats are exact.
-                    Ok(()) => group.iter().for_each(|c| c.publish(&shared)),
+                    Ok(()) => group.iter_mut().for_each(|c| c.publish(&shared)),
                     Err(caught) => shared.record_panic(caught),
                 }
                 group
@@ -193,9 +209,10 @@ impl Cluster {
     /// [`ClusterError::NoFreeClient`] when all of the node's are handed out.
     pub fn client(&self, node: NodeId) -> Result<Client, ClusterError> {
         let mut clients = self.clients.lock().unwrap_or_else(|e| e.into_inner());
-        let nodes = clients.len();
-        let free = clients
-            .get_mut(node as usize)
+        let nodes = self.placement.nodes();
+        let entry = self.ids.iter().position(|&id| id == node);
+        let free = entry
+            .and_then(|e| clients.get_mut(e))
             .ok_or(ClusterError::BadNode { node, nodes })?;
         free.pop().ok_or(ClusterError::NoFreeClient {
             node,
@@ -235,6 +252,46 @@ impl Cluster {
         loaded.map_err(|e: LoadError| ClusterError::Load(e))
     }
 
+    /// Pauses the cluster (stops and joins its threads, leaving every
+    /// component where it was: no drain, so a node whose peers in other
+    /// processes keep sending is paused at once), calls `f` on its parts on
+    /// this thread (add or take application components, read the tables;
+    /// [`ClusterParts::drain`] first for a quiescent view), and starts the
+    /// threads again. Clients handed out keep working; `now` never goes
+    /// backwards.
+    ///
+    /// # Errors
+    /// [`ClusterError::Panicked`] or [`ClusterError::NodeStopped`] if the
+    /// cluster had failed; [`ClusterError::Spawn`] if it cannot be restarted.
+    pub fn pause_with<R>(
+        &mut self,
+        f: impl FnOnce(&mut ClusterParts) -> R,
+    ) -> Result<R, ClusterError> {
+        let mut parts = self.stop_inner(false, false)?;
+        let r = f(&mut parts);
+        // `self` has no threads left: replacing it joins nothing.
+        *self = Cluster::start(parts)?;
+        Ok(r)
+    }
+
+    /// A handle on the published counters, for another thread.
+    pub fn stats_handle(&self) -> super::StatsHandle {
+        super::StatsHandle {
+            shared: self.shared.clone(),
+        }
+    }
+
+    /// The node ids this process holds (every node of an in-process cluster).
+    pub fn node_ids(&self) -> &[NodeId] {
+        &self.ids
+    }
+
+    /// The cluster's clock now: nanoseconds since its threads first started,
+    /// the `now` its components see.
+    pub fn now(&self) -> Nanos {
+        self.clock_origin.elapsed().as_nanos() as Nanos
+    }
+
     /// Stops the threads and hands back every node's components, after
     /// letting in-flight work finish ([`ClusterParts::drain`], at most
     /// [`DRAIN_PASSES_MAX`] passes: check [`ClusterParts::is_quiescent`] when
@@ -250,16 +307,22 @@ impl Cluster {
 
     /// Stops and joins the threads, drains, and reassembles the parts.
     fn stop(&mut self, shut_down: bool) -> Result<ClusterParts, ClusterError> {
+        self.stop_inner(shut_down, true)
+    }
+
+    /// Stops and joins the threads, drains if `drain`, and reassembles the parts.
+    fn stop_inner(&mut self, shut_down: bool, drain: bool) -> Result<ClusterParts, ClusterError> {
         self.shared.set_stopped(shut_down);
-        let mut nics: Vec<Option<NicRuntime>> = (0..self.nodes()).map(|_| None).collect();
-        let mut workers: Vec<Option<HostWorker>> = (0..self.nodes()).map(|_| None).collect();
+        let entries = self.ids.len();
+        let mut nics: Vec<Option<NicRuntime>> = (0..entries).map(|_| None).collect();
+        let mut workers: Vec<Option<HostWorker>> = (0..entries).map(|_| None).collect();
         let mut apps: Vec<(usize, Box<dyn AppComponent>)> = Vec::new();
         for h in std::mem::take(&mut self.threads) {
             // Panics are caught inside the thread, so `join` succeeds.
             for p in h.join().unwrap_or_default() {
                 match p {
-                    Placed::Nic(n, nic) => nics[n as usize] = Some(*nic),
-                    Placed::Worker(n, w) => workers[n as usize] = Some(*w),
+                    Placed::Nic(slot, nic) => nics[slot.entry] = Some(*nic),
+                    Placed::Worker(slot, w) => workers[slot.entry] = Some(*w),
                     Placed::App(i, a) => apps.push((i, a)),
                 }
             }
@@ -269,7 +332,7 @@ impl Cluster {
         }
         let mut clients =
             std::mem::take(&mut *self.clients.lock().unwrap_or_else(|e| e.into_inner()));
-        clients.resize_with(self.nodes(), Vec::new);
+        clients.resize_with(entries, Vec::new);
         let nodes = nics
             .into_iter()
             .zip(workers)
@@ -286,6 +349,7 @@ impl Cluster {
         let mut parts = ClusterParts {
             placement: self.placement,
             nodes,
+            ids: self.ids.clone(),
             apps: apps.into_iter().map(|(_, a)| a).collect(),
             threads: self.thread_count,
             clients_per_node: self.clients_per_node,
@@ -293,10 +357,12 @@ impl Cluster {
             clock_origin: Some(self.clock_origin),
         };
         let clock_origin = self.clock_origin;
-        // Same clock as the threads: `now` never goes backwards.
-        parts.drain(DRAIN_PASSES_MAX, || {
-            clock_origin.elapsed().as_nanos() as Nanos
-        });
+        if drain {
+            // Same clock as the threads: `now` never goes backwards.
+            parts.drain(DRAIN_PASSES_MAX, || {
+                clock_origin.elapsed().as_nanos() as Nanos
+            });
+        }
         Ok(parts)
     }
 }

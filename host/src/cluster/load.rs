@@ -26,7 +26,8 @@ pub const LOADED_VERSION: u64 = 1;
 /// How far a load got.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct LoadProgress {
-    /// Rows loaded (each on all its replicas).
+    /// Rows loaded (each on all its replicas this process holds; rows no
+    /// node here replicates are skipped, not counted).
     pub rows: u64,
     /// Copies written, over all replicas.
     pub copies: u64,
@@ -116,12 +117,13 @@ pub fn shard_quotas(placement: &Placement, node_keys: &[u64]) -> Vec<u64> {
         .collect()
 }
 
-/// Loads `rows` into `tables` (by node id) on every replica of each key;
-/// see [`ClusterParts::load`](super::ClusterParts::load). `primary_rows[s]`
-/// (one per node) counts the rows written at shard `s`'s primary, also when
-/// the load fails part way.
+/// Loads `rows` into `tables` (node `ids[i]`'s table is `tables[i]`) on every
+/// replica of each key among them; see [`ClusterParts::load`](super::ClusterParts::load).
+/// `primary_rows[i]` counts the rows written at `tables[i]` as their primary,
+/// also when the load fails part way.
 pub(crate) fn load_rows<V: AsRef<[u8]>>(
     placement: Placement,
+    ids: &[NodeId],
     tables: &mut [&mut HostTable],
     rows: impl IntoIterator<Item = (Key, V)>,
     primary_rows: &mut [u64],
@@ -144,8 +146,9 @@ pub(crate) fn load_rows<V: AsRef<[u8]>>(
                 max,
             });
         }
+        let mut held = false;
         for (n, table) in tables.iter_mut().enumerate() {
-            let node = n as NodeId;
+            let node = ids[n];
             if !placement.is_replica(node, &key) {
                 continue;
             }
@@ -161,13 +164,16 @@ pub(crate) fn load_rows<V: AsRef<[u8]>>(
                     source => LoadError::TableFull { key, node, source },
                 })?;
             done.copies += 1;
+            held = true;
             if node == placement.primary(&key) {
-                primary_rows[node as usize] += 1;
+                primary_rows[n] += 1;
             }
         }
-        done.rows += 1;
-        if done.rows.is_multiple_of(LOAD_PROGRESS_ROWS) {
-            progress(done);
+        if held {
+            done.rows += 1;
+            if done.rows.is_multiple_of(LOAD_PROGRESS_ROWS) {
+                progress(done);
+            }
         }
     }
     progress(done);

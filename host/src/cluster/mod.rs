@@ -27,12 +27,20 @@
 //!   either starts a [`Cluster`] on threads over the in-process `mem` transport
 //!   ([`ClusterBuilder::build`]) or returns the assembled components for
 //!   another driver, such as the simulator, to poll
-//!   ([`ClusterBuilder::build_parts`] → [`ClusterParts`]).
+//!   ([`ClusterBuilder::build_parts`] → [`ClusterParts`]); or only one node
+//!   of the cluster, for a process of a deployed cluster whose peers live in
+//!   other processes ([`ClusterBuilder::build_local_parts`],
+//!   [`ClusterBuilder::build_local`]: the same node, table, quota and seed
+//!   the in-process cluster would give it; it loads only the rows it
+//!   replicates).
 //! - [`Cluster`] hands out one [`Client`](crate::Client) per application
 //!   thread, bulk-loads rows on every replica ([`Cluster::load`]), reports counters
 //!   ([`ClusterStats`]) and shuts down into a [`ClusterParts`] whose tables a
 //!   checker reads. A polling thread that panics stops every thread and the
-//!   cluster reports [`ClusterError::Panicked`].
+//!   cluster reports [`ClusterError::Panicked`]. [`Cluster::pause_with`]
+//!   pauses the threads to add or take application components;
+//!   [`StatsHandle`] reads the published counters (and the failed peers the
+//!   sessions reported) from another thread.
 //! - [`run_threads`] is the older scoped driver over borrowed components.
 
 mod builder;
@@ -42,6 +50,8 @@ mod parts;
 mod poll;
 mod scoped;
 mod stats;
+#[cfg(test)]
+mod tests_local;
 
 pub use builder::{
     ClusterBuilder, CAPACITY_KEYS_DEFAULT, CLIENTS_PER_NODE_DEFAULT, THREADS_DEFAULT, THREADS_MAX,
@@ -54,7 +64,7 @@ pub use load::{
 pub use parts::{AppComponent, ClusterParts, NodeParts, DRAIN_IDLE_PASSES_MAX, DRAIN_PASSES_MAX};
 pub use poll::IDLE_PASSES_BEFORE_YIELD;
 pub use scoped::{round_robin, run_threads, try_run_threads};
-pub use stats::{ClusterStats, NodeStats};
+pub use stats::{ClusterStats, NodeStats, StatsHandle};
 
 use crate::node::NodeError;
 use splitkv_layout::wire::NodeId;

@@ -53,13 +53,18 @@ pub struct NodeParts {
 pub struct ClusterParts {
     /// Placement of keys on nodes.
     pub placement: Placement,
-    /// The nodes, by id.
+    /// The nodes this process holds: every node of the cluster, by id, for
+    /// an in-process cluster; the one node of a deployed process
+    /// ([`ClusterBuilder::build_local_parts`](super::ClusterBuilder::build_local_parts)).
+    /// [`ClusterParts::node_ids`] gives each entry's node id.
     pub nodes: Vec<NodeParts>,
     /// Application components polled on the cluster's threads beside the
     /// nodes ([`ClusterParts::add_app`]), in the order they were added. They
     /// are not polled by [`ClusterParts::drain`]: stop them submitting before
     /// a shutdown.
     pub apps: Vec<Box<dyn AppComponent>>,
+    /// Node id of each entry of `nodes` (`0..n` for an in-process cluster).
+    pub(crate) ids: Vec<NodeId>,
     /// Polling threads [`ClusterParts::start`] uses.
     pub(crate) threads: usize,
     /// Clients each node was built with.
@@ -88,19 +93,33 @@ impl ClusterParts {
     /// # Errors
     /// [`ClusterError::BadNode`] outside the cluster.
     pub fn table(&self, node: NodeId) -> Result<&HostTable, ClusterError> {
-        self.nodes
-            .get(node as usize)
-            .map(|n| n.worker.table())
+        let i = self.index_of(node)?;
+        Ok(self.nodes[i].worker.table())
+    }
+
+    /// The node id of each entry of [`ClusterParts::nodes`], in order.
+    pub fn node_ids(&self) -> &[NodeId] {
+        &self.ids
+    }
+
+    /// The entry of [`ClusterParts::nodes`] holding node `node`.
+    ///
+    /// # Errors
+    /// [`ClusterError::BadNode`] if this process does not hold it.
+    pub fn index_of(&self, node: NodeId) -> Result<usize, ClusterError> {
+        self.ids
+            .iter()
+            .position(|&id| id == node)
             .ok_or(ClusterError::BadNode {
                 node,
-                nodes: self.nodes.len(),
+                nodes: self.placement.nodes(),
             })
     }
 
     /// Reads `key` at its primary: its value into `value_out` and its version,
-    /// or `None` when absent.
+    /// or `None` when absent (or when this process does not hold the primary).
     pub fn get(&self, key: &Key, value_out: &mut Vec<u8>) -> Option<u64> {
-        let p = self.placement.primary(key) as usize;
+        let p = self.index_of(self.placement.primary(key)).ok()?;
         let meta = self.nodes.get(p)?.worker.table().get(key, value_out)?;
         Some(meta.version())
     }
@@ -111,16 +130,15 @@ impl ClusterParts {
     /// [`ClusterError::BadNode`], or [`ClusterError::NoFreeClient`] when all
     /// are taken.
     pub fn client(&mut self, node: NodeId) -> Result<Client, ClusterError> {
-        let nodes = self.nodes.len();
+        let i = self.index_of(node)?;
         let clients_per_node = self.clients_per_node;
-        let n = self
-            .nodes
-            .get_mut(node as usize)
-            .ok_or(ClusterError::BadNode { node, nodes })?;
-        n.clients.pop().ok_or(ClusterError::NoFreeClient {
-            node,
-            clients: clients_per_node,
-        })
+        self.nodes[i]
+            .clients
+            .pop()
+            .ok_or(ClusterError::NoFreeClient {
+                node,
+                clients: clients_per_node,
+            })
     }
 
     /// Adds a component for the polling threads to run beside the nodes
@@ -202,16 +220,25 @@ impl ClusterParts {
             .map_or(0, |e| e.elapsed().as_nanos() as Nanos)
     }
 
+    /// Sets the origin of the cluster's clock (`now` = nanoseconds since
+    /// `origin`) before its threads first start, so a deployed node can tell
+    /// others where its clock starts (its histories' times, shifted by the
+    /// origin, compare across processes of one machine). Ignored once the
+    /// clock has an origin: `now` never goes backwards.
+    pub fn set_clock_origin(&mut self, origin: Instant) {
+        self.clock_origin.get_or_insert(origin);
+    }
+
     /// Counters of every node (exact: nothing is running).
     pub fn stats(&self) -> ClusterStats {
         ClusterStats {
             nodes: self
                 .nodes
                 .iter()
-                .enumerate()
-                .map(|(i, n)| {
+                .zip(&self.ids)
+                .map(|(n, &id)| {
                     let mut s = NodeStats {
-                        node: i as NodeId,
+                        node: id,
                         worker: n.worker.stats(),
                         ..NodeStats::default()
                     };
@@ -222,7 +249,9 @@ impl ClusterParts {
         }
     }
 
-    /// Puts every row on every replica the placement names for its key, with
+    /// Puts every row on every replica the placement names for its key (of
+    /// the nodes this process holds: a deployed node loads only the rows it
+    /// replicates), with
     /// version 1 (Xenic §4.1.2's host table, written directly: nothing runs),
     /// and adds the rows of each shard to its primary's key count
     /// ([`Room::add_loaded`](splitkv_nic::protocol::server::Room::add_loaded):
@@ -248,7 +277,14 @@ impl ClusterParts {
             .iter_mut()
             .map(|n| n.worker.table_mut())
             .collect();
-        let loaded = load_rows(placement, &mut tables, rows, &mut primary_rows, progress);
+        let loaded = load_rows(
+            placement,
+            &self.ids,
+            &mut tables,
+            rows,
+            &mut primary_rows,
+            progress,
+        );
         for (n, rows) in self.nodes.iter_mut().zip(primary_rows) {
             n.nic.room_mut().add_loaded(rows);
         }

@@ -7,7 +7,8 @@ use crate::client::ClientError;
 use crate::log::WorkerStats;
 use splitkv_layout::host_nic::TxStatus;
 use splitkv_layout::wire::NodeId;
-use splitkv_nic::{ClientClosed, NicRuntime, NicStats};
+use splitkv_nic::net::session::SessionEvent;
+use splitkv_nic::{ClientClosed, NicRuntime, NicStats, NODES_MAX};
 use std::sync::atomic::{AtomicBool, AtomicU8, Ordering};
 use std::sync::Mutex;
 
@@ -23,6 +24,13 @@ pub struct NodeStats {
     pub worker: WorkerStats,
     /// Clients closed for a corrupt request ring: `(client index, reason)`.
     pub closed_clients: Vec<(usize, ClientClosed)>,
+    /// Peers whose session this node declared failed after the configured
+    /// silence, each once, in the order reported (at most
+    /// [`NODES_MAX`](splitkv_nic::NODES_MAX)). A running [`Cluster`](super::Cluster)'s
+    /// polling threads drain them from the NIC runtime's session events
+    /// (`NicRuntime::drain_session_events`) until the membership layer of the
+    /// fault issue takes them over.
+    pub failed_peers: Vec<NodeId>,
 }
 
 impl NodeStats {
@@ -34,6 +42,19 @@ impl NodeStats {
             self.closed_clients = (0..nic.clients())
                 .filter_map(|c| Some((c, nic.client_closed(c)?.clone())))
                 .collect();
+        }
+    }
+}
+
+impl NodeStats {
+    /// Moves `nic`'s session events into [`NodeStats::failed_peers`].
+    pub(crate) fn take_session_events(&mut self, nic: &mut NicRuntime) {
+        let mut events = Vec::new();
+        nic.drain_session_events(&mut events);
+        for SessionEvent::PeerFailed { node } in events {
+            if !self.failed_peers.contains(&node) && self.failed_peers.len() < NODES_MAX {
+                self.failed_peers.push(node);
+            }
         }
     }
 }
@@ -138,20 +159,23 @@ pub(crate) struct Shared {
     state: AtomicU8,
     /// The first panic or node fault, once the cluster failed.
     failure: Mutex<Option<ClusterError>>,
-    /// Latest counters, by node, published by the polling threads.
+    /// Latest counters, by entry of the process's nodes, published by the
+    /// polling threads.
     pub stats: Vec<Mutex<NodeStats>>,
 }
 
 impl Shared {
-    pub(crate) fn new(nodes: usize) -> Shared {
+    /// Shared state of a process holding the nodes `ids` (stats by entry).
+    pub(crate) fn new(ids: &[NodeId]) -> Shared {
         Shared {
             stop: AtomicBool::new(false),
             state: AtomicU8::new(RUNNING),
             failure: Mutex::new(None),
-            stats: (0..nodes)
-                .map(|n| {
+            stats: ids
+                .iter()
+                .map(|&n| {
                     Mutex::new(NodeStats {
-                        node: n as NodeId,
+                        node: n,
                         ..NodeStats::default()
                     })
                 })
@@ -240,5 +264,30 @@ impl Shared {
                 .map(|m| m.lock().unwrap_or_else(|e| e.into_inner()).clone())
                 .collect(),
         }
+    }
+}
+
+/// A handle on the counters a running [`Cluster`](super::Cluster)'s polling
+/// threads publish, readable from any thread without the `Cluster` itself
+/// (a control endpoint's thread, while another thread owns the cluster).
+/// It stays valid across [`Cluster::load`](super::Cluster::load) and
+/// [`Cluster::pause_with`](super::Cluster::pause_with).
+#[derive(Debug, Clone)]
+pub struct StatsHandle {
+    pub(crate) shared: std::sync::Arc<Shared>,
+}
+
+impl StatsHandle {
+    /// The counters last published (at most
+    /// [`STATS_PUBLISH_INTERVAL_NS`](super::STATS_PUBLISH_INTERVAL_NS) old while the
+    /// cluster runs), one entry per node the process holds.
+    pub fn snapshot(&self) -> ClusterStats {
+        self.shared.snapshot()
+    }
+
+    /// The failure that stopped the cluster, if any
+    /// ([`ClusterError::Panicked`] or [`ClusterError::NodeStopped`]).
+    pub fn failure(&self) -> Option<ClusterError> {
+        self.shared.failure()
     }
 }

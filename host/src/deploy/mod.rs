@@ -40,6 +40,7 @@
 pub mod config;
 pub mod control;
 pub mod metrics;
+pub mod node;
 
 pub use config::{
     ClusterConfig, ConfigError, LogTarget, NodeSettings, ProtocolSettings, TableSettings,
@@ -47,3 +48,4 @@ pub use config::{
 };
 pub use control::{CallError, ControlError, ControlHandler, ControlServer, Route};
 pub use metrics::{NodeMetrics, SessionCounters};
+pub use node::{incarnation_now, node_builder, node_transport, NodeSetupError};

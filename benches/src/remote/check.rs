@@ -1,0 +1,314 @@
+//! The driver side of a bench across processes: the checks over what every
+//! node sent back ([`Results`]), with the same rules as the in-process bench.
+//!
+//! The nodes' rows are put back into a *mirror*: the cluster the in-process
+//! bench would build (same placement and workload), assembled but never run,
+//! whose host tables are filled with each node's rows as that node holds
+//! them. The replica check ([`check_replicas`]) then runs unchanged; the
+//! money check reads the balances at their primaries as
+//! [`crate::smallbank::check_money`] does, from the clients' summaries; the
+//! history check merges every node's history (times moved to the machine's
+//! monotonic clock, see [`merged_history`]) and runs the strict-serializability
+//! checker and the lost-commit accounting over the primaries' rows.
+
+use super::protocol::*;
+use crate::cluster::{builder, ClusterSpec};
+use crate::history::{anomaly_names, HistoryCheck, HistoryKind};
+use crate::history_gen::{write_history, HistoryStats};
+use crate::list_append::{decode_list, LIST_TABLE};
+use crate::register::{decode_register, REGISTER_TABLE};
+use crate::replicas::{check_replicas, ReplicaReport};
+use crate::smallbank::{account_keys, MoneyReport, Smallbank};
+use crate::workload::{CheckError, Db, Workload};
+use splitkv_host::cluster::{ClusterParts, LOADED_VERSION};
+use splitkv_layout::{Key, ObjectFlags, ObjectMeta};
+use splitkv_nic::net::mem::mem_network;
+use splitkv_nic::net::Transport;
+use splitkv_sim::checker::{self, CheckOptions, CheckReport};
+use splitkv_sim::history::{History, Op};
+use splitkv_sim::lost_commits::{self, FinalRow, FinalValue, LostCommitReport};
+use std::collections::BTreeMap;
+use std::path::Path;
+
+/// What the history check of a run across processes found.
+#[derive(Debug, Clone)]
+pub struct RemoteHistoryReport {
+    /// Operations in the merged history.
+    pub ops: usize,
+    /// The checker's report.
+    pub checker: CheckReport,
+    /// The lost-commit accounting.
+    pub lost: LostCommitReport,
+}
+
+/// The nodes' rows in a mirror cluster (see the module docs).
+pub struct Mirror {
+    parts: ClusterParts,
+}
+
+impl std::fmt::Debug for Mirror {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Mirror").finish_non_exhaustive()
+    }
+}
+
+fn failed(check: &'static str, detail: impl Into<String>) -> CheckError {
+    CheckError::Failed {
+        check,
+        detail: detail.into(),
+    }
+}
+
+impl Mirror {
+    /// A mirror of `nodes` nodes with `replication` replicas running
+    /// `workload`, holding each node's `results[n].rows`.
+    ///
+    /// # Errors
+    /// [`CheckError::Failed`] if the mirror cannot be built or a row does not
+    /// fit it (a node sent a malformed row).
+    pub fn new<W: Workload>(
+        workload: &W,
+        nodes: usize,
+        replication: usize,
+        results: &[Results],
+    ) -> Result<Mirror, CheckError> {
+        let mut spec = ClusterSpec::new();
+        spec.nodes = nodes;
+        spec.replication = replication;
+        let transports = mem_network(nodes)
+            .into_iter()
+            .map(|t| Box::new(t) as Box<dyn Transport>)
+            .collect();
+        // Room for every row a node may hold, whatever the workload inserted.
+        let rows: usize = results.iter().map(|r| r.rows.len()).sum();
+        let b = builder(&spec, workload).capacity_keys(rows.max(workload.rows() as usize).max(1));
+        let mut parts = b
+            .build_parts(transports)
+            .map_err(|e| failed("replica", format!("mirror: {e}")))?;
+        for r in results {
+            let n = parts
+                .index_of(r.node)
+                .map_err(|e| failed("replica", e.to_string()))?;
+            let table = parts.nodes[n].worker.table_mut();
+            for row in &r.rows {
+                let key = Key::new(row.table, row.id);
+                let value = from_hex(&row.value).ok_or_else(|| {
+                    failed("replica", format!("node {}: {key:?} is not hex", r.node))
+                })?;
+                let meta = ObjectMeta::new(row.version, ObjectFlags::empty());
+                table
+                    .upsert(key, meta, &value)
+                    .map_err(|e| failed("replica", format!("node {}: {key:?}: {e}", r.node)))?;
+            }
+        }
+        Ok(Mirror { parts })
+    }
+
+    /// The rows as a database view.
+    pub fn db(&self) -> Db<'_> {
+        Db {
+            placement: self.parts.placement,
+            nodes: &self.parts.nodes,
+        }
+    }
+
+    /// The replica check over the nodes' rows.
+    ///
+    /// # Errors
+    /// As [`check_replicas`].
+    pub fn check_replicas(&self) -> Result<ReplicaReport, CheckError> {
+        check_replicas(&self.db())
+    }
+
+    /// Smallbank's money check: balances at their primaries against the
+    /// initial total plus the money the clients' committed transactions
+    /// created (the rule of [`crate::smallbank::check_money`]).
+    ///
+    /// # Errors
+    /// [`CheckError::MissingRow`], [`CheckError::Money`], or
+    /// [`CheckError::Failed`] if a node sent no Smallbank summary.
+    pub fn check_money(
+        &self,
+        w: &Smallbank,
+        results: &[Results],
+    ) -> Result<MoneyReport, CheckError> {
+        let mut created = 0i64;
+        let (mut reads, mut sum) = (0u64, 0i64);
+        for r in results {
+            let s = r.smallbank.ok_or_else(|| {
+                failed(
+                    "money",
+                    format!("node {} sent no Smallbank summary", r.node),
+                )
+            })?;
+            created += s.money_created;
+            reads += s.balance_reads;
+            sum += s.balance_total_sum;
+        }
+        let initial = w.initial_total();
+        let db = self.db();
+        let mut total = 0i64;
+        let mut buf = Vec::new();
+        for a in 0..w.accounts {
+            for k in account_keys(a) {
+                if db.get(&k, &mut buf).is_none() || buf.len() != 8 {
+                    return Err(CheckError::MissingRow(k));
+                }
+                total += i64::from_le_bytes(buf[..8].try_into().expect("8 bytes"));
+            }
+        }
+        if total != initial + created {
+            return Err(CheckError::Money {
+                actual: total,
+                initial,
+                created,
+                expected: initial + created,
+            });
+        }
+        Ok(MoneyReport {
+            initial,
+            created,
+            total,
+            balance_reads: reads,
+            balance_mean: if reads == 0 { 0 } else { sum / reads as i64 },
+        })
+    }
+
+    /// The history check of [`HistoryCheck`] across processes: every node's
+    /// history merged (written to `history_path` first if given), checked for
+    /// strict serializability, then the lost-commit accounting against the
+    /// primaries' rows and the nodes' fault-free counters.
+    ///
+    /// # Errors
+    /// [`CheckError::Failed`] naming the check and what it found.
+    pub fn check_history(
+        &self,
+        w: &HistoryCheck,
+        results: &[Results],
+        history_path: Option<&Path>,
+    ) -> Result<RemoteHistoryReport, CheckError> {
+        let history = merged_history(results)?;
+        if let Some(path) = history_path {
+            write_history(path, &history)
+                .map_err(|e| failed("history", format!("writing {}: {e}", path.display())))?;
+        }
+        let opts = CheckOptions {
+            model: w.model(),
+            realtime: w.realtime,
+            ..CheckOptions::default()
+        };
+        let report = checker::check(&history, &opts)
+            .map_err(|e| failed("history", format!("malformed history: {e}")))?;
+        if !report.valid {
+            let first = report.anomalies.first().map(|a| a.to_string());
+            return Err(failed(
+                "strict-serializability",
+                format!(
+                    "anomalies found: {} (first: {})",
+                    anomaly_names(&report),
+                    first.unwrap_or_default()
+                ),
+            ));
+        }
+        let rows = self.final_rows(w)?;
+        let initial: BTreeMap<u64, u64> =
+            (0..w.keys_total()).map(|k| (k, LOADED_VERSION)).collect();
+        let lost = lost_commits::check(&history, &initial, &rows)
+            .map_err(|e| failed("lost-commit", e.to_string()))?;
+        let counters: Vec<lost_commits::NodeCounters> = results
+            .iter()
+            .map(|r| lost_commits::NodeCounters {
+                node: r.node,
+                stale_records: r.counters.stale_records,
+                bad_entries: r.counters.bad_entries,
+                host_decode_errors: r.counters.host_decode_errors,
+                bad_packets: r.counters.bad_packets,
+                bad_ring_entries: r.counters.bad_ring_entries,
+            })
+            .collect();
+        lost_commits::check_fault_free_counters(&counters)
+            .map_err(|e| failed("fault-free counters", e.to_string()))?;
+        Ok(RemoteHistoryReport {
+            ops: history.len(),
+            checker: report,
+            lost,
+        })
+    }
+
+    /// Every key of the workload's table as its primary holds it.
+    fn final_rows(&self, w: &HistoryCheck) -> Result<BTreeMap<u64, FinalRow>, CheckError> {
+        let db = self.db();
+        let table = match w.kind {
+            HistoryKind::ListAppend(_) => LIST_TABLE,
+            HistoryKind::Register(_) => REGISTER_TABLE,
+        };
+        let mut rows = BTreeMap::new();
+        let mut buf = Vec::new();
+        for id in 0..w.keys_total() {
+            let Some(meta) = db.get(&Key::new(table, id), &mut buf) else {
+                continue;
+            };
+            let value = match w.kind {
+                HistoryKind::ListAppend(_) => decode_list(id, &buf)
+                    .map(FinalValue::List)
+                    .map_err(|e| e.to_string()),
+                HistoryKind::Register(_) => decode_register(id, &buf)
+                    .map(FinalValue::Register)
+                    .map_err(|e| e.to_string()),
+            }
+            .map_err(|d| {
+                failed(
+                    "lost-commit",
+                    format!("key {id}: stored value does not decode: {d}"),
+                )
+            })?;
+            rows.insert(
+                id,
+                FinalRow {
+                    version: meta.version(),
+                    value,
+                },
+            );
+        }
+        Ok(rows)
+    }
+}
+
+/// Every node's history merged into one, each node's operations moved from
+/// its clock to the machine's monotonic clock by its origin (the middle of
+/// [`ClockOrigin`]'s bounds: one shift per node keeps each process's order).
+/// The bounds are a few hundred ns apart at most, far below the network
+/// delays between two nodes' operations; a real-time edge between
+/// operations closer than that could be wrong either way. Across machines
+/// this would need synchronised clocks.
+///
+/// # Errors
+/// [`CheckError::Failed`] if a node sent no history or a malformed operation.
+pub fn merged_history(results: &[Results]) -> Result<History, CheckError> {
+    let mut parts = Vec::with_capacity(results.len());
+    for r in results {
+        let h = r
+            .history
+            .as_ref()
+            .ok_or_else(|| failed("history", format!("node {} sent no history", r.node)))?;
+        let shift = r.clock.lo_ns + (r.clock.hi_ns.saturating_sub(r.clock.lo_ns)) / 2;
+        let mut ops = Vec::with_capacity(h.ops.len());
+        for v in &h.ops {
+            let mut op =
+                Op::from_json(v).map_err(|e| failed("history", format!("node {}: {e}", r.node)))?;
+            op.time_ns = op.time_ns.saturating_add(shift);
+            ops.push(op);
+        }
+        parts.push(ops);
+    }
+    Ok(History::merge(parts))
+}
+
+/// The history counters of every node, summed.
+pub fn history_stats(results: &[Results]) -> HistoryStats {
+    let mut s = HistoryStats::default();
+    for h in results.iter().filter_map(|r| r.history.as_ref()) {
+        s.add(&HistoryStats::from(&h.stats));
+    }
+    s
+}

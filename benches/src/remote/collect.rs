@@ -1,0 +1,85 @@
+//! Fills a node's [`Results`] from its paused parts: the client's counters,
+//! latency and recordings, the NIC and worker counters, and every row of the
+//! host table.
+
+use super::node::loadgen_mut;
+use super::protocol::*;
+use crate::history::HistoryGenerator;
+use crate::loadgen::LoadGen;
+use crate::smallbank::SmallbankGenerator;
+use crate::workload::TxGenerator;
+use splitkv_host::cluster::ClusterParts;
+use splitkv_nic::Nanos;
+
+/// Most passes of the drain before a node's results are taken.
+pub const COLLECT_DRAIN_PASSES_MAX: u64 = 100_000;
+
+/// Counters, latency and the generator's part of `r` from `loadgen`.
+fn client_part<G: TxGenerator>(loadgen: &LoadGen<G>, r: &mut Results) {
+    r.all = loadgen.stats().into();
+    r.window = loadgen.window_stats().into();
+    r.latency_ns = loadgen
+        .latency_ns()
+        .iter_recorded()
+        .map(|v| (v.value_iterated_to(), v.count_at_value()))
+        .collect();
+}
+
+/// Fills `r` from `parts` (paused, so exact); a history client is finished
+/// at the parts' clock first.
+pub(super) fn collect(parts: &mut ClusterParts, r: &mut Results) {
+    // Let what the node still owes its peers (applies, acks) finish.
+    let origin = std::time::Instant::now();
+    let start = parts.now();
+    parts.drain(COLLECT_DRAIN_PASSES_MAX, || {
+        start + origin.elapsed().as_nanos() as Nanos
+    });
+    let now = parts.now();
+    if let Some(l) = loadgen_mut::<SmallbankGenerator>(parts) {
+        client_part(l, r);
+        let g = l.generator();
+        let (balance_reads, balance_total_sum) = g.balance_reads();
+        r.smallbank = Some(SmallbankSummary {
+            money_created: g.money_created(),
+            balance_reads,
+            balance_total_sum,
+        });
+    } else if let Some(l) = loadgen_mut::<HistoryGenerator>(parts) {
+        if !l.generator().is_finished() {
+            l.finish(now);
+        }
+        client_part(l, r);
+        let g = l.generator();
+        r.history = Some(HistorySummary {
+            stats: g.stats().into(),
+            ops: g.ops().iter().map(|o| o.to_json()).collect(),
+        });
+    }
+    for n in &parts.nodes {
+        let (s, w) = (n.nic.stats(), n.worker.stats());
+        r.counters = NodeCounters {
+            packets: s.net.batch.packets,
+            messages: s.net.batch.messages,
+            index_hits: s.server.index_hits,
+            dma_reads: s.server.dma_reads,
+            lookup_rereads: s.server.lookup_rereads,
+            bad_packets: s.bad_packets,
+            bad_ring_entries: s.bad_ring_entries,
+            host_decode_errors: s.server.host_decode_errors,
+            stale_records: w.stale,
+            bad_entries: w.bad_entries,
+            retransmissions: s.net.sessions.retransmissions,
+            duplicates_dropped: s.net.sessions.duplicates_dropped,
+            sessions_failed: s.net.sessions.sessions_failed,
+        };
+        r.rows.clear();
+        n.worker.table().for_each(|k, meta, value| {
+            r.rows.push(Row {
+                table: k.table,
+                id: k.id,
+                version: meta.version(),
+                value: to_hex(value),
+            })
+        });
+    }
+}

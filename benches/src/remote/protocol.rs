@@ -1,0 +1,462 @@
+//! The JSON bodies of the control calls a bench driver makes to deployed
+//! nodes (`host/src/deploy/control.rs` routes them), shared by the node side
+//! ([`super::node`]) and the driver side ([`super::check`]) so the two never
+//! disagree on a field. Every request and answer carries
+//! [`PROTOCOL_VERSION`]; a node refuses a request of another version, and a
+//! driver an answer of another version.
+//!
+//! | route | request | answer |
+//! |---|---|---|
+//! | `POST /load` | [`LoadRequest`] | [`LoadAnswer`] |
+//! | `POST /workload/start` | [`StartRequest`] | [`StartAnswer`] |
+//! | `POST /workload/stop` | (none) | [`StartAnswer`] (the run's start) |
+//! | `GET /results` | (none) | [`Results`] |
+
+use crate::history::HistoryCheck;
+use crate::history_gen::{HistoryStats, TxShape, WorkloadConfigError};
+use crate::loadgen::LoadStats;
+use crate::smallbank::Smallbank;
+use crate::workload::PROCEDURES_MAX;
+use serde::{Deserialize, Serialize};
+use splitkv_layout::host_nic::TxStatus;
+
+/// Version of these bodies; bumped on any change of their shape.
+pub const PROTOCOL_VERSION: u32 = 1;
+
+/// A transaction shape of the history workloads.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum ShapeSpec {
+    /// Elle's default mix.
+    Mixed,
+    /// Read two keys, write one.
+    WriteSkew,
+}
+
+impl From<ShapeSpec> for TxShape {
+    fn from(s: ShapeSpec) -> TxShape {
+        match s {
+            ShapeSpec::Mixed => TxShape::Mixed,
+            ShapeSpec::WriteSkew => TxShape::WriteSkew,
+        }
+    }
+}
+
+/// A workload and its parameters: every node derives the same rows,
+/// procedures and generators from it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "kebab-case", deny_unknown_fields)]
+pub enum WorkloadSpec {
+    /// Smallbank over `accounts` accounts (hot set: 4% unless given).
+    Smallbank {
+        /// Accounts of the whole cluster.
+        accounts: u64,
+        /// Hot-set size.
+        hot_accounts: Option<u64>,
+    },
+    /// Elle's list-append.
+    ListAppend {
+        /// Keys in the active window.
+        keys: u64,
+        /// Clients (one per node).
+        clients: u64,
+        /// Transactions each client draws at most (sizes the key space).
+        transactions_per_client: u64,
+        /// Transaction shape.
+        shape: ShapeSpec,
+    },
+    /// Read-write registers with unique values.
+    Register {
+        /// Keys.
+        keys: u64,
+        /// Transaction shape.
+        shape: ShapeSpec,
+    },
+}
+
+/// A workload built from a [`WorkloadSpec`].
+#[derive(Debug, Clone)]
+pub enum BuiltWorkload {
+    /// Smallbank.
+    Smallbank(Smallbank),
+    /// List-append or register.
+    History(HistoryCheck),
+}
+
+/// Why a [`WorkloadSpec`] names no workload.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum SpecError {
+    /// Smallbank refused its parameters.
+    #[error("smallbank: {0}")]
+    Smallbank(String),
+    /// A history workload refused its parameters.
+    #[error("{0}")]
+    History(#[from] WorkloadConfigError),
+}
+
+impl WorkloadSpec {
+    /// Builds the workload.
+    ///
+    /// # Errors
+    /// [`SpecError`] for parameters the workload refuses.
+    pub fn build(&self) -> Result<BuiltWorkload, SpecError> {
+        Ok(match *self {
+            WorkloadSpec::Smallbank {
+                accounts,
+                hot_accounts,
+            } => BuiltWorkload::Smallbank(
+                Smallbank::new(accounts, hot_accounts)
+                    .map_err(|e| SpecError::Smallbank(e.to_string()))?,
+            ),
+            WorkloadSpec::ListAppend {
+                keys,
+                clients,
+                transactions_per_client,
+                shape,
+            } => BuiltWorkload::History(HistoryCheck::list_append(
+                keys,
+                clients,
+                transactions_per_client,
+                shape.into(),
+            )?),
+            WorkloadSpec::Register { keys, shape } => {
+                BuiltWorkload::History(HistoryCheck::register(keys, shape.into())?)
+            }
+        })
+    }
+
+    /// The workload's short name ("smallbank", "list-append", "register").
+    pub fn name(&self) -> &'static str {
+        match self {
+            WorkloadSpec::Smallbank { .. } => "smallbank",
+            WorkloadSpec::ListAppend { .. } => "list-append",
+            WorkloadSpec::Register { .. } => "register",
+        }
+    }
+}
+
+/// `POST /load`: load the rows of `workload` this node replicates.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LoadRequest {
+    /// [`PROTOCOL_VERSION`].
+    pub version: u32,
+    /// The workload.
+    pub workload: WorkloadSpec,
+}
+
+/// The answer to `POST /load`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LoadAnswer {
+    /// [`PROTOCOL_VERSION`].
+    pub version: u32,
+    /// The node.
+    pub node: u16,
+    /// Rows written on this node.
+    pub rows: u64,
+}
+
+/// `POST /workload/start`: start the node's client of the loaded workload.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct StartRequest {
+    /// [`PROTOCOL_VERSION`].
+    pub version: u32,
+    /// Seed of the generators and the retries' backoff (the same on every node).
+    pub seed: u64,
+    /// Transactions the node's client keeps outstanding.
+    pub inflight: usize,
+    /// Transactions the client draws at most (`None`: until stopped).
+    pub budget: Option<u64>,
+    /// Attempts per transaction (conflicts retried); history workloads use 1.
+    pub max_tries: u32,
+    /// Outcomes before this long after the start are in no figure (ms).
+    pub warmup_ms: u64,
+    /// The client stops drawing this long after the start (ms; `None`: at its
+    /// budget); figures cover `warmup_ms ..` this.
+    pub run_ms: Option<u64>,
+}
+
+/// The answer to `POST /workload/start` and `/workload/stop`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct StartAnswer {
+    /// [`PROTOCOL_VERSION`].
+    pub version: u32,
+    /// The node.
+    pub node: u16,
+    /// The node clock's time at the start (ns).
+    pub start_ns: u64,
+}
+
+/// Outcome counters of a node's client ([`LoadStats`] as JSON).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LoadCounters {
+    /// Transactions drawn.
+    pub drawn: u64,
+    /// Attempts submitted.
+    pub attempts: u64,
+    /// Retries submitted.
+    pub retries: u64,
+    /// Committed.
+    pub committed: u64,
+    /// Conflict aborts.
+    pub conflicts: u64,
+    /// Gave up after the last try.
+    pub gave_up: u64,
+    /// Aborted by the procedure.
+    pub user_aborted: u64,
+    /// Ended any other way.
+    pub failed: u64,
+    /// Committed by procedure id.
+    pub committed_by_procedure: Vec<u64>,
+}
+
+impl From<LoadStats> for LoadCounters {
+    fn from(s: LoadStats) -> LoadCounters {
+        LoadCounters {
+            drawn: s.drawn,
+            attempts: s.attempts,
+            retries: s.retries,
+            committed: s.committed,
+            conflicts: s.conflicts,
+            gave_up: s.gave_up,
+            user_aborted: s.user_aborted,
+            failed: s.failed,
+            committed_by_procedure: s.committed_by_procedure.to_vec(),
+        }
+    }
+}
+
+impl From<&LoadCounters> for LoadStats {
+    fn from(c: &LoadCounters) -> LoadStats {
+        let mut by = [0u64; PROCEDURES_MAX];
+        for (a, b) in by.iter_mut().zip(&c.committed_by_procedure) {
+            *a = *b;
+        }
+        LoadStats {
+            drawn: c.drawn,
+            attempts: c.attempts,
+            retries: c.retries,
+            committed: c.committed,
+            conflicts: c.conflicts,
+            gave_up: c.gave_up,
+            user_aborted: c.user_aborted,
+            failed: c.failed,
+            committed_by_procedure: by,
+        }
+    }
+}
+
+/// A history generator's counters ([`HistoryStats`] as JSON).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct HistoryCounters {
+    /// Drawn.
+    pub submitted: u64,
+    /// Committed.
+    pub committed: u64,
+    /// Failed, by [`TxStatus`] wire value.
+    pub failed: Vec<u64>,
+    /// Committed with an undecodable result.
+    pub bad_results: u64,
+    /// Without an outcome at the end.
+    pub indeterminate: u64,
+}
+
+impl From<HistoryStats> for HistoryCounters {
+    fn from(s: HistoryStats) -> HistoryCounters {
+        HistoryCounters {
+            submitted: s.submitted,
+            committed: s.committed,
+            failed: s.failed.to_vec(),
+            bad_results: s.bad_results,
+            indeterminate: s.indeterminate,
+        }
+    }
+}
+
+impl From<&HistoryCounters> for HistoryStats {
+    fn from(c: &HistoryCounters) -> HistoryStats {
+        let mut failed = [0u64; TxStatus::ALL.len()];
+        for (a, b) in failed.iter_mut().zip(&c.failed) {
+            *a = *b;
+        }
+        HistoryStats {
+            submitted: c.submitted,
+            committed: c.committed,
+            failed,
+            bad_results: c.bad_results,
+            indeterminate: c.indeterminate,
+        }
+    }
+}
+
+/// The NIC and host-worker counters a report and the fault-free check need.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct NodeCounters {
+    /// Packets sent (Dandelion §5.1).
+    pub packets: u64,
+    /// Messages in them.
+    pub messages: u64,
+    /// NIC index hits (Xenic §4.1.3).
+    pub index_hits: u64,
+    /// DMA reads the server submitted.
+    pub dma_reads: u64,
+    /// Lookups that read again.
+    pub lookup_rereads: u64,
+    /// Malformed packets dropped.
+    pub bad_packets: u64,
+    /// Malformed ring entries.
+    pub bad_ring_entries: u64,
+    /// Host-memory decode errors.
+    pub host_decode_errors: u64,
+    /// Stale host-log records.
+    pub stale_records: u64,
+    /// Bad host-log entries.
+    pub bad_entries: u64,
+    /// Packets sent again after a retransmission timeout (sessions).
+    pub retransmissions: u64,
+    /// Received packets dropped as duplicates.
+    pub duplicates_dropped: u64,
+    /// Sessions declared failed after the configured silence.
+    pub sessions_failed: u64,
+}
+
+/// One row of a node's host table.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Row {
+    /// Table id of the key.
+    pub table: u32,
+    /// Key id.
+    pub id: u64,
+    /// Object version.
+    pub version: u64,
+    /// The value, hex.
+    pub value: String,
+}
+
+/// What a Smallbank client's generator saw.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SmallbankSummary {
+    /// Money created by committed transactions (cents).
+    pub money_created: i64,
+    /// Committed Balance transactions.
+    pub balance_reads: u64,
+    /// Sum of their totals (cents).
+    pub balance_total_sum: i64,
+}
+
+/// What a history client recorded.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct HistorySummary {
+    /// Its counters.
+    pub stats: HistoryCounters,
+    /// Its operations as Jepsen JSON objects, times in the node's clock.
+    pub ops: Vec<serde_json::Value>,
+}
+
+/// Where a node's clock starts, in the machine's `CLOCK_MONOTONIC` (ns):
+/// between `lo_ns` and `hi_ns`. Times of one node shift by it to compare
+/// with another's (on one machine only).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ClockOrigin {
+    /// Earliest it can be.
+    pub lo_ns: u64,
+    /// Latest it can be.
+    pub hi_ns: u64,
+}
+
+/// `GET /results`: everything the driver's report and checks need from one node.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Results {
+    /// [`PROTOCOL_VERSION`].
+    pub version: u32,
+    /// The node.
+    pub node: u16,
+    /// Whether the run ended (client stopped, nothing in flight).
+    pub done: bool,
+    /// Every outcome.
+    pub all: LoadCounters,
+    /// Outcomes within the measured interval.
+    pub window: LoadCounters,
+    /// Latency (ns) of the window's commits: `(value, count)` pairs.
+    pub latency_ns: Vec<(u64, u64)>,
+    /// NIC and worker counters.
+    pub counters: NodeCounters,
+    /// The node's clock origin.
+    pub clock: ClockOrigin,
+    /// Smallbank's generator summary.
+    pub smallbank: Option<SmallbankSummary>,
+    /// A history workload's recording.
+    pub history: Option<HistorySummary>,
+    /// Every row of the node's host table (sent once the run is done).
+    pub rows: Vec<Row>,
+}
+
+/// `value` as lower-case hex.
+pub fn to_hex(value: &[u8]) -> String {
+    const DIGITS: &[u8; 16] = b"0123456789abcdef";
+    let mut s = String::with_capacity(2 * value.len());
+    for b in value {
+        s.push(DIGITS[(b >> 4) as usize] as char);
+        s.push(DIGITS[(b & 15) as usize] as char);
+    }
+    s
+}
+
+/// The bytes of a hex string, or `None` if it is not hex of even length.
+pub fn from_hex(s: &str) -> Option<Vec<u8>> {
+    let digit = |c: u8| (c as char).to_digit(16).map(|d| d as u8);
+    let b = s.as_bytes();
+    if !b.len().is_multiple_of(2) {
+        return None;
+    }
+    b.chunks(2)
+        .map(|p| Some(digit(p[0])? << 4 | digit(p[1])?))
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn hex_round_trips_and_refuses_what_is_not_hex() {
+        let bytes: Vec<u8> = (0..=255).collect();
+        assert_eq!(from_hex(&to_hex(&bytes)).unwrap(), bytes);
+        assert_eq!(to_hex(&[0x0f, 0xa0]), "0fa0");
+        assert_eq!(from_hex(""), Some(Vec::new()));
+        assert_eq!(from_hex("abc"), None);
+        assert_eq!(from_hex("zz"), None);
+    }
+
+    #[test]
+    fn bodies_round_trip_and_unknown_fields_are_refused() {
+        let spec = WorkloadSpec::ListAppend {
+            keys: 8,
+            clients: 3,
+            transactions_per_client: 100,
+            shape: ShapeSpec::WriteSkew,
+        };
+        let req = LoadRequest {
+            version: PROTOCOL_VERSION,
+            workload: spec,
+        };
+        let v = serde_json::to_value(&req).unwrap();
+        assert_eq!(v["workload"]["kind"], "list-append");
+        assert_eq!(serde_json::from_value::<LoadRequest>(v).unwrap(), req);
+        let extra = serde_json::json!({"version": 1, "workload": {"kind": "register", "keys": 4, "shape": "mixed", "colour": 1}});
+        assert!(serde_json::from_value::<LoadRequest>(extra).is_err());
+        assert!(matches!(spec.build(), Ok(BuiltWorkload::History(_))));
+        let bad = WorkloadSpec::Register {
+            keys: 1,
+            shape: ShapeSpec::Mixed,
+        };
+        assert!(bad.build().is_err(), "fewer than 2 keys");
+        let stats = LoadStats {
+            committed: 5,
+            committed_by_procedure: [1; PROCEDURES_MAX],
+            ..LoadStats::default()
+        };
+        assert_eq!(LoadStats::from(&LoadCounters::from(stats)), stats);
+    }
+}

@@ -1,0 +1,327 @@
+//! `splitkv bench smallbank|list-append|register --cluster FILE [--spawn]`:
+//! drives a deployed cluster through its nodes' control endpoints
+//! (`splitkv_host::deploy::control`, bodies in `splitkv_bench::remote::protocol`):
+//! load on every node (each loads the rows it replicates), start every
+//! node's client, wait (progress bar), collect every node's results, then
+//! run the workload's checks across processes (`splitkv_bench::remote::check`)
+//! and print the in-process bench's report.
+//!
+//! `--spawn` first starts the file's node processes on this machine and
+//! stops them at the end ([`spawn::Spawned`], also on error paths). A node
+//! that cannot be reached, or dies during the run, is one line and exit 2;
+//! a failed check is exit 1.
+
+mod http;
+mod report;
+mod spawn;
+
+use crate::cli::{ClusterArgs, HistoryBenchArgs, SmallbankArgs};
+use crate::Failure;
+use indicatif::{ProgressBar, ProgressStyle};
+use serde::de::DeserializeOwned;
+use serde_json::Value;
+use splitkv_bench::remote::protocol::*;
+use splitkv_bench::remote::{Mirror, Results};
+use splitkv_host::deploy::ClusterConfig;
+use std::time::{Duration, Instant};
+
+/// Longest spawned nodes' control endpoints may take to answer at the start
+/// (without `--spawn` the nodes must answer at once).
+pub const READY_TIMEOUT: Duration = Duration::from_secs(20);
+/// How often the driver polls the nodes while waiting.
+const POLL_PERIOD: Duration = Duration::from_millis(50);
+/// How long the transactions in flight when the run ends may take.
+pub const DRAIN_TIMEOUT: Duration = Duration::from_secs(30);
+/// Longest a run without a duration may take.
+pub const RUN_TIMEOUT: Duration = Duration::from_secs(600);
+/// Pause between the last client finishing and collecting results, so
+/// messages still on their way (commits to primaries and backups) land.
+const SETTLE: Duration = Duration::from_millis(200);
+
+/// A deployed cluster being driven.
+struct Deployed {
+    config: ClusterConfig,
+    spawned: Option<spawn::Spawned>,
+}
+
+fn bad(e: impl std::fmt::Display) -> Failure {
+    Failure::BadInput(e.to_string())
+}
+
+impl Deployed {
+    /// Reads the file, spawns the nodes if asked, waits until every control
+    /// endpoint answers.
+    fn open(args: &ClusterArgs, threads: usize, seed: u64) -> Result<Deployed, Failure> {
+        let path = args
+            .cluster
+            .as_ref()
+            .ok_or_else(|| bad("--cluster is needed"))?;
+        let config =
+            ClusterConfig::from_file(path).map_err(|e| bad(format!("{}: {e}", path.display())))?;
+        let mut d = Deployed {
+            config,
+            spawned: None,
+        };
+        if args.spawn {
+            let ids: Vec<u16> = d.config.nodes.iter().map(|n| n.id).collect();
+            d.spawned =
+                Some(spawn::Spawned::start(path, &ids, threads.clamp(1, 2), seed).map_err(bad)?);
+        }
+        let start = Instant::now();
+        for n in 0..d.config.nodes.len() as u16 {
+            loop {
+                match d.call_raw(n, "GET", "/status", None) {
+                    Ok(_) => break,
+                    Err(e) if d.spawned.is_none() || start.elapsed() >= READY_TIMEOUT => {
+                        return Err(d.dead(n, e))
+                    }
+                    Err(e) => {
+                        if let Some(f) = d.exited() {
+                            return Err(f.unwrap_or_else(|| d.dead(n, e)));
+                        }
+                        std::thread::sleep(POLL_PERIOD);
+                    }
+                }
+            }
+        }
+        Ok(d)
+    }
+
+    /// A spawned node that exited, as a failure.
+    fn exited(&mut self) -> Option<Option<Failure>> {
+        let (id, status) = self.spawned.as_mut()?.exited()?;
+        Some(Some(bad(format!("node {id} exited ({status})"))))
+    }
+
+    fn dead(&mut self, node: u16, e: http::CallFailed) -> Failure {
+        match self.exited() {
+            Some(Some(f)) => f,
+            _ => bad(format!("node {node}: {e}")),
+        }
+    }
+
+    fn call_raw(
+        &self,
+        node: u16,
+        method: &str,
+        path: &str,
+        body: Option<&Value>,
+    ) -> Result<Value, http::CallFailed> {
+        let addr = self.config.nodes[node as usize].control;
+        http::call(addr, method, path, &self.config.token, body)
+    }
+
+    /// A control call to `node`, its answer decoded as `T`.
+    fn call<T: DeserializeOwned>(
+        &mut self,
+        node: u16,
+        method: &str,
+        path: &str,
+        body: Option<&Value>,
+    ) -> Result<T, Failure> {
+        let v = self
+            .call_raw(node, method, path, body)
+            .map_err(|e| self.dead(node, e))?;
+        serde_json::from_value(v).map_err(|e| bad(format!("node {node}: {path}: {e}")))
+    }
+
+    fn nodes(&self) -> u16 {
+        self.config.nodes.len() as u16
+    }
+
+    /// Loads, starts, waits and collects (see the module docs).
+    fn run(
+        &mut self,
+        workload: WorkloadSpec,
+        start: StartRequest,
+        expected: Duration,
+    ) -> Result<(Vec<Results>, Duration), Failure> {
+        let load = serde_json::to_value(LoadRequest {
+            version: PROTOCOL_VERSION,
+            workload,
+        })
+        .map_err(|e| Failure::Internal(e.to_string()))?;
+        let bar = ProgressBar::new(self.nodes() as u64).with_style(
+            ProgressStyle::with_template("loading  {bar:40} {pos}/{len} nodes {elapsed}")
+                .expect("valid template"),
+        );
+        for n in 0..self.nodes() {
+            let _: LoadAnswer = self.call(n, "POST", "/load", Some(&load))?;
+            bar.inc(1);
+        }
+        bar.finish_and_clear();
+        let body = serde_json::to_value(&start).map_err(|e| Failure::Internal(e.to_string()))?;
+        let t0 = Instant::now();
+        for n in 0..self.nodes() {
+            let _: StartAnswer = self.call(n, "POST", "/workload/start", Some(&body))?;
+        }
+        self.wait(expected, t0)?;
+        let elapsed = t0.elapsed();
+        std::thread::sleep(SETTLE);
+        let mut results = Vec::with_capacity(self.nodes() as usize);
+        for n in 0..self.nodes() {
+            let r: Results = self.call(n, "GET", "/results", None)?;
+            if r.version != PROTOCOL_VERSION || r.node != n || !r.done {
+                return Err(bad(format!(
+                    "node {n}: unexpected results (version {}, node {}, done {})",
+                    r.version, r.node, r.done
+                )));
+            }
+            results.push(r);
+        }
+        Ok((results, elapsed))
+    }
+
+    /// Waits until every node's client is done, with a progress bar.
+    fn wait(&mut self, expected: Duration, t0: Instant) -> Result<(), Failure> {
+        let bar = ProgressBar::new(expected.as_millis().max(1) as u64).with_style(
+            ProgressStyle::with_template("running  {bar:40} {elapsed}/{msg}")
+                .expect("valid template"),
+        );
+        bar.set_message(format!("{expected:?}"));
+        let deadline = expected + DRAIN_TIMEOUT;
+        loop {
+            let mut all = true;
+            for n in 0..self.nodes() {
+                let s: Value = self.call(n, "GET", "/status", None)?;
+                if let Some(f) = s.get("failure").and_then(Value::as_str) {
+                    return Err(bad(format!("node {n} failed: {f}")));
+                }
+                all &= s.get("run_done").and_then(Value::as_bool) == Some(true);
+            }
+            if all {
+                break;
+            }
+            if t0.elapsed() > deadline {
+                return Err(bad(format!("the run did not end within {deadline:?}")));
+            }
+            bar.set_position(t0.elapsed().as_millis() as u64);
+            std::thread::sleep(POLL_PERIOD);
+        }
+        bar.finish_and_clear();
+        Ok(())
+    }
+
+    /// Stops spawned nodes; a node that did not drain cleanly is reported.
+    fn close(mut self) {
+        if let Some(mut s) = self.spawned.take() {
+            for (id, status) in s.stop() {
+                let log = std::env::temp_dir()
+                    .join(format!("splitkv-node-{}-{id}.log", std::process::id()));
+                eprintln!(
+                    "warning: node {id} did not exit cleanly ({status}; log {})",
+                    log.display()
+                );
+            }
+        }
+    }
+}
+
+/// `bench smallbank --cluster`.
+pub fn smallbank(args: &SmallbankArgs) -> Result<(), Failure> {
+    let mut d = Deployed::open(&args.deployed, args.threads, args.seed)?;
+    let nodes = d.config.nodes.len();
+    let replication = d.config.replication;
+    let spec = WorkloadSpec::Smallbank {
+        accounts: args.accounts_per_node * nodes as u64,
+        hot_accounts: args.hot_accounts,
+    };
+    let BuiltWorkload::Smallbank(workload) = spec.build().map_err(bad)? else {
+        return Err(Failure::Internal("not smallbank".into()));
+    };
+    let total = args.warmup + args.duration;
+    let start = StartRequest {
+        version: PROTOCOL_VERSION,
+        seed: args.seed,
+        inflight: args.inflight,
+        budget: None,
+        max_tries: args.max_tries,
+        warmup_ms: args.warmup.as_millis() as u64,
+        run_ms: Some(total.as_millis() as u64),
+    };
+    let (results, _) = d.run(spec, start, total)?;
+    d.close();
+    let mirror = Mirror::new(&workload, nodes, replication, &results)
+        .map_err(|e| Failure::Check(e.to_string()))?;
+    let money = mirror.check_money(&workload, &results);
+    let replicas = mirror.check_replicas();
+    let r = report::smallbank(
+        args,
+        nodes,
+        replication,
+        &workload,
+        &results,
+        &money,
+        &replicas,
+    );
+    if args.json {
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&r).map_err(|e| Failure::Internal(e.to_string()))?
+        );
+    } else {
+        r.print_text();
+        report::sessions(&results);
+    }
+    money.map_err(|e| Failure::Check(e.to_string()))?;
+    replicas.map_err(|e| Failure::Check(e.to_string()))?;
+    println!("checks: ok");
+    Ok(())
+}
+
+/// `bench list-append|register --cluster`.
+pub fn history(args: &HistoryBenchArgs, register: bool) -> Result<(), Failure> {
+    let mut d = Deployed::open(&args.deployed, args.threads, args.seed)?;
+    let nodes = d.config.nodes.len();
+    let replication = d.config.replication;
+    let shape = match args.shape {
+        crate::cli::Shape::Mixed => ShapeSpec::Mixed,
+        crate::cli::Shape::WriteSkew => ShapeSpec::WriteSkew,
+    };
+    let spec = if register {
+        WorkloadSpec::Register {
+            keys: args.keys,
+            shape,
+        }
+    } else {
+        WorkloadSpec::ListAppend {
+            keys: args.keys,
+            clients: nodes as u64,
+            transactions_per_client: args.transactions,
+            shape,
+        }
+    };
+    let BuiltWorkload::History(workload) = spec.build().map_err(bad)? else {
+        return Err(Failure::Internal("not a history workload".into()));
+    };
+    let start = StartRequest {
+        version: PROTOCOL_VERSION,
+        seed: args.seed,
+        inflight: args.inflight,
+        budget: Some(args.transactions),
+        max_tries: 1,
+        warmup_ms: 0,
+        run_ms: args.duration.map(|d| d.as_millis() as u64),
+    };
+    let expected = args.duration.unwrap_or(RUN_TIMEOUT);
+    let (results, elapsed) = d.run(spec, start, expected)?;
+    d.close();
+    let mirror = Mirror::new(&workload, nodes, replication, &results)
+        .map_err(|e| Failure::Check(e.to_string()))?;
+    let replicas = mirror.check_replicas();
+    let checked = mirror.check_history(&workload, &results, args.history.as_deref());
+    report::history(
+        args,
+        spec.name(),
+        nodes,
+        replication,
+        &results,
+        elapsed,
+        &checked,
+        &replicas,
+    );
+    checked.map_err(|e| Failure::Check(e.to_string()))?;
+    replicas.map_err(|e| Failure::Check(e.to_string()))?;
+    println!("checks: ok");
+    Ok(())
+}

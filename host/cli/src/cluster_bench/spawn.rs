@@ -1,0 +1,126 @@
+//! `--spawn`: the cluster file's node processes started on this machine
+//! (this binary's `splitkv node`), and stopped by process id when the
+//! [`Spawned`] guard is dropped — on every path, errors included: SIGTERM
+//! first (the node drains), SIGKILL after [`STOP_WAIT`]. Each node's
+//! standard error (its log, unless the file names a log file) goes to
+//! `splitkv-node-<bench pid>-<id>.log` in the temporary directory, so the
+//! bench's own output stays its own; a node that exits early is reported
+//! with its log's last line, and the logs are removed after a clean stop.
+
+use std::fs::File;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// Longest a spawned node may take to exit after SIGTERM before SIGKILL.
+pub const STOP_WAIT: Duration = Duration::from_secs(15);
+/// How often a stopping node is checked.
+const STOP_POLL: Duration = Duration::from_millis(10);
+
+/// The node processes started by the bench, stopped on drop.
+#[derive(Debug, Default)]
+pub struct Spawned {
+    children: Vec<(u16, Child)>,
+    logs: Vec<(u16, PathBuf)>,
+}
+
+impl Spawned {
+    /// Starts `splitkv node --config config --id N --threads threads --seed
+    /// seed` for every id in `ids`.
+    ///
+    /// # Errors
+    /// The first node that cannot be started (the others are stopped).
+    pub fn start(config: &Path, ids: &[u16], threads: usize, seed: u64) -> Result<Spawned, String> {
+        let exe = std::env::current_exe().map_err(|e| format!("cannot find this binary: {e}"))?;
+        let mut spawned = Spawned::default();
+        for &id in ids {
+            let log =
+                std::env::temp_dir().join(format!("splitkv-node-{}-{id}.log", std::process::id()));
+            let stderr =
+                File::create(&log).map_err(|e| format!("cannot create {}: {e}", log.display()))?;
+            spawned.logs.push((id, log));
+            let child = Command::new(&exe)
+                .arg("node")
+                .arg("--config")
+                .arg(config)
+                .args(["--id", &id.to_string()])
+                .args(["--threads", &threads.to_string()])
+                .args(["--seed", &seed.to_string()])
+                .stdin(Stdio::null())
+                .stdout(Stdio::null())
+                .stderr(stderr)
+                .spawn()
+                .map_err(|e| format!("cannot start node {id}: {e}"))?;
+            spawned.children.push((id, child));
+        }
+        Ok(spawned)
+    }
+
+    /// A spawned node that has exited: its id, and its status with the
+    /// last line of its log.
+    pub fn exited(&mut self) -> Option<(u16, String)> {
+        let (id, status) = self.children.iter_mut().find_map(|(id, c)| {
+            let status = c.try_wait().ok().flatten()?;
+            Some((*id, status.to_string()))
+        })?;
+        let last = self
+            .logs
+            .iter()
+            .find(|(i, _)| *i == id)
+            .and_then(|(_, p)| std::fs::read_to_string(p).ok())
+            .and_then(|t| {
+                t.lines()
+                    .rev()
+                    .find(|l| !l.trim().is_empty())
+                    .map(str::to_string)
+            });
+        Some((
+            id,
+            match last {
+                Some(line) => format!("{status}: {line}"),
+                None => status,
+            },
+        ))
+    }
+
+    /// Stops every node: SIGTERM, then SIGKILL after [`STOP_WAIT`]; waits
+    /// for each. Returns the nodes that did not exit 0.
+    pub fn stop(&mut self) -> Vec<(u16, String)> {
+        for (_, c) in &self.children {
+            // SAFETY: `kill` takes any pid; the child is ours and not yet
+            // reaped (it is waited for below), so the pid names it.
+            unsafe { libc::kill(c.id() as libc::pid_t, libc::SIGTERM) };
+        }
+        let deadline = Instant::now() + STOP_WAIT;
+        let mut bad = Vec::new();
+        for (id, mut c) in self.children.drain(..) {
+            let status = loop {
+                match c.try_wait() {
+                    Ok(Some(s)) => break Some(s),
+                    Ok(None) if Instant::now() < deadline => std::thread::sleep(STOP_POLL),
+                    _ => {
+                        let _ = c.kill();
+                        break c.wait().ok();
+                    }
+                }
+            };
+            match status {
+                Some(s) if s.success() => {}
+                Some(s) => bad.push((id, s.to_string())),
+                None => bad.push((id, "unknown status".into())),
+            }
+        }
+        for (id, log) in self.logs.drain(..) {
+            if bad.iter().all(|(b, _)| *b != id) {
+                let _ = std::fs::remove_file(log);
+            }
+        }
+        bad
+    }
+}
+
+impl Drop for Spawned {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}

@@ -1,0 +1,287 @@
+//! `splitkv node --config FILE --id N`: one node of a deployed cluster in
+//! this process (DESIGN.md driver 3). It reads and checks the cluster file,
+//! binds its transport (UDP, with injected faults when the file asks),
+//! serves its control endpoint from a thread of its own
+//! (`splitkv_host::deploy::control`), builds and runs its node when a
+//! workload is loaded (`splitkv_bench::remote::RemoteNode`), and on SIGTERM
+//! (or SIGINT, or `POST /drain`) drains: its client stops drawing, the
+//! transactions in flight finish, the node shuts down, exit 0.
+//!
+//! The incarnation is the wall clock at start in tenths of a second since
+//! 2025 (`splitkv_host::deploy::incarnation_now`): fresh per process start.
+//! `/metrics` is fed from the counters the polling threads publish; the
+//! control thread never touches a polling component.
+
+use crate::cli::NodeArgs;
+use crate::Failure;
+use serde_json::{json, Value};
+use splitkv_bench::remote::RemoteNode;
+use splitkv_host::cluster::StatsHandle;
+use splitkv_host::deploy::metrics::outcome_label;
+use splitkv_host::deploy::{
+    incarnation_now, node_builder, node_transport, CallError, ClusterConfig, ControlHandler,
+    ControlServer, LogTarget, NodeMetrics, Route, SessionCounters,
+};
+use splitkv_layout::host_nic::TxStatus;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+/// Longest a drain waits for the transactions in flight to finish.
+pub const DRAIN_TIMEOUT: Duration = Duration::from_secs(10);
+/// How often the main thread checks for a signal or a failed node.
+const SIGNAL_POLL: Duration = Duration::from_millis(20);
+
+/// What the control endpoint serves.
+struct NodeHandler {
+    node: u16,
+    cluster_id: u32,
+    incarnation: u32,
+    started: Instant,
+    remote: Mutex<RemoteNode>,
+    stats: Mutex<Option<StatsHandle>>,
+    metrics: NodeMetrics,
+    /// Set by a signal or `POST /drain`: the main thread drains.
+    drain: Arc<AtomicBool>,
+}
+
+impl NodeHandler {
+    fn stats(&self) -> Option<StatsHandle> {
+        self.stats.lock().unwrap_or_else(|e| e.into_inner()).clone()
+    }
+
+    fn transactions(&self) -> Value {
+        let Some(h) = self.stats() else {
+            return json!({});
+        };
+        let snap = h.snapshot();
+        let mut m = serde_json::Map::new();
+        for s in TxStatus::ALL {
+            let n: u64 = snap
+                .nodes
+                .iter()
+                .map(|n| n.nic.clients.outcomes[s as usize])
+                .sum();
+            m.insert(outcome_label(s).into(), json!(n));
+        }
+        Value::Object(m)
+    }
+}
+
+impl NodeHandler {
+    /// The session layer's view: failed peers and counters (`null` before a load).
+    fn sessions(&self) -> Value {
+        let Some(h) = self.stats() else {
+            return Value::Null;
+        };
+        let snap = h.snapshot();
+        let Some(n) = snap.nodes.first() else {
+            return Value::Null;
+        };
+        let s = &n.nic.net.sessions;
+        json!({
+            "failed_peers": n.failed_peers,
+            "sessions_failed": s.sessions_failed,
+            "packets_sent": s.packets_sent,
+            "packets_received": s.packets_received,
+            "retransmissions": s.retransmissions,
+            "duplicates_dropped": s.duplicates_dropped,
+            "out_of_order_dropped": s.out_of_order_dropped,
+        })
+    }
+}
+
+impl ControlHandler for NodeHandler {
+    fn status(&self) -> Value {
+        // `try_lock`: a long call (a load) must not hold up a status.
+        let (state, done) = match self.remote.try_lock() {
+            Ok(r) if !r.is_loaded() => ("idle", None),
+            Ok(r) => match r.run_done() {
+                None => ("loaded", None),
+                Some(false) => ("running", Some(false)),
+                Some(true) => ("done", Some(true)),
+            },
+            Err(_) => ("busy", None),
+        };
+        let failure = self
+            .stats()
+            .and_then(|h| h.failure())
+            .map(|e| e.to_string());
+        json!({
+            "node": self.node,
+            "cluster": self.cluster_id,
+            "incarnation": self.incarnation,
+            "uptime_ms": self.started.elapsed().as_millis() as u64,
+            "state": if self.drain.load(Ordering::Acquire) { "draining" } else { state },
+            "run_done": done,
+            "failure": failure,
+            "transactions": self.transactions(),
+            "sessions": self.sessions(),
+        })
+    }
+
+    fn metrics(&self, out: &mut String) {
+        if let Some(h) = self.stats() {
+            for n in &h.snapshot().nodes {
+                self.metrics.update_from(&n.nic);
+                let s = &n.nic.net.sessions;
+                self.metrics.update_sessions(&SessionCounters {
+                    packets_received: s.packets_received,
+                    retransmissions: s.retransmissions,
+                    duplicates_dropped: s.duplicates_dropped,
+                    sessions_failed: s.sessions_failed,
+                });
+            }
+        }
+        let _ = self.metrics.encode(out);
+    }
+
+    fn call(&self, route: Route, body: &Value) -> Result<Value, CallError> {
+        if self.drain.load(Ordering::Acquire) {
+            return Err(CallError::Unavailable("the node is draining".into()));
+        }
+        let mut remote = self.remote.lock().unwrap_or_else(|e| e.into_inner());
+        let to_json =
+            |v: Result<Value, serde_json::Error>| v.map_err(|e| CallError::Internal(e.to_string()));
+        match route {
+            Route::Load => {
+                let (answer, handle) = remote.load(body)?;
+                *self.stats.lock().unwrap_or_else(|e| e.into_inner()) = Some(handle);
+                tracing::info!(rows = answer.rows, "loaded");
+                to_json(serde_json::to_value(answer))
+            }
+            Route::WorkloadStart => {
+                let answer = remote.start(body)?;
+                tracing::info!(start_ns = answer.start_ns, "workload started");
+                to_json(serde_json::to_value(answer))
+            }
+            Route::WorkloadStop => to_json(serde_json::to_value(remote.stop()?)),
+            Route::Results => to_json(serde_json::to_value(remote.results()?)),
+            Route::Drain => {
+                self.drain.store(true, Ordering::Release);
+                Ok(json!({ "draining": true }))
+            }
+        }
+    }
+}
+
+/// Sends the `tracing` log to the file's target.
+fn init_log(target: &LogTarget) -> Result<(), Failure> {
+    let builder = tracing_subscriber::fmt().with_ansi(false);
+    let done = match target {
+        LogTarget::Stderr => builder.with_writer(std::io::stderr).try_init(),
+        LogTarget::File(path) => {
+            let file = std::fs::OpenOptions::new()
+                .create(true)
+                .append(true)
+                .open(path)
+                .map_err(|e| {
+                    Failure::BadInput(format!("log: cannot open {}: {e}", path.display()))
+                })?;
+            builder.with_writer(Mutex::new(file)).try_init()
+        }
+    };
+    done.map_err(|e| Failure::Internal(format!("log: {e}")))
+}
+
+/// Pins this thread (and the threads it starts later) to `cores`.
+fn pin(cores: &[usize]) -> Result<(), Failure> {
+    if cores.is_empty() {
+        return Ok(());
+    }
+    // SAFETY: a zeroed cpu_set_t is a valid empty set; CPU_SET and
+    // sched_setaffinity get a valid pointer and its size.
+    let rc = unsafe {
+        let mut set: libc::cpu_set_t = std::mem::zeroed();
+        for &c in cores {
+            libc::CPU_SET(c, &mut set);
+        }
+        libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set)
+    };
+    if rc != 0 {
+        let e = std::io::Error::last_os_error();
+        return Err(Failure::BadInput(format!(
+            "cores {cores:?}: cannot pin: {e}"
+        )));
+    }
+    Ok(())
+}
+
+/// Runs the node until it is told to drain; see the module docs.
+pub fn run(args: &NodeArgs) -> Result<(), Failure> {
+    let bad = |e: &dyn std::fmt::Display| Failure::BadInput(e.to_string());
+    let config = ClusterConfig::from_file(&args.config)
+        .map_err(|e| Failure::BadInput(format!("{}: {e}", args.config.display())))?;
+    let me = config.node(args.id).cloned().ok_or_else(|| {
+        Failure::BadInput(format!(
+            "--id {} is not a node of {} (ids 0 ..= {})",
+            args.id,
+            args.config.display(),
+            config.nodes.len().saturating_sub(1)
+        ))
+    })?;
+    init_log(&config.log)?;
+    pin(&me.cores)?;
+    let incarnation = incarnation_now();
+    let transport = node_transport(&config, args.id, args.seed).map_err(|e| bad(&e))?;
+    let builder = node_builder(&config, args.threads, args.seed, incarnation);
+    let drain = Arc::new(AtomicBool::new(false));
+    for signal in [signal_hook::consts::SIGTERM, signal_hook::consts::SIGINT] {
+        signal_hook::flag::register(signal, drain.clone())
+            .map_err(|e| Failure::Internal(format!("signal handler: {e}")))?;
+    }
+    let handler = Arc::new(NodeHandler {
+        node: args.id,
+        cluster_id: config.cluster_id,
+        incarnation,
+        started: Instant::now(),
+        remote: Mutex::new(RemoteNode::new(args.id, builder, transport)),
+        stats: Mutex::new(None),
+        metrics: NodeMetrics::new(config.cluster_id, args.id),
+        drain: drain.clone(),
+    });
+    let control = ControlServer::start(me.control, &config.token, handler.clone())
+        .map_err(|e| bad(&format_args!("node[{}].control: {e}", args.id)))?;
+    tracing::info!(
+        node = args.id,
+        incarnation,
+        data = %me.data,
+        control = %control.local_addr(),
+        threads = args.threads,
+        "node started"
+    );
+    let failed = wait_for_drain(&handler);
+    tracing::info!("draining");
+    let drained = handler
+        .remote
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .drain(DRAIN_TIMEOUT);
+    let _ = control.shutdown();
+    if let Some(e) = failed {
+        return Err(Failure::Internal(e));
+    }
+    match drained {
+        Ok(true) => {
+            tracing::info!("drained");
+            Ok(())
+        }
+        Ok(false) => Err(Failure::Internal(format!(
+            "transactions still in flight after {DRAIN_TIMEOUT:?}"
+        ))),
+        Err(e) => Err(Failure::Internal(e.to_string())),
+    }
+}
+
+/// Waits for a signal or a drain call; returns the failure if the node
+/// stopped on one instead.
+fn wait_for_drain(handler: &NodeHandler) -> Option<String> {
+    while !handler.drain.load(Ordering::Acquire) {
+        if let Some(e) = handler.stats().and_then(|h| h.failure()) {
+            tracing::error!(error = %e, "node failed");
+            return Some(e.to_string());
+        }
+        std::thread::sleep(SIGNAL_POLL);
+    }
+    None
+}

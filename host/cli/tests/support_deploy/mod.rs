@@ -1,0 +1,175 @@
+//! What the deployed-cluster tests share: cluster files on loopback with
+//! ports the OS picked (bound, then released, so peers can name each other's
+//! UDP ports; a run that loses a port to another test is retried), a raw
+//! HTTP/1.0 call to a control endpoint, and bounded waits.
+
+#![allow(dead_code)]
+
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpListener, TcpStream, UdpSocket};
+use std::path::PathBuf;
+use std::process::{Child, Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+/// Token of the test cluster files.
+pub const TOKEN: &str = "test-token";
+
+/// Attempts of a run whose ports another test took meanwhile.
+pub const PORT_RETRIES: usize = 3;
+
+/// A free loopback UDP port and a free loopback TCP port, released.
+fn free_ports() -> (u16, u16) {
+    let udp = UdpSocket::bind("127.0.0.1:0").expect("bind udp");
+    let tcp = TcpListener::bind("127.0.0.1:0").expect("bind tcp");
+    (
+        udp.local_addr().unwrap().port(),
+        tcp.local_addr().unwrap().port(),
+    )
+}
+
+/// A cluster file of `nodes` nodes on loopback (fresh ports), `extra` TOML
+/// added before the nodes, written into a fresh temporary directory.
+pub struct ClusterFile {
+    pub dir: tempfile::TempDir,
+    pub path: PathBuf,
+    pub controls: Vec<SocketAddr>,
+}
+
+pub fn cluster_file(nodes: usize, replication: usize, extra: &str) -> ClusterFile {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut text = format!(
+        "cluster_id = 5\ntoken = \"{TOKEN}\"\nreplication = {replication}\n\n[table]\ncapacity_keys = 20000\nvalue_bytes_max = 256\n{extra}\n"
+    );
+    let mut controls = Vec::new();
+    for id in 0..nodes {
+        let (data, control) = free_ports();
+        text.push_str(&format!(
+            "\n[[node]]\nid = {id}\ndata = \"127.0.0.1:{data}\"\ncontrol = \"127.0.0.1:{control}\"\n"
+        ));
+        controls.push(SocketAddr::from(([127, 0, 0, 1], control)));
+    }
+    let path = dir.path().join("cluster.toml");
+    std::fs::write(&path, text).expect("write cluster file");
+    ClusterFile {
+        dir,
+        path,
+        controls,
+    }
+}
+
+/// Runs the binary with `args`, stdout and stderr captured.
+pub fn splitkv(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_splitkv"))
+        .args(args)
+        .output()
+        .expect("run splitkv")
+}
+
+/// A node process, killed when dropped (so a failing test leaves no
+/// busy-polling process behind).
+pub struct NodeProc(pub Child);
+
+impl std::ops::Deref for NodeProc {
+    type Target = Child;
+    fn deref(&self) -> &Child {
+        &self.0
+    }
+}
+
+impl std::ops::DerefMut for NodeProc {
+    fn deref_mut(&mut self) -> &mut Child {
+        &mut self.0
+    }
+}
+
+impl Drop for NodeProc {
+    fn drop(&mut self) {
+        if let Ok(None) = self.0.try_wait() {
+            let _ = self.0.kill();
+            let _ = self.0.wait();
+        }
+    }
+}
+
+/// Starts `splitkv node` for node `id` of `file` on one polling thread.
+pub fn spawn_node(file: &ClusterFile, id: u16) -> NodeProc {
+    let child = Command::new(env!("CARGO_BIN_EXE_splitkv"))
+        .arg("node")
+        .arg("--config")
+        .arg(&file.path)
+        .args(["--id", &id.to_string(), "--threads", "1"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("start splitkv node");
+    NodeProc(child)
+}
+
+/// One HTTP/1.0 call: `(status, body)`; `token` adds the bearer header.
+pub fn http(
+    addr: SocketAddr,
+    method: &str,
+    path: &str,
+    token: Option<&str>,
+    body: &str,
+) -> std::io::Result<(u16, String)> {
+    let mut s = TcpStream::connect_timeout(&addr, Duration::from_secs(2))?;
+    s.set_read_timeout(Some(Duration::from_secs(30)))?;
+    let auth = token.map_or(String::new(), |t| format!("Authorization: Bearer {t}\r\n"));
+    write!(
+        s,
+        "{method} {path} HTTP/1.0\r\n{auth}Content-Length: {}\r\n\r\n{body}",
+        body.len()
+    )?;
+    let mut answer = String::new();
+    s.read_to_string(&mut answer)?;
+    let status = answer
+        .split_whitespace()
+        .nth(1)
+        .and_then(|c| c.parse().ok())
+        .unwrap_or(0);
+    let body = answer.split("\r\n\r\n").nth(1).unwrap_or("").to_string();
+    Ok((status, body))
+}
+
+/// Polls `GET /status` at `addr` until it answers (at most `limit`).
+pub fn wait_status(addr: SocketAddr, limit: Duration) -> serde_json::Value {
+    let start = Instant::now();
+    loop {
+        if let Ok((200, body)) = http(addr, "GET", "/status", None, "") {
+            return serde_json::from_str(&body).expect("status is JSON");
+        }
+        assert!(
+            start.elapsed() < limit,
+            "{addr} did not answer within {limit:?}"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// Waits for `child` to exit (at most `limit`; killed and failed after).
+pub fn wait_exit(child: &mut Child, limit: Duration) -> std::process::ExitStatus {
+    let start = Instant::now();
+    loop {
+        if let Some(s) = child.try_wait().expect("try_wait") {
+            return s;
+        }
+        if start.elapsed() > limit {
+            let _ = child.kill();
+            panic!("the process did not exit within {limit:?}");
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+/// Sends `signal` to `child`.
+pub fn signal(child: &Child, signal: i32) {
+    // SAFETY: the child is ours and not yet reaped.
+    unsafe { libc::kill(child.id() as libc::pid_t, signal) };
+}
+
+/// Whether a failed run lost a port to another process (then retried).
+pub fn lost_a_port(out: &Output) -> bool {
+    let err = String::from_utf8_lossy(&out.stderr);
+    out.status.code() == Some(2) && (err.contains("in use") || err.contains("exited"))
+}

@@ -1,0 +1,192 @@
+//! A node process's view of its cluster file (DESIGN.md driver 3, one node
+//! per process): the builder that makes its node as the in-process cluster
+//! would ([`node_builder`], then
+//! [`ClusterBuilder::build_local_parts`]), the transport it sends with
+//! ([`node_transport`]: UDP from the data addresses, wrapped in the
+//! fault-injecting transport when the file asks for injected faults), and
+//! its incarnation ([`incarnation_now`]).
+
+use super::config::{ClusterConfig, TransportKind};
+use crate::cluster::{Cluster, ClusterBuilder};
+use splitkv_layout::wire::NodeId;
+use splitkv_nic::net::faulty::{FaultConfig, FaultError, FaultyTransport};
+use splitkv_nic::net::Transport;
+use std::time::{SystemTime, UNIX_EPOCH};
+use thiserror::Error;
+
+/// Why a node process cannot set up its node. `Display` is one line.
+#[derive(Debug, Error)]
+pub enum NodeSetupError {
+    /// The cluster has no such node.
+    #[error("node {node} is not in the cluster (ids 0 ..= {max})")]
+    NoSuchNode {
+        /// The id asked for.
+        node: NodeId,
+        /// The largest id.
+        max: usize,
+    },
+    /// The node's transport cannot connect processes.
+    #[error("node[{node}].transport.kind: \"mem\" connects nodes of one process only; a node process needs \"udp\"")]
+    MemTransport {
+        /// The node.
+        node: NodeId,
+    },
+    /// The UDP socket could not be set up.
+    #[cfg(target_os = "linux")]
+    #[error("node[{node}].data: {source}")]
+    Udp {
+        /// The node.
+        node: NodeId,
+        /// What the transport said.
+        #[source]
+        source: splitkv_nic::net::udp::UdpError,
+    },
+    /// UDP is not built on this platform.
+    #[error("the udp transport is built on Linux only")]
+    NoUdp,
+    /// The injected fault rates cannot be honoured.
+    #[error("node[{node}].transport: {source}")]
+    Faults {
+        /// The node.
+        node: NodeId,
+        /// What the fault injector said.
+        #[source]
+        source: FaultError,
+    },
+}
+
+/// The builder of every node of `config` (nodes, replication, host table,
+/// NIC cache, `threads` polling threads per process, `seed`), without
+/// procedures (the workload brings them), whose network stacks carry the
+/// file's cluster id, batching switch, session silence and retransmission
+/// timeout, and `incarnation` ([`incarnation_now`]). The builder sizes
+/// tables for a cluster-wide key count; it is given the one that makes each
+/// node's table hold the file's `capacity_keys` (plus the builder's headroom).
+pub fn node_builder(
+    config: &ClusterConfig,
+    threads: usize,
+    seed: u64,
+    incarnation: u32,
+) -> ClusterBuilder {
+    let nodes = config.nodes.len();
+    let per_node = config.table.capacity_keys as u128;
+    let cluster_keys = (per_node * nodes as u128 / config.replication.max(1) as u128).max(1);
+    let cache = config.table.cache_objects;
+    let (cluster_id, protocol) = (config.cluster_id, config.protocol);
+    Cluster::builder()
+        .nodes(nodes)
+        .replication(config.replication)
+        .table(config.table.kind)
+        .capacity_keys(cluster_keys.min(usize::MAX as u128 / 4) as usize)
+        .value_bytes_max(config.table.value_bytes_max)
+        .threads(threads)
+        .seed(seed)
+        .configure(move |cfg| {
+            cfg.cache_objects = cache;
+            cfg.net.cluster_id = cluster_id;
+            cfg.net.incarnation = incarnation;
+            cfg.net.batching = protocol.batching;
+            cfg.net.session.silence_ns = protocol.session_silence_ms.saturating_mul(1_000_000);
+            cfg.net.session.retransmit_timeout_ns =
+                protocol.retransmit_timeout_us.saturating_mul(1_000);
+        })
+}
+
+/// Whether `config` asks node `node` to inject faults.
+pub fn injects_faults(config: &ClusterConfig, node: NodeId) -> bool {
+    config.node(node).is_some_and(|n| {
+        let t = &n.transport;
+        t.loss_ppm + t.duplicate_ppm + t.reorder_ppm > 0
+    })
+}
+
+/// The transport of node `node`: a UDP socket bound to its data address
+/// with every node's data address as its peers, MTU and socket buffers
+/// from the file; wrapped in a [`FaultyTransport`] seeded from `seed` and
+/// the node id when the file's injected fault rates are not all zero.
+///
+/// # Errors
+/// [`NodeSetupError`]: an unknown node, a `mem` transport, a socket that
+/// cannot be bound, or fault rates over one.
+pub fn node_transport(
+    config: &ClusterConfig,
+    node: NodeId,
+    seed: u64,
+) -> Result<Box<dyn Transport>, NodeSetupError> {
+    let me = config.node(node).ok_or(NodeSetupError::NoSuchNode {
+        node,
+        max: config.nodes.len().saturating_sub(1),
+    })?;
+    if me.transport.kind == TransportKind::Mem {
+        return Err(NodeSetupError::MemTransport { node });
+    }
+    with_faults(config, node, seed, udp_transport(config, node)?)
+}
+
+/// `udp`, wrapped in a [`FaultyTransport`] if the file asks for faults.
+fn with_faults<T: Transport + 'static>(
+    config: &ClusterConfig,
+    node: NodeId,
+    seed: u64,
+    udp: T,
+) -> Result<Box<dyn Transport>, NodeSetupError> {
+    if !injects_faults(config, node) {
+        return Ok(Box::new(udp));
+    }
+    let t = &config.nodes[node as usize].transport;
+    let faults = FaultConfig {
+        loss_ppm: t.loss_ppm,
+        duplicate_ppm: t.duplicate_ppm,
+        reorder_ppm: t.reorder_ppm,
+        ..FaultConfig::none(seed ^ (node as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15))
+    };
+    let faulty = FaultyTransport::new(udp, faults)
+        .map_err(|source| NodeSetupError::Faults { node, source })?;
+    Ok(Box::new(faulty))
+}
+
+#[cfg(target_os = "linux")]
+fn udp_transport(
+    config: &ClusterConfig,
+    node: NodeId,
+) -> Result<splitkv_nic::net::udp::UdpTransport, NodeSetupError> {
+    use splitkv_nic::net::udp::{UdpConfig, UdpTransport};
+    let me = &config.nodes[node as usize];
+    let peers = config.nodes.iter().map(|n| n.data).collect();
+    let cfg = UdpConfig::new(me.data, peers)
+        .with_mtu(me.transport.mtu)
+        .with_socket_bytes(
+            me.transport.socket_send_buffer_bytes,
+            me.transport.socket_recv_buffer_bytes,
+        );
+    UdpTransport::bind(cfg).map_err(|source| NodeSetupError::Udp { node, source })
+}
+
+#[cfg(not(target_os = "linux"))]
+fn udp_transport(
+    _: &ClusterConfig,
+    _: NodeId,
+) -> Result<splitkv_nic::net::mem::MemTransport, NodeSetupError> {
+    Err(NodeSetupError::NoUdp)
+}
+
+/// Start of the incarnation clock: 2025-01-01T00:00:00Z, in seconds since
+/// the Unix epoch.
+pub const INCARNATION_EPOCH_UNIX_S: u64 = 1_735_689_600;
+/// Ticks of the incarnation clock per second (a tick is 100 ms: a u32 of
+/// them lasts 13 years from [`INCARNATION_EPOCH_UNIX_S`]).
+pub const INCARNATION_TICKS_PER_S: u64 = 10;
+
+/// A fresh incarnation for a node process starting now (the wire carries a
+/// u32, at least 1): tenths of a second of the wall clock since
+/// [`INCARNATION_EPOCH_UNIX_S`]. A node restarted more than 100 ms later
+/// gets a larger one (unless the wall clock went back across the restart),
+/// so its peers open fresh sessions instead of taking its packets for
+/// duplicates; 1 before the epoch, `u32::MAX` after the clock runs out.
+pub fn incarnation_now() -> u32 {
+    let ticks = SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| {
+        let since = d.as_millis() as u64 / (1000 / INCARNATION_TICKS_PER_S);
+        since.saturating_sub(INCARNATION_EPOCH_UNIX_S * INCARNATION_TICKS_PER_S)
+    });
+    ticks.clamp(1, u32::MAX as u64) as u32
+}
