@@ -171,13 +171,14 @@ impl NicRuntime {
     /// 0, an MTU too small, a node outside the placement).
     pub fn new(parts: NicParts) -> Result<NicRuntime, StackError> {
         let nodes = parts.placement.nodes();
-        let net = Stack::new(
+        let mut net = Stack::new(
             parts.node,
             nodes,
             parts.transport.mtu(),
             parts.transport.is_lossy(),
             &parts.net,
         )?;
+        net.set_inline_bytes_max(parts.transport.inline_bytes_max());
         Ok(NicRuntime {
             io: Io {
                 node: parts.node,

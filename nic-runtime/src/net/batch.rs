@@ -73,6 +73,10 @@ pub struct BatchStats {
     pub messages: u64,
     /// Bytes in those packets, headers included.
     pub bytes: u64,
+    /// Those packets no larger than the transport's inline limit
+    /// ([`Transport::inline_bytes_max`](super::Transport::inline_bytes_max);
+    /// always 0 on a transport without one).
+    pub inline_packets: u64,
     /// Messages too large for one packet, sent as fragments.
     pub fragmented_messages: u64,
     /// Fragments sent for them.
@@ -100,6 +104,7 @@ pub struct Batcher {
     sealed: Vec<VecDeque<Vec<u8>>>,
     spare: Vec<Vec<u8>>,
     stats: BatchStats,
+    inline_bytes_max: usize,
 }
 
 impl Batcher {
@@ -130,6 +135,7 @@ impl Batcher {
             sealed: (0..nodes).map(|_| VecDeque::new()).collect(),
             spare: Vec::new(),
             stats: BatchStats::default(),
+            inline_bytes_max: 0,
         }
     }
 
@@ -146,6 +152,12 @@ impl Batcher {
     /// Sets the epoch stamped on packets sealed from now on.
     pub fn set_epoch(&mut self, epoch: u32) {
         self.template.epoch = epoch;
+    }
+
+    /// Sets the transport's inline limit in bytes (0: none), against which
+    /// sealed packets are counted in [`BatchStats::inline_packets`].
+    pub fn set_inline_bytes_max(&mut self, bytes: usize) {
+        self.inline_bytes_max = bytes;
     }
 
     /// Counters so far.
@@ -305,6 +317,7 @@ impl Batcher {
             self.stats.packets += 1;
             self.stats.messages += count as u64;
             self.stats.bytes += bytes.len() as u64;
+            self.stats.inline_packets += (bytes.len() <= self.inline_bytes_max) as u64;
         }
         self.sealed[d].push_back(bytes);
     }

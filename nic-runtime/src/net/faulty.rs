@@ -323,6 +323,10 @@ impl<T: Transport> Transport for FaultyTransport<T> {
         true
     }
 
+    fn inline_bytes_max(&self) -> usize {
+        self.inner.inline_bytes_max()
+    }
+
     fn tx_burst(&mut self, now: Nanos, packets: &[TxPacket<'_>]) -> usize {
         let mut run = 0; // start of the run of passing packets not yet forwarded
         for (i, p) in packets.iter().enumerate() {

@@ -59,6 +59,17 @@ pub trait Transport: Send {
         true
     }
 
+    /// Largest packet, in bytes, the transport sends inlined in its send
+    /// descriptor, so the NIC needs no second DMA to fetch the payload
+    /// (RDMA's inline sends; Dandelion §5.2 raises eRPC's limit to 188 B
+    /// and §5.3 / Figure 6 compares payloads with it). 0 when the
+    /// transport has no such notion (kernel UDP, in-process): no packet
+    /// counts as inlined. The batching layer counts the packets within it
+    /// ([`batch::BatchStats::inline_packets`]).
+    fn inline_bytes_max(&self) -> usize {
+        0
+    }
+
     /// Takes packets from the front of `packets` at time `now` and queues them
     /// for sending, copying the bytes into buffers of its own (or keeping
     /// references no longer than this call). Returns how many it took, a

@@ -8,8 +8,10 @@
 //! [`super::fragment::Reassembly`], so that a reassembled body can be
 //! dispatched while the stack takes the replies.
 //!
-//! Out of scope here: a per-transport inline limit (Dandelion §8.3); every
-//! transport gets the same message layout.
+//! Every transport gets the same message layout. A transport's inline limit
+//! ([`Transport::inline_bytes_max`], Dandelion §5.2–5.3) is counted against
+//! in the statistics (packets small enough to be inlined); the kernel-bypass
+//! transports use it per packet when they send.
 
 use super::batch::{BatchError, BatchStats, Batcher};
 use super::fragment::FragmentStats;
@@ -156,6 +158,12 @@ impl Stack {
             cfg.session.backlog_packets,
         );
         Ok(Stack { batcher, sessions })
+    }
+
+    /// Sets the transport's inline limit in bytes (0: none); see
+    /// [`Transport::inline_bytes_max`].
+    pub fn set_inline_bytes_max(&mut self, bytes: usize) {
+        self.batcher.set_inline_bytes_max(bytes);
     }
 
     /// Largest packet, in bytes.

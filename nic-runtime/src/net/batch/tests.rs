@@ -182,3 +182,29 @@ fn loopback_bypasses_network_stats() {
     assert_eq!(b.stats().packets, 0);
     assert_eq!(b.stats().loopback_messages, 1);
 }
+
+/// Packets are counted as inlinable exactly up to the transport's inline
+/// limit; without a limit none is.
+#[test]
+fn packets_within_the_inline_limit_are_counted() {
+    let one_ack = {
+        let mut b = Batcher::new(template(0), 2, 1500, false, 64);
+        let mut w = BodyWriter::new();
+        ack(&mut w, 1);
+        b.try_insert(1, &w).unwrap();
+        b.flush();
+        sealed(&mut b, 1)[0].len()
+    };
+    for (limit, inlined) in [(0, 0), (one_ack - 1, 0), (one_ack, 3)] {
+        let mut b = Batcher::new(template(0), 2, 1500, false, 64);
+        b.set_inline_bytes_max(limit);
+        let mut w = BodyWriter::new();
+        for tx in 0..3 {
+            ack(&mut w, tx);
+            b.try_insert(1, &w).unwrap();
+        }
+        b.flush();
+        assert_eq!(b.stats().packets, 3);
+        assert_eq!(b.stats().inline_packets, inlined, "limit {limit}");
+    }
+}
