@@ -87,6 +87,18 @@ impl NodeHandler {
             "retransmissions": s.retransmissions,
             "duplicates_dropped": s.duplicates_dropped,
             "out_of_order_dropped": s.out_of_order_dropped,
+            "drops": {
+                "malformed": s.drops.malformed,
+                "bad_version": s.drops.bad_version,
+                "other_cluster": s.drops.other_cluster,
+                "stranger": s.drops.stranger,
+                "misaddressed": s.drops.misaddressed,
+                "old_epoch": s.drops.old_epoch,
+                "wrong_incarnation": s.drops.wrong_incarnation,
+                "stale_incarnation": s.drops.stale_incarnation,
+                "bad_ack": s.drops.bad_ack,
+                "failed_peer": s.drops.failed_peer,
+            },
         })
     }
 }
