@@ -5,7 +5,7 @@
 //! and the strict-serializability checker and the lost-commit accounting pass
 //! on it; a corrupted read fails the check; the history survives a round
 //! trip through JSON lines; a call the client never learned the outcome of
-//! is `info`.
+//! is `info`; register calls are recorded and checked alike.
 
 use splitkv_bench::history::node_counters;
 use splitkv_bench::history_gen::{MicroOpSource, TxShape};
@@ -240,4 +240,53 @@ fn a_call_whose_outcome_the_client_never_took_is_info() {
     assert_eq!(observer.stats().unknown, 1);
     assert!(h.ops.iter().all(|o| o.process == h.ops[0].process));
     assert!(h.ops.windows(2).all(|w| w[0].time_ns <= w[1].time_ns));
+}
+
+#[test]
+fn register_calls_record_a_checkable_history_too() {
+    use splitkv_bench::register::{
+        RegisterConfig, RegisterGenerator, RegisterTxn, REGISTER_TABLE, REGISTER_VALUE_BYTES,
+    };
+    const KEYS: u64 = 4;
+    let cfg = RegisterConfig::new(KEYS, TxShape::Mixed).expect("config");
+    let mut registry = ProcedureRegistry::new();
+    let procedure = registry.register(Arc::new(RegisterTxn));
+    let observer = Arc::new(HistoryObserver::new().register(procedure));
+    let mut cluster = Cluster::builder()
+        .nodes(3)
+        .value_bytes_max(REGISTER_VALUE_BYTES)
+        .clients_per_node(1)
+        .procedures(registry)
+        .observe_calls(observer.clone())
+        .build()
+        .expect("cluster");
+    let rows = (0..KEYS).map(|id| (Key::new(REGISTER_TABLE, id), Vec::<u8>::new()));
+    cluster.load(rows, |_| {}).expect("load");
+    let mut apps: Vec<(Client, RegisterGenerator)> = (0..3u16)
+        .map(|n| {
+            let gen = RegisterGenerator::new(cfg, n as u64, 7 + n as u64);
+            (cluster.client(n).expect("client"), gen)
+        })
+        .collect();
+    std::thread::scope(|s| {
+        for (client, gen) in apps.iter_mut() {
+            s.spawn(move || {
+                let mut args = Vec::new();
+                for _ in 0..TXNS_PER_CLIENT {
+                    gen.next_tx(&mut args).expect("registers never run out");
+                    client.call(procedure, &args).expect("call");
+                }
+            });
+        }
+    });
+    let _parts = cluster.shutdown().expect("shutdown");
+    let stats = observer.stats();
+    assert_eq!(stats.invoked, 3 * TXNS_PER_CLIENT);
+    assert!(stats.committed > 0, "{stats:?}");
+    let opts = CheckOptions {
+        model: Model::Register,
+        ..CheckOptions::default()
+    };
+    let report = checker::check(&observer.history(), &opts).expect("well-formed");
+    assert!(report.valid, "{:?}", report.anomalies);
 }
