@@ -13,6 +13,8 @@
 //!   lost-commit accounting (`splitkv_sim::lost_commits`); checking a
 //!   history file;
 //! - [`history_gen`]: the generator that records those histories (Jepsen's shape);
+//! - [`history_observer`]: the same histories recorded from an application's
+//!   own calls through the embedding API (`ClusterBuilder::observe_calls`);
 //! - [`loadgen`]: the closed-loop client (conflict retries with seeded backoff,
 //!   measurement window, outcome trace hash);
 //! - [`cluster`]: n nodes running one workload, the path every driver runs;
@@ -26,6 +28,7 @@
 pub mod cluster;
 pub mod history;
 pub mod history_gen;
+pub mod history_observer;
 pub mod list_append;
 pub mod loadgen;
 pub mod lookup_report;

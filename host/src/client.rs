@@ -5,12 +5,20 @@
 //! Each application thread has a client of its own (its own request and
 //! outcome ring); the node's NIC runtime serves its clients fairly and returns
 //! each outcome to the client that submitted the request.
+//!
+//! A client of a cluster built with
+//! [`ClusterBuilder::observe_calls`](crate::cluster::ClusterBuilder::observe_calls)
+//! reports every submission and outcome to the cluster's
+//! [`CallObserver`](crate::observe::CallObserver) (see [`crate::observe`]:
+//! invoke times are read before the push, completion times after the pop).
 
 use crate::cluster::Shared;
+use crate::observe::{ClientObservation, Observation};
 use splitkv_layout::host_nic::{
     HostToNic, NicToHost, TxOutcome, TxRequest, TxStatus, ARGS_BYTES_MAX,
 };
 use splitkv_layout::ring::{RingConsumer, RingError, RingProducer};
+use splitkv_layout::wire::NodeId;
 use splitkv_layout::DecodeError;
 use std::sync::Arc;
 
@@ -95,6 +103,8 @@ pub struct Client {
     outstanding: u64,
     next_call_id: u64,
     cluster: Option<Arc<Shared>>,
+    /// Set when the cluster observes calls ([`crate::observe`]).
+    observed: Option<Box<ClientObservation>>,
 }
 
 impl Client {
@@ -108,6 +118,7 @@ impl Client {
             outstanding: 0,
             next_call_id: 0,
             cluster: None,
+            observed: None,
         }
     }
 
@@ -115,6 +126,12 @@ impl Client {
     /// waiting when the cluster shuts down or a polling thread panics.
     pub(crate) fn attach(&mut self, cluster: Arc<Shared>) {
         self.cluster = Some(cluster);
+    }
+
+    /// Reports this client's calls to `observation`, as client `client` of
+    /// node `node`.
+    pub(crate) fn observe(&mut self, observation: Arc<Observation>, node: NodeId, client: u32) {
+        self.observed = Some(Box::new(ClientObservation::new(observation, node, client)));
     }
 
     /// Submitted requests whose outcomes have not been polled yet.
@@ -131,7 +148,8 @@ impl Client {
     /// [`ClientError::Outstanding`] when requests submitted with
     /// [`Client::submit`] still await [`Client::poll`]; the errors of `submit`
     /// and `poll`; [`ClientError::ShutDown`] or [`ClientError::Panicked`] when
-    /// the client's cluster stopped before the outcome arrived.
+    /// the client's cluster stopped before the outcome arrived (an observer
+    /// is then told the outcome is unknown).
     pub fn call(&mut self, procedure: u32, args: &[u8]) -> Result<Outcome, ClientError> {
         if self.outstanding != 0 {
             return Err(ClientError::Outstanding(self.outstanding));
@@ -157,7 +175,12 @@ impl Client {
             if let Some(o) = got.take() {
                 return Ok(o);
             }
-            self.wait(&mut spins)?;
+            if let Err(e) = self.wait(&mut spins) {
+                if let Some(obs) = &mut self.observed {
+                    obs.abandon_all();
+                }
+                return Err(e);
+            }
         }
     }
 
@@ -178,6 +201,10 @@ impl Client {
     }
 
     /// Submits `procedure(args)` tagged with `req_id` (echoed in its outcome).
+    ///
+    /// # Errors
+    /// [`ClientError::ArgsTooLarge`], [`ClientError::Busy`] (ring full: poll
+    /// and retry) or [`ClientError::Ring`]; nothing was submitted then.
     pub fn submit(&mut self, req_id: u64, procedure: u32, args: &[u8]) -> Result<(), ClientError> {
         if args.len() > ARGS_BYTES_MAX {
             return Err(ClientError::ArgsTooLarge {
@@ -192,9 +219,14 @@ impl Client {
             args,
         })
         .encode(&mut self.enc);
+        // Read before the push: the recorded invoke is never late.
+        let invoked_ns = self.observed.as_ref().map(|o| o.now());
         match self.requests.try_push(&self.enc) {
             Ok(_) => {
                 self.outstanding += 1;
+                if let (Some(obs), Some(t)) = (&mut self.observed, invoked_ns) {
+                    obs.invoked(req_id, procedure, args, t);
+                }
                 Ok(())
             }
             Err(RingError::Full) => Err(ClientError::Busy),
@@ -214,6 +246,11 @@ impl Client {
     }
 
     /// Calls `f` for each available outcome (at most `max`); returns how many.
+    /// An observer sees each outcome before `f` does.
+    ///
+    /// # Errors
+    /// [`ClientError::Ring`] or [`ClientError::BadOutcome`] for a ring entry
+    /// that cannot be read.
     pub fn poll(
         &mut self,
         max: usize,
@@ -228,10 +265,27 @@ impl Client {
             }
             self.outstanding = self.outstanding.saturating_sub(1);
             match NicToHost::decode(&self.dec)? {
-                NicToHost::TxOutcome(o) => f(&o),
+                NicToHost::TxOutcome(o) => {
+                    if let Some(obs) = &mut self.observed {
+                        // Read after the pop: the recorded completion is never early.
+                        let t = obs.now();
+                        obs.completed(o.req_id, o.status, o.result, t);
+                    }
+                    f(&o)
+                }
             }
             n += 1;
         }
         Ok(n)
+    }
+}
+
+impl Drop for Client {
+    /// An observed client dropped with calls outstanding reports them as
+    /// unknown: it will never learn their outcomes.
+    fn drop(&mut self) {
+        if let Some(obs) = &mut self.observed {
+            obs.abandon_all();
+        }
     }
 }

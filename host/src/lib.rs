@@ -6,7 +6,9 @@
 //! rings), node assembly ([`node`]) and the embedding API with its local-cluster
 //! driver ([`cluster`]): `Cluster::builder()...build()` starts an in-process
 //! cluster, hands each application thread a [`Client`], loads rows, reports
-//! [`ClusterStats`] and shuts down into [`ClusterParts`] for checks.
+//! [`ClusterStats`] and shuts down into [`ClusterParts`] for checks; with
+//! `observe_calls` every client reports its calls and their outcomes to a
+//! [`CallObserver`] ([`observe`]), from which a Jepsen history is recorded.
 #![warn(missing_docs)]
 
 pub mod client;
@@ -14,6 +16,7 @@ pub mod cluster;
 pub mod deploy;
 pub mod log;
 pub mod node;
+pub mod observe;
 pub mod table;
 
 pub use client::{Client, ClientError, Outcome};
@@ -23,3 +26,4 @@ pub use cluster::{
 };
 pub use log::HostWorker;
 pub use node::{build_node, Node, NodeConfig, NodeError};
+pub use observe::{CallObserver, CallOutcome, CallRecord};

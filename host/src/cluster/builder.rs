@@ -7,6 +7,7 @@ use super::parts::{ClusterParts, NodeParts};
 use super::stats::Shared;
 use super::ClusterError;
 use crate::node::{build_node, NodeConfig};
+use crate::observe::{CallObserver, Observation};
 use crate::table::TableKind;
 use splitkv_layout::wire::NodeId;
 use splitkv_nic::net::mem::mem_network;
@@ -49,6 +50,7 @@ pub struct ClusterBuilder {
     seed: u64,
     dma_latency_ns: Nanos,
     configure: Option<Configure>,
+    observer: Option<Arc<dyn CallObserver>>,
 }
 
 impl std::fmt::Debug for ClusterBuilder {
@@ -63,6 +65,7 @@ impl std::fmt::Debug for ClusterBuilder {
             .field("clients_per_node", &self.clients_per_node)
             .field("threads", &self.threads)
             .field("seed", &self.seed)
+            .field("observed", &self.observer.is_some())
             .finish_non_exhaustive()
     }
 }
@@ -91,6 +94,7 @@ impl ClusterBuilder {
             seed: 0,
             dma_latency_ns: 0,
             configure: None,
+            observer: None,
         }
     }
 
@@ -170,6 +174,26 @@ impl ClusterBuilder {
         self
     }
 
+    /// Reports every call of every [`Client`](crate::Client) of the cluster
+    /// (each submission, and each outcome taken or given up on) to `observer`,
+    /// with the node, the client's index, a per-client sequence number, the
+    /// procedure, its arguments, status and result, and times on the
+    /// cluster's clock: an invoke's read before its request is pushed, a
+    /// completion's after its outcome is popped, so the real-time order of
+    /// the recorded times holds in fact. See [`crate::observe`]. Without an
+    /// observer a client pays one branch per submission and per outcome.
+    pub fn observe_calls(mut self, observer: Arc<dyn CallObserver>) -> Self {
+        self.observer = Some(observer);
+        self
+    }
+
+    /// A fresh observation for one built cluster (its own clock origin).
+    fn observation(&self) -> Option<Arc<Observation>> {
+        self.observer
+            .as_ref()
+            .map(|o| Arc::new(Observation::new(o.clone())))
+    }
+
     fn check(&self) -> Result<Placement, ClusterError> {
         let setting = |setting, value: usize, expected| ClusterError::Setting {
             setting,
@@ -230,6 +254,7 @@ impl ClusterBuilder {
         }
         let ids: Vec<NodeId> = (0..self.nodes as NodeId).collect();
         let shared = Arc::new(Shared::new(&ids));
+        let observation = self.observation();
         let mut nodes = Vec::with_capacity(self.nodes);
         let configs: Vec<NodeConfig> = (0..self.nodes)
             .map(|i| self.node_config(i, placement))
@@ -237,7 +262,7 @@ impl ClusterBuilder {
         let node_keys: Vec<u64> = configs.iter().map(node_keys_max).collect();
         let quotas = shard_quotas(&placement, &node_keys);
         for ((t, cfg), quota) in transports.into_iter().zip(&configs).zip(quotas) {
-            nodes.push(self.node_parts(cfg, quota, t, &shared)?);
+            nodes.push(self.node_parts(cfg, quota, t, &shared, observation.as_ref())?);
         }
         Ok(ClusterParts {
             placement,
@@ -248,21 +273,29 @@ impl ClusterBuilder {
             clients_per_node: self.clients_per_node,
             shared,
             clock_origin: None,
+            observation,
         })
     }
 
-    /// Assembles one node with its shard's quota and attaches its clients.
+    /// Assembles one node with its shard's quota and attaches its clients
+    /// (to `observation` too, if calls are observed).
     fn node_parts(
         &self,
         cfg: &NodeConfig,
         quota: u64,
         transport: Box<dyn Transport>,
         shared: &Arc<Shared>,
+        observation: Option<&Arc<Observation>>,
     ) -> Result<NodeParts, ClusterError> {
         let (mut nic, worker, mut clients) =
             build_node(cfg, self.procedures.clone(), transport)?.into_clients();
         // Inserts reserve room against the shard's quota (issue 9 §4).
         nic.room_mut().set_quota(quota);
+        if let Some(obs) = observation {
+            for (i, c) in clients.iter_mut().enumerate() {
+                c.observe(obs.clone(), cfg.node, i as u32);
+            }
+        }
         // `Cluster::client` pops from the back: hand out client 0 first.
         clients.reverse();
         clients.iter_mut().for_each(|c| c.attach(shared.clone()));
@@ -300,12 +333,14 @@ impl ClusterBuilder {
         }
         let ids = vec![node];
         let shared = Arc::new(Shared::new(&ids));
+        let observation = self.observation();
         let configs: Vec<NodeConfig> = (0..self.nodes)
             .map(|i| self.node_config(i, placement))
             .collect();
         let node_keys: Vec<u64> = configs.iter().map(node_keys_max).collect();
         let quota = shard_quotas(&placement, &node_keys)[node as usize];
-        let parts = self.node_parts(&configs[node as usize], quota, transport, &shared)?;
+        let cfg = &configs[node as usize];
+        let parts = self.node_parts(cfg, quota, transport, &shared, observation.as_ref())?;
         Ok(ClusterParts {
             placement,
             nodes: vec![parts],
@@ -315,6 +350,7 @@ impl ClusterBuilder {
             clients_per_node: self.clients_per_node,
             shared,
             clock_origin: None,
+            observation,
         })
     }
 

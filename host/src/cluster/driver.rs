@@ -8,6 +8,7 @@ use super::stats::{ClusterStats, Shared};
 use super::{ClusterBuilder, ClusterError};
 use crate::client::Client;
 use crate::log::HostWorker;
+use crate::observe::Observation;
 use splitkv_layout::wire::NodeId;
 use splitkv_layout::Key;
 use splitkv_nic::{Component, Nanos, NicRuntime, Placement};
@@ -89,6 +90,8 @@ pub struct Cluster {
     thread_count: usize,
     clients_per_node: usize,
     clock_origin: Instant,
+    /// The clients' call observer, handed back with the parts.
+    observation: Option<Arc<Observation>>,
 }
 
 impl std::fmt::Debug for Cluster {
@@ -109,9 +112,9 @@ impl Cluster {
     /// Moves `parts` onto polling threads.
     pub(crate) fn start(mut parts: ClusterParts) -> Result<Cluster, ClusterError> {
         let nodes = parts.nodes.len();
+        let clock_origin = parts.settle_clock_origin(Instant::now());
         let shared = parts.shared;
         shared.set_running();
-        let clock_origin = *parts.clock_origin.get_or_insert_with(Instant::now);
         let components = 2 * nodes + parts.apps.len();
         let thread_count = parts.threads.clamp(1, components.max(1));
         let mut groups: Vec<Vec<Placed>> = (0..thread_count).map(|_| Vec::new()).collect();
@@ -140,6 +143,7 @@ impl Cluster {
             thread_count,
             clients_per_node: parts.clients_per_node,
             clock_origin,
+            observation: parts.observation,
         };
         for (i, group) in groups.into_iter().enumerate() {
             let handle = cluster.spawn(i, group)?;
@@ -355,6 +359,7 @@ impl Cluster {
             clients_per_node: self.clients_per_node,
             shared: self.shared.clone(),
             clock_origin: Some(self.clock_origin),
+            observation: self.observation.clone(),
         };
         let clock_origin = self.clock_origin;
         if drain {

@@ -41,6 +41,10 @@
 //!   pauses the threads to add or take application components;
 //!   [`StatsHandle`] reads the published counters (and the failed peers the
 //!   sessions reported) from another thread.
+//! - [`ClusterBuilder::observe_calls`] registers a
+//!   [`CallObserver`](crate::observe::CallObserver) that every client tells of
+//!   each call and its outcome, with sound times: the way to record a Jepsen
+//!   history of an application's own run ([`crate::observe`]).
 //! - [`run_threads`] is the older scoped driver over borrowed components.
 
 mod builder;

@@ -9,6 +9,7 @@ use super::stats::{ClusterStats, NodeStats, Shared};
 use super::ClusterError;
 use crate::client::Client;
 use crate::log::HostWorker;
+use crate::observe::Observation;
 use crate::table::HostTable;
 use splitkv_layout::wire::NodeId;
 use splitkv_layout::Key;
@@ -75,6 +76,9 @@ pub struct ClusterParts {
     /// Origin of the cluster's clock: `now` is the nanoseconds since it (kept
     /// across restarts: `now` never goes back).
     pub(crate) clock_origin: Option<Instant>,
+    /// The call observer the clients report to, with its clock origin
+    /// ([`ClusterBuilder::observe_calls`](super::ClusterBuilder::observe_calls)).
+    pub(crate) observation: Option<Arc<Observation>>,
 }
 
 impl std::fmt::Debug for ClusterParts {
@@ -224,9 +228,25 @@ impl ClusterParts {
     /// `origin`) before its threads first start, so a deployed node can tell
     /// others where its clock starts (its histories' times, shifted by the
     /// origin, compare across processes of one machine). Ignored once the
-    /// clock has an origin: `now` never goes backwards.
+    /// clock has an origin (the threads started, or a client of an observed
+    /// cluster timed a call): `now` never goes backwards.
     pub fn set_clock_origin(&mut self, origin: Instant) {
-        self.clock_origin.get_or_insert(origin);
+        self.settle_clock_origin(origin);
+    }
+
+    /// The clock's origin, fixing it to `candidate` if it had none. The
+    /// clients of an observed cluster read the same clock
+    /// ([`crate::observe`]): whichever fixes the origin first fixes it for both.
+    pub(crate) fn settle_clock_origin(&mut self, candidate: Instant) -> Instant {
+        if let Some(origin) = self.clock_origin {
+            return origin;
+        }
+        let origin = match &self.observation {
+            Some(obs) => obs.origin_or(candidate),
+            None => candidate,
+        };
+        self.clock_origin = Some(origin);
+        origin
     }
 
     /// Counters of every node (exact: nothing is running).
