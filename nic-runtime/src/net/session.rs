@@ -21,7 +21,8 @@
 //!   [`SessionConfig::retransmit_timeout_ns`], follows the smoothed
 //!   round-trip time plus four times its variation (never sampling a
 //!   retransmitted packet: Karn's rule), doubles on each timeout until a
-//!   fresh sample, and stays within [`RETRANSMIT_TIMEOUT_MIN_NS`] and
+//!   fresh sample, and stays between the configured value (its minimum:
+//!   see [`rto`] for the measurement that chose this) and
 //!   [`RETRANSMIT_TIMEOUT_MAX_NS`]. On a
 //!   transport that cannot lose packets ([`super::Transport::is_lossy`] is
 //!   false) no copies are kept and nothing is retransmitted; numbering, acks
@@ -57,7 +58,7 @@ mod tests;
 #[cfg(test)]
 mod tests_rto;
 
-pub use rto::{RETRANSMIT_BACKOFFS_MAX, RETRANSMIT_TIMEOUT_MAX_NS, RETRANSMIT_TIMEOUT_MIN_NS};
+pub use rto::{RETRANSMIT_BACKOFFS_MAX, RETRANSMIT_TIMEOUT_MAX_NS};
 
 use crate::placement::NODES_MAX;
 use crate::Nanos;

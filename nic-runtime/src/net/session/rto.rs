@@ -12,9 +12,17 @@
 //!   later one `rttvar = ¾·rttvar + ¼·|srtt − R|`, `srtt = ⅞·srtt + ⅛·R`
 //!   (RFC 6298 §2, α = ⅛, β = ¼). The timeout is `srtt + 4·rttvar`, clamped
 //!   to `[floor, ceiling]`; before any sample it is the configured value.
-//! - **Bounds.** `floor = min(configured, RETRANSMIT_TIMEOUT_MIN_NS)` and
-//!   `ceiling = max(configured, RETRANSMIT_TIMEOUT_MAX_NS)`, so a configured
-//!   value outside the named bounds is still honoured as given.
+//! - **Bounds.** The configured timeout
+//!   ([`super::SessionConfig::retransmit_timeout_ns`]) is both the initial
+//!   timeout and the minimum; the maximum is
+//!   `max(configured, RETRANSMIT_TIMEOUT_MAX_NS)`. The estimate only ever
+//!   raises the timeout: measured with three node processes busy-polling on
+//!   two cores (Smallbank, 5 s, batching on), a timeout allowed down to 1 ms
+//!   retransmitted 26,400 packets against 3,495 for the fixed 5 ms one, and
+//!   the floor at the configured value 100 to 1,863. Round trips there are
+//!   bimodal: tens of µs while the peer runs, a scheduler slice while it
+//!   waits for its core, and the samples cannot foresee the second kind;
+//!   a timeout fitted to the first fires on every slice.
 //! - **Backoff.** Each timeout without a fresh sample doubles the timeout
 //!   (at most [`RETRANSMIT_BACKOFFS_MAX`] doublings, never above the
 //!   ceiling); a fresh sample (an acknowledgement of a packet sent once, that
@@ -24,11 +32,6 @@
 
 use crate::Nanos;
 
-/// Lowest adaptive retransmission timeout (1 ms), unless the configured one
-/// is lower (then that). A timeout this short is still well above a
-/// loopback or data-centre round trip; below it, a peer merely waiting for
-/// its core would be taken for a lost packet.
-pub const RETRANSMIT_TIMEOUT_MIN_NS: Nanos = 1_000_000;
 /// Highest retransmission timeout, backoff included (200 ms), unless the
 /// configured one is higher (then that). Well below the default session
 /// silence, so a lost packet is retried several times before the peer is
@@ -112,7 +115,7 @@ impl Rto {
     /// The current timeout, ns, for a session configured with `initial`
     /// (backoff included; see the module docs for the bounds).
     pub(crate) fn timeout_ns(&self, initial: Nanos) -> Nanos {
-        let floor = initial.min(RETRANSMIT_TIMEOUT_MIN_NS);
+        let floor = initial;
         let ceiling = initial.max(RETRANSMIT_TIMEOUT_MAX_NS);
         let base = match self.srtt {
             None => initial,

@@ -37,23 +37,26 @@ fn the_timeout_converges_on_a_steady_round_trip() {
     steady(&mut rto, 200, 3 * MS);
     assert_eq!(rto.srtt(), Some(3 * MS));
     // The variation decays to (almost) nothing: the timeout is the RTT.
-    let t = rto.timeout_ns(5 * MS);
+    let t = rto.timeout_ns(MS);
     assert!((3 * MS..3 * MS + 1_000).contains(&t), "timeout {t}");
     // The first sample alone: srtt + 4 × srtt/2 = 3 × the sample.
     let mut first = Rto::default();
     steady(&mut first, 1, 2 * MS);
-    assert_eq!(first.timeout_ns(5 * MS), 6 * MS);
+    assert_eq!(first.timeout_ns(MS), 6 * MS);
 }
 
 #[test]
-fn the_timeout_is_never_below_its_minimum() {
+fn the_timeout_is_never_below_its_minimum_the_configured_value() {
     let mut rto = Rto::default();
     steady(&mut rto, 100, 10_000);
-    assert_eq!(rto.timeout_ns(5 * MS), RETRANSMIT_TIMEOUT_MIN_NS);
+    assert_eq!(rto.timeout_ns(5 * MS), 5 * MS);
     steady(&mut rto, 100, 0);
-    assert_eq!(rto.timeout_ns(5 * MS), RETRANSMIT_TIMEOUT_MIN_NS);
-    // A configured value below the minimum is the floor instead.
-    assert_eq!(rto.timeout_ns(300_000), 300_000);
+    assert_eq!(rto.timeout_ns(5 * MS), 5 * MS);
+    assert_eq!(rto.timeout_ns(1_000), 1_000);
+    // Above the minimum, the estimate rules.
+    steady(&mut rto, 200, 7 * MS);
+    let t = rto.timeout_ns(5 * MS);
+    assert!((7 * MS..7 * MS + 1_000).contains(&t), "timeout {t}");
 }
 
 #[test]
