@@ -281,9 +281,13 @@ struct Session {
 }
 
 impl Session {
-    /// Numbered packets handed to the transport and not yet acknowledged.
+    /// Numbered packets handed to the transport (at least once) and not
+    /// yet acknowledged. Counted from `sent_hwm`, not `unsent`: during a
+    /// go-back-N retransmission `unsent` is back at 0, yet the peer may
+    /// rightly acknowledge packets it got the first time (taking those
+    /// acks for bad ones dropped their packets and stalled the session).
     fn sent_unacked(&self) -> u32 {
-        let untaken = (self.held.len() - self.unsent) as u32;
+        let untaken = (self.held.len() - self.sent_hwm) as u32;
         self.unacked().saturating_sub(untaken)
     }
 

@@ -23,10 +23,14 @@
 //!   bimodal: tens of µs while the peer runs, a scheduler slice while it
 //!   waits for its core, and the samples cannot foresee the second kind;
 //!   a timeout fitted to the first fires on every slice.
-//! - **Backoff.** Each timeout without a fresh sample doubles the timeout
-//!   (at most [`RETRANSMIT_BACKOFFS_MAX`] doublings, never above the
-//!   ceiling); a fresh sample (an acknowledgement of a packet sent once, that
-//!   is, progress) clears it (RFC 6298 §5.5, §5.7).
+//! - **Backoff.** Each timeout without progress doubles the timeout (at
+//!   most [`RETRANSMIT_BACKOFFS_MAX`] doublings, never above the ceiling;
+//!   RFC 6298 §5.5); any progress of the cumulative acknowledgement clears
+//!   it. RFC 6298 §5.7 keeps it until a fresh sample instead, but under
+//!   go-back-N with reordering nearly every packet is retransmitted, so no
+//!   sample comes: the stack's loss, duplication and reordering test stalled
+//!   at the ceiling so. The price: a round trip steadily above the
+//!   configured timeout is never learned (each packet times out once).
 //!
 //! Pure arithmetic on the `now` passed in; no clock is read here.
 
@@ -37,8 +41,9 @@ use crate::Nanos;
 /// silence, so a lost packet is retried several times before the peer is
 /// declared failed.
 pub const RETRANSMIT_TIMEOUT_MAX_NS: Nanos = 200_000_000;
-/// Most doublings of the timeout by consecutive timeouts.
-pub const RETRANSMIT_BACKOFFS_MAX: u32 = 16;
+/// Most doublings of the timeout by consecutive timeouts (64 times the
+/// estimate at most, besides [`RETRANSMIT_TIMEOUT_MAX_NS`]).
+pub const RETRANSMIT_BACKOFFS_MAX: u32 = 6;
 
 /// One session's round-trip estimate and timeout (see the module docs).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -63,9 +68,11 @@ impl Rto {
     }
 
     /// The cumulative acknowledgement advanced to `ack` (every packet below
-    /// it is acknowledged) at `now`: samples the timed packet if `ack`
-    /// covers it. Returns the sample, if one was taken.
+    /// it is acknowledged) at `now`: progress, so the backoff is cleared;
+    /// samples the timed packet if `ack` covers it. Returns the sample, if
+    /// one was taken.
     pub(crate) fn on_ack(&mut self, ack: u32, now: Nanos) -> Option<Nanos> {
+        self.backoffs = 0;
         let (seq, sent) = self.timing?;
         if (ack.wrapping_sub(seq) as i32) <= 0 {
             return None;
@@ -76,8 +83,7 @@ impl Rto {
         Some(r)
     }
 
-    /// Folds one round-trip sample `r` (ns) into the estimate and clears
-    /// the backoff.
+    /// Folds one round-trip sample `r` (ns) into the estimate.
     fn sample(&mut self, r: Nanos) {
         match self.srtt {
             None => {
@@ -89,7 +95,6 @@ impl Rto {
                 self.srtt = Some((7 * srtt + r) / 8);
             }
         }
-        self.backoffs = 0;
     }
 
     /// A timeout fired: everything unacknowledged goes again, so the timed

@@ -73,7 +73,11 @@ fn the_timeout_backs_off_exponentially_to_its_maximum_and_a_sample_resets_it() {
         rto.on_timeout();
     }
     assert_eq!(rto.timeout_ns(5 * MS), RETRANSMIT_TIMEOUT_MAX_NS, "capped");
-    // Progress (a packet sent once and acknowledged) clears the backoff.
+    // Progress, even of retransmitted packets (no sample), clears it.
+    assert_eq!(rto.on_ack(40, 2 * MS), None);
+    assert_eq!(rto.timeout_ns(5 * MS), 5 * MS);
+    rto.on_timeout();
+    assert_eq!(rto.timeout_ns(5 * MS), 10 * MS);
     rto.on_first_send(50, 0);
     assert_eq!(rto.on_ack(51, 2 * MS), Some(2 * MS));
     assert_eq!(rto.timeout_ns(5 * MS), 6 * MS);
@@ -180,31 +184,44 @@ fn deliver_and_ack(a: &mut Sessions, b: &mut Sessions, packets: &[Vec<u8>], at: 
 }
 
 #[test]
-fn sessions_adapt_the_timeout_to_acknowledged_round_trips() {
+fn sessions_sample_acknowledged_round_trips_but_never_a_retransmitted_packet() {
     let (mut a, mut b) = pair();
     let mut t = Sink(Vec::new());
     assert_eq!(a.retransmit_timeout_ns(1), 5 * MS);
-    for i in 0..50u64 {
+    // Packet 0 is lost: retransmitted at 5 ms, acknowledged at 6 ms.
+    a.flush(0, &mut t, &mut backlog(Some(packet(0))));
+    t.0.clear();
+    for k in 1..=10 {
+        a.flush(k * MS / 2, &mut t, &mut backlog(None));
+    }
+    let again = std::mem::take(&mut t.0);
+    assert_eq!(again.len(), 1, "one retransmission");
+    deliver_and_ack(&mut a, &mut b, &again, 6 * MS);
+    assert_eq!(a.stats().rtt_samples, 0, "Karn: not sampled");
+    assert_eq!(
+        a.retransmit_timeout_ns(1),
+        5 * MS,
+        "progress cleared the backoff"
+    );
+    // Then a steady 4 ms round trip: the first sample gives 3 × 4 ms, and
+    // the timeout converges down to its minimum, the configured 5 ms.
+    for i in 1..=60u64 {
         let at = i * 10 * MS;
         a.flush(at, &mut t, &mut backlog(Some(packet(i))));
         let sent = std::mem::take(&mut t.0);
         assert_eq!(sent.len(), 1);
-        // Flushes at most every 0.5 ms (no stall), acked after 8 ms.
-        for k in 1..16 {
+        for k in 1..8 {
             a.flush(at + k * MS / 2, &mut t, &mut backlog(None));
         }
-        deliver_and_ack(&mut a, &mut b, &sent, at + 8 * MS);
-        a.flush(at + 8 * MS, &mut t, &mut backlog(None));
-        if i == 0 {
-            assert_eq!(t.data_seqs(), vec![0], "5 ms: one spurious timeout");
-            assert_eq!(a.stats().rtt_samples, 0, "Karn: not sampled");
+        deliver_and_ack(&mut a, &mut b, &sent, at + 4 * MS);
+        if i == 1 {
+            assert_eq!(a.retransmit_timeout_ns(1), 12 * MS);
         }
     }
-    assert!(t.data_seqs().is_empty(), "no timeout once adapted");
+    assert!(t.data_seqs().is_empty(), "no more timeouts");
     assert_eq!(a.stats().retransmissions, 1);
-    assert_eq!(a.stats().rtt_samples, 49);
-    let rto = a.retransmit_timeout_ns(1);
-    assert!((8 * MS..9 * MS).contains(&rto), "converged on 8 ms: {rto}");
+    assert_eq!(a.stats().rtt_samples, 60);
+    assert_eq!(a.retransmit_timeout_ns(1), 5 * MS);
 }
 
 #[test]
