@@ -35,12 +35,12 @@
 //!   still wait unread in the transport. Without this, a node process that
 //!   lost its core for a scheduler slice retransmitted on resuming packets
 //!   its peers had long acknowledged. Measured together with the adaptive
-//!   timeout (three node processes on two shared cores, Smallbank 5 s, three
-//!   alternating runs): batching off, 33,623 / 24,911 / 18,299
-//!   retransmissions before against 20,530 / 9,121 / 6,527 after; batching
-//!   on, 1,657 / 1,322 / 1,912 against 51 / 2,007 / 1,581 (within the noise
-//!   of a machine at load 7). Each retransmission was a duplicate at the
-//!   peer: what remains is a peer off its core for longer than the timeout.
+//!   timeout (three node processes on two shared cores at load 7,
+//!   Smallbank 5 s, three alternating runs, retransmissions before → after):
+//!   batching on 4,263 / 8,041 / 2,879 → 145 / 655 / 926; batching off
+//!   78,877 / 72,177 / 21,643 → 1,668 / 1,888 / 23,473. Each was a duplicate
+//!   at the peer; what remains is a peer off its core for longer than the
+//!   timeout, which no estimate from past round trips foresees.
 //! - **Failure.** A peer silent for [`SessionConfig::silence_ns`] while we
 //!   wait on it (unacknowledged packets outstanding) is declared failed: a
 //!   [`SessionEvent::PeerFailed`] is raised, and what is queued for it, or
