@@ -1,6 +1,7 @@
 //! Fills a node's [`Results`] from its paused parts: the client's counters,
 //! latency and recordings, the NIC and worker counters, and every row of the
-//! host table.
+//! host table; and feeds the client's latencies to the node's `/metrics`
+//! while it runs ([`LatencyFeed`]).
 
 use super::node::loadgen_mut;
 use super::protocol::*;
@@ -8,8 +9,11 @@ use crate::history::HistoryGenerator;
 use crate::loadgen::LoadGen;
 use crate::smallbank::SmallbankGenerator;
 use crate::workload::TxGenerator;
+use hdrhistogram::Histogram;
 use splitkv_host::cluster::ClusterParts;
+use splitkv_host::deploy::NodeMetrics;
 use splitkv_nic::Nanos;
+use std::sync::Arc;
 
 /// Most passes of the drain before a node's results are taken.
 pub const COLLECT_DRAIN_PASSES_MAX: u64 = 100_000;
@@ -81,5 +85,68 @@ pub(super) fn collect(parts: &mut ClusterParts, r: &mut Results) {
                 value: to_hex(value),
             })
         });
+    }
+}
+
+/// How often a node's client feeds its new latencies to the node's
+/// `/metrics` histogram (100 ms of the node's clock).
+pub const LATENCY_FEED_INTERVAL_NS: Nanos = 100_000_000;
+
+/// Feeds the latencies a client records (committed transactions in the
+/// measured window, ns) to the node's `transaction_latency_us` histogram
+/// ([`NodeMetrics::observe_latency_us`]), at most every
+/// [`LATENCY_FEED_INTERVAL_NS`]: each time, what was recorded since the
+/// last feed (the difference of two hdrhistograms; no allocation after the
+/// first feed).
+pub(super) struct LatencyFeed {
+    metrics: Arc<NodeMetrics>,
+    /// Everything fed so far.
+    fed: Option<Histogram<u64>>,
+    /// Scratch: the latencies recorded since the last feed.
+    delta: Option<Histogram<u64>>,
+    next_ns: Nanos,
+}
+
+impl LatencyFeed {
+    /// A feed into `metrics`, first due at once.
+    pub(super) fn new(metrics: Arc<NodeMetrics>) -> LatencyFeed {
+        LatencyFeed {
+            metrics,
+            fed: None,
+            delta: None,
+            next_ns: 0,
+        }
+    }
+
+    /// At `now`, feeds what `recorded` (the client's latency histogram, ns)
+    /// gained since the last feed, if a feed is due. Returns the latencies fed.
+    pub(super) fn run(&mut self, now: Nanos, recorded: &Histogram<u64>) -> u64 {
+        if now < self.next_ns {
+            return 0;
+        }
+        self.next_ns = now.saturating_add(LATENCY_FEED_INTERVAL_NS);
+        let fed = self.fed.get_or_insert_with(|| {
+            let mut h = recorded.clone();
+            h.reset();
+            h
+        });
+        if recorded.len() == fed.len() {
+            return 0;
+        }
+        let delta = self.delta.get_or_insert_with(|| fed.clone());
+        delta.reset();
+        if delta.add(recorded).is_err() || delta.subtract(&*fed).is_err() {
+            return 0; // same bounds by construction: cannot happen
+        }
+        let mut n = 0;
+        for v in delta.iter_recorded() {
+            let us = v.value_iterated_to() / 1_000;
+            for _ in 0..v.count_at_value() {
+                self.metrics.observe_latency_us(us);
+            }
+            n += v.count_at_value();
+        }
+        let _ = fed.add(&*delta);
+        n
     }
 }

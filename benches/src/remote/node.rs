@@ -9,13 +9,14 @@
 //! the transport bound at process start waits in [`RemoteNode`] until then.
 //! One workload per process: a second load is a conflict.
 
+use super::collect::LatencyFeed;
 use super::protocol::*;
 use crate::history::HistoryGenerator;
 use crate::loadgen::{LoadGen, LoadGenConfig, RetryPolicy};
 use crate::smallbank::SmallbankGenerator;
 use crate::workload::{TxGenerator, Workload};
 use splitkv_host::cluster::{Cluster, ClusterBuilder, ClusterParts, StatsHandle};
-use splitkv_host::deploy::CallError;
+use splitkv_host::deploy::{CallError, NodeMetrics};
 use splitkv_layout::wire::NodeId;
 use splitkv_nic::net::Transport;
 use splitkv_nic::{Component, Nanos, ProcedureRegistry};
@@ -28,12 +29,14 @@ use std::time::{Duration, Instant};
 pub const DRAIN_POLL: Duration = Duration::from_millis(5);
 
 /// The workload's client on a polling thread: stops drawing at `stop_at_ns`
-/// or when `stop` is set, and sets `done` once it has nothing in flight.
+/// or when `stop` is set, sets `done` once it has nothing in flight, and
+/// feeds its latencies to the node's metrics (if it has them).
 struct Polled<G> {
     loadgen: LoadGen<G>,
     stop_at_ns: Nanos,
     stop: Arc<AtomicBool>,
     done: Arc<AtomicBool>,
+    latency: Option<LatencyFeed>,
 }
 
 impl<G: TxGenerator> Component for Polled<G> {
@@ -42,6 +45,9 @@ impl<G: TxGenerator> Component for Polled<G> {
             self.loadgen.stop();
         }
         let work = self.loadgen.run_iteration(now);
+        if let Some(feed) = self.latency.as_mut() {
+            feed.run(now, self.loadgen.latency_ns());
+        }
         if self.loadgen.is_done() {
             self.done.store(true, Ordering::Release);
         }
@@ -70,6 +76,7 @@ pub struct RemoteNode {
     base: ClusterBuilder,
     transport: Option<Box<dyn Transport>>,
     loaded: Option<Loaded>,
+    metrics: Option<Arc<NodeMetrics>>,
 }
 
 impl std::fmt::Debug for RemoteNode {
@@ -119,7 +126,17 @@ impl RemoteNode {
             base,
             transport: Some(transport),
             loaded: None,
+            metrics: None,
         }
+    }
+
+    /// Feeds the latencies of the client this node runs (committed
+    /// transactions in the measured window) to `metrics`'s
+    /// `transaction_latency_us` histogram, every
+    /// [`LATENCY_FEED_INTERVAL_NS`](super::collect::LATENCY_FEED_INTERVAL_NS).
+    pub fn with_metrics(mut self, metrics: Arc<NodeMetrics>) -> RemoteNode {
+        self.metrics = Some(metrics);
+        self
     }
 
     /// The node id.
@@ -197,7 +214,7 @@ impl RemoteNode {
     pub fn start(&mut self, body: &serde_json::Value) -> Result<StartAnswer, CallError> {
         let req: StartRequest = serde_json::from_value(body.clone()).map_err(bad)?;
         check_version(req.version)?;
-        let node = self.node;
+        let (node, metrics) = (self.node, self.metrics.clone());
         let l = self.loaded()?;
         if l.run.is_some() {
             return Err(CallError::Conflict(
@@ -223,18 +240,23 @@ impl RemoteNode {
                 ..RetryPolicy::default()
             },
         };
-        let (s, d) = (stop.clone(), done.clone());
+        let ends = Ends {
+            stop_at_ns: until,
+            stop: stop.clone(),
+            done: done.clone(),
+            latency: metrics.map(LatencyFeed::new),
+        };
         let added = match &l.workload {
             BuiltWorkload::Smallbank(w) => {
                 let mut loadgen = LoadGen::new(node, client, w.generator(node, req.seed), cfg);
                 loadgen.set_window(from, until);
-                l.cluster.pause_with(|p| add(p, loadgen, until, s, d))
+                l.cluster.pause_with(|p| add(p, loadgen, ends))
             }
             BuiltWorkload::History(w) => {
                 cfg.retry.max_tries = 1;
                 let mut loadgen = LoadGen::new(node, client, w.generator(node, req.seed), cfg);
                 loadgen.set_window(from, until);
-                l.cluster.pause_with(|p| add(p, loadgen, until, s, d))
+                l.cluster.pause_with(|p| add(p, loadgen, ends))
             }
         };
         added.map_err(internal)?;
@@ -336,19 +358,22 @@ impl RemoteNode {
     }
 }
 
-/// Adds the client to the node's polling threads.
-fn add<G: TxGenerator + 'static>(
-    parts: &mut ClusterParts,
-    loadgen: LoadGen<G>,
+/// How a client's run ends and what it reports on the way (see [`Polled`]).
+struct Ends {
     stop_at_ns: Nanos,
     stop: Arc<AtomicBool>,
     done: Arc<AtomicBool>,
-) {
+    latency: Option<LatencyFeed>,
+}
+
+/// Adds the client to the node's polling threads.
+fn add<G: TxGenerator + 'static>(parts: &mut ClusterParts, loadgen: LoadGen<G>, ends: Ends) {
     parts.add_app(Polled {
         loadgen,
-        stop_at_ns,
-        stop,
-        done,
+        stop_at_ns: ends.stop_at_ns,
+        stop: ends.stop,
+        done: ends.done,
+        latency: ends.latency,
     });
 }
 

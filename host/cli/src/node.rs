@@ -40,7 +40,7 @@ struct NodeHandler {
     started: Instant,
     remote: Mutex<RemoteNode>,
     stats: Mutex<Option<StatsHandle>>,
-    metrics: NodeMetrics,
+    metrics: Arc<NodeMetrics>,
     /// Set by a signal or `POST /drain`: the main thread drains.
     drain: Arc<AtomicBool>,
 }
@@ -242,14 +242,19 @@ pub fn run(args: &NodeArgs) -> Result<(), Failure> {
         signal_hook::flag::register(signal, drain.clone())
             .map_err(|e| Failure::Internal(format!("signal handler: {e}")))?;
     }
+    // Fed by the polling side (the client's latencies) and the control
+    // thread (counters copied from the published snapshot at each scrape).
+    let metrics = Arc::new(NodeMetrics::new(config.cluster_id, args.id));
     let handler = Arc::new(NodeHandler {
         node: args.id,
         cluster_id: config.cluster_id,
         incarnation,
         started: Instant::now(),
-        remote: Mutex::new(RemoteNode::new(args.id, builder, transport)),
+        remote: Mutex::new(
+            RemoteNode::new(args.id, builder, transport).with_metrics(metrics.clone()),
+        ),
         stats: Mutex::new(None),
-        metrics: NodeMetrics::new(config.cluster_id, args.id),
+        metrics,
         drain: drain.clone(),
     });
     let control = ControlServer::start(me.control, &config.token, handler.clone())

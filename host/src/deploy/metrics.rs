@@ -16,7 +16,9 @@
 //!
 //! and the histogram `transaction_latency_us` (µs, buckets
 //! [`LATENCY_BUCKET_FIRST_US`] × 2ⁱ for i < [`LATENCY_BUCKETS`]), fed by
-//! [`NodeMetrics::observe_latency_us`].
+//! [`NodeMetrics::observe_latency_us`] (in `splitkv node`: by the workload
+//! client the node runs, its committed transactions in the measured window,
+//! every 100 ms).
 //!
 //! The runtime's statistics are cumulative numbers read from a snapshot; the
 //! counters advance by the difference from the previous snapshot, so a

@@ -14,12 +14,33 @@
 //!   with no reverse traffic, a standalone ack-only packet (which consumes no
 //!   number) leaves [`SessionConfig::ack_delay_ns`] after the first packet
 //!   that needs acknowledging.
-//! - **Retransmission.** After [`SessionConfig::retransmit_timeout_ns`]
+//! - **Retransmission.** After the session's retransmission timeout
 //!   without progress, everything unacknowledged is sent again, at most
-//!   [`RETRANSMIT_PACKETS_PER_TIMEOUT_MAX`] packets per timeout. On a
+//!   [`RETRANSMIT_PACKETS_PER_TIMEOUT_MAX`] packets per timeout. The timeout
+//!   adapts per session in the manner of RFC 6298 ([`rto`]): it starts at
+//!   [`SessionConfig::retransmit_timeout_ns`], follows the smoothed
+//!   round-trip time plus four times its variation (never sampling a
+//!   retransmitted packet: Karn's rule), doubles on each timeout until a
+//!   fresh sample, and stays between the configured value (its minimum:
+//!   see [`rto`] for the measurement that chose this) and
+//!   [`RETRANSMIT_TIMEOUT_MAX_NS`]. On a
 //!   transport that cannot lose packets ([`super::Transport::is_lossy`] is
 //!   false) no copies are kept and nothing is retransmitted; numbering, acks
 //!   and checks still run.
+//! - **Own stalls.** Time during which this node did not run is not held
+//!   against its peers: when more than [`FLUSH_GAP_GRACE_NS`] passed
+//!   between two flushes (the polling thread was descheduled, as on an
+//!   oversubscribed core), the retransmission and silence timers are moved
+//!   on by the excess, since the acknowledgements that arrived meanwhile
+//!   still wait unread in the transport. Without this, a node process that
+//!   lost its core for a scheduler slice retransmitted on resuming packets
+//!   its peers had long acknowledged. Measured together with the adaptive
+//!   timeout (three node processes on two shared cores at load 7,
+//!   Smallbank 5 s, three alternating runs, retransmissions before → after):
+//!   batching on 4,263 / 8,041 / 2,879 → 145 / 655 / 926; batching off
+//!   78,877 / 72,177 / 21,643 → 1,668 / 1,888 / 23,473. Each was a duplicate
+//!   at the peer; what remains is a peer off its core for longer than the
+//!   timeout, which no estimate from past round trips foresees.
 //! - **Failure.** A peer silent for [`SessionConfig::silence_ns`] while we
 //!   wait on it (unacknowledged packets outstanding) is declared failed: a
 //!   [`SessionEvent::PeerFailed`] is raised, and what is queued for it, or
@@ -35,9 +56,14 @@
 //! timers, standalone acks, transmission) is [`Sessions::flush`] in
 //! [`send`]. Time is passed in; nothing here reads a clock.
 
+pub mod rto;
 mod send;
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod tests_rto;
+
+pub use rto::{RETRANSMIT_BACKOFFS_MAX, RETRANSMIT_TIMEOUT_MAX_NS};
 
 use crate::placement::NODES_MAX;
 use crate::Nanos;
@@ -54,9 +80,14 @@ pub const SESSION_WINDOW_PACKETS_MAX: usize = 4096;
 pub const SESSION_BACKLOG_PACKETS_DEFAULT: usize = 8192;
 /// Default delay before a standalone acknowledgement (20 µs).
 pub const ACK_DELAY_NS_DEFAULT: Nanos = 20_000;
-/// Default retransmission timeout: time without progress on a session with
-/// unacknowledged packets before they are all sent again (5 ms, eRPC's).
+/// Default initial retransmission timeout: time without progress on a
+/// session with unacknowledged packets before they are all sent again
+/// (5 ms, eRPC's), until round-trip samples adapt it ([`rto`]).
 pub const RETRANSMIT_TIMEOUT_NS_DEFAULT: Nanos = 5_000_000;
+/// Gap between two flushes beyond which this node is taken to have been
+/// stalled (descheduled) and its timers are moved on by the excess (1 ms:
+/// far above one polling iteration, below a scheduler slice).
+pub const FLUSH_GAP_GRACE_NS: Nanos = 1_000_000;
 /// Most packets sent again per retransmission timeout and session.
 pub const RETRANSMIT_PACKETS_PER_TIMEOUT_MAX: usize = 128;
 /// Default silence after which a peer we wait on is declared failed (3 s).
@@ -75,7 +106,7 @@ pub struct SessionConfig {
     pub backlog_packets: usize,
     /// Delay before a standalone acknowledgement, in ns.
     pub ack_delay_ns: Nanos,
-    /// Retransmission timeout, in ns (> 0).
+    /// Initial retransmission timeout, in ns (> 0); see [`rto`].
     pub retransmit_timeout_ns: Nanos,
     /// Silence after which a peer we wait on is failed, in ns (> 0).
     pub silence_ns: Nanos,
@@ -207,6 +238,11 @@ pub struct SessionStats {
     pub messages_to_failed_dropped: u64,
     /// Events dropped because [`SESSION_EVENTS_MAX`] were undrained.
     pub events_dropped: u64,
+    /// Flushes after a gap over [`FLUSH_GAP_GRACE_NS`] (own stalls whose
+    /// excess the timers forgave).
+    pub stalls_forgiven: u64,
+    /// Round-trip samples taken (acknowledged packets sent once).
+    pub rtt_samples: u64,
 }
 
 /// One peer's session state.
@@ -226,6 +262,8 @@ struct Session {
     unsent: usize,
     /// Index in `held` of the first packet never handed to the transport.
     sent_hwm: usize,
+    /// Round-trip estimate and retransmission timeout.
+    rto: rto::Rto,
     /// Retransmissions left in the current timeout.
     resend_left: usize,
     /// Start of the current retransmission timer (last progress).
@@ -243,9 +281,13 @@ struct Session {
 }
 
 impl Session {
-    /// Numbered packets handed to the transport and not yet acknowledged.
+    /// Numbered packets handed to the transport (at least once) and not
+    /// yet acknowledged. Counted from `sent_hwm`, not `unsent`: during a
+    /// go-back-N retransmission `unsent` is back at 0, yet the peer may
+    /// rightly acknowledge packets it got the first time (taking those
+    /// acks for bad ones dropped their packets and stalled the session).
     fn sent_unacked(&self) -> u32 {
-        let untaken = (self.held.len() - self.unsent) as u32;
+        let untaken = (self.held.len() - self.sent_hwm) as u32;
         self.unacked().saturating_sub(untaken)
     }
 
@@ -268,6 +310,8 @@ pub struct Sessions {
     events: VecDeque<SessionEvent>,
     spare: Vec<Vec<u8>>,
     stats: SessionStats,
+    /// When the last flush ran (`None` before the first).
+    last_flush: Option<Nanos>,
 }
 
 /// Most spare packet buffers kept for reuse.
@@ -305,6 +349,7 @@ impl Sessions {
             events: VecDeque::with_capacity(SESSION_EVENTS_MAX),
             spare: Vec::new(),
             stats: SessionStats::default(),
+            last_flush: None,
         })
     }
 
@@ -347,6 +392,15 @@ impl Sessions {
     /// packet the transport took is the network's, as for the driver.
     pub fn is_idle(&self) -> bool {
         self.peers.iter().all(|s| s.held.is_empty())
+    }
+
+    /// The current retransmission timeout of `peer`'s session, ns (backoff
+    /// included; the configured one for a bad id).
+    pub fn retransmit_timeout_ns(&self, peer: NodeId) -> Nanos {
+        let initial = self.cfg.retransmit_timeout_ns;
+        self.peers
+            .get(peer as usize)
+            .map_or(initial, |s| s.rto.timeout_ns(initial))
     }
 
     /// Whether some session owes its peer an acknowledgement.
@@ -513,6 +567,9 @@ impl Sessions {
         s.acked = ack;
         s.timer_from = now;
         s.resend_left = RETRANSMIT_PACKETS_PER_TIMEOUT_MAX;
+        if s.rto.on_ack(ack, now).is_some() {
+            self.stats.rtt_samples += 1;
+        }
         if lossy {
             let n = n as usize;
             for b in s.held.drain(..n) {

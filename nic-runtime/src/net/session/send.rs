@@ -2,7 +2,9 @@
 //! the window, retransmission and silence timers, standalone acknowledgements
 //! and handing packets to the transport (Dandelion §5.3; eRPC's go-back-N).
 
-use super::{Session, SessionEvent, Sessions, RETRANSMIT_PACKETS_PER_TIMEOUT_MAX};
+use super::{
+    Session, SessionEvent, Sessions, FLUSH_GAP_GRACE_NS, RETRANSMIT_PACKETS_PER_TIMEOUT_MAX,
+};
 use crate::net::{Transport, TxPacket, TX_BURST_MAX};
 use crate::Nanos;
 use splitkv_layout::wire::{NodeId, PacketHeader, PACKET_FLAG_ACK_ONLY, PACKET_HEADER_BYTES};
@@ -32,6 +34,7 @@ impl Sessions {
         transport: &mut dyn Transport,
         backlogs: &mut [VecDeque<Vec<u8>>],
     ) -> bool {
+        self.forgive_stall(now);
         let mut work = false;
         let mut congested = false;
         for p in 0..self.peers.len() {
@@ -67,6 +70,25 @@ impl Sessions {
         work
     }
 
+    /// Moves every timer on by how much the gap since the last flush exceeds
+    /// [`FLUSH_GAP_GRACE_NS`]: this node was not running, so what its peers
+    /// sent meanwhile is still unread (see the module docs, "Own stalls").
+    fn forgive_stall(&mut self, now: Nanos) {
+        let last = self.last_flush.replace(now);
+        let Some(last) = last else {
+            return;
+        };
+        let excess = now.saturating_sub(last).saturating_sub(FLUSH_GAP_GRACE_NS);
+        if excess == 0 {
+            return;
+        }
+        self.stats.stalls_forgiven += 1;
+        for s in &mut self.peers {
+            s.timer_from = s.timer_from.saturating_add(excess).min(now);
+            s.silence_from = s.silence_from.saturating_add(excess).min(now);
+        }
+    }
+
     /// Silence and retransmission timers of peer `p`. True if one fired.
     fn check_timers(&mut self, p: usize, now: Nanos) -> bool {
         let cfg = self.cfg;
@@ -89,8 +111,10 @@ impl Sessions {
             self.raise(SessionEvent::PeerFailed { node: p as NodeId });
             return true;
         }
-        if lossy && now.saturating_sub(s.timer_from) >= cfg.retransmit_timeout_ns {
+        if lossy && now.saturating_sub(s.timer_from) >= s.rto.timeout_ns(cfg.retransmit_timeout_ns)
+        {
             // Go back N: everything unacknowledged goes again.
+            s.rto.on_timeout();
             s.unsent = 0;
             s.resend_left = RETRANSMIT_PACKETS_PER_TIMEOUT_MAX;
             s.timer_from = now;
@@ -151,6 +175,11 @@ impl Sessions {
             }
             let took = transport.tx_burst(now, &burst[..n]);
             let resent = took.min(s.sent_hwm.saturating_sub(start));
+            if lossy && took > resent {
+                // The first packet sent for the first time may be timed.
+                let seq = PacketHeader::seq_of(&s.held[start + resent]);
+                s.rto.on_first_send(seq, now);
+            }
             let bytes: usize = (start..start + took).map(|i| s.held[i].len()).sum();
             self.stats.packets_sent += took as u64;
             self.stats.retransmissions += resent as u64;
