@@ -134,7 +134,59 @@ impl HistoryCheck {
     }
 
     /// Every key of the workload's table as its primary holds it.
-    fn final_rows(&self, db: &Db<'_>) -> Result<BTreeMap<u64, FinalRow>, CheckError> {
+    /// Writes `history` to `path` (if given), then checks it for strict
+    /// serializability under this workload's model; an invalid history is a
+    /// [`CheckError::Failed`] naming its anomalies. One step of
+    /// [`Workload::check`], shared with the check across node processes.
+    pub(crate) fn check_strict(
+        &self,
+        history: &History,
+        path: Option<&std::path::Path>,
+    ) -> Result<CheckReport, CheckError> {
+        let failed = |check, detail| CheckError::Failed { check, detail };
+        if let Some(path) = path {
+            write_history(path, history)
+                .map_err(|e| failed("history", format!("writing {}: {e}", path.display())))?;
+        }
+        let opts = CheckOptions {
+            model: self.model(),
+            realtime: self.realtime,
+            ..CheckOptions::default()
+        };
+        let report = checker::check(history, &opts)
+            .map_err(|e| failed("history", format!("malformed history: {e}")))?;
+        if !report.valid {
+            let first = report.anomalies.first().map(|a| a.to_string());
+            return Err(failed(
+                "strict-serializability",
+                format!(
+                    "anomalies found: {} (first: {})",
+                    anomaly_names(&report),
+                    first.unwrap_or_default()
+                ),
+            ));
+        }
+        Ok(report)
+    }
+
+    /// The lost-commit accounting of `history` against the final `rows`
+    /// (every key loaded at [`LOADED_VERSION`]).
+    pub(crate) fn check_lost(
+        &self,
+        history: &History,
+        rows: &BTreeMap<u64, FinalRow>,
+    ) -> Result<LostCommitReport, CheckError> {
+        let initial: BTreeMap<u64, u64> = (0..self.keys_total())
+            .map(|k| (k, LOADED_VERSION))
+            .collect();
+        lost_commits::check(history, &initial, rows).map_err(|e| CheckError::Failed {
+            check: "lost-commit",
+            detail: e.to_string(),
+        })
+    }
+
+    /// Every key of the workload's table as its primary in `db` holds it.
+    pub(crate) fn final_rows(&self, db: &Db<'_>) -> Result<BTreeMap<u64, FinalRow>, CheckError> {
         let mut rows = BTreeMap::new();
         let mut buf = Vec::new();
         for id in 0..self.keys_total() {
@@ -264,38 +316,16 @@ impl Workload for HistoryCheck {
     }
 
     fn check(&self, db: &Db<'_>, gens: &[&HistoryGenerator]) -> Result<HistoryReport, CheckError> {
-        let failed = |check, detail| CheckError::Failed { check, detail };
         let history = merged_history(gens)?;
-        if let Some(path) = &self.history_path {
-            write_history(path, &history)
-                .map_err(|e| failed("history", format!("writing {}: {e}", path.display())))?;
-        }
-        let opts = CheckOptions {
-            model: self.model(),
-            realtime: self.realtime,
-            ..CheckOptions::default()
-        };
-        let report = checker::check(&history, &opts)
-            .map_err(|e| failed("history", format!("malformed history: {e}")))?;
-        if !report.valid {
-            let first = report.anomalies.first().map(|a| a.to_string());
-            return Err(failed(
-                "strict-serializability",
-                format!(
-                    "anomalies found: {} (first: {})",
-                    anomaly_names(&report),
-                    first.unwrap_or_default()
-                ),
-            ));
-        }
+        let report = self.check_strict(&history, self.history_path.as_deref())?;
         let rows = self.final_rows(db)?;
-        let initial: BTreeMap<u64, u64> = (0..self.keys_total())
-            .map(|k| (k, LOADED_VERSION))
-            .collect();
-        let lost = lost_commits::check(&history, &initial, &rows)
-            .map_err(|e| failed("lost-commit", e.to_string()))?;
-        lost_commits::check_fault_free_counters(&node_counters(db))
-            .map_err(|e| failed("fault-free counters", e.to_string()))?;
+        let lost = self.check_lost(&history, &rows)?;
+        lost_commits::check_fault_free_counters(&node_counters(db)).map_err(|e| {
+            CheckError::Failed {
+                check: "fault-free counters",
+                detail: e.to_string(),
+            }
+        })?;
         let mut stats = HistoryStats::default();
         gens.iter().for_each(|g| stats.add(&g.stats()));
         let hottest_key_writes = rows

@@ -13,21 +13,18 @@
 
 use super::protocol::*;
 use crate::cluster::{builder, ClusterSpec};
-use crate::history::{anomaly_names, HistoryCheck, HistoryKind};
-use crate::history_gen::{write_history, HistoryStats};
-use crate::list_append::{decode_list, LIST_TABLE};
-use crate::register::{decode_register, REGISTER_TABLE};
+use crate::history::HistoryCheck;
+use crate::history_gen::HistoryStats;
 use crate::replicas::{check_replicas, ReplicaReport};
-use crate::smallbank::{account_keys, MoneyReport, Smallbank};
+use crate::smallbank::{check_money_totals, MoneyReport, Smallbank};
 use crate::workload::{CheckError, Db, Workload};
-use splitkv_host::cluster::{ClusterParts, LOADED_VERSION};
+use splitkv_host::cluster::ClusterParts;
 use splitkv_layout::{Key, ObjectFlags, ObjectMeta};
 use splitkv_nic::net::mem::mem_network;
 use splitkv_nic::net::Transport;
-use splitkv_sim::checker::{self, CheckOptions, CheckReport};
+use splitkv_sim::checker::CheckReport;
 use splitkv_sim::history::{History, Op};
-use splitkv_sim::lost_commits::{self, FinalRow, FinalValue, LostCommitReport};
-use std::collections::BTreeMap;
+use splitkv_sim::lost_commits::{self, LostCommitReport};
 use std::path::Path;
 
 /// What the history check of a run across processes found.
@@ -145,33 +142,7 @@ impl Mirror {
             reads += s.balance_reads;
             sum += s.balance_total_sum;
         }
-        let initial = w.initial_total();
-        let db = self.db();
-        let mut total = 0i64;
-        let mut buf = Vec::new();
-        for a in 0..w.accounts {
-            for k in account_keys(a) {
-                if db.get(&k, &mut buf).is_none() || buf.len() != 8 {
-                    return Err(CheckError::MissingRow(k));
-                }
-                total += i64::from_le_bytes(buf[..8].try_into().expect("8 bytes"));
-            }
-        }
-        if total != initial + created {
-            return Err(CheckError::Money {
-                actual: total,
-                initial,
-                created,
-                expected: initial + created,
-            });
-        }
-        Ok(MoneyReport {
-            initial,
-            created,
-            total,
-            balance_reads: reads,
-            balance_mean: if reads == 0 { 0 } else { sum / reads as i64 },
-        })
+        check_money_totals(w, &self.db(), created, reads, sum)
     }
 
     /// The history check of [`HistoryCheck`] across processes: every node's
@@ -188,33 +159,9 @@ impl Mirror {
         history_path: Option<&Path>,
     ) -> Result<RemoteHistoryReport, CheckError> {
         let history = merged_history(results)?;
-        if let Some(path) = history_path {
-            write_history(path, &history)
-                .map_err(|e| failed("history", format!("writing {}: {e}", path.display())))?;
-        }
-        let opts = CheckOptions {
-            model: w.model(),
-            realtime: w.realtime,
-            ..CheckOptions::default()
-        };
-        let report = checker::check(&history, &opts)
-            .map_err(|e| failed("history", format!("malformed history: {e}")))?;
-        if !report.valid {
-            let first = report.anomalies.first().map(|a| a.to_string());
-            return Err(failed(
-                "strict-serializability",
-                format!(
-                    "anomalies found: {} (first: {})",
-                    anomaly_names(&report),
-                    first.unwrap_or_default()
-                ),
-            ));
-        }
-        let rows = self.final_rows(w)?;
-        let initial: BTreeMap<u64, u64> =
-            (0..w.keys_total()).map(|k| (k, LOADED_VERSION)).collect();
-        let lost = lost_commits::check(&history, &initial, &rows)
-            .map_err(|e| failed("lost-commit", e.to_string()))?;
+        let report = w.check_strict(&history, history_path)?;
+        let rows = w.final_rows(&self.db())?;
+        let lost = w.check_lost(&history, &rows)?;
         let counters: Vec<lost_commits::NodeCounters> = results
             .iter()
             .map(|r| lost_commits::NodeCounters {
@@ -233,44 +180,6 @@ impl Mirror {
             checker: report,
             lost,
         })
-    }
-
-    /// Every key of the workload's table as its primary holds it.
-    fn final_rows(&self, w: &HistoryCheck) -> Result<BTreeMap<u64, FinalRow>, CheckError> {
-        let db = self.db();
-        let table = match w.kind {
-            HistoryKind::ListAppend(_) => LIST_TABLE,
-            HistoryKind::Register(_) => REGISTER_TABLE,
-        };
-        let mut rows = BTreeMap::new();
-        let mut buf = Vec::new();
-        for id in 0..w.keys_total() {
-            let Some(meta) = db.get(&Key::new(table, id), &mut buf) else {
-                continue;
-            };
-            let value = match w.kind {
-                HistoryKind::ListAppend(_) => decode_list(id, &buf)
-                    .map(FinalValue::List)
-                    .map_err(|e| e.to_string()),
-                HistoryKind::Register(_) => decode_register(id, &buf)
-                    .map(FinalValue::Register)
-                    .map_err(|e| e.to_string()),
-            }
-            .map_err(|d| {
-                failed(
-                    "lost-commit",
-                    format!("key {id}: stored value does not decode: {d}"),
-                )
-            })?;
-            rows.insert(
-                id,
-                FinalRow {
-                    version: meta.version(),
-                    value,
-                },
-            );
-        }
-        Ok(rows)
     }
 }
 

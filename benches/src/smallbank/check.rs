@@ -36,12 +36,29 @@ pub fn check_money(
     db: &Db<'_>,
     gens: &[&SmallbankGenerator],
 ) -> Result<MoneyReport, CheckError> {
-    let initial = w.initial_total();
     let created: i64 = gens.iter().map(|g| g.money_created()).sum();
     let (reads, sum) = gens.iter().fold((0u64, 0i64), |(n, s), g| {
         let (gn, gs) = g.balance_reads();
         (n + gn, s + gs)
     });
+    check_money_totals(w, db, created, reads, sum)
+}
+
+/// The money rule itself, over what the clients reported: `created` cents
+/// created by committed transactions, and `reads` committed Balance
+/// transactions whose totals sum to `sum` cents. Shared by the in-process
+/// check ([`check_money`]) and the check across node processes.
+///
+/// # Errors
+/// As [`check_money`].
+pub fn check_money_totals(
+    w: &Smallbank,
+    db: &Db<'_>,
+    created: i64,
+    reads: u64,
+    sum: i64,
+) -> Result<MoneyReport, CheckError> {
+    let initial = w.initial_total();
     let mut total = 0i64;
     let mut buf = Vec::new();
     for a in 0..w.accounts {
