@@ -1,6 +1,6 @@
-//! Whole nodes over a lossy network: a test-only transport wrapper drops 10%
-//! of packets, duplicates 10% and delays 10% (so later packets overtake
-//! them), with a seeded xoshiro256**. The sessions below the batching layer
+//! Whole nodes over a lossy network: the fault-injecting transport
+//! (`splitkv_nic::net::faulty`) drops 10% of packets, duplicates 10% and
+//! reorders or delays 10% (so later packets overtake them), seeded. The sessions below the batching layer
 //! (`splitkv_nic::net::session`) repair it all: every transaction commits
 //! exactly once (the counter equals the number committed), and the stats show
 //! retransmissions, duplicates and out-of-order packets dropped.
@@ -9,105 +9,26 @@ mod support;
 
 use splitkv_host::Cluster;
 use splitkv_layout::host_nic::TxStatus;
-use splitkv_layout::wire::NodeId;
+use splitkv_nic::net::faulty::{FaultConfig, FaultyTransport};
 use splitkv_nic::net::mem::{mem_network, MemTransport};
 use splitkv_nic::net::session::SessionConfig;
 use splitkv_nic::net::stack::StackConfig;
-use splitkv_nic::net::{Transport, TxPacket};
+use splitkv_nic::net::Transport;
 use splitkv_nic::Nanos;
 use support::{as_u64, counter, registry, INCR};
 
-/// xoshiro256** seeded by SplitMix64.
-struct Xoshiro([u64; 4]);
-
-impl Xoshiro {
-    fn new(mut seed: u64) -> Xoshiro {
-        let mut s = [0; 4];
-        for w in &mut s {
-            seed = seed.wrapping_add(0x9E37_79B9_7F4A_7C15);
-            let mut z = seed;
-            z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-            z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-            *w = z ^ (z >> 31);
-        }
-        Xoshiro(s)
-    }
-    fn next(&mut self) -> u64 {
-        let s = &mut self.0;
-        let out = s[1].wrapping_mul(5).rotate_left(7).wrapping_mul(9);
-        let t = s[1] << 17;
-        s[2] ^= s[0];
-        s[3] ^= s[1];
-        s[1] ^= s[2];
-        s[0] ^= s[3];
-        s[2] ^= t;
-        s[3] = s[3].rotate_left(45);
-        out
-    }
-    fn chance(&mut self, percent: u64) -> bool {
-        self.next() % 100 < percent
-    }
-}
-
-/// Most packets a lossy endpoint holds back for later delivery.
-const HELD_MAX: usize = 256;
-/// Longest hold-back, in ns.
-const HOLD_NS_MAX: Nanos = 20_000;
-
-/// A mem endpoint that loses, duplicates and delays what it sends.
-struct Lossy {
-    inner: MemTransport,
-    rng: Xoshiro,
-    held: Vec<(Nanos, NodeId, Vec<u8>)>,
-}
-
-impl Lossy {
-    fn send(&mut self, now: Nanos, dst: NodeId, bytes: &[u8]) {
-        // A packet the bounded mem queue refuses is lost, like any other.
-        self.inner.tx_burst(now, &[TxPacket { dst, bytes }]);
-    }
-}
-
-impl Transport for Lossy {
-    fn mtu(&self) -> usize {
-        self.inner.mtu()
-    }
-    fn is_lossy(&self) -> bool {
-        true
-    }
-    fn tx_burst(&mut self, now: Nanos, packets: &[TxPacket<'_>]) -> usize {
-        for p in packets {
-            if self.rng.chance(10) {
-                continue;
-            }
-            if self.rng.chance(10) && self.held.len() < HELD_MAX {
-                let at = now + self.rng.next() % HOLD_NS_MAX;
-                self.held.push((at, p.dst, p.bytes.to_vec()));
-                continue;
-            }
-            let copies = if self.rng.chance(10) { 2 } else { 1 };
-            for _ in 0..copies {
-                self.send(now, p.dst, p.bytes);
-            }
-        }
-        packets.len()
-    }
-    fn tx_flush(&mut self, now: Nanos) {
-        let mut i = 0;
-        while i < self.held.len() {
-            if self.held[i].0 <= now {
-                let (_, dst, bytes) = self.held.swap_remove(i);
-                self.send(now, dst, &bytes);
-            } else {
-                i += 1;
-            }
-        }
-        self.inner.tx_flush(now);
-    }
-    fn rx_burst(&mut self, now: Nanos, max: usize, on_packet: &mut dyn FnMut(&[u8])) -> usize {
-        self.tx_flush(now);
-        self.inner.rx_burst(now, max, on_packet)
-    }
+/// 10% of packets lost, 10% duplicated, 5% overtaken by the next and 5%
+/// held back 20 µs (so later packets overtake them), seeded per node.
+fn lossy(inner: MemTransport, seed: u64) -> Box<dyn Transport> {
+    let cfg = FaultConfig {
+        loss_ppm: 100_000,
+        duplicate_ppm: 100_000,
+        reorder_ppm: 50_000,
+        delay_ppm: 50_000,
+        delay_ns: 20_000,
+        ..FaultConfig::none(seed)
+    };
+    Box::new(FaultyTransport::new(inner, cfg).expect("rates below one"))
 }
 
 #[test]
@@ -119,13 +40,7 @@ fn transactions_commit_exactly_once_over_loss_duplication_and_reordering() {
     let transports: Vec<Box<dyn Transport>> = mem_network(3)
         .into_iter()
         .enumerate()
-        .map(|(i, t)| {
-            Box::new(Lossy {
-                inner: t,
-                rng: Xoshiro::new(100 + i as u64),
-                held: Vec::new(),
-            }) as Box<dyn Transport>
-        })
+        .map(|(i, t)| lossy(t, 100 + i as u64))
         .collect();
     let net = StackConfig {
         session: SessionConfig {
