@@ -5,19 +5,16 @@
 //! COMMIT turns it into a key (once, even if duplicated); a present key
 //! needs no room.
 
-use splitkv_layout::ring::{ring_pair, RingConsumer};
-use splitkv_layout::robinhood_layout::{TableConfig, TableLayout};
-use splitkv_layout::wire::{
-    decode_packet, Body, BodyWriter, Flow, MsgHeader, MsgKind, PacketHeader, ReplyStatus,
-};
-use splitkv_layout::{Key, ObjectMeta, Region};
-use splitkv_nic::dma::local::LocalDma;
-use splitkv_nic::index::HostTableLayout;
+mod support;
+
+use splitkv_layout::ring::RingConsumer;
+use splitkv_layout::wire::{decode_packet, Body, BodyWriter, MsgKind, ReplyStatus};
+use splitkv_layout::{Key, ObjectMeta};
 use splitkv_nic::net::mem::{mem_network, MemTransport};
-use splitkv_nic::net::stack::{StackConfig, CLUSTER_ID_DEFAULT, INCARNATION_DEFAULT};
+use splitkv_nic::net::stack::StackConfig;
 use splitkv_nic::net::{Transport, TxPacket};
-use splitkv_nic::{HostPorts, NicParts, NicRuntime, Placement, ProcedureRegistry};
-use std::sync::Arc;
+use splitkv_nic::{NicRuntime, Placement};
+use support::{lone_runtime, peer_packet, LoneRuntime};
 
 const VALUE_BYTES_MAX: usize = 8;
 
@@ -40,26 +37,12 @@ impl Rig {
         let peer = net.pop().unwrap();
         let transport = net.pop().unwrap();
         let placement = Placement::new(2, 1).unwrap();
-        let layout = TableLayout::new(&TableConfig::new(64, VALUE_BYTES_MAX)).unwrap();
-        let (log_tx, log_rx) = ring_pair(1 << 16).unwrap();
-        let (_req_tx, req_rx) = ring_pair(1 << 12).unwrap();
-        let (out_tx, _out_rx) = ring_pair(1 << 12).unwrap();
-        let (_ack_tx, ack_rx) = ring_pair(1 << 12).unwrap();
-        let dma = LocalDma::new(Arc::new(Region::new(layout.region_bytes())), log_tx, 0);
-        let mut nic = NicRuntime::new(NicParts {
-            node: 0,
+        let LoneRuntime { mut nic, log, .. } = lone_runtime(
             placement,
-            table: HostTableLayout::Robinhood(layout),
-            value_bytes_max: VALUE_BYTES_MAX,
-            procedures: ProcedureRegistry::new(),
-            dma: Box::new(dma),
-            transport: Box::new(transport),
-            host: HostPorts::one_client(req_rx, out_tx, ack_rx),
-            cache_objects: 64,
-            seed: 1,
-            net: StackConfig::default(),
-        })
-        .unwrap();
+            transport,
+            VALUE_BYTES_MAX,
+            StackConfig::default(),
+        );
         nic.room_mut().set_quota(quota);
         let keys = (0..)
             .map(|i| Key::new(0, i))
@@ -72,7 +55,7 @@ impl Rig {
             now: 0,
             seq: 0,
             keys,
-            _log: log_rx,
+            _log: log,
         }
     }
 
@@ -81,35 +64,10 @@ impl Rig {
     fn send(&mut self, kind: MsgKind, build: impl FnOnce(&mut BodyWriter)) -> Vec<ReplyStatus> {
         let mut w = BodyWriter::new();
         build(&mut w);
-        let mut msg = Vec::new();
-        let flow = if kind == MsgKind::Execute {
-            Flow::Execution
-        } else {
-            Flow::Commit
-        };
-        MsgHeader {
-            flow,
-            kind,
-            flags: 0,
-            len: w.bytes().len() as u32,
-        }
-        .encode(&mut msg);
-        msg.extend_from_slice(w.bytes());
-        let mut pkt = Vec::new();
+        assert_eq!(w.kind(), kind, "the body is of the kind sent");
         // As node 1's session numbers its packets to node 0.
-        PacketHeader {
-            src: 1,
-            dst: 0,
-            count: 1,
-            len: msg.len() as u32,
-            cluster_id: CLUSTER_ID_DEFAULT,
-            src_incarnation: INCARNATION_DEFAULT,
-            seq: self.seq,
-            ..PacketHeader::default()
-        }
-        .encode(&mut pkt);
+        let pkt = peer_packet(self.seq, &w);
         self.seq += 1;
-        pkt.extend_from_slice(&msg);
         self.peer.tx_burst(
             self.now,
             &[TxPacket {

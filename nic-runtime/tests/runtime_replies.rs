@@ -3,20 +3,16 @@
 //! value over the node's limit comes back as `LogAck(TooLarge)`, and nothing
 //! reaches the host log.
 
-use splitkv_layout::ring::ring_pair;
-use splitkv_layout::robinhood_layout::{TableConfig, TableLayout};
-use splitkv_layout::wire::{
-    decode_packet, Body, BodyWriter, MsgHeader, MsgKind, PacketHeader, ReplyStatus,
-};
-use splitkv_layout::{Key, ObjectMeta, Region};
-use splitkv_nic::dma::local::LocalDma;
-use splitkv_nic::index::HostTableLayout;
+mod support;
+
+use splitkv_layout::wire::{decode_packet, Body, BodyWriter, MsgKind, ReplyStatus};
+use splitkv_layout::{Key, ObjectMeta};
 use splitkv_nic::net::mem::mem_network;
 use splitkv_nic::net::session::{SessionConfig, SessionEvent};
-use splitkv_nic::net::stack::{StackConfig, CLUSTER_ID_DEFAULT, INCARNATION_DEFAULT};
+use splitkv_nic::net::stack::StackConfig;
 use splitkv_nic::net::{Transport, TxPacket};
-use splitkv_nic::{HostPorts, NicParts, NicRuntime, Placement, ProcedureRegistry};
-use std::sync::Arc;
+use splitkv_nic::Placement;
+use support::{lone_runtime, peer_packet, LoneRuntime};
 
 const VALUE_BYTES_MAX: usize = 8;
 
@@ -26,23 +22,7 @@ fn log_packet(seq: u32, tx_id: u64, value: &[u8]) -> Vec<u8> {
     let mut w = BodyWriter::new();
     w.begin_items(MsgKind::Log, tx_id);
     w.push_item(&Key::new(0, 1), ObjectMeta(1), value);
-    let mut msg = Vec::new();
-    MsgHeader::whole(MsgKind::Log, w.bytes().len() as u32).encode(&mut msg);
-    msg.extend_from_slice(w.bytes());
-    let mut pkt = Vec::new();
-    PacketHeader {
-        src: 1,
-        dst: 0,
-        count: 1,
-        len: msg.len() as u32,
-        cluster_id: CLUSTER_ID_DEFAULT,
-        src_incarnation: INCARNATION_DEFAULT,
-        seq,
-        ..PacketHeader::default()
-    }
-    .encode(&mut pkt);
-    pkt.extend_from_slice(&msg);
-    pkt
+    peer_packet(seq, &w)
 }
 
 #[test]
@@ -50,26 +30,16 @@ fn an_oversized_log_is_answered_not_dropped() {
     let mut net = mem_network(2);
     let mut peer = net.pop().unwrap();
     let transport = net.pop().unwrap();
-    let layout = TableLayout::new(&TableConfig::new(64, VALUE_BYTES_MAX)).unwrap();
-    let (log_tx, mut log_rx) = ring_pair(1 << 16).unwrap();
-    let (_req_tx, req_rx) = ring_pair(1 << 12).unwrap();
-    let (out_tx, _out_rx) = ring_pair(1 << 12).unwrap();
-    let (_ack_tx, ack_rx) = ring_pair(1 << 12).unwrap();
-    let dma = LocalDma::new(Arc::new(Region::new(layout.region_bytes())), log_tx, 0);
-    let mut nic = NicRuntime::new(NicParts {
-        node: 0,
-        placement: Placement::new(2, 1).unwrap(),
-        table: HostTableLayout::Robinhood(layout),
-        value_bytes_max: VALUE_BYTES_MAX,
-        procedures: ProcedureRegistry::new(),
-        dma: Box::new(dma),
-        transport: Box::new(transport),
-        host: HostPorts::one_client(req_rx, out_tx, ack_rx),
-        cache_objects: 64,
-        seed: 1,
-        net: StackConfig::default(),
-    })
-    .unwrap();
+    let LoneRuntime {
+        mut nic,
+        log: mut log_rx,
+        ..
+    } = lone_runtime(
+        Placement::new(2, 1).unwrap(),
+        transport,
+        VALUE_BYTES_MAX,
+        StackConfig::default(),
+    );
     let (p7, p8) = (
         log_packet(0, 7, &[0u8; VALUE_BYTES_MAX + 1]),
         log_packet(1, 8, &[0u8; VALUE_BYTES_MAX]),
@@ -122,26 +92,16 @@ fn an_oversized_log_is_answered_not_dropped() {
 fn a_bad_host_acknowledgement_stops_the_runtime_with_a_reason() {
     let mut net = mem_network(1);
     let transport = net.pop().unwrap();
-    let layout = TableLayout::new(&TableConfig::new(64, VALUE_BYTES_MAX)).unwrap();
-    let (log_tx, _log_rx) = ring_pair(1 << 16).unwrap();
-    let (_req_tx, req_rx) = ring_pair(1 << 12).unwrap();
-    let (out_tx, _out_rx) = ring_pair(1 << 12).unwrap();
-    let (mut ack_tx, ack_rx) = ring_pair(1 << 12).unwrap();
-    let dma = LocalDma::new(Arc::new(Region::new(layout.region_bytes())), log_tx, 0);
-    let mut nic = NicRuntime::new(NicParts {
-        node: 0,
-        placement: Placement::new(1, 1).unwrap(),
-        table: HostTableLayout::Robinhood(layout),
-        value_bytes_max: VALUE_BYTES_MAX,
-        procedures: ProcedureRegistry::new(),
-        dma: Box::new(dma),
-        transport: Box::new(transport),
-        host: HostPorts::one_client(req_rx, out_tx, ack_rx),
-        cache_objects: 64,
-        seed: 1,
-        net: StackConfig::default(),
-    })
-    .unwrap();
+    let LoneRuntime {
+        mut nic,
+        acks: mut ack_tx,
+        ..
+    } = lone_runtime(
+        Placement::new(1, 1).unwrap(),
+        transport,
+        VALUE_BYTES_MAX,
+        StackConfig::default(),
+    );
     nic.run_iteration(0);
     assert_eq!(nic.fault(), None);
     ack_tx.try_push(&[0xEE, 1, 2, 3]).unwrap();
@@ -163,12 +123,6 @@ fn a_silent_peer_is_reported_failed_and_strangers_are_dropped() {
     let mut net = mem_network(2);
     let mut peer = net.pop().unwrap();
     let transport = net.pop().unwrap();
-    let layout = TableLayout::new(&TableConfig::new(64, VALUE_BYTES_MAX)).unwrap();
-    let (log_tx, _log_rx) = ring_pair(1 << 16).unwrap();
-    let (_req_tx, req_rx) = ring_pair(1 << 12).unwrap();
-    let (out_tx, _out_rx) = ring_pair(1 << 12).unwrap();
-    let (_ack_tx, ack_rx) = ring_pair(1 << 12).unwrap();
-    let dma = LocalDma::new(Arc::new(Region::new(layout.region_bytes())), log_tx, 0);
     let cfg = StackConfig {
         session: SessionConfig {
             silence_ns: SILENCE_NS,
@@ -176,20 +130,13 @@ fn a_silent_peer_is_reported_failed_and_strangers_are_dropped() {
         },
         ..StackConfig::default()
     };
-    let mut nic = NicRuntime::new(NicParts {
-        node: 0,
-        placement: Placement::new(2, 1).unwrap(),
-        table: HostTableLayout::Robinhood(layout),
-        value_bytes_max: VALUE_BYTES_MAX,
-        procedures: ProcedureRegistry::new(),
-        dma: Box::new(dma),
-        transport: Box::new(transport),
-        host: HostPorts::one_client(req_rx, out_tx, ack_rx),
-        cache_objects: 64,
-        seed: 1,
-        net: cfg,
-    })
-    .unwrap();
+    let mut lone = lone_runtime(
+        Placement::new(2, 1).unwrap(),
+        transport,
+        VALUE_BYTES_MAX,
+        cfg,
+    );
+    let nic = &mut lone.nic;
     let mut other_cluster = log_packet(1, 9, b"x");
     other_cluster[8] ^= 0xFF;
     let mut stranger = log_packet(1, 9, b"x");

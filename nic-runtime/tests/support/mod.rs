@@ -1,0 +1,88 @@
+//! What the whole-runtime tests share: node 0's NIC runtime over a Robinhood
+//! layout and local DMA, alone with its rings, and packets as node 1's
+//! session would send them.
+
+#![allow(dead_code)] // each test file uses a part
+
+use splitkv_layout::ring::{ring_pair, RingConsumer, RingProducer};
+use splitkv_layout::robinhood_layout::{TableConfig, TableLayout};
+use splitkv_layout::wire::{BodyWriter, MsgHeader, PacketHeader};
+use splitkv_layout::Region;
+use splitkv_nic::dma::local::LocalDma;
+use splitkv_nic::index::HostTableLayout;
+use splitkv_nic::net::mem::MemTransport;
+use splitkv_nic::net::stack::{StackConfig, CLUSTER_ID_DEFAULT, INCARNATION_DEFAULT};
+use splitkv_nic::{HostPorts, NicParts, NicRuntime, Placement, ProcedureRegistry};
+use std::sync::Arc;
+
+/// Node 0's runtime and the host ends of its rings (kept open).
+pub struct LoneRuntime {
+    /// The runtime under test.
+    pub nic: NicRuntime,
+    /// The host log it appends to.
+    pub log: RingConsumer,
+    /// The host workers' acknowledgement ring, as the host writes it.
+    pub acks: RingProducer,
+    _requests: RingProducer,
+    _outcomes: RingConsumer,
+}
+
+/// Node 0 of `placement` over `transport` with network stack `net`: a
+/// 64-key Robinhood layout with values of at most `value_bytes_max` bytes,
+/// one client, no procedures.
+pub fn lone_runtime(
+    placement: Placement,
+    transport: MemTransport,
+    value_bytes_max: usize,
+    net: StackConfig,
+) -> LoneRuntime {
+    let layout = TableLayout::new(&TableConfig::new(64, value_bytes_max)).unwrap();
+    let (log_tx, log) = ring_pair(1 << 16).unwrap();
+    let (_requests, req_rx) = ring_pair(1 << 12).unwrap();
+    let (out_tx, _outcomes) = ring_pair(1 << 12).unwrap();
+    let (acks, ack_rx) = ring_pair(1 << 12).unwrap();
+    let dma = LocalDma::new(Arc::new(Region::new(layout.region_bytes())), log_tx, 0);
+    let nic = NicRuntime::new(NicParts {
+        node: 0,
+        placement,
+        table: HostTableLayout::Robinhood(layout),
+        value_bytes_max,
+        procedures: ProcedureRegistry::new(),
+        dma: Box::new(dma),
+        transport: Box::new(transport),
+        host: HostPorts::one_client(req_rx, out_tx, ack_rx),
+        cache_objects: 64,
+        seed: 1,
+        net,
+    })
+    .unwrap();
+    LoneRuntime {
+        nic,
+        log,
+        acks,
+        _requests,
+        _outcomes,
+    }
+}
+
+/// The body in `w` as the one message of a packet from node 1 to node 0,
+/// numbered `seq` in node 1's session with node 0.
+pub fn peer_packet(seq: u32, w: &BodyWriter) -> Vec<u8> {
+    let mut msg = Vec::new();
+    MsgHeader::whole(w.kind(), w.bytes().len() as u32).encode(&mut msg);
+    msg.extend_from_slice(w.bytes());
+    let mut pkt = Vec::new();
+    PacketHeader {
+        src: 1,
+        dst: 0,
+        count: 1,
+        len: msg.len() as u32,
+        cluster_id: CLUSTER_ID_DEFAULT,
+        src_incarnation: INCARNATION_DEFAULT,
+        seq,
+        ..PacketHeader::default()
+    }
+    .encode(&mut pkt);
+    pkt.extend_from_slice(&msg);
+    pkt
+}
