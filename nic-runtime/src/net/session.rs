@@ -577,7 +577,9 @@ impl Sessions {
                     self.spare.push(b);
                 }
             }
-            s.unsent -= n;
+            // A go-back-N resend may not have reached the acknowledged packets
+            // yet (`unsent` below `n`): the next to send is then the first kept.
+            s.unsent = s.unsent.saturating_sub(n);
             s.sent_hwm -= n;
         }
         true
