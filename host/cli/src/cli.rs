@@ -33,7 +33,7 @@ pub struct Cli {
     pub command: Command,
 }
 
-/// Top-level subcommands (`sim` and `nic` come later).
+/// Top-level subcommands (`nic` comes later).
 #[derive(Subcommand, Debug)]
 pub enum Command {
     /// Run a workload on an in-process cluster (or a deployed one, `--cluster`) and check the result.
@@ -44,6 +44,8 @@ pub enum Command {
     /// Check a recorded run.
     #[command(subcommand)]
     Check(Check),
+    /// Run many seeds of a workload under the deterministic simulator, with injected faults, and check every run.
+    Sim(crate::sim::args::SimArgs),
 }
 
 /// `splitkv check ...`.

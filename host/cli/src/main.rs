@@ -2,8 +2,9 @@
 //! in-process cluster (`splitkv bench smallbank|list-append|register`,
 //! `splitkv bench lookup`) or on a deployed one (`--cluster FILE [--spawn]`,
 //! [`cluster_bench`]), runs one node of a deployed cluster (`splitkv node`,
-//! [`node`]) and checks recorded histories (`splitkv check history`); `sim`
-//! and `nic` subcommands come later, one file each.
+//! [`node`]), checks recorded histories (`splitkv check history`) and runs
+//! many seeds under the deterministic simulator (`splitkv sim`, [`sim`]); a
+//! `nic` subcommand comes later.
 //!
 //! Exit codes: 0 success; 1 a check failed (the message says which);
 //! 2 a bad flag or unreadable input (one line on stderr, before anything
@@ -22,6 +23,7 @@ mod cli;
 mod cluster_bench;
 mod node;
 mod report;
+mod sim;
 
 use clap::Parser;
 use cli::{Bench, Check, Cli, Command};
@@ -77,6 +79,7 @@ fn main() -> ExitCode {
         Command::Bench(Bench::ListAppend(a) | Bench::Register(a)) => a.validate(),
         Command::Check(Check::History(_)) => Ok(()),
         Command::Node(a) => a.validate(),
+        Command::Sim(a) => a.validate(),
     };
     if let Err(e) = valid {
         eprintln!("error: {e}");
@@ -130,5 +133,6 @@ fn dispatch(command: &Command) -> Result<(), Failure> {
         Command::Bench(Bench::ListAppend(a)) => bench_list_append::run(a),
         Command::Bench(Bench::Register(a)) => bench_register::run(a),
         Command::Check(Check::History(a)) => check_history::run(a),
+        Command::Sim(a) => sim::run(a),
     }
 }

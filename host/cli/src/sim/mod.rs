@@ -1,0 +1,138 @@
+//! `splitkv sim`: many seeds of one workload under the deterministic
+//! simulator (DESIGN.md driver 1), each run checked, with a progress bar.
+//!
+//! Seeds run on `--jobs` threads at once; each seed is one thread's
+//! single-threaded, virtual-time run, so a seed reproduces its run whatever
+//! else runs beside it. A failing seed prints what failed and the one command
+//! that replays it alone (with `--trace`, which prints the simulator's last
+//! events). Exit code 1 when any seed failed.
+
+pub mod args;
+pub mod faults;
+mod seed;
+
+use crate::Failure;
+use args::SimArgs;
+use indicatif::{ProgressBar, ProgressStyle};
+use seed::{run_seed, SeedOutcome};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Mutex;
+
+/// Runs every seed of `args` and prints the summary.
+pub fn run(args: &SimArgs) -> Result<(), Failure> {
+    if let Some(dir) = &args.history {
+        std::fs::create_dir_all(dir)
+            .map_err(|e| Failure::BadInput(format!("history directory {}: {e}", dir.display())))?;
+    }
+    let seeds = args.seeds.range();
+    let jobs = args
+        .jobs
+        .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()))
+        .min(args.seeds.len() as usize)
+        .max(1);
+    let bar = ProgressBar::new(args.seeds.len());
+    bar.set_style(
+        ProgressStyle::with_template("{bar:40} {pos}/{len} seeds, {msg} [{elapsed}, eta {eta}]")
+            .expect("static template"),
+    );
+    let next = AtomicU64::new(seeds.start);
+    let stop = AtomicBool::new(false);
+    let outcomes = Mutex::new(Vec::new());
+    let failed = AtomicU64::new(0);
+    let started = std::time::Instant::now();
+    std::thread::scope(|s| {
+        for _ in 0..jobs {
+            s.spawn(|| loop {
+                if stop.load(Ordering::Relaxed) {
+                    break;
+                }
+                let seed = next.fetch_add(1, Ordering::Relaxed);
+                if seed >= seeds.end {
+                    break;
+                }
+                let out = run_caught(args, seed);
+                if let Some(why) = &out.failure {
+                    failed.fetch_add(1, Ordering::Relaxed);
+                    bar.println(format!("seed {seed} FAILED: {why}"));
+                    bar.println(format!("  replay: {}", args.replay_command(seed)));
+                    if !args.keep_going {
+                        stop.store(true, Ordering::Relaxed);
+                    }
+                }
+                bar.set_message(format!("{} failed", failed.load(Ordering::Relaxed)));
+                bar.inc(1);
+                outcomes.lock().expect("outcomes lock").push(out);
+            });
+        }
+    });
+    bar.finish_and_clear();
+    let mut outcomes = outcomes.into_inner().expect("outcomes lock");
+    outcomes.sort_by_key(|o| o.seed);
+    summarize(args, &outcomes, started.elapsed())
+}
+
+/// One seed's run; a panic inside it is that seed's failure, not the run's.
+fn run_caught(args: &SimArgs, seed: u64) -> SeedOutcome {
+    std::panic::catch_unwind(|| run_seed(args, seed)).unwrap_or_else(|p| {
+        let message = p
+            .downcast_ref::<&str>()
+            .map(|s| s.to_string())
+            .or_else(|| p.downcast_ref::<String>().cloned())
+            .unwrap_or_else(|| "panic".into());
+        SeedOutcome {
+            seed,
+            virtual_ns: 0,
+            committed: 0,
+            failure: Some(format!("panicked: {message}")),
+        }
+    })
+}
+
+fn summarize(
+    args: &SimArgs,
+    outcomes: &[SeedOutcome],
+    wall: std::time::Duration,
+) -> Result<(), Failure> {
+    let failed: Vec<&SeedOutcome> = outcomes.iter().filter(|o| o.failure.is_some()).collect();
+    let committed: u64 = outcomes.iter().map(|o| o.committed).sum();
+    let virtual_ns: u64 = outcomes.iter().map(|o| o.virtual_ns).sum();
+    println!(
+        "{} / {} / faults {}: {} seeds run, {} passed, {} failed; {} transactions committed, {:.3} s simulated in {:.1} s",
+        args.workload.flag(),
+        args.protocol.flag(),
+        args.faults,
+        outcomes.len(),
+        outcomes.len() - failed.len(),
+        failed.len(),
+        committed,
+        virtual_ns as f64 / 1e9,
+        wall.as_secs_f64()
+    );
+    if outcomes.len() < args.seeds.len() as usize {
+        println!(
+            "stopped after the first failing seed ({} of {} not run; --keep-going runs them all)",
+            args.seeds.len() as usize - outcomes.len(),
+            args.seeds.len()
+        );
+    }
+    for o in &failed {
+        println!(
+            "seed {} FAILED: {}",
+            o.seed,
+            o.failure.as_deref().unwrap_or("")
+        );
+        println!("  replay: {}", args.replay_command(o.seed));
+    }
+    if let Some(dir) = &args.history {
+        println!("histories written to {}", dir.display());
+    }
+    if failed.is_empty() {
+        Ok(())
+    } else {
+        Err(Failure::Check(format!(
+            "{} of {} seeds failed",
+            failed.len(),
+            outcomes.len()
+        )))
+    }
+}

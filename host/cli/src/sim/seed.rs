@@ -1,0 +1,138 @@
+//! One seed's run: build the cluster on a fresh simulated network, run it in
+//! virtual time until every client's budget has its outcomes and nothing is in
+//! flight, then run every check: the workload's own (money for Smallbank; the
+//! strict-serializability history check and lost-commit accounting for
+//! list-append and register) and replica agreement.
+
+use super::args::{SimArgs, SimWorkload};
+use splitkv_bench::history::HistoryCheck;
+use splitkv_bench::history_gen::TxShape;
+use splitkv_bench::loadgen::RetryPolicy;
+use splitkv_bench::{BenchCluster, ClusterSpec, Smallbank, Workload};
+use splitkv_nic::Nanos;
+use splitkv_sim::{Sim, SimConfig};
+
+/// Passes between checks for the end of a run.
+const PASSES_PER_SLICE: u64 = 5_000;
+/// Passes after which a seed counts as stalled (a liveness failure).
+const PASSES_MAX: u64 = 50_000_000;
+/// Keys of the history workloads (few, so transactions conflict).
+const HISTORY_KEYS: u64 = 12;
+/// Smallbank accounts per node.
+const SMALLBANK_ACCOUNTS_PER_NODE: u64 = 500;
+/// Host DMA completion latency of the simulated nodes (ns; Xenic §3.5).
+const DMA_LATENCY_NS: u64 = 500;
+
+/// What one seed's run ended with.
+#[derive(Debug, Clone)]
+pub struct SeedOutcome {
+    /// The seed.
+    pub seed: u64,
+    /// Virtual time at the end of the run (ns).
+    pub virtual_ns: Nanos,
+    /// Transactions reported committed.
+    pub committed: u64,
+    /// `None` when every check passed; otherwise what failed.
+    pub failure: Option<String>,
+}
+
+/// Runs seed `seed` as `args` say.
+pub fn run_seed(args: &SimArgs, seed: u64) -> SeedOutcome {
+    let cfg = super::faults::sim_config(&args.faults, seed);
+    match args.workload {
+        SimWorkload::Smallbank => {
+            let accounts = SMALLBANK_ACCOUNTS_PER_NODE * args.nodes as u64;
+            match Smallbank::new(accounts, None) {
+                Ok(w) => run(args, seed, cfg, w),
+                Err(e) => failed(seed, e.to_string()),
+            }
+        }
+        SimWorkload::ListAppend | SimWorkload::Register => {
+            let w = if args.workload == SimWorkload::ListAppend {
+                HistoryCheck::list_append(
+                    HISTORY_KEYS,
+                    args.nodes as u64,
+                    args.transactions,
+                    TxShape::Mixed,
+                )
+            } else {
+                HistoryCheck::register(HISTORY_KEYS, TxShape::Mixed)
+            };
+            match w {
+                Ok(mut w) => {
+                    w.history_path = args
+                        .history
+                        .as_ref()
+                        .map(|d| d.join(format!("seed-{seed}.jsonl")));
+                    run(args, seed, cfg, w)
+                }
+                Err(e) => failed(seed, e.to_string()),
+            }
+        }
+    }
+}
+
+fn failed(seed: u64, why: String) -> SeedOutcome {
+    SeedOutcome {
+        seed,
+        virtual_ns: 0,
+        committed: 0,
+        failure: Some(why),
+    }
+}
+
+fn spec(args: &SimArgs, seed: u64) -> ClusterSpec {
+    let mut spec = ClusterSpec::new();
+    spec.nodes = args.nodes;
+    spec.replication = args.replication;
+    spec.inflight_per_node = args.inflight;
+    spec.budget_per_node = Some(args.transactions);
+    spec.seed = seed;
+    spec.dma_latency_ns = DMA_LATENCY_NS;
+    // Backoff scaled to the simulated network (microseconds one way).
+    spec.retry = RetryPolicy {
+        backoff_min_ns: 1_000,
+        backoff_max_ns: 50_000,
+        ..RetryPolicy::default()
+    };
+    spec
+}
+
+fn run<W: Workload>(args: &SimArgs, seed: u64, cfg: SimConfig, workload: W) -> SeedOutcome {
+    let (mut cluster, net) = match BenchCluster::build_on_sim(spec(args, seed), workload, cfg) {
+        Ok(c) => c,
+        Err(e) => return failed(seed, format!("cluster not built: {e}")),
+    };
+    let mut sim = Sim::new(cfg);
+    let ran = cluster.run_sim_until_quiescent(&mut sim, &net, PASSES_PER_SLICE, PASSES_MAX);
+    let committed = cluster.load_stats().committed;
+    let failure = match ran {
+        Err(e) => Some(format!("run: {e}")),
+        Ok(()) => {
+            cluster.finish(sim.now());
+            check(&cluster)
+        }
+    };
+    SeedOutcome {
+        seed,
+        virtual_ns: sim.now(),
+        committed,
+        failure,
+    }
+}
+
+/// Every check of a finished run; the first failure, if any.
+fn check<W: Workload>(cluster: &BenchCluster<W>) -> Option<String> {
+    for l in &cluster.loadgens {
+        if let Some(e) = l.error() {
+            return Some(format!("client: {e}"));
+        }
+    }
+    if let Err(e) = cluster.check() {
+        return Some(format!("{} check: {e}", cluster.workload.name()));
+    }
+    if let Err(e) = cluster.check_replicas() {
+        return Some(format!("replica check: {e}"));
+    }
+    None
+}
