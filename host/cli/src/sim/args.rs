@@ -86,6 +86,9 @@ pub struct SimArgs {
     /// Keep running after the first failing seed (default: stop starting new seeds).
     #[arg(long)]
     pub keep_going: bool,
+    /// Print the fault mixes this simulator runs, one per line, and exit.
+    #[arg(long)]
+    pub list_faults: bool,
 }
 
 /// Seeds `start..end` (end excluded).

@@ -3,7 +3,7 @@
 use splitkv_sim::SimConfig;
 
 /// The fault mixes the simulator runs today.
-const MIXES: &[&str] = &["none"];
+pub const MIXES: &[&str] = &["none"];
 
 /// Checks a fault-mix name.
 pub fn parse(s: &str) -> Result<&'static str, String> {

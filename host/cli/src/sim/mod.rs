@@ -20,6 +20,12 @@ use std::sync::Mutex;
 
 /// Runs every seed of `args` and prints the summary.
 pub fn run(args: &SimArgs) -> Result<(), Failure> {
+    if args.list_faults {
+        for m in faults::MIXES {
+            println!("{m}");
+        }
+        return Ok(());
+    }
     if let Some(dir) = &args.history {
         std::fs::create_dir_all(dir)
             .map_err(|e| Failure::BadInput(format!("history directory {}: {e}", dir.display())))?;
