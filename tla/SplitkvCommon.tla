@@ -77,6 +77,11 @@ PartialReadTx ==
      t2 |-> [c |-> "n3", r |-> {"k2"}, w |-> {"k2"}, one |-> FALSE],
      t3 |-> [c |-> "n1", r |-> {"k1"}, w |-> {"k1"}, one |-> FALSE]]
 
+\* The message-bag model's workload: t1 and t2 of PartialReadTx.
+MsgsTx ==
+    [t1 |-> [c |-> "n2", r |-> {"k1", "k2"}, w |-> {"k1", "k2"}, one |-> FALSE],
+     t2 |-> [c |-> "n3", r |-> {"k2"}, w |-> {"k2"}, one |-> FALSE]]
+
 Init0 == "init"            \* the value/version every key starts with
 None  == "none"
 Vals  == Txns \cup {Init0}
