@@ -68,6 +68,12 @@
 (* (no lock held by a finished transaction at a live node), and the        *)
 (* property VersionsNeverDecrease (recovery included).                     *)
 (*                                                                         *)
+(* Models (workload MsgsTx: t1 at n2 writes k1, k2; t2 at n3 writes k2):  *)
+(* XenicOCCMsgs.cfg (MaxCrashes = 2) must pass; XenicOrphanLock.cfg        *)
+(* (Fenced = FALSE) must violate NoOrphanLock; XenicOCCMsgs_nonvacuous.cfg *)
+(* and XenicOCCMsgs_recovery.cfg must violate NoWriteCommitWithoutCrash    *)
+(* and NoRecoveryCommitM.                                                  *)
+(*                                                                         *)
 (* Not modelled: unknown outcomes on a client timeout (safety does not     *)
 (* depend on them), the NIC cache/host log split and DMA deferral,         *)
 (* multiple slots or generations per coordinator (every transaction is     *)
@@ -232,7 +238,7 @@ DropOld(m) ==
     /\ msgs' = msgs \ {m}
     /\ UNCHANGED <<commonVars, rvars>>
 
-Execute(m, lost) ==
+ExecuteL(m, lost) ==
     /\ Handles(m, "EXEC")
     /\ LET t == m.t
            n == m.dst
@@ -249,7 +255,7 @@ Execute(m, lost) ==
                            ELSE NoV, lost)
     /\ UNCHANGED <<alive, crashes, phase, dec, reported, val, rec, rtBefore, msgs, rvars>>
 
-Validate(m, lost) ==
+ValidateL(m, lost) ==
     /\ Handles(m, "VAL")
     /\ LET t == m.t
            n == m.dst
@@ -258,14 +264,14 @@ Validate(m, lost) ==
     /\ UNCHANGED <<alive, crashes, phase, dec, reported, lock, val, rec, rtBefore,
                    msgs, rvars>>
 
-Log(m, lost) ==
+LogL(m, lost) ==
     /\ Handles(m, "LOG")
     /\ LET n == m.dst IN
        rec' = [rec EXCEPT ![n] = @ \cup {Record(m.t, "LOG", ReplKeys(memb[n], n, WS(m.t)))}]
     /\ Answer(m, TRUE, NoV, lost)
     /\ UNCHANGED <<alive, crashes, phase, dec, reported, lock, val, rtBefore, msgs, rvars>>
 
-Commit(m, lost) ==
+CommitL(m, lost) ==
     /\ Handles(m, "COMMIT")
     /\ LET t == m.t
            n == m.dst
@@ -285,7 +291,7 @@ Commit(m, lost) ==
     /\ UNCHANGED <<alive, crashes, phase, dec, reported, rtBefore, msgs,
                    epoch, cepoch, st, memb, rset, rval, decided>>
 
-Abort(m, lost) ==
+AbortL(m, lost) ==
     /\ Handles(m, "ABORT")
     /\ LET t == m.t
            n == m.dst
@@ -294,6 +300,16 @@ Abort(m, lost) ==
     /\ Answer(m, TRUE, NoV, lost)
     /\ UNCHANGED <<alive, crashes, phase, dec, reported, val, rec, rtBefore, msgs,
                    epoch, cepoch, st, memb, rset, rval, decided>>
+
+\* Each handler, for a request of t at n in the bag, with its response
+\* delivered or lost.
+Req(t, n, kind) == {m \in msgs : m.t = t /\ m.dst = n /\ m.kind = kind}
+Execute(t, n)  == \E m \in Req(t, n, "EXEC")   : \E lost \in BOOLEAN : ExecuteL(m, lost)
+Validate(t, n) == \E m \in Req(t, n, "VAL")    : \E lost \in BOOLEAN : ValidateL(m, lost)
+Log(t, n)      == \E m \in Req(t, n, "LOG")    : \E lost \in BOOLEAN : LogL(m, lost)
+Commit(t, n)   == \E m \in Req(t, n, "COMMIT") : \E lost \in BOOLEAN : CommitL(m, lost)
+Abort(t, n)    == \E m \in Req(t, n, "ABORT")  : \E lost \in BOOLEAN : AbortL(m, lost)
+DropOldAt(n)   == \E m \in msgs : m.dst = n /\ DropOld(m)
 
 -----------------------------------------------------------------------------
 (* Crash and recovery, step by step *)
@@ -367,11 +383,9 @@ Finished == Terminated /\ ~Recovering /\ UNCHANGED vars
 
 Next ==
     \/ \E t \in Txns : Start(t) \/ StepDone(t) \/ TimeoutAbort(t)
-    \/ \E m \in msgs :
-          \/ DropOld(m)
-          \/ \E lost \in BOOLEAN :
-                Execute(m, lost) \/ Validate(m, lost) \/ Log(m, lost)
-                \/ Commit(m, lost) \/ Abort(m, lost)
+    \/ \E t \in Txns, n \in Nodes :
+          Execute(t, n) \/ Validate(t, n) \/ Log(t, n) \/ Commit(t, n) \/ Abort(t, n)
+    \/ \E n \in Nodes : DropOldAt(n)
     \/ \E S \in SUBSET Nodes : Crash(S)
     \/ \E n \in Nodes : Bump(n) \/ Resume(n)
     \/ Decide
