@@ -53,6 +53,10 @@ CONSTANTS
 (*     are read-only over k1, k2: t2 reads k1 remotely and k2 from its     *)
 (*     local backup, t3 reads k1 from its local backup and k2 from its     *)
 (*     local primary.                                                      *)
+(*   PartialReadTx (issue 11, the commit point): t1 (at n2) writes k1 and  *)
+(*     k2; t2 (at n3) reads and writes only k2, so it reads part of t1's   *)
+(*     writes; t3 (at n1) reads and writes only k1.  t2 and t3 are         *)
+(*     same-key read-modify-writes of t1's keys (write-write edges).       *)
 (***************************************************************************)
 RingPrimary == [k1 |-> "n1", k2 |-> "n2", k3 |-> "n3"]
 RingBackups == [k1 |-> {"n2"}, k2 |-> {"n3"}, k3 |-> {"n1"}]
@@ -67,6 +71,16 @@ ReadOnlyTx ==
     [t1 |-> [c |-> "n1", r |-> {"k1", "k2"}, w |-> {"k1", "k2"}, one |-> FALSE],
      t2 |-> [c |-> "n3", r |-> {"k1", "k2"}, w |-> {}, one |-> FALSE],
      t3 |-> [c |-> "n2", r |-> {"k1", "k2"}, w |-> {}, one |-> FALSE]]
+
+PartialReadTx ==
+    [t1 |-> [c |-> "n2", r |-> {"k1", "k2"}, w |-> {"k1", "k2"}, one |-> FALSE],
+     t2 |-> [c |-> "n3", r |-> {"k2"}, w |-> {"k2"}, one |-> FALSE],
+     t3 |-> [c |-> "n1", r |-> {"k1"}, w |-> {"k1"}, one |-> FALSE]]
+
+\* The message-bag model's workload: t1 and t2 of PartialReadTx.
+MsgsTx ==
+    [t1 |-> [c |-> "n2", r |-> {"k1", "k2"}, w |-> {"k1", "k2"}, one |-> FALSE],
+     t2 |-> [c |-> "n3", r |-> {"k2"}, w |-> {"k2"}, one |-> FALSE]]
 
 Init0 == "init"            \* the value/version every key starts with
 None  == "none"

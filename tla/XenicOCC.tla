@@ -10,43 +10,68 @@
 (* the handler names without "handle_"; coordinator actions are named      *)
 (* <Step>Done and fire when the last response of a step is in.             *)
 (*                                                                         *)
+(* The commit point (issue 11, LogToAllReplicas = TRUE).  The coordinator *)
+(* sends LOG (t's writes with their new values) to every replica of each   *)
+(* written key, primary and backups; the commit point is "every replica of *)
+(* every written key acknowledged its LOG".  COMMIT then goes to every     *)
+(* replica too: a primary installs and unlocks; a backup appends a COMMIT  *)
+(* (decision) record.  Replicas apply at the decision: a LOG record is     *)
+(* held pending until t's COMMIT record is in the same log, so a LOG       *)
+(* record without a decision is exactly the evidence recovery reads.       *)
+(*                                                                         *)
 (*   Execute(t, n)   primary n reads t's keys it owns and locks the        *)
 (*                   written ones; no-wait: any key locked -> "abort".     *)
 (*   Validate(t, n)  primary n checks each read-only key is unlocked and   *)
 (*                   its version is the one Execute returned.              *)
-(*   Log(t, n)       backup n appends a LOG record with t's writes.        *)
-(*   Commit(t, n)    primary n appends a COMMIT record, installs the       *)
-(*                   writes (version + 1) and unlocks.                     *)
-(*   Abort(t, n)     primary n releases t's locks.                         *)
+(*   Log(t, n)       replica n appends a pending LOG record with t's       *)
+(*                   writes of its keys (old design: backups only).        *)
+(*   Commit(t, n)    replica n appends a COMMIT record and applies t's     *)
+(*                   writes (version + 1); a primary does so under its     *)
+(*                   own locks and then unlocks, so the unlock follows the *)
+(*                   log append (Xenic step 6).  Old design: primaries     *)
+(*                   only, backups apply when the coordinator finishes.    *)
+(*   Abort(t, n)     primary n releases t's locks (pending LOG records of  *)
+(*                   an aborted t are never applied).                      *)
 (*   Crash(S)        nodes S fail; recovery decides every in-flight        *)
 (*                   transaction and rebuilds the stores (no locks left).  *)
 (*                                                                         *)
-(* Models (MaxCrashes = 2): XenicOCC.cfg (SkewReadOnlyTx) and              *)
-(* XenicOCC_multi.cfg (ReadOnlyTx: one writer of both keys) must pass;     *)
+(* Recovery rule (coordinator crashed): commit iff a live node holds a     *)
+(* COMMIT record of t, or every written key has a live replica holding     *)
+(* t's LOG record (LOG is sent only after validation passed); otherwise    *)
+(* abort.  A live coordinator's own decision stands, undecided means       *)
+(* abort.  With f+1 replicas and at most f of them lost, a transaction     *)
+(* whose commit was reported has a LOG record on a survivor of every       *)
+(* written key.  Old design (LogToAllReplicas = FALSE): commit iff a live  *)
+(* node holds a LOG or COMMIT record of t and every written key's new      *)
+(* value survives in such a record.                                        *)
+(*                                                                         *)
+(* Models (MaxCrashes = 2 unless said): XenicOCC.cfg (SkewReadOnlyTx),     *)
+(* XenicOCC_multi.cfg (ReadOnlyTx: one writer of both keys) and            *)
+(* XenicCommitPoint.cfg (PartialReadTx: reads of part of another's writes, *)
+(* same-key read-modify-writes) must pass; XenicReportAtLog.cfg (commit    *)
+(* reported once all LOG acks are in, Xenic §4.2 step 6) must pass;        *)
 (* XenicOCC_nonvacuous.cfg and XenicOCC_recovery.cfg must violate          *)
-(* NoWriteCommitWithoutCrash and NoRecoveryCommit; XenicEarlyReport.cfg    *)
-(* must violate DecisionsPreserved; XenicNoValidation.cfg (Validate        *)
-(* always passes, ValidateReads = FALSE: the code's mutation switch        *)
-(* splitkv_mutation = "skip_read_validation") must violate                 *)
-(* StrictSerializable.                                                     *)
+(* NoWriteCommitWithoutCrash and NoRecoveryCommit; XenicNoValidation.cfg   *)
+(* (Validate always passes, ValidateReads = FALSE: the code's mutation     *)
+(* switch splitkv_mutation = "skip_read_validation") must violate          *)
+(* StrictSerializable.  Old design: XenicCommitPoint_bug.cfg (MaxCrashes = *)
+(* 1; issue 11's 16-step counterexample: t2 reads t1's k2 installed by the *)
+(* COMMIT at n2, n2 crashes, t1's k1 survives nowhere, t1 aborts) must     *)
+(* violate StrictSerializable; XenicEarlyReport.cfg (report at LOG acks)   *)
+(* must violate DecisionsPreserved.                                        *)
 (*                                                                         *)
 (* Install rule.  A server installs a write only if it is newer than the   *)
 (* value it holds (Newest): the NIC cache never moves a version backwards, *)
-(* and a COMMIT installs only under its own lock (the code refuses a late  *)
-(* or duplicated COMMIT).  VersionsNeverGoBackwards checks it on every     *)
-(* step without a crash.                                                   *)
+(* and a COMMIT installs at a primary only under its own lock (the code    *)
+(* refuses a late or duplicated COMMIT).  VersionsNeverDecrease checks on  *)
+(* every step, recovery included, that no live replica's version drops.    *)
 (*                                                                         *)
 (* Client report.  The client is told "committed" when the last COMMIT     *)
-(* ack is in (ReportAtLog = FALSE).  Xenic §4.2 step 6 reports as soon as  *)
-(* all LOG acks are in (ReportAtLog = TRUE); the model XenicEarlyReport    *)
-(* shows that this loses a reported commit when the coordinator's node is  *)
-(* the only backup of a written key and crashes before any COMMIT lands,   *)
-(* because Execute never ships the written values to the primary.          *)
-(*                                                                         *)
-(* Recovery rule (coordinator crashed): commit iff some live node holds a  *)
-(* LOG or COMMIT record of t (both are written only after validation       *)
-(* passed) and every written key's new value survives in such a record;    *)
-(* a live coordinator's own decision stands, undecided means abort.        *)
+(* ack is in (ReportAtLog = FALSE), as the code does.  In the old design   *)
+(* reporting at the LOG acks (ReportAtLog = TRUE) loses a reported commit  *)
+(* when the coordinator's node is the only backup of a written key and     *)
+(* crashes before any COMMIT lands (XenicEarlyReport); with LOG to every   *)
+(* replica it is safe (XenicReportAtLog).                                  *)
 (*                                                                         *)
 (* Simplifications:                                                        *)
 (*   - a request and its response are one step; the coordinator reacts to  *)
@@ -56,17 +81,22 @@
 (*     local fast path (Xenic §4.2.2-4.2.4);                               *)
 (*   - on abort, Execute requests still unanswered are dropped, so locks   *)
 (*     they would briefly take are not modelled;                           *)
-(*   - backups apply LOG records when the coordinator truncates them,      *)
-(*     which is modelled as part of CommitDone (the code's host workers    *)
-(*     apply them asynchronously; no read is served by a Xenic backup);    *)
-(*   - no NIC cache, DMA, host log space or epochs on messages: recovery   *)
-(*     is one atomic step, so no message from an older epoch is handled;   *)
+(*   - a backup's apply at COMMIT is part of the Commit step (the code's   *)
+(*     host worker applies later; no read is served by a Xenic backup);    *)
+(*   - no NIC cache, DMA, host log space, message loss or epochs: recovery *)
+(*     is one atomic step here.  XenicOCCMsgs.tla models the messages (a   *)
+(*     bag with loss, duplication and late delivery) and recovery as a     *)
+(*     sequence of steps with epochs;                                      *)
 (*   - writes are read-modify-write (see SplitkvCommon).                   *)
 (***************************************************************************)
 EXTENDS SplitkvCommon
 
 CONSTANT ReportAtLog   \* BOOLEAN: report commit after the LOG acks (paper) or after COMMIT acks
 CONSTANT ValidateReads \* BOOLEAN: FALSE = Validate always passes (must-fail model)
+CONSTANT LogToAllReplicas
+    \* BOOLEAN: TRUE = issue 11's commit point (LOG and COMMIT to every replica
+    \* of each written key, replicas apply at the decision); FALSE = the old
+    \* design (LOG to backups only, COMMIT to primaries only; must-fail model)
 
 vars == commonVars
 
@@ -74,8 +104,11 @@ vars == commonVars
 ExecKeysAt(t, n)   == KeysPrimaryAt(n, RS(t))            \* WS(t) \subseteq RS(t)
 ValKeys(t)         == RS(t) \ WS(t)
 ValKeysAt(t, n)    == KeysPrimaryAt(n, ValKeys(t))
-LogKeysAt(t, n)    == KeysBackupAt(n, WS(t))
-CommitKeysAt(t, n) == KeysPrimaryAt(n, WS(t))
+ReplicaKeysAt(n, ks) == {k \in ks : n \in Replicas(k) \cap alive}
+LogKeysAt(t, n)    == IF LogToAllReplicas THEN ReplicaKeysAt(n, WS(t))
+                      ELSE KeysBackupAt(n, WS(t))
+CommitKeysAt(t, n) == IF LogToAllReplicas THEN ReplicaKeysAt(n, WS(t))
+                      ELSE KeysPrimaryAt(n, WS(t))
 
 \* Step done: every target answered, or one answered "abort".
 StepComplete(t, KeysAt(_, _)) == Targets(t, KeysAt) \subseteq acked[t] \/ failed[t]
@@ -129,15 +162,18 @@ LogDone(t) ==
     /\ reported' = IF ReportAtLog THEN [reported EXCEPT ![t] = "commit"] ELSE reported
     /\ UNCHANGED <<alive, crashes, obs, lock, val, rec, rtBefore>>
 
-\* Last COMMIT ack: report, and truncate t's LOG records, which makes the
-\* backups apply them (keeping the newer version if one is there already).
+\* Last COMMIT ack: report.  In the old design (LogToAllReplicas = FALSE)
+\* this also truncates t's LOG records, which makes the backups apply them
+\* (keeping the newer version if one is there already); in the new one the
+\* backups applied them when t's COMMIT reached them.
 CommitDone(t) ==
     /\ phase[t] = "commit" /\ StepComplete(t, CommitKeysAt)
     /\ Goto(t, "done")
     /\ reported' = [reported EXCEPT ![t] = "commit"]
-    /\ val' = [n \in Nodes |-> [k \in Keys |->
-                 IF k \in WS(t) /\ n \in BackupsNow(k)
-                 THEN Newest(k, {val[n][k], t}) ELSE val[n][k]]]
+    /\ val' = IF LogToAllReplicas THEN val
+              ELSE [n \in Nodes |-> [k \in Keys |->
+                       IF k \in WS(t) /\ n \in BackupsNow(k)
+                       THEN Newest(k, {val[n][k], t}) ELSE val[n][k]]]
     /\ UNCHANGED <<alive, crashes, dec, obs, lock, rec, rtBefore>>
 
 AbortDone(t) ==
@@ -167,20 +203,27 @@ Validate(t, n) ==
                      \A k \in ValKeysAt(t, n) : lock[n][k] = None /\ val[n][k] = obs[t][k])
     /\ UNCHANGED <<alive, crashes, phase, dec, reported, obs, lock, val, rec, rtBefore>>
 
+\* A LOG record is held pending: nothing is applied until t's COMMIT.
 Log(t, n) ==
     /\ phase[t] = "log" /\ n \in Targets(t, LogKeysAt) \ acked[t]
     /\ rec' = [rec EXCEPT ![n] = @ \cup {Record(t, "LOG", LogKeysAt(t, n))}]
     /\ Respond(t, n, TRUE)
     /\ UNCHANGED <<alive, crashes, phase, dec, reported, obs, lock, val, rtBefore>>
 
+\* At a primary (keys P): install under its own locks, then unlock.  At a
+\* backup (new design only): the COMMIT (decision) record makes the pending
+\* LOG record apply.  The COMMIT record and the install are one step, so the
+\* unlock follows the host-log append (Xenic step 6).
 Commit(t, n) ==
     /\ phase[t] = "commit" /\ n \in Targets(t, CommitKeysAt) \ acked[t]
-    /\ LET K == CommitKeysAt(t, n) IN
+    /\ LET K == CommitKeysAt(t, n)
+           P == KeysPrimaryAt(n, K)
+       IN
        /\ rec' = [rec EXCEPT ![n] = @ \cup {Record(t, "COMMIT", K)}]
-       /\ lock[n] = [k \in Keys |-> IF k \in K THEN t ELSE lock[n][k]]  \* under its own locks
+       /\ lock[n] = [k \in Keys |-> IF k \in P THEN t ELSE lock[n][k]]  \* under its own locks
        \* Install rule: a version never goes backwards.
        /\ val' = [val EXCEPT ![n] = [k \in Keys |-> IF k \in K THEN Newest(k, {@[k], t}) ELSE @[k]]]
-       /\ lock' = [lock EXCEPT ![n] = [k \in Keys |-> IF k \in K THEN None ELSE @[k]]]
+       /\ lock' = [lock EXCEPT ![n] = [k \in Keys |-> IF k \in P THEN None ELSE @[k]]]
     /\ Respond(t, n, TRUE)
     /\ UNCHANGED <<alive, crashes, phase, dec, reported, obs, rtBefore>>
 
@@ -195,12 +238,27 @@ Abort(t, n) ==
 HasWrite(n, t, k) ==
     \E r \in rec[n] : r.t = t /\ r.kind \in {"LOG", "COMMIT"} /\ k \in r.keys
 
+\* Issue 11's rule for a transaction whose coordinator crashed: commit iff
+\* a live node holds a COMMIT record of t, or every written key (shard) has
+\* a live replica holding t's LOG record (LOG is sent only after validation
+\* passed).  A live coordinator's decision stands; undecided means abort.
+DecideAll(A) ==
+    LET HasLog(n, t, k) == \E r \in rec[n] : r.t = t /\ r.kind = "LOG" /\ k \in r.keys
+        Decide(t) ==
+            IF Coord(t) \in A THEN IF dec[t] = "commit" THEN "commit" ELSE "abort"
+            ELSE IF \/ \E n \in A : \E r \in rec[n] : r.t = t /\ r.kind = "COMMIT"
+                    \/ \A k \in WS(t) : \E n \in Replicas(k) \cap A : HasLog(n, t, k)
+                 THEN "commit" ELSE "abort"
+    IN  [t \in Txns |-> IF t \in InFlight /\ WS(t) # {} THEN Decide(t)
+                        ELSE IF t \in InFlight THEN "abort" ELSE dec[t]]
+
 Crash(S) ==
     /\ CrashOK(S)
     /\ LET A == alive \ S
-           \* LOG and COMMIT records are written only after validation passed.
+           \* Old design: any LOG or COMMIT record shows validation passed.
            Evidence(t) == \E n \in A : \E r \in rec[n] : r.t = t
-           D == RecoveryDecisions(A, Evidence, HasWrite)
+           D == IF LogToAllReplicas THEN DecideAll(A)
+                ELSE RecoveryDecisions(A, Evidence, HasWrite)
            Stored(n, k) == val[n][k]     \* Xenic stores only committed values
        IN Recover(A, D, Stored, HasWrite)
     /\ UNCHANGED <<obs, rec, rtBefore>>
@@ -218,9 +276,10 @@ Next ==
 
 Spec == Init /\ [][Next]_vars
 
-\* Checked as a PROPERTY: outside recovery, no stored version moves backwards.
-VersionsNeverGoBackwards ==
-    [][crashes' = crashes =>
-         \A n \in Nodes, k \in Keys : Pos(k, val[n][k]) <= Pos(k, val'[n][k])]_vars
+\* Checked as a PROPERTY: no version stored at a live replica ever
+\* decreases, on any step, recovery included.
+VersionsNeverDecrease ==
+    [][\A k \in Keys : \A n \in Replicas(k) \cap alive' :
+         Pos(k, val[n][k]) <= Pos(k, val'[n][k])]_vars
 
 =============================================================================

@@ -1,0 +1,422 @@
+---------------------------- MODULE XenicOCCMsgs ----------------------------
+(***************************************************************************)
+(* Xenic OCC with issue 11's commit point (see XenicOCC), with every       *)
+(* request and response a message in a bag, and crash recovery as a       *)
+(* sequence of steps with epochs (Xenic §4.2.1, Dandelion §4.4).           *)
+(*                                                                         *)
+(* The bag.  msgs is a set of messages.  A request stays in the set when   *)
+(* it is handled, so it may be handled again at any later time (network    *)
+(* duplication, a retransmission, late delivery) or never (loss); a        *)
+(* response is consumed by the coordinator, which ignores a second answer  *)
+(* from a node it has heard from in the current step, so duplicating       *)
+(* responses would add only no-op steps.  Each message carries its         *)
+(* sender's epoch; a node drops a message of an older epoch (the sessions  *)
+(* count it) and holds one of a newer epoch until it has caught up.        *)
+(*                                                                         *)
+(* Handlers are guarded as in the code (nic-runtime/src/protocol/server.rs *)
+(* and server/append.rs):                                                  *)
+(*   Execute   no-wait locks of the written keys at the primary; a key     *)
+(*             already locked, even by the same transaction (a duplicate), *)
+(*             refuses; a read key locked by another transaction refuses.  *)
+(*             With Fenced = TRUE the server also refuses a transaction    *)
+(*             whose coordinator slot already finished that generation     *)
+(*             (transaction ids are node|slot|generation; fin[n][c] is the *)
+(*             newest generation of slot c that n saw finish, by COMMIT or *)
+(*             ABORT).  Fenced = FALSE is the code before issue 11: a      *)
+(*             duplicated EXECUTE arriving after its transaction released  *)
+(*             its locks re-locks them for nobody (XenicOrphanLock).       *)
+(*   Validate  read keys unlocked (by others) with the version read.       *)
+(*   Log       appends a pending LOG record (every replica of a written    *)
+(*             key); nothing is applied.                                   *)
+(*   Commit    appends a COMMIT record and applies t's writes; at a        *)
+(*             primary only under t's own locks, then unlocks; a COMMIT    *)
+(*             whose locks are gone installs nothing (late or duplicated)  *)
+(*             and is acknowledged only if this node already holds t's     *)
+(*             COMMIT record (a duplicate of one that was applied).        *)
+(*   Abort     releases t's locks; acknowledged (the coordinator resends   *)
+(*             it until every primary answered, or a lock could outlive    *)
+(*             its transaction when an ABORT is lost).                     *)
+(*                                                                         *)
+(* Coordinator: as XenicOCC (Execute -> Validate -> Log -> Commit, report  *)
+(* after the last COMMIT ack), plus a timeout (TimeoutAbort) that aborts a *)
+(* transaction that is still in Execute or Validate.  After the first LOG  *)
+(* is sent, a coordinator never aborts on its own: a LOG record without a  *)
+(* decision is what recovery reads, so only recovery may decide then.      *)
+(*                                                                         *)
+(* Recovery, step by step (no operation halts the others globally):        *)
+(*   Crash(S)   nodes S fail; messages to them are gone, messages they     *)
+(*              sent may still arrive; the cluster epoch goes up.  The     *)
+(*              survivors keep working in the old epoch until they learn.  *)
+(*   Bump(n)    n enters the new epoch: it drops old-epoch messages from   *)
+(*              now on, stops its coordinators and servers, and hands its  *)
+(*              evidence (its log records and its coordinators'            *)
+(*              decisions) to the recovery leader.  Nothing at n changes   *)
+(*              until Resume(n), so the leader reads it when it decides.   *)
+(*   Decide     the leader (lowest live node), once every live node has    *)
+(*              bumped, decides every in-flight transaction by            *)
+(*              XenicOCC's rule (live coordinator's decision; else COMMIT  *)
+(*              record, or a LOG record on a survivor of every written     *)
+(*              key) and computes each key's newest committed value.       *)
+(*   Resume(n)  n learns the decisions and the new placement (the first    *)
+(*              surviving backup of a lost primary is promoted), applies   *)
+(*              the committed writes, drops pending records of aborted     *)
+(*              ones, clears the locks of decided transactions, tells its  *)
+(*              coordinators' clients the outcome and resumes service.     *)
+(*                                                                         *)
+(* Checked: StrictSerializableM (SplitkvCommon's conditions; no lost       *)
+(* writes once quiescent and recovered), DecisionsPreserved, NoOrphanLock  *)
+(* (no lock held by a finished transaction at a live node), and the        *)
+(* property VersionsNeverDecrease (recovery included).                     *)
+(*                                                                         *)
+(* Models (workload MsgsTx: t1 at n2 writes k1, k2; t2 at n3 writes k2):  *)
+(* XenicOCCMsgs.cfg (MaxCrashes = 2) must pass; XenicOrphanLock.cfg        *)
+(* (Fenced = FALSE) must violate NoOrphanLock; XenicOCCMsgs_nonvacuous.cfg *)
+(* and XenicOCCMsgs_recovery.cfg must violate NoWriteCommitWithoutCrash    *)
+(* and NoRecoveryCommitM.                                                  *)
+(*                                                                         *)
+(* Not modelled: unknown outcomes on a client timeout (safety does not     *)
+(* depend on them), the NIC cache/host log split and DMA deferral,         *)
+(* multiple slots or generations per coordinator (every transaction is     *)
+(* generation 1 of its coordinator's single slot), read-only transactions. *)
+(* Deadlock checking is meaningless here: a request can always be          *)
+(* delivered again.                                                        *)
+(***************************************************************************)
+EXTENDS SplitkvCommon
+
+CONSTANT Fenced   \* BOOLEAN: servers refuse EXECUTEs of finished generations
+
+ASSUME \A t \in Txns : WS(t) # {} /\ ~IsGetOne(t)   \* read-write transactions only
+
+VARIABLES
+    msgs,    \* the bag (a set of message records)
+    epoch,   \* [Nodes -> Nat]: the epoch each node is in
+    cepoch,  \* the newest epoch (raised by a crash)
+    st,      \* [Nodes -> {"run", "frozen"}]: frozen from Bump to Resume
+    memb,    \* [Nodes -> SUBSET Nodes]: membership (placement) each node uses
+    fin,     \* [Nodes -> [Nodes -> 0..1]]: newest finished generation per coordinator slot
+    rset,    \* transactions decided by the recovery in progress
+    rval,    \* [Keys -> Vals]: newest committed value of each key, from Decide
+    decided  \* BOOLEAN: the recovery in progress has decided
+
+rvars == <<epoch, cepoch, st, memb, fin, rset, rval, decided>>
+vars == <<commonVars, msgs, rvars>>
+
+Gen(t) == 1
+NoV == [k \in Keys |-> None]
+
+Msg(kind, t, src, dst, e, ok, v) ==
+    [kind |-> kind, t |-> t, src |-> src, dst |-> dst, e |-> e, ok |-> ok, v |-> v]
+
+\* Placement under membership M (first surviving backup promoted).
+PrimaryIn(M, k) == IF Primary[k] \in M THEN Primary[k]
+                   ELSE CHOOSE n \in Backups[k] : n \in M
+PrimKeys(M, n, ks) == {k \in ks : PrimaryIn(M, k) = n}
+ReplKeys(M, n, ks) == {k \in ks : n \in Replicas(k) \cap M}
+
+\* Keys a request of step p of t carries to n, under membership M.
+KeysFor(p, M, t, n) ==
+    CASE p = "execute"  -> PrimKeys(M, n, RS(t))
+      [] p = "validate" -> PrimKeys(M, n, RS(t) \ WS(t))
+      [] p = "log"      -> ReplKeys(M, n, WS(t))
+      [] p = "commit"   -> ReplKeys(M, n, WS(t))
+      [] p = "abort"    -> PrimKeys(M, n, WS(t))
+      [] OTHER          -> {}
+
+ReqKind(p) == CASE p = "execute" -> "EXEC" [] p = "validate" -> "VAL"
+                [] p = "log" -> "LOG" [] p = "commit" -> "COMMIT" [] OTHER -> "ABORT"
+
+StepTargets(t) == LET M == memb[Coord(t)] IN
+    {n \in M : KeysFor(phase[t], M, t, n) # {}}
+
+Recovering == \E n \in alive : epoch[n] # cepoch \/ st[n] # "run"
+
+Init ==
+    /\ CommonInit
+    /\ msgs = {}
+    /\ epoch = [n \in Nodes |-> 0]
+    /\ cepoch = 0
+    /\ st = [n \in Nodes |-> "run"]
+    /\ memb = [n \in Nodes |-> Nodes]
+    /\ fin = [n \in Nodes |-> [c \in Nodes |-> 0]]
+    /\ rset = {}
+    /\ rval = [k \in Keys |-> Init0]
+    /\ decided = FALSE
+
+TypeOK ==
+    /\ CommonTypeOK
+    /\ phase \in [Txns -> {"idle", "execute", "validate", "log", "commit", "abort", "done"}]
+    /\ st \in [Nodes -> {"run", "frozen"}]
+    /\ \A m \in msgs : m.dst \in alive
+
+-----------------------------------------------------------------------------
+(* Coordinator *)
+
+\* Enter phase p: send p's request to every target under the coordinator's
+\* membership; a request to a crashed node is lost at once.
+GotoSend(t, p) ==
+    LET c == Coord(t)
+        M == memb[c]
+        T == {n \in M : KeysFor(p, M, t, n) # {}}
+    IN  /\ phase' = [phase EXCEPT ![t] = p]
+        /\ acked' = [acked EXCEPT ![t] = {}]
+        /\ failed' = [failed EXCEPT ![t] = FALSE]
+        /\ msgs' = msgs \cup {Msg(ReqKind(p), t, c, n, epoch[c], TRUE, NoV) : n \in T \cap alive}
+
+CoordUp(t) == Coord(t) \in alive /\ st[Coord(t)] = "run"
+
+Start(t) ==
+    /\ phase[t] = "idle" /\ CoordUp(t)
+    /\ GotoSend(t, "execute")
+    /\ rtBefore' = [rtBefore EXCEPT ![t] = CommitsReported]
+    /\ UNCHANGED <<alive, crashes, dec, reported, obs, lock, val, rec,
+                   rvars>>
+
+DecideAbort(t) ==
+    /\ GotoSend(t, "abort")
+    /\ dec' = [dec EXCEPT ![t] = "abort"]
+    /\ reported' = [reported EXCEPT ![t] = "abort"]
+
+Complete(t) == StepTargets(t) \subseteq acked[t] \/ failed[t]
+
+\* The coordinator moves on after the last response of a step.
+StepDone(t) ==
+    /\ CoordUp(t) /\ Complete(t)
+    /\ \/ /\ phase[t] \in {"execute", "validate"} /\ failed[t]
+          /\ DecideAbort(t)
+       \/ /\ phase[t] = "execute" /\ ~failed[t]
+          /\ GotoSend(t, "validate") /\ UNCHANGED <<dec, reported>>
+       \/ /\ phase[t] = "validate" /\ ~failed[t]
+          /\ GotoSend(t, "log") /\ UNCHANGED <<dec, reported>>
+       \/ /\ phase[t] = "log"       \* the commit point: every LOG acknowledged
+          /\ GotoSend(t, "commit")
+          /\ dec' = [dec EXCEPT ![t] = "commit"]
+          /\ UNCHANGED reported
+       \/ /\ phase[t] = "commit"
+          /\ phase' = [phase EXCEPT ![t] = "done"]
+          /\ reported' = [reported EXCEPT ![t] = "commit"]
+          /\ UNCHANGED <<dec, acked, failed, msgs>>
+       \/ /\ phase[t] = "abort"
+          /\ phase' = [phase EXCEPT ![t] = "done"]
+          /\ UNCHANGED <<dec, reported, acked, failed, msgs>>
+    /\ UNCHANGED <<alive, crashes, obs, lock, val, rec, rtBefore,
+                   rvars>>
+
+\* A participant stays silent too long: abort, if no LOG has been sent yet.
+TimeoutAbort(t) ==
+    /\ CoordUp(t) /\ phase[t] \in {"execute", "validate"}
+    /\ DecideAbort(t)
+    /\ UNCHANGED <<alive, crashes, obs, lock, val, rec, rtBefore,
+                   rvars>>
+
+-----------------------------------------------------------------------------
+(* Servers: a request m is handled at m.dst if that node runs in m's epoch. *)
+(* The response reaches the coordinator in the same step or is lost (lost   *)
+(* = TRUE); it is taken only if the coordinator is in the same epoch and    *)
+(* step and has not heard from that node in this step; otherwise ignored.   *)
+
+Handles(m, kind) ==
+    /\ m \in msgs /\ m.kind = kind
+    /\ st[m.dst] = "run" /\ m.e = epoch[m.dst]
+
+Answer(m, ok, v, lost) ==
+    LET t == m.t
+        c == m.src
+        useful == /\ ~lost /\ c \in alive /\ st[c] = "run" /\ epoch[c] = epoch[m.dst]
+                  /\ phase[t] \notin {"idle", "done"} /\ m.kind = ReqKind(phase[t])
+                  /\ m.dst \notin acked[t]
+    IN IF useful
+       THEN /\ acked' = [acked EXCEPT ![t] = @ \cup {m.dst}]
+            /\ failed' = [failed EXCEPT ![t] = @ \/ ~ok]
+            /\ obs' = IF ok THEN [obs EXCEPT ![t] = [k \in Keys |->
+                                     IF v[k] # None THEN v[k] ELSE @[k]]]
+                      ELSE obs
+       ELSE UNCHANGED <<acked, failed, obs>>
+
+\* A request of an older epoch is dropped at its destination.
+DropOld(m) ==
+    /\ m \in msgs /\ m.e < epoch[m.dst]
+    /\ msgs' = msgs \ {m}
+    /\ UNCHANGED <<commonVars, rvars>>
+
+ExecuteL(m, lost) ==
+    /\ Handles(m, "EXEC")
+    /\ LET t == m.t
+           n == m.dst
+           K == PrimKeys(memb[n], n, RS(t))
+           W == K \cap WS(t)
+           fenced == Fenced /\ Gen(t) <= fin[n][Coord(t)]
+           ok == /\ ~fenced
+                 /\ \A k \in W : lock[n][k] = None
+                 /\ \A k \in K \ W : lock[n][k] \in {None, t}
+       IN /\ lock' = IF ok THEN [lock EXCEPT ![n] = [k \in Keys |->
+                                    IF k \in W THEN t ELSE @[k]]]
+                     ELSE lock
+          /\ Answer(m, ok, IF ok THEN [k \in Keys |-> IF k \in K THEN val[n][k] ELSE None]
+                           ELSE NoV, lost)
+    /\ UNCHANGED <<alive, crashes, phase, dec, reported, val, rec, rtBefore, msgs, rvars>>
+
+ValidateL(m, lost) ==
+    /\ Handles(m, "VAL")
+    /\ LET t == m.t
+           n == m.dst
+           K == PrimKeys(memb[n], n, RS(t) \ WS(t))
+       IN Answer(m, \A k \in K : lock[n][k] \in {None, t} /\ val[n][k] = obs[t][k], NoV, lost)
+    /\ UNCHANGED <<alive, crashes, phase, dec, reported, lock, val, rec, rtBefore,
+                   msgs, rvars>>
+
+LogL(m, lost) ==
+    /\ Handles(m, "LOG")
+    /\ LET n == m.dst IN
+       rec' = [rec EXCEPT ![n] = @ \cup {Record(m.t, "LOG", ReplKeys(memb[n], n, WS(m.t)))}]
+    /\ Answer(m, TRUE, NoV, lost)
+    /\ UNCHANGED <<alive, crashes, phase, dec, reported, lock, val, rtBefore, msgs, rvars>>
+
+CommitL(m, lost) ==
+    /\ Handles(m, "COMMIT")
+    /\ LET t == m.t
+           n == m.dst
+           K == ReplKeys(memb[n], n, WS(t))
+           P == PrimKeys(memb[n], n, K)
+           mine == \A k \in P : lock[n][k] = t
+           done == \E r \in rec[n] : r.t = t /\ r.kind = "COMMIT"
+       IN IF mine
+          THEN /\ rec' = [rec EXCEPT ![n] = @ \cup {Record(t, "COMMIT", K)}]
+               /\ val' = [val EXCEPT ![n] = [k \in Keys |->
+                             IF k \in K THEN Newest(k, {@[k], t}) ELSE @[k]]]
+               /\ lock' = [lock EXCEPT ![n] = [k \in Keys |-> IF k \in P THEN None ELSE @[k]]]
+               /\ fin' = IF P # {} THEN [fin EXCEPT ![n][Coord(t)] = Gen(t)] ELSE fin
+               /\ Answer(m, TRUE, NoV, lost)
+          ELSE /\ UNCHANGED <<rec, val, lock, fin>>    \* late or duplicated
+               /\ Answer(m, TRUE, NoV, lost \/ ~done)
+    /\ UNCHANGED <<alive, crashes, phase, dec, reported, rtBefore, msgs,
+                   epoch, cepoch, st, memb, rset, rval, decided>>
+
+AbortL(m, lost) ==
+    /\ Handles(m, "ABORT")
+    /\ LET t == m.t
+           n == m.dst
+       IN /\ lock' = [lock EXCEPT ![n] = [k \in Keys |-> IF @[k] = t THEN None ELSE @[k]]]
+          /\ fin' = [fin EXCEPT ![n][Coord(t)] = Gen(t)]
+    /\ Answer(m, TRUE, NoV, lost)
+    /\ UNCHANGED <<alive, crashes, phase, dec, reported, val, rec, rtBefore, msgs,
+                   epoch, cepoch, st, memb, rset, rval, decided>>
+
+\* Each handler, for a request of t at n in the bag, with its response
+\* delivered or lost.
+Req(t, n, kind) == {m \in msgs : m.t = t /\ m.dst = n /\ m.kind = kind}
+Execute(t, n)  == \E m \in Req(t, n, "EXEC")   : \E lost \in BOOLEAN : ExecuteL(m, lost)
+Validate(t, n) == \E m \in Req(t, n, "VAL")    : \E lost \in BOOLEAN : ValidateL(m, lost)
+Log(t, n)      == \E m \in Req(t, n, "LOG")    : \E lost \in BOOLEAN : LogL(m, lost)
+Commit(t, n)   == \E m \in Req(t, n, "COMMIT") : \E lost \in BOOLEAN : CommitL(m, lost)
+Abort(t, n)    == \E m \in Req(t, n, "ABORT")  : \E lost \in BOOLEAN : AbortL(m, lost)
+DropOldAt(n)   == \E m \in msgs : m.dst = n /\ DropOld(m)
+
+-----------------------------------------------------------------------------
+(* Crash and recovery, step by step *)
+
+Crash(S) ==
+    /\ CrashOK(S) /\ ~Recovering
+    /\ alive' = alive \ S
+    /\ crashes' = crashes + 1
+    /\ cepoch' = cepoch + 1
+    /\ msgs' = {m \in msgs : m.dst \notin S}
+    /\ UNCHANGED <<phase, dec, reported, obs, acked, failed, lock, val, rec, rtBefore,
+                   epoch, st, memb, fin, rset, rval, decided>>
+
+Bump(n) ==
+    /\ n \in alive /\ epoch[n] < cepoch
+    /\ epoch' = [epoch EXCEPT ![n] = cepoch]
+    /\ st' = [st EXCEPT ![n] = "frozen"]
+    /\ msgs' = {m \in msgs : ~(m.dst = n /\ m.e < cepoch)}
+    /\ UNCHANGED <<commonVars, cepoch, memb, fin, rset, rval, decided>>
+
+InFlightNow == {t \in Txns : phase[t] \notin {"idle", "done"}}
+
+HasLog(n, t, k) == \E r \in rec[n] : r.t = t /\ r.kind = "LOG" /\ k \in r.keys
+
+DecideFor(t) ==
+    IF Coord(t) \in alive THEN IF dec[t] = "commit" THEN "commit" ELSE "abort"
+    ELSE IF \/ \E n \in alive : \E r \in rec[n] : r.t = t /\ r.kind = "COMMIT"
+            \/ \A k \in WS(t) : \E n \in Replicas(k) \cap alive : HasLog(n, t, k)
+         THEN "commit" ELSE "abort"
+
+Decide ==
+    /\ ~decided /\ cepoch > 0
+    /\ \A n \in alive : epoch[n] = cepoch /\ st[n] = "frozen"
+    /\ LET F == InFlightNow
+           D == [t \in Txns |-> IF t \in F THEN DecideFor(t) ELSE dec[t]]
+           Cands(k) == {val[n][k] : n \in Replicas(k) \cap alive}
+                       \cup {t \in F : D[t] = "commit" /\ k \in WS(t)
+                                       /\ \E n \in Replicas(k) \cap alive : HasLog(n, t, k)}
+       IN /\ dec' = D
+          /\ rset' = F
+          /\ rval' = [k \in Keys |-> Newest(k, Cands(k))]
+          \* transactions of crashed coordinators end here
+          /\ phase' = [t \in Txns |-> IF t \in F /\ Coord(t) \notin alive THEN "done"
+                                      ELSE phase[t]]
+    /\ decided' = TRUE
+    /\ UNCHANGED <<alive, crashes, reported, obs, acked, failed, lock, val, rec, rtBefore,
+                   msgs, epoch, cepoch, st, memb, fin>>
+
+Resume(n) ==
+    /\ n \in alive /\ st[n] = "frozen" /\ decided
+    /\ LET Mine == {t \in rset : Coord(t) = n} IN
+       /\ val' = [val EXCEPT ![n] = [k \in Keys |->
+                     IF n \in Replicas(k) THEN Newest(k, {@[k], rval[k]}) ELSE @[k]]]
+       /\ lock' = [lock EXCEPT ![n] = [k \in Keys |-> None]]
+       /\ memb' = [memb EXCEPT ![n] = alive]
+       /\ st' = [st EXCEPT ![n] = "run"]
+       /\ phase' = [t \in Txns |-> IF t \in Mine THEN "done" ELSE phase[t]]
+       /\ reported' = [t \in Txns |-> IF t \in Mine /\ reported[t] = None
+                                      THEN dec[t] ELSE reported[t]]
+       /\ acked' = [t \in Txns |-> IF t \in Mine THEN {} ELSE acked[t]]
+       /\ failed' = [t \in Txns |-> IF t \in Mine THEN FALSE ELSE failed[t]]
+       \* the recovery is over once every live node has resumed
+       /\ LET last == \A u \in alive \ {n} : st[u] = "run" IN
+          /\ rset' = IF last THEN {} ELSE rset
+          /\ decided' = IF last THEN FALSE ELSE decided
+    /\ UNCHANGED <<alive, crashes, dec, obs, rec, rtBefore, msgs, epoch, cepoch, fin, rval>>
+
+-----------------------------------------------------------------------------
+
+Finished == Terminated /\ ~Recovering /\ UNCHANGED vars
+
+Next ==
+    \/ \E t \in Txns : Start(t) \/ StepDone(t) \/ TimeoutAbort(t)
+    \/ \E t \in Txns, n \in Nodes :
+          Execute(t, n) \/ Validate(t, n) \/ Log(t, n) \/ Commit(t, n) \/ Abort(t, n)
+    \/ \E n \in Nodes : DropOldAt(n)
+    \/ \E S \in SUBSET Nodes : Crash(S)
+    \/ \E n \in Nodes : Bump(n) \/ Resume(n)
+    \/ Decide
+    \/ Finished
+
+Spec == Init /\ [][Next]_vars
+
+-----------------------------------------------------------------------------
+(* Correctness *)
+
+\* No lock at a live node is held by a transaction that has finished.
+NoOrphanLock ==
+    \A n \in alive : \A k \in Keys :
+        st[n] = "run" /\ lock[n][k] # None => phase[lock[n][k]] # "done"
+
+StrictSerializableM ==
+    /\ NoDirtyReads
+    /\ Acyclic(Committed)
+    /\ (Quiescent /\ ~Recovering) =>
+           \A k \in Keys : \A n \in Replicas(k) \cap alive : val[n][k] = LastWriter(k)
+
+\* Non-vacuity target: violated once the recovery leader's rule commits a
+\* transaction whose coordinator crashed (Decide ignores that coordinator's
+\* own decision, which died with it).
+NoRecoveryCommitM ==
+    ~(decided /\ \E t \in rset : Coord(t) \notin alive /\ dec[t] = "commit")
+
+\* Checked as a PROPERTY: no version stored at a live replica ever
+\* decreases, on any step, recovery included.
+VersionsNeverDecrease ==
+    [][\A k \in Keys : \A n \in Replicas(k) \cap alive' :
+         Pos(k, val[n][k]) <= Pos(k, val'[n][k])]_vars
+
+=============================================================================
