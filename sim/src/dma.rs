@@ -226,3 +226,96 @@ impl DmaEngine for NullDma {
         0
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use splitkv_nic::dma::DmaDone;
+
+    /// Completes every request at the first poll after its submission and
+    /// records the submission times.
+    #[derive(Default)]
+    struct Instant {
+        pending: Vec<(u64, bool)>,
+        submitted_at: Vec<(u64, Nanos)>,
+        tail: u64,
+    }
+
+    impl DmaEngine for Instant {
+        fn submit_read(&mut self, now: Nanos, token: u64, _: &[DmaRead]) -> Result<(), DmaError> {
+            self.pending.push((token, true));
+            self.submitted_at.push((token, now));
+            Ok(())
+        }
+        fn submit_log_append(&mut self, now: Nanos, token: u64, _: &[u8]) -> Result<(), DmaError> {
+            self.pending.push((token, false));
+            self.submitted_at.push((token, now));
+            Ok(())
+        }
+        fn poll(&mut self, _: Nanos, out: &mut Vec<DmaCompletion>) {
+            for (token, read) in self.pending.drain(..) {
+                self.tail += 1;
+                let result = Ok(if read {
+                    DmaDone::Read { start: 0, len: 0 }
+                } else {
+                    DmaDone::Appended { tail: self.tail }
+                });
+                out.push(DmaCompletion { token, result });
+            }
+        }
+        fn data(&self) -> &[u8] {
+            &[]
+        }
+        fn inflight(&self) -> usize {
+            self.pending.len()
+        }
+    }
+
+    /// Runs 200 reads (tokens 0..200) and 200 appends (tokens 1000..1200)
+    /// submitted at time 0 through a SimDma with `cfg`; returns completion
+    /// (token, time) in order.
+    fn run(cfg: DmaFaults, seed: u64) -> (Vec<(u64, Nanos)>, SimDmaStats) {
+        let mut dma = SimDma::new(Box::new(Instant::default()), cfg, seed);
+        let r = [DmaRead { offset: 0, len: 8 }];
+        for t in 0..200 {
+            dma.submit_read(0, t, &r).expect("room");
+            dma.submit_log_append(0, 1_000 + t, b"entry").expect("room");
+        }
+        let mut done = Vec::new();
+        let mut out = Vec::new();
+        for now in (0..100_000).step_by(50) {
+            dma.poll(now, &mut out);
+            done.extend(out.drain(..).map(|c| (c.token, now)));
+        }
+        assert_eq!(dma.inflight(), 0);
+        (done, dma.stats())
+    }
+
+    #[test]
+    fn latencies_in_range_appends_in_order_slow_ones_counted() {
+        let cfg = DmaFaults {
+            slow_ppm: 50_000,
+            ..DmaFaults::xenic()
+        };
+        let (done, stats) = run(cfg, 4);
+        assert_eq!(done.len(), 400);
+        assert!(stats.slow > 5, "{stats:?}");
+        for &(token, at) in &done {
+            let (lo, hi) = if token < 1_000 {
+                (cfg.read_ns_min, cfg.read_ns_max + cfg.slow_ns)
+            } else {
+                (cfg.write_ns_min, 0)
+            };
+            assert!(at >= lo, "token {token} at {at}");
+            if hi > 0 {
+                assert!(at <= hi + 50, "token {token} at {at}");
+            }
+        }
+        let appends: Vec<u64> = done.iter().map(|d| d.0).filter(|&t| t >= 1_000).collect();
+        assert_eq!(appends, (1_000..1_200).collect::<Vec<_>>(), "in order");
+        let reads: Vec<u64> = done.iter().map(|d| d.0).filter(|&t| t < 1_000).collect();
+        assert_ne!(reads, (0..200).collect::<Vec<_>>(), "reads overtake");
+        assert_eq!(run(cfg, 4).0, done, "same seed, same completions");
+        assert_ne!(run(cfg, 5).0, done, "another seed");
+    }
+}

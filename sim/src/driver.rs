@@ -216,3 +216,71 @@ impl Sim {
         })
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::faults::NodeFaults;
+
+    /// Counts its iterations.
+    struct Counter(u64);
+
+    impl Component for Counter {
+        fn run_iteration(&mut self, _now: Nanos) -> bool {
+            self.0 += 1;
+            true
+        }
+    }
+
+    fn run(cfg: SimConfig, script: &[(NodeId, u64)], passes: u64) -> (Vec<u64>, Sim, SimNetwork) {
+        let (net, _ends) = SimNetwork::new(3, cfg);
+        let mut sim = Sim::new(cfg);
+        sim.set_owners(vec![0, 0, 1, 1, 2, 2]);
+        for &(node, pass) in script {
+            sim.crash_at(node, pass);
+        }
+        let mut cs: Vec<Counter> = (0..6).map(|_| Counter(0)).collect();
+        let mut refs: Vec<&mut dyn Component> =
+            cs.iter_mut().map(|c| c as &mut dyn Component).collect();
+        sim.run_passes(&net, &mut refs, passes).expect("runs");
+        (cs.iter().map(|c| c.0).collect(), sim, net)
+    }
+
+    #[test]
+    fn scripted_crash_stops_the_nodes_components() {
+        let (counts, sim, net) = run(SimConfig::default(), &[(1, 40)], 100);
+        assert_eq!(counts, [100, 100, 40, 40, 100, 100]);
+        assert_eq!(sim.crashed(), &[(1, 40 * 200)]);
+        assert!(net.is_crashed(1));
+        assert!(net.trace().tail(5).contains("crash   node 1"));
+    }
+
+    #[test]
+    fn seeded_crash_and_slow_node_follow_the_seed() {
+        let cfg = SimConfig {
+            seed: 21,
+            nodes: NodeFaults {
+                crashes: 1,
+                crash_pass_min: 10,
+                crash_pass_max: 50,
+                slow_every: 4,
+            },
+            ..SimConfig::default()
+        };
+        let (counts, sim, _) = run(cfg, &[], 100);
+        let (crashed, at) = sim.crashed()[0];
+        let (slow, every) = sim.slow_node().expect("a slow node");
+        assert_ne!(crashed, slow);
+        assert_eq!(every, 4);
+        let pass = at / cfg.tick_ns;
+        assert!((10..=50).contains(&pass));
+        assert_eq!(counts[crashed as usize * 2], pass);
+        assert_eq!(counts[slow as usize * 2], 25, "one pass in 4");
+        let (again, sim2, _) = run(cfg, &[], 100);
+        assert_eq!(
+            (counts, sim.crashed()),
+            (again, sim2.crashed()),
+            "same seed"
+        );
+    }
+}

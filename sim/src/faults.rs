@@ -206,3 +206,39 @@ impl FromStr for FaultMix {
             })
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_round_trip_and_bad_names_are_typed_errors() {
+        for m in FaultMix::ALL {
+            assert_eq!(m.name().parse::<FaultMix>(), Ok(m));
+            assert_eq!(m.to_string(), m.name());
+        }
+        assert_eq!(" NET ".parse::<FaultMix>(), Ok(FaultMix::Net));
+        let e = "lossy".parse::<FaultMix>().unwrap_err();
+        assert_eq!(e.given, "lossy");
+        assert!(e.to_string().contains("none, net, crash or all"));
+    }
+
+    #[test]
+    fn each_mix_turns_on_what_it_says() {
+        let none = FaultMix::None.config(3);
+        assert_eq!(
+            none,
+            SimConfig {
+                seed: 3,
+                ..SimConfig::default()
+            }
+        );
+        let net = FaultMix::Net.config(3);
+        assert!(net.net.any() && net.dma.on && net.nodes.crashes == 0);
+        let crash = FaultMix::Crash.config(3);
+        assert!(!crash.net.any() && crash.nodes.crashes == 1);
+        let all = FaultMix::All.config(3);
+        assert!(all.net.any() && all.nodes.crashes == 1 && all.nodes.slow_every >= 2);
+        assert_eq!(FaultMix::All.config(4).seed, 4);
+    }
+}
