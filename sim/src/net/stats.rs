@@ -67,6 +67,24 @@ impl NetStats {
         self.dropped_loss + self.dropped_partition + self.dropped_crashed + self.dropped_unknown
     }
 
+    /// Adds `o`'s counters to these (over several runs).
+    pub fn add(&mut self, o: &NetStats) {
+        self.sent += o.sent;
+        self.delivered += o.delivered;
+        self.duplicated += o.duplicated;
+        self.reordered += o.reordered;
+        self.dropped_loss += o.dropped_loss;
+        self.dropped_partition += o.dropped_partition;
+        self.dropped_crashed += o.dropped_crashed;
+        self.dropped_unknown += o.dropped_unknown;
+        self.refused_link_full += o.refused_link_full;
+        self.refused_network_full += o.refused_network_full;
+        self.partitions += o.partitions;
+        self.heals += o.heals;
+        self.clogs += o.clogs;
+        self.forced_deliveries += o.forced_deliveries;
+    }
+
     pub(crate) fn count_drop(&mut self, reason: DropReason) {
         match reason {
             DropReason::Loss => self.dropped_loss += 1,
