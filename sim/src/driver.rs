@@ -193,6 +193,9 @@ impl Sim {
             }
             self.apply_crash_plan(net);
             net.tick(self.now);
+            // From the identity each pass, so the order depends on the seed
+            // and the pass only, not on how the caller slices the run.
+            order.iter_mut().enumerate().for_each(|(i, o)| *o = i);
             order.shuffle(&mut self.rng);
             for &i in &order {
                 if !self.runs(i) {
