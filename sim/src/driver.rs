@@ -130,7 +130,7 @@ impl Sim {
             return false;
         }
         match self.slow {
-            Some((slow, every)) if slow == node => self.passes % every == 0,
+            Some((slow, every)) if slow == node => self.passes.is_multiple_of(every),
             _ => true,
         }
     }
