@@ -55,7 +55,7 @@ impl<W: Workload> BenchCluster<W> {
     pub fn sim(&self, cfg: SimConfig) -> Sim {
         let mut sim = Sim::new(cfg);
         let owners = (0..self.loadgens.len())
-            .flat_map(|n| std::iter::repeat(n as NodeId).take(COMPONENTS_PER_NODE))
+            .flat_map(|n| std::iter::repeat_n(n as NodeId, COMPONENTS_PER_NODE))
             .collect();
         sim.set_owners(owners);
         sim

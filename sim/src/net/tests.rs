@@ -234,9 +234,9 @@ fn seeded_partitions_drop_across_and_heal() {
     for step in 0..2_000u64 {
         let now = step * 1_000;
         net.tick(now);
-        for s in 0..3usize {
+        for (s, end) in ends.iter_mut().enumerate() {
             let dst = ((s + 1) % 3) as NodeId;
-            got += send_n(&mut ends[s], dst, 1, now);
+            got += send_n(end, dst, 1, now);
         }
         for e in ends.iter_mut() {
             recv_all(e, now);
