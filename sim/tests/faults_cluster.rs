@@ -16,7 +16,7 @@ use history_support::{check_run, list_append, spec, HistoryCluster};
 use splitkv_bench::history_gen::TxShape;
 use splitkv_bench::{ClusterSpec, Smallbank, SmallbankCluster};
 use splitkv_nic::net::session::SessionEvent;
-use splitkv_sim::{FaultMix, NetFaults, NetStats, SimConfig, SimNetwork};
+use splitkv_sim::{DmaFaults, FaultMix, NetFaults, NetStats, SimConfig, SimNetwork};
 
 /// Passes between checks for the end of a run.
 const SLICE: u64 = 5_000;
@@ -67,6 +67,37 @@ fn net_mix_smallbank_keeps_money_and_replicas() {
         eprintln!("{name}: {s:?}, {} µs virtual", sim.now() / 1_000);
     }
     assert!(partitions > 0, "some seed partitioned the network");
+}
+
+#[test]
+fn dma_latencies_are_wired_into_the_cluster() {
+    let run = |dma: DmaFaults| {
+        let cfg = SimConfig {
+            seed: 8,
+            dma,
+            ..SimConfig::default()
+        };
+        let workload = Smallbank::new(1_000, Some(20)).expect("accounts");
+        let (mut cluster, net) =
+            SmallbankCluster::build_on_sim(smallbank_spec(8, 500), workload, cfg).expect("build");
+        let mut sim = cluster.sim(cfg);
+        cluster
+            .run_sim_until_quiescent(&mut sim, &net, SLICE, PASSES_MAX)
+            .expect("finishes");
+        cluster.check().expect("money check");
+        cluster.check_replicas().expect("replica check");
+        sim.now()
+    };
+    let fixed = run(DmaFaults::default());
+    let slow = DmaFaults {
+        slow_ppm: 100_000,
+        ..DmaFaults::xenic()
+    };
+    let xenic = run(slow);
+    assert!(
+        xenic > fixed,
+        "seeded DMA latencies slow the run: {xenic} ns against {fixed} ns"
+    );
 }
 
 #[test]

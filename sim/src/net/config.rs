@@ -24,7 +24,8 @@ pub enum DelayDist {
     #[default]
     Uniform,
     /// Exponential with mean `jitter_ns`, cut at [`DELAY_TAIL_MEANS_MAX`]
-    /// means: most packets are fast, a few very late.
+    /// means: most packets are fast, a few very late. (Drawn with `f64::ln`:
+    /// bit for bit on one platform; another libm may round differently.)
     Exponential,
 }
 
