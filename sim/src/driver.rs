@@ -35,6 +35,8 @@ pub struct Sim {
     crashed: Vec<(NodeId, Nanos)>,
     /// The slow node and its period.
     slow: Option<(NodeId, u64)>,
+    /// The component order of the last pass.
+    order: Vec<usize>,
 }
 
 impl Sim {
@@ -49,6 +51,7 @@ impl Sim {
             crash_plan: Vec::new(),
             crashed: Vec::new(),
             slow: None,
+            order: Vec::new(),
         }
     }
 
@@ -186,18 +189,20 @@ impl Sim {
         mut done: impl FnMut(Nanos) -> bool,
         max_passes: u64,
     ) -> Result<Nanos, SimError> {
-        let mut order: Vec<usize> = (0..components.len()).collect();
+        if self.order.len() != components.len() {
+            self.order = (0..components.len()).collect();
+        }
         for _ in 0..max_passes {
             if done(self.now) {
                 return Ok(self.now);
             }
             self.apply_crash_plan(net);
             net.tick(self.now);
-            // From the identity each pass, so the order depends on the seed
-            // and the pass only, not on how the caller slices the run.
-            order.iter_mut().enumerate().for_each(|(i, o)| *o = i);
-            order.shuffle(&mut self.rng);
-            for &i in &order {
+            // Kept across calls, so the order depends on the seed and the
+            // pass only, not on how the caller slices the run.
+            self.order.shuffle(&mut self.rng);
+            for k in 0..self.order.len() {
+                let i = self.order[k];
                 if !self.runs(i) {
                     continue;
                 }

@@ -122,11 +122,11 @@ fn every_fault_mix_replays_bit_for_bit() {
         let s = a.stats;
         assert!(s.delivered > 1_000, "{mix}: a real run: {s:?}");
         match mix {
-            FaultMix::None => assert_eq!(s.dropped() + s.duplicated + s.clogs, 0),
+            FaultMix::None => assert_eq!(s.dropped() + s.duplicated + s.clogs + s.crashes, 0),
             FaultMix::Net => assert!(s.dropped_loss + s.duplicated + s.reordered > 0, "{s:?}"),
             FaultMix::Crash | FaultMix::All => {
                 assert_eq!(a.crashed.len(), 1, "{mix}: one crash");
-                assert!(s.dropped_crashed > 0, "{mix}: {s:?}");
+                assert_eq!(s.crashes, 1, "{mix}: the network saw it: {s:?}");
             }
         }
     }

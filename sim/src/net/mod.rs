@@ -373,6 +373,7 @@ impl NetInner {
             return;
         }
         *c = true;
+        self.stats.crashes += 1;
         self.event(now, EventKind::Crash { node });
         let n = self.nodes;
         for li in 0..n * n {

@@ -57,6 +57,8 @@ pub struct NetStats {
     pub heals: u64,
     /// Links clogged.
     pub clogs: u64,
+    /// Nodes crashed.
+    pub crashes: u64,
     /// Held packets delivered by a script ([`crate::SimNetwork::deliver_held`]).
     pub forced_deliveries: u64,
 }
@@ -82,6 +84,7 @@ impl NetStats {
         self.partitions += o.partitions;
         self.heals += o.heals;
         self.clogs += o.clogs;
+        self.crashes += o.crashes;
         self.forced_deliveries += o.forced_deliveries;
     }
 

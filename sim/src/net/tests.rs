@@ -285,6 +285,8 @@ fn crash_drops_everything_to_and_from_the_node() {
     net.crash(1, 10);
     assert!(net.is_crashed(1));
     assert_eq!(net.stats().dropped_crashed, 8, "in flight to and from 1");
+    net.crash(1, 11);
+    assert_eq!(net.stats().crashes, 1, "once");
     assert_eq!(send_n(&mut ends[0], 1, 3, 20), 3, "taken, then dropped");
     assert_eq!(net.stats().dropped_crashed, 11);
     assert_eq!(recv_all(&mut ends[0], FAR).len(), 4, "2 -> 0 unharmed");
