@@ -302,6 +302,12 @@ impl NicRuntime {
         self.io.net.set_epoch(epoch);
     }
 
+    /// Swaps the DMA engine for `dma` and returns the old one (the
+    /// simulator wraps it in seeded latencies). Call while none is in flight.
+    pub fn replace_dma(&mut self, dma: Box<dyn DmaEngine>) -> Box<dyn DmaEngine> {
+        std::mem::replace(&mut self.io.dma, dma)
+    }
+
     /// Runs one polling iteration at time `now`; returns whether it did any work.
     pub fn run_iteration(&mut self, now: Nanos) -> bool {
         if self.fault().is_some() {

@@ -47,6 +47,9 @@ pub struct ClusterSpec {
     pub table: TableKind,
     /// Polling threads of the local threaded driver ([`BenchCluster::run_threads`]).
     pub threads: usize,
+    /// Silence after which a node declares a peer failed, ns (`None`: the
+    /// session default).
+    pub session_silence_ns: Option<Nanos>,
 }
 
 impl ClusterSpec {
@@ -67,6 +70,7 @@ impl ClusterSpec {
             cache_objects: splitkv_nic::index::CACHE_OBJECTS_DEFAULT,
             table: TableKind::Robinhood,
             threads: splitkv_host::cluster::THREADS_DEFAULT,
+            session_silence_ns: None,
         }
     }
 }
@@ -121,6 +125,7 @@ pub fn builder<W: Workload>(spec: &ClusterSpec, workload: &W) -> ClusterBuilder 
     let mut procedures = ProcedureRegistry::new();
     workload.register(&mut procedures);
     let (d_max, prefetch, cache) = (spec.d_max, spec.dma_prefetch, spec.cache_objects);
+    let silence = spec.session_silence_ns;
     Cluster::builder()
         .nodes(spec.nodes)
         .replication(spec.replication)
@@ -136,6 +141,9 @@ pub fn builder<W: Workload>(spec: &ClusterSpec, workload: &W) -> ClusterBuilder 
             cfg.table.d_max = d_max;
             cfg.dma_prefetch = prefetch;
             cfg.cache_objects = cache;
+            if let Some(ns) = silence {
+                cfg.net.session.silence_ns = ns;
+            }
         })
 }
 

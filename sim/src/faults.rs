@@ -1,0 +1,244 @@
+//! Fault mixes: node faults ([`NodeFaults`]), DMA faults ([`DmaFaults`]) and
+//! the named mixes ([`FaultMix`]: none, net, crash, all) that turn one seed
+//! into a fully specified [`SimConfig`].
+//!
+//! | mix   | network                                     | nodes                  | DMA |
+//! |-------|---------------------------------------------|------------------------|-----|
+//! | none  | uniform delay, FIFO links, nothing lost     | —                      | fixed latency of the cluster spec |
+//! | net   | exponential delay, 0.1% loss, 0.1% duplicates, 0.1% reordered (≤ 20 µs), a partition (one in two one-way) with chance 5 ppm per pass lasting 0.2–1 ms, a clog with chance 20 ppm per pass lasting 20–200 µs, 256 packets per link | — | Xenic §3.5 latencies |
+//! | crash | as none                                     | one seeded node crashes at a seeded pass in 20,000–100,000 | Xenic §3.5 latencies |
+//! | all   | as net                                      | as crash, and another seeded node runs one pass in 2 | Xenic §3.5 latencies |
+
+use crate::net::{DelayDist, NetFaults};
+use crate::SimConfig;
+use std::fmt;
+use std::str::FromStr;
+
+/// Most seeded crashes in one run.
+pub const CRASHES_MAX: u32 = 8;
+/// First pass at which a mix's seeded crash may happen.
+pub const CRASH_PASS_MIN_DEFAULT: u64 = 20_000;
+/// Last pass at which a mix's seeded crash may happen.
+pub const CRASH_PASS_MAX_DEFAULT: u64 = 100_000;
+/// Shortest DMA read (Xenic §3.5), ns.
+pub const DMA_READ_NS_MIN_DEFAULT: u64 = 700;
+/// Longest ordinary DMA read (Xenic §3.5: up to ~1.3 µs), ns.
+pub const DMA_READ_NS_MAX_DEFAULT: u64 = 1_300;
+/// Shortest DMA write (log append), ns.
+pub const DMA_WRITE_NS_MIN_DEFAULT: u64 = 300;
+/// Longest ordinary DMA write (Xenic §3.5: ~0.6 µs), ns.
+pub const DMA_WRITE_NS_MAX_DEFAULT: u64 = 600;
+/// Share of DMA requests that complete slowly, ppm.
+pub const DMA_SLOW_PPM_DEFAULT: u32 = 1_000;
+/// Extra latency of a slow DMA completion, ns.
+pub const DMA_SLOW_NS_DEFAULT: u64 = 20_000;
+
+/// Node faults, drawn by the driver ([`crate::Sim`]) from the seed once it
+/// knows the nodes ([`crate::Sim::set_owners`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct NodeFaults {
+    /// Seeded crashes, each of a distinct node (at most [`CRASHES_MAX`] and
+    /// fewer than the nodes).
+    pub crashes: u32,
+    /// Earliest pass of a seeded crash.
+    pub crash_pass_min: u64,
+    /// Latest pass of a seeded crash.
+    pub crash_pass_max: u64,
+    /// If at least 2: one seeded node (not a crashed one) runs its
+    /// components only every `slow_every`-th pass.
+    pub slow_every: u32,
+}
+
+/// DMA faults, applied by [`crate::dma::SimDma`]: each request is submitted
+/// to the real engine only after a seeded latency in virtual time.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct DmaFaults {
+    /// Whether the cluster wraps its DMA engines.
+    pub on: bool,
+    /// Read latency range, ns.
+    pub read_ns_min: u64,
+    /// Read latency range, ns.
+    pub read_ns_max: u64,
+    /// Write (log append) latency range, ns.
+    pub write_ns_min: u64,
+    /// Write latency range, ns.
+    pub write_ns_max: u64,
+    /// Share of slow completions, ppm.
+    pub slow_ppm: u32,
+    /// Extra latency of a slow completion, ns.
+    pub slow_ns: u64,
+}
+
+impl DmaFaults {
+    /// Xenic §3.5's latencies: reads 0.7–1.3 µs, writes 0.3–0.6 µs, 0.1%
+    /// slow by 20 µs.
+    pub const fn xenic() -> DmaFaults {
+        DmaFaults {
+            on: true,
+            read_ns_min: DMA_READ_NS_MIN_DEFAULT,
+            read_ns_max: DMA_READ_NS_MAX_DEFAULT,
+            write_ns_min: DMA_WRITE_NS_MIN_DEFAULT,
+            write_ns_max: DMA_WRITE_NS_MAX_DEFAULT,
+            slow_ppm: DMA_SLOW_PPM_DEFAULT,
+            slow_ns: DMA_SLOW_NS_DEFAULT,
+        }
+    }
+}
+
+/// A named set of faults (`none|net|crash|all`, see the module table).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum FaultMix {
+    /// No faults.
+    #[default]
+    None,
+    /// Network faults and DMA latencies.
+    Net,
+    /// One node crash and DMA latencies.
+    Crash,
+    /// Network faults, a crash, a slow node and DMA latencies.
+    All,
+}
+
+impl FaultMix {
+    /// Every mix, in order.
+    pub const ALL: [FaultMix; 4] = [
+        FaultMix::None,
+        FaultMix::Net,
+        FaultMix::Crash,
+        FaultMix::All,
+    ];
+
+    /// The mix's name as [`FromStr`] reads it.
+    pub fn name(self) -> &'static str {
+        match self {
+            FaultMix::None => "none",
+            FaultMix::Net => "net",
+            FaultMix::Crash => "crash",
+            FaultMix::All => "all",
+        }
+    }
+
+    /// The network faults of the net mix.
+    pub const fn net_faults() -> NetFaults {
+        NetFaults {
+            delay: DelayDist::Exponential,
+            loss_ppm: 1_000,
+            duplicate_ppm: 1_000,
+            reorder_ppm: 1_000,
+            reorder_delay_ns: 20_000,
+            partition_ppm: 5,
+            partition_one_way_ppm: 500_000,
+            partition_ns_min: 200_000,
+            partition_ns_max: 1_000_000,
+            clog_ppm: 20,
+            clog_ns_min: 20_000,
+            clog_ns_max: 200_000,
+            link_capacity: 256,
+        }
+    }
+
+    /// The crash of the crash mix: one node at a pass in
+    /// [`CRASH_PASS_MIN_DEFAULT`]..=[`CRASH_PASS_MAX_DEFAULT`].
+    pub const fn crash_faults() -> NodeFaults {
+        NodeFaults {
+            crashes: 1,
+            crash_pass_min: CRASH_PASS_MIN_DEFAULT,
+            crash_pass_max: CRASH_PASS_MAX_DEFAULT,
+            slow_every: 0,
+        }
+    }
+
+    /// The fully specified configuration of this mix for `seed` (everything
+    /// else as [`SimConfig::default`]).
+    pub fn config(self, seed: u64) -> SimConfig {
+        let base = SimConfig {
+            seed,
+            ..SimConfig::default()
+        };
+        match self {
+            FaultMix::None => base,
+            FaultMix::Net => SimConfig {
+                net: FaultMix::net_faults(),
+                dma: DmaFaults::xenic(),
+                ..base
+            },
+            FaultMix::Crash => SimConfig {
+                nodes: FaultMix::crash_faults(),
+                dma: DmaFaults::xenic(),
+                ..base
+            },
+            FaultMix::All => SimConfig {
+                net: FaultMix::net_faults(),
+                nodes: NodeFaults {
+                    slow_every: 2,
+                    ..FaultMix::crash_faults()
+                },
+                dma: DmaFaults::xenic(),
+                ..base
+            },
+        }
+    }
+}
+
+impl fmt::Display for FaultMix {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// A fault-mix name that is not one of `none|net|crash|all`.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("unknown fault mix {given:?} (expected none, net, crash or all)")]
+pub struct FaultMixError {
+    /// What was given.
+    pub given: String,
+}
+
+impl FromStr for FaultMix {
+    type Err = FaultMixError;
+
+    fn from_str(s: &str) -> Result<FaultMix, FaultMixError> {
+        FaultMix::ALL
+            .into_iter()
+            .find(|m| m.name().eq_ignore_ascii_case(s.trim()))
+            .ok_or_else(|| FaultMixError {
+                given: s.to_string(),
+            })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_round_trip_and_bad_names_are_typed_errors() {
+        for m in FaultMix::ALL {
+            assert_eq!(m.name().parse::<FaultMix>(), Ok(m));
+            assert_eq!(m.to_string(), m.name());
+        }
+        assert_eq!(" NET ".parse::<FaultMix>(), Ok(FaultMix::Net));
+        let e = "lossy".parse::<FaultMix>().unwrap_err();
+        assert_eq!(e.given, "lossy");
+        assert!(e.to_string().contains("none, net, crash or all"));
+    }
+
+    #[test]
+    fn each_mix_turns_on_what_it_says() {
+        let none = FaultMix::None.config(3);
+        assert_eq!(
+            none,
+            SimConfig {
+                seed: 3,
+                ..SimConfig::default()
+            }
+        );
+        let net = FaultMix::Net.config(3);
+        assert!(net.net.any() && net.dma.on && net.nodes.crashes == 0);
+        let crash = FaultMix::Crash.config(3);
+        assert!(!crash.net.any() && crash.nodes.crashes == 1);
+        let all = FaultMix::All.config(3);
+        assert!(all.net.any() && all.nodes.crashes == 1 && all.nodes.slow_every >= 2);
+        assert_eq!(FaultMix::All.config(4).seed, 4);
+    }
+}
