@@ -1,25 +1,15 @@
-//! The `--faults` mixes and the simulator configuration each seed runs with.
+//! The `--faults` mixes ([`FaultMix`], `sim/src/faults.rs` says what each
+//! turns on) and the simulator configuration each seed runs with.
 
+use splitkv_sim::faults::FaultMix;
 use splitkv_sim::SimConfig;
 
-/// The fault mixes the simulator runs today.
-pub const MIXES: &[&str] = &["none"];
-
-/// Checks a fault-mix name.
-pub fn parse(s: &str) -> Result<&'static str, String> {
-    MIXES.iter().copied().find(|m| *m == s).ok_or_else(|| {
-        format!(
-            "unknown fault mix '{s}' (the simulator runs: {})",
-            MIXES.join(", ")
-        )
-    })
+/// Reads a fault-mix name (`none|net|crash|all`).
+pub fn parse(s: &str) -> Result<FaultMix, String> {
+    s.parse::<FaultMix>().map_err(|e| e.to_string())
 }
 
-/// The simulator configuration of `seed` under fault mix `faults` (checked by
-/// [`parse`] first).
-pub fn sim_config(_faults: &str, seed: u64) -> SimConfig {
-    SimConfig {
-        seed,
-        ..SimConfig::default()
-    }
+/// The fully specified simulator configuration of `seed` under `mix`.
+pub fn sim_config(mix: FaultMix, seed: u64) -> SimConfig {
+    mix.config(seed)
 }

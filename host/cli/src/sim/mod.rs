@@ -21,7 +21,7 @@ use std::sync::Mutex;
 /// Runs every seed of `args` and prints the summary.
 pub fn run(args: &SimArgs) -> Result<(), Failure> {
     if args.list_faults {
-        for m in faults::MIXES {
+        for m in splitkv_sim::faults::FaultMix::ALL {
             println!("{m}");
         }
         return Ok(());
@@ -89,7 +89,9 @@ fn run_caught(args: &SimArgs, seed: u64) -> SeedOutcome {
             seed,
             virtual_ns: 0,
             committed: 0,
+            crashes: 0,
             failure: Some(format!("panicked: {message}")),
+            trace: None,
         }
     })
 }
@@ -102,8 +104,9 @@ fn summarize(
     let failed: Vec<&SeedOutcome> = outcomes.iter().filter(|o| o.failure.is_some()).collect();
     let committed: u64 = outcomes.iter().map(|o| o.committed).sum();
     let virtual_ns: u64 = outcomes.iter().map(|o| o.virtual_ns).sum();
+    let crashes: usize = outcomes.iter().map(|o| o.crashes).sum();
     println!(
-        "{} / {} / faults {}: {} seeds run, {} passed, {} failed; {} transactions committed, {:.3} s simulated in {:.1} s",
+        "{} / {} / faults {}: {} seeds run, {} passed, {} failed; {} transactions committed, {} node crashes, {:.3} s simulated in {:.1} s",
         args.workload.flag(),
         args.protocol.flag(),
         args.faults,
@@ -111,6 +114,7 @@ fn summarize(
         outcomes.len() - failed.len(),
         failed.len(),
         committed,
+        crashes,
         virtual_ns as f64 / 1e9,
         wall.as_secs_f64()
     );
@@ -127,6 +131,9 @@ fn summarize(
             o.seed,
             o.failure.as_deref().unwrap_or("")
         );
+        if let Some(trace) = &o.trace {
+            println!("  last simulator events of seed {}:\n{trace}", o.seed);
+        }
         println!("  replay: {}", args.replay_command(o.seed));
     }
     if let Some(dir) = &args.history {

@@ -10,12 +10,20 @@ use splitkv_bench::history_gen::TxShape;
 use splitkv_bench::loadgen::RetryPolicy;
 use splitkv_bench::{BenchCluster, ClusterSpec, Smallbank, Workload};
 use splitkv_nic::Nanos;
-use splitkv_sim::{Sim, SimConfig};
+use splitkv_sim::SimConfig;
 
 /// Passes between checks for the end of a run.
 const PASSES_PER_SLICE: u64 = 5_000;
-/// Passes after which a seed counts as stalled (a liveness failure).
-const PASSES_MAX: u64 = 50_000_000;
+/// Passes after which a seed counts as stalled (a liveness failure): 1 s of
+/// virtual time at the default tick, twenty times what a net-mix run of the
+/// default size takes.
+const PASSES_MAX: u64 = 5_000_000;
+/// Silence after which a session declares its peer failed (ns of virtual
+/// time): longer than a retransmission timeout plus the longest partition of
+/// the net mix, so only a crashed peer is declared failed.
+const SESSION_SILENCE_NS: u64 = 30_000_000;
+/// Simulator events printed around a failure with `--trace`.
+const TRACE_EVENTS_PRINTED: usize = 60;
 /// Keys of the history workloads (few, so transactions conflict).
 const HISTORY_KEYS: u64 = 12;
 /// Smallbank accounts per node.
@@ -32,13 +40,21 @@ pub struct SeedOutcome {
     pub virtual_ns: Nanos,
     /// Transactions reported committed.
     pub committed: u64,
+    /// Nodes that crashed during the run.
+    pub crashes: usize,
     /// `None` when every check passed; otherwise what failed.
     pub failure: Option<String>,
+    /// The simulator's last events, when the seed failed and `--trace` asked.
+    pub trace: Option<String>,
 }
 
 /// Runs seed `seed` as `args` say.
 pub fn run_seed(args: &SimArgs, seed: u64) -> SeedOutcome {
-    let cfg = super::faults::sim_config(&args.faults, seed);
+    let mix = match super::faults::parse(&args.faults) {
+        Ok(m) => m,
+        Err(e) => return failed(seed, e),
+    };
+    let cfg = super::faults::sim_config(mix, seed);
     match args.workload {
         SimWorkload::Smallbank => {
             let accounts = SMALLBANK_ACCOUNTS_PER_NODE * args.nodes as u64;
@@ -77,7 +93,9 @@ fn failed(seed: u64, why: String) -> SeedOutcome {
         seed,
         virtual_ns: 0,
         committed: 0,
+        crashes: 0,
         failure: Some(why),
+        trace: None,
     }
 }
 
@@ -89,6 +107,7 @@ fn spec(args: &SimArgs, seed: u64) -> ClusterSpec {
     spec.budget_per_node = Some(args.transactions);
     spec.seed = seed;
     spec.dma_latency_ns = DMA_LATENCY_NS;
+    spec.session_silence_ns = Some(SESSION_SILENCE_NS);
     // Backoff scaled to the simulated network (microseconds one way).
     spec.retry = RetryPolicy {
         backoff_min_ns: 1_000,
@@ -103,7 +122,8 @@ fn run<W: Workload>(args: &SimArgs, seed: u64, cfg: SimConfig, workload: W) -> S
         Ok(c) => c,
         Err(e) => return failed(seed, format!("cluster not built: {e}")),
     };
-    let mut sim = Sim::new(cfg);
+    // The cluster's driver knows which components are whose node (crashes, slow node).
+    let mut sim = cluster.sim(cfg);
     let ran = cluster.run_sim_until_quiescent(&mut sim, &net, PASSES_PER_SLICE, PASSES_MAX);
     let committed = cluster.load_stats().committed;
     let failure = match ran {
@@ -113,11 +133,17 @@ fn run<W: Workload>(args: &SimArgs, seed: u64, cfg: SimConfig, workload: W) -> S
             check(&cluster)
         }
     };
+    let trace = match (&failure, args.trace) {
+        (Some(_), true) => Some(net.trace().tail(TRACE_EVENTS_PRINTED)),
+        _ => None,
+    };
     SeedOutcome {
         seed,
         virtual_ns: sim.now(),
         committed,
+        crashes: sim.crashed().len(),
         failure,
+        trace,
     }
 }
 
