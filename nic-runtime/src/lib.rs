@@ -29,7 +29,7 @@ pub mod runtime;
 /// never read a clock; drivers pass `now` in.
 pub type Nanos = u64;
 
-pub use placement::{Placement, PlacementError, NODES_MAX};
+pub use placement::{Placement, PlacementError, PlacementView, NODES_MAX};
 pub use procedure::{
     ProcError, Procedure, ProcedureRegistry, ReadView, TxPlan, UserAbort, WriteSet,
 };
