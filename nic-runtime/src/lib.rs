@@ -23,6 +23,7 @@ pub mod net;
 pub mod placement;
 pub mod procedure;
 pub mod protocol;
+pub mod recovery;
 pub mod runtime;
 
 /// Time in nanoseconds: virtual in the simulator, monotonic elsewhere. Components
