@@ -128,13 +128,16 @@ impl Recovery {
     }
 
     /// A new epoch from the membership: nodes in `failed` crashed. Stops
-    /// service, sends `local` to the recovery leader (or, at the leader,
-    /// starts collecting), and discards commands of earlier epochs.
+    /// service and sends `local` to the recovery leader (or, at the leader,
+    /// starts collecting). The node must take every queued command first and
+    /// gather `local` after them, so that decisions it applied show as
+    /// COMMIT and ABORT records.
     ///
     /// # Errors
-    /// [`RecoveryError`] for an epoch not newer than the current one, a
-    /// failed set that does not fit the cluster or names this node, or more
-    /// than [`LOCAL_EVIDENCE_ENTRIES_MAX`] entries; nothing changes then.
+    /// [`RecoveryError`] for commands still queued, an epoch not newer than
+    /// the current one, a failed set that does not fit the cluster or names
+    /// this node, or more than [`LOCAL_EVIDENCE_ENTRIES_MAX`] entries;
+    /// nothing changes then.
     pub fn begin_epoch(
         &mut self,
         now: Nanos,
@@ -142,6 +145,9 @@ impl Recovery {
         failed: splitkv_layout::wire::NodeMask,
         local: LocalEvidence,
     ) -> Result<(), RecoveryError> {
+        if !self.commands.is_empty() {
+            return Err(RecoveryError::CommandsPending(self.commands.len()));
+        }
         if epoch <= self.epoch {
             return Err(RecoveryError::EpochNotNewer {
                 current: self.epoch,
@@ -162,7 +168,6 @@ impl Recovery {
         self.epoch = epoch;
         self.view = view;
         self.local = local;
-        self.commands.clear();
         self.evidence = EvidenceSet::new();
         self.evidence_parts = [Parts::default(); NODES_MAX];
         self.reported.iter_mut().for_each(BTreeSet::clear);

@@ -80,8 +80,8 @@ impl LocalEvidence {
 }
 
 /// An action the recovery state machine asks its node to take, in order.
-/// Commands of an epoch not yet taken when a newer epoch begins are
-/// discarded (the newer epoch decides again).
+/// The node takes every queued command before it starts another epoch
+/// (`Recovery::begin_epoch` refuses while any is queued).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum RecoveryCommand {
     /// Send `msg` to node `to` on the recovery flow, in the current epoch.
@@ -135,6 +135,9 @@ pub enum RecoveryCommand {
 /// Why an epoch change cannot start.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
 pub enum RecoveryError {
+    /// Commands are still queued: take them first.
+    #[error("{0} recovery commands are still queued")]
+    CommandsPending(usize),
     /// Epochs only grow.
     #[error("epoch {given} is not newer than the current epoch {current}")]
     EpochNotNewer {
