@@ -79,6 +79,8 @@ fn msg() -> impl Strategy<Value = RecoveryMsg> {
                 parts,
                 decisions,
             }),
+        any::<u32>().prop_map(|epoch| RecoveryMsg::Applied { epoch }),
+        any::<u32>().prop_map(|epoch| RecoveryMsg::Resume { epoch }),
     ]
 }
 

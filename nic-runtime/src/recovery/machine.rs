@@ -4,15 +4,12 @@
 
 use std::collections::{BTreeSet, VecDeque};
 
-use splitkv_layout::wire::{
-    CoordEvidence, Decision, NodeId, RecordEvidence, RecordKind, RecoveryMsg,
-    DECISIONS_PER_MESSAGE_MAX, EVIDENCE_ENTRIES_PER_MESSAGE_MAX,
-};
+use splitkv_layout::wire::{Decision, NodeId, NodeMask, RecoveryMsg};
 
 use super::decide::EvidenceSet;
 use super::types::{
     LocalEvidence, RecoveryCommand, RecoveryConfig, RecoveryError, RecoveryStats, COMMANDS_MAX,
-    EARLY_MESSAGES_MAX, LOCAL_EVIDENCE_ENTRIES_MAX, RECOVERY_TXS_MAX,
+    EARLY_MESSAGES_MAX, LOCAL_EVIDENCE_ENTRIES_MAX,
 };
 use crate::placement::{Placement, PlacementView, NODES_MAX};
 use crate::Nanos;
@@ -26,11 +23,17 @@ pub enum RecoveryPhase {
     Collecting,
     /// Not the leader: evidence sent, waiting for the leader's decisions.
     AwaitingDecisions,
+    /// Leader: decisions sent and recorded here, waiting for every live
+    /// node's `Applied`.
+    AwaitingApplied,
+    /// Not the leader: decisions recorded and `Applied` sent, waiting for
+    /// the leader's `Resume`.
+    AwaitingResume,
 }
 
 /// Which parts of a multi-part series arrived (at most 64 parts).
 #[derive(Debug, Clone, Copy, Default)]
-struct Parts {
+pub(super) struct Parts {
     /// The series' part count; 0 until the first part arrives.
     parts: u16,
     seen: u64,
@@ -39,7 +42,7 @@ struct Parts {
 impl Parts {
     /// Records `part` of `parts`; `false` for a duplicate or a part count
     /// that disagrees with earlier parts.
-    fn add(&mut self, part: u16, parts: u16) -> bool {
+    pub(super) fn add(&mut self, part: u16, parts: u16) -> bool {
         if (self.parts != 0 && self.parts != parts) || self.seen & (1 << part) != 0 {
             return false;
         }
@@ -48,7 +51,7 @@ impl Parts {
         true
     }
 
-    fn complete(&self) -> bool {
+    pub(super) fn complete(&self) -> bool {
         self.parts != 0 && self.seen.count_ones() == self.parts as u32
     }
 }
@@ -56,26 +59,29 @@ impl Parts {
 /// One node's recovery state machine (issue 11; Xenic §4.2.1, Dandelion §4.4).
 #[derive(Debug)]
 pub struct Recovery {
-    node: NodeId,
-    config: RecoveryConfig,
-    epoch: u32,
-    view: PlacementView,
+    pub(super) node: NodeId,
+    pub(super) config: RecoveryConfig,
+    pub(super) epoch: u32,
+    pub(super) view: PlacementView,
     /// The view of the last epoch this node resumed in (promotions are
     /// relative to it, so a crash during recovery loses none).
-    served: PlacementView,
-    phase: RecoveryPhase,
-    deadline: Nanos,
-    local: LocalEvidence,
-    evidence: EvidenceSet,
+    pub(super) served: PlacementView,
+    pub(super) phase: RecoveryPhase,
+    pub(super) deadline: Nanos,
+    pub(super) local: LocalEvidence,
+    pub(super) evidence: EvidenceSet,
     /// Leader: per node, the parts of its evidence that arrived.
-    evidence_parts: [Parts; NODES_MAX],
+    pub(super) evidence_parts: [Parts; NODES_MAX],
     /// Leader: per node, the transactions it reported (it gets their decisions).
-    reported: Vec<BTreeSet<u64>>,
-    decision_parts: Parts,
-    decisions: Vec<Decision>,
-    commands: VecDeque<RecoveryCommand>,
-    early: Vec<(NodeId, RecoveryMsg)>,
-    stats: RecoveryStats,
+    pub(super) reported: Vec<BTreeSet<u64>>,
+    pub(super) decision_parts: Parts,
+    /// This node's decisions for the current epoch.
+    pub(super) decisions: Vec<Decision>,
+    /// Leader: the live nodes whose `Applied` arrived.
+    pub(super) applied: NodeMask,
+    pub(super) commands: VecDeque<RecoveryCommand>,
+    pub(super) early: Vec<(NodeId, RecoveryMsg)>,
+    pub(super) stats: RecoveryStats,
 }
 
 impl Recovery {
@@ -96,6 +102,7 @@ impl Recovery {
             reported: vec![BTreeSet::new(); NODES_MAX],
             decision_parts: Parts::default(),
             decisions: Vec::new(),
+            applied: NodeMask::EMPTY,
             commands: VecDeque::new(),
             early: Vec::new(),
             stats: RecoveryStats::default(),
@@ -173,6 +180,7 @@ impl Recovery {
         self.reported.iter_mut().for_each(BTreeSet::clear);
         self.decision_parts = Parts::default();
         self.decisions.clear();
+        self.applied = NodeMask::EMPTY;
         if view.leader() == self.node {
             self.phase = RecoveryPhase::Collecting;
             self.deadline = now.saturating_add(self.config.evidence_timeout_ns);
@@ -180,6 +188,7 @@ impl Recovery {
             self.add_evidence(self.node, &local.coordinated, &local.records);
             self.local = local;
             self.evidence_parts[self.node as usize].add(0, 1);
+            self.try_finish_collecting(now);
         } else {
             self.phase = RecoveryPhase::AwaitingDecisions;
             self.deadline = now.saturating_add(self.config.decision_timeout_ns);
@@ -195,12 +204,11 @@ impl Recovery {
                 self.stats.old_epoch_dropped += 1;
             }
         }
-        self.try_finish_collecting();
         Ok(())
     }
 
     /// A recovery message from node `from` (the packet's source).
-    pub fn on_message(&mut self, _now: Nanos, from: NodeId, msg: RecoveryMsg) {
+    pub fn on_message(&mut self, now: Nanos, from: NodeId, msg: RecoveryMsg) {
         if msg.epoch() < self.epoch {
             self.stats.old_epoch_dropped += 1;
             return;
@@ -224,13 +232,15 @@ impl Recovery {
                 coordinated,
                 records,
                 ..
-            } => self.on_evidence(from, part, parts, &coordinated, &records),
+            } => self.on_evidence(now, from, part, parts, &coordinated, &records),
             RecoveryMsg::Decisions {
                 part,
                 parts,
                 decisions,
                 ..
-            } => self.on_decisions(from, part, parts, &decisions),
+            } => self.on_decisions(now, from, part, parts, &decisions),
+            RecoveryMsg::Applied { .. } => self.on_applied(from),
+            RecoveryMsg::Resume { .. } => self.on_resume(from),
         }
     }
 
@@ -240,17 +250,17 @@ impl Recovery {
             return false;
         }
         match self.phase {
-            RecoveryPhase::Collecting => {
+            RecoveryPhase::Collecting | RecoveryPhase::AwaitingApplied => {
                 let silent: Vec<NodeId> = self
                     .view
                     .live()
                     .iter()
-                    .filter(|&n| !self.evidence_parts[n as usize].complete())
+                    .filter(|&n| !self.heard_from(n))
                     .collect();
                 silent.into_iter().for_each(|n| self.suspect(n));
                 self.deadline = now.saturating_add(self.config.evidence_timeout_ns);
             }
-            RecoveryPhase::AwaitingDecisions => {
+            RecoveryPhase::AwaitingDecisions | RecoveryPhase::AwaitingResume => {
                 self.suspect(self.view.leader());
                 self.deadline = now.saturating_add(self.config.decision_timeout_ns);
             }
@@ -259,158 +269,21 @@ impl Recovery {
         true
     }
 
+    /// Leader: whether `n` did what the current step waits for.
+    fn heard_from(&self, n: NodeId) -> bool {
+        match self.phase {
+            RecoveryPhase::Collecting => self.evidence_parts[n as usize].complete(),
+            _ => self.applied.contains(n),
+        }
+    }
+
     fn suspect(&mut self, node: NodeId) {
         self.stats.suspicions += 1;
         self.push(RecoveryCommand::SuspectNode { node });
     }
 
-    fn push(&mut self, c: RecoveryCommand) {
+    pub(super) fn push(&mut self, c: RecoveryCommand) {
         debug_assert!(self.commands.len() < COMMANDS_MAX, "command bound");
         self.commands.push_back(c);
-    }
-
-    fn send_evidence(&mut self) {
-        let leader = self.view.leader();
-        let entries = self.local.len();
-        let parts = entries.div_ceil(EVIDENCE_ENTRIES_PER_MESSAGE_MAX).max(1);
-        let (mut c, mut r) = (&self.local.coordinated[..], &self.local.records[..]);
-        let mut msgs = Vec::with_capacity(parts);
-        for part in 0..parts {
-            let nc = c.len().min(EVIDENCE_ENTRIES_PER_MESSAGE_MAX);
-            let nr = r.len().min(EVIDENCE_ENTRIES_PER_MESSAGE_MAX - nc);
-            msgs.push(RecoveryMsg::Evidence {
-                epoch: self.epoch,
-                part: part as u16,
-                parts: parts as u16,
-                coordinated: c[..nc].to_vec(),
-                records: r[..nr].to_vec(),
-            });
-            (c, r) = (&c[nc..], &r[nr..]);
-        }
-        for msg in msgs {
-            self.push(RecoveryCommand::Send { to: leader, msg });
-        }
-    }
-
-    fn add_evidence(&mut self, from: NodeId, c: &[CoordEvidence], r: &[RecordEvidence]) {
-        if !self.evidence.add(from, c, r, RECOVERY_TXS_MAX) {
-            self.stats.txs_over_limit += 1;
-        }
-        let ids = c.iter().map(|e| e.tx_id).chain(r.iter().map(|e| e.tx_id));
-        self.reported[from as usize].extend(ids);
-    }
-
-    fn on_evidence(
-        &mut self,
-        from: NodeId,
-        part: u16,
-        parts: u16,
-        c: &[CoordEvidence],
-        r: &[RecordEvidence],
-    ) {
-        if self.phase != RecoveryPhase::Collecting
-            || !self.evidence_parts[from as usize].add(part, parts)
-        {
-            self.stats.unexpected_dropped += 1;
-            return;
-        }
-        self.add_evidence(from, c, r);
-        self.try_finish_collecting();
-    }
-
-    /// Leader: once every live node's evidence is in, decides every
-    /// transaction, sends each node the decisions of the transactions it
-    /// reported, and applies its own.
-    fn try_finish_collecting(&mut self) {
-        if self.phase != RecoveryPhase::Collecting
-            || !self
-                .view
-                .live()
-                .iter()
-                .all(|n| self.evidence_parts[n as usize].complete())
-        {
-            return;
-        }
-        let me = self.node;
-        for n in self.view.live().iter().filter(|&n| n != me) {
-            let decisions = self.decisions_for(n);
-            let parts = decisions.len().div_ceil(DECISIONS_PER_MESSAGE_MAX).max(1);
-            for part in 0..parts {
-                let lo = part * DECISIONS_PER_MESSAGE_MAX;
-                let hi = decisions.len().min(lo + DECISIONS_PER_MESSAGE_MAX);
-                let msg = RecoveryMsg::Decisions {
-                    epoch: self.epoch,
-                    part: part as u16,
-                    parts: parts as u16,
-                    decisions: decisions[lo..hi].to_vec(),
-                };
-                self.push(RecoveryCommand::Send { to: n, msg });
-            }
-        }
-        let own = self.decisions_for(self.node);
-        self.apply(&own);
-    }
-
-    fn decisions_for(&self, n: NodeId) -> Vec<Decision> {
-        self.reported[n as usize]
-            .iter()
-            .filter_map(|&tx_id| {
-                let e = self.evidence.get(tx_id)?;
-                Some(Decision {
-                    tx_id,
-                    commit: e.decide(&self.view).0,
-                })
-            })
-            .collect()
-    }
-
-    fn on_decisions(&mut self, from: NodeId, part: u16, parts: u16, d: &[Decision]) {
-        if self.phase != RecoveryPhase::AwaitingDecisions
-            || from != self.view.leader()
-            || !self.decision_parts.add(part, parts)
-        {
-            self.stats.unexpected_dropped += 1;
-            return;
-        }
-        self.decisions.extend_from_slice(d);
-        if self.decision_parts.complete() {
-            let decisions = std::mem::take(&mut self.decisions);
-            self.apply(&decisions);
-        }
-    }
-
-    /// Applies this node's decisions: pending records committed or dropped,
-    /// coordinated transactions finished, shards promoted, service resumed.
-    fn apply(&mut self, decisions: &[Decision]) {
-        let pending: BTreeSet<u64> = self
-            .local
-            .records
-            .iter()
-            .filter(|r| r.kind == RecordKind::Log)
-            .map(|r| r.tx_id)
-            .collect();
-        let coordinated: BTreeSet<u64> = self.local.coordinated.iter().map(|c| c.tx_id).collect();
-        for d in decisions {
-            if pending.contains(&d.tx_id) {
-                self.push(if d.commit {
-                    RecoveryCommand::CommitPending { tx_id: d.tx_id }
-                } else {
-                    RecoveryCommand::DropPending { tx_id: d.tx_id }
-                });
-            }
-            if coordinated.contains(&d.tx_id) {
-                self.push(RecoveryCommand::FinishCoordinated {
-                    tx_id: d.tx_id,
-                    commit: d.commit,
-                });
-            }
-        }
-        for shard in self.view.promoted(&self.served, self.node).iter() {
-            self.push(RecoveryCommand::Promote { shard });
-        }
-        self.push(RecoveryCommand::Resume { epoch: self.epoch });
-        self.served = self.view;
-        self.phase = RecoveryPhase::Serving;
-        self.stats.epochs_resumed += 1;
     }
 }

@@ -31,13 +31,29 @@
 //!    transaction by the rule in [`decide`] and sends each node the
 //!    decisions of the transactions that node reported
 //!    ([`RecoveryMsg::Decisions`](splitkv_layout::wire::RecoveryMsg::Decisions) parts).
-//! 4. Each node applies its decisions ([`RecoveryCommand::CommitPending`],
-//!    [`RecoveryCommand::DropPending`], [`RecoveryCommand::FinishCoordinated`]),
-//!    is promoted to primary of every shard whose earlier primaries failed and
-//!    whose first surviving replica it is ([`RecoveryCommand::Promote`]: the
-//!    NIC index is rebuilt from the host table, which now holds every
-//!    committed record; there are no locks left to rebuild, since every
-//!    earlier transaction is decided), and resumes ([`RecoveryCommand::Resume`]).
+//! 4. Each node records its decisions in its host log
+//!    ([`RecoveryCommand::CommitPending`], [`RecoveryCommand::DropPending`]:
+//!    a COMMIT or ABORT record each) and answers
+//!    [`RecoveryMsg::Applied`](splitkv_layout::wire::RecoveryMsg::Applied).
+//! 5. Once every live node has answered, the leader sends
+//!    [`RecoveryMsg::Resume`](splitkv_layout::wire::RecoveryMsg::Resume).
+//!    Only then does a node act on the decisions where anyone can see them:
+//!    its coordinator reports outcomes to clients
+//!    ([`RecoveryCommand::FinishCoordinated`]), it is promoted to primary of
+//!    every shard whose earlier primaries failed and whose first surviving
+//!    replica it is ([`RecoveryCommand::Promote`]: the NIC index is rebuilt
+//!    from the host table, which now holds every committed record; there are
+//!    no locks left to rebuild, since every earlier transaction is decided),
+//!    and it resumes ([`RecoveryCommand::Resume`]).
+//!
+//! Why step 4 comes before anyone acts: an abort decided because a live
+//! replica lacked the LOG could turn into a commit in a later epoch if that
+//! replica crashed, unless the LOG holders recorded the abort (rule 3). Once
+//! every live node recorded the epoch's decisions they hold in every later
+//! epoch (commits: every surviving replica keeps a LOG or COMMIT record;
+//! aborts: every surviving LOG holder has the ABORT record). A leader that
+//! crashes before `Resume` leaves decisions nobody acted on, and the next
+//! epoch may decide those differently.
 //!
 //! Timeouts: the leader suspects every node whose evidence has not arrived
 //! within [`RecoveryConfig::evidence_timeout_ns`], a non-leader suspects the
@@ -45,8 +61,7 @@
 //! [`RecoveryConfig::decision_timeout_ns`] ([`RecoveryCommand::SuspectNode`]);
 //! the membership then starts another epoch, and recovery starts over with
 //! the evidence as it is then. Decisions stay consistent across such
-//! restarts: an applied decision leaves a COMMIT or ABORT record (rules 2
-//! and 3), and an undecided survivor set only shrinks.
+//! restarts, as argued above.
 //!
 //! # Messages and bounds
 //! [`RecoveryMsg`](splitkv_layout::wire::RecoveryMsg) (shared-layout, `wire/recovery.rs`) on the recovery flow;
@@ -66,6 +81,7 @@
 
 pub mod decide;
 mod machine;
+mod steps;
 mod types;
 
 pub use decide::{DecisionReason, EvidenceSet, TxEvidence};

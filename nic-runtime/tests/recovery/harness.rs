@@ -218,9 +218,12 @@ impl Cluster {
                 }
                 t.outcome = Some(commit);
                 t.reported = true;
+                self.reported.insert(tx_id, commit);
             }
             RecoveryCommand::Promote { shard } => n.promoted.push(shard),
-            RecoveryCommand::SuspectNode { node } => self.suspects.push(node),
+            // A silent node's suspicions do not reach the membership either.
+            RecoveryCommand::SuspectNode { node } if !n.mute => self.suspects.push(node),
+            RecoveryCommand::SuspectNode { .. } => {}
             RecoveryCommand::Resume { epoch } => n.resumed.push(epoch),
         }
     }

@@ -12,6 +12,8 @@
 //! |---|---|
 //! | Evidence | tag u8 = 1, epoch u32, part u16, parts u16, n_coord u16, n_records u16, coord entries, record entries |
 //! | Decisions | tag u8 = 2, epoch u32, part u16, parts u16, n u16, decision entries |
+//! | Applied | tag u8 = 3, epoch u32 |
+//! | Resume | tag u8 = 4, epoch u32 |
 //!
 //! - coordinator entry ([`COORD_EVIDENCE_BYTES`]): tx_id u64, phase u8,
 //!   outcome u8, reported u8 (0/1), write_shards u16;
@@ -164,6 +166,10 @@ wire_enum!(
         Evidence = 1,
         /// [`RecoveryMsg::Decisions`].
         Decisions = 2,
+        /// [`RecoveryMsg::Applied`].
+        Applied = 3,
+        /// [`RecoveryMsg::Resume`].
+        Resume = 4,
     }
 );
 
@@ -232,6 +238,18 @@ pub enum RecoveryMsg {
         /// One decision per transaction.
         decisions: Vec<Decision>,
     },
+    /// To the leader: every decision of `epoch` is recorded in this node's
+    /// host log (COMMIT or ABORT records appended).
+    Applied {
+        /// The epoch being recovered into.
+        epoch: u32,
+    },
+    /// From the leader: every live node recorded the decisions of `epoch`;
+    /// report outcomes to clients and serve again.
+    Resume {
+        /// The epoch now served.
+        epoch: u32,
+    },
 }
 
 /// Why a [`RecoveryMsg`] cannot be encoded (the caller broke a bound).
@@ -265,7 +283,10 @@ impl RecoveryMsg {
     /// The epoch the message belongs to.
     pub fn epoch(&self) -> u32 {
         match self {
-            RecoveryMsg::Evidence { epoch, .. } | RecoveryMsg::Decisions { epoch, .. } => *epoch,
+            RecoveryMsg::Evidence { epoch, .. }
+            | RecoveryMsg::Decisions { epoch, .. }
+            | RecoveryMsg::Applied { epoch }
+            | RecoveryMsg::Resume { epoch } => *epoch,
         }
     }
 
@@ -349,6 +370,14 @@ impl RecoveryMsg {
                     out.push(o as u8);
                 }
             }
+            RecoveryMsg::Applied { epoch } => {
+                out.push(RecoveryTag::Applied as u8);
+                out.extend_from_slice(&epoch.to_le_bytes());
+            }
+            RecoveryMsg::Resume { epoch } => {
+                out.push(RecoveryTag::Resume as u8);
+                out.extend_from_slice(&epoch.to_le_bytes());
+            }
         }
         Ok(())
     }
@@ -363,53 +392,59 @@ impl RecoveryMsg {
         let mut r = Reader::new(bytes, "recovery message");
         let tag = RecoveryTag::from_u8(r.u8()?)?;
         let epoch = r.u32()?;
-        let part = r.u16()?;
-        let parts = r.u16()?;
-        if !check_part(part, parts) {
-            return Err(DecodeError::Inconsistent {
-                what: "recovery message",
-                detail: "part number not below a part count in 1..=RECOVERY_PARTS_MAX",
-            });
-        }
         let msg = match tag {
-            RecoveryTag::Evidence => {
-                let nc = r.u16()? as usize;
-                let nr = r.u16()? as usize;
-                check_count(
-                    "evidence entries",
-                    nc + nr,
-                    EVIDENCE_ENTRIES_PER_MESSAGE_MAX,
-                )?;
-                let coordinated = (0..nc)
-                    .map(|_| read_coord(&mut r))
-                    .collect::<Result<_, _>>()?;
-                let records = (0..nr)
-                    .map(|_| read_record(&mut r))
-                    .collect::<Result<_, _>>()?;
-                RecoveryMsg::Evidence {
-                    epoch,
-                    part,
-                    parts,
-                    coordinated,
-                    records,
-                }
-            }
-            RecoveryTag::Decisions => {
-                let n = r.u16()? as usize;
-                check_count("decisions", n, DECISIONS_PER_MESSAGE_MAX)?;
-                let decisions = (0..n)
-                    .map(|_| read_decision(&mut r))
-                    .collect::<Result<_, _>>()?;
-                RecoveryMsg::Decisions {
-                    epoch,
-                    part,
-                    parts,
-                    decisions,
-                }
-            }
+            RecoveryTag::Applied => RecoveryMsg::Applied { epoch },
+            RecoveryTag::Resume => RecoveryMsg::Resume { epoch },
+            RecoveryTag::Evidence => decode_parts(true, epoch, &mut r)?,
+            RecoveryTag::Decisions => decode_parts(false, epoch, &mut r)?,
         };
         r.finish()?;
         Ok(msg)
+    }
+}
+
+/// The rest of an Evidence (`evidence`) or Decisions message after its tag
+/// and epoch.
+fn decode_parts(
+    evidence: bool,
+    epoch: u32,
+    r: &mut Reader<'_>,
+) -> Result<RecoveryMsg, DecodeError> {
+    let part = r.u16()?;
+    let parts = r.u16()?;
+    if !check_part(part, parts) {
+        return Err(DecodeError::Inconsistent {
+            what: "recovery message",
+            detail: "part number not below a part count in 1..=RECOVERY_PARTS_MAX",
+        });
+    }
+    if evidence {
+        let nc = r.u16()? as usize;
+        let nr = r.u16()? as usize;
+        check_count(
+            "evidence entries",
+            nc + nr,
+            EVIDENCE_ENTRIES_PER_MESSAGE_MAX,
+        )?;
+        let coordinated = (0..nc).map(|_| read_coord(r)).collect::<Result<_, _>>()?;
+        let records = (0..nr).map(|_| read_record(r)).collect::<Result<_, _>>()?;
+        Ok(RecoveryMsg::Evidence {
+            epoch,
+            part,
+            parts,
+            coordinated,
+            records,
+        })
+    } else {
+        let n = r.u16()? as usize;
+        check_count("decisions", n, DECISIONS_PER_MESSAGE_MAX)?;
+        let decisions = (0..n).map(|_| read_decision(r)).collect::<Result<_, _>>()?;
+        Ok(RecoveryMsg::Decisions {
+            epoch,
+            part,
+            parts,
+            decisions,
+        })
     }
 }
 
