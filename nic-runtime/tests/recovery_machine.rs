@@ -192,6 +192,34 @@ fn recorded_decisions_survive_more_crashes() {
     assert_eq!(c.epoch, 2);
 }
 
+/// Replication 4 (f = 3). Epoch 1 aborts b (its coordinator, node 2, is a
+/// replica without the LOG); the decisions reach only node 2 before the
+/// leader crashes, and then node 2 crashes too. The survivors hold only
+/// LOG records and commit b in epoch 2, which is safe only because node 2
+/// reported nothing before every live node recorded the abort (`Cluster::check`
+/// compares with what clients were told; this test fails if a node acts on
+/// decisions before `Resume`).
+#[test]
+fn coordinator_reports_only_after_every_node_recorded() {
+    let mut c = Cluster::new(5, 4);
+    let b = Cluster::tx(2, 1); // shard 1 on 1, 2, 3, 4: logged at 1, 3, 4
+    c.coordinate(b, shards(&[1]), UNDECIDED_LOG);
+    for n in [1, 3, 4] {
+        c.record(n, b, 1, RecordKind::Log);
+    }
+    c.crash(&[0]);
+    c.step(0); // evidence reaches leader 1, which decides
+    c.take_commands(1, 1); // the decisions to node 2 only
+    c.nodes[1].alive = false;
+    c.step(0); // node 2 records the abort
+    c.take_commands(2, usize::MAX);
+    assert_ne!(c.nodes[2].rec.phase(), RecoveryPhase::AwaitingDecisions);
+    c.crash(&[1, 2]);
+    c.run(0);
+    assert_eq!(c.check().get(&b), Some(&true));
+    assert!(c.reported.is_empty());
+}
+
 /// A live node that stays silent is suspected by the leader after the
 /// evidence timeout and failed by the membership.
 #[test]

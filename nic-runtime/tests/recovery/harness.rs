@@ -150,9 +150,14 @@ impl Cluster {
         }
     }
 
-    /// Crashes `nodes`; the membership starts the next epoch on the survivors.
+    /// Crashes `nodes` once they have taken their queued commands (the most
+    /// a node can have done before it dies); the membership starts the next
+    /// epoch on the survivors.
     pub fn crash(&mut self, nodes: &[NodeId]) {
         for &n in nodes {
+            if self.nodes[n as usize].alive {
+                self.take_commands(n, usize::MAX);
+            }
             self.nodes[n as usize].alive = false;
             self.failed = self.failed.with(n);
         }
