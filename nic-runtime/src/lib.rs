@@ -23,13 +23,14 @@ pub mod net;
 pub mod placement;
 pub mod procedure;
 pub mod protocol;
+pub mod recovery;
 pub mod runtime;
 
 /// Time in nanoseconds: virtual in the simulator, monotonic elsewhere. Components
 /// never read a clock; drivers pass `now` in.
 pub type Nanos = u64;
 
-pub use placement::{Placement, PlacementError, NODES_MAX};
+pub use placement::{Placement, PlacementError, PlacementView, NODES_MAX};
 pub use procedure::{
     ProcError, Procedure, ProcedureRegistry, ReadView, TxPlan, UserAbort, WriteSet,
 };

@@ -4,12 +4,19 @@
 //! hash (the host table uses the low bits for the home slot, so the two choices are
 //! independent). Shard `s` has primary `s` and backups `s+1, …, s+f` (mod nodes).
 //! Every node computes the same answer with no coordination.
+//!
+//! After crashes, a [`PlacementView`] (one per epoch) adds the set of failed
+//! nodes (issue 11, Xenic §4.2.1): shards keep their ids (a key's shard never
+//! changes), the primary of a shard is its first surviving replica in replica
+//! order, and its backups are the surviving rest, so the replication degree is
+//! reduced until re-replication (a later issue) restores it.
 
-use splitkv_layout::wire::NodeId;
+use splitkv_layout::wire::{NodeId, NodeMask, MASK_NODES_MAX};
 use splitkv_layout::Key;
 
 /// Most nodes in a cluster (DESIGN.md: 3–10 nodes; bounded for fixed-size arrays).
 pub const NODES_MAX: usize = 16;
+const _: () = assert!(NODES_MAX <= MASK_NODES_MAX, "a NodeMask names every node");
 
 /// Bad cluster shape.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
@@ -24,6 +31,14 @@ pub enum PlacementError {
     Replication {
         /// Requested replication degree.
         replication: usize,
+        /// Node count.
+        nodes: usize,
+    },
+    /// A failed-node set naming a node outside the cluster, or every node.
+    #[error("failed nodes {failed:#06x} must be a proper subset of the {nodes} nodes")]
+    Failed {
+        /// The failed set, one bit per node id.
+        failed: u16,
         /// Node count.
         nodes: usize,
     },
@@ -62,6 +77,13 @@ impl Placement {
         self.replication as usize
     }
 
+    /// The shard of `key`: the node id of its primary while no node has
+    /// failed; shards keep their ids across epochs ([`PlacementView`]).
+    #[inline]
+    pub fn shard(&self, key: &Key) -> NodeId {
+        self.primary(key)
+    }
+
     /// The shard (= its primary's node id) of `key`.
     #[inline]
     pub fn primary(&self, key: &Key) -> NodeId {
@@ -97,6 +119,119 @@ impl Placement {
     pub fn is_replica(&self, node: NodeId, key: &Key) -> bool {
         let p = self.primary(key);
         (node + self.nodes - p) % self.nodes < self.replication
+    }
+}
+
+/// One epoch's placement (issue 11, Xenic §4.2.1): a [`Placement`] with the
+/// set of failed nodes. Pure and deterministic: every node with the same
+/// failed set computes the same view.
+///
+/// A shard's primary is its first surviving replica in replica order
+/// (`shard, shard+1, …`); its backups are the surviving rest, in order. A
+/// shard all of whose replicas failed is *lost* (more than `replication − 1`
+/// of its replicas crashed) and has no primary.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PlacementView {
+    placement: Placement,
+    failed: NodeMask,
+}
+
+impl PlacementView {
+    /// The view of `placement` with the nodes in `failed` crashed.
+    ///
+    /// # Errors
+    /// [`PlacementError::Failed`] when `failed` names a node id ≥ the node
+    /// count, or every node (someone must survive to recover).
+    pub fn new(placement: Placement, failed: NodeMask) -> Result<PlacementView, PlacementError> {
+        let all = Self::all(placement.nodes());
+        if !failed.is_subset(all) || failed == all {
+            return Err(PlacementError::Failed {
+                failed: failed.0,
+                nodes: placement.nodes(),
+            });
+        }
+        Ok(PlacementView { placement, failed })
+    }
+
+    fn all(nodes: usize) -> NodeMask {
+        NodeMask(((1u32 << nodes) - 1) as u16)
+    }
+
+    /// The view with no failed node.
+    pub fn healthy(placement: Placement) -> PlacementView {
+        PlacementView {
+            placement,
+            failed: NodeMask::EMPTY,
+        }
+    }
+
+    /// The static placement underneath.
+    pub fn placement(&self) -> Placement {
+        self.placement
+    }
+
+    /// The failed nodes.
+    pub fn failed(&self) -> NodeMask {
+        self.failed
+    }
+
+    /// The live nodes (never empty).
+    pub fn live(&self) -> NodeMask {
+        NodeMask(Self::all(self.placement.nodes()).0 & !self.failed.0)
+    }
+
+    /// Whether `node` is a live member of the cluster.
+    pub fn is_live(&self, node: NodeId) -> bool {
+        self.live().contains(node)
+    }
+
+    /// The recovery leader: the lowest live node id.
+    pub fn leader(&self) -> NodeId {
+        self.live().iter().next().expect("a view has a live node")
+    }
+
+    /// The surviving replicas of `shard`, primary first, in replica order.
+    pub fn live_replicas(&self, shard: NodeId) -> impl Iterator<Item = NodeId> + '_ {
+        self.placement
+            .shard_replicas(shard)
+            .filter(move |&n| !self.failed.contains(n))
+    }
+
+    /// The primary of `shard` in this view; `None` if the shard is lost.
+    pub fn shard_primary(&self, shard: NodeId) -> Option<NodeId> {
+        self.live_replicas(shard).next()
+    }
+
+    /// The surviving backups of `shard`, in replica order.
+    pub fn shard_backups(&self, shard: NodeId) -> impl Iterator<Item = NodeId> + '_ {
+        self.live_replicas(shard).skip(1)
+    }
+
+    /// The primary of `key` in this view; `None` if its shard is lost.
+    pub fn primary(&self, key: &Key) -> Option<NodeId> {
+        self.shard_primary(self.placement.shard(key))
+    }
+
+    /// The surviving backups of `key`, in replica order.
+    pub fn backups(&self, key: &Key) -> impl Iterator<Item = NodeId> + '_ {
+        self.shard_backups(self.placement.shard(key))
+    }
+
+    /// The shards with no surviving replica.
+    pub fn lost_shards(&self) -> NodeMask {
+        (0..self.placement.nodes() as NodeId)
+            .filter(|&s| self.shard_primary(s).is_none())
+            .fold(NodeMask::EMPTY, NodeMask::with)
+    }
+
+    /// The shards `node` is primary of in this view but was not in `before`
+    /// (the shards it must be promoted to serve).
+    pub fn promoted(&self, before: &PlacementView, node: NodeId) -> NodeMask {
+        (0..self.placement.nodes() as NodeId)
+            .filter(|&s| {
+                self.shard_primary(s) == Some(node) && before.shard_primary(s) != Some(node)
+            })
+            .fold(NodeMask::EMPTY, NodeMask::with)
     }
 }
 

@@ -39,6 +39,9 @@
 //! | CommitAck | commit | tx_id, status u8 |
 //! | Abort | commit | tx_id, n u16, keys |
 //!
+//! Recovery messages (evidence and decisions, on the recovery flow) have a
+//! self-describing encoding of their own: see [`RecoveryMsg`].
+//!
 //! Every status byte is a [`ReplyStatus`]: `Ok` or the reason of a refusal.
 //! An item is `key (12 B), meta u64, value_len u16, value`. A body longer
 //! than one packet carries travels as fragments (at most
@@ -47,6 +50,7 @@
 
 mod body;
 mod packet;
+mod recovery;
 #[cfg(test)]
 mod tests;
 mod writer;
@@ -55,6 +59,12 @@ pub use body::{Body, Item, ItemIter, ItemList, KeyList, ReplyStatus, VersionList
 pub use packet::{
     decode_packet, Flow, Messages, MsgHeader, MsgKind, PacketHeader, MSG_FLAGS_KNOWN,
     MSG_FLAG_FRAG_MORE, PACKET_FLAGS_KNOWN, PACKET_FLAG_ACK_ONLY,
+};
+pub use recovery::{
+    CoordEvidence, CoordPhase, Decision, NodeMask, Outcome, RecordEvidence, RecordKind,
+    RecoveryEncodeError, RecoveryMsg, RecoveryTag, COORD_EVIDENCE_BYTES, DECISIONS_PER_MESSAGE_MAX,
+    DECISION_BYTES, EVIDENCE_ENTRIES_PER_MESSAGE_MAX, MASK_NODES_MAX, RECORD_EVIDENCE_BYTES,
+    RECOVERY_MESSAGE_BYTES_MAX, RECOVERY_PARTS_MAX,
 };
 pub use writer::BodyWriter;
 

@@ -1,0 +1,344 @@
+//! The decision rule (issue 11; Xenic §4.2.1, FaRM-style): from what the
+//! surviving nodes report about one transaction, commit or abort it so that
+//! no decision already reported to a client is contradicted.
+//!
+//! Rules, first match wins:
+//! 1. a live coordinator that decided: its decision stands;
+//! 2. some surviving replica holds a COMMIT record: commit (COMMIT is only
+//!    sent after the commit point);
+//! 3. some surviving replica holds an ABORT record: abort (ABORT after LOG is
+//!    only sent once abort was decided);
+//! 4. the transaction writes something, and *every surviving replica* of
+//!    every shard it writes holds its LOG record (and each such shard has a
+//!    surviving replica): commit (LOG is only sent after validation passed, so
+//!    the transaction may have reached its commit point);
+//! 5. otherwise abort.
+//!
+//! Rule 4 is stricter than "some surviving replica of each written shard
+//! holds the LOG": with that weaker rule a surviving replica that never
+//! received the LOG (the coordinator crashed while sending) would miss a
+//! committed write, and a promoted primary would serve the old value; the
+//! stricter rule needs no copying of records during recovery and still never
+//! contradicts a reported commit, which needs every replica's LOG ack.
+//!
+//! Why a reported decision is never contradicted (replication `f + 1`, at
+//! most `f` crashed nodes): a commit is reported only after every replica of
+//! every written shard acknowledged LOG, so every surviving replica holds the
+//! LOG (or its COMMIT), each written shard keeps one, and rule 4 (or 1, 2)
+//! commits; no ABORT record exists. An abort is reported either before any
+//! LOG was sent (no LOG, COMMIT or ABORT record exists, rule 4 fails) or after
+//! the abort was decided *and every replica that holds the LOG acknowledged
+//! the ABORT* (any surviving LOG holder then holds an ABORT record and rule 3
+//! aborts, or a written shard has a surviving replica without the LOG, or
+//! none at all, and rule 4 fails). The second condition matters: a coordinator
+//! that reports an abort caused by one replica's LOG refusal before the other
+//! LOG holders have its ABORT can be contradicted by rule 4 after it crashes
+//! (`tests/recovery_decide.rs` keeps that counterexample).
+
+use std::collections::BTreeMap;
+
+use splitkv_layout::wire::{
+    CoordEvidence, NodeId, NodeMask, Outcome, RecordEvidence, RecordKind, MASK_NODES_MAX,
+};
+
+use crate::placement::PlacementView;
+
+/// Everything the recovery leader learned about one transaction.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct TxEvidence {
+    /// The coordinator's report, if the coordinator survived and still knows
+    /// the transaction.
+    pub coordinator: Option<CoordEvidence>,
+    /// Shards the transaction writes (union of every report).
+    pub write_shards: NodeMask,
+    /// Per shard, the surviving replicas that hold the transaction's LOG
+    /// record (pending, or applied under a COMMIT record).
+    pub log_holders: [NodeMask; MASK_NODES_MAX],
+    /// Whether some surviving replica holds a COMMIT record.
+    pub commit_record: bool,
+    /// Whether some surviving replica holds an ABORT record.
+    pub abort_record: bool,
+}
+
+/// Which rule decided a transaction (see the module docs).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum DecisionReason {
+    /// Rule 1: the live coordinator had decided.
+    CoordinatorDecided,
+    /// Rule 2: a COMMIT record survived.
+    CommitRecord,
+    /// Rule 3: an ABORT record survived.
+    AbortRecord,
+    /// Rule 4: every surviving replica of every written shard holds the LOG.
+    EveryReplicaLogged,
+    /// Rule 5: a written shard has a surviving replica without the LOG, or
+    /// no surviving replica, or nothing is written.
+    NotLogged,
+}
+
+impl TxEvidence {
+    /// Adds a live coordinator's report.
+    pub fn add_coordinator(&mut self, c: CoordEvidence) {
+        self.coordinator = Some(c);
+        self.write_shards = NodeMask(self.write_shards.0 | c.write_shards.0);
+    }
+
+    /// Adds replica `holder`'s report of its record (`r.shard` must be below
+    /// [`MASK_NODES_MAX`], as the wire decoder checks; others are ignored).
+    pub fn add_record(&mut self, holder: NodeId, r: RecordEvidence) {
+        let Some(held) = self.log_holders.get_mut(r.shard as usize) else {
+            return;
+        };
+        self.write_shards = NodeMask(self.write_shards.0 | r.write_shards.0).with(r.shard);
+        match r.kind {
+            RecordKind::Log => *held = held.with(holder),
+            RecordKind::Commit => {
+                *held = held.with(holder);
+                self.commit_record = true;
+            }
+            RecordKind::Abort => self.abort_record = true,
+        }
+    }
+
+    /// Whether every surviving replica of every written shard holds the LOG
+    /// (and every written shard has one), in `view`.
+    fn every_replica_logged(&self, view: &PlacementView) -> bool {
+        !self.write_shards.is_empty()
+            && self.write_shards.iter().all(|s| {
+                (s as usize) < view.placement().nodes()
+                    && view.shard_primary(s).is_some()
+                    && view
+                        .live_replicas(s)
+                        .all(|n| self.log_holders[s as usize].contains(n))
+            })
+    }
+
+    /// The decision (`true` = commit) and the rule that made it, for the
+    /// surviving nodes of `view`.
+    pub fn decide(&self, view: &PlacementView) -> (bool, DecisionReason) {
+        if let Some(c) = self.coordinator {
+            match c.outcome {
+                Outcome::Commit => return (true, DecisionReason::CoordinatorDecided),
+                Outcome::Abort => return (false, DecisionReason::CoordinatorDecided),
+                Outcome::Undecided => {}
+            }
+        }
+        if self.commit_record {
+            return (true, DecisionReason::CommitRecord);
+        }
+        if self.abort_record {
+            return (false, DecisionReason::AbortRecord);
+        }
+        if self.every_replica_logged(view) {
+            return (true, DecisionReason::EveryReplicaLogged);
+        }
+        (false, DecisionReason::NotLogged)
+    }
+}
+
+/// The evidence of every transaction reported for one epoch, by transaction
+/// id (ordered, so decisions come out in the same order on every run).
+#[derive(Debug, Clone, Default)]
+pub struct EvidenceSet {
+    txs: BTreeMap<u64, TxEvidence>,
+}
+
+impl EvidenceSet {
+    /// An empty set.
+    pub fn new() -> EvidenceSet {
+        EvidenceSet::default()
+    }
+
+    /// Adds node `from`'s report; returns `false` when some transaction was
+    /// left out because the set already holds `limit` transactions.
+    pub fn add(
+        &mut self,
+        from: NodeId,
+        coordinated: &[CoordEvidence],
+        records: &[RecordEvidence],
+        limit: usize,
+    ) -> bool {
+        let mut ok = true;
+        for c in coordinated {
+            ok &= self
+                .entry(c.tx_id, limit)
+                .map(|e| e.add_coordinator(*c))
+                .is_some();
+        }
+        for r in records {
+            ok &= self
+                .entry(r.tx_id, limit)
+                .map(|e| e.add_record(from, *r))
+                .is_some();
+        }
+        ok
+    }
+
+    fn entry(&mut self, tx_id: u64, limit: usize) -> Option<&mut TxEvidence> {
+        if self.txs.len() >= limit && !self.txs.contains_key(&tx_id) {
+            return None;
+        }
+        Some(self.txs.entry(tx_id).or_default())
+    }
+
+    /// Number of transactions.
+    pub fn len(&self) -> usize {
+        self.txs.len()
+    }
+
+    /// Whether empty.
+    pub fn is_empty(&self) -> bool {
+        self.txs.is_empty()
+    }
+
+    /// The evidence for `tx_id`.
+    pub fn get(&self, tx_id: u64) -> Option<&TxEvidence> {
+        self.txs.get(&tx_id)
+    }
+
+    /// Every transaction's decision in `view`, ascending by id.
+    pub fn decide_all<'a>(
+        &'a self,
+        view: &'a PlacementView,
+    ) -> impl Iterator<Item = (u64, bool)> + 'a {
+        self.txs.iter().map(move |(&id, e)| (id, e.decide(view).0))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::placement::Placement;
+    use splitkv_layout::wire::CoordPhase;
+
+    fn coord(outcome: Outcome, shards: u16) -> CoordEvidence {
+        CoordEvidence {
+            tx_id: 1,
+            phase: CoordPhase::Log,
+            outcome,
+            reported: false,
+            write_shards: NodeMask(shards),
+        }
+    }
+
+    fn rec(shard: u16, kind: RecordKind, shards: u16) -> RecordEvidence {
+        RecordEvidence {
+            tx_id: 1,
+            shard,
+            kind,
+            write_shards: NodeMask(shards),
+        }
+    }
+
+    /// 3 nodes, replication 2 (shard 0 on nodes 0 and 1, shard 1 on 1 and
+    /// 2), node 2 crashed; the transaction writes shards 0 and 1.
+    fn view() -> PlacementView {
+        PlacementView::new(Placement::new(3, 2).unwrap(), NodeMask::EMPTY.with(2)).unwrap()
+    }
+
+    /// Every combination of a coordinator (absent or with each outcome) and,
+    /// for each surviving (shard, replica) pair, no record or one of each
+    /// kind; the decision is checked against the rules written out again.
+    #[test]
+    fn exhaustive_over_two_shards() {
+        let coords = [
+            None,
+            Some(Outcome::Undecided),
+            Some(Outcome::Commit),
+            Some(Outcome::Abort),
+        ];
+        let kinds = [
+            None,
+            Some(RecordKind::Log),
+            Some(RecordKind::Commit),
+            Some(RecordKind::Abort),
+        ];
+        let slots = [(0u16, 0u16), (0, 1), (1, 1)];
+        let mut seen = std::collections::HashSet::new();
+        for c in coords {
+            for combo in 0..kinds.len().pow(slots.len() as u32) {
+                let ks: Vec<_> = (0..slots.len())
+                    .map(|i| kinds[combo / kinds.len().pow(i as u32) % kinds.len()])
+                    .collect();
+                let mut e = TxEvidence::default();
+                if let Some(o) = c {
+                    e.add_coordinator(coord(o, 0b11));
+                }
+                for (&(shard, holder), k) in slots.iter().zip(&ks) {
+                    if let Some(k) = k {
+                        e.add_record(holder, rec(shard, *k, 0b11));
+                    }
+                }
+                let any = |kind| ks.contains(&Some(kind));
+                let logged = ks
+                    .iter()
+                    .all(|k| matches!(k, Some(RecordKind::Log | RecordKind::Commit)));
+                let want = match c {
+                    Some(Outcome::Commit) => true,
+                    Some(Outcome::Abort) => false,
+                    _ if any(RecordKind::Commit) => true,
+                    _ if any(RecordKind::Abort) => false,
+                    _ => logged,
+                };
+                let (got, why) = e.decide(&view());
+                assert_eq!(got, want, "coordinator {c:?}, records {ks:?}: {why:?}");
+                seen.insert(why);
+            }
+        }
+        assert_eq!(seen.len(), 5, "every rule is exercised: {seen:?}");
+    }
+
+    #[test]
+    fn write_shards_come_from_any_record() {
+        // Only shard 0's LOGs survived, but they name shard 1 as written too.
+        let mut e = TxEvidence::default();
+        e.add_record(0, rec(0, RecordKind::Log, 0b11));
+        e.add_record(1, rec(0, RecordKind::Log, 0b11));
+        assert_eq!(e.decide(&view()), (false, DecisionReason::NotLogged));
+        e.add_record(1, rec(1, RecordKind::Log, 0b11));
+        assert_eq!(
+            e.decide(&view()),
+            (true, DecisionReason::EveryReplicaLogged)
+        );
+    }
+
+    #[test]
+    fn a_surviving_replica_without_the_log_aborts() {
+        // Shard 0: node 0 holds the LOG, node 1 (alive) never received it.
+        let mut e = TxEvidence::default();
+        e.add_record(0, rec(0, RecordKind::Log, 0b01));
+        assert_eq!(e.decide(&view()), (false, DecisionReason::NotLogged));
+    }
+
+    #[test]
+    fn a_lost_shard_aborts() {
+        let v = PlacementView::new(Placement::new(3, 1).unwrap(), NodeMask::EMPTY.with(1)).unwrap();
+        let mut e = TxEvidence::default();
+        e.add_record(0, rec(0, RecordKind::Log, 0b11));
+        assert_eq!(e.decide(&v), (false, DecisionReason::NotLogged));
+    }
+
+    #[test]
+    fn read_only_undecided_aborts() {
+        let mut e = TxEvidence::default();
+        e.add_coordinator(coord(Outcome::Undecided, 0));
+        assert_eq!(e.decide(&view()), (false, DecisionReason::NotLogged));
+    }
+
+    #[test]
+    fn evidence_set_is_bounded() {
+        let mut s = EvidenceSet::new();
+        let r = |tx_id| RecordEvidence {
+            tx_id,
+            ..rec(1, RecordKind::Log, 0b10)
+        };
+        assert!(s.add(1, &[], &[r(1), r(2)], 2));
+        assert!(s.add(1, &[], &[r(2)], 2), "a known transaction still fits");
+        assert!(!s.add(1, &[], &[r(3)], 2));
+        assert_eq!(s.len(), 2);
+        assert_eq!(
+            s.decide_all(&view()).collect::<Vec<_>>(),
+            vec![(1, true), (2, true)]
+        );
+    }
+}

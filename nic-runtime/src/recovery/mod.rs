@@ -1,0 +1,93 @@
+//! Crash recovery (issue 11; Xenic §4.2.1, Dandelion §4.4, FaRM-style): a
+//! self-contained, polled state machine per node that decides every
+//! transaction in flight after a crash, promotes backups of lost primaries
+//! and resumes service, never contradicting a decision already reported to a
+//! client (replication `f + 1`, at most `f` crashed nodes).
+//!
+//! # Assumptions about the commit protocol (the design fixed for issue 11)
+//! - LOG (the write set with its new values) goes to *every* replica of each
+//!   written shard, primary and backups, and carries the set of written
+//!   shards; the commit point is every replica's LOG acknowledgement.
+//! - Replicas hold a LOG record pending until its transaction's COMMIT
+//!   (decision) record arrives; an ABORT after LOG drops it. A LOG without
+//!   decision is exactly the evidence recovery reads.
+//! - A coordinator reports commit only after every LOG and COMMIT
+//!   acknowledgement; it reports abort only before any LOG was sent, or after
+//!   every replica holding the LOG acknowledged the ABORT (see
+//!   [`decide`] for why the second half is needed); a timed-out
+//!   transaction's client learns "unknown outcome".
+//! - The transaction id names its coordinator (`tx_id >> 48`).
+//!
+//! # Steps
+//! 1. The membership declares a new epoch with a failed set; the runtime
+//!    stops serving, bumps the packet epoch (`Stack::set_epoch`; old-epoch
+//!    packets are dropped and counted) and calls [`Recovery::begin_epoch`]
+//!    with its [`LocalEvidence`]: the transactions its coordinator knows
+//!    (phase, decision, reported?) and the records its host log holds.
+//! 2. Every node sends its evidence to the recovery leader, the lowest live
+//!    node id ([`crate::placement::PlacementView::leader`]), as
+//!    [`RecoveryMsg::Evidence`](splitkv_layout::wire::RecoveryMsg::Evidence) parts.
+//! 3. The leader, once every live node's evidence is in, decides each
+//!    transaction by the rule in [`decide`] and sends each node the
+//!    decisions of the transactions that node reported
+//!    ([`RecoveryMsg::Decisions`](splitkv_layout::wire::RecoveryMsg::Decisions) parts).
+//! 4. Each node records its decisions in its host log
+//!    ([`RecoveryCommand::CommitPending`], [`RecoveryCommand::DropPending`]:
+//!    a COMMIT or ABORT record each) and answers
+//!    [`RecoveryMsg::Applied`](splitkv_layout::wire::RecoveryMsg::Applied).
+//! 5. Once every live node has answered, the leader sends
+//!    [`RecoveryMsg::Resume`](splitkv_layout::wire::RecoveryMsg::Resume).
+//!    Only then does a node act on the decisions where anyone can see them:
+//!    its coordinator reports outcomes to clients
+//!    ([`RecoveryCommand::FinishCoordinated`]), it is promoted to primary of
+//!    every shard whose earlier primaries failed and whose first surviving
+//!    replica it is ([`RecoveryCommand::Promote`]: the NIC index is rebuilt
+//!    from the host table, which now holds every committed record; there are
+//!    no locks left to rebuild, since every earlier transaction is decided),
+//!    and it resumes ([`RecoveryCommand::Resume`]).
+//!
+//! Why step 4 comes before anyone acts: an abort decided because a live
+//! replica lacked the LOG could turn into a commit in a later epoch if that
+//! replica crashed, unless the LOG holders recorded the abort (rule 3). Once
+//! every live node recorded the epoch's decisions they hold in every later
+//! epoch (commits: every surviving replica keeps a LOG or COMMIT record;
+//! aborts: every surviving LOG holder has the ABORT record). A leader that
+//! crashes before `Resume` leaves decisions nobody acted on, and the next
+//! epoch may decide those differently.
+//!
+//! Timeouts: the leader suspects every node whose evidence has not arrived
+//! within [`RecoveryConfig::evidence_timeout_ns`], a non-leader suspects the
+//! leader when its decisions have not arrived within
+//! [`RecoveryConfig::decision_timeout_ns`] ([`RecoveryCommand::SuspectNode`]);
+//! the membership then starts another epoch, and recovery starts over with
+//! the evidence as it is then. Decisions stay consistent across such
+//! restarts, as argued above.
+//!
+//! # Messages and bounds
+//! [`RecoveryMsg`](splitkv_layout::wire::RecoveryMsg) (shared-layout, `wire/recovery.rs`) on the recovery flow;
+//! a node reports at most [`LOCAL_EVIDENCE_ENTRIES_MAX`] entries, in parts of
+//! at most `EVIDENCE_ENTRIES_PER_MESSAGE_MAX`; the leader tracks at most
+//! [`RECOVERY_TXS_MAX`] transactions; messages of a later epoch are kept up
+//! to [`EARLY_MESSAGES_MAX`]; the command queue holds at most
+//! [`COMMANDS_MAX`] per epoch. Recovery is not on the hot path: it allocates.
+//!
+//! # Not done
+//! - Wiring into the runtime (the lead): a recovery message kind on the
+//!   wire, gathering [`LocalEvidence`] from the coordinator and the host log,
+//!   taking the commands, refusing requests until `Resume`.
+//! - Re-replication to restore `f + 1` (a later issue), restarted nodes
+//!   (incarnations), and a NIC runtime that crashes alone.
+//! - A TLA+ model of these steps.
+
+pub mod decide;
+mod machine;
+mod steps;
+mod types;
+
+pub use decide::{DecisionReason, EvidenceSet, TxEvidence};
+pub use machine::{Recovery, RecoveryPhase};
+pub use types::{
+    LocalEvidence, RecoveryCommand, RecoveryConfig, RecoveryError, RecoveryStats, COMMANDS_MAX,
+    DECISION_TIMEOUT_NS_DEFAULT, EARLY_MESSAGES_MAX, EVIDENCE_TIMEOUT_NS_DEFAULT,
+    LOCAL_EVIDENCE_ENTRIES_MAX, RECOVERY_TXS_MAX,
+};

@@ -1,0 +1,223 @@
+//! The steps of one epoch's recovery at one node (see the module docs of
+//! `crate::recovery`): evidence out and in, decisions out and in, the
+//! `Applied` round that makes decisions stable before anyone acts on them,
+//! and the resume.
+
+use std::collections::BTreeSet;
+
+use splitkv_layout::wire::{
+    CoordEvidence, Decision, NodeId, RecordEvidence, RecordKind, RecoveryMsg,
+    DECISIONS_PER_MESSAGE_MAX, EVIDENCE_ENTRIES_PER_MESSAGE_MAX,
+};
+
+use super::machine::{Recovery, RecoveryPhase};
+use super::types::{RecoveryCommand, RECOVERY_TXS_MAX};
+use crate::Nanos;
+
+impl Recovery {
+    /// Non-leader: sends the local evidence to the leader in parts.
+    pub(super) fn send_evidence(&mut self) {
+        let leader = self.view.leader();
+        let parts = self
+            .local
+            .len()
+            .div_ceil(EVIDENCE_ENTRIES_PER_MESSAGE_MAX)
+            .max(1);
+        let (mut c, mut r) = (&self.local.coordinated[..], &self.local.records[..]);
+        let mut msgs = Vec::with_capacity(parts);
+        for part in 0..parts {
+            let nc = c.len().min(EVIDENCE_ENTRIES_PER_MESSAGE_MAX);
+            let nr = r.len().min(EVIDENCE_ENTRIES_PER_MESSAGE_MAX - nc);
+            msgs.push(RecoveryMsg::Evidence {
+                epoch: self.epoch,
+                part: part as u16,
+                parts: parts as u16,
+                coordinated: c[..nc].to_vec(),
+                records: r[..nr].to_vec(),
+            });
+            (c, r) = (&c[nc..], &r[nr..]);
+        }
+        for msg in msgs {
+            self.push(RecoveryCommand::Send { to: leader, msg });
+        }
+    }
+
+    /// Leader: adds node `from`'s evidence.
+    pub(super) fn add_evidence(&mut self, from: NodeId, c: &[CoordEvidence], r: &[RecordEvidence]) {
+        if !self.evidence.add(from, c, r, RECOVERY_TXS_MAX) {
+            self.stats.txs_over_limit += 1;
+        }
+        let ids = c.iter().map(|e| e.tx_id).chain(r.iter().map(|e| e.tx_id));
+        self.reported[from as usize].extend(ids);
+    }
+
+    pub(super) fn on_evidence(
+        &mut self,
+        now: Nanos,
+        from: NodeId,
+        part: u16,
+        parts: u16,
+        c: &[CoordEvidence],
+        r: &[RecordEvidence],
+    ) {
+        if self.phase != RecoveryPhase::Collecting
+            || !self.evidence_parts[from as usize].add(part, parts)
+        {
+            self.stats.unexpected_dropped += 1;
+            return;
+        }
+        self.add_evidence(from, c, r);
+        self.try_finish_collecting(now);
+    }
+
+    /// Leader: once every live node's evidence is in, decides every
+    /// transaction, sends each node the decisions of the transactions it
+    /// reported, and records its own.
+    pub(super) fn try_finish_collecting(&mut self, now: Nanos) {
+        if self.phase != RecoveryPhase::Collecting
+            || !self
+                .view
+                .live()
+                .iter()
+                .all(|n| self.evidence_parts[n as usize].complete())
+        {
+            return;
+        }
+        let me = self.node;
+        for n in self.view.live().iter().filter(|&n| n != me) {
+            let decisions = self.decisions_for(n);
+            let parts = decisions.len().div_ceil(DECISIONS_PER_MESSAGE_MAX).max(1);
+            for part in 0..parts {
+                let lo = part * DECISIONS_PER_MESSAGE_MAX;
+                let hi = decisions.len().min(lo + DECISIONS_PER_MESSAGE_MAX);
+                let msg = RecoveryMsg::Decisions {
+                    epoch: self.epoch,
+                    part: part as u16,
+                    parts: parts as u16,
+                    decisions: decisions[lo..hi].to_vec(),
+                };
+                self.push(RecoveryCommand::Send { to: n, msg });
+            }
+        }
+        self.decisions = self.decisions_for(me);
+        self.record_decisions();
+        self.applied = self.applied.with(me);
+        self.phase = RecoveryPhase::AwaitingApplied;
+        self.deadline = now.saturating_add(self.config.evidence_timeout_ns);
+        self.try_resume();
+    }
+
+    fn decisions_for(&self, n: NodeId) -> Vec<Decision> {
+        self.reported[n as usize]
+            .iter()
+            .filter_map(|&tx_id| {
+                let e = self.evidence.get(tx_id)?;
+                Some(Decision {
+                    tx_id,
+                    commit: e.decide(&self.view).0,
+                })
+            })
+            .collect()
+    }
+
+    pub(super) fn on_decisions(
+        &mut self,
+        now: Nanos,
+        from: NodeId,
+        part: u16,
+        parts: u16,
+        d: &[Decision],
+    ) {
+        if self.phase != RecoveryPhase::AwaitingDecisions
+            || from != self.view.leader()
+            || !self.decision_parts.add(part, parts)
+        {
+            self.stats.unexpected_dropped += 1;
+            return;
+        }
+        self.decisions.extend_from_slice(d);
+        if self.decision_parts.complete() {
+            self.record_decisions();
+            let msg = RecoveryMsg::Applied { epoch: self.epoch };
+            self.push(RecoveryCommand::Send { to: from, msg });
+            self.phase = RecoveryPhase::AwaitingResume;
+            self.deadline = now.saturating_add(self.config.decision_timeout_ns);
+        }
+    }
+
+    /// Records this node's decisions in its host log: pending LOG records
+    /// committed or dropped, each leaving a COMMIT or ABORT record.
+    fn record_decisions(&mut self) {
+        let pending: BTreeSet<u64> = self
+            .local
+            .records
+            .iter()
+            .filter(|r| r.kind == RecordKind::Log)
+            .map(|r| r.tx_id)
+            .collect();
+        for i in 0..self.decisions.len() {
+            let d = self.decisions[i];
+            if pending.contains(&d.tx_id) {
+                self.push(if d.commit {
+                    RecoveryCommand::CommitPending { tx_id: d.tx_id }
+                } else {
+                    RecoveryCommand::DropPending { tx_id: d.tx_id }
+                });
+            }
+        }
+    }
+
+    pub(super) fn on_applied(&mut self, from: NodeId) {
+        if self.phase != RecoveryPhase::AwaitingApplied || self.applied.contains(from) {
+            self.stats.unexpected_dropped += 1;
+            return;
+        }
+        self.applied = self.applied.with(from);
+        self.try_resume();
+    }
+
+    /// Leader: once every live node recorded its decisions, tells them to
+    /// resume and resumes.
+    fn try_resume(&mut self) {
+        if !self.view.live().is_subset(self.applied) {
+            return;
+        }
+        let me = self.node;
+        for n in self.view.live().iter().filter(|&n| n != me) {
+            let msg = RecoveryMsg::Resume { epoch: self.epoch };
+            self.push(RecoveryCommand::Send { to: n, msg });
+        }
+        self.resume();
+    }
+
+    pub(super) fn on_resume(&mut self, from: NodeId) {
+        if self.phase != RecoveryPhase::AwaitingResume || from != self.view.leader() {
+            self.stats.unexpected_dropped += 1;
+            return;
+        }
+        self.resume();
+    }
+
+    /// Every live node recorded the decisions, so they hold in any later
+    /// epoch: coordinated transactions are finished (reported), shards
+    /// promoted, service resumed.
+    fn resume(&mut self) {
+        let coordinated: BTreeSet<u64> = self.local.coordinated.iter().map(|c| c.tx_id).collect();
+        for i in 0..self.decisions.len() {
+            let d = self.decisions[i];
+            if coordinated.contains(&d.tx_id) {
+                self.push(RecoveryCommand::FinishCoordinated {
+                    tx_id: d.tx_id,
+                    commit: d.commit,
+                });
+            }
+        }
+        for shard in self.view.promoted(&self.served, self.node).iter() {
+            self.push(RecoveryCommand::Promote { shard });
+        }
+        self.push(RecoveryCommand::Resume { epoch: self.epoch });
+        self.served = self.view;
+        self.phase = RecoveryPhase::Serving;
+        self.stats.epochs_resumed += 1;
+    }
+}

@@ -1,0 +1,185 @@
+//! Recovery messages (`wire::RecoveryMsg`): encode/decode round trips for
+//! arbitrary messages within the bounds, and typed errors (never a panic)
+//! for arbitrary or corrupted bytes.
+
+use proptest::prelude::*;
+use splitkv_layout::wire::{
+    CoordEvidence, CoordPhase, Decision, NodeMask, Outcome, RecordEvidence, RecordKind,
+    RecoveryEncodeError, RecoveryMsg, DECISIONS_PER_MESSAGE_MAX, EVIDENCE_ENTRIES_PER_MESSAGE_MAX,
+    MASK_NODES_MAX, RECOVERY_MESSAGE_BYTES_MAX, RECOVERY_PARTS_MAX,
+};
+use splitkv_layout::DecodeError;
+
+fn coord() -> impl Strategy<Value = CoordEvidence> {
+    (
+        any::<u64>(),
+        0..CoordPhase::ALL.len(),
+        0..Outcome::ALL.len(),
+        any::<bool>(),
+        any::<u16>(),
+    )
+        .prop_map(|(tx_id, p, o, reported, m)| CoordEvidence {
+            tx_id,
+            phase: CoordPhase::ALL[p],
+            outcome: Outcome::ALL[o],
+            reported,
+            write_shards: NodeMask(m),
+        })
+}
+
+fn record() -> impl Strategy<Value = RecordEvidence> {
+    (
+        any::<u64>(),
+        0..MASK_NODES_MAX as u16,
+        0..RecordKind::ALL.len(),
+        any::<u16>(),
+    )
+        .prop_map(|(tx_id, shard, k, m)| RecordEvidence {
+            tx_id,
+            shard,
+            kind: RecordKind::ALL[k],
+            write_shards: NodeMask(m),
+        })
+}
+
+fn part() -> impl Strategy<Value = (u16, u16)> {
+    (1..=RECOVERY_PARTS_MAX as u16).prop_flat_map(|parts| (0..parts, Just(parts)))
+}
+
+fn msg() -> impl Strategy<Value = RecoveryMsg> {
+    let half = EVIDENCE_ENTRIES_PER_MESSAGE_MAX / 2;
+    prop_oneof![
+        (
+            any::<u32>(),
+            part(),
+            prop::collection::vec(coord(), 0..=half),
+            prop::collection::vec(record(), 0..=half)
+        )
+            .prop_map(|(epoch, (part, parts), coordinated, records)| {
+                RecoveryMsg::Evidence {
+                    epoch,
+                    part,
+                    parts,
+                    coordinated,
+                    records,
+                }
+            }),
+        (
+            any::<u32>(),
+            part(),
+            prop::collection::vec(
+                (any::<u64>(), any::<bool>())
+                    .prop_map(|(tx_id, commit)| Decision { tx_id, commit }),
+                0..=DECISIONS_PER_MESSAGE_MAX
+            )
+        )
+            .prop_map(|(epoch, (part, parts), decisions)| RecoveryMsg::Decisions {
+                epoch,
+                part,
+                parts,
+                decisions,
+            }),
+        any::<u32>().prop_map(|epoch| RecoveryMsg::Applied { epoch }),
+        any::<u32>().prop_map(|epoch| RecoveryMsg::Resume { epoch }),
+    ]
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(256))]
+
+    #[test]
+    fn round_trip(m in msg()) {
+        let mut out = Vec::new();
+        m.encode(&mut out).unwrap();
+        prop_assert!(out.len() <= RECOVERY_MESSAGE_BYTES_MAX);
+        prop_assert_eq!(RecoveryMsg::decode(&out).unwrap(), m);
+    }
+
+    #[test]
+    fn truncation_and_trailing_bytes_are_errors(m in msg(), cut in any::<prop::sample::Index>()) {
+        let mut out = Vec::new();
+        m.encode(&mut out).unwrap();
+        let at = cut.index(out.len());
+        prop_assert!(RecoveryMsg::decode(&out[..at]).is_err());
+        out.push(0);
+        let trailing = matches!(RecoveryMsg::decode(&out), Err(DecodeError::Inconsistent { .. }));
+        prop_assert!(trailing);
+    }
+
+    #[test]
+    fn arbitrary_bytes_never_panic(bytes in prop::collection::vec(any::<u8>(), 0..256)) {
+        if let Ok(m) = RecoveryMsg::decode(&bytes) {
+            let mut out = Vec::new();
+            m.encode(&mut out).unwrap();
+            prop_assert_eq!(out, bytes);
+        }
+    }
+}
+
+#[test]
+fn bounds_are_typed_errors() {
+    let too_many = RecoveryMsg::Decisions {
+        epoch: 1,
+        part: 0,
+        parts: 1,
+        decisions: vec![
+            Decision {
+                tx_id: 1,
+                commit: true
+            };
+            DECISIONS_PER_MESSAGE_MAX + 1
+        ],
+    };
+    let mut out = Vec::new();
+    assert!(matches!(
+        too_many.encode(&mut out),
+        Err(RecoveryEncodeError::TooMany { .. })
+    ));
+    assert!(out.is_empty(), "nothing appended on error");
+    let bad_part = RecoveryMsg::Decisions {
+        epoch: 1,
+        part: 1,
+        parts: 1,
+        decisions: vec![],
+    };
+    assert!(matches!(
+        bad_part.encode(&mut out),
+        Err(RecoveryEncodeError::Part { .. })
+    ));
+    // Count over the bound on the wire.
+    let mut bytes = vec![2u8];
+    bytes.extend_from_slice(&7u32.to_le_bytes());
+    bytes.extend_from_slice(&0u16.to_le_bytes());
+    bytes.extend_from_slice(&1u16.to_le_bytes());
+    bytes.extend_from_slice(&((DECISIONS_PER_MESSAGE_MAX + 1) as u16).to_le_bytes());
+    assert!(matches!(
+        RecoveryMsg::decode(&bytes),
+        Err(DecodeError::TooLarge { .. })
+    ));
+    // An undecided decision is refused.
+    let mut bytes = vec![2u8];
+    bytes.extend_from_slice(&7u32.to_le_bytes());
+    bytes.extend_from_slice(&0u16.to_le_bytes());
+    bytes.extend_from_slice(&1u16.to_le_bytes());
+    bytes.extend_from_slice(&1u16.to_le_bytes());
+    bytes.extend_from_slice(&9u64.to_le_bytes());
+    bytes.push(Outcome::Undecided as u8);
+    assert!(matches!(
+        RecoveryMsg::decode(&bytes),
+        Err(DecodeError::Inconsistent { .. })
+    ));
+    assert!(matches!(
+        RecoveryMsg::decode(&[9]),
+        Err(DecodeError::BadTag { .. })
+    ));
+}
+
+#[test]
+fn node_mask_operations() {
+    let m = NodeMask::EMPTY.with(0).with(3).with(15).with(16);
+    assert_eq!(m.iter().collect::<Vec<_>>(), vec![0, 3, 15]);
+    assert_eq!(m.len(), 3);
+    assert!(m.contains(3) && !m.contains(2) && !m.contains(16));
+    assert!(NodeMask::EMPTY.with(3).is_subset(m));
+    assert!(!NodeMask::EMPTY.with(4).is_subset(m));
+}
