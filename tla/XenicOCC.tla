@@ -36,11 +36,11 @@
 (*                   transaction and rebuilds the stores (no locks left).  *)
 (*                                                                         *)
 (* Recovery rule (coordinator crashed): commit iff a live node holds a     *)
-(* COMMIT record of t, or every written key has a live replica holding     *)
+(* COMMIT record of t, or every live replica of every written key holds    *)
 (* t's LOG record (LOG is sent only after validation passed); otherwise    *)
 (* abort.  A live coordinator's own decision stands, undecided means       *)
 (* abort.  With f+1 replicas and at most f of them lost, a transaction     *)
-(* whose commit was reported has a LOG record on a survivor of every       *)
+(* whose commit was reported has a LOG record on every survivor of every   *)
 (* written key.  Old design (LogToAllReplicas = FALSE): commit iff a live  *)
 (* node holds a LOG or COMMIT record of t and every written key's new      *)
 (* value survives in such a record.                                        *)
@@ -239,15 +239,18 @@ HasWrite(n, t, k) ==
     \E r \in rec[n] : r.t = t /\ r.kind \in {"LOG", "COMMIT"} /\ k \in r.keys
 
 \* Issue 11's rule for a transaction whose coordinator crashed: commit iff
-\* a live node holds a COMMIT record of t, or every written key (shard) has
-\* a live replica holding t's LOG record (LOG is sent only after validation
-\* passed).  A live coordinator's decision stands; undecided means abort.
+\* a live node holds a COMMIT record of t, or every live replica of every
+\* written key (shard) holds t's LOG record (LOG is sent only after
+\* validation passed; "every", not "some", so no surviving replica misses a
+\* committed write: nic-runtime/src/recovery/decide.rs).  A live
+\* coordinator's decision stands; undecided means abort.
 DecideAll(A) ==
     LET HasLog(n, t, k) == \E r \in rec[n] : r.t = t /\ r.kind = "LOG" /\ k \in r.keys
         Decide(t) ==
             IF Coord(t) \in A THEN IF dec[t] = "commit" THEN "commit" ELSE "abort"
             ELSE IF \/ \E n \in A : \E r \in rec[n] : r.t = t /\ r.kind = "COMMIT"
-                    \/ \A k \in WS(t) : \E n \in Replicas(k) \cap A : HasLog(n, t, k)
+                    \/ \A k \in WS(t) : /\ Replicas(k) \cap A # {}
+                                         /\ \A n \in Replicas(k) \cap A : HasLog(n, t, k)
                  THEN "commit" ELSE "abort"
     IN  [t \in Txns |-> IF t \in InFlight /\ WS(t) # {} THEN Decide(t)
                         ELSE IF t \in InFlight THEN "abort" ELSE dec[t]]

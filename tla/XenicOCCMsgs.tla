@@ -337,7 +337,8 @@ HasLog(n, t, k) == \E r \in rec[n] : r.t = t /\ r.kind = "LOG" /\ k \in r.keys
 DecideFor(t) ==
     IF Coord(t) \in alive THEN IF dec[t] = "commit" THEN "commit" ELSE "abort"
     ELSE IF \/ \E n \in alive : \E r \in rec[n] : r.t = t /\ r.kind = "COMMIT"
-            \/ \A k \in WS(t) : \E n \in Replicas(k) \cap alive : HasLog(n, t, k)
+            \/ \A k \in WS(t) : /\ Replicas(k) \cap alive # {}
+                                 /\ \A n \in Replicas(k) \cap alive : HasLog(n, t, k)
          THEN "commit" ELSE "abort"
 
 Decide ==
