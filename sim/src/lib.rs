@@ -29,6 +29,7 @@
 pub mod checker;
 pub mod history;
 pub mod lost_commits;
+pub mod membership;
 
 use rand::seq::SliceRandom;
 use rand::{Rng, SeedableRng};
