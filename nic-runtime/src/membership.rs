@@ -124,3 +124,106 @@ pub trait Membership {
     /// `now` (the newest, when several did).
     fn poll(&mut self, now: Nanos) -> Option<Configuration>;
 }
+
+/// Default interval between lease renewals (ns): a quarter of the
+/// simulated manager's default lease, so three renewals may be lost before
+/// the lease runs out.
+pub const RENEW_EVERY_NS_DEFAULT: Nanos = 2_500_000;
+
+/// Counters of a [`MembershipAgent`].
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct AgentStats {
+    /// Renewals asked for.
+    pub renewals: u64,
+    /// Suspects reported (peers whose sessions failed).
+    pub suspects_reported: u64,
+    /// New configurations applied to the runtime.
+    pub configurations: u64,
+    /// Requests the membership refused ([`MembershipError`]).
+    pub refused: u64,
+}
+
+/// Connects one node's [`crate::NicRuntime`] to its [`Membership`]: renews
+/// the lease every `renew_every_ns`, reports each peer its sessions declared
+/// failed as a suspect, and applies every new configuration
+/// ([`crate::NicRuntime::apply_configuration`]: epoch, failed peers). A
+/// polled state machine like the runtime; the driver calls
+/// [`MembershipAgent::run_iteration`] next to the runtime's.
+#[derive(Debug)]
+pub struct MembershipAgent {
+    renew_every_ns: Nanos,
+    next_renew: Nanos,
+    events: Vec<crate::net::session::SessionEvent>,
+    removed: Option<MembershipError>,
+    stats: AgentStats,
+}
+
+impl MembershipAgent {
+    /// An agent renewing every `renew_every_ns` (at least 1 ns).
+    pub fn new(renew_every_ns: Nanos) -> MembershipAgent {
+        MembershipAgent {
+            renew_every_ns: renew_every_ns.max(1),
+            next_renew: 0,
+            events: Vec::with_capacity(crate::net::session::SESSION_EVENTS_MAX),
+            removed: None,
+            stats: AgentStats::default(),
+        }
+    }
+
+    /// Counters so far.
+    pub fn stats(&self) -> AgentStats {
+        self.stats
+    }
+
+    /// Why this node is out of the configuration, once the membership said
+    /// so: it must stop serving ([`MembershipError::Removed`]).
+    pub fn removed(&self) -> Option<&MembershipError> {
+        self.removed.as_ref()
+    }
+
+    /// Renews when due, reports new suspects, applies a new configuration.
+    /// Returns whether it did anything.
+    pub fn run_iteration(
+        &mut self,
+        now: Nanos,
+        nic: &mut crate::NicRuntime,
+        m: &mut dyn Membership,
+    ) -> bool {
+        let mut work = false;
+        if now >= self.next_renew && self.removed.is_none() {
+            self.next_renew = now.saturating_add(self.renew_every_ns);
+            self.stats.renewals += 1;
+            work = true;
+            self.note(m.renew(now));
+        }
+        nic.drain_session_events(&mut self.events);
+        for i in 0..self.events.len() {
+            let crate::net::session::SessionEvent::PeerFailed { node } = self.events[i];
+            self.stats.suspects_reported += 1;
+            work = true;
+            self.note(m.report_suspect(node, now));
+        }
+        self.events.clear();
+        if let Some(c) = m.poll(now) {
+            self.stats.configurations += 1;
+            work = true;
+            nic.apply_configuration(&c);
+            if !c.contains(m.node()) {
+                self.removed = Some(MembershipError::Removed {
+                    node: m.node(),
+                    epoch: c.epoch,
+                });
+            }
+        }
+        work
+    }
+
+    fn note(&mut self, r: Result<(), MembershipError>) {
+        if let Err(e) = r {
+            self.stats.refused += 1;
+            if matches!(e, MembershipError::Removed { .. }) {
+                self.removed = Some(e);
+            }
+        }
+    }
+}
