@@ -5,6 +5,9 @@
 //! Transaction ids are `node (16 bits) | slot (16 bits) | generation (32 bits)`,
 //! so a late or duplicated response for a finished transaction is recognised and
 //! dropped.
+//!
+//! A phase that outlives its deadline or waits on a failed peer ends by the
+//! rules of [`deadline`]: `Unavailable` before LOG, `Unknown` after.
 
 use super::Io;
 use crate::placement::{Placement, NODES_MAX};
