@@ -321,6 +321,25 @@ impl NicRuntime {
         self.io.net.set_epoch(epoch);
     }
 
+    /// Runs one polling iteration at time `now`; returns whether it did any work.
+    pub fn run_iteration(&mut self, now: Nanos) -> bool {
+        if self.fault().is_some() {
+            // Stopped: the refusals were sent by the iteration that failed.
+            return false;
+        }
+        self.iterations += 1;
+        self.io.now = now;
+        let mut work = self.poll_network(now);
+        work |= self.poll_dma(now);
+        work |= self.poll_acks();
+        work |= self.start_requests();
+        work |= self.watch_peers();
+        work |= self.clients.deliver(&mut self.coordinator);
+        // End of iteration: seal, number and send every batched packet.
+        work |= self.io.net.flush(now, &mut *self.transport);
+        work
+    }
+
     /// This node's membership epoch.
     pub fn epoch(&self) -> u32 {
         self.io.net.epoch()
@@ -367,25 +386,6 @@ impl NicRuntime {
         let work = self.take_session_events();
         self.coordinator
             .check_deadlines(&mut self.io, &self.procedures);
-        work
-    }
-
-    /// Runs one polling iteration at time `now`; returns whether it did any work.
-    pub fn run_iteration(&mut self, now: Nanos) -> bool {
-        if self.fault().is_some() {
-            // Stopped: the refusals were sent by the iteration that failed.
-            return false;
-        }
-        self.iterations += 1;
-        self.io.now = now;
-        let mut work = self.poll_network(now);
-        work |= self.poll_dma(now);
-        work |= self.poll_acks();
-        work |= self.start_requests();
-        work |= self.watch_peers();
-        work |= self.clients.deliver(&mut self.coordinator);
-        // End of iteration: seal, number and send every batched packet.
-        work |= self.io.net.flush(now, &mut *self.transport);
         work
     }
 

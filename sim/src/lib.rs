@@ -26,10 +26,11 @@
 //! with the fault-tolerance work.
 #![warn(missing_docs)]
 
+pub mod membership;
+
 pub mod checker;
 pub mod history;
 pub mod lost_commits;
-pub mod membership;
 
 use rand::seq::SliceRandom;
 use rand::{Rng, SeedableRng};
