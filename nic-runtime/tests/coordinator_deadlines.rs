@@ -214,14 +214,17 @@ fn a_silent_replica_after_log_gives_unknown_then_the_live_coordinator_commits() 
     // a live replica, so the live coordinator commits (recovery's rule).
     r.fail(silent);
     let commits = r.sent();
-    assert!(!commits.is_empty());
+    assert!(commits.iter().any(|&(d, _, _)| d != silent));
     assert!(commits
         .iter()
-        .all(|&(d, k, t)| k == MsgKind::Commit && t == tx && d != silent));
-    for &(d, _, _) in &commits {
+        .all(|&(_, k, t)| k == MsgKind::Commit && t == tx));
+    // The live replicas acknowledge; one sent to the failed node (which its
+    // session drops) is not waited for past the next scan.
+    for &(d, _, _) in commits.iter().filter(|c| c.0 != silent) {
         w.ack(MsgKind::CommitAck, tx, ReplyStatus::Ok);
         r.respond(d, &w);
     }
+    r.advance(DEADLINE_SCAN_INTERVAL_NS);
     assert!(r.outcomes().is_empty(), "the client already heard Unknown");
     assert_eq!(r.coord.inflight(), 0);
     let s = r.coord.stats().deadlines;
@@ -278,12 +281,15 @@ fn a_log_on_no_live_replica_aborts_and_releases_the_lock() {
     assert!(r.coord.outcomes().is_empty() || r.outcomes() == vec![TxStatus::Unknown]);
     let mut w = BodyWriter::new();
     if logs.contains(&primary) {
-        // The primary logged it and lives: the decision is commit.
+        // The primary logged it and lives: the decision is commit, made
+        // at the next scan (the failed backup's LOG ack never comes).
         w.ack(MsgKind::LogAck, tx, ReplyStatus::Ok);
         r.respond(primary, &w);
-        assert_eq!(r.sent(), vec![(primary, MsgKind::Commit, tx)]);
+        r.advance(DEADLINE_SCAN_INTERVAL_NS);
+        assert!(r.sent().contains(&(primary, MsgKind::Commit, tx)));
         w.ack(MsgKind::CommitAck, tx, ReplyStatus::Ok);
         r.respond(primary, &w);
+        r.advance(DEADLINE_SCAN_INTERVAL_NS);
         assert_eq!(r.coord.stats().deadlines.unknown_committed, 1);
     } else {
         // Only the failed backup was sent the LOG: no live replica holds

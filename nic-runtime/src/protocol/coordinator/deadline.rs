@@ -23,6 +23,11 @@
 //!   [`TxStatus::Committed`] once every live replica acknowledged (failed
 //!   ones are not waited for), or at the deadline; the slot stays until then.
 //!
+//! A peer's failure is acted on at once for the phases waiting on it; a
+//! phase whose last *live* answer arrives while it still waits on a failed
+//! peer (a message sent to it anyway, which its session dropped) moves on
+//! at the next scan, within [`DEADLINE_SCAN_INTERVAL_NS`].
+//!
 //! A transaction's client hears exactly once: a later outcome of a slot that
 //! already told one (the COMMIT acknowledgements after `Unknown`) is counted
 //! and dropped ([`Coordinator::tell`]).
