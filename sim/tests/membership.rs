@@ -40,7 +40,7 @@ impl Rig {
             let now = self.now;
             self.manager.run_iteration(now);
             for (n, m) in self.members.iter_mut().enumerate() {
-                if now % RENEW_EVERY_NS == 0 && renewing(n, now) {
+                if now.is_multiple_of(RENEW_EVERY_NS) && renewing(n, now) {
                     let _ = m.renew(now);
                 }
                 if let Some(c) = m.poll(now) {

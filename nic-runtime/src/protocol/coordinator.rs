@@ -7,7 +7,7 @@
 //! dropped.
 //!
 //! A phase that outlives its deadline or waits on a failed peer ends by the
-//! rules of [`deadline`]: `Unavailable` before LOG, `Unknown` after.
+//! rules of the `deadline` module: `Unavailable` before LOG, `Unknown` after.
 
 use super::Io;
 use crate::placement::{Placement, NODES_MAX};
@@ -54,7 +54,7 @@ struct TxCtx {
     result: Vec<u8>,
     /// Responses still expected in the current phase, from which nodes, since when.
     pending: Waiting,
-    /// The outcome the application was told, once told ([`deadline`]).
+    /// The outcome the application was told, once told (the `deadline` module).
     told: Option<TxStatus>,
     /// Nodes whose response to the current phase has arrived.
     answered: u32,
@@ -149,7 +149,7 @@ pub struct CoordinatorStats {
     pub malformed_responses: u64,
     /// Responses for transactions no longer in that phase (dropped).
     pub stale_responses: u64,
-    /// Phases ended by a deadline or a failed peer ([`deadline`]).
+    /// Phases ended by a deadline or a failed peer (the `deadline` module; [`DeadlineStats`]).
     pub deadlines: DeadlineStats,
 }
 
