@@ -19,7 +19,8 @@
 //!   status's name as the error for every other status (user abort, lock
 //!   conflict, validation failure, table full...); `info` when the client
 //!   never learned it (the cluster stopped with the call outstanding, or the
-//!   client was dropped). A call still outstanding when
+//!   client was dropped) or learned [`TxStatus::Unknown`] (it may have
+//!   committed). A call still outstanding when
 //!   [`HistoryObserver::history`] is taken appears as its invoke alone, which
 //!   the checker treats as indeterminate too.
 //! - The process of a call is its client, `(node, client)`:
@@ -72,7 +73,8 @@ pub struct ObserverStats {
     pub committed: u64,
     /// `fail` completions, by [`TxStatus`] wire value.
     pub failed: [u64; TxStatus::ALL.len()],
-    /// `info` completions: outcome unknown to the client.
+    /// `info` completions: outcome unknown to the client (never learned, or
+    /// [`TxStatus::Unknown`]).
     pub unknown: u64,
     /// `info` completions: committed, but the result did not decode.
     pub bad_results: u64,
@@ -311,6 +313,11 @@ impl CallObserver for HistoryObserver {
                     (OpType::Info, open.invoked, Some(why))
                 }
             },
+            // It may have committed: indeterminate, as if never learned.
+            CallOutcome::Completed { status, .. } if status.is_indeterminate() => {
+                st.stats.unknown += 1;
+                (OpType::Info, open.invoked, Some(status.name().to_owned()))
+            }
             CallOutcome::Completed { status, .. } => {
                 st.stats.failed[status as usize] += 1;
                 (OpType::Fail, open.invoked, Some(status.name().to_owned()))
@@ -367,5 +374,23 @@ mod tests {
             (2, 1, 1, 1)
         );
         assert_eq!(obs.outstanding(), 1);
+    }
+
+    #[test]
+    fn an_unknown_status_is_info_not_fail() {
+        let obs = HistoryObserver::new().list_append(0);
+        let mut a = Vec::new();
+        codec::encode(&[MicroOp::Append { key: 3, element: 9 }], &mut a);
+        obs.invoked(&call(0, &a, 10));
+        let unknown = CallOutcome::Completed {
+            status: TxStatus::Unknown,
+            result: &[],
+        };
+        obs.completed(&call(0, &a, 20), &unknown);
+        let h = obs.history();
+        assert_eq!(h.ops[1].kind, OpType::Info);
+        assert_eq!(h.ops[1].error.as_deref(), Some("unknown outcome"));
+        let s = obs.stats();
+        assert_eq!((s.unknown, s.failed_total()), (1, 0));
     }
 }

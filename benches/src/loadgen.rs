@@ -113,6 +113,9 @@ pub struct LoadStats {
     /// Transactions ending any other way (rejected, table full, too large,
     /// unavailable).
     pub failed: u64,
+    /// Transactions whose outcome is unknown ([`TxStatus::Unknown`]: they may
+    /// have committed); never resubmitted.
+    pub unknown: u64,
     /// Committed transactions by procedure id.
     pub committed_by_procedure: [u64; PROCEDURES_MAX],
 }
@@ -128,6 +131,7 @@ impl LoadStats {
         self.gave_up += o.gave_up;
         self.user_aborted += o.user_aborted;
         self.failed += o.failed;
+        self.unknown += o.unknown;
         for (a, b) in self
             .committed_by_procedure
             .iter_mut()
@@ -545,6 +549,7 @@ fn count(s: &mut LoadStats, tx: &Pending, status: TxStatus, last: bool) {
             }
         }
         TxStatus::UserAborted => s.user_aborted += 1,
+        TxStatus::Unknown => s.unknown += 1,
         st if st.is_conflict() => {
             s.conflicts += 1;
             s.gave_up += last as u64;

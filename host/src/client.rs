@@ -77,7 +77,8 @@ pub enum ClientError {
 pub struct Outcome {
     /// How the transaction ended: committed, or why not.
     pub status: TxStatus,
-    /// The procedure's result on commit (at most
+    /// The procedure's result on commit, and on [`TxStatus::Unknown`] the
+    /// result it has if it committed (at most
     /// [`RESULT_BYTES_MAX`](splitkv_layout::host_nic::RESULT_BYTES_MAX) bytes);
     /// a short reason when rejected.
     pub result: Vec<u8>,
@@ -87,6 +88,12 @@ impl Outcome {
     /// Whether the transaction committed.
     pub fn is_committed(&self) -> bool {
         self.status == TxStatus::Committed
+    }
+
+    /// Whether it may or may not have committed ([`TxStatus::Unknown`]):
+    /// do not resubmit it blindly.
+    pub fn is_unknown(&self) -> bool {
+        self.status.is_indeterminate()
     }
 }
 

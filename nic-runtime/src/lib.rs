@@ -11,6 +11,7 @@
 //! - [`dma`] — the DMA engine interface and its local implementation (Xenic §4.3.1);
 //! - [`net`] — Dnl batching (Dandelion §5.1) over a narrow transport interface;
 //! - [`placement`] — key → shard → primary and backups;
+//! - [`membership`] — leases, configurations and epochs (the `Membership` trait);
 //! - [`procedure`] — shipped procedures (Xenic §4.2.2).
 //!
 //! The engine never links host code: host memory is bytes in layouts from
@@ -19,6 +20,7 @@
 
 pub mod dma;
 pub mod index;
+pub mod membership;
 pub mod net;
 pub mod placement;
 pub mod procedure;

@@ -16,13 +16,14 @@ pub mod clients;
 use crate::dma::DmaEngine;
 use crate::index::HostTableLayout;
 use crate::index::NicIndex;
+use crate::membership::Configuration;
 use crate::net::fragment::Reassembly;
-use crate::net::session::SessionEvent;
+use crate::net::session::{SessionEvent, SESSION_EVENTS_MAX};
 use crate::net::stack::{NetStats, Stack, StackConfig, StackError};
 use crate::net::Transport;
 use crate::placement::Placement;
 use crate::procedure::ProcedureRegistry;
-use crate::protocol::coordinator::{Coordinator, CoordinatorStats};
+use crate::protocol::coordinator::{phase_deadline_ns, Coordinator, CoordinatorStats};
 use crate::protocol::server::{Server, ServerStats};
 use crate::protocol::Io;
 use crate::Nanos;
@@ -92,6 +93,10 @@ pub struct NicStats {
     /// (A bad request-ring entry closes its client instead:
     /// [`ClientPortStats::clients_closed`].)
     pub bad_ring_entries: u64,
+    /// Session events dropped because [`SESSION_EVENTS_MAX`] were
+    /// undrained ([`NicRuntime::drain_session_events`]); the coordinator saw
+    /// each before it was dropped.
+    pub session_events_dropped: u64,
     /// Iterations run.
     pub iterations: u64,
 }
@@ -151,6 +156,10 @@ pub struct NicRuntime {
     /// Set when the host's acknowledgement ring failed: without acks, pinned
     /// objects are never released, so the node stops.
     ack_fault: Option<String>,
+    /// Session events seen by the coordinator, kept for the membership layer.
+    events: Vec<SessionEvent>,
+    events_fresh: Vec<SessionEvent>,
+    events_dropped: u64,
     iterations: u64,
 }
 
@@ -179,6 +188,8 @@ impl NicRuntime {
             &parts.net,
         )?;
         net.set_inline_bytes_max(parts.transport.inline_bytes_max());
+        let mut coordinator = Coordinator::new();
+        coordinator.set_phase_deadline_ns(phase_deadline_ns(parts.net.session.silence_ns));
         Ok(NicRuntime {
             io: Io {
                 node: parts.node,
@@ -196,7 +207,7 @@ impl NicRuntime {
                 node_seed(parts.seed, parts.node),
             ),
             server: Server::new(),
-            coordinator: Coordinator::new(),
+            coordinator,
             procedures: parts.procedures,
             transport: parts.transport,
             reassembly: Reassembly::new(nodes),
@@ -207,6 +218,9 @@ impl NicRuntime {
             bad_packets: 0,
             bad_ring_entries: 0,
             ack_fault: None,
+            events: Vec::with_capacity(SESSION_EVENTS_MAX),
+            events_fresh: Vec::with_capacity(SESSION_EVENTS_MAX),
+            events_dropped: 0,
             iterations: 0,
         })
     }
@@ -231,6 +245,7 @@ impl NicRuntime {
                 + self.io.net.stats().sessions.drops.malformed
                 + self.io.net.stats().sessions.drops.bad_version,
             bad_ring_entries: self.bad_ring_entries,
+            session_events_dropped: self.events_dropped,
             iterations: self.iterations,
         }
     }
@@ -291,9 +306,13 @@ impl NicRuntime {
     }
 
     /// Moves the session events raised so far (peers declared failed after
-    /// silence) into `out`, oldest first, for the membership layer.
+    /// silence) into `out`, oldest first, for the membership layer (to
+    /// report suspects, [`crate::membership::Membership::report_suspect`]).
+    /// The coordinator has already acted on each, in the iteration that
+    /// raised it.
     pub fn drain_session_events(&mut self, out: &mut Vec<SessionEvent>) {
-        self.io.net.drain_events(out);
+        self.take_session_events();
+        out.append(&mut self.events);
     }
 
     /// Raises this node's membership epoch: stamped on every packet sent,
@@ -320,9 +339,59 @@ impl NicRuntime {
         work |= self.poll_dma(now);
         work |= self.poll_acks();
         work |= self.start_requests();
+        work |= self.watch_peers();
         work |= self.clients.deliver(&mut self.coordinator);
         // End of iteration: seal, number and send every batched packet.
         work |= self.io.net.flush(now, &mut *self.transport);
+        work
+    }
+
+    /// This node's membership epoch.
+    pub fn epoch(&self) -> u32 {
+        self.io.net.epoch()
+    }
+
+    /// Takes a new configuration ([`crate::membership`]): raises the epoch
+    /// to its epoch (older-epoch packets are dropped and counted from now
+    /// on), and the coordinator treats the nodes outside it as failed
+    /// (their transactions end by the deadline rules at once).
+    pub fn apply_configuration(&mut self, config: &Configuration) {
+        self.set_epoch(config.epoch);
+        self.coordinator
+            .set_live(&mut self.io, &self.procedures, config.live);
+    }
+
+    /// The nodes the coordinator counts as failed (a mask by node id).
+    pub fn failed_peers(&self) -> u32 {
+        self.coordinator.failed_peers()
+    }
+
+    /// Feeds the sessions' new events to the coordinator (a failed peer ends
+    /// the phases waiting on it at once) and keeps them, at most
+    /// [`SESSION_EVENTS_MAX`], for [`NicRuntime::drain_session_events`].
+    /// Returns whether any event came.
+    fn take_session_events(&mut self) -> bool {
+        self.io.net.drain_events(&mut self.events_fresh);
+        let any = !self.events_fresh.is_empty();
+        for ev in self.events_fresh.drain(..) {
+            let SessionEvent::PeerFailed { node } = ev;
+            self.coordinator
+                .on_peer_failed(&mut self.io, &self.procedures, node);
+            if self.events.len() < SESSION_EVENTS_MAX {
+                self.events.push(ev);
+            } else {
+                self.events_dropped += 1;
+            }
+        }
+        any
+    }
+
+    /// Failed peers and overdue phases end the transactions they hold up
+    /// (see [`crate::protocol::coordinator`]'s `deadline` module).
+    fn watch_peers(&mut self) -> bool {
+        let work = self.take_session_events();
+        self.coordinator
+            .check_deadlines(&mut self.io, &self.procedures);
         work
     }
 

@@ -98,11 +98,17 @@ pub enum TxStatus {
     /// Aborted: a replica could not read its host table or write its host
     /// log (a DMA or host-decode failure), never reported as a conflict.
     HostFailure = 8,
+    /// Outcome unknown: the coordinator stopped hearing from a replica after
+    /// the write set was sent for logging (Xenic §4.2 step 4) and before the
+    /// commit point was known reached, so recovery may still commit it (as
+    /// FoundationDB's `commit_unknown_result`). Never resubmit it blindly: it
+    /// may have committed; a history records it as indeterminate (`info`).
+    Unknown = 9,
 }
 
 impl TxStatus {
     /// Every status, in wire-value order.
-    pub const ALL: [TxStatus; 9] = [
+    pub const ALL: [TxStatus; 10] = [
         TxStatus::Committed,
         TxStatus::LockConflict,
         TxStatus::UserAborted,
@@ -112,6 +118,7 @@ impl TxStatus {
         TxStatus::TooLarge,
         TxStatus::Unavailable,
         TxStatus::HostFailure,
+        TxStatus::Unknown,
     ];
 
     /// The status with wire value `tag`, if any.
@@ -123,6 +130,12 @@ impl TxStatus {
     /// failed validation): the case a client retries unchanged.
     pub fn is_conflict(self) -> bool {
         matches!(self, TxStatus::LockConflict | TxStatus::ValidationFailed)
+    }
+
+    /// Whether the transaction may or may not have committed
+    /// ([`TxStatus::Unknown`]): neither a commit nor an abort.
+    pub fn is_indeterminate(self) -> bool {
+        self == TxStatus::Unknown
     }
 
     /// A short lower-case name for reports ("lock conflict", "table full").
@@ -137,11 +150,12 @@ impl TxStatus {
             TxStatus::TooLarge => "too large",
             TxStatus::Unavailable => "unavailable",
             TxStatus::HostFailure => "host failure",
+            TxStatus::Unknown => "unknown outcome",
         }
     }
 }
 
-const _: () = assert!(TxStatus::ALL.len() == TxStatus::HostFailure as usize + 1);
+const _: () = assert!(TxStatus::ALL.len() == TxStatus::Unknown as usize + 1);
 
 /// Host → NIC: run registered procedure `procedure` with `args` as a transaction
 /// (function shipping, Xenic §4.2.2). `args` is at most [`ARGS_BYTES_MAX`] bytes.

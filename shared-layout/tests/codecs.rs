@@ -22,6 +22,7 @@ fn status() -> impl Strategy<Value = TxStatus> {
         TxStatus::TooLarge,
         TxStatus::Unavailable,
         TxStatus::HostFailure,
+        TxStatus::Unknown,
     ])
 }
 
@@ -390,9 +391,16 @@ fn wire_values_of_enums() {
         TxStatus::TooLarge,
         TxStatus::Unavailable,
         TxStatus::HostFailure,
+        TxStatus::Unknown,
     ] {
         assert_eq!(TxStatus::from_u8(s as u8), Some(s));
     }
+    assert_eq!(TxStatus::ALL.len(), 10);
+    assert_eq!(TxStatus::Unknown as u8, 9);
+    assert!(TxStatus::Unknown.is_indeterminate());
+    assert!(TxStatus::ALL
+        .iter()
+        .all(|s| s.is_indeterminate() == (*s == TxStatus::Unknown)));
     assert_eq!(TxStatus::Rejected as u8, 3);
     assert_eq!(TxStatus::Unavailable as u8, 7);
     assert_eq!(TxStatus::HostFailure as u8, 8);

@@ -33,6 +33,8 @@
 //!   database's final state.
 #![warn(missing_docs)]
 
+pub mod membership;
+
 pub mod checker;
 pub mod dma;
 pub mod driver;

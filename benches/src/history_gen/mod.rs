@@ -19,9 +19,10 @@
 //! - its completion when the outcome arrives: `ok` with what the reads
 //!   returned (decoded from the procedure's result), or `fail` with
 //!   [`TxStatus::name`] as the error for every status other than committed;
-//! - `info` for every transaction without an outcome when
-//!   [`TxGenerator::finish`] ends the run (the client never learned whether
-//!   it committed).
+//! - `info` for a [`TxStatus::Unknown`] outcome (the coordinator lost a
+//!   replica after logging began: it may have committed) and for every
+//!   transaction without an outcome when [`TxGenerator::finish`] ends the
+//!   run (the client never learned whether it committed).
 //!
 //! **Times.** An invoke is stamped with the `now` of the load generator's
 //! iteration that drew it ([`TxGenerator::on_iteration`]), read before the
@@ -119,7 +120,8 @@ pub struct HistoryStats {
     pub failed: [u64; TxStatus::ALL.len()],
     /// Committed, but the result did not decode (recorded as `info`).
     pub bad_results: u64,
-    /// Without an outcome when the run ended (recorded as `info`).
+    /// Ended with [`TxStatus::Unknown`], or without an outcome when the run
+    /// ended (recorded as `info`).
     pub indeterminate: u64,
 }
 
@@ -332,6 +334,12 @@ impl<W: MicroOpSource> TxGenerator for HistoryGen<W> {
                     (OpType::Info, tx.invoked, Some(why))
                 }
             },
+            // It may have committed: `info`, and its writes are not given
+            // back to the generator (they may be visible).
+            s if s.is_indeterminate() => {
+                self.stats.indeterminate += 1;
+                (OpType::Info, tx.invoked, Some(s.name().to_owned()))
+            }
             s => {
                 self.stats.failed[s as usize] += 1;
                 self.workload.failed(&tx.invoked);

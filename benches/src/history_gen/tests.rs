@@ -197,3 +197,39 @@ fn a_process_is_reused_only_after_its_completion_is_recorded() {
     );
     assert!(c.generator().is_finished());
 }
+
+#[test]
+fn an_unknown_outcome_is_recorded_as_info_and_its_writes_kept() {
+    let (mut c, mut nic, _) = setup(4);
+    c.run_iteration(10);
+    let n = nic.take_requests();
+    assert!(n >= 1);
+    nic.answer(|_| TxStatus::Unknown);
+    c.run_iteration(20);
+    c.run_iteration(30); // completions are stamped by the next iteration
+    let stats = c.generator().stats();
+    assert_eq!(stats.indeterminate, n as u64, "{stats:?}");
+    assert_eq!(stats.failed_total(), 0, "Unknown is not a failure");
+    let infos: Vec<_> = c
+        .generator()
+        .ops()
+        .iter()
+        .filter(|o| o.kind == OpType::Info)
+        .cloned()
+        .collect();
+    assert_eq!(infos.len(), n);
+    for o in &infos {
+        assert_eq!(
+            (o.time_ns, o.error.as_deref()),
+            (30, Some("unknown outcome"))
+        );
+        assert!(
+            !o.value.is_empty(),
+            "the invoked micro-ops, writes included"
+        );
+    }
+    let mut out = Vec::new();
+    History::merge([infos]).write_jsonl(&mut out).unwrap();
+    let text = String::from_utf8(out).unwrap();
+    assert_eq!(text.matches("\"info\"").count(), n, "{text}");
+}

@@ -183,3 +183,26 @@ fn backoff_stays_within_its_bounds_and_grows() {
         }
     }
 }
+
+#[test]
+fn an_unknown_outcome_is_counted_and_never_resubmitted() {
+    // max_tries 5: a conflict would be retried; an unknown outcome may have
+    // committed, so it is the transaction's last.
+    let (mut lg, mut node) = setup(1 << 16, 5);
+    lg.run_iteration(0);
+    let first = node.take();
+    let (req0, seq0) = first[0];
+    node.answer(req0, TxStatus::Unknown);
+    for t in 1..20 {
+        lg.run_iteration(t * 10_000);
+    }
+    let next = node.take();
+    assert_eq!(next.len(), 1, "one new transaction took its place");
+    assert_ne!(next[0].1, seq0, "not the unknown one again");
+    let s = lg.stats();
+    assert_eq!((s.unknown, s.retries, s.failed, s.committed), (1, 0, 0, 0));
+    assert_eq!(
+        lg.generator().outcomes,
+        vec![(seq0, TxStatus::Unknown, 1, true)]
+    );
+}

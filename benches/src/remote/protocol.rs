@@ -207,6 +207,9 @@ pub struct LoadCounters {
     pub user_aborted: u64,
     /// Ended any other way.
     pub failed: u64,
+    /// Outcome unknown (may have committed).
+    #[serde(default)]
+    pub unknown: u64,
     /// Committed by procedure id.
     pub committed_by_procedure: Vec<u64>,
 }
@@ -222,6 +225,7 @@ impl From<LoadStats> for LoadCounters {
             gave_up: s.gave_up,
             user_aborted: s.user_aborted,
             failed: s.failed,
+            unknown: s.unknown,
             committed_by_procedure: s.committed_by_procedure.to_vec(),
         }
     }
@@ -242,6 +246,7 @@ impl From<&LoadCounters> for LoadStats {
             gave_up: c.gave_up,
             user_aborted: c.user_aborted,
             failed: c.failed,
+            unknown: c.unknown,
             committed_by_procedure: by,
         }
     }

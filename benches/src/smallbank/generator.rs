@@ -15,6 +15,9 @@ pub struct SmallbankGenerator {
     workload: Smallbank,
     rng: Xoshiro256PlusPlus,
     money_created: i64,
+    /// Money the transactions of unknown outcome would create if they
+    /// committed: (sum of the negative deltas, sum of the positive ones).
+    money_unknown: (i64, i64),
     balance_reads: u64,
     balance_total_sum: i64,
 }
@@ -29,6 +32,7 @@ impl SmallbankGenerator {
                 seed ^ (client as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15),
             ),
             money_created: 0,
+            money_unknown: (0, 0),
             balance_reads: 0,
             balance_total_sum: 0,
         }
@@ -38,6 +42,14 @@ impl SmallbankGenerator {
     /// from their results.
     pub fn money_created(&self) -> i64 {
         self.money_created
+    }
+
+    /// The range (cents, lowest and highest) of money this client's
+    /// transactions of unknown outcome ([`TxStatus::Unknown`]) created: each
+    /// may have committed or not, so the database's total may be off
+    /// [`money_created`](Self::money_created) by any amount in it.
+    pub fn money_unknown(&self) -> (i64, i64) {
+        self.money_unknown
     }
 
     /// Committed Balance transactions and the sum of the totals (cents) they
@@ -95,6 +107,14 @@ impl TxGenerator for SmallbankGenerator {
     }
 
     fn on_outcome(&mut self, o: &Outcome<'_>) {
+        if o.status.is_indeterminate() {
+            // Its result is the one it has if it committed.
+            let d = delta_of(o.result).unwrap_or(0);
+            let (low, high) = &mut self.money_unknown;
+            *low += d.min(0);
+            *high += d.max(0);
+            return;
+        }
         if o.status != TxStatus::Committed {
             return;
         }
@@ -109,6 +129,31 @@ impl TxGenerator for SmallbankGenerator {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn unknown_outcomes_widen_the_money_range_and_are_not_counted_created() {
+        let w = Smallbank::new(100, None).unwrap();
+        let mut g = SmallbankGenerator::new(w, 0, 1);
+        let feed = |g: &mut SmallbankGenerator, status, delta: i64| {
+            let (call, result) = (TxCall::default(), delta.to_le_bytes());
+            g.on_outcome(&Outcome {
+                call: &call,
+                status,
+                result: &result,
+                invoked_ns: 0,
+                completed_ns: 1,
+                attempt: 1,
+                last: true,
+                seq: 0,
+            });
+        };
+        feed(&mut g, TxStatus::Committed, 5);
+        feed(&mut g, TxStatus::Unknown, 7);
+        feed(&mut g, TxStatus::Unknown, -3);
+        feed(&mut g, TxStatus::LockConflict, 100);
+        assert_eq!(g.money_created(), 5);
+        assert_eq!(g.money_unknown(), (-3, 7));
+    }
 
     #[test]
     fn generator_draws_the_mix_hot_set_and_fixed_amounts() {

@@ -27,7 +27,7 @@ pub mod check;
 pub mod generator;
 pub mod procedures;
 
-pub use check::{check_money, check_money_totals, MoneyReport};
+pub use check::{check_money, check_money_range, check_money_totals, MoneyReport};
 pub use generator::SmallbankGenerator;
 pub use procedures::{aux_of, delta_of, register};
 

@@ -84,11 +84,12 @@ impl ClusterStats {
     }
 
     /// Transactions that did not commit, whatever the reason
-    /// ([`ClusterStats::outcomes`] gives each reason).
+    /// ([`ClusterStats::outcomes`] gives each reason); not those whose
+    /// outcome is unknown ([`TxStatus::Unknown`]: they may have committed).
     pub fn aborted(&self) -> u64 {
         TxStatus::ALL
             .iter()
-            .filter(|s| **s != TxStatus::Committed)
+            .filter(|s| **s != TxStatus::Committed && !s.is_indeterminate())
             .map(|s| self.outcomes(*s))
             .sum()
     }

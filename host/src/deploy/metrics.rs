@@ -58,6 +58,7 @@ pub fn outcome_label(status: TxStatus) -> &'static str {
         TxStatus::TooLarge => "too_large",
         TxStatus::Unavailable => "unavailable",
         TxStatus::HostFailure => "host_failure",
+        TxStatus::Unknown => "unknown",
     }
 }
 

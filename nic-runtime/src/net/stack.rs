@@ -202,6 +202,11 @@ impl Stack {
         self.batcher.try_insert_raw(dest, flow, kind, body)
     }
 
+    /// This node's membership epoch (stamped on every packet sent).
+    pub fn epoch(&self) -> u32 {
+        self.sessions.epoch()
+    }
+
     /// Raises this node's membership epoch (stamped on every packet; packets
     /// of older epochs are dropped from now on).
     pub fn set_epoch(&mut self, epoch: u32) {

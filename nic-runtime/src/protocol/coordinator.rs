@@ -5,6 +5,9 @@
 //! Transaction ids are `node (16 bits) | slot (16 bits) | generation (32 bits)`,
 //! so a late or duplicated response for a finished transaction is recognised and
 //! dropped.
+//!
+//! A phase that outlives its deadline or waits on a failed peer ends by the
+//! rules of the `deadline` module: `Unavailable` before LOG, `Unknown` after.
 
 use super::Io;
 use crate::placement::{Placement, NODES_MAX};
@@ -15,6 +18,12 @@ use splitkv_layout::wire::{
 };
 use splitkv_layout::{Key, ObjectFlags, ObjectMeta};
 use std::collections::VecDeque;
+
+mod deadline;
+pub use deadline::{
+    phase_deadline_ns, DeadlineStats, DEADLINE_SCAN_INTERVAL_NS, PHASE_DEADLINE_NS_DEFAULT,
+};
+use deadline::{Deadlines, Waiting};
 
 /// Most transactions one coordinator has in flight.
 pub const TX_INFLIGHT_MAX: usize = 1024;
@@ -43,8 +52,10 @@ struct TxCtx {
     reads: ReadView,
     writes: WriteSet,
     result: Vec<u8>,
-    /// Responses still expected in the current phase.
-    pending: u16,
+    /// Responses still expected in the current phase, from which nodes, since when.
+    pending: Waiting,
+    /// The outcome the application was told, once told (the `deadline` module).
+    told: Option<TxStatus>,
     /// Nodes whose response to the current phase has arrived.
     answered: u32,
     /// A response in the current phase said no.
@@ -67,7 +78,8 @@ impl TxCtx {
             reads: ReadView::default(),
             writes: WriteSet::default(),
             result: Vec::new(),
-            pending: 0,
+            pending: Waiting::default(),
+            told: None,
             answered: 0,
             failed: false,
             reason: ReplyStatus::Ok,
@@ -137,6 +149,8 @@ pub struct CoordinatorStats {
     pub malformed_responses: u64,
     /// Responses for transactions no longer in that phase (dropped).
     pub stale_responses: u64,
+    /// Phases ended by a deadline or a failed peer (the `deadline` module; [`DeadlineStats`]).
+    pub deadlines: DeadlineStats,
 }
 
 /// The coordinator role of one node.
@@ -149,6 +163,7 @@ pub struct Coordinator {
     /// commit does not allocate.
     spare: Vec<Vec<u8>>,
     stats: CoordinatorStats,
+    deadlines: Deadlines,
 }
 
 fn bit(n: NodeId) -> u32 {
@@ -158,20 +173,21 @@ fn bit(n: NodeId) -> u32 {
 /// Sends one message to every node whose body `build` fills: `build(w,
 /// placement, p)` writes the body for node `p` into `w` and returns whether
 /// it holds anything to send (Dandelion §5.1: the batcher packs the messages
-/// per destination). Returns the number of messages sent.
+/// per destination). Returns the messages sent: how many, to whom, when.
 fn send_each(
     io: &mut Io,
     mut build: impl FnMut(&mut BodyWriter, &Placement, NodeId) -> bool,
-) -> u16 {
+) -> Waiting {
     let placement = io.placement;
-    let mut sent = 0;
+    let (mut sent, mut to) = (0, 0);
     for p in 0..placement.nodes() as NodeId {
         if build(&mut io.w, &placement, p) {
             io.send(p);
             sent += 1;
+            to |= bit(p);
         }
     }
-    sent
+    Waiting::new(sent, to, io.now)
 }
 
 impl Default for Coordinator {
@@ -192,6 +208,7 @@ impl Coordinator {
             outcomes: VecDeque::with_capacity(TX_INFLIGHT_MAX),
             spare: Vec::with_capacity(TX_INFLIGHT_MAX),
             stats: CoordinatorStats::default(),
+            deadlines: Deadlines::default(),
         }
     }
 
@@ -309,7 +326,7 @@ impl Coordinator {
         t.failed = false;
         t.reason = ReplyStatus::Ok;
         t.answered = 0;
-        t.pending = 0;
+        (t.pending, t.told) = (Waiting::default(), None);
         t.phase = Phase::Execute;
         let tx_id = Self::tx_id(io.node, slot, t.gen);
         let plan = &t.plan;
@@ -574,11 +591,7 @@ impl Coordinator {
         let mut result = self.spare.pop().unwrap_or_default();
         result.clear();
         result.extend_from_slice(&t.result);
-        self.outcomes.push_back(Outcome {
-            req_id: t.req_id,
-            status,
-            result,
-        });
+        self.tell(slot, status, result);
         self.release(slot);
     }
 
@@ -594,11 +607,7 @@ impl Coordinator {
             }
             locked & bit(p) != 0
         });
-        self.outcomes.push_back(Outcome {
-            req_id: t.req_id,
-            status,
-            result: why.to_vec(),
-        });
+        self.tell(slot, status, why.to_vec());
         self.release(slot);
     }
 

@@ -139,6 +139,7 @@ fn nic_to_host() -> Vec<(String, Vec<u8>)> {
         TxStatus::Committed,
         TxStatus::LockConflict,
         TxStatus::TableFull,
+        TxStatus::Unknown,
     ]
     .into_iter()
     .map(|status| {

@@ -1,0 +1,229 @@
+//! Membership by leases (DESIGN.md "Faults"; Dandelion §4.4, Xenic §4.2.1;
+//! FaRM-style leases): every node holds a lease from a configuration
+//! manager and renews it; a node whose lease runs out, or that a peer
+//! reports as a suspect (its session fell silent) and whose lease then runs
+//! out, is left out of the next configuration, whose epoch is one higher.
+//! Nodes learn each new configuration and raise their epoch to it
+//! ([`crate::NicRuntime::apply_configuration`]), so packets of older epochs
+//! are dropped and counted by the sessions.
+//!
+//! [`Membership`] is the one interface; the simulator implements it with
+//! leases in virtual time (`splitkv_sim::membership`), deployed clusters with
+//! etcd (a later issue). Like every component it is a polled state machine:
+//! time is passed in, nothing blocks, sleeps or reads a clock, and a request
+//! only queues a message to the manager.
+
+use crate::placement::NODES_MAX;
+use crate::Nanos;
+use splitkv_layout::wire::NodeId;
+
+/// A configuration: its epoch and the nodes in it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub struct Configuration {
+    /// Epoch: one higher for each new configuration (the first is 1).
+    pub epoch: u32,
+    /// The live nodes, a mask by [`NodeId`] (bit `n` for node `n`).
+    pub live: u32,
+}
+
+const _: () = assert!(NODES_MAX <= 32, "node sets are u32 masks");
+
+impl Configuration {
+    /// The first configuration of a cluster of `nodes` nodes (at most
+    /// [`NODES_MAX`]): epoch 1, every node live.
+    pub fn initial(nodes: usize) -> Configuration {
+        let n = nodes.min(NODES_MAX);
+        Configuration {
+            epoch: 1,
+            live: (1u64 << n).wrapping_sub(1) as u32,
+        }
+    }
+
+    /// Whether `node` is in this configuration.
+    pub fn contains(&self, node: NodeId) -> bool {
+        (node as usize) < NODES_MAX && self.live & (1 << node) != 0
+    }
+
+    /// The next configuration: epoch + 1, without the nodes of `gone` (a mask).
+    pub fn without(&self, gone: u32) -> Configuration {
+        Configuration {
+            epoch: self.epoch.wrapping_add(1),
+            live: self.live & !gone,
+        }
+    }
+
+    /// The recovery leader: the lowest live node id, if any node is live
+    /// (issue 11: decisions are made once per epoch by it).
+    pub fn leader(&self) -> Option<NodeId> {
+        (self.live != 0).then(|| self.live.trailing_zeros() as NodeId)
+    }
+}
+
+/// Why a membership request was not taken.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+pub enum MembershipError {
+    /// This node is not in the current configuration (its lease ran out or
+    /// it was reported failed): it must stop serving and rejoin as a new
+    /// incarnation.
+    #[error("node {node} is not in configuration epoch {epoch}")]
+    Removed {
+        /// This node.
+        node: NodeId,
+        /// The epoch that left it out.
+        epoch: u32,
+    },
+    /// The queue of requests to the manager is full; the request was dropped
+    /// (ask again later, as after a lost message).
+    #[error("membership request queue full ({max} requests)")]
+    Busy {
+        /// The bound that was reached.
+        max: usize,
+    },
+    /// The node id is outside the cluster.
+    #[error("node {node} is outside the cluster of {nodes} nodes")]
+    UnknownNode {
+        /// The node named.
+        node: NodeId,
+        /// Nodes in the cluster.
+        nodes: usize,
+    },
+}
+
+/// One node's view of the configuration manager: ask for the configuration,
+/// renew the lease, report suspects, learn of new configurations. Every
+/// call is non-blocking; `now` is the caller's time (ns).
+pub trait Membership {
+    /// This node.
+    fn node(&self) -> NodeId;
+
+    /// The newest configuration this node knows of.
+    fn current(&self) -> Configuration;
+
+    /// Until when (ns) this node's lease is surely valid, as far as it knows
+    /// (0 before the first grant): a node whose lease ran out must stop
+    /// serving, since the manager may have configured it out.
+    fn lease_until(&self) -> Nanos;
+
+    /// Asks the manager to renew this node's lease.
+    ///
+    /// # Errors
+    /// [`MembershipError::Removed`] if this node is known to be out of the
+    /// configuration; [`MembershipError::Busy`] if the request was dropped.
+    fn renew(&mut self, now: Nanos) -> Result<(), MembershipError>;
+
+    /// Reports `suspect` as failed (its session fell silent): the manager
+    /// stops renewing its lease, and once that lease runs out the suspect
+    /// is left out of the next configuration.
+    ///
+    /// # Errors
+    /// [`MembershipError::UnknownNode`] for a node outside the cluster;
+    /// [`MembershipError::Busy`] if the request was dropped.
+    fn report_suspect(&mut self, suspect: NodeId, now: Nanos) -> Result<(), MembershipError>;
+
+    /// A configuration newer than the last one returned, if one arrived by
+    /// `now` (the newest, when several did).
+    fn poll(&mut self, now: Nanos) -> Option<Configuration>;
+}
+
+/// Default interval between lease renewals (ns): a quarter of the
+/// simulated manager's default lease, so three renewals may be lost before
+/// the lease runs out.
+pub const RENEW_EVERY_NS_DEFAULT: Nanos = 2_500_000;
+
+/// Counters of a [`MembershipAgent`].
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct AgentStats {
+    /// Renewals asked for.
+    pub renewals: u64,
+    /// Suspects reported (peers whose sessions failed).
+    pub suspects_reported: u64,
+    /// New configurations applied to the runtime.
+    pub configurations: u64,
+    /// Requests the membership refused ([`MembershipError`]).
+    pub refused: u64,
+}
+
+/// Connects one node's [`crate::NicRuntime`] to its [`Membership`]: renews
+/// the lease every `renew_every_ns`, reports each peer its sessions declared
+/// failed as a suspect, and applies every new configuration
+/// ([`crate::NicRuntime::apply_configuration`]: epoch, failed peers). A
+/// polled state machine like the runtime; the driver calls
+/// [`MembershipAgent::run_iteration`] next to the runtime's.
+#[derive(Debug)]
+pub struct MembershipAgent {
+    renew_every_ns: Nanos,
+    next_renew: Nanos,
+    events: Vec<crate::net::session::SessionEvent>,
+    removed: Option<MembershipError>,
+    stats: AgentStats,
+}
+
+impl MembershipAgent {
+    /// An agent renewing every `renew_every_ns` (at least 1 ns).
+    pub fn new(renew_every_ns: Nanos) -> MembershipAgent {
+        MembershipAgent {
+            renew_every_ns: renew_every_ns.max(1),
+            next_renew: 0,
+            events: Vec::with_capacity(crate::net::session::SESSION_EVENTS_MAX),
+            removed: None,
+            stats: AgentStats::default(),
+        }
+    }
+
+    /// Counters so far.
+    pub fn stats(&self) -> AgentStats {
+        self.stats
+    }
+
+    /// Why this node is out of the configuration, once the membership said
+    /// so: it must stop serving ([`MembershipError::Removed`]).
+    pub fn removed(&self) -> Option<&MembershipError> {
+        self.removed.as_ref()
+    }
+
+    /// Renews when due, reports new suspects, applies a new configuration.
+    /// Returns whether it did anything.
+    pub fn run_iteration(
+        &mut self,
+        now: Nanos,
+        nic: &mut crate::NicRuntime,
+        m: &mut dyn Membership,
+    ) -> bool {
+        let mut work = false;
+        if now >= self.next_renew && self.removed.is_none() {
+            self.next_renew = now.saturating_add(self.renew_every_ns);
+            self.stats.renewals += 1;
+            work = true;
+            self.note(m.renew(now));
+        }
+        nic.drain_session_events(&mut self.events);
+        for i in 0..self.events.len() {
+            let crate::net::session::SessionEvent::PeerFailed { node } = self.events[i];
+            self.stats.suspects_reported += 1;
+            work = true;
+            self.note(m.report_suspect(node, now));
+        }
+        self.events.clear();
+        if let Some(c) = m.poll(now) {
+            self.stats.configurations += 1;
+            work = true;
+            nic.apply_configuration(&c);
+            if !c.contains(m.node()) {
+                self.removed = Some(MembershipError::Removed {
+                    node: m.node(),
+                    epoch: c.epoch,
+                });
+            }
+        }
+        work
+    }
+
+    fn note(&mut self, r: Result<(), MembershipError>) {
+        if let Err(e) = r {
+            self.stats.refused += 1;
+            if matches!(e, MembershipError::Removed { .. }) {
+                self.removed = Some(e);
+            }
+        }
+    }
+}

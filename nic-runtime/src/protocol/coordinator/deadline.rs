@@ -1,0 +1,275 @@
+//! Coordinator deadlines and failed peers (Xenic §4.2; issue 11 "Recovery":
+//! timeouts). Without them one lost participant leaves a transaction's slot
+//! and its locks held forever. Each phase of a `TxCtx` records the nodes it
+//! sent to and when ([`Waiting`]); a phase that outlives its deadline
+//! ([`PHASE_DEADLINE_NS_DEFAULT`], longer than the sessions' silence, so a
+//! dead peer is declared failed first), or that waits on a peer the sessions
+//! declared failed, ends by these rules:
+//!
+//! - **Execute / Validate** (nothing logged yet): abort. ABORT goes to every
+//!   live primary that holds, or may hold, locks of the transaction (an
+//!   EXECUTE that reached a primary whose answer is missing may have locked;
+//!   the session delivers the ABORT after it), and the client is told
+//!   [`TxStatus::Unavailable`]: certainly not committed.
+//! - **Log** (some LOG sent, the commit point not known reached): the client
+//!   is told [`TxStatus::Unknown`] at once (as FoundationDB's
+//!   `commit_unknown_result`): recovery commits a transaction whose every
+//!   written shard has a surviving replica holding its LOG. The slot stays:
+//!   once every live replica acknowledged, the coordinator, alive, applies
+//!   the recovery rule itself — commit if every written key has a live
+//!   replica that acknowledged its LOG, else abort — so the locks never
+//!   outlive the decision. (A live coordinator's decision stands.)
+//! - **Commit** (past the commit point: committed): the client is told
+//!   [`TxStatus::Committed`] once every live replica acknowledged (failed
+//!   ones are not waited for), or at the deadline; the slot stays until then.
+//!
+//! A peer's failure is acted on at once for the phases waiting on it; a
+//! phase whose last *live* answer arrives while it still waits on a failed
+//! peer (a message sent to it anyway, which its session dropped) moves on
+//! at the next scan, within [`DEADLINE_SCAN_INTERVAL_NS`].
+//!
+//! A transaction's client hears exactly once: a later outcome of a slot that
+//! already told one (the COMMIT acknowledgements after `Unknown`) is counted
+//! and dropped ([`Coordinator::tell`]).
+
+use super::{bit, Coordinator, Outcome, Phase};
+use crate::net::session::SESSION_SILENCE_NS_DEFAULT;
+use crate::placement::NODES_MAX;
+use crate::procedure::ProcedureRegistry;
+use crate::protocol::Io;
+use crate::Nanos;
+use splitkv_layout::host_nic::TxStatus;
+use splitkv_layout::wire::NodeId;
+
+/// Default deadline of one coordinator phase (ns): twice the sessions'
+/// default silence, so a peer that stopped answering is declared failed by
+/// its session (and handled at once) before its transactions time out.
+pub const PHASE_DEADLINE_NS_DEFAULT: Nanos = 2 * SESSION_SILENCE_NS_DEFAULT;
+/// How often the coordinator scans its slots for overdue phases (ns).
+pub const DEADLINE_SCAN_INTERVAL_NS: Nanos = 1_000_000;
+/// The phase deadline for sessions that declare a peer failed after
+/// `silence_ns`: twice that.
+pub fn phase_deadline_ns(silence_ns: Nanos) -> Nanos {
+    silence_ns.saturating_mul(2)
+}
+
+const _: () = assert!(PHASE_DEADLINE_NS_DEFAULT > SESSION_SILENCE_NS_DEFAULT);
+const _: () = assert!(NODES_MAX <= 32, "node sets are u32 masks");
+
+/// The responses one phase of a transaction waits for: how many are still
+/// due, the nodes its messages went to (a mask by [`NodeId`]) and when they
+/// were sent (ns).
+#[derive(Debug, Clone, Copy, Default)]
+pub(super) struct Waiting {
+    count: u16,
+    sent: u32,
+    since: Nanos,
+}
+
+impl Waiting {
+    /// A phase that sent `count` messages to the nodes of `sent` at `since`.
+    pub(super) fn new(count: u16, sent: u32, since: Nanos) -> Waiting {
+        Waiting { count, sent, since }
+    }
+}
+
+impl std::ops::SubAssign<u16> for Waiting {
+    fn sub_assign(&mut self, n: u16) {
+        self.count -= n;
+    }
+}
+
+impl PartialEq<u16> for Waiting {
+    fn eq(&self, n: &u16) -> bool {
+        self.count == *n
+    }
+}
+
+/// Counters of the deadline rules, one per case.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct DeadlineStats {
+    /// Peers declared failed (by their session or a new configuration).
+    pub peers_failed: u64,
+    /// Transactions aborted in Execute or Validate for a failed or silent
+    /// participant (told [`TxStatus::Unavailable`]).
+    pub unavailable: u64,
+    /// Transactions told [`TxStatus::Unknown`] in Log.
+    pub unknown: u64,
+    /// Of those, later committed (every LOG acknowledged, or every written
+    /// key logged at a live replica).
+    pub unknown_committed: u64,
+    /// Of those, later aborted (some written key logged at no live replica).
+    pub unknown_aborted: u64,
+    /// Committed transactions reported without the COMMIT acknowledgement
+    /// of a failed replica.
+    pub commit_without_failed: u64,
+    /// Committed transactions reported at the Commit deadline, before every
+    /// live replica acknowledged.
+    pub commit_overdue: u64,
+}
+
+/// The deadline state of one coordinator.
+#[derive(Debug)]
+pub(super) struct Deadlines {
+    phase_ns: Nanos,
+    /// Nodes declared failed (mask by node id).
+    dead: u32,
+    next_scan: Nanos,
+}
+
+impl Default for Deadlines {
+    fn default() -> Deadlines {
+        Deadlines {
+            phase_ns: PHASE_DEADLINE_NS_DEFAULT,
+            dead: 0,
+            next_scan: 0,
+        }
+    }
+}
+
+impl Coordinator {
+    /// Sets the deadline of each phase to `ns` (> 0; see
+    /// [`phase_deadline_ns`] for the one that fits the sessions' silence).
+    pub fn set_phase_deadline_ns(&mut self, ns: Nanos) {
+        self.deadlines.phase_ns = ns.max(1);
+    }
+
+    /// Nodes declared failed, a mask by node id.
+    pub fn failed_peers(&self) -> u32 {
+        self.deadlines.dead
+    }
+
+    /// `node` was declared failed (its session fell silent, or a new
+    /// configuration left it out): every transaction waiting on it ends now
+    /// by the rules of this module. Nothing more is awaited from it.
+    pub fn on_peer_failed(&mut self, io: &mut Io, procs: &ProcedureRegistry, node: NodeId) {
+        if (node as usize) >= NODES_MAX || self.deadlines.dead & bit(node) != 0 {
+            return;
+        }
+        self.deadlines.dead |= bit(node);
+        self.stats.deadlines.peers_failed += 1;
+        self.scan(io, procs);
+    }
+
+    /// The live nodes of a new configuration (mask by node id): those
+    /// outside it are failed ([`Coordinator::on_peer_failed`]), those inside
+    /// it are live again.
+    pub fn set_live(&mut self, io: &mut Io, procs: &ProcedureRegistry, live: u32) {
+        let all = (1u64 << io.placement.nodes()).wrapping_sub(1) as u32;
+        self.deadlines.dead &= !live;
+        for n in 0..io.placement.nodes() as NodeId {
+            if (all & !live) & bit(n) != 0 {
+                self.on_peer_failed(io, procs, n);
+            }
+        }
+    }
+
+    /// Ends the phases past their deadline (at `io.now`); scans at most
+    /// every [`DEADLINE_SCAN_INTERVAL_NS`]. Called once per iteration.
+    pub fn check_deadlines(&mut self, io: &mut Io, procs: &ProcedureRegistry) {
+        if io.now < self.deadlines.next_scan {
+            return;
+        }
+        self.deadlines.next_scan = io.now.saturating_add(DEADLINE_SCAN_INTERVAL_NS);
+        self.scan(io, procs);
+    }
+
+    fn scan(&mut self, io: &mut Io, procs: &ProcedureRegistry) {
+        for slot in 0..self.txs.len() {
+            let t = &self.txs[slot];
+            if t.phase == Phase::Free {
+                continue;
+            }
+            let waiting = t.pending.sent & !t.answered;
+            let overdue = io.now.saturating_sub(t.pending.since) >= self.deadlines.phase_ns;
+            if overdue || waiting & self.deadlines.dead != 0 {
+                self.expire(io, procs, slot, overdue);
+            }
+        }
+    }
+
+    /// Ends (or, in Log and Commit, moves on) the phase of `slot`, which
+    /// is overdue or waits on a failed peer.
+    fn expire(&mut self, io: &mut Io, procs: &ProcedureRegistry, slot: usize, overdue: bool) {
+        let dead = self.deadlines.dead;
+        let t = &mut self.txs[slot];
+        let live_waiting = t.pending.sent & !t.answered & !dead;
+        match t.phase {
+            Phase::Execute | Phase::Validate => {
+                if t.phase == Phase::Execute {
+                    let placement = io.placement;
+                    let writers = t
+                        .plan
+                        .writes
+                        .iter()
+                        .fold(0, |m, k| m | bit(placement.primary(k)));
+                    t.locked |= t.pending.sent & !t.answered & writers;
+                }
+                t.locked &= !dead;
+                self.stats.deadlines.unavailable += 1;
+                self.abort(io, slot, TxStatus::Unavailable, b"a replica is unavailable");
+            }
+            Phase::Log => {
+                if t.told.is_none() {
+                    self.stats.deadlines.unknown += 1;
+                    let result = t.result.clone();
+                    self.tell(slot, TxStatus::Unknown, result);
+                }
+                if live_waiting != 0 {
+                    return; // they acknowledge, or their sessions fail them
+                }
+                let t = &mut self.txs[slot];
+                let logged = t.answered & !dead;
+                let placement = io.placement;
+                let covered = t.writes.iter().all(|(k, _)| {
+                    (0..placement.nodes() as NodeId)
+                        .any(|n| logged & bit(n) != 0 && placement.is_replica(n, k))
+                });
+                if covered {
+                    self.end_phase(io, procs, slot);
+                } else {
+                    t.locked &= !dead;
+                    self.abort(
+                        io,
+                        slot,
+                        TxStatus::Unavailable,
+                        b"a written shard lost its log",
+                    );
+                }
+            }
+            Phase::Commit if live_waiting == 0 => {
+                self.stats.deadlines.commit_without_failed += 1;
+                self.end_phase(io, procs, slot);
+            }
+            Phase::Commit if overdue && t.told.is_none() => {
+                self.stats.deadlines.commit_overdue += 1;
+                let result = t.result.clone();
+                self.tell(slot, TxStatus::Committed, result);
+            }
+            Phase::Commit | Phase::Free => {}
+        }
+    }
+
+    /// Hands the outcome of `slot` to the application, unless it was told
+    /// one already (then the late one is counted and dropped).
+    pub(super) fn tell(&mut self, slot: usize, status: TxStatus, result: Vec<u8>) {
+        let t = &mut self.txs[slot];
+        if let Some(first) = t.told {
+            let late = &mut self.stats.deadlines;
+            match (first, status) {
+                (TxStatus::Unknown, TxStatus::Committed) => late.unknown_committed += 1,
+                (TxStatus::Unknown, _) => late.unknown_aborted += 1,
+                _ => {}
+            }
+            self.recycle(result);
+            return;
+        }
+        t.told = Some(status);
+        let req_id = t.req_id;
+        self.outcomes.push_back(Outcome {
+            req_id,
+            status,
+            result,
+        });
+    }
+}

@@ -1,0 +1,117 @@
+//! The membership agent (`nic-runtime/src/membership.rs`) between a runtime
+//! and its `Membership`: it renews the lease on schedule, reports a peer
+//! whose session fell silent as a suspect, and applies the configuration
+//! that follows (epoch raised, the peer failed for the coordinator); a node
+//! configured out learns that it must stop.
+
+mod support;
+
+use splitkv_layout::wire::{BodyWriter, MsgKind, NodeId};
+use splitkv_layout::{Key, ObjectMeta};
+use splitkv_nic::membership::{Configuration, Membership, MembershipAgent, MembershipError};
+use splitkv_nic::net::mem::mem_network;
+use splitkv_nic::net::session::SessionConfig;
+use splitkv_nic::net::stack::StackConfig;
+use splitkv_nic::net::{Transport, TxPacket};
+use splitkv_nic::{Nanos, Placement};
+use support::{lone_runtime, peer_packet};
+
+/// A membership that records requests and hands out scripted configurations.
+#[derive(Default)]
+struct Scripted {
+    renewals: Vec<Nanos>,
+    suspects: Vec<(NodeId, Nanos)>,
+    next: Option<Configuration>,
+    current: Configuration,
+}
+
+impl Membership for Scripted {
+    fn node(&self) -> NodeId {
+        0
+    }
+    fn current(&self) -> Configuration {
+        self.current
+    }
+    fn lease_until(&self) -> Nanos {
+        Nanos::MAX
+    }
+    fn renew(&mut self, now: Nanos) -> Result<(), MembershipError> {
+        self.renewals.push(now);
+        Ok(())
+    }
+    fn report_suspect(&mut self, suspect: NodeId, now: Nanos) -> Result<(), MembershipError> {
+        self.suspects.push((suspect, now));
+        Ok(())
+    }
+    fn poll(&mut self, _: Nanos) -> Option<Configuration> {
+        let c = self.next.take()?;
+        self.current = c;
+        Some(c)
+    }
+}
+
+#[test]
+fn a_silent_peer_is_reported_and_the_next_configuration_applied() {
+    const SILENCE_NS: Nanos = 1_000_000;
+    const RENEW_NS: Nanos = 300_000;
+    let mut net = mem_network(2);
+    let mut peer = net.pop().unwrap();
+    let transport = net.pop().unwrap();
+    let cfg = StackConfig {
+        session: SessionConfig {
+            silence_ns: SILENCE_NS,
+            ..SessionConfig::default()
+        },
+        ..StackConfig::default()
+    };
+    let mut lone = lone_runtime(Placement::new(2, 2).unwrap(), transport, 64, cfg);
+    let nic = &mut lone.nic;
+    let mut m = Scripted {
+        current: Configuration::initial(2),
+        ..Scripted::default()
+    };
+    let mut agent = MembershipAgent::new(RENEW_NS);
+    // Node 1 sends one LOG; node 0 answers and waits for an ack that never comes.
+    let mut w = BodyWriter::new();
+    w.begin_items(MsgKind::Log, 7);
+    w.push_item(&Key::new(0, 1), ObjectMeta(1), b"x");
+    let pkt = peer_packet(0, &w);
+    peer.tx_burst(
+        0,
+        &[TxPacket {
+            dst: 0,
+            bytes: &pkt,
+        }],
+    );
+    let mut now = 0;
+    while now <= 2 * SILENCE_NS {
+        nic.run_iteration(now);
+        agent.run_iteration(now, nic, &mut m);
+        now += 10_000;
+    }
+    assert_eq!(m.suspects.len(), 1, "reported once: {:?}", m.suspects);
+    let (suspect, at) = m.suspects[0];
+    assert_eq!(suspect, 1);
+    assert!((SILENCE_NS..SILENCE_NS + 20_000).contains(&at), "{at}");
+    // Renewed on schedule: every RENEW_NS from 0.
+    assert_eq!(m.renewals.len() as u64, 2 * SILENCE_NS / RENEW_NS + 1);
+    assert!(m.renewals.windows(2).all(|p| p[1] - p[0] == RENEW_NS));
+    // The manager's next configuration leaves node 1 out.
+    m.next = Some(m.current.without(1 << 1));
+    nic.run_iteration(now);
+    agent.run_iteration(now, nic, &mut m);
+    assert_eq!(nic.epoch(), 2);
+    assert_eq!(nic.failed_peers(), 1 << 1);
+    assert_eq!(agent.stats().configurations, 1);
+    assert!(agent.removed().is_none());
+    // A configuration without this node: it must stop.
+    m.next = Some(m.current.without(1 << 0));
+    agent.run_iteration(now + 1, nic, &mut m);
+    assert_eq!(
+        agent.removed(),
+        Some(&MembershipError::Removed { node: 0, epoch: 3 })
+    );
+    let renewals = m.renewals.len();
+    agent.run_iteration(now + 10 * RENEW_NS, nic, &mut m);
+    assert_eq!(m.renewals.len(), renewals, "a removed node renews no more");
+}

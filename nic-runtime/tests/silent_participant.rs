@@ -1,0 +1,185 @@
+//! Whole runtimes with a participant that never answers (issue 11
+//! "Recovery": timeouts): three nodes over the in-memory network, node 2
+//! crashed from the start (never polled). Node 0 coordinates; its session
+//! with node 2 falls silent and declares it failed, and the transaction ends
+//! — `Unavailable` when node 2 was to lock (before any LOG), `Unknown` when
+//! it was to log — well before the phase deadline, with no lock left at the
+//! live primary, node 1.
+
+use splitkv_layout::host_nic::{HostToNic, NicToHost, TxRequest, TxStatus};
+use splitkv_layout::ring::{ring_pair, RingConsumer, RingProducer};
+use splitkv_layout::robinhood_layout::{TableConfig, TableLayout};
+use splitkv_layout::{Key, Region};
+use splitkv_nic::dma::local::LocalDma;
+use splitkv_nic::index::HostTableLayout;
+use splitkv_nic::net::mem::{mem_network, MemTransport};
+use splitkv_nic::net::session::SessionConfig;
+use splitkv_nic::net::stack::StackConfig;
+use splitkv_nic::protocol::coordinator::phase_deadline_ns;
+use splitkv_nic::{
+    HostPorts, Nanos, NicParts, NicRuntime, Placement, ProcError, Procedure, ProcedureRegistry,
+    ReadView, TxPlan, UserAbort, WriteSet,
+};
+use std::sync::Arc;
+
+const SILENCE_NS: Nanos = 1_000_000;
+const STEP_NS: Nanos = 5_000;
+
+/// Writes b"v" to each of its keys.
+struct WriteKeys(Vec<Key>);
+
+impl Procedure for WriteKeys {
+    fn name(&self) -> &'static str {
+        "write-keys"
+    }
+    fn plan(&self, _: &[u8], plan: &mut TxPlan) -> Result<(), ProcError> {
+        for k in &self.0 {
+            plan.write(*k);
+        }
+        Ok(())
+    }
+    fn execute(
+        &self,
+        _: &[u8],
+        _: &ReadView,
+        w: &mut WriteSet,
+        _: &mut Vec<u8>,
+    ) -> Result<(), UserAbort> {
+        for k in &self.0 {
+            w.put(*k, b"v");
+        }
+        Ok(())
+    }
+}
+
+struct Node {
+    nic: NicRuntime,
+    requests: RingProducer,
+    outcomes: RingConsumer,
+    _log: RingConsumer,
+    _acks: RingProducer,
+}
+
+fn node(id: u16, placement: Placement, transport: MemTransport, keys: Vec<Key>) -> Node {
+    let layout = TableLayout::new(&TableConfig::new(64, 64)).unwrap();
+    let (log_tx, _log) = ring_pair(1 << 16).unwrap();
+    let (requests, req_rx) = ring_pair(1 << 12).unwrap();
+    let (out_tx, outcomes) = ring_pair(1 << 12).unwrap();
+    let (_acks, ack_rx) = ring_pair(1 << 12).unwrap();
+    let dma = LocalDma::new(Arc::new(Region::new(layout.region_bytes())), log_tx, 0);
+    let mut procedures = ProcedureRegistry::new();
+    procedures.register(Arc::new(WriteKeys(keys)));
+    let net = StackConfig {
+        session: SessionConfig {
+            silence_ns: SILENCE_NS,
+            ..SessionConfig::default()
+        },
+        ..StackConfig::default()
+    };
+    let nic = NicRuntime::new(NicParts {
+        node: id,
+        placement,
+        table: HostTableLayout::Robinhood(layout),
+        value_bytes_max: 64,
+        procedures,
+        dma: Box::new(dma),
+        transport: Box::new(transport),
+        host: HostPorts::one_client(req_rx, out_tx, ack_rx),
+        cache_objects: 64,
+        seed: 1,
+        net,
+    })
+    .unwrap();
+    Node {
+        nic,
+        requests,
+        outcomes,
+        _log,
+        _acks,
+    }
+}
+
+/// A key whose replicas (primary first) are `want`.
+fn key_on(placement: &Placement, want: &[u16]) -> Key {
+    (0..10_000u64)
+        .map(|i| Key::new(0, i))
+        .find(|k| {
+            placement.primary(k) == want[0]
+                && (0..placement.nodes() as u16)
+                    .all(|n| placement.is_replica(n, k) == want.contains(&n))
+        })
+        .expect("a key with those replicas")
+}
+
+/// Runs one transaction of `keys` coordinated by node 0 while node 2 is
+/// down; returns its status, when it came (ns), and node 1 at the end.
+fn run(keys: impl Fn(&Placement) -> Vec<Key>) -> (TxStatus, Nanos, Node) {
+    let placement = Placement::new(3, 2).unwrap();
+    let keys = keys(&placement);
+    let mut net = mem_network(3);
+    let _down = net.pop().unwrap(); // node 2: never polled
+    let mut n1 = node(1, placement, net.pop().unwrap(), keys.clone());
+    let mut n0 = node(0, placement, net.pop().unwrap(), keys);
+    let mut buf = Vec::new();
+    HostToNic::TxRequest(TxRequest {
+        req_id: 5,
+        procedure: 0,
+        args: b"",
+    })
+    .encode(&mut buf);
+    n0.requests.try_push(&buf).unwrap();
+    let limit = 2 * phase_deadline_ns(SILENCE_NS);
+    let mut now = 0;
+    let mut seen = None;
+    while now < limit && seen.is_none() {
+        now += STEP_NS;
+        n0.nic.run_iteration(now);
+        n1.nic.run_iteration(now);
+        if n0.outcomes.try_pop(&mut buf).unwrap() {
+            let NicToHost::TxOutcome(o) = NicToHost::decode(&buf).unwrap();
+            assert_eq!(o.req_id, 5);
+            seen = Some(o.status);
+        }
+    }
+    let status = seen.expect("an outcome within the bound");
+    // The ABORT or COMMIT reaches node 1.
+    for _ in 0..20 {
+        now += STEP_NS;
+        n0.nic.run_iteration(now);
+        n1.nic.run_iteration(now);
+    }
+    assert_eq!(n0.nic.failed_peers(), 1 << 2);
+    (status, now, n1)
+}
+
+#[test]
+fn a_down_primary_ends_the_transaction_unavailable_and_frees_the_live_locks() {
+    let (status, at, n1) = run(|p| vec![key_on(p, &[1, 2]), key_on(p, &[2, 0])]);
+    assert_eq!(status, TxStatus::Unavailable);
+    assert!(
+        at < phase_deadline_ns(SILENCE_NS),
+        "ended by the failure, not the deadline: {at}"
+    );
+    assert_eq!(
+        n1.nic.index().locks_held(),
+        0,
+        "no lock left at the live primary"
+    );
+}
+
+#[test]
+fn a_down_backup_ends_the_transaction_unknown_and_frees_the_live_locks() {
+    let (status, at, n1) = run(|p| vec![key_on(p, &[1, 2])]);
+    assert_eq!(status, TxStatus::Unknown);
+    assert!(
+        at < phase_deadline_ns(SILENCE_NS),
+        "ended by the failure, not the deadline: {at}"
+    );
+    assert_eq!(
+        n1.nic.index().locks_held(),
+        0,
+        "no lock left at the live primary"
+    );
+    let d = n1.nic.stats().coordinator.deadlines;
+    assert_eq!(d, Default::default(), "node 1 coordinated nothing");
+}

@@ -1,0 +1,388 @@
+//! The simulated configuration manager: leases in virtual time, behind the
+//! one membership interface ([`splitkv_nic::membership::Membership`];
+//! DESIGN.md "Faults", issue 11 "Recovery"). The deployed manager (etcd) is
+//! a later issue, on the same interface.
+//!
+//! - **Leases.** Every node of the first configuration holds a lease of
+//!   [`LeaseConfig::lease_ns`] from time 0. A renewal reaches the manager
+//!   after a seeded delay and extends the lease to its arrival plus
+//!   `lease_ns`; the grant reaches the node after another delay, and the
+//!   node counts its lease from the moment it *sent* the renewal, so a node
+//!   never believes in a lease the manager has let lapse.
+//! - **Suspects.** A node reports a peer whose session fell silent; from its
+//!   arrival the manager renews the suspect's lease no more (it may be cut
+//!   off from its peers but not from the manager), so the suspect is left
+//!   out once the lease it holds runs out — never earlier, so a node that
+//!   still believes in its lease is never configured out under it.
+//! - **Configurations.** When leases have run out, the next configuration
+//!   has the epoch one higher and lacks those nodes; every node, the removed
+//!   ones too, learns it after a seeded delay. A removed node's renewals are
+//!   refused ([`MembershipError::Removed`] once it knows).
+//!
+//! Every delay is drawn from one seeded generator, so one seed gives one
+//! sequence of configurations. Nothing here reads a clock: callers pass
+//! `now` (virtual ns). Bounds: [`MANAGER_REQUESTS_MAX`] requests in flight
+//! to the manager, [`NODE_NOTICES_MAX`] undelivered notices per node (more
+//! are dropped and counted, as lost messages).
+
+use rand::{Rng, SeedableRng};
+use rand_xoshiro::Xoshiro256PlusPlus;
+use splitkv_layout::wire::NodeId;
+use splitkv_nic::membership::{Configuration, Membership, MembershipError};
+use splitkv_nic::{Component, Nanos, NODES_MAX};
+use std::sync::{Arc, Mutex, MutexGuard};
+
+/// Default lease (10 ms of virtual time; Rowan and FaRM reconfigure in
+/// tens of milliseconds).
+pub const LEASE_NS_DEFAULT: Nanos = 10_000_000;
+/// Default least one-way delay between a node and the manager (ns).
+pub const MEMBERSHIP_DELAY_MIN_NS_DEFAULT: Nanos = 50_000;
+/// Default largest one-way delay between a node and the manager (ns).
+pub const MEMBERSHIP_DELAY_MAX_NS_DEFAULT: Nanos = 500_000;
+/// Most requests (renewals, suspect reports) in flight to the manager.
+pub const MANAGER_REQUESTS_MAX: usize = 4 * NODES_MAX * 16;
+/// Most undelivered notices (grants, configurations) per node.
+pub const NODE_NOTICES_MAX: usize = 64;
+
+/// Parameters of the simulated manager.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LeaseConfig {
+    /// Nodes in the first configuration (1..=[`NODES_MAX`]).
+    pub nodes: usize,
+    /// Lease length (ns, > 0).
+    pub lease_ns: Nanos,
+    /// Least one-way delay (ns).
+    pub delay_min_ns: Nanos,
+    /// Largest one-way delay (ns, ≥ `delay_min_ns`).
+    pub delay_max_ns: Nanos,
+    /// Seed of every delay.
+    pub seed: u64,
+}
+
+impl LeaseConfig {
+    /// Defaults for `nodes` nodes and `seed`.
+    pub fn new(nodes: usize, seed: u64) -> LeaseConfig {
+        LeaseConfig {
+            nodes,
+            lease_ns: LEASE_NS_DEFAULT,
+            delay_min_ns: MEMBERSHIP_DELAY_MIN_NS_DEFAULT,
+            delay_max_ns: MEMBERSHIP_DELAY_MAX_NS_DEFAULT,
+            seed,
+        }
+    }
+}
+
+/// A lease configuration that cannot work.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum LeaseConfigError {
+    /// A parameter out of its range.
+    #[error("lease manager: {what} = {value} out of range ({range})")]
+    OutOfRange {
+        /// The parameter.
+        what: &'static str,
+        /// Its value.
+        value: u64,
+        /// The allowed range, in words.
+        range: &'static str,
+    },
+}
+
+/// Counters of the simulated manager.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct ManagerStats {
+    /// Renewals granted.
+    pub renewals: u64,
+    /// Renewals refused (from a suspect or a removed node).
+    pub renewals_refused: u64,
+    /// Suspect reports taken.
+    pub suspects: u64,
+    /// Nodes left out because their lease ran out.
+    pub expired: u64,
+    /// Configurations made after the first.
+    pub configurations: u64,
+    /// Requests or notices dropped at their bound.
+    pub dropped: u64,
+}
+
+#[derive(Debug, Clone, Copy)]
+enum Request {
+    Renew { sent: Nanos },
+    Suspect(NodeId),
+}
+
+#[derive(Debug, Clone, Copy)]
+enum Notice {
+    Grant { until: Nanos },
+    Config(Configuration),
+}
+
+/// One node's side: what it knows, and what is on its way to it.
+#[derive(Debug, Default)]
+struct View {
+    config: Configuration,
+    returned_epoch: u32,
+    lease_until: Nanos,
+    notices: Vec<(Nanos, Notice)>,
+}
+
+/// The manager's state (shared by the handles of [`SimMembership`]).
+#[derive(Debug)]
+struct Manager {
+    cfg: LeaseConfig,
+    config: Configuration,
+    lease_until: [Nanos; NODES_MAX],
+    suspected: u32,
+    /// (arrival, order, sender, request).
+    requests: Vec<(Nanos, u64, NodeId, Request)>,
+    order: u64,
+    views: Vec<View>,
+    history: Vec<(Nanos, Configuration)>,
+    rng: Xoshiro256PlusPlus,
+    stats: ManagerStats,
+}
+
+impl Manager {
+    fn delay(&mut self) -> Nanos {
+        self.rng
+            .gen_range(self.cfg.delay_min_ns..=self.cfg.delay_max_ns)
+    }
+
+    fn notify(&mut self, node: NodeId, at: Nanos, notice: Notice) {
+        let view = &mut self.views[node as usize];
+        if view.notices.len() >= NODE_NOTICES_MAX {
+            self.stats.dropped += 1;
+            return;
+        }
+        view.notices.push((at, notice));
+    }
+
+    fn request(&mut self, from: NodeId, now: Nanos, r: Request) -> Result<(), MembershipError> {
+        if self.requests.len() >= MANAGER_REQUESTS_MAX {
+            self.stats.dropped += 1;
+            return Err(MembershipError::Busy {
+                max: MANAGER_REQUESTS_MAX,
+            });
+        }
+        let at = now.saturating_add(self.delay());
+        self.order += 1;
+        self.requests.push((at, self.order, from, r));
+        Ok(())
+    }
+
+    fn run(&mut self, now: Nanos) -> bool {
+        self.requests.sort_unstable_by_key(|r| (r.0, r.1));
+        let due = self.requests.partition_point(|r| r.0 <= now);
+        let work = due > 0;
+        let taken: Vec<_> = self.requests.drain(..due).collect();
+        for (at, _, from, r) in taken {
+            self.take(at, from, r);
+        }
+        let gone = (0..self.cfg.nodes)
+            .filter(|&n| self.config.contains(n as NodeId) && self.lease_until[n] <= now)
+            .fold(0u32, |m, n| m | 1 << n);
+        if gone == 0 {
+            return work;
+        }
+        self.stats.expired += gone.count_ones() as u64;
+        self.stats.configurations += 1;
+        self.config = self.config.without(gone);
+        self.suspected &= !gone;
+        self.history.push((now, self.config));
+        for n in 0..self.cfg.nodes as NodeId {
+            let at = now.saturating_add(self.delay());
+            self.notify(n, at, Notice::Config(self.config));
+        }
+        true
+    }
+
+    fn take(&mut self, at: Nanos, from: NodeId, r: Request) {
+        match r {
+            Request::Renew { sent } => {
+                let bit = 1u32 << from;
+                if !self.config.contains(from) || self.suspected & bit != 0 {
+                    self.stats.renewals_refused += 1;
+                    let back = at.saturating_add(self.delay());
+                    self.notify(from, back, Notice::Config(self.config));
+                    return;
+                }
+                self.stats.renewals += 1;
+                self.lease_until[from as usize] = at.saturating_add(self.cfg.lease_ns);
+                let back = at.saturating_add(self.delay());
+                let until = sent.saturating_add(self.cfg.lease_ns);
+                self.notify(from, back, Notice::Grant { until });
+            }
+            Request::Suspect(s) => {
+                if self.config.contains(s) {
+                    self.stats.suspects += 1;
+                    self.suspected |= 1 << s;
+                }
+            }
+        }
+    }
+}
+
+/// The simulated configuration manager, shared by every node's handle
+/// ([`SimMembership::member`]). Run it as a [`Component`] of the simulation
+/// (its [`Component::run_iteration`] takes the requests that arrived and
+/// makes the next configuration when leases ran out).
+#[derive(Debug, Clone)]
+pub struct SimMembership {
+    inner: Arc<Mutex<Manager>>,
+}
+
+impl SimMembership {
+    /// A manager whose first configuration (epoch 1) holds every one of
+    /// `cfg.nodes` nodes, each with a lease until `cfg.lease_ns`.
+    ///
+    /// # Errors
+    /// [`LeaseConfigError`] if `nodes` is 0 or over [`NODES_MAX`], the lease
+    /// is 0, or the delays are out of order.
+    pub fn new(cfg: LeaseConfig) -> Result<SimMembership, LeaseConfigError> {
+        let bad =
+            |what, value: u64, range| Err(LeaseConfigError::OutOfRange { what, value, range });
+        if cfg.nodes == 0 || cfg.nodes > NODES_MAX {
+            return bad("nodes", cfg.nodes as u64, "1..=NODES_MAX");
+        }
+        if cfg.lease_ns == 0 {
+            return bad("lease_ns", 0, "at least 1");
+        }
+        if cfg.delay_max_ns < cfg.delay_min_ns {
+            return bad("delay_max_ns", cfg.delay_max_ns, "at least delay_min_ns");
+        }
+        let config = Configuration::initial(cfg.nodes);
+        let views = (0..cfg.nodes)
+            .map(|_| View {
+                config,
+                returned_epoch: config.epoch,
+                lease_until: cfg.lease_ns,
+                notices: Vec::with_capacity(NODE_NOTICES_MAX),
+            })
+            .collect();
+        let mut lease_until = [0; NODES_MAX];
+        lease_until[..cfg.nodes].fill(cfg.lease_ns);
+        let manager = Manager {
+            cfg,
+            config,
+            lease_until,
+            suspected: 0,
+            requests: Vec::with_capacity(MANAGER_REQUESTS_MAX),
+            order: 0,
+            views,
+            history: vec![(0, config)],
+            rng: Xoshiro256PlusPlus::seed_from_u64(cfg.seed),
+            stats: ManagerStats::default(),
+        };
+        Ok(SimMembership {
+            inner: Arc::new(Mutex::new(manager)),
+        })
+    }
+
+    fn lock(&self) -> MutexGuard<'_, Manager> {
+        // One simulation thread: a poisoned lock means a test already failed.
+        self.inner.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Node `node`'s handle (the [`Membership`] it uses).
+    ///
+    /// # Errors
+    /// [`MembershipError::UnknownNode`] for a node outside the cluster.
+    pub fn member(&self, node: NodeId) -> Result<SimMember, MembershipError> {
+        let nodes = self.lock().cfg.nodes;
+        if node as usize >= nodes {
+            return Err(MembershipError::UnknownNode { node, nodes });
+        }
+        Ok(SimMember {
+            node,
+            manager: self.clone(),
+        })
+    }
+
+    /// The manager's current configuration.
+    pub fn current(&self) -> Configuration {
+        self.lock().config
+    }
+
+    /// Every configuration made so far with the virtual time it was made
+    /// (the first at 0).
+    pub fn history(&self) -> Vec<(Nanos, Configuration)> {
+        self.lock().history.clone()
+    }
+
+    /// Counters so far.
+    pub fn stats(&self) -> ManagerStats {
+        self.lock().stats
+    }
+}
+
+impl Component for SimMembership {
+    fn run_iteration(&mut self, now: Nanos) -> bool {
+        self.lock().run(now)
+    }
+}
+
+/// One node's handle on the simulated manager.
+#[derive(Debug, Clone)]
+pub struct SimMember {
+    node: NodeId,
+    manager: SimMembership,
+}
+
+impl Membership for SimMember {
+    fn node(&self) -> NodeId {
+        self.node
+    }
+
+    fn current(&self) -> Configuration {
+        self.manager.lock().views[self.node as usize].config
+    }
+
+    fn lease_until(&self) -> Nanos {
+        self.manager.lock().views[self.node as usize].lease_until
+    }
+
+    fn renew(&mut self, now: Nanos) -> Result<(), MembershipError> {
+        let mut m = self.manager.lock();
+        let view = &m.views[self.node as usize];
+        if !view.config.contains(self.node) {
+            let epoch = view.config.epoch;
+            return Err(MembershipError::Removed {
+                node: self.node,
+                epoch,
+            });
+        }
+        m.request(self.node, now, Request::Renew { sent: now })
+    }
+
+    fn report_suspect(&mut self, suspect: NodeId, now: Nanos) -> Result<(), MembershipError> {
+        let mut m = self.manager.lock();
+        let nodes = m.cfg.nodes;
+        if suspect as usize >= nodes {
+            return Err(MembershipError::UnknownNode {
+                node: suspect,
+                nodes,
+            });
+        }
+        m.request(self.node, now, Request::Suspect(suspect))
+    }
+
+    fn poll(&mut self, now: Nanos) -> Option<Configuration> {
+        let mut m = self.manager.lock();
+        let view = &mut m.views[self.node as usize];
+        let mut i = 0;
+        while i < view.notices.len() {
+            if view.notices[i].0 > now {
+                i += 1;
+                continue;
+            }
+            match view.notices.swap_remove(i).1 {
+                Notice::Grant { until } => view.lease_until = view.lease_until.max(until),
+                Notice::Config(c) if c.epoch > view.config.epoch => view.config = c,
+                Notice::Config(_) => {}
+            }
+        }
+        (view.config.epoch > view.returned_epoch).then(|| {
+            view.returned_epoch = view.config.epoch;
+            view.config
+        })
+    }
+}

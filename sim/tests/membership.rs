@@ -1,0 +1,162 @@
+//! The simulated lease manager (`sim/src/membership.rs`): live nodes that
+//! renew keep epoch 1; a silent node's lease runs out and the next
+//! configuration (epoch 2) leaves it out; a reported suspect is left out
+//! only once the lease it believes in has run out; one seed gives one
+//! sequence of configurations.
+
+use splitkv_nic::membership::{Configuration, Membership, MembershipError};
+use splitkv_nic::{Component, Nanos};
+use splitkv_sim::membership::{LeaseConfig, SimMember, SimMembership, LEASE_NS_DEFAULT};
+
+const STEP_NS: Nanos = 100_000;
+const RENEW_EVERY_NS: Nanos = LEASE_NS_DEFAULT / 4;
+
+struct Rig {
+    manager: SimMembership,
+    members: Vec<SimMember>,
+    /// Configurations each node learned, with when.
+    learned: Vec<Vec<(Nanos, Configuration)>>,
+    now: Nanos,
+}
+
+fn rig(nodes: usize, seed: u64) -> Rig {
+    let manager = SimMembership::new(LeaseConfig::new(nodes, seed)).unwrap();
+    let members = (0..nodes as u16)
+        .map(|n| manager.member(n).unwrap())
+        .collect();
+    Rig {
+        manager,
+        members,
+        learned: vec![Vec::new(); nodes],
+        now: 0,
+    }
+}
+
+impl Rig {
+    /// Runs until `until`; node `n` renews while `renewing(n, now)`.
+    fn run(&mut self, until: Nanos, renewing: impl Fn(usize, Nanos) -> bool) {
+        while self.now < until {
+            self.now += STEP_NS;
+            let now = self.now;
+            self.manager.run_iteration(now);
+            for (n, m) in self.members.iter_mut().enumerate() {
+                if now.is_multiple_of(RENEW_EVERY_NS) && renewing(n, now) {
+                    let _ = m.renew(now);
+                }
+                if let Some(c) = m.poll(now) {
+                    self.learned[n].push((now, c));
+                }
+            }
+        }
+    }
+}
+
+#[test]
+fn nodes_that_renew_keep_the_first_configuration() {
+    let mut r = rig(3, 1);
+    r.run(10 * LEASE_NS_DEFAULT, |_, _| true);
+    assert_eq!(r.manager.current(), Configuration::initial(3));
+    assert!(r.learned.iter().all(|l| l.is_empty()));
+    let s = r.manager.stats();
+    assert!(s.renewals >= 3 * 30, "{s:?}");
+    assert_eq!((s.expired, s.configurations), (0, 0));
+    for m in &r.members {
+        assert!(m.lease_until() > r.now, "each lease runs past now");
+    }
+}
+
+#[test]
+fn a_silent_node_expires_and_the_epoch_is_bumped_without_it() {
+    let mut r = rig(3, 7);
+    let stop = 3 * LEASE_NS_DEFAULT;
+    r.run(6 * LEASE_NS_DEFAULT, |n, now| n != 2 || now < stop);
+    let history = r.manager.history();
+    assert_eq!(history.len(), 2, "{history:?}");
+    let (made, c) = history[1];
+    assert_eq!(
+        c,
+        Configuration {
+            epoch: 2,
+            live: 0b011
+        }
+    );
+    // Not before the last lease granted to node 2 ran out; within a lease
+    // and a round trip of its last renewal.
+    assert!(
+        made >= stop && made <= stop + LEASE_NS_DEFAULT + 1_000_000,
+        "{made}"
+    );
+    for (n, l) in r.learned.iter().enumerate() {
+        assert_eq!(l.len(), 1, "node {n} learns epoch 2 once");
+        assert_eq!(l[0].1, c);
+        assert!(l[0].0 >= made);
+    }
+    assert!(
+        r.members[2].lease_until() <= made,
+        "node 2 believed in no lease past it"
+    );
+    assert_eq!(
+        r.members[2].renew(r.now),
+        Err(MembershipError::Removed { node: 2, epoch: 2 })
+    );
+    assert!(r.members[0].renew(r.now).is_ok());
+    assert_eq!(r.manager.stats().expired, 1);
+}
+
+#[test]
+fn a_suspect_is_left_out_once_its_own_lease_runs_out() {
+    let mut r = rig(3, 3);
+    let report = 2 * LEASE_NS_DEFAULT;
+    r.run(report, |_, _| true);
+    let believed = r.members[1].lease_until();
+    r.members[0].report_suspect(1, report).unwrap();
+    // Node 1 keeps renewing: the manager refuses it from the report on.
+    r.run(5 * LEASE_NS_DEFAULT, |_, _| true);
+    let history = r.manager.history();
+    assert_eq!(history.len(), 2, "{history:?}");
+    let (made, c) = history[1];
+    assert_eq!(
+        c,
+        Configuration {
+            epoch: 2,
+            live: 0b101
+        }
+    );
+    assert!(made >= believed, "never under a lease node 1 believes in");
+    assert!(r.members[1].lease_until() <= made);
+    let s = r.manager.stats();
+    assert_eq!(s.suspects, 1);
+    assert!(s.renewals_refused >= 1);
+    assert_eq!(
+        r.members[0].report_suspect(9, r.now),
+        Err(MembershipError::UnknownNode { node: 9, nodes: 3 })
+    );
+}
+
+#[test]
+fn one_seed_gives_one_sequence_of_configurations() {
+    let run = |seed| {
+        let mut r = rig(4, seed);
+        r.run(8 * LEASE_NS_DEFAULT, |n, now| {
+            n < 2 || now < (n as u64) * LEASE_NS_DEFAULT
+        });
+        (r.manager.history(), r.learned)
+    };
+    let a = run(11);
+    assert_eq!(a, run(11));
+    assert_eq!(a.0.last().unwrap().1.live, 0b0011);
+    assert_eq!(a.0.last().unwrap().1.epoch, a.0.len() as u32);
+}
+
+#[test]
+fn bad_parameters_are_refused() {
+    assert!(SimMembership::new(LeaseConfig::new(0, 1)).is_err());
+    let cfg = LeaseConfig {
+        delay_min_ns: 10,
+        delay_max_ns: 5,
+        ..LeaseConfig::new(3, 1)
+    };
+    assert!(SimMembership::new(cfg).is_err());
+    let m = SimMembership::new(LeaseConfig::new(3, 1)).unwrap();
+    assert!(m.member(3).is_err());
+}
