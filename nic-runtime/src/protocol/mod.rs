@@ -45,6 +45,13 @@
 pub mod coordinator;
 pub mod server;
 
+/// Mutation switch `log_backups_only` (issue 11): the protocol before the
+/// commit-point fix — LOG to backups only, applied at once by backups (NIC
+/// cache and host table), COMMIT to primaries only, which unlock before
+/// their COMMIT append completed. A simulator test shows the issue's
+/// counterexample failing against it. Declared in `Cargo.toml` check-cfg.
+pub(crate) const LOG_BACKUPS_ONLY: bool = cfg!(splitkv_mutation = "log_backups_only");
+
 use crate::dma::DmaEngine;
 use crate::net::batch::BatchError;
 use crate::net::stack::Stack;

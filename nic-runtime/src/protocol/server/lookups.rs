@@ -104,7 +104,7 @@ impl Server {
                 continue;
             }
             match self.ops[slot].kind {
-                OpKind::Log | OpKind::Commit => self.submit_append(io, slot),
+                OpKind::Log | OpKind::Commit | OpKind::Abort => self.submit_append(io, slot),
                 OpKind::Execute | OpKind::Validate => {
                     for i in 0..self.ops[slot].keys.len() {
                         if let Some((v, n)) = self.ops[slot].queued[i].take() {
@@ -124,7 +124,10 @@ impl Server {
         if slot >= self.ops.len() || !self.ops[slot].active || self.ops[slot].gen != gen {
             return;
         }
-        let append = matches!(self.ops[slot].kind, OpKind::Log | OpKind::Commit);
+        let append = matches!(
+            self.ops[slot].kind,
+            OpKind::Log | OpKind::Commit | OpKind::Abort
+        );
         match (&c.result, append) {
             (Ok(DmaDone::Appended { tail }), true) => self.finish_append(io, index, slot, *tail),
             (Err(e), true) => self.append_failed(io, slot, e.to_string()),
