@@ -149,6 +149,9 @@ pub struct ServerStats {
     /// here or a newer one of its coordinator slot was seen: late or
     /// duplicated messages (issue 11, "orphan lock").
     pub late_requests: u64,
+    /// EXECUTE reads by DMA that found, at completion, a newer committed
+    /// version installed in the NIC index meanwhile, and returned it.
+    pub refreshed_reads: u64,
 }
 
 /// The server role of one node.
