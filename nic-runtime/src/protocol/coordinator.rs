@@ -129,9 +129,9 @@ pub struct CoordinatorStats {
     pub user_aborts: u64,
     /// Rejected (bad procedure, arguments or writes) or refused as too large.
     pub rejected: u64,
-    /// Aborted because a backup refused LOG (its reason is the outcome's).
+    /// Aborted because a replica refused LOG (its reason is the outcome's).
     pub log_refusals: u64,
-    /// COMMITs a primary refused after the commit point (the outcome carries
+    /// COMMITs a replica refused after the commit point (the outcome carries
     /// the refusal's reason; the refusing node stops).
     pub commit_refusals: u64,
     /// Aborts caused by a DMA or host-decode failure at a server.
@@ -425,16 +425,17 @@ impl Coordinator {
                 self.abort(io, slot, why, &[]);
             }
             Phase::Validate => self.log(io, slot),
-            // A backup refused: not yet committed, so abort. (With one value
-            // limit per cluster, checked in `run_body`, only a backup whose
-            // host log fails refuses, and that node stops.)
+            // A replica refused: not yet committed, so abort; the ABORT goes
+            // to every replica sent the LOG. (With one value limit per
+            // cluster, checked in `run_body`, only a replica whose host log
+            // fails refuses, and that node stops.)
             Phase::Log if failed => {
                 self.stats.log_refusals += 1;
                 self.abort(io, slot, why, &[]);
             }
             Phase::Log => self.commit(io, slot),
-            // Past the commit point: the backups hold the writes. The refusing
-            // primary stops (`Server::fatal`); the application learns why.
+            // Past the commit point: every replica holds the writes. The
+            // refusing node stops (`Server::fatal`); the application learns why.
             Phase::Commit if failed => {
                 self.stats.commit_refusals += 1;
                 self.report(slot, why);

@@ -5,8 +5,9 @@
 //! [`TableLookup`] (Xenic §4.1.3: d_i + k slots, then the rest up to D_m, then the
 //! overflow chain). Each outstanding request is a `ServerOp` resumed by DMA
 //! completions; objects found are cached. `server/lookups.rs` holds that DMA path,
-//! `server/append.rs` the LOG and COMMIT path, `server/room.rs` the room an
-//! insert reserves before the commit point ([`Room`]).
+//! `server/append.rs` the LOG, COMMIT and ABORT-record path, `server/room.rs` the room an
+//! insert reserves before the commit point ([`Room`]), `server/txs.rs` the
+//! newest generation seen per coordinator slot (late requests are refused).
 //!
 //! Correctness of reads that race commits: a key pinned in the NIC index is read
 //! from there; otherwise every commit of it before the DMA was submitted has been
