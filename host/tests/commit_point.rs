@@ -283,3 +283,24 @@ fn a_read_completing_after_a_commit_returns_the_committed_version() {
     assert_eq!(read, Some((OK, 5, b"five".to_vec())));
     assert_eq!(r.server.stats().refreshed_reads, 1);
 }
+
+/// A retried or duplicated LOG is never appended twice: while the first is
+/// being appended it gets no answer of its own, after that it is answered
+/// at once; the COMMIT then applies each record once (no stale records).
+#[test]
+fn a_duplicated_log_is_appended_once() {
+    let mut r = rig();
+    let k = key(&r, false);
+    let a = tx(10, 1);
+    let log = items(MsgKind::Log, a, &[(k, 1, b"one")]);
+    r.deliver(&log);
+    r.deliver(&log);
+    r.pump();
+    assert_eq!(r.replies(), [(MsgKind::LogAck, OK)], "answered once");
+    assert_eq!(r.request(&log), [(MsgKind::LogAck, OK)], "answered at once");
+    let commit = items(MsgKind::Commit, a, &[]);
+    assert_eq!(r.request(&commit), [(MsgKind::CommitAck, OK)]);
+    assert_eq!(r.table(&k), Some((1, b"one".to_vec())));
+    assert_eq!((r.worker.stats().applied, r.worker.stats().stale), (1, 0));
+    assert_eq!(r.server.stats().log_appends, 2, "one LOG, one decision");
+}

@@ -340,14 +340,23 @@ impl Server {
                 locks,
             } => self.execute(io, index, src, tx_id, reads, locks),
             Body::Validate { tx_id, items } => self.validate(io, index, src, tx_id, items),
-            Body::Log { tx_id, items } => {
-                if !self.txs.live(tx_id) {
+            Body::Log { tx_id, items } => match self.txs.state(tx_id) {
+                None | Some(TxState::Finished) => {
                     self.stats.late_requests += 1;
                     io.w.ack(MsgKind::LogAck, tx_id, ReplyStatus::Malformed);
-                    return io.send(src);
+                    io.send(src);
                 }
-                self.append(io, index, OpKind::Log, src, tx_id, items)
-            }
+                // A duplicate (a retry): its records are being appended (the
+                // first copy answers) or are in the host log (answered now),
+                // never appended twice.
+                Some(TxState::Logging) => self.stats.late_requests += 1,
+                Some(TxState::Logged | TxState::Committing) => {
+                    self.stats.late_requests += 1;
+                    io.w.ack(MsgKind::LogAck, tx_id, ReplyStatus::Ok);
+                    io.send(src);
+                }
+                Some(TxState::Active) => self.append(io, index, OpKind::Log, src, tx_id, items),
+            },
             // A COMMIT after an ABORT that only released keys it did not
             // write (`Finished`) is still checked against its locks.
             Body::Commit { tx_id, items } => match self.txs.state(tx_id) {
@@ -387,7 +396,11 @@ impl Server {
                 self.txs.set(tx_id, TxState::Finished);
                 self.append_abort(io, src, tx_id);
             }
-            Some(TxState::Active | TxState::Logged) => self.txs.set(tx_id, TxState::Finished),
+            // `Logging`: the ABORT record follows when the LOG append
+            // completes (`finish_append`), so it lands after the records.
+            Some(TxState::Active | TxState::Logging | TxState::Logged) => {
+                self.txs.set(tx_id, TxState::Finished)
+            }
             _ => {}
         }
     }

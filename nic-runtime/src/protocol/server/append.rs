@@ -62,7 +62,7 @@ impl Server {
             if kind == OpKind::Commit {
                 TxState::Committing
             } else {
-                TxState::Logged
+                TxState::Logging
             },
         );
         for it in items.iter() {
@@ -230,7 +230,20 @@ impl Server {
                 self.txs.set(tx_id, TxState::Finished);
                 MsgKind::CommitAck
             }
-            OpKind::Log => MsgKind::LogAck,
+            OpKind::Log => {
+                match self.txs.state(tx_id) {
+                    Some(TxState::Logging) => self.txs.set(tx_id, TxState::Logged),
+                    // Aborted while its records were being appended: the
+                    // ABORT record goes after them.
+                    Some(TxState::Finished) if !LOG_BACKUPS_ONLY => {
+                        self.release(slot);
+                        self.append_abort(io, src, tx_id);
+                        return;
+                    }
+                    _ => {}
+                }
+                MsgKind::LogAck
+            }
             _ => return self.release(slot),
         };
         io.w.ack(ack, tx_id, ReplyStatus::Ok);

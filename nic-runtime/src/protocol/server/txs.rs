@@ -20,7 +20,10 @@ use crate::protocol::coordinator::TX_INFLIGHT_MAX;
 pub(super) enum TxState {
     /// Seen (EXECUTE or VALIDATE), no LOG here yet.
     Active,
-    /// Its LOG records are in (or going to) this node's host log, undecided.
+    /// Its LOG records are being appended to this node's host log
+    /// (duplicates get no answer of their own).
+    Logging,
+    /// Its LOG records are in this node's host log, undecided.
     Logged,
     /// Its COMMIT is being appended here (duplicates get no answer of their own).
     Committing,
