@@ -101,8 +101,13 @@ pub struct WorkerStats {
     pub commits: u64,
     /// ABORT decision records that dropped pending records.
     pub aborts: u64,
-    /// Records skipped because the table already held that version or newer.
+    /// Records skipped because the table already held that very version (a
+    /// duplicate or replay).
     pub stale: u64,
+    /// Records skipped because the table held a newer version: the COMMIT
+    /// decisions of different coordinators reach a replica in either order
+    /// (issue 11: replicas apply at the decision), so this is no fault.
+    pub superseded: u64,
     /// Entries that did not decode (the NIC runtime wrote them, so this
     /// indicates memory corruption); the worker stops at the first.
     pub bad_entries: u64,
@@ -461,10 +466,16 @@ fn apply_batch(
     table.batch(reqs);
     let mut failed = None;
     for (req, &entry) in reqs.iter().zip(req_entries) {
-        let Request::Upsert { key, result, .. } = req else {
+        let Request::Upsert {
+            key, meta, result, ..
+        } = req
+        else {
             unreachable!("the worker only batches upserts");
         };
         match result {
+            Some(Ok(Upserted::Stale(held))) if held.version() > meta.version() => {
+                stats.superseded += 1
+            }
             Some(Ok(Upserted::Stale(_))) => stats.stale += 1,
             Some(Ok(_)) => stats.applied += 1,
             Some(Err(e)) => {
