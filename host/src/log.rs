@@ -1,12 +1,22 @@
 //! The host log and the workers that apply it (Xenic §4.2 step 7; Rowan's
 //! receiver-placed log, Rowan §4).
 //!
-//! The NIC runtime appends LOG (backup) and COMMIT (primary) records to one
-//! sequential log per node in host memory, by DMA. A [`HostWorker`] drains
-//! it in order, applies each record to the table if it is newer than what the
-//! table holds (so duplicates and replays are harmless), and tells the NIC runtime
-//! how far it got with a `LogApplied` acknowledgement, which lets the NIC unpin
-//! the objects those records carried.
+//! The NIC runtime appends records to one sequential log per node in host
+//! memory, by DMA (issue 11's commit point): a LOG record per write on every
+//! replica of the key (primary and backups), then one decision record per
+//! transaction, COMMIT or ABORT. A [`HostWorker`] drains the log in order and
+//! **applies at the decision**: a LOG record is held pending (copied into a
+//! per-transaction buffer, at most [`PENDING_TXS_MAX`] transactions) until
+//! its transaction's COMMIT record, when its records are applied to the
+//! table if newer than what the table holds (so duplicates and replays are
+//! harmless); an ABORT record drops them. Pending records without a decision
+//! are what crash recovery reads ([`HostWorker::pending_tx_ids`]). The worker
+//! tells the NIC runtime how far it got with a `LogApplied` acknowledgement
+//! ("every decision before this log position is applied"), which lets the
+//! NIC unpin the objects a primary installed at COMMIT (pinned at the end of
+//! its COMMIT record). Under the mutation switch `log_backups_only` LOG
+//! records are applied at once and decisions ignored (the protocol before
+//! the fix).
 //!
 //! Records are applied in table batches (Dandelion §6): a worker drains up to
 //! [`LOG_ENTRIES_PER_ITERATION_MAX`] entries, then hands their records to
@@ -31,11 +41,30 @@ use crate::table::dlht::DlhtError;
 use crate::table::robinhood::RobinhoodError;
 use crate::table::{HostTable, HostTableError, Request, Upserted};
 use splitkv_layout::host_nic::{HostToNic, LogApplied};
-use splitkv_layout::log_record::{LogRecord, LogRecords, LOG_ENTRY_BYTES_MAX};
+use splitkv_layout::log_record::{LogKind, LogRecord, LogRecords, LOG_ENTRY_BYTES_MAX};
 use splitkv_layout::ring::{RingConsumer, RingError, RingProducer};
 use splitkv_layout::DecodeError;
 use splitkv_layout::Key;
+use splitkv_nic::placement::NODES_MAX;
+use splitkv_nic::protocol::coordinator::TX_INFLIGHT_MAX;
 use splitkv_nic::{Component, Nanos};
+use std::collections::HashMap;
+
+/// Most transactions with pending (undecided) LOG records one worker holds:
+/// one per coordinator slot in the cluster, the most that can be undecided at
+/// once. Past it the worker stops ([`WorkerError::TooManyPending`]).
+pub const PENDING_TXS_MAX: usize = NODES_MAX * TX_INFLIGHT_MAX;
+
+/// Pending transactions the worker has room for from the start (the map
+/// grows, up to [`PENDING_TXS_MAX`], only under many undecided ones).
+const PENDING_TXS_RESERVED: usize = 4096;
+
+/// Most emptied pending-record buffers kept for reuse, so a LOG record does
+/// not allocate once the worker is warm.
+const SPARE_BUFFERS_MAX: usize = 4096;
+
+/// Mutation switch (issue 11): apply LOG records at once, ignore decisions.
+const APPLY_AT_ONCE: bool = cfg!(splitkv_mutation = "log_backups_only");
 
 /// Most log entries applied per iteration before acknowledging.
 pub const LOG_ENTRIES_PER_ITERATION_MAX: usize = 64;
@@ -68,8 +97,17 @@ pub struct WorkerStats {
     pub entries: u64,
     /// Records applied to the table.
     pub applied: u64,
-    /// Records skipped because the table already held that version or newer.
+    /// COMMIT decision records that released pending records.
+    pub commits: u64,
+    /// ABORT decision records that dropped pending records.
+    pub aborts: u64,
+    /// Records skipped because the table already held that very version (a
+    /// duplicate or replay).
     pub stale: u64,
+    /// Records skipped because the table held a newer version: the COMMIT
+    /// decisions of different coordinators reach a replica in either order
+    /// (issue 11: replicas apply at the decision), so this is no fault.
+    pub superseded: u64,
     /// Entries that did not decode (the NIC runtime wrote them, so this
     /// indicates memory corruption); the worker stops at the first.
     pub bad_entries: u64,
@@ -111,6 +149,10 @@ pub enum WorkerError {
         /// The decoder's error.
         error: DecodeError,
     },
+    /// More than [`PENDING_TXS_MAX`] transactions have undecided LOG records
+    /// (decisions lost: recovery's business, issue 11).
+    #[error("more than {PENDING_TXS_MAX} transactions with undecided log records")]
+    TooManyPending,
     /// The log or acknowledgement ring refused an operation.
     #[error("host {ring} ring: {why}")]
     Ring {
@@ -137,6 +179,13 @@ pub struct HostWorker {
     acked: u64,
     stats: WorkerStats,
     error: Option<WorkerError>,
+    /// Pending LOG records (re-encoded, concatenated) per undecided transaction.
+    pending: HashMap<u64, Vec<u8>>,
+    /// This iteration's committed transactions' records, in decision order,
+    /// with the index of the entry holding each decision.
+    ready: Vec<(usize, Vec<u8>)>,
+    /// Emptied buffers for reuse (at most [`SPARE_BUFFERS_MAX`]).
+    spare: Vec<Vec<u8>>,
 }
 
 impl std::fmt::Debug for HostWorker {
@@ -162,6 +211,9 @@ impl HostWorker {
             acked: 0,
             stats: WorkerStats::default(),
             error: None,
+            pending: HashMap::with_capacity(PENDING_TXS_RESERVED),
+            ready: Vec::with_capacity(LOG_ENTRIES_PER_ITERATION_MAX),
+            spare: Vec::new(),
         }
     }
 
@@ -184,6 +236,16 @@ impl HostWorker {
     /// The table, mutably (only while the NIC runtime is not running).
     pub fn table_mut(&mut self) -> &mut HostTable {
         &mut self.table
+    }
+
+    /// Ids of the transactions whose LOG records wait for a decision.
+    pub fn pending_tx_ids(&self) -> impl Iterator<Item = u64> + '_ {
+        self.pending.keys().copied()
+    }
+
+    /// The pending LOG records of `tx_id`, if any (for recovery and checks).
+    pub fn pending_records(&self, tx_id: u64) -> Option<LogRecords<'_>> {
+        self.pending.get(&tx_id).map(|b| LogRecords::new(b))
     }
 
     /// Counters so far.
@@ -210,12 +272,14 @@ impl HostWorker {
         }
         let before = self.log.consumed_bytes();
         let work = self.drain();
-        let failed = apply_entries(
-            &mut self.table,
-            &mut self.stats,
-            &self.entries,
-            &self.entry_ends,
-        );
+        let sorted = self.sort_records();
+        let failed = apply_ready(&mut self.table, &mut self.stats, &self.ready).and(sorted);
+        for (_, mut b) in self.ready.drain(..) {
+            if self.spare.len() < SPARE_BUFFERS_MAX {
+                b.clear();
+                self.spare.push(b);
+            }
+        }
         let applied = match failed {
             Ok(()) => self.log.consumed_bytes(),
             Err((entry, e)) => {
@@ -295,58 +359,96 @@ impl HostWorker {
 /// holding the record that could not be applied, and why.
 type ApplyFailure = (usize, WorkerError);
 
-/// Calls `f` for every record of the concatenated entries `entries` (entry `i`
-/// ends at `entry_ends[i]`), in log order, with its entry's index. Stops at
-/// the first record that does not decode or that `f` cannot apply.
-fn for_each_record<'a>(
-    stats: &mut WorkerStats,
-    entries: &'a [u8],
-    entry_ends: &[usize],
-    mut f: impl FnMut(&mut WorkerStats, usize, LogRecord<'a>) -> Result<(), ApplyFailure>,
-) -> Result<(), ApplyFailure> {
-    let mut start = 0;
-    for (i, &end) in entry_ends.iter().enumerate() {
-        for rec in LogRecords::new(&entries[start..end]) {
-            match rec {
-                Ok(rec) => f(stats, i, rec)?,
-                Err(error) => {
-                    stats.bad_entries += 1;
+impl HostWorker {
+    /// Walks the records of this iteration's entries in log order: a LOG
+    /// record joins its transaction's pending buffer, a COMMIT record moves
+    /// that buffer to `ready`, an ABORT record drops it (module docs). Stops
+    /// at the first record that does not decode, or at a pending transaction
+    /// past [`PENDING_TXS_MAX`], naming its entry.
+    fn sort_records(&mut self) -> Result<(), ApplyFailure> {
+        let mut start = 0;
+        for (i, &end) in self.entry_ends.iter().enumerate() {
+            for rec in LogRecords::new(&self.entries[start..end]) {
+                let rec = rec.map_err(|error| {
+                    self.stats.bad_entries += 1;
                     // `at` is filled in by the caller, which knows log positions.
-                    return Err((i, WorkerError::BadEntry { at: 0, error }));
+                    (i, WorkerError::BadEntry { at: 0, error })
+                })?;
+                match rec.kind {
+                    LogKind::Log if APPLY_AT_ONCE => {
+                        let mut b = self.spare.pop().unwrap_or_default();
+                        rec.encode(&mut b);
+                        self.ready.push((i, b));
+                    }
+                    LogKind::Log => {
+                        let n = self.pending.len();
+                        let spare = &mut self.spare;
+                        let b = match self.pending.entry(rec.tx_id) {
+                            std::collections::hash_map::Entry::Occupied(e) => e.into_mut(),
+                            std::collections::hash_map::Entry::Vacant(_)
+                                if n >= PENDING_TXS_MAX =>
+                            {
+                                return Err((i, WorkerError::TooManyPending));
+                            }
+                            std::collections::hash_map::Entry::Vacant(e) => {
+                                e.insert(spare.pop().unwrap_or_default())
+                            }
+                        };
+                        rec.encode(b);
+                    }
+                    _ if APPLY_AT_ONCE => {}
+                    LogKind::Commit => {
+                        if let Some(b) = self.pending.remove(&rec.tx_id) {
+                            self.stats.commits += 1;
+                            self.ready.push((i, b));
+                        }
+                    }
+                    LogKind::Abort => {
+                        if let Some(mut b) = self.pending.remove(&rec.tx_id) {
+                            self.stats.aborts += 1;
+                            if self.spare.len() < SPARE_BUFFERS_MAX {
+                                b.clear();
+                                self.spare.push(b);
+                            }
+                        }
+                    }
                 }
             }
+            start = end;
         }
-        start = end;
+        Ok(())
     }
-    Ok(())
 }
 
-/// Applies the records of `entries` to the table in table batches of up to
-/// [`LOG_RECORDS_PER_BATCH_MAX`] (see [`for_each_record`]): the same code for
-/// either table kind, through [`HostTable::batch`].
-fn apply_entries(
+/// Applies the records of the committed transactions in `ready` (each with
+/// the index of the entry holding its decision), in order, in table batches
+/// of up to [`LOG_RECORDS_PER_BATCH_MAX`]: the same code for either table
+/// kind, through [`HostTable::batch`].
+fn apply_ready(
     table: &mut HostTable,
     stats: &mut WorkerStats,
-    entries: &[u8],
-    entry_ends: &[usize],
+    ready: &[(usize, Vec<u8>)],
 ) -> Result<(), ApplyFailure> {
     let mut reqs: [Request<'_, HostTableError>; LOG_RECORDS_PER_BATCH_MAX] =
         [const { Request::remove(Key::new(0, 0)) }; LOG_RECORDS_PER_BATCH_MAX];
     let mut req_entries = [0usize; LOG_RECORDS_PER_BATCH_MAX];
     let mut n = 0;
-    let decoded = for_each_record(stats, entries, entry_ends, |stats, entry, rec| {
-        reqs[n] = Request::upsert_if_newer(rec.key, rec.meta, rec.value);
-        req_entries[n] = entry;
-        n += 1;
-        if n == LOG_RECORDS_PER_BATCH_MAX {
-            apply_batch(table, stats, &mut reqs[..n], &req_entries[..n])?;
-            n = 0;
+    for (entry, bytes) in ready {
+        for rec in LogRecords::new(bytes) {
+            let rec: LogRecord<'_> = rec.map_err(|error| {
+                stats.bad_entries += 1;
+                (*entry, WorkerError::BadEntry { at: 0, error })
+            })?;
+            reqs[n] = Request::upsert_if_newer(rec.key, rec.meta, rec.value);
+            req_entries[n] = *entry;
+            n += 1;
+            if n == LOG_RECORDS_PER_BATCH_MAX {
+                apply_batch(table, stats, &mut reqs[..n], &req_entries[..n])?;
+                n = 0;
+            }
         }
-        Ok(())
-    });
-    // Records decoded before a bad one are applied first.
-    apply_batch(table, stats, &mut reqs[..n], &req_entries[..n])?;
-    decoded
+    }
+    apply_batch(table, stats, &mut reqs[..n], &req_entries[..n])
 }
 
 /// Runs one table batch of `upsert_if_newer` requests (request `i` from entry
@@ -364,10 +466,16 @@ fn apply_batch(
     table.batch(reqs);
     let mut failed = None;
     for (req, &entry) in reqs.iter().zip(req_entries) {
-        let Request::Upsert { key, result, .. } = req else {
+        let Request::Upsert {
+            key, meta, result, ..
+        } = req
+        else {
             unreachable!("the worker only batches upserts");
         };
         match result {
+            Some(Ok(Upserted::Stale(held))) if held.version() > meta.version() => {
+                stats.superseded += 1
+            }
             Some(Ok(Upserted::Stale(_))) => stats.stale += 1,
             Some(Ok(_)) => stats.applied += 1,
             Some(Err(e)) => {

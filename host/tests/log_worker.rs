@@ -17,15 +17,21 @@ use splitkv_layout::ring::ring_pair;
 use splitkv_layout::{Key, ObjectFlags, ObjectMeta, TX_VALUES_MAX, VALUE_BYTES_MAX};
 use std::collections::HashMap;
 
+/// Appends a committed write to `out`: a LOG record of a transaction of its
+/// own, then that transaction's COMMIT decision record (the worker applies
+/// at the decision, issue 11).
 fn record(id: u64, version: u64, value: &[u8], out: &mut Vec<u8>) {
+    static NEXT_TX: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
+    let tx_id = NEXT_TX.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     LogRecord {
         kind: LogKind::Log,
-        tx_id: version,
+        tx_id,
         key: Key::new(1, id),
         meta: ObjectMeta::new(version, ObjectFlags::READABLE),
         value,
     }
     .encode(out);
+    LogRecord::decision(LogKind::Commit, tx_id).encode(out);
 }
 
 #[test]
@@ -85,8 +91,9 @@ fn applies_newest_versions(kind: TableKind) {
     assert_eq!(stats.entries, entries);
     assert_eq!(stats.bad_entries, 0);
     assert_eq!(worker.error(), None);
-    assert_eq!(stats.applied + stats.stale, records);
-    assert_eq!(stats.stale, stale);
+    assert_eq!(stats.applied + stats.stale + stats.superseded, records);
+    assert_eq!(stats.stale + stats.superseded, stale);
+    assert!(stats.superseded > 0 && stats.stale > 0, "both kinds occur");
     let table = worker.table();
     if let HostTable::Robinhood(t) = table {
         t.check_invariants().unwrap();
@@ -228,11 +235,11 @@ fn a_dlht_grows_instead_of_filling_up() {
     assert_eq!(worker.table().len(), 2_000);
 }
 
-/// A COMMIT of a full-size transaction, 16 values of 4 KiB in one host-log
-/// entry ([`LOG_ENTRY_BYTES_MAX`]), is applied to a Robinhood table at the
-/// node limit (every value out of line in the value heap); an iteration
-/// drains at most [`LOG_BYTES_PER_ITERATION_MAX`] of such entries, and the
-/// last acknowledgement covers the whole log.
+/// A full-size transaction, 16 values of 4 KiB in one host-log LOG entry
+/// ([`LOG_ENTRY_BYTES_MAX`]) followed by its COMMIT decision entry, is applied
+/// to a Robinhood table at the node limit (every value out of line in the
+/// value heap); an iteration drains at most [`LOG_BYTES_PER_ITERATION_MAX`]
+/// of such entries, and the last acknowledgement covers the whole log.
 #[test]
 fn applies_sixteen_four_kib_values_of_one_commit() {
     const ENTRIES: u64 = 10;
@@ -256,7 +263,7 @@ fn applies_sixteen_four_kib_values_of_one_commit() {
             // Entries 0 and 1 write the same keys: the later version wins.
             let id = if e < 2 { i } else { e * 100 + i };
             LogRecord {
-                kind: LogKind::Commit,
+                kind: LogKind::Log,
                 tx_id: e,
                 key: Key::new(1, id),
                 meta: ObjectMeta::new(e + 1, ObjectFlags::READABLE),
@@ -266,15 +273,20 @@ fn applies_sixteen_four_kib_values_of_one_commit() {
         }
         assert_eq!(entry.len(), LOG_ENTRY_BYTES_MAX);
         log_tx.try_push(&entry).unwrap();
+        entry.clear();
+        LogRecord::decision(LogKind::Commit, e).encode(&mut entry);
+        log_tx.try_push(&entry).unwrap();
     }
     assert!(worker.run_iteration(0));
+    // Full LOG entries, each but the last followed by its small decision.
     let per_iteration = LOG_BYTES_PER_ITERATION_MAX.div_ceil(LOG_ENTRY_BYTES_MAX) as u64;
-    assert_eq!(worker.stats().entries, per_iteration);
+    assert_eq!(worker.stats().entries, 2 * per_iteration - 1);
     while worker.run_iteration(0) {}
     assert!(worker.is_quiescent());
     assert_eq!(worker.error(), None);
     let stats = worker.stats();
-    assert_eq!(stats.entries, ENTRIES);
+    assert_eq!(stats.entries, 2 * ENTRIES);
+    assert_eq!(stats.commits, ENTRIES);
     assert_eq!(stats.applied, ENTRIES * TX_VALUES_MAX as u64);
     let HostTable::Robinhood(t) = worker.table() else {
         unreachable!()

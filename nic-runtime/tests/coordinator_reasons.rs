@@ -157,7 +157,9 @@ fn a_refused_log_aborts_with_its_reason() {
     w.push_item(&KEY, ObjectMeta::new(3, ObjectFlags::empty()), b"old");
     r.respond(primary, &w);
     let sent = r.sent();
-    let backups: Vec<NodeId> = r.io.placement.backups(&KEY).collect();
+    // LOG goes to every replica, primary included (issue 11's commit point).
+    let mut backups: Vec<NodeId> = r.io.placement.backups(&KEY).collect();
+    backups.insert(0, primary);
     assert_eq!(sent.len(), backups.len());
     assert!(sent
         .iter()
@@ -173,5 +175,10 @@ fn a_refused_log_aborts_with_its_reason() {
     }
     assert_eq!(r.outcome(), TxStatus::TooLarge);
     assert_eq!(r.coord.stats().log_refusals, 1);
-    assert_eq!(r.sent(), vec![(primary, MsgKind::Abort, tx)]);
+    // The ABORT goes to every replica sent the LOG: they drop its records.
+    let mut aborts = r.sent();
+    aborts.sort_by_key(|&(d, _, _)| d);
+    let mut want: Vec<_> = backups.iter().map(|&b| (b, MsgKind::Abort, tx)).collect();
+    want.sort_by_key(|&(d, _, _)| d);
+    assert_eq!(aborts, want);
 }

@@ -95,6 +95,7 @@ impl Rig {
     }
 
     fn execute(&mut self, tx_id: u64, locks: &[usize]) -> Vec<ReplyStatus> {
+        let tx_id = slot_id(tx_id);
         let keys: Vec<Key> = locks.iter().map(|&i| self.keys[i]).collect();
         self.send(MsgKind::Execute, |w| {
             w.begin_execute(tx_id);
@@ -103,6 +104,7 @@ impl Rig {
     }
 
     fn abort(&mut self, tx_id: u64, keys: &[usize]) {
+        let tx_id = slot_id(tx_id);
         let keys: Vec<Key> = keys.iter().map(|&i| self.keys[i]).collect();
         let replies = self.send(MsgKind::Abort, |w| {
             w.begin_abort(tx_id);
@@ -112,6 +114,7 @@ impl Rig {
     }
 
     fn commit(&mut self, tx_id: u64, keys: &[usize]) -> Vec<ReplyStatus> {
+        let tx_id = slot_id(tx_id);
         let keys: Vec<Key> = keys.iter().map(|&i| self.keys[i]).collect();
         self.send(MsgKind::Commit, |w| {
             w.begin_items(MsgKind::Commit, tx_id);
@@ -127,6 +130,12 @@ impl Rig {
     fn holder(&self, i: usize) -> Option<u64> {
         self.nic.index().lock_holder(&self.keys[i])
     }
+}
+
+/// Transaction `n` of the test as a coordinator numbers it: its own slot,
+/// generation 1 (a server refuses an older generation of a slot).
+fn slot_id(n: u64) -> u64 {
+    (n << 32) | 1
 }
 
 #[test]

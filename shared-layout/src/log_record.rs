@@ -1,7 +1,10 @@
-//! Host-log records (Xenic §4.2 steps 5–7): the NIC runtime appends a LOG record
-//! per replicated write on a backup (step 5) and a COMMIT record per committed
-//! write on a primary (step 6); host workers poll the log and apply the records to
-//! the host table (step 7). The host log is a [`crate::ring`] ring; one ring entry
+//! Host-log records (Xenic §4.2 steps 4–7, with issue 11's commit point): the
+//! NIC runtime appends a LOG record per write on every replica of the key,
+//! primary and backups (step 4), held **pending**; at the decision it appends
+//! one COMMIT or ABORT *decision record* for the transaction (step 6). Host
+//! workers poll the log and apply a transaction's pending records to the host
+//! table at its COMMIT record, or drop them at its ABORT record (step 7). A
+//! LOG record without a decision is the evidence crash recovery reads. The host log is a [`crate::ring`] ring; one ring entry
 //! holds one or more concatenated records (e.g. a transaction's write set for
 //! one shard), read back with [`LogRecords`]. An entry holds at most
 //! [`TX_VALUES_MAX`] records, so at most [`LOG_ENTRY_BYTES_MAX`] bytes: a
@@ -57,10 +60,17 @@ const _: () = assert!(log_entry_bytes_max(VALUE_BYTES_MAX) == LOG_ENTRY_BYTES_MA
 #[repr(u8)]
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum LogKind {
-    /// On a backup: a replicated write from a LOG request (Xenic §4.2 step 5).
+    /// On any replica: a write from a LOG request (Xenic §4.2 step 4), pending
+    /// until its transaction's decision record. (Under the mutation switch
+    /// `log_backups_only` a host applies it at once.)
     Log = 1,
-    /// On a primary: a committed write from a COMMIT request (Xenic §4.2 step 6).
+    /// Decision record: transaction `tx_id` committed; apply its pending
+    /// records (Xenic §4.2 step 6). Key, meta and value are unused (zero,
+    /// empty).
     Commit = 2,
+    /// Decision record: transaction `tx_id` aborted after its LOG; drop its
+    /// pending records. Key, meta and value are unused (zero, empty).
+    Abort = 3,
 }
 
 impl LogKind {
@@ -69,6 +79,7 @@ impl LogKind {
         match tag {
             1 => Some(LogKind::Log),
             2 => Some(LogKind::Commit),
+            3 => Some(LogKind::Abort),
             _ => None,
         }
     }
@@ -78,7 +89,7 @@ impl LogKind {
 /// of transaction `tx_id`. Decoding borrows `value` from the log bytes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct LogRecord<'a> {
-    /// LOG (backup) or COMMIT (primary).
+    /// A pending write, or a decision.
     pub kind: LogKind,
     /// Transaction that wrote it (coordinator-assigned id).
     pub tx_id: u64,
@@ -88,6 +99,21 @@ pub struct LogRecord<'a> {
     pub meta: ObjectMeta,
     /// New value, at most [`VALUE_BYTES_MAX`] bytes.
     pub value: &'a [u8],
+}
+
+impl LogRecord<'static> {
+    /// The decision record (`kind` [`LogKind::Commit`] or [`LogKind::Abort`])
+    /// of transaction `tx_id`: zero key and meta, no value,
+    /// [`LOG_RECORD_HEADER_BYTES`] encoded.
+    pub fn decision(kind: LogKind, tx_id: u64) -> LogRecord<'static> {
+        LogRecord {
+            kind,
+            tx_id,
+            key: Key::new(0, 0),
+            meta: ObjectMeta(0),
+            value: &[],
+        }
+    }
 }
 
 impl<'a> LogRecord<'a> {

@@ -81,7 +81,7 @@ type RecordOwned = (LogKind, u64, Key, u64, Vec<u8>);
 
 fn record_owned() -> impl Strategy<Value = RecordOwned> {
     (
-        prop::sample::select(vec![LogKind::Log, LogKind::Commit]),
+        prop::sample::select(vec![LogKind::Log, LogKind::Commit, LogKind::Abort]),
         any::<u64>(),
         (any::<u32>(), any::<u64>()).prop_map(|(t, i)| Key::new(t, i)),
         any::<u64>(),
@@ -348,7 +348,7 @@ fn unknown_tags() {
         );
         assert_eq!(TxStatus::from_u8(status), None);
     }
-    for kind in (0..=255u8).filter(|k| ![1, 2].contains(k)) {
+    for kind in (0..=255u8).filter(|k| ![1, 2, 3].contains(k)) {
         let mut bytes = vec![kind];
         bytes.extend_from_slice(&[0; 40]);
         assert_eq!(
@@ -410,6 +410,7 @@ fn wire_values_of_enums() {
         Some(LogKind::Commit)
     );
     assert_eq!(LogKind::Commit as u8, 2);
+    assert_eq!(LogKind::from_u8(3), Some(LogKind::Abort));
 }
 
 #[test]

@@ -9,7 +9,7 @@
 //! A phase that outlives its deadline or waits on a failed peer ends by the
 //! rules of the `deadline` module: `Unavailable` before LOG, `Unknown` after.
 
-use super::Io;
+use super::{Io, LOG_BACKUPS_ONLY};
 use crate::placement::{Placement, NODES_MAX};
 use crate::procedure::{ProcedureRegistry, ReadView, TxPlan, WriteSet};
 use splitkv_layout::host_nic::{TxRequest, TxStatus, ARGS_BYTES_MAX, RESULT_BYTES_MAX};
@@ -64,6 +64,9 @@ struct TxCtx {
     reason: ReplyStatus,
     /// Primaries that hold locks for this transaction.
     locked: u32,
+    /// Nodes sent its LOG (every replica of a written key): COMMIT, or an
+    /// ABORT after LOG, goes to each of them.
+    logged: u32,
 }
 
 impl TxCtx {
@@ -84,6 +87,7 @@ impl TxCtx {
             failed: false,
             reason: ReplyStatus::Ok,
             locked: 0,
+            logged: 0,
         }
     }
 
@@ -137,9 +141,9 @@ pub struct CoordinatorStats {
     pub user_aborts: u64,
     /// Rejected (bad procedure, arguments or writes) or refused as too large.
     pub rejected: u64,
-    /// Aborted because a backup refused LOG (its reason is the outcome's).
+    /// Aborted because a replica refused LOG (its reason is the outcome's).
     pub log_refusals: u64,
-    /// COMMITs a primary refused after the commit point (the outcome carries
+    /// COMMITs a replica refused after the commit point (the outcome carries
     /// the refusal's reason; the refusing node stops).
     pub commit_refusals: u64,
     /// Aborts caused by a DMA or host-decode failure at a server.
@@ -323,6 +327,7 @@ impl Coordinator {
         t.writes.clear();
         t.result.clear();
         t.locked = 0;
+        t.logged = 0;
         t.failed = false;
         t.reason = ReplyStatus::Ok;
         t.answered = 0;
@@ -437,16 +442,17 @@ impl Coordinator {
                 self.abort(io, slot, why, &[]);
             }
             Phase::Validate => self.log(io, slot),
-            // A backup refused: not yet committed, so abort. (With one value
-            // limit per cluster, checked in `run_body`, only a backup whose
-            // host log fails refuses, and that node stops.)
+            // A replica refused: not yet committed, so abort; the ABORT goes
+            // to every replica sent the LOG. (With one value limit per
+            // cluster, checked in `run_body`, only a replica whose host log
+            // fails refuses, and that node stops.)
             Phase::Log if failed => {
                 self.stats.log_refusals += 1;
                 self.abort(io, slot, why, &[]);
             }
             Phase::Log => self.commit(io, slot),
-            // Past the commit point: the backups hold the writes. The refusing
-            // primary stops (`Server::fatal`); the application learns why.
+            // Past the commit point: every replica holds the writes. The
+            // refusing node stops (`Server::fatal`); the application learns why.
             Phase::Commit if failed => {
                 self.stats.commit_refusals += 1;
                 self.report(slot, why);
@@ -521,7 +527,10 @@ impl Coordinator {
         ObjectMeta(v).next_write().ok()
     }
 
-    /// Step 4: replicate the write set to every backup.
+    /// Step 4: send the write set to every replica of each written key,
+    /// primary and backups (issue 11's commit point: before any COMMIT makes
+    /// a write visible, its new value is on every replica). Replicas hold
+    /// the records pending until the decision.
     fn log(&mut self, io: &mut Io, slot: usize) {
         let t = &mut self.txs[slot];
         if t.writes.is_empty() {
@@ -531,30 +540,42 @@ impl Coordinator {
         let tx_id = Self::tx_id(io.node, slot, t.gen);
         t.phase = Phase::Log;
         let (writes, reads) = (&t.writes, &t.reads);
+        let mut logged = 0;
         t.pending = send_each(io, |w, placement, b| {
             w.begin_items(MsgKind::Log, tx_id);
             let mut any = false;
             for (k, v) in writes.iter() {
-                if placement.backups(k).any(|n| n == b) {
+                // Mutation switch (issue 11): the old protocol logs at the
+                // backups only.
+                let primary = !LOG_BACKUPS_ONLY && placement.primary(k) == b;
+                if primary || placement.backups(k).any(|n| n == b) {
                     w.push_item(k, Self::new_meta(reads, k).unwrap_or_default(), v);
                     any = true;
                 }
             }
+            if any {
+                logged |= bit(b);
+            }
             any
         });
+        t.logged = logged;
         if t.pending == 0 {
             self.commit(io, slot);
         }
     }
 
-    /// Steps 5–6: the transaction is committed (every backup logged it); install
-    /// the writes and unlock at every primary, then report (see `report`).
+    /// Steps 5–6: the transaction is committed (every replica of every
+    /// written key acknowledged its LOG); COMMIT goes to every replica sent
+    /// the LOG. A primary's COMMIT carries the writes it is primary of, to
+    /// install in its NIC index before it unlocks; a backup's carries none
+    /// (its host applies the pending LOG records). Then report (see `report`).
     fn commit(&mut self, io: &mut Io, slot: usize) {
         self.stats.committed += 1;
         let t = &mut self.txs[slot];
         let tx_id = Self::tx_id(io.node, slot, t.gen);
         t.phase = Phase::Commit;
-        let (locked, plan, writes, reads) = (t.locked, &t.plan, &t.writes, &t.reads);
+        let (locked, logged, plan, writes, reads) =
+            (t.locked, t.logged, &t.plan, &t.writes, &t.reads);
         t.pending = send_each(io, |w, placement, p| {
             w.begin_items(MsgKind::Commit, tx_id);
             let mut any = false;
@@ -562,9 +583,14 @@ impl Coordinator {
                 w.push_item(k, Self::new_meta(reads, k).unwrap_or_default(), v);
                 any = true;
             }
-            locked & bit(p) != 0 && any
+            if LOG_BACKUPS_ONLY {
+                locked & bit(p) != 0 && any
+            } else {
+                logged & bit(p) != 0
+            }
         });
-        // Locked but not written: just unlock (no answer expected).
+        // Locked but not written: just unlock (no answer expected). Sent
+        // after the COMMIT to the same node, so it arrives after it.
         send_each(io, |w, placement, p| {
             w.begin_abort(tx_id);
             let mut any = false;
@@ -595,17 +621,18 @@ impl Coordinator {
         self.release(slot);
     }
 
-    /// Abort: release the locks taken and report `status`.
+    /// Abort: release the locks taken, drop the LOG records sent (an ABORT
+    /// goes to every replica that was sent the LOG), and report `status`.
     fn abort(&mut self, io: &mut Io, slot: usize, status: TxStatus, why: &[u8]) {
         let t = &mut self.txs[slot];
         let tx_id = Self::tx_id(io.node, slot, t.gen);
-        let (locked, plan) = (t.locked, &t.plan);
+        let (locked, logged, plan) = (t.locked, t.logged, &t.plan);
         send_each(io, |w, placement, p| {
             w.begin_abort(tx_id);
             for k in plan.writes.iter().filter(|k| placement.primary(k) == p) {
                 w.push_abort_key(k);
             }
-            locked & bit(p) != 0
+            (locked | logged) & bit(p) != 0
         });
         self.tell(slot, status, why.to_vec());
         self.release(slot);

@@ -1,31 +1,54 @@
 //! Xenic's OCC commit protocol with primary-backup replication (Xenic §4.2
-//! steps 1–7; DESIGN.md "Commit protocols", row "Xenic OCC"):
+//! steps 1–7; DESIGN.md "Commit protocols", row "Xenic OCC"), with issue 11's
+//! crash-safe commit point:
 //!
 //! 1. **Execute** — the coordinator sends one EXECUTE per primary: read the read
 //!    set, lock and read the write set (no-wait: a held lock aborts).
 //! 2. the shipped procedure computes the writes on the coordinator;
-//! 3. **Validate** — re-check the versions of the read set at its primaries;
-//! 4. **Log** — send the write set to every backup, which appends LOG records to
-//!    its host log by DMA and acknowledges;
-//! 5. the transaction is committed once every backup acknowledged;
-//! 6. **Commit** — each primary installs the new values in its NIC index (pinned),
-//!    unlocks, and appends COMMIT records to its host log; once every primary
-//!    acknowledged, the outcome goes to the application (not earlier: see
-//!    `tla/README.md`, "XenicEarlyReport");
-//! 7. host workers apply the log and acknowledge; pinned objects are released.
+//! 3. **Validate** — re-check the versions of the read set at its primaries
+//!    (skipped for a lone read: see `server/lookups.rs`, `recheck_read`);
+//! 4. **Log** — send the write set to **every replica** of each written key,
+//!    primary and backups; each appends LOG records to its host log by DMA,
+//!    held *pending* (the NIC cache and the host table do not change), and
+//!    acknowledges;
+//! 5. the **commit point**: every replica of every written key acknowledged
+//!    its LOG, so every new value is on all f+1 replicas before any of them
+//!    becomes visible (the issue's 16-step TLC counterexample needed the new
+//!    value of a key only on a replica that crashed);
+//! 6. **Commit** — COMMIT goes to every replica sent the LOG and each appends
+//!    one COMMIT *decision record*; a primary's COMMIT also carries the keys
+//!    it is primary of, which it installs in its NIC index (pinned) on
+//!    arrival and unlocks only once the decision record's append completed
+//!    (Xenic step 6 waits); once every replica acknowledged, the outcome goes
+//!    to the application (not earlier: see `tla/README.md`,
+//!    "XenicEarlyReport");
+//! 7. host workers apply a transaction's pending LOG records at its decision
+//!    record and acknowledge; pinned objects are released.
 //!
-//! **Abort** releases the locks a transaction took. Step names match the TLA+
+//! **Abort** releases the locks a transaction took; after step 4 it also
+//! goes to every replica sent the LOG, which appends an ABORT decision record
+//! so its host drops the pending records. A LOG record without a decision is
+//! therefore exactly what crash recovery reads. Step names match the TLA+
 //! actions in `tla/XenicOCC.tla`.
+//!
+//! **Late and duplicated requests.** A server remembers, per coordinator
+//! slot, the newest transaction generation it saw and whether it finished
+//! there (`server/txs.rs`): an EXECUTE or LOG of a finished or superseded
+//! transaction is refused (no orphan lock, no undecided LOG), a COMMIT being
+//! appended is answered once. Sessions deliver each pair's messages in order,
+//! so a committing transaction's ABORT for keys it locked and did not write
+//! arrives after its COMMIT.
+//!
+//! The mutation switch `log_backups_only` (`LOG_BACKUPS_ONLY`) restores
+//! the protocol before the fix, for the simulator to show the counterexample.
 //!
 //! Every request gets one reply carrying a [`ReplyStatus`]: `Ok`, or why the
 //! server refused (lock conflict, failed validation, too large, a DMA or
-//! host-decode failure, no free slot, a broken protocol rule). Before the
-//! commit point (step 5) a refusal aborts the transaction with that reason as
-//! its [`TxStatus`]; after it, a primary that cannot take its COMMIT stops its
-//! node ([`server::Server::fatal`]). Known gap: a LOG refused by one backup
-//! after another appended it leaves that copy in the other's host log; with
-//! one value limit per cluster (checked by the coordinator first) only a
-//! failing host log refuses a LOG, and that node stops.
+//! host-decode failure, no free slot, a broken protocol rule or a late
+//! request). Before the commit point (step 5) a refusal aborts the
+//! transaction with that reason as its [`TxStatus`], and replicas that
+//! already appended its LOG drop it at the ABORT; after it, a primary that
+//! cannot take its COMMIT stops its node ([`server::Server::fatal`]).
 //!
 //! Room in the host tables is therefore never decided by a backup: an insert
 //! of an absent key reserves room at the primary's EXECUTE, where the key is
@@ -44,6 +67,13 @@
 
 pub mod coordinator;
 pub mod server;
+
+/// Mutation switch `log_backups_only` (issue 11): the protocol before the
+/// commit-point fix — LOG to backups only, applied at once by backups (NIC
+/// cache and host table), COMMIT to primaries only, which unlock before
+/// their COMMIT append completed. A simulator test shows the issue's
+/// counterexample failing against it. Declared in `Cargo.toml` check-cfg.
+pub(crate) const LOG_BACKUPS_ONLY: bool = cfg!(splitkv_mutation = "log_backups_only");
 
 use crate::dma::DmaEngine;
 use crate::net::batch::BatchError;

@@ -5,8 +5,9 @@
 //! [`TableLookup`] (Xenic §4.1.3: d_i + k slots, then the rest up to D_m, then the
 //! overflow chain). Each outstanding request is a `ServerOp` resumed by DMA
 //! completions; objects found are cached. `server/lookups.rs` holds that DMA path,
-//! `server/append.rs` the LOG and COMMIT path, `server/room.rs` the room an
-//! insert reserves before the commit point ([`Room`]).
+//! `server/append.rs` the LOG, COMMIT and ABORT-record path, `server/room.rs` the room an
+//! insert reserves before the commit point ([`Room`]), `server/txs.rs` the
+//! newest generation seen per coordinator slot (late requests are refused).
 //!
 //! Correctness of reads that race commits: a key pinned in the NIC index is read
 //! from there; otherwise every commit of it before the DMA was submitted has been
@@ -25,6 +26,7 @@
 mod append;
 mod lookups;
 mod room;
+mod txs;
 
 pub use room::{fits, Room, RoomError, RESERVATIONS_MAX, ROOM_KEYS_UNLIMITED};
 
@@ -34,10 +36,11 @@ use crate::index::{NicIndex, TableLookup};
 use crate::placement::NODES_MAX;
 use crate::protocol::coordinator::TX_INFLIGHT_MAX;
 use splitkv_layout::wire::{
-    Body, KeyList, NodeId, ReplyStatus, VersionList, ITEM_FIXED_BYTES, MESSAGE_BYTES_MAX,
+    Body, KeyList, MsgKind, NodeId, ReplyStatus, VersionList, ITEM_FIXED_BYTES, MESSAGE_BYTES_MAX,
 };
 use splitkv_layout::{Key, ObjectFlags, ObjectMeta};
 use std::collections::VecDeque;
+use txs::{TxState, TxTable};
 
 /// Most server requests in flight on one node. A coordinator has at most
 /// [`TX_INFLIGHT_MAX`] transactions in flight and each has at most one request
@@ -56,6 +59,8 @@ enum OpKind {
     Validate,
     Log,
     Commit,
+    /// Appending an ABORT decision record (no answer).
+    Abort,
 }
 
 #[derive(Debug)]
@@ -140,6 +145,14 @@ pub struct ServerStats {
     /// EXECUTEs refused with [`ReplyStatus::TableFull`]: their inserts would
     /// pass the shard's quota ([`Room`]).
     pub table_full: u64,
+    /// EXECUTE, LOG or COMMIT requests refused (or, for a duplicate COMMIT
+    /// being appended, dropped) because their transaction already finished
+    /// here or a newer one of its coordinator slot was seen: late or
+    /// duplicated messages (issue 11, "orphan lock").
+    pub late_requests: u64,
+    /// EXECUTE reads by DMA that found, at completion, a newer committed
+    /// version installed in the NIC index meanwhile, and returned it.
+    pub refreshed_reads: u64,
 }
 
 /// The server role of one node.
@@ -152,6 +165,8 @@ pub struct Server {
     stats: ServerStats,
     fatal: Option<String>,
     room: Room,
+    /// Newest generation and state per coordinator slot (`server/txs.rs`).
+    txs: TxTable,
 }
 
 fn token(slot: usize, gen: u32, idx: usize) -> u64 {
@@ -245,6 +260,7 @@ impl Server {
             stats: ServerStats::default(),
             fatal: None,
             room: Room::new(),
+            txs: TxTable::new(),
         }
     }
 
@@ -324,22 +340,78 @@ impl Server {
                 locks,
             } => self.execute(io, index, src, tx_id, reads, locks),
             Body::Validate { tx_id, items } => self.validate(io, index, src, tx_id, items),
-            Body::Log { tx_id, items } => self.append(io, index, OpKind::Log, src, tx_id, items),
-            Body::Commit { tx_id, items } => {
-                self.append(io, index, OpKind::Commit, src, tx_id, items)
-            }
-            Body::Abort { tx_id, keys } => {
-                for k in keys.iter() {
-                    index.unlock(&k, tx_id);
-                    self.room.released(&k, tx_id);
+            Body::Log { tx_id, items } => match self.txs.state(tx_id) {
+                None | Some(TxState::Finished) => {
+                    self.stats.late_requests += 1;
+                    io.w.ack(MsgKind::LogAck, tx_id, ReplyStatus::Malformed);
+                    io.send(src);
                 }
-            }
+                // A duplicate (a retry): its records are being appended (the
+                // first copy answers) or are in the host log (answered now),
+                // never appended twice.
+                Some(TxState::Logging) => self.stats.late_requests += 1,
+                Some(TxState::Logged | TxState::Committing) => {
+                    self.stats.late_requests += 1;
+                    io.w.ack(MsgKind::LogAck, tx_id, ReplyStatus::Ok);
+                    io.send(src);
+                }
+                Some(TxState::Active) => self.append(io, index, OpKind::Log, src, tx_id, items),
+            },
+            // A COMMIT after an ABORT that only released keys it did not
+            // write (`Finished`) is still checked against its locks.
+            Body::Commit { tx_id, items } => match self.txs.state(tx_id) {
+                // Being appended: the first one's acknowledgement answers.
+                Some(TxState::Committing) => self.stats.late_requests += 1,
+                None => {
+                    self.stats.late_requests += 1;
+                    io.w.ack(MsgKind::CommitAck, tx_id, ReplyStatus::Malformed);
+                    io.send(src);
+                }
+                Some(_) => self.append(io, index, OpKind::Commit, src, tx_id, items),
+            },
+            Body::Abort { tx_id, keys } => self.abort(io, index, src, tx_id, keys),
             _ => self.stats.malformed += 1,
         }
     }
 
+    /// ABORT: release the locks and reservations `tx_id` holds on `keys`;
+    /// if this node took its LOG (and no COMMIT), append an ABORT decision
+    /// record so the host drops the pending records. The transaction is
+    /// finished here unless its COMMIT is being appended (a committing
+    /// transaction's ABORT only releases keys it locked and did not write).
+    fn abort(
+        &mut self,
+        io: &mut Io,
+        index: &mut NicIndex,
+        src: NodeId,
+        tx_id: u64,
+        keys: KeyList<'_>,
+    ) {
+        for k in keys.iter() {
+            index.unlock(&k, tx_id);
+            self.room.released(&k, tx_id);
+        }
+        match self.txs.state(tx_id) {
+            Some(TxState::Logged) if !crate::protocol::LOG_BACKUPS_ONLY => {
+                self.txs.set(tx_id, TxState::Finished);
+                self.append_abort(io, src, tx_id);
+            }
+            // `Logging`: the ABORT record follows when the LOG append
+            // completes (`finish_append`), so it lands after the records.
+            Some(TxState::Active | TxState::Logging | TxState::Logged) => {
+                self.txs.set(tx_id, TxState::Finished)
+            }
+            _ => {}
+        }
+    }
+
     /// Answers an EXECUTE with a refusal and no items.
+    /// The refusal decides the transaction (its coordinator aborts it), so it
+    /// is finished here: a late copy of the EXECUTE takes no locks.
     fn refuse_execute(&mut self, io: &mut Io, src: NodeId, tx_id: u64, why: ReplyStatus) {
+        if self.txs.state(tx_id) == Some(TxState::Active) {
+            self.txs.set(tx_id, TxState::Finished);
+        }
         io.w.begin_execute_resp(tx_id, why);
         io.send(src);
     }
@@ -355,10 +427,30 @@ impl Server {
         reads: KeyList<'_>,
         locks: KeyList<'_>,
     ) {
+        if !self.txs.live(tx_id) {
+            // Late or duplicated after its transaction finished here: taking
+            // its locks would leave them with nobody to release them.
+            self.stats.late_requests += 1;
+            return self.refuse_execute(io, src, tx_id, ReplyStatus::Malformed);
+        }
+        if self.txs.state(tx_id) == Some(TxState::Active) {
+            self.txs.set(tx_id, TxState::Active);
+        }
         let keys = reads.len() + locks.len();
         if !execute_resp_fits(keys, io.value_bytes_max) {
             self.stats.too_large += 1;
             return self.refuse_execute(io, src, tx_id, ReplyStatus::TooLarge);
+        }
+        if locks
+            .iter()
+            .next()
+            .is_some_and(|k| index.lock_holder(&k) == Some(tx_id))
+        {
+            // A duplicate of this live transaction's EXECUTE: its locks are
+            // held already, and its first copy answers.
+            self.stats.late_requests += 1;
+            io.w.begin_execute_resp(tx_id, ReplyStatus::LockConflict);
+            return io.send(src);
         }
         let mut taken = 0;
         let mut conflict = false;
@@ -435,6 +527,7 @@ impl Server {
                     for k in &op.keys[op.n_reads..] {
                         index.unlock(k, op.tx_id);
                     }
+                    self.txs.set(op.tx_id, TxState::Finished);
                     io.w.begin_execute_resp(op.tx_id, op.status);
                 } else {
                     io.w.begin_execute_resp(op.tx_id, ReplyStatus::Ok);
@@ -454,7 +547,9 @@ impl Server {
                 }
                 io.w.validate_resp(op.tx_id, op.status);
             }
-            OpKind::Log | OpKind::Commit => unreachable!("appends finish in finish_append"),
+            OpKind::Log | OpKind::Commit | OpKind::Abort => {
+                unreachable!("appends finish in finish_append")
+            }
         }
         io.send(op.src);
         self.release(slot);

@@ -1,15 +1,18 @@
-//! The write path: LOG at a backup (Xenic §4.2 step 4) and COMMIT at a
-//! primary (step 6) append their records to the host log by DMA.
+//! The write path (issue 11's commit point): LOG at every replica (Xenic
+//! §4.2 step 4) appends pending LOG records; COMMIT at every replica (step 6)
+//! appends one decision record, and at a primary also installs the writes in
+//! the NIC index and unlocks once that append completed; an ABORT after LOG
+//! appends an ABORT decision record. All by DMA to the host log.
 //!
 //! Before anything is installed or appended, every item is checked (issue 9
 //! §4): a value over the node's limit, or records that would make a host-log
 //! entry longer than [`log_entry_bytes_max`] (the size the node's host log
 //! is built to take), are refused with [`ReplyStatus::TooLarge`]; metadata
 //! with planted LOCKED or DELETED bits or version 0 with
-//! [`ReplyStatus::Malformed`]; and a COMMIT is installed only
-//! for keys its transaction holds locked here, so a late or duplicated COMMIT
-//! (the lock already released) is refused and never rolls the NIC cache back
-//! (a duplicate that arrives while the first is still being appended gets no
+//! [`ReplyStatus::Malformed`]; and a COMMIT is installed only for keys its
+//! transaction holds locked here, so a late or duplicated COMMIT (the lock
+//! already released) is refused and never rolls the NIC cache back (a
+//! duplicate that arrives while the first is still being appended gets no
 //! answer of its own: the first one's acknowledgement answers both).
 //! Installs themselves never move a cached version backwards
 //! ([`NicIndex::install_committed`]).
@@ -20,19 +23,25 @@
 //! the host log refuses leave a committed write this node cannot apply, so
 //! they also stop the node ([`Server::fatal`]).
 
+use super::txs::TxState;
 use super::{token, OpKind, Server};
 use crate::dma::DmaError;
 use crate::index::NicIndex;
 use crate::protocol::Io;
+use crate::protocol::LOG_BACKUPS_ONLY;
 use splitkv_layout::log_record::{
     log_entry_bytes_max, LogKind, LogRecord, LOG_RECORD_HEADER_BYTES,
 };
 use splitkv_layout::wire::{ItemList, MsgKind, NodeId, ReplyStatus};
 
 impl Server {
-    /// Steps 4 (backup, LOG) and 6 (primary, COMMIT): write the records to the host
-    /// log by DMA. A primary installs the new values in its NIC index and unlocks
-    /// right away, so later readers see them before the host applies the log.
+    /// Steps 4 (every replica, LOG) and 6 (every replica, COMMIT): write the
+    /// records to the host log by DMA. A LOG appends one pending
+    /// [`LogKind::Log`] record per item and changes nothing in the NIC index.
+    /// A COMMIT installs its items (the keys this node is primary of) in the
+    /// NIC index, pinned, and appends one [`LogKind::Commit`] decision record;
+    /// the locks are released only when that append completed
+    /// ([`Server::finish_append`], Xenic §4.2 step 6).
     pub(super) fn append(
         &mut self,
         io: &mut Io,
@@ -43,53 +52,70 @@ impl Server {
         items: ItemList<'_>,
     ) {
         if let Err(why) = self.check_items(io, index, kind, tx_id, items) {
-            if why == ReplyStatus::Malformed && self.appending(kind, src, tx_id) {
-                // A duplicate of a request still in flight: that one answers.
-                return;
-            }
             return self.refuse_append(io, kind, src, tx_id, why);
         }
         let Some(slot) = self.alloc(kind, src, tx_id) else {
             return self.refuse_append(io, kind, src, tx_id, ReplyStatus::Busy);
         };
-        let log_kind = if kind == OpKind::Commit {
-            LogKind::Commit
-        } else {
-            LogKind::Log
-        };
+        self.txs.set(
+            tx_id,
+            if kind == OpKind::Commit {
+                TxState::Committing
+            } else {
+                TxState::Logging
+            },
+        );
         for it in items.iter() {
             index.prefetch(&it.key);
         }
         let op = &mut self.ops[slot];
         for it in items.iter() {
-            // Both roles pin the new value until the host applied it, so this
-            // NIC never reads an older copy from its host table. A newer
-            // cached version stays (a late LOG); the host skips the record.
-            index.install_committed(it.key, it.meta, it.value);
+            // Mutation switch (issue 11): the old protocol, LOG to backups
+            // only, applied at once, and a primary that unlocks before its
+            // COMMIT append completed.
+            let apply_now = kind == OpKind::Commit || LOG_BACKUPS_ONLY;
+            if apply_now {
+                // Pinned until the host applied it, so this NIC never reads
+                // an older copy from its host table. A newer cached version
+                // stays; the host skips the record.
+                index.install_committed(it.key, it.meta, it.value);
+            }
             if kind == OpKind::Commit {
-                index.unlock(&it.key, tx_id);
                 self.room.committed(&it.key, tx_id);
+                if LOG_BACKUPS_ONLY {
+                    index.unlock(&it.key, tx_id);
+                }
             }
             op.keys.push(it.key);
             op.metas.push(it.meta);
-            LogRecord {
-                kind: log_kind,
-                tx_id,
-                key: it.key,
-                meta: it.meta,
-                value: it.value,
+            if kind == OpKind::Log || LOG_BACKUPS_ONLY {
+                LogRecord {
+                    kind: LogKind::Log,
+                    tx_id,
+                    key: it.key,
+                    meta: it.meta,
+                    value: it.value,
+                }
+                .encode(&mut op.entry);
             }
-            .encode(&mut op.entry);
+        }
+        if kind == OpKind::Commit && !LOG_BACKUPS_ONLY {
+            LogRecord::decision(LogKind::Commit, tx_id).encode(&mut op.entry);
         }
         self.submit_append(io, slot);
     }
 
-    /// Whether a `kind` request of `tx_id` from `src` is being appended.
-    /// Scans the slots: only on the refusal path.
-    fn appending(&self, kind: OpKind, src: NodeId, tx_id: u64) -> bool {
-        self.ops
-            .iter()
-            .any(|op| op.active && op.kind == kind && op.src == src && op.tx_id == tx_id)
+    /// ABORT of a transaction whose LOG this node took: appends a
+    /// [`LogKind::Abort`] decision record so the host worker drops the
+    /// pending records (no answer is sent). Without a free slot the record
+    /// is not written and the pending records stay until recovery decides
+    /// them (counted in [`ServerStats::busy_refusals`]).
+    pub(super) fn append_abort(&mut self, io: &mut Io, src: NodeId, tx_id: u64) {
+        let Some(slot) = self.alloc(OpKind::Abort, src, tx_id) else {
+            return;
+        };
+        LogRecord::decision(LogKind::Abort, tx_id).encode(&mut self.ops[slot].entry);
+        self.submit_append(io, slot);
     }
 
     /// The checks of the module docs, before anything changes.
@@ -170,15 +196,18 @@ impl Server {
             ));
         }
         self.release(slot);
-        let ack = if kind == OpKind::Commit {
-            MsgKind::CommitAck
-        } else {
-            MsgKind::LogAck
+        let ack = match kind {
+            OpKind::Commit => MsgKind::CommitAck,
+            OpKind::Log => MsgKind::LogAck,
+            _ => return,
         };
         io.w.ack(ack, tx_id, ReplyStatus::HostFailure);
         io.send(src);
     }
 
+    /// The append in `slot` completed with the log's tail at `tail`: pin
+    /// what a COMMIT installed until the host applied up to there, release
+    /// the COMMIT's locks (Xenic §4.2 step 6: only now), and answer.
     pub(super) fn finish_append(
         &mut self,
         io: &mut Io,
@@ -187,16 +216,38 @@ impl Server {
         tail: u64,
     ) {
         let op = &self.ops[slot];
-        for (k, m) in op.keys.iter().zip(&op.metas) {
-            index.set_pin(*k, m.version(), tail);
+        let (kind, tx_id, src) = (op.kind, op.tx_id, op.src);
+        if kind == OpKind::Commit || LOG_BACKUPS_ONLY {
+            for (k, m) in op.keys.iter().zip(&op.metas) {
+                index.set_pin(*k, m.version(), tail);
+            }
         }
-        let ack = if op.kind == OpKind::Commit {
-            MsgKind::CommitAck
-        } else {
-            MsgKind::LogAck
+        let ack = match kind {
+            OpKind::Commit => {
+                for k in &op.keys {
+                    index.unlock(k, tx_id);
+                }
+                self.txs.set(tx_id, TxState::Finished);
+                MsgKind::CommitAck
+            }
+            OpKind::Log => {
+                match self.txs.state(tx_id) {
+                    Some(TxState::Logging) => self.txs.set(tx_id, TxState::Logged),
+                    // Aborted while its records were being appended: the
+                    // ABORT record goes after them.
+                    Some(TxState::Finished) if !LOG_BACKUPS_ONLY => {
+                        self.release(slot);
+                        self.append_abort(io, src, tx_id);
+                        return;
+                    }
+                    _ => {}
+                }
+                MsgKind::LogAck
+            }
+            _ => return self.release(slot),
         };
-        io.w.ack(ack, op.tx_id, ReplyStatus::Ok);
-        io.send(op.src);
+        io.w.ack(ack, tx_id, ReplyStatus::Ok);
+        io.send(src);
         self.release(slot);
     }
 }

@@ -7,8 +7,9 @@
 //! # Why the primary decides, and why its view covers every replica
 //!
 //! The decision must be the same for every replica: a LOG refused by one
-//! backup after another appended it would leave divergent copies (backups apply
-//! LOG records). The primary of shard `s` is where the transaction locks its
+//! replica after another appended it would make the transaction abort (the
+//! others drop their pending records at the ABORT), and room is better
+//! decided once, before anything is logged. The primary of shard `s` is where the transaction locks its
 //! write-set keys of `s` and learns, under that lock, whether each is absent
 //! (Xenic §4.2 step 1), so it decides there, once, for all replicas. Every
 //! replica of `s` holds exactly the keys of `s` (placement is fixed: DESIGN.md

@@ -1,0 +1,135 @@
+//! What a server remembers about each coordinator slot: the newest
+//! transaction generation it has seen from that slot and how far that
+//! transaction got here (issue 11, "orphan lock").
+//!
+//! Transaction ids are `node | slot | generation` (see
+//! [`coordinator`](crate::protocol::coordinator)); a coordinator reuses a slot
+//! only after it decided the slot's previous transaction, so per
+//! (coordinator node, slot) only the newest generation can still be live. A
+//! request of an older generation, or of the newest one after it finished
+//! here, is late or duplicated: an EXECUTE then would take locks nobody
+//! releases, and a LOG would leave a pending record nobody decides, so the
+//! server refuses both. The table holds one entry per slot:
+//! [`NODES_MAX`] × [`TX_INFLIGHT_MAX`] entries of 8 bytes, allocated once.
+
+use crate::placement::NODES_MAX;
+use crate::protocol::coordinator::TX_INFLIGHT_MAX;
+
+/// How far the newest transaction of one coordinator slot got at this node.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum TxState {
+    /// Seen (EXECUTE or VALIDATE), no LOG here yet.
+    Active,
+    /// Its LOG records are being appended to this node's host log
+    /// (duplicates get no answer of their own).
+    Logging,
+    /// Its LOG records are in this node's host log, undecided.
+    Logged,
+    /// Its COMMIT is being appended here (duplicates get no answer of their own).
+    Committing,
+    /// Decided here (committed, or aborted): nothing more of it is accepted.
+    Finished,
+}
+
+/// Whether generation `a` is newer than `b`, with wrap-around (generations
+/// are `u32` counters that wrap).
+#[inline]
+fn newer(a: u32, b: u32) -> bool {
+    (a.wrapping_sub(b) as i32) > 0
+}
+
+/// The per-slot table (module docs).
+#[derive(Debug)]
+pub(super) struct TxTable {
+    entries: Vec<(u32, TxState)>,
+}
+
+impl TxTable {
+    /// Every slot at generation 0, finished (coordinators start at 1).
+    pub(super) fn new() -> TxTable {
+        TxTable {
+            entries: vec![(0, TxState::Finished); NODES_MAX * TX_INFLIGHT_MAX],
+        }
+    }
+
+    /// The entry index and generation of `tx_id`, or `None` when its node or
+    /// slot is out of range (a malformed id).
+    #[inline]
+    fn at(tx_id: u64) -> Option<(usize, u32)> {
+        let node = (tx_id >> 48) as usize;
+        let slot = ((tx_id >> 32) & 0xFFFF) as usize;
+        (node < NODES_MAX && slot < TX_INFLIGHT_MAX)
+            .then_some((node * TX_INFLIGHT_MAX + slot, tx_id as u32))
+    }
+
+    /// The state of `tx_id` here: `None` if a newer generation of its slot
+    /// was seen or its id is out of range (too late for anything), otherwise
+    /// its state (`Active` if never seen).
+    #[inline]
+    pub(super) fn state(&self, tx_id: u64) -> Option<TxState> {
+        let (i, gen) = Self::at(tx_id)?;
+        let (seen, state) = self.entries[i];
+        if newer(gen, seen) {
+            Some(TxState::Active)
+        } else if gen == seen {
+            Some(state)
+        } else {
+            None
+        }
+    }
+
+    /// Whether `tx_id` may still act here: neither superseded nor finished.
+    #[inline]
+    pub(super) fn live(&self, tx_id: u64) -> bool {
+        self.state(tx_id).is_some_and(|s| s != TxState::Finished)
+    }
+
+    /// Records that `tx_id` reached `state` (ignored for a superseded or
+    /// malformed id).
+    #[inline]
+    pub(super) fn set(&mut self, tx_id: u64, state: TxState) {
+        if let Some((i, gen)) = Self::at(tx_id) {
+            let seen = self.entries[i].0;
+            if gen == seen || newer(gen, seen) {
+                self.entries[i] = (gen, state);
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn id(node: u64, slot: u64, gen: u32) -> u64 {
+        (node << 48) | (slot << 32) | gen as u64
+    }
+
+    #[test]
+    fn newer_generations_supersede_and_finished_ones_stay_refused() {
+        let mut t = TxTable::new();
+        assert_eq!(t.state(id(1, 2, 1)), Some(TxState::Active));
+        t.set(id(1, 2, 1), TxState::Logged);
+        assert_eq!(t.state(id(1, 2, 1)), Some(TxState::Logged));
+        t.set(id(1, 2, 1), TxState::Finished);
+        assert!(!t.live(id(1, 2, 1)), "finished: a late request is refused");
+        assert!(t.live(id(1, 2, 2)), "the next generation is new");
+        t.set(id(1, 2, 2), TxState::Active);
+        assert_eq!(t.state(id(1, 2, 1)), None, "superseded");
+        t.set(id(1, 2, 1), TxState::Active);
+        assert_eq!(t.state(id(1, 2, 2)), Some(TxState::Active), "no going back");
+        assert!(t.live(id(1, 3, 1)), "other slots are independent");
+    }
+
+    #[test]
+    fn wraps_and_refuses_out_of_range_ids() {
+        let mut t = TxTable::new();
+        for gen in [1, 0x8000_0000, u32::MAX] {
+            t.set(id(0, 0, gen), TxState::Finished);
+        }
+        assert!(!t.live(id(0, 0, u32::MAX)));
+        assert!(t.live(id(0, 0, 0)), "0 follows u32::MAX");
+        assert!(!t.live(id(NODES_MAX as u64, 0, 1)));
+        assert!(!t.live(id(0, TX_INFLIGHT_MAX as u64, 1)));
+    }
+}
