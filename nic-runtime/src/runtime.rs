@@ -12,6 +12,7 @@
 //! ring of the client that submitted it.
 
 pub mod clients;
+pub mod recovery;
 
 use crate::dma::DmaEngine;
 use crate::index::HostTableLayout;
@@ -32,9 +33,15 @@ pub use clients::{
     ClientClosed, ClientPortStats, ClientPorts, CLIENTS_PER_NODE_MAX, CLIENT_OUTCOMES_QUEUED_MAX,
     TICKETS_MAX,
 };
+use recovery::RecoveryRuntime;
+pub use recovery::{
+    RecoveryRuntimeStats, UnwiredCommands, RECOVERY_INBOX_MAX, RECOVERY_SUSPECTS_MAX,
+};
 use splitkv_layout::host_nic::HostToNic;
 use splitkv_layout::ring::{RingConsumer, RingProducer};
-use splitkv_layout::wire::{decode_packet, Body, Messages, NodeId, PacketHeader};
+use splitkv_layout::wire::{
+    decode_packet, Body, Messages, MsgKind, NodeId, NodeMask, PacketHeader,
+};
 
 /// Most packets taken from the transport per iteration.
 pub const RX_BURST_MAX: usize = 64;
@@ -161,6 +168,10 @@ pub struct NicRuntime {
     events_fresh: Vec<SessionEvent>,
     events_dropped: u64,
     iterations: u64,
+    /// Crash recovery (issue 11): the machine, its inbox and the pause.
+    recovery: RecoveryRuntime,
+    recovery_refusal: Option<crate::recovery::RecoveryError>,
+    unwired: recovery::UnwiredCommands,
 }
 
 impl std::fmt::Debug for NicRuntime {
@@ -222,6 +233,13 @@ impl NicRuntime {
             events_fresh: Vec::with_capacity(SESSION_EVENTS_MAX),
             events_dropped: 0,
             iterations: 0,
+            recovery: RecoveryRuntime::new(
+                parts.node,
+                parts.placement,
+                crate::recovery::RecoveryConfig::default(),
+            ),
+            recovery_refusal: None,
+            unwired: Default::default(),
         })
     }
 
@@ -338,6 +356,7 @@ impl NicRuntime {
         let mut work = self.poll_network(now);
         work |= self.poll_dma(now);
         work |= self.poll_acks();
+        work |= self.poll_recovery(now);
         work |= self.start_requests();
         work |= self.watch_peers();
         work |= self.clients.deliver(&mut self.coordinator);
@@ -355,10 +374,58 @@ impl NicRuntime {
     /// to its epoch (older-epoch packets are dropped and counted from now
     /// on), and the coordinator treats the nodes outside it as failed
     /// (their transactions end by the deadline rules at once).
+    ///
+    /// A configuration with failed nodes also begins a recovery epoch
+    /// ([`crate::recovery`]): the node starts no new transaction until the
+    /// recovery leader's `Resume`; its timeouts count from the time of the
+    /// last iteration. When the recovery epoch cannot begin (the epoch is not
+    /// newer than the last recovered one, this node is in the failed set)
+    /// the epoch and failed peers are taken all the same, the node is not
+    /// paused, and the refusal is counted
+    /// ([`RecoveryRuntimeStats::begin_refused`]) and kept
+    /// ([`NicRuntime::recovery_refusal`]).
     pub fn apply_configuration(&mut self, config: &Configuration) {
         self.set_epoch(config.epoch);
         self.coordinator
             .set_live(&mut self.io, &self.procedures, config.live);
+        let all = (1u32 << self.io.placement.nodes()) - 1;
+        let failed = NodeMask((all & !config.live) as u16);
+        let local = self.local_evidence();
+        self.recovery_refusal = self
+            .recovery
+            .begin(self.io.now, config.epoch, failed, local)
+            .err();
+    }
+
+    /// Why the last configuration's recovery epoch could not begin, if it could not.
+    pub fn recovery_refusal(&self) -> Option<crate::recovery::RecoveryError> {
+        self.recovery_refusal
+    }
+
+    /// Whether new transactions are held back while recovery runs.
+    pub fn recovering(&self) -> bool {
+        self.recovery.paused()
+    }
+
+    /// The recovery state machine (phase, view, counters), for checks.
+    pub fn recovery(&self) -> &crate::recovery::Recovery {
+        self.recovery.machine()
+    }
+
+    /// Counters of the runtime's recovery wiring.
+    pub fn recovery_stats(&self) -> RecoveryRuntimeStats {
+        self.recovery.stats()
+    }
+
+    /// Recovery commands taken but not carried out yet, by kind.
+    pub fn recovery_unwired(&self) -> recovery::UnwiredCommands {
+        self.unwired
+    }
+
+    /// Moves the nodes recovery suspects (silent during an epoch change)
+    /// into `out`, for the membership layer.
+    pub fn drain_recovery_suspects(&mut self, out: &mut Vec<NodeId>) {
+        self.recovery.drain_suspects(out);
     }
 
     /// The nodes the coordinator counts as failed (a mask by node id).
@@ -406,6 +473,7 @@ impl NicRuntime {
                 coordinator: &mut self.coordinator,
                 procedures: &self.procedures,
                 bad: &mut self.bad_packets,
+                recovery: &mut self.recovery,
             },
             reassembly: &mut self.reassembly,
         };
@@ -475,8 +543,24 @@ impl NicRuntime {
         work
     }
 
-    /// Step 4: new transactions from the applications, fairly over clients.
+    /// Recovery messages and timeouts; carries out the commands that change
+    /// local state (see [`RecoveryRuntime::take_command`]).
+    fn poll_recovery(&mut self, now: Nanos) -> bool {
+        let mut work = self.recovery.step(now);
+        while let Some(c) = self.recovery.take_command(&mut self.io.net) {
+            work = true;
+            self.recovery_command(c);
+        }
+        work
+    }
+
+    /// Step 4: new transactions from the applications, fairly over clients
+    /// (none while recovery runs: they wait in their rings).
     fn start_requests(&mut self) -> bool {
+        if self.recovery.paused() {
+            self.recovery.count_paused_iteration();
+            return false;
+        }
         let mut work = false;
         for _ in 0..REQUESTS_PER_ITERATION_MAX {
             // Admission control: no new transaction while a backlog toward
@@ -509,6 +593,7 @@ struct Handlers<'r> {
     coordinator: &'r mut Coordinator,
     procedures: &'r ProcedureRegistry,
     bad: &'r mut u64,
+    recovery: &'r mut RecoveryRuntime,
 }
 
 impl Dispatch<'_> {
@@ -532,6 +617,12 @@ impl Dispatch<'_> {
                     continue;
                 }
             };
+            if whole.0 == MsgKind::Recovery {
+                if !self.to.recovery.on_wire(h.src, whole.1) {
+                    *self.to.bad += 1;
+                }
+                continue;
+            }
             match Body::decode(whole.0, whole.1) {
                 Ok(body) => self.to.message(h.src, &body),
                 Err(_) => {

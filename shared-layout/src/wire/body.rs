@@ -358,6 +358,13 @@ impl<'a> Body<'a> {
                     },
                 }
             }
+            MsgKind::Recovery => {
+                // Not a transaction body: see `RecoveryMsg::decode`.
+                return Err(DecodeError::BadTag {
+                    what: "transaction message kind",
+                    tag: kind as u64,
+                });
+            }
         };
         r.finish()?;
         Ok(body)

@@ -200,6 +200,10 @@ pub enum MsgKind {
     CommitAck = 8,
     /// Release the locks a transaction took at one primary.
     Abort = 9,
+    /// A crash-recovery message (issue 11): its body is a
+    /// [`RecoveryMsg`](super::RecoveryMsg) encoding, decoded with
+    /// `RecoveryMsg::decode`, not [`Body::decode`](super::Body::decode).
+    Recovery = 10,
 }
 
 impl MsgKind {
@@ -214,6 +218,7 @@ impl MsgKind {
             7 => MsgKind::Commit,
             8 => MsgKind::CommitAck,
             9 => MsgKind::Abort,
+            10 => MsgKind::Recovery,
             _ => {
                 return Err(DecodeError::BadTag {
                     what: "message kind",
@@ -227,6 +232,7 @@ impl MsgKind {
     pub fn flow(self) -> Flow {
         match self {
             MsgKind::Execute | MsgKind::ExecuteResp => Flow::Execution,
+            MsgKind::Recovery => Flow::Recovery,
             _ => Flow::Commit,
         }
     }

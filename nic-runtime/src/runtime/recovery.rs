@@ -1,0 +1,239 @@
+//! The runtime's side of crash recovery (issue 11; Xenic §4.2.1, Dandelion
+//! §4.4): it owns one [`Recovery`] state machine, feeds it the recovery
+//! messages the dispatcher received ([`MsgKind::Recovery`]), sends the
+//! messages it asks for, and keeps the node paused (no new transactions)
+//! from a new configuration with failed nodes until the machine's `Resume`.
+//!
+//! What is wired so far: the wire kind, dispatch, pausing, the `Send`,
+//! `SuspectNode` and `Resume` commands. The commands that change local state
+//! (`CommitPending`, `DropPending`, `FinishCoordinated`, `Promote`) are handed
+//! to the runtime ([`RecoveryRuntime::take_command`]), which counts what it
+//! cannot act on yet in [`RecoveryRuntimeStats`].
+
+use splitkv_layout::wire::{Flow, MsgKind, NodeId, NodeMask, RecoveryMsg};
+
+use crate::net::stack::Stack;
+use crate::placement::Placement;
+use crate::recovery::{
+    LocalEvidence, Recovery, RecoveryCommand, RecoveryConfig, RecoveryError, RecoveryPhase,
+    EARLY_MESSAGES_MAX,
+};
+use crate::Nanos;
+
+/// Most received recovery messages kept between two iterations (the
+/// machine takes them all at the start of the next one).
+pub const RECOVERY_INBOX_MAX: usize = 2 * EARLY_MESSAGES_MAX;
+/// Most suspicions kept for the membership layer until drained
+/// ([`RecoveryRuntime::drain_suspects`]).
+pub const RECOVERY_SUSPECTS_MAX: usize = 64;
+
+/// Counters of the runtime's recovery wiring.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct RecoveryRuntimeStats {
+    /// Recovery epochs begun here (new configurations with failed nodes).
+    pub epochs_begun: u64,
+    /// Epochs resumed here (the machine's `Resume` command taken).
+    pub epochs_resumed: u64,
+    /// New configurations whose recovery could not begin (see [`RecoveryError`]).
+    pub begin_refused: u64,
+    /// Iterations that started no request because recovery was under way.
+    pub paused_iterations: u64,
+    /// Recovery messages received and handed to the machine.
+    pub messages_received: u64,
+    /// Recovery messages that did not decode (also counted as bad packets).
+    pub messages_bad: u64,
+    /// Recovery messages dropped because [`RECOVERY_INBOX_MAX`] were queued.
+    pub inbox_dropped: u64,
+    /// Recovery messages sent.
+    pub messages_sent: u64,
+    /// Recovery messages the stack or the encoder refused (the machine's
+    /// timeouts then start another epoch).
+    pub send_failed: u64,
+    /// Suspicions dropped because [`RECOVERY_SUSPECTS_MAX`] were undrained.
+    pub suspects_dropped: u64,
+}
+
+/// The recovery machine of one runtime, with its inbox and pause state.
+#[derive(Debug)]
+pub struct RecoveryRuntime {
+    machine: Recovery,
+    inbox: Vec<(NodeId, RecoveryMsg)>,
+    suspects: Vec<NodeId>,
+    paused: bool,
+    enc: Vec<u8>,
+    stats: RecoveryRuntimeStats,
+}
+
+impl RecoveryRuntime {
+    /// Node `node`'s recovery, serving with every node of `placement` live.
+    pub fn new(node: NodeId, placement: Placement, config: RecoveryConfig) -> RecoveryRuntime {
+        RecoveryRuntime {
+            machine: Recovery::new(node, placement, config),
+            inbox: Vec::with_capacity(RECOVERY_INBOX_MAX),
+            suspects: Vec::new(),
+            paused: false,
+            enc: Vec::new(),
+            stats: RecoveryRuntimeStats::default(),
+        }
+    }
+
+    /// The machine (phase, view, counters), for checks.
+    pub fn machine(&self) -> &Recovery {
+        &self.machine
+    }
+
+    /// Whether new transactions are held back (recovery under way).
+    pub fn paused(&self) -> bool {
+        self.paused
+    }
+
+    /// Counters.
+    pub fn stats(&self) -> RecoveryRuntimeStats {
+        self.stats
+    }
+
+    /// Counts one iteration that started no request because of the pause.
+    pub fn count_paused_iteration(&mut self) {
+        self.stats.paused_iterations += 1;
+    }
+
+    /// A received [`MsgKind::Recovery`] body from `from`: decoded and queued
+    /// for the machine; returns `false` if it did not decode.
+    pub fn on_wire(&mut self, from: NodeId, bytes: &[u8]) -> bool {
+        let Ok(msg) = RecoveryMsg::decode(bytes) else {
+            self.stats.messages_bad += 1;
+            return false;
+        };
+        if self.inbox.len() < RECOVERY_INBOX_MAX {
+            self.inbox.push((from, msg));
+        } else {
+            self.stats.inbox_dropped += 1;
+        }
+        true
+    }
+
+    /// A new configuration of `epoch` with the nodes of `failed` crashed
+    /// (a mask by node id): pauses the node and starts the machine's epoch
+    /// with `local` evidence. A configuration without failed nodes changes
+    /// nothing here.
+    ///
+    /// # Errors
+    /// [`RecoveryError`] from [`Recovery::begin_epoch`]; the node is not
+    /// paused then.
+    pub fn begin(
+        &mut self,
+        now: Nanos,
+        epoch: u32,
+        failed: NodeMask,
+        local: LocalEvidence,
+    ) -> Result<(), RecoveryError> {
+        if failed.is_empty() && self.machine.view().failed().is_empty() {
+            return Ok(());
+        }
+        match self.machine.begin_epoch(now, epoch, failed, local) {
+            Ok(()) => {
+                self.stats.epochs_begun += 1;
+                self.paused = true;
+                Ok(())
+            }
+            Err(e) => {
+                self.stats.begin_refused += 1;
+                Err(e)
+            }
+        }
+    }
+
+    /// Feeds the queued messages and the time to the machine; returns
+    /// whether anything happened.
+    pub fn step(&mut self, now: Nanos) -> bool {
+        let work = !self.inbox.is_empty();
+        for (from, msg) in self.inbox.drain(..) {
+            self.stats.messages_received += 1;
+            self.machine.on_message(now, from, msg);
+        }
+        work | self.machine.run_iteration(now)
+    }
+
+    /// Takes the machine's next command. `Send`, `SuspectNode` and `Resume`
+    /// are carried out here (sending through `net`); every other command is
+    /// returned for the runtime to carry out.
+    pub fn take_command(&mut self, net: &mut Stack) -> Option<RecoveryCommand> {
+        while let Some(c) = self.machine.poll_command() {
+            match c {
+                RecoveryCommand::Send { to, msg } => self.send(net, to, &msg),
+                RecoveryCommand::SuspectNode { node } => {
+                    if self.suspects.len() < RECOVERY_SUSPECTS_MAX {
+                        self.suspects.push(node);
+                    } else {
+                        self.stats.suspects_dropped += 1;
+                    }
+                }
+                RecoveryCommand::Resume { .. } => {
+                    self.stats.epochs_resumed += 1;
+                    self.paused = false;
+                }
+                other => return Some(other),
+            }
+        }
+        None
+    }
+
+    fn send(&mut self, net: &mut Stack, to: NodeId, msg: &RecoveryMsg) {
+        self.enc.clear();
+        let sent = msg.encode(&mut self.enc).is_ok()
+            && net
+                .try_insert_raw(to, Flow::Recovery, MsgKind::Recovery, &self.enc)
+                .is_ok();
+        if sent {
+            self.stats.messages_sent += 1;
+        } else {
+            self.stats.send_failed += 1;
+        }
+    }
+
+    /// Moves the nodes the machine suspects (silent during recovery) into
+    /// `out`, for the membership layer to start another epoch without them.
+    pub fn drain_suspects(&mut self, out: &mut Vec<NodeId>) {
+        out.append(&mut self.suspects);
+    }
+
+    /// Whether the machine is serving (every decision of its epoch applied).
+    pub fn serving(&self) -> bool {
+        self.machine.phase() == RecoveryPhase::Serving
+    }
+}
+
+/// Commands not carried out yet, by kind (the wiring's missing steps).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct UnwiredCommands {
+    /// `CommitPending` commands taken but not applied to the host log.
+    pub commit_pending: u64,
+    /// `DropPending` commands taken but not applied to the host log.
+    pub drop_pending: u64,
+    /// `Promote` commands taken without a placement switch.
+    pub promote: u64,
+}
+
+impl super::NicRuntime {
+    /// What this node knows at an epoch change. Not gathered yet: empty,
+    /// so the leader decides nothing (see the module docs).
+    pub(super) fn local_evidence(&self) -> LocalEvidence {
+        LocalEvidence::default()
+    }
+
+    /// Carries out one command that changes local state.
+    pub(super) fn recovery_command(&mut self, c: RecoveryCommand) {
+        let u = &mut self.unwired;
+        match c {
+            RecoveryCommand::CommitPending { .. } => u.commit_pending += 1,
+            RecoveryCommand::DropPending { .. } => u.drop_pending += 1,
+            RecoveryCommand::Promote { .. } => u.promote += 1,
+            // FinishCoordinated: the coordinator's deadline rules already
+            // ended (and reported) its transactions with failed peers.
+            RecoveryCommand::FinishCoordinated { .. }
+            | RecoveryCommand::Send { .. }
+            | RecoveryCommand::SuspectNode { .. }
+            | RecoveryCommand::Resume { .. } => {}
+        }
+    }
+}
