@@ -1,0 +1,219 @@
+//! Recovery wired into whole runtimes (issue 11): three nodes over the
+//! in-memory network with replication 2; node 2 is cut off (never polled).
+//! The survivors take a configuration without it, run a recovery epoch
+//! through the stack (`MsgKind::Recovery` messages: evidence to the leader,
+//! node 0; decisions; applied; resume), start no transaction meanwhile, and
+//! then serve again.
+
+use splitkv_layout::host_nic::{HostToNic, NicToHost, TxRequest, TxStatus};
+use splitkv_layout::ring::{ring_pair, RingConsumer, RingProducer};
+use splitkv_layout::robinhood_layout::{TableConfig, TableLayout};
+use splitkv_layout::{Key, Region};
+use splitkv_nic::dma::local::LocalDma;
+use splitkv_nic::index::HostTableLayout;
+use splitkv_nic::membership::Configuration;
+use splitkv_nic::net::mem::{mem_network, MemTransport};
+use splitkv_nic::net::stack::StackConfig;
+use splitkv_nic::recovery::RecoveryPhase;
+use splitkv_nic::{
+    HostPorts, Nanos, NicParts, NicRuntime, Placement, ProcError, Procedure, ProcedureRegistry,
+    ReadView, TxPlan, UserAbort, WriteSet,
+};
+use std::sync::Arc;
+
+const STEP_NS: Nanos = 5_000;
+/// Iterations a recovery epoch may take here (a few message round trips).
+const RECOVERY_ITERATIONS_MAX: usize = 200;
+/// Iterations a transaction may take here.
+const TX_ITERATIONS_MAX: usize = 400;
+
+/// Writes b"v" to each of its keys.
+struct WriteKeys(Vec<Key>);
+
+impl Procedure for WriteKeys {
+    fn name(&self) -> &'static str {
+        "write-keys"
+    }
+    fn plan(&self, _: &[u8], plan: &mut TxPlan) -> Result<(), ProcError> {
+        self.0.iter().for_each(|k| plan.write(*k));
+        Ok(())
+    }
+    fn execute(
+        &self,
+        _: &[u8],
+        _: &ReadView,
+        w: &mut WriteSet,
+        _: &mut Vec<u8>,
+    ) -> Result<(), UserAbort> {
+        self.0.iter().for_each(|k| w.put(*k, b"v"));
+        Ok(())
+    }
+}
+
+struct Node {
+    nic: NicRuntime,
+    requests: RingProducer,
+    outcomes: RingConsumer,
+    _log: RingConsumer,
+    _acks: RingProducer,
+}
+
+fn node(id: u16, placement: Placement, transport: MemTransport, keys: Vec<Key>) -> Node {
+    let layout = TableLayout::new(&TableConfig::new(64, 64)).unwrap();
+    let (log_tx, _log) = ring_pair(1 << 16).unwrap();
+    let (requests, req_rx) = ring_pair(1 << 12).unwrap();
+    let (out_tx, outcomes) = ring_pair(1 << 12).unwrap();
+    let (_acks, ack_rx) = ring_pair(1 << 12).unwrap();
+    let dma = LocalDma::new(Arc::new(Region::new(layout.region_bytes())), log_tx, 0);
+    let mut procedures = ProcedureRegistry::new();
+    procedures.register(Arc::new(WriteKeys(keys)));
+    let nic = NicRuntime::new(NicParts {
+        node: id,
+        placement,
+        table: HostTableLayout::Robinhood(layout),
+        value_bytes_max: 64,
+        procedures,
+        dma: Box::new(dma),
+        transport: Box::new(transport),
+        host: HostPorts::one_client(req_rx, out_tx, ack_rx),
+        cache_objects: 64,
+        seed: 1,
+        net: StackConfig::default(),
+    })
+    .unwrap();
+    Node {
+        nic,
+        requests,
+        outcomes,
+        _log,
+        _acks,
+    }
+}
+
+/// A key whose replicas (primary first) are `want`.
+fn key_on(placement: &Placement, want: &[u16]) -> Key {
+    (0..10_000u64)
+        .map(|i| Key::new(0, i))
+        .find(|k| {
+            placement.primary(k) == want[0]
+                && (0..placement.nodes() as u16)
+                    .all(|n| placement.is_replica(n, k) == want.contains(&n))
+        })
+        .expect("a key with those replicas")
+}
+
+fn submit(n: &mut Node, req_id: u64) {
+    let mut buf = Vec::new();
+    HostToNic::TxRequest(TxRequest {
+        req_id,
+        procedure: 0,
+        args: b"",
+    })
+    .encode(&mut buf);
+    n.requests.try_push(&buf).unwrap();
+}
+
+fn outcome(n: &mut Node) -> Option<(u64, TxStatus)> {
+    let mut buf = Vec::new();
+    if !n.outcomes.try_pop(&mut buf).unwrap() {
+        return None;
+    }
+    let NicToHost::TxOutcome(o) = NicToHost::decode(&buf).unwrap();
+    Some((o.req_id, o.status))
+}
+
+/// Nodes 0 and 1 (node 2 cut off), their transactions writing a key
+/// replicated on exactly nodes 0 and 1.
+fn survivors() -> (Node, Node) {
+    let placement = Placement::new(3, 2).unwrap();
+    let keys = vec![key_on(&placement, &[0, 1])];
+    let mut net = mem_network(3);
+    let _cut_off = net.pop().unwrap(); // node 2: never polled
+    let n1 = node(1, placement, net.pop().unwrap(), keys.clone());
+    let n0 = node(0, placement, net.pop().unwrap(), keys);
+    (n0, n1)
+}
+
+/// Runs both nodes until neither recovers any more; returns the time.
+fn recover(n0: &mut Node, n1: &mut Node, mut now: Nanos) -> Nanos {
+    for _ in 0..RECOVERY_ITERATIONS_MAX {
+        if !n0.nic.recovering() && !n1.nic.recovering() {
+            return now;
+        }
+        now += STEP_NS;
+        n0.nic.run_iteration(now);
+        n1.nic.run_iteration(now);
+    }
+    panic!("recovery did not resume within {RECOVERY_ITERATIONS_MAX} iterations");
+}
+
+#[test]
+fn survivors_recover_through_the_stack_and_resume() {
+    let (mut n0, mut n1) = survivors();
+    let config = Configuration::initial(3).without(1 << 2);
+    n0.nic.apply_configuration(&config);
+    n1.nic.apply_configuration(&config);
+    assert_eq!(n0.nic.recovery_refusal(), None);
+    assert!(n0.nic.recovering() && n1.nic.recovering());
+    assert_eq!(n0.nic.recovery().phase(), RecoveryPhase::Collecting);
+    assert_eq!(n1.nic.recovery().phase(), RecoveryPhase::AwaitingDecisions);
+    recover(&mut n0, &mut n1, 0);
+    for n in [&n0, &n1] {
+        assert_eq!(n.nic.recovery().phase(), RecoveryPhase::Serving);
+        assert_eq!(n.nic.recovery().epoch(), config.epoch);
+        let s = n.nic.recovery_stats();
+        assert_eq!((s.epochs_begun, s.epochs_resumed), (1, 1));
+        assert!(s.messages_sent >= 1 && s.messages_received >= 1, "{s:?}");
+        assert_eq!(s.send_failed + s.messages_bad + s.inbox_dropped, 0);
+    }
+    // Leader: one Evidence in, one Applied in; Decisions and Resume out.
+    assert_eq!(n0.nic.recovery_stats().messages_received, 2);
+    assert_eq!(n0.nic.recovery_stats().messages_sent, 2);
+    assert_eq!(n0.nic.stats().bad_packets, 0);
+}
+
+#[test]
+fn no_transaction_starts_while_recovering_and_they_commit_after() {
+    let (mut n0, mut n1) = survivors();
+    let config = Configuration::initial(3).without(1 << 2);
+    n0.nic.apply_configuration(&config);
+    n1.nic.apply_configuration(&config);
+    submit(&mut n0, 7);
+    // Only the leader runs: it waits for node 1's evidence, paused.
+    let mut now = 0;
+    for _ in 0..20 {
+        now += STEP_NS;
+        n0.nic.run_iteration(now);
+    }
+    assert!(n0.nic.recovering());
+    assert_eq!(n0.nic.recovery_stats().paused_iterations, 20);
+    assert_eq!(n0.nic.stats().clients.requests, 0, "the request waits");
+    assert_eq!(outcome(&mut n0), None);
+    now = recover(&mut n0, &mut n1, now);
+    let mut seen = None;
+    for _ in 0..TX_ITERATIONS_MAX {
+        now += STEP_NS;
+        n0.nic.run_iteration(now);
+        n1.nic.run_iteration(now);
+        if let Some(o) = outcome(&mut n0) {
+            seen = Some(o);
+            break;
+        }
+    }
+    assert_eq!(seen, Some((7, TxStatus::Committed)));
+    for _ in 0..20 {
+        now += STEP_NS;
+        n0.nic.run_iteration(now);
+        n1.nic.run_iteration(now);
+    }
+    assert_eq!(n0.nic.index().locks_held(), 0);
+    assert_eq!(n1.nic.index().locks_held(), 0);
+}
+
+#[test]
+fn a_configuration_without_failures_does_not_pause() {
+    let (mut n0, _n1) = survivors();
+    n0.nic.apply_configuration(&Configuration::initial(3));
+    assert!(!n0.nic.recovering());
+    assert_eq!(n0.nic.recovery_stats().epochs_begun, 0);
+}
