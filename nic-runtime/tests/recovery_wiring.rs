@@ -217,3 +217,40 @@ fn a_configuration_without_failures_does_not_pause() {
     assert!(!n0.nic.recovering());
     assert_eq!(n0.nic.recovery_stats().epochs_begun, 0);
 }
+
+/// Nodes 0 and 1 (node 2 cut off), their transactions writing a key
+/// replicated on exactly nodes 1 and 2.
+fn survivors_writing_to_the_cut_off_node() -> (Node, Node) {
+    let placement = Placement::new(3, 2).unwrap();
+    let keys = vec![key_on(&placement, &[1, 2])];
+    let mut net = mem_network(3);
+    let _cut_off = net.pop().unwrap();
+    let n1 = node(1, placement, net.pop().unwrap(), keys.clone());
+    let n0 = node(0, placement, net.pop().unwrap(), keys);
+    (n0, n1)
+}
+
+#[test]
+fn the_coordinators_transaction_in_flight_is_evidence_and_gets_a_decision() {
+    let (mut n0, mut n1) = survivors_writing_to_the_cut_off_node();
+    submit(&mut n0, 9);
+    let mut now = 0;
+    // The transaction logs at node 1 and waits for node 2's LOG ack.
+    for _ in 0..50 {
+        now += STEP_NS;
+        n0.nic.run_iteration(now);
+        n1.nic.run_iteration(now);
+    }
+    assert_eq!(n0.nic.stats().coordinator.started, 1);
+    assert!(!n0.nic.is_quiescent(), "the transaction is in flight");
+    let config = Configuration::initial(3).without(1 << 2);
+    n0.nic.apply_configuration(&config);
+    n1.nic.apply_configuration(&config);
+    recover(&mut n0, &mut n1, now);
+    // Every live replica of its one written shard (node 1) holds the LOG:
+    // the coordinator moved to COMMIT, reported that, and the leader
+    // decided commit.
+    let u = n0.nic.recovery_unwired();
+    assert_eq!((u.finish_coordinated, u.finish_committed), (1, 1));
+    assert_eq!(n1.nic.recovery_unwired().finish_coordinated, 0);
+}

@@ -20,6 +20,7 @@ use splitkv_layout::{Key, ObjectFlags, ObjectMeta};
 use std::collections::VecDeque;
 
 mod deadline;
+mod evidence;
 pub use deadline::{
     phase_deadline_ns, DeadlineStats, DEADLINE_SCAN_INTERVAL_NS, PHASE_DEADLINE_NS_DEFAULT,
 };

@@ -212,13 +212,22 @@ pub struct UnwiredCommands {
     pub drop_pending: u64,
     /// `Promote` commands taken without a placement switch.
     pub promote: u64,
+    /// `FinishCoordinated` commands taken (the coordinator's own deadline
+    /// rules end the transaction; the decision is not applied to it).
+    pub finish_coordinated: u64,
+    /// Of those, decided commit.
+    pub finish_committed: u64,
 }
 
 impl super::NicRuntime {
-    /// What this node knows at an epoch change. Not gathered yet: empty,
-    /// so the leader decides nothing (see the module docs).
+    /// What this node knows at an epoch change: its coordinator's
+    /// transactions in flight. (Records its host log holds are not gathered
+    /// yet: LOG does not carry the written-shard set; see the module docs.)
     pub(super) fn local_evidence(&self) -> LocalEvidence {
-        LocalEvidence::default()
+        let mut local = LocalEvidence::default();
+        self.coordinator
+            .evidence(self.io.node, &self.io.placement, &mut local.coordinated);
+        local
     }
 
     /// Carries out one command that changes local state.
@@ -228,10 +237,13 @@ impl super::NicRuntime {
             RecoveryCommand::CommitPending { .. } => u.commit_pending += 1,
             RecoveryCommand::DropPending { .. } => u.drop_pending += 1,
             RecoveryCommand::Promote { .. } => u.promote += 1,
-            // FinishCoordinated: the coordinator's deadline rules already
-            // ended (and reported) its transactions with failed peers.
-            RecoveryCommand::FinishCoordinated { .. }
-            | RecoveryCommand::Send { .. }
+            // The coordinator's deadline rules already ended (and reported)
+            // its transactions with failed peers.
+            RecoveryCommand::FinishCoordinated { commit, .. } => {
+                u.finish_coordinated += 1;
+                u.finish_committed += commit as u64;
+            }
+            RecoveryCommand::Send { .. }
             | RecoveryCommand::SuspectNode { .. }
             | RecoveryCommand::Resume { .. } => {}
         }
