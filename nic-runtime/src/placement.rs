@@ -49,6 +49,10 @@ pub enum PlacementError {
 pub struct Placement {
     nodes: u16,
     replication: u16,
+    /// Failed nodes, one bit per node id (0 in a healthy cluster): a key's
+    /// primary is its shard's first surviving replica (Xenic §4.2.1
+    /// promotion), and failed nodes are nobody's replica.
+    failed: u16,
 }
 
 impl Placement {
@@ -64,7 +68,32 @@ impl Placement {
         Ok(Placement {
             nodes: nodes as u16,
             replication: replication as u16,
+            failed: 0,
         })
+    }
+
+    /// This placement as it is served once the nodes of `failed` crashed
+    /// and recovery promoted the first surviving replica of each shard
+    /// (see [`PlacementView`]): [`Placement::primary`], [`Placement::backups`]
+    /// and [`Placement::is_replica`] skip failed nodes; shards and
+    /// [`Placement::shard_replicas`] keep their ids and members. A shard with
+    /// no surviving replica keeps its failed primary (requests to it fail).
+    pub fn with_failed(self, failed: NodeMask) -> Placement {
+        let all = ((1u32 << self.nodes) - 1) as u16;
+        Placement {
+            failed: failed.0 & all,
+            ..self
+        }
+    }
+
+    /// The failed nodes this placement skips ([`Placement::with_failed`]).
+    pub fn failed(&self) -> NodeMask {
+        NodeMask(self.failed)
+    }
+
+    #[inline]
+    fn live(&self, node: NodeId) -> bool {
+        self.failed & (1 << node) == 0
     }
 
     /// Number of nodes.
@@ -81,21 +110,28 @@ impl Placement {
     /// failed; shards keep their ids across epochs ([`PlacementView`]).
     #[inline]
     pub fn shard(&self, key: &Key) -> NodeId {
-        self.primary(key)
-    }
-
-    /// The shard (= its primary's node id) of `key`.
-    #[inline]
-    pub fn primary(&self, key: &Key) -> NodeId {
         (((key.hash64() >> 32) * self.nodes as u64) >> 32) as NodeId
     }
 
-    /// The backups of `key`'s shard, in order.
+    /// The primary of `key`: its shard's id while no node has failed,
+    /// otherwise the shard's first surviving replica.
+    #[inline]
+    pub fn primary(&self, key: &Key) -> NodeId {
+        let s = self.shard(key);
+        if self.failed == 0 {
+            return s;
+        }
+        self.shard_replicas(s).find(|&n| self.live(n)).unwrap_or(s)
+    }
+
+    /// The surviving backups of `key`'s shard, in order.
     #[inline]
     pub fn backups(&self, key: &Key) -> impl Iterator<Item = NodeId> {
-        let p = self.primary(key);
-        let n = self.nodes;
-        (1..self.replication).map(move |i| (p + i) % n)
+        let (s, p) = (self.shard(key), self.primary(key));
+        let (n, failed) = (self.nodes, self.failed);
+        (0..self.replication)
+            .map(move |i| (s + i) % n)
+            .filter(move |&b| b != p && failed & (1 << b) == 0)
     }
 
     /// The replicas of shard `shard` (primary first, then the backups in
@@ -114,11 +150,12 @@ impl Placement {
         (0..self.replication).map(move |i| (node + n - i) % n)
     }
 
-    /// Whether `node` holds a replica (primary or backup) of `key`.
+    /// Whether `node` holds a replica (primary or backup) of `key` and has
+    /// not failed.
     #[inline]
     pub fn is_replica(&self, node: NodeId, key: &Key) -> bool {
-        let p = self.primary(key);
-        (node + self.nodes - p) % self.nodes < self.replication
+        let s = self.shard(key);
+        self.live(node) && (node + self.nodes - s) % self.nodes < self.replication
     }
 }
 
@@ -238,6 +275,26 @@ impl PlacementView {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_failed_primary_is_replaced_by_its_first_surviving_backup() {
+        let p = Placement::new(3, 2).unwrap();
+        let f = p.with_failed(NodeMask::EMPTY.with(2));
+        for id in 0..1_000u64 {
+            let k = Key::new(1, id);
+            let s = p.shard(&k);
+            assert_eq!(f.shard(&k), s);
+            let want: Vec<_> = PlacementView::new(p, f.failed())
+                .unwrap()
+                .live_replicas(s)
+                .collect();
+            let got: Vec<_> = std::iter::once(f.primary(&k))
+                .chain(f.backups(&k))
+                .collect();
+            assert_eq!(got, want, "shard {s}");
+            assert!(!f.is_replica(2, &k));
+        }
+    }
 
     #[test]
     fn rejects_bad_shapes() {

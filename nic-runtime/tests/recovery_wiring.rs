@@ -219,10 +219,10 @@ fn a_configuration_without_failures_does_not_pause() {
 }
 
 /// Nodes 0 and 1 (node 2 cut off), their transactions writing a key
-/// replicated on exactly nodes 1 and 2.
-fn survivors_writing_to_the_cut_off_node() -> (Node, Node) {
+/// replicated on exactly nodes `replicas` (primary first).
+fn survivors_writing_on(replicas: &[u16]) -> (Node, Node) {
     let placement = Placement::new(3, 2).unwrap();
-    let keys = vec![key_on(&placement, &[1, 2])];
+    let keys = vec![key_on(&placement, replicas)];
     let mut net = mem_network(3);
     let _cut_off = net.pop().unwrap();
     let n1 = node(1, placement, net.pop().unwrap(), keys.clone());
@@ -232,7 +232,7 @@ fn survivors_writing_to_the_cut_off_node() -> (Node, Node) {
 
 #[test]
 fn the_coordinators_transaction_in_flight_is_evidence_and_gets_a_decision() {
-    let (mut n0, mut n1) = survivors_writing_to_the_cut_off_node();
+    let (mut n0, mut n1) = survivors_writing_on(&[1, 2]);
     submit(&mut n0, 9);
     let mut now = 0;
     // The transaction logs at node 1 and waits for node 2's LOG ack.
@@ -253,4 +253,36 @@ fn the_coordinators_transaction_in_flight_is_evidence_and_gets_a_decision() {
     let u = n0.nic.recovery_unwired();
     assert_eq!((u.finish_coordinated, u.finish_committed), (1, 1));
     assert_eq!(n1.nic.recovery_unwired().finish_coordinated, 0);
+}
+
+#[test]
+fn after_recovery_the_first_surviving_backup_serves_the_dead_primarys_keys() {
+    // Node 2 was primary of the key, node 0 its backup.
+    let (mut n0, mut n1) = survivors_writing_on(&[2, 0]);
+    let config = Configuration::initial(3).without(1 << 2);
+    n0.nic.apply_configuration(&config);
+    n1.nic.apply_configuration(&config);
+    let mut now = recover(&mut n0, &mut n1, 0);
+    assert_eq!(n0.nic.recovery_unwired().promote, 1, "node 0 took shard 2");
+    assert_eq!(n1.nic.recovery_unwired().promote, 0);
+    // Coordinated by node 1: it must send to node 0, the new primary.
+    submit(&mut n1, 11);
+    let mut seen = None;
+    for _ in 0..TX_ITERATIONS_MAX {
+        now += STEP_NS;
+        n0.nic.run_iteration(now);
+        n1.nic.run_iteration(now);
+        if let Some(o) = outcome(&mut n1) {
+            seen = Some(o);
+            break;
+        }
+    }
+    assert_eq!(seen, Some((11, TxStatus::Committed)));
+    for _ in 0..20 {
+        now += STEP_NS;
+        n0.nic.run_iteration(now);
+        n1.nic.run_iteration(now);
+    }
+    assert_eq!(n0.nic.index().locks_held(), 0);
+    assert!(n0.nic.is_quiescent() && n1.nic.is_quiescent());
 }

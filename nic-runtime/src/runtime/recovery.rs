@@ -5,10 +5,11 @@
 //! from a new configuration with failed nodes until the machine's `Resume`.
 //!
 //! What is wired so far: the wire kind, dispatch, pausing, the `Send`,
-//! `SuspectNode` and `Resume` commands. The commands that change local state
-//! (`CommitPending`, `DropPending`, `FinishCoordinated`, `Promote`) are handed
-//! to the runtime ([`RecoveryRuntime::take_command`]), which counts what it
-//! cannot act on yet in [`RecoveryRuntimeStats`].
+//! `SuspectNode` and `Resume` commands (at `Resume` every node switches to
+//! the epoch's placement, which promotes backups of failed primaries). The
+//! other commands (`CommitPending`, `DropPending`, `FinishCoordinated`,
+//! `Promote`) are handed to the runtime ([`RecoveryRuntime::take_command`]),
+//! which counts them in [`UnwiredCommands`] without acting on them yet.
 
 use splitkv_layout::wire::{Flow, MsgKind, NodeId, NodeMask, RecoveryMsg};
 
@@ -154,9 +155,10 @@ impl RecoveryRuntime {
         work | self.machine.run_iteration(now)
     }
 
-    /// Takes the machine's next command. `Send`, `SuspectNode` and `Resume`
-    /// are carried out here (sending through `net`); every other command is
-    /// returned for the runtime to carry out.
+    /// Takes the machine's next command. `Send` and `SuspectNode` are
+    /// carried out here (sending through `net`); every other command is
+    /// returned for the runtime to carry out (`Resume` through
+    /// [`RecoveryRuntime::resume`]).
     pub fn take_command(&mut self, net: &mut Stack) -> Option<RecoveryCommand> {
         while let Some(c) = self.machine.poll_command() {
             match c {
@@ -168,14 +170,16 @@ impl RecoveryRuntime {
                         self.stats.suspects_dropped += 1;
                     }
                 }
-                RecoveryCommand::Resume { .. } => {
-                    self.stats.epochs_resumed += 1;
-                    self.paused = false;
-                }
                 other => return Some(other),
             }
         }
         None
+    }
+
+    /// Ends the pause: every decision of the epoch is applied.
+    pub fn resume(&mut self) {
+        self.stats.epochs_resumed += 1;
+        self.paused = false;
     }
 
     fn send(&mut self, net: &mut Stack, to: NodeId, msg: &RecoveryMsg) {
@@ -210,7 +214,9 @@ pub struct UnwiredCommands {
     pub commit_pending: u64,
     /// `DropPending` commands taken but not applied to the host log.
     pub drop_pending: u64,
-    /// `Promote` commands taken without a placement switch.
+    /// `Promote` commands taken. The promotion itself is the placement
+    /// switch every node makes at `Resume`; the NIC cache is not touched
+    /// (a backup caches none of its shards' objects).
     pub promote: u64,
     /// `FinishCoordinated` commands taken (the coordinator's own deadline
     /// rules end the transaction; the decision is not applied to it).
@@ -243,9 +249,14 @@ impl super::NicRuntime {
                 u.finish_coordinated += 1;
                 u.finish_committed += commit as u64;
             }
-            RecoveryCommand::Send { .. }
-            | RecoveryCommand::SuspectNode { .. }
-            | RecoveryCommand::Resume { .. } => {}
+            // Every node serves the epoch's placement from now on: the
+            // first surviving replica of each shard is its primary.
+            RecoveryCommand::Resume { .. } => {
+                let failed = self.recovery.machine().view().failed();
+                self.io.placement = self.io.placement.with_failed(failed);
+                self.recovery.resume();
+            }
+            RecoveryCommand::Send { .. } | RecoveryCommand::SuspectNode { .. } => {}
         }
     }
 }
