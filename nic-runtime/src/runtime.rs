@@ -390,6 +390,10 @@ impl NicRuntime {
             .set_live(&mut self.io, &self.procedures, config.live);
         let all = (1u32 << self.io.placement.nodes()) - 1;
         let failed = NodeMask((all & !config.live) as u16);
+        if !failed.is_empty() {
+            self.server
+                .release_orphan_locks(&mut self.index, failed.0 as u32);
+        }
         let local = self.local_evidence();
         self.recovery_refusal = self
             .recovery

@@ -286,3 +286,31 @@ fn after_recovery_the_first_surviving_backup_serves_the_dead_primarys_keys() {
     assert_eq!(n0.nic.index().locks_held(), 0);
     assert!(n0.nic.is_quiescent() && n1.nic.is_quiescent());
 }
+
+#[test]
+fn locks_of_a_crashed_coordinator_without_log_are_released() {
+    // Node 2 coordinates a transaction writing a key of shard 0 (replicas
+    // 0 and 1); it crashes after node 0 locked the key, before any LOG.
+    let placement = Placement::new(3, 2).unwrap();
+    let keys = vec![key_on(&placement, &[0, 1])];
+    let mut net = mem_network(3);
+    let mut n2 = node(2, placement, net.pop().unwrap(), keys.clone());
+    let mut n1 = node(1, placement, net.pop().unwrap(), keys.clone());
+    let mut n0 = node(0, placement, net.pop().unwrap(), keys);
+    submit(&mut n2, 3);
+    let mut now = STEP_NS;
+    n2.nic.run_iteration(now); // sends EXECUTE to node 0, then crashes
+    for _ in 0..20 {
+        now += STEP_NS;
+        n0.nic.run_iteration(now);
+        n1.nic.run_iteration(now);
+    }
+    assert_eq!(n0.nic.index().locks_held(), 1, "node 0 locked for node 2");
+    let config = Configuration::initial(3).without(1 << 2);
+    n0.nic.apply_configuration(&config);
+    n1.nic.apply_configuration(&config);
+    recover(&mut n0, &mut n1, now);
+    assert_eq!(n0.nic.index().locks_held(), 0, "no lock outlives the crash");
+    assert_eq!(n0.nic.stats().server.orphan_locks_released, 1);
+    assert_eq!(n1.nic.stats().server.orphan_locks_released, 0);
+}

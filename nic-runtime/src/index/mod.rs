@@ -228,6 +228,22 @@ impl NicIndex {
         }
     }
 
+    /// Releases every lock whose holder `release` picks (crash recovery,
+    /// issue 11) and appends each released `(key, holder)` to `out`.
+    pub fn unlock_where(
+        &mut self,
+        mut release: impl FnMut(u64) -> bool,
+        out: &mut Vec<(Key, u64)>,
+    ) {
+        self.locks.retain(|k, &mut h| {
+            let keep = !release(h);
+            if !keep {
+                out.push((*k, h));
+            }
+            keep
+        });
+    }
+
     /// The transaction holding `key`'s lock.
     #[inline]
     pub fn lock_holder(&self, key: &Key) -> Option<u64> {

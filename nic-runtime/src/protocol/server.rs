@@ -25,6 +25,7 @@
 
 mod append;
 mod lookups;
+mod orphans;
 mod room;
 mod txs;
 
@@ -153,6 +154,9 @@ pub struct ServerStats {
     /// EXECUTE reads by DMA that found, at completion, a newer committed
     /// version installed in the NIC index meanwhile, and returned it.
     pub refreshed_reads: u64,
+    /// Locks released because their transaction's coordinator crashed
+    /// before it could reach the commit point (issue 11 recovery).
+    pub orphan_locks_released: u64,
 }
 
 /// The server role of one node.
