@@ -71,10 +71,23 @@
 //! to [`EARLY_MESSAGES_MAX`]; the command queue holds at most
 //! [`COMMANDS_MAX`] per epoch. Recovery is not on the hot path: it allocates.
 //!
+//! # Wiring (`crate::runtime::recovery`)
+//! Done: [`MsgKind::Recovery`](splitkv_layout::wire::MsgKind::Recovery)
+//! messages on the recovery flow; `NicRuntime::apply_configuration` with
+//! failed nodes begins an epoch and holds new transactions back until
+//! `Resume`; the coordinator's transactions in flight are its evidence; at
+//! `Resume` every node serves `Placement::with_failed` (promotion); a
+//! primary releases the locks of a crashed coordinator's transactions that
+//! have no LOG there.
+//!
 //! # Not done
-//! - Wiring into the runtime (the lead): a recovery message kind on the
-//!   wire, gathering [`LocalEvidence`] from the coordinator and the host log,
-//!   taking the commands, refusing requests until `Resume`.
+//! - Record evidence from replicas: LOG does not carry the written-shard set
+//!   yet, so pending LOG records are not reported, `CommitPending` and
+//!   `DropPending` never come for them, and locks of a crashed
+//!   coordinator's transactions that LOGged at the primary stay held.
+//! - `CommitPending`/`DropPending`/`FinishCoordinated` are counted, not
+//!   applied (a live coordinator ends its transactions by its own deadline
+//!   rules); NIC-cache entries of promoted shards are not dropped.
 //! - Re-replication to restore `f + 1` (a later issue), restarted nodes
 //!   (incarnations), and a NIC runtime that crashes alone.
 //! - A TLA+ model of these steps.

@@ -39,8 +39,9 @@
 //! | CommitAck | commit | tx_id, status u8 |
 //! | Abort | commit | tx_id, n u16, keys |
 //!
-//! Recovery messages (evidence and decisions, on the recovery flow) have a
-//! self-describing encoding of their own: see [`RecoveryMsg`].
+//! Recovery messages (evidence and decisions, kind `Recovery` on the
+//! recovery flow) have a self-describing encoding of their own: see
+//! [`RecoveryMsg`].
 //!
 //! Every status byte is a [`ReplyStatus`]: `Ok` or the reason of a refusal.
 //! An item is `key (12 B), meta u64, value_len u16, value`. A body longer
