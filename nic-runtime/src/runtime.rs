@@ -401,37 +401,6 @@ impl NicRuntime {
             .err();
     }
 
-    /// Why the last configuration's recovery epoch could not begin, if it could not.
-    pub fn recovery_refusal(&self) -> Option<crate::recovery::RecoveryError> {
-        self.recovery_refusal
-    }
-
-    /// Whether new transactions are held back while recovery runs.
-    pub fn recovering(&self) -> bool {
-        self.recovery.paused()
-    }
-
-    /// The recovery state machine (phase, view, counters), for checks.
-    pub fn recovery(&self) -> &crate::recovery::Recovery {
-        self.recovery.machine()
-    }
-
-    /// Counters of the runtime's recovery wiring.
-    pub fn recovery_stats(&self) -> RecoveryRuntimeStats {
-        self.recovery.stats()
-    }
-
-    /// Recovery commands taken but not carried out yet, by kind.
-    pub fn recovery_unwired(&self) -> recovery::UnwiredCommands {
-        self.unwired
-    }
-
-    /// Moves the nodes recovery suspects (silent during an epoch change)
-    /// into `out`, for the membership layer.
-    pub fn drain_recovery_suspects(&mut self, out: &mut Vec<NodeId>) {
-        self.recovery.drain_suspects(out);
-    }
-
     /// The nodes the coordinator counts as failed (a mask by node id).
     pub fn failed_peers(&self) -> u32 {
         self.coordinator.failed_peers()
@@ -543,17 +512,6 @@ impl NicRuntime {
                     break;
                 }
             }
-        }
-        work
-    }
-
-    /// Recovery messages and timeouts; carries out the commands that change
-    /// local state (see [`RecoveryRuntime::take_command`]).
-    fn poll_recovery(&mut self, now: Nanos) -> bool {
-        let mut work = self.recovery.step(now);
-        while let Some(c) = self.recovery.take_command(&mut self.io.net) {
-            work = true;
-            self.recovery_command(c);
         }
         work
     }

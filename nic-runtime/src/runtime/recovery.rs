@@ -226,6 +226,48 @@ pub struct UnwiredCommands {
 }
 
 impl super::NicRuntime {
+    /// Whether new transactions are held back while recovery runs.
+    pub fn recovering(&self) -> bool {
+        self.recovery.paused()
+    }
+
+    /// The recovery state machine (phase, view, counters), for checks.
+    pub fn recovery(&self) -> &crate::recovery::Recovery {
+        self.recovery.machine()
+    }
+
+    /// Counters of the runtime's recovery wiring.
+    pub fn recovery_stats(&self) -> RecoveryRuntimeStats {
+        self.recovery.stats()
+    }
+
+    /// Recovery commands taken but not carried out yet, by kind.
+    pub fn recovery_unwired(&self) -> UnwiredCommands {
+        self.unwired
+    }
+
+    /// Moves the nodes recovery suspects (silent during an epoch change)
+    /// into `out`, for the membership layer.
+    pub fn drain_recovery_suspects(&mut self, out: &mut Vec<NodeId>) {
+        self.recovery.drain_suspects(out);
+    }
+
+    /// Why the last configuration's recovery epoch could not begin, if it could not.
+    pub fn recovery_refusal(&self) -> Option<crate::recovery::RecoveryError> {
+        self.recovery_refusal
+    }
+
+    /// Recovery messages and timeouts; carries out the commands that change
+    /// local state (see [`RecoveryRuntime::take_command`]).
+    pub(super) fn poll_recovery(&mut self, now: Nanos) -> bool {
+        let mut work = self.recovery.step(now);
+        while let Some(c) = self.recovery.take_command(&mut self.io.net) {
+            work = true;
+            self.recovery_command(c);
+        }
+        work
+    }
+
     /// What this node knows at an epoch change: its coordinator's
     /// transactions in flight. (Records its host log holds are not gathered
     /// yet: LOG does not carry the written-shard set; see the module docs.)
