@@ -3,6 +3,10 @@
 //! version. It needs no list of keys: each row a node holds must be one it
 //! replicates and match the primary's copy, and each node must hold as many
 //! rows as the primaries hold of the keys it replicates (so no row is missing).
+//!
+//! After crashes (issue 11) only the survivors are compared: a crashed node's
+//! table is not read, and a key's primary is its first surviving replica in
+//! replica order ([`splitkv_nic::PlacementView`] of [`Db::failed`]).
 
 use crate::workload::CheckError;
 use crate::workload::Db;
@@ -24,12 +28,16 @@ pub struct ReplicaReport {
 /// fewer or more rows than it replicates.
 pub fn check_replicas(db: &Db<'_>) -> Result<ReplicaReport, CheckError> {
     let nodes = db.nodes.len();
+    let view = db.view();
     let mut expected = vec![0usize; nodes];
     for (n, w) in db.workers().enumerate() {
+        if !db.is_live(n as u16) {
+            continue;
+        }
         w.table().for_each(|k, _, _| {
-            if db.placement.primary(&k) as usize == n {
+            if view.primary(&k) == Some(n as u16) {
                 for (r, e) in expected.iter_mut().enumerate() {
-                    *e += db.placement.is_replica(r as u16, &k) as usize;
+                    *e += (db.is_live(r as u16) && db.placement.is_replica(r as u16, &k)) as usize;
                 }
             }
         });
@@ -39,6 +47,9 @@ pub fn check_replicas(db: &Db<'_>) -> Result<ReplicaReport, CheckError> {
         rows_total: 0,
     };
     for (n, w) in db.workers().enumerate() {
+        if !db.is_live(n as u16) {
+            continue;
+        }
         let t = w.table();
         if t.len() != expected[n] {
             return Err(CheckError::RowCount {
@@ -54,7 +65,7 @@ pub fn check_replicas(db: &Db<'_>) -> Result<ReplicaReport, CheckError> {
                 return;
             }
             report.rows_total += 1;
-            let p = db.placement.primary(&k);
+            let p = view.primary(&k).unwrap_or(n as u16);
             let fail = |pv: u64, detail| CheckError::Replica {
                 node: n as u16,
                 primary: p,

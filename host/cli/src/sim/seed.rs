@@ -5,11 +5,13 @@
 //! list-append and register) and replica agreement.
 
 use super::args::{SimArgs, SimWorkload};
+use splitkv_bench::cluster::SimNodesMembership;
 use splitkv_bench::history::HistoryCheck;
 use splitkv_bench::history_gen::TxShape;
 use splitkv_bench::loadgen::RetryPolicy;
 use splitkv_bench::{BenchCluster, ClusterSpec, Smallbank, Workload};
 use splitkv_nic::Nanos;
+use splitkv_sim::membership::LeaseConfig;
 use splitkv_sim::SimConfig;
 
 /// Passes between checks for the end of a run.
@@ -28,6 +30,9 @@ const TRACE_EVENTS_PRINTED: usize = 60;
 const HISTORY_KEYS: u64 = 12;
 /// Smallbank accounts per node.
 const SMALLBANK_ACCOUNTS_PER_NODE: u64 = 500;
+/// Mixed into the seed for the lease manager's delays (a stream apart from
+/// the network's and the driver's).
+const MEMBERSHIP_SEED_SALT: u64 = 0x6d65_6d62_6572_7321;
 /// Host DMA completion latency of the simulated nodes (ns; Xenic §3.5).
 const DMA_LATENCY_NS: u64 = 500;
 
@@ -124,7 +129,22 @@ fn run<W: Workload>(args: &SimArgs, seed: u64, cfg: SimConfig, workload: W) -> S
     };
     // The cluster's driver knows which components are whose node (crashes, slow node).
     let mut sim = cluster.sim(cfg);
-    let ran = cluster.run_sim_until_quiescent(&mut sim, &net, PASSES_PER_SLICE, PASSES_MAX);
+    let ran = if cfg.nodes.crashes > 0 {
+        // Leases, suspects and new configurations in the loop (issue 11).
+        let lease = LeaseConfig::new(args.nodes, seed ^ MEMBERSHIP_SEED_SALT);
+        match SimNodesMembership::new(lease) {
+            Ok(mut m) => cluster.run_sim_with_membership(
+                &mut sim,
+                &net,
+                &mut m,
+                PASSES_PER_SLICE,
+                PASSES_MAX,
+            ),
+            Err(e) => return failed(seed, format!("membership: {e}")),
+        }
+    } else {
+        cluster.run_sim_until_quiescent(&mut sim, &net, PASSES_PER_SLICE, PASSES_MAX)
+    };
     let committed = cluster.load_stats().committed;
     let failure = match ran {
         Err(e) => Some(format!("run: {e}")),
