@@ -134,11 +134,15 @@ impl TxGenerator for SmallbankGenerator {
             self.money_outstanding.1 -= hi;
         }
         if o.status.is_indeterminate() {
-            // Its result is the one it has if it committed.
-            let d = delta_of(o.result).unwrap_or(0);
+            // Its result is the one it has if it committed; without one
+            // (ended before its procedure returned), any its type allows.
+            let (lo, hi) = match delta_of(o.result) {
+                Some(d) => (d.min(0), d.max(0)),
+                None => money_bounds(TxType::from_id(o.call.procedure)),
+            };
             let (low, high) = &mut self.money_unknown;
-            *low += d.min(0);
-            *high += d.max(0);
+            *low += lo;
+            *high += hi;
             return;
         }
         if o.status != TxStatus::Committed {

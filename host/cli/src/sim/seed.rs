@@ -47,6 +47,10 @@ pub struct SeedOutcome {
     pub committed: u64,
     /// Nodes that crashed during the run.
     pub crashes: usize,
+    /// Survivor rows that differed from their primary only by an undecided
+    /// transaction's pending LOG record (a crashed coordinator's, before
+    /// recovery; see `splitkv_bench::replicas`).
+    pub undecided_rows: u64,
     /// `None` when every check passed; otherwise what failed.
     pub failure: Option<String>,
     /// The simulator's last events, when the seed failed and `--trace` asked.
@@ -99,6 +103,7 @@ fn failed(seed: u64, why: String) -> SeedOutcome {
         virtual_ns: 0,
         committed: 0,
         crashes: 0,
+        undecided_rows: 0,
         failure: Some(why),
         trace: None,
     }
@@ -146,11 +151,14 @@ fn run<W: Workload>(args: &SimArgs, seed: u64, cfg: SimConfig, workload: W) -> S
         cluster.run_sim_until_quiescent(&mut sim, &net, PASSES_PER_SLICE, PASSES_MAX)
     };
     let committed = cluster.load_stats().committed;
-    let failure = match ran {
-        Err(e) => Some(format!("run: {e}")),
+    let (failure, undecided_rows) = match ran {
+        Err(e) => (Some(format!("run: {e}")), 0),
         Ok(()) => {
             cluster.finish(sim.now());
-            check(&cluster)
+            match check(&cluster) {
+                Ok(undecided) => (None, undecided),
+                Err(why) => (Some(why), 0),
+            }
         }
     };
     let trace = match (&failure, args.trace) {
@@ -162,23 +170,25 @@ fn run<W: Workload>(args: &SimArgs, seed: u64, cfg: SimConfig, workload: W) -> S
         virtual_ns: sim.now(),
         committed,
         crashes: sim.crashed().len(),
+        undecided_rows,
         failure,
         trace,
     }
 }
 
-/// Every check of a finished run; the first failure, if any.
-fn check<W: Workload>(cluster: &BenchCluster<W>) -> Option<String> {
+/// Every check of a finished run: the first failure, or the survivor rows
+/// the replica check found undecided.
+fn check<W: Workload>(cluster: &BenchCluster<W>) -> Result<u64, String> {
     for l in &cluster.loadgens {
         if let Some(e) = l.error() {
-            return Some(format!("client: {e}"));
+            return Err(format!("client: {e}"));
         }
     }
+    let replicas = cluster
+        .check_replicas()
+        .map_err(|e| format!("replica check: {e}"))?;
     if let Err(e) = cluster.check() {
-        return Some(format!("{} check: {e}", cluster.workload.name()));
+        return Err(format!("{} check: {e}", cluster.workload.name()));
     }
-    if let Err(e) = cluster.check_replicas() {
-        return Some(format!("replica check: {e}"));
-    }
-    None
+    Ok(replicas.undecided)
 }
