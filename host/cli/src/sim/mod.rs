@@ -90,6 +90,7 @@ fn run_caught(args: &SimArgs, seed: u64) -> SeedOutcome {
             virtual_ns: 0,
             committed: 0,
             crashes: 0,
+            undecided_rows: 0,
             failure: Some(format!("panicked: {message}")),
             trace: None,
         }
@@ -105,8 +106,9 @@ fn summarize(
     let committed: u64 = outcomes.iter().map(|o| o.committed).sum();
     let virtual_ns: u64 = outcomes.iter().map(|o| o.virtual_ns).sum();
     let crashes: usize = outcomes.iter().map(|o| o.crashes).sum();
+    let undecided: u64 = outcomes.iter().map(|o| o.undecided_rows).sum();
     println!(
-        "{} / {} / faults {}: {} seeds run, {} passed, {} failed; {} transactions committed, {} node crashes, {:.3} s simulated in {:.1} s",
+        "{} / {} / faults {}: {} seeds run, {} passed, {} failed; {} transactions committed, {} node crashes, {} undecided replica rows, {:.3} s simulated in {:.1} s",
         args.workload.flag(),
         args.protocol.flag(),
         args.faults,
@@ -115,6 +117,7 @@ fn summarize(
         failed.len(),
         committed,
         crashes,
+        undecided,
         virtual_ns as f64 / 1e9,
         wall.as_secs_f64()
     );
