@@ -4,6 +4,8 @@
 
 #![allow(dead_code)] // each test file uses a part
 
+pub mod coordinator;
+
 use splitkv_layout::ring::{ring_pair, RingConsumer, RingProducer};
 use splitkv_layout::robinhood_layout::{TableConfig, TableLayout};
 use splitkv_layout::wire::{BodyWriter, MsgHeader, PacketHeader};
