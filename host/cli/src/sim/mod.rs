@@ -80,20 +80,7 @@ pub fn run(args: &SimArgs) -> Result<(), Failure> {
 /// One seed's run; a panic inside it is that seed's failure, not the run's.
 fn run_caught(args: &SimArgs, seed: u64) -> SeedOutcome {
     std::panic::catch_unwind(|| run_seed(args, seed)).unwrap_or_else(|p| {
-        let message = p
-            .downcast_ref::<&str>()
-            .map(|s| s.to_string())
-            .or_else(|| p.downcast_ref::<String>().cloned())
-            .unwrap_or_else(|| "panic".into());
-        SeedOutcome {
-            seed,
-            virtual_ns: 0,
-            committed: 0,
-            crashes: 0,
-            undecided_rows: 0,
-            failure: Some(format!("panicked: {message}")),
-            trace: None,
-        }
+        SeedOutcome::failed(seed, format!("panicked: {}", crate::panic_message(&*p)))
     })
 }
 

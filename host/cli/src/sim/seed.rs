@@ -61,7 +61,7 @@ pub struct SeedOutcome {
 pub fn run_seed(args: &SimArgs, seed: u64) -> SeedOutcome {
     let mix = match super::faults::parse(&args.faults) {
         Ok(m) => m,
-        Err(e) => return failed(seed, e),
+        Err(e) => return SeedOutcome::failed(seed, e),
     };
     let cfg = super::faults::sim_config(mix, seed);
     match args.workload {
@@ -69,7 +69,7 @@ pub fn run_seed(args: &SimArgs, seed: u64) -> SeedOutcome {
             let accounts = SMALLBANK_ACCOUNTS_PER_NODE * args.nodes as u64;
             match Smallbank::new(accounts, None) {
                 Ok(w) => run(args, seed, cfg, w),
-                Err(e) => failed(seed, e.to_string()),
+                Err(e) => SeedOutcome::failed(seed, e.to_string()),
             }
         }
         SimWorkload::ListAppend | SimWorkload::Register => {
@@ -91,21 +91,24 @@ pub fn run_seed(args: &SimArgs, seed: u64) -> SeedOutcome {
                         .map(|d| d.join(format!("seed-{seed}.jsonl")));
                     run(args, seed, cfg, w)
                 }
-                Err(e) => failed(seed, e.to_string()),
+                Err(e) => SeedOutcome::failed(seed, e.to_string()),
             }
         }
     }
 }
 
-fn failed(seed: u64, why: String) -> SeedOutcome {
-    SeedOutcome {
-        seed,
-        virtual_ns: 0,
-        committed: 0,
-        crashes: 0,
-        undecided_rows: 0,
-        failure: Some(why),
-        trace: None,
+impl SeedOutcome {
+    /// A seed that failed with `why` before its run produced anything.
+    pub fn failed(seed: u64, why: String) -> SeedOutcome {
+        SeedOutcome {
+            seed,
+            virtual_ns: 0,
+            committed: 0,
+            crashes: 0,
+            undecided_rows: 0,
+            failure: Some(why),
+            trace: None,
+        }
     }
 }
 
@@ -130,7 +133,7 @@ fn spec(args: &SimArgs, seed: u64) -> ClusterSpec {
 fn run<W: Workload>(args: &SimArgs, seed: u64, cfg: SimConfig, workload: W) -> SeedOutcome {
     let (mut cluster, net) = match BenchCluster::build_on_sim(spec(args, seed), workload, cfg) {
         Ok(c) => c,
-        Err(e) => return failed(seed, format!("cluster not built: {e}")),
+        Err(e) => return SeedOutcome::failed(seed, format!("cluster not built: {e}")),
     };
     // The cluster's driver knows which components are whose node (crashes, slow node).
     let mut sim = cluster.sim(cfg);
@@ -145,7 +148,7 @@ fn run<W: Workload>(args: &SimArgs, seed: u64, cfg: SimConfig, workload: W) -> S
                 PASSES_PER_SLICE,
                 PASSES_MAX,
             ),
-            Err(e) => return failed(seed, format!("membership: {e}")),
+            Err(e) => return SeedOutcome::failed(seed, format!("membership: {e}")),
         }
     } else {
         cluster.run_sim_until_quiescent(&mut sim, &net, PASSES_PER_SLICE, PASSES_MAX)
