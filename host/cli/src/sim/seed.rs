@@ -59,11 +59,7 @@ pub struct SeedOutcome {
 
 /// Runs seed `seed` as `args` say.
 pub fn run_seed(args: &SimArgs, seed: u64) -> SeedOutcome {
-    let mix = match super::faults::parse(&args.faults) {
-        Ok(m) => m,
-        Err(e) => return SeedOutcome::failed(seed, e),
-    };
-    let cfg = super::faults::sim_config(mix, seed);
+    let cfg = super::faults::sim_config(args.faults, seed);
     match args.workload {
         SimWorkload::Smallbank => {
             let accounts = SMALLBANK_ACCOUNTS_PER_NODE * args.nodes as u64;
