@@ -63,8 +63,9 @@
 use splitkv_host::cluster::NodeParts;
 use splitkv_host::HostWorker;
 use splitkv_layout::host_nic::TxStatus;
+use splitkv_layout::wire::NodeMask;
 use splitkv_layout::{Key, ObjectMeta};
-use splitkv_nic::{Nanos, Placement, ProcedureRegistry};
+use splitkv_nic::{Nanos, Placement, PlacementView, ProcedureRegistry};
 
 /// Most procedures a workload registers (ids `0..PROCEDURES_MAX`); the load
 /// generator keeps one commit counter per id.
@@ -245,12 +246,28 @@ pub struct Db<'a> {
     pub placement: Placement,
     /// Every node's components (NIC runtime, host worker owning the table), by node.
     pub nodes: &'a [NodeParts],
+    /// Crashed nodes: their tables are not read, and a key's primary is its
+    /// first surviving replica ([`PlacementView`], issue 11).
+    pub failed: NodeMask,
 }
 
 impl Db<'_> {
-    /// The value (into `value_out`) and metadata of `key` at its primary.
+    /// The placement view over the survivors (the healthy view when `failed`
+    /// is empty or names every node).
+    pub fn view(&self) -> PlacementView {
+        PlacementView::new(self.placement, self.failed)
+            .unwrap_or_else(|_| PlacementView::healthy(self.placement))
+    }
+
+    /// Whether `node`'s table is read (it did not crash).
+    pub fn is_live(&self, node: u16) -> bool {
+        !self.failed.contains(node)
+    }
+
+    /// The value (into `value_out`) and metadata of `key` at its primary
+    /// among the survivors (`None` also when every replica crashed).
     pub fn get(&self, key: &Key, value_out: &mut Vec<u8>) -> Option<ObjectMeta> {
-        self.get_at(self.placement.primary(key), key, value_out)
+        self.get_at(self.view().primary(key)?, key, value_out)
     }
 
     /// The value (into `value_out`) and metadata of `key` on node `node`

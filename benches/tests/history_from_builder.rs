@@ -194,6 +194,7 @@ fn application_threads_record_a_checkable_history_through_the_builder() {
     let db = Db {
         placement: parts.placement,
         nodes: &parts.nodes,
+        failed: splitkv_layout::wire::NodeMask::EMPTY,
     };
     lost_commits::check_fault_free_counters(&node_counters(&db)).expect("fault-free counters");
 

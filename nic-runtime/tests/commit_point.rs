@@ -6,128 +6,47 @@
 //! the outcome is reported only once every COMMIT was acknowledged.
 
 use splitkv_layout::host_nic::{TxRequest, TxStatus};
-use splitkv_layout::wire::{decode_packet, Body, BodyWriter, MsgKind, NodeId, ReplyStatus};
+use splitkv_layout::wire::{BodyWriter, MsgKind, NodeId, ReplyStatus};
 use splitkv_layout::{Key, ObjectFlags, ObjectMeta};
-use splitkv_nic::dma::local::LocalDma;
-use splitkv_nic::net::stack::{Stack, StackConfig};
-use splitkv_nic::protocol::coordinator::Coordinator;
-use splitkv_nic::protocol::Io;
-use splitkv_nic::{
-    Placement, ProcError, Procedure, ProcedureRegistry, ReadView, TxPlan, UserAbort, WriteSet,
-};
+use splitkv_nic::Placement;
 use std::collections::BTreeMap;
-use std::sync::Arc;
+use support::coordinator::CoordinatorRig;
+
+mod support;
 
 const NODES: usize = 3;
 
-/// Writes b"new" to each of its keys (given in the rig).
-struct WriteAll(Vec<Key>);
+type Rig = CoordinatorRig;
 
-impl Procedure for WriteAll {
-    fn name(&self) -> &'static str {
-        "write-all"
-    }
-    fn plan(&self, _: &[u8], plan: &mut TxPlan) -> Result<(), ProcError> {
-        self.0.iter().for_each(|k| plan.write(*k));
-        Ok(())
-    }
-    fn execute(
-        &self,
-        _: &[u8],
-        _: &ReadView,
-        w: &mut WriteSet,
-        _: &mut Vec<u8>,
-    ) -> Result<(), UserAbort> {
-        self.0.iter().for_each(|k| w.put(*k, b"new"));
-        Ok(())
-    }
-}
-
-/// A message the coordinator sent: destination, kind, transaction id, keys
-/// of its items (the locks of an EXECUTE).
-type Sent = (NodeId, MsgKind, u64, Vec<Key>);
-
-struct Rig {
-    io: Io,
-    coord: Coordinator,
-    procs: ProcedureRegistry,
-    keys: Vec<Key>,
-}
-
-/// Coordinator at node 0 of 3, replication 2; the transaction writes two
-/// keys whose primaries are nodes 1 and 2 (so their replicas are {1, 2} and
-/// {2, 0}: the coordinator's own node is a backup, as in the trace).
-fn rig() -> Rig {
-    let placement = Placement::new(NODES, 2).unwrap();
+/// The two keys the transaction writes: primaries nodes 1 and 2 (so their
+/// replicas are {1, 2} and {2, 0}: the coordinator's own node is a backup, as
+/// in the trace).
+fn written_keys(placement: &Placement) -> Vec<Key> {
     let pick = |p: NodeId| {
         (0..)
             .map(|i| Key::new(0, i))
             .find(|k| placement.primary(k) == p)
             .unwrap()
     };
-    let keys = vec![pick(1), pick(2)];
-    let (log_tx, _log_rx) = splitkv_layout::ring::ring_pair(1 << 12).unwrap();
-    let dma = LocalDma::new(Arc::new(splitkv_layout::Region::new(64)), log_tx, 0);
-    let mut procs = ProcedureRegistry::new();
-    procs.register(Arc::new(WriteAll(keys.clone())));
-    Rig {
-        io: Io {
-            node: 0,
-            placement,
-            value_bytes_max: 64,
-            now: 0,
-            net: Stack::new(0, NODES, 4096, false, &StackConfig::default()).unwrap(),
-            dma: Box::new(dma),
-            w: BodyWriter::new(),
-            send_fault: None,
-        },
-        coord: Coordinator::new(),
-        procs,
-        keys,
-    }
+    vec![pick(1), pick(2)]
 }
 
-impl Rig {
-    /// Messages sent since the last call, in destination order.
-    fn sent(&mut self) -> Vec<Sent> {
-        self.io.net.seal();
-        let mut out = Vec::new();
-        let backlogs = self.io.net.batcher_mut().backlogs_mut();
-        for (d, q) in backlogs.iter_mut().enumerate() {
-            for p in q.drain(..) {
-                for m in decode_packet(&p).unwrap().1 {
-                    let body = m.unwrap().1;
-                    let keys = match body {
-                        Body::Execute { locks, .. } => locks.iter().collect(),
-                        Body::Log { items, .. } | Body::Commit { items, .. } => {
-                            items.iter().map(|i| i.key).collect()
-                        }
-                        _ => Vec::new(),
-                    };
-                    out.push((d as NodeId, body.kind(), body.tx_id(), keys));
-                }
-            }
-        }
-        out
-    }
+/// Coordinator at node 0 of 3, replication 2, writing [`written_keys`].
+fn rig() -> Rig {
+    let placement = Placement::new(NODES, 2).unwrap();
+    Rig::new(placement, written_keys(&placement))
+}
 
-    fn respond(&mut self, src: NodeId, w: &BodyWriter) {
-        let body = Body::decode(w.kind(), w.bytes()).unwrap();
-        self.coord
-            .on_response(&mut self.io, &self.procs, src, &body);
-    }
-
-    /// Every replica of each written key, with the keys it holds.
-    fn replicas(&self) -> BTreeMap<NodeId, Vec<Key>> {
-        let mut out: BTreeMap<NodeId, Vec<Key>> = BTreeMap::new();
-        for k in &self.keys {
-            let p = self.io.placement.primary(k);
-            for n in std::iter::once(p).chain(self.io.placement.backups(k)) {
-                out.entry(n).or_default().push(*k);
-            }
+/// Every replica of each written key, with the keys it holds.
+fn replicas(r: &Rig) -> BTreeMap<NodeId, Vec<Key>> {
+    let mut out: BTreeMap<NodeId, Vec<Key>> = BTreeMap::new();
+    for k in written_keys(&r.io.placement) {
+        let p = r.io.placement.primary(&k);
+        for n in std::iter::once(p).chain(r.io.placement.backups(&k)) {
+            out.entry(n).or_default().push(k);
         }
-        out
     }
+    out
 }
 
 #[test]
@@ -153,7 +72,7 @@ fn no_commit_before_every_replica_logged_and_commit_goes_to_every_replica() {
     }
     // LOG to every replica of every written key, primaries included.
     let logs = r.sent();
-    let replicas = r.replicas();
+    let replicas = replicas(&r);
     let mut got: BTreeMap<NodeId, Vec<Key>> = BTreeMap::new();
     for (d, kind, id, keys) in logs {
         assert_eq!((kind, id), (MsgKind::Log, tx_id));
@@ -177,10 +96,8 @@ fn no_commit_before_every_replica_logged_and_commit_goes_to_every_replica() {
     assert_eq!(commits.len(), replicas.len(), "{commits:?}");
     for (d, kind, id, keys) in &commits {
         assert_eq!((*kind, *id), (MsgKind::Commit, tx_id));
-        let primary_of: Vec<Key> = r
-            .keys
-            .iter()
-            .copied()
+        let primary_of: Vec<Key> = written_keys(&r.io.placement)
+            .into_iter()
             .filter(|k| r.io.placement.primary(k) == *d)
             .collect();
         assert_eq!(keys, &primary_of, "COMMIT items at node {d}");

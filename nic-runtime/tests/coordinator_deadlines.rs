@@ -6,103 +6,26 @@
 //! coordinator makes once the failed replica is known; the client hears once.
 
 use splitkv_layout::host_nic::{TxRequest, TxStatus};
-use splitkv_layout::wire::{decode_packet, Body, BodyWriter, MsgKind, NodeId, ReplyStatus};
+use splitkv_layout::wire::{BodyWriter, MsgKind, NodeId, ReplyStatus};
 use splitkv_layout::{Key, ObjectFlags, ObjectMeta};
-use splitkv_nic::dma::local::LocalDma;
-use splitkv_nic::net::stack::{Stack, StackConfig};
-use splitkv_nic::protocol::coordinator::{
-    Coordinator, DEADLINE_SCAN_INTERVAL_NS, PHASE_DEADLINE_NS_DEFAULT,
-};
-use splitkv_nic::protocol::Io;
-use splitkv_nic::{
-    Placement, ProcError, Procedure, ProcedureRegistry, ReadView, TxPlan, UserAbort, WriteSet,
-};
-use std::sync::Arc;
+use splitkv_nic::protocol::coordinator::{DEADLINE_SCAN_INTERVAL_NS, PHASE_DEADLINE_NS_DEFAULT};
+use splitkv_nic::Placement;
+use support::coordinator::CoordinatorRig as Rig;
 
-/// Writes b"new" to [`KEY`].
-struct WriteOne;
+mod support;
 
 /// A key whose primary is not node 0 (the coordinator), so it can fail.
 const KEY: Key = Key::new(0, 1);
 
-impl Procedure for WriteOne {
-    fn name(&self) -> &'static str {
-        "write-one"
-    }
-    fn plan(&self, _: &[u8], plan: &mut TxPlan) -> Result<(), ProcError> {
-        plan.write(KEY);
-        Ok(())
-    }
-    fn execute(
-        &self,
-        _: &[u8],
-        _: &ReadView,
-        w: &mut WriteSet,
-        _: &mut Vec<u8>,
-    ) -> Result<(), UserAbort> {
-        w.put(KEY, b"new");
-        Ok(())
-    }
-}
-
-struct Rig {
-    io: Io,
-    coord: Coordinator,
-    procs: ProcedureRegistry,
-}
-
-/// Node 0 of 3 with replication `replicas`.
+/// Node 0 of 3 with replication `replicas`, at time 1 µs; its procedure
+/// writes [`KEY`].
 fn rig(replicas: usize) -> Rig {
-    let (log_tx, _log_rx) = splitkv_layout::ring::ring_pair(1 << 12).unwrap();
-    let dma = LocalDma::new(Arc::new(splitkv_layout::Region::new(64)), log_tx, 0);
-    let mut procs = ProcedureRegistry::new();
-    procs.register(Arc::new(WriteOne));
-    Rig {
-        io: Io {
-            node: 0,
-            placement: Placement::new(3, replicas).unwrap(),
-            value_bytes_max: 64,
-            now: 1_000,
-            net: Stack::new(0, 3, 4096, false, &StackConfig::default()).unwrap(),
-            dma: Box::new(dma),
-            w: BodyWriter::new(),
-            send_fault: None,
-        },
-        coord: Coordinator::new(),
-        procs,
-    }
+    let mut r = Rig::new(Placement::new(3, replicas).unwrap(), vec![KEY]);
+    r.io.now = 1_000;
+    r
 }
 
 impl Rig {
-    /// Messages sent since the last call: (destination, kind, tx_id).
-    fn sent(&mut self) -> Vec<(NodeId, MsgKind, u64)> {
-        self.io.net.seal();
-        let mut out = Vec::new();
-        let packets: Vec<(NodeId, Vec<u8>)> = self
-            .io
-            .net
-            .batcher_mut()
-            .backlogs_mut()
-            .iter_mut()
-            .enumerate()
-            .flat_map(|(d, q)| q.drain(..).map(move |p| (d as NodeId, p)))
-            .collect();
-        for (dst, bytes) in packets {
-            let (_, msgs) = decode_packet(&bytes).unwrap();
-            for m in msgs {
-                let (_, body) = m.unwrap();
-                out.push((dst, body.kind(), body.tx_id()));
-            }
-        }
-        out
-    }
-
-    fn respond(&mut self, src: NodeId, w: &BodyWriter) {
-        let body = Body::decode(w.kind(), w.bytes()).unwrap();
-        self.coord
-            .on_response(&mut self.io, &self.procs, src, &body);
-    }
-
     fn outcomes(&mut self) -> Vec<TxStatus> {
         self.coord.outcomes().drain(..).map(|o| o.status).collect()
     }
@@ -127,7 +50,7 @@ impl Rig {
         self.coord.start(&mut self.io, &self.procs, &req);
         let primary = self.io.placement.primary(&KEY);
         assert_ne!(primary, 0, "the test key's primary must be a peer");
-        let tx = match self.sent()[..] {
+        let tx = match self.sent_kinds()[..] {
             [(p, MsgKind::Execute, tx)] if p == primary => tx,
             ref other => panic!("one EXECUTE to the primary expected: {other:?}"),
         };
@@ -143,7 +66,7 @@ impl Rig {
         w.push_item(&KEY, ObjectMeta::new(3, ObjectFlags::empty()), b"old");
         self.respond(primary, &w);
         let logs: Vec<NodeId> = self
-            .sent()
+            .sent_kinds()
             .iter()
             .map(|&(d, k, _)| {
                 assert_eq!(k, MsgKind::Log);
@@ -165,7 +88,7 @@ fn a_silent_primary_in_execute_ends_unavailable_at_the_deadline_and_is_sent_abor
     r.advance(DEADLINE_SCAN_INTERVAL_NS);
     assert_eq!(r.outcomes(), vec![TxStatus::Unavailable]);
     // Its EXECUTE may have locked: the ABORT follows it on the session.
-    assert_eq!(r.sent(), vec![(primary, MsgKind::Abort, tx)]);
+    assert_eq!(r.sent_kinds(), vec![(primary, MsgKind::Abort, tx)]);
     assert_eq!(r.coord.inflight(), 0);
     assert_eq!(r.coord.stats().deadlines.unavailable, 1);
     r.advance(PHASE_DEADLINE_NS_DEFAULT);
@@ -178,7 +101,7 @@ fn a_failed_primary_ends_execute_at_once_without_sending_to_it() {
     let (_, primary) = r.start();
     r.fail(primary);
     assert_eq!(r.outcomes(), vec![TxStatus::Unavailable]);
-    assert!(r.sent().is_empty(), "nothing goes to a failed node");
+    assert!(r.sent_kinds().is_empty(), "nothing goes to a failed node");
     assert_eq!(r.coord.inflight(), 0);
     let s = r.coord.stats().deadlines;
     assert_eq!((s.peers_failed, s.unavailable), (1, 1));
@@ -207,13 +130,13 @@ fn a_silent_replica_after_log_gives_unknown_then_the_live_coordinator_commits() 
         1,
         "the slot and locks wait for a decision"
     );
-    assert!(r.sent().is_empty());
+    assert!(r.sent_kinds().is_empty());
     r.advance(PHASE_DEADLINE_NS_DEFAULT);
     assert!(r.outcomes().is_empty(), "told once");
     // The silent replica is declared failed: every written key is logged at
     // a live replica, so the live coordinator commits (recovery's rule).
     r.fail(silent);
-    let commits = r.sent();
+    let commits = r.sent_kinds();
     assert!(commits.iter().any(|&(d, _, _)| d != silent));
     assert!(commits
         .iter()
@@ -286,7 +209,7 @@ fn a_log_on_no_live_replica_aborts_and_releases_the_lock() {
         w.ack(MsgKind::LogAck, tx, ReplyStatus::Ok);
         r.respond(primary, &w);
         r.advance(DEADLINE_SCAN_INTERVAL_NS);
-        assert!(r.sent().contains(&(primary, MsgKind::Commit, tx)));
+        assert!(r.sent_kinds().contains(&(primary, MsgKind::Commit, tx)));
         w.ack(MsgKind::CommitAck, tx, ReplyStatus::Ok);
         r.respond(primary, &w);
         r.advance(DEADLINE_SCAN_INTERVAL_NS);
@@ -294,7 +217,7 @@ fn a_log_on_no_live_replica_aborts_and_releases_the_lock() {
     } else {
         // Only the failed backup was sent the LOG: no live replica holds
         // it, so abort, and the live primary's lock is released.
-        assert_eq!(r.sent(), vec![(primary, MsgKind::Abort, tx)]);
+        assert_eq!(r.sent_kinds(), vec![(primary, MsgKind::Abort, tx)]);
         assert_eq!(r.coord.stats().deadlines.unknown_aborted, 1);
     }
     assert_eq!(r.coord.stats().deadlines.unknown, 1);

@@ -7,66 +7,24 @@
 //! live primary, node 1.
 
 use splitkv_layout::host_nic::{HostToNic, NicToHost, TxRequest, TxStatus};
-use splitkv_layout::ring::{ring_pair, RingConsumer, RingProducer};
-use splitkv_layout::robinhood_layout::{TableConfig, TableLayout};
-use splitkv_layout::{Key, Region};
-use splitkv_nic::dma::local::LocalDma;
-use splitkv_nic::index::HostTableLayout;
+use splitkv_layout::Key;
 use splitkv_nic::net::mem::{mem_network, MemTransport};
 use splitkv_nic::net::session::SessionConfig;
 use splitkv_nic::net::stack::StackConfig;
 use splitkv_nic::protocol::coordinator::phase_deadline_ns;
-use splitkv_nic::{
-    HostPorts, Nanos, NicParts, NicRuntime, Placement, ProcError, Procedure, ProcedureRegistry,
-    ReadView, TxPlan, UserAbort, WriteSet,
-};
+use splitkv_nic::{Nanos, Placement, ProcedureRegistry};
 use std::sync::Arc;
+use support::coordinator::WriteKeys;
+use support::{node_runtime, LoneRuntime};
+
+mod support;
 
 const SILENCE_NS: Nanos = 1_000_000;
 const STEP_NS: Nanos = 5_000;
 
-/// Writes b"v" to each of its keys.
-struct WriteKeys(Vec<Key>);
-
-impl Procedure for WriteKeys {
-    fn name(&self) -> &'static str {
-        "write-keys"
-    }
-    fn plan(&self, _: &[u8], plan: &mut TxPlan) -> Result<(), ProcError> {
-        for k in &self.0 {
-            plan.write(*k);
-        }
-        Ok(())
-    }
-    fn execute(
-        &self,
-        _: &[u8],
-        _: &ReadView,
-        w: &mut WriteSet,
-        _: &mut Vec<u8>,
-    ) -> Result<(), UserAbort> {
-        for k in &self.0 {
-            w.put(*k, b"v");
-        }
-        Ok(())
-    }
-}
-
-struct Node {
-    nic: NicRuntime,
-    requests: RingProducer,
-    outcomes: RingConsumer,
-    _log: RingConsumer,
-    _acks: RingProducer,
-}
+type Node = LoneRuntime;
 
 fn node(id: u16, placement: Placement, transport: MemTransport, keys: Vec<Key>) -> Node {
-    let layout = TableLayout::new(&TableConfig::new(64, 64)).unwrap();
-    let (log_tx, _log) = ring_pair(1 << 16).unwrap();
-    let (requests, req_rx) = ring_pair(1 << 12).unwrap();
-    let (out_tx, outcomes) = ring_pair(1 << 12).unwrap();
-    let (_acks, ack_rx) = ring_pair(1 << 12).unwrap();
-    let dma = LocalDma::new(Arc::new(Region::new(layout.region_bytes())), log_tx, 0);
     let mut procedures = ProcedureRegistry::new();
     procedures.register(Arc::new(WriteKeys(keys)));
     let net = StackConfig {
@@ -76,27 +34,7 @@ fn node(id: u16, placement: Placement, transport: MemTransport, keys: Vec<Key>) 
         },
         ..StackConfig::default()
     };
-    let nic = NicRuntime::new(NicParts {
-        node: id,
-        placement,
-        table: HostTableLayout::Robinhood(layout),
-        value_bytes_max: 64,
-        procedures,
-        dma: Box::new(dma),
-        transport: Box::new(transport),
-        host: HostPorts::one_client(req_rx, out_tx, ack_rx),
-        cache_objects: 64,
-        seed: 1,
-        net,
-    })
-    .unwrap();
-    Node {
-        nic,
-        requests,
-        outcomes,
-        _log,
-        _acks,
-    }
+    node_runtime(id, placement, transport, 64, net, procedures)
 }
 
 /// A key whose replicas (primary first) are `want`.

@@ -15,6 +15,7 @@ use crate::workload::{CheckError, Db, Workload};
 use hdrhistogram::Histogram;
 use splitkv_host::cluster::{Cluster, ClusterBuilder, ClusterError, ClusterParts, LoadError};
 use splitkv_host::table::TableKind;
+use splitkv_layout::wire::{NodeId, NodeMask};
 use splitkv_nic::net::Transport;
 use splitkv_nic::{Component, Nanos, ProcedureRegistry};
 
@@ -108,6 +109,10 @@ pub struct BenchCluster<W: Workload> {
     pub parts: ClusterParts,
     /// Load generators, by node.
     pub loadgens: Vec<LoadGen<W::Generator>>,
+    /// Crashed nodes (set by the simulated runs): excluded from the end of a
+    /// run ([`BenchCluster::is_quiescent`]) and from the checks' reads
+    /// ([`Db::failed`]).
+    pub failed: NodeMask,
 }
 
 impl<W: Workload> std::fmt::Debug for BenchCluster<W> {
@@ -184,6 +189,7 @@ impl<W: Workload> BenchCluster<W> {
             workload,
             parts,
             loadgens,
+            failed: NodeMask::EMPTY,
         })
     }
 
@@ -212,9 +218,21 @@ impl<W: Workload> BenchCluster<W> {
     }
 
     /// Whether every transaction finished and every node is idle (call after
-    /// [`BenchCluster::stop_load`] or with a budget).
+    /// [`BenchCluster::stop_load`] or with a budget), over the nodes not in
+    /// [`BenchCluster::failed`] (a crashed node's client never learns its
+    /// in-flight outcomes).
     pub fn is_quiescent(&mut self) -> bool {
-        self.loadgens.iter().all(LoadGen::is_done) && self.parts.is_quiescent()
+        let failed = self.failed;
+        let live = |n: usize| !failed.contains(n as NodeId);
+        let clients = self.loadgens.iter().enumerate();
+        clients.filter(|(n, _)| live(*n)).all(|(_, l)| l.is_done())
+            && self
+                .parts
+                .nodes
+                .iter_mut()
+                .enumerate()
+                .filter(|(n, _)| live(*n))
+                .all(|(_, p)| p.nic.is_quiescent() && p.worker.is_quiescent())
     }
 
     /// Runs every component on this thread, advancing `now` by `tick_ns` per
@@ -299,6 +317,7 @@ impl<W: Workload> BenchCluster<W> {
         Db {
             placement: self.parts.placement,
             nodes: &self.parts.nodes,
+            failed: self.failed,
         }
     }
 
@@ -322,4 +341,5 @@ impl<W: Workload> BenchCluster<W> {
 
 mod sim;
 mod threads;
+pub use sim::SimNodesMembership;
 pub use threads::{ThreadRun, PROGRESS_PERIOD};

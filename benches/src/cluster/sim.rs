@@ -5,13 +5,25 @@
 //! node owns each component (so it can crash or slow a node) until every
 //! client's budget has its outcomes and no packet is in flight. The sim
 //! tests all run this one loop.
+//!
+//! Under crashes (issue 11) the loop also drives the membership
+//! ([`SimNodesMembership`]): a simulated lease manager and one
+//! [`MembershipAgent`] per node, run next to that node's NIC runtime (so a
+//! crashed node stops renewing and is configured out once its lease runs
+//! out). A run then ends when every *surviving* node's client has its
+//! outcomes and the survivors are quiescent; the crashed nodes' in-flight
+//! transactions stay indeterminate, and the checks read the survivors only
+//! ([`BenchCluster::failed`]).
 
 use super::{BenchCluster, BuildError, ClusterSpec};
 use crate::workload::Workload;
-use splitkv_layout::wire::NodeId;
+use splitkv_layout::wire::{NodeId, NodeMask};
+use splitkv_nic::membership::{MembershipAgent, RENEW_EVERY_NS_DEFAULT};
 use splitkv_nic::net::session::SessionEvent;
 use splitkv_nic::net::Transport;
+use splitkv_nic::{Component, Nanos, NicRuntime, NicStats};
 use splitkv_sim::dma::{NullDma, SimDma};
+use splitkv_sim::membership::{LeaseConfig, LeaseConfigError, SimMember, SimMembership};
 use splitkv_sim::{Sim, SimConfig, SimError, SimNetwork};
 
 /// Components per node in [`BenchCluster::components`] (NIC runtime, host
@@ -63,7 +75,9 @@ impl<W: Workload> BenchCluster<W> {
 
     /// Runs the cluster under `sim` in slices of `slice_passes` passes until it
     /// is quiescent ([`BenchCluster::is_quiescent`]) with nothing in flight on
-    /// `net`.
+    /// `net`. Without membership: crashed nodes are excluded from the end
+    /// condition but nobody reconfigures (see
+    /// [`BenchCluster::run_sim_with_membership`]).
     ///
     /// # Errors
     /// What [`Sim::run_passes`] reports (a component's fault), or
@@ -76,9 +90,46 @@ impl<W: Workload> BenchCluster<W> {
         slice_passes: u64,
         passes_max: u64,
     ) -> Result<(), SimError> {
+        self.run_sim(sim, net, None, slice_passes, passes_max)
+    }
+
+    /// [`BenchCluster::run_sim_until_quiescent`] with `membership` driven in
+    /// the loop: its manager runs every pass, and each node's agent runs
+    /// right after that node's NIC runtime (renewing its lease, reporting
+    /// failed sessions as suspects, applying new configurations). The run
+    /// ends when every surviving node's client has its outcomes, the
+    /// survivors are quiescent and nothing is in flight; [`Self::failed`] is
+    /// then the set of crashed nodes.
+    ///
+    /// # Errors
+    /// As [`BenchCluster::run_sim_until_quiescent`].
+    pub fn run_sim_with_membership(
+        &mut self,
+        sim: &mut Sim,
+        net: &SimNetwork,
+        membership: &mut SimNodesMembership,
+        slice_passes: u64,
+        passes_max: u64,
+    ) -> Result<(), SimError> {
+        self.run_sim(sim, net, Some(membership), slice_passes, passes_max)
+    }
+
+    fn run_sim(
+        &mut self,
+        sim: &mut Sim,
+        net: &SimNetwork,
+        mut membership: Option<&mut SimNodesMembership>,
+        slice_passes: u64,
+        passes_max: u64,
+    ) -> Result<(), SimError> {
+        let mut last = Vec::new();
         loop {
-            sim.run_passes(net, &mut self.components(), slice_passes)?;
-            if self.is_quiescent() && net.in_flight() == 0 {
+            match membership.as_deref_mut() {
+                None => sim.run_passes(net, &mut self.components(), slice_passes)?,
+                Some(m) => self.run_slice_with(sim, net, m, slice_passes)?,
+            }
+            self.failed = crashed_mask(sim);
+            if net.in_flight() == 0 && (self.is_quiescent() || self.is_settled(&mut last)) {
                 return Ok(());
             }
             if sim.passes() >= passes_max {
@@ -88,6 +139,74 @@ impl<W: Workload> BenchCluster<W> {
                 });
             }
         }
+    }
+
+    /// After a crash, without recovery: whether every surviving client has
+    /// its outcomes, every surviving host worker is idle, and no surviving
+    /// NIC runtime's counters (other than its iterations) moved since the
+    /// previous slice (`last`, updated here). What may then remain is
+    /// state only recovery ends — locks and pending LOG records of a crashed
+    /// coordinator's transactions (issue 11) — which nothing will touch
+    /// again once the survivors' clients are done.
+    fn is_settled(&mut self, last: &mut Vec<NicStats>) -> bool {
+        if self.failed.is_empty() {
+            return false;
+        }
+        let failed = self.failed;
+        let live = |n: usize| !failed.contains(n as NodeId);
+        let now: Vec<NicStats> = self
+            .parts
+            .nodes
+            .iter()
+            .enumerate()
+            .filter(|(n, _)| live(*n))
+            .map(|(_, p)| NicStats {
+                iterations: 0,
+                ..p.nic.stats()
+            })
+            .collect();
+        let moved = *last != now;
+        *last = now;
+        let clients = self.loadgens.iter().enumerate();
+        let done = clients.filter(|(n, _)| live(*n)).all(|(_, l)| l.is_done());
+        let hosts = self.parts.nodes.iter_mut().enumerate();
+        let idle = hosts
+            .filter(|(n, _)| live(*n))
+            .all(|(_, p)| p.worker.is_quiescent());
+        done && idle && !moved
+    }
+
+    /// One slice of `passes` passes with the membership in the loop: the
+    /// components of [`BenchCluster::components`] with each NIC runtime
+    /// wrapped with its node's agent, then the manager (owned by no node).
+    fn run_slice_with(
+        &mut self,
+        sim: &mut Sim,
+        net: &SimNetwork,
+        m: &mut SimNodesMembership,
+        passes: u64,
+    ) -> Result<(), SimError> {
+        let mut wrapped: Vec<NicWithAgent<'_>> = Vec::with_capacity(self.loadgens.len());
+        let mut rest: Vec<&mut dyn Component> = Vec::with_capacity(2 * self.loadgens.len());
+        let nodes = self.parts.nodes.iter_mut().zip(self.loadgens.iter_mut());
+        let agents = m.agents.iter_mut().zip(m.members.iter_mut());
+        for ((node, l), (agent, member)) in nodes.zip(agents) {
+            wrapped.push(NicWithAgent {
+                nic: &mut node.nic,
+                agent,
+                member,
+            });
+            rest.push(&mut node.worker);
+            rest.push(l);
+        }
+        let mut all: Vec<&mut dyn Component> = Vec::with_capacity(3 * wrapped.len() + 1);
+        let mut rest = rest.into_iter();
+        for w in wrapped.iter_mut() {
+            all.push(w);
+            all.extend(rest.by_ref().take(COMPONENTS_PER_NODE - 1));
+        }
+        all.push(&mut m.manager);
+        sim.run_passes(net, &mut all, passes)
     }
 
     /// The session events (peers declared failed) raised so far on every
@@ -104,5 +223,76 @@ impl<W: Workload> BenchCluster<W> {
             out.extend(buf.drain(..).map(|e| (id, e)));
         }
         out
+    }
+}
+
+/// The crashed nodes of `sim`, as a mask.
+fn crashed_mask(sim: &Sim) -> NodeMask {
+    sim.crashed()
+        .iter()
+        .fold(NodeMask::EMPTY, |m, &(n, _)| m.with(n))
+}
+
+/// The membership of one simulated run (issue 11 "Membership by leases"): the
+/// simulated lease manager and, per node, its handle and the agent that
+/// connects it to the node's NIC runtime.
+#[derive(Debug)]
+pub struct SimNodesMembership {
+    /// The manager (shared state behind every handle).
+    pub manager: SimMembership,
+    members: Vec<SimMember>,
+    agents: Vec<MembershipAgent>,
+}
+
+impl SimNodesMembership {
+    /// A manager over `nodes` nodes with leases of `lease` (its delays
+    /// seeded from `lease.seed`), and one agent per node renewing every
+    /// [`RENEW_EVERY_NS_DEFAULT`] ns (a quarter of the default lease).
+    ///
+    /// # Errors
+    /// [`LeaseConfigError`] for a lease configuration that cannot work.
+    pub fn new(lease: LeaseConfig) -> Result<SimNodesMembership, LeaseConfigError> {
+        let manager = SimMembership::new(lease)?;
+        let members = (0..lease.nodes as NodeId)
+            .map(|n| {
+                manager
+                    .member(n)
+                    .expect("node within the manager's cluster")
+            })
+            .collect();
+        let renew = RENEW_EVERY_NS_DEFAULT.min(lease.lease_ns / 4).max(1);
+        let agents = (0..lease.nodes)
+            .map(|_| MembershipAgent::new(renew))
+            .collect();
+        Ok(SimNodesMembership {
+            manager,
+            members,
+            agents,
+        })
+    }
+
+    /// The agent of `node` (its counters), if the node exists.
+    pub fn agent(&self, node: NodeId) -> Option<&MembershipAgent> {
+        self.agents.get(node as usize)
+    }
+}
+
+/// A node's NIC runtime with its membership agent, polled as one component
+/// (so the agent stops when the node crashes).
+struct NicWithAgent<'a> {
+    nic: &'a mut NicRuntime,
+    agent: &'a mut MembershipAgent,
+    member: &'a mut SimMember,
+}
+
+impl Component for NicWithAgent<'_> {
+    fn run_iteration(&mut self, now: Nanos) -> bool {
+        let ran = self.nic.run_iteration(now);
+        let agent = self.agent.run_iteration(now, self.nic, self.member);
+        ran | agent
+    }
+
+    fn fault(&self) -> Option<String> {
+        self.nic.fault().map(str::to_owned)
     }
 }

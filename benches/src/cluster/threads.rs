@@ -96,6 +96,7 @@ where
             workload,
             mut parts,
             loadgens,
+            failed,
         } = self;
         let nodes = loadgens.len();
         let done = Arc::new(AtomicUsize::new(0));
@@ -136,6 +137,7 @@ where
                 workload,
                 parts,
                 loadgens,
+                failed,
             },
             elapsed,
         ))

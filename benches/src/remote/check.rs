@@ -106,6 +106,7 @@ impl Mirror {
         Db {
             placement: self.parts.placement,
             nodes: &self.parts.nodes,
+            failed: splitkv_layout::wire::NodeMask::EMPTY,
         }
     }
 

@@ -8,6 +8,7 @@ use crate::workload::{Outcome, TxCall, TxGenerator};
 use rand::{Rng, SeedableRng};
 use rand_xoshiro::Xoshiro256PlusPlus;
 use splitkv_layout::host_nic::TxStatus;
+use splitkv_nic::Nanos;
 
 /// One client's Smallbank generator (seeded; see [`Smallbank::generator`](crate::workload::Workload::generator)).
 #[derive(Debug, Clone)]
@@ -18,8 +19,24 @@ pub struct SmallbankGenerator {
     /// Money the transactions of unknown outcome would create if they
     /// committed: (sum of the negative deltas, sum of the positive ones).
     money_unknown: (i64, i64),
+    /// The range of money the drawn transactions without a last outcome yet
+    /// could create: at [`TxGenerator::finish`] they join `money_unknown`
+    /// (a crashed coordinator's client never learns their outcomes).
+    money_outstanding: (i64, i64),
     balance_reads: u64,
     balance_total_sum: i64,
+}
+
+/// The least and most money (cents) one transaction of type `t` can create.
+fn money_bounds(t: Option<TxType>) -> (i64, i64) {
+    match t {
+        Some(TxType::WriteCheck) => (
+            -(super::WRITE_CHECK_CENTS + super::WRITE_CHECK_OVERDRAFT_FEE),
+            0,
+        ),
+        Some(t @ (TxType::DepositChecking | TxType::TransactSaving)) => (0, t.amount_cents()),
+        _ => (0, 0),
+    }
 }
 
 impl SmallbankGenerator {
@@ -33,6 +50,7 @@ impl SmallbankGenerator {
             ),
             money_created: 0,
             money_unknown: (0, 0),
+            money_outstanding: (0, 0),
             balance_reads: 0,
             balance_total_sum: 0,
         }
@@ -102,17 +120,29 @@ impl SmallbankGenerator {
 impl TxGenerator for SmallbankGenerator {
     fn next(&mut self, call: &mut TxCall) {
         let (t, args) = self.draw();
+        let (lo, hi) = money_bounds(Some(t));
+        self.money_outstanding.0 += lo;
+        self.money_outstanding.1 += hi;
         call.procedure = t as u32;
         args.encode(&mut call.args);
     }
 
     fn on_outcome(&mut self, o: &Outcome<'_>) {
+        if o.last {
+            let (lo, hi) = money_bounds(TxType::from_id(o.call.procedure));
+            self.money_outstanding.0 -= lo;
+            self.money_outstanding.1 -= hi;
+        }
         if o.status.is_indeterminate() {
-            // Its result is the one it has if it committed.
-            let d = delta_of(o.result).unwrap_or(0);
+            // Its result is the one it has if it committed; without one
+            // (ended before its procedure returned), any its type allows.
+            let (lo, hi) = match delta_of(o.result) {
+                Some(d) => (d.min(0), d.max(0)),
+                None => money_bounds(TxType::from_id(o.call.procedure)),
+            };
             let (low, high) = &mut self.money_unknown;
-            *low += d.min(0);
-            *high += d.max(0);
+            *low += lo;
+            *high += hi;
             return;
         }
         if o.status != TxStatus::Committed {
@@ -123,6 +153,12 @@ impl TxGenerator for SmallbankGenerator {
             self.balance_reads += 1;
             self.balance_total_sum += aux_of(o.result).unwrap_or(0);
         }
+    }
+
+    fn finish(&mut self, _now: Nanos) {
+        let (lo, hi) = std::mem::take(&mut self.money_outstanding);
+        self.money_unknown.0 += lo;
+        self.money_unknown.1 += hi;
     }
 }
 

@@ -89,12 +89,10 @@ fn main() -> ExitCode {
     // `ClusterError::Panicked` (exit 3 with its message); a panic on this
     // thread is caught here and exits 3 as well.
     let result = std::panic::catch_unwind(|| dispatch(&cli.command)).unwrap_or_else(|p| {
-        let message = p
-            .downcast_ref::<&str>()
-            .map(|s| s.to_string())
-            .or_else(|| p.downcast_ref::<String>().cloned())
-            .unwrap_or_else(|| "panic".into());
-        Err(Failure::Internal(format!("panicked: {message}")))
+        Err(Failure::Internal(format!(
+            "panicked: {}",
+            panic_message(&*p)
+        )))
     });
     match result {
         Ok(()) => ExitCode::SUCCESS,
@@ -111,6 +109,16 @@ fn main() -> ExitCode {
             ExitCode::from(EXIT_BAD_FLAG)
         }
     }
+}
+
+/// The message of a caught panic's payload (`"panic"` when it is neither a
+/// `&str` nor a `String`).
+pub fn panic_message(payload: &(dyn std::any::Any + Send)) -> String {
+    payload
+        .downcast_ref::<&str>()
+        .map(|s| s.to_string())
+        .or_else(|| payload.downcast_ref::<String>().cloned())
+        .unwrap_or_else(|| "panic".into())
 }
 
 /// Runs the subcommand.

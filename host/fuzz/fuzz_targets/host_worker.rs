@@ -10,9 +10,12 @@
 //! Checks (issue 9 §4, "never acknowledged while unapplied"):
 //! - nothing panics;
 //! - every entry the worker acknowledged (its `LogApplied` position is at or
-//!   past the entry's end) decodes completely and each of its records is
-//!   reflected in the table (the table's version of the key is at least the
-//!   record's);
+//!   past the entry's end) decodes completely;
+//! - replicas apply at the decision (issue 11): walking the acknowledged
+//!   entries in log order, a LOG record joins its transaction's pending set,
+//!   an ABORT record drops the set, and at a COMMIT record every pending
+//!   record of that transaction is reflected in the table (the table's
+//!   version of the key is at least the record's);
 //! - an entry left unacknowledged is reported: `bad_entries` is non-zero, or
 //!   the worker stopped with an error (`HostWorker::error`, where it exists).
 #![no_main]
@@ -23,9 +26,11 @@ use splitkv_host::HostWorker;
 use splitkv_host_fuzz::fixture::{robinhood_config, KEYS_LOADED};
 use splitkv_host_fuzz::input::Input;
 use splitkv_layout::host_nic::HostToNic;
-use splitkv_layout::log_record::{LogRecord, LogRecords};
+use splitkv_layout::log_record::{LogKind, LogRecord, LogRecords};
 use splitkv_layout::ring::{ring_pair, RingConsumer, RingError};
 use splitkv_layout::robinhood_layout::TableConfig;
+use splitkv_layout::Key;
+use std::collections::HashMap;
 
 /// Most entries pushed per input.
 const ENTRIES_MAX: usize = 64;
@@ -78,6 +83,8 @@ fuzz_target!(|data: &[u8]| {
     }
     let mut value = Vec::new();
     let mut all_acked = true;
+    // The records each undecided transaction has logged so far: (key, version).
+    let mut pending: HashMap<u64, Vec<(Key, u64)>> = HashMap::new();
     for &(entry, end) in &entries {
         if end > acked {
             all_acked = false;
@@ -86,13 +93,25 @@ fuzz_target!(|data: &[u8]| {
         for rec in LogRecords::new(entry) {
             let rec: LogRecord<'_> = rec
                 .unwrap_or_else(|e| panic!("acknowledged a log entry that does not decode ({e})"));
-            let have = worker.table().get(&rec.key, &mut value);
-            assert!(
-                have.is_some_and(|m| m.version() >= rec.meta.version()),
-                "acknowledged {:?} v{} unapplied (table has {have:?})",
-                rec.key,
-                rec.meta.version()
-            );
+            match rec.kind {
+                LogKind::Log => pending
+                    .entry(rec.tx_id)
+                    .or_default()
+                    .push((rec.key, rec.meta.version())),
+                LogKind::Abort => {
+                    pending.remove(&rec.tx_id);
+                }
+                LogKind::Commit => {
+                    for (key, version) in pending.remove(&rec.tx_id).unwrap_or_default() {
+                        let have = worker.table().get(&key, &mut value);
+                        assert!(
+                            have.is_some_and(|m| m.version() >= version),
+                            "acknowledged the commit of {:#x} but {key:?} v{version} is unapplied (table has {have:?})",
+                            rec.tx_id
+                        );
+                    }
+                }
+            }
         }
     }
     if !all_acked {

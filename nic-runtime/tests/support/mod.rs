@@ -4,9 +4,11 @@
 
 #![allow(dead_code)] // each test file uses a part
 
+pub mod coordinator;
+
 use splitkv_layout::ring::{ring_pair, RingConsumer, RingProducer};
 use splitkv_layout::robinhood_layout::{TableConfig, TableLayout};
-use splitkv_layout::wire::{BodyWriter, MsgHeader, PacketHeader};
+use splitkv_layout::wire::{BodyWriter, MsgHeader, NodeId, PacketHeader};
 use splitkv_layout::Region;
 use splitkv_nic::dma::local::LocalDma;
 use splitkv_nic::index::HostTableLayout;
@@ -15,7 +17,7 @@ use splitkv_nic::net::stack::{StackConfig, CLUSTER_ID_DEFAULT, INCARNATION_DEFAU
 use splitkv_nic::{HostPorts, NicParts, NicRuntime, Placement, ProcedureRegistry};
 use std::sync::Arc;
 
-/// Node 0's runtime and the host ends of its rings (kept open).
+/// A node's runtime and the host ends of its rings (kept open).
 pub struct LoneRuntime {
     /// The runtime under test.
     pub nic: NicRuntime,
@@ -23,8 +25,10 @@ pub struct LoneRuntime {
     pub log: RingConsumer,
     /// The host workers' acknowledgement ring, as the host writes it.
     pub acks: RingProducer,
-    _requests: RingProducer,
-    _outcomes: RingConsumer,
+    /// The client's request ring, as the application writes it.
+    pub requests: RingProducer,
+    /// The client's outcome ring, as the application reads it.
+    pub outcomes: RingConsumer,
 }
 
 /// Node 0 of `placement` over `transport` with network stack `net`: a
@@ -36,18 +40,39 @@ pub fn lone_runtime(
     value_bytes_max: usize,
     net: StackConfig,
 ) -> LoneRuntime {
+    node_runtime(
+        0,
+        placement,
+        transport,
+        value_bytes_max,
+        net,
+        ProcedureRegistry::new(),
+    )
+}
+
+/// Node `node` of `placement` over `transport` with network stack `net` and
+/// `procedures`: a 64-key Robinhood layout with values of at most
+/// `value_bytes_max` bytes, one client.
+pub fn node_runtime(
+    node: NodeId,
+    placement: Placement,
+    transport: MemTransport,
+    value_bytes_max: usize,
+    net: StackConfig,
+    procedures: ProcedureRegistry,
+) -> LoneRuntime {
     let layout = TableLayout::new(&TableConfig::new(64, value_bytes_max)).unwrap();
     let (log_tx, log) = ring_pair(1 << 16).unwrap();
-    let (_requests, req_rx) = ring_pair(1 << 12).unwrap();
-    let (out_tx, _outcomes) = ring_pair(1 << 12).unwrap();
+    let (requests, req_rx) = ring_pair(1 << 12).unwrap();
+    let (out_tx, outcomes) = ring_pair(1 << 12).unwrap();
     let (acks, ack_rx) = ring_pair(1 << 12).unwrap();
     let dma = LocalDma::new(Arc::new(Region::new(layout.region_bytes())), log_tx, 0);
     let nic = NicRuntime::new(NicParts {
-        node: 0,
+        node,
         placement,
         table: HostTableLayout::Robinhood(layout),
         value_bytes_max,
-        procedures: ProcedureRegistry::new(),
+        procedures,
         dma: Box::new(dma),
         transport: Box::new(transport),
         host: HostPorts::one_client(req_rx, out_tx, ack_rx),
@@ -60,8 +85,8 @@ pub fn lone_runtime(
         nic,
         log,
         acks,
-        _requests,
-        _outcomes,
+        requests,
+        outcomes,
     }
 }
 

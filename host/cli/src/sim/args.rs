@@ -1,6 +1,7 @@
 //! The flags of `splitkv sim` and the seed-range syntax.
 
 use clap::{Args, ValueEnum};
+use splitkv_sim::faults::FaultMix;
 use std::ops::Range;
 use std::path::PathBuf;
 
@@ -60,8 +61,8 @@ pub struct SimArgs {
     #[arg(long, default_value = "1", value_parser = parse_seeds)]
     pub seeds: SeedRange,
     /// Faults injected: none, net (loss, duplication, reordering, partitions, clogging, slow DMA), crash (node crashes), all.
-    #[arg(long, default_value = "none")]
-    pub faults: String,
+    #[arg(long, default_value = "none", value_parser = crate::sim::faults::parse)]
+    pub faults: FaultMix,
     /// Nodes in the simulated cluster.
     #[arg(long, default_value_t = 3)]
     pub nodes: usize,
@@ -161,7 +162,7 @@ impl SimArgs {
         if self.jobs == Some(0) {
             return Err("--jobs must be at least 1".into());
         }
-        crate::sim::faults::parse(&self.faults).map(|_| ())
+        Ok(())
     }
 
     /// The command that replays seed `seed` alone, with its event trace.

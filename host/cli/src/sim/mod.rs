@@ -80,19 +80,7 @@ pub fn run(args: &SimArgs) -> Result<(), Failure> {
 /// One seed's run; a panic inside it is that seed's failure, not the run's.
 fn run_caught(args: &SimArgs, seed: u64) -> SeedOutcome {
     std::panic::catch_unwind(|| run_seed(args, seed)).unwrap_or_else(|p| {
-        let message = p
-            .downcast_ref::<&str>()
-            .map(|s| s.to_string())
-            .or_else(|| p.downcast_ref::<String>().cloned())
-            .unwrap_or_else(|| "panic".into());
-        SeedOutcome {
-            seed,
-            virtual_ns: 0,
-            committed: 0,
-            crashes: 0,
-            failure: Some(format!("panicked: {message}")),
-            trace: None,
-        }
+        SeedOutcome::failed(seed, format!("panicked: {}", crate::panic_message(&*p)))
     })
 }
 
@@ -105,8 +93,9 @@ fn summarize(
     let committed: u64 = outcomes.iter().map(|o| o.committed).sum();
     let virtual_ns: u64 = outcomes.iter().map(|o| o.virtual_ns).sum();
     let crashes: usize = outcomes.iter().map(|o| o.crashes).sum();
+    let undecided: u64 = outcomes.iter().map(|o| o.undecided_rows).sum();
     println!(
-        "{} / {} / faults {}: {} seeds run, {} passed, {} failed; {} transactions committed, {} node crashes, {:.3} s simulated in {:.1} s",
+        "{} / {} / faults {}: {} seeds run, {} passed, {} failed; {} transactions committed, {} node crashes, {} undecided replica rows, {:.3} s simulated in {:.1} s",
         args.workload.flag(),
         args.protocol.flag(),
         args.faults,
@@ -115,6 +104,7 @@ fn summarize(
         failed.len(),
         committed,
         crashes,
+        undecided,
         virtual_ns as f64 / 1e9,
         wall.as_secs_f64()
     );

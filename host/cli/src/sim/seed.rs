@@ -5,11 +5,13 @@
 //! list-append and register) and replica agreement.
 
 use super::args::{SimArgs, SimWorkload};
+use splitkv_bench::cluster::SimNodesMembership;
 use splitkv_bench::history::HistoryCheck;
 use splitkv_bench::history_gen::TxShape;
 use splitkv_bench::loadgen::RetryPolicy;
 use splitkv_bench::{BenchCluster, ClusterSpec, Smallbank, Workload};
 use splitkv_nic::Nanos;
+use splitkv_sim::membership::LeaseConfig;
 use splitkv_sim::SimConfig;
 
 /// Passes between checks for the end of a run.
@@ -28,6 +30,9 @@ const TRACE_EVENTS_PRINTED: usize = 60;
 const HISTORY_KEYS: u64 = 12;
 /// Smallbank accounts per node.
 const SMALLBANK_ACCOUNTS_PER_NODE: u64 = 500;
+/// Mixed into the seed for the lease manager's delays (a stream apart from
+/// the network's and the driver's).
+const MEMBERSHIP_SEED_SALT: u64 = 0x6d65_6d62_6572_7321;
 /// Host DMA completion latency of the simulated nodes (ns; Xenic §3.5).
 const DMA_LATENCY_NS: u64 = 500;
 
@@ -42,6 +47,10 @@ pub struct SeedOutcome {
     pub committed: u64,
     /// Nodes that crashed during the run.
     pub crashes: usize,
+    /// Survivor rows that differed from their primary only by an undecided
+    /// transaction's pending LOG record (a crashed coordinator's, before
+    /// recovery; see `splitkv_bench::replicas`).
+    pub undecided_rows: u64,
     /// `None` when every check passed; otherwise what failed.
     pub failure: Option<String>,
     /// The simulator's last events, when the seed failed and `--trace` asked.
@@ -50,17 +59,13 @@ pub struct SeedOutcome {
 
 /// Runs seed `seed` as `args` say.
 pub fn run_seed(args: &SimArgs, seed: u64) -> SeedOutcome {
-    let mix = match super::faults::parse(&args.faults) {
-        Ok(m) => m,
-        Err(e) => return failed(seed, e),
-    };
-    let cfg = super::faults::sim_config(mix, seed);
+    let cfg = super::faults::sim_config(args.faults, seed);
     match args.workload {
         SimWorkload::Smallbank => {
             let accounts = SMALLBANK_ACCOUNTS_PER_NODE * args.nodes as u64;
             match Smallbank::new(accounts, None) {
                 Ok(w) => run(args, seed, cfg, w),
-                Err(e) => failed(seed, e.to_string()),
+                Err(e) => SeedOutcome::failed(seed, e.to_string()),
             }
         }
         SimWorkload::ListAppend | SimWorkload::Register => {
@@ -82,20 +87,24 @@ pub fn run_seed(args: &SimArgs, seed: u64) -> SeedOutcome {
                         .map(|d| d.join(format!("seed-{seed}.jsonl")));
                     run(args, seed, cfg, w)
                 }
-                Err(e) => failed(seed, e.to_string()),
+                Err(e) => SeedOutcome::failed(seed, e.to_string()),
             }
         }
     }
 }
 
-fn failed(seed: u64, why: String) -> SeedOutcome {
-    SeedOutcome {
-        seed,
-        virtual_ns: 0,
-        committed: 0,
-        crashes: 0,
-        failure: Some(why),
-        trace: None,
+impl SeedOutcome {
+    /// A seed that failed with `why` before its run produced anything.
+    pub fn failed(seed: u64, why: String) -> SeedOutcome {
+        SeedOutcome {
+            seed,
+            virtual_ns: 0,
+            committed: 0,
+            crashes: 0,
+            undecided_rows: 0,
+            failure: Some(why),
+            trace: None,
+        }
     }
 }
 
@@ -120,17 +129,35 @@ fn spec(args: &SimArgs, seed: u64) -> ClusterSpec {
 fn run<W: Workload>(args: &SimArgs, seed: u64, cfg: SimConfig, workload: W) -> SeedOutcome {
     let (mut cluster, net) = match BenchCluster::build_on_sim(spec(args, seed), workload, cfg) {
         Ok(c) => c,
-        Err(e) => return failed(seed, format!("cluster not built: {e}")),
+        Err(e) => return SeedOutcome::failed(seed, format!("cluster not built: {e}")),
     };
     // The cluster's driver knows which components are whose node (crashes, slow node).
     let mut sim = cluster.sim(cfg);
-    let ran = cluster.run_sim_until_quiescent(&mut sim, &net, PASSES_PER_SLICE, PASSES_MAX);
+    let ran = if cfg.nodes.crashes > 0 {
+        // Leases, suspects and new configurations in the loop (issue 11).
+        let lease = LeaseConfig::new(args.nodes, seed ^ MEMBERSHIP_SEED_SALT);
+        match SimNodesMembership::new(lease) {
+            Ok(mut m) => cluster.run_sim_with_membership(
+                &mut sim,
+                &net,
+                &mut m,
+                PASSES_PER_SLICE,
+                PASSES_MAX,
+            ),
+            Err(e) => return SeedOutcome::failed(seed, format!("membership: {e}")),
+        }
+    } else {
+        cluster.run_sim_until_quiescent(&mut sim, &net, PASSES_PER_SLICE, PASSES_MAX)
+    };
     let committed = cluster.load_stats().committed;
-    let failure = match ran {
-        Err(e) => Some(format!("run: {e}")),
+    let (failure, undecided_rows) = match ran {
+        Err(e) => (Some(format!("run: {e}")), 0),
         Ok(()) => {
             cluster.finish(sim.now());
-            check(&cluster)
+            match check(&cluster) {
+                Ok(undecided) => (None, undecided),
+                Err(why) => (Some(why), 0),
+            }
         }
     };
     let trace = match (&failure, args.trace) {
@@ -142,23 +169,25 @@ fn run<W: Workload>(args: &SimArgs, seed: u64, cfg: SimConfig, workload: W) -> S
         virtual_ns: sim.now(),
         committed,
         crashes: sim.crashed().len(),
+        undecided_rows,
         failure,
         trace,
     }
 }
 
-/// Every check of a finished run; the first failure, if any.
-fn check<W: Workload>(cluster: &BenchCluster<W>) -> Option<String> {
+/// Every check of a finished run: the first failure, or the survivor rows
+/// the replica check found undecided.
+fn check<W: Workload>(cluster: &BenchCluster<W>) -> Result<u64, String> {
     for l in &cluster.loadgens {
         if let Some(e) = l.error() {
-            return Some(format!("client: {e}"));
+            return Err(format!("client: {e}"));
         }
     }
+    let replicas = cluster
+        .check_replicas()
+        .map_err(|e| format!("replica check: {e}"))?;
     if let Err(e) = cluster.check() {
-        return Some(format!("{} check: {e}", cluster.workload.name()));
+        return Err(format!("{} check: {e}", cluster.workload.name()));
     }
-    if let Err(e) = cluster.check_replicas() {
-        return Some(format!("replica check: {e}"));
-    }
-    None
+    Ok(replicas.undecided)
 }
