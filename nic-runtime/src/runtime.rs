@@ -35,7 +35,7 @@ pub use clients::{
 };
 use recovery::RecoveryRuntime;
 pub use recovery::{
-    RecoveryRuntimeStats, UnwiredCommands, RECOVERY_INBOX_MAX, RECOVERY_SUSPECTS_MAX,
+    RecoveryActions, RecoveryRuntimeStats, RECOVERY_INBOX_MAX, RECOVERY_SUSPECTS_MAX,
 };
 use splitkv_layout::host_nic::HostToNic;
 use splitkv_layout::ring::{RingConsumer, RingProducer};
@@ -171,7 +171,11 @@ pub struct NicRuntime {
     /// Crash recovery (issue 11): the machine, its inbox and the pause.
     recovery: RecoveryRuntime,
     recovery_refusal: Option<crate::recovery::RecoveryError>,
-    unwired: recovery::UnwiredCommands,
+    actions: recovery::RecoveryActions,
+    /// The host log position the host workers last acknowledged as applied.
+    host_applied: u64,
+    /// The coordinator's commits when the last recovery epoch resumed.
+    committed_at_resume: u64,
 }
 
 impl std::fmt::Debug for NicRuntime {
@@ -239,7 +243,9 @@ impl NicRuntime {
                 crate::recovery::RecoveryConfig::default(),
             ),
             recovery_refusal: None,
-            unwired: Default::default(),
+            actions: Default::default(),
+            host_applied: 0,
+            committed_at_resume: 0,
         })
     }
 
@@ -394,11 +400,14 @@ impl NicRuntime {
             self.server
                 .release_orphan_locks(&mut self.index, failed.0 as u32);
         }
-        let local = self.local_evidence();
+        let local = self.local_evidence(failed);
         self.recovery_refusal = self
             .recovery
             .begin(self.io.now, config.epoch, failed, local)
             .err();
+        if self.recovery.paused() {
+            self.actions.last_begun_ns = self.io.now;
+        }
     }
 
     /// The nodes the coordinator counts as failed (a mask by node id).
@@ -488,6 +497,7 @@ impl NicRuntime {
                     work = true;
                     match HostToNic::decode(&self.ring_buf) {
                         Ok(HostToNic::LogApplied(a)) => {
+                            self.host_applied = self.host_applied.max(a.applied_bytes);
                             self.index.unpin_applied(a.applied_bytes);
                         }
                         Ok(other) => {

@@ -5,7 +5,7 @@
 //! node 0; decisions; applied; resume), start no transaction meanwhile, and
 //! then serve again.
 
-use splitkv_layout::host_nic::{HostToNic, NicToHost, TxRequest, TxStatus};
+use splitkv_layout::host_nic::{HostToNic, LogApplied, NicToHost, TxRequest, TxStatus};
 use splitkv_layout::ring::{ring_pair, RingConsumer, RingProducer};
 use splitkv_layout::robinhood_layout::{TableConfig, TableLayout};
 use splitkv_layout::{Key, Region};
@@ -54,16 +54,38 @@ struct Node {
     nic: NicRuntime,
     requests: RingProducer,
     outcomes: RingConsumer,
-    _log: RingConsumer,
-    _acks: RingProducer,
+    log: RingConsumer,
+    acks: RingProducer,
+}
+
+impl Node {
+    /// One NIC iteration, then a stand-in for the host worker: drains the
+    /// host log and acknowledges it as applied (recovery waits for that
+    /// before it answers).
+    fn step(&mut self, now: Nanos) {
+        self.nic.run_iteration(now);
+        let mut buf = Vec::new();
+        let mut popped = false;
+        while self.log.try_pop(&mut buf).unwrap() {
+            popped = true;
+        }
+        if popped {
+            buf.clear();
+            HostToNic::LogApplied(LogApplied {
+                applied_bytes: self.log.consumed_bytes(),
+            })
+            .encode(&mut buf);
+            self.acks.try_push(&buf).unwrap();
+        }
+    }
 }
 
 fn node(id: u16, placement: Placement, transport: MemTransport, keys: Vec<Key>) -> Node {
     let layout = TableLayout::new(&TableConfig::new(64, 64)).unwrap();
-    let (log_tx, _log) = ring_pair(1 << 16).unwrap();
+    let (log_tx, log) = ring_pair(1 << 16).unwrap();
     let (requests, req_rx) = ring_pair(1 << 12).unwrap();
     let (out_tx, outcomes) = ring_pair(1 << 12).unwrap();
-    let (_acks, ack_rx) = ring_pair(1 << 12).unwrap();
+    let (acks, ack_rx) = ring_pair(1 << 12).unwrap();
     let dma = LocalDma::new(Arc::new(Region::new(layout.region_bytes())), log_tx, 0);
     let mut procedures = ProcedureRegistry::new();
     procedures.register(Arc::new(WriteKeys(keys)));
@@ -85,8 +107,8 @@ fn node(id: u16, placement: Placement, transport: MemTransport, keys: Vec<Key>) 
         nic,
         requests,
         outcomes,
-        _log,
-        _acks,
+        log,
+        acks,
     }
 }
 
@@ -141,8 +163,8 @@ fn recover(n0: &mut Node, n1: &mut Node, mut now: Nanos) -> Nanos {
             return now;
         }
         now += STEP_NS;
-        n0.nic.run_iteration(now);
-        n1.nic.run_iteration(now);
+        n0.step(now);
+        n1.step(now);
     }
     panic!("recovery did not resume within {RECOVERY_ITERATIONS_MAX} iterations");
 }
@@ -183,7 +205,7 @@ fn no_transaction_starts_while_recovering_and_they_commit_after() {
     let mut now = 0;
     for _ in 0..20 {
         now += STEP_NS;
-        n0.nic.run_iteration(now);
+        n0.step(now);
     }
     assert!(n0.nic.recovering());
     assert_eq!(n0.nic.recovery_stats().paused_iterations, 20);
@@ -193,8 +215,8 @@ fn no_transaction_starts_while_recovering_and_they_commit_after() {
     let mut seen = None;
     for _ in 0..TX_ITERATIONS_MAX {
         now += STEP_NS;
-        n0.nic.run_iteration(now);
-        n1.nic.run_iteration(now);
+        n0.step(now);
+        n1.step(now);
         if let Some(o) = outcome(&mut n0) {
             seen = Some(o);
             break;
@@ -203,8 +225,8 @@ fn no_transaction_starts_while_recovering_and_they_commit_after() {
     assert_eq!(seen, Some((7, TxStatus::Committed)));
     for _ in 0..20 {
         now += STEP_NS;
-        n0.nic.run_iteration(now);
-        n1.nic.run_iteration(now);
+        n0.step(now);
+        n1.step(now);
     }
     assert_eq!(n0.nic.index().locks_held(), 0);
     assert_eq!(n1.nic.index().locks_held(), 0);
@@ -238,8 +260,8 @@ fn the_coordinators_transaction_in_flight_is_evidence_and_gets_a_decision() {
     // The transaction logs at node 1 and waits for node 2's LOG ack.
     for _ in 0..50 {
         now += STEP_NS;
-        n0.nic.run_iteration(now);
-        n1.nic.run_iteration(now);
+        n0.step(now);
+        n1.step(now);
     }
     assert_eq!(n0.nic.stats().coordinator.started, 1);
     assert!(!n0.nic.is_quiescent(), "the transaction is in flight");
@@ -250,9 +272,9 @@ fn the_coordinators_transaction_in_flight_is_evidence_and_gets_a_decision() {
     // Every live replica of its one written shard (node 1) holds the LOG:
     // the coordinator moved to COMMIT, reported that, and the leader
     // decided commit.
-    let u = n0.nic.recovery_unwired();
-    assert_eq!((u.finish_coordinated, u.finish_committed), (1, 1));
-    assert_eq!(n1.nic.recovery_unwired().finish_coordinated, 0);
+    let a = n0.nic.recovery_actions();
+    assert_eq!((a.finished_coordinated, a.finished_committed), (1, 1));
+    assert_eq!(n1.nic.recovery_actions().finished_coordinated, 0);
 }
 
 #[test]
@@ -263,15 +285,19 @@ fn after_recovery_the_first_surviving_backup_serves_the_dead_primarys_keys() {
     n0.nic.apply_configuration(&config);
     n1.nic.apply_configuration(&config);
     let mut now = recover(&mut n0, &mut n1, 0);
-    assert_eq!(n0.nic.recovery_unwired().promote, 1, "node 0 took shard 2");
-    assert_eq!(n1.nic.recovery_unwired().promote, 0);
+    assert_eq!(
+        n0.nic.recovery_actions().promoted_shards,
+        1,
+        "node 0 took shard 2"
+    );
+    assert_eq!(n1.nic.recovery_actions().promoted_shards, 0);
     // Coordinated by node 1: it must send to node 0, the new primary.
     submit(&mut n1, 11);
     let mut seen = None;
     for _ in 0..TX_ITERATIONS_MAX {
         now += STEP_NS;
-        n0.nic.run_iteration(now);
-        n1.nic.run_iteration(now);
+        n0.step(now);
+        n1.step(now);
         if let Some(o) = outcome(&mut n1) {
             seen = Some(o);
             break;
@@ -280,8 +306,8 @@ fn after_recovery_the_first_surviving_backup_serves_the_dead_primarys_keys() {
     assert_eq!(seen, Some((11, TxStatus::Committed)));
     for _ in 0..20 {
         now += STEP_NS;
-        n0.nic.run_iteration(now);
-        n1.nic.run_iteration(now);
+        n0.step(now);
+        n1.step(now);
     }
     assert_eq!(n0.nic.index().locks_held(), 0);
     assert!(n0.nic.is_quiescent() && n1.nic.is_quiescent());
@@ -299,11 +325,11 @@ fn locks_of_a_crashed_coordinator_without_log_are_released() {
     let mut n0 = node(0, placement, net.pop().unwrap(), keys);
     submit(&mut n2, 3);
     let mut now = STEP_NS;
-    n2.nic.run_iteration(now); // sends EXECUTE to node 0, then crashes
+    n2.step(now); // sends EXECUTE to node 0, then crashes
     for _ in 0..20 {
         now += STEP_NS;
-        n0.nic.run_iteration(now);
-        n1.nic.run_iteration(now);
+        n0.step(now);
+        n1.step(now);
     }
     assert_eq!(n0.nic.index().locks_held(), 1, "node 0 locked for node 2");
     let config = Configuration::initial(3).without(1 << 2);

@@ -126,7 +126,9 @@ fn to_model(b: &Body<'_>) -> Model {
         } => Model::ExecuteResp(*tx_id, *status, items(i)),
         Body::Validate { tx_id, items } => Model::Validate(*tx_id, items.iter().collect()),
         Body::ValidateResp { tx_id, status } => Model::ValidateResp(*tx_id, *status),
-        Body::Log { tx_id, items: i } => Model::Items(false, *tx_id, items(i)),
+        Body::Log {
+            tx_id, items: i, ..
+        } => Model::Items(false, *tx_id, items(i)),
         Body::Commit { tx_id, items: i } => Model::Items(true, *tx_id, items(i)),
         Body::LogAck { tx_id, status } => Model::Ack(false, *tx_id, *status),
         Body::CommitAck { tx_id, status } => Model::Ack(true, *tx_id, *status),

@@ -185,6 +185,8 @@ pub struct CacheStats {
     /// Installs refused because the cache held a newer version (a late or
     /// duplicated write must not move a version backwards).
     pub stale_installs: u64,
+    /// Objects dropped by crash recovery ([`ObjectCache::forget_where`]).
+    pub forgotten: u64,
 }
 
 /// Page-pool accounting (for checks and reports).
@@ -428,6 +430,38 @@ impl ObjectCache {
             self.pinned += 1;
         }
         true
+    }
+
+    /// Drops every cached object whose key `drop` picks, pinned or not
+    /// (crash recovery, issue 11: a key a recovery decision changed in the
+    /// host table, or a shard this node is promoted to serve, is read from
+    /// the host table from then on). Returns the objects dropped.
+    pub fn forget_where(&mut self, mut drop: impl FnMut(&Key) -> bool) -> usize {
+        let mut n = 0;
+        for h in 0..self.objects.len() {
+            let o = &self.objects[h];
+            if !o.is_free() && drop(&o.key) {
+                self.forget_at(h);
+                n += 1;
+            }
+        }
+        n
+    }
+
+    /// Drops `key`'s cached object, pinned or not (see
+    /// [`ObjectCache::forget_where`]); returns whether one was cached.
+    pub fn forget(&mut self, key: &Key) -> bool {
+        self.find(key).map(|h| self.forget_at(h)).is_some()
+    }
+
+    fn forget_at(&mut self, h: usize) {
+        let o = &mut self.objects[h];
+        if o.is_pinned() {
+            o.pin_until = UNPINNED;
+            self.pinned -= 1;
+        }
+        self.remove(h);
+        self.stats.forgotten += 1;
     }
 
     /// The committed write of `key` at `version` is in the host log before `pos`.

@@ -303,6 +303,24 @@ impl NicIndex {
         self.cache.install_committed(key, meta, value)
     }
 
+    /// Drops the cached objects whose key `drop` picks (crash recovery,
+    /// issue 11: see [`ObjectCache::forget_where`]); host reads in flight
+    /// will not cache what they return. Returns the objects dropped.
+    pub fn forget_where(&mut self, drop: impl FnMut(&Key) -> bool) -> usize {
+        self.segment_commits
+            .iter_mut()
+            .for_each(|c| *c = c.wrapping_add(1));
+        self.cache.forget_where(drop)
+    }
+
+    /// Drops `key`'s cached object (see [`NicIndex::forget_where`]);
+    /// returns whether one was cached.
+    pub fn forget(&mut self, key: &Key) -> bool {
+        let s = self.segment(key);
+        self.segment_commits[s] = self.segment_commits[s].wrapping_add(1);
+        self.cache.forget(key)
+    }
+
     /// The write of `key` at `version` is in the host log before `pos`.
     pub fn set_pin(&mut self, key: Key, version: u64, pos: u64) {
         self.cache.set_pin(key, version, pos);

@@ -14,7 +14,7 @@ use crate::placement::{Placement, NODES_MAX};
 use crate::procedure::{ProcedureRegistry, ReadView, TxPlan, WriteSet};
 use splitkv_layout::host_nic::{TxRequest, TxStatus, ARGS_BYTES_MAX, RESULT_BYTES_MAX};
 use splitkv_layout::wire::{
-    Body, BodyWriter, MsgKind, NodeId, ReplyStatus, ITEM_FIXED_BYTES, MESSAGE_BYTES_MAX,
+    Body, BodyWriter, MsgKind, NodeId, NodeMask, ReplyStatus, ITEM_FIXED_BYTES, MESSAGE_BYTES_MAX,
 };
 use splitkv_layout::{Key, ObjectFlags, ObjectMeta};
 use std::collections::VecDeque;
@@ -156,6 +156,9 @@ pub struct CoordinatorStats {
     pub stale_responses: u64,
     /// Phases ended by a deadline or a failed peer (the `deadline` module; [`DeadlineStats`]).
     pub deadlines: DeadlineStats,
+    /// Transactions ended by a crash-recovery decision
+    /// ([`Coordinator::finish_recovered`]).
+    pub recovered: u64,
 }
 
 /// The coordinator role of one node.
@@ -452,9 +455,12 @@ impl Coordinator {
                 self.abort(io, slot, why, &[]);
             }
             Phase::Log => self.commit(io, slot),
-            // Past the commit point: every replica holds the writes. The
-            // refusing node stops (`Server::fatal`); the application learns why.
-            Phase::Commit if failed => {
+            // Past the commit point: every replica holds the writes. A
+            // replica that had already decided the transaction (crash
+            // recovery committed it there) refuses the COMMIT as malformed:
+            // still committed. Any other refusing node stops
+            // (`Server::fatal`); the application learns why.
+            Phase::Commit if failed && why != TxStatus::Rejected => {
                 self.stats.commit_refusals += 1;
                 self.report(slot, why);
             }
@@ -541,9 +547,13 @@ impl Coordinator {
         let tx_id = Self::tx_id(io.node, slot, t.gen);
         t.phase = Phase::Log;
         let (writes, reads) = (&t.writes, &t.reads);
+        let placement = io.placement;
+        let write_shards = writes
+            .iter()
+            .fold(NodeMask::EMPTY, |m, (k, _)| m.with(placement.shard(k)));
         let mut logged = 0;
         t.pending = send_each(io, |w, placement, b| {
-            w.begin_items(MsgKind::Log, tx_id);
+            w.begin_log(tx_id, write_shards);
             let mut any = false;
             for (k, v) in writes.iter() {
                 // Mutation switch (issue 11): the old protocol logs at the

@@ -36,8 +36,10 @@ use crate::dma::DmaRead;
 use crate::index::{NicIndex, TableLookup};
 use crate::placement::NODES_MAX;
 use crate::protocol::coordinator::TX_INFLIGHT_MAX;
+use splitkv_layout::log_record::LogKind;
 use splitkv_layout::wire::{
-    Body, KeyList, MsgKind, NodeId, ReplyStatus, VersionList, ITEM_FIXED_BYTES, MESSAGE_BYTES_MAX,
+    Body, KeyList, MsgKind, NodeId, NodeMask, RecordKind, ReplyStatus, VersionList,
+    ITEM_FIXED_BYTES, MESSAGE_BYTES_MAX,
 };
 use splitkv_layout::{Key, ObjectFlags, ObjectMeta};
 use std::collections::VecDeque;
@@ -60,8 +62,9 @@ enum OpKind {
     Validate,
     Log,
     Commit,
-    /// Appending an ABORT decision record (no answer).
-    Abort,
+    /// Appending a decision record (ABORT after a LOG, or a decision
+    /// recovery made); no answer.
+    Decision,
 }
 
 #[derive(Debug)]
@@ -157,6 +160,9 @@ pub struct ServerStats {
     /// Locks released because their transaction's coordinator crashed
     /// before it could reach the commit point (issue 11 recovery).
     pub orphan_locks_released: u64,
+    /// Transactions whose LOG was here that crash recovery decided
+    /// ([`Server::apply_recovered`]).
+    pub recovered_decisions: u64,
 }
 
 /// The server role of one node.
@@ -171,6 +177,10 @@ pub struct Server {
     room: Room,
     /// Newest generation and state per coordinator slot (`server/txs.rs`).
     txs: TxTable,
+    /// Decision records waiting for a free slot (`server/append.rs`).
+    decisions_waiting: VecDeque<(NodeId, u64, LogKind)>,
+    /// The host log's tail after the newest completed append.
+    appended_tail: u64,
 }
 
 fn token(slot: usize, gen: u32, idx: usize) -> u64 {
@@ -265,6 +275,8 @@ impl Server {
             fatal: None,
             room: Room::new(),
             txs: TxTable::new(),
+            decisions_waiting: VecDeque::new(),
+            appended_tail: 0,
         }
     }
 
@@ -344,7 +356,11 @@ impl Server {
                 locks,
             } => self.execute(io, index, src, tx_id, reads, locks),
             Body::Validate { tx_id, items } => self.validate(io, index, src, tx_id, items),
-            Body::Log { tx_id, items } => match self.txs.state(tx_id) {
+            Body::Log {
+                tx_id,
+                write_shards,
+                items,
+            } => match self.txs.state(tx_id) {
                 None | Some(TxState::Finished) => {
                     self.stats.late_requests += 1;
                     io.w.ack(MsgKind::LogAck, tx_id, ReplyStatus::Malformed);
@@ -359,7 +375,13 @@ impl Server {
                     io.w.ack(MsgKind::LogAck, tx_id, ReplyStatus::Ok);
                     io.send(src);
                 }
-                Some(TxState::Active) => self.append(io, index, OpKind::Log, src, tx_id, items),
+                Some(TxState::Active) => {
+                    let shards = items
+                        .iter()
+                        .fold(NodeMask::EMPTY, |m, it| m.with(io.placement.shard(&it.key)));
+                    self.txs.hold(tx_id, RecordKind::Log, shards, write_shards);
+                    self.append(io, index, OpKind::Log, src, tx_id, items)
+                }
             },
             // A COMMIT after an ABORT that only released keys it did not
             // write (`Finished`) is still checked against its locks.
@@ -398,12 +420,14 @@ impl Server {
         match self.txs.state(tx_id) {
             Some(TxState::Logged) if !crate::protocol::LOG_BACKUPS_ONLY => {
                 self.txs.set(tx_id, TxState::Finished);
-                self.append_abort(io, src, tx_id);
+                self.hold_decision(tx_id, RecordKind::Abort);
+                self.append_decision(io, src, tx_id, LogKind::Abort);
             }
             // `Logging`: the ABORT record follows when the LOG append
             // completes (`finish_append`), so it lands after the records.
             Some(TxState::Active | TxState::Logging | TxState::Logged) => {
-                self.txs.set(tx_id, TxState::Finished)
+                self.txs.set(tx_id, TxState::Finished);
+                self.hold_decision(tx_id, RecordKind::Abort);
             }
             _ => {}
         }
@@ -551,7 +575,7 @@ impl Server {
                 }
                 io.w.validate_resp(op.tx_id, op.status);
             }
-            OpKind::Log | OpKind::Commit | OpKind::Abort => {
+            OpKind::Log | OpKind::Commit | OpKind::Decision => {
                 unreachable!("appends finish in finish_append")
             }
         }

@@ -14,6 +14,16 @@
 //!    the transaction may have reached its commit point);
 //! 5. otherwise abort.
 //!
+//! Before these, at the leader ([`TxEvidence::decide_tx`]): a transaction
+//! whose coordinator (`tx_id >> 48`) is live and did not report it is
+//! aborted. A live coordinator reports every transaction it still holds, and
+//! it lets one go only once decided and reported: a commit after every live
+//! replica acknowledged its COMMIT (so no live replica still holds the LOG
+//! pending), an abort after sending ABORT, which a replica may not have
+//! taken before the epoch changed (packets of the old epoch are dropped).
+//! Without this rule such a replica's pending LOG could be committed by
+//! rule 4 after the client heard of the abort.
+//!
 //! Rule 4 is stricter than "some surviving replica of each written shard
 //! holds the LOG": with that weaker rule a surviving replica that never
 //! received the LOG (the coordinator crashed while sending) would miss a
@@ -74,6 +84,9 @@ pub enum DecisionReason {
     /// Rule 5: a written shard has a surviving replica without the LOG, or
     /// no surviving replica, or nothing is written.
     NotLogged,
+    /// The coordinator is live and no longer holds the transaction: it
+    /// decided it, and only an abort can leave a LOG pending (module docs).
+    CoordinatorForgot,
 }
 
 impl TxEvidence {
@@ -111,6 +124,17 @@ impl TxEvidence {
                         .live_replicas(s)
                         .all(|n| self.log_holders[s as usize].contains(n))
             })
+    }
+
+    /// The decision of transaction `tx_id` at the recovery leader: abort if
+    /// its coordinator is live in `view` and did not report it (module
+    /// docs), otherwise [`TxEvidence::decide`].
+    pub fn decide_tx(&self, tx_id: u64, view: &PlacementView) -> (bool, DecisionReason) {
+        let coordinator = (tx_id >> 48) as NodeId;
+        if self.coordinator.is_none() && view.is_live(coordinator) {
+            return (false, DecisionReason::CoordinatorForgot);
+        }
+        self.decide(view)
     }
 
     /// The decision (`true` = commit) and the rule that made it, for the
@@ -201,7 +225,9 @@ impl EvidenceSet {
         &'a self,
         view: &'a PlacementView,
     ) -> impl Iterator<Item = (u64, bool)> + 'a {
-        self.txs.iter().map(move |(&id, e)| (id, e.decide(view).0))
+        self.txs
+            .iter()
+            .map(move |(&id, e)| (id, e.decide_tx(id, view).0))
     }
 }
 
@@ -326,10 +352,36 @@ mod tests {
     }
 
     #[test]
+    fn a_live_coordinator_that_let_go_of_a_transaction_aborts_it() {
+        // Every surviving replica holds the LOG (rule 4 would commit), but
+        // its coordinator, node 0, is live and no longer holds it.
+        let mut e = TxEvidence::default();
+        for (shard, holder) in [(0, 0), (0, 1), (1, 1)] {
+            e.add_record(holder, rec(shard, RecordKind::Log, 0b11));
+        }
+        let by = |node: u64| node << 48 | 7;
+        assert_eq!(
+            e.decide_tx(by(0), &view()),
+            (false, DecisionReason::CoordinatorForgot)
+        );
+        assert_eq!(
+            e.decide_tx(by(2), &view()),
+            (true, DecisionReason::EveryReplicaLogged),
+            "a crashed coordinator's transaction goes by the records"
+        );
+        e.add_coordinator(coord(Outcome::Commit, 0b11));
+        assert_eq!(
+            e.decide_tx(by(0), &view()),
+            (true, DecisionReason::CoordinatorDecided)
+        );
+    }
+
+    #[test]
     fn evidence_set_is_bounded() {
         let mut s = EvidenceSet::new();
-        let r = |tx_id| RecordEvidence {
-            tx_id,
+        // Coordinated by node 2, which crashed.
+        let r = |tx_id: u64| RecordEvidence {
+            tx_id: (2 << 48) | tx_id,
             ..rec(1, RecordKind::Log, 0b10)
         };
         assert!(s.add(1, &[], &[r(1), r(2)], 2));
@@ -338,7 +390,7 @@ mod tests {
         assert_eq!(s.len(), 2);
         assert_eq!(
             s.decide_all(&view()).collect::<Vec<_>>(),
-            vec![(1, true), (2, true)]
+            vec![((2 << 48) | 1, true), ((2 << 48) | 2, true)]
         );
     }
 }

@@ -4,12 +4,14 @@
 //! messages it asks for, and keeps the node paused (no new transactions)
 //! from a new configuration with failed nodes until the machine's `Resume`.
 //!
-//! What is wired so far: the wire kind, dispatch, pausing, the `Send`,
-//! `SuspectNode` and `Resume` commands (at `Resume` every node switches to
-//! the epoch's placement, which promotes backups of failed primaries). The
-//! other commands (`CommitPending`, `DropPending`, `FinishCoordinated`,
-//! `Promote`) are handed to the runtime ([`RecoveryRuntime::take_command`]),
-//! which counts them in [`UnwiredCommands`] without acting on them yet.
+//! The runtime carries out every command: `Send` and `SuspectNode` here,
+//! the others in `NicRuntime::recovery_command` — decisions recorded in the
+//! host log by the server (`CommitPending`, `DropPending`), transactions
+//! ended by the coordinator (`FinishCoordinated`), cached objects of
+//! promoted shards dropped (`Promote`), and at `Resume` the epoch's
+//! placement (backups of failed primaries promoted) and the end of the
+//! pause. [`RecoveryActions`] counts them and keeps the times of the last
+//! epoch's begin and resume and of the first commit after it.
 
 use splitkv_layout::wire::{Flow, MsgKind, NodeId, NodeMask, RecoveryMsg};
 
@@ -17,7 +19,7 @@ use crate::net::stack::Stack;
 use crate::placement::Placement;
 use crate::recovery::{
     LocalEvidence, Recovery, RecoveryCommand, RecoveryConfig, RecoveryError, RecoveryPhase,
-    EARLY_MESSAGES_MAX,
+    EARLY_MESSAGES_MAX, LOCAL_EVIDENCE_ENTRIES_MAX,
 };
 use crate::Nanos;
 
@@ -207,22 +209,36 @@ impl RecoveryRuntime {
     }
 }
 
-/// Commands not carried out yet, by kind (the wiring's missing steps).
+/// What the runtime did with the recovery machine's commands, and when
+/// (simulated or real time as passed to `run_iteration`, ns), to measure
+/// crash → resumed service (issue 11).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct UnwiredCommands {
-    /// `CommitPending` commands taken but not applied to the host log.
-    pub commit_pending: u64,
-    /// `DropPending` commands taken but not applied to the host log.
-    pub drop_pending: u64,
-    /// `Promote` commands taken. The promotion itself is the placement
-    /// switch every node makes at `Resume`; the NIC cache is not touched
-    /// (a backup caches none of its shards' objects).
-    pub promote: u64,
-    /// `FinishCoordinated` commands taken (the coordinator's own deadline
-    /// rules end the transaction; the decision is not applied to it).
-    pub finish_coordinated: u64,
+pub struct RecoveryActions {
+    /// `CommitPending`: decided commit, and this node held the LOG undecided.
+    pub committed_pending: u64,
+    /// `DropPending`: decided abort, and this node held the LOG undecided.
+    pub dropped_pending: u64,
+    /// `CommitPending`/`DropPending` for a transaction already decided here.
+    pub already_decided: u64,
+    /// `FinishCoordinated` for a transaction this coordinator still held.
+    pub finished_coordinated: u64,
     /// Of those, decided commit.
-    pub finish_committed: u64,
+    pub finished_committed: u64,
+    /// Shards this node was promoted to serve as primary.
+    pub promoted_shards: u64,
+    /// Cached objects of promoted shards dropped (read from the host table
+    /// from then on).
+    pub promoted_objects_dropped: u64,
+    /// Iterations that held recovery's next command back until the host
+    /// applied every decision recorded here.
+    pub settle_waits: u64,
+    /// When the last recovery epoch began here (ns).
+    pub last_begun_ns: Nanos,
+    /// When the last recovery epoch resumed here (ns).
+    pub last_resumed_ns: Nanos,
+    /// When this node's coordinator first committed a transaction after the
+    /// last resume (ns); 0 until it did.
+    pub first_commit_after_resume_ns: Nanos,
 }
 
 impl super::NicRuntime {
@@ -241,9 +257,9 @@ impl super::NicRuntime {
         self.recovery.stats()
     }
 
-    /// Recovery commands taken but not carried out yet, by kind.
-    pub fn recovery_unwired(&self) -> UnwiredCommands {
-        self.unwired
+    /// What the runtime did with recovery's commands, and when.
+    pub fn recovery_actions(&self) -> RecoveryActions {
+        self.actions
     }
 
     /// Moves the nodes recovery suspects (silent during an epoch change)
@@ -258,38 +274,81 @@ impl super::NicRuntime {
     }
 
     /// Recovery messages and timeouts; carries out the commands that change
-    /// local state (see [`RecoveryRuntime::take_command`]).
+    /// local state (see [`RecoveryRuntime::take_command`]). A command after
+    /// a recorded decision waits until the host applied it (the `Applied`
+    /// answer, and the resume, promise that the host table holds every
+    /// decision: `Server::appends_settled`).
     pub(super) fn poll_recovery(&mut self, now: Nanos) -> bool {
         let mut work = self.recovery.step(now);
-        while let Some(c) = self.recovery.take_command(&mut self.io.net) {
+        loop {
+            if self.recovery.machine().commands_pending() > 0
+                && !self.server.appends_settled(self.host_applied)
+            {
+                self.actions.settle_waits += 1;
+                break;
+            }
+            let Some(c) = self.recovery.take_command(&mut self.io.net) else {
+                break;
+            };
             work = true;
-            self.recovery_command(c);
+            self.recovery_command(now, c);
+        }
+        if self.actions.first_commit_after_resume_ns == 0
+            && self.actions.last_resumed_ns != 0
+            && self.coordinator.stats().committed > self.committed_at_resume
+        {
+            self.actions.first_commit_after_resume_ns = now;
         }
         work
     }
 
-    /// What this node knows at an epoch change: its coordinator's
-    /// transactions in flight. (Records its host log holds are not gathered
-    /// yet: LOG does not carry the written-shard set; see the module docs.)
-    pub(super) fn local_evidence(&self) -> LocalEvidence {
+    /// What this node knows at an epoch change with the nodes of `failed`
+    /// crashed: its coordinator's transactions in flight, and the records
+    /// its host log holds (pending LOG records; decisions of the failed
+    /// coordinators' transactions), up to the machine's bound.
+    pub(super) fn local_evidence(&self, failed: NodeMask) -> LocalEvidence {
         let mut local = LocalEvidence::default();
         self.coordinator
             .evidence(self.io.node, &self.io.placement, &mut local.coordinated);
+        let room = LOCAL_EVIDENCE_ENTRIES_MAX.saturating_sub(local.coordinated.len());
+        self.server
+            .recovery_evidence(failed, room, &mut local.records);
         local
     }
 
     /// Carries out one command that changes local state.
-    pub(super) fn recovery_command(&mut self, c: RecoveryCommand) {
-        let u = &mut self.unwired;
+    pub(super) fn recovery_command(&mut self, now: Nanos, c: RecoveryCommand) {
+        let a = &mut self.actions;
         match c {
-            RecoveryCommand::CommitPending { .. } => u.commit_pending += 1,
-            RecoveryCommand::DropPending { .. } => u.drop_pending += 1,
-            RecoveryCommand::Promote { .. } => u.promote += 1,
-            // The coordinator's deadline rules already ended (and reported)
-            // its transactions with failed peers.
-            RecoveryCommand::FinishCoordinated { commit, .. } => {
-                u.finish_coordinated += 1;
-                u.finish_committed += commit as u64;
+            RecoveryCommand::CommitPending { tx_id } | RecoveryCommand::DropPending { tx_id } => {
+                let commit = matches!(c, RecoveryCommand::CommitPending { .. });
+                if self
+                    .server
+                    .apply_recovered(&mut self.io, &mut self.index, tx_id, commit)
+                {
+                    a.committed_pending += commit as u64;
+                    a.dropped_pending += !commit as u64;
+                } else {
+                    a.already_decided += 1;
+                }
+            }
+            RecoveryCommand::FinishCoordinated { tx_id, commit } => {
+                if self
+                    .coordinator
+                    .finish_recovered(&mut self.io, tx_id, commit)
+                {
+                    a.finished_coordinated += 1;
+                    a.finished_committed += commit as u64;
+                }
+            }
+            // Xenic §4.2.1: the new primary serves the shard from its host
+            // table, which holds every decided write; nothing it cached of
+            // the shard is trusted.
+            RecoveryCommand::Promote { shard } => {
+                let placement = self.io.placement;
+                a.promoted_shards += 1;
+                a.promoted_objects_dropped +=
+                    self.index.forget_where(|k| placement.shard(k) == shard) as u64;
             }
             // Every node serves the epoch's placement from now on: the
             // first surviving replica of each shard is its primary.
@@ -297,6 +356,9 @@ impl super::NicRuntime {
                 let failed = self.recovery.machine().view().failed();
                 self.io.placement = self.io.placement.with_failed(failed);
                 self.recovery.resume();
+                a.last_resumed_ns = now;
+                a.first_commit_after_resume_ns = 0;
+                self.committed_at_resume = self.coordinator.stats().committed;
             }
             RecoveryCommand::Send { .. } | RecoveryCommand::SuspectNode { .. } => {}
         }

@@ -1,7 +1,7 @@
 //! Message bodies: [`Body`], [`ReplyStatus`] and the validated key, item and
 //! version lists with their iterators.
 
-use super::{MsgKind, ITEMS_PER_MESSAGE_MAX};
+use super::{MsgKind, NodeMask, ITEMS_PER_MESSAGE_MAX};
 use crate::error::{DecodeError, Reader};
 use crate::key::{Key, KEY_BYTES};
 use crate::meta::ObjectMeta;
@@ -224,6 +224,10 @@ pub enum Body<'a> {
     Log {
         /// Transaction id.
         tx_id: u64,
+        /// Every shard the transaction writes (issue 11 recovery evidence,
+        /// FaRM's LOCK records carry the same); empty when the sender did
+        /// not say.
+        write_shards: NodeMask,
         /// New values with their new versions.
         items: ItemList<'a>,
     },
@@ -334,6 +338,7 @@ impl<'a> Body<'a> {
             },
             MsgKind::Log => Body::Log {
                 tx_id,
+                write_shards: NodeMask(r.u16()?),
                 items: read_items(&mut r)?,
             },
             MsgKind::LogAck => Body::LogAck {

@@ -33,7 +33,7 @@
 //! | ExecuteResp | execution | tx_id, status u8, n u16, items |
 //! | Validate | commit | tx_id, n u16, (key, version u64)… |
 //! | ValidateResp | commit | tx_id, status u8 |
-//! | Log | commit | tx_id, n u16, items |
+//! | Log | commit | tx_id, write_shards u16 ([`NodeMask`]), n u16, items |
 //! | LogAck | commit | tx_id, status u8 |
 //! | Commit | commit | tx_id, n u16, items |
 //! | CommitAck | commit | tx_id, status u8 |

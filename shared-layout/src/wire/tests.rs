@@ -32,10 +32,17 @@ fn execute_round_trip() {
 #[test]
 fn items_reject_oversized_value_length() {
     let mut w = BodyWriter::new();
-    w.begin_items(MsgKind::Log, 1);
+    w.begin_log(1, NodeMask(0b101));
     w.push_item(&Key::new(0, 1), ObjectMeta(3), b"abc");
     let mut bytes = w.bytes().to_vec();
-    let len_at = 8 + 2 + KEY_BYTES + 8;
+    let len_at = 8 + 2 + 2 + KEY_BYTES + 8;
+    assert!(matches!(
+        Body::decode(MsgKind::Log, &bytes),
+        Ok(Body::Log {
+            write_shards: NodeMask(0b101),
+            ..
+        })
+    ));
     bytes[len_at..len_at + 2].copy_from_slice(&(VALUE_BYTES_MAX as u16 + 1).to_le_bytes());
     assert!(matches!(
         Body::decode(MsgKind::Log, &bytes),

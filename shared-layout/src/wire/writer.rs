@@ -1,6 +1,6 @@
 //! [`BodyWriter`]: encodes message bodies.
 
-use super::{MsgKind, ReplyStatus, ITEMS_PER_MESSAGE_MAX};
+use super::{MsgKind, NodeMask, ReplyStatus, ITEMS_PER_MESSAGE_MAX};
 use crate::key::{Key, KEY_BYTES};
 use crate::meta::ObjectMeta;
 use crate::VALUE_BYTES_MAX;
@@ -121,7 +121,8 @@ impl BodyWriter {
         self.bump(false);
     }
 
-    /// Starts a LOG (`kind = Log`) or COMMIT (`kind = Commit`) body.
+    /// Starts a LOG (`kind = Log`, no written-shard set: see
+    /// [`BodyWriter::begin_log`]) or COMMIT (`kind = Commit`) body.
     ///
     /// # Panics
     /// If `kind` is neither.
@@ -130,7 +131,18 @@ impl BodyWriter {
             matches!(kind, MsgKind::Log | MsgKind::Commit),
             "not an item message"
         );
+        if kind == MsgKind::Log {
+            return self.begin_log(tx_id, NodeMask::EMPTY);
+        }
         self.begin(kind, tx_id);
+        self.open_count();
+    }
+
+    /// Starts a LOG body naming every shard the transaction writes
+    /// (`write_shards`, the evidence crash recovery needs: issue 11).
+    pub fn begin_log(&mut self, tx_id: u64, write_shards: NodeMask) {
+        self.begin(MsgKind::Log, tx_id);
+        self.buf.extend_from_slice(&write_shards.0.to_le_bytes());
         self.open_count();
     }
 

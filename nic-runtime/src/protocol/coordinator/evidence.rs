@@ -1,8 +1,10 @@
 //! What a surviving coordinator reports at an epoch change (issue 11
-//! recovery, Xenic §4.2.1): one [`CoordEvidence`] per transaction in flight.
+//! recovery, Xenic §4.2.1): one [`CoordEvidence`] per transaction in flight,
+//! and how it ends the transactions recovery decided.
 
-use super::{Coordinator, Phase};
+use super::{bit, send_each, Coordinator, Phase};
 use crate::placement::Placement;
+use crate::protocol::Io;
 use splitkv_layout::host_nic::TxStatus;
 use splitkv_layout::wire::{CoordEvidence, CoordPhase, NodeId, NodeMask, Outcome};
 
@@ -40,5 +42,50 @@ impl Coordinator {
                 write_shards,
             });
         }
+    }
+}
+
+impl Coordinator {
+    /// Crash recovery decided `tx_id`, which this coordinator still holds
+    /// (issue 11; every live node recorded the decision before this is
+    /// called). Commit: the replicas' recovery commits released the locks of
+    /// the written keys, so only the keys locked and not written are
+    /// released here (an ABORT naming them, as at a normal commit). Abort:
+    /// an ABORT goes to every primary that holds locks and every replica
+    /// sent the LOG (their recorded decision makes it a no-op there). The
+    /// client hears [`TxStatus::Committed`] or [`TxStatus::Unavailable`]
+    /// unless it was told already (an "unknown outcome" stays the only
+    /// answer), and the slot is freed. Returns whether `tx_id` was held.
+    pub fn finish_recovered(&mut self, io: &mut Io, tx_id: u64, commit: bool) -> bool {
+        let Some(slot) = self.lookup(io.node, tx_id) else {
+            return false;
+        };
+        self.stats.recovered += 1;
+        if !commit {
+            self.abort(
+                io,
+                slot,
+                TxStatus::Unavailable,
+                b"aborted by crash recovery",
+            );
+            return true;
+        }
+        let t = &mut self.txs[slot];
+        let (locked, plan, writes) = (t.locked, &t.plan, &t.writes);
+        send_each(io, |w, placement, p| {
+            w.begin_abort(tx_id);
+            let mut any = false;
+            for k in plan.writes.iter().filter(|k| placement.primary(k) == p) {
+                if writes.iter().all(|(written, _)| written != k) {
+                    w.push_abort_key(k);
+                    any = true;
+                }
+            }
+            locked & bit(p) != 0 && any
+        });
+        let result = t.result.clone();
+        self.tell(slot, TxStatus::Committed, result);
+        self.release(slot);
+        true
     }
 }

@@ -32,7 +32,7 @@ use crate::protocol::LOG_BACKUPS_ONLY;
 use splitkv_layout::log_record::{
     log_entry_bytes_max, LogKind, LogRecord, LOG_RECORD_HEADER_BYTES,
 };
-use splitkv_layout::wire::{ItemList, MsgKind, NodeId, ReplyStatus};
+use splitkv_layout::wire::{ItemList, MsgKind, NodeId, NodeMask, RecordKind, ReplyStatus};
 
 impl Server {
     /// Steps 4 (every replica, LOG) and 6 (every replica, COMMIT): write the
@@ -65,6 +65,9 @@ impl Server {
                 TxState::Logging
             },
         );
+        if kind == OpKind::Commit {
+            self.hold_decision(tx_id, RecordKind::Commit);
+        }
         for it in items.iter() {
             index.prefetch(&it.key);
         }
@@ -105,17 +108,30 @@ impl Server {
         self.submit_append(io, slot);
     }
 
-    /// ABORT of a transaction whose LOG this node took: appends a
-    /// [`LogKind::Abort`] decision record so the host worker drops the
-    /// pending records (no answer is sent). Without a free slot the record
-    /// is not written and the pending records stay until recovery decides
-    /// them (counted in [`ServerStats::busy_refusals`]).
-    pub(super) fn append_abort(&mut self, io: &mut Io, src: NodeId, tx_id: u64) {
-        let Some(slot) = self.alloc(OpKind::Abort, src, tx_id) else {
+    /// The decision (`kind`: [`LogKind::Commit`] or [`LogKind::Abort`]) of a
+    /// transaction whose LOG this node took, decided elsewhere (an ABORT
+    /// after LOG, or crash recovery): appends the decision record so the
+    /// host worker applies or drops the pending records (no answer is
+    /// sent). Without a free slot it waits in a queue of at most one entry
+    /// per coordinator slot, retried with the deferred requests.
+    pub(super) fn append_decision(&mut self, io: &mut Io, src: NodeId, tx_id: u64, kind: LogKind) {
+        let Some(slot) = self.alloc(OpKind::Decision, src, tx_id) else {
+            if self.decisions_waiting.len() < super::SERVER_OPS_MAX {
+                self.decisions_waiting.push_back((src, tx_id, kind));
+            }
             return;
         };
-        LogRecord::decision(LogKind::Abort, tx_id).encode(&mut self.ops[slot].entry);
+        LogRecord::decision(kind, tx_id).encode(&mut self.ops[slot].entry);
         self.submit_append(io, slot);
+    }
+
+    /// Records that this node's record of `tx_id`, if it holds its LOG, is
+    /// now decided `kind` (recovery evidence).
+    pub(super) fn hold_decision(&mut self, tx_id: u64, kind: RecordKind) {
+        if let Some(h) = self.txs.held(tx_id) {
+            self.txs.hold(tx_id, kind, NodeMask::EMPTY, NodeMask::EMPTY);
+            debug_assert!(self.txs.held(tx_id).is_some_and(|n| n.shards == h.shards));
+        }
     }
 
     /// The checks of the module docs, before anything changes.
@@ -217,6 +233,7 @@ impl Server {
     ) {
         let op = &self.ops[slot];
         let (kind, tx_id, src) = (op.kind, op.tx_id, op.src);
+        self.appended_tail = self.appended_tail.max(tail);
         if kind == OpKind::Commit || LOG_BACKUPS_ONLY {
             for (k, m) in op.keys.iter().zip(&op.metas) {
                 index.set_pin(*k, m.version(), tail);
@@ -233,11 +250,16 @@ impl Server {
             OpKind::Log => {
                 match self.txs.state(tx_id) {
                     Some(TxState::Logging) => self.txs.set(tx_id, TxState::Logged),
-                    // Aborted while its records were being appended: the
-                    // ABORT record goes after them.
+                    // Decided (aborted, or by recovery) while its records
+                    // were being appended: the decision record goes after
+                    // them, and the coordinator needs no answer.
                     Some(TxState::Finished) if !LOG_BACKUPS_ONLY => {
                         self.release(slot);
-                        self.append_abort(io, src, tx_id);
+                        let decision = match self.txs.held(tx_id).map(|h| h.kind) {
+                            Some(RecordKind::Commit) => LogKind::Commit,
+                            _ => LogKind::Abort,
+                        };
+                        self.append_decision(io, src, tx_id, decision);
                         return;
                     }
                     _ => {}

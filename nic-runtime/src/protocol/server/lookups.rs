@@ -95,6 +95,12 @@ impl Server {
 
     /// Resubmits requests the DMA engine refused while full.
     pub fn retry_deferred(&mut self, io: &mut Io, index: &mut NicIndex) {
+        for _ in 0..self.decisions_waiting.len() {
+            let Some((src, tx_id, kind)) = self.decisions_waiting.pop_front() else {
+                break;
+            };
+            self.append_decision(io, src, tx_id, kind);
+        }
         let n = self.deferred.len();
         for _ in 0..n {
             let Some((slot, gen)) = self.deferred.pop_front() else {
@@ -104,7 +110,7 @@ impl Server {
                 continue;
             }
             match self.ops[slot].kind {
-                OpKind::Log | OpKind::Commit | OpKind::Abort => self.submit_append(io, slot),
+                OpKind::Log | OpKind::Commit | OpKind::Decision => self.submit_append(io, slot),
                 OpKind::Execute | OpKind::Validate => {
                     for i in 0..self.ops[slot].keys.len() {
                         if let Some((v, n)) = self.ops[slot].queued[i].take() {
@@ -126,7 +132,7 @@ impl Server {
         }
         let append = matches!(
             self.ops[slot].kind,
-            OpKind::Log | OpKind::Commit | OpKind::Abort
+            OpKind::Log | OpKind::Commit | OpKind::Decision
         );
         match (&c.result, append) {
             (Ok(DmaDone::Appended { tail }), true) => self.finish_append(io, index, slot, *tail),

@@ -1,10 +1,22 @@
-//! Locks of transactions whose coordinator crashed (issue 11 recovery,
-//! Xenic §4.2.1): released at this primary when the transaction cannot
-//! have reached its commit point.
+//! The server's part of crash recovery (issue 11, Xenic §4.2.1): the records
+//! this node holds as evidence, the decisions recovery makes for them, and
+//! the locks of transactions whose coordinator crashed.
+//!
+//! A transaction whose LOG this node took keeps its locks (at a primary)
+//! and its pending records (in the host log) until a decision: its
+//! coordinator's COMMIT or ABORT, or recovery's
+//! ([`Server::apply_recovered`]). A recovery decision appends the decision
+//! record, releases every lock the transaction holds here and drops the
+//! cached objects of those keys, so that they are read from the host table,
+//! which holds the decided values once the host worker applied the record
+//! ([`Server::appends_settled`]; the runtime answers recovery only then).
 
 use super::txs::TxState;
 use super::Server;
 use crate::index::NicIndex;
+use crate::protocol::Io;
+use splitkv_layout::log_record::LogKind;
+use splitkv_layout::wire::{NodeMask, RecordEvidence, RecordKind};
 
 impl Server {
     /// A new epoch left the coordinators of `failed` (a mask by node id)
@@ -33,5 +45,104 @@ impl Server {
         }
         self.stats.orphan_locks_released += released.len() as u64;
         released.len()
+    }
+
+    /// Appends this node's records to `out`, one per `(transaction,
+    /// shard)`, at most `max` in all (pending LOG records first): every
+    /// pending LOG record, and the COMMIT or ABORT records of transactions
+    /// whose coordinator is in `failed` (a live coordinator's own report
+    /// speaks for the others). Returns the records left out for want of room.
+    pub fn recovery_evidence(
+        &self,
+        failed: NodeMask,
+        max: usize,
+        out: &mut Vec<RecordEvidence>,
+    ) -> usize {
+        let mut left_out = 0;
+        for pass in [true, false] {
+            for (tx_id, held) in self.txs.held_all() {
+                let pending = held.kind == RecordKind::Log;
+                let wanted = if pass {
+                    pending
+                } else {
+                    !pending && failed.contains((tx_id >> 48) as u16)
+                };
+                if !wanted {
+                    continue;
+                }
+                for shard in held.shards.iter() {
+                    if out.len() >= max {
+                        left_out += 1;
+                        continue;
+                    }
+                    out.push(RecordEvidence {
+                        tx_id,
+                        shard,
+                        kind: held.kind,
+                        write_shards: held.write_shards,
+                    });
+                }
+            }
+        }
+        left_out
+    }
+
+    /// Recovery decided `tx_id` (`commit` or not): if its LOG is here and
+    /// undecided, appends the decision record (after the LOG records, if
+    /// they are still being appended), releases every lock it holds here
+    /// and drops those keys' cached objects (module docs). Returns whether
+    /// the decision changed anything here (a transaction decided here
+    /// already, by its coordinator, is left alone).
+    pub fn apply_recovered(
+        &mut self,
+        io: &mut Io,
+        index: &mut NicIndex,
+        tx_id: u64,
+        commit: bool,
+    ) -> bool {
+        let state = self.txs.state(tx_id);
+        if !matches!(state, Some(TxState::Logging | TxState::Logged)) {
+            return false;
+        }
+        let (kind, record) = if commit {
+            (LogKind::Commit, RecordKind::Commit)
+        } else {
+            (LogKind::Abort, RecordKind::Abort)
+        };
+        self.txs.set(tx_id, TxState::Finished);
+        self.hold_decision(tx_id, record);
+        if state == Some(TxState::Logged) {
+            self.append_decision(io, io.node, tx_id, kind);
+        }
+        let mut released = Vec::new();
+        index.unlock_where(|holder| holder == tx_id, &mut released);
+        for (k, _) in &released {
+            if commit {
+                self.room.committed(k, tx_id);
+            } else {
+                self.room.released(k, tx_id);
+            }
+        }
+        if commit {
+            released.iter().for_each(|(k, _)| _ = index.forget(k));
+        }
+        self.stats.recovered_decisions += 1;
+        true
+    }
+
+    /// Whether every host-log append this node started has completed and
+    /// the host worker has applied the log through it (`host_applied`: the
+    /// position of its last `LogApplied`): then the host table holds every
+    /// decision recorded here.
+    pub fn appends_settled(&self, host_applied: u64) -> bool {
+        self.decisions_waiting.is_empty()
+            && !self.ops.iter().any(|op| {
+                op.active
+                    && matches!(
+                        op.kind,
+                        super::OpKind::Log | super::OpKind::Commit | super::OpKind::Decision
+                    )
+            })
+            && host_applied >= self.appended_tail
     }
 }

@@ -10,10 +10,17 @@
 //! here, is late or duplicated: an EXECUTE then would take locks nobody
 //! releases, and a LOG would leave a pending record nobody decides, so the
 //! server refuses both. The table holds one entry per slot:
-//! [`NODES_MAX`] × [`TX_INFLIGHT_MAX`] entries of 8 bytes, allocated once.
+//! [`NODES_MAX`] × [`TX_INFLIGHT_MAX`] entries of 16 bytes, allocated once.
+//!
+//! Each entry also says which record this node's host log holds for that
+//! transaction ([`Held`]): the evidence crash recovery reads (issue 11,
+//! Xenic §4.2.1). It is reset when a newer generation of the slot arrives,
+//! which its coordinator starts only after every replica acknowledged the
+//! previous one's decision.
 
 use crate::placement::NODES_MAX;
 use crate::protocol::coordinator::TX_INFLIGHT_MAX;
+use splitkv_layout::wire::{NodeMask, RecordKind};
 
 /// How far the newest transaction of one coordinator slot got at this node.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -38,17 +45,40 @@ fn newer(a: u32, b: u32) -> bool {
     (a.wrapping_sub(b) as i32) > 0
 }
 
+/// The record this node's host log holds for a transaction: its kind (the
+/// latest one: a LOG, then its COMMIT or ABORT decision), the shards of the
+/// keys it logged here, and every shard the transaction writes (as its LOG
+/// said).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) struct Held {
+    pub(super) kind: RecordKind,
+    pub(super) shards: NodeMask,
+    pub(super) write_shards: NodeMask,
+}
+
+#[derive(Debug, Clone, Copy)]
+struct Entry {
+    gen: u32,
+    state: TxState,
+    held: Option<Held>,
+}
+
 /// The per-slot table (module docs).
 #[derive(Debug)]
 pub(super) struct TxTable {
-    entries: Vec<(u32, TxState)>,
+    entries: Vec<Entry>,
 }
 
 impl TxTable {
     /// Every slot at generation 0, finished (coordinators start at 1).
     pub(super) fn new() -> TxTable {
+        let e = Entry {
+            gen: 0,
+            state: TxState::Finished,
+            held: None,
+        };
         TxTable {
-            entries: vec![(0, TxState::Finished); NODES_MAX * TX_INFLIGHT_MAX],
+            entries: vec![e; NODES_MAX * TX_INFLIGHT_MAX],
         }
     }
 
@@ -68,7 +98,9 @@ impl TxTable {
     #[inline]
     pub(super) fn state(&self, tx_id: u64) -> Option<TxState> {
         let (i, gen) = Self::at(tx_id)?;
-        let (seen, state) = self.entries[i];
+        let Entry {
+            gen: seen, state, ..
+        } = self.entries[i];
         if newer(gen, seen) {
             Some(TxState::Active)
         } else if gen == seen {
@@ -89,11 +121,64 @@ impl TxTable {
     #[inline]
     pub(super) fn set(&mut self, tx_id: u64, state: TxState) {
         if let Some((i, gen)) = Self::at(tx_id) {
-            let seen = self.entries[i].0;
-            if gen == seen || newer(gen, seen) {
-                self.entries[i] = (gen, state);
+            let e = &mut self.entries[i];
+            if newer(gen, e.gen) {
+                *e = Entry {
+                    gen,
+                    state,
+                    held: None,
+                };
+            } else if gen == e.gen {
+                e.state = state;
             }
         }
+    }
+
+    /// The record this node holds for `tx_id`, if any (none for a
+    /// superseded or malformed id).
+    pub(super) fn held(&self, tx_id: u64) -> Option<Held> {
+        let (i, gen) = Self::at(tx_id)?;
+        let e = &self.entries[i];
+        (e.gen == gen).then_some(e.held).flatten()
+    }
+
+    /// Records that this node's host log holds (or is being given) a record
+    /// of `kind` for `tx_id`, for keys of `shards`; `write_shards` are added
+    /// to those already known. Ignored for a superseded or malformed id.
+    pub(super) fn hold(
+        &mut self,
+        tx_id: u64,
+        kind: RecordKind,
+        shards: NodeMask,
+        write_shards: NodeMask,
+    ) {
+        let Some((i, gen)) = Self::at(tx_id) else {
+            return;
+        };
+        let e = &mut self.entries[i];
+        if gen != e.gen {
+            return;
+        }
+        let old = e.held.unwrap_or(Held {
+            kind,
+            shards: NodeMask::EMPTY,
+            write_shards: NodeMask::EMPTY,
+        });
+        e.held = Some(Held {
+            kind,
+            shards: NodeMask(old.shards.0 | shards.0),
+            write_shards: NodeMask(old.write_shards.0 | write_shards.0 | shards.0),
+        });
+    }
+
+    /// Every transaction with a record here, as `(tx_id, held)`.
+    pub(super) fn held_all(&self) -> impl Iterator<Item = (u64, Held)> + '_ {
+        self.entries.iter().enumerate().filter_map(|(i, e)| {
+            let held = e.held?;
+            let node = (i / TX_INFLIGHT_MAX) as u64;
+            let slot = (i % TX_INFLIGHT_MAX) as u64;
+            Some(((node << 48) | (slot << 32) | e.gen as u64, held))
+        })
     }
 }
 
