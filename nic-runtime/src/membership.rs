@@ -135,7 +135,8 @@ pub const RENEW_EVERY_NS_DEFAULT: Nanos = 2_500_000;
 pub struct AgentStats {
     /// Renewals asked for.
     pub renewals: u64,
-    /// Suspects reported (peers whose sessions failed).
+    /// Suspects reported (peers whose sessions failed, and nodes recovery
+    /// found silent during an epoch change).
     pub suspects_reported: u64,
     /// New configurations applied to the runtime.
     pub configurations: u64,
@@ -154,6 +155,8 @@ pub struct MembershipAgent {
     renew_every_ns: Nanos,
     next_renew: Nanos,
     events: Vec<crate::net::session::SessionEvent>,
+    /// Nodes the runtime's recovery suspects (silent during an epoch change).
+    suspects: Vec<NodeId>,
     removed: Option<MembershipError>,
     stats: AgentStats,
 }
@@ -165,6 +168,7 @@ impl MembershipAgent {
             renew_every_ns: renew_every_ns.max(1),
             next_renew: 0,
             events: Vec::with_capacity(crate::net::session::SESSION_EVENTS_MAX),
+            suspects: Vec::with_capacity(crate::runtime::RECOVERY_SUSPECTS_MAX),
             removed: None,
             stats: AgentStats::default(),
         }
@@ -204,6 +208,13 @@ impl MembershipAgent {
             self.note(m.report_suspect(node, now));
         }
         self.events.clear();
+        nic.drain_recovery_suspects(&mut self.suspects);
+        for i in 0..self.suspects.len() {
+            self.stats.suspects_reported += 1;
+            work = true;
+            self.note(m.report_suspect(self.suspects[i], now));
+        }
+        self.suspects.clear();
         if let Some(c) = m.poll(now) {
             self.stats.configurations += 1;
             work = true;

@@ -6,6 +6,7 @@
 //! then serve again.
 
 use splitkv_layout::host_nic::{HostToNic, LogApplied, NicToHost, TxRequest, TxStatus};
+use splitkv_layout::log_record::{LogKind, LogRecords};
 use splitkv_layout::ring::{ring_pair, RingConsumer, RingProducer};
 use splitkv_layout::robinhood_layout::{TableConfig, TableLayout};
 use splitkv_layout::{Key, Region};
@@ -56,6 +57,8 @@ struct Node {
     outcomes: RingConsumer,
     log: RingConsumer,
     acks: RingProducer,
+    /// Decision records seen in the host log, in order: (kind, tx_id).
+    decisions: Vec<(LogKind, u64)>,
 }
 
 impl Node {
@@ -68,6 +71,12 @@ impl Node {
         let mut popped = false;
         while self.log.try_pop(&mut buf).unwrap() {
             popped = true;
+            for r in LogRecords::new(&buf) {
+                let r = r.unwrap();
+                if r.kind != LogKind::Log {
+                    self.decisions.push((r.kind, r.tx_id));
+                }
+            }
         }
         if popped {
             buf.clear();
@@ -109,6 +118,7 @@ fn node(id: u16, placement: Placement, transport: MemTransport, keys: Vec<Key>) 
         outcomes,
         log,
         acks,
+        decisions: Vec::new(),
     }
 }
 
@@ -339,4 +349,67 @@ fn locks_of_a_crashed_coordinator_without_log_are_released() {
     assert_eq!(n0.nic.index().locks_held(), 0, "no lock outlives the crash");
     assert_eq!(n0.nic.stats().server.orphan_locks_released, 1);
     assert_eq!(n1.nic.stats().server.orphan_locks_released, 0);
+}
+
+#[test]
+fn a_crashed_coordinators_transaction_logged_everywhere_is_committed_by_recovery() {
+    // Node 2 coordinates a write of a key of shard 0 (primary 0, backup 1)
+    // and crashes once both replicas took its LOG, before any COMMIT.
+    let placement = Placement::new(3, 2).unwrap();
+    let keys = vec![key_on(&placement, &[0, 1])];
+    let mut net = mem_network(3);
+    let mut n2 = node(2, placement, net.pop().unwrap(), keys.clone());
+    let mut n1 = node(1, placement, net.pop().unwrap(), keys.clone());
+    let mut n0 = node(0, placement, net.pop().unwrap(), keys);
+    submit(&mut n2, 5);
+    let mut now = 0;
+    let logged = |n: &Node| n.nic.stats().server.log_appends;
+    for _ in 0..TX_ITERATIONS_MAX {
+        if logged(&n0) == 1 && logged(&n1) == 1 {
+            break;
+        }
+        now += STEP_NS;
+        n0.step(now);
+        n1.step(now);
+        n2.step(now);
+    }
+    assert_eq!(
+        (logged(&n0), logged(&n1)),
+        (1, 1),
+        "both replicas took the LOG"
+    );
+    assert_eq!(n0.nic.index().locks_held(), 1, "held until the decision");
+    // Node 2 crashes now: its LOG acknowledgements are never read.
+    let config = Configuration::initial(3).without(1 << 2);
+    n0.nic.apply_configuration(&config);
+    n1.nic.apply_configuration(&config);
+    now = recover(&mut n0, &mut n1, now);
+    let tx = n0.decisions.first().map(|d| d.1);
+    for n in [&n0, &n1] {
+        let a = n.nic.recovery_actions();
+        assert_eq!((a.committed_pending, a.dropped_pending), (1, 0), "{a:?}");
+        assert_eq!(n.decisions, vec![(LogKind::Commit, tx.unwrap())]);
+        assert!(a.last_begun_ns > 0 && a.last_resumed_ns >= a.last_begun_ns);
+    }
+    assert_eq!(tx.map(|t| t >> 48), Some(2), "node 2's transaction");
+    assert_eq!(
+        n0.nic.index().locks_held(),
+        0,
+        "no lock outlives its decision"
+    );
+    // Service goes on: node 1 writes the same key through node 0.
+    submit(&mut n1, 6);
+    let mut seen = None;
+    for _ in 0..TX_ITERATIONS_MAX {
+        now += STEP_NS;
+        n0.step(now);
+        n1.step(now);
+        if let Some(o) = outcome(&mut n1) {
+            seen = Some(o);
+            break;
+        }
+    }
+    assert_eq!(seen, Some((6, TxStatus::Committed)));
+    let first = n1.nic.recovery_actions().first_commit_after_resume_ns;
+    assert!(first > n1.nic.recovery_actions().last_resumed_ns);
 }

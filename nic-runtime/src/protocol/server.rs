@@ -376,11 +376,7 @@ impl Server {
                     io.send(src);
                 }
                 Some(TxState::Active) => {
-                    let shards = items
-                        .iter()
-                        .fold(NodeMask::EMPTY, |m, it| m.with(io.placement.shard(&it.key)));
-                    self.txs.hold(tx_id, RecordKind::Log, shards, write_shards);
-                    self.append(io, index, OpKind::Log, src, tx_id, items)
+                    self.append(io, index, OpKind::Log, src, (tx_id, write_shards), items)
                 }
             },
             // A COMMIT after an ABORT that only released keys it did not
@@ -393,7 +389,10 @@ impl Server {
                     io.w.ack(MsgKind::CommitAck, tx_id, ReplyStatus::Malformed);
                     io.send(src);
                 }
-                Some(_) => self.append(io, index, OpKind::Commit, src, tx_id, items),
+                Some(_) => {
+                    let tx = (tx_id, NodeMask::EMPTY);
+                    self.append(io, index, OpKind::Commit, src, tx, items)
+                }
             },
             Body::Abort { tx_id, keys } => self.abort(io, index, src, tx_id, keys),
             _ => self.stats.malformed += 1,

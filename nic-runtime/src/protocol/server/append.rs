@@ -41,16 +41,19 @@ impl Server {
     /// A COMMIT installs its items (the keys this node is primary of) in the
     /// NIC index, pinned, and appends one [`LogKind::Commit`] decision record;
     /// the locks are released only when that append completed
-    /// ([`Server::finish_append`], Xenic §4.2 step 6).
+    /// ([`Server::finish_append`], Xenic §4.2 step 6). `tx` is the
+    /// transaction id and, for a LOG, every shard it writes (recovery
+    /// evidence, kept with the shards of the records taken here).
     pub(super) fn append(
         &mut self,
         io: &mut Io,
         index: &mut NicIndex,
         kind: OpKind,
         src: NodeId,
-        tx_id: u64,
+        tx: (u64, NodeMask),
         items: ItemList<'_>,
     ) {
+        let (tx_id, write_shards) = tx;
         if let Err(why) = self.check_items(io, index, kind, tx_id, items) {
             return self.refuse_append(io, kind, src, tx_id, why);
         }
@@ -67,6 +70,11 @@ impl Server {
         );
         if kind == OpKind::Commit {
             self.hold_decision(tx_id, RecordKind::Commit);
+        } else {
+            let shards = items
+                .iter()
+                .fold(NodeMask::EMPTY, |m, it| m.with(io.placement.shard(&it.key)));
+            self.txs.hold(tx_id, RecordKind::Log, shards, write_shards);
         }
         for it in items.iter() {
             index.prefetch(&it.key);

@@ -207,6 +207,27 @@ mod tests {
     }
 
     #[test]
+    fn records_held_follow_the_generation() {
+        let mut t = TxTable::new();
+        let (tx, next) = (id(2, 5, 7), id(2, 5, 8));
+        t.hold(tx, RecordKind::Log, NodeMask(0b01), NodeMask(0b11));
+        assert_eq!(t.held(tx), None, "a generation not seen yet holds nothing");
+        t.set(tx, TxState::Logging);
+        t.hold(tx, RecordKind::Log, NodeMask(0b01), NodeMask(0b11));
+        t.hold(tx, RecordKind::Commit, NodeMask::EMPTY, NodeMask::EMPTY);
+        let held = Held {
+            kind: RecordKind::Commit,
+            shards: NodeMask(0b01),
+            write_shards: NodeMask(0b11),
+        };
+        assert_eq!(t.held(tx), Some(held));
+        assert_eq!(t.held_all().collect::<Vec<_>>(), vec![(tx, held)]);
+        t.set(next, TxState::Active);
+        assert_eq!((t.held(tx), t.held(next)), (None, None));
+        assert_eq!(t.held_all().count(), 0);
+    }
+
+    #[test]
     fn wraps_and_refuses_out_of_range_ids() {
         let mut t = TxTable::new();
         for gen in [1, 0x8000_0000, u32::MAX] {
