@@ -3,10 +3,11 @@
 //! sim loop, the crashed node is configured out (epoch 2 at every survivor),
 //! the run ends once every surviving client has its outcomes, and the checks
 //! read the survivors through the final configuration's placement view
-//! (a shard's primary is its first surviving replica). Recovery is not wired
-//! in yet, so a crashed coordinator's locks stay and its transactions stay
-//! undecided: the checks must pass anyway, and must still fail on a
-//! corrupted survivor row.
+//! (a shard's primary is its first surviving replica). Every survivor runs
+//! a recovery epoch (Xenic §4.2.1: evidence, decisions, promotion, resume)
+//! and serves again; the checks pass, and still fail on a corrupted
+//! survivor row. One test measures crash → resumed service in simulated
+//! time.
 
 mod history_support;
 
@@ -37,12 +38,13 @@ fn crash_config(mix: FaultMix, seed: u64) -> SimConfig {
 }
 
 /// Runs `cluster` under `cfg` with the membership in the loop; returns the
-/// crashed node. Panics if the run stalls or nothing crashed.
+/// crashed node and when it crashed (virtual ns). Panics if the run stalls
+/// or nothing crashed.
 fn run_crashed<W: Workload>(
     cluster: &mut BenchCluster<W>,
     net: &SimNetwork,
     cfg: SimConfig,
-) -> u16 {
+) -> (u16, u64) {
     let mut sim = cluster.sim(cfg);
     let lease = LeaseConfig::new(cluster.spec.nodes, cfg.seed);
     let mut m = SimNodesMembership::new(lease).expect("lease config");
@@ -50,7 +52,7 @@ fn run_crashed<W: Workload>(
         panic!("seed {}: {e}\n{}", cfg.seed, net.trace().tail(40));
     }
     cluster.finish(sim.now());
-    let &[(crashed, _)] = sim.crashed() else {
+    let &[(crashed, crashed_ns)] = sim.crashed() else {
         panic!("one crash expected: {:?}", sim.crashed());
     };
     assert!(cluster.failed.contains(crashed));
@@ -64,10 +66,10 @@ fn run_crashed<W: Workload>(
             assert!(agent.stats().renewals > 0 && agent.removed().is_none());
         }
     }
-    crashed
+    (crashed, crashed_ns)
 }
 
-fn smallbank(seed: u64, mix: FaultMix) -> (SmallbankCluster, u16) {
+fn smallbank(seed: u64, mix: FaultMix) -> (SmallbankCluster, u16, u64) {
     let mut spec = ClusterSpec::new();
     spec.inflight_per_node = 4;
     spec.seed = seed;
@@ -77,8 +79,8 @@ fn smallbank(seed: u64, mix: FaultMix) -> (SmallbankCluster, u16) {
     let cfg = crash_config(mix, seed);
     let w = Smallbank::new(300, Some(20)).expect("accounts");
     let (mut cluster, net) = SmallbankCluster::build_on_sim(spec, w, cfg).expect("build");
-    let crashed = run_crashed(&mut cluster, &net, cfg);
-    (cluster, crashed)
+    let (crashed, crashed_ns) = run_crashed(&mut cluster, &net, cfg);
+    (cluster, crashed, crashed_ns)
 }
 
 /// Rewrites `key` at `node` with `version` and `value`.
@@ -119,7 +121,7 @@ fn crash_mixes_smallbank_ends_and_checks_pass_over_the_survivors() {
         (FaultMix::Crash, 2),
         (FaultMix::All, 3),
     ] {
-        let (cluster, crashed) = smallbank(seed, mix);
+        let (cluster, crashed, _) = smallbank(seed, mix);
         let money = cluster
             .check()
             .unwrap_or_else(|e| panic!("{mix} {seed}: money: {e}"));
@@ -137,7 +139,7 @@ fn crash_mixes_smallbank_ends_and_checks_pass_over_the_survivors() {
 
 #[test]
 fn corrupted_survivor_rows_fail_the_checks_and_crashed_rows_are_not_read() {
-    let (mut cluster, crashed) = smallbank(4, FaultMix::Crash);
+    let (mut cluster, crashed, _) = smallbank(4, FaultMix::Crash);
     cluster
         .check_replicas()
         .expect("agreement before corruption");
@@ -187,7 +189,7 @@ fn crash_mix_list_append_history_passes_and_a_corrupted_row_fails() {
         s.session_silence_ns = Some(SILENCE_NS);
         let (mut cluster, net): (HistoryCluster, SimNetwork) =
             HistoryCluster::build_on_sim(s, workload, cfg).expect("build");
-        run_crashed(&mut cluster, &net, cfg);
+        _ = run_crashed(&mut cluster, &net, cfg);
         let report = cluster
             .check()
             .unwrap_or_else(|e| panic!("seed {seed}: history: {e}"));
@@ -205,6 +207,47 @@ fn crash_mix_list_append_history_passes_and_a_corrupted_row_fails() {
         assert!(
             cluster.check().is_err(),
             "seed {seed}: corrupted row passed"
+        );
+    }
+}
+
+/// Crash → resumed service in simulated time (issue 11, target under
+/// 100 ms): detection (a lapsed lease or a silent session) and the new
+/// configuration, then the recovery epoch, until every survivor resumed,
+/// and until the first transaction a survivor committed afterwards.
+#[test]
+fn crash_to_resumed_service_is_measured_in_simulated_time() {
+    for seed in [1, 2, 7] {
+        let (cluster, crashed, crashed_ns) = smallbank(seed, FaultMix::Crash);
+        let survivors: Vec<_> = (0..3u16)
+            .filter(|&n| n != crashed)
+            .map(|n| cluster.parts.nodes[n as usize].nic.recovery_actions())
+            .collect();
+        let since = |t: u64| t.saturating_sub(crashed_ns) as f64 / 1e6;
+        let begun = survivors.iter().map(|a| a.last_begun_ns).max().unwrap();
+        let resumed = survivors.iter().map(|a| a.last_resumed_ns).max().unwrap();
+        let first = survivors
+            .iter()
+            .map(|a| a.first_commit_after_resume_ns)
+            .filter(|&t| t != 0)
+            .min()
+            .expect("a survivor committed after resuming");
+        assert!(
+            survivors.iter().all(|a| a.last_begun_ns > crashed_ns),
+            "{survivors:?}"
+        );
+        assert!(resumed >= begun && first >= resumed.min(first));
+        eprintln!(
+            "seed {seed}: node {crashed} crashed at {:.3} ms; configured out at every \
+             survivor +{:.3} ms, all resumed +{:.3} ms, first commit after +{:.3} ms",
+            crashed_ns as f64 / 1e6,
+            since(begun),
+            since(resumed),
+            since(first)
+        );
+        assert!(
+            since(resumed) < 100.0,
+            "seed {seed}: over the 100 ms target"
         );
     }
 }
