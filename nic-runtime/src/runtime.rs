@@ -422,10 +422,15 @@ impl NicRuntime {
     fn take_session_events(&mut self) -> bool {
         self.io.net.drain_events(&mut self.events_fresh);
         let any = !self.events_fresh.is_empty();
+        // During recovery the coordinator's transactions wait for its
+        // decisions (see `watch_peers`); the membership still hears.
+        let frozen = self.recovery.paused();
         for ev in self.events_fresh.drain(..) {
             let SessionEvent::PeerFailed { node } = ev;
-            self.coordinator
-                .on_peer_failed(&mut self.io, &self.procedures, node);
+            if !frozen {
+                self.coordinator
+                    .on_peer_failed(&mut self.io, &self.procedures, node);
+            }
             if self.events.len() < SESSION_EVENTS_MAX {
                 self.events.push(ev);
             } else {
@@ -436,11 +441,16 @@ impl NicRuntime {
     }
 
     /// Failed peers and overdue phases end the transactions they hold up
-    /// (see [`crate::protocol::coordinator`]'s `deadline` module).
+    /// (see [`crate::protocol::coordinator`]'s `deadline` module). Not
+    /// during a recovery epoch: the transactions in flight were reported as
+    /// evidence and end by recovery's decisions, so the coordinator takes no
+    /// step of its own on them (nor any response: `Handlers::message`).
     fn watch_peers(&mut self) -> bool {
         let work = self.take_session_events();
-        self.coordinator
-            .check_deadlines(&mut self.io, &self.procedures);
+        if !self.recovery.paused() {
+            self.coordinator
+                .check_deadlines(&mut self.io, &self.procedures);
+        }
         work
     }
 
@@ -624,12 +634,19 @@ impl Handlers<'_> {
             // Counted here; the server refuses it with a reply (never a silent drop).
             *self.bad += 1;
         }
+        // During a recovery epoch (issue 11) this node's evidence is taken:
+        // a LOG arriving now (a retransmission stamped with the new epoch)
+        // is refused, so no record appears that the evidence lacks, and the
+        // coordinator's transactions wait for recovery's decisions.
+        let recovering = self.recovery.paused();
         match body {
+            Body::Log { tx_id, .. } if recovering => self.server.refuse_log(self.io, src, *tx_id),
             Body::Execute { .. }
             | Body::Validate { .. }
             | Body::Log { .. }
             | Body::Commit { .. }
             | Body::Abort { .. } => self.server.handle(self.io, self.index, src, body),
+            _ if recovering => self.coordinator.count_frozen_response(),
             _ => self
                 .coordinator
                 .on_response(self.io, self.procedures, src, body),

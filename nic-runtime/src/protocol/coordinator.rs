@@ -159,6 +159,9 @@ pub struct CoordinatorStats {
     /// Transactions ended by a crash-recovery decision
     /// ([`Coordinator::finish_recovered`]).
     pub recovered: u64,
+    /// Responses dropped because they arrived during a recovery epoch
+    /// (the transactions in flight wait for recovery's decisions).
+    pub frozen_responses: u64,
 }
 
 /// The coordinator role of one node.

@@ -163,6 +163,9 @@ pub struct ServerStats {
     /// Transactions whose LOG was here that crash recovery decided
     /// ([`Server::apply_recovered`]).
     pub recovered_decisions: u64,
+    /// LOGs refused because they arrived during a recovery epoch
+    /// ([`Server::refuse_log`]).
+    pub refused_recovering: u64,
 }
 
 /// The server role of one node.

@@ -51,7 +51,7 @@ impl Coordinator {
     /// called). Commit: the replicas' recovery commits released the locks of
     /// the written keys, so only the keys locked and not written are
     /// released here (an ABORT naming them, as at a normal commit). Abort:
-    /// an ABORT goes to every primary that holds locks and every replica
+    /// an ABORT goes to every primary of the write set and every replica
     /// sent the LOG (their recorded decision makes it a no-op there). The
     /// client hears [`TxStatus::Committed`] or [`TxStatus::Unavailable`]
     /// unless it was told already (an "unknown outcome" stays the only
@@ -62,12 +62,18 @@ impl Coordinator {
         };
         self.stats.recovered += 1;
         if !commit {
-            self.abort(
-                io,
-                slot,
-                TxStatus::Unavailable,
-                b"aborted by crash recovery",
-            );
+            // An EXECUTE may still be on its way to any primary of the
+            // write set: the ABORT follows it in the same session (and a
+            // later copy is refused there as late).
+            let t = &mut self.txs[slot];
+            let placement = io.placement;
+            t.locked |= t
+                .plan
+                .writes
+                .iter()
+                .fold(0, |m, k| m | bit(placement.primary(k)));
+            let why = b"aborted by crash recovery";
+            self.abort(io, slot, TxStatus::Unavailable, why);
             return true;
         }
         let t = &mut self.txs[slot];
@@ -87,5 +93,13 @@ impl Coordinator {
         self.tell(slot, TxStatus::Committed, result);
         self.release(slot);
         true
+    }
+}
+
+impl Coordinator {
+    /// Counts a response dropped during a recovery epoch (the runtime
+    /// hands none to [`Coordinator::on_response`] then).
+    pub fn count_frozen_response(&mut self) {
+        self.stats.frozen_responses += 1;
     }
 }

@@ -16,7 +16,7 @@ use super::Server;
 use crate::index::NicIndex;
 use crate::protocol::Io;
 use splitkv_layout::log_record::LogKind;
-use splitkv_layout::wire::{NodeMask, RecordEvidence, RecordKind};
+use splitkv_layout::wire::{MsgKind, NodeId, NodeMask, RecordEvidence, RecordKind, ReplyStatus};
 
 impl Server {
     /// A new epoch left the coordinators of `failed` (a mask by node id)
@@ -45,6 +45,15 @@ impl Server {
         }
         self.stats.orphan_locks_released += released.len() as u64;
         released.len()
+    }
+
+    /// A LOG that arrives while this node is in a recovery epoch: refused
+    /// with [`ReplyStatus::Busy`] (its evidence is taken; module docs of
+    /// the runtime's dispatch).
+    pub fn refuse_log(&mut self, io: &mut Io, src: NodeId, tx_id: u64) {
+        self.stats.refused_recovering += 1;
+        io.w.ack(MsgKind::LogAck, tx_id, ReplyStatus::Busy);
+        io.send(src);
     }
 
     /// Appends this node's records to `out`, one per `(transaction,
