@@ -413,3 +413,48 @@ fn a_crashed_coordinators_transaction_logged_everywhere_is_committed_by_recovery
     let first = n1.nic.recovery_actions().first_commit_after_resume_ns;
     assert!(first > n1.nic.recovery_actions().last_resumed_ns);
 }
+
+#[test]
+fn a_log_reaching_a_node_in_a_recovery_epoch_is_refused_and_the_transaction_aborts() {
+    // Node 0 is in a recovery epoch (node 2 failed); node 1 is in the same
+    // epoch number but has not learned of the failure, so it still starts
+    // transactions: its write of a key of shard 0 (replicas 0, 1) is
+    // executed at node 0, whose evidence is taken, so node 0 refuses its LOG.
+    let (mut n0, mut n1) = survivors();
+    let config = Configuration::initial(3).without(1 << 2);
+    n0.nic.apply_configuration(&config);
+    n1.nic.apply_configuration(&Configuration {
+        live: 0b111,
+        ..config
+    });
+    assert!(n0.nic.recovering() && !n1.nic.recovering());
+    submit(&mut n1, 8);
+    let mut now = 0;
+    let mut seen = None;
+    for _ in 0..TX_ITERATIONS_MAX {
+        now += STEP_NS;
+        n0.step(now);
+        n1.step(now);
+        if let Some(o) = outcome(&mut n1) {
+            seen = Some(o);
+            break;
+        }
+    }
+    assert_eq!(seen, Some((8, TxStatus::Unavailable)));
+    assert_eq!(n0.nic.stats().server.refused_recovering, 1);
+    assert_eq!(
+        n0.nic.stats().server.log_appends,
+        0,
+        "no record after the evidence"
+    );
+    for _ in 0..20 {
+        now += STEP_NS;
+        n0.step(now);
+        n1.step(now);
+    }
+    assert_eq!(
+        n0.nic.index().locks_held(),
+        0,
+        "the ABORT released its lock"
+    );
+}

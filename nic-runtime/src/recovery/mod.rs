@@ -72,24 +72,51 @@
 //! [`COMMANDS_MAX`] per epoch. Recovery is not on the hot path: it allocates.
 //!
 //! # Wiring (`crate::runtime::recovery`)
-//! Done: [`MsgKind::Recovery`](splitkv_layout::wire::MsgKind::Recovery)
-//! messages on the recovery flow; `NicRuntime::apply_configuration` with
-//! failed nodes begins an epoch and holds new transactions back until
-//! `Resume`; the coordinator's transactions in flight are its evidence; at
-//! `Resume` every node serves `Placement::with_failed` (promotion); a
-//! primary releases the locks of a crashed coordinator's transactions that
-//! have no LOG there.
+//! - Messages: [`MsgKind::Recovery`](splitkv_layout::wire::MsgKind::Recovery)
+//!   on the recovery flow, dispatched to the machine.
+//! - Begin: `NicRuntime::apply_configuration` with failed nodes bumps the
+//!   epoch, lets the coordinator end what its deadline rules end at once
+//!   (`set_live`), releases the locks of failed coordinators' transactions
+//!   that have no LOG at this primary (`Server::release_orphan_locks`),
+//!   gathers the evidence — the coordinator's transactions in flight
+//!   (`Coordinator::evidence`) and the records the server holds
+//!   (`Server::recovery_evidence`: every pending LOG record, and the COMMIT
+//!   and ABORT records of failed coordinators' transactions; each LOG
+//!   carries its transaction's written-shard set) — and begins the epoch.
+//! - During the epoch the evidence stays true: no new transaction starts, a
+//!   LOG that arrives (a retransmission re-stamped with the new epoch) is
+//!   refused as busy, and the coordinator neither takes responses nor runs
+//!   its deadline rules; its transactions wait for the decisions.
+//! - `CommitPending`/`DropPending` (`Server::apply_recovered`): the COMMIT or
+//!   ABORT decision record is appended to the host log (after the LOG
+//!   records if they are still being appended; the host worker then applies
+//!   or drops the pending records), every lock the transaction holds here is
+//!   released, and on commit those keys' cached objects are dropped. The
+//!   runtime takes the machine's next command (its `Applied` answer, or the
+//!   resume) only once every append completed and the host acknowledged
+//!   applying the log through it, so at `Resume` every host table holds
+//!   every decided write.
+//! - `FinishCoordinated` (`Coordinator::finish_recovered`): the client hears
+//!   Committed or Unavailable (never a second answer after an "unknown
+//!   outcome"), an abort sends ABORT to every primary of the write set and
+//!   every replica sent the LOG, and the slot is freed.
+//! - `Promote`: the shard's cached objects are dropped; `Resume`: every
+//!   node serves `Placement::with_failed` (a shard's first surviving replica
+//!   is its primary) and starts transactions again.
+//! - The leader also aborts a transaction whose coordinator is live and did
+//!   not report it ([`decide`]).
+//! - `RecoveryActions` (runtime) counts what was done and keeps when the
+//!   last epoch began and resumed and when the first transaction committed
+//!   after it (crash → resumed service, `sim/tests/crash_harness.rs`).
 //!
 //! # Not done
-//! - Record evidence from replicas: LOG does not carry the written-shard set
-//!   yet, so pending LOG records are not reported, `CommitPending` and
-//!   `DropPending` never come for them, and locks of a crashed
-//!   coordinator's transactions that LOGged at the primary stay held.
-//! - `CommitPending`/`DropPending`/`FinishCoordinated` are counted, not
-//!   applied (a live coordinator ends its transactions by its own deadline
-//!   rules); NIC-cache entries of promoted shards are not dropped.
 //! - Re-replication to restore `f + 1` (a later issue), restarted nodes
 //!   (incarnations), and a NIC runtime that crashes alone.
+//! - A promoted primary's insert quota ([`crate::protocol::server::Room`])
+//!   still counts only the shard it was first primary of, and a recovered
+//!   commit counts every key its transaction locked here as written.
+//! - `Placement::with_failed` and [`crate::placement::PlacementView`] both
+//!   describe one epoch's placement (tied by a test, not merged).
 //! - A TLA+ model of these steps.
 
 pub mod decide;
