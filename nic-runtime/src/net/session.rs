@@ -211,6 +211,9 @@ pub struct SessionStats {
     pub packets_sent: u64,
     /// Of those, retransmissions.
     pub retransmissions: u64,
+    /// Sessions whose unacknowledged packets went again at once because
+    /// this node's epoch rose ([`Sessions::set_epoch`]).
+    pub epoch_resends: u64,
     /// Standalone acknowledgements sent.
     pub acks_sent_alone: u64,
     /// Header bytes of data packets sent (retransmissions included).
@@ -364,9 +367,27 @@ impl Sessions {
     }
 
     /// Raises this node's epoch to `epoch` (never lowers it); packets from
-    /// older epochs are dropped from now on.
+    /// older epochs are dropped from now on. On a lossy transport, what is
+    /// unacknowledged goes again at the next flush, stamped with the new
+    /// epoch: peers that moved to it first dropped those packets as old,
+    /// and waiting for the retransmission timeout would hold up the new
+    /// epoch's first messages (crash recovery's, issue 11) behind the gap.
     pub fn set_epoch(&mut self, epoch: u32) {
-        self.epoch = self.epoch.max(epoch);
+        if epoch <= self.epoch {
+            return;
+        }
+        self.epoch = epoch;
+        if self.lossy {
+            for s in self
+                .peers
+                .iter_mut()
+                .filter(|s| !s.failed && s.unacked() > 0)
+            {
+                s.unsent = 0;
+                s.resend_left = RETRANSMIT_PACKETS_PER_TIMEOUT_MAX;
+                self.stats.epoch_resends += 1;
+            }
+        }
     }
 
     /// Counters so far.
