@@ -32,7 +32,7 @@ pub fn record_evidence(
     {
         match r.kind {
             LogKind::Log => {
-                for (k, _) in &r.writes {
+                for (k, _, _) in &r.writes {
                     latest.insert(c.placement.shard(k), RecordKind::Log);
                 }
             }

@@ -16,8 +16,8 @@ pub struct TapRecord {
     pub kind: LogKind,
     /// Transaction id.
     pub tx_id: u64,
-    /// Keys written, with their new values (LOG only).
-    pub writes: Vec<(Key, Vec<u8>)>,
+    /// Keys written, with their new values and versions (LOG only).
+    pub writes: Vec<(Key, Vec<u8>, u64)>,
 }
 
 /// The tap of one node.
@@ -57,7 +57,7 @@ impl LogTap {
                         writes: Vec::new(),
                     })
                     .writes
-                    .push((r.key, r.value.to_vec()));
+                    .push((r.key, r.value.to_vec(), r.meta.version()));
                 } else {
                     self.records.extend(log.take());
                     self.records.push(TapRecord {
