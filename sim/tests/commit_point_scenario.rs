@@ -78,7 +78,13 @@ fn scenario(release: bool) -> Observed {
         gate(&c);
         c.pass();
     }
-    let t1 = c.nodes[2].tap.records[0].tx_id;
+    let t1 = c.nodes[2]
+        .tap
+        .records
+        .iter()
+        .find(|r| coordinator_of(r.tx_id) == T1_COORD)
+        .expect("t1's LOG at node 2")
+        .tx_id;
     c.submit(T2_COORD, 2, "t2", &[k2]);
     let done = c.run_until(PASSES_MAX, |c| {
         gate(c);
