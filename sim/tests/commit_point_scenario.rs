@@ -6,10 +6,13 @@
 //! decided from the survivors' host logs by the project's decision rule
 //! (`splitkv_nic::recovery::TxEvidence::decide`).
 //!
-//! The property asserted (strict serializability's part this scenario can
-//! break): a transaction reported committed that read t1's write has read a
-//! write that survives — t1 is decided commit and every surviving replica of
-//! every key t1 wrote holds t1's LOG record. With the old commit point (LOG
+//! The verdict, twice: the project's strict-serializability checker
+//! (`splitkv_sim::checker`, register model) over the history t1 and t2 make
+//! — t2 as its client saw it, t1 as recovery decides it (its client never
+//! learned) — must find no anomaly; and, directly, a transaction reported
+//! committed that read t1's write has read a write that survives: t1 is
+//! decided commit and every surviving replica of every key t1 wrote holds
+//! t1's LOG record. With the old commit point (LOG
 //! to backups only, COMMIT to primaries, which install and unlock: the
 //! mutation switch `splitkv_mutation = "log_backups_only"`) t1's COMMIT at
 //! node 1 makes k2 visible while node 0 has nothing of t1, t2 reads it and
@@ -26,6 +29,9 @@ use splitkv_layout::host_nic::TxStatus;
 use splitkv_layout::log_record::LogKind;
 use splitkv_layout::wire::{MsgKind, NodeId};
 use splitkv_layout::Key;
+use splitkv_nic::recovery::DecisionReason;
+use splitkv_sim::checker::{check, AnomalyKind, CheckOptions};
+use splitkv_sim::history::{History, MicroOp, Op, OpType, ReadValue};
 
 /// Most passes (200 ns each) for one phase of the script.
 const PASSES_MAX: usize = 5_000;
@@ -44,7 +50,7 @@ struct Observed {
     t2_status: TxStatus,
     /// The value t2 read for k2.
     t2_read: String,
-    t1_decision: (bool, splitkv_nic::recovery::DecisionReason),
+    t1_decision: (bool, DecisionReason),
 }
 
 fn commit_or_log(m: &Msg) -> bool {
@@ -103,8 +109,62 @@ fn scenario(release: bool) -> Observed {
         t2_read: String::from_utf8_lossy(&t2_read).into_owned(),
         t1_decision,
     };
+    check_history(&o, c.now);
     check_reads_survive(&c, &o);
     o
+}
+
+/// A register history of the run: t1 (process 1) read k1 and k2 absent and
+/// wrote 1 to both, completed as recovery decided it at the crash (`now`);
+/// t2 (process 2) read k2 and wrote 2 to it, completed as its client saw.
+fn history(o: &Observed, now: u64) -> History {
+    let (k1, k2) = (o.k1.id, o.k2.id);
+    let op = |process, kind, value, time_ns| Op {
+        index: 0,
+        process,
+        kind,
+        value,
+        time_ns,
+        error: None,
+    };
+    let t1 = || {
+        let r = |key| MicroOp::Read { key, value: None };
+        let w = |key| MicroOp::Write { key, value: 1 };
+        vec![r(k1), r(k2), w(k1), w(k2)]
+    };
+    let t2 = |value| {
+        vec![
+            MicroOp::Read { key: k2, value },
+            MicroOp::Write { key: k2, value: 2 },
+        ]
+    };
+    let mut h = History::new();
+    h.push(op(1, OpType::Invoke, t1(), 0));
+    h.push(op(2, OpType::Invoke, t2(None), 1));
+    let (kind, read) = match (o.t2_status, o.t2_read.as_str()) {
+        (TxStatus::Committed, "t1") => (OpType::Ok, Some(ReadValue::Register(1))),
+        (TxStatus::Committed, _) => (OpType::Ok, None),
+        _ => (OpType::Fail, None),
+    };
+    h.push(op(2, kind, t2(read), 2));
+    let t1_kind = if o.t1_decision.0 {
+        OpType::Ok
+    } else {
+        OpType::Fail
+    };
+    h.push(op(1, t1_kind, t1(), now));
+    h
+}
+
+/// The checker's verdict on [`history`].
+fn check_history(o: &Observed, now: u64) {
+    let report = check(&history(o, now), &CheckOptions::default()).expect("a well-formed history");
+    assert!(
+        report.valid,
+        "the history checker finds {:?}: t2 read a write that never happened \
+         (issue 11's counterexample). {o:?}",
+        report.found
+    );
 }
 
 /// The property: t2 reported committed having read t1's k2 ⇒ t1 is decided
@@ -147,4 +207,30 @@ fn a_read_of_a_fully_logged_write_survives_the_crash() {
     assert_eq!(o.t2_status, TxStatus::Committed, "{o:?}");
     assert_eq!(o.t2_read, "t1", "t2 read t1's k2: {o:?}");
     assert!(o.t1_decision.0, "{o:?}");
+}
+
+/// The verdict can fail: the outcome the old design produces (t2 committed
+/// having read t1's k2, t1 aborted at recovery) is an aborted read to the
+/// checker.
+#[test]
+fn the_checker_names_the_old_designs_outcome_an_aborted_read() {
+    let o = Observed {
+        k1: Key::new(0, 3),
+        k2: Key::new(0, 1),
+        t1: 1 << 48,
+        t2_status: TxStatus::Committed,
+        t2_read: "t1".into(),
+        t1_decision: (false, DecisionReason::NotLogged),
+    };
+    let report = check(&history(&o, 10), &CheckOptions::default()).unwrap();
+    assert!(report.has(AnomalyKind::G1a), "{:?}", report.found);
+    let fixed = Observed {
+        t1_decision: (true, DecisionReason::EveryReplicaLogged),
+        ..o
+    };
+    assert!(
+        check(&history(&fixed, 10), &CheckOptions::default())
+            .unwrap()
+            .valid
+    );
 }
