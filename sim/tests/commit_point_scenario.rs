@@ -12,13 +12,15 @@
 //! learned) — must find no anomaly; and, directly, a transaction reported
 //! committed that read t1's write has read a write that survives: t1 is
 //! decided commit and every surviving replica of every key t1 wrote holds
-//! t1's LOG record. With the old commit point (LOG
-//! to backups only, COMMIT to primaries, which install and unlock: the
-//! mutation switch `splitkv_mutation = "log_backups_only"`) t1's COMMIT at
-//! node 1 makes k2 visible while node 0 has nothing of t1, t2 reads it and
-//! commits, and after the crash t1 is aborted: the test fails, which
-//! `scripts/mutation` requires. With the fix, t1 cannot commit before node 0
-//! acknowledged its LOG, so t2 finds k2 locked and aborts.
+//! t1's LOG record.
+//!
+//! With the old commit point (LOG to backups only, COMMIT to primaries,
+//! which install and unlock: the mutation switch
+//! `splitkv_mutation = "log_backups_only"`) t1's COMMIT at node 1 makes k2
+//! visible while node 0 has nothing of t1, t2 reads it and commits, and after
+//! the crash t1 is aborted: the test fails (G1a), which `scripts/mutation`
+//! requires. With the fix, t1 cannot commit before node 0 acknowledged its
+//! LOG, so t2 finds k2 locked and aborts.
 
 mod scripted_support;
 
