@@ -99,7 +99,8 @@ impl<W: Workload> BenchCluster<W> {
     /// failed sessions as suspects, applying new configurations). The run
     /// ends when every surviving node's client has its outcomes, the
     /// survivors are quiescent and nothing is in flight; [`Self::failed`] is
-    /// then the set of crashed nodes.
+    /// then the set of crashed nodes and of nodes the membership configured
+    /// out.
     ///
     /// # Errors
     /// As [`BenchCluster::run_sim_until_quiescent`].
@@ -129,6 +130,13 @@ impl<W: Workload> BenchCluster<W> {
                 Some(m) => self.run_slice_with(sim, net, m, slice_passes)?,
             }
             self.failed = crashed_mask(sim);
+            if let Some(m) = membership.as_deref() {
+                // A node the membership configured out (a slow node found
+                // silent, say) is no replica any more: it is failed too.
+                let all = (1u32 << self.parts.nodes.len()) - 1;
+                let out = all & !m.manager.current().live;
+                self.failed = NodeMask(self.failed.0 | out as u16);
+            }
             if net.in_flight() == 0 && (self.is_quiescent() || self.is_settled(&mut last)) {
                 return Ok(());
             }
