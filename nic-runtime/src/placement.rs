@@ -159,22 +159,25 @@ impl Placement {
     }
 }
 
-/// One epoch's placement (issue 11, Xenic §4.2.1): a [`Placement`] with the
-/// set of failed nodes. Pure and deterministic: every node with the same
-/// failed set computes the same view.
-///
-/// A shard's primary is its first surviving replica in replica order
-/// (`shard, shard+1, …`); its backups are the surviving rest, in order. A
-/// shard all of whose replicas failed is *lost* (more than `replication − 1`
-/// of its replicas crashed) and has no primary.
+/// One epoch's placement (issue 11, Xenic §4.2.1): a [`Placement`] whose
+/// failed set ([`Placement::with_failed`]) is checked to leave a live node,
+/// with the questions recovery asks of it. There is one rule, in
+/// [`Placement`]: a shard's primary is its first surviving replica in
+/// replica order (`shard, shard+1, …`); its backups are the surviving rest,
+/// in order. The view adds that a shard all of whose replicas failed is
+/// *lost* (more than `replication − 1` of its replicas crashed) and has no
+/// primary. Pure and deterministic: every node with the same failed set
+/// computes the same view, and serves [`PlacementView::serving`] once the
+/// epoch resumed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct PlacementView {
-    placement: Placement,
-    failed: NodeMask,
+    /// The placement with this view's failed set.
+    serving: Placement,
 }
 
 impl PlacementView {
-    /// The view of `placement` with the nodes in `failed` crashed.
+    /// The view of `placement` (its own failed set is replaced) with the
+    /// nodes in `failed` crashed.
     ///
     /// # Errors
     /// [`PlacementError::Failed`] when `failed` names a node id ≥ the node
@@ -187,7 +190,9 @@ impl PlacementView {
                 nodes: placement.nodes(),
             });
         }
-        Ok(PlacementView { placement, failed })
+        Ok(PlacementView {
+            serving: placement.with_failed(failed),
+        })
     }
 
     fn all(nodes: usize) -> NodeMask {
@@ -197,24 +202,29 @@ impl PlacementView {
     /// The view with no failed node.
     pub fn healthy(placement: Placement) -> PlacementView {
         PlacementView {
-            placement,
-            failed: NodeMask::EMPTY,
+            serving: placement.with_failed(NodeMask::EMPTY),
         }
     }
 
-    /// The static placement underneath.
+    /// The static placement underneath (no failed node).
     pub fn placement(&self) -> Placement {
-        self.placement
+        self.serving.with_failed(NodeMask::EMPTY)
+    }
+
+    /// The placement nodes serve in this view: the static one with this
+    /// view's failed set (primaries promoted).
+    pub fn serving(&self) -> Placement {
+        self.serving
     }
 
     /// The failed nodes.
     pub fn failed(&self) -> NodeMask {
-        self.failed
+        self.serving.failed()
     }
 
     /// The live nodes (never empty).
     pub fn live(&self) -> NodeMask {
-        NodeMask(Self::all(self.placement.nodes()).0 & !self.failed.0)
+        NodeMask(Self::all(self.serving.nodes()).0 & !self.failed().0)
     }
 
     /// Whether `node` is a live member of the cluster.
@@ -229,12 +239,14 @@ impl PlacementView {
 
     /// The surviving replicas of `shard`, primary first, in replica order.
     pub fn live_replicas(&self, shard: NodeId) -> impl Iterator<Item = NodeId> + '_ {
-        self.placement
+        let failed = self.failed();
+        self.serving
             .shard_replicas(shard)
-            .filter(move |&n| !self.failed.contains(n))
+            .filter(move |&n| !failed.contains(n))
     }
 
-    /// The primary of `shard` in this view; `None` if the shard is lost.
+    /// The primary of `shard` in this view ([`Placement::primary`]'s rule);
+    /// `None` if the shard is lost.
     pub fn shard_primary(&self, shard: NodeId) -> Option<NodeId> {
         self.live_replicas(shard).next()
     }
@@ -246,17 +258,17 @@ impl PlacementView {
 
     /// The primary of `key` in this view; `None` if its shard is lost.
     pub fn primary(&self, key: &Key) -> Option<NodeId> {
-        self.shard_primary(self.placement.shard(key))
+        self.shard_primary(self.serving.shard(key))
     }
 
     /// The surviving backups of `key`, in replica order.
     pub fn backups(&self, key: &Key) -> impl Iterator<Item = NodeId> + '_ {
-        self.shard_backups(self.placement.shard(key))
+        self.shard_backups(self.serving.shard(key))
     }
 
     /// The shards with no surviving replica.
     pub fn lost_shards(&self) -> NodeMask {
-        (0..self.placement.nodes() as NodeId)
+        (0..self.serving.nodes() as NodeId)
             .filter(|&s| self.shard_primary(s).is_none())
             .fold(NodeMask::EMPTY, NodeMask::with)
     }
@@ -264,7 +276,7 @@ impl PlacementView {
     /// The shards `node` is primary of in this view but was not in `before`
     /// (the shards it must be promoted to serve).
     pub fn promoted(&self, before: &PlacementView, node: NodeId) -> NodeMask {
-        (0..self.placement.nodes() as NodeId)
+        (0..self.serving.nodes() as NodeId)
             .filter(|&s| {
                 self.shard_primary(s) == Some(node) && before.shard_primary(s) != Some(node)
             })

@@ -101,8 +101,9 @@
 //!   outcome"), an abort sends ABORT to every primary of the write set and
 //!   every replica sent the LOG, and the slot is freed.
 //! - `Promote`: the shard's cached objects are dropped; `Resume`: every
-//!   node serves `Placement::with_failed` (a shard's first surviving replica
-//!   is its primary) and starts transactions again.
+//!   node serves the epoch's [`PlacementView::serving`](crate::placement::PlacementView::serving)
+//!   placement (a shard's first surviving replica is its primary) and
+//!   starts transactions again.
 //! - The leader also aborts a transaction whose coordinator is live and did
 //!   not report it ([`decide`]).
 //! - `RecoveryActions` (runtime) counts what was done and keeps when the
@@ -115,8 +116,6 @@
 //! - A promoted primary's insert quota ([`crate::protocol::server::Room`])
 //!   still counts only the shard it was first primary of, and a recovered
 //!   commit counts every key its transaction locked here as written.
-//! - `Placement::with_failed` and [`crate::placement::PlacementView`] both
-//!   describe one epoch's placement (tied by a test, not merged).
 //! - A TLA+ model of these steps.
 
 pub mod decide;

@@ -353,8 +353,7 @@ impl super::NicRuntime {
             // Every node serves the epoch's placement from now on: the
             // first surviving replica of each shard is its primary.
             RecoveryCommand::Resume { .. } => {
-                let failed = self.recovery.machine().view().failed();
-                self.io.placement = self.io.placement.with_failed(failed);
+                self.io.placement = self.recovery.machine().view().serving();
                 self.recovery.resume();
                 a.last_resumed_ns = now;
                 a.first_commit_after_resume_ns = 0;
