@@ -458,3 +458,42 @@ fn a_log_reaching_a_node_in_a_recovery_epoch_is_refused_and_the_transaction_abor
         "the ABORT released its lock"
     );
 }
+
+#[test]
+fn a_live_coordinators_transaction_recovery_aborts_is_reported_unavailable_and_unlocked() {
+    // Node 0 writes a key of shard 1 (primary 1, backup 2) and the epoch
+    // changes (node 2 failed) right after its EXECUTE left: recovery finds
+    // it in Execute, decides abort, and node 0 reports it and unlocks.
+    let placement = Placement::new(3, 2).unwrap();
+    let keys = vec![key_on(&placement, &[1, 2])];
+    let mut net = mem_network(3);
+    let _cut_off = net.pop().unwrap();
+    let mut n1 = node(1, placement, net.pop().unwrap(), keys.clone());
+    let mut n0 = node(0, placement, net.pop().unwrap(), keys);
+    submit(&mut n0, 4);
+    n0.step(STEP_NS);
+    let config = Configuration::initial(3).without(1 << 2);
+    n0.nic.apply_configuration(&config);
+    n1.nic.apply_configuration(&config);
+    let mut now = recover(&mut n0, &mut n1, STEP_NS);
+    let a = n0.nic.recovery_actions();
+    assert_eq!(
+        (a.finished_coordinated, a.finished_committed),
+        (1, 0),
+        "{a:?}"
+    );
+    let mut seen = None;
+    for _ in 0..20 {
+        now += STEP_NS;
+        n0.step(now);
+        n1.step(now);
+        seen = seen.or(outcome(&mut n0));
+    }
+    assert_eq!(seen, Some((4, TxStatus::Unavailable)));
+    assert_eq!(
+        n1.nic.index().locks_held(),
+        0,
+        "no lock outlives its decision"
+    );
+    assert!(n0.nic.is_quiescent() && n1.nic.is_quiescent());
+}

@@ -211,9 +211,6 @@ pub struct SessionStats {
     pub packets_sent: u64,
     /// Of those, retransmissions.
     pub retransmissions: u64,
-    /// Sessions whose unacknowledged packets went again at once because
-    /// this node's epoch rose ([`Sessions::set_epoch`]).
-    pub epoch_resends: u64,
     /// Standalone acknowledgements sent.
     pub acks_sent_alone: u64,
     /// Header bytes of data packets sent (retransmissions included).
@@ -367,27 +364,11 @@ impl Sessions {
     }
 
     /// Raises this node's epoch to `epoch` (never lowers it); packets from
-    /// older epochs are dropped from now on. On a lossy transport, what is
-    /// unacknowledged goes again at the next flush, stamped with the new
-    /// epoch: peers that moved to it first dropped those packets as old,
-    /// and waiting for the retransmission timeout would hold up the new
-    /// epoch's first messages (crash recovery's, issue 11) behind the gap.
+    /// older epochs are dropped from now on (their acknowledgements and
+    /// numbers still count, so no session is left with a gap that would
+    /// hold up the new epoch's first messages, crash recovery's: issue 11).
     pub fn set_epoch(&mut self, epoch: u32) {
-        if epoch <= self.epoch {
-            return;
-        }
-        self.epoch = epoch;
-        if self.lossy {
-            for s in self
-                .peers
-                .iter_mut()
-                .filter(|s| !s.failed && s.unacked() > 0)
-            {
-                s.unsent = 0;
-                s.resend_left = RETRANSMIT_PACKETS_PER_TIMEOUT_MAX;
-                self.stats.epoch_resends += 1;
-            }
-        }
+        self.epoch = self.epoch.max(epoch);
     }
 
     /// Counters so far.
@@ -496,6 +477,17 @@ impl Sessions {
             return None;
         }
         let ahead = h.seq.wrapping_sub(s.expected) as i32;
+        if h.epoch < self.epoch {
+            // Sent before the peer learned our epoch: dropped, but its
+            // number is taken, so the session goes on without a gap (on a
+            // transport that keeps no copies there would be no resend).
+            self.stats.drops.old_epoch += 1;
+            if ahead == 0 {
+                s.expected = s.expected.wrapping_add(1);
+                s.ack_owed_since.get_or_insert(now);
+            }
+            return None;
+        }
         if ahead == 0 {
             s.expected = s.expected.wrapping_add(1);
             s.ack_owed_since.get_or_insert(now);
@@ -527,10 +519,6 @@ impl Sessions {
         }
         if h.dst != self.node {
             d.misaddressed += 1;
-            return false;
-        }
-        if h.epoch < self.epoch {
-            d.old_epoch += 1;
             return false;
         }
         if h.dst_incarnation != 0 && h.dst_incarnation != self.incarnation {

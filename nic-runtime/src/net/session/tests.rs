@@ -313,7 +313,15 @@ fn strangers_other_clusters_old_epochs_and_garbage_are_dropped_by_reason() {
         (ok(&|p| p[12] = 9), |d| d.stranger),
         (ok(&|p| p[12] = 1), |d| d.stranger),
         (ok(&|p| p[14] = 2), |d| d.misaddressed),
-        (ok(&|p| p[24] = 4), |d| d.old_epoch),
+        // Numbered past the next packet: an old-epoch packet with the next
+        // number takes it (`old_epoch_packets_leave_no_gap`).
+        (
+            ok(&|p| {
+                p[24] = 4;
+                p[28] = 1;
+            }),
+            |d| d.old_epoch,
+        ),
         (ok(&|p| p[4] = 1), |d| d.bad_version),
         (ok(&|p| p[0] = 0), |d| d.malformed),
         (ok(&|p| p.truncate(30)), |d| d.malformed),
@@ -329,6 +337,28 @@ fn strangers_other_clusters_old_epochs_and_garbage_are_dropped_by_reason() {
         b.receive(1, &ok(&|_| {})).is_some(),
         "the unmodified packet passes"
     );
+}
+
+#[test]
+fn old_epoch_packets_leave_no_gap() {
+    // On a lossless transport nothing is resent: a packet dropped for its
+    // old epoch must still take its number, or every later one is out of
+    // order for ever.
+    for lossy in [false, true] {
+        let mut b = sessions(1, lossy, cfg());
+        b.set_epoch(5);
+        let at = |seq: u8, epoch: u8| {
+            let mut p = sealed(0, 1, 1);
+            p[24] = epoch;
+            p[28] = seq;
+            p
+        };
+        assert!(b.receive(1, &at(0, 4)).is_none());
+        assert_eq!(b.stats().drops.old_epoch, 1);
+        assert!(b.receive(2, &at(1, 5)).is_some(), "lossy {lossy}");
+        assert!(b.receive(3, &at(0, 5)).is_none(), "the old number is taken");
+        assert_eq!(b.stats().duplicates_dropped, 1);
+    }
 }
 
 #[test]
