@@ -319,3 +319,42 @@ fn with_etcd_killed_members_serve_until_their_leases_run_out_then_fail_stop() {
         assert!(m.stats().renewals_failed > 0 || m.stats().etcd_errors > 0);
     }
 }
+
+#[test]
+fn a_suspect_stops_serving_before_the_others_configure_it_out() {
+    let etcd = Etcd::start();
+    let clock = Clock(Instant::now());
+    let mut ms = connect_all(&etcd, "suspect", 3, &clock);
+    ms[0].report_suspect(2, clock.now()).expect("report taken");
+    assert!(matches!(
+        ms[0].report_suspect(3, clock.now()),
+        Err(MembershipError::UnknownNode { node: 3, nodes: 3 })
+    ));
+    let mut refs: Vec<&mut EtcdMember> = ms.iter_mut().collect();
+    let mut polled = vec![Vec::new(); 3];
+    let mut suspect_stopped = None;
+    let ok = drive(&clock, &mut refs, &mut polled, |ms, p, now| {
+        if suspect_stopped.is_none() && ms[2].fail_stop(now).is_some() {
+            suspect_stopped = Some(now);
+        }
+        if !p[0].is_empty() || !p[1].is_empty() {
+            // Fencing: the suspect had stopped before anyone saw it out.
+            assert!(
+                suspect_stopped.is_some(),
+                "configured out while still serving"
+            );
+        }
+        !p[0].is_empty() && !p[1].is_empty()
+    });
+    assert!(ok, "the suspect is configured out within {DEADLINE_MS} ms");
+    let want = Configuration {
+        epoch: 2,
+        live: 0b011,
+    };
+    assert_eq!(polled[0], vec![want]);
+    assert_eq!(polled[1], vec![want]);
+    assert!(
+        ms[2].stats().renewals_failed > 0,
+        "the suspect's renewals were refused"
+    );
+}
