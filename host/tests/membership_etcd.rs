@@ -2,13 +2,17 @@
 //! against a real etcd on loopback: members register; an expired or
 //! revoked lease configures its node out with a bumped epoch; racing
 //! installs of one epoch have one winner; etcd unreachable at start is one
-//! typed error; with etcd killed, members keep their configuration until
-//! their leases run out, then fail-stop. Leases of 1 s; each test is
+//! typed error (as are bad settings); with etcd killed, members keep their
+//! configuration until
+//! their leases run out, then fail-stop; a reported suspect stops serving
+//! before the others configure it out; the key layout and the stored
+//! record round-trip. Leases of 1 s; each test is
 //! bounded by [`DEADLINE_MS`].
 
 mod etcd_support;
 
 use etcd_support::{free_port, Etcd};
+use splitkv_host::membership_etcd::keys::{ClusterKeys, ConfigRecord};
 use splitkv_host::membership_etcd::{
     believed_lease_ns, ConfigStore, EtcdError, EtcdMember, EtcdSettings, FailStop,
 };
@@ -357,4 +361,38 @@ fn a_suspect_stops_serving_before_the_others_configure_it_out() {
         ms[2].stats().renewals_failed > 0,
         "the suspect's renewals were refused"
     );
+}
+
+#[test]
+fn keys_live_under_the_cluster_prefix_and_foreign_keys_are_ignored() {
+    let k = ClusterKeys::new("c1");
+    assert_eq!(k.config(), "/c1/config");
+    assert_eq!(k.member(2), "/c1/members/2");
+    assert_eq!(k.suspect(1, 0), "/c1/suspects/1/0");
+    assert!(k.suspect(1, 0).starts_with(&k.suspects_of(1)));
+    assert!(!ClusterKeys::valid_name("a/b"));
+    assert!(!ClusterKeys::valid_name(""));
+    let keys: [&[u8]; 4] = [
+        b"/c/members/0",
+        b"/c/members/2",
+        b"/c/members/x",
+        b"/c/members/99",
+    ];
+    assert_eq!(
+        ClusterKeys::node_mask("/c/members/", keys.into_iter()),
+        0b101
+    );
+}
+
+#[test]
+fn config_records_round_trip_and_bad_records_are_rejected() {
+    let c = Configuration {
+        epoch: 3,
+        live: 0b101,
+    };
+    assert_eq!(ConfigRecord::decode(&ConfigRecord::encode(&c), 3), Ok(c));
+    assert!(ConfigRecord::decode(b"{\"epoch\":0,\"live\":1}", 3).is_err());
+    assert!(ConfigRecord::decode(b"{\"epoch\":2,\"live\":8}", 3).is_err());
+    assert!(ConfigRecord::decode(b"{\"epoch\":2,\"live\":1,\"x\":1}", 3).is_err());
+    assert!(ConfigRecord::decode(b"nonsense", 3).is_err());
 }
