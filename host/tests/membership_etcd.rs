@@ -3,10 +3,9 @@
 //! revoked lease configures its node out with a bumped epoch; racing
 //! installs of one epoch have one winner; etcd unreachable at start is one
 //! typed error (as are bad settings); with etcd killed, members keep their
-//! configuration until
-//! their leases run out, then fail-stop; a reported suspect stops serving
-//! before the others configure it out; the key layout and the stored
-//! record round-trip. Leases of 1 s; each test is
+//! configuration until their leases run out, then fail-stop; a reported
+//! suspect stops serving before the others configure it out; the key
+//! layout and the stored record round-trip. Leases of 1 s; each wait is
 //! bounded by [`DEADLINE_MS`].
 
 mod etcd_support;
