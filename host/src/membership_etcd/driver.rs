@@ -191,12 +191,13 @@ impl Driver {
         }
     }
 
-    fn notify(&self, n: Notice) {
-        if self.notices.try_send(n).is_err() {
-            self.counters
-                .notices_dropped
-                .fetch_add(1, Ordering::Relaxed);
+    /// Sends `n`; returns whether it was taken (a dropped one is counted).
+    fn notify(&self, n: Notice) -> bool {
+        let taken = self.notices.try_send(n).is_ok();
+        if !taken {
+            self.counters.notices_dropped.fetch_add(1, Ordering::Relaxed);
         }
+        taken
     }
 
     async fn stop(mut self, revoke: bool) {
@@ -214,14 +215,15 @@ impl Driver {
             self.counters
                 .renewals_failed
                 .fetch_add(1, Ordering::Relaxed);
-            return self.notify(Notice::RenewFailed);
+            self.notify(Notice::RenewFailed);
+            return;
         }
         match self.keep_alive().await {
             Ok(ttl_s) if ttl_s > 0 => {
                 self.counters.grants.fetch_add(1, Ordering::Relaxed);
                 self.notify(Notice::Grant { sent, ttl_s });
             }
-            Ok(_) => self.notify(Notice::LeaseGone),
+            Ok(_) => _ = self.notify(Notice::LeaseGone),
             Err(e) => {
                 self.keeper = None;
                 self.counters
@@ -275,7 +277,8 @@ impl Driver {
         let me = 1u32 << node;
         if snap.members & me == 0 {
             // etcd deleted this node's member key: its lease ran out.
-            return self.notify(Notice::LeaseGone);
+            self.notify(Notice::LeaseGone);
+            return;
         }
         let gone = snap.config.live & snap.joined & !snap.members;
         if gone == 0 || !snap.config.contains(node) {
@@ -293,10 +296,11 @@ impl Driver {
         }
     }
 
+    /// Passes on `c` if it is newer than the last one passed on (a dropped
+    /// notice is sent again after the next snapshot).
     fn learn(&mut self, c: Configuration) {
-        if c.epoch > self.known_epoch {
+        if c.epoch > self.known_epoch && self.notify(Notice::Config(c)) {
             self.known_epoch = c.epoch;
-            self.notify(Notice::Config(c));
         }
     }
 }
