@@ -195,7 +195,9 @@ impl Driver {
     fn notify(&self, n: Notice) -> bool {
         let taken = self.notices.try_send(n).is_ok();
         if !taken {
-            self.counters.notices_dropped.fetch_add(1, Ordering::Relaxed);
+            self.counters
+                .notices_dropped
+                .fetch_add(1, Ordering::Relaxed);
         }
         taken
     }
