@@ -24,10 +24,12 @@ use std::time::{Duration, Instant};
 const DEADLINE_MS: u64 = 8_000;
 /// How often the test drives its members (ms).
 const STEP_MS: u64 = 10;
+/// Lease TTL of the members (s).
+const LEASE_TTL_S: u32 = 1;
 
 fn settings(etcd: &str, cluster: &str, node: NodeId, nodes: usize) -> EtcdSettings {
     let mut s = EtcdSettings::new(vec![etcd.to_string()], cluster, node, nodes);
-    s.lease_ttl_s = 1;
+    s.lease_ttl_s = LEASE_TTL_S;
     s.poll_every_ms = 50;
     s.rpc_timeout_ms = 200;
     s
@@ -138,15 +140,15 @@ fn an_expired_lease_configures_its_node_out_with_a_bumped_epoch() {
     let clock = Clock(Instant::now());
     let mut ms = connect_all(&etcd, "expire", 3, &clock);
     let gone = ms.pop().expect("node 2");
+    let gone_lease_until = gone.lease_until();
     let t0 = clock.now();
     drop(gone); // stops renewing: its lease runs out in etcd
     let [a, b] = &mut ms[..] else { unreachable!() };
     let t1 = expect_node_2_out(&clock, a, b);
-    // Never before the lease could have run out.
+    // Fencing: configured out only after node 2 stopped believing its lease.
     assert!(
-        t1 - t0 >= believed_lease_ns(1),
-        "configured out after {} ns",
-        t1 - t0
+        t1 >= gone_lease_until,
+        "out at {t1} ns, believed to {gone_lease_until} ns"
     );
     eprintln!(
         "expired lease (TTL 1 s) to new configuration: {} ms",
@@ -284,12 +286,12 @@ fn with_etcd_killed_members_serve_until_their_leases_run_out_then_fail_stop() {
     drive(&clock, &mut refs, &mut polled, |_, _, now| now >= warm);
     etcd.kill();
     let t_kill = clock.now();
-    let mut stopped_at = [None::<(u64, FailStop)>; 3];
+    let mut stopped_at = [None::<(u64, FailStop, u64)>; 3];
     let all = drive(&clock, &mut refs, &mut polled, |ms, _, now| {
         for (i, m) in ms.iter().enumerate() {
             assert_eq!(m.current(), Configuration::initial(3), "configuration kept");
             match (m.fail_stop(now), stopped_at[i]) {
-                (Some(f), None) => stopped_at[i] = Some((now, f)),
+                (Some(f), None) => stopped_at[i] = Some((now, f, m.lease_until())),
                 (None, Some(_)) => panic!("member {i} served again after fail-stop"),
                 _ => assert!(now < m.lease_until() || stopped_at[i].is_some()),
             }
@@ -302,18 +304,19 @@ fn with_etcd_killed_members_serve_until_their_leases_run_out_then_fail_stop() {
         "no configuration without etcd"
     );
     for (i, m) in refs.iter_mut().enumerate() {
-        let (at, why) = stopped_at[i].expect("stopped");
+        let (at, why, lease_until) = stopped_at[i].expect("stopped");
         assert!(
             matches!(why, FailStop::LeaseExpired { .. }),
             "member {i}: {why}"
         );
-        // Served at most one believed lease past the kill (plus a step).
-        let bound = t_kill + believed_lease_ns(1) + 2 * STEP_MS * 1_000_000;
+        // No renewal took after the kill: the lease it served under ended
+        // at most one believed lease after it, and it stopped at that end.
+        let bound = t_kill + believed_lease_ns(LEASE_TTL_S.into());
         assert!(
-            at <= bound,
-            "member {i} stopped {} ms after the kill",
-            (at - t_kill) / 1_000_000
+            lease_until <= bound,
+            "member {i}: lease to {lease_until}, bound {bound}"
         );
+        assert!(at >= lease_until && at > t_kill, "member {i} stopped early");
         let r = m.renew(clock.now());
         assert!(
             matches!(r, Err(MembershipError::Removed { .. })),
