@@ -25,7 +25,7 @@
 //!   renewing, so it is configured out once its lease has run out — never
 //!   earlier (as the simulated manager refuses a suspect's renewals).
 //!
-//! The async etcd client runs on a driver thread of its own ([`driver`]);
+//! The async etcd client runs on a driver thread of its own (module `driver`);
 //! [`EtcdMember`] is a polled state machine that only exchanges messages
 //! with it over bounded channels, so it never blocks except in
 //! [`EtcdMember::connect`] (start-up, bounded) and on drop (joins the
