@@ -398,3 +398,40 @@ fn config_records_round_trip_and_bad_records_are_rejected() {
     assert!(ConfigRecord::decode(b"{\"epoch\":2,\"live\":1,\"x\":1}", 3).is_err());
     assert!(ConfigRecord::decode(b"nonsense", 3).is_err());
 }
+
+#[test]
+fn a_member_can_move_to_a_polling_thread() {
+    fn send<T: Send>() {}
+    send::<EtcdMember>();
+}
+
+#[test]
+fn registering_clears_reports_on_an_earlier_incarnation() {
+    let etcd = Etcd::start();
+    let clock = Clock(Instant::now());
+    let connect = |n| EtcdMember::connect(settings(&etcd.endpoint, "fresh", n, 3), clock.now());
+    let (mut m0, mut m1) = (connect(0).expect("m0"), connect(1).expect("m1"));
+    m0.report_suspect(2, clock.now()).expect("report taken");
+    let mut polled = vec![Vec::new(); 3];
+    let settle = clock.now() + 300_000_000;
+    drive(&clock, &mut [&mut m0, &mut m1], &mut polled, |_, _, now| {
+        now >= settle
+    });
+    let mut m2 = connect(2).expect("m2");
+    let until = clock.now() + 2_500_000_000;
+    drive(
+        &clock,
+        &mut [&mut m0, &mut m1, &mut m2],
+        &mut polled,
+        |ms, _, now| {
+            assert_eq!(
+                ms[2].fail_stop(now),
+                None,
+                "the new incarnation keeps its lease"
+            );
+            now >= until
+        },
+    );
+    assert_eq!(m2.stats().renewals_failed, 0);
+    assert!(polled.iter().all(Vec::is_empty), "{polled:?}");
+}

@@ -7,7 +7,8 @@
 use super::keys::{ClusterKeys, ConfigRecord};
 use super::EtcdError;
 use etcd_client::{
-    Client, Compare, CompareOp, ConnectOptions, GetOptions, PutOptions, Txn, TxnOp, TxnOpResponse,
+    Client, Compare, CompareOp, ConnectOptions, DeleteOptions, GetOptions, PutOptions, Txn, TxnOp,
+    TxnOpResponse,
 };
 use splitkv_layout::wire::NodeId;
 use splitkv_nic::membership::Configuration;
@@ -99,7 +100,8 @@ pub(crate) async fn read_config(
 }
 
 /// Registers `node` under `lease`: its member key (deleted with the lease)
-/// and its joined key (kept).
+/// and its joined key (kept), and clears the suspect reports on it (they
+/// named an earlier incarnation).
 pub(crate) async fn register(
     client: &mut Client,
     keys: &ClusterKeys,
@@ -115,6 +117,10 @@ pub(crate) async fn register(
             Some(PutOptions::new().with_lease(lease)),
         ),
         TxnOp::put(keys.joined_node(node), "", None),
+        TxnOp::delete(
+            keys.suspects_of(node),
+            Some(DeleteOptions::new().with_prefix()),
+        ),
     ]);
     timed(rpc, client.txn(txn)).await?;
     Ok(())
