@@ -267,6 +267,19 @@ fn bad_settings_are_typed_errors_before_any_etcd_call() {
         "{e:?}"
     );
     s.lease_ttl_s = 1;
+    s.start_timeout_ms = 0;
+    let e = EtcdMember::connect(s.clone(), 0).expect_err("no start time");
+    assert!(
+        matches!(
+            e,
+            EtcdError::Settings {
+                what: "start_timeout_ms",
+                ..
+            }
+        ),
+        "{e:?}"
+    );
+    s.start_timeout_ms = 1_000;
     s.node = 3;
     let e = EtcdMember::connect(s, 0).expect_err("node 3 of 3");
     assert!(

@@ -116,7 +116,7 @@ impl Driver {
         notices: Sender<Notice>,
         counters: Arc<Counters>,
     ) -> Result<(Driver, Ready), EtcdError> {
-        let rpc = Duration::from_millis(s.rpc_timeout_ms);
+        let rpc = Duration::from_millis(s.start_timeout_ms / u64::from(super::START_RPCS_MAX));
         let unreachable = |e| EtcdError::unreachable(&s.endpoints, e);
         let mut client = store::connect(&s.endpoints, rpc)
             .await

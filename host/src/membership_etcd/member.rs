@@ -3,7 +3,7 @@
 
 use super::driver::{self, Command, Counters, Notice};
 use super::{believed_lease_ns, EtcdError, EtcdSettings, EtcdStats, FailStop};
-use super::{COMMANDS_MAX, NOTICES_MAX, START_RPCS_MAX};
+use super::{COMMANDS_MAX, NOTICES_MAX};
 use crossbeam::channel::{bounded, Receiver, Sender, TrySendError};
 use splitkv_layout::wire::NodeId;
 use splitkv_nic::membership::{Configuration, Membership, MembershipError};
@@ -49,8 +49,8 @@ impl std::fmt::Debug for EtcdMember {
 impl EtcdMember {
     /// Starts the driver thread, which connects to etcd, takes a lease,
     /// registers this node and creates (first node) or reads the
-    /// configuration. Blocks the caller for at most [`START_RPCS_MAX`] RPC
-    /// timeouts. `now` is the caller's time (ns): the lease is counted from it.
+    /// configuration. Blocks the caller for at most
+    /// [`EtcdSettings::start_timeout_ms`] (and a second for the thread). `now` is the caller's time (ns): the lease is counted from it.
     ///
     /// # Errors
     /// [`EtcdError::Settings`] / [`EtcdError::ClusterName`] for bad settings;
@@ -59,7 +59,8 @@ impl EtcdMember {
     /// this node out; [`EtcdError::Store`] / [`EtcdError::Thread`] otherwise.
     pub fn connect(s: EtcdSettings, now: Nanos) -> Result<EtcdMember, EtcdError> {
         s.check()?;
-        let (node, nodes, rpc_ms) = (s.node, s.nodes, s.rpc_timeout_ms);
+        let (node, nodes, rpc_ms, start_ms) =
+            (s.node, s.nodes, s.rpc_timeout_ms, s.start_timeout_ms);
         let (cmd_tx, cmd_rx) = bounded(COMMANDS_MAX);
         let (note_tx, note_rx) = bounded(NOTICES_MAX);
         let (ready_tx, ready_rx) = bounded(1);
@@ -86,7 +87,7 @@ impl EtcdMember {
                 });
             })
             .map_err(|e| EtcdError::Thread(e.to_string()))?;
-        let wait = Duration::from_millis(rpc_ms * u64::from(START_RPCS_MAX) + 1_000);
+        let wait = Duration::from_millis(start_ms + 1_000);
         let ready = match ready_rx.recv_timeout(wait) {
             Ok(Ok(r)) => r,
             Ok(Err(e)) => return Err(EtcdError::join(thread, e)),

@@ -65,8 +65,13 @@ pub const COMMANDS_MAX: usize = 64;
 /// and counted).
 pub const NOTICES_MAX: usize = 64;
 /// Etcd calls at start-up (connect, lease grant, register, create and read
-/// the configuration): the start waits at most this many RPC timeouts.
+/// the configuration): each may take a share of the start timeout.
 pub const START_RPCS_MAX: u32 = 5;
+/// Default bound on the whole start-up (ms): no lease is held yet, so it
+/// may be longer than an RPC timeout (a freshly started etcd is slow).
+pub const START_TIMEOUT_MS_DEFAULT: u64 = 5_000;
+/// Longest start-up bound accepted (ms).
+pub const START_TIMEOUT_MS_MAX: u64 = 60_000;
 
 /// How to reach etcd and which member this is.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -87,6 +92,10 @@ pub struct EtcdSettings {
     pub poll_every_ms: u64,
     /// Bound on one etcd call (ms, > 0, at most a quarter of the TTL).
     pub rpc_timeout_ms: u64,
+    /// Bound on the whole start-up (ms, [`START_RPCS_MAX`] ..=
+    /// [`START_TIMEOUT_MS_MAX`]); each start-up call gets a
+    /// [`START_RPCS_MAX`]th of it.
+    pub start_timeout_ms: u64,
     /// This process's incarnation (stored in its member key).
     pub incarnation: u64,
 }
@@ -102,6 +111,7 @@ impl EtcdSettings {
             lease_ttl_s: LEASE_TTL_S_DEFAULT,
             poll_every_ms: POLL_EVERY_MS_DEFAULT,
             rpc_timeout_ms: RPC_TIMEOUT_MS_DEFAULT,
+            start_timeout_ms: START_TIMEOUT_MS_DEFAULT,
             incarnation: 0,
         }
     }
@@ -131,6 +141,14 @@ impl EtcdSettings {
         let quarter_ms = u64::from(self.lease_ttl_s) * 250;
         if self.rpc_timeout_ms == 0 || self.rpc_timeout_ms > quarter_ms {
             return bad("rpc_timeout_ms", self.rpc_timeout_ms, "1..=lease TTL / 4");
+        }
+        let start = self.start_timeout_ms;
+        if start < u64::from(START_RPCS_MAX) || start > START_TIMEOUT_MS_MAX {
+            return bad(
+                "start_timeout_ms",
+                start,
+                "START_RPCS_MAX..=START_TIMEOUT_MS_MAX",
+            );
         }
         Ok(())
     }
