@@ -448,3 +448,17 @@ fn registering_clears_reports_on_an_earlier_incarnation() {
     assert_eq!(m2.stats().renewals_failed, 0);
     assert!(polled.iter().all(Vec::is_empty), "{polled:?}");
 }
+
+#[test]
+fn a_node_left_out_of_the_stored_configuration_cannot_join() {
+    let etcd = Etcd::start();
+    let clock = Clock(Instant::now());
+    let connect = |n| EtcdMember::connect(settings(&etcd.endpoint, "out", n, 3), clock.now());
+    let _m0 = connect(0).expect("m0 creates the configuration");
+    let eps = [etcd.endpoint.clone()];
+    let mut store = ConfigStore::connect(&eps, "out", 3, Duration::from_secs(1)).expect("store");
+    let (c, rev) = store.read().expect("read");
+    assert!(store.try_install(rev, &c.without(1 << 2)).expect("install"));
+    let e = connect(2).expect_err("node 2 is out");
+    assert_eq!(e, EtcdError::NotInConfiguration { node: 2, epoch: 2 });
+}

@@ -126,18 +126,14 @@ impl Driver {
             .map_err(unreachable)?;
         let keys = ClusterKeys::new(&s.cluster);
         let (lease, ttl_s) = (grant.id(), grant.ttl());
-        store::register(&mut client, &keys, s.node, lease, s.incarnation, rpc)
-            .await
-            .map_err(EtcdError::store)?;
-        let (config, _) = store::init_config(&mut client, &keys, s.nodes, rpc)
-            .await
-            .map_err(EtcdError::store)?;
-        if !config.contains(s.node) {
-            return Err(EtcdError::NotInConfiguration {
-                node: s.node,
-                epoch: config.epoch,
-            });
-        }
+        let config = match join(&mut client, &keys, &s, lease, rpc).await {
+            Ok(c) => c,
+            Err(e) => {
+                // Best effort: leave no member key behind for the others.
+                _ = timed(rpc, client.lease_revoke(lease)).await;
+                return Err(e);
+            }
+        };
         let d = Driver {
             s,
             keys,
@@ -305,4 +301,28 @@ impl Driver {
             self.known_epoch = c.epoch;
         }
     }
+}
+
+/// Registers under `lease` and creates or reads the configuration, which
+/// must contain this node.
+async fn join(
+    client: &mut Client,
+    keys: &ClusterKeys,
+    s: &EtcdSettings,
+    lease: i64,
+    rpc: Duration,
+) -> Result<Configuration, EtcdError> {
+    store::register(client, keys, s.node, lease, s.incarnation, rpc)
+        .await
+        .map_err(EtcdError::store)?;
+    let (config, _) = store::init_config(client, keys, s.nodes, rpc)
+        .await
+        .map_err(EtcdError::store)?;
+    if !config.contains(s.node) {
+        return Err(EtcdError::NotInConfiguration {
+            node: s.node,
+            epoch: config.epoch,
+        });
+    }
+    Ok(config)
 }

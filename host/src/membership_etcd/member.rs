@@ -50,7 +50,8 @@ impl EtcdMember {
     /// Starts the driver thread, which connects to etcd, takes a lease,
     /// registers this node and creates (first node) or reads the
     /// configuration. Blocks the caller for at most
-    /// [`EtcdSettings::start_timeout_ms`] (and a second for the thread). `now` is the caller's time (ns): the lease is counted from it.
+    /// [`EtcdSettings::start_timeout_ms`] (and a second for the thread).
+    /// `now` is the caller's time (ns): the lease is counted from it.
     ///
     /// # Errors
     /// [`EtcdError::Settings`] / [`EtcdError::ClusterName`] for bad settings;
@@ -92,7 +93,8 @@ impl EtcdMember {
             Ok(Ok(r)) => r,
             Ok(Err(e)) => return Err(EtcdError::join(thread, e)),
             Err(_) => {
-                // The driver cannot run past its own RPC timeouts for long.
+                // The driver ends by itself: its command channel closes as
+                // this returns, and a lease it may still take runs out.
                 let e = EtcdError::Thread(format!("no start-up answer within {wait:?}"));
                 return Err(e);
             }
