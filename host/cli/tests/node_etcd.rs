@@ -58,10 +58,15 @@ fn nodes_hold_leases_configure_out_a_killed_node_and_fail_stop_without_etcd() {
         wait_membership(&file, i, |m| m["kind"] == "etcd" && m["epoch"] == 1);
     }
     signal(&nodes[2], libc::SIGKILL);
+    let t_sigkill = Instant::now();
     let _ = wait_exit(&mut nodes[2], STARTUP);
     for i in 0..2 {
         wait_membership(&file, i, |m| m["epoch"] == 2 && m["live"] == 0b011);
     }
+    eprintln!(
+        "SIGKILL to the new configuration in both survivors' status (TTL 1 s): {} ms",
+        t_sigkill.elapsed().as_millis()
+    );
     etcd.kill();
     let t_kill = Instant::now();
     for (i, node) in nodes.iter_mut().take(2).enumerate() {
