@@ -101,7 +101,12 @@ EXTENDS SplitkvCommon
 
 CONSTANTS
     Fenced,        \* BOOLEAN: servers refuse EXECUTEs of finished generations
-    AppliedRound   \* BOOLEAN: Resume only once every live node recorded the decisions
+    AppliedRound,  \* BOOLEAN: Resume only once every live node recorded the decisions
+    LogTimeout,    \* SUBSET Txns: transactions whose coordinator may time out in Log
+    AbortMode      \* how an abort after LOG runs: "tworound" (the design),
+                   \* "unlockearly" or "reportearly" (broken variants)
+
+ASSUME AbortMode \in {"tworound", "unlockearly", "reportearly"}
 
 ASSUME \A t \in Txns : WS(t) # {} /\ ~IsGetOne(t)   \* read-write transactions only
 
@@ -138,11 +143,13 @@ KeysFor(p, M, t, n) ==
       [] p = "validate" -> PrimKeys(M, n, RS(t) \ WS(t))
       [] p = "log"      -> ReplKeys(M, n, WS(t))
       [] p = "commit"   -> ReplKeys(M, n, WS(t))
+      [] p = "abortlog" -> ReplKeys(M, n, WS(t))
       [] p = "abort"    -> PrimKeys(M, n, WS(t))
       [] OTHER          -> {}
 
 ReqKind(p) == CASE p = "execute" -> "EXEC" [] p = "validate" -> "VAL"
-                [] p = "log" -> "LOG" [] p = "commit" -> "COMMIT" [] OTHER -> "ABORT"
+                [] p = "log" -> "LOG" [] p = "commit" -> "COMMIT"
+                [] p = "abortlog" -> "ABORTLOG" [] OTHER -> "ABORT"
 
 StepTargets(t) == LET M == memb[Coord(t)] IN
     {n \in M : KeysFor(phase[t], M, t, n) # {}}
@@ -164,7 +171,7 @@ Init ==
 
 TypeOK ==
     /\ CommonTypeOK
-    /\ phase \in [Txns -> {"idle", "execute", "validate", "log", "commit", "abort", "done"}]
+    /\ phase \in [Txns -> {"idle", "execute", "validate", "log", "commit", "abortlog", "abort", "done"}]
     /\ st \in [Nodes -> {"run", "frozen"}]
     /\ \A m \in msgs : m.dst \in alive
 
@@ -215,16 +222,33 @@ StepDone(t) ==
           /\ phase' = [phase EXCEPT ![t] = "done"]
           /\ reported' = [reported EXCEPT ![t] = "commit"]
           /\ UNCHANGED <<dec, acked, failed, msgs>>
+       \/ /\ phase[t] = "abortlog"    \* every LOG holder recorded the ABORT
+          /\ reported' = [reported EXCEPT ![t] = "abort"]
+          /\ IF AbortMode = "unlockearly"
+             THEN /\ phase' = [phase EXCEPT ![t] = "done"]
+                  /\ UNCHANGED <<acked, failed, msgs>>
+             ELSE GotoSend(t, "abort")      \* second round: unlock at the primaries
+          /\ UNCHANGED dec
        \/ /\ phase[t] = "abort"
           /\ phase' = [phase EXCEPT ![t] = "done"]
           /\ UNCHANGED <<dec, reported, acked, failed, msgs>>
     /\ UNCHANGED <<alive, crashes, obs, lock, val, rec, rtBefore,
                    rvars>>
 
-\* A participant stays silent too long: abort, if no LOG has been sent yet.
+\* A participant stays silent too long: abort.  Before LOG the abort is
+\* reported at once (no LOG record exists).  In Log (LogTimeout) the
+\* coordinator first sends ABORT to every replica of every written key (a
+\* LOG holder or a node its LOG may still reach) and reports only once all
+\* acknowledged (AbortMode = "reportearly" reports at once: broken).
 TimeoutAbort(t) ==
-    /\ CoordUp(t) /\ phase[t] \in {"execute", "validate"}
-    /\ DecideAbort(t)
+    /\ CoordUp(t)
+    /\ \/ /\ phase[t] \in {"execute", "validate"}
+          /\ DecideAbort(t)
+       \/ /\ t \in LogTimeout /\ phase[t] = "log" /\ ~Complete(t)   \* a LOG ack is missing
+          /\ GotoSend(t, "abortlog")
+          /\ dec' = [dec EXCEPT ![t] = "abort"]
+          /\ reported' = IF AbortMode = "reportearly"
+                         THEN [reported EXCEPT ![t] = "abort"] ELSE reported
     /\ UNCHANGED <<alive, crashes, obs, lock, val, rec, rtBefore,
                    rvars>>
 
@@ -284,11 +308,15 @@ ValidateL(m, lost) ==
     /\ UNCHANGED <<alive, crashes, phase, dec, reported, lock, val, rec, rtBefore,
                    msgs, rvars>>
 
+\* A LOG that arrives after t's ABORT record (late or duplicated) is
+\* ignored: it must not make a pending record again.
 LogL(m, lost) ==
     /\ Handles(m, "LOG")
-    /\ LET n == m.dst IN
-       rec' = [rec EXCEPT ![n] = @ \cup {Record(m.t, "LOG", ReplKeys(memb[n], n, WS(m.t)))}]
-    /\ Answer(m, TRUE, NoV, lost)
+    /\ LET n == m.dst
+           gone == \E r \in rec[n] : r.t = m.t /\ r.kind = "ABORT"
+       IN /\ rec' = IF gone THEN rec
+                    ELSE [rec EXCEPT ![n] = @ \cup {Record(m.t, "LOG", ReplKeys(memb[n], n, WS(m.t)))}]
+          /\ Answer(m, TRUE, NoV, lost \/ gone)
     /\ UNCHANGED <<alive, crashes, phase, dec, reported, lock, val, rtBefore, msgs, rvars>>
 
 CommitL(m, lost) ==
@@ -321,6 +349,22 @@ AbortL(m, lost) ==
     /\ UNCHANGED <<alive, crashes, phase, dec, reported, val, rec, rtBefore, msgs,
                    epoch, cepoch, st, memb, rset, rval, decided, applied>>
 
+\* ABORT after LOG: an ABORT record (the pending LOG record is dropped; a
+\* later LOG of t is ignored).  Locks stay until the second round (the
+\* plain ABORT), except with AbortMode = "unlockearly".
+AbortLogL(m, lost) ==
+    /\ Handles(m, "ABORTLOG")
+    /\ LET t == m.t
+           n == m.dst
+       IN /\ rec' = [rec EXCEPT ![n] = @ \cup {Record(t, "ABORT", ReplKeys(memb[n], n, WS(t)))}]
+          /\ lock' = IF AbortMode = "unlockearly"
+                     THEN [lock EXCEPT ![n] = [k \in Keys |-> IF @[k] = t THEN None ELSE @[k]]]
+                     ELSE lock
+          /\ fin' = [fin EXCEPT ![n][Coord(t)] = Gen(t)]
+    /\ Answer(m, TRUE, NoV, lost)
+    /\ UNCHANGED <<alive, crashes, phase, dec, reported, val, rtBefore, msgs,
+                   epoch, cepoch, st, memb, rset, rval, decided, applied>>
+
 \* Each handler, for a request of t at n in the bag, with its response
 \* delivered or lost.
 Req(t, n, kind) == {m \in msgs : m.t = t /\ m.dst = n /\ m.kind = kind}
@@ -329,6 +373,7 @@ Validate(t, n) == \E m \in Req(t, n, "VAL")    : \E lost \in BOOLEAN : ValidateL
 Log(t, n)      == \E m \in Req(t, n, "LOG")    : \E lost \in BOOLEAN : LogL(m, lost)
 Commit(t, n)   == \E m \in Req(t, n, "COMMIT") : \E lost \in BOOLEAN : CommitL(m, lost)
 Abort(t, n)    == \E m \in Req(t, n, "ABORT")  : \E lost \in BOOLEAN : AbortL(m, lost)
+AbortLog(t, n) == \E m \in Req(t, n, "ABORTLOG") : \E lost \in BOOLEAN : AbortLogL(m, lost)
 DropOldAt(n)   == \E m \in msgs : m.dst = n /\ DropOld(m)
 
 -----------------------------------------------------------------------------
@@ -442,6 +487,7 @@ Next ==
     \/ \E t \in Txns : Start(t) \/ StepDone(t) \/ TimeoutAbort(t)
     \/ \E t \in Txns, n \in Nodes :
           Execute(t, n) \/ Validate(t, n) \/ Log(t, n) \/ Commit(t, n) \/ Abort(t, n)
+          \/ AbortLog(t, n)
     \/ \E n \in Nodes : DropOldAt(n)
     \/ \E S \in SUBSET Nodes : Crash(S)
     \/ \E n \in Nodes : Bump(n) \/ Apply(n) \/ Resume(n)
