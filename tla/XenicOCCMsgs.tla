@@ -106,7 +106,10 @@
 (* NoWriteCommitWithoutCrash and NoRecoveryCommitM.  Aborts after LOG      *)
 (* (LogTimeout = {t1}, one crash): XenicAbortAfterLog.cfg must pass;       *)
 (* XenicAbortReportEarly.cfg and XenicAbortUnlockEarly.cfg must violate    *)
-(* DecisionsPreserved and StrictSerializableM.                             *)
+(* DecisionsPreserved and StrictSerializableM.  Non-vacuity of the new     *)
+(* paths: XenicAbortAfterLog_nonvacuous (NoAbortAfterLogReported) and      *)
+(* XenicOCCMsgs_redecide (NoRedecision: a recovery interrupted by a crash  *)
+(* after a node applied, then decided again).                              *)
 (*                                                                         *)
 (* Not modelled: unknown outcomes on a client timeout (safety does not     *)
 (* depend on them), the NIC cache/host log split and DMA deferral,         *)
@@ -533,6 +536,20 @@ StrictSerializableM ==
 \* own decision, which died with it).
 NoRecoveryCommitM ==
     ~(decided /\ \E t \in rset : Coord(t) \notin alive /\ dec[t] = "commit")
+
+\* Non-vacuity target: violated once an abort decided in Log is reported
+\* (every LOG holder acknowledged its ABORT record).
+NoAbortAfterLogReported ==
+    ~\E t \in Txns : reported[t] = "abort" /\ \E n \in alive : HasRec(n, t, "ABORT")
+                    /\ \E m \in alive : HasRec(m, t, "LOG")
+
+\* Non-vacuity target: violated once a recovery decides a transaction that
+\* an abandoned recovery (interrupted by a crash) had already recorded an
+\* abort for at a node that is still live.  With LogTimeout = {} only
+\* Apply appends ABORT records (so one at a node that has not applied
+\* this recovery yet comes from an earlier one).
+NoRedecision ==
+    ~(decided /\ \E t \in rset : \E n \in alive \ applied : HasRec(n, t, "ABORT"))
 
 \* Checked as a PROPERTY: no version stored at a live replica ever
 \* decreases, on any step, recovery included.
