@@ -51,9 +51,12 @@
 (* it (the old primary crashes after the catch-up); Rereplicate_nonvacuous *)
 (* must violate NoCopiedWriteSurvives.                                     *)
 (*                                                                         *)
-(* Not modelled: a restarted node rejoining (it joins as a new one would), *)
-(* several keys per shard, transactions over several shards, the          *)
-(* snapshot's own transfer in chunks (one step), membership (etcd).       *)
+(* A crashed node may restart (Restarts), empty, and then join like a new  *)
+(* one (Rereplicate_writes; Rereplicate_rejoin must violate NoRejoin).     *)
+(*                                                                         *)
+(* Not modelled: several keys per shard, transactions over several        *)
+(* shards, the snapshot's transfer in chunks (one step), membership        *)
+(* (etcd), NIC-runtime-only crashes.                                       *)
 (***************************************************************************)
 EXTENDS Naturals, Sequences, FiniteSets
 
@@ -64,7 +67,8 @@ CONSTANTS
     MaxWrites,      \* writes started per shard
     MaxCrashes,     \* crash events
     Forward,        \* BOOLEAN: writes during the copy also go to the new backup
-    SnapshotWaits   \* BOOLEAN: the snapshot waits for writes not sent to it
+    SnapshotWaits,  \* BOOLEAN: the snapshot waits for writes not sent to it
+    Restarts        \* BOOLEAN: crashed nodes may restart (empty) and rejoin
 
 \* The models' placement: s1 on n1 (primary), n2; s2 on n2, n3; n4 spare.
 RingHome4 == [s1 |-> <<"n1", "n2">>, s2 |-> <<"n2", "n3">>]
@@ -199,9 +203,18 @@ Crash(S) ==
     \* destination of the write in flight (its acknowledgement is void)
     /\ join' = [s \in Shards |-> None]
     /\ snap' = [s \in Shards |-> {}]
-    /\ sent' = [s \in Shards |-> sent[s] \ {join[s]}]
-    /\ wacked' = [s \in Shards |-> wacked[s] \ {join[s]}]
+    \* (records to crashed nodes are lost with them)
+    /\ sent' = [s \in Shards |-> sent[s] \ ({join[s]} \cup S)]
+    /\ wacked' = [s \in Shards |-> wacked[s] \ ({join[s]} \cup S)]
     /\ UNCHANGED writes
+
+\* A crashed node restarts (Restarts): its memory is gone, it is a replica
+\* of nothing and may be chosen as a new backup like any spare.
+Restart(n) ==
+    /\ Restarts /\ n \in Nodes \ alive
+    /\ alive' = alive \cup {n}
+    /\ store' = [store EXCEPT ![n] = [s \in Shards |-> 0]]
+    /\ UNCHANGED <<crashes, repl, committed, wv, sent, wacked, writes, join, snap>>
 
 -----------------------------------------------------------------------------
 
@@ -213,6 +226,7 @@ Next ==
     \/ \E s \in Shards : WriteStart(s) \/ WriteDone(s) \/ Snapshot(s) \/ CatchUp(s)
     \/ \E s \in Shards, n \in Nodes : Deliver(s, n) \/ JoinStart(s, n)
     \/ \E S \in SUBSET Nodes : Crash(S)
+    \/ \E n \in Nodes : Restart(n)
     \/ Finished
 
 Spec == Init /\ [][Next]_vars
@@ -238,5 +252,10 @@ VersionsNeverDecrease ==
 \* backups added by re-replication (both original replicas crashed).
 NoCopiedWriteSurvives ==
     ~\E s \in Shards : committed[s] > 0 /\ Range(repl[s]) \cap Range(Home[s]) = {}
+
+\* Non-vacuity target: violated once a crashed node restarted and rejoined
+\* its shard as a backup (behind the promoted one).
+NoRejoin ==
+    ~\E s \in Shards : Len(repl[s]) >= 2 /\ repl[s][2] = Home[s][1]
 
 =============================================================================
