@@ -36,32 +36,62 @@
 (*   Abort     releases t's locks; acknowledged (the coordinator resends   *)
 (*             it until every primary answered, or a lock could outlive    *)
 (*             its transaction when an ABORT is lost).                     *)
+(*   AbortLog  (an ABORT after LOG, kind ABORTLOG) appends an ABORT        *)
+(*             record, which drops t's pending LOG record; a LOG of t     *)
+(*             arriving later is ignored; acknowledged; locks stay.        *)
 (*                                                                         *)
 (* Coordinator: as XenicOCC (Execute -> Validate -> Log -> Commit, report  *)
-(* after the last COMMIT ack), plus a timeout (TimeoutAbort) that aborts a *)
-(* transaction that is still in Execute or Validate.  After the first LOG  *)
-(* is sent, a coordinator never aborts on its own: a LOG record without a  *)
-(* decision is what recovery reads, so only recovery may decide then.      *)
+(* after the last COMMIT ack), plus a timeout (TimeoutAbort).  In Execute  *)
+(* or Validate it aborts and reports at once (no LOG record exists).  In   *)
+(* Log (transactions in LogTimeout, while a LOG ack is missing) it decides *)
+(* abort and sends ABORTLOG to every replica of every written key (each   *)
+(* may hold t's LOG record or still receive it), resent until all          *)
+(* acknowledged; only then is the abort reported, and a second round (the *)
+(* plain ABORT to the primaries) releases the locks.  Broken variants:     *)
+(* AbortMode = "reportearly" reports at the decision (XenicAbortReportEarly,*)
+(* 13 steps: t1 times out in Log and reports abort; its LOGs, still in     *)
+(* flight, reach n1 and n3 before any ABORTLOG; n2 crashes, and recovery   *)
+(* finds t1's LOG on every survivor and commits it: DecisionsPreserved);   *)
+(* "unlockearly" releases the locks at the ABORTLOG                        *)
+(* (one round; XenicAbortUnlockEarly: t1 times out in Log, n2's ABORTLOG   *)
+(* frees k2, t2 commits k2 having read the old value, n2 crashes before    *)
+(* the ABORTLOGs reach n1 and n3, which hold t1's LOG records, so recovery *)
+(* commits t1 too: StrictSerializableM, 21 steps).                         *)
 (*                                                                         *)
 (* Recovery, step by step (no operation halts the others globally):        *)
-(*   Crash(S)   nodes S fail; messages to them are gone, messages they     *)
-(*              sent may still arrive; the cluster epoch goes up.  The     *)
-(*              survivors keep working in the old epoch until they learn.  *)
+(*   Crash(S)   nodes S fail, at any time, during a recovery too (that     *)
+(*              recovery is abandoned: its decisions lived only in the     *)
+(*              leader and in the records already appended); messages to   *)
+(*              them are gone, messages they sent may still arrive; the    *)
+(*              cluster epoch goes up.  The survivors keep working in the  *)
+(*              old epoch until they learn.                                *)
 (*   Bump(n)    n enters the new epoch: it drops old-epoch messages from   *)
 (*              now on, stops its coordinators and servers, and hands its  *)
 (*              evidence (its log records and its coordinators'            *)
 (*              decisions) to the recovery leader.  Nothing at n changes   *)
-(*              until Resume(n), so the leader reads it when it decides.   *)
+(*              until Apply(n), so the leader reads it when it decides.    *)
 (*   Decide     the leader (lowest live node), once every live node has    *)
-(*              bumped, decides every in-flight transaction by            *)
-(*              XenicOCC's rule (live coordinator's decision; else COMMIT  *)
-(*              record, or a LOG record on a survivor of every written     *)
-(*              key) and computes each key's newest committed value.       *)
-(*   Resume(n)  n learns the decisions and the new placement (the first    *)
-(*              surviving backup of a lost primary is promoted), applies   *)
-(*              the committed writes, drops pending records of aborted     *)
-(*              ones, clears the locks of decided transactions, tells its  *)
-(*              coordinators' clients the outcome and resumes service.     *)
+(*              bumped, decides every in-flight transaction and every one  *)
+(*              with a LOG record but no decision record at a live node,  *)
+(*              by XenicOCC's rule (live coordinator's decision; else      *)
+(*              COMMIT record, or a LOG record not dropped by an ABORT     *)
+(*              record on every survivor of every written key), and       *)
+(*              computes each key's newest committed value.                *)
+(*   Apply(n)   the Applied round: n appends a COMMIT or ABORT record for  *)
+(*              each decided transaction it replicates a written key of    *)
+(*              (the host applies committed writes, an ABORT record drops  *)
+(*              the pending LOG record) and acknowledges to the leader.    *)
+(*   Resume(n)  sent by the leader once every live node acknowledged       *)
+(*              Apply (AppliedRound = TRUE): n learns the new placement    *)
+(*              (the first surviving backup of a lost primary is           *)
+(*              promoted), clears the locks of decided transactions, tells *)
+(*              its coordinators' clients the outcome and resumes service. *)
+(*              With AppliedRound = FALSE (XenicAppliedEarly) n resumes as *)
+(*              soon as it applied itself: an abort decided because a live *)
+(*              replica lacked t's LOG is reported; that replica crashes   *)
+(*              before recording the ABORT; the next recovery sees t's     *)
+(*              LOG on every survivor and commits it (DecisionsPreserved,  *)
+(*              15 steps).                                                 *)
 (*                                                                         *)
 (* Checked: StrictSerializableM (SplitkvCommon's conditions; no lost       *)
 (* writes once quiescent and recovered), DecisionsPreserved, NoOrphanLock  *)
@@ -70,9 +100,16 @@
 (*                                                                         *)
 (* Models (workload MsgsTx: t1 at n2 writes k1, k2; t2 at n3 writes k2):  *)
 (* XenicOCCMsgs.cfg (MaxCrashes = 2) must pass; XenicOrphanLock.cfg        *)
-(* (Fenced = FALSE) must violate NoOrphanLock; XenicOCCMsgs_nonvacuous.cfg *)
-(* and XenicOCCMsgs_recovery.cfg must violate NoWriteCommitWithoutCrash    *)
-(* and NoRecoveryCommitM.                                                  *)
+(* (Fenced = FALSE) must violate NoOrphanLock; XenicAppliedEarly.cfg       *)
+(* (AppliedRound = FALSE) must violate DecisionsPreserved;                 *)
+(* XenicOCCMsgs_nonvacuous.cfg and XenicOCCMsgs_recovery.cfg must violate  *)
+(* NoWriteCommitWithoutCrash and NoRecoveryCommitM.  Aborts after LOG      *)
+(* (LogTimeout = {t1}, one crash): XenicAbortAfterLog.cfg must pass;       *)
+(* XenicAbortReportEarly.cfg and XenicAbortUnlockEarly.cfg must violate    *)
+(* DecisionsPreserved and StrictSerializableM.  Non-vacuity of the new     *)
+(* paths: XenicAbortAfterLog_nonvacuous (NoAbortAfterLogReported) and      *)
+(* XenicOCCMsgs_redecide (NoRedecision: a recovery interrupted by a crash  *)
+(* after a node applied, then decided again).                              *)
 (*                                                                         *)
 (* Not modelled: unknown outcomes on a client timeout (safety does not     *)
 (* depend on them), the NIC cache/host log split and DMA deferral,         *)
@@ -83,7 +120,14 @@
 (***************************************************************************)
 EXTENDS SplitkvCommon
 
-CONSTANT Fenced   \* BOOLEAN: servers refuse EXECUTEs of finished generations
+CONSTANTS
+    Fenced,        \* BOOLEAN: servers refuse EXECUTEs of finished generations
+    AppliedRound,  \* BOOLEAN: Resume only once every live node recorded the decisions
+    LogTimeout,    \* SUBSET Txns: transactions whose coordinator may time out in Log
+    AbortMode      \* how an abort after LOG runs: "tworound" (the design),
+                   \* "unlockearly" or "reportearly" (broken variants)
+
+ASSUME AbortMode \in {"tworound", "unlockearly", "reportearly"}
 
 ASSUME \A t \in Txns : WS(t) # {} /\ ~IsGetOne(t)   \* read-write transactions only
 
@@ -96,9 +140,10 @@ VARIABLES
     fin,     \* [Nodes -> [Nodes -> 0..1]]: newest finished generation per coordinator slot
     rset,    \* transactions decided by the recovery in progress
     rval,    \* [Keys -> Vals]: newest committed value of each key, from Decide
-    decided  \* BOOLEAN: the recovery in progress has decided
+    decided, \* BOOLEAN: the recovery in progress has decided
+    applied  \* SUBSET Nodes: live nodes that recorded this recovery's decisions
 
-rvars == <<epoch, cepoch, st, memb, fin, rset, rval, decided>>
+rvars == <<epoch, cepoch, st, memb, fin, rset, rval, decided, applied>>
 vars == <<commonVars, msgs, rvars>>
 
 Gen(t) == 1
@@ -119,11 +164,13 @@ KeysFor(p, M, t, n) ==
       [] p = "validate" -> PrimKeys(M, n, RS(t) \ WS(t))
       [] p = "log"      -> ReplKeys(M, n, WS(t))
       [] p = "commit"   -> ReplKeys(M, n, WS(t))
+      [] p = "abortlog" -> ReplKeys(M, n, WS(t))
       [] p = "abort"    -> PrimKeys(M, n, WS(t))
       [] OTHER          -> {}
 
 ReqKind(p) == CASE p = "execute" -> "EXEC" [] p = "validate" -> "VAL"
-                [] p = "log" -> "LOG" [] p = "commit" -> "COMMIT" [] OTHER -> "ABORT"
+                [] p = "log" -> "LOG" [] p = "commit" -> "COMMIT"
+                [] p = "abortlog" -> "ABORTLOG" [] OTHER -> "ABORT"
 
 StepTargets(t) == LET M == memb[Coord(t)] IN
     {n \in M : KeysFor(phase[t], M, t, n) # {}}
@@ -141,10 +188,11 @@ Init ==
     /\ rset = {}
     /\ rval = [k \in Keys |-> Init0]
     /\ decided = FALSE
+    /\ applied = {}
 
 TypeOK ==
     /\ CommonTypeOK
-    /\ phase \in [Txns -> {"idle", "execute", "validate", "log", "commit", "abort", "done"}]
+    /\ phase \in [Txns -> {"idle", "execute", "validate", "log", "commit", "abortlog", "abort", "done"}]
     /\ st \in [Nodes -> {"run", "frozen"}]
     /\ \A m \in msgs : m.dst \in alive
 
@@ -195,16 +243,33 @@ StepDone(t) ==
           /\ phase' = [phase EXCEPT ![t] = "done"]
           /\ reported' = [reported EXCEPT ![t] = "commit"]
           /\ UNCHANGED <<dec, acked, failed, msgs>>
+       \/ /\ phase[t] = "abortlog"    \* every LOG holder recorded the ABORT
+          /\ reported' = [reported EXCEPT ![t] = "abort"]
+          /\ IF AbortMode = "unlockearly"
+             THEN /\ phase' = [phase EXCEPT ![t] = "done"]
+                  /\ UNCHANGED <<acked, failed, msgs>>
+             ELSE GotoSend(t, "abort")      \* second round: unlock at the primaries
+          /\ UNCHANGED dec
        \/ /\ phase[t] = "abort"
           /\ phase' = [phase EXCEPT ![t] = "done"]
           /\ UNCHANGED <<dec, reported, acked, failed, msgs>>
     /\ UNCHANGED <<alive, crashes, obs, lock, val, rec, rtBefore,
                    rvars>>
 
-\* A participant stays silent too long: abort, if no LOG has been sent yet.
+\* A participant stays silent too long: abort.  Before LOG the abort is
+\* reported at once (no LOG record exists).  In Log (LogTimeout) the
+\* coordinator first sends ABORT to every replica of every written key (a
+\* LOG holder or a node its LOG may still reach) and reports only once all
+\* acknowledged (AbortMode = "reportearly" reports at once: broken).
 TimeoutAbort(t) ==
-    /\ CoordUp(t) /\ phase[t] \in {"execute", "validate"}
-    /\ DecideAbort(t)
+    /\ CoordUp(t)
+    /\ \/ /\ phase[t] \in {"execute", "validate"}
+          /\ DecideAbort(t)
+       \/ /\ t \in LogTimeout /\ phase[t] = "log" /\ ~Complete(t)   \* a LOG ack is missing
+          /\ GotoSend(t, "abortlog")
+          /\ dec' = [dec EXCEPT ![t] = "abort"]
+          /\ reported' = IF AbortMode = "reportearly"
+                         THEN [reported EXCEPT ![t] = "abort"] ELSE reported
     /\ UNCHANGED <<alive, crashes, obs, lock, val, rec, rtBefore,
                    rvars>>
 
@@ -264,11 +329,15 @@ ValidateL(m, lost) ==
     /\ UNCHANGED <<alive, crashes, phase, dec, reported, lock, val, rec, rtBefore,
                    msgs, rvars>>
 
+\* A LOG that arrives after t's ABORT record (late or duplicated) is
+\* ignored: it must not make a pending record again.
 LogL(m, lost) ==
     /\ Handles(m, "LOG")
-    /\ LET n == m.dst IN
-       rec' = [rec EXCEPT ![n] = @ \cup {Record(m.t, "LOG", ReplKeys(memb[n], n, WS(m.t)))}]
-    /\ Answer(m, TRUE, NoV, lost)
+    /\ LET n == m.dst
+           gone == \E r \in rec[n] : r.t = m.t /\ r.kind = "ABORT"
+       IN /\ rec' = IF gone THEN rec
+                    ELSE [rec EXCEPT ![n] = @ \cup {Record(m.t, "LOG", ReplKeys(memb[n], n, WS(m.t)))}]
+          /\ Answer(m, TRUE, NoV, lost \/ gone)
     /\ UNCHANGED <<alive, crashes, phase, dec, reported, lock, val, rtBefore, msgs, rvars>>
 
 CommitL(m, lost) ==
@@ -289,7 +358,7 @@ CommitL(m, lost) ==
           ELSE /\ UNCHANGED <<rec, val, lock, fin>>    \* late or duplicated
                /\ Answer(m, TRUE, NoV, lost \/ ~done)
     /\ UNCHANGED <<alive, crashes, phase, dec, reported, rtBefore, msgs,
-                   epoch, cepoch, st, memb, rset, rval, decided>>
+                   epoch, cepoch, st, memb, rset, rval, decided, applied>>
 
 AbortL(m, lost) ==
     /\ Handles(m, "ABORT")
@@ -299,7 +368,23 @@ AbortL(m, lost) ==
           /\ fin' = [fin EXCEPT ![n][Coord(t)] = Gen(t)]
     /\ Answer(m, TRUE, NoV, lost)
     /\ UNCHANGED <<alive, crashes, phase, dec, reported, val, rec, rtBefore, msgs,
-                   epoch, cepoch, st, memb, rset, rval, decided>>
+                   epoch, cepoch, st, memb, rset, rval, decided, applied>>
+
+\* ABORT after LOG: an ABORT record (the pending LOG record is dropped; a
+\* later LOG of t is ignored).  Locks stay until the second round (the
+\* plain ABORT), except with AbortMode = "unlockearly".
+AbortLogL(m, lost) ==
+    /\ Handles(m, "ABORTLOG")
+    /\ LET t == m.t
+           n == m.dst
+       IN /\ rec' = [rec EXCEPT ![n] = @ \cup {Record(t, "ABORT", ReplKeys(memb[n], n, WS(t)))}]
+          /\ lock' = IF AbortMode = "unlockearly"
+                     THEN [lock EXCEPT ![n] = [k \in Keys |-> IF @[k] = t THEN None ELSE @[k]]]
+                     ELSE lock
+          /\ fin' = [fin EXCEPT ![n][Coord(t)] = Gen(t)]
+    /\ Answer(m, TRUE, NoV, lost)
+    /\ UNCHANGED <<alive, crashes, phase, dec, reported, val, rtBefore, msgs,
+                   epoch, cepoch, st, memb, rset, rval, decided, applied>>
 
 \* Each handler, for a request of t at n in the bag, with its response
 \* delivered or lost.
@@ -309,34 +394,51 @@ Validate(t, n) == \E m \in Req(t, n, "VAL")    : \E lost \in BOOLEAN : ValidateL
 Log(t, n)      == \E m \in Req(t, n, "LOG")    : \E lost \in BOOLEAN : LogL(m, lost)
 Commit(t, n)   == \E m \in Req(t, n, "COMMIT") : \E lost \in BOOLEAN : CommitL(m, lost)
 Abort(t, n)    == \E m \in Req(t, n, "ABORT")  : \E lost \in BOOLEAN : AbortL(m, lost)
+AbortLog(t, n) == \E m \in Req(t, n, "ABORTLOG") : \E lost \in BOOLEAN : AbortLogL(m, lost)
 DropOldAt(n)   == \E m \in msgs : m.dst = n /\ DropOld(m)
 
 -----------------------------------------------------------------------------
 (* Crash and recovery, step by step *)
 
+\* A crash may come at any time, during a recovery too (the recovery in
+\* progress is abandoned: its decisions lived only in the leader and in
+\* the records already appended; the next one starts from the logs).
 Crash(S) ==
-    /\ CrashOK(S) /\ ~Recovering
+    /\ CrashOK(S)
     /\ alive' = alive \ S
     /\ crashes' = crashes + 1
     /\ cepoch' = cepoch + 1
     /\ msgs' = {m \in msgs : m.dst \notin S}
+    /\ rset' = {}
+    /\ decided' = FALSE
+    /\ applied' = {}
     /\ UNCHANGED <<phase, dec, reported, obs, acked, failed, lock, val, rec, rtBefore,
-                   epoch, st, memb, fin, rset, rval, decided>>
+                   epoch, st, memb, fin, rval>>
 
 Bump(n) ==
     /\ n \in alive /\ epoch[n] < cepoch
     /\ epoch' = [epoch EXCEPT ![n] = cepoch]
     /\ st' = [st EXCEPT ![n] = "frozen"]
     /\ msgs' = {m \in msgs : ~(m.dst = n /\ m.e < cepoch)}
-    /\ UNCHANGED <<commonVars, cepoch, memb, fin, rset, rval, decided>>
+    /\ UNCHANGED <<commonVars, cepoch, memb, fin, rset, rval, decided, applied>>
 
 InFlightNow == {t \in Txns : phase[t] \notin {"idle", "done"}}
 
-HasLog(n, t, k) == \E r \in rec[n] : r.t = t /\ r.kind = "LOG" /\ k \in r.keys
+HasRec(n, t, kind) == \E r \in rec[n] : r.t = t /\ r.kind = kind
 
+\* n holds t's LOG record of k and has not dropped it (no ABORT record).
+HasLog(n, t, k) ==
+    /\ \E r \in rec[n] : r.t = t /\ r.kind = "LOG" /\ k \in r.keys
+    /\ ~HasRec(n, t, "ABORT")
+
+\* n holds a LOG record of t without a decision: recovery must decide t,
+\* even if an earlier, abandoned recovery decided it already.
+Pending(n, t) == HasRec(n, t, "LOG") /\ ~HasRec(n, t, "COMMIT") /\ ~HasRec(n, t, "ABORT")
+
+\* The recovery rule (Xenic §4.2.1 with issue 11's commit point).
 DecideFor(t) ==
     IF Coord(t) \in alive THEN IF dec[t] = "commit" THEN "commit" ELSE "abort"
-    ELSE IF \/ \E n \in alive : \E r \in rec[n] : r.t = t /\ r.kind = "COMMIT"
+    ELSE IF \/ \E n \in alive : HasRec(n, t, "COMMIT")
             \/ \A k \in WS(t) : /\ Replicas(k) \cap alive # {}
                                  /\ \A n \in Replicas(k) \cap alive : HasLog(n, t, k)
          THEN "commit" ELSE "abort"
@@ -344,7 +446,7 @@ DecideFor(t) ==
 Decide ==
     /\ ~decided /\ cepoch > 0
     /\ \A n \in alive : epoch[n] = cepoch /\ st[n] = "frozen"
-    /\ LET F == InFlightNow
+    /\ LET F == InFlightNow \cup {t \in Txns : \E n \in alive : Pending(n, t)}
            D == [t \in Txns |-> IF t \in F THEN DecideFor(t) ELSE dec[t]]
            Cands(k) == {val[n][k] : n \in Replicas(k) \cap alive}
                        \cup {t \in F : D[t] = "commit" /\ k \in WS(t)
@@ -357,13 +459,32 @@ Decide ==
                                       ELSE phase[t]]
     /\ decided' = TRUE
     /\ UNCHANGED <<alive, crashes, reported, obs, acked, failed, lock, val, rec, rtBefore,
-                   msgs, epoch, cepoch, st, memb, fin>>
+                   msgs, epoch, cepoch, st, memb, fin, applied>>
+
+\* The Applied round: n appends a COMMIT or ABORT record for every decided
+\* transaction that wrote a key it replicates (an ABORT record drops the
+\* pending LOG record; a COMMIT record lets the host apply it, so n's store
+\* takes each key's newest committed value) and acknowledges to the leader.
+\* n is frozen, so nobody reads the applied values before Resume.
+Apply(n) ==
+    /\ n \in alive /\ st[n] = "frozen" /\ decided /\ n \notin applied
+    /\ LET Ks(t) == {k \in WS(t) : n \in Replicas(k)}
+           Kind(t) == IF dec[t] = "commit" THEN "COMMIT" ELSE "ABORT"
+       IN rec' = [rec EXCEPT ![n] = @ \cup {Record(t, Kind(t), Ks(t)) : t \in {u \in rset : Ks(u) # {}}}]
+    /\ val' = [val EXCEPT ![n] = [k \in Keys |->
+                  IF n \in Replicas(k) THEN Newest(k, {@[k], rval[k]}) ELSE @[k]]]
+    /\ applied' = applied \cup {n}
+    /\ UNCHANGED <<alive, crashes, phase, dec, reported, obs, acked, failed, lock, rtBefore,
+                   msgs, epoch, cepoch, st, memb, fin, rset, rval, decided>>
+
+\* The leader sends Resume once every live node has acknowledged Apply
+\* (AppliedRound); in the broken variant each node goes on as soon as it
+\* has recorded the decisions itself.
+ResumeOK(n) == IF AppliedRound THEN alive \subseteq applied ELSE n \in applied
 
 Resume(n) ==
-    /\ n \in alive /\ st[n] = "frozen" /\ decided
+    /\ n \in alive /\ st[n] = "frozen" /\ decided /\ ResumeOK(n)
     /\ LET Mine == {t \in rset : Coord(t) = n} IN
-       /\ val' = [val EXCEPT ![n] = [k \in Keys |->
-                     IF n \in Replicas(k) THEN Newest(k, {@[k], rval[k]}) ELSE @[k]]]
        /\ lock' = [lock EXCEPT ![n] = [k \in Keys |-> None]]
        /\ memb' = [memb EXCEPT ![n] = alive]
        /\ st' = [st EXCEPT ![n] = "run"]
@@ -376,7 +497,8 @@ Resume(n) ==
        /\ LET last == \A u \in alive \ {n} : st[u] = "run" IN
           /\ rset' = IF last THEN {} ELSE rset
           /\ decided' = IF last THEN FALSE ELSE decided
-    /\ UNCHANGED <<alive, crashes, dec, obs, rec, rtBefore, msgs, epoch, cepoch, fin, rval>>
+          /\ applied' = IF last THEN {} ELSE applied
+    /\ UNCHANGED <<alive, crashes, dec, obs, val, rec, rtBefore, msgs, epoch, cepoch, fin, rval>>
 
 -----------------------------------------------------------------------------
 
@@ -386,9 +508,10 @@ Next ==
     \/ \E t \in Txns : Start(t) \/ StepDone(t) \/ TimeoutAbort(t)
     \/ \E t \in Txns, n \in Nodes :
           Execute(t, n) \/ Validate(t, n) \/ Log(t, n) \/ Commit(t, n) \/ Abort(t, n)
+          \/ AbortLog(t, n)
     \/ \E n \in Nodes : DropOldAt(n)
     \/ \E S \in SUBSET Nodes : Crash(S)
-    \/ \E n \in Nodes : Bump(n) \/ Resume(n)
+    \/ \E n \in Nodes : Bump(n) \/ Apply(n) \/ Resume(n)
     \/ Decide
     \/ Finished
 
@@ -413,6 +536,20 @@ StrictSerializableM ==
 \* own decision, which died with it).
 NoRecoveryCommitM ==
     ~(decided /\ \E t \in rset : Coord(t) \notin alive /\ dec[t] = "commit")
+
+\* Non-vacuity target: violated once an abort decided in Log is reported
+\* (every LOG holder acknowledged its ABORT record).
+NoAbortAfterLogReported ==
+    ~\E t \in Txns : reported[t] = "abort" /\ \E n \in alive : HasRec(n, t, "ABORT")
+                    /\ \E m \in alive : HasRec(m, t, "LOG")
+
+\* Non-vacuity target: violated once a recovery decides a transaction that
+\* an abandoned recovery (interrupted by a crash) had already recorded an
+\* abort for at a node that is still live.  With LogTimeout = {} only
+\* Apply appends ABORT records (so one at a node that has not applied
+\* this recovery yet comes from an earlier one).
+NoRedecision ==
+    ~(decided /\ \E t \in rset : \E n \in alive \ applied : HasRec(n, t, "ABORT"))
 
 \* Checked as a PROPERTY: no version stored at a live replica ever
 \* decreases, on any step, recovery included.

@@ -15,6 +15,8 @@ pub mod client;
 pub mod cluster;
 pub mod deploy;
 pub mod log;
+#[cfg(feature = "etcd")]
+pub mod membership_etcd;
 pub mod node;
 pub mod observe;
 pub mod table;

@@ -11,6 +11,13 @@
 //! 2025 (`splitkv_host::deploy::incarnation_now`): fresh per process start.
 //! `/metrics` is fed from the counters the polling threads publish; the
 //! control thread never touches a polling component.
+//!
+//! Membership (`[membership]` of the cluster file): static by default; with
+//! `kind = "etcd"` (cargo feature `etcd`) the main thread holds the node's
+//! etcd lease ([`NodeMembership`]): etcd unreachable at start is one line
+//! and exit 2; new configurations are logged and shown in `/status`; once
+//! the lease may have run out (etcd unreachable, or the node was configured
+//! out) the node says so in its log and status and stops (fail-stop, exit 3).
 
 use crate::cli::NodeArgs;
 use crate::Failure;
@@ -20,7 +27,7 @@ use splitkv_host::cluster::StatsHandle;
 use splitkv_host::deploy::metrics::outcome_label;
 use splitkv_host::deploy::{
     incarnation_now, node_builder, node_transport, CallError, ClusterConfig, ControlHandler,
-    ControlServer, LogTarget, NodeMetrics, Route, SessionCounters,
+    ControlServer, LogTarget, MembershipSettings, NodeMetrics, Route, SessionCounters,
 };
 use splitkv_layout::host_nic::TxStatus;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -43,6 +50,8 @@ struct NodeHandler {
     metrics: Arc<NodeMetrics>,
     /// Set by a signal or `POST /drain`: the main thread drains.
     drain: Arc<AtomicBool>,
+    /// The membership as the main thread last saw it (`/status`).
+    membership: Mutex<Value>,
 }
 
 impl NodeHandler {
@@ -129,6 +138,7 @@ impl ControlHandler for NodeHandler {
             "failure": failure,
             "transactions": self.transactions(),
             "sessions": self.sessions(),
+            "membership": self.membership.lock().unwrap_or_else(|e| e.into_inner()).clone(),
         })
     }
 
@@ -235,6 +245,8 @@ pub fn run(args: &NodeArgs) -> Result<(), Failure> {
     init_log(&config.log)?;
     pin(&me.cores)?;
     let incarnation = incarnation_now();
+    let started = Instant::now();
+    let mut membership = NodeMembership::start(&config, args.id, incarnation, started)?;
     let transport = node_transport(&config, args.id, args.seed).map_err(|e| bad(&e))?;
     let builder = node_builder(&config, args.threads, args.seed, incarnation);
     let drain = Arc::new(AtomicBool::new(false));
@@ -249,13 +261,14 @@ pub fn run(args: &NodeArgs) -> Result<(), Failure> {
         node: args.id,
         cluster_id: config.cluster_id,
         incarnation,
-        started: Instant::now(),
+        started,
         remote: Mutex::new(
             RemoteNode::new(args.id, builder, transport).with_metrics(metrics.clone()),
         ),
         stats: Mutex::new(None),
         metrics,
         drain: drain.clone(),
+        membership: Mutex::new(membership.view(started)),
     });
     let control = ControlServer::start(me.control, &config.token, handler.clone())
         .map_err(|e| bad(&format_args!("node[{}].control: {e}", args.id)))?;
@@ -267,7 +280,7 @@ pub fn run(args: &NodeArgs) -> Result<(), Failure> {
         threads = args.threads,
         "node started"
     );
-    let failed = wait_for_drain(&handler);
+    let failed = wait_for_drain(&handler, &mut membership);
     tracing::info!("draining");
     let drained = handler
         .remote
@@ -290,15 +303,137 @@ pub fn run(args: &NodeArgs) -> Result<(), Failure> {
     }
 }
 
-/// Waits for a signal or a drain call; returns the failure if the node
-/// stopped on one instead.
-fn wait_for_drain(handler: &NodeHandler) -> Option<String> {
+/// Waits for a signal or a drain call, driving the membership meanwhile;
+/// returns the failure if the node stopped on one (or fail-stopped) instead.
+fn wait_for_drain(handler: &NodeHandler, membership: &mut NodeMembership) -> Option<String> {
     while !handler.drain.load(Ordering::Acquire) {
         if let Some(e) = handler.stats().and_then(|h| h.failure()) {
             tracing::error!(error = %e, "node failed");
             return Some(e.to_string());
         }
+        let stepped = membership.step(handler.started);
+        *handler.membership.lock().unwrap_or_else(|e| e.into_inner()) =
+            membership.view(handler.started);
+        if let Err(why) = stepped {
+            tracing::error!(reason = %why, "membership: fail-stop, the node stops serving");
+            return Some(format!("membership: {why}"));
+        }
         std::thread::sleep(SIGNAL_POLL);
     }
     None
+}
+
+/// The node's membership, driven by the main thread (a driver, not a
+/// polling component): static, or an etcd lease
+/// (`splitkv_host::membership_etcd`, whose client runs on a thread of its own).
+enum NodeMembership {
+    /// Every node of the file, epoch 1, never changed.
+    Static,
+    /// An etcd lease and the configuration key.
+    #[cfg(feature = "etcd")]
+    Etcd {
+        member: splitkv_host::membership_etcd::EtcdMember,
+        next_renew_ns: u64,
+    },
+}
+
+impl NodeMembership {
+    /// Starts the membership the file asks for; etcd unreachable (or any
+    /// other etcd start-up failure) is one line and exit 2.
+    fn start(
+        config: &ClusterConfig,
+        id: u16,
+        incarnation: u32,
+        started: Instant,
+    ) -> Result<NodeMembership, Failure> {
+        match &config.membership {
+            MembershipSettings::Static => Ok(NodeMembership::Static),
+            #[cfg(feature = "etcd")]
+            MembershipSettings::Etcd {
+                endpoints,
+                lease_ttl_s,
+                prefix,
+            } => {
+                use splitkv_host::membership_etcd::{EtcdMember, EtcdSettings};
+                let mut s = EtcdSettings::new(endpoints.clone(), prefix, id, config.nodes.len());
+                s.lease_ttl_s = *lease_ttl_s;
+                s.incarnation = u64::from(incarnation);
+                let now = started.elapsed().as_nanos() as u64;
+                let member = EtcdMember::connect(s, now)
+                    .map_err(|e| Failure::BadInput(format!("membership: {e}")))?;
+                tracing::info!(epoch = member_epoch(&member), "membership: etcd lease held");
+                Ok(NodeMembership::Etcd {
+                    member,
+                    next_renew_ns: 0,
+                })
+            }
+            #[cfg(not(feature = "etcd"))]
+            MembershipSettings::Etcd { .. } => {
+                let _ = (id, incarnation, started);
+                Err(Failure::BadInput(
+                    "membership.kind = \"etcd\": this binary was built without etcd support".into(),
+                ))
+            }
+        }
+    }
+
+    /// Renews the lease when due and takes new configurations (logged).
+    /// `Err` says why the node must stop serving.
+    fn step(&mut self, started: Instant) -> Result<(), String> {
+        let _ = started; // read only with etcd
+        match self {
+            NodeMembership::Static => Ok(()),
+            #[cfg(feature = "etcd")]
+            NodeMembership::Etcd {
+                member,
+                next_renew_ns,
+            } => {
+                use splitkv_nic::membership::Membership;
+                let now = started.elapsed().as_nanos() as u64;
+                if now >= *next_renew_ns {
+                    *next_renew_ns = now + member.renew_every_ns();
+                    let _ = member.renew(now);
+                }
+                if let Some(c) = member.poll(now) {
+                    tracing::warn!(
+                        epoch = c.epoch,
+                        live = c.live,
+                        "membership: new configuration"
+                    );
+                }
+                match member.fail_stop(now) {
+                    Some(why) => Err(why.to_string()),
+                    None => Ok(()),
+                }
+            }
+        }
+    }
+
+    /// What `/status` shows under `membership`.
+    fn view(&self, started: Instant) -> Value {
+        let _ = started; // read only with etcd
+        match self {
+            NodeMembership::Static => json!({ "kind": "static" }),
+            #[cfg(feature = "etcd")]
+            NodeMembership::Etcd { member, .. } => {
+                use splitkv_nic::membership::Membership;
+                let now = started.elapsed().as_nanos() as u64;
+                let c = member.current();
+                json!({
+                    "kind": "etcd",
+                    "epoch": c.epoch,
+                    "live": c.live,
+                    "lease_remaining_ms": member.lease_until().saturating_sub(now) / 1_000_000,
+                    "fail_stop": member.fail_stop(now).map(|f| f.to_string()),
+                    "last_error": member.last_error(),
+                })
+            }
+        }
+    }
+}
+
+#[cfg(feature = "etcd")]
+fn member_epoch(m: &splitkv_host::membership_etcd::EtcdMember) -> u32 {
+    use splitkv_nic::membership::Membership;
+    m.current().epoch
 }

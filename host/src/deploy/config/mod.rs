@@ -27,6 +27,11 @@
 //! control = "127.0.0.1:7200"     # loopback unless control_public = true
 //! cores = [0]                    # optional
 //! transport = { mtu = 9000 }     # optional, overrides [transport] field by field
+//!
+//! [membership]                   # optional; see [`membership`]
+//! kind = "etcd"                  # or "static" (the default)
+//! endpoints = ["http://127.0.0.1:2379"]
+//! lease_ttl_s = 2
 //! ```
 //!
 //! [`ClusterConfig::from_file`] and [`str::parse`] read the file with serde
@@ -36,8 +41,11 @@
 //! column. Named bounds and defaults are the `*_MAX`, `*_MIN` and `*_DEFAULT`
 //! constants of this module.
 
+pub mod membership;
 mod raw;
 mod validate;
+
+pub use membership::MembershipSettings;
 
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
@@ -242,6 +250,8 @@ pub struct ClusterConfig {
     pub protocol: ProtocolSettings,
     /// The nodes, in id order (`nodes[i].id == i`), 1 ..= [`splitkv_nic::NODES_MAX`] of them.
     pub nodes: Vec<NodeSettings>,
+    /// How the node processes agree on membership (`[membership]`).
+    pub membership: MembershipSettings,
 }
 
 impl ClusterConfig {

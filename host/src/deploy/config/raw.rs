@@ -24,6 +24,18 @@ pub(crate) struct RawCluster {
     pub transport: RawTransport,
     #[serde(default, rename = "node")]
     pub nodes: Vec<RawNode>,
+    #[serde(default)]
+    pub membership: Option<RawMembership>,
+}
+
+/// `[membership]`.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct RawMembership {
+    pub kind: Option<String>,
+    pub endpoints: Option<Vec<String>>,
+    pub lease_ttl_s: Option<u64>,
+    pub prefix: Option<String>,
 }
 
 /// `[table]`.

@@ -36,6 +36,7 @@ pub(super) fn check(raw: RawCluster) -> Result<ClusterConfig, ConfigError> {
         table,
         protocol,
         nodes,
+        membership: super::membership::check(raw.membership.as_ref(), raw.cluster_id)?,
     })
 }
 

@@ -1,0 +1,328 @@
+//! The etcd driver: one OS thread per member running the async etcd client
+//! on a current-thread tokio runtime (DESIGN.md: components are state
+//! machines, drivers own threads). It talks to the polled
+//! [`super::EtcdMember`] only through two bounded crossbeam channels:
+//! commands in ([`Command`], at most [`super::COMMANDS_MAX`] queued),
+//! notices out ([`Notice`], at most [`super::NOTICES_MAX`] undelivered;
+//! more are dropped and counted).
+//!
+//! Each iteration (every [`super::DRIVER_TICK_MS`]) it takes the queued
+//! commands, renews the lease once if asked (one keep-alive on a stream it
+//! keeps open), records suspect reports, and every `poll_every_ms` reads a
+//! snapshot of the cluster's keys: a newer configuration is passed on; a
+//! joined node of the configuration whose member key is gone (its lease ran
+//! out in etcd) is configured out by a compare-and-swap install; a report
+//! naming this node as a suspect stops its renewals, so its own lease runs
+//! out (as the simulated manager refuses a suspect's renewals).
+
+use super::keys::ClusterKeys;
+use super::store::{self, timed, StoreError};
+use super::{EtcdError, EtcdSettings};
+use crossbeam::channel::{Receiver, Sender, TryRecvError};
+use etcd_client::{Client, LeaseKeepAliveStream, LeaseKeeper};
+use splitkv_layout::wire::NodeId;
+use splitkv_nic::membership::Configuration;
+use splitkv_nic::Nanos;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+/// A request from the member to its driver.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Command {
+    /// Renew the lease; `sent` is the member's time of the request (ns).
+    Renew { sent: Nanos },
+    /// Report `0` as a suspect.
+    Suspect(NodeId),
+    /// Stop the driver; with `revoke`, revoke the lease first (best effort).
+    Stop { revoke: bool },
+}
+
+/// News from the driver to the member.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Notice {
+    /// The renewal asked for at `sent` (member's ns) took: etcd counts the
+    /// lease `ttl_s` seconds from a moment after `sent`.
+    Grant { sent: Nanos, ttl_s: i64 },
+    /// The renewal did not take (etcd failed, or this node is a suspect).
+    RenewFailed,
+    /// etcd says the lease no longer exists: this node is out.
+    LeaseGone,
+    /// A configuration read from (or installed in) etcd.
+    Config(Configuration),
+}
+
+/// Counters the driver keeps for [`super::EtcdMember::stats`].
+#[derive(Debug, Default)]
+pub(crate) struct Counters {
+    pub grants: AtomicU64,
+    pub renewals_failed: AtomicU64,
+    pub etcd_errors: AtomicU64,
+    pub installs_won: AtomicU64,
+    pub installs_lost: AtomicU64,
+    pub notices_dropped: AtomicU64,
+    pub last_error: Mutex<Option<String>>,
+}
+
+impl Counters {
+    fn error(&self, what: &str, e: &StoreError) {
+        self.etcd_errors.fetch_add(1, Ordering::Relaxed);
+        let mut last = self.last_error.lock().unwrap_or_else(|p| p.into_inner());
+        *last = Some(format!("{what}: {e}"));
+    }
+}
+
+/// What a started driver found: the granted TTL and the stored configuration.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Ready {
+    pub ttl_s: i64,
+    pub config: Configuration,
+}
+
+/// A current-thread tokio runtime with time and I/O.
+pub(crate) fn runtime() -> Result<tokio::runtime::Runtime, EtcdError> {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| EtcdError::Thread(e.to_string()))
+}
+
+/// The driver's state (lives on its thread).
+pub(crate) struct Driver {
+    s: EtcdSettings,
+    keys: ClusterKeys,
+    client: Client,
+    lease: i64,
+    ttl_s: i64,
+    keeper: Option<(LeaseKeeper, LeaseKeepAliveStream)>,
+    known_epoch: u32,
+    suspected: bool,
+    commands: Receiver<Command>,
+    notices: Sender<Notice>,
+    counters: Arc<Counters>,
+}
+
+impl Driver {
+    fn rpc(&self) -> Duration {
+        Duration::from_millis(self.s.rpc_timeout_ms)
+    }
+
+    /// Connects, takes a lease, registers, and creates or reads the
+    /// configuration. Every failure before etcd first answers is
+    /// [`EtcdError::Unreachable`].
+    pub(crate) async fn start(
+        s: EtcdSettings,
+        commands: Receiver<Command>,
+        notices: Sender<Notice>,
+        counters: Arc<Counters>,
+    ) -> Result<(Driver, Ready), EtcdError> {
+        let rpc = Duration::from_millis(s.start_timeout_ms / u64::from(super::START_RPCS_MAX));
+        let unreachable = |e| EtcdError::unreachable(&s.endpoints, e);
+        let mut client = store::connect(&s.endpoints, rpc)
+            .await
+            .map_err(unreachable)?;
+        let grant = timed(rpc, client.lease_grant(i64::from(s.lease_ttl_s), None))
+            .await
+            .map_err(unreachable)?;
+        let keys = ClusterKeys::new(&s.cluster);
+        let (lease, ttl_s) = (grant.id(), grant.ttl());
+        let config = match join(&mut client, &keys, &s, lease, rpc).await {
+            Ok(c) => c,
+            Err(e) => {
+                // Best effort: leave no member key behind for the others.
+                _ = timed(rpc, client.lease_revoke(lease)).await;
+                return Err(e);
+            }
+        };
+        let d = Driver {
+            s,
+            keys,
+            client,
+            lease,
+            ttl_s,
+            keeper: None,
+            known_epoch: config.epoch,
+            suspected: false,
+            commands,
+            notices,
+            counters,
+        };
+        Ok((d, Ready { ttl_s, config }))
+    }
+
+    /// The driver loop: runs until [`Command::Stop`] or the member is gone.
+    pub(crate) async fn run(mut self) {
+        let tick = Duration::from_millis(super::DRIVER_TICK_MS);
+        let poll_every = Duration::from_millis(self.s.poll_every_ms);
+        let mut next_poll = Instant::now();
+        loop {
+            let mut renew: Option<Nanos> = None;
+            let mut suspects = 0u32;
+            loop {
+                match self.commands.try_recv() {
+                    // One keep-alive serves every queued request: it
+                    // happens after each of them was sent.
+                    Ok(Command::Renew { sent }) => {
+                        renew = Some(renew.map_or(sent, |r| r.max(sent)))
+                    }
+                    Ok(Command::Suspect(n)) => suspects |= 1 << n,
+                    Ok(Command::Stop { revoke }) => return self.stop(revoke).await,
+                    Err(TryRecvError::Disconnected) => return self.stop(false).await,
+                    Err(TryRecvError::Empty) => break,
+                }
+            }
+            if let Some(sent) = renew {
+                self.renew(sent).await;
+            }
+            for n in 0..super::NODES_MAX as NodeId {
+                if suspects & (1 << n) != 0 {
+                    self.suspect(n).await;
+                }
+            }
+            if Instant::now() >= next_poll {
+                self.poll().await;
+                next_poll = Instant::now() + poll_every;
+            }
+            tokio::time::sleep(tick).await;
+        }
+    }
+
+    /// Sends `n`; returns whether it was taken (a dropped one is counted).
+    fn notify(&self, n: Notice) -> bool {
+        let taken = self.notices.try_send(n).is_ok();
+        if !taken {
+            self.counters
+                .notices_dropped
+                .fetch_add(1, Ordering::Relaxed);
+        }
+        taken
+    }
+
+    async fn stop(mut self, revoke: bool) {
+        self.keeper = None;
+        if revoke {
+            let rpc = self.rpc();
+            if let Err(e) = timed(rpc, self.client.lease_revoke(self.lease)).await {
+                self.counters.error("lease revoke", &e);
+            }
+        }
+    }
+
+    async fn renew(&mut self, sent: Nanos) {
+        if self.suspected {
+            self.counters
+                .renewals_failed
+                .fetch_add(1, Ordering::Relaxed);
+            self.notify(Notice::RenewFailed);
+            return;
+        }
+        match self.keep_alive().await {
+            Ok(ttl_s) if ttl_s > 0 => {
+                self.counters.grants.fetch_add(1, Ordering::Relaxed);
+                self.notify(Notice::Grant { sent, ttl_s });
+            }
+            Ok(_) => _ = self.notify(Notice::LeaseGone),
+            Err(e) => {
+                self.keeper = None;
+                self.counters
+                    .renewals_failed
+                    .fetch_add(1, Ordering::Relaxed);
+                self.counters.error("lease keep-alive", &e);
+                self.notify(Notice::RenewFailed);
+            }
+        }
+    }
+
+    /// One keep-alive; the TTL etcd answered (0 or less: the lease is gone).
+    async fn keep_alive(&mut self) -> Result<i64, StoreError> {
+        let rpc = self.rpc();
+        let Some((keeper, stream)) = self.keeper.as_mut() else {
+            // Opening the stream sends the first keep-alive and waits for it.
+            return match timed(rpc, self.client.lease_keep_alive(self.lease)).await {
+                Ok(k) => {
+                    self.keeper = Some(k);
+                    Ok(self.ttl_s)
+                }
+                Err(StoreError::Etcd(etcd_client::Error::LeaseKeepAliveError(_))) => Ok(0),
+                Err(e) => Err(e),
+            };
+        };
+        timed(rpc, keeper.keep_alive()).await?;
+        match timed(rpc, stream.message()).await? {
+            Some(r) => Ok(r.ttl()),
+            None => Err(StoreError::Corrupt("keep-alive stream ended".into())),
+        }
+    }
+
+    async fn suspect(&mut self, suspect: NodeId) {
+        let (rpc, node, lease) = (self.rpc(), self.s.node, self.lease);
+        let r = store::report_suspect(&mut self.client, &self.keys, suspect, node, lease, rpc);
+        if let Err(e) = r.await {
+            self.counters.error("suspect report", &e);
+        }
+    }
+
+    /// Reads a snapshot; passes on a newer configuration; configures out the
+    /// nodes whose leases ran out.
+    async fn poll(&mut self) {
+        let (rpc, node, nodes) = (self.rpc(), self.s.node, self.s.nodes);
+        let snap = match store::snapshot(&mut self.client, &self.keys, node, nodes, rpc).await {
+            Ok(s) => s,
+            Err(e) => return self.counters.error("snapshot", &e),
+        };
+        self.suspected = snap.suspected_by > 0;
+        self.learn(snap.config);
+        let me = 1u32 << node;
+        if snap.members & me == 0 {
+            // etcd deleted this node's member key: its lease ran out.
+            self.notify(Notice::LeaseGone);
+            return;
+        }
+        let gone = snap.config.live & snap.joined & !snap.members;
+        if gone == 0 || !snap.config.contains(node) {
+            return;
+        }
+        let next = snap.config.without(gone);
+        match store::install(&mut self.client, &self.keys, snap.rev, &next, rpc).await {
+            Ok(true) => {
+                self.counters.installs_won.fetch_add(1, Ordering::Relaxed);
+                self.learn(next);
+            }
+            // Another node installed first; the next snapshot shows it.
+            Ok(false) => _ = self.counters.installs_lost.fetch_add(1, Ordering::Relaxed),
+            Err(e) => self.counters.error("configuration install", &e),
+        }
+    }
+
+    /// Passes on `c` if it is newer than the last one passed on (a dropped
+    /// notice is sent again after the next snapshot).
+    fn learn(&mut self, c: Configuration) {
+        if c.epoch > self.known_epoch && self.notify(Notice::Config(c)) {
+            self.known_epoch = c.epoch;
+        }
+    }
+}
+
+/// Registers under `lease` and creates or reads the configuration, which
+/// must contain this node.
+async fn join(
+    client: &mut Client,
+    keys: &ClusterKeys,
+    s: &EtcdSettings,
+    lease: i64,
+    rpc: Duration,
+) -> Result<Configuration, EtcdError> {
+    store::register(client, keys, s.node, lease, s.incarnation, rpc)
+        .await
+        .map_err(EtcdError::store)?;
+    let (config, _) = store::init_config(client, keys, s.nodes, rpc)
+        .await
+        .map_err(EtcdError::store)?;
+    if !config.contains(s.node) {
+        return Err(EtcdError::NotInConfiguration {
+            node: s.node,
+            epoch: config.epoch,
+        });
+    }
+    Ok(config)
+}

@@ -1,0 +1,295 @@
+//! [`EtcdMember`]: one node's polled handle on the etcd membership (the
+//! [`Membership`] a [`splitkv_nic::membership::MembershipAgent`] drives).
+
+use super::driver::{self, Command, Counters, Notice};
+use super::{believed_lease_ns, EtcdError, EtcdSettings, EtcdStats, FailStop};
+use super::{COMMANDS_MAX, NOTICES_MAX};
+use crossbeam::channel::{bounded, Receiver, Sender, TrySendError};
+use splitkv_layout::wire::NodeId;
+use splitkv_nic::membership::{Configuration, Membership, MembershipError};
+use splitkv_nic::Nanos;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+/// One node's handle on the etcd membership: a polled state machine
+/// ([`Membership`]) in front of a driver thread that owns the etcd client.
+/// Renew every [`EtcdMember::renew_every_ns`]; a node must stop serving once
+/// [`EtcdMember::fail_stop`] says so (or [`Membership::renew`] answers
+/// [`MembershipError::Removed`]).
+pub struct EtcdMember {
+    node: NodeId,
+    nodes: usize,
+    rpc_ns: Nanos,
+    believed_ns: Nanos,
+    config: Configuration,
+    returned_epoch: u32,
+    lease_until: Nanos,
+    lease_lost: bool,
+    renew_sent: Option<Nanos>,
+    stopped: bool,
+    commands: Sender<Command>,
+    notices: Receiver<Notice>,
+    counters: Arc<Counters>,
+    commands_dropped: u64,
+    thread: Option<JoinHandle<()>>,
+}
+
+impl std::fmt::Debug for EtcdMember {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("EtcdMember")
+            .field("node", &self.node)
+            .field("config", &self.config)
+            .field("lease_until", &self.lease_until)
+            .finish_non_exhaustive()
+    }
+}
+
+impl EtcdMember {
+    /// Starts the driver thread, which connects to etcd, takes a lease,
+    /// registers this node and creates (first node) or reads the
+    /// configuration. Blocks the caller for at most
+    /// [`EtcdSettings::start_timeout_ms`] (and a second for the thread).
+    /// `now` is the caller's time (ns): the lease is counted from it.
+    ///
+    /// # Errors
+    /// [`EtcdError::Settings`] / [`EtcdError::ClusterName`] for bad settings;
+    /// [`EtcdError::Unreachable`] if etcd does not answer;
+    /// [`EtcdError::NotInConfiguration`] if the stored configuration leaves
+    /// this node out; [`EtcdError::Store`] / [`EtcdError::Thread`] otherwise.
+    pub fn connect(s: EtcdSettings, now: Nanos) -> Result<EtcdMember, EtcdError> {
+        s.check()?;
+        let (node, nodes, rpc_ms, start_ms) =
+            (s.node, s.nodes, s.rpc_timeout_ms, s.start_timeout_ms);
+        let (cmd_tx, cmd_rx) = bounded(COMMANDS_MAX);
+        let (note_tx, note_rx) = bounded(NOTICES_MAX);
+        let (ready_tx, ready_rx) = bounded(1);
+        let counters = Arc::new(Counters::default());
+        let c = counters.clone();
+        let thread = std::thread::Builder::new()
+            .name(format!("splitkv-etcd-{node}"))
+            .spawn(move || {
+                let rt = match driver::runtime() {
+                    Ok(rt) => rt,
+                    Err(e) => {
+                        _ = ready_tx.send(Err(e));
+                        return;
+                    }
+                };
+                rt.block_on(async move {
+                    match driver::Driver::start(s, cmd_rx, note_tx, c).await {
+                        Ok((d, ready)) => {
+                            _ = ready_tx.send(Ok(ready));
+                            d.run().await;
+                        }
+                        Err(e) => _ = ready_tx.send(Err(e)),
+                    }
+                });
+            })
+            .map_err(|e| EtcdError::Thread(e.to_string()))?;
+        let wait = Duration::from_millis(start_ms + 1_000);
+        let ready = match ready_rx.recv_timeout(wait) {
+            Ok(Ok(r)) => r,
+            Ok(Err(e)) => return Err(EtcdError::join(thread, e)),
+            Err(_) => {
+                // The driver ends by itself: its command channel closes as
+                // this returns, and a lease it may still take runs out.
+                let e = EtcdError::Thread(format!("no start-up answer within {wait:?}"));
+                return Err(e);
+            }
+        };
+        let believed_ns = believed_lease_ns(ready.ttl_s.max(0) as u64);
+        Ok(EtcdMember {
+            node,
+            nodes,
+            rpc_ns: rpc_ms * 1_000_000,
+            believed_ns,
+            config: ready.config,
+            returned_epoch: Configuration::initial(0).epoch,
+            lease_until: now.saturating_add(believed_ns),
+            lease_lost: false,
+            renew_sent: None,
+            stopped: false,
+            commands: cmd_tx,
+            notices: note_rx,
+            counters,
+            commands_dropped: 0,
+            thread: Some(thread),
+        })
+    }
+
+    /// How often to renew (ns): a third of the believed lease, so two
+    /// renewals may fail before it runs out.
+    pub fn renew_every_ns(&self) -> Nanos {
+        (self.believed_ns / 3).max(1)
+    }
+
+    /// Why this node must stop serving at `now`, if it must: its believed
+    /// lease ran out, etcd reported it gone, or a configuration left it out.
+    pub fn fail_stop(&self, now: Nanos) -> Option<FailStop> {
+        if !self.config.contains(self.node) {
+            return Some(FailStop::Removed {
+                epoch: self.config.epoch,
+            });
+        }
+        if self.lease_lost {
+            return Some(FailStop::LeaseLost);
+        }
+        (now >= self.lease_until).then_some(FailStop::LeaseExpired {
+            lease_until: self.lease_until,
+        })
+    }
+
+    /// Counters so far.
+    pub fn stats(&self) -> EtcdStats {
+        let c = &self.counters;
+        let get = |a: &std::sync::atomic::AtomicU64| a.load(Ordering::Relaxed);
+        EtcdStats {
+            grants: get(&c.grants),
+            renewals_failed: get(&c.renewals_failed),
+            etcd_errors: get(&c.etcd_errors),
+            installs_won: get(&c.installs_won),
+            installs_lost: get(&c.installs_lost),
+            notices_dropped: get(&c.notices_dropped),
+            commands_dropped: self.commands_dropped,
+        }
+    }
+
+    /// The last failed etcd call, in words (for logs and status).
+    pub fn last_error(&self) -> Option<String> {
+        let last = self.counters.last_error.lock();
+        last.unwrap_or_else(|p| p.into_inner()).clone()
+    }
+
+    /// Leaves the cluster: revokes this node's lease (best effort, bounded by
+    /// the RPC timeout), so the others configure it out without waiting for
+    /// the lease to run out; then stops the driver.
+    pub fn leave(mut self) {
+        let wait = Duration::from_nanos(self.rpc_ns * 4);
+        self.stopped = true;
+        _ = self
+            .commands
+            .send_timeout(Command::Stop { revoke: true }, wait);
+        // Drop joins the driver.
+    }
+
+    fn send(&mut self, c: Command) -> Result<(), MembershipError> {
+        match self.commands.try_send(c) {
+            Ok(()) => Ok(()),
+            Err(TrySendError::Full(_) | TrySendError::Disconnected(_)) => {
+                self.commands_dropped += 1;
+                Err(MembershipError::Busy { max: COMMANDS_MAX })
+            }
+        }
+    }
+
+    /// Takes every notice the driver sent.
+    fn drain(&mut self) {
+        while let Ok(n) = self.notices.try_recv() {
+            match n {
+                Notice::Grant { sent, ttl_s } => {
+                    self.renew_sent = None;
+                    let until = sent.saturating_add(believed_lease_ns(ttl_s.max(0) as u64));
+                    self.lease_until = self.lease_until.max(until);
+                }
+                Notice::RenewFailed => self.renew_sent = None,
+                Notice::LeaseGone => self.lease_lost = true,
+                Notice::Config(c) if c.epoch > self.config.epoch => self.config = c,
+                Notice::Config(_) => {}
+            }
+        }
+    }
+
+    fn removed(&self) -> MembershipError {
+        MembershipError::Removed {
+            node: self.node,
+            epoch: self.config.epoch,
+        }
+    }
+}
+
+impl Membership for EtcdMember {
+    fn node(&self) -> NodeId {
+        self.node
+    }
+
+    fn current(&self) -> Configuration {
+        self.config
+    }
+
+    fn lease_until(&self) -> Nanos {
+        if self.lease_lost {
+            return 0;
+        }
+        self.lease_until
+    }
+
+    fn renew(&mut self, now: Nanos) -> Result<(), MembershipError> {
+        self.drain();
+        if self.fail_stop(now).is_some() {
+            if !self.stopped {
+                // Fail-stop: revoke what may be left of the lease so the
+                // others need not wait for it, and stop renewing (without
+                // waiting: the driver does it on its thread).
+                self.stopped = true;
+                _ = self.commands.try_send(Command::Stop { revoke: true });
+            }
+            return Err(self.removed());
+        }
+        // One renewal at a time; a lost answer is given up after 2 RPC timeouts.
+        if let Some(sent) = self.renew_sent {
+            if now < sent.saturating_add(2 * self.rpc_ns) {
+                return Ok(());
+            }
+        }
+        self.send(Command::Renew { sent: now })?;
+        self.renew_sent = Some(now);
+        Ok(())
+    }
+
+    fn report_suspect(&mut self, suspect: NodeId, _now: Nanos) -> Result<(), MembershipError> {
+        self.drain();
+        if suspect as usize >= self.nodes || suspect == self.node {
+            return Err(MembershipError::UnknownNode {
+                node: suspect,
+                nodes: self.nodes,
+            });
+        }
+        self.send(Command::Suspect(suspect))
+    }
+
+    fn poll(&mut self, _now: Nanos) -> Option<Configuration> {
+        self.drain();
+        (self.config.epoch > self.returned_epoch).then(|| {
+            self.returned_epoch = self.config.epoch;
+            self.config
+        })
+    }
+}
+
+impl Drop for EtcdMember {
+    fn drop(&mut self) {
+        if !self.stopped {
+            let wait = Duration::from_nanos(self.rpc_ns * 4);
+            _ = self
+                .commands
+                .send_timeout(Command::Stop { revoke: false }, wait);
+        }
+        // The driver ends after its current etcd call (bounded by the RPC
+        // timeout) even if the Stop was lost: the channel is closed now.
+        let (closed, _) = bounded(0);
+        drop(std::mem::replace(&mut self.commands, closed));
+        if let Some(t) = self.thread.take() {
+            _ = t.join();
+        }
+    }
+}
+
+impl EtcdError {
+    /// `e`, after the driver thread that reported it has ended.
+    fn join(thread: JoinHandle<()>, e: EtcdError) -> EtcdError {
+        _ = thread.join();
+        e
+    }
+}

@@ -1,0 +1,271 @@
+//! Membership on etcd for deployed node processes (feature `etcd`; issue 12
+//! "Membership on etcd"; DESIGN.md "Faults"): the deployed implementation of
+//! [`Membership`], next to the simulator's leases in virtual time
+//! (`splitkv_sim::membership`), on the same interface.
+//!
+//! - **Leases.** Each node holds an etcd lease of whole seconds
+//!   ([`EtcdSettings::lease_ttl_s`]) with its member key
+//!   `/<cluster>/members/<node>` attached ([`keys`]). A renewal is one
+//!   keep-alive; the node counts its lease from the moment it *asked* for
+//!   the renewal, shortened by the clock-drift bound [`CLOCK_DRIFT_PPM_MAX`]
+//!   and the guard [`LEASE_GUARD_NS`], so it believes in its lease only
+//!   while etcd surely still holds it (FaRM-style lease fencing).
+//! - **Fencing.** When the lease may have run out (no renewal took, e.g.
+//!   etcd is unreachable) the node reports fail-stop
+//!   ([`EtcdMember::fail_stop`]; [`Membership::renew`] answers
+//!   [`MembershipError::Removed`]) and must stop serving: it does so before
+//!   etcd deletes its member key, which is what the others wait for.
+//! - **Configurations.** `/<cluster>/config` holds the epoch and live set
+//!   and changes only by an etcd transaction comparing its mod revision, so
+//!   two nodes never install two configurations for one epoch. A live node
+//!   that sees a joined node of the configuration without a member key (its
+//!   lease is gone) installs the next configuration without it.
+//! - **Suspects.** A reported suspect (its session fell silent) is recorded
+//!   under the reporter's lease; the suspect's own driver then stops
+//!   renewing, so it is configured out once its lease has run out — never
+//!   earlier (as the simulated manager refuses a suspect's renewals).
+//!
+//! The async etcd client runs on a driver thread of its own (module `driver`);
+//! [`EtcdMember`] is a polled state machine that only exchanges messages
+//! with it over bounded channels, so it never blocks except in
+//! [`EtcdMember::connect`] (start-up, bounded) and on drop (joins the
+//! driver). Its `now` is the caller's clock (ns, any origin, monotonic).
+
+mod driver;
+pub mod keys;
+mod store;
+
+pub use store::ConfigStore;
+
+use splitkv_layout::wire::NodeId;
+#[cfg(doc)]
+use splitkv_nic::membership::{Membership, MembershipError};
+use splitkv_nic::{Nanos, NODES_MAX};
+
+/// Default lease TTL (whole seconds; etcd's least TTL is 1.5 election
+/// timeouts rounded up, 2 s with etcd's default 1 s election timeout).
+pub const LEASE_TTL_S_DEFAULT: u32 = 2;
+/// Longest lease TTL accepted (s).
+pub const LEASE_TTL_S_MAX: u32 = 60;
+/// Bound on the rate difference between a node's clock and etcd's (parts
+/// per million): the node believes in a TTL of `t` for `t·(1 − drift)`.
+pub const CLOCK_DRIFT_PPM_MAX: u64 = 1_000;
+/// Taken off every lease the node believes in (ns): covers the time
+/// between a node's last lease check and its last served request.
+pub const LEASE_GUARD_NS: Nanos = 100_000_000;
+/// Default interval between reads of the cluster's keys (ms).
+pub const POLL_EVERY_MS_DEFAULT: u64 = 100;
+/// Default bound on one etcd call (ms).
+pub const RPC_TIMEOUT_MS_DEFAULT: u64 = 250;
+/// The driver's iteration period (ms).
+pub const DRIVER_TICK_MS: u64 = 5;
+/// Most commands queued from a member to its driver.
+pub const COMMANDS_MAX: usize = 64;
+/// Most undelivered notices from a driver to its member (more are dropped
+/// and counted).
+pub const NOTICES_MAX: usize = 64;
+/// Etcd calls at start-up (connect, lease grant, register, create and read
+/// the configuration): each may take a share of the start timeout.
+pub const START_RPCS_MAX: u32 = 5;
+/// Default bound on the whole start-up (ms): no lease is held yet, so it
+/// may be longer than an RPC timeout (a freshly started etcd is slow).
+pub const START_TIMEOUT_MS_DEFAULT: u64 = 5_000;
+/// Longest start-up bound accepted (ms).
+pub const START_TIMEOUT_MS_MAX: u64 = 60_000;
+
+/// How to reach etcd and which member this is.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct EtcdSettings {
+    /// Client URLs (`http://host:port`), at least one.
+    pub endpoints: Vec<String>,
+    /// The cluster's name: the key prefix `/<cluster>/` (no `/`, at most
+    /// [`keys::CLUSTER_NAME_BYTES_MAX`] bytes).
+    pub cluster: String,
+    /// This node.
+    pub node: NodeId,
+    /// Nodes in the cluster (1..=[`NODES_MAX`]).
+    pub nodes: usize,
+    /// Lease TTL asked for (whole seconds, 1..=[`LEASE_TTL_S_MAX`]); etcd
+    /// may grant more, and the granted TTL is used.
+    pub lease_ttl_s: u32,
+    /// Interval between reads of the cluster's keys (ms, > 0).
+    pub poll_every_ms: u64,
+    /// Bound on one etcd call (ms, > 0, at most a quarter of the TTL).
+    pub rpc_timeout_ms: u64,
+    /// Bound on the whole start-up (ms, [`START_RPCS_MAX`] ..=
+    /// [`START_TIMEOUT_MS_MAX`]); each start-up call gets a
+    /// [`START_RPCS_MAX`]th of it.
+    pub start_timeout_ms: u64,
+    /// This process's incarnation (stored in its member key).
+    pub incarnation: u64,
+}
+
+impl EtcdSettings {
+    /// Defaults for `node` of `nodes` in `cluster` at `endpoints`.
+    pub fn new(endpoints: Vec<String>, cluster: &str, node: NodeId, nodes: usize) -> EtcdSettings {
+        EtcdSettings {
+            endpoints,
+            cluster: cluster.to_string(),
+            node,
+            nodes,
+            lease_ttl_s: LEASE_TTL_S_DEFAULT,
+            poll_every_ms: POLL_EVERY_MS_DEFAULT,
+            rpc_timeout_ms: RPC_TIMEOUT_MS_DEFAULT,
+            start_timeout_ms: START_TIMEOUT_MS_DEFAULT,
+            incarnation: 0,
+        }
+    }
+
+    fn check(&self) -> Result<(), EtcdError> {
+        let bad = |what, value: u64, range| Err(EtcdError::Settings { what, value, range });
+        check_name(&self.cluster)?;
+        if self.endpoints.is_empty() {
+            return bad("endpoints", 0, "at least one");
+        }
+        if self.nodes == 0 || self.nodes > NODES_MAX {
+            return bad("nodes", self.nodes as u64, "1..=NODES_MAX");
+        }
+        if self.node as usize >= self.nodes {
+            return bad("node", u64::from(self.node), "below nodes");
+        }
+        if self.lease_ttl_s == 0 || self.lease_ttl_s > LEASE_TTL_S_MAX {
+            return bad(
+                "lease_ttl_s",
+                self.lease_ttl_s.into(),
+                "1..=LEASE_TTL_S_MAX",
+            );
+        }
+        if self.poll_every_ms == 0 {
+            return bad("poll_every_ms", 0, "at least 1");
+        }
+        let quarter_ms = u64::from(self.lease_ttl_s) * 250;
+        if self.rpc_timeout_ms == 0 || self.rpc_timeout_ms > quarter_ms {
+            return bad("rpc_timeout_ms", self.rpc_timeout_ms, "1..=lease TTL / 4");
+        }
+        let start = self.start_timeout_ms;
+        if start < u64::from(START_RPCS_MAX) || start > START_TIMEOUT_MS_MAX {
+            return bad(
+                "start_timeout_ms",
+                start,
+                "START_RPCS_MAX..=START_TIMEOUT_MS_MAX",
+            );
+        }
+        Ok(())
+    }
+}
+
+fn check_name(cluster: &str) -> Result<(), EtcdError> {
+    if keys::ClusterKeys::valid_name(cluster) {
+        return Ok(());
+    }
+    Err(EtcdError::ClusterName(cluster.to_string()))
+}
+
+/// How long (ns) a node believes in a lease of `ttl_s` seconds counted from
+/// its renewal request: the TTL less the drift bound and the guard.
+pub fn believed_lease_ns(ttl_s: u64) -> Nanos {
+    let ttl_ns = ttl_s.saturating_mul(1_000_000_000);
+    let drift_ns = ttl_ns / 1_000_000 * CLOCK_DRIFT_PPM_MAX;
+    ttl_ns
+        .saturating_sub(drift_ns)
+        .saturating_sub(LEASE_GUARD_NS)
+}
+
+/// Why the etcd membership could not start or an operation failed.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum EtcdError {
+    /// etcd did not answer at the endpoints.
+    #[error("etcd unreachable at {endpoints}: {reason}")]
+    Unreachable {
+        /// The endpoints tried, comma-separated.
+        endpoints: String,
+        /// The client's reason.
+        reason: String,
+    },
+    /// An etcd call failed after etcd first answered, or a stored record is
+    /// unreadable.
+    #[error("etcd: {0}")]
+    Store(String),
+    /// A setting out of its range.
+    #[error("etcd membership: {what} = {value} out of range ({range})")]
+    Settings {
+        /// The setting.
+        what: &'static str,
+        /// Its value.
+        value: u64,
+        /// The allowed range, in words.
+        range: &'static str,
+    },
+    /// The cluster name cannot be a key prefix.
+    #[error("etcd membership: cluster name {0:?} must be 1-64 bytes without '/'")]
+    ClusterName(String),
+    /// The stored configuration leaves this node out: it must rejoin as a
+    /// new incarnation.
+    #[error("node {node} is not in the stored configuration (epoch {epoch})")]
+    NotInConfiguration {
+        /// This node.
+        node: NodeId,
+        /// The stored epoch.
+        epoch: u32,
+    },
+    /// The driver thread or its runtime could not start, or it stopped
+    /// before reporting.
+    #[error("etcd driver: {0}")]
+    Thread(String),
+}
+
+impl EtcdError {
+    fn unreachable(endpoints: &[String], e: store::StoreError) -> EtcdError {
+        EtcdError::Unreachable {
+            endpoints: endpoints.join(","),
+            reason: e.to_string(),
+        }
+    }
+
+    fn store(e: store::StoreError) -> EtcdError {
+        EtcdError::Store(e.to_string())
+    }
+}
+
+/// Why a member stopped serving (fail-stop; never split-brain).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+pub enum FailStop {
+    /// No renewal took before the believed lease ran out (etcd unreachable,
+    /// or this node was reported as a suspect).
+    #[error("lease ran out at {lease_until} ns without a renewal: stopped serving")]
+    LeaseExpired {
+        /// The end of the believed lease (member's ns).
+        lease_until: Nanos,
+    },
+    /// etcd reported the lease gone.
+    #[error("etcd reports this node's lease gone: stopped serving")]
+    LeaseLost,
+    /// A configuration without this node was installed.
+    #[error("configuration epoch {epoch} leaves this node out: stopped serving")]
+    Removed {
+        /// That configuration's epoch.
+        epoch: u32,
+    },
+}
+
+/// Counters of one [`EtcdMember`] and its driver.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct EtcdStats {
+    /// Renewals etcd granted.
+    pub grants: u64,
+    /// Renewals that did not take (etcd error, or suspected).
+    pub renewals_failed: u64,
+    /// Failed etcd calls (the last one's reason: [`EtcdMember::last_error`]).
+    pub etcd_errors: u64,
+    /// Configurations this node installed (won the compare-and-swap).
+    pub installs_won: u64,
+    /// Installs that lost the compare-and-swap to another node.
+    pub installs_lost: u64,
+    /// Notices dropped at [`NOTICES_MAX`].
+    pub notices_dropped: u64,
+    /// Requests dropped at [`COMMANDS_MAX`].
+    pub commands_dropped: u64,
+}
+
+mod member;
+pub use member::EtcdMember;

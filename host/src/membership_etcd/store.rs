@@ -1,0 +1,277 @@
+//! The etcd operations of the membership (async, run only on the driver
+//! thread or inside [`ConfigStore`]'s own runtime): create the first
+//! configuration, register a member, read a snapshot, install the next
+//! configuration by compare-and-swap on the configuration key's mod
+//! revision, so two nodes never install two configurations for one epoch.
+
+use super::keys::{ClusterKeys, ConfigRecord};
+use super::EtcdError;
+use etcd_client::{
+    Client, Compare, CompareOp, ConnectOptions, DeleteOptions, GetOptions, PutOptions, Txn, TxnOp,
+    TxnOpResponse,
+};
+use splitkv_layout::wire::NodeId;
+use splitkv_nic::membership::Configuration;
+use std::future::Future;
+use std::time::Duration;
+
+/// Why one etcd operation failed (inside the driver; the public face is
+/// [`EtcdError`]).
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum StoreError {
+    /// The etcd client reported an error (connection, gRPC status).
+    #[error("{0}")]
+    Etcd(#[from] etcd_client::Error),
+    /// No answer within the RPC timeout.
+    #[error("no answer within {0:?}")]
+    Timeout(Duration),
+    /// The configuration key holds something that is not a configuration.
+    #[error("{0}")]
+    Corrupt(String),
+}
+
+/// Runs `f` with a deadline of `limit`.
+pub(crate) async fn timed<T, E: Into<StoreError>>(
+    limit: Duration,
+    f: impl Future<Output = Result<T, E>>,
+) -> Result<T, StoreError> {
+    match tokio::time::timeout(limit, f).await {
+        Ok(r) => r.map_err(Into::into),
+        Err(_) => Err(StoreError::Timeout(limit)),
+    }
+}
+
+/// Connects a client to `endpoints` (lazily: the first RPC finds out
+/// whether etcd answers).
+pub(crate) async fn connect(endpoints: &[String], rpc: Duration) -> Result<Client, StoreError> {
+    let opts = ConnectOptions::new()
+        .with_connect_timeout(rpc)
+        .with_timeout(rpc);
+    timed(rpc, Client::connect(endpoints, Some(opts))).await
+}
+
+/// What one read of the cluster's keys saw (one etcd transaction, so one
+/// revision).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Snapshot {
+    /// The stored configuration.
+    pub config: Configuration,
+    /// The configuration key's mod revision (the compare of the next install).
+    pub rev: i64,
+    /// Nodes whose member key exists (their lease is alive).
+    pub members: u32,
+    /// Nodes that registered once.
+    pub joined: u32,
+    /// Reports naming the reading node as a suspect.
+    pub suspected_by: i64,
+}
+
+/// Creates the first configuration (epoch 1, all `nodes` live) unless one
+/// exists, and returns the stored one with its mod revision.
+pub(crate) async fn init_config(
+    client: &mut Client,
+    keys: &ClusterKeys,
+    nodes: usize,
+    rpc: Duration,
+) -> Result<(Configuration, i64), StoreError> {
+    let first = ConfigRecord::encode(&Configuration::initial(nodes));
+    let txn = Txn::new()
+        .when([Compare::create_revision(keys.config(), CompareOp::Equal, 0)])
+        .and_then([TxnOp::put(keys.config(), first, None)]);
+    timed(rpc, client.txn(txn)).await?;
+    read_config(client, keys, nodes, rpc).await
+}
+
+/// Reads the stored configuration and its mod revision.
+pub(crate) async fn read_config(
+    client: &mut Client,
+    keys: &ClusterKeys,
+    nodes: usize,
+    rpc: Duration,
+) -> Result<(Configuration, i64), StoreError> {
+    let r = timed(rpc, client.get(keys.config(), None)).await?;
+    let kv = r
+        .kvs()
+        .first()
+        .ok_or_else(|| StoreError::Corrupt(format!("{} is missing", keys.config())))?;
+    let c = ConfigRecord::decode(kv.value(), nodes)
+        .map_err(|e| StoreError::Corrupt(format!("{}: {e}", keys.config())))?;
+    Ok((c, kv.mod_revision()))
+}
+
+/// Registers `node` under `lease`: its member key (deleted with the lease)
+/// and its joined key (kept), and clears the suspect reports on it (they
+/// named an earlier incarnation).
+pub(crate) async fn register(
+    client: &mut Client,
+    keys: &ClusterKeys,
+    node: NodeId,
+    lease: i64,
+    incarnation: u64,
+    rpc: Duration,
+) -> Result<(), StoreError> {
+    let txn = Txn::new().and_then([
+        TxnOp::put(
+            keys.member(node),
+            incarnation.to_string(),
+            Some(PutOptions::new().with_lease(lease)),
+        ),
+        TxnOp::put(keys.joined_node(node), "", None),
+        TxnOp::delete(
+            keys.suspects_of(node),
+            Some(DeleteOptions::new().with_prefix()),
+        ),
+    ]);
+    timed(rpc, client.txn(txn)).await?;
+    Ok(())
+}
+
+/// Records that `reporter` suspects `suspect` (under the reporter's lease).
+pub(crate) async fn report_suspect(
+    client: &mut Client,
+    keys: &ClusterKeys,
+    suspect: NodeId,
+    reporter: NodeId,
+    lease: i64,
+    rpc: Duration,
+) -> Result<(), StoreError> {
+    let opts = PutOptions::new().with_lease(lease);
+    timed(
+        rpc,
+        client.put(keys.suspect(suspect, reporter), "", Some(opts)),
+    )
+    .await?;
+    Ok(())
+}
+
+/// Reads the configuration, the member and joined sets and the reports on
+/// `node`, in one transaction.
+pub(crate) async fn snapshot(
+    client: &mut Client,
+    keys: &ClusterKeys,
+    node: NodeId,
+    nodes: usize,
+    rpc: Duration,
+) -> Result<Snapshot, StoreError> {
+    let prefix = || Some(GetOptions::new().with_prefix().with_keys_only());
+    let txn = Txn::new().and_then([
+        TxnOp::get(keys.config(), None),
+        TxnOp::get(keys.members(), prefix()),
+        TxnOp::get(keys.joined(), prefix()),
+        TxnOp::get(
+            keys.suspects_of(node),
+            Some(GetOptions::new().with_prefix().with_count_only()),
+        ),
+    ]);
+    let r = timed(rpc, client.txn(txn)).await?;
+    let gets: Vec<_> = r
+        .op_responses()
+        .into_iter()
+        .filter_map(|o| match o {
+            TxnOpResponse::Get(g) => Some(g),
+            _ => None,
+        })
+        .collect();
+    let [config, members, joined, suspects] = &gets[..] else {
+        return Err(StoreError::Corrupt(format!(
+            "snapshot: {} answers to 4 reads",
+            gets.len()
+        )));
+    };
+    let kv = config
+        .kvs()
+        .first()
+        .ok_or_else(|| StoreError::Corrupt(format!("{} is missing", keys.config())))?;
+    let c = ConfigRecord::decode(kv.value(), nodes)
+        .map_err(|e| StoreError::Corrupt(format!("{}: {e}", keys.config())))?;
+    let mask = |prefix: String, g: &etcd_client::GetResponse| {
+        ClusterKeys::node_mask(&prefix, g.kvs().iter().map(|kv| kv.key()))
+    };
+    Ok(Snapshot {
+        config: c,
+        rev: kv.mod_revision(),
+        members: mask(keys.members(), members),
+        joined: mask(keys.joined(), joined),
+        suspected_by: suspects.count(),
+    })
+}
+
+/// Installs `next` if the configuration key's mod revision is still `rev`
+/// (compare-and-swap). Returns whether this call installed it.
+pub(crate) async fn install(
+    client: &mut Client,
+    keys: &ClusterKeys,
+    rev: i64,
+    next: &Configuration,
+    rpc: Duration,
+) -> Result<bool, StoreError> {
+    let txn = Txn::new()
+        .when([Compare::mod_revision(keys.config(), CompareOp::Equal, rev)])
+        .and_then([TxnOp::put(keys.config(), ConfigRecord::encode(next), None)]);
+    Ok(timed(rpc, client.txn(txn)).await?.succeeded())
+}
+
+/// A blocking handle on one cluster's configuration key, for operators and
+/// tests (not a component: each call blocks its caller for at most the
+/// RPC timeout, on a runtime of its own).
+pub struct ConfigStore {
+    rt: tokio::runtime::Runtime,
+    client: Client,
+    keys: ClusterKeys,
+    nodes: usize,
+    rpc: Duration,
+}
+
+impl ConfigStore {
+    /// Connects to `endpoints` for cluster `cluster` of `nodes` nodes; each
+    /// later call waits at most `rpc`.
+    ///
+    /// # Errors
+    /// [`EtcdError::Settings`] for a bad cluster name;
+    /// [`EtcdError::Unreachable`] if etcd does not answer.
+    pub fn connect(
+        endpoints: &[String],
+        cluster: &str,
+        nodes: usize,
+        rpc: Duration,
+    ) -> Result<ConfigStore, EtcdError> {
+        super::check_name(cluster)?;
+        let rt = super::driver::runtime()?;
+        let client = rt
+            .block_on(connect(endpoints, rpc))
+            .map_err(|e| EtcdError::unreachable(endpoints, e))?;
+        let mut s = ConfigStore {
+            rt,
+            client,
+            keys: ClusterKeys::new(cluster),
+            nodes,
+            rpc,
+        };
+        s.rt.block_on(timed(rpc, s.client.status()))
+            .map_err(|e| EtcdError::unreachable(endpoints, e))?;
+        Ok(s)
+    }
+
+    /// The stored configuration and its mod revision.
+    ///
+    /// # Errors
+    /// [`EtcdError::Store`] if etcd failed or the record is unreadable.
+    pub fn read(&mut self) -> Result<(Configuration, i64), EtcdError> {
+        let (c, k, n, r) = (&mut self.client, &self.keys, self.nodes, self.rpc);
+        self.rt
+            .block_on(read_config(c, k, n, r))
+            .map_err(EtcdError::store)
+    }
+
+    /// Installs `next` if the configuration key's mod revision is still
+    /// `rev`. Returns whether this call won.
+    ///
+    /// # Errors
+    /// [`EtcdError::Store`] if etcd failed.
+    pub fn try_install(&mut self, rev: i64, next: &Configuration) -> Result<bool, EtcdError> {
+        let (c, k, r) = (&mut self.client, &self.keys, self.rpc);
+        self.rt
+            .block_on(install(c, k, rev, next, r))
+            .map_err(EtcdError::store)
+    }
+}
