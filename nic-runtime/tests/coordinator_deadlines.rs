@@ -1,9 +1,11 @@
 //! Coordinator deadlines and failed peers (issue 11 "Recovery": timeouts;
 //! `nic-runtime/src/protocol/coordinator/deadline.rs`): a participant that
 //! never answers ends its transaction as `Unavailable` before any LOG (with
-//! ABORT to the live primaries that may hold its locks) and as `Unknown`
-//! after; the slot and the locks stay until the decision, which the live
-//! coordinator makes once the failed replica is known; the client hears once.
+//! ABORT to the primaries that may hold its locks) and as `Unknown` after
+//! (when overdue); the slot and the locks stay until the decision, which the
+//! live coordinator makes once a configuration excludes the silent replica
+//! (a suspicion alone never lets it commit without a replica's LOG); the
+//! client hears once.
 
 use splitkv_layout::host_nic::{TxRequest, TxStatus};
 use splitkv_layout::wire::{BodyWriter, MsgKind, NodeId, ReplyStatus};
@@ -36,8 +38,15 @@ impl Rig {
         self.coord.check_deadlines(&mut self.io, &self.procs);
     }
 
+    /// `node`'s session fell silent (a suspicion, which may be false).
     fn fail(&mut self, node: NodeId) {
         self.coord.on_peer_failed(&mut self.io, &self.procs, node);
+    }
+
+    /// A configuration leaves `node` out (of the 3 nodes).
+    fn exclude(&mut self, node: NodeId) {
+        let live = 0b111 & !(1u32 << node);
+        self.coord.set_live(&mut self.io, &self.procs, live);
     }
 
     /// Starts the transaction; returns its tx_id and the primary of KEY.
@@ -96,15 +105,32 @@ fn a_silent_primary_in_execute_ends_unavailable_at_the_deadline_and_is_sent_abor
 }
 
 #[test]
-fn a_failed_primary_ends_execute_at_once_without_sending_to_it() {
+fn a_suspected_primary_ends_execute_at_once_and_is_sent_abort() {
     let mut r = rig(2);
-    let (_, primary) = r.start();
+    let (tx, primary) = r.start();
     r.fail(primary);
     assert_eq!(r.outcomes(), vec![TxStatus::Unavailable]);
-    assert!(r.sent_kinds().is_empty(), "nothing goes to a failed node");
+    // A suspicion may be false: the primary may live and hold the lock.
+    assert_eq!(r.sent_kinds(), vec![(primary, MsgKind::Abort, tx)]);
     assert_eq!(r.coord.inflight(), 0);
     let s = r.coord.stats().deadlines;
     assert_eq!((s.peers_failed, s.unavailable), (1, 1));
+    assert_eq!(r.coord.failed_peers(), 1 << primary);
+    assert_eq!(r.coord.excluded_peers(), 0);
+}
+
+#[test]
+fn an_excluded_primary_ends_execute_at_once_without_sending_to_it() {
+    let mut r = rig(2);
+    let (_, primary) = r.start();
+    r.exclude(primary);
+    assert_eq!(r.outcomes(), vec![TxStatus::Unavailable]);
+    assert!(
+        r.sent_kinds().is_empty(),
+        "nothing goes to an excluded node"
+    );
+    assert_eq!(r.coord.inflight(), 0);
+    assert_eq!(r.coord.excluded_peers(), 1 << primary);
     assert_eq!(r.coord.failed_peers(), 1 << primary);
 }
 
@@ -133,21 +159,24 @@ fn a_silent_replica_after_log_gives_unknown_then_the_live_coordinator_commits() 
     assert!(r.sent_kinds().is_empty());
     r.advance(PHASE_DEADLINE_NS_DEFAULT);
     assert!(r.outcomes().is_empty(), "told once");
-    // The silent replica is declared failed: every written key is logged at
-    // a live replica, so the live coordinator commits (recovery's rule).
+    // Suspected only: it may be alive without the LOG, so no commit yet.
     r.fail(silent);
+    r.advance(DEADLINE_SCAN_INTERVAL_NS);
+    assert!(r.sent_kinds().is_empty(), "no COMMIT on a suspicion");
+    assert_eq!(r.coord.inflight(), 1);
+    // A configuration excludes it: every written key is logged at a live
+    // replica, so the live coordinator commits (recovery's rule).
+    r.exclude(silent);
     let commits = r.sent_kinds();
-    assert!(commits.iter().any(|&(d, _, _)| d != silent));
+    assert!(!commits.is_empty());
     assert!(commits
         .iter()
-        .all(|&(_, k, t)| k == MsgKind::Commit && t == tx));
-    // The live replicas acknowledge; one sent to the failed node (which its
-    // session drops) is not waited for past the next scan.
-    for &(d, _, _) in commits.iter().filter(|c| c.0 != silent) {
+        .all(|&(d, k, t)| d != silent && k == MsgKind::Commit && t == tx));
+    // The live replicas acknowledge; nothing is awaited from the excluded one.
+    for &(d, _, _) in &commits {
         w.ack(MsgKind::CommitAck, tx, ReplyStatus::Ok);
         r.respond(d, &w);
     }
-    r.advance(DEADLINE_SCAN_INTERVAL_NS);
     assert!(r.outcomes().is_empty(), "the client already heard Unknown");
     assert_eq!(r.coord.inflight(), 0);
     let s = r.coord.stats().deadlines;
@@ -181,7 +210,12 @@ fn a_replica_failing_in_commit_is_not_waited_for() {
         r.respond(d, &w);
     }
     assert!(r.outcomes().is_empty());
+    // Suspected only: it may live and hold locks until its COMMIT.
     r.fail(failing);
+    r.advance(DEADLINE_SCAN_INTERVAL_NS);
+    assert!(r.outcomes().is_empty());
+    assert_eq!(r.coord.inflight(), 1);
+    r.exclude(failing);
     assert_eq!(r.outcomes(), vec![TxStatus::Committed]);
     assert_eq!(r.coord.stats().deadlines.commit_without_failed, 1);
     assert_eq!(r.coord.inflight(), 0);
@@ -197,7 +231,7 @@ fn a_log_on_no_live_replica_aborts_and_releases_the_lock() {
     );
     let (tx, primary, logs) = r.start_to_log();
     for &n in logs.iter().filter(|&&n| n != primary) {
-        r.fail(n);
+        r.exclude(n);
     }
     assert!(!r.outcomes().is_empty() || logs.contains(&primary));
     r.advance(PHASE_DEADLINE_NS_DEFAULT);
@@ -223,4 +257,30 @@ fn a_log_on_no_live_replica_aborts_and_releases_the_lock() {
     assert_eq!(r.coord.stats().deadlines.unknown, 1);
     assert_eq!(r.coord.inflight(), 0);
     assert!(r.outcomes().is_empty(), "told once");
+}
+
+#[test]
+fn an_excluded_replica_in_log_lets_the_live_coordinator_commit_and_report_committed() {
+    let mut r = rig(3);
+    let (tx, _, logs) = r.start_to_log();
+    let gone = *logs.iter().rev().find(|&&n| n != 0).unwrap();
+    let mut w = BodyWriter::new();
+    for &n in logs.iter().filter(|&&n| n != gone) {
+        w.ack(MsgKind::LogAck, tx, ReplyStatus::Ok);
+        r.respond(n, &w);
+    }
+    r.exclude(gone);
+    // Not overdue: the coordinator decides, and the client hears the commit.
+    let commits = r.sent_kinds();
+    assert!(!commits.is_empty());
+    assert!(commits
+        .iter()
+        .all(|&(d, k, t)| d != gone && k == MsgKind::Commit && t == tx));
+    for &(d, _, _) in &commits {
+        w.ack(MsgKind::CommitAck, tx, ReplyStatus::Ok);
+        r.respond(d, &w);
+    }
+    assert_eq!(r.outcomes(), vec![TxStatus::Committed]);
+    assert_eq!(r.coord.stats().deadlines.unknown, 0);
+    assert_eq!(r.coord.inflight(), 0);
 }

@@ -3,30 +3,48 @@
 //! and its locks held forever. Each phase of a `TxCtx` records the nodes it
 //! sent to and when ([`Waiting`]); a phase that outlives its deadline
 //! ([`PHASE_DEADLINE_NS_DEFAULT`], longer than the sessions' silence, so a
-//! dead peer is declared failed first), or that waits on a peer the sessions
-//! declared failed, ends by these rules:
+//! dead peer is suspected first), or that waits on a peer it no longer
+//! counts on, ends by these rules.
 //!
-//! - **Execute / Validate** (nothing logged yet): abort. ABORT goes to every
-//!   live primary that holds, or may hold, locks of the transaction (an
-//!   EXECUTE that reached a primary whose answer is missing may have locked;
-//!   the session delivers the ABORT after it), and the client is told
+//! Two kinds of failed peer, because only one of them may change what a
+//! replica is owed:
+//! - **suspected**: this node's session to it fell silent
+//!   ([`Coordinator::on_peer_failed`]). Suspicion is local and can be false
+//!   (a partition longer than the silence): the peer may be alive and keep
+//!   serving.
+//! - **excluded**: a configuration left it out ([`Coordinator::set_live`]):
+//!   the membership agreed, and the peer has stopped serving (its lease ran
+//!   out, [`crate::membership`]).
+//!
+//! - **Execute / Validate** (nothing logged yet): abort when waiting on a
+//!   suspected or excluded peer, or overdue. ABORT goes to every primary not
+//!   excluded that holds, or may hold, locks of the transaction (an EXECUTE
+//!   that reached a primary whose answer is missing may have locked; the
+//!   session delivers the ABORT after it), and the client is told
 //!   [`TxStatus::Unavailable`]: certainly not committed.
-//! - **Log** (some LOG sent, the commit point not known reached): the client
-//!   is told [`TxStatus::Unknown`] at once (as FoundationDB's
-//!   `commit_unknown_result`): recovery commits a transaction whose every
-//!   written shard has a surviving replica holding its LOG. The slot stays:
-//!   once every live replica acknowledged, the coordinator, alive, applies
-//!   the recovery rule itself — commit if every written key has a live
-//!   replica that acknowledged its LOG, else abort — so the locks never
-//!   outlive the decision. (A live coordinator's decision stands.)
+//! - **Log** (some LOG sent, the commit point not known reached): only an
+//!   *excluded* replica is not waited for. Committing without a suspected
+//!   replica's LOG would break the commit point if that replica is alive and
+//!   the replicas that did log crash later. Once every replica not excluded
+//!   answered, the coordinator, alive, applies the recovery rule itself:
+//!   commit if every written key has a live replica that acknowledged its
+//!   LOG (the client then hears `Committed` as usual), else abort. When the
+//!   phase is overdue, or ends in that abort, the client is told
+//!   [`TxStatus::Unknown`] (as FoundationDB's `commit_unknown_result`): an
+//!   abort after LOG is reported only once every LOG holder recorded it, and
+//!   this coordinator does not wait for that. The slot stays until the
+//!   decision, so the locks never outlive it. (A live coordinator's decision
+//!   stands in recovery.)
 //! - **Commit** (past the commit point: committed): the client is told
-//!   [`TxStatus::Committed`] once every live replica acknowledged (failed
-//!   ones are not waited for), or at the deadline; the slot stays until then.
+//!   [`TxStatus::Committed`] once every replica not excluded acknowledged,
+//!   or at the deadline; the slot stays until every replica not excluded
+//!   acknowledged, so a suspected but live replica still gets its COMMIT
+//!   (the sessions retransmit) and releases its locks.
 //!
-//! A peer's failure is acted on at once for the phases waiting on it; a
-//! phase whose last *live* answer arrives while it still waits on a failed
-//! peer (a message sent to it anyway, which its session dropped) moves on
-//! at the next scan, within [`DEADLINE_SCAN_INTERVAL_NS`].
+//! A peer's exclusion or suspicion is acted on at once for the phases
+//! waiting on it; a phase whose last answer arrives while it still waits on
+//! an excluded peer (a message sent to it anyway, which its session dropped)
+//! moves on at the next scan, within [`DEADLINE_SCAN_INTERVAL_NS`].
 //!
 //! A transaction's client hears exactly once: a later outcome of a slot that
 //! already told one (the COMMIT acknowledgements after `Unknown`) is counted
@@ -88,20 +106,22 @@ impl PartialEq<u16> for Waiting {
 /// Counters of the deadline rules, one per case.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct DeadlineStats {
-    /// Peers declared failed (by their session or a new configuration).
+    /// Peers suspected by their session or excluded by a new configuration
+    /// (each peer counted once per kind).
     pub peers_failed: u64,
     /// Transactions aborted in Execute or Validate for a failed or silent
     /// participant (told [`TxStatus::Unavailable`]).
     pub unavailable: u64,
-    /// Transactions told [`TxStatus::Unknown`] in Log.
+    /// Transactions told [`TxStatus::Unknown`] in Log (overdue, or aborted
+    /// after LOG for an excluded replica).
     pub unknown: u64,
     /// Of those, later committed (every LOG acknowledged, or every written
     /// key logged at a live replica).
     pub unknown_committed: u64,
     /// Of those, later aborted (some written key logged at no live replica).
     pub unknown_aborted: u64,
-    /// Committed transactions reported without the COMMIT acknowledgement
-    /// of a failed replica.
+    /// Committed transactions finished without the COMMIT acknowledgement
+    /// of an excluded replica.
     pub commit_without_failed: u64,
     /// Committed transactions reported at the Commit deadline, before every
     /// live replica acknowledged.
@@ -112,8 +132,10 @@ pub struct DeadlineStats {
 #[derive(Debug)]
 pub(super) struct Deadlines {
     phase_ns: Nanos,
-    /// Nodes declared failed (mask by node id).
+    /// Nodes excluded by the configuration (mask by node id).
     dead: u32,
+    /// Nodes whose session fell silent (mask by node id; includes `dead`).
+    suspected: u32,
     next_scan: Nanos,
 }
 
@@ -122,6 +144,7 @@ impl Default for Deadlines {
         Deadlines {
             phase_ns: PHASE_DEADLINE_NS_DEFAULT,
             dead: 0,
+            suspected: 0,
             next_scan: 0,
         }
     }
@@ -134,33 +157,41 @@ impl Coordinator {
         self.deadlines.phase_ns = ns.max(1);
     }
 
-    /// Nodes declared failed, a mask by node id.
+    /// Nodes suspected or excluded, a mask by node id.
     pub fn failed_peers(&self) -> u32 {
+        self.deadlines.suspected
+    }
+
+    /// Nodes excluded by the configuration, a mask by node id.
+    pub fn excluded_peers(&self) -> u32 {
         self.deadlines.dead
     }
 
-    /// `node` was declared failed (its session fell silent, or a new
-    /// configuration left it out): every transaction waiting on it ends now
-    /// by the rules of this module. Nothing more is awaited from it.
+    /// `node`'s session fell silent: it is suspected. Transactions in
+    /// Execute or Validate waiting on it abort now; those past Execute keep
+    /// waiting for it until a configuration excludes it (module docs).
     pub fn on_peer_failed(&mut self, io: &mut Io, procs: &ProcedureRegistry, node: NodeId) {
-        if (node as usize) >= NODES_MAX || self.deadlines.dead & bit(node) != 0 {
+        if (node as usize) >= NODES_MAX || self.deadlines.suspected & bit(node) != 0 {
             return;
         }
-        self.deadlines.dead |= bit(node);
+        self.deadlines.suspected |= bit(node);
         self.stats.deadlines.peers_failed += 1;
         self.scan(io, procs);
     }
 
     /// The live nodes of a new configuration (mask by node id): those
-    /// outside it are failed ([`Coordinator::on_peer_failed`]), those inside
-    /// it are live again.
+    /// outside it are excluded (and suspected), and every transaction
+    /// waiting on them ends now by the rules of this module; those inside
+    /// it are neither.
     pub fn set_live(&mut self, io: &mut Io, procs: &ProcedureRegistry, live: u32) {
         let all = (1u64 << io.placement.nodes()).wrapping_sub(1) as u32;
-        self.deadlines.dead &= !live;
-        for n in 0..io.placement.nodes() as NodeId {
-            if (all & !live) & bit(n) != 0 {
-                self.on_peer_failed(io, procs, n);
-            }
+        let out = all & !live;
+        let newly = out & !self.deadlines.dead;
+        self.deadlines.dead = out;
+        self.deadlines.suspected = (self.deadlines.suspected & !live) | out;
+        self.stats.deadlines.peers_failed += u64::from(newly.count_ones());
+        if newly != 0 {
+            self.scan(io, procs);
         }
     }
 
@@ -182,7 +213,11 @@ impl Coordinator {
             }
             let waiting = t.pending.sent & !t.answered;
             let overdue = io.now.saturating_sub(t.pending.since) >= self.deadlines.phase_ns;
-            if overdue || waiting & self.deadlines.dead != 0 {
+            let gone = match t.phase {
+                Phase::Execute | Phase::Validate => self.deadlines.suspected,
+                _ => self.deadlines.dead,
+            };
+            if overdue || waiting & gone != 0 {
                 self.expire(io, procs, slot, overdue);
             }
         }
@@ -210,25 +245,31 @@ impl Coordinator {
                 self.abort(io, slot, TxStatus::Unavailable, b"a replica is unavailable");
             }
             Phase::Log => {
-                if t.told.is_none() {
-                    self.stats.deadlines.unknown += 1;
-                    let result = t.result.clone();
-                    self.tell(slot, TxStatus::Unknown, result);
-                }
                 if live_waiting != 0 {
-                    return; // they acknowledge, or their sessions fail them
+                    // Replicas not excluded still owe their LOG: wait for them
+                    // (their sessions retransmit), telling the client once
+                    // the phase is overdue.
+                    if overdue && t.told.is_none() {
+                        self.told_unknown(slot);
+                    }
+                    return;
                 }
-                let t = &mut self.txs[slot];
                 let logged = t.answered & !dead;
                 let placement = io.placement;
                 let covered = t.writes.iter().all(|(k, _)| {
                     (0..placement.nodes() as NodeId)
                         .any(|n| logged & bit(n) != 0 && placement.is_replica(n, k))
                 });
+                // Nothing more goes to an excluded node (its session would
+                // drop it): the COMMIT or ABORT goes to the others.
+                t.logged &= !dead;
+                t.locked &= !dead;
                 if covered {
                     self.end_phase(io, procs, slot);
                 } else {
-                    t.locked &= !dead;
+                    if t.told.is_none() {
+                        self.told_unknown(slot);
+                    }
                     self.abort(
                         io,
                         slot,
@@ -248,6 +289,13 @@ impl Coordinator {
             }
             Phase::Commit | Phase::Free => {}
         }
+    }
+
+    /// Tells the client of `slot` that its outcome is unknown (Log phase).
+    fn told_unknown(&mut self, slot: usize) {
+        self.stats.deadlines.unknown += 1;
+        let result = self.txs[slot].result.clone();
+        self.tell(slot, TxStatus::Unknown, result);
     }
 
     /// Hands the outcome of `slot` to the application, unless it was told
