@@ -129,15 +129,23 @@ impl<W: Workload> BenchCluster<W> {
                 None => sim.run_passes(net, &mut self.components(), slice_passes)?,
                 Some(m) => self.run_slice_with(sim, net, m, slice_passes)?,
             }
-            self.failed = crashed_mask(sim);
+            let crashed = crashed_mask(sim);
+            self.failed = crashed;
+            // With a membership, a run goes on until every crashed node is
+            // configured out (and so recovered from, `is_settled`): a run
+            // that ended first would leave a crashed coordinator's
+            // transactions undecided at the survivors.
+            let mut configured_out = true;
             if let Some(m) = membership.as_deref() {
                 // A node the membership configured out (a slow node found
                 // silent, say) is no replica any more: it is failed too.
                 let all = (1u32 << self.parts.nodes.len()) - 1;
-                let out = all & !m.manager.current().live;
-                self.failed = NodeMask(self.failed.0 | out as u16);
+                let live = m.manager.current().live;
+                self.failed = NodeMask(self.failed.0 | (all & !live) as u16);
+                configured_out = u32::from(crashed.0) & live == 0;
             }
-            if net.in_flight() == 0 && (self.is_quiescent() || self.is_settled(&mut last)) {
+            let done = self.is_quiescent() || self.is_settled(&mut last);
+            if net.in_flight() == 0 && configured_out && done {
                 return Ok(());
             }
             if sim.passes() >= passes_max {
@@ -153,11 +161,11 @@ impl<W: Workload> BenchCluster<W> {
     /// every surviving host worker is idle, no survivor is in the middle of
     /// a recovery epoch, and no surviving NIC runtime's counters (other than
     /// its iterations) moved since the previous slice (`last`, updated
-    /// here). What may then remain is state only a recovery epoch ends —
-    /// locks and pending LOG records of a crashed coordinator's
-    /// transactions when the run ends before the membership configured the
-    /// crashed node out (issue 11) — which nothing will touch again once the
-    /// survivors' clients are done.
+    /// here). With a membership the run also waits until every crashed node
+    /// is configured out (`run_sim`), so the recovery epoch has decided the
+    /// crashed coordinator's transactions; without one (a crash run with no
+    /// membership), its locks and pending LOG records may remain, which
+    /// nothing will touch again once the survivors' clients are done.
     fn is_settled(&mut self, last: &mut Vec<NicStats>) -> bool {
         if self.failed.is_empty() {
             return false;
