@@ -54,7 +54,7 @@
 //!
 //! The receive path is [`Sessions::receive`]; the send path (numbering,
 //! timers, standalone acks, transmission) is [`Sessions::flush`] in
-//! [`send`]. Time is passed in; nothing here reads a clock.
+//! `send`. Time is passed in; nothing here reads a clock.
 
 pub mod rto;
 mod send;

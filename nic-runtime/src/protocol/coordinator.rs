@@ -9,16 +9,17 @@
 //! A phase that outlives its deadline or waits on a failed peer ends by the
 //! rules of the `deadline` module: `Unavailable` before LOG, `Unknown` after.
 
-use super::{Io, LOG_BACKUPS_ONLY};
+use super::Io;
 use crate::placement::{Placement, NODES_MAX};
 use crate::procedure::{ProcedureRegistry, ReadView, TxPlan, WriteSet};
 use splitkv_layout::host_nic::{TxRequest, TxStatus, ARGS_BYTES_MAX, RESULT_BYTES_MAX};
 use splitkv_layout::wire::{
-    Body, BodyWriter, MsgKind, NodeId, NodeMask, ReplyStatus, ITEM_FIXED_BYTES, MESSAGE_BYTES_MAX,
+    Body, BodyWriter, MsgKind, NodeId, ReplyStatus, ITEM_FIXED_BYTES, MESSAGE_BYTES_MAX,
 };
 use splitkv_layout::{Key, ObjectFlags, ObjectMeta};
 use std::collections::VecDeque;
 
+mod commit;
 mod deadline;
 mod evidence;
 pub use deadline::{
@@ -535,125 +536,5 @@ impl Coordinator {
     fn new_meta(reads: &ReadView, key: &Key) -> Option<ObjectMeta> {
         let v = reads.meta(key).map_or(0, |m| m.version());
         ObjectMeta(v).next_write().ok()
-    }
-
-    /// Step 4: send the write set to every replica of each written key,
-    /// primary and backups (issue 11's commit point: before any COMMIT makes
-    /// a write visible, its new value is on every replica). Replicas hold
-    /// the records pending until the decision.
-    fn log(&mut self, io: &mut Io, slot: usize) {
-        let t = &mut self.txs[slot];
-        if t.writes.is_empty() {
-            // Nothing to replicate: release any write locks and report.
-            return self.commit(io, slot);
-        }
-        let tx_id = Self::tx_id(io.node, slot, t.gen);
-        t.phase = Phase::Log;
-        let (writes, reads) = (&t.writes, &t.reads);
-        let placement = io.placement;
-        let write_shards = writes
-            .iter()
-            .fold(NodeMask::EMPTY, |m, (k, _)| m.with(placement.shard(k)));
-        let mut logged = 0;
-        t.pending = send_each(io, |w, placement, b| {
-            w.begin_log(tx_id, write_shards);
-            let mut any = false;
-            for (k, v) in writes.iter() {
-                // Mutation switch (issue 11): the old protocol logs at the
-                // backups only.
-                let primary = !LOG_BACKUPS_ONLY && placement.primary(k) == b;
-                if primary || placement.backups(k).any(|n| n == b) {
-                    w.push_item(k, Self::new_meta(reads, k).unwrap_or_default(), v);
-                    any = true;
-                }
-            }
-            if any {
-                logged |= bit(b);
-            }
-            any
-        });
-        t.logged = logged;
-        if t.pending == 0 {
-            self.commit(io, slot);
-        }
-    }
-
-    /// Steps 5–6: the transaction is committed (every replica of every
-    /// written key acknowledged its LOG); COMMIT goes to every replica sent
-    /// the LOG. A primary's COMMIT carries the writes it is primary of, to
-    /// install in its NIC index before it unlocks; a backup's carries none
-    /// (its host applies the pending LOG records). Then report (see `report`).
-    fn commit(&mut self, io: &mut Io, slot: usize) {
-        self.stats.committed += 1;
-        let t = &mut self.txs[slot];
-        let tx_id = Self::tx_id(io.node, slot, t.gen);
-        t.phase = Phase::Commit;
-        let (locked, logged, plan, writes, reads) =
-            (t.locked, t.logged, &t.plan, &t.writes, &t.reads);
-        t.pending = send_each(io, |w, placement, p| {
-            w.begin_items(MsgKind::Commit, tx_id);
-            let mut any = false;
-            for (k, v) in writes.iter().filter(|(k, _)| placement.primary(k) == p) {
-                w.push_item(k, Self::new_meta(reads, k).unwrap_or_default(), v);
-                any = true;
-            }
-            if LOG_BACKUPS_ONLY {
-                locked & bit(p) != 0 && any
-            } else {
-                logged & bit(p) != 0
-            }
-        });
-        // Locked but not written: just unlock (no answer expected). Sent
-        // after the COMMIT to the same node, so it arrives after it.
-        send_each(io, |w, placement, p| {
-            w.begin_abort(tx_id);
-            let mut any = false;
-            for k in plan.writes.iter().filter(|k| placement.primary(k) == p) {
-                if writes.iter().all(|(written, _)| written != k) {
-                    w.push_abort_key(k);
-                    any = true;
-                }
-            }
-            locked & bit(p) != 0 && any
-        });
-        if t.pending == 0 {
-            self.report(slot, TxStatus::Committed);
-        }
-    }
-
-    /// The outcome goes to the application only once every primary acknowledged
-    /// COMMIT: reporting at the LOG acknowledgements (Xenic §4.2 step 6 read
-    /// literally) can lose a reported commit when the coordinator is also the
-    /// only backup of a key and crashes — the primary then holds just a lock.
-    /// TLA+ (`tla/XenicOCC.tla`, model `XenicEarlyReport`) finds that trace.
-    fn report(&mut self, slot: usize, status: TxStatus) {
-        let t = &mut self.txs[slot];
-        let mut result = self.spare.pop().unwrap_or_default();
-        result.clear();
-        result.extend_from_slice(&t.result);
-        self.tell(slot, status, result);
-        self.release(slot);
-    }
-
-    /// Abort: release the locks taken, drop the LOG records sent (an ABORT
-    /// goes to every replica that was sent the LOG), and report `status`.
-    fn abort(&mut self, io: &mut Io, slot: usize, status: TxStatus, why: &[u8]) {
-        let t = &mut self.txs[slot];
-        let tx_id = Self::tx_id(io.node, slot, t.gen);
-        let (locked, logged, plan) = (t.locked, t.logged, &t.plan);
-        send_each(io, |w, placement, p| {
-            w.begin_abort(tx_id);
-            for k in plan.writes.iter().filter(|k| placement.primary(k) == p) {
-                w.push_abort_key(k);
-            }
-            (locked | logged) & bit(p) != 0
-        });
-        self.tell(slot, status, why.to_vec());
-        self.release(slot);
-    }
-
-    fn release(&mut self, slot: usize) {
-        self.txs[slot].phase = Phase::Free;
-        self.free.push(slot);
     }
 }
