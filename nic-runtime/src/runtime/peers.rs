@@ -1,0 +1,110 @@
+//! The runtime's side of membership (issue 11; `crate::membership`): its
+//! epoch, new configurations (which exclude nodes and begin recovery
+//! epochs), and the sessions' suspicions, passed to the coordinator and on
+//! to the membership.
+
+use super::{NicRuntime, SESSION_EVENTS_MAX};
+use crate::membership::Configuration;
+use crate::net::session::SessionEvent;
+use splitkv_layout::wire::NodeMask;
+
+impl NicRuntime {
+    /// Moves the session events raised so far (peers declared failed after
+    /// silence) into `out`, oldest first, for the membership layer (to
+    /// report suspects, [`crate::membership::Membership::report_suspect`]).
+    /// The coordinator has already acted on each, in the iteration that
+    /// raised it.
+    pub fn drain_session_events(&mut self, out: &mut Vec<SessionEvent>) {
+        self.take_session_events();
+        out.append(&mut self.events);
+    }
+
+    /// Raises this node's membership epoch: stamped on every packet sent,
+    /// and packets of older epochs are dropped from now on.
+    pub fn set_epoch(&mut self, epoch: u32) {
+        self.io.net.set_epoch(epoch);
+    }
+
+    /// This node's membership epoch.
+    pub fn epoch(&self) -> u32 {
+        self.io.net.epoch()
+    }
+
+    /// Takes a new configuration ([`crate::membership`]): raises the epoch
+    /// to its epoch (older-epoch packets are dropped and counted from now
+    /// on), and the coordinator treats the nodes outside it as failed
+    /// (their transactions end by the deadline rules at once).
+    ///
+    /// A configuration with failed nodes also begins a recovery epoch
+    /// ([`crate::recovery`]): the node starts no new transaction until the
+    /// recovery leader's `Resume`; its timeouts count from the time of the
+    /// last iteration. When the recovery epoch cannot begin (the epoch is not
+    /// newer than the last recovered one, this node is in the failed set)
+    /// the epoch and failed peers are taken all the same, the node is not
+    /// paused, and the refusal is counted
+    /// ([`RecoveryRuntimeStats::begin_refused`]) and kept
+    /// ([`NicRuntime::recovery_refusal`]).
+    pub fn apply_configuration(&mut self, config: &Configuration) {
+        self.set_epoch(config.epoch);
+        self.coordinator
+            .set_live(&mut self.io, &self.procedures, config.live);
+        let all = (1u32 << self.io.placement.nodes()) - 1;
+        let failed = NodeMask((all & !config.live) as u16);
+        if !failed.is_empty() {
+            self.server
+                .release_orphan_locks(&mut self.index, failed.0 as u32);
+        }
+        let local = self.local_evidence(failed);
+        self.recovery_refusal = self
+            .recovery
+            .begin(self.io.now, config.epoch, failed, local)
+            .err();
+        if self.recovery.paused() {
+            self.actions.last_begun_ns = self.io.now;
+        }
+    }
+
+    /// The nodes the coordinator counts as failed (a mask by node id).
+    pub fn failed_peers(&self) -> u32 {
+        self.coordinator.failed_peers()
+    }
+
+    /// Feeds the sessions' new events to the coordinator (a failed peer ends
+    /// the phases waiting on it at once) and keeps them, at most
+    /// [`SESSION_EVENTS_MAX`], for [`NicRuntime::drain_session_events`].
+    /// Returns whether any event came.
+    fn take_session_events(&mut self) -> bool {
+        self.io.net.drain_events(&mut self.events_fresh);
+        let any = !self.events_fresh.is_empty();
+        // During recovery the coordinator's transactions wait for its
+        // decisions (see `watch_peers`); the membership still hears.
+        let frozen = self.recovery.paused();
+        for ev in self.events_fresh.drain(..) {
+            let SessionEvent::PeerFailed { node } = ev;
+            if !frozen {
+                self.coordinator
+                    .on_peer_failed(&mut self.io, &self.procedures, node);
+            }
+            if self.events.len() < SESSION_EVENTS_MAX {
+                self.events.push(ev);
+            } else {
+                self.events_dropped += 1;
+            }
+        }
+        any
+    }
+
+    /// Failed peers and overdue phases end the transactions they hold up
+    /// (see [`crate::protocol::coordinator`]'s `deadline` module). Not
+    /// during a recovery epoch: the transactions in flight were reported as
+    /// evidence and end by recovery's decisions, so the coordinator takes no
+    /// step of its own on them (nor any response: `Handlers::message`).
+    pub(super) fn watch_peers(&mut self) -> bool {
+        let work = self.take_session_events();
+        if !self.recovery.paused() {
+            self.coordinator
+                .check_deadlines(&mut self.io, &self.procedures);
+        }
+        work
+    }
+}
