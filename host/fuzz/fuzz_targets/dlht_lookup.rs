@@ -21,7 +21,7 @@ use splitkv_host_fuzz::input::Input;
 use splitkv_layout::dlht_layout::LINE_BYTES;
 use splitkv_layout::dlht_layout::LINK_BUCKETS_PER_BIN_MAX;
 use splitkv_nic::dma::{read_vector, HostMemoryError};
-use splitkv_nic::index::dlht_lookup::{DlhtLookup, DLHT_RETRIES_MAX};
+use splitkv_nic::index::dlht_lookup::{DlhtLookup, DLHT_RESIZE_RETRIES_MAX, DLHT_RETRIES_MAX};
 use splitkv_nic::index::Next;
 
 /// Most patches applied per input.
@@ -60,7 +60,8 @@ fuzz_target!(|data: &[u8]| {
         _ => image.bin_count * 2,
     };
     // Every retry re-reads at most the descriptor, the bin and its links.
-    let reads_max = (DLHT_RETRIES_MAX as usize + 2) * (LINK_BUCKETS_PER_BIN_MAX + 2);
+    let retries = DLHT_RETRIES_MAX as usize + DLHT_RESIZE_RETRIES_MAX as usize;
+    let reads_max = (retries + 2) * (LINK_BUCKETS_PER_BIN_MAX + 2);
     let (mut lookup, mut next) = DlhtLookup::start(key, bins_known);
     let mut patched = false;
     let mut buf = Vec::new();

@@ -22,8 +22,16 @@ use splitkv_layout::dlht_layout::{
 };
 use splitkv_layout::{DecodeError, Key};
 
-/// Re-reads (torn copies, moved bins) before a lookup fails.
+/// Re-reads of torn copies (a line that changed between its two reads, a
+/// chain that changed under the walk) before a lookup fails.
 pub const DLHT_RETRIES_MAX: u32 = 64;
+/// Restarts from the descriptor while the host resizes the table (a bin
+/// moved or pending, a stale address refused) before a lookup fails: many
+/// more than [`DLHT_RETRIES_MAX`], since a resize stays in progress for as
+/// long as the host thread doing it is descheduled, while the NIC retries
+/// about once per DMA round trip (65 536 round trips: tens of milliseconds
+/// with local DMA).
+pub const DLHT_RESIZE_RETRIES_MAX: u32 = 1 << 16;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Stage {
@@ -41,6 +49,7 @@ pub struct DlhtLookup {
     header: u64,
     stage: Stage,
     retries: u32,
+    resize_retries: u32,
     /// DMA vectors issued (round trips).
     pub reads: u32,
 }
@@ -59,6 +68,7 @@ impl DlhtLookup {
             header: 0,
             stage: Stage::Descriptor,
             retries: 0,
+            resize_retries: 0,
             reads: 0,
         };
         if bin_count.is_power_of_two() {
@@ -127,9 +137,20 @@ impl DlhtLookup {
         self.issue()
     }
 
+    /// Starts over from the descriptor while a resize is in progress, up to
+    /// [`DLHT_RESIZE_RETRIES_MAX`] times.
+    fn wait_resize(&mut self) -> Next<'static> {
+        self.resize_retries += 1;
+        if self.resize_retries > DLHT_RESIZE_RETRIES_MAX {
+            return Next::Failed(LookupError::Torn);
+        }
+        self.stage = Stage::Descriptor;
+        self.issue()
+    }
+
     /// Restarts from the descriptor (after the host refused a stale address).
     pub fn restart(&mut self) -> Next<'static> {
-        self.retry(Stage::Descriptor)
+        self.wait_resize()
     }
 
     fn scan<'a>(
@@ -205,7 +226,7 @@ impl DlhtLookup {
                     Err(e) => return Next::Failed(e.into()),
                 };
                 match line.header.bin_state {
-                    BinState::Moved | BinState::Pending => return self.retry(Stage::Descriptor),
+                    BinState::Moved | BinState::Pending => return self.wait_resize(),
                     BinState::Live | BinState::Frozen => {}
                 }
                 self.header = header_word(line_bytes);
