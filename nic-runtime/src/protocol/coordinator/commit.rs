@@ -4,6 +4,7 @@
 //! locks and drops LOG records.
 
 use super::{bit, send_each, Coordinator, Phase};
+use crate::procedure::{TxPlan, WriteSet};
 use crate::protocol::{Io, LOG_BACKUPS_ONLY};
 use splitkv_layout::host_nic::TxStatus;
 use splitkv_layout::wire::{MsgKind, NodeMask};
@@ -77,17 +78,7 @@ impl Coordinator {
         });
         // Locked but not written: just unlock (no answer expected). Sent
         // after the COMMIT to the same node, so it arrives after it.
-        send_each(io, |w, placement, p| {
-            w.begin_abort(tx_id);
-            let mut any = false;
-            for k in plan.writes.iter().filter(|k| placement.primary(k) == p) {
-                if writes.iter().all(|(written, _)| written != k) {
-                    w.push_abort_key(k);
-                    any = true;
-                }
-            }
-            locked & bit(p) != 0 && any
-        });
+        unlock_unwritten(io, tx_id, locked, plan, writes);
         if t.pending == 0 {
             self.report(slot, TxStatus::Committed);
         }
@@ -128,4 +119,28 @@ impl Coordinator {
         self.txs[slot].phase = Phase::Free;
         self.free.push(slot);
     }
+}
+
+/// The ABORT that only unlocks, at each primary in `locked` (a mask by
+/// node), the keys of `plan`'s write set the procedure did not write
+/// (`writes`); no answer is expected. Sent after a COMMIT to the same node,
+/// so it arrives after it.
+pub(super) fn unlock_unwritten(
+    io: &mut Io,
+    tx_id: u64,
+    locked: u32,
+    plan: &TxPlan,
+    writes: &WriteSet,
+) {
+    send_each(io, |w, placement, p| {
+        w.begin_abort(tx_id);
+        let mut any = false;
+        for k in plan.writes.iter().filter(|k| placement.primary(k) == p) {
+            if writes.iter().all(|(written, _)| written != k) {
+                w.push_abort_key(k);
+                any = true;
+            }
+        }
+        locked & bit(p) != 0 && any
+    });
 }

@@ -2,7 +2,7 @@
 //! recovery, Xenic §4.2.1): one [`CoordEvidence`] per transaction in flight,
 //! and how it ends the transactions recovery decided.
 
-use super::{bit, send_each, Coordinator, Phase};
+use super::{bit, Coordinator, Phase};
 use crate::placement::Placement;
 use crate::protocol::Io;
 use splitkv_layout::host_nic::TxStatus;
@@ -78,17 +78,7 @@ impl Coordinator {
         }
         let t = &mut self.txs[slot];
         let (locked, plan, writes) = (t.locked, &t.plan, &t.writes);
-        send_each(io, |w, placement, p| {
-            w.begin_abort(tx_id);
-            let mut any = false;
-            for k in plan.writes.iter().filter(|k| placement.primary(k) == p) {
-                if writes.iter().all(|(written, _)| written != k) {
-                    w.push_abort_key(k);
-                    any = true;
-                }
-            }
-            locked & bit(p) != 0 && any
-        });
+        super::commit::unlock_unwritten(io, tx_id, locked, plan, writes);
         let result = t.result.clone();
         self.tell(slot, TxStatus::Committed, result);
         self.release(slot);
