@@ -16,40 +16,18 @@ use splitkv_nic::membership::Configuration;
 use splitkv_nic::net::mem::{mem_network, MemTransport};
 use splitkv_nic::net::stack::StackConfig;
 use splitkv_nic::recovery::RecoveryPhase;
-use splitkv_nic::{
-    HostPorts, Nanos, NicParts, NicRuntime, Placement, ProcError, Procedure, ProcedureRegistry,
-    ReadView, TxPlan, UserAbort, WriteSet,
-};
+use splitkv_nic::{HostPorts, Nanos, NicParts, NicRuntime, Placement, ProcedureRegistry};
 use std::sync::Arc;
+use support::coordinator::WriteKeys;
+use support::key_on;
+
+mod support;
 
 const STEP_NS: Nanos = 5_000;
 /// Iterations a recovery epoch may take here (a few message round trips).
 const RECOVERY_ITERATIONS_MAX: usize = 200;
 /// Iterations a transaction may take here.
 const TX_ITERATIONS_MAX: usize = 400;
-
-/// Writes b"v" to each of its keys.
-struct WriteKeys(Vec<Key>);
-
-impl Procedure for WriteKeys {
-    fn name(&self) -> &'static str {
-        "write-keys"
-    }
-    fn plan(&self, _: &[u8], plan: &mut TxPlan) -> Result<(), ProcError> {
-        self.0.iter().for_each(|k| plan.write(*k));
-        Ok(())
-    }
-    fn execute(
-        &self,
-        _: &[u8],
-        _: &ReadView,
-        w: &mut WriteSet,
-        _: &mut Vec<u8>,
-    ) -> Result<(), UserAbort> {
-        self.0.iter().for_each(|k| w.put(*k, b"v"));
-        Ok(())
-    }
-}
 
 struct Node {
     nic: NicRuntime,
@@ -120,18 +98,6 @@ fn node(id: u16, placement: Placement, transport: MemTransport, keys: Vec<Key>) 
         acks,
         decisions: Vec::new(),
     }
-}
-
-/// A key whose replicas (primary first) are `want`.
-fn key_on(placement: &Placement, want: &[u16]) -> Key {
-    (0..10_000u64)
-        .map(|i| Key::new(0, i))
-        .find(|k| {
-            placement.primary(k) == want[0]
-                && (0..placement.nodes() as u16)
-                    .all(|n| placement.is_replica(n, k) == want.contains(&n))
-        })
-        .expect("a key with those replicas")
 }
 
 fn submit(n: &mut Node, req_id: u64) {

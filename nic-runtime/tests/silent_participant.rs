@@ -19,7 +19,7 @@ use splitkv_nic::protocol::coordinator::phase_deadline_ns;
 use splitkv_nic::{Nanos, Placement, ProcedureRegistry};
 use std::sync::Arc;
 use support::coordinator::WriteKeys;
-use support::{node_runtime, LoneRuntime};
+use support::{key_on, node_runtime, LoneRuntime};
 
 mod support;
 
@@ -43,18 +43,6 @@ fn node(id: u16, placement: Placement, transport: MemTransport, keys: Vec<Key>) 
         ..StackConfig::default()
     };
     node_runtime(id, placement, transport, 64, net, procedures)
-}
-
-/// A key whose replicas (primary first) are `want`.
-fn key_on(placement: &Placement, want: &[u16]) -> Key {
-    (0..10_000u64)
-        .map(|i| Key::new(0, i))
-        .find(|k| {
-            placement.primary(k) == want[0]
-                && (0..placement.nodes() as u16)
-                    .all(|n| placement.is_replica(n, k) == want.contains(&n))
-        })
-        .expect("a key with those replicas")
 }
 
 /// Runs one transaction of `keys` coordinated by node 0 while node 2 is

@@ -111,3 +111,16 @@ pub fn peer_packet(seq: u32, w: &BodyWriter) -> Vec<u8> {
     pkt.extend_from_slice(&msg);
     pkt
 }
+
+/// A key of table 0 whose replicas under `placement` are exactly `want`,
+/// primary first.
+pub fn key_on(placement: &Placement, want: &[u16]) -> splitkv_layout::Key {
+    (0..10_000u64)
+        .map(|i| splitkv_layout::Key::new(0, i))
+        .find(|k| {
+            placement.primary(k) == want[0]
+                && (0..placement.nodes() as u16)
+                    .all(|n| placement.is_replica(n, k) == want.contains(&n))
+        })
+        .expect("a key with those replicas")
+}
