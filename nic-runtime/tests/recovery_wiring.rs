@@ -111,6 +111,35 @@ fn submit(n: &mut Node, req_id: u64) {
     n.requests.try_push(&buf).unwrap();
 }
 
+/// Steps nodes 0 and 1 until node `at` (0 or 1) has an outcome, at most
+/// [`TX_ITERATIONS_MAX`] steps; returns it.
+fn until_outcome(
+    n0: &mut Node,
+    n1: &mut Node,
+    now: &mut Nanos,
+    at: u16,
+) -> Option<(u64, TxStatus)> {
+    for _ in 0..TX_ITERATIONS_MAX {
+        *now += STEP_NS;
+        n0.step(*now);
+        n1.step(*now);
+        let o = outcome(if at == 0 { &mut *n0 } else { &mut *n1 });
+        if o.is_some() {
+            return o;
+        }
+    }
+    None
+}
+
+/// Steps nodes 0 and 1 `count` times.
+fn steps(n0: &mut Node, n1: &mut Node, now: &mut Nanos, count: usize) {
+    for _ in 0..count {
+        *now += STEP_NS;
+        n0.step(*now);
+        n1.step(*now);
+    }
+}
+
 fn outcome(n: &mut Node) -> Option<(u64, TxStatus)> {
     let mut buf = Vec::new();
     if !n.outcomes.try_pop(&mut buf).unwrap() {
@@ -188,22 +217,9 @@ fn no_transaction_starts_while_recovering_and_they_commit_after() {
     assert_eq!(n0.nic.stats().clients.requests, 0, "the request waits");
     assert_eq!(outcome(&mut n0), None);
     now = recover(&mut n0, &mut n1, now);
-    let mut seen = None;
-    for _ in 0..TX_ITERATIONS_MAX {
-        now += STEP_NS;
-        n0.step(now);
-        n1.step(now);
-        if let Some(o) = outcome(&mut n0) {
-            seen = Some(o);
-            break;
-        }
-    }
+    let seen = until_outcome(&mut n0, &mut n1, &mut now, 0);
     assert_eq!(seen, Some((7, TxStatus::Committed)));
-    for _ in 0..20 {
-        now += STEP_NS;
-        n0.step(now);
-        n1.step(now);
-    }
+    steps(&mut n0, &mut n1, &mut now, 20);
     assert_eq!(n0.nic.index().locks_held(), 0);
     assert_eq!(n1.nic.index().locks_held(), 0);
 }
@@ -234,11 +250,7 @@ fn the_coordinators_transaction_in_flight_is_evidence_and_gets_a_decision() {
     submit(&mut n0, 9);
     let mut now = 0;
     // The transaction logs at node 1 and waits for node 2's LOG ack.
-    for _ in 0..50 {
-        now += STEP_NS;
-        n0.step(now);
-        n1.step(now);
-    }
+    steps(&mut n0, &mut n1, &mut now, 50);
     assert_eq!(n0.nic.stats().coordinator.started, 1);
     assert!(!n0.nic.is_quiescent(), "the transaction is in flight");
     let config = Configuration::initial(3).without(1 << 2);
@@ -269,22 +281,9 @@ fn after_recovery_the_first_surviving_backup_serves_the_dead_primarys_keys() {
     assert_eq!(n1.nic.recovery_actions().promoted_shards, 0);
     // Coordinated by node 1: it must send to node 0, the new primary.
     submit(&mut n1, 11);
-    let mut seen = None;
-    for _ in 0..TX_ITERATIONS_MAX {
-        now += STEP_NS;
-        n0.step(now);
-        n1.step(now);
-        if let Some(o) = outcome(&mut n1) {
-            seen = Some(o);
-            break;
-        }
-    }
+    let seen = until_outcome(&mut n0, &mut n1, &mut now, 1);
     assert_eq!(seen, Some((11, TxStatus::Committed)));
-    for _ in 0..20 {
-        now += STEP_NS;
-        n0.step(now);
-        n1.step(now);
-    }
+    steps(&mut n0, &mut n1, &mut now, 20);
     assert_eq!(n0.nic.index().locks_held(), 0);
     assert!(n0.nic.is_quiescent() && n1.nic.is_quiescent());
 }
@@ -302,11 +301,7 @@ fn locks_of_a_crashed_coordinator_without_log_are_released() {
     submit(&mut n2, 3);
     let mut now = STEP_NS;
     n2.step(now); // sends EXECUTE to node 0, then crashes
-    for _ in 0..20 {
-        now += STEP_NS;
-        n0.step(now);
-        n1.step(now);
-    }
+    steps(&mut n0, &mut n1, &mut now, 20);
     assert_eq!(n0.nic.index().locks_held(), 1, "node 0 locked for node 2");
     let config = Configuration::initial(3).without(1 << 2);
     n0.nic.apply_configuration(&config);
@@ -365,16 +360,7 @@ fn a_crashed_coordinators_transaction_logged_everywhere_is_committed_by_recovery
     );
     // Service goes on: node 1 writes the same key through node 0.
     submit(&mut n1, 6);
-    let mut seen = None;
-    for _ in 0..TX_ITERATIONS_MAX {
-        now += STEP_NS;
-        n0.step(now);
-        n1.step(now);
-        if let Some(o) = outcome(&mut n1) {
-            seen = Some(o);
-            break;
-        }
-    }
+    let seen = until_outcome(&mut n0, &mut n1, &mut now, 1);
     assert_eq!(seen, Some((6, TxStatus::Committed)));
     let first = n1.nic.recovery_actions().first_commit_after_resume_ns;
     assert!(first > n1.nic.recovery_actions().last_resumed_ns);
@@ -396,16 +382,7 @@ fn a_log_reaching_a_node_in_a_recovery_epoch_is_refused_and_the_transaction_abor
     assert!(n0.nic.recovering() && !n1.nic.recovering());
     submit(&mut n1, 8);
     let mut now = 0;
-    let mut seen = None;
-    for _ in 0..TX_ITERATIONS_MAX {
-        now += STEP_NS;
-        n0.step(now);
-        n1.step(now);
-        if let Some(o) = outcome(&mut n1) {
-            seen = Some(o);
-            break;
-        }
-    }
+    let seen = until_outcome(&mut n0, &mut n1, &mut now, 1);
     assert_eq!(seen, Some((8, TxStatus::Unavailable)));
     assert_eq!(n0.nic.stats().server.refused_recovering, 1);
     assert_eq!(
@@ -413,11 +390,7 @@ fn a_log_reaching_a_node_in_a_recovery_epoch_is_refused_and_the_transaction_abor
         0,
         "no record after the evidence"
     );
-    for _ in 0..20 {
-        now += STEP_NS;
-        n0.step(now);
-        n1.step(now);
-    }
+    steps(&mut n0, &mut n1, &mut now, 20);
     assert_eq!(
         n0.nic.index().locks_held(),
         0,
