@@ -7,19 +7,16 @@
 
 use splitkv_layout::host_nic::{HostToNic, LogApplied, NicToHost, TxRequest, TxStatus};
 use splitkv_layout::log_record::{LogKind, LogRecords};
-use splitkv_layout::ring::{ring_pair, RingConsumer, RingProducer};
-use splitkv_layout::robinhood_layout::{TableConfig, TableLayout};
-use splitkv_layout::{Key, Region};
-use splitkv_nic::dma::local::LocalDma;
-use splitkv_nic::index::HostTableLayout;
+use splitkv_layout::ring::{RingConsumer, RingProducer};
+use splitkv_layout::Key;
 use splitkv_nic::membership::Configuration;
 use splitkv_nic::net::mem::{mem_network, MemTransport};
 use splitkv_nic::net::stack::StackConfig;
 use splitkv_nic::recovery::RecoveryPhase;
-use splitkv_nic::{HostPorts, Nanos, NicParts, NicRuntime, Placement, ProcedureRegistry};
+use splitkv_nic::{Nanos, NicRuntime, Placement, ProcedureRegistry};
 use std::sync::Arc;
 use support::coordinator::WriteKeys;
-use support::key_on;
+use support::{key_on, node_runtime};
 
 mod support;
 
@@ -68,28 +65,22 @@ impl Node {
 }
 
 fn node(id: u16, placement: Placement, transport: MemTransport, keys: Vec<Key>) -> Node {
-    let layout = TableLayout::new(&TableConfig::new(64, 64)).unwrap();
-    let (log_tx, log) = ring_pair(1 << 16).unwrap();
-    let (requests, req_rx) = ring_pair(1 << 12).unwrap();
-    let (out_tx, outcomes) = ring_pair(1 << 12).unwrap();
-    let (acks, ack_rx) = ring_pair(1 << 12).unwrap();
-    let dma = LocalDma::new(Arc::new(Region::new(layout.region_bytes())), log_tx, 0);
     let mut procedures = ProcedureRegistry::new();
     procedures.register(Arc::new(WriteKeys(keys)));
-    let nic = NicRuntime::new(NicParts {
-        node: id,
+    let support::LoneRuntime {
+        nic,
+        log,
+        acks,
+        requests,
+        outcomes,
+    } = node_runtime(
+        id,
         placement,
-        table: HostTableLayout::Robinhood(layout),
-        value_bytes_max: 64,
+        transport,
+        64,
+        StackConfig::default(),
         procedures,
-        dma: Box::new(dma),
-        transport: Box::new(transport),
-        host: HostPorts::one_client(req_rx, out_tx, ack_rx),
-        cache_objects: 64,
-        seed: 1,
-        net: StackConfig::default(),
-    })
-    .unwrap();
+    );
     Node {
         nic,
         requests,
