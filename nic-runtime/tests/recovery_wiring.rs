@@ -143,13 +143,7 @@ fn outcome(n: &mut Node) -> Option<(u64, TxStatus)> {
 /// Nodes 0 and 1 (node 2 cut off), their transactions writing a key
 /// replicated on exactly nodes 0 and 1.
 fn survivors() -> (Node, Node) {
-    let placement = Placement::new(3, 2).unwrap();
-    let keys = vec![key_on(&placement, &[0, 1])];
-    let mut net = mem_network(3);
-    let _cut_off = net.pop().unwrap(); // node 2: never polled
-    let n1 = node(1, placement, net.pop().unwrap(), keys.clone());
-    let n0 = node(0, placement, net.pop().unwrap(), keys);
-    (n0, n1)
+    survivors_writing_on(&[0, 1])
 }
 
 /// Runs both nodes until neither recovers any more; returns the time.
@@ -226,13 +220,20 @@ fn a_configuration_without_failures_does_not_pause() {
 /// Nodes 0 and 1 (node 2 cut off), their transactions writing a key
 /// replicated on exactly nodes `replicas` (primary first).
 fn survivors_writing_on(replicas: &[u16]) -> (Node, Node) {
+    let (n0, n1, _cut_off) = nodes_writing_on(replicas);
+    (n0, n1)
+}
+
+/// Nodes 0, 1 and 2 of 3 (replication 2), their transactions writing a key
+/// replicated on exactly nodes `replicas` (primary first).
+fn nodes_writing_on(replicas: &[u16]) -> (Node, Node, Node) {
     let placement = Placement::new(3, 2).unwrap();
     let keys = vec![key_on(&placement, replicas)];
     let mut net = mem_network(3);
-    let _cut_off = net.pop().unwrap();
+    let n2 = node(2, placement, net.pop().unwrap(), keys.clone());
     let n1 = node(1, placement, net.pop().unwrap(), keys.clone());
     let n0 = node(0, placement, net.pop().unwrap(), keys);
-    (n0, n1)
+    (n0, n1, n2)
 }
 
 #[test]
@@ -283,12 +284,7 @@ fn after_recovery_the_first_surviving_backup_serves_the_dead_primarys_keys() {
 fn locks_of_a_crashed_coordinator_without_log_are_released() {
     // Node 2 coordinates a transaction writing a key of shard 0 (replicas
     // 0 and 1); it crashes after node 0 locked the key, before any LOG.
-    let placement = Placement::new(3, 2).unwrap();
-    let keys = vec![key_on(&placement, &[0, 1])];
-    let mut net = mem_network(3);
-    let mut n2 = node(2, placement, net.pop().unwrap(), keys.clone());
-    let mut n1 = node(1, placement, net.pop().unwrap(), keys.clone());
-    let mut n0 = node(0, placement, net.pop().unwrap(), keys);
+    let (mut n0, mut n1, mut n2) = nodes_writing_on(&[0, 1]);
     submit(&mut n2, 3);
     let mut now = STEP_NS;
     n2.step(now); // sends EXECUTE to node 0, then crashes
@@ -307,12 +303,7 @@ fn locks_of_a_crashed_coordinator_without_log_are_released() {
 fn a_crashed_coordinators_transaction_logged_everywhere_is_committed_by_recovery() {
     // Node 2 coordinates a write of a key of shard 0 (primary 0, backup 1)
     // and crashes once both replicas took its LOG, before any COMMIT.
-    let placement = Placement::new(3, 2).unwrap();
-    let keys = vec![key_on(&placement, &[0, 1])];
-    let mut net = mem_network(3);
-    let mut n2 = node(2, placement, net.pop().unwrap(), keys.clone());
-    let mut n1 = node(1, placement, net.pop().unwrap(), keys.clone());
-    let mut n0 = node(0, placement, net.pop().unwrap(), keys);
+    let (mut n0, mut n1, mut n2) = nodes_writing_on(&[0, 1]);
     submit(&mut n2, 5);
     let mut now = 0;
     let logged = |n: &Node| n.nic.stats().server.log_appends;
@@ -394,12 +385,7 @@ fn a_live_coordinators_transaction_recovery_aborts_is_reported_unavailable_and_u
     // Node 0 writes a key of shard 1 (primary 1, backup 2) and the epoch
     // changes (node 2 failed) right after its EXECUTE left: recovery finds
     // it in Execute, decides abort, and node 0 reports it and unlocks.
-    let placement = Placement::new(3, 2).unwrap();
-    let keys = vec![key_on(&placement, &[1, 2])];
-    let mut net = mem_network(3);
-    let _cut_off = net.pop().unwrap();
-    let mut n1 = node(1, placement, net.pop().unwrap(), keys.clone());
-    let mut n0 = node(0, placement, net.pop().unwrap(), keys);
+    let (mut n0, mut n1) = survivors_writing_on(&[1, 2]);
     submit(&mut n0, 4);
     n0.step(STEP_NS);
     let config = Configuration::initial(3).without(1 << 2);
