@@ -89,6 +89,17 @@ impl Waiting {
     pub(super) fn new(count: u16, sent: u32, since: Nanos) -> Waiting {
         Waiting { count, sent, since }
     }
+
+    /// Once every node sent to answered: the nodes of `nodes` (a mask by
+    /// node id, among those sent to) owe their answer again, and the phase
+    /// keeps its start time. Returns the nodes whose answer stands (those
+    /// sent to but not in `nodes`).
+    pub(super) fn owe_again(&mut self, nodes: u32) -> u32 {
+        debug_assert_eq!(self.count, 0);
+        debug_assert_eq!(nodes & !self.sent, 0);
+        self.count = (nodes & self.sent).count_ones() as u16;
+        self.sent & !nodes
+    }
 }
 
 impl std::ops::SubAssign<u16> for Waiting {
@@ -292,7 +303,7 @@ impl Coordinator {
     }
 
     /// Tells the client of `slot` that its outcome is unknown (Log phase).
-    fn told_unknown(&mut self, slot: usize) {
+    pub(super) fn told_unknown(&mut self, slot: usize) {
         self.stats.deadlines.unknown += 1;
         let result = self.txs[slot].result.clone();
         self.tell(slot, TxStatus::Unknown, result);
