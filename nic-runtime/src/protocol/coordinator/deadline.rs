@@ -34,7 +34,9 @@
 //!   abort after LOG is reported only once every LOG holder recorded it, and
 //!   this coordinator does not wait for that. The slot stays until the
 //!   decision, so the locks never outlive it. (A live coordinator's decision
-//!   stands in recovery.)
+//!   stands in recovery.) A replica that refused its LOG is waited on again
+//!   the same way, the client told `Unknown` at once (`commit.rs`,
+//!   `log_refused`): only its exclusion, or recovery, decides.
 //! - **Commit** (past the commit point: committed): the client is told
 //!   [`TxStatus::Committed`] once every replica not excluded acknowledged,
 //!   or at the deadline; the slot stays until every replica not excluded
