@@ -125,8 +125,8 @@ pub struct DeadlineStats {
     /// Transactions aborted in Execute or Validate for a failed or silent
     /// participant (told [`TxStatus::Unavailable`]).
     pub unavailable: u64,
-    /// Transactions told [`TxStatus::Unknown`] in Log (overdue, or aborted
-    /// after LOG for an excluded replica).
+    /// Transactions told [`TxStatus::Unknown`] in Log (overdue, aborted
+    /// after LOG for an excluded replica, or a replica refused the LOG).
     pub unknown: u64,
     /// Of those, later committed (every LOG acknowledged, or every written
     /// key logged at a live replica).
