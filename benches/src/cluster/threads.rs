@@ -10,7 +10,7 @@
 use super::{BenchCluster, BuildError};
 use crate::loadgen::LoadGen;
 use crate::workload::{TxGenerator, Workload};
-use splitkv_host::cluster::AppComponent;
+use splitkv_host::cluster::{AppComponent, Cluster};
 use splitkv_nic::{Component, Nanos};
 use std::any::Any;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -91,6 +91,20 @@ where
         run: ThreadRun,
         mut tick: impl FnMut(Duration),
     ) -> Result<(BenchCluster<W>, Duration), BuildError> {
+        self.run_threads_watched(run, |t, _| tick(t))
+    }
+
+    /// [`BenchCluster::run_threads`], with `tick(elapsed, cluster)` given
+    /// the running cluster too (its published counters, `Cluster::stats`,
+    /// and clock, `Cluster::now`: what `splitkv bench --timeline` samples).
+    ///
+    /// # Errors
+    /// As [`BenchCluster::run_threads`].
+    pub fn run_threads_watched(
+        self,
+        run: ThreadRun,
+        mut tick: impl FnMut(Duration, &Cluster),
+    ) -> Result<(BenchCluster<W>, Duration), BuildError> {
         let BenchCluster {
             spec,
             workload,
@@ -116,7 +130,7 @@ where
         let start = Instant::now();
         while done.load(Ordering::Acquire) < nodes && start.elapsed() < run.timeout {
             cluster.check()?;
-            tick(start.elapsed());
+            tick(start.elapsed(), &cluster);
             std::thread::sleep(PROGRESS_PERIOD);
         }
         let elapsed = start.elapsed();

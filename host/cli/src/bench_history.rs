@@ -6,6 +6,7 @@
 //! accounting) and print counts, throughput and the verdict.
 
 use crate::cli::{HistoryBenchArgs, Shape};
+use crate::timeline::{ClusterSampler, Timeline};
 use crate::Failure;
 use splitkv_bench::history::{HistoryCheck, HistoryReport};
 use splitkv_bench::history_gen::{HistoryStats, TxShape};
@@ -36,6 +37,9 @@ pub fn tx_shape(shape: Shape) -> TxShape {
 /// Runs `workload` as `args` say and prints the report; a failed check is
 /// [`Failure::Check`], a panicking polling thread [`Failure::Internal`].
 pub fn run(mut workload: HistoryCheck, args: &HistoryBenchArgs) -> Result<(), Failure> {
+    if let Some(p) = &args.timeline {
+        crate::timeline::check_path(p)?;
+    }
     workload.history_path = args.history.clone();
     let mut spec = ClusterSpec::new();
     spec.nodes = args.nodes;
@@ -58,7 +62,25 @@ pub fn run(mut workload: HistoryCheck, args: &HistoryBenchArgs) -> Result<(), Fa
         timeout: args.duration.map_or(RUN_TIMEOUT, |d| d + DRAIN_TIMEOUT),
         inject_panic: false,
     };
-    let (mut cluster, elapsed) = cluster.run_threads(run, |_| {})?;
+    let mut sampler = args.timeline.as_ref().map(|_| {
+        let t = Timeline::new(format!(
+            "{}, {} nodes (replication {}), {} in flight per node",
+            cluster.workload.name(),
+            args.nodes,
+            args.replication,
+            args.inflight
+        ));
+        ClusterSampler::new(t)
+    });
+    let (mut cluster, elapsed) = cluster.run_threads_watched(run, |_, c| {
+        if let Some(s) = sampler.as_mut() {
+            s.tick(c);
+        }
+    })?;
+    if let (Some(path), Some(s)) = (&args.timeline, sampler) {
+        s.finish(&cluster.parts, "threads stopped")
+            .write_reported(path)?;
+    }
     let now = cluster.parts.now();
     cluster
         .drain(now, DRAIN_TICK_NS, DRAIN_PASSES_MAX)

@@ -10,6 +10,7 @@
 
 use crate::cli::SmallbankArgs;
 use crate::report::{Report, SmallbankReport};
+use crate::timeline::{ClusterSampler, Timeline};
 use crate::Failure;
 use indicatif::{ProgressBar, ProgressStyle};
 use splitkv_bench::loadgen::RetryPolicy;
@@ -31,6 +32,9 @@ const DRAIN_TIMEOUT: Duration = Duration::from_secs(10);
 /// Runs the bench and prints its report; a failed check is [`Failure::Check`],
 /// a panicking polling thread [`Failure::Internal`] with the panic's message.
 pub fn run(args: &SmallbankArgs) -> Result<(), Failure> {
+    if let Some(p) = &args.timeline {
+        crate::timeline::check_path(p)?;
+    }
     let mut cluster = build(args)?;
     let start_ns = args.warmup.as_nanos() as Nanos;
     cluster.set_window(start_ns, start_ns + args.duration.as_nanos() as Nanos);
@@ -94,7 +98,8 @@ fn build(args: &SmallbankArgs) -> Result<SmallbankCluster, Failure> {
 
 /// Runs the cluster on `args.threads` polling threads of the embedding API
 /// for the warm-up plus the measured interval (and until the transactions in
-/// flight then have finished); returns it shut down, and the time run.
+/// flight then have finished); returns it shut down, and the time run. With
+/// `--timeline`, samples its committed count meanwhile and writes the plot.
 fn drive(
     cluster: SmallbankCluster,
     args: &SmallbankArgs,
@@ -111,9 +116,27 @@ fn drive(
         timeout: total + DRAIN_TIMEOUT,
         inject_panic: args.inject_panic,
     };
+    let mut sampler = args.timeline.as_ref().map(|_| {
+        let mut t = Timeline::new(format!(
+            "smallbank, {} nodes (replication {}), {} in flight per node",
+            args.nodes, args.replication, args.inflight
+        ));
+        t.event(args.warmup, "warm-up done");
+        t.event(total, "load stops");
+        ClusterSampler::new(t)
+    });
     let done = cluster
-        .run_threads(run, |t| bar.set_position(t.as_millis() as u64))
+        .run_threads_watched(run, |t, c| {
+            bar.set_position(t.as_millis() as u64);
+            if let Some(s) = sampler.as_mut() {
+                s.tick(c);
+            }
+        })
         .map_err(Failure::from)?;
     bar.finish_and_clear();
+    if let (Some(path), Some(s)) = (&args.timeline, sampler) {
+        s.finish(&done.0.parts, "threads stopped")
+            .write_reported(path)?;
+    }
     Ok(done)
 }

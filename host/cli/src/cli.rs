@@ -165,6 +165,9 @@ pub struct HistoryBenchArgs {
     /// Print one JSON object instead of text.
     #[arg(long)]
     pub json: bool,
+    /// Draw committed transactions per interval over the run (and its events) to FILE.png and FILE.svg, with the samples in FILE.csv.
+    #[arg(long, value_name = "FILE")]
+    pub timeline: Option<PathBuf>,
     /// A deployed cluster to run on instead.
     #[command(flatten)]
     pub deployed: ClusterArgs,
@@ -230,6 +233,9 @@ pub struct SmallbankArgs {
     /// Print one JSON object instead of text.
     #[arg(long)]
     pub json: bool,
+    /// Draw committed transactions per interval over the run (and its events) to FILE.png and FILE.svg, with the samples in FILE.csv.
+    #[arg(long, value_name = "FILE")]
+    pub timeline: Option<PathBuf>,
     /// A deployed cluster to run on instead.
     #[command(flatten)]
     pub deployed: ClusterArgs,

@@ -24,6 +24,7 @@ mod cluster_bench;
 mod node;
 mod report;
 mod sim;
+mod timeline;
 
 use clap::Parser;
 use cli::{Bench, Check, Cli, Command};

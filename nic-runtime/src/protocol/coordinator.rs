@@ -64,6 +64,8 @@ struct TxCtx {
     failed: bool,
     /// Why (the first refusal's status) when `failed`.
     reason: ReplyStatus,
+    /// Nodes that refused in the current phase (mask by node id).
+    refusers: u32,
     /// Primaries that hold locks for this transaction.
     locked: u32,
     /// Nodes sent its LOG (every replica of a written key): COMMIT, or an
@@ -88,13 +90,15 @@ impl TxCtx {
             answered: 0,
             failed: false,
             reason: ReplyStatus::Ok,
+            refusers: 0,
             locked: 0,
             logged: 0,
         }
     }
 
-    /// Records a refusal from a server; the first reason is the one reported.
-    fn refused(&mut self, why: ReplyStatus) {
+    /// Records a refusal from server `src`; the first reason is the one reported.
+    fn refused(&mut self, src: NodeId, why: ReplyStatus) {
+        self.refusers |= bit(src);
         if !self.failed {
             self.failed = true;
             self.reason = why;
@@ -338,6 +342,7 @@ impl Coordinator {
         t.logged = 0;
         t.failed = false;
         t.reason = ReplyStatus::Ok;
+        t.refusers = 0;
         t.answered = 0;
         (t.pending, t.told) = (Waiting::default(), None);
         t.phase = Phase::Execute;
@@ -407,14 +412,14 @@ impl Coordinator {
                     for it in items.iter() {
                         if it.meta.check_read(it.value.len()).is_err() {
                             self.stats.malformed_responses += 1;
-                            t.refused(ReplyStatus::Malformed);
+                            t.refused(src, ReplyStatus::Malformed);
                             break;
                         }
                         let present = !it.meta.flags().contains(ObjectFlags::DELETED);
                         t.reads.insert(it.key, it.meta, it.value, present);
                     }
                 } else {
-                    t.refused(status);
+                    t.refused(src, status);
                 }
             }
             Body::ValidateResp { status, .. }
@@ -422,7 +427,7 @@ impl Coordinator {
             | Body::CommitAck { status, .. }
                 if !status.is_ok() =>
             {
-                t.refused(status)
+                t.refused(src, status)
             }
             _ => {}
         }
@@ -433,8 +438,9 @@ impl Coordinator {
     fn end_phase(&mut self, io: &mut Io, procs: &ProcedureRegistry, slot: usize) {
         let t = &mut self.txs[slot];
         t.answered = 0;
-        let (failed, why) = (t.failed, abort_status(t.reason));
+        let (failed, why, refusers) = (t.failed, abort_status(t.reason), t.refusers);
         t.failed = false;
+        t.refusers = 0;
         t.reason = ReplyStatus::Ok;
         if failed && why == TxStatus::HostFailure {
             self.stats.host_failures += 1;
@@ -450,14 +456,9 @@ impl Coordinator {
                 self.abort(io, slot, why, &[]);
             }
             Phase::Validate => self.log(io, slot),
-            // A replica refused: not yet committed, so abort; the ABORT goes
-            // to every replica sent the LOG. (With one value limit per
-            // cluster, checked in `run_body`, only a replica whose host log
-            // fails refuses, and that node stops.)
-            Phase::Log if failed => {
-                self.stats.log_refusals += 1;
-                self.abort(io, slot, why, &[]);
-            }
+            // A replica refused: not committed yet, and not safely abortable
+            // in one round (`commit::log_refused`).
+            Phase::Log if failed => self.log_refused(slot, refusers),
             Phase::Log => self.commit(io, slot),
             // Past the commit point: every replica holds the writes. A
             // replica that had already decided the transaction (crash

@@ -1,7 +1,8 @@
 //! Xenic §4.2 steps 4–6 at the coordinator: LOG to every replica of each
 //! written key (issue 11's commit point), COMMIT to every replica once all
-//! acknowledged, the report to the application, and the abort that releases
-//! locks and drops LOG records.
+//! acknowledged, the report to the application, the abort that releases
+//! locks and drops LOG records, and what a refused LOG leaves to the
+//! refusing replica's exclusion (`log_refused`).
 
 use super::{bit, send_each, Coordinator, Phase};
 use crate::procedure::{TxPlan, WriteSet};
@@ -113,6 +114,44 @@ impl Coordinator {
         });
         self.tell(slot, status, why.to_vec());
         self.release(slot);
+    }
+
+    /// A replica refused the LOG of `slot` (the nodes of `refusers`, a mask
+    /// by node id; every other replica answered). The transaction is not
+    /// committed, but it cannot be aborted in one round either, and the
+    /// coordinator has no second round: an ABORT after LOG is not
+    /// acknowledged. So the slot stays in Log, waiting on the refusers
+    /// again, the client is told [`TxStatus::Unknown`] now, and the
+    /// refusers' exclusion decides (the `deadline` module's Log rule).
+    ///
+    /// Why not abort at once, as before: the abort would be reported, and the
+    /// locks released, before the other replicas recorded the ABORT. A
+    /// refusing replica is one whose host log failed, and it stops
+    /// (`Server::fatal`), so the next configuration excludes it; if this
+    /// coordinator crashes before its ABORTs land, the survivors all hold
+    /// the LOG records and recovery commits (rule 4 of
+    /// `crate::recovery::decide`) a transaction already reported aborted, or
+    /// one whose keys others wrote meanwhile. TLA+: `tla/XenicOCCMsgs.tla`,
+    /// `XenicAbortReportEarly.cfg` and `XenicAbortUnlockEarly.cfg` fail,
+    /// `XenicAbortAfterLog.cfg` (two rounds, the ABORT acknowledged by every
+    /// LOG holder before unlock and report) passes (Xenic §4.2.1).
+    ///
+    /// Why this is safe: nothing is decided while a refuser is in the
+    /// configuration, and "unknown" contradicts no decision. Once it is
+    /// excluded, every live replica answered, so the `deadline` rule commits
+    /// (every written key has a live LOG holder: the COMMIT goes to them) or
+    /// aborts with no live LOG holder of some key (then rule 4 can never
+    /// commit). If this coordinator crashes first, recovery decides alone,
+    /// and the client was told nothing it could contradict; while it lives,
+    /// it reports the transaction undecided, so recovery never takes it for
+    /// forgotten. The cost: a refuser that keeps running (nodes that disagree
+    /// on their value limits, a LOG refused [`TxStatus::TooLarge`]) holds
+    /// the slot and its locks until it is excluded.
+    pub(super) fn log_refused(&mut self, slot: usize, refusers: u32) {
+        self.stats.log_refusals += 1;
+        let t = &mut self.txs[slot];
+        t.answered = t.pending.owe_again(refusers);
+        self.told_unknown(slot);
     }
 
     pub(super) fn release(&mut self, slot: usize) {

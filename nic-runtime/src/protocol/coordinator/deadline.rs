@@ -34,7 +34,9 @@
 //!   abort after LOG is reported only once every LOG holder recorded it, and
 //!   this coordinator does not wait for that. The slot stays until the
 //!   decision, so the locks never outlive it. (A live coordinator's decision
-//!   stands in recovery.)
+//!   stands in recovery.) A replica that refused its LOG is waited on again
+//!   the same way, the client told `Unknown` at once (`commit.rs`,
+//!   `log_refused`): only its exclusion, or recovery, decides.
 //! - **Commit** (past the commit point: committed): the client is told
 //!   [`TxStatus::Committed`] once every replica not excluded acknowledged,
 //!   or at the deadline; the slot stays until every replica not excluded
@@ -89,6 +91,17 @@ impl Waiting {
     pub(super) fn new(count: u16, sent: u32, since: Nanos) -> Waiting {
         Waiting { count, sent, since }
     }
+
+    /// Once every node sent to answered: the nodes of `nodes` (a mask by
+    /// node id, among those sent to) owe their answer again, and the phase
+    /// keeps its start time. Returns the nodes whose answer stands (those
+    /// sent to but not in `nodes`).
+    pub(super) fn owe_again(&mut self, nodes: u32) -> u32 {
+        debug_assert_eq!(self.count, 0);
+        debug_assert_eq!(nodes & !self.sent, 0);
+        self.count = (nodes & self.sent).count_ones() as u16;
+        self.sent & !nodes
+    }
 }
 
 impl std::ops::SubAssign<u16> for Waiting {
@@ -112,8 +125,8 @@ pub struct DeadlineStats {
     /// Transactions aborted in Execute or Validate for a failed or silent
     /// participant (told [`TxStatus::Unavailable`]).
     pub unavailable: u64,
-    /// Transactions told [`TxStatus::Unknown`] in Log (overdue, or aborted
-    /// after LOG for an excluded replica).
+    /// Transactions told [`TxStatus::Unknown`] in Log (overdue, aborted
+    /// after LOG for an excluded replica, or a replica refused the LOG).
     pub unknown: u64,
     /// Of those, later committed (every LOG acknowledged, or every written
     /// key logged at a live replica).
@@ -292,7 +305,7 @@ impl Coordinator {
     }
 
     /// Tells the client of `slot` that its outcome is unknown (Log phase).
-    fn told_unknown(&mut self, slot: usize) {
+    pub(super) fn told_unknown(&mut self, slot: usize) {
         self.stats.deadlines.unknown += 1;
         let result = self.txs[slot].result.clone();
         self.tell(slot, TxStatus::Unknown, result);
