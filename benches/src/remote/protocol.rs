@@ -20,8 +20,10 @@ use crate::workload::PROCEDURES_MAX;
 use serde::{Deserialize, Serialize};
 use splitkv_layout::host_nic::TxStatus;
 
-/// Version of these bodies; bumped on any change of their shape.
-pub const PROTOCOL_VERSION: u32 = 2;
+/// Version of these bodies; bumped on any change of their shape (an added
+/// optional field that is left out when absent, with the old meaning, is
+/// not a change: `StartRequest::journal`, `SmallbankSummary::money_unknown`).
+pub const PROTOCOL_VERSION: u32 = 1;
 
 /// A transaction shape of the history workloads.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -178,7 +180,7 @@ pub struct StartRequest {
     /// Where the node's client journals its invocations and completions
     /// (a file path on the node's machine, see [`super::journal`]; `None`:
     /// no journal).
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub journal: Option<String>,
 }
 

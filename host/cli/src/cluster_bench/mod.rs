@@ -49,6 +49,9 @@ struct Deployed {
     kill: Option<KillAt>,
     /// The node killed, and when after the run's start.
     killed: Option<(u16, Duration)>,
+    /// The survivors' committed transactions (`/status`) just after the
+    /// kill, and at the end of the run.
+    committed_around_kill: (Option<u64>, u64),
     /// Where the clients' journals go (`--journal`, `--kill`).
     run_dir: Option<PathBuf>,
 }
@@ -72,6 +75,7 @@ impl Deployed {
             spawned: None,
             kill: args.kill,
             killed: None,
+            committed_around_kill: (None, 0),
             run_dir: None,
         };
         if let Some(k) = args.kill {
@@ -259,6 +263,7 @@ impl Deployed {
         loop {
             self.kill_if_due(t0.elapsed())?;
             let mut all = self.kill.is_none() || self.killed.is_some();
+            let mut committed = 0;
             for n in 0..self.nodes() {
                 if self.is_killed(n) {
                     continue;
@@ -268,7 +273,12 @@ impl Deployed {
                     return Err(bad(format!("node {n} failed: {f}")));
                 }
                 all &= s.get("run_done").and_then(Value::as_bool) == Some(true);
+                committed += s["transactions"]["committed"].as_u64().unwrap_or(0);
             }
+            if self.killed.is_some() {
+                self.committed_around_kill.0.get_or_insert(committed);
+            }
+            self.committed_around_kill.1 = committed;
             if all {
                 break;
             }
@@ -285,9 +295,11 @@ impl Deployed {
     /// The line that says which node was killed and when, if one was.
     fn killed_line(&self) -> Option<String> {
         let (n, at) = self.killed?;
+        let (at_kill, end) = self.committed_around_kill;
         Some(format!(
-            "killed: node {n} (SIGKILL) at {:.2} s into the run; its client's history from its journal",
-            at.as_secs_f64()
+            "killed: node {n} (SIGKILL) at {:.2} s into the run; survivors committed {} transactions after it; its client's history from its journal",
+            at.as_secs_f64(),
+            end.saturating_sub(at_kill.unwrap_or(end)),
         ))
     }
 
