@@ -241,3 +241,7 @@ pub fn history_stats(results: &[Results]) -> HistoryStats {
     }
     s
 }
+
+#[cfg(test)]
+#[path = "kill_tests.rs"]
+mod kill_tests;

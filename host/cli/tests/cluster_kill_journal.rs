@@ -114,7 +114,15 @@ fn a_kill_of_no_node_or_without_spawn_is_refused() {
     assert!(err.contains("--kill: no node 7"), "{err}");
     let out = splitkv(&["bench", "smallbank", "--cluster", path, "--kill", "2@1"]);
     assert_eq!(out.status.code(), Some(2));
-    let out = splitkv(&["bench", "smallbank", "--cluster", path, "--spawn", "--kill", "2"]);
+    let out = splitkv(&[
+        "bench",
+        "smallbank",
+        "--cluster",
+        path,
+        "--spawn",
+        "--kill",
+        "2",
+    ]);
     let err = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(2), "{err}");
     assert!(err.contains("NODE@SECS"), "{err}");
