@@ -16,7 +16,7 @@ use crate::history::HistoryGenerator;
 use crate::loadgen::{LoadGen, LoadGenConfig, RetryPolicy};
 use crate::smallbank::SmallbankGenerator;
 use crate::workload::{TxGenerator, Workload};
-use splitkv_host::cluster::{Cluster, ClusterBuilder, ClusterParts, StatsHandle};
+use splitkv_host::cluster::{Cluster, ClusterBuilder, ClusterParts, NodeMembership, StatsHandle};
 use splitkv_host::deploy::{CallError, NodeMetrics};
 use splitkv_layout::wire::NodeId;
 use splitkv_nic::net::Transport;
@@ -78,6 +78,8 @@ pub struct RemoteNode {
     transport: Option<Box<dyn Transport>>,
     loaded: Option<Loaded>,
     metrics: Option<Arc<NodeMetrics>>,
+    /// Handed to the node's polling thread at load (`None`: static).
+    membership: Option<NodeMembership>,
 }
 
 impl std::fmt::Debug for RemoteNode {
@@ -128,7 +130,15 @@ impl RemoteNode {
             transport: Some(transport),
             loaded: None,
             metrics: None,
+            membership: None,
         }
+    }
+
+    /// Runs `membership` (its agent) beside the node's NIC runtime once a
+    /// workload is loaded ([`ClusterParts::set_membership`]).
+    pub fn with_membership(mut self, membership: NodeMembership) -> RemoteNode {
+        self.membership = Some(membership);
+        self
     }
 
     /// Feeds the latencies of the client this node runs (committed
@@ -181,6 +191,9 @@ impl RemoteNode {
             BuiltWorkload::History(w) => parts.load(w.initial_rows(), |_| {}),
         }
         .map_err(internal)?;
+        if let Some(m) = self.membership.take() {
+            parts.set_membership(self.node, m).map_err(internal)?;
+        }
         let lo_ns = monotonic_ns();
         parts.set_clock_origin(Instant::now());
         let hi_ns = monotonic_ns();
