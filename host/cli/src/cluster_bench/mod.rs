@@ -10,6 +10,16 @@
 //! stops them at the end ([`spawn::Spawned`], also on error paths). A node
 //! that cannot be reached, or dies during the run, is one line and exit 2;
 //! a failed check is exit 1.
+//!
+//! `--kill NODE@SECS` (with `--spawn`) SIGKILLs that node SECS into the run;
+//! the run goes on with the survivors, whose results are collected as usual,
+//! while the killed node's client is replayed from its journal
+//! (`splitkv_bench::remote::journal`, written to the run's directory before
+//! each transaction is submitted; `--journal` turns it on without a kill).
+//! The checks then read every key at its first surviving replica, compare
+//! the surviving replicas, and allow the indeterminate transactions either
+//! outcome (history) or their money range (Smallbank). The report says which
+//! node was killed, when, and what the survivors committed after it.
 
 mod http;
 mod report;
