@@ -79,6 +79,16 @@ pub enum MembershipError {
         /// The bound that was reached.
         max: usize,
     },
+    /// This node's lease ran out before a renewal took (FaRM-style lease
+    /// fencing, Xenic §4.2.1): the manager may already have configured it
+    /// out, so it must stop serving (and rejoin as a new incarnation).
+    #[error("node {node}: lease ran out at {lease_until} ns without a renewal")]
+    LeaseExpired {
+        /// This node.
+        node: NodeId,
+        /// The end of the lease as the node knew it (the caller's ns).
+        lease_until: Nanos,
+    },
     /// The node id is outside the cluster.
     #[error("node {node} is outside the cluster of {nodes} nodes")]
     UnknownNode {
@@ -142,6 +152,8 @@ pub struct AgentStats {
     pub configurations: u64,
     /// Requests the membership refused ([`MembershipError`]).
     pub refused: u64,
+    /// Times the agent stopped the node because its lease ran out (0 or 1).
+    pub lease_expired: u64,
 }
 
 /// Connects one node's [`crate::NicRuntime`] to its [`Membership`]: renews
@@ -150,6 +162,16 @@ pub struct AgentStats {
 /// ([`crate::NicRuntime::apply_configuration`]: epoch, failed peers). A
 /// polled state machine like the runtime; the driver calls
 /// [`MembershipAgent::run_iteration`] next to the runtime's.
+///
+/// **Fencing** (Xenic §4.2.1, FaRM leases; DESIGN.md "Faults"): once the
+/// lease was granted, the agent stops the node when `now` reaches
+/// [`Membership::lease_until`] (the node's own, conservative view of its
+/// lease), when a configuration leaves it out, or when the membership
+/// refuses a renewal as [`MembershipError::Removed`]; it then renews and
+/// applies nothing more. The driver must stop polling the runtime as soon
+/// as [`MembershipAgent::serving`] is false: it may check that every pass
+/// (a comparison) and run the agent itself less often, since the lease the
+/// node believes in already ends a guard before the manager's.
 #[derive(Debug)]
 pub struct MembershipAgent {
     renew_every_ns: Nanos,
@@ -158,6 +180,10 @@ pub struct MembershipAgent {
     /// Nodes the runtime's recovery suspects (silent during an epoch change).
     suspects: Vec<NodeId>,
     removed: Option<MembershipError>,
+    /// [`Membership::lease_until`] when last read (0: no grant yet).
+    lease_until: Nanos,
+    /// Whether a lease was ever granted (fencing applies from then on).
+    granted: bool,
     stats: AgentStats,
 }
 
@@ -170,6 +196,8 @@ impl MembershipAgent {
             events: Vec::with_capacity(crate::net::session::SESSION_EVENTS_MAX),
             suspects: Vec::with_capacity(crate::runtime::RECOVERY_SUSPECTS_MAX),
             removed: None,
+            lease_until: 0,
+            granted: false,
             stats: AgentStats::default(),
         }
     }
@@ -179,27 +207,88 @@ impl MembershipAgent {
         self.stats
     }
 
-    /// Why this node is out of the configuration, once the membership said
-    /// so: it must stop serving ([`MembershipError::Removed`]).
+    /// Why this node stopped, once it must stop serving: a configuration
+    /// or the membership left it out ([`MembershipError::Removed`]), or its
+    /// lease ran out ([`MembershipError::LeaseExpired`]).
     pub fn removed(&self) -> Option<&MembershipError> {
         self.removed.as_ref()
     }
 
-    /// Renews when due, reports new suspects, applies a new configuration.
-    /// Returns whether it did anything.
+    /// The end of this node's lease (ns) as last read from the membership
+    /// (0 before the first grant).
+    pub fn lease_until(&self) -> Nanos {
+        self.lease_until
+    }
+
+    /// Whether the node may serve at `now`: not stopped, and (once a lease
+    /// was granted) `now` is before the lease's end as last read. A
+    /// comparison, cheap enough for every pass of a polling loop.
+    pub fn serving(&self, now: Nanos) -> bool {
+        self.removed.is_none() && !(self.granted && now >= self.lease_until)
+    }
+
+    /// Renews when due, reports new suspects, applies a new configuration,
+    /// and stops the node when its lease has run out (see the type's docs).
+    /// Returns whether it did anything. Once stopped it does nothing.
     pub fn run_iteration(
         &mut self,
         now: Nanos,
         nic: &mut crate::NicRuntime,
         m: &mut dyn Membership,
     ) -> bool {
+        if self.removed.is_some() {
+            return false;
+        }
+        if self.fence(now, m) {
+            return true;
+        }
         let mut work = false;
-        if now >= self.next_renew && self.removed.is_none() {
+        if now >= self.next_renew {
             self.next_renew = now.saturating_add(self.renew_every_ns);
             self.stats.renewals += 1;
             work = true;
             self.note(m.renew(now));
         }
+        work |= self.report_suspects(now, nic, m);
+        if let Some(c) = m.poll(now) {
+            self.stats.configurations += 1;
+            work = true;
+            nic.apply_configuration(&c);
+            if !c.contains(m.node()) {
+                self.removed = Some(MembershipError::Removed {
+                    node: m.node(),
+                    epoch: c.epoch,
+                });
+            }
+        }
+        // A grant may have arrived meanwhile: keep the newest lease end.
+        work | self.fence(now, m)
+    }
+
+    /// Reads the lease's end; stops the node (returns true) if it ran out.
+    fn fence(&mut self, now: Nanos, m: &dyn Membership) -> bool {
+        self.lease_until = m.lease_until();
+        self.granted |= self.lease_until > 0;
+        if self.removed.is_some() || !self.granted || now < self.lease_until {
+            return false;
+        }
+        self.stats.lease_expired += 1;
+        self.removed = Some(MembershipError::LeaseExpired {
+            node: m.node(),
+            lease_until: self.lease_until,
+        });
+        true
+    }
+
+    /// Reports the peers the sessions declared failed and the nodes
+    /// recovery suspects.
+    fn report_suspects(
+        &mut self,
+        now: Nanos,
+        nic: &mut crate::NicRuntime,
+        m: &mut dyn Membership,
+    ) -> bool {
+        let mut work = false;
         nic.drain_session_events(&mut self.events);
         for i in 0..self.events.len() {
             let crate::net::session::SessionEvent::PeerFailed { node } = self.events[i];
@@ -215,24 +304,16 @@ impl MembershipAgent {
             self.note(m.report_suspect(self.suspects[i], now));
         }
         self.suspects.clear();
-        if let Some(c) = m.poll(now) {
-            self.stats.configurations += 1;
-            work = true;
-            nic.apply_configuration(&c);
-            if !c.contains(m.node()) {
-                self.removed = Some(MembershipError::Removed {
-                    node: m.node(),
-                    epoch: c.epoch,
-                });
-            }
-        }
         work
     }
 
     fn note(&mut self, r: Result<(), MembershipError>) {
         if let Err(e) = r {
             self.stats.refused += 1;
-            if matches!(e, MembershipError::Removed { .. }) {
+            if matches!(
+                e,
+                MembershipError::Removed { .. } | MembershipError::LeaseExpired { .. }
+            ) {
                 self.removed = Some(e);
             }
         }

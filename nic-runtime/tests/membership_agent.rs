@@ -2,7 +2,8 @@
 //! and its `Membership`: it renews the lease on schedule, reports a peer
 //! whose session fell silent as a suspect, and applies the configuration
 //! that follows (epoch raised, the peer failed for the coordinator); a node
-//! configured out learns that it must stop.
+//! configured out learns that it must stop, and so does a node whose lease
+//! ran out (fencing, Xenic §4.2.1): at once, not at its next renewal.
 
 mod support;
 
@@ -23,6 +24,8 @@ struct Scripted {
     suspects: Vec<(NodeId, Nanos)>,
     next: Option<Configuration>,
     current: Configuration,
+    /// What `lease_until` answers (0: never granted).
+    lease_until: Nanos,
 }
 
 impl Membership for Scripted {
@@ -33,7 +36,7 @@ impl Membership for Scripted {
         self.current
     }
     fn lease_until(&self) -> Nanos {
-        Nanos::MAX
+        self.lease_until
     }
     fn renew(&mut self, now: Nanos) -> Result<(), MembershipError> {
         self.renewals.push(now);
@@ -68,6 +71,7 @@ fn a_silent_peer_is_reported_and_the_next_configuration_applied() {
     let nic = &mut lone.nic;
     let mut m = Scripted {
         current: Configuration::initial(2),
+        lease_until: Nanos::MAX,
         ..Scripted::default()
     };
     let mut agent = MembershipAgent::new(RENEW_NS);
@@ -114,4 +118,105 @@ fn a_silent_peer_is_reported_and_the_next_configuration_applied() {
     let renewals = m.renewals.len();
     agent.run_iteration(now + 10 * RENEW_NS, nic, &mut m);
     assert_eq!(m.renewals.len(), renewals, "a removed node renews no more");
+}
+
+/// A lone node 0 of two over the mem transport, for the fencing tests.
+fn lone() -> support::LoneRuntime {
+    let mut net = mem_network(2);
+    let _peer = net.pop().unwrap();
+    let transport = net.pop().unwrap();
+    lone_runtime(
+        Placement::new(2, 2).unwrap(),
+        transport,
+        64,
+        StackConfig::default(),
+    )
+}
+
+const LEASE_NS: Nanos = 1_000_000;
+/// The agent's renewal interval in the fencing tests: longer than the
+/// lease, so only the lease check (not a refused renewal) can stop the node.
+const RENEW_LONG_NS: Nanos = 10 * LEASE_NS;
+
+#[test]
+fn the_node_stops_when_its_lease_runs_out_not_at_its_next_renewal() {
+    let mut lone = lone();
+    let nic = &mut lone.nic;
+    let mut m = Scripted {
+        current: Configuration::initial(2),
+        lease_until: LEASE_NS,
+        ..Scripted::default()
+    };
+    let mut agent = MembershipAgent::new(RENEW_LONG_NS);
+    agent.run_iteration(0, nic, &mut m);
+    assert_eq!(m.renewals, vec![0]);
+    assert_eq!(agent.lease_until(), LEASE_NS);
+    assert!(agent.serving(LEASE_NS - 1));
+    // Between two runs of the agent, the cheap check already says stop.
+    assert!(!agent.serving(LEASE_NS), "serving past the lease's end");
+    agent.run_iteration(LEASE_NS - 1, nic, &mut m);
+    assert!(agent.removed().is_none());
+    assert!(agent.run_iteration(LEASE_NS, nic, &mut m));
+    assert_eq!(
+        agent.removed(),
+        Some(&MembershipError::LeaseExpired {
+            node: 0,
+            lease_until: LEASE_NS
+        })
+    );
+    assert_eq!(agent.stats().lease_expired, 1);
+    // Stopped for good: a later grant does not bring it back, nothing is
+    // renewed or applied.
+    m.lease_until = 100 * LEASE_NS;
+    m.next = Some(m.current.without(1 << 1));
+    let epoch = nic.epoch();
+    assert!(!agent.run_iteration(RENEW_LONG_NS, nic, &mut m));
+    assert!(!agent.serving(RENEW_LONG_NS));
+    assert_eq!(m.renewals, vec![0]);
+    assert_eq!(nic.epoch(), epoch, "a fenced node applies no configuration");
+    assert_eq!(nic.failed_peers(), 0);
+}
+
+#[test]
+fn a_grant_before_the_end_keeps_the_node_serving() {
+    let mut lone = lone();
+    let nic = &mut lone.nic;
+    let mut m = Scripted {
+        current: Configuration::initial(2),
+        lease_until: LEASE_NS,
+        ..Scripted::default()
+    };
+    let mut agent = MembershipAgent::new(RENEW_LONG_NS);
+    agent.run_iteration(0, nic, &mut m);
+    m.lease_until = 2 * LEASE_NS;
+    agent.run_iteration(LEASE_NS - 1, nic, &mut m);
+    assert!(agent.serving(LEASE_NS));
+    agent.run_iteration(LEASE_NS, nic, &mut m);
+    assert!(agent.removed().is_none());
+    assert!(!agent.serving(2 * LEASE_NS));
+}
+
+#[test]
+fn no_fencing_before_the_first_grant_and_a_lost_lease_stops_the_node() {
+    let mut lone = lone();
+    let nic = &mut lone.nic;
+    let mut m = Scripted {
+        current: Configuration::initial(2),
+        ..Scripted::default()
+    };
+    let mut agent = MembershipAgent::new(RENEW_LONG_NS);
+    // No lease yet (0): nothing to fence on.
+    agent.run_iteration(5 * LEASE_NS, nic, &mut m);
+    assert!(agent.serving(5 * LEASE_NS));
+    assert!(agent.removed().is_none());
+    // Granted, then reported gone (0 again): the node stops.
+    m.lease_until = 10 * LEASE_NS;
+    agent.run_iteration(6 * LEASE_NS, nic, &mut m);
+    assert!(agent.serving(6 * LEASE_NS));
+    m.lease_until = 0;
+    agent.run_iteration(6 * LEASE_NS + 1, nic, &mut m);
+    assert!(matches!(
+        agent.removed(),
+        Some(MembershipError::LeaseExpired { node: 0, .. })
+    ));
 }

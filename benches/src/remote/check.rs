@@ -16,9 +16,10 @@ use crate::cluster::{builder, ClusterSpec};
 use crate::history::HistoryCheck;
 use crate::history_gen::HistoryStats;
 use crate::replicas::{check_replicas, ReplicaReport};
-use crate::smallbank::{check_money_totals, MoneyReport, Smallbank};
+use crate::smallbank::{check_money_range, MoneyReport, Smallbank};
 use crate::workload::{CheckError, Db, Workload};
 use splitkv_host::cluster::ClusterParts;
+use splitkv_layout::wire::NodeMask;
 use splitkv_layout::{Key, ObjectFlags, ObjectMeta};
 use splitkv_nic::net::mem::mem_network;
 use splitkv_nic::net::Transport;
@@ -41,6 +42,9 @@ pub struct RemoteHistoryReport {
 /// The nodes' rows in a mirror cluster (see the module docs).
 pub struct Mirror {
     parts: ClusterParts,
+    /// Nodes that died during the run (their rows are gone): the checks
+    /// read each key at its first surviving replica, as the survivors serve it.
+    failed: NodeMask,
 }
 
 impl std::fmt::Debug for Mirror {
@@ -98,7 +102,18 @@ impl Mirror {
                     .map_err(|e| failed("replica", format!("node {}: {key:?}: {e}", r.node)))?;
             }
         }
-        Ok(Mirror { parts })
+        Ok(Mirror {
+            parts,
+            failed: NodeMask::EMPTY,
+        })
+    }
+
+    /// The same mirror with the nodes of `failed` dead (killed during the
+    /// run): reads go to each key's first surviving replica, and the replica
+    /// check compares the surviving replicas only.
+    pub fn with_failed(mut self, failed: NodeMask) -> Mirror {
+        self.failed = failed;
+        self
     }
 
     /// The rows as a database view.
@@ -106,11 +121,11 @@ impl Mirror {
         Db {
             placement: self.parts.placement,
             nodes: &self.parts.nodes,
-            failed: splitkv_layout::wire::NodeMask::EMPTY,
+            failed: self.failed,
         }
     }
 
-    /// The replica check over the nodes' rows.
+    /// The replica check over the (surviving) nodes' rows.
     ///
     /// # Errors
     /// As [`check_replicas`].
@@ -120,7 +135,8 @@ impl Mirror {
 
     /// Smallbank's money check: balances at their primaries against the
     /// initial total plus the money the clients' committed transactions
-    /// created (the rule of [`crate::smallbank::check_money`]).
+    /// created, within the range the transactions of unknown outcome allow
+    /// (the rule of [`crate::smallbank::check_money`]).
     ///
     /// # Errors
     /// [`CheckError::MissingRow`], [`CheckError::Money`], or
@@ -132,6 +148,7 @@ impl Mirror {
     ) -> Result<MoneyReport, CheckError> {
         let mut created = 0i64;
         let (mut reads, mut sum) = (0u64, 0i64);
+        let mut unknown = (0i64, 0i64);
         for r in results {
             let s = r.smallbank.ok_or_else(|| {
                 failed(
@@ -142,8 +159,10 @@ impl Mirror {
             created += s.money_created;
             reads += s.balance_reads;
             sum += s.balance_total_sum;
+            unknown.0 += s.money_unknown.0;
+            unknown.1 += s.money_unknown.1;
         }
-        check_money_totals(w, &self.db(), created, reads, sum)
+        check_money_range(w, &self.db(), created, unknown, reads, sum)
     }
 
     /// The history check of [`HistoryCheck`] across processes: every node's
@@ -222,3 +241,7 @@ pub fn history_stats(results: &[Results]) -> HistoryStats {
     }
     s
 }
+
+#[cfg(test)]
+#[path = "kill_tests.rs"]
+mod kill_tests;

@@ -3,6 +3,7 @@
 //! host table; and feeds the client's latencies to the node's `/metrics`
 //! while it runs ([`LatencyFeed`]).
 
+use super::journal::Journaled;
 use super::node::loadgen_mut;
 use super::protocol::*;
 use crate::history::HistoryGenerator;
@@ -39,21 +40,17 @@ pub(super) fn collect(parts: &mut ClusterParts, r: &mut Results) {
         start + origin.elapsed().as_nanos() as Nanos
     });
     let now = parts.now();
-    if let Some(l) = loadgen_mut::<SmallbankGenerator>(parts) {
+    if let Some(l) = loadgen_mut::<Journaled<SmallbankGenerator>>(parts) {
+        // Nothing is outstanding once done; `finish` makes sure.
+        l.finish(now);
         client_part(l, r);
-        let g = l.generator();
-        let (balance_reads, balance_total_sum) = g.balance_reads();
-        r.smallbank = Some(SmallbankSummary {
-            money_created: g.money_created(),
-            balance_reads,
-            balance_total_sum,
-        });
-    } else if let Some(l) = loadgen_mut::<HistoryGenerator>(parts) {
-        if !l.generator().is_finished() {
+        r.smallbank = Some(SmallbankSummary::of(l.generator().inner()));
+    } else if let Some(l) = loadgen_mut::<Journaled<HistoryGenerator>>(parts) {
+        if !l.generator().inner().is_finished() {
             l.finish(now);
         }
         client_part(l, r);
-        let g = l.generator();
+        let g = l.generator().inner();
         r.history = Some(HistorySummary {
             stats: g.stats().into(),
             ops: g.ops().iter().map(|o| o.to_json()).collect(),

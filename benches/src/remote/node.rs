@@ -10,12 +10,13 @@
 //! One workload per process: a second load is a conflict.
 
 use super::collect::LatencyFeed;
+use super::journal::Journaled;
 use super::protocol::*;
 use crate::history::HistoryGenerator;
 use crate::loadgen::{LoadGen, LoadGenConfig, RetryPolicy};
 use crate::smallbank::SmallbankGenerator;
 use crate::workload::{TxGenerator, Workload};
-use splitkv_host::cluster::{Cluster, ClusterBuilder, ClusterParts, StatsHandle};
+use splitkv_host::cluster::{Cluster, ClusterBuilder, ClusterParts, NodeMembership, StatsHandle};
 use splitkv_host::deploy::{CallError, NodeMetrics};
 use splitkv_layout::wire::NodeId;
 use splitkv_nic::net::Transport;
@@ -77,6 +78,8 @@ pub struct RemoteNode {
     transport: Option<Box<dyn Transport>>,
     loaded: Option<Loaded>,
     metrics: Option<Arc<NodeMetrics>>,
+    /// Handed to the node's polling thread at load (`None`: static).
+    membership: Option<NodeMembership>,
 }
 
 impl std::fmt::Debug for RemoteNode {
@@ -127,7 +130,15 @@ impl RemoteNode {
             transport: Some(transport),
             loaded: None,
             metrics: None,
+            membership: None,
         }
+    }
+
+    /// Runs `membership` (its agent) beside the node's NIC runtime once a
+    /// workload is loaded ([`ClusterParts::set_membership`]).
+    pub fn with_membership(mut self, membership: NodeMembership) -> RemoteNode {
+        self.membership = Some(membership);
+        self
     }
 
     /// Feeds the latencies of the client this node runs (committed
@@ -180,6 +191,9 @@ impl RemoteNode {
             BuiltWorkload::History(w) => parts.load(w.initial_rows(), |_| {}),
         }
         .map_err(internal)?;
+        if let Some(m) = self.membership.take() {
+            parts.set_membership(self.node, m).map_err(internal)?;
+        }
         let lo_ns = monotonic_ns();
         parts.set_clock_origin(Instant::now());
         let hi_ns = monotonic_ns();
@@ -246,15 +260,19 @@ impl RemoteNode {
             done: done.clone(),
             latency: metrics.map(LatencyFeed::new),
         };
+        let journal = req.journal.as_deref().map(std::path::Path::new);
+        let (seed, clock) = (req.seed, l.clock);
         let added = match &l.workload {
             BuiltWorkload::Smallbank(w) => {
-                let mut loadgen = LoadGen::new(node, client, w.generator(node, req.seed), cfg);
+                let gen = journaled(w.generator(node, seed), journal, node, seed, clock)?;
+                let mut loadgen = LoadGen::new(node, client, gen, cfg);
                 loadgen.set_window(from, until);
                 l.cluster.pause_with(|p| add(p, loadgen, ends))
             }
             BuiltWorkload::History(w) => {
                 cfg.retry.max_tries = 1;
-                let mut loadgen = LoadGen::new(node, client, w.generator(node, req.seed), cfg);
+                let gen = journaled(w.generator(node, seed), journal, node, seed, clock)?;
+                let mut loadgen = LoadGen::new(node, client, gen, cfg);
                 loadgen.set_window(from, until);
                 l.cluster.pause_with(|p| add(p, loadgen, ends))
             }
@@ -366,6 +384,21 @@ struct Ends {
     latency: Option<LatencyFeed>,
 }
 
+/// `gen`, journaled to `journal` if given ([`Journaled`]).
+fn journaled<G: TxGenerator>(
+    gen: G,
+    journal: Option<&std::path::Path>,
+    node: NodeId,
+    seed: u64,
+    clock: ClockOrigin,
+) -> Result<Journaled<G>, CallError> {
+    match journal {
+        Some(path) => Journaled::to_file(gen, path, node, seed, clock)
+            .map_err(|e| internal(format!("journal {}: {e}", path.display()))),
+        None => Ok(Journaled::off(gen)),
+    }
+}
+
 /// Adds the client to the node's polling threads.
 fn add<G: TxGenerator + 'static>(parts: &mut ClusterParts, loadgen: LoadGen<G>, ends: Ends) {
     parts.add_app(Polled {
@@ -390,6 +423,6 @@ pub(super) fn loadgen_mut<G: TxGenerator + 'static>(
 // The two generator types a node runs are application components.
 const _: fn() = || {
     fn is_app<T: splitkv_host::cluster::AppComponent>() {}
-    is_app::<Polled<SmallbankGenerator>>();
-    is_app::<Polled<HistoryGenerator>>();
+    is_app::<Polled<Journaled<SmallbankGenerator>>>();
+    is_app::<Polled<Journaled<HistoryGenerator>>>();
 };

@@ -15,12 +15,14 @@
 use crate::history::HistoryCheck;
 use crate::history_gen::{HistoryStats, TxShape, WorkloadConfigError};
 use crate::loadgen::LoadStats;
-use crate::smallbank::Smallbank;
+use crate::smallbank::{Smallbank, SmallbankGenerator};
 use crate::workload::PROCEDURES_MAX;
 use serde::{Deserialize, Serialize};
 use splitkv_layout::host_nic::TxStatus;
 
-/// Version of these bodies; bumped on any change of their shape.
+/// Version of these bodies; bumped on any change of their shape (an added
+/// optional field that is left out when absent, with the old meaning, is
+/// not a change: `StartRequest::journal`, `SmallbankSummary::money_unknown`).
 pub const PROTOCOL_VERSION: u32 = 1;
 
 /// A transaction shape of the history workloads.
@@ -175,6 +177,11 @@ pub struct StartRequest {
     /// The client stops drawing this long after the start (ms; `None`: at its
     /// budget); figures cover `warmup_ms ..` this.
     pub run_ms: Option<u64>,
+    /// Where the node's client journals its invocations and completions
+    /// (a file path on the node's machine, see [`super::journal`]; `None`:
+    /// no journal).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub journal: Option<String>,
 }
 
 /// The answer to `POST /workload/start` and `/workload/stop`.
@@ -348,6 +355,23 @@ pub struct SmallbankSummary {
     pub balance_reads: u64,
     /// Sum of their totals (cents).
     pub balance_total_sum: i64,
+    /// The range (cents, lowest and highest) of money the transactions of
+    /// unknown outcome may have created.
+    #[serde(default)]
+    pub money_unknown: (i64, i64),
+}
+
+impl SmallbankSummary {
+    /// The summary of a (finished) Smallbank generator.
+    pub fn of(g: &SmallbankGenerator) -> SmallbankSummary {
+        let (balance_reads, balance_total_sum) = g.balance_reads();
+        SmallbankSummary {
+            money_created: g.money_created(),
+            balance_reads,
+            balance_total_sum,
+            money_unknown: g.money_unknown(),
+        }
+    }
 }
 
 /// What a history client recorded.

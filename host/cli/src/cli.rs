@@ -96,6 +96,44 @@ pub struct ClusterArgs {
     /// With --cluster: start the file's node processes on this machine first (this binary, `splitkv node`) and stop them at the end.
     #[arg(long, requires = "cluster")]
     pub spawn: bool,
+    /// With --spawn: SIGKILL node NODE SECS seconds into the run (e.g. `2@1.5`); the run goes on with the survivors, and the checks cover the killed node's client through its journal.
+    #[arg(long, value_name = "NODE@SECS", requires = "spawn", value_parser = parse_kill)]
+    pub kill: Option<KillAt>,
+    /// With --cluster: every node's client journals its invocations and completions to a file in the run's directory before submitting (always on with --kill; the nodes must share this machine's file system).
+    #[arg(long, requires = "cluster")]
+    pub journal: bool,
+}
+
+/// `--kill NODE@SECS`: which spawned node is killed, and when.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct KillAt {
+    /// The node id.
+    pub node: u16,
+    /// Time after the run's start.
+    pub after: Duration,
+}
+
+/// Longest `--kill` delay.
+pub const KILL_AFTER_MAX: Duration = Duration::from_secs(24 * 3600);
+
+fn parse_kill(s: &str) -> Result<KillAt, String> {
+    let (node, secs) = s
+        .split_once('@')
+        .ok_or_else(|| format!("expected NODE@SECS, got {s:?}"))?;
+    let node: u16 = node
+        .parse()
+        .map_err(|_| format!("{node:?} is not a node id"))?;
+    let secs: f64 = secs
+        .parse()
+        .map_err(|_| format!("{secs:?} is not a number of seconds"))?;
+    ensure(
+        secs.is_finite() && (0.0..=KILL_AFTER_MAX.as_secs_f64()).contains(&secs),
+        || format!("{secs} s: expected 0..={} s", KILL_AFTER_MAX.as_secs()),
+    )?;
+    Ok(KillAt {
+        node,
+        after: Duration::from_secs_f64(secs),
+    })
 }
 
 /// `splitkv check history`.

@@ -13,17 +13,26 @@
 //! control thread never touches a polling component.
 //!
 //! Membership (`[membership]` of the cluster file): static by default; with
-//! `kind = "etcd"` (cargo feature `etcd`) the main thread holds the node's
-//! etcd lease ([`NodeMembership`]): etcd unreachable at start is one line
-//! and exit 2; new configurations are logged and shown in `/status`; once
-//! the lease may have run out (etcd unreachable, or the node was configured
-//! out) the node says so in its log and status and stops (fail-stop, exit 3).
+//! `kind = "etcd"` (cargo feature `etcd`) the node holds its etcd lease from
+//! process start ([`NodeLease`]): etcd unreachable at start is one line and
+//! exit 2. The main thread renews the lease until a workload is loaded;
+//! from then on the membership agent on the node's polling thread
+//! (`splitkv_host::cluster::NodeMembership`) renews it, reports the peers
+//! its sessions declared failed, and applies each new configuration to the
+//! NIC runtime, which runs crash recovery (Xenic §4.2.1, Dandelion §4.4);
+//! the main thread then only reads the lease for `/status` and the
+//! fail-stop decision. New configurations are logged and shown in
+//! `/status` (`membership`, `recovery`). Once the lease may have run out
+//! (etcd unreachable, or the node was configured out) the polling thread
+//! stops polling the NIC runtime at once (fencing: it neither answers nor
+//! sends), and the node says so in its log and status
+//! (`membership.fail_stop`) and stops (fail-stop, exit 3).
 
 use crate::cli::NodeArgs;
 use crate::Failure;
 use serde_json::{json, Value};
 use splitkv_bench::remote::RemoteNode;
-use splitkv_host::cluster::StatsHandle;
+use splitkv_host::cluster::{ClusterError, NodeMembership, StatsHandle};
 use splitkv_host::deploy::metrics::outcome_label;
 use splitkv_host::deploy::{
     incarnation_now, node_builder, node_transport, CallError, ClusterConfig, ControlHandler,
@@ -36,6 +45,9 @@ use std::time::{Duration, Instant};
 
 /// Longest a drain waits for the transactions in flight to finish.
 pub const DRAIN_TIMEOUT: Duration = Duration::from_secs(10);
+/// How long a node that stopped on a failure (a fail-stop) keeps serving
+/// `/status` before it exits.
+const FAIL_STOP_LINGER: Duration = Duration::from_millis(300);
 /// How often the main thread checks for a signal or a failed node.
 const SIGNAL_POLL: Duration = Duration::from_millis(20);
 
@@ -50,8 +62,8 @@ struct NodeHandler {
     metrics: Arc<NodeMetrics>,
     /// Set by a signal or `POST /drain`: the main thread drains.
     drain: Arc<AtomicBool>,
-    /// The membership as the main thread last saw it (`/status`).
-    membership: Mutex<Value>,
+    /// The membership (read for `/status`; the main thread drives it).
+    membership: NodeLease,
 }
 
 impl NodeHandler {
@@ -78,6 +90,33 @@ impl NodeHandler {
 }
 
 impl NodeHandler {
+    /// Crash recovery (issue 11) as the polling thread last published it:
+    /// epochs begun and resumed, and when (ns of the node's clock, the
+    /// `now` its components see; `clock_now_ns` is that clock now).
+    fn recovery(&self) -> Value {
+        let Some(h) = self.stats() else {
+            return Value::Null;
+        };
+        let snap = h.snapshot();
+        let Some(n) = snap.nodes.first() else {
+            return Value::Null;
+        };
+        let (r, a) = (&n.recovery, &n.recovery_actions);
+        json!({
+            "epoch": n.epoch,
+            "epochs_begun": r.epochs_begun,
+            "epochs_resumed": r.epochs_resumed,
+            "begin_refused": r.begin_refused,
+            "committed_pending": a.committed_pending,
+            "dropped_pending": a.dropped_pending,
+            "finished_coordinated": a.finished_coordinated,
+            "promoted_shards": a.promoted_shards,
+            "last_begun_ns": a.last_begun_ns,
+            "last_resumed_ns": a.last_resumed_ns,
+            "first_commit_after_resume_ns": a.first_commit_after_resume_ns,
+        })
+    }
+
     /// The session layer's view: failed peers and counters (`null` before a load).
     fn sessions(&self) -> Value {
         let Some(h) = self.stats() else {
@@ -138,7 +177,8 @@ impl ControlHandler for NodeHandler {
             "failure": failure,
             "transactions": self.transactions(),
             "sessions": self.sessions(),
-            "membership": self.membership.lock().unwrap_or_else(|e| e.into_inner()).clone(),
+            "recovery": self.recovery(),
+            "membership": self.membership.view(self.started, self.stats().as_ref()),
         })
     }
 
@@ -246,7 +286,7 @@ pub fn run(args: &NodeArgs) -> Result<(), Failure> {
     pin(&me.cores)?;
     let incarnation = incarnation_now();
     let started = Instant::now();
-    let mut membership = NodeMembership::start(&config, args.id, incarnation, started)?;
+    let mut membership = NodeLease::start(&config, args.id, incarnation, started)?;
     let transport = node_transport(&config, args.id, args.seed).map_err(|e| bad(&e))?;
     let builder = node_builder(&config, args.threads, args.seed, incarnation);
     let drain = Arc::new(AtomicBool::new(false));
@@ -262,13 +302,14 @@ pub fn run(args: &NodeArgs) -> Result<(), Failure> {
         cluster_id: config.cluster_id,
         incarnation,
         started,
-        remote: Mutex::new(
+        remote: Mutex::new(with_membership(
             RemoteNode::new(args.id, builder, transport).with_metrics(metrics.clone()),
-        ),
+            membership.hand_over(started),
+        )),
         stats: Mutex::new(None),
         metrics,
         drain: drain.clone(),
-        membership: Mutex::new(membership.view(started)),
+        membership: membership.clone(),
     });
     let control = ControlServer::start(me.control, &config.token, handler.clone())
         .map_err(|e| bad(&format_args!("node[{}].control: {e}", args.id)))?;
@@ -281,6 +322,11 @@ pub fn run(args: &NodeArgs) -> Result<(), Failure> {
         "node started"
     );
     let failed = wait_for_drain(&handler, &mut membership);
+    if failed.is_some() {
+        // Keep answering `/status` (which shows why) a little longer, so a
+        // monitor sees the fail-stop, not only a refused connection.
+        std::thread::sleep(FAIL_STOP_LINGER);
+    }
     tracing::info!("draining");
     let drained = handler
         .remote
@@ -303,41 +349,45 @@ pub fn run(args: &NodeArgs) -> Result<(), Failure> {
     }
 }
 
-/// Waits for a signal or a drain call, driving the membership meanwhile;
-/// returns the failure if the node stopped on one (or fail-stopped) instead.
-fn wait_for_drain(handler: &NodeHandler, membership: &mut NodeMembership) -> Option<String> {
+/// Waits for a signal or a drain call, driving the membership meanwhile
+/// (until the node's polling thread takes it over); returns the failure if
+/// the node stopped on one (or fail-stopped) instead.
+fn wait_for_drain(handler: &NodeHandler, membership: &mut NodeLease) -> Option<String> {
     while !handler.drain.load(Ordering::Acquire) {
-        if let Some(e) = handler.stats().and_then(|h| h.failure()) {
-            tracing::error!(error = %e, "node failed");
-            return Some(e.to_string());
-        }
         let stepped = membership.step(handler.started);
-        *handler.membership.lock().unwrap_or_else(|e| e.into_inner()) =
-            membership.view(handler.started);
         if let Err(why) = stepped {
             tracing::error!(reason = %why, "membership: fail-stop, the node stops serving");
-            return Some(format!("membership: {why}"));
+            return Some(format!("membership: fail-stop: {why}"));
+        }
+        if let Some(e) = handler.stats().and_then(|h| h.failure()) {
+            if let ClusterError::Fenced { reason, .. } = &e {
+                tracing::error!(%reason, "membership: fail-stop, the node stops serving");
+                return Some(format!("membership: fail-stop: {reason}"));
+            }
+            tracing::error!(error = %e, "node failed");
+            return Some(e.to_string());
         }
         std::thread::sleep(SIGNAL_POLL);
     }
     None
 }
 
-/// The node's membership, driven by the main thread (a driver, not a
-/// polling component): static, or an etcd lease
-/// (`splitkv_host::membership_etcd`, whose client runs on a thread of its own).
-enum NodeMembership {
+/// The node's membership: static, or an etcd lease
+/// (`splitkv_host::membership_etcd`, whose client runs on a thread of its
+/// own) held from process start. The main thread renews it until a
+/// workload is loaded; from then on the agent on the node's polling thread
+/// drives it ([`NodeLease::hand_over`]) and the main thread only reads it
+/// (`/status`, the fail-stop decision). Clones share the lease.
+#[derive(Clone)]
+enum NodeLease {
     /// Every node of the file, epoch 1, never changed.
     Static,
     /// An etcd lease and the configuration key.
     #[cfg(feature = "etcd")]
-    Etcd {
-        member: splitkv_host::membership_etcd::EtcdMember,
-        next_renew_ns: u64,
-    },
+    Etcd(etcd_lease::Shared),
 }
 
-impl NodeMembership {
+impl NodeLease {
     /// Starts the membership the file asks for; etcd unreachable (or any
     /// other etcd start-up failure) is one line and exit 2.
     fn start(
@@ -345,9 +395,9 @@ impl NodeMembership {
         id: u16,
         incarnation: u32,
         started: Instant,
-    ) -> Result<NodeMembership, Failure> {
+    ) -> Result<NodeLease, Failure> {
         match &config.membership {
-            MembershipSettings::Static => Ok(NodeMembership::Static),
+            MembershipSettings::Static => Ok(NodeLease::Static),
             #[cfg(feature = "etcd")]
             MembershipSettings::Etcd {
                 endpoints,
@@ -361,11 +411,9 @@ impl NodeMembership {
                 let now = started.elapsed().as_nanos() as u64;
                 let member = EtcdMember::connect(s, now)
                     .map_err(|e| Failure::BadInput(format!("membership: {e}")))?;
-                tracing::info!(epoch = member_epoch(&member), "membership: etcd lease held");
-                Ok(NodeMembership::Etcd {
-                    member,
-                    next_renew_ns: 0,
-                })
+                let shared = etcd_lease::Shared::new(member);
+                tracing::info!(epoch = shared.epoch(), "membership: etcd lease held");
+                Ok(NodeLease::Etcd(shared))
             }
             #[cfg(not(feature = "etcd"))]
             MembershipSettings::Etcd { .. } => {
@@ -377,63 +425,193 @@ impl NodeMembership {
         }
     }
 
-    /// Renews the lease when due and takes new configurations (logged).
-    /// `Err` says why the node must stop serving.
-    fn step(&mut self, started: Instant) -> Result<(), String> {
+    /// The membership for the node's polling thread (`None`: static).
+    fn hand_over(&self, started: Instant) -> Option<NodeMembership> {
         let _ = started; // read only with etcd
         match self {
-            NodeMembership::Static => Ok(()),
+            NodeLease::Static => None,
             #[cfg(feature = "etcd")]
-            NodeMembership::Etcd {
-                member,
-                next_renew_ns,
-            } => {
-                use splitkv_nic::membership::Membership;
-                let now = started.elapsed().as_nanos() as u64;
-                if now >= *next_renew_ns {
-                    *next_renew_ns = now + member.renew_every_ns();
-                    let _ = member.renew(now);
-                }
-                if let Some(c) = member.poll(now) {
-                    tracing::warn!(
-                        epoch = c.epoch,
-                        live = c.live,
-                        "membership: new configuration"
-                    );
-                }
-                match member.fail_stop(now) {
-                    Some(why) => Err(why.to_string()),
-                    None => Ok(()),
-                }
-            }
+            NodeLease::Etcd(shared) => Some(shared.hand_over(started)),
         }
     }
 
-    /// What `/status` shows under `membership`.
-    fn view(&self, started: Instant) -> Value {
+    /// Renews the lease when due (until the polling thread took it over)
+    /// and logs new configurations. `Err` says why the node must stop serving.
+    fn step(&mut self, started: Instant) -> Result<(), String> {
         let _ = started; // read only with etcd
         match self {
-            NodeMembership::Static => json!({ "kind": "static" }),
+            NodeLease::Static => Ok(()),
             #[cfg(feature = "etcd")]
-            NodeMembership::Etcd { member, .. } => {
-                use splitkv_nic::membership::Membership;
-                let now = started.elapsed().as_nanos() as u64;
-                let c = member.current();
-                json!({
-                    "kind": "etcd",
-                    "epoch": c.epoch,
-                    "live": c.live,
-                    "lease_remaining_ms": member.lease_until().saturating_sub(now) / 1_000_000,
-                    "fail_stop": member.fail_stop(now).map(|f| f.to_string()),
-                    "last_error": member.last_error(),
-                })
+            NodeLease::Etcd(shared) => shared.step(started.elapsed().as_nanos() as u64),
+        }
+    }
+
+    /// What `/status` shows under `membership`: the lease, and (once the
+    /// node runs) what its polling thread last published.
+    fn view(&self, started: Instant, stats: Option<&StatsHandle>) -> Value {
+        let _ = started; // read only with etcd
+        let node = stats.and_then(|h| h.snapshot().nodes.into_iter().next());
+        let mut v = match self {
+            NodeLease::Static => json!({ "kind": "static" }),
+            #[cfg(feature = "etcd")]
+            NodeLease::Etcd(shared) => shared.view(started.elapsed().as_nanos() as u64),
+        };
+        if let (Some(n), Some(map)) = (node, v.as_object_mut()) {
+            map.insert("runtime_epoch".into(), json!(n.epoch));
+            if let Some(m) = n.membership {
+                map.insert(
+                    "agent".into(),
+                    json!({
+                        "renewals": m.agent.renewals,
+                        "suspects_reported": m.agent.suspects_reported,
+                        "configurations": m.agent.configurations,
+                        "refused": m.agent.refused,
+                        "lease_expired": m.agent.lease_expired,
+                        "stopped": m.stopped.map(|e| e.to_string()),
+                    }),
+                );
             }
+        }
+        v
+    }
+}
+
+/// The etcd lease shared between the main thread and the node's polling
+/// thread (see [`NodeLease`]).
+#[cfg(feature = "etcd")]
+mod etcd_lease {
+    use serde_json::{json, Value};
+    use splitkv_host::cluster::NodeMembership;
+    use splitkv_host::membership_etcd::EtcdMember;
+    use splitkv_layout::wire::NodeId;
+    use splitkv_nic::membership::{Configuration, Membership, MembershipError};
+    use splitkv_nic::Nanos;
+    use std::sync::{Arc, Mutex, MutexGuard};
+    use std::time::Instant;
+
+    struct Inner {
+        member: EtcdMember,
+        /// Set on the polling thread's first call: the main thread renews
+        /// no more.
+        handed_over: bool,
+        next_renew_ns: Nanos,
+        /// The last epoch logged.
+        logged_epoch: u32,
+    }
+
+    /// The lease, behind a mutex both threads lock briefly.
+    #[derive(Clone)]
+    pub(super) struct Shared(Arc<Mutex<Inner>>);
+
+    impl Shared {
+        pub(super) fn new(member: EtcdMember) -> Shared {
+            let logged_epoch = member.current().epoch;
+            Shared(Arc::new(Mutex::new(Inner {
+                member,
+                handed_over: false,
+                next_renew_ns: 0,
+                logged_epoch,
+            })))
+        }
+
+        fn lock(&self) -> MutexGuard<'_, Inner> {
+            self.0.lock().unwrap_or_else(|e| e.into_inner())
+        }
+
+        pub(super) fn epoch(&self) -> u32 {
+            self.lock().member.current().epoch
+        }
+
+        /// A handle for the polling thread; its clock counts from `started`.
+        pub(super) fn hand_over(&self, started: Instant) -> NodeMembership {
+            let renew = self.lock().member.renew_every_ns();
+            NodeMembership::new(Box::new(Polled(self.clone())), started, renew)
+        }
+
+        /// See [`super::NodeLease::step`]; `now` counts from process start.
+        pub(super) fn step(&self, now: Nanos) -> Result<(), String> {
+            let mut g = self.lock();
+            let inner = &mut *g;
+            if !inner.handed_over && now >= inner.next_renew_ns {
+                inner.next_renew_ns = now + inner.member.renew_every_ns();
+                let _ = inner.member.renew(now);
+            }
+            let c = inner.member.current();
+            if c.epoch > inner.logged_epoch {
+                inner.logged_epoch = c.epoch;
+                tracing::warn!(
+                    epoch = c.epoch,
+                    live = c.live,
+                    "membership: new configuration"
+                );
+            }
+            match inner.member.fail_stop(now) {
+                Some(why) => Err(why.to_string()),
+                None => Ok(()),
+            }
+        }
+
+        pub(super) fn view(&self, now: Nanos) -> Value {
+            let g = self.lock();
+            let m = &g.member;
+            let c = m.current();
+            let etcd = m.stats();
+            json!({
+                "kind": "etcd",
+                "epoch": c.epoch,
+                "live": c.live,
+                "polled_by_node": g.handed_over,
+                "lease_remaining_ms": m.lease_until().saturating_sub(now) / 1_000_000,
+                "fail_stop": m.fail_stop(now).map(|f| f.to_string()),
+                "last_error": m.last_error(),
+                "etcd": {
+                    "grants": etcd.grants,
+                    "renewals_failed": etcd.renewals_failed,
+                    "errors": etcd.etcd_errors,
+                    "installs_won": etcd.installs_won,
+                    "installs_lost": etcd.installs_lost,
+                },
+            })
+        }
+    }
+
+    /// The polling thread's side: every call marks the lease handed over.
+    struct Polled(Shared);
+
+    impl Polled {
+        fn taken(&mut self) -> MutexGuard<'_, Inner> {
+            let mut g = self.0.lock();
+            g.handed_over = true;
+            g
+        }
+    }
+
+    impl Membership for Polled {
+        fn node(&self) -> NodeId {
+            self.0.lock().member.node()
+        }
+        fn current(&self) -> Configuration {
+            self.0.lock().member.current()
+        }
+        fn lease_until(&self) -> Nanos {
+            self.0.lock().member.lease_until()
+        }
+        fn renew(&mut self, now: Nanos) -> Result<(), MembershipError> {
+            self.taken().member.renew(now)
+        }
+        fn report_suspect(&mut self, suspect: NodeId, now: Nanos) -> Result<(), MembershipError> {
+            self.taken().member.report_suspect(suspect, now)
+        }
+        fn poll(&mut self, now: Nanos) -> Option<Configuration> {
+            self.taken().member.poll(now)
         }
     }
 }
 
-#[cfg(feature = "etcd")]
-fn member_epoch(m: &splitkv_host::membership_etcd::EtcdMember) -> u32 {
-    use splitkv_nic::membership::Membership;
-    m.current().epoch
+/// `remote` with `membership` for its polling thread, if there is one.
+fn with_membership(remote: RemoteNode, membership: Option<NodeMembership>) -> RemoteNode {
+    match membership {
+        Some(m) => remote.with_membership(m),
+        None => remote,
+    }
 }

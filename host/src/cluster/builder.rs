@@ -303,6 +303,7 @@ impl ClusterBuilder {
             nic,
             worker,
             clients,
+            membership: None,
         })
     }
 

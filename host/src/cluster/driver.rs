@@ -2,6 +2,7 @@
 //! driver 2), each thread polling a fixed set of NIC runtimes and host workers.
 
 use super::load::{LoadError, LoadProgress};
+use super::membership::NodeMembership;
 use super::parts::{AppComponent, ClusterParts, NodeParts, DRAIN_PASSES_MAX};
 use super::poll::poll_until_stopped;
 use super::stats::{ClusterStats, Shared};
@@ -31,7 +32,8 @@ struct Slot {
 /// A component placed on a polling thread, with its node slot (or, for an
 /// application component, its index in [`ClusterParts::apps`]).
 enum Placed {
-    Nic(Slot, Box<NicRuntime>),
+    /// A NIC runtime, with its node's membership if it has one.
+    Nic(Slot, Box<NicRuntime>, Option<Box<NodeMembership>>),
     Worker(Slot, Box<HostWorker>),
     App(usize, Box<dyn AppComponent>),
 }
@@ -39,29 +41,51 @@ enum Placed {
 impl Placed {
     fn run_iteration(&mut self, now: Nanos) -> bool {
         match self {
-            Placed::Nic(_, n) => n.run_iteration(now),
+            Placed::Nic(_, n, None) => n.run_iteration(now),
+            Placed::Nic(_, n, Some(m)) => m.run_with(now, n),
             Placed::Worker(_, w) => w.run_iteration(now),
             Placed::App(_, a) => a.run_iteration(now),
         }
     }
 
-    /// The node and reason, if this NIC runtime or host worker stopped on a fault.
-    fn fault(&self) -> Option<(NodeId, String)> {
+    /// The node and why, if this NIC runtime or host worker stopped on a
+    /// fault, or the node was fenced by its membership.
+    fn fault(&self) -> Option<(NodeId, ClusterError)> {
+        let stopped = |node, reason| ClusterError::NodeStopped { node, reason };
         match self {
-            Placed::Nic(slot, n) => Component::fault(n.as_ref()).map(|r| (slot.node, r)),
-            Placed::Worker(slot, w) => Component::fault(w.as_ref()).map(|r| (slot.node, r)),
+            Placed::Nic(slot, _, Some(m)) if m.stopped().is_some() => {
+                let reason = m.stopped().map(ToString::to_string).unwrap_or_default();
+                Some((
+                    slot.node,
+                    ClusterError::Fenced {
+                        node: slot.node,
+                        reason,
+                    },
+                ))
+            }
+            Placed::Nic(slot, n, _) => {
+                Component::fault(n.as_ref()).map(|r| (slot.node, stopped(slot.node, r)))
+            }
+            Placed::Worker(slot, w) => {
+                Component::fault(w.as_ref()).map(|r| (slot.node, stopped(slot.node, r)))
+            }
             Placed::App(..) => None,
         }
     }
 
     fn publish(&mut self, shared: &Shared) {
         match self {
-            Placed::Nic(slot, n) => {
+            Placed::Nic(slot, n, m) => {
                 let mut s = shared.stats[slot.entry]
                     .lock()
                     .unwrap_or_else(|e| e.into_inner());
                 s.set_nic(n);
-                s.take_session_events(n);
+                match m {
+                    // The agent takes the session events (to report the
+                    // suspects): the failed peers are the coordinator's.
+                    Some(m) => s.set_membership(m, n),
+                    None => s.take_session_events(n),
+                }
             }
             Placed::Worker(slot, w) => {
                 let mut s = shared.stats[slot.entry]
@@ -128,7 +152,11 @@ impl Cluster {
             // NIC runtimes round robin from thread 0, host workers from thread
             // 1, applications from thread 0 again: on 2 threads the NICs (the
             // busiest components) split 2:1 instead of all landing on one thread.
-            groups[i % thread_count].push(Placed::Nic(slot, Box::new(n.nic)));
+            let membership = n.membership.map(|mut m| {
+                m.set_cluster_origin(clock_origin);
+                Box::new(m)
+            });
+            groups[i % thread_count].push(Placed::Nic(slot, Box::new(n.nic), membership));
             groups[(i + 1) % thread_count].push(Placed::Worker(slot, Box::new(n.worker)));
         }
         for (i, a) in parts.apps.into_iter().enumerate() {
@@ -169,8 +197,8 @@ impl Cluster {
                     let mut work = false;
                     for c in group.iter_mut() {
                         work |= c.run_iteration(now);
-                        if let Some((node, reason)) = c.fault() {
-                            shared.record_node_stopped(node, reason);
+                        if let Some((_, e)) = c.fault() {
+                            shared.record_failure(e);
                         }
                     }
                     if now >= next_publish {
@@ -318,14 +346,15 @@ impl Cluster {
     fn stop_inner(&mut self, shut_down: bool, drain: bool) -> Result<ClusterParts, ClusterError> {
         self.shared.set_stopped(shut_down);
         let entries = self.ids.len();
-        let mut nics: Vec<Option<NicRuntime>> = (0..entries).map(|_| None).collect();
+        let mut nics: Vec<Option<(NicRuntime, Option<NodeMembership>)>> =
+            (0..entries).map(|_| None).collect();
         let mut workers: Vec<Option<HostWorker>> = (0..entries).map(|_| None).collect();
         let mut apps: Vec<(usize, Box<dyn AppComponent>)> = Vec::new();
         for h in std::mem::take(&mut self.threads) {
             // Panics are caught inside the thread, so `join` succeeds.
             for p in h.join().unwrap_or_default() {
                 match p {
-                    Placed::Nic(slot, nic) => nics[slot.entry] = Some(*nic),
+                    Placed::Nic(slot, nic, m) => nics[slot.entry] = Some((*nic, m.map(|m| *m))),
                     Placed::Worker(slot, w) => workers[slot.entry] = Some(*w),
                     Placed::App(i, a) => apps.push((i, a)),
                 }
@@ -342,10 +371,12 @@ impl Cluster {
             .zip(workers)
             .zip(clients)
             .filter_map(|((nic, worker), clients)| {
+                let (nic, membership) = nic?;
                 Some(NodeParts {
-                    nic: nic?,
+                    nic,
                     worker: worker?,
                     clients,
+                    membership,
                 })
             })
             .collect();

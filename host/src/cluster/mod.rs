@@ -45,11 +45,16 @@
 //!   [`CallObserver`](crate::observe::CallObserver) that every client tells of
 //!   each call and its outcome, with sound times: the way to record a Jepsen
 //!   history of an application's own run ([`crate::observe`]).
+//! - [`ClusterParts::set_membership`] gives a node its membership
+//!   ([`NodeMembership`]): its agent runs beside the node's NIC runtime on
+//!   its polling thread, applies configurations, and fences the node once
+//!   its lease runs out ([`ClusterError::Fenced`]).
 //! - [`run_threads`] is the older scoped driver over borrowed components.
 
 mod builder;
 mod driver;
 mod load;
+mod membership;
 mod parts;
 mod poll;
 mod scoped;
@@ -65,6 +70,7 @@ pub use driver::{Cluster, STATS_PUBLISH_INTERVAL_NS};
 pub use load::{
     node_keys_max, shard_quotas, LoadError, LoadProgress, LOADED_VERSION, LOAD_PROGRESS_ROWS,
 };
+pub use membership::{MembershipView, NodeMembership, AGENT_EVERY_NS_DEFAULT};
 pub use parts::{AppComponent, ClusterParts, NodeParts, DRAIN_IDLE_PASSES_MAX, DRAIN_PASSES_MAX};
 pub use poll::IDLE_PASSES_BEFORE_YIELD;
 pub use scoped::{round_robin, run_threads, try_run_threads};
@@ -129,6 +135,18 @@ pub enum ClusterError {
         node: NodeId,
         /// What its NIC runtime or host worker reported
         /// ([`Component::fault`](splitkv_nic::Component::fault)).
+        reason: String,
+    },
+    /// A node's membership fenced it (Xenic §4.2.1, FaRM leases): its lease
+    /// ran out, or a configuration left it out. Its NIC runtime stopped
+    /// answering and sending at once, and every thread of the cluster was
+    /// stopped. Not an internal error: the node must rejoin as a new
+    /// incarnation.
+    #[error("node {node} fenced by its membership: {reason}")]
+    Fenced {
+        /// The node.
+        node: NodeId,
+        /// Why ([`MembershipError`](splitkv_nic::membership::MembershipError)).
         reason: String,
     },
     /// A component polled by [`try_run_threads`] stopped on a fault

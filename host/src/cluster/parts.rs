@@ -5,6 +5,7 @@
 
 use super::driver::Cluster;
 use super::load::{load_rows, LoadError, LoadProgress};
+use super::membership::NodeMembership;
 use super::stats::{ClusterStats, NodeStats, Shared};
 use super::ClusterError;
 use crate::client::Client;
@@ -48,6 +49,10 @@ pub struct NodeParts {
     /// Clients not handed out yet (a running cluster gives them out with
     /// [`Cluster::client`]).
     pub clients: Vec<Client>,
+    /// The node's membership and agent, run beside the NIC runtime on its
+    /// polling thread ([`ClusterParts::set_membership`]); `None`: a static
+    /// membership (every node, epoch 1, never changed).
+    pub membership: Option<NodeMembership>,
 }
 
 /// Every node of a stopped cluster, by node id.
@@ -143,6 +148,31 @@ impl ClusterParts {
                 node,
                 clients: clients_per_node,
             })
+    }
+
+    /// Gives node `node` its membership: from the next
+    /// [`ClusterParts::start`] on, its polling thread runs the membership's
+    /// agent beside the node's NIC runtime and stops polling the runtime once
+    /// the node is fenced (see [`NodeMembership`]). Replaces the one it had.
+    ///
+    /// # Errors
+    /// [`ClusterError::BadNode`] if this process does not hold `node`, or
+    /// `membership` is another node's (it is dropped).
+    pub fn set_membership(
+        &mut self,
+        node: NodeId,
+        membership: NodeMembership,
+    ) -> Result<(), ClusterError> {
+        let bad = ClusterError::BadNode {
+            node: membership.node(),
+            nodes: self.placement.nodes(),
+        };
+        let i = self.index_of(node)?;
+        if membership.node() != node {
+            return Err(bad);
+        }
+        self.nodes[i].membership = Some(membership);
+        Ok(())
     }
 
     /// Adds a component for the polling threads to run beside the nodes
@@ -263,6 +293,7 @@ impl ClusterParts {
                         ..NodeStats::default()
                     };
                     s.set_nic(&n.nic);
+                    s.membership = n.membership.as_ref().map(NodeMembership::view);
                     s
                 })
                 .collect(),

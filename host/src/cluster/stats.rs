@@ -1,6 +1,7 @@
 //! Counters of a cluster, and the state its polling threads share with the
 //! [`Cluster`](super::Cluster) handle and its clients.
 
+use super::membership::{MembershipView, NodeMembership};
 use super::poll::Caught;
 use super::ClusterError;
 use crate::client::ClientError;
@@ -8,6 +9,7 @@ use crate::log::WorkerStats;
 use splitkv_layout::host_nic::TxStatus;
 use splitkv_layout::wire::NodeId;
 use splitkv_nic::net::session::SessionEvent;
+use splitkv_nic::runtime::{RecoveryActions, RecoveryRuntimeStats};
 use splitkv_nic::{ClientClosed, NicRuntime, NicStats, NODES_MAX};
 use std::sync::atomic::{AtomicBool, AtomicU8, Ordering};
 use std::sync::Mutex;
@@ -29,8 +31,20 @@ pub struct NodeStats {
     /// [`NODES_MAX`](splitkv_nic::NODES_MAX)). A running [`Cluster`](super::Cluster)'s
     /// polling threads drain them from the NIC runtime's session events
     /// (`NicRuntime::drain_session_events`) until the membership layer of the
-    /// fault issue takes them over.
+    /// fault issue takes them over. With a membership
+    /// ([`NodeStats::membership`]) its agent takes the events, and these are
+    /// the peers the coordinator counts as failed (sessions and
+    /// configurations).
     pub failed_peers: Vec<NodeId>,
+    /// The NIC runtime's membership epoch (0: never set).
+    pub epoch: u32,
+    /// Its recovery wiring's counters (issue 11: epochs begun and resumed).
+    pub recovery: RecoveryRuntimeStats,
+    /// What its recovery did, and when (ns of the cluster's clock).
+    pub recovery_actions: RecoveryActions,
+    /// The node's membership as its polling thread last saw it (`None`:
+    /// static membership).
+    pub membership: Option<MembershipView>,
 }
 
 impl NodeStats {
@@ -38,6 +52,9 @@ impl NodeStats {
     /// their count changed).
     pub(crate) fn set_nic(&mut self, nic: &NicRuntime) {
         self.nic = nic.stats();
+        self.epoch = nic.epoch();
+        self.recovery = nic.recovery_stats();
+        self.recovery_actions = nic.recovery_actions();
         if self.nic.clients.clients_closed as usize != self.closed_clients.len() {
             self.closed_clients = (0..nic.clients())
                 .filter_map(|c| Some((c, nic.client_closed(c)?.clone())))
@@ -47,6 +64,16 @@ impl NodeStats {
 }
 
 impl NodeStats {
+    /// Refreshes the membership part from `m`, and the failed peers from
+    /// the coordinator's mask (the agent drained the session events).
+    pub(crate) fn set_membership(&mut self, m: &NodeMembership, nic: &NicRuntime) {
+        self.membership = Some(m.view());
+        let failed = nic.failed_peers();
+        self.failed_peers.clear();
+        self.failed_peers
+            .extend((0..NODES_MAX as NodeId).filter(|&n| failed & (1 << n) != 0));
+    }
+
     /// Moves `nic`'s session events into [`NodeStats::failed_peers`].
     pub(crate) fn take_session_events(&mut self, nic: &mut NicRuntime) {
         let mut events = Vec::new();
@@ -213,13 +240,9 @@ impl Shared {
         });
     }
 
-    /// Records that `node` stopped on a fault (the first failure is kept) and
-    /// stops every thread.
-    pub(crate) fn record_node_stopped(&self, node: NodeId, reason: String) {
-        self.record_failure(ClusterError::NodeStopped { node, reason });
-    }
-
-    fn record_failure(&self, e: ClusterError) {
+    /// Records a failure (the first is kept: a panic, a node's fault, a
+    /// fenced node) and stops every thread.
+    pub(crate) fn record_failure(&self, e: ClusterError) {
         self.stop.store(true, Ordering::Relaxed);
         let mut f = self.failure.lock().unwrap_or_else(|e| e.into_inner());
         if f.is_none() {
@@ -247,9 +270,10 @@ impl Shared {
                 Some(ClusterError::Panicked { thread, message }) => {
                     Err(ClientError::Panicked { thread, message })
                 }
-                Some(ClusterError::NodeStopped { node, reason }) => {
-                    Err(ClientError::NodeStopped { node, reason })
-                }
+                Some(
+                    ClusterError::NodeStopped { node, reason }
+                    | ClusterError::Fenced { node, reason },
+                ) => Err(ClientError::NodeStopped { node, reason }),
                 _ => Err(ClientError::ShutDown),
             },
             _ => Ok(()),

@@ -10,19 +10,32 @@
 //! stops them at the end ([`spawn::Spawned`], also on error paths). A node
 //! that cannot be reached, or dies during the run, is one line and exit 2;
 //! a failed check is exit 1.
+//!
+//! `--kill NODE@SECS` (with `--spawn`) SIGKILLs that node SECS into the run;
+//! the run goes on with the survivors, whose results are collected as usual,
+//! while the killed node's client is replayed from its journal
+//! (`splitkv_bench::remote::journal`, written to the run's directory before
+//! each transaction is submitted; `--journal` turns it on without a kill).
+//! The checks then read every key at its first surviving replica, compare
+//! the surviving replicas, and allow the indeterminate transactions either
+//! outcome (history) or their money range (Smallbank). The report says which
+//! node was killed, when, and what the survivors committed after it.
 
 mod http;
 mod report;
 mod spawn;
 
-use crate::cli::{ClusterArgs, HistoryBenchArgs, SmallbankArgs};
+use crate::cli::{ClusterArgs, HistoryBenchArgs, KillAt, SmallbankArgs};
 use crate::Failure;
 use indicatif::{ProgressBar, ProgressStyle};
 use serde::de::DeserializeOwned;
 use serde_json::Value;
 use splitkv_bench::remote::protocol::*;
+use splitkv_bench::remote::replay::results_from_journal;
 use splitkv_bench::remote::{Mirror, Results};
 use splitkv_host::deploy::ClusterConfig;
+use splitkv_layout::wire::NodeMask;
+use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 /// Longest spawned nodes' control endpoints may take to answer at the start
@@ -42,6 +55,15 @@ const SETTLE: Duration = Duration::from_millis(200);
 struct Deployed {
     config: ClusterConfig,
     spawned: Option<spawn::Spawned>,
+    /// `--kill`: the node to kill and when.
+    kill: Option<KillAt>,
+    /// The node killed, and when after the run's start.
+    killed: Option<(u16, Duration)>,
+    /// The survivors' committed transactions (`/status`) just after the
+    /// kill, and at the end of the run.
+    committed_around_kill: (Option<u64>, u64),
+    /// Where the clients' journals go (`--journal`, `--kill`).
+    run_dir: Option<PathBuf>,
 }
 
 fn bad(e: impl std::fmt::Display) -> Failure {
@@ -61,7 +83,22 @@ impl Deployed {
         let mut d = Deployed {
             config,
             spawned: None,
+            kill: args.kill,
+            killed: None,
+            committed_around_kill: (None, 0),
+            run_dir: None,
         };
+        if let Some(k) = args.kill {
+            if !d.config.nodes.iter().any(|n| n.id == k.node) {
+                return Err(bad(format!("--kill: no node {} in the file", k.node)));
+            }
+        }
+        if args.journal || args.kill.is_some() {
+            let dir = std::env::temp_dir().join(format!("splitkv-run-{}", std::process::id()));
+            std::fs::create_dir_all(&dir)
+                .map_err(|e| bad(format!("cannot create {}: {e}", dir.display())))?;
+            d.run_dir = Some(dir);
+        }
         if args.spawn {
             let ids: Vec<u16> = d.config.nodes.iter().map(|n| n.id).collect();
             d.spawned =
@@ -129,6 +166,23 @@ impl Deployed {
         self.config.nodes.len() as u16
     }
 
+    /// Whether `node` was killed by `--kill`.
+    fn is_killed(&self, node: u16) -> bool {
+        self.killed.is_some_and(|(k, _)| k == node)
+    }
+
+    /// The journal file of `node`'s client, when journaling.
+    fn journal(&self, node: u16) -> Option<PathBuf> {
+        let dir = self.run_dir.as_ref()?;
+        Some(dir.join(format!("journal-{node}.log")))
+    }
+
+    /// The dead nodes (killed by `--kill`).
+    fn failed(&self) -> NodeMask {
+        self.killed
+            .map_or(NodeMask::EMPTY, |(n, _)| NodeMask::EMPTY.with(n))
+    }
+
     /// Loads, starts, waits and collects (see the module docs).
     fn run(
         &mut self,
@@ -150,29 +204,65 @@ impl Deployed {
             bar.inc(1);
         }
         bar.finish_and_clear();
-        let body = serde_json::to_value(&start).map_err(|e| Failure::Internal(e.to_string()))?;
         let t0 = Instant::now();
         for n in 0..self.nodes() {
+            let mut start = start.clone();
+            start.journal = self.journal(n).map(|p| p.display().to_string());
+            let body =
+                serde_json::to_value(&start).map_err(|e| Failure::Internal(e.to_string()))?;
             let _: StartAnswer = self.call(n, "POST", "/workload/start", Some(&body))?;
         }
         self.wait(expected, t0)?;
         let elapsed = t0.elapsed();
         std::thread::sleep(SETTLE);
+        let built = workload.build().map_err(bad)?;
         let mut results = Vec::with_capacity(self.nodes() as usize);
         for n in 0..self.nodes() {
-            let r: Results = self.call(n, "GET", "/results", None)?;
-            if r.version != PROTOCOL_VERSION || r.node != n || !r.done {
-                return Err(bad(format!(
-                    "node {n}: unexpected results (version {}, node {}, done {})",
-                    r.version, r.node, r.done
-                )));
-            }
-            results.push(r);
+            results.push(self.results_of(n, &built)?);
         }
         Ok((results, elapsed))
     }
 
-    /// Waits until every node's client is done, with a progress bar.
+    /// `node`'s results: from its control endpoint, or replayed from its
+    /// client's journal if it was killed.
+    fn results_of(&mut self, n: u16, built: &BuiltWorkload) -> Result<Results, Failure> {
+        if self.is_killed(n) {
+            let path = self.journal(n).ok_or_else(|| bad("no journal directory"))?;
+            let text = std::fs::read_to_string(&path)
+                .map_err(|e| Failure::Check(format!("journal {}: {e}", path.display())))?;
+            return results_from_journal(built, n, &text)
+                .map_err(|e| Failure::Check(format!("journal {}: {e}", path.display())));
+        }
+        let r: Results = self.call(n, "GET", "/results", None)?;
+        if r.version != PROTOCOL_VERSION || r.node != n || !r.done {
+            return Err(bad(format!(
+                "node {n}: unexpected results (version {}, node {}, done {})",
+                r.version, r.node, r.done
+            )));
+        }
+        Ok(r)
+    }
+
+    /// Kills the `--kill` node if it is due (`elapsed` into the run).
+    fn kill_if_due(&mut self, elapsed: Duration) -> Result<(), Failure> {
+        let Some(k) = self
+            .kill
+            .filter(|k| self.killed.is_none() && elapsed >= k.after)
+        else {
+            return Ok(());
+        };
+        let spawned = self
+            .spawned
+            .as_mut()
+            .ok_or_else(|| bad("a node can be killed only with --spawn"))?;
+        let status = spawned.kill(k.node).map_err(bad)?;
+        self.killed = Some((k.node, elapsed));
+        tracing::info!(node = k.node, ?elapsed, %status, "killed");
+        Ok(())
+    }
+
+    /// Waits until every surviving node's client is done (and the `--kill`
+    /// node was killed), with a progress bar.
     fn wait(&mut self, expected: Duration, t0: Instant) -> Result<(), Failure> {
         let bar = ProgressBar::new(expected.as_millis().max(1) as u64).with_style(
             ProgressStyle::with_template("running  {bar:40} {elapsed}/{msg}")
@@ -181,14 +271,24 @@ impl Deployed {
         bar.set_message(format!("{expected:?}"));
         let deadline = expected + DRAIN_TIMEOUT;
         loop {
-            let mut all = true;
+            self.kill_if_due(t0.elapsed())?;
+            let mut all = self.kill.is_none() || self.killed.is_some();
+            let mut committed = 0;
             for n in 0..self.nodes() {
+                if self.is_killed(n) {
+                    continue;
+                }
                 let s: Value = self.call(n, "GET", "/status", None)?;
                 if let Some(f) = s.get("failure").and_then(Value::as_str) {
                     return Err(bad(format!("node {n} failed: {f}")));
                 }
                 all &= s.get("run_done").and_then(Value::as_bool) == Some(true);
+                committed += s["transactions"]["committed"].as_u64().unwrap_or(0);
             }
+            if self.killed.is_some() {
+                self.committed_around_kill.0.get_or_insert(committed);
+            }
+            self.committed_around_kill.1 = committed;
             if all {
                 break;
             }
@@ -200,6 +300,17 @@ impl Deployed {
         }
         bar.finish_and_clear();
         Ok(())
+    }
+
+    /// The line that says which node was killed and when, if one was.
+    fn killed_line(&self) -> Option<String> {
+        let (n, at) = self.killed?;
+        let (at_kill, end) = self.committed_around_kill;
+        Some(format!(
+            "killed: node {n} (SIGKILL) at {:.2} s into the run; survivors committed {} transactions after it; its client's history from its journal",
+            at.as_secs_f64(),
+            end.saturating_sub(at_kill.unwrap_or(end)),
+        ))
     }
 
     /// Stops spawned nodes; a node that did not drain cleanly is reported.
@@ -238,11 +349,14 @@ pub fn smallbank(args: &SmallbankArgs) -> Result<(), Failure> {
         max_tries: args.max_tries,
         warmup_ms: args.warmup.as_millis() as u64,
         run_ms: Some(total.as_millis() as u64),
+        journal: None,
     };
     let (results, _) = d.run(spec, start, total)?;
+    let (failed, killed, run_dir) = (d.failed(), d.killed_line(), d.run_dir.clone());
     d.close();
     let mirror = Mirror::new(&workload, nodes, replication, &results)
-        .map_err(|e| Failure::Check(e.to_string()))?;
+        .map_err(|e| Failure::Check(e.to_string()))?
+        .with_failed(failed);
     let money = mirror.check_money(&workload, &results);
     let replicas = mirror.check_replicas();
     let r = report::smallbank(
@@ -263,9 +377,11 @@ pub fn smallbank(args: &SmallbankArgs) -> Result<(), Failure> {
         r.print_text();
         report::sessions(&results);
     }
+    report::killed(killed.as_deref(), args.json);
     money.map_err(|e| Failure::Check(e.to_string()))?;
     replicas.map_err(|e| Failure::Check(e.to_string()))?;
     println!("checks: ok");
+    remove_run_dir(run_dir);
     Ok(())
 }
 
@@ -302,12 +418,15 @@ pub fn history(args: &HistoryBenchArgs, register: bool) -> Result<(), Failure> {
         max_tries: 1,
         warmup_ms: 0,
         run_ms: args.duration.map(|d| d.as_millis() as u64),
+        journal: None,
     };
     let expected = args.duration.unwrap_or(RUN_TIMEOUT);
     let (results, elapsed) = d.run(spec, start, expected)?;
+    let (failed, killed, run_dir) = (d.failed(), d.killed_line(), d.run_dir.clone());
     d.close();
     let mirror = Mirror::new(&workload, nodes, replication, &results)
-        .map_err(|e| Failure::Check(e.to_string()))?;
+        .map_err(|e| Failure::Check(e.to_string()))?
+        .with_failed(failed);
     let replicas = mirror.check_replicas();
     let checked = mirror.check_history(&workload, &results, args.history.as_deref());
     report::history(
@@ -320,8 +439,18 @@ pub fn history(args: &HistoryBenchArgs, register: bool) -> Result<(), Failure> {
         &checked,
         &replicas,
     );
+    report::killed(killed.as_deref(), false);
     checked.map_err(|e| Failure::Check(e.to_string()))?;
     replicas.map_err(|e| Failure::Check(e.to_string()))?;
     println!("checks: ok");
+    remove_run_dir(run_dir);
     Ok(())
+}
+
+/// Removes the run's directory (the clients' journals) after the checks
+/// passed; a failed run leaves it for a look.
+fn remove_run_dir(dir: Option<PathBuf>) {
+    if let Some(dir) = dir {
+        let _ = std::fs::remove_dir_all(dir);
+    }
 }

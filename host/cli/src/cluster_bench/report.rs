@@ -182,3 +182,13 @@ pub fn sessions(results: &[Results]) {
         c(|r| r.counters.sessions_failed)
     );
 }
+
+/// Prints which node `--kill` killed and when (`line`), if one was: on
+/// standard output, or standard error when standard output is JSON.
+pub fn killed(line: Option<&str>, json: bool) {
+    match line {
+        Some(l) if json => eprintln!("{l}"),
+        Some(l) => println!("{l}"),
+        None => {}
+    }
+}

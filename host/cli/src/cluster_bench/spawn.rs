@@ -83,6 +83,26 @@ impl Spawned {
         ))
     }
 
+    /// Kills node `id` with SIGKILL (`--kill`) and reaps it; it no longer
+    /// counts as exited early. Returns its exit status.
+    ///
+    /// # Errors
+    /// `id` is not a running spawned node.
+    pub fn kill(&mut self, id: u16) -> Result<String, String> {
+        let at = self
+            .children
+            .iter()
+            .position(|(i, _)| *i == id)
+            .ok_or_else(|| format!("node {id} is not a running spawned node"))?;
+        let (_, mut child) = self.children.remove(at);
+        // `Child::kill` sends SIGKILL to this child's pid (not yet reaped).
+        let _ = child.kill();
+        let status = child
+            .wait()
+            .map_err(|e| format!("node {id}: waiting after SIGKILL: {e}"))?;
+        Ok(status.to_string())
+    }
+
     /// Stops every node: SIGTERM, then SIGKILL after [`STOP_WAIT`]; waits
     /// for each. Returns the nodes that did not exit 0.
     pub fn stop(&mut self) -> Vec<(u16, String)> {
