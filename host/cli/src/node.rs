@@ -20,8 +20,8 @@
 //! (`splitkv_host::cluster::NodeMembership`) renews it, reports the peers
 //! its sessions declared failed, and applies each new configuration to the
 //! NIC runtime, which runs crash recovery (Xenic §4.2.1, Dandelion §4.4);
-//! the main thread then only reads the lease for `/status` and the
-//! fail-stop decision. New configurations are logged and shown in
+//! the main thread then reads the lease for `/status` and the fail-stop
+//! decision, and renews it only while the polling threads are paused. New configurations are logged and shown in
 //! `/status` (`membership`, `recovery`). Once the lease may have run out
 //! (etcd unreachable, or the node was configured out) the polling thread
 //! stops polling the NIC runtime at once (fencing: it neither answers nor

@@ -12,8 +12,12 @@ use std::time::Instant;
 /// (`splitkv_host::membership_etcd`, whose client runs on a thread of its
 /// own) held from process start. The main thread renews it until a
 /// workload is loaded; from then on the agent on the node's polling thread
-/// drives it ([`NodeLease::hand_over`]) and the main thread only reads it
-/// (`/status`, the fail-stop decision). Clones share the lease.
+/// drives it ([`NodeLease::hand_over`]) and the main thread reads it
+/// (`/status`, the fail-stop decision) and renews only while the polling
+/// thread is late (its threads paused for a load or a results call, which
+/// would otherwise fence a node whose pause outlasts its lease). Renewing
+/// never lets a node serve without a lease: the agent checks the lease
+/// before every pass. Clones share the lease.
 #[derive(Clone)]
 pub(super) enum NodeLease {
     /// Every node of the file, epoch 1, never changed.
@@ -127,9 +131,10 @@ mod etcd_lease {
 
     struct Inner {
         member: EtcdMember,
-        /// Set on the polling thread's first call: the main thread renews
-        /// no more.
+        /// Set on the polling thread's first call: from then on the main
+        /// thread renews only when the polling thread is late (paused).
         handed_over: bool,
+        /// When the next renewal is due (set by whichever thread renewed).
         next_renew_ns: Nanos,
         /// The last epoch logged.
         logged_epoch: u32,
@@ -168,8 +173,13 @@ mod etcd_lease {
         pub(super) fn step(&self, now: Nanos) -> Result<(), String> {
             let mut g = self.lock();
             let inner = &mut *g;
-            if !inner.handed_over && now >= inner.next_renew_ns {
-                inner.next_renew_ns = now + inner.member.renew_every_ns();
+            // Once handed over, the main thread is only the backup: it
+            // renews while the polling threads are paused (a load or a
+            // results call), when the polling side is half an interval late.
+            let every = inner.member.renew_every_ns();
+            let late = if inner.handed_over { every / 2 } else { 0 };
+            if now >= inner.next_renew_ns.saturating_add(late) {
+                inner.next_renew_ns = now + every;
                 let _ = inner.member.renew(now);
             }
             let c = inner.member.current();
@@ -233,7 +243,9 @@ mod etcd_lease {
             self.0.lock().member.lease_until()
         }
         fn renew(&mut self, now: Nanos) -> Result<(), MembershipError> {
-            self.taken().member.renew(now)
+            let mut g = self.taken();
+            g.next_renew_ns = now + g.member.renew_every_ns();
+            g.member.renew(now)
         }
         fn report_suspect(&mut self, suspect: NodeId, now: Nanos) -> Result<(), MembershipError> {
             self.taken().member.report_suspect(suspect, now)
