@@ -305,6 +305,14 @@ struct NicWithAgent<'a> {
 
 impl Component for NicWithAgent<'_> {
     fn run_iteration(&mut self, now: Nanos) -> bool {
+        // Fencing (Xenic §4.2.1): a node whose lease ran out, or that was
+        // configured out, is polled no more (the agent records why).
+        if !self.agent.serving(now) {
+            self.agent.run_iteration(now, self.nic, self.member);
+            if !self.agent.serving(now) {
+                return false;
+            }
+        }
         let ran = self.nic.run_iteration(now);
         let agent = self.agent.run_iteration(now, self.nic, self.member);
         ran | agent

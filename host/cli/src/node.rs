@@ -20,23 +20,26 @@
 //! (`splitkv_host::cluster::NodeMembership`) renews it, reports the peers
 //! its sessions declared failed, and applies each new configuration to the
 //! NIC runtime, which runs crash recovery (Xenic §4.2.1, Dandelion §4.4);
-//! the main thread then only reads the lease for `/status` and the
-//! fail-stop decision. New configurations are logged and shown in
+//! the main thread then reads the lease for `/status` and the fail-stop
+//! decision, and renews it only while the polling threads are paused. New configurations are logged and shown in
 //! `/status` (`membership`, `recovery`). Once the lease may have run out
 //! (etcd unreachable, or the node was configured out) the polling thread
 //! stops polling the NIC runtime at once (fencing: it neither answers nor
 //! sends), and the node says so in its log and status
 //! (`membership.fail_stop`) and stops (fail-stop, exit 3).
 
+mod lease;
+
 use crate::cli::NodeArgs;
 use crate::Failure;
+use lease::NodeLease;
 use serde_json::{json, Value};
 use splitkv_bench::remote::RemoteNode;
 use splitkv_host::cluster::{ClusterError, NodeMembership, StatsHandle};
 use splitkv_host::deploy::metrics::outcome_label;
 use splitkv_host::deploy::{
     incarnation_now, node_builder, node_transport, CallError, ClusterConfig, ControlHandler,
-    ControlServer, LogTarget, MembershipSettings, NodeMetrics, Route, SessionCounters,
+    ControlServer, LogTarget, NodeMetrics, Route, SessionCounters,
 };
 use splitkv_layout::host_nic::TxStatus;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -370,242 +373,6 @@ fn wait_for_drain(handler: &NodeHandler, membership: &mut NodeLease) -> Option<S
         std::thread::sleep(SIGNAL_POLL);
     }
     None
-}
-
-/// The node's membership: static, or an etcd lease
-/// (`splitkv_host::membership_etcd`, whose client runs on a thread of its
-/// own) held from process start. The main thread renews it until a
-/// workload is loaded; from then on the agent on the node's polling thread
-/// drives it ([`NodeLease::hand_over`]) and the main thread only reads it
-/// (`/status`, the fail-stop decision). Clones share the lease.
-#[derive(Clone)]
-enum NodeLease {
-    /// Every node of the file, epoch 1, never changed.
-    Static,
-    /// An etcd lease and the configuration key.
-    #[cfg(feature = "etcd")]
-    Etcd(etcd_lease::Shared),
-}
-
-impl NodeLease {
-    /// Starts the membership the file asks for; etcd unreachable (or any
-    /// other etcd start-up failure) is one line and exit 2.
-    fn start(
-        config: &ClusterConfig,
-        id: u16,
-        incarnation: u32,
-        started: Instant,
-    ) -> Result<NodeLease, Failure> {
-        match &config.membership {
-            MembershipSettings::Static => Ok(NodeLease::Static),
-            #[cfg(feature = "etcd")]
-            MembershipSettings::Etcd {
-                endpoints,
-                lease_ttl_s,
-                prefix,
-            } => {
-                use splitkv_host::membership_etcd::{EtcdMember, EtcdSettings};
-                let mut s = EtcdSettings::new(endpoints.clone(), prefix, id, config.nodes.len());
-                s.lease_ttl_s = *lease_ttl_s;
-                s.incarnation = u64::from(incarnation);
-                let now = started.elapsed().as_nanos() as u64;
-                let member = EtcdMember::connect(s, now)
-                    .map_err(|e| Failure::BadInput(format!("membership: {e}")))?;
-                let shared = etcd_lease::Shared::new(member);
-                tracing::info!(epoch = shared.epoch(), "membership: etcd lease held");
-                Ok(NodeLease::Etcd(shared))
-            }
-            #[cfg(not(feature = "etcd"))]
-            MembershipSettings::Etcd { .. } => {
-                let _ = (id, incarnation, started);
-                Err(Failure::BadInput(
-                    "membership.kind = \"etcd\": this binary was built without etcd support".into(),
-                ))
-            }
-        }
-    }
-
-    /// The membership for the node's polling thread (`None`: static).
-    fn hand_over(&self, started: Instant) -> Option<NodeMembership> {
-        let _ = started; // read only with etcd
-        match self {
-            NodeLease::Static => None,
-            #[cfg(feature = "etcd")]
-            NodeLease::Etcd(shared) => Some(shared.hand_over(started)),
-        }
-    }
-
-    /// Renews the lease when due (until the polling thread took it over)
-    /// and logs new configurations. `Err` says why the node must stop serving.
-    fn step(&mut self, started: Instant) -> Result<(), String> {
-        let _ = started; // read only with etcd
-        match self {
-            NodeLease::Static => Ok(()),
-            #[cfg(feature = "etcd")]
-            NodeLease::Etcd(shared) => shared.step(started.elapsed().as_nanos() as u64),
-        }
-    }
-
-    /// What `/status` shows under `membership`: the lease, and (once the
-    /// node runs) what its polling thread last published.
-    fn view(&self, started: Instant, stats: Option<&StatsHandle>) -> Value {
-        let _ = started; // read only with etcd
-        let node = stats.and_then(|h| h.snapshot().nodes.into_iter().next());
-        let mut v = match self {
-            NodeLease::Static => json!({ "kind": "static" }),
-            #[cfg(feature = "etcd")]
-            NodeLease::Etcd(shared) => shared.view(started.elapsed().as_nanos() as u64),
-        };
-        if let (Some(n), Some(map)) = (node, v.as_object_mut()) {
-            map.insert("runtime_epoch".into(), json!(n.epoch));
-            if let Some(m) = n.membership {
-                map.insert(
-                    "agent".into(),
-                    json!({
-                        "renewals": m.agent.renewals,
-                        "suspects_reported": m.agent.suspects_reported,
-                        "configurations": m.agent.configurations,
-                        "refused": m.agent.refused,
-                        "lease_expired": m.agent.lease_expired,
-                        "stopped": m.stopped.map(|e| e.to_string()),
-                    }),
-                );
-            }
-        }
-        v
-    }
-}
-
-/// The etcd lease shared between the main thread and the node's polling
-/// thread (see [`NodeLease`]).
-#[cfg(feature = "etcd")]
-mod etcd_lease {
-    use serde_json::{json, Value};
-    use splitkv_host::cluster::NodeMembership;
-    use splitkv_host::membership_etcd::EtcdMember;
-    use splitkv_layout::wire::NodeId;
-    use splitkv_nic::membership::{Configuration, Membership, MembershipError};
-    use splitkv_nic::Nanos;
-    use std::sync::{Arc, Mutex, MutexGuard};
-    use std::time::Instant;
-
-    struct Inner {
-        member: EtcdMember,
-        /// Set on the polling thread's first call: the main thread renews
-        /// no more.
-        handed_over: bool,
-        next_renew_ns: Nanos,
-        /// The last epoch logged.
-        logged_epoch: u32,
-    }
-
-    /// The lease, behind a mutex both threads lock briefly.
-    #[derive(Clone)]
-    pub(super) struct Shared(Arc<Mutex<Inner>>);
-
-    impl Shared {
-        pub(super) fn new(member: EtcdMember) -> Shared {
-            let logged_epoch = member.current().epoch;
-            Shared(Arc::new(Mutex::new(Inner {
-                member,
-                handed_over: false,
-                next_renew_ns: 0,
-                logged_epoch,
-            })))
-        }
-
-        fn lock(&self) -> MutexGuard<'_, Inner> {
-            self.0.lock().unwrap_or_else(|e| e.into_inner())
-        }
-
-        pub(super) fn epoch(&self) -> u32 {
-            self.lock().member.current().epoch
-        }
-
-        /// A handle for the polling thread; its clock counts from `started`.
-        pub(super) fn hand_over(&self, started: Instant) -> NodeMembership {
-            let renew = self.lock().member.renew_every_ns();
-            NodeMembership::new(Box::new(Polled(self.clone())), started, renew)
-        }
-
-        /// See [`super::NodeLease::step`]; `now` counts from process start.
-        pub(super) fn step(&self, now: Nanos) -> Result<(), String> {
-            let mut g = self.lock();
-            let inner = &mut *g;
-            if !inner.handed_over && now >= inner.next_renew_ns {
-                inner.next_renew_ns = now + inner.member.renew_every_ns();
-                let _ = inner.member.renew(now);
-            }
-            let c = inner.member.current();
-            if c.epoch > inner.logged_epoch {
-                inner.logged_epoch = c.epoch;
-                tracing::warn!(
-                    epoch = c.epoch,
-                    live = c.live,
-                    "membership: new configuration"
-                );
-            }
-            match inner.member.fail_stop(now) {
-                Some(why) => Err(why.to_string()),
-                None => Ok(()),
-            }
-        }
-
-        pub(super) fn view(&self, now: Nanos) -> Value {
-            let g = self.lock();
-            let m = &g.member;
-            let c = m.current();
-            let etcd = m.stats();
-            json!({
-                "kind": "etcd",
-                "epoch": c.epoch,
-                "live": c.live,
-                "polled_by_node": g.handed_over,
-                "lease_remaining_ms": m.lease_until().saturating_sub(now) / 1_000_000,
-                "fail_stop": m.fail_stop(now).map(|f| f.to_string()),
-                "last_error": m.last_error(),
-                "etcd": {
-                    "grants": etcd.grants,
-                    "renewals_failed": etcd.renewals_failed,
-                    "errors": etcd.etcd_errors,
-                    "installs_won": etcd.installs_won,
-                    "installs_lost": etcd.installs_lost,
-                },
-            })
-        }
-    }
-
-    /// The polling thread's side: every call marks the lease handed over.
-    struct Polled(Shared);
-
-    impl Polled {
-        fn taken(&mut self) -> MutexGuard<'_, Inner> {
-            let mut g = self.0.lock();
-            g.handed_over = true;
-            g
-        }
-    }
-
-    impl Membership for Polled {
-        fn node(&self) -> NodeId {
-            self.0.lock().member.node()
-        }
-        fn current(&self) -> Configuration {
-            self.0.lock().member.current()
-        }
-        fn lease_until(&self) -> Nanos {
-            self.0.lock().member.lease_until()
-        }
-        fn renew(&mut self, now: Nanos) -> Result<(), MembershipError> {
-            self.taken().member.renew(now)
-        }
-        fn report_suspect(&mut self, suspect: NodeId, now: Nanos) -> Result<(), MembershipError> {
-            self.taken().member.report_suspect(suspect, now)
-        }
-        fn poll(&mut self, now: Nanos) -> Option<Configuration> {
-            self.taken().member.poll(now)
-        }
-    }
 }
 
 /// `remote` with `membership` for its polling thread, if there is one.

@@ -2,8 +2,10 @@
 //! a real etcd on loopback: etcd unreachable at start is one line and exit
 //! 2; three node processes hold leases (epoch 1 in `/status`); a SIGKILLed
 //! node is configured out by the others once its lease runs out (epoch 2);
-//! with etcd killed, the survivors keep serving until their leases run out,
-//! then fail-stop (a log line, exit 3).
+//! the survivors then load Smallbank and commit; with etcd killed they keep
+//! committing until their leases run out, then their polling threads fence
+//! them (no commit after, `/status` says why) and they fail-stop (a log
+//! line, exit 3).
 
 #[path = "../../tests/etcd_support/mod.rs"]
 mod etcd_support;
@@ -49,6 +51,94 @@ fn wait_membership(file: &ClusterFile, i: usize, ok: impl Fn(&serde_json::Value)
     }
 }
 
+/// Loads Smallbank on `nodes` and starts their clients (until stopped).
+fn load_and_start(file: &ClusterFile, nodes: &[usize]) {
+    let load =
+        r#"{"version":1,"workload":{"kind":"smallbank","accounts":500,"hot_accounts":null}}"#;
+    let start = r#"{"version":1,"seed":5,"inflight":8,"budget":null,"max_tries":10,"warmup_ms":0,"run_ms":null}"#;
+    for (path, body) in [("/load", load), ("/workload/start", start)] {
+        for &i in nodes {
+            let (code, answer) = http(file.controls[i], "POST", path, Some(TOKEN), body).unwrap();
+            assert_eq!(code, 200, "node {i} {path}: {answer}");
+        }
+    }
+}
+
+fn committed(s: &serde_json::Value) -> u64 {
+    s["transactions"]["committed"].as_u64().unwrap_or(0)
+}
+
+/// Commits a node makes before etcd is killed.
+const COMMITS_MIN: u64 = 50;
+
+/// Node `i`'s `/status` read every few ms until it stops answering (the
+/// process exited), with the time since `t0` of each.
+fn statuses_until_exit(
+    file: &ClusterFile,
+    i: usize,
+    t0: Instant,
+) -> Vec<(Duration, serde_json::Value)> {
+    let mut out = Vec::new();
+    while t0.elapsed() < CHANGE {
+        let Ok((200, body)) = http(file.controls[i], "GET", "/status", None, "") else {
+            break;
+        };
+        out.push((
+            t0.elapsed(),
+            serde_json::from_str(&body).expect("status is JSON"),
+        ));
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    out
+}
+
+/// With etcd gone, node `i` committed until its lease ran out, then its
+/// polling thread fenced it: the first status that shows the agent stopped
+/// (published once the runtime was polled no more) holds the final count.
+fn commits_went_on_until_the_lease_ran_out(
+    i: usize,
+    before: u64,
+    statuses: &[(Duration, serde_json::Value)],
+) {
+    let fenced = statuses
+        .iter()
+        .position(|(_, s)| !s["membership"]["agent"]["stopped"].is_null())
+        .unwrap_or_else(|| panic!("node {i}: never seen fenced: {:?}", statuses.last()));
+    let (at, s) = &statuses[fenced];
+    let m = &s["membership"];
+    assert!(
+        m["agent"]["stopped"]
+            .as_str()
+            .unwrap()
+            .contains("lease ran out"),
+        "node {i}: {m}"
+    );
+    assert!(m["fail_stop"].is_string(), "node {i}: {m}");
+    assert_eq!(m["agent"]["lease_expired"], 1, "node {i}: {m}");
+    let last = committed(s);
+    assert!(
+        last >= before + COMMITS_MIN,
+        "node {i}: {before} committed when etcd died, {last} when fenced at {at:?}"
+    );
+    // Fenced once its lease ran out, not at once (a lease renewed every
+    // third of 1 s has at least ~0.5 s left when etcd dies).
+    assert!(
+        *at >= Duration::from_millis(300),
+        "node {i} fenced at {at:?}"
+    );
+    for (later, s) in &statuses[fenced..] {
+        assert_eq!(
+            committed(s),
+            last,
+            "node {i} committed after its fence ({later:?})"
+        );
+    }
+    eprintln!(
+        "node {i}: {} commits after etcd died, fenced {at:?} after (seen in /status)",
+        last - before
+    );
+}
+
 #[test]
 fn nodes_hold_leases_configure_out_a_killed_node_and_fail_stop_without_etcd() {
     let mut etcd = Etcd::start();
@@ -67,14 +157,43 @@ fn nodes_hold_leases_configure_out_a_killed_node_and_fail_stop_without_etcd() {
         "SIGKILL to the new configuration in both survivors' status (TTL 1 s): {} ms",
         t_sigkill.elapsed().as_millis()
     );
+    // The survivors load after the change: their polling threads take the
+    // lease over and apply epoch 2 to the runtimes before any transaction.
+    load_and_start(&file, &[0, 1]);
+    for i in 0..2 {
+        let t0 = Instant::now();
+        loop {
+            let s = wait_status(file.controls[i], STARTUP);
+            if committed(&s) >= COMMITS_MIN {
+                assert_eq!(s["membership"]["runtime_epoch"], 2, "node {i}: {s}");
+                assert_eq!(s["membership"]["polled_by_node"], true, "node {i}: {s}");
+                break;
+            }
+            assert!(t0.elapsed() < STARTUP, "node {i} committed too little: {s}");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+    let before: Vec<u64> = (0..2)
+        .map(|i| committed(&wait_status(file.controls[i], STARTUP)))
+        .collect();
     etcd.kill();
     let t_kill = Instant::now();
+    let statuses: Vec<_> = std::thread::scope(|s| {
+        let polls: Vec<_> = (0..2)
+            .map(|i| {
+                let file = &file;
+                s.spawn(move || statuses_until_exit(file, i, t_kill))
+            })
+            .collect();
+        polls.into_iter().map(|h| h.join().unwrap()).collect()
+    });
     for (i, node) in nodes.iter_mut().take(2).enumerate() {
         let status = wait_exit(node, CHANGE);
         let mut err = String::new();
         std::io::Read::read_to_string(node.stderr.as_mut().unwrap(), &mut err).unwrap();
         assert_eq!(status.code(), Some(3), "node {i}: {err}");
         assert!(err.contains("fail-stop"), "node {i}: {err}");
+        commits_went_on_until_the_lease_ran_out(i, before[i], &statuses[i]);
     }
     // Not before a lease could run out (TTL 1 s less the guard and drift).
     assert!(

@@ -48,27 +48,18 @@ impl Placed {
         }
     }
 
-    /// The node and why, if this NIC runtime or host worker stopped on a
-    /// fault, or the node was fenced by its membership.
-    fn fault(&self) -> Option<(NodeId, ClusterError)> {
+    /// Why the cluster must stop, if this NIC runtime or host worker
+    /// stopped on a fault ([`ClusterError::NodeStopped`]) or the node was
+    /// fenced by its membership ([`ClusterError::Fenced`]).
+    fn fault(&self) -> Option<ClusterError> {
         let stopped = |node, reason| ClusterError::NodeStopped { node, reason };
         match self {
-            Placed::Nic(slot, _, Some(m)) if m.stopped().is_some() => {
-                let reason = m.stopped().map(ToString::to_string).unwrap_or_default();
-                Some((
-                    slot.node,
-                    ClusterError::Fenced {
-                        node: slot.node,
-                        reason,
-                    },
-                ))
-            }
-            Placed::Nic(slot, n, _) => {
-                Component::fault(n.as_ref()).map(|r| (slot.node, stopped(slot.node, r)))
-            }
-            Placed::Worker(slot, w) => {
-                Component::fault(w.as_ref()).map(|r| (slot.node, stopped(slot.node, r)))
-            }
+            Placed::Nic(slot, _, Some(m)) if m.stopped().is_some() => Some(ClusterError::Fenced {
+                node: slot.node,
+                reason: m.stopped().map(ToString::to_string).unwrap_or_default(),
+            }),
+            Placed::Nic(slot, n, _) => Component::fault(n.as_ref()).map(|r| stopped(slot.node, r)),
+            Placed::Worker(slot, w) => Component::fault(w.as_ref()).map(|r| stopped(slot.node, r)),
             Placed::App(..) => None,
         }
     }
@@ -197,7 +188,7 @@ impl Cluster {
                     let mut work = false;
                     for c in group.iter_mut() {
                         work |= c.run_iteration(now);
-                        if let Some((_, e)) = c.fault() {
+                        if let Some(e) = c.fault() {
                             shared.record_failure(e);
                         }
                     }

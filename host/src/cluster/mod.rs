@@ -61,6 +61,8 @@ mod scoped;
 mod stats;
 #[cfg(test)]
 mod tests_local;
+#[cfg(test)]
+mod tests_membership;
 
 pub use builder::{
     ClusterBuilder, CAPACITY_KEYS_DEFAULT, CLIENTS_PER_NODE_DEFAULT, THREADS_DEFAULT, THREADS_MAX,

@@ -218,7 +218,8 @@ impl ClusterParts {
             .all(|n| n.nic.is_quiescent() && n.worker.is_quiescent())
     }
 
-    /// Polls every node component on this thread (not the [`apps`](Self::apps)),
+    /// Polls every node component on this thread (not the [`apps`](Self::apps);
+    /// not the NIC runtime of a node its membership fenced),
     /// `now` from `clock`, until a pass finds the whole cluster idle and no
     /// component did work. Gives up after `passes_max` passes, or after
     /// [`DRAIN_IDLE_PASSES_MAX`] passes in a row without work. Returns
@@ -228,8 +229,13 @@ impl ClusterParts {
         for _ in 0..passes_max {
             let now = clock();
             let mut work = false;
-            for c in self.components() {
-                work |= c.run_iteration(now);
+            for n in &mut self.nodes {
+                // A fenced node's runtime is not polled here either (its
+                // lease as last read: a drain runs no agent).
+                if n.membership.as_ref().is_none_or(|m| m.agent().serving(now)) {
+                    work |= n.nic.run_iteration(now);
+                }
+                work |= n.worker.run_iteration(now);
             }
             if work {
                 idle = 0;
