@@ -238,7 +238,7 @@ impl NicRuntime {
             recovery: RecoveryRuntime::new(
                 parts.node,
                 parts.placement,
-                crate::recovery::RecoveryConfig::default(),
+                crate::recovery::RecoveryConfig::for_silence(parts.net.session.silence_ns),
             ),
             recovery_refusal: None,
             actions: Default::default(),

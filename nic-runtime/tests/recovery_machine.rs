@@ -422,3 +422,18 @@ fn random_histories_recover_consistently() {
         "both outcomes exercised: {decided:?}"
     );
 }
+
+#[test]
+fn recovery_waits_grow_with_the_session_silence_but_never_below_the_defaults() {
+    // The sim's 30 ms silence keeps the defaults.
+    assert_eq!(
+        RecoveryConfig::for_silence(30_000_000),
+        RecoveryConfig::default()
+    );
+    // A deployed 1 s silence: a leader learning the configuration 100 ms
+    // late (etcd's poll) is not suspected.
+    let c = RecoveryConfig::for_silence(1_000_000_000);
+    assert_eq!(c.evidence_timeout_ns, 500_000_000);
+    assert_eq!(c.decision_timeout_ns, 1_000_000_000);
+    assert!(c.decision_timeout_ns > c.evidence_timeout_ns);
+}

@@ -46,6 +46,23 @@ pub struct RecoveryConfig {
     pub decision_timeout_ns: Nanos,
 }
 
+impl RecoveryConfig {
+    /// The timeouts for sessions that declare a peer failed after
+    /// `silence_ns`: the evidence wait is at least half of it and the
+    /// decision wait at least all of it (never less than the defaults).
+    /// Nodes learn a new configuration at different times (a deployed
+    /// membership polls its manager: etcd every 100 ms), and a node is
+    /// suspected only after it was as silent as a session would allow: a
+    /// shorter wait took a leader that learned the configuration late for a
+    /// failed one, and a suspicion configures its node out (issue 12).
+    pub fn for_silence(silence_ns: Nanos) -> RecoveryConfig {
+        RecoveryConfig {
+            evidence_timeout_ns: EVIDENCE_TIMEOUT_NS_DEFAULT.max(silence_ns / 2),
+            decision_timeout_ns: DECISION_TIMEOUT_NS_DEFAULT.max(silence_ns),
+        }
+    }
+}
+
 impl Default for RecoveryConfig {
     fn default() -> Self {
         RecoveryConfig {
