@@ -96,8 +96,65 @@ fn assert_recovered(out: &Output) -> String {
     stdout
 }
 
+/// The `--timeline` CSV (`kind,t_s,committed_total,committed_per_s,label`)
+/// has the kill, epoch 2 and the recovery's resume in that order, and
+/// commits after the resume; prints kill → resume and the rates around it.
+fn assert_timeline_marks_the_kill_and_the_recovery(timeline: &std::path::Path) {
+    for ext in ["png", "svg", "csv"] {
+        let f = timeline.with_extension(ext);
+        assert!(std::fs::metadata(&f).is_ok_and(|m| m.len() > 0), "{f:?}");
+    }
+    let csv = std::fs::read_to_string(timeline.with_extension("csv")).unwrap();
+    let event = |label: &str| -> f64 {
+        csv.lines()
+            .find(|l| l.starts_with("event,") && l.ends_with(label))
+            .and_then(|l| l.split(',').nth(1)?.parse().ok())
+            .unwrap_or_else(|| panic!("no event {label:?} in\n{csv}"))
+    };
+    let (killed, epoch, resumed) = (
+        event("node 2 killed"),
+        event("epoch 2"),
+        event("recovery resumed"),
+    );
+    assert!(killed <= epoch && epoch <= resumed, "{csv}");
+    let last_total = |after: f64| -> u64 {
+        csv.lines()
+            .filter(|l| l.starts_with("sample,"))
+            .filter_map(|l| {
+                let mut f = l.split(',').skip(1);
+                let t: f64 = f.next()?.parse().ok()?;
+                let total: u64 = f.next()?.parse().ok()?;
+                (t >= after).then_some(total)
+            })
+            .max()
+            .unwrap_or(0)
+    };
+    let at_resume = csv
+        .lines()
+        .filter(|l| l.starts_with("sample,"))
+        .filter_map(|l| {
+            let mut f = l.split(',').skip(1);
+            let t: f64 = f.next()?.parse().ok()?;
+            let total: u64 = f.next()?.parse().ok()?;
+            (t <= resumed).then_some(total)
+        })
+        .max()
+        .unwrap_or(0);
+    assert!(
+        last_total(resumed) > at_resume,
+        "no commits after the resume:\n{csv}"
+    );
+    eprintln!(
+        "timeline: node 2 killed at {killed:.2} s, epoch 2 seen at {epoch:.2} s, resumed seen at {resumed:.2} s (bench polls every 50 ms): kill -> resumed {:.2} s",
+        resumed - killed
+    );
+}
+
 #[test]
 fn smallbank_and_list_append_run_through_a_sigkilled_node_and_pass_every_check() {
+    let dir = std::env::temp_dir().join(format!("splitkv-kill-timeline-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let timeline = dir.join("smallbank-kill");
     let out = bench_killing_node_2(
         "smallbank",
         "2@1.5",
@@ -110,11 +167,15 @@ fn smallbank_and_list_append_run_through_a_sigkilled_node_and_pass_every_check()
             "200ms",
             "--inflight",
             "8",
+            "--timeline",
+            timeline.to_str().unwrap(),
         ],
     );
     let stdout = assert_recovered(&out);
     assert!(stdout.contains("money check    ok"), "{stdout}");
     assert!(stdout.contains("replica check  ok"), "{stdout}");
+    assert_timeline_marks_the_kill_and_the_recovery(&timeline);
+    let _ = std::fs::remove_dir_all(&dir);
     // A list-append client stops at its budget, which a fast machine spends
     // in about 1.5 s (24k draws/s on 3 clients): killed at 0.5 s, the
     // survivors still have transactions after the recovery (~1.3 s).

@@ -26,6 +26,7 @@ mod report;
 mod spawn;
 
 use crate::cli::{ClusterArgs, HistoryBenchArgs, KillAt, SmallbankArgs};
+use crate::timeline::Timeline;
 use crate::Failure;
 use indicatif::{ProgressBar, ProgressStyle};
 use serde::de::DeserializeOwned;
@@ -64,6 +65,14 @@ struct Deployed {
     committed_around_kill: (Option<u64>, u64),
     /// Where the clients' journals go (`--journal`, `--kill`).
     run_dir: Option<PathBuf>,
+    /// `--timeline`: the survivors' committed count over the run, with the
+    /// kill, each new epoch and each recovery's resume marked.
+    timeline: Option<Timeline>,
+    /// Highest epoch and recovery resumes seen in any survivor's `/status`.
+    seen: (u64, u64),
+    /// Each node's committed count as last seen (a killed node's stays at
+    /// its last value, so the timeline's total never drops at the kill).
+    committed_by_node: Vec<u64>,
 }
 
 fn bad(e: impl std::fmt::Display) -> Failure {
@@ -87,6 +96,9 @@ impl Deployed {
             killed: None,
             committed_around_kill: (None, 0),
             run_dir: None,
+            timeline: None,
+            seen: (1, 0),
+            committed_by_node: Vec::new(),
         };
         if let Some(k) = args.kill {
             if !d.config.nodes.iter().any(|n| n.id == k.node) {
@@ -257,6 +269,9 @@ impl Deployed {
             .ok_or_else(|| bad("a node can be killed only with --spawn"))?;
         let status = spawned.kill(k.node).map_err(bad)?;
         self.killed = Some((k.node, elapsed));
+        if let Some(t) = self.timeline.as_mut() {
+            t.event(elapsed, &format!("node {} killed", k.node));
+        }
         tracing::info!(node = k.node, ?elapsed, %status, "killed");
         Ok(())
     }
@@ -274,6 +289,7 @@ impl Deployed {
             self.kill_if_due(t0.elapsed())?;
             let mut all = self.kill.is_none() || self.killed.is_some();
             let mut committed = 0;
+            let mut seen = self.seen;
             for n in 0..self.nodes() {
                 if self.is_killed(n) {
                     continue;
@@ -283,8 +299,18 @@ impl Deployed {
                     return Err(bad(format!("node {n} failed: {f}")));
                 }
                 all &= s.get("run_done").and_then(Value::as_bool) == Some(true);
-                committed += s["transactions"]["committed"].as_u64().unwrap_or(0);
+                let c = s["transactions"]["committed"].as_u64().unwrap_or(0);
+                committed += c;
+                if self.committed_by_node.len() <= n as usize {
+                    self.committed_by_node.resize(n as usize + 1, 0);
+                }
+                self.committed_by_node[n as usize] = c;
+                let r = &s["recovery"];
+                seen.0 = seen.0.max(r["epoch"].as_u64().unwrap_or(0));
+                seen.1 = seen.1.max(r["epochs_resumed"].as_u64().unwrap_or(0));
             }
+            let total = self.committed_by_node.iter().sum();
+            self.mark(t0.elapsed(), total, seen);
             if self.killed.is_some() {
                 self.committed_around_kill.0.get_or_insert(committed);
             }
@@ -300,6 +326,29 @@ impl Deployed {
         }
         bar.finish_and_clear();
         Ok(())
+    }
+
+    /// Samples the timeline (if any) and marks a new epoch or resume.
+    fn mark(&mut self, t: Duration, committed: u64, seen: (u64, u64)) {
+        let Some(tl) = self.timeline.as_mut() else {
+            return;
+        };
+        tl.sample(t, committed);
+        if seen.0 > self.seen.0 {
+            tl.event(t, &format!("epoch {}", seen.0));
+        }
+        if seen.1 > self.seen.1 {
+            tl.event(t, "recovery resumed");
+        }
+        self.seen = seen;
+    }
+
+    /// Writes the timeline, if one was asked for.
+    fn write_timeline(&self, path: Option<&std::path::Path>) -> Result<(), Failure> {
+        match (&self.timeline, path) {
+            (Some(t), Some(p)) => t.write_reported(p).map(|_| ()),
+            _ => Ok(()),
+        }
     }
 
     /// The line that says which node was killed and when, if one was.
@@ -330,7 +379,14 @@ impl Deployed {
 
 /// `bench smallbank --cluster`.
 pub fn smallbank(args: &SmallbankArgs) -> Result<(), Failure> {
+    if let Some(p) = &args.timeline {
+        crate::timeline::check_path(p)?;
+    }
     let mut d = Deployed::open(&args.deployed, args.threads, args.seed)?;
+    d.timeline = args
+        .timeline
+        .as_ref()
+        .map(|_| Timeline::new("Smallbank, deployed cluster"));
     let nodes = d.config.nodes.len();
     let replication = d.config.replication;
     let spec = WorkloadSpec::Smallbank {
@@ -352,6 +408,7 @@ pub fn smallbank(args: &SmallbankArgs) -> Result<(), Failure> {
         journal: None,
     };
     let (results, _) = d.run(spec, start, total)?;
+    d.write_timeline(args.timeline.as_deref())?;
     let (failed, killed, run_dir) = (d.failed(), d.killed_line(), d.run_dir.clone());
     d.close();
     let mirror = Mirror::new(&workload, nodes, replication, &results)
@@ -387,7 +444,14 @@ pub fn smallbank(args: &SmallbankArgs) -> Result<(), Failure> {
 
 /// `bench list-append|register --cluster`.
 pub fn history(args: &HistoryBenchArgs, register: bool) -> Result<(), Failure> {
+    if let Some(p) = &args.timeline {
+        crate::timeline::check_path(p)?;
+    }
     let mut d = Deployed::open(&args.deployed, args.threads, args.seed)?;
+    d.timeline = args.timeline.as_ref().map(|_| {
+        let name = if register { "register" } else { "list-append" };
+        Timeline::new(format!("{name}, deployed cluster"))
+    });
     let nodes = d.config.nodes.len();
     let replication = d.config.replication;
     let shape = match args.shape {
@@ -422,6 +486,7 @@ pub fn history(args: &HistoryBenchArgs, register: bool) -> Result<(), Failure> {
     };
     let expected = args.duration.unwrap_or(RUN_TIMEOUT);
     let (results, elapsed) = d.run(spec, start, expected)?;
+    d.write_timeline(args.timeline.as_deref())?;
     let (failed, killed, run_dir) = (d.failed(), d.killed_line(), d.run_dir.clone());
     d.close();
     let mirror = Mirror::new(&workload, nodes, replication, &results)
