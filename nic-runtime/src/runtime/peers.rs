@@ -57,7 +57,7 @@ impl NicRuntime {
         let local = self.local_evidence(failed);
         self.recovery_refusal = self
             .recovery
-            .begin(self.io.now, config.epoch, failed, local)
+            .begin(self.io.now, config.epoch, failed, config.roles(), local)
             .err();
         if self.recovery.paused() {
             self.actions.last_begun_ns = self.io.now;
