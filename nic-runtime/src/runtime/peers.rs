@@ -61,6 +61,8 @@ impl NicRuntime {
             .err();
         if self.recovery.paused() {
             self.actions.last_begun_ns = self.io.now;
+            // A new configuration abandons every copy (issue 12).
+            self.copies.abandon();
         }
     }
 

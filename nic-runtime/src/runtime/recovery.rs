@@ -365,6 +365,12 @@ impl super::NicRuntime {
             RecoveryCommand::Resume { .. } => {
                 self.io.placement = self.recovery.machine().view().serving();
                 self.recovery.resume();
+                // Re-replication (issue 12) begins here, from scratch.
+                let (epoch, view) = (
+                    self.recovery.machine().epoch(),
+                    *self.recovery.machine().view(),
+                );
+                self.copies.on_resume(epoch, &view);
                 a.last_resumed_ns = now;
                 a.first_commit_after_resume_ns = 0;
                 self.committed_at_resume = self.coordinator.stats().committed;
