@@ -173,6 +173,22 @@ impl Copies {
         self.sources.iter().any(|s| s.state == State::NeedSnapshot)
     }
 
+    /// The epoch of the current copies (that of the last resume or restart).
+    pub fn epoch(&self) -> u32 {
+        self.epoch
+    }
+
+    /// A newer epoch `epoch` with the same view (no recovery epoch): copies
+    /// in progress, as source or target, begin again from scratch in it
+    /// (the old epoch's packets are dropped, so its chunks may never be
+    /// acknowledged). Nothing happens when no copy is under way.
+    pub fn restart(&mut self, epoch: u32, view: &PlacementView) {
+        let under_way = self.sourcing() || (!self.joining.is_empty() && self.done != self.joining);
+        if under_way {
+            self.on_resume(epoch, view);
+        }
+    }
+
     /// A new configuration: every copy in progress is abandoned; its
     /// chunks' acknowledgements and `Done`s no longer count.
     pub fn abandon(&mut self) {

@@ -61,8 +61,15 @@ impl NicRuntime {
             .err();
         if self.recovery.paused() {
             self.actions.last_begun_ns = self.io.now;
-            // A new configuration abandons every copy (issue 12).
+            // A new configuration abandons every copy (issue 12); the
+            // epoch's Resume begins them again.
             self.copies.abandon();
+        } else if self.recovery_refusal.is_none() && config.epoch > self.copies.epoch() {
+            // A newer epoch without a recovery epoch (same members and
+            // order): packets of the old one are dropped from now on, so
+            // the copies begin again at once, in the new epoch.
+            let view = *self.recovery.machine().view();
+            self.copies.restart(config.epoch, &view);
         }
     }
 
