@@ -35,6 +35,10 @@ pub struct Configuration {
     /// the start): replicas are ordered by it, so a node that caught up
     /// later never takes a primary role back.
     pub since: [u32; NODES_MAX],
+    /// Per node id, the incarnation the membership admitted when it last
+    /// rejoined (0: its first, never restarted). Peers reset their session
+    /// with a newer incarnation, so their packets reach the new process.
+    pub incarnation: [u32; NODES_MAX],
 }
 
 const _: () = assert!(NODES_MAX <= 32, "node sets are u32 masks");
@@ -66,19 +70,23 @@ impl Configuration {
         }
     }
 
-    /// The next configuration with node `node` (a restarted or new
-    /// incarnation, holding nothing) back in it, to be copied (issue 12):
+    /// The next configuration with incarnation `incarnation` of node `node`
+    /// (restarted, holding nothing) back in it, to be copied (issue 12):
     /// epoch + 1, `node` live and copying. `None` if `node` is outside
     /// [`NODES_MAX`] or already live.
-    pub fn rejoining(&self, node: NodeId) -> Option<Configuration> {
+    pub fn rejoining(&self, node: NodeId, incarnation: u32) -> Option<Configuration> {
         let bit = 1u32
             .checked_shl(node as u32)
             .filter(|_| (node as usize) < NODES_MAX)?;
-        (self.live & bit == 0).then(|| Configuration {
-            epoch: self.epoch.wrapping_add(1),
-            live: self.live | bit,
-            copying: self.copying | bit,
-            ..*self
+        (self.live & bit == 0).then(|| {
+            let mut next = Configuration {
+                epoch: self.epoch.wrapping_add(1),
+                live: self.live | bit,
+                copying: self.copying | bit,
+                ..*self
+            };
+            next.incarnation[node as usize] = incarnation;
+            next
         })
     }
 

@@ -333,7 +333,7 @@ impl Cluster {
         self.nodes[n] = Some(Node::new(n as u16, self.nets[n].clone(), &self.keys, inc));
         let c = self
             .config
-            .rejoining(n as u16)
+            .rejoining(n as u16, inc)
             .expect("node out of the configuration");
         self.apply(c);
     }

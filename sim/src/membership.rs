@@ -127,7 +127,7 @@ pub struct ManagerStats {
 enum Request {
     Renew { sent: Nanos },
     Suspect(NodeId),
-    Join { sent: Nanos },
+    Join { sent: Nanos, incarnation: u32 },
     CaughtUp { epoch: u32 },
 }
 
@@ -250,8 +250,8 @@ impl Manager {
                     self.suspected |= 1 << s;
                 }
             }
-            Request::Join { sent } => {
-                let Some(next) = self.config.rejoining(from) else {
+            Request::Join { sent, incarnation } => {
+                let Some(next) = self.config.rejoining(from, incarnation) else {
                     return;
                 };
                 self.stats.joins += 1;
@@ -263,7 +263,11 @@ impl Manager {
                 self.install(at, next);
             }
             Request::CaughtUp { epoch } => {
-                match self.config.caught_up(from).filter(|_| epoch == self.config.epoch) {
+                match self
+                    .config
+                    .caught_up(from)
+                    .filter(|_| epoch == self.config.epoch)
+                {
                     Some(next) => {
                         self.stats.caught_up += 1;
                         self.install(at, next);
@@ -379,14 +383,19 @@ impl SimMembership {
         self.lock().stats
     }
 
-    /// Node `node` restarted at `now` as a new incarnation that holds
-    /// nothing (issue 12): its view is forgotten and it asks to join (see
-    /// the module docs). Returns its fresh handle.
+    /// Node `node` restarted at `now` as incarnation `incarnation` (newer
+    /// than any before), holding nothing (issue 12): its view is forgotten
+    /// and it asks to join (see the module docs). Returns its fresh handle.
     ///
     /// # Errors
     /// [`MembershipError::UnknownNode`] for a node outside the cluster;
     /// [`MembershipError::Busy`] if the join request was dropped.
-    pub fn restart(&self, node: NodeId, now: Nanos) -> Result<SimMember, MembershipError> {
+    pub fn restart(
+        &self,
+        node: NodeId,
+        now: Nanos,
+        incarnation: u32,
+    ) -> Result<SimMember, MembershipError> {
         let member = self.member(node)?;
         let mut m = self.lock();
         m.views[node as usize] = View {
@@ -394,7 +403,14 @@ impl SimMembership {
             joining: true,
             ..View::default()
         };
-        m.request(node, now, Request::Join { sent: now })?;
+        m.request(
+            node,
+            now,
+            Request::Join {
+                sent: now,
+                incarnation,
+            },
+        )?;
         Ok(member)
     }
 }

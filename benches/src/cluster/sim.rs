@@ -141,7 +141,11 @@ impl<W: Workload> BenchCluster<W> {
         let mut last = Vec::new();
         loop {
             let copying = self.serve_copy_reads();
-            let passes = if copying { COPY_SLICE_PASSES } else { slice_passes };
+            let passes = if copying {
+                COPY_SLICE_PASSES
+            } else {
+                slice_passes
+            };
             match membership.as_deref_mut() {
                 None => sim.run_passes(net, &mut self.components(), passes)?,
                 Some(m) => {
@@ -346,7 +350,7 @@ impl<W: Workload> BenchCluster<W> {
             self.loadgens[n].stop();
             m.members[n] = m
                 .manager
-                .restart(node, sim.now())
+                .restart(node, sim.now(), incarnation)
                 .map_err(|e| fail(format!("restarted node {node} cannot rejoin: {e}")))?;
             m.agents[n] = MembershipAgent::new(m.renew_ns);
             m.caught_up[n] = None;

@@ -51,8 +51,10 @@ pub use source::{Copies, CopyStats, ShardSnapshot, SnapshotError};
 /// Most objects one snapshot holds (a shard larger than this cannot be
 /// copied: the copy is abandoned and counted, [`CopyStats::too_large`]).
 pub const COPY_OBJECTS_MAX: usize = 1 << 22;
-/// Most objects in one chunk (one copy transaction).
-pub const COPY_CHUNK_OBJECTS_MAX: usize = 32;
+/// Most objects in one chunk (one copy transaction): as many as one
+/// transaction may write, so a chunk's host-log entry fits the receiver's
+/// bound like any transaction's (`log_entry_bytes_max`).
+pub const COPY_CHUNK_OBJECTS_MAX: usize = splitkv_layout::TX_VALUES_MAX;
 /// Most key and value bytes in one chunk (a chunk holds at least one object).
 pub const COPY_CHUNK_BYTES_MAX: usize = 8 * 1024;
 /// Copy-transaction slots per source node: chunks in flight at once.

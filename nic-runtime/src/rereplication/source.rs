@@ -449,7 +449,10 @@ impl Copies {
         }
         if status != ReplyStatus::Ok {
             self.slots[slot] = Slot::Idle;
-            if tries + 1 > COPY_CHUNK_RETRIES_MAX {
+            // Only a busy or failing receiver may take the chunk later; a
+            // chunk it finds malformed or too large never will.
+            let transient = matches!(status, ReplyStatus::Busy | ReplyStatus::HostFailure);
+            if !transient || tries + 1 > COPY_CHUNK_RETRIES_MAX {
                 return self.fail(src);
             }
             self.stats.chunk_retries += 1;

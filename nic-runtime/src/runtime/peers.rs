@@ -46,6 +46,14 @@ impl NicRuntime {
     /// ([`NicRuntime::recovery_refusal`]).
     pub fn apply_configuration(&mut self, config: &Configuration) {
         self.set_epoch(config.epoch);
+        // Restarted peers rejoining (issue 12): talk to their new process.
+        for n in 0..self.io.placement.nodes() {
+            if config.copying & (1 << n) != 0 && config.incarnation[n] != 0 {
+                self.io
+                    .net
+                    .admit_incarnation(n as u16, config.incarnation[n]);
+            }
+        }
         self.coordinator
             .set_live(&mut self.io, &self.procedures, config.live);
         let all = (1u32 << self.io.placement.nodes()) - 1;
