@@ -277,7 +277,14 @@ impl<W: Workload> BenchCluster<W> {
         let c = m.manager.current();
         let crashed = u32::from(crashed_mask(sim).0);
         let back = restarted_mask(sim);
-        c.live | crashed == all
+        // Every restarted node's last incarnation was admitted (a join put
+        // off while its old incarnation was still in is not yet).
+        let admitted = back.iter().all(|n| {
+            let restarts = sim.restarted().iter().filter(|r| r.0 == n).count() as u32;
+            crashed & (1 << n) != 0 || c.incarnation[n as usize] == 1 + restarts
+        });
+        admitted
+            && c.live | crashed == all
             && c.copying == 0
             && self.parts.nodes.iter_mut().enumerate().all(|(n, p)| {
                 !back.contains(n as NodeId)
