@@ -58,11 +58,16 @@ impl NicRuntime {
             .set_live(&mut self.io, &self.procedures, config.live);
         let all = (1u32 << self.io.placement.nodes()) - 1;
         let failed = NodeMask((all & !config.live) as u16);
-        if !failed.is_empty() {
+        // A copying node is a new incarnation (issue 12): whatever its old
+        // one coordinated is orphaned like a failed coordinator's, even when
+        // this node never applied the configuration that left it out (a
+        // node takes only the newest of several configurations).
+        let orphaned = NodeMask(failed.0 | (config.copying & all) as u16);
+        if !orphaned.is_empty() {
             self.server
-                .release_orphan_locks(&mut self.index, failed.0 as u32);
+                .release_orphan_locks(&mut self.index, orphaned.0 as u32);
         }
-        let local = self.local_evidence(failed);
+        let local = self.local_evidence(orphaned);
         self.recovery_refusal = self
             .recovery
             .begin(self.io.now, config.epoch, failed, config.roles(), local)
