@@ -475,3 +475,41 @@ fn a_copy_abandoned_by_a_crash_does_not_count() {
         assert_eq!((version, count), (committed, committed));
     }
 }
+
+#[test]
+fn configurations_order_a_returning_node_last_and_never_primary() {
+    use splitkv_layout::wire::NodeMask;
+    use splitkv_nic::placement::{PlacementView, ROLE_RANK_COPYING};
+    let p = Placement::new(4, 3).unwrap();
+    let c1 = Configuration::initial(4);
+    assert_eq!(c1.rejoining(1, 2), None, "node 1 is live");
+    let c2 = c1.without(1 << 0);
+    let c3 = c2.rejoining(0, 2).unwrap();
+    assert_eq!((c3.epoch, c3.live, c3.copying), (3, 0b1111, 0b0001));
+    assert_eq!(c3.incarnation[0], 2);
+    assert_eq!(c3.roles().rank[0], ROLE_RANK_COPYING);
+    let v3 = PlacementView::with_roles(p, NodeMask::EMPTY, c3.roles()).unwrap();
+    // Shard 0 (ring 0, 1, 2): node 0 is a backup being copied, last, not primary.
+    assert_eq!(v3.live_replicas(0).collect::<Vec<_>>(), vec![1, 2, 0]);
+    assert_eq!(v3.shard_primary(0), Some(1));
+    assert_eq!(v3.caught_up_replicas(0).count(), 2);
+    assert_eq!(c3.caught_up(1), None, "node 1 is not copying");
+    let c4 = c3.caught_up(0).unwrap();
+    assert_eq!((c4.epoch, c4.copying, c4.since[0]), (4, 0, 4));
+    let v4 = PlacementView::with_roles(p, NodeMask::EMPTY, c4.roles()).unwrap();
+    assert_eq!(v4.live_replicas(0).collect::<Vec<_>>(), vec![1, 2, 0]);
+    assert_eq!(v4.caught_up_replicas(0).count(), 3, "degree restored");
+    // Node 1 crashes and returns later: it ranks after node 0, which caught
+    // up first, and shard 0's primary is node 2 (never a returning node while
+    // an original replica lives).
+    let c6 = c4
+        .without(1 << 1)
+        .rejoining(1, 2)
+        .unwrap()
+        .caught_up(1)
+        .unwrap();
+    let v6 = PlacementView::with_roles(p, NodeMask::EMPTY, c6.roles()).unwrap();
+    assert_eq!(v6.live_replicas(0).collect::<Vec<_>>(), vec![2, 0, 1]);
+    // A copying node is never failed at once; a view that says so is refused.
+    assert!(PlacementView::with_roles(p, NodeMask::EMPTY.with(0), c3.roles()).is_err());
+}
