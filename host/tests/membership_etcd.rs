@@ -127,6 +127,7 @@ fn expect_node_2_out(clock: &Clock, a: &mut EtcdMember, b: &mut EtcdMember) -> u
     let want = Configuration {
         epoch: 2,
         live: 0b011,
+        ..Default::default()
     };
     assert_eq!(polled, vec![vec![want]; 2]);
     let won = a.stats().installs_won + b.stats().installs_won;
@@ -195,6 +196,7 @@ fn racing_installs_of_one_epoch_have_exactly_one_winner() {
                     let next = Configuration {
                         epoch: c.epoch + 1,
                         live: 1 + 2 * (i + 1),
+                        ..Default::default()
                     };
                     if s.try_install(rev, &next).expect("install") {
                         wins.push((round, next));
@@ -369,6 +371,7 @@ fn a_suspect_stops_serving_before_the_others_configure_it_out() {
     let want = Configuration {
         epoch: 2,
         live: 0b011,
+        ..Default::default()
     };
     assert_eq!(polled[0], vec![want]);
     assert_eq!(polled[1], vec![want]);

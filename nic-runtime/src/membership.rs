@@ -13,17 +13,32 @@
 //! time is passed in, nothing blocks, sleeps or reads a clock, and a request
 //! only queues a message to the manager.
 
-use crate::placement::NODES_MAX;
+use crate::placement::{Roles, NODES_MAX, ROLE_RANK_COPYING};
 use crate::Nanos;
 use splitkv_layout::wire::NodeId;
 
-/// A configuration: its epoch and the nodes in it.
+/// A configuration: its epoch, the nodes in it, and (issue 12,
+/// re-replication) which of them are still being copied and since when
+/// each caught-up node is a replica, which fix the order of every shard's
+/// replicas ([`Configuration::roles`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
 pub struct Configuration {
     /// Epoch: one higher for each new configuration (the first is 1).
     pub epoch: u32,
     /// The live nodes, a mask by [`NodeId`] (bit `n` for node `n`).
     pub live: u32,
+    /// Live nodes that rejoined and are still being copied (issue 12): they
+    /// are sent every write of their ring shards but are not replicas yet,
+    /// never primary. A subset of `live`.
+    pub copying: u32,
+    /// Per node id, the epoch from which it is a caught-up replica (0: from
+    /// the start): replicas are ordered by it, so a node that caught up
+    /// later never takes a primary role back.
+    pub since: [u32; NODES_MAX],
+    /// Per node id, the incarnation the membership admitted when it last
+    /// rejoined (0: its first, never restarted). Peers reset their session
+    /// with a newer incarnation, so their packets reach the new process.
+    pub incarnation: [u32; NODES_MAX],
 }
 
 const _: () = assert!(NODES_MAX <= 32, "node sets are u32 masks");
@@ -36,6 +51,7 @@ impl Configuration {
         Configuration {
             epoch: 1,
             live: (1u64 << n).wrapping_sub(1) as u32,
+            ..Default::default()
         }
     }
 
@@ -49,7 +65,73 @@ impl Configuration {
         Configuration {
             epoch: self.epoch.wrapping_add(1),
             live: self.live & !gone,
+            copying: self.copying & !gone,
+            ..*self
         }
+    }
+
+    /// The next configuration with incarnation `incarnation` of node `node`
+    /// (restarted, holding nothing) back in it, to be copied (issue 12):
+    /// epoch + 1, `node` live and copying. `None` if `node` is outside
+    /// [`NODES_MAX`] or already live.
+    pub fn rejoining(&self, node: NodeId, incarnation: u32) -> Option<Configuration> {
+        let bit = 1u32
+            .checked_shl(node as u32)
+            .filter(|_| (node as usize) < NODES_MAX)?;
+        (self.live & bit == 0).then(|| {
+            let mut next = Configuration {
+                epoch: self.epoch.wrapping_add(1),
+                live: self.live | bit,
+                copying: self.copying | bit,
+                ..*self
+            };
+            next.incarnation[node as usize] = incarnation;
+            next
+        })
+    }
+
+    /// The next configuration with node `node`'s copy done (issue 12):
+    /// epoch + 1, `node` no longer copying and a replica since the new
+    /// epoch. `None` if `node` is not copying.
+    pub fn caught_up(&self, node: NodeId) -> Option<Configuration> {
+        if (node as usize) >= NODES_MAX || self.copying & (1 << node) == 0 {
+            return None;
+        }
+        let mut next = Configuration {
+            epoch: self.epoch.wrapping_add(1),
+            copying: self.copying & !(1 << node),
+            ..*self
+        };
+        next.since[node as usize] = next.epoch;
+        Some(next)
+    }
+
+    /// The order of replicas this configuration fixes (issue 12,
+    /// [`Roles`]): copying nodes rank last; the others by `since`, equal
+    /// epochs sharing a rank.
+    pub fn roles(&self) -> Roles {
+        let mut roles = Roles::default();
+        for n in 0..NODES_MAX {
+            roles.rank[n] = if self.copying & (1 << n) != 0 {
+                ROLE_RANK_COPYING
+            } else {
+                let mut earlier = [0u32; NODES_MAX];
+                let mut k = 0;
+                for m in 0..NODES_MAX {
+                    let full = self.live & (1 << m) != 0 && self.copying & (1 << m) == 0;
+                    if full
+                        && self.since[m] < self.since[n]
+                        && !earlier[..k].contains(&self.since[m])
+                    {
+                        earlier[k] = self.since[m];
+                        k += 1;
+                    }
+                }
+                // Distinct earlier epochs, capped below the copying rank.
+                k.min(ROLE_RANK_COPYING as usize - 1) as u8
+            };
+        }
+        roles
     }
 
     /// The recovery leader: the lowest live node id, if any node is live

@@ -9,7 +9,17 @@
 //! nodes (issue 11, Xenic §4.2.1): shards keep their ids (a key's shard never
 //! changes), the primary of a shard is its first surviving replica in replica
 //! order, and its backups are the surviving rest, so the replication degree is
-//! reduced until re-replication (a later issue) restores it.
+//! reduced until re-replication restores it.
+//!
+//! Re-replication (issue 12, [`crate::rereplication`]) adds [`Roles`]: a node
+//! that comes back after a crash rejoins every shard of its ring position,
+//! but never takes its old primary role back (that would need a lock
+//! handover). Replicas are ordered by rank, then ring order: nodes that were
+//! replicas from the start have rank 0, a node that finished its copy later
+//! ranks after every node that finished earlier, and a node still being
+//! copied ranks last ([`ROLE_RANK_COPYING`]) and is never primary. A primary
+//! therefore only changes when it fails. Ranks come from the configuration
+//! (`Configuration::roles`), so every node computes the same order.
 
 use splitkv_layout::wire::{NodeId, NodeMask, MASK_NODES_MAX};
 use splitkv_layout::Key;
@@ -35,6 +45,7 @@ pub enum PlacementError {
         nodes: usize,
     },
     /// A failed-node set naming a node outside the cluster, or every node.
+    /// (Also: a copying set naming a failed node or one outside the cluster.)
     #[error("failed nodes {failed:#06x} must be a proper subset of the {nodes} nodes")]
     Failed {
         /// The failed set, one bit per node id.
@@ -42,6 +53,54 @@ pub enum PlacementError {
         /// Node count.
         nodes: usize,
     },
+}
+
+/// The rank of a node being copied (re-replication, issue 12): after every
+/// caught-up replica, never primary.
+pub const ROLE_RANK_COPYING: u8 = u8::MAX;
+
+/// How the live replicas of a shard are ordered (issue 12): a rank per node
+/// (0: a replica from the start; higher: caught up later;
+/// [`ROLE_RANK_COPYING`]: still being copied). A shard's replicas are its
+/// ring members ordered by (rank, ring position); its primary is the first
+/// of them that is not copying. Derived from a configuration
+/// (`Configuration::roles`), so every node agrees.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub struct Roles {
+    /// Per node id, its rank (entries past the node count are unused).
+    pub rank: [u8; NODES_MAX],
+}
+
+impl Roles {
+    /// The nodes being copied (rank [`ROLE_RANK_COPYING`]), a mask by node id.
+    pub fn copying(&self) -> NodeMask {
+        (0..NODES_MAX as NodeId)
+            .filter(|&n| self.rank[n as usize] == ROLE_RANK_COPYING)
+            .fold(NodeMask::EMPTY, NodeMask::with)
+    }
+
+    /// Whether every node has rank 0 (the ring order, no re-replication).
+    pub fn is_ring(&self) -> bool {
+        self.rank.iter().all(|&r| r == 0)
+    }
+}
+
+/// The live replicas of one shard in serving order (no allocation).
+#[derive(Debug, Clone, Copy)]
+pub struct Replicas {
+    ids: [NodeId; NODES_MAX],
+    len: u8,
+    next: u8,
+}
+
+impl Iterator for Replicas {
+    type Item = NodeId;
+    fn next(&mut self) -> Option<NodeId> {
+        (self.next < self.len).then(|| {
+            self.next += 1;
+            self.ids[self.next as usize - 1]
+        })
+    }
 }
 
 /// Deterministic placement of keys on nodes.
@@ -53,6 +112,8 @@ pub struct Placement {
     /// primary is its shard's first surviving replica (Xenic §4.2.1
     /// promotion), and failed nodes are nobody's replica.
     failed: u16,
+    /// The order of replicas (issue 12); all zero: ring order.
+    roles: Roles,
 }
 
 impl Placement {
@@ -69,7 +130,50 @@ impl Placement {
             nodes: nodes as u16,
             replication: replication as u16,
             failed: 0,
+            roles: Roles::default(),
         })
+    }
+
+    /// This placement with replicas ordered by `roles` (issue 12; see
+    /// [`Roles`]): a node being copied is a backup of its ring shards (it is
+    /// sent every LOG) but never primary.
+    pub fn with_roles(self, roles: Roles) -> Placement {
+        Placement { roles, ..self }
+    }
+
+    /// The replica order this placement serves ([`Placement::with_roles`]).
+    pub fn roles(&self) -> Roles {
+        self.roles
+    }
+
+    /// The live replicas of `shard` in serving order: ring members that have
+    /// not failed, by (rank, ring position).
+    pub fn ordered_replicas(&self, shard: NodeId) -> Replicas {
+        let mut r = Replicas {
+            ids: [0; NODES_MAX],
+            len: 0,
+            next: 0,
+        };
+        for n in self.shard_replicas(shard).filter(|&n| self.live(n)) {
+            // Insertion by rank; equal ranks keep ring order.
+            let rank = self.roles.rank[n as usize];
+            let mut i = r.len as usize;
+            while i > 0 && self.roles.rank[r.ids[i - 1] as usize] > rank {
+                r.ids[i] = r.ids[i - 1];
+                i -= 1;
+            }
+            r.ids[i] = n;
+            r.len += 1;
+        }
+        r
+    }
+
+    /// The primary of `shard`: its first live replica in serving order that
+    /// is not being copied; `None` if there is none.
+    pub fn shard_primary(&self, shard: NodeId) -> Option<NodeId> {
+        self.ordered_replicas(shard)
+            .next()
+            .filter(|&n| self.roles.rank[n as usize] != ROLE_RANK_COPYING)
     }
 
     /// This placement as it is served once the nodes of `failed` crashed
@@ -118,20 +222,19 @@ impl Placement {
     #[inline]
     pub fn primary(&self, key: &Key) -> NodeId {
         let s = self.shard(key);
-        if self.failed == 0 {
+        if self.failed == 0 && self.roles.is_ring() {
             return s;
         }
-        self.shard_replicas(s).find(|&n| self.live(n)).unwrap_or(s)
+        self.shard_primary(s).unwrap_or(s)
     }
 
-    /// The surviving backups of `key`'s shard, in order.
+    /// The surviving backups of `key`'s shard, in serving order (nodes being
+    /// copied last).
     #[inline]
     pub fn backups(&self, key: &Key) -> impl Iterator<Item = NodeId> {
-        let (s, p) = (self.shard(key), self.primary(key));
-        let (n, failed) = (self.nodes, self.failed);
-        (0..self.replication)
-            .map(move |i| (s + i) % n)
-            .filter(move |&b| b != p && failed & (1 << b) == 0)
+        let p = self.primary(key);
+        self.ordered_replicas(self.shard(key))
+            .filter(move |&b| b != p)
     }
 
     /// The replicas of shard `shard` (primary first, then the backups in
@@ -183,15 +286,35 @@ impl PlacementView {
     /// [`PlacementError::Failed`] when `failed` names a node id ≥ the node
     /// count, or every node (someone must survive to recover).
     pub fn new(placement: Placement, failed: NodeMask) -> Result<PlacementView, PlacementError> {
+        Self::with_roles(placement, failed, Roles::default())
+    }
+
+    /// The view of `placement` (its own failed set and roles are replaced)
+    /// with the nodes in `failed` crashed and replicas ordered by `roles`
+    /// (issue 12).
+    ///
+    /// # Errors
+    /// [`PlacementError::Failed`] as [`PlacementView::new`], or when a node
+    /// being copied is failed or outside the cluster.
+    pub fn with_roles(
+        placement: Placement,
+        failed: NodeMask,
+        roles: Roles,
+    ) -> Result<PlacementView, PlacementError> {
         let all = Self::all(placement.nodes());
-        if !failed.is_subset(all) || failed == all {
+        let copying = roles.copying();
+        if !failed.is_subset(all)
+            || failed == all
+            || !copying.is_subset(all)
+            || copying.0 & failed.0 != 0
+        {
             return Err(PlacementError::Failed {
                 failed: failed.0,
                 nodes: placement.nodes(),
             });
         }
         Ok(PlacementView {
-            serving: placement.with_failed(failed),
+            serving: placement.with_failed(failed).with_roles(roles),
         })
     }
 
@@ -206,9 +329,22 @@ impl PlacementView {
         }
     }
 
-    /// The static placement underneath (no failed node).
+    /// The static placement underneath (no failed node, ring order).
     pub fn placement(&self) -> Placement {
-        self.serving.with_failed(NodeMask::EMPTY)
+        self.serving
+            .with_failed(NodeMask::EMPTY)
+            .with_roles(Roles::default())
+    }
+
+    /// The replica order of this view (issue 12).
+    pub fn roles(&self) -> Roles {
+        self.serving.roles()
+    }
+
+    /// The live nodes being copied (issue 12): backups of their ring
+    /// shards that are not yet counted as replicas.
+    pub fn copying(&self) -> NodeMask {
+        self.roles().copying()
     }
 
     /// The placement nodes serve in this view: the static one with this
@@ -237,23 +373,33 @@ impl PlacementView {
         self.live().iter().next().expect("a view has a live node")
     }
 
-    /// The surviving replicas of `shard`, primary first, in replica order.
+    /// The surviving replicas of `shard`, primary first, in serving order
+    /// (nodes being copied last; they receive every LOG, so recovery counts
+    /// them as replicas whose records are evidence).
     pub fn live_replicas(&self, shard: NodeId) -> impl Iterator<Item = NodeId> + '_ {
-        let failed = self.failed();
-        self.serving
-            .shard_replicas(shard)
-            .filter(move |&n| !failed.contains(n))
+        self.serving.ordered_replicas(shard)
     }
 
     /// The primary of `shard` in this view ([`Placement::primary`]'s rule);
-    /// `None` if the shard is lost.
+    /// `None` if the shard is lost (no surviving replica that is not being
+    /// copied).
     pub fn shard_primary(&self, shard: NodeId) -> Option<NodeId> {
-        self.live_replicas(shard).next()
+        self.serving.shard_primary(shard)
     }
 
-    /// The surviving backups of `shard`, in replica order.
+    /// The surviving backups of `shard`, in serving order.
     pub fn shard_backups(&self, shard: NodeId) -> impl Iterator<Item = NodeId> + '_ {
-        self.live_replicas(shard).skip(1)
+        let p = self.shard_primary(shard);
+        self.live_replicas(shard).filter(move |&n| Some(n) != p)
+    }
+
+    /// The caught-up replicas of `shard` (live and not being copied), in
+    /// serving order: the shard's replication degree is restored when there
+    /// are [`Placement::replication`] of them.
+    pub fn caught_up_replicas(&self, shard: NodeId) -> impl Iterator<Item = NodeId> + '_ {
+        let copying = self.copying();
+        self.live_replicas(shard)
+            .filter(move |&n| !copying.contains(n))
     }
 
     /// The primary of `key` in this view; `None` if its shard is lost.

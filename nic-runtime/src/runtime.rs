@@ -14,6 +14,7 @@
 pub mod clients;
 mod peers;
 pub mod recovery;
+mod rereplication;
 
 use crate::dma::DmaEngine;
 use crate::index::HostTableLayout;
@@ -174,6 +175,8 @@ pub struct NicRuntime {
     host_applied: u64,
     /// The coordinator's commits when the last recovery epoch resumed.
     committed_at_resume: u64,
+    /// Re-replication (issue 12): copies run here as source or target.
+    copies: crate::rereplication::Copies,
 }
 
 impl std::fmt::Debug for NicRuntime {
@@ -244,6 +247,7 @@ impl NicRuntime {
             actions: Default::default(),
             host_applied: 0,
             committed_at_resume: 0,
+            copies: crate::rereplication::Copies::new(parts.node),
         })
     }
 
@@ -345,6 +349,9 @@ impl NicRuntime {
         work |= self.poll_dma(now);
         work |= self.poll_acks();
         work |= self.poll_recovery(now);
+        if !self.recovery.paused() {
+            work |= self.copies.step(&mut self.io);
+        }
         work |= self.start_requests();
         work |= self.watch_peers();
         work |= self.clients.deliver(&mut self.coordinator);
@@ -365,6 +372,7 @@ impl NicRuntime {
                 procedures: &self.procedures,
                 bad: &mut self.bad_packets,
                 recovery: &mut self.recovery,
+                copies: &mut self.copies,
             },
             reassembly: &mut self.reassembly,
         };
@@ -475,6 +483,7 @@ struct Handlers<'r> {
     procedures: &'r ProcedureRegistry,
     bad: &'r mut u64,
     recovery: &'r mut RecoveryRuntime,
+    copies: &'r mut crate::rereplication::Copies,
 }
 
 impl Dispatch<'_> {
@@ -500,6 +509,12 @@ impl Dispatch<'_> {
             };
             if whole.0 == MsgKind::Recovery {
                 if !self.to.recovery.on_wire(h.src, whole.1) {
+                    *self.to.bad += 1;
+                }
+                continue;
+            }
+            if whole.0 == MsgKind::Copy {
+                if !self.to.copies.on_wire(h.src, whole.1) {
                     *self.to.bad += 1;
                 }
                 continue;
@@ -540,6 +555,13 @@ impl Handlers<'_> {
         let recovering = self.recovery.paused();
         match body {
             Body::Log { tx_id, .. } if recovering => self.server.refuse_log(self.io, src, *tx_id),
+            // Re-replication's copy transactions (issue 12).
+            Body::LogAck { tx_id, status } | Body::CommitAck { tx_id, status }
+                if self.copies.owns(*tx_id) =>
+            {
+                let commit = matches!(body, Body::CommitAck { .. });
+                self.copies.on_ack(self.io, *tx_id, commit, *status)
+            }
             Body::Execute { .. }
             | Body::Validate { .. }
             | Body::Log { .. }

@@ -145,6 +145,7 @@ fn a_down_backup_ends_the_transaction_unknown_and_its_exclusion_frees_the_live_l
     let config = Configuration {
         epoch: 2,
         live: 0b011,
+        ..Default::default()
     };
     n0.nic.apply_configuration(&config);
     n1.nic.apply_configuration(&config);

@@ -9,8 +9,11 @@
 //!
 //! A crashed node's volatile state is gone in the sense that nothing of it
 //! is ever run, read by the network or sent again; its memory stays with
-//! the caller (for post-mortem checks). Restarting a node with fresh state
-//! (rejoin) is not done here.
+//! the caller (for post-mortem checks). Under a restart fault
+//! ([`crate::NodeFaults::restart_ns_max`]) a crashed node restarts after a
+//! seeded delay: [`Sim::take_restarts`] hands the caller a fresh network
+//! endpoint for it, and the caller replaces the node's components with
+//! fresh ones (an empty host, a new incarnation) before the next pass.
 
 use crate::net::SimNetwork;
 use crate::{SimConfig, SimError, CRASHES_MAX};
@@ -37,6 +40,10 @@ pub struct Sim {
     slow: Option<(NodeId, u64)>,
     /// The component order of the last pass.
     order: Vec<usize>,
+    /// Scheduled restarts: (virtual time, node).
+    restart_plan: Vec<(Nanos, NodeId)>,
+    /// Restarts done: (node, crash time, restart time).
+    restarted: Vec<(NodeId, Nanos, Nanos)>,
 }
 
 impl Sim {
@@ -52,7 +59,52 @@ impl Sim {
             crashed: Vec::new(),
             slow: None,
             order: Vec::new(),
+            restart_plan: Vec::new(),
+            restarted: Vec::new(),
         }
+    }
+
+    /// The configuration this driver runs.
+    pub fn config(&self) -> SimConfig {
+        self.cfg
+    }
+
+    /// Restarts not yet done: (virtual time, node).
+    pub fn planned_restarts(&self) -> &[(Nanos, NodeId)] {
+        &self.restart_plan
+    }
+
+    /// Restarts done so far: (node, crash time, restart time).
+    pub fn restarted(&self) -> &[(NodeId, Nanos, Nanos)] {
+        &self.restarted
+    }
+
+    /// The crashed nodes whose restart is due by now, each with a fresh
+    /// endpoint on `net` ([`SimNetwork::restart`]): they are no longer
+    /// crashed, so their components run from the next pass on. The caller
+    /// must first give each such node fresh components (what a restarted
+    /// process holds: nothing).
+    pub fn take_restarts(&mut self, net: &SimNetwork) -> Vec<(NodeId, crate::SimTransport)> {
+        let now = self.now;
+        let mut out = Vec::new();
+        let mut i = 0;
+        while i < self.restart_plan.len() {
+            if self.restart_plan[i].0 > now {
+                i += 1;
+                continue;
+            }
+            let (_, node) = self.restart_plan.swap_remove(i);
+            let Some(k) = self.crashed.iter().position(|&(n, _)| n == node) else {
+                continue;
+            };
+            let (_, crashed_at) = self.crashed.swap_remove(k);
+            if let Some(t) = net.restart(node, now) {
+                self.restarted.push((node, crashed_at, now));
+                out.push((node, t));
+            }
+        }
+        out.sort_by_key(|&(n, _)| n);
+        out
     }
 
     /// Current virtual time.
@@ -118,6 +170,16 @@ impl Sim {
         }
         self.crashed.push((node, self.now));
         net.crash(node, self.now);
+        let f = self.cfg.nodes;
+        if f.restart_ns_max > 0 {
+            let delay = if f.restart_ns_max > f.restart_ns_min {
+                self.rng.gen_range(f.restart_ns_min..=f.restart_ns_max)
+            } else {
+                f.restart_ns_min
+            };
+            self.restart_plan
+                .push((self.now.saturating_add(delay.max(1)), node));
+        }
     }
 
     fn is_crashed(&self, node: NodeId) -> bool {
@@ -272,6 +334,7 @@ mod tests {
                 crash_pass_min: 10,
                 crash_pass_max: 50,
                 slow_every: 4,
+                ..NodeFaults::default()
             },
             ..SimConfig::default()
         };

@@ -8,6 +8,7 @@
 //! | net   | exponential delay, 0.1% loss, 0.1% duplicates, 0.1% reordered (≤ 20 µs), a partition (one in two one-way) with chance 5 ppm per pass lasting 0.2–1 ms, a clog with chance 20 ppm per pass lasting 20–200 µs, 256 packets per link | — | Xenic §3.5 latencies |
 //! | crash | as none                                     | one seeded node crashes at a seeded pass in 20,000–100,000 | Xenic §3.5 latencies |
 //! | all   | as net                                      | as crash, and another seeded node runs one pass in 2 | Xenic §3.5 latencies |
+//! | rejoin | as none                                    | as crash, and the crashed node restarts empty after a seeded 2–30 ms and rejoins (re-replication, issue 12) | Xenic §3.5 latencies |
 
 use crate::net::{DelayDist, NetFaults};
 use crate::SimConfig;
@@ -20,6 +21,12 @@ pub const CRASHES_MAX: u32 = 8;
 pub const CRASH_PASS_MIN_DEFAULT: u64 = 20_000;
 /// Last pass at which a mix's seeded crash may happen.
 pub const CRASH_PASS_MAX_DEFAULT: u64 = 100_000;
+/// Shortest delay from a crash to the node's restart under the rejoin mix
+/// (ns of virtual time): shorter than the default lease, so some restarts
+/// come before the crashed incarnation is configured out.
+pub const RESTART_NS_MIN_DEFAULT: u64 = 2_000_000;
+/// Longest delay from a crash to the node's restart under the rejoin mix (ns).
+pub const RESTART_NS_MAX_DEFAULT: u64 = 30_000_000;
 /// Shortest DMA read (Xenic §3.5), ns.
 pub const DMA_READ_NS_MIN_DEFAULT: u64 = 700;
 /// Longest ordinary DMA read (Xenic §3.5: up to ~1.3 µs), ns.
@@ -47,6 +54,12 @@ pub struct NodeFaults {
     /// If at least 2: one seeded node (not a crashed one) runs its
     /// components only every `slow_every`-th pass.
     pub slow_every: u32,
+    /// A crashed node restarts (empty, a new incarnation, issue 12) after a
+    /// seeded delay in `restart_ns_min..=restart_ns_max` ns of virtual time;
+    /// 0 for `restart_ns_max`: crashed nodes never restart.
+    pub restart_ns_min: u64,
+    /// See `restart_ns_min`.
+    pub restart_ns_max: u64,
 }
 
 /// DMA faults, applied by [`crate::dma::SimDma`]: each request is submitted
@@ -97,15 +110,19 @@ pub enum FaultMix {
     Crash,
     /// Network faults, a crash, a slow node and DMA latencies.
     All,
+    /// A crash, the crashed node's restart and rejoin (re-replication,
+    /// issue 12), and DMA latencies.
+    Rejoin,
 }
 
 impl FaultMix {
     /// Every mix, in order.
-    pub const ALL: [FaultMix; 4] = [
+    pub const ALL: [FaultMix; 5] = [
         FaultMix::None,
         FaultMix::Net,
         FaultMix::Crash,
         FaultMix::All,
+        FaultMix::Rejoin,
     ];
 
     /// The mix's name as [`FromStr`] reads it.
@@ -115,6 +132,7 @@ impl FaultMix {
             FaultMix::Net => "net",
             FaultMix::Crash => "crash",
             FaultMix::All => "all",
+            FaultMix::Rejoin => "rejoin",
         }
     }
 
@@ -145,6 +163,8 @@ impl FaultMix {
             crash_pass_min: CRASH_PASS_MIN_DEFAULT,
             crash_pass_max: CRASH_PASS_MAX_DEFAULT,
             slow_every: 0,
+            restart_ns_min: 0,
+            restart_ns_max: 0,
         }
     }
 
@@ -176,6 +196,15 @@ impl FaultMix {
                 dma: DmaFaults::xenic(),
                 ..base
             },
+            FaultMix::Rejoin => SimConfig {
+                nodes: NodeFaults {
+                    restart_ns_min: RESTART_NS_MIN_DEFAULT,
+                    restart_ns_max: RESTART_NS_MAX_DEFAULT,
+                    ..FaultMix::crash_faults()
+                },
+                dma: DmaFaults::xenic(),
+                ..base
+            },
         }
     }
 }
@@ -186,9 +215,9 @@ impl fmt::Display for FaultMix {
     }
 }
 
-/// A fault-mix name that is not one of `none|net|crash|all`.
+/// A fault-mix name that is not one of `none|net|crash|all|rejoin`.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("unknown fault mix {given:?} (expected none, net, crash or all)")]
+#[error("unknown fault mix {given:?} (expected none, net, crash, all or rejoin)")]
 pub struct FaultMixError {
     /// What was given.
     pub given: String,
@@ -220,7 +249,7 @@ mod tests {
         assert_eq!(" NET ".parse::<FaultMix>(), Ok(FaultMix::Net));
         let e = "lossy".parse::<FaultMix>().unwrap_err();
         assert_eq!(e.given, "lossy");
-        assert!(e.to_string().contains("none, net, crash or all"));
+        assert!(e.to_string().contains("none, net, crash, all or rejoin"));
     }
 
     #[test]
@@ -240,5 +269,8 @@ mod tests {
         let all = FaultMix::All.config(3);
         assert!(all.net.any() && all.nodes.crashes == 1 && all.nodes.slow_every >= 2);
         assert_eq!(FaultMix::All.config(4).seed, 4);
+        let rejoin = FaultMix::Rejoin.config(3);
+        assert!(rejoin.nodes.crashes == 1 && rejoin.nodes.restart_ns_max > 0);
+        assert!(crash.nodes.restart_ns_max == 0 && all.nodes.restart_ns_max == 0);
     }
 }

@@ -19,6 +19,17 @@
 //!   ones too, learns it after a seeded delay. A removed node's renewals are
 //!   refused ([`MembershipError::Removed`] once it knows).
 //!
+//! - **Rejoin (issue 12).** A restarted node ([`SimMembership::restart`])
+//!   holds nothing, not even a configuration: it asks to join, and once its
+//!   crashed incarnation is out of the configuration the manager makes the
+//!   next one with the node back in, *copying*
+//!   (`Configuration::rejoining`), and grants it a lease. Until it learns a
+//!   configuration that admits it, the node renews nothing and takes no
+//!   configuration. Once copied it reports itself caught up
+//!   ([`SimMember::report_caught_up`], with the epoch of its copy); if that
+//!   is still the current epoch the manager makes the next configuration
+//!   with the node a replica (`Configuration::caught_up`).
+//!
 //! Every delay is drawn from one seeded generator, so one seed gives one
 //! sequence of configurations. Nothing here reads a clock: callers pass
 //! `now` (virtual ns). Bounds: [`MANAGER_REQUESTS_MAX`] requests in flight
@@ -102,12 +113,22 @@ pub struct ManagerStats {
     pub configurations: u64,
     /// Requests or notices dropped at their bound.
     pub dropped: u64,
+    /// Restarted nodes admitted back (copying).
+    pub joins: u64,
+    /// Join requests put off until the node's old incarnation was out.
+    pub joins_deferred: u64,
+    /// Caught-up reports taken (configurations with the node a replica).
+    pub caught_up: u64,
+    /// Caught-up reports of an older epoch or from a node not copying.
+    pub caught_up_stale: u64,
 }
 
 #[derive(Debug, Clone, Copy)]
 enum Request {
     Renew { sent: Nanos },
     Suspect(NodeId),
+    Join { sent: Nanos, incarnation: u32 },
+    CaughtUp { epoch: u32 },
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -123,6 +144,9 @@ struct View {
     returned_epoch: u32,
     lease_until: Nanos,
     notices: Vec<(Nanos, Notice)>,
+    /// Restarted and not yet admitted: renews nothing, takes only a
+    /// configuration that contains it.
+    joining: bool,
 }
 
 /// The manager's state (shared by the handles of [`SimMembership`]).
@@ -175,7 +199,16 @@ impl Manager {
         let work = due > 0;
         let taken: Vec<_> = self.requests.drain(..due).collect();
         for (at, _, from, r) in taken {
-            self.take(at, from, r);
+            match r {
+                Request::Join { .. } if self.config.contains(from) => {
+                    // The old incarnation is still in: ask again later.
+                    self.stats.joins_deferred += 1;
+                    let again = now.saturating_add(self.delay());
+                    self.order += 1;
+                    self.requests.push((again, self.order, from, r));
+                }
+                _ => self.take(at, from, r),
+            }
         }
         let gone = (0..self.cfg.nodes)
             .filter(|&n| self.config.contains(n as NodeId) && self.lease_until[n] <= now)
@@ -217,6 +250,42 @@ impl Manager {
                     self.suspected |= 1 << s;
                 }
             }
+            Request::Join { sent, incarnation } => {
+                let Some(next) = self.config.rejoining(from, incarnation) else {
+                    return;
+                };
+                self.stats.joins += 1;
+                self.suspected &= !(1 << from);
+                self.lease_until[from as usize] = at.saturating_add(self.cfg.lease_ns);
+                let back = at.saturating_add(self.delay());
+                let until = sent.saturating_add(self.cfg.lease_ns);
+                self.notify(from, back, Notice::Grant { until });
+                self.install(at, next);
+            }
+            Request::CaughtUp { epoch } => {
+                match self
+                    .config
+                    .caught_up(from)
+                    .filter(|_| epoch == self.config.epoch)
+                {
+                    Some(next) => {
+                        self.stats.caught_up += 1;
+                        self.install(at, next);
+                    }
+                    None => self.stats.caught_up_stale += 1,
+                }
+            }
+        }
+    }
+
+    /// Makes `next` the configuration at `at` and tells every node.
+    fn install(&mut self, at: Nanos, next: Configuration) {
+        self.stats.configurations += 1;
+        self.config = next;
+        self.history.push((at, next));
+        for n in 0..self.cfg.nodes as NodeId {
+            let when = at.saturating_add(self.delay());
+            self.notify(n, when, Notice::Config(next));
         }
     }
 }
@@ -256,6 +325,7 @@ impl SimMembership {
                 returned_epoch: config.epoch,
                 lease_until: cfg.lease_ns,
                 notices: Vec::with_capacity(NODE_NOTICES_MAX),
+                joining: false,
             })
             .collect();
         let mut lease_until = [0; NODES_MAX];
@@ -312,6 +382,37 @@ impl SimMembership {
     pub fn stats(&self) -> ManagerStats {
         self.lock().stats
     }
+
+    /// Node `node` restarted at `now` as incarnation `incarnation` (newer
+    /// than any before), holding nothing (issue 12): its view is forgotten
+    /// and it asks to join (see the module docs). Returns its fresh handle.
+    ///
+    /// # Errors
+    /// [`MembershipError::UnknownNode`] for a node outside the cluster;
+    /// [`MembershipError::Busy`] if the join request was dropped.
+    pub fn restart(
+        &self,
+        node: NodeId,
+        now: Nanos,
+        incarnation: u32,
+    ) -> Result<SimMember, MembershipError> {
+        let member = self.member(node)?;
+        let mut m = self.lock();
+        m.views[node as usize] = View {
+            notices: Vec::with_capacity(NODE_NOTICES_MAX),
+            joining: true,
+            ..View::default()
+        };
+        m.request(
+            node,
+            now,
+            Request::Join {
+                sent: now,
+                incarnation,
+            },
+        )?;
+        Ok(member)
+    }
 }
 
 impl Component for SimMembership {
@@ -343,6 +444,10 @@ impl Membership for SimMember {
     fn renew(&mut self, now: Nanos) -> Result<(), MembershipError> {
         let mut m = self.manager.lock();
         let view = &m.views[self.node as usize];
+        if view.joining {
+            // The join request carries the first lease.
+            return Ok(());
+        }
         if !view.config.contains(self.node) {
             let epoch = view.config.epoch;
             return Err(MembershipError::Removed {
@@ -376,7 +481,12 @@ impl Membership for SimMember {
             }
             match view.notices.swap_remove(i).1 {
                 Notice::Grant { until } => view.lease_until = view.lease_until.max(until),
-                Notice::Config(c) if c.epoch > view.config.epoch => view.config = c,
+                // A restarted node takes no configuration before one that admits it.
+                Notice::Config(c) if view.joining && !c.contains(self.node) => {}
+                Notice::Config(c) if c.epoch > view.config.epoch => {
+                    view.config = c;
+                    view.joining = false;
+                }
                 Notice::Config(_) => {}
             }
         }
@@ -384,5 +494,19 @@ impl Membership for SimMember {
             view.returned_epoch = view.config.epoch;
             view.config
         })
+    }
+}
+
+impl SimMember {
+    /// Reports that this node, copying since the configuration of `epoch`,
+    /// caught up (re-replication, issue 12); the manager makes it a replica
+    /// if `epoch` is still current when the report arrives.
+    ///
+    /// # Errors
+    /// [`MembershipError::Busy`] if the report was dropped.
+    pub fn report_caught_up(&mut self, epoch: u32, now: Nanos) -> Result<(), MembershipError> {
+        self.manager
+            .lock()
+            .request(self.node, now, Request::CaughtUp { epoch })
     }
 }

@@ -96,6 +96,12 @@ pub enum EventKind {
         /// The node.
         node: NodeId,
     },
+    /// Node restarted empty as a new incarnation (issue 12): its packets
+    /// flow again.
+    Restart {
+        /// The node.
+        node: NodeId,
+    },
 }
 
 /// One event at a virtual time.
@@ -141,6 +147,7 @@ impl fmt::Display for Event {
                 write!(f, "{what} {src}->{dst}")
             }
             EventKind::Crash { node } => write!(f, "crash   node {node}"),
+            EventKind::Restart { node } => write!(f, "restart node {node}"),
         }
     }
 }
@@ -266,5 +273,6 @@ fn fold_event(h: u64, e: &Event) -> u64 {
         EventKind::Clog { src, dst, until } => fold_u64s(h, 7, &[src as u64, dst as u64, until]),
         EventKind::Hold { src, dst, on } => fold_u64s(h, 8, &[src as u64, dst as u64, on as u64]),
         EventKind::Crash { node } => fold_u64s(h, 9, &[node as u64]),
+        EventKind::Restart { node } => fold_u64s(h, 10, &[node as u64]),
     }
 }

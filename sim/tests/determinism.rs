@@ -124,7 +124,7 @@ fn every_fault_mix_replays_bit_for_bit() {
         match mix {
             FaultMix::None => assert_eq!(s.dropped() + s.duplicated + s.clogs + s.crashes, 0),
             FaultMix::Net => assert!(s.dropped_loss + s.duplicated + s.reordered > 0, "{s:?}"),
-            FaultMix::Crash | FaultMix::All => {
+            FaultMix::Crash | FaultMix::All | FaultMix::Rejoin => {
                 assert_eq!(a.crashed.len(), 1, "{mix}: one crash");
                 assert_eq!(s.crashes, 1, "{mix}: the network saw it: {s:?}");
             }

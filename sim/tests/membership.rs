@@ -77,7 +77,8 @@ fn a_silent_node_expires_and_the_epoch_is_bumped_without_it() {
         c,
         Configuration {
             epoch: 2,
-            live: 0b011
+            live: 0b011,
+            ..Default::default()
         }
     );
     // Not before the last lease granted to node 2 ran out; within a lease
@@ -119,7 +120,8 @@ fn a_suspect_is_left_out_once_its_own_lease_runs_out() {
         c,
         Configuration {
             epoch: 2,
-            live: 0b101
+            live: 0b101,
+            ..Default::default()
         }
     );
     assert!(made >= believed, "never under a lease node 1 believes in");

@@ -14,6 +14,18 @@
 //! outcomes and the survivors are quiescent; the crashed nodes' in-flight
 //! transactions stay indeterminate, and the checks read the survivors only
 //! ([`BenchCluster::failed`]).
+//!
+//! Under a restart fault (issue 12, the rejoin mix) a crashed node comes
+//! back after a seeded delay ([`Sim::take_restarts`]): between two slices it
+//! gets fresh components — an empty host table and worker and a NIC runtime
+//! of a new incarnation, built as the deployed node is
+//! (`ClusterBuilder::build_local_parts`) — and a fresh membership handle and
+//! agent that ask the manager to let it back in. Its old client (whose
+//! in-flight transactions stay indeterminate) submits no more. The primary
+//! of each of its shards copies the shard to it (snapshots are read from
+//! the host tables between slices, in short slices while a copy runs), it
+//! reports itself caught up, and the run ends only once every node is a
+//! replica again: the replication degree is restored.
 
 use super::{BenchCluster, BuildError, ClusterSpec};
 use crate::workload::Workload;
@@ -29,6 +41,9 @@ use splitkv_sim::{Sim, SimConfig, SimError, SimNetwork};
 /// Components per node in [`BenchCluster::components`] (NIC runtime, host
 /// worker, load generator).
 const COMPONENTS_PER_NODE: usize = 3;
+/// Passes per slice while a re-replication copy runs (snapshots are read
+/// between slices: at most 10 µs of virtual time late at the default tick).
+const COPY_SLICE_PASSES: u64 = 50;
 
 impl<W: Workload> BenchCluster<W> {
     /// Builds the cluster over a new simulated network of `spec.nodes`
@@ -125,12 +140,25 @@ impl<W: Workload> BenchCluster<W> {
     ) -> Result<(), SimError> {
         let mut last = Vec::new();
         loop {
+            let copying = self.serve_copy_reads();
+            let passes = if copying {
+                COPY_SLICE_PASSES
+            } else {
+                slice_passes
+            };
             match membership.as_deref_mut() {
-                None => sim.run_passes(net, &mut self.components(), slice_passes)?,
-                Some(m) => self.run_slice_with(sim, net, m, slice_passes)?,
+                None => sim.run_passes(net, &mut self.components(), passes)?,
+                Some(m) => {
+                    self.run_slice_with(sim, net, m, passes)?;
+                    self.restart_due(sim, net, m)?;
+                }
             }
             let crashed = crashed_mask(sim);
-            self.failed = crashed;
+            // A restarted node's old client never learns its in-flight
+            // outcomes: it is left out of the end of the run like a crashed
+            // node's (but its data is checked: see below).
+            let retired = restarted_mask(sim);
+            self.failed = NodeMask(crashed.0 | retired.0);
             // With a membership, a run goes on until every crashed node is
             // configured out (and so recovered from, `is_settled`): a run
             // that ended first would leave a crashed coordinator's
@@ -145,7 +173,12 @@ impl<W: Workload> BenchCluster<W> {
                 configured_out = u32::from(crashed.0) & live == 0;
             }
             let done = self.is_quiescent() || self.is_settled(&mut last);
-            if net.in_flight() == 0 && configured_out && done {
+            let restored = match membership.as_deref() {
+                Some(m) => self.is_restored(sim, m),
+                None => true,
+            };
+            if net.in_flight() == 0 && configured_out && done && restored {
+                self.failed = NodeMask(self.failed.0 & !retired.0);
                 return Ok(());
             }
             if sim.passes() >= passes_max {
@@ -208,11 +241,13 @@ impl<W: Workload> BenchCluster<W> {
         let mut rest: Vec<&mut dyn Component> = Vec::with_capacity(2 * self.loadgens.len());
         let nodes = self.parts.nodes.iter_mut().zip(self.loadgens.iter_mut());
         let agents = m.agents.iter_mut().zip(m.members.iter_mut());
-        for ((node, l), (agent, member)) in nodes.zip(agents) {
+        let agents = agents.zip(m.caught_up.iter_mut());
+        for ((node, l), ((agent, member), caught_up)) in nodes.zip(agents) {
             wrapped.push(NicWithAgent {
                 nic: &mut node.nic,
                 agent,
                 member,
+                caught_up,
             });
             rest.push(&mut node.worker);
             rest.push(l);
@@ -225,6 +260,109 @@ impl<W: Workload> BenchCluster<W> {
         }
         all.push(&mut m.manager);
         sim.run_passes(net, &mut all, passes)
+    }
+
+    /// Whether re-replication is over (issue 12): no restart is still
+    /// planned, and if a node restarted, every node is in the manager's
+    /// configuration and none is still being copied (the replication
+    /// degree is restored), and each restarted node is idle.
+    fn is_restored(&mut self, sim: &Sim, m: &SimNodesMembership) -> bool {
+        if !sim.planned_restarts().is_empty() {
+            return false;
+        }
+        if sim.restarted().is_empty() {
+            return true;
+        }
+        let all = (1u32 << self.parts.nodes.len()) - 1;
+        let c = m.manager.current();
+        let crashed = u32::from(crashed_mask(sim).0);
+        let back = restarted_mask(sim);
+        // Every restarted node's last incarnation was admitted (a join put
+        // off while its old incarnation was still in is not yet).
+        let admitted = back.iter().all(|n| {
+            let restarts = sim.restarted().iter().filter(|r| r.0 == n).count() as u32;
+            crashed & (1 << n) != 0 || c.incarnation[n as usize] == 1 + restarts
+        });
+        admitted
+            && c.live | crashed == all
+            && c.copying == 0
+            && self.parts.nodes.iter_mut().enumerate().all(|(n, p)| {
+                !back.contains(n as NodeId)
+                    || (p.worker.is_quiescent() && !p.nic.recovering() && !p.nic.copying())
+            })
+    }
+
+    /// Takes every snapshot a copy waits for, from its node's host table
+    /// (issue 12; see [`NicRuntime::serve_copy_reads`]); returns whether a
+    /// copy is under way anywhere.
+    fn serve_copy_reads(&mut self) -> bool {
+        let mut under_way = false;
+        for node in self.parts.nodes.iter_mut() {
+            if node.nic.needs_copy_reads() {
+                let table = node.worker.table();
+                // A shard too large to copy is counted by the runtime; the
+                // run then never restores its degree and times out.
+                let _ = node
+                    .nic
+                    .serve_copy_reads(&mut |f: &mut dyn FnMut(_, _, &[u8])| table.for_each(f));
+            }
+            under_way |= node.nic.copying() || node.nic.sourcing_copies();
+        }
+        under_way
+    }
+
+    /// Restarts the nodes whose restart is due (issue 12): fresh components
+    /// of a new incarnation over a fresh endpoint, a fresh membership
+    /// handle and agent, and the old client stopped.
+    fn restart_due(
+        &mut self,
+        sim: &mut Sim,
+        net: &SimNetwork,
+        m: &mut SimNodesMembership,
+    ) -> Result<(), SimError> {
+        let cfg = sim.config();
+        for (node, transport) in sim.take_restarts(net) {
+            let n = node as usize;
+            let incarnation = 1 + sim.restarted().iter().filter(|r| r.0 == node).count() as u32;
+            let spec = &self.spec;
+            let (d_max, prefetch, cache) = (spec.d_max, spec.dma_prefetch, spec.cache_objects);
+            let silence = spec.session_silence_ns;
+            let fail = |reason: String| SimError::ComponentStopped {
+                index: n * COMPONENTS_PER_NODE,
+                now_ns: sim.now(),
+                reason,
+            };
+            let mut parts = super::builder(spec, &self.workload)
+                .configure(move |c| {
+                    c.table.d_max = d_max;
+                    c.dma_prefetch = prefetch;
+                    c.cache_objects = cache;
+                    if let Some(ns) = silence {
+                        c.net.session.silence_ns = ns;
+                    }
+                    c.net.incarnation = incarnation;
+                })
+                .build_local_parts(node, Box::new(transport))
+                .map_err(|e| fail(format!("restarted node {node} not built: {e}")))?;
+            let mut fresh = parts.nodes.pop().expect("one node built");
+            if cfg.dma.on {
+                let inner = fresh.nic.replace_dma(Box::new(NullDma));
+                let seed = (cfg.seed ^ u64::from(incarnation))
+                    .wrapping_add((n as u64 + 1).wrapping_mul(0x9E37_79B9));
+                fresh
+                    .nic
+                    .replace_dma(Box::new(SimDma::new(inner, cfg.dma, seed)));
+            }
+            self.parts.nodes[n] = fresh;
+            self.loadgens[n].stop();
+            m.members[n] = m
+                .manager
+                .restart(node, sim.now(), incarnation)
+                .map_err(|e| fail(format!("restarted node {node} cannot rejoin: {e}")))?;
+            m.agents[n] = MembershipAgent::new(m.renew_ns);
+            m.caught_up[n] = None;
+        }
+        Ok(())
     }
 
     /// The session events (peers declared failed) raised so far on every
@@ -244,6 +382,13 @@ impl<W: Workload> BenchCluster<W> {
     }
 }
 
+/// The nodes `sim` restarted, as a mask.
+fn restarted_mask(sim: &Sim) -> NodeMask {
+    sim.restarted()
+        .iter()
+        .fold(NodeMask::EMPTY, |m, &(n, _, _)| m.with(n))
+}
+
 /// The crashed nodes of `sim`, as a mask.
 fn crashed_mask(sim: &Sim) -> NodeMask {
     sim.crashed()
@@ -260,6 +405,9 @@ pub struct SimNodesMembership {
     pub manager: SimMembership,
     members: Vec<SimMember>,
     agents: Vec<MembershipAgent>,
+    renew_ns: Nanos,
+    /// Per node, a caught-up report not yet taken by the manager (retried).
+    caught_up: Vec<Option<u32>>,
 }
 
 impl SimNodesMembership {
@@ -286,6 +434,8 @@ impl SimNodesMembership {
             manager,
             members,
             agents,
+            renew_ns: renew,
+            caught_up: vec![None; lease.nodes],
         })
     }
 
@@ -301,6 +451,7 @@ struct NicWithAgent<'a> {
     nic: &'a mut NicRuntime,
     agent: &'a mut MembershipAgent,
     member: &'a mut SimMember,
+    caught_up: &'a mut Option<u32>,
 }
 
 impl Component for NicWithAgent<'_> {
@@ -315,6 +466,12 @@ impl Component for NicWithAgent<'_> {
         }
         let ran = self.nic.run_iteration(now);
         let agent = self.agent.run_iteration(now, self.nic, self.member);
+        // Re-replication (issue 12): the end of this node's copy goes to
+        // the manager (again, if a report was dropped).
+        if let Some(epoch) = self.nic.take_caught_up().or(*self.caught_up) {
+            let taken = self.member.report_caught_up(epoch, now).is_ok();
+            *self.caught_up = (!taken).then_some(epoch);
+        }
         ran | agent
     }
 

@@ -124,6 +124,7 @@ impl ConfigRecord {
         Ok(Configuration {
             epoch: r.epoch,
             live: r.live,
+            ..Default::default()
         })
     }
 }

@@ -543,6 +543,25 @@ impl Sessions {
         true
     }
 
+    /// The membership admitted incarnation `incarnation` of `peer` (a
+    /// restarted node rejoining, issue 12): a session with an older
+    /// incarnation is reset (fresh numbering both ways, no longer failed)
+    /// and packets to it carry the new incarnation, so they reach the new
+    /// process even before it speaks. Nothing changes for a peer outside
+    /// the cluster or an incarnation not newer than the one known.
+    pub fn admit_incarnation(&mut self, peer: NodeId, incarnation: u32) {
+        if peer as usize >= self.peers.len() || peer == self.node {
+            return;
+        }
+        let known = self.peers[peer as usize].peer_incarnation;
+        if incarnation > known {
+            if known != 0 {
+                self.reset(peer);
+            }
+            self.peers[peer as usize].peer_incarnation = incarnation;
+        }
+    }
+
     /// A fresh session with `peer` (it restarted): numbering starts over both
     /// ways; packets held for its previous incarnation are dropped.
     fn reset(&mut self, peer: NodeId) {

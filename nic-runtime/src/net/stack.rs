@@ -202,6 +202,11 @@ impl Stack {
         self.batcher.try_insert_raw(dest, flow, kind, body)
     }
 
+    /// See [`Sessions::admit_incarnation`] (a restarted peer rejoining).
+    pub fn admit_incarnation(&mut self, peer: NodeId, incarnation: u32) {
+        self.sessions.admit_incarnation(peer, incarnation);
+    }
+
     /// This node's membership epoch (stamped on every packet sent).
     pub fn epoch(&self) -> u32 {
         self.sessions.epoch()

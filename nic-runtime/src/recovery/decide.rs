@@ -128,10 +128,14 @@ impl TxEvidence {
 
     /// The decision of transaction `tx_id` at the recovery leader: abort if
     /// its coordinator is live in `view` and did not report it (module
-    /// docs), otherwise [`TxEvidence::decide`].
+    /// docs), otherwise [`TxEvidence::decide`]. A coordinator being copied
+    /// (issue 12) is a new incarnation: a transaction it did not report is
+    /// its old incarnation's, decided by the evidence like a failed
+    /// coordinator's (a replica may hold its COMMIT).
     pub fn decide_tx(&self, tx_id: u64, view: &PlacementView) -> (bool, DecisionReason) {
         let coordinator = (tx_id >> 48) as NodeId;
-        if self.coordinator.is_none() && view.is_live(coordinator) {
+        let renewed = view.copying().contains(coordinator);
+        if self.coordinator.is_none() && view.is_live(coordinator) && !renewed {
             return (false, DecisionReason::CoordinatorForgot);
         }
         self.decide(view)

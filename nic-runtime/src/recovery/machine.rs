@@ -152,6 +152,25 @@ impl Recovery {
         failed: splitkv_layout::wire::NodeMask,
         local: LocalEvidence,
     ) -> Result<(), RecoveryError> {
+        let roles = self.view.roles();
+        self.begin_epoch_with(now, epoch, failed, roles, local)
+    }
+
+    /// [`Recovery::begin_epoch`] with the replicas of the new epoch ordered
+    /// by `roles` (issue 12: a configuration that adds a node being copied,
+    /// or ends a copy). The view's promotions follow that order; a node
+    /// being copied is never promoted.
+    ///
+    /// # Errors
+    /// As [`Recovery::begin_epoch`]; also a copying set that names a failed node.
+    pub fn begin_epoch_with(
+        &mut self,
+        now: Nanos,
+        epoch: u32,
+        failed: splitkv_layout::wire::NodeMask,
+        roles: crate::placement::Roles,
+        local: LocalEvidence,
+    ) -> Result<(), RecoveryError> {
         if !self.commands.is_empty() {
             return Err(RecoveryError::CommandsPending(self.commands.len()));
         }
@@ -161,7 +180,7 @@ impl Recovery {
                 given: epoch,
             });
         }
-        let view = PlacementView::new(self.view.placement(), failed)?;
+        let view = PlacementView::with_roles(self.view.placement(), failed, roles)?;
         if !view.is_live(self.node) {
             return Err(RecoveryError::SelfFailed(self.node));
         }

@@ -46,21 +46,43 @@ impl NicRuntime {
     /// ([`NicRuntime::recovery_refusal`]).
     pub fn apply_configuration(&mut self, config: &Configuration) {
         self.set_epoch(config.epoch);
+        // Restarted peers rejoining (issue 12): talk to their new process.
+        for n in 0..self.io.placement.nodes() {
+            if config.copying & (1 << n) != 0 && config.incarnation[n] != 0 {
+                self.io
+                    .net
+                    .admit_incarnation(n as u16, config.incarnation[n]);
+            }
+        }
         self.coordinator
             .set_live(&mut self.io, &self.procedures, config.live);
         let all = (1u32 << self.io.placement.nodes()) - 1;
         let failed = NodeMask((all & !config.live) as u16);
-        if !failed.is_empty() {
+        // A copying node is a new incarnation (issue 12): whatever its old
+        // one coordinated is orphaned like a failed coordinator's, even when
+        // this node never applied the configuration that left it out (a
+        // node takes only the newest of several configurations).
+        let orphaned = NodeMask(failed.0 | (config.copying & all) as u16);
+        if !orphaned.is_empty() {
             self.server
-                .release_orphan_locks(&mut self.index, failed.0 as u32);
+                .release_orphan_locks(&mut self.index, orphaned.0 as u32);
         }
-        let local = self.local_evidence(failed);
+        let local = self.local_evidence(orphaned);
         self.recovery_refusal = self
             .recovery
-            .begin(self.io.now, config.epoch, failed, local)
+            .begin(self.io.now, config.epoch, failed, config.roles(), local)
             .err();
         if self.recovery.paused() {
             self.actions.last_begun_ns = self.io.now;
+            // A new configuration abandons every copy (issue 12); the
+            // epoch's Resume begins them again.
+            self.copies.abandon();
+        } else if self.recovery_refusal.is_none() && config.epoch > self.copies.epoch() {
+            // A newer epoch without a recovery epoch (same members and
+            // order): packets of the old one are dropped from now on, so
+            // the copies begin again at once, in the new epoch.
+            let view = *self.recovery.machine().view();
+            self.copies.restart(config.epoch, &view);
         }
     }
 

@@ -16,7 +16,7 @@
 use splitkv_layout::wire::{Flow, MsgKind, NodeId, NodeMask, RecoveryMsg};
 
 use crate::net::stack::Stack;
-use crate::placement::Placement;
+use crate::placement::{Placement, Roles};
 use crate::recovery::{
     LocalEvidence, Recovery, RecoveryCommand, RecoveryConfig, RecoveryError, RecoveryPhase,
     EARLY_MESSAGES_MAX, LOCAL_EVIDENCE_ENTRIES_MAX,
@@ -116,9 +116,14 @@ impl RecoveryRuntime {
     }
 
     /// A new configuration of `epoch` with the nodes of `failed` crashed
-    /// (a mask by node id): pauses the node and starts the machine's epoch
-    /// with `local` evidence. A configuration without failed nodes changes
-    /// nothing here.
+    /// (a mask by node id) and replicas ordered by `roles` (issue 12):
+    /// pauses the node and starts the machine's epoch with `local` evidence.
+    /// A configuration without failed nodes whose order is the current
+    /// view's, after a view without failed nodes, changes nothing here.
+    /// (A node that rejoins or ends its copy changes the order, so every
+    /// node passes through a recovery epoch: every transaction begun before
+    /// it is decided and applied before any write is sent to the new
+    /// replica set, the join point of `crate::rereplication`.)
     ///
     /// # Errors
     /// [`RecoveryError`] from [`Recovery::begin_epoch`]; the node is not
@@ -128,12 +133,17 @@ impl RecoveryRuntime {
         now: Nanos,
         epoch: u32,
         failed: NodeMask,
+        roles: Roles,
         local: LocalEvidence,
     ) -> Result<(), RecoveryError> {
-        if failed.is_empty() && self.machine.view().failed().is_empty() {
+        let view = self.machine.view();
+        if failed.is_empty() && view.failed().is_empty() && view.roles() == roles {
             return Ok(());
         }
-        match self.machine.begin_epoch(now, epoch, failed, local) {
+        match self
+            .machine
+            .begin_epoch_with(now, epoch, failed, roles, local)
+        {
             Ok(()) => {
                 self.stats.epochs_begun += 1;
                 self.paused = true;
@@ -355,6 +365,12 @@ impl super::NicRuntime {
             RecoveryCommand::Resume { .. } => {
                 self.io.placement = self.recovery.machine().view().serving();
                 self.recovery.resume();
+                // Re-replication (issue 12) begins here, from scratch.
+                let (epoch, view) = (
+                    self.recovery.machine().epoch(),
+                    *self.recovery.machine().view(),
+                );
+                self.copies.on_resume(epoch, &view);
                 a.last_resumed_ns = now;
                 a.first_commit_after_resume_ns = 0;
                 self.committed_at_resume = self.coordinator.stats().committed;

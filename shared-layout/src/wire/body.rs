@@ -363,8 +363,8 @@ impl<'a> Body<'a> {
                     },
                 }
             }
-            MsgKind::Recovery => {
-                // Not a transaction body: see `RecoveryMsg::decode`.
+            MsgKind::Recovery | MsgKind::Copy => {
+                // Not a transaction body: see `RecoveryMsg::decode`, `CopyMsg::decode`.
                 return Err(DecodeError::BadTag {
                     what: "transaction message kind",
                     tag: kind as u64,

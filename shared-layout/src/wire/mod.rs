@@ -50,6 +50,7 @@
 //! session layer).
 
 mod body;
+mod copy;
 mod packet;
 mod recovery;
 #[cfg(test)]
@@ -57,6 +58,7 @@ mod tests;
 mod writer;
 
 pub use body::{Body, Item, ItemIter, ItemList, KeyList, ReplyStatus, VersionList};
+pub use copy::{CopyMsg, COPY_MESSAGE_BYTES};
 pub use packet::{
     decode_packet, Flow, Messages, MsgHeader, MsgKind, PacketHeader, MSG_FLAGS_KNOWN,
     MSG_FLAG_FRAG_MORE, PACKET_FLAGS_KNOWN, PACKET_FLAG_ACK_ONLY,

@@ -204,6 +204,11 @@ pub enum MsgKind {
     /// [`RecoveryMsg`](super::RecoveryMsg) encoding, decoded with
     /// `RecoveryMsg::decode`, not [`Body::decode`](super::Body::decode).
     Recovery = 10,
+    /// A re-replication message (issue 12): its body is a
+    /// [`CopyMsg`](super::CopyMsg) encoding, decoded with `CopyMsg::decode`,
+    /// not [`Body::decode`](super::Body::decode). (Kind 11 is left to the
+    /// NIC-crash work of the same issue.)
+    Copy = 12,
 }
 
 impl MsgKind {
@@ -219,6 +224,7 @@ impl MsgKind {
             8 => MsgKind::CommitAck,
             9 => MsgKind::Abort,
             10 => MsgKind::Recovery,
+            12 => MsgKind::Copy,
             _ => {
                 return Err(DecodeError::BadTag {
                     what: "message kind",
@@ -232,7 +238,7 @@ impl MsgKind {
     pub fn flow(self) -> Flow {
         match self {
             MsgKind::Execute | MsgKind::ExecuteResp => Flow::Execution,
-            MsgKind::Recovery => Flow::Recovery,
+            MsgKind::Recovery | MsgKind::Copy => Flow::Recovery,
             _ => Flow::Commit,
         }
     }

@@ -163,6 +163,20 @@ impl SimNetwork {
         self.lock().crash(node, now);
     }
 
+    /// Restarts crashed node `node` at `now` (issue 12): packets flow to
+    /// and from it again, through the returned endpoint (its old one
+    /// belonged to the crashed incarnation). `None` if `node` is outside
+    /// the network.
+    pub fn restart(&self, node: NodeId, now: Nanos) -> Option<SimTransport> {
+        let mut inner = self.lock();
+        *inner.crashed.get_mut(node as usize)? = false;
+        inner.event(now, EventKind::Restart { node });
+        Some(SimTransport {
+            node,
+            inner: self.inner.clone(),
+        })
+    }
+
     /// One pass at `now`: heals a partition that is due, and draws whether a
     /// partition starts or a link clogs ([`NetFaults`]). The driver calls it
     /// once per pass.

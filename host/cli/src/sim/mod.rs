@@ -108,6 +108,25 @@ fn summarize(
         virtual_ns as f64 / 1e9,
         wall.as_secs_f64()
     );
+    let restored: Vec<u64> = outcomes
+        .iter()
+        .flat_map(|o| o.restored_ns.iter().copied())
+        .collect();
+    if !restored.is_empty() {
+        let rejoins: usize = outcomes.iter().map(|o| o.rejoins).sum();
+        let (min, max) = (
+            restored.iter().min().unwrap(),
+            restored.iter().max().unwrap(),
+        );
+        let mean = restored.iter().sum::<u64>() / restored.len() as u64;
+        println!(
+            "rejoins: {rejoins} restarted nodes, {} restored to replicas; crash to restored replication degree {:.2} / {:.2} / {:.2} ms simulated (min / mean / max)",
+            restored.len(),
+            *min as f64 / 1e6,
+            mean as f64 / 1e6,
+            *max as f64 / 1e6
+        );
+    }
     if outcomes.len() < args.seeds.len() as usize {
         println!(
             "stopped after the first failing seed ({} of {} not run; --keep-going runs them all)",

@@ -10,6 +10,7 @@ use splitkv_bench::history::HistoryCheck;
 use splitkv_bench::history_gen::TxShape;
 use splitkv_bench::loadgen::RetryPolicy;
 use splitkv_bench::{BenchCluster, ClusterSpec, Smallbank, Workload};
+use splitkv_nic::membership::Configuration;
 use splitkv_nic::Nanos;
 use splitkv_sim::membership::LeaseConfig;
 use splitkv_sim::SimConfig;
@@ -51,6 +52,11 @@ pub struct SeedOutcome {
     /// transaction's pending LOG record (a crashed coordinator's, before
     /// recovery; see `splitkv_bench::replicas`).
     pub undecided_rows: u64,
+    /// Restarted nodes that rejoined (re-replication, issue 12).
+    pub rejoins: usize,
+    /// Per rejoin, virtual ns from the crash to the configuration that made
+    /// the restarted node a replica again (the replication degree restored).
+    pub restored_ns: Vec<Nanos>,
     /// `None` when every check passed; otherwise what failed.
     pub failure: Option<String>,
     /// The simulator's last events, when the seed failed and `--trace` asked.
@@ -102,6 +108,8 @@ impl SeedOutcome {
             committed: 0,
             crashes: 0,
             undecided_rows: 0,
+            rejoins: 0,
+            restored_ns: Vec::new(),
             failure: Some(why),
             trace: None,
         }
@@ -133,28 +141,34 @@ fn run<W: Workload>(args: &SimArgs, seed: u64, cfg: SimConfig, workload: W) -> S
     };
     // The cluster's driver knows which components are whose node (crashes, slow node).
     let mut sim = cluster.sim(cfg);
+    let mut membership = None;
     let ran = if cfg.nodes.crashes > 0 {
         // Leases, suspects and new configurations in the loop (issue 11).
         let lease = LeaseConfig::new(args.nodes, seed ^ MEMBERSHIP_SEED_SALT);
         match SimNodesMembership::new(lease) {
-            Ok(mut m) => cluster.run_sim_with_membership(
-                &mut sim,
-                &net,
-                &mut m,
-                PASSES_PER_SLICE,
-                PASSES_MAX,
-            ),
+            Ok(m) => {
+                let m = membership.insert(m);
+                cluster.run_sim_with_membership(&mut sim, &net, m, PASSES_PER_SLICE, PASSES_MAX)
+            }
             Err(e) => return SeedOutcome::failed(seed, format!("membership: {e}")),
         }
     } else {
         cluster.run_sim_until_quiescent(&mut sim, &net, PASSES_PER_SLICE, PASSES_MAX)
     };
+    let history = membership
+        .as_ref()
+        .map(|m| m.manager.history())
+        .unwrap_or_default();
+    let restored_ns = restored_times(&sim, &history);
     let committed = cluster.load_stats().committed;
     let (failure, undecided_rows) = match ran {
         Err(e) => (Some(format!("run: {e}")), 0),
         Ok(()) => {
             cluster.finish(sim.now());
-            match check(&cluster) {
+            let degree = membership.as_ref().map_or(Ok(()), |m| {
+                degree_restored(&sim, m.manager.current(), args.nodes, restored_ns.len())
+            });
+            match degree.and_then(|()| check(&cluster)) {
                 Ok(undecided) => (None, undecided),
                 Err(why) => (Some(why), 0),
             }
@@ -168,11 +182,57 @@ fn run<W: Workload>(args: &SimArgs, seed: u64, cfg: SimConfig, workload: W) -> S
         seed,
         virtual_ns: sim.now(),
         committed,
-        crashes: sim.crashed().len(),
+        crashes: sim.crashed().len() + sim.restarted().len(),
         undecided_rows,
+        rejoins: sim.restarted().len(),
+        restored_ns,
         failure,
         trace,
     }
+}
+
+/// Per restart of `sim`, virtual ns from the node's crash to the first
+/// configuration of `history` after its restart in which it is a replica
+/// again (live, not copying); restarts not yet restored are left out.
+fn restored_times(sim: &splitkv_sim::Sim, history: &[(Nanos, Configuration)]) -> Vec<Nanos> {
+    sim.restarted()
+        .iter()
+        .filter_map(|&(node, crashed, restarted)| {
+            history
+                .iter()
+                .find(|(t, c)| *t >= restarted && c.contains(node) && c.copying & (1 << node) == 0)
+                .map(|(t, _)| t - crashed)
+        })
+        .collect()
+}
+
+/// The replication-degree check of a run with restarts (issue 12): every
+/// restarted node was made a replica again, and the final configuration
+/// holds every node not still crashed, none of them being copied (with the
+/// replica check, which reads every live node, that is: every shard has its
+/// full replica count and every replica agrees).
+fn degree_restored(
+    sim: &splitkv_sim::Sim,
+    config: Configuration,
+    nodes: usize,
+    restored: usize,
+) -> Result<(), String> {
+    if sim.restarted().is_empty() {
+        return Ok(());
+    }
+    let crashed = sim.crashed().iter().fold(0u32, |m, &(n, _)| m | 1 << n);
+    let all = (1u32 << nodes) - 1;
+    if config.live | crashed != all || config.copying != 0 || restored < sim.restarted().len() {
+        return Err(format!(
+            "replication degree not restored: configuration epoch {} live {:#b} copying {:#b}, {} of {} restarted nodes made replicas",
+            config.epoch,
+            config.live,
+            config.copying,
+            restored,
+            sim.restarted().len()
+        ));
+    }
+    Ok(())
 }
 
 /// Every check of a finished run: the first failure, or the survivor rows

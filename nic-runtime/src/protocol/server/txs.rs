@@ -10,7 +10,7 @@
 //! here, is late or duplicated: an EXECUTE then would take locks nobody
 //! releases, and a LOG would leave a pending record nobody decides, so the
 //! server refuses both. The table holds one entry per slot:
-//! [`NODES_MAX`] × [`TX_INFLIGHT_MAX`] entries of 16 bytes, allocated once.
+//! [`NODES_MAX`] × ([`TX_INFLIGHT_MAX`] + copy slots) entries of 16 bytes, allocated once.
 //!
 //! Each entry also says which record this node's host log holds for that
 //! transaction ([`Held`]): the evidence crash recovery reads (issue 11,
@@ -21,6 +21,10 @@
 use crate::placement::NODES_MAX;
 use crate::protocol::coordinator::TX_INFLIGHT_MAX;
 use splitkv_layout::wire::{NodeMask, RecordKind};
+
+/// Slots per coordinator node: its transactions', then the copy
+/// transactions' of re-replication (issue 12, `crate::rereplication`).
+const SLOTS: usize = TX_INFLIGHT_MAX + crate::rereplication::COPY_SLOTS_MAX;
 
 /// How far the newest transaction of one coordinator slot got at this node.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -78,7 +82,7 @@ impl TxTable {
             held: None,
         };
         TxTable {
-            entries: vec![e; NODES_MAX * TX_INFLIGHT_MAX],
+            entries: vec![e; NODES_MAX * SLOTS],
         }
     }
 
@@ -88,8 +92,7 @@ impl TxTable {
     fn at(tx_id: u64) -> Option<(usize, u32)> {
         let node = (tx_id >> 48) as usize;
         let slot = ((tx_id >> 32) & 0xFFFF) as usize;
-        (node < NODES_MAX && slot < TX_INFLIGHT_MAX)
-            .then_some((node * TX_INFLIGHT_MAX + slot, tx_id as u32))
+        (node < NODES_MAX && slot < SLOTS).then_some((node * SLOTS + slot, tx_id as u32))
     }
 
     /// The state of `tx_id` here: `None` if a newer generation of its slot
@@ -175,8 +178,8 @@ impl TxTable {
     pub(super) fn held_all(&self) -> impl Iterator<Item = (u64, Held)> + '_ {
         self.entries.iter().enumerate().filter_map(|(i, e)| {
             let held = e.held?;
-            let node = (i / TX_INFLIGHT_MAX) as u64;
-            let slot = (i % TX_INFLIGHT_MAX) as u64;
+            let node = (i / SLOTS) as u64;
+            let slot = (i % SLOTS) as u64;
             Some(((node << 48) | (slot << 32) | e.gen as u64, held))
         })
     }
@@ -236,6 +239,6 @@ mod tests {
         assert!(!t.live(id(0, 0, u32::MAX)));
         assert!(t.live(id(0, 0, 0)), "0 follows u32::MAX");
         assert!(!t.live(id(NODES_MAX as u64, 0, 1)));
-        assert!(!t.live(id(0, TX_INFLIGHT_MAX as u64, 1)));
+        assert!(!t.live(id(0, SLOTS as u64, 1)));
     }
 }
