@@ -84,7 +84,11 @@ fn the_agent_applies_configurations_and_fences_the_node_when_its_lease_runs_out(
     parts.set_clock_origin(origin);
     // The lease ends 1 h after the membership's origin: nothing fences yet.
     let script = Scripted::new(3_600_000_000_000);
-    script.get().next = Some(Configuration { epoch: 2, live: 1 });
+    script.get().next = Some(Configuration {
+        epoch: 2,
+        live: 1,
+        ..Default::default()
+    });
     let m = NodeMembership::new(Box::new(script.clone()), origin, 1_000_000);
     assert!(matches!(
         parts.set_membership(1, NodeMembership::new(Box::new(script.clone()), origin, 1)),
