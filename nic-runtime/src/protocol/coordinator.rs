@@ -114,6 +114,7 @@ fn abort_status(why: ReplyStatus) -> TxStatus {
         ReplyStatus::HostFailure => TxStatus::HostFailure,
         ReplyStatus::Busy => TxStatus::Unavailable,
         ReplyStatus::Malformed => TxStatus::Rejected,
+        ReplyStatus::Unavailable => TxStatus::Unavailable,
     }
 }
 

@@ -51,6 +51,7 @@
 
 mod body;
 mod packet;
+mod rebuild;
 mod recovery;
 #[cfg(test)]
 mod tests;
@@ -60,6 +61,10 @@ pub use body::{Body, Item, ItemIter, ItemList, KeyList, ReplyStatus, VersionList
 pub use packet::{
     decode_packet, Flow, Messages, MsgHeader, MsgKind, PacketHeader, MSG_FLAGS_KNOWN,
     MSG_FLAG_FRAG_MORE, PACKET_FLAGS_KNOWN, PACKET_FLAG_ACK_ONLY,
+};
+pub use rebuild::{
+    LockEntry, PeerTx, RebuildEncodeError, RebuildMsg, LOCK_ENTRY_BYTES, PEER_TX_BYTES,
+    REBUILD_DECISIONS_PER_MESSAGE_MAX, REBUILD_ENTRIES_PER_MESSAGE_MAX, REBUILD_MESSAGE_BYTES_MAX,
 };
 pub use recovery::{
     CoordEvidence, CoordPhase, Decision, NodeMask, Outcome, RecordEvidence, RecordKind,

@@ -204,6 +204,10 @@ pub enum MsgKind {
     /// [`RecoveryMsg`](super::RecoveryMsg) encoding, decoded with
     /// `RecoveryMsg::decode`, not [`Body::decode`](super::Body::decode).
     Recovery = 10,
+    /// A NIC-restart rebuild message (issue 12): its body is a
+    /// [`RebuildMsg`](super::RebuildMsg) encoding, decoded with
+    /// `RebuildMsg::decode`, not [`Body::decode`](super::Body::decode).
+    Rebuild = 11,
 }
 
 impl MsgKind {
@@ -219,6 +223,7 @@ impl MsgKind {
             8 => MsgKind::CommitAck,
             9 => MsgKind::Abort,
             10 => MsgKind::Recovery,
+            11 => MsgKind::Rebuild,
             _ => {
                 return Err(DecodeError::BadTag {
                     what: "message kind",
@@ -232,7 +237,7 @@ impl MsgKind {
     pub fn flow(self) -> Flow {
         match self {
             MsgKind::Execute | MsgKind::ExecuteResp => Flow::Execution,
-            MsgKind::Recovery => Flow::Recovery,
+            MsgKind::Recovery | MsgKind::Rebuild => Flow::Recovery,
             _ => Flow::Commit,
         }
     }
