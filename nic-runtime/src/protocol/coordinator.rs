@@ -22,6 +22,7 @@ use std::collections::VecDeque;
 mod commit;
 mod deadline;
 mod evidence;
+mod rebuild;
 pub use deadline::{
     phase_deadline_ns, DeadlineStats, DEADLINE_SCAN_INTERVAL_NS, PHASE_DEADLINE_NS_DEFAULT,
 };

@@ -56,7 +56,8 @@ pub const REBUILD_MESSAGE_BYTES_MAX: usize = {
     }
 };
 const _: () = assert!(REBUILD_MESSAGE_BYTES_MAX + 8 + 40 <= super::PACKET_BYTES_MAX);
-const _: () = assert!(LOCK_ENTRY_BYTES >= PEER_TX_BYTES && LOCK_ENTRY_BYTES >= RECORD_EVIDENCE_BYTES);
+const _: () =
+    assert!(LOCK_ENTRY_BYTES >= PEER_TX_BYTES && LOCK_ENTRY_BYTES >= RECORD_EVIDENCE_BYTES);
 
 /// Tags of rebuild messages (first byte).
 const TAG_QUERY: u8 = 1;
@@ -232,7 +233,9 @@ impl RebuildMsg {
             TAG_DECISIONS => {
                 let n = r.u16()? as usize;
                 check_count("rebuild decisions", n, REBUILD_DECISIONS_PER_MESSAGE_MAX)?;
-                let decisions = (0..n).map(|_| read_decision(&mut r)).collect::<Result<_, _>>()?;
+                let decisions = (0..n)
+                    .map(|_| read_decision(&mut r))
+                    .collect::<Result<_, _>>()?;
                 RebuildMsg::Decisions { restart, decisions }
             }
             t => {
@@ -288,7 +291,10 @@ fn flag(v: u8, what: &'static str) -> Result<bool, DecodeError> {
     match v {
         0 => Ok(false),
         1 => Ok(true),
-        t => Err(DecodeError::BadTag { what, tag: t as u64 }),
+        t => Err(DecodeError::BadTag {
+            what,
+            tag: t as u64,
+        }),
     }
 }
 

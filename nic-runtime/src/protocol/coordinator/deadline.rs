@@ -89,6 +89,11 @@ impl Waiting {
     pub(super) fn new(count: u16, sent: u32, since: Nanos) -> Waiting {
         Waiting { count, sent, since }
     }
+
+    /// The nodes the phase's messages went to (a mask by node id).
+    pub(super) fn sent(&self) -> u32 {
+        self.sent
+    }
 }
 
 impl std::ops::SubAssign<u16> for Waiting {
@@ -177,6 +182,15 @@ impl Coordinator {
         self.deadlines.suspected |= bit(node);
         self.stats.deadlines.peers_failed += 1;
         self.scan(io, procs);
+    }
+
+    /// `node` restarted its NIC runtime (a newer incarnation asked for a
+    /// rebuild, `runtime::restart`): it is no longer suspected, unless a
+    /// configuration excluded it.
+    pub fn peer_restarted(&mut self, node: NodeId) {
+        if (node as usize) < NODES_MAX && self.deadlines.dead & bit(node) == 0 {
+            self.deadlines.suspected &= !bit(node);
+        }
     }
 
     /// The live nodes of a new configuration (mask by node id): those
