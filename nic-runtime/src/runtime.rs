@@ -14,6 +14,7 @@
 pub mod clients;
 mod peers;
 pub mod recovery;
+pub mod restart;
 
 use crate::dma::DmaEngine;
 use crate::index::HostTableLayout;
@@ -37,6 +38,8 @@ use recovery::RecoveryRuntime;
 pub use recovery::{
     RecoveryActions, RecoveryRuntimeStats, RECOVERY_INBOX_MAX, RECOVERY_SUSPECTS_MAX,
 };
+use restart::RestartState;
+pub use restart::{Availability, RebuildStats, RestartError};
 use splitkv_layout::host_nic::HostToNic;
 use splitkv_layout::ring::{RingConsumer, RingProducer};
 use splitkv_layout::wire::{decode_packet, Body, Messages, MsgKind, NodeId, PacketHeader};
@@ -174,6 +177,8 @@ pub struct NicRuntime {
     host_applied: u64,
     /// The coordinator's commits when the last recovery epoch resumed.
     committed_at_resume: u64,
+    /// A restart of this NIC runtime alone and the rebuild after it (issue 12).
+    restart: RestartState,
 }
 
 impl std::fmt::Debug for NicRuntime {
@@ -244,6 +249,7 @@ impl NicRuntime {
             actions: Default::default(),
             host_applied: 0,
             committed_at_resume: 0,
+            restart: RestartState::new(parts.net.incarnation),
         })
     }
 
@@ -311,6 +317,7 @@ impl NicRuntime {
             && self.clients.queued() == 0
             && self.index.locks_held() == 0
             && self.io.net.is_idle()
+            && !self.restart.rebuilding()
     }
 
     /// Why this node's NIC runtime stopped for good, if it did: it took a
@@ -345,6 +352,7 @@ impl NicRuntime {
         work |= self.poll_dma(now);
         work |= self.poll_acks();
         work |= self.poll_recovery(now);
+        work |= self.poll_rebuild(now);
         work |= self.start_requests();
         work |= self.watch_peers();
         work |= self.clients.deliver(&mut self.coordinator);
@@ -365,6 +373,7 @@ impl NicRuntime {
                 procedures: &self.procedures,
                 bad: &mut self.bad_packets,
                 recovery: &mut self.recovery,
+                restart: &mut self.restart,
             },
             reassembly: &mut self.reassembly,
         };
@@ -442,6 +451,9 @@ impl NicRuntime {
             self.recovery.count_paused_iteration();
             return false;
         }
+        if self.restart.rebuilding() {
+            return false;
+        }
         let mut work = false;
         for _ in 0..REQUESTS_PER_ITERATION_MAX {
             // Admission control: no new transaction while a backlog toward
@@ -475,6 +487,7 @@ struct Handlers<'r> {
     procedures: &'r ProcedureRegistry,
     bad: &'r mut u64,
     recovery: &'r mut RecoveryRuntime,
+    restart: &'r mut RestartState,
 }
 
 impl Dispatch<'_> {
@@ -500,6 +513,12 @@ impl Dispatch<'_> {
             };
             if whole.0 == MsgKind::Recovery {
                 if !self.to.recovery.on_wire(h.src, whole.1) {
+                    *self.to.bad += 1;
+                }
+                continue;
+            }
+            if whole.0 == MsgKind::Rebuild {
+                if !self.to.restart.on_wire(h.src, whole.1) {
                     *self.to.bad += 1;
                 }
                 continue;
@@ -538,6 +557,11 @@ impl Handlers<'_> {
         // is refused, so no record appears that the evidence lacks, and the
         // coordinator's transactions wait for recovery's decisions.
         let recovering = self.recovery.paused();
+        match self.restart.gate(src, body) {
+            restart::Gate::Pass => {}
+            restart::Gate::Drop => return,
+            restart::Gate::Refuse => return restart::refuse(self.io, src, body),
+        }
         match body {
             Body::Log { tx_id, .. } if recovering => self.server.refuse_log(self.io, src, *tx_id),
             Body::Execute { .. }

@@ -48,6 +48,7 @@ impl NicRuntime {
         self.set_epoch(config.epoch);
         self.coordinator
             .set_live(&mut self.io, &self.procedures, config.live);
+        self.restart.peers_excluded(config.live);
         let all = (1u32 << self.io.placement.nodes()) - 1;
         let failed = NodeMask((all & !config.live) as u16);
         if !failed.is_empty() {
