@@ -518,7 +518,13 @@ impl Dispatch<'_> {
                 continue;
             }
             if whole.0 == MsgKind::Rebuild {
-                if !self.to.restart.on_wire(h.src, whole.1) {
+                let parts = restart::Parts {
+                    io: self.to.io,
+                    index: self.to.index,
+                    server: self.to.server,
+                    coordinator: self.to.coordinator,
+                };
+                if !self.to.restart.on_wire(h.src, whole.1, parts) {
                     *self.to.bad += 1;
                 }
                 continue;

@@ -95,8 +95,6 @@ use splitkv_layout::wire::{
 /// Most rounds of DMA completions a restart waits through for the requests
 /// posted before the crash.
 pub const RESTART_DRAIN_ROUNDS_MAX: usize = 4096;
-/// Most rebuild messages kept between two iterations.
-pub const REBUILD_INBOX_MAX: usize = 256;
 /// Most records of its own lost transactions the restarted node collects
 /// (every peer's records of at most `TX_INFLIGHT_MAX` transactions, one per
 /// shard); more are counted and make the node decide abort-by-default
@@ -213,7 +211,6 @@ struct Rebuild {
 pub struct RestartState {
     incarnation: u32,
     rebuild: Option<Rebuild>,
-    inbox: Vec<(NodeId, RebuildMsg)>,
     enc: Vec<u8>,
     stats: RebuildStats,
 }
@@ -234,7 +231,6 @@ impl RestartState {
         RestartState {
             incarnation,
             rebuild: None,
-            inbox: Vec::with_capacity(REBUILD_INBOX_MAX),
             enc: Vec::new(),
             stats: RebuildStats::default(),
         }
@@ -245,16 +241,29 @@ impl RestartState {
         self.rebuild.is_some()
     }
 
-    /// A received [`MsgKind::Rebuild`] body; returns `false` if it did not decode.
-    pub(super) fn on_wire(&mut self, from: NodeId, bytes: &[u8]) -> bool {
+    /// A received [`MsgKind::Rebuild`] body from `from`, handled at once,
+    /// in its place among the sender's messages (a report must take effect
+    /// before the protocol messages its sender sent after it); returns
+    /// `false` if it did not decode.
+    pub(super) fn on_wire(&mut self, from: NodeId, bytes: &[u8], parts: Parts<'_>) -> bool {
         let Ok(msg) = RebuildMsg::decode(bytes) else {
             self.stats.messages_bad += 1;
             return false;
         };
-        if self.inbox.len() < REBUILD_INBOX_MAX {
-            self.inbox.push((from, msg));
-        } else {
-            self.stats.messages_bad += 1;
+        match &msg {
+            RebuildMsg::Query { restart } => self.answer_query(from, *restart, parts),
+            RebuildMsg::Report { .. } => self.take_report(from, &msg, parts),
+            RebuildMsg::Decisions { decisions, .. } => {
+                for d in decisions
+                    .iter()
+                    .filter(|d| (d.tx_id >> 48) as NodeId == from)
+                {
+                    parts
+                        .server
+                        .apply_recovered(parts.io, parts.index, d.tx_id, d.commit);
+                    self.stats.decisions_applied += 1;
+                }
+            }
         }
         true
     }
@@ -373,7 +382,6 @@ impl NicRuntime {
         self.events.clear();
         self.events_fresh.clear();
         self.restart.incarnation = net.incarnation;
-        self.restart.inbox.clear();
         self.restart.stats.restarts += 1;
         self.restart.stats.last_restart_ns = now;
         let excluded = self.coordinator.excluded_peers();
@@ -436,59 +444,41 @@ impl NicRuntime {
         self.coordinator = c;
     }
 
-    /// Each iteration: rebuild messages, then the restarted node's
-    /// progress (steps 3–6 of the module docs). Returns whether anything
-    /// was done.
+    /// Each iteration: the restarted node's progress (steps 5–6 of the
+    /// module docs; the messages are handled as they arrive). Returns
+    /// whether anything was done.
     pub(super) fn poll_rebuild(&mut self, now: Nanos) -> bool {
-        let inbox = std::mem::take(&mut self.restart.inbox);
-        let work = !inbox.is_empty();
-        for (from, msg) in &inbox {
-            match msg {
-                RebuildMsg::Query { restart } => self.answer_query(*from, *restart),
-                RebuildMsg::Report { .. } => self.take_report(*from, msg),
-                RebuildMsg::Decisions { decisions, .. } => {
-                    for d in decisions {
-                        if (d.tx_id >> 48) as NodeId == *from {
-                            self.server.apply_recovered(
-                                &mut self.io,
-                                &mut self.index,
-                                d.tx_id,
-                                d.commit,
-                            );
-                            self.restart.stats.decisions_applied += 1;
-                        }
-                    }
-                }
-            }
-        }
-        let mut inbox = inbox;
-        inbox.clear();
-        self.restart.inbox = inbox;
-        work | self.advance_rebuild(now)
+        self.advance_rebuild(now)
     }
+}
 
+/// The parts of a runtime the rebuild messages reach.
+pub(super) struct Parts<'r> {
+    /// Messages and host memory.
+    pub(super) io: &'r mut Io,
+    /// The NIC index.
+    pub(super) index: &'r mut crate::index::NicIndex,
+    /// The server role.
+    pub(super) server: &'r mut crate::protocol::server::Server,
+    /// The coordinator role.
+    pub(super) coordinator: &'r mut Coordinator,
+}
+
+impl RestartState {
     /// Peer side (step 3): answer a restarted node's query.
-    fn answer_query(&mut self, asker: NodeId, restart: u32) {
-        if asker == self.io.node {
+    fn answer_query(&mut self, asker: NodeId, restart: u32, p: Parts<'_>) {
+        if asker == p.io.node {
             return;
         }
-        self.restart.stats.queries_answered += 1;
-        self.coordinator.peer_restarted(asker);
+        self.stats.queries_answered += 1;
+        p.coordinator.peer_restarted(asker);
         let mut records = Vec::new();
-        let released = self
-            .server
-            .forget_coordinator(&mut self.index, asker, &mut records);
-        self.restart.stats.lost_locks_released += released as u64;
+        let released = p.server.forget_coordinator(p.index, asker, &mut records);
+        self.stats.lost_locks_released += released as u64;
         let (mut txs, mut locks) = (Vec::new(), Vec::new());
-        self.coordinator
-            .rebuild_report(&self.io, asker, &mut txs, &mut locks);
-        send_report(
-            &mut self.restart,
-            &mut self.io.net,
-            asker,
-            restart,
-            (txs, locks, records),
-        );
+        p.coordinator
+            .rebuild_report(p.io, asker, &mut txs, &mut locks);
+        send_report(self, &mut p.io.net, asker, restart, (txs, locks, records));
     }
 }
 
@@ -526,9 +516,9 @@ fn send_report(
     }
 }
 
-impl NicRuntime {
+impl RestartState {
     /// Restarted side (step 4): one report part from `from`.
-    fn take_report(&mut self, from: NodeId, msg: &RebuildMsg) {
+    fn take_report(&mut self, from: NodeId, msg: &RebuildMsg, p: Parts<'_>) {
         let RebuildMsg::Report {
             restart,
             last,
@@ -540,18 +530,18 @@ impl NicRuntime {
         else {
             return;
         };
-        let Some(r) = self.restart.rebuild.as_mut() else {
-            self.restart.stats.messages_bad += 1;
+        let Some(r) = self.rebuild.as_mut() else {
+            self.stats.messages_bad += 1;
             return;
         };
         if *restart != r.restart || (from as usize) >= 32 || r.waiting_for & (1 << from) == 0 {
-            self.restart.stats.messages_bad += 1;
+            self.stats.messages_bad += 1;
             return;
         }
-        let st = &mut self.restart.stats;
+        let st = &mut self.stats;
         st.reports += 1;
         for l in locks {
-            if self.server.reinstall_lock(&mut self.index, l.tx_id, l.key) {
+            if p.server.reinstall_lock(p.index, l.tx_id, l.key) {
                 st.locks_reinstalled += 1;
             } else {
                 st.locks_skipped += 1;
@@ -562,10 +552,7 @@ impl NicRuntime {
             if !t.waiting {
                 continue;
             }
-            match self
-                .server
-                .answer_waiting(&mut self.io, &mut self.index, from, *t)
-            {
+            match p.server.answer_waiting(p.io, p.index, from, *t) {
                 WaitingAnswer::Refused => st.answered_refused += 1,
                 WaitingAnswer::LogAcked => st.answered_log_ok += 1,
                 WaitingAnswer::Committed => st.answered_committed += 1,
@@ -574,7 +561,7 @@ impl NicRuntime {
         }
         for rec in records
             .iter()
-            .filter(|x| (x.tx_id >> 48) as NodeId == self.io.node)
+            .filter(|x| (x.tx_id >> 48) as NodeId == p.io.node)
         {
             if r.records.len() < REBUILD_RECORDS_MAX {
                 r.records.push((from, *rec));
@@ -585,15 +572,16 @@ impl NicRuntime {
         if *last {
             r.waiting_for &= !(1 << from);
             let mut logged = Vec::new();
-            self.server.logged_of(from, &mut logged);
+            p.server.logged_of(from, &mut logged);
             for tx_id in logged.into_iter().filter(|t| !r.reported.contains(t)) {
-                self.server
-                    .apply_recovered(&mut self.io, &mut self.index, tx_id, false);
+                p.server.apply_recovered(p.io, p.index, tx_id, false);
                 st.unreported_aborted += 1;
             }
         }
     }
+}
 
+impl NicRuntime {
     /// Restarted side (steps 5–6): decide once every report is in; serve
     /// once the decisions are appended and applied by the host.
     fn advance_rebuild(&mut self, now: Nanos) -> bool {
