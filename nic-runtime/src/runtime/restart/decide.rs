@@ -106,3 +106,41 @@ pub fn commit_point_reached(placement: &Placement, recs: &[(NodeId, RecordEviden
             .all(|n| recs.iter().any(|(h, r)| *h == n && r.shard == shard))
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn rec(tx_id: u64, shard: NodeId, kind: RecordKind, writes: u16) -> RecordEvidence {
+        RecordEvidence {
+            tx_id,
+            shard,
+            kind,
+            write_shards: NodeMask(writes),
+        }
+    }
+
+    #[test]
+    fn the_commit_point_needs_every_live_replica_of_every_written_shard() {
+        // 4 nodes, replication 2: shard 1 on nodes 1, 2; shard 3 on 3, 0.
+        let p = Placement::new(4, 2).unwrap();
+        let log = |h, s| (h, rec(7, s, RecordKind::Log, 0b1010));
+        let all = [log(1, 1), log(2, 1), log(3, 3), log(0, 3)];
+        assert!(commit_point_reached(&p, &all));
+        assert!(!commit_point_reached(&p, &all[..3]), "node 0 lacks the LOG");
+        assert!(
+            !commit_point_reached(&p, &all[1..]),
+            "node 1 lacks the LOG of shard 1"
+        );
+        // A COMMIT anywhere: past the commit point.
+        let c = [(2, rec(7, 1, RecordKind::Commit, 0b1010))];
+        assert!(commit_point_reached(&p, &c));
+        // An ABORT anywhere: no COMMIT was sent.
+        let mut a = all.to_vec();
+        a[0].1.kind = RecordKind::Abort;
+        assert!(!commit_point_reached(&p, &a));
+        // A failed replica is not waited for.
+        let failed = p.with_failed(NodeMask(1 << 0));
+        assert!(commit_point_reached(&failed, &all[..3]));
+    }
+}
