@@ -249,7 +249,7 @@ impl NicRuntime {
             actions: Default::default(),
             host_applied: 0,
             committed_at_resume: 0,
-            restart: RestartState::new(parts.net.incarnation),
+            restart: RestartState::new(parts.net),
         })
     }
 

@@ -205,7 +205,8 @@ struct Rebuild {
 /// this node restarted, the messages received, counters.
 #[derive(Debug)]
 pub struct RestartState {
-    incarnation: u32,
+    /// The network stack's set-up; its incarnation is the current one.
+    net: StackConfig,
     rebuild: Option<Rebuild>,
     enc: Vec<u8>,
     stats: RebuildStats,
@@ -222,10 +223,10 @@ pub(super) enum Gate {
 }
 
 impl RestartState {
-    /// The state of a runtime started with `incarnation`.
-    pub(super) fn new(incarnation: u32) -> RestartState {
+    /// The state of a runtime whose stack was built from `net`.
+    pub(super) fn new(net: StackConfig) -> RestartState {
         RestartState {
-            incarnation,
+            net,
             rebuild: None,
             enc: Vec::new(),
             stats: RebuildStats::default(),
@@ -338,24 +339,37 @@ impl NicRuntime {
         self.restart.stats
     }
 
+    /// This NIC runtime's session incarnation (raised by each restart).
+    pub fn incarnation(&self) -> u32 {
+        self.restart.net.incarnation
+    }
+
     /// The NIC runtime crashed and restarts in place at `now` (step 1 of
-    /// the module docs): DMA requests posted before the crash complete,
-    /// every volatile part is dropped, the stack is rebuilt from `net` (whose
-    /// incarnation must be above the current one), clients' requests in
-    /// flight hear `Unknown`, and the rebuild begins; the node serves again
-    /// once it ends ([`NicRuntime::availability`]).
+    /// the module docs), as incarnation `incarnation`: DMA requests posted
+    /// before the crash complete, every volatile part is dropped, the stack
+    /// is rebuilt (same cluster, batching and session set-up), clients'
+    /// requests in flight hear `Unknown`, and the rebuild begins; the node
+    /// serves again once it ends ([`NicRuntime::availability`]). This is
+    /// the call a node's driver makes when the NIC runtime's thread (or
+    /// SoC) died and is started again over the same host memory and rings.
     ///
     /// # Errors
     /// [`RestartError`]: an incarnation not above the current one, DMA that
     /// does not drain, a stack that cannot be built. The runtime is unchanged
     /// on an incarnation or stack error.
-    pub fn restart_nic(&mut self, now: Nanos, net: &StackConfig) -> Result<(), RestartError> {
-        if net.incarnation <= self.restart.incarnation {
+    pub fn restart_nic(&mut self, now: Nanos, incarnation: u32) -> Result<(), RestartError> {
+        let old = self.restart.net.incarnation;
+        if incarnation <= old {
             return Err(RestartError::Incarnation {
-                old: self.restart.incarnation,
-                new: net.incarnation,
+                old,
+                new: incarnation,
             });
         }
+        let net = StackConfig {
+            incarnation,
+            ..self.restart.net
+        };
+        let net = &net;
         let nodes = self.io.placement.nodes();
         let mut stack = Stack::new(
             self.io.node,
@@ -377,7 +391,7 @@ impl NicRuntime {
         self.reassembly = Reassembly::new(nodes);
         self.events.clear();
         self.events_fresh.clear();
-        self.restart.incarnation = net.incarnation;
+        self.restart.net = *net;
         self.restart.stats.restarts += 1;
         self.restart.stats.last_restart_ns = now;
         let excluded = self.coordinator.excluded_peers();
