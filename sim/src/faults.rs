@@ -8,6 +8,7 @@
 //! | net   | exponential delay, 0.1% loss, 0.1% duplicates, 0.1% reordered (≤ 20 µs), a partition (one in two one-way) with chance 5 ppm per pass lasting 0.2–1 ms, a clog with chance 20 ppm per pass lasting 20–200 µs, 256 packets per link | — | Xenic §3.5 latencies |
 //! | crash | as none                                     | one seeded node crashes at a seeded pass in 20,000–100,000 | Xenic §3.5 latencies |
 //! | all   | as net                                      | as crash, and another seeded node runs one pass in 2 | Xenic §3.5 latencies |
+//! | nic-crash | as none                                 | two seeded NIC-runtime-only crashes (node and pass each seeded, passes 20,000–100,000): the NIC runtime restarts in place, its host and data live (issue 12) | Xenic §3.5 latencies |
 
 use crate::net::{DelayDist, NetFaults};
 use crate::SimConfig;
@@ -20,6 +21,9 @@ pub const CRASHES_MAX: u32 = 8;
 pub const CRASH_PASS_MIN_DEFAULT: u64 = 20_000;
 /// Last pass at which a mix's seeded crash may happen.
 pub const CRASH_PASS_MAX_DEFAULT: u64 = 100_000;
+/// NIC-runtime-only crashes of the nic-crash mix.
+pub const NIC_CRASHES_DEFAULT: u32 = 2;
+
 /// Shortest DMA read (Xenic §3.5), ns.
 pub const DMA_READ_NS_MIN_DEFAULT: u64 = 700;
 /// Longest ordinary DMA read (Xenic §3.5: up to ~1.3 µs), ns.
@@ -47,6 +51,28 @@ pub struct NodeFaults {
     /// If at least 2: one seeded node (not a crashed one) runs its
     /// components only every `slow_every`-th pass.
     pub slow_every: u32,
+    /// Seeded NIC-runtime-only crashes (issue 12), at most [`CRASHES_MAX`]:
+    /// each picks a node and a pass in `nic_crash_pass_min..=nic_crash_pass_max`;
+    /// the node's NIC runtime restarts in place while its host lives
+    /// ([`crate::Sim::take_nic_crashes`]).
+    pub nic_crashes: u32,
+    /// Earliest pass of a seeded NIC crash.
+    pub nic_crash_pass_min: u64,
+    /// Latest pass of a seeded NIC crash.
+    pub nic_crash_pass_max: u64,
+}
+
+impl NodeFaults {
+    /// No node faults.
+    pub const NONE: NodeFaults = NodeFaults {
+        crashes: 0,
+        crash_pass_min: 0,
+        crash_pass_max: 0,
+        slow_every: 0,
+        nic_crashes: 0,
+        nic_crash_pass_min: 0,
+        nic_crash_pass_max: 0,
+    };
 }
 
 /// DMA faults, applied by [`crate::dma::SimDma`]: each request is submitted
@@ -97,15 +123,18 @@ pub enum FaultMix {
     Crash,
     /// Network faults, a crash, a slow node and DMA latencies.
     All,
+    /// NIC-runtime-only crashes and DMA latencies.
+    NicCrash,
 }
 
 impl FaultMix {
     /// Every mix, in order.
-    pub const ALL: [FaultMix; 4] = [
+    pub const ALL: [FaultMix; 5] = [
         FaultMix::None,
         FaultMix::Net,
         FaultMix::Crash,
         FaultMix::All,
+        FaultMix::NicCrash,
     ];
 
     /// The mix's name as [`FromStr`] reads it.
@@ -115,6 +144,7 @@ impl FaultMix {
             FaultMix::Net => "net",
             FaultMix::Crash => "crash",
             FaultMix::All => "all",
+            FaultMix::NicCrash => "nic-crash",
         }
     }
 
@@ -145,6 +175,18 @@ impl FaultMix {
             crash_pass_min: CRASH_PASS_MIN_DEFAULT,
             crash_pass_max: CRASH_PASS_MAX_DEFAULT,
             slow_every: 0,
+            ..NodeFaults::NONE
+        }
+    }
+
+    /// The NIC crashes of the nic-crash mix: [`NIC_CRASHES_DEFAULT`] at
+    /// passes in [`CRASH_PASS_MIN_DEFAULT`]..=[`CRASH_PASS_MAX_DEFAULT`].
+    pub const fn nic_crash_faults() -> NodeFaults {
+        NodeFaults {
+            nic_crashes: NIC_CRASHES_DEFAULT,
+            nic_crash_pass_min: CRASH_PASS_MIN_DEFAULT,
+            nic_crash_pass_max: CRASH_PASS_MAX_DEFAULT,
+            ..NodeFaults::NONE
         }
     }
 
@@ -176,6 +218,11 @@ impl FaultMix {
                 dma: DmaFaults::xenic(),
                 ..base
             },
+            FaultMix::NicCrash => SimConfig {
+                nodes: FaultMix::nic_crash_faults(),
+                dma: DmaFaults::xenic(),
+                ..base
+            },
         }
     }
 }
@@ -186,9 +233,9 @@ impl fmt::Display for FaultMix {
     }
 }
 
-/// A fault-mix name that is not one of `none|net|crash|all`.
+/// A fault-mix name that is not one of `none|net|crash|all|nic-crash`.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("unknown fault mix {given:?} (expected none, net, crash or all)")]
+#[error("unknown fault mix {given:?} (expected none, net, crash, all or nic-crash)")]
 pub struct FaultMixError {
     /// What was given.
     pub given: String,
@@ -220,7 +267,7 @@ mod tests {
         assert_eq!(" NET ".parse::<FaultMix>(), Ok(FaultMix::Net));
         let e = "lossy".parse::<FaultMix>().unwrap_err();
         assert_eq!(e.given, "lossy");
-        assert!(e.to_string().contains("none, net, crash or all"));
+        assert!(e.to_string().contains("none, net, crash, all or nic-crash"));
     }
 
     #[test]
@@ -240,5 +287,8 @@ mod tests {
         let all = FaultMix::All.config(3);
         assert!(all.net.any() && all.nodes.crashes == 1 && all.nodes.slow_every >= 2);
         assert_eq!(FaultMix::All.config(4).seed, 4);
+        let nic = FaultMix::NicCrash.config(3);
+        assert!(!nic.net.any() && nic.dma.on && nic.nodes.crashes == 0);
+        assert_eq!(nic.nodes.nic_crashes, NIC_CRASHES_DEFAULT);
     }
 }

@@ -14,6 +14,12 @@
 //! outcomes and the survivors are quiescent; the crashed nodes' in-flight
 //! transactions stay indeterminate, and the checks read the survivors only
 //! ([`BenchCluster::failed`]).
+//!
+//! Under NIC-runtime-only crashes (issue 12, the nic-crash mix) the loop
+//! restarts the due nodes' NIC runtimes in place between slices
+//! ([`NicRuntime::restart_nic`] with the next incarnation); their hosts,
+//! data and clients live on, and a run ends only once every restarted node
+//! serves again (its rebuild is part of [`BenchCluster::is_quiescent`]).
 
 use super::{BenchCluster, BuildError, ClusterSpec};
 use crate::workload::Workload;
@@ -129,6 +135,7 @@ impl<W: Workload> BenchCluster<W> {
                 None => sim.run_passes(net, &mut self.components(), slice_passes)?,
                 Some(m) => self.run_slice_with(sim, net, m, slice_passes)?,
             }
+            self.restart_nics(sim)?;
             let crashed = crashed_mask(sim);
             self.failed = crashed;
             // With a membership, a run goes on until every crashed node is
@@ -155,6 +162,27 @@ impl<W: Workload> BenchCluster<W> {
                 });
             }
         }
+    }
+
+    /// Restarts in place the NIC runtimes whose NIC-only crash is due
+    /// ([`Sim::take_nic_crashes`]), each as its next incarnation.
+    ///
+    /// # Errors
+    /// [`SimError::ComponentStopped`] (the node's NIC runtime component) if
+    /// a restart is refused.
+    fn restart_nics(&mut self, sim: &mut Sim) -> Result<(), SimError> {
+        for node in sim.take_nic_crashes() {
+            let nic = &mut self.parts.nodes[node as usize].nic;
+            let next = nic.incarnation().saturating_add(1);
+            if let Err(e) = nic.restart_nic(sim.now(), next) {
+                return Err(SimError::ComponentStopped {
+                    index: node as usize * COMPONENTS_PER_NODE,
+                    now_ns: sim.now(),
+                    reason: format!("NIC runtime restart refused: {e}"),
+                });
+            }
+        }
+        Ok(())
     }
 
     /// After a crash: whether every surviving client has its outcomes,

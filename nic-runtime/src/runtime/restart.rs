@@ -448,7 +448,10 @@ impl NicRuntime {
             c.outcomes().push_back(Outcome {
                 req_id: ticket,
                 status: TxStatus::Unknown,
-                result: b"the NIC runtime restarted".to_vec(),
+                // Empty: the procedure's result is not known (an
+                // application reads a result as the one it would have had
+                // on commit).
+                result: Vec::new(),
             });
         }
         self.coordinator = c;
