@@ -91,6 +91,9 @@ use splitkv_layout::wire::{Body, Flow, MsgKind, NodeId, RebuildMsg, RecordEviden
 /// Most rounds of DMA completions a restart waits through for the requests
 /// posted before the crash.
 pub const RESTART_DRAIN_ROUNDS_MAX: usize = 4096;
+/// Most recovered commits a peer holds locks for until its host applied
+/// them (each restarted peer decides at most `TX_INFLIGHT_MAX` of its own).
+pub const RELEASES_PENDING_MAX: usize = crate::protocol::coordinator::TX_INFLIGHT_MAX * 4;
 /// Most records of its own lost transactions the restarted node collects
 /// (every peer's records of at most `TX_INFLIGHT_MAX` transactions, one per
 /// shard); more are counted and make the node decide abort-by-default
@@ -181,6 +184,9 @@ pub struct RebuildStats {
     pub lost_locks_released: u64,
     /// Peer side: decisions applied for a restarted node's transactions.
     pub decisions_applied: u64,
+    /// Peer side: recovered commits over [`RELEASES_PENDING_MAX`] (their
+    /// locks are then never released: a fault to report).
+    pub releases_overflowed: u64,
     /// Time of the last restart and of the last return to service (ns).
     pub last_restart_ns: Nanos,
     /// See `last_restart_ns`.
@@ -208,6 +214,9 @@ pub struct RestartState {
     /// The network stack's set-up; its incarnation is the current one.
     net: StackConfig,
     rebuild: Option<Rebuild>,
+    /// Peer side: recovered commits whose locks wait for the host to apply
+    /// them: (tx_id, the host-log tail to wait for, once the append is done).
+    releases: Vec<(u64, Option<u64>)>,
     enc: Vec<u8>,
     stats: RebuildStats,
 }
@@ -228,6 +237,7 @@ impl RestartState {
         RestartState {
             net,
             rebuild: None,
+            releases: Vec::new(),
             enc: Vec::new(),
             stats: RebuildStats::default(),
         }
@@ -255,10 +265,20 @@ impl RestartState {
                     .iter()
                     .filter(|d| (d.tx_id >> 48) as NodeId == from)
                 {
-                    parts
-                        .server
-                        .apply_recovered(parts.io, parts.index, d.tx_id, d.commit);
-                    self.stats.decisions_applied += 1;
+                    let s = &mut *parts.server;
+                    let taken = if d.commit {
+                        let t = s.commit_recovered_holding_locks(parts.io, d.tx_id);
+                        if t && self.releases.len() < RELEASES_PENDING_MAX {
+                            self.releases.push((d.tx_id, None));
+                        } else if t {
+                            // Over the bound: its locks stay (counted, a fault).
+                            self.stats.releases_overflowed += 1;
+                        }
+                        t
+                    } else {
+                        s.apply_recovered(parts.io, parts.index, d.tx_id, false)
+                    };
+                    self.stats.decisions_applied += u64::from(taken);
                 }
             }
         }
@@ -461,7 +481,31 @@ impl NicRuntime {
     /// module docs; the messages are handled as they arrive). Returns
     /// whether anything was done.
     pub(super) fn poll_rebuild(&mut self, now: Nanos) -> bool {
-        self.advance_rebuild(now)
+        self.release_recovered() | self.advance_rebuild(now)
+    }
+
+    /// Peer side: releases the locks of recovered commits whose records
+    /// the host has applied (see `Server::commit_recovered_holding_locks`).
+    fn release_recovered(&mut self) -> bool {
+        let mut releases = std::mem::take(&mut self.restart.releases);
+        let before = releases.len();
+        let (server, index) = (&mut self.server, &mut self.index);
+        let applied = self.host_applied;
+        releases.retain_mut(|(tx_id, target)| {
+            if target.is_none() && !server.appending(*tx_id) {
+                *target = Some(server.appended_tail());
+            }
+            match *target {
+                Some(t) if t <= applied => {
+                    server.release_recovered(index, *tx_id);
+                    false
+                }
+                _ => true,
+            }
+        });
+        let work = releases.len() != before;
+        self.restart.releases = releases;
+        work
     }
 }
 

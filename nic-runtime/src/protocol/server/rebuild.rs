@@ -10,9 +10,10 @@
 //! ([`Server::forget_coordinator`]).
 
 use super::txs::TxState;
-use super::Server;
+use super::{OpKind, Server};
 use crate::index::NicIndex;
 use crate::protocol::Io;
+use splitkv_layout::log_record::LogKind;
 use splitkv_layout::wire::{
     CoordPhase, MsgKind, NodeId, PeerTx, RecordEvidence, RecordKind, ReplyStatus,
 };
@@ -181,5 +182,52 @@ impl Server {
         let released = self.release_orphan_locks(index, 1 << coordinator);
         self.records_of(coordinator, out);
         released
+    }
+
+    /// At a peer of a restarted node: that node decided commit for its lost
+    /// transaction `tx_id`, whose LOG is here. The COMMIT decision record is
+    /// appended, but unlike [`Server::apply_recovered`] the locks stay held:
+    /// this node serves meanwhile, and its NIC cache does not hold the new
+    /// values (the LOG records in the host log do), so a read before the
+    /// host applied them would return the old version and a later write
+    /// would reuse its version number. The caller releases them with
+    /// [`Server::release_recovered`] once the append completed
+    /// ([`Server::appending`]) and the host applied the log through
+    /// [`Server::appended_tail`]. Returns whether `tx_id` was undecided here.
+    pub fn commit_recovered_holding_locks(&mut self, io: &mut Io, tx_id: u64) -> bool {
+        let state = self.txs.state(tx_id);
+        if !matches!(state, Some(TxState::Logging | TxState::Logged)) {
+            return false;
+        }
+        self.txs.set(tx_id, TxState::Finished);
+        self.hold_decision(tx_id, RecordKind::Commit);
+        if state == Some(TxState::Logged) {
+            self.append_decision(io, io.node, tx_id, LogKind::Commit);
+        }
+        self.stats.recovered_decisions += 1;
+        true
+    }
+
+    /// Whether a host-log append of `tx_id` (its LOG or its decision) is
+    /// under way or waiting here.
+    pub fn appending(&self, tx_id: u64) -> bool {
+        self.ops.iter().any(|o| {
+            o.active
+                && o.tx_id == tx_id
+                && matches!(o.kind, OpKind::Log | OpKind::Commit | OpKind::Decision)
+        }) || self.decisions_waiting.iter().any(|&(_, t, _)| t == tx_id)
+    }
+
+    /// Releases the locks `tx_id` holds here after its recovered commit
+    /// reached the host table ([`Server::commit_recovered_holding_locks`]),
+    /// dropping those keys' cached objects; returns the locks released.
+    pub fn release_recovered(&mut self, index: &mut NicIndex, tx_id: u64) -> usize {
+        let mut released = Vec::new();
+        index.unlock_where(|holder| holder == tx_id, &mut released);
+        for (k, _) in &released {
+            self.room.committed(k, tx_id);
+            index.forget(k);
+        }
+        released.len()
     }
 }
