@@ -134,3 +134,27 @@ fn nic_restart_to_serving_again_is_measured_in_simulated_time() {
     // A few network round trips and host-log applies: well under 1 ms.
     assert!(worst_ns < 1_000_000, "{worst_ns} ns");
 }
+
+/// NIC crashes over the net mix's lossy, reordering network: the rebuild's
+/// messages ride the same retransmitting sessions.
+#[test]
+fn nic_crash_over_a_lossy_network_keeps_money_and_replicas() {
+    for seed in 11..=16 {
+        let mut spec = ClusterSpec::new();
+        spec.inflight_per_node = 4;
+        spec.seed = seed;
+        spec.budget_per_node = Some(BUDGET);
+        spec.dma_latency_ns = 500;
+        let cfg = SimConfig {
+            net: FaultMix::net_faults(),
+            ..nic_config(seed)
+        };
+        let w = Smallbank::new(300, Some(20)).expect("accounts");
+        let (mut cluster, net) = SmallbankCluster::build_on_sim(spec, w, cfg).expect("build");
+        run(&mut cluster, &net, cfg);
+        cluster
+            .check()
+            .unwrap_or_else(|e| panic!("seed {seed}: money: {e}"));
+        cluster.check_replicas().expect("replica agreement");
+    }
+}
