@@ -48,6 +48,8 @@ pub struct Sim {
     nic_crash_plan: Vec<(u64, NodeId)>,
     /// NIC crashes handed to the caller: (node, virtual time).
     nic_crashed: Vec<(NodeId, Nanos)>,
+    /// NIC crashes due and not yet taken: (pass, node).
+    nic_due: Vec<(u64, NodeId)>,
 }
 
 impl Sim {
@@ -65,6 +67,7 @@ impl Sim {
             order: Vec::new(),
             nic_crash_plan: Vec::new(),
             nic_crashed: Vec::new(),
+            nic_due: Vec::new(),
         }
     }
 
@@ -152,15 +155,8 @@ impl Sim {
     /// first, each of a node not crashed: the caller restarts that node's
     /// NIC runtime in place now. Recorded in [`Sim::nic_crashed`].
     pub fn take_nic_crashes(&mut self) -> Vec<NodeId> {
-        let pass = self.passes;
-        let mut due: Vec<(u64, NodeId)> = Vec::new();
-        self.nic_crash_plan.retain(|&(p, n)| {
-            let now = p <= pass;
-            if now {
-                due.push((p, n));
-            }
-            !now
-        });
+        self.nic_crashes_came_due();
+        let mut due = std::mem::take(&mut self.nic_due);
         due.sort_unstable();
         let mut out = Vec::new();
         for (_, node) in due {
@@ -170,6 +166,22 @@ impl Sim {
             }
         }
         out
+    }
+
+    /// Moves the planned NIC crashes whose pass has come to the due list;
+    /// returns whether any moved.
+    fn nic_crashes_came_due(&mut self) -> bool {
+        let pass = self.passes;
+        let before = self.nic_due.len();
+        let due = &mut self.nic_due;
+        self.nic_crash_plan.retain(|&(p, n)| {
+            let now = p <= pass;
+            if now {
+                due.push((p, n));
+            }
+            !now
+        });
+        self.nic_due.len() != before
     }
 
     /// NIC-runtime-only crashes handed out so far: (node, virtual time).
@@ -237,8 +249,9 @@ impl Sim {
 
     /// Runs passes over `components` (each live one once per pass, in a
     /// seeded random order) until `done(now)` holds, checked before every
-    /// pass, or a planned NIC crash is due (then it returns early, `Ok`:
-    /// the caller takes it with [`Sim::take_nic_crashes`]). Each pass first applies the crashes planned for it, then ticks
+    /// pass, or a planned NIC crash comes due (then it returns early, `Ok`,
+    /// once per crash: the caller takes it with [`Sim::take_nic_crashes`];
+    /// a caller that does not is not held up). Each pass first applies the crashes planned for it, then ticks
     /// `net`, then runs the components.
     ///
     /// # Errors
@@ -259,9 +272,9 @@ impl Sim {
             if done(self.now) {
                 return Ok(self.now);
             }
-            // A NIC crash is due: end the slice early so the caller
-            // restarts that NIC runtime at this very pass.
-            if self.nic_crash_plan.iter().any(|&(p, _)| p <= self.passes) {
+            // A NIC crash came due: end the slice early (once) so the
+            // caller restarts that NIC runtime at this very pass.
+            if self.nic_crashes_came_due() {
                 return Ok(self.now);
             }
             self.apply_crash_plan(net);
