@@ -1,5 +1,5 @@
 //! Fault mixes: node faults ([`NodeFaults`]), DMA faults ([`DmaFaults`]) and
-//! the named mixes ([`FaultMix`]: none, net, crash, all) that turn one seed
+//! the named mixes ([`FaultMix`]: none, net, crash, all, nic-crash) that turn one seed
 //! into a fully specified [`SimConfig`].
 //!
 //! | mix   | network                                     | nodes                  | DMA |

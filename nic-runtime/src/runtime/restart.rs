@@ -70,6 +70,19 @@
 //!    committed write the lost cache had pinned: versions never go back),
 //!    the node serves again ([`Availability::Serving`]).
 //!
+//! # Drivers
+//! The simulator restarts a NIC runtime between two passes
+//! (`benches/src/cluster/sim.rs`). A node process's driver restarts the
+//! NIC runtime's thread in place the same way: stop polling it, call
+//! [`NicRuntime::restart_nic`] with `now` and [`NicRuntime::incarnation`]
+//! + 1 (an incarnation no earlier process or NIC restart of this node used),
+//! and poll it again on its thread; the host workers and application
+//! threads keep running meanwhile (their requests wait in the rings).
+//! [`NicRuntime::availability`] is what the node's status reports
+//! ("unavailable, rebuilding" with the peers still awaited). A thread that
+//! died with its `NicRuntime` (a panic) cannot be restarted this way: the
+//! record table would have to be read back from the host log first.
+//!
 //! A peer that crashes during the rebuild is waited for until a
 //! configuration excludes it ([`NicRuntime::apply_configuration`] calls
 //! [`RestartState::peers_excluded`]). A NIC crash during a recovery epoch is
