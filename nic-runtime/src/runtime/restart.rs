@@ -109,8 +109,9 @@ pub const RESTART_DRAIN_ROUNDS_MAX: usize = 4096;
 pub const RELEASES_PENDING_MAX: usize = crate::protocol::coordinator::TX_INFLIGHT_MAX * 4;
 /// Most records of its own lost transactions the restarted node collects
 /// (every peer's records of at most `TX_INFLIGHT_MAX` transactions, one per
-/// shard); more are counted and make the node decide abort-by-default
-/// impossible, so it stays unavailable ([`RebuildStats::records_dropped`]).
+/// shard). More are counted ([`RebuildStats::records_dropped`]) and the node
+/// then stays unavailable: deciding without them could abort a transaction
+/// that reached its commit point.
 pub const REBUILD_RECORDS_MAX: usize = 64 * 1024;
 
 /// Whether a NIC runtime serves.
