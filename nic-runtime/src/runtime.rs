@@ -15,6 +15,7 @@ pub mod clients;
 mod peers;
 pub mod recovery;
 mod rereplication;
+pub mod restart;
 
 use crate::dma::DmaEngine;
 use crate::index::HostTableLayout;
@@ -38,6 +39,8 @@ use recovery::RecoveryRuntime;
 pub use recovery::{
     RecoveryActions, RecoveryRuntimeStats, RECOVERY_INBOX_MAX, RECOVERY_SUSPECTS_MAX,
 };
+use restart::RestartState;
+pub use restart::{Availability, RebuildStats, RestartError};
 use splitkv_layout::host_nic::HostToNic;
 use splitkv_layout::ring::{RingConsumer, RingProducer};
 use splitkv_layout::wire::{decode_packet, Body, Messages, MsgKind, NodeId, PacketHeader};
@@ -177,6 +180,8 @@ pub struct NicRuntime {
     committed_at_resume: u64,
     /// Re-replication (issue 12): copies run here as source or target.
     copies: crate::rereplication::Copies,
+    /// A restart of this NIC runtime alone and the rebuild after it (issue 12).
+    restart: RestartState,
 }
 
 impl std::fmt::Debug for NicRuntime {
@@ -248,6 +253,7 @@ impl NicRuntime {
             host_applied: 0,
             committed_at_resume: 0,
             copies: crate::rereplication::Copies::new(parts.node),
+            restart: RestartState::new(parts.net),
         })
     }
 
@@ -315,6 +321,7 @@ impl NicRuntime {
             && self.clients.queued() == 0
             && self.index.locks_held() == 0
             && self.io.net.is_idle()
+            && !self.restart.rebuilding()
     }
 
     /// Why this node's NIC runtime stopped for good, if it did: it took a
@@ -352,6 +359,7 @@ impl NicRuntime {
         if !self.recovery.paused() {
             work |= self.copies.step(&mut self.io);
         }
+        work |= self.poll_rebuild(now);
         work |= self.start_requests();
         work |= self.watch_peers();
         work |= self.clients.deliver(&mut self.coordinator);
@@ -373,6 +381,7 @@ impl NicRuntime {
                 bad: &mut self.bad_packets,
                 recovery: &mut self.recovery,
                 copies: &mut self.copies,
+                restart: &mut self.restart,
             },
             reassembly: &mut self.reassembly,
         };
@@ -450,6 +459,9 @@ impl NicRuntime {
             self.recovery.count_paused_iteration();
             return false;
         }
+        if self.restart.rebuilding() {
+            return false;
+        }
         let mut work = false;
         for _ in 0..REQUESTS_PER_ITERATION_MAX {
             // Admission control: no new transaction while a backlog toward
@@ -484,6 +496,7 @@ struct Handlers<'r> {
     bad: &'r mut u64,
     recovery: &'r mut RecoveryRuntime,
     copies: &'r mut crate::rereplication::Copies,
+    restart: &'r mut RestartState,
 }
 
 impl Dispatch<'_> {
@@ -515,6 +528,18 @@ impl Dispatch<'_> {
             }
             if whole.0 == MsgKind::Copy {
                 if !self.to.copies.on_wire(h.src, whole.1) {
+                    *self.to.bad += 1;
+                }
+                continue;
+            }
+            if whole.0 == MsgKind::Rebuild {
+                let parts = restart::Parts {
+                    io: self.to.io,
+                    index: self.to.index,
+                    server: self.to.server,
+                    coordinator: self.to.coordinator,
+                };
+                if !self.to.restart.on_wire(h.src, whole.1, parts) {
                     *self.to.bad += 1;
                 }
                 continue;
@@ -553,6 +578,11 @@ impl Handlers<'_> {
         // is refused, so no record appears that the evidence lacks, and the
         // coordinator's transactions wait for recovery's decisions.
         let recovering = self.recovery.paused();
+        match self.restart.gate(src, body) {
+            restart::Gate::Pass => {}
+            restart::Gate::Drop => return,
+            restart::Gate::Refuse => return restart::refuse(self.io, src, body),
+        }
         match body {
             Body::Log { tx_id, .. } if recovering => self.server.refuse_log(self.io, src, *tx_id),
             // Re-replication's copy transactions (issue 12).

@@ -14,6 +14,13 @@
 //! seeded delay: [`Sim::take_restarts`] hands the caller a fresh network
 //! endpoint for it, and the caller replaces the node's components with
 //! fresh ones (an empty host, a new incarnation) before the next pass.
+//!
+//! NIC-runtime-only crashes (issue 12, [`crate::NodeFaults::nic_crashes`])
+//! come from the seed too: the driver only plans them, since restarting a
+//! NIC runtime in place is the cluster's call (its components are opaque
+//! here); a run slice ends early at the pass one is due, and
+//! [`Sim::take_nic_crashes`] hands the caller the ones due, which it
+//! restarts before the next pass.
 
 use crate::net::SimNetwork;
 use crate::{SimConfig, SimError, CRASHES_MAX};
@@ -44,6 +51,12 @@ pub struct Sim {
     restart_plan: Vec<(Nanos, NodeId)>,
     /// Restarts done: (node, crash time, restart time).
     restarted: Vec<(NodeId, Nanos, Nanos)>,
+    /// Planned NIC-runtime-only crashes: (pass, node).
+    nic_crash_plan: Vec<(u64, NodeId)>,
+    /// NIC crashes handed to the caller: (node, virtual time).
+    nic_crashed: Vec<(NodeId, Nanos)>,
+    /// NIC crashes due and not yet taken: (pass, node).
+    nic_due: Vec<(u64, NodeId)>,
 }
 
 impl Sim {
@@ -61,6 +74,9 @@ impl Sim {
             order: Vec::new(),
             restart_plan: Vec::new(),
             restarted: Vec::new(),
+            nic_crash_plan: Vec::new(),
+            nic_crashed: Vec::new(),
+            nic_due: Vec::new(),
         }
     }
 
@@ -140,6 +156,21 @@ impl Sim {
         if f.slow_every >= 2 && crashes < nodes {
             self.slow = Some((ids[crashes], f.slow_every as u64));
         }
+        // Drawn last, and only when asked for, so the other faults of a
+        // seed stay what they were.
+        for _ in 0..f.nic_crashes.min(CRASHES_MAX) {
+            if nodes == 0 {
+                break;
+            }
+            let node = self.rng.gen_range(0..nodes) as NodeId;
+            let lo = f.nic_crash_pass_min;
+            let pass = if f.nic_crash_pass_max > lo {
+                self.rng.gen_range(lo..=f.nic_crash_pass_max)
+            } else {
+                lo
+            };
+            self.nic_crash_plan.push((pass, node));
+        }
     }
 
     /// Schedules a crash of `node` at the start of pass `pass` (scripted).
@@ -180,6 +211,49 @@ impl Sim {
             self.restart_plan
                 .push((self.now.saturating_add(delay.max(1)), node));
         }
+    }
+
+    /// The planned NIC-runtime-only crashes whose pass has come, oldest
+    /// first, each of a node not crashed: the caller restarts that node's
+    /// NIC runtime in place now. Recorded in [`Sim::nic_crashed`].
+    pub fn take_nic_crashes(&mut self) -> Vec<NodeId> {
+        self.nic_crashes_came_due();
+        let mut due = std::mem::take(&mut self.nic_due);
+        due.sort_unstable();
+        let mut out = Vec::new();
+        for (_, node) in due {
+            if !self.is_crashed(node) {
+                self.nic_crashed.push((node, self.now));
+                out.push(node);
+            }
+        }
+        out
+    }
+
+    /// Moves the planned NIC crashes whose pass has come to the due list;
+    /// returns whether any moved.
+    fn nic_crashes_came_due(&mut self) -> bool {
+        let pass = self.passes;
+        let before = self.nic_due.len();
+        let due = &mut self.nic_due;
+        self.nic_crash_plan.retain(|&(p, n)| {
+            let now = p <= pass;
+            if now {
+                due.push((p, n));
+            }
+            !now
+        });
+        self.nic_due.len() != before
+    }
+
+    /// NIC-runtime-only crashes handed out so far: (node, virtual time).
+    pub fn nic_crashed(&self) -> &[(NodeId, Nanos)] {
+        &self.nic_crashed
+    }
+
+    /// NIC-runtime-only crashes planned and not yet due: (pass, node).
+    pub fn planned_nic_crashes(&self) -> &[(u64, NodeId)] {
+        &self.nic_crash_plan
     }
 
     fn is_crashed(&self, node: NodeId) -> bool {
@@ -237,7 +311,9 @@ impl Sim {
 
     /// Runs passes over `components` (each live one once per pass, in a
     /// seeded random order) until `done(now)` holds, checked before every
-    /// pass. Each pass first applies the crashes planned for it, then ticks
+    /// pass, or a planned NIC crash comes due (then it returns early, `Ok`,
+    /// once per crash: the caller takes it with [`Sim::take_nic_crashes`];
+    /// a caller that does not is not held up). Each pass first applies the crashes planned for it, then ticks
     /// `net`, then runs the components.
     ///
     /// # Errors
@@ -256,6 +332,11 @@ impl Sim {
         }
         for _ in 0..max_passes {
             if done(self.now) {
+                return Ok(self.now);
+            }
+            // A NIC crash came due: end the slice early (once) so the
+            // caller restarts that NIC runtime at this very pass.
+            if self.nic_crashes_came_due() {
                 return Ok(self.now);
             }
             self.apply_crash_plan(net);
@@ -334,7 +415,7 @@ mod tests {
                 crash_pass_min: 10,
                 crash_pass_max: 50,
                 slow_every: 4,
-                ..NodeFaults::default()
+                ..NodeFaults::NONE
             },
             ..SimConfig::default()
         };
@@ -353,5 +434,51 @@ mod tests {
             (again, sim2.crashed()),
             "same seed"
         );
+    }
+
+    #[test]
+    fn nic_crashes_follow_the_seed_and_leave_the_other_faults_alone() {
+        let base = SimConfig {
+            seed: 21,
+            nodes: NodeFaults {
+                crashes: 1,
+                crash_pass_min: 10,
+                crash_pass_max: 50,
+                ..NodeFaults::NONE
+            },
+            ..SimConfig::default()
+        };
+        let nic = SimConfig {
+            nodes: NodeFaults {
+                nic_crashes: 2,
+                nic_crash_pass_min: 20,
+                nic_crash_pass_max: 30,
+                ..base.nodes
+            },
+            ..base
+        };
+        let (_, plain, _) = run(base, &[], 10);
+        let (counts, mut sim, _) = run(nic, &[], 10);
+        assert_eq!(plain.planned_crashes(), sim.planned_crashes());
+        assert_eq!(counts, [10; 6], "a NIC crash stops nothing in the driver");
+        assert_eq!(sim.planned_nic_crashes().len(), 2);
+        assert!(sim.take_nic_crashes().is_empty(), "not due at pass 10");
+        let (net, _ends) = SimNetwork::new(3, nic);
+        let mut cs: Vec<Counter> = (0..6).map(|_| Counter(0)).collect();
+        let mut refs: Vec<&mut dyn Component> =
+            cs.iter_mut().map(|c| c as &mut dyn Component).collect();
+        let mut taken = 0;
+        while sim.passes() < 40 {
+            // A slice ends early at the pass a NIC crash is due.
+            sim.run_passes(&net, &mut refs, 40).expect("runs");
+            let due = sim.take_nic_crashes();
+            for _ in &due {
+                assert!((20..=30).contains(&sim.passes()), "at its pass");
+            }
+            taken += due.len();
+        }
+        assert!(sim.planned_nic_crashes().is_empty());
+        assert_eq!(sim.nic_crashed().len(), taken);
+        assert!(taken <= 2, "a crashed node's NIC crash is skipped");
     }
 }

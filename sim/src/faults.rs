@@ -1,5 +1,5 @@
 //! Fault mixes: node faults ([`NodeFaults`]), DMA faults ([`DmaFaults`]) and
-//! the named mixes ([`FaultMix`]: none, net, crash, all) that turn one seed
+//! the named mixes ([`FaultMix`]: none, net, crash, all, nic-crash) that turn one seed
 //! into a fully specified [`SimConfig`].
 //!
 //! | mix   | network                                     | nodes                  | DMA |
@@ -9,6 +9,7 @@
 //! | crash | as none                                     | one seeded node crashes at a seeded pass in 20,000–100,000 | Xenic §3.5 latencies |
 //! | all   | as net                                      | as crash, and another seeded node runs one pass in 2 | Xenic §3.5 latencies |
 //! | rejoin | as none                                    | as crash, and the crashed node restarts empty after a seeded 2–30 ms and rejoins (re-replication, issue 12) | Xenic §3.5 latencies |
+//! | nic-crash | as none                                 | two seeded NIC-runtime-only crashes (node and pass each seeded, passes 20,000–100,000): the NIC runtime restarts in place, its host and data live (issue 12) | Xenic §3.5 latencies |
 
 use crate::net::{DelayDist, NetFaults};
 use crate::SimConfig;
@@ -27,6 +28,8 @@ pub const CRASH_PASS_MAX_DEFAULT: u64 = 100_000;
 pub const RESTART_NS_MIN_DEFAULT: u64 = 2_000_000;
 /// Longest delay from a crash to the node's restart under the rejoin mix (ns).
 pub const RESTART_NS_MAX_DEFAULT: u64 = 30_000_000;
+/// NIC-runtime-only crashes of the nic-crash mix.
+pub const NIC_CRASHES_DEFAULT: u32 = 2;
 /// Shortest DMA read (Xenic §3.5), ns.
 pub const DMA_READ_NS_MIN_DEFAULT: u64 = 700;
 /// Longest ordinary DMA read (Xenic §3.5: up to ~1.3 µs), ns.
@@ -60,6 +63,30 @@ pub struct NodeFaults {
     pub restart_ns_min: u64,
     /// See `restart_ns_min`.
     pub restart_ns_max: u64,
+    /// Seeded NIC-runtime-only crashes (issue 12), at most [`CRASHES_MAX`]:
+    /// each picks a node and a pass in `nic_crash_pass_min..=nic_crash_pass_max`;
+    /// the node's NIC runtime restarts in place while its host lives
+    /// ([`crate::Sim::take_nic_crashes`]).
+    pub nic_crashes: u32,
+    /// Earliest pass of a seeded NIC crash.
+    pub nic_crash_pass_min: u64,
+    /// Latest pass of a seeded NIC crash.
+    pub nic_crash_pass_max: u64,
+}
+
+impl NodeFaults {
+    /// No node faults.
+    pub const NONE: NodeFaults = NodeFaults {
+        crashes: 0,
+        crash_pass_min: 0,
+        crash_pass_max: 0,
+        slow_every: 0,
+        restart_ns_min: 0,
+        restart_ns_max: 0,
+        nic_crashes: 0,
+        nic_crash_pass_min: 0,
+        nic_crash_pass_max: 0,
+    };
 }
 
 /// DMA faults, applied by [`crate::dma::SimDma`]: each request is submitted
@@ -113,16 +140,19 @@ pub enum FaultMix {
     /// A crash, the crashed node's restart and rejoin (re-replication,
     /// issue 12), and DMA latencies.
     Rejoin,
+    /// NIC-runtime-only crashes and DMA latencies.
+    NicCrash,
 }
 
 impl FaultMix {
     /// Every mix, in order.
-    pub const ALL: [FaultMix; 5] = [
+    pub const ALL: [FaultMix; 6] = [
         FaultMix::None,
         FaultMix::Net,
         FaultMix::Crash,
         FaultMix::All,
         FaultMix::Rejoin,
+        FaultMix::NicCrash,
     ];
 
     /// The mix's name as [`FromStr`] reads it.
@@ -133,6 +163,7 @@ impl FaultMix {
             FaultMix::Crash => "crash",
             FaultMix::All => "all",
             FaultMix::Rejoin => "rejoin",
+            FaultMix::NicCrash => "nic-crash",
         }
     }
 
@@ -163,8 +194,18 @@ impl FaultMix {
             crash_pass_min: CRASH_PASS_MIN_DEFAULT,
             crash_pass_max: CRASH_PASS_MAX_DEFAULT,
             slow_every: 0,
-            restart_ns_min: 0,
-            restart_ns_max: 0,
+            ..NodeFaults::NONE
+        }
+    }
+
+    /// The NIC crashes of the nic-crash mix: [`NIC_CRASHES_DEFAULT`] at
+    /// passes in [`CRASH_PASS_MIN_DEFAULT`]..=[`CRASH_PASS_MAX_DEFAULT`].
+    pub const fn nic_crash_faults() -> NodeFaults {
+        NodeFaults {
+            nic_crashes: NIC_CRASHES_DEFAULT,
+            nic_crash_pass_min: CRASH_PASS_MIN_DEFAULT,
+            nic_crash_pass_max: CRASH_PASS_MAX_DEFAULT,
+            ..NodeFaults::NONE
         }
     }
 
@@ -205,6 +246,11 @@ impl FaultMix {
                 dma: DmaFaults::xenic(),
                 ..base
             },
+            FaultMix::NicCrash => SimConfig {
+                nodes: FaultMix::nic_crash_faults(),
+                dma: DmaFaults::xenic(),
+                ..base
+            },
         }
     }
 }
@@ -215,9 +261,9 @@ impl fmt::Display for FaultMix {
     }
 }
 
-/// A fault-mix name that is not one of `none|net|crash|all|rejoin`.
+/// A fault-mix name that is not one of `none|net|crash|all|rejoin|nic-crash`.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("unknown fault mix {given:?} (expected none, net, crash, all or rejoin)")]
+#[error("unknown fault mix {given:?} (expected none, net, crash, all, rejoin or nic-crash)")]
 pub struct FaultMixError {
     /// What was given.
     pub given: String,
@@ -249,7 +295,9 @@ mod tests {
         assert_eq!(" NET ".parse::<FaultMix>(), Ok(FaultMix::Net));
         let e = "lossy".parse::<FaultMix>().unwrap_err();
         assert_eq!(e.given, "lossy");
-        assert!(e.to_string().contains("none, net, crash, all or rejoin"));
+        assert!(e
+            .to_string()
+            .contains("none, net, crash, all, rejoin or nic-crash"));
     }
 
     #[test]
@@ -272,5 +320,8 @@ mod tests {
         let rejoin = FaultMix::Rejoin.config(3);
         assert!(rejoin.nodes.crashes == 1 && rejoin.nodes.restart_ns_max > 0);
         assert!(crash.nodes.restart_ns_max == 0 && all.nodes.restart_ns_max == 0);
+        let nic = FaultMix::NicCrash.config(3);
+        assert!(!nic.net.any() && nic.dma.on && nic.nodes.crashes == 0);
+        assert_eq!(nic.nodes.nic_crashes, NIC_CRASHES_DEFAULT);
     }
 }

@@ -26,6 +26,12 @@
 //! the host tables between slices, in short slices while a copy runs), it
 //! reports itself caught up, and the run ends only once every node is a
 //! replica again: the replication degree is restored.
+//!
+//! Under NIC-runtime-only crashes (issue 12, the nic-crash mix) the loop
+//! restarts the due nodes' NIC runtimes in place between slices
+//! ([`NicRuntime::restart_nic`] with the next incarnation); their hosts,
+//! data and clients live on, and a run ends only once every restarted node
+//! serves again (its rebuild is part of [`BenchCluster::is_quiescent`]).
 
 use super::{BenchCluster, BuildError, ClusterSpec};
 use crate::workload::Workload;
@@ -153,6 +159,7 @@ impl<W: Workload> BenchCluster<W> {
                     self.restart_due(sim, net, m)?;
                 }
             }
+            self.restart_nics(sim)?;
             let crashed = crashed_mask(sim);
             // A restarted node's old client never learns its in-flight
             // outcomes: it is left out of the end of the run like a crashed
@@ -188,6 +195,27 @@ impl<W: Workload> BenchCluster<W> {
                 });
             }
         }
+    }
+
+    /// Restarts in place the NIC runtimes whose NIC-only crash is due
+    /// ([`Sim::take_nic_crashes`]), each as its next incarnation.
+    ///
+    /// # Errors
+    /// [`SimError::ComponentStopped`] (the node's NIC runtime component) if
+    /// a restart is refused.
+    fn restart_nics(&mut self, sim: &mut Sim) -> Result<(), SimError> {
+        for node in sim.take_nic_crashes() {
+            let nic = &mut self.parts.nodes[node as usize].nic;
+            let next = nic.incarnation().saturating_add(1);
+            if let Err(e) = nic.restart_nic(sim.now(), next) {
+                return Err(SimError::ComponentStopped {
+                    index: node as usize * COMPONENTS_PER_NODE,
+                    now_ns: sim.now(),
+                    reason: format!("NIC runtime restart refused: {e}"),
+                });
+            }
+        }
+        Ok(())
     }
 
     /// After a crash: whether every surviving client has its outcomes,

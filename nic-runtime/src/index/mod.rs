@@ -178,6 +178,9 @@ pub struct NicIndex {
     cache: ObjectCache,
     hints: SegmentHints,
     segment_commits: Vec<u32>,
+    /// What [`NicIndex::new`] was given, for [`NicIndex::fresh`].
+    cache_objects: usize,
+    seed: u64,
 }
 
 impl NicIndex {
@@ -202,7 +205,21 @@ impl NicIndex {
                 HostTableLayout::Dlht => SegmentHints::none(),
             },
             segment_commits: vec![0; STAMP_BUCKETS],
+            cache_objects,
+            seed,
         }
+    }
+
+    /// An empty index like this one (same host table, capacity and seed):
+    /// what a restarted NIC runtime starts from (issue 12, NIC-runtime-only
+    /// crash). Everything here is volatile (module docs): locks come back
+    /// from their coordinators (`runtime::restart`), cached objects and
+    /// versions from the host table by DMA as keys are read again, and the
+    /// displacement hints d_i are learnt again by the lookups, which start
+    /// from d_i = 0 and read further on a miss (Xenic §4.1.3), so a lost
+    /// hint costs a longer read, never a wrong one.
+    pub fn fresh(&self) -> NicIndex {
+        NicIndex::new(self.kind, self.cache_objects, self.seed)
     }
 
     /// The kind of host table this index describes.
@@ -373,6 +390,19 @@ mod tests {
             100,
             1,
         )
+    }
+
+    #[test]
+    fn a_fresh_index_forgets_everything_volatile() {
+        let mut ix = index();
+        let k = Key::new(0, 3);
+        assert!(ix.try_lock(k, 9));
+        ix.install_committed(k, ObjectMeta(4), b"v");
+        let f = ix.fresh();
+        assert_eq!((f.locks_held(), f.cached_objects()), (0, 0));
+        assert_eq!(f.lock_holder(&k), None);
+        assert_eq!(f.kind(), ix.kind());
+        assert_eq!(f.hints().segments(), ix.hints().segments());
     }
 
     #[test]

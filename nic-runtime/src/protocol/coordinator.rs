@@ -22,6 +22,7 @@ use std::collections::VecDeque;
 mod commit;
 mod deadline;
 mod evidence;
+mod rebuild;
 pub use deadline::{
     phase_deadline_ns, DeadlineStats, DEADLINE_SCAN_INTERVAL_NS, PHASE_DEADLINE_NS_DEFAULT,
 };
@@ -118,6 +119,7 @@ fn abort_status(why: ReplyStatus) -> TxStatus {
         ReplyStatus::HostFailure => TxStatus::HostFailure,
         ReplyStatus::Busy => TxStatus::Unavailable,
         ReplyStatus::Malformed => TxStatus::Rejected,
+        ReplyStatus::Unavailable => TxStatus::Unavailable,
     }
 }
 

@@ -26,9 +26,11 @@
 mod append;
 mod lookups;
 mod orphans;
+mod rebuild;
 mod room;
 mod txs;
 
+pub use rebuild::WaitingAnswer;
 pub use room::{fits, Room, RoomError, RESERVATIONS_MAX, ROOM_KEYS_UNLIMITED};
 
 use super::Io;

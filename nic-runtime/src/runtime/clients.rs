@@ -178,6 +178,17 @@ impl Clients {
         self.ports.get(client)?.closed.as_ref()
     }
 
+    /// The tickets (request ids the coordinator knows) of requests in
+    /// flight: what a restarted NIC runtime answers `Unknown`
+    /// (`runtime::restart`).
+    pub(crate) fn live_tickets(&self) -> impl Iterator<Item = u64> + '_ {
+        self.tickets
+            .iter()
+            .enumerate()
+            .filter(|(_, t)| t.live)
+            .map(|(i, _)| i as u64)
+    }
+
     /// Outcomes queued on the NIC for ring room, over all clients.
     pub(crate) fn queued(&self) -> usize {
         self.ports.iter().map(|p| p.backlog.len()).sum()

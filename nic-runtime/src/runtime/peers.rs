@@ -56,6 +56,7 @@ impl NicRuntime {
         }
         self.coordinator
             .set_live(&mut self.io, &self.procedures, config.live);
+        self.restart.peers_excluded(config.live);
         let all = (1u32 << self.io.placement.nodes()) - 1;
         let failed = NodeMask((all & !config.live) as u16);
         // A copying node is a new incarnation (issue 12): whatever its old

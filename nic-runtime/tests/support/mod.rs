@@ -56,7 +56,7 @@ pub fn lone_runtime(
 pub fn node_runtime(
     node: NodeId,
     placement: Placement,
-    transport: MemTransport,
+    transport: impl splitkv_nic::net::Transport + 'static,
     value_bytes_max: usize,
     net: StackConfig,
     procedures: ProcedureRegistry,

@@ -33,11 +33,15 @@ pub enum ReplyStatus {
     /// DELETED bits, a version at `VERSION_MAX`, a COMMIT for a key the
     /// transaction does not hold locked).
     Malformed = 7,
+    /// The node's NIC runtime restarted and is rebuilding its volatile state
+    /// (locks, cache; issue 12): it serves no EXECUTE or VALIDATE, and
+    /// answers a LOG it does not hold with this, rather than serve stale locks.
+    Unavailable = 8,
 }
 
 impl ReplyStatus {
     /// Every status, in wire-value order.
-    pub const ALL: [ReplyStatus; 8] = [
+    pub const ALL: [ReplyStatus; 9] = [
         ReplyStatus::Ok,
         ReplyStatus::LockConflict,
         ReplyStatus::ValidationFailed,
@@ -46,6 +50,7 @@ impl ReplyStatus {
         ReplyStatus::HostFailure,
         ReplyStatus::Busy,
         ReplyStatus::Malformed,
+        ReplyStatus::Unavailable,
     ];
 
     /// The status with wire value `tag`.
@@ -363,8 +368,9 @@ impl<'a> Body<'a> {
                     },
                 }
             }
-            MsgKind::Recovery | MsgKind::Copy => {
-                // Not a transaction body: see `RecoveryMsg::decode`, `CopyMsg::decode`.
+            MsgKind::Recovery | MsgKind::Rebuild | MsgKind::Copy => {
+                // Not a transaction body: see `RecoveryMsg::decode`,
+                // `RebuildMsg::decode`, `CopyMsg::decode`.
                 return Err(DecodeError::BadTag {
                     what: "transaction message kind",
                     tag: kind as u64,

@@ -52,6 +52,7 @@
 mod body;
 mod copy;
 mod packet;
+mod rebuild;
 mod recovery;
 #[cfg(test)]
 mod tests;
@@ -62,6 +63,10 @@ pub use copy::{CopyMsg, COPY_MESSAGE_BYTES};
 pub use packet::{
     decode_packet, Flow, Messages, MsgHeader, MsgKind, PacketHeader, MSG_FLAGS_KNOWN,
     MSG_FLAG_FRAG_MORE, PACKET_FLAGS_KNOWN, PACKET_FLAG_ACK_ONLY,
+};
+pub use rebuild::{
+    LockEntry, PeerTx, RebuildEncodeError, RebuildMsg, LOCK_ENTRY_BYTES, PEER_TX_BYTES,
+    REBUILD_DECISIONS_PER_MESSAGE_MAX, REBUILD_ENTRIES_PER_MESSAGE_MAX, REBUILD_MESSAGE_BYTES_MAX,
 };
 pub use recovery::{
     CoordEvidence, CoordPhase, Decision, NodeMask, Outcome, RecordEvidence, RecordKind,

@@ -204,10 +204,13 @@ pub enum MsgKind {
     /// [`RecoveryMsg`](super::RecoveryMsg) encoding, decoded with
     /// `RecoveryMsg::decode`, not [`Body::decode`](super::Body::decode).
     Recovery = 10,
+    /// A NIC-restart rebuild message (issue 12): its body is a
+    /// [`RebuildMsg`](super::RebuildMsg) encoding, decoded with
+    /// `RebuildMsg::decode`, not [`Body::decode`](super::Body::decode).
+    Rebuild = 11,
     /// A re-replication message (issue 12): its body is a
     /// [`CopyMsg`](super::CopyMsg) encoding, decoded with `CopyMsg::decode`,
-    /// not [`Body::decode`](super::Body::decode). (Kind 11 is left to the
-    /// NIC-crash work of the same issue.)
+    /// not [`Body::decode`](super::Body::decode).
     Copy = 12,
 }
 
@@ -224,6 +227,7 @@ impl MsgKind {
             8 => MsgKind::CommitAck,
             9 => MsgKind::Abort,
             10 => MsgKind::Recovery,
+            11 => MsgKind::Rebuild,
             12 => MsgKind::Copy,
             _ => {
                 return Err(DecodeError::BadTag {
@@ -238,7 +242,7 @@ impl MsgKind {
     pub fn flow(self) -> Flow {
         match self {
             MsgKind::Execute | MsgKind::ExecuteResp => Flow::Execution,
-            MsgKind::Recovery | MsgKind::Copy => Flow::Recovery,
+            MsgKind::Recovery | MsgKind::Rebuild | MsgKind::Copy => Flow::Recovery,
             _ => Flow::Commit,
         }
     }

@@ -16,7 +16,7 @@ pub const CLI_CRASH_PASS_MIN: u64 = 500;
 /// Last pass at which the seeded crash of a crash mix may happen.
 pub const CLI_CRASH_PASS_MAX: u64 = 5_000;
 
-/// Reads a fault-mix name (`none|net|crash|all`).
+/// Reads a fault-mix name (`none|net|crash|all|nic-crash`).
 pub fn parse(s: &str) -> Result<FaultMix, String> {
     s.parse::<FaultMix>().map_err(|e| e.to_string())
 }
@@ -27,6 +27,11 @@ pub fn sim_config(mix: FaultMix, seed: u64) -> SimConfig {
     if cfg.nodes.crashes > 0 {
         cfg.nodes.crash_pass_min = CLI_CRASH_PASS_MIN;
         cfg.nodes.crash_pass_max = CLI_CRASH_PASS_MAX;
+    }
+    // The same window for NIC-runtime-only crashes (issue 12).
+    if cfg.nodes.nic_crashes > 0 {
+        cfg.nodes.nic_crash_pass_min = CLI_CRASH_PASS_MIN;
+        cfg.nodes.nic_crash_pass_max = CLI_CRASH_PASS_MAX;
     }
     cfg
 }

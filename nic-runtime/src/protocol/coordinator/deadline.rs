@@ -102,6 +102,11 @@ impl Waiting {
         self.count = (nodes & self.sent).count_ones() as u16;
         self.sent & !nodes
     }
+
+    /// The nodes the phase's messages went to (a mask by node id).
+    pub(super) fn sent(&self) -> u32 {
+        self.sent
+    }
 }
 
 impl std::ops::SubAssign<u16> for Waiting {
@@ -190,6 +195,15 @@ impl Coordinator {
         self.deadlines.suspected |= bit(node);
         self.stats.deadlines.peers_failed += 1;
         self.scan(io, procs);
+    }
+
+    /// `node` restarted its NIC runtime (a newer incarnation asked for a
+    /// rebuild, `runtime::restart`): it is no longer suspected, unless a
+    /// configuration excluded it.
+    pub fn peer_restarted(&mut self, node: NodeId) {
+        if (node as usize) < NODES_MAX && self.deadlines.dead & bit(node) == 0 {
+            self.deadlines.suspected &= !bit(node);
+        }
     }
 
     /// The live nodes of a new configuration (mask by node id): those

@@ -1,0 +1,65 @@
+//! What a coordinator tells a peer whose NIC runtime restarted alone
+//! (issue 12; the design is argued in `runtime::restart`): the locks its
+//! transactions hold there live only in that NIC's index (Xenic §4.2.1
+//! (a)), so they are given back from here, with each transaction's phase
+//! and whether it still waits for that node's answer.
+
+use super::{bit, Coordinator, Phase};
+use crate::protocol::Io;
+use splitkv_layout::wire::{CoordPhase, LockEntry, NodeId, PeerTx};
+
+impl Coordinator {
+    /// Appends to `txs` every transaction in flight here that touches node
+    /// `asker` — it holds locks there, was logged there, or its current
+    /// phase waits for `asker`'s answer — and to `locks` each key it holds
+    /// locked there: the write-set keys `asker` is primary of once `asker`
+    /// answered its EXECUTE `Ok`, only the written ones in the COMMIT phase
+    /// (the others were unlocked at commit), none once `asker` acknowledged
+    /// the COMMIT (its locks were released there). At most
+    /// [`TX_INFLIGHT_MAX`](super::TX_INFLIGHT_MAX) entries go to `txs`.
+    pub fn rebuild_report(
+        &self,
+        io: &Io,
+        asker: NodeId,
+        txs: &mut Vec<PeerTx>,
+        locks: &mut Vec<LockEntry>,
+    ) {
+        let b = bit(asker);
+        for (slot, t) in self.txs.iter().enumerate() {
+            let phase = match t.phase {
+                Phase::Free => continue,
+                Phase::Execute => CoordPhase::Execute,
+                Phase::Validate => CoordPhase::Validate,
+                Phase::Log => CoordPhase::Log,
+                Phase::Commit => CoordPhase::Commit,
+            };
+            let waiting = t.pending.sent() & b != 0 && t.answered & b == 0 && t.pending != 0;
+            let committed_there = t.phase == Phase::Commit && t.answered & b != 0;
+            let locked = t.locked & b != 0 && !committed_there;
+            if !waiting && !locked && t.logged & b == 0 {
+                continue;
+            }
+            let tx_id = Coordinator::tx_id(io.node, slot, t.gen);
+            txs.push(PeerTx {
+                tx_id,
+                phase,
+                waiting,
+            });
+            if !locked {
+                continue;
+            }
+            let placement = io.placement;
+            for k in t
+                .plan
+                .writes
+                .iter()
+                .filter(|k| placement.primary(k) == asker)
+            {
+                let written = t.writes.iter().any(|(w, _)| w == k);
+                if t.phase != Phase::Commit || written {
+                    locks.push(LockEntry { tx_id, key: *k });
+                }
+            }
+        }
+    }
+}

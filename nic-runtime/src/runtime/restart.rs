@@ -1,0 +1,529 @@
+//! A NIC runtime that crashes alone and restarts in place (issue 12,
+//! "NIC-runtime-only crash"; DESIGN.md "Faults"; Xenic §4.2.1 (a)): the
+//! SmartNIC SoC (or the pinned core running the NIC runtime) dies while its
+//! host, the host's memory and the host's data live.
+//!
+//! # What is volatile and what survives
+//! Volatile (lost, rebuilt): the NIC index — locks (they live only there,
+//! Xenic §4.2.1 (a)), cached objects with their versions and pins, the
+//! displacement hints d_i, the commit stamps ([`NicIndex::fresh`](crate::index::NicIndex::fresh)); the
+//! server's requests in flight; the coordinator's `TxCtx` slots, so every
+//! transaction it had in flight; the sessions (a new incarnation) and
+//! fragment reassembly. Survives, because it is host memory: the host table,
+//! the host log with its pending LOG and decision records, the
+//! request/outcome and acknowledgement rings, and DMA requests already
+//! posted (the restart lets them complete: [`NicRuntime::restart_nic`]). The
+//! server's per-slot record table (`protocol/server/txs.rs`: which record
+//! the host log holds for which transaction), the host log's tail and the
+//! shard's row count (`Room`) mirror host memory and are kept
+//! (`Server::restarted`); a NIC with no such mirror would rebuild them by
+//! reading the host log from its last applied position — not done here.
+//! The membership view (epoch, excluded nodes, serving placement) is kept:
+//! a deployed node's agent holds it outside the NIC runtime.
+//!
+//! # Why not a recovery epoch
+//! Issue 11's recovery excludes a crashed node and promotes its backups;
+//! here no data was lost and the node's lease still runs, so excluding it
+//! would only cost re-replication. The restarted node instead asks its
+//! peers directly ([`RebuildMsg`]), which needs no agreement: a lock is
+//! known to its holder's coordinator, and a transaction the restarted node
+//! coordinated is decided by the restarted node itself (it is still that
+//! transaction's only coordinator).
+//!
+//! # Steps
+//! 1. **Restart** ([`NicRuntime::restart_nic`]): DMA drains, volatile state
+//!    is dropped, the stack comes back with a newer incarnation (peers reset
+//!    their sessions and drop every packet of the old one), and every client
+//!    request in flight is answered [`TxStatus::Unknown`] (its transaction
+//!    may still commit: see step 4). The node is
+//!    [`Availability::Rebuilding`]: it starts no transaction.
+//! 2. **Query**: a [`RebuildMsg::Query`] to every node not excluded.
+//! 3. **Report** (each peer, [`RestartState`]'s peer side): the peer stops
+//!    suspecting the node, releases the locks of the restarted node's lost
+//!    transactions that have no LOG there (no LOG of the old incarnation can
+//!    arrive any more, so none reached the commit point without it), and
+//!    answers with its coordinator's transactions that touch the node (locks
+//!    there, LOG there, or waiting for its answer), the keys they lock
+//!    there, and the records it holds of the restarted node's transactions.
+//!    Until a peer's last report part arrives, every message from that peer
+//!    is dropped (what it sent before is accounted for by its report, see
+//!    below); afterwards LOG, COMMIT and ABORT are served, EXECUTE and
+//!    VALIDATE refused with [`ReplyStatus::Unavailable`] until step 6.
+//! 4. **Rebuild** (restarted node, per report): locks are taken again for
+//!    their holders (never for a transaction whose COMMIT or ABORT record is
+//!    here already); a transaction waiting on this node is answered from the
+//!    host log's records (`Server::answer_waiting`): LOG held → `Ok`; COMMIT
+//!    phase with the LOG held → the COMMIT decision record is appended (the
+//!    commit point was reached) and `Ok`; otherwise `Unavailable`, which
+//!    aborts it before its commit point. A LOG record here of a peer's
+//!    transaction the peer did not report is aborted (its coordinator had
+//!    decided it and sent an ABORT the crash lost; had it committed, its
+//!    slot would wait for this node's COMMIT acknowledgement).
+//! 5. **Decide** (all reports in): each transaction this node coordinated
+//!    and some replica holds a record of is decided by the commit-point
+//!    rule — commit if any replica holds its COMMIT record or every replica
+//!    of every written shard holds its LOG, abort otherwise (no COMMIT was
+//!    sent, so no client heard "committed") — recorded here and sent to
+//!    the peers that hold records ([`RebuildMsg::Decisions`]).
+//! 6. **Settle**: once the decision records are appended and the host has
+//!    applied its log through the tail (so the host table holds every
+//!    committed write the lost cache had pinned: versions never go back),
+//!    the node serves again ([`Availability::Serving`]).
+//!
+//! # Drivers
+//! The simulator restarts a NIC runtime between two passes
+//! (`benches/src/cluster/sim.rs`). A node process's driver restarts the
+//! NIC runtime's thread in place the same way: stop polling it, call
+//! [`NicRuntime::restart_nic`] with `now` and [`NicRuntime::incarnation`]
+//! + 1 (an incarnation no earlier process or NIC restart of this node used),
+//! and poll it again on its thread; the host workers and application
+//! threads keep running meanwhile (their requests wait in the rings).
+//! [`NicRuntime::availability`] is what the node's status reports
+//! ("unavailable, rebuilding" with the peers still awaited). A thread that
+//! died with its `NicRuntime` (a panic) cannot be restarted this way: the
+//! record table would have to be read back from the host log first.
+//!
+//! A peer that crashes during the rebuild is waited for until a
+//! configuration excludes it ([`NicRuntime::apply_configuration`] calls
+//! [`RestartState::peers_excluded`]). A NIC crash during a recovery epoch is
+//! not handled (the epoch's messages to the old incarnation are lost; the
+//! recovery timeouts start another epoch).
+//!
+//! [`TxStatus::Unknown`]: splitkv_layout::host_nic::TxStatus::Unknown
+//! [`ReplyStatus::Unavailable`]: splitkv_layout::wire::ReplyStatus::Unavailable
+
+use super::NicRuntime;
+use crate::net::fragment::Reassembly;
+use crate::net::stack::{Stack, StackConfig, StackError};
+use crate::protocol::coordinator::{phase_deadline_ns, Coordinator, Outcome};
+use crate::protocol::Io;
+use crate::Nanos;
+use splitkv_layout::host_nic::TxStatus;
+use splitkv_layout::wire::{Body, Flow, MsgKind, NodeId, RebuildMsg, RecordEvidence, ReplyStatus};
+
+/// Most rounds of DMA completions a restart waits through for the requests
+/// posted before the crash.
+pub const RESTART_DRAIN_ROUNDS_MAX: usize = 4096;
+/// Most recovered commits a peer holds locks for until its host applied
+/// them (each restarted peer decides at most `TX_INFLIGHT_MAX` of its own).
+pub const RELEASES_PENDING_MAX: usize = crate::protocol::coordinator::TX_INFLIGHT_MAX * 4;
+/// Most records of its own lost transactions the restarted node collects
+/// (every peer's records of at most `TX_INFLIGHT_MAX` transactions, one per
+/// shard). More are counted ([`RebuildStats::records_dropped`]) and the node
+/// then stays unavailable: deciding without them could abort a transaction
+/// that reached its commit point.
+pub const REBUILD_RECORDS_MAX: usize = 64 * 1024;
+
+/// Whether a NIC runtime serves.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Availability {
+    /// Serving.
+    Serving,
+    /// Restarted, rebuilding: starts no transaction, refuses EXECUTE and
+    /// VALIDATE with [`ReplyStatus::Unavailable`].
+    Rebuilding {
+        /// Peers whose report has not fully arrived (a mask by node id).
+        waiting_for: u32,
+    },
+}
+
+/// Why [`NicRuntime::restart_nic`] refused.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum RestartError {
+    /// The new incarnation is not above the old one (peers would take the
+    /// restarted node's packets for its old session's).
+    #[error("incarnation {new} is not above the current {old}")]
+    Incarnation {
+        /// The current incarnation.
+        old: u32,
+        /// The one asked for.
+        new: u32,
+    },
+    /// DMA requests posted before the crash did not complete within
+    /// [`RESTART_DRAIN_ROUNDS_MAX`] rounds.
+    #[error("{inflight} DMA requests still in flight after {RESTART_DRAIN_ROUNDS_MAX} rounds")]
+    Drain {
+        /// Requests left.
+        inflight: usize,
+    },
+    /// The network stack could not be rebuilt.
+    #[error(transparent)]
+    Stack(#[from] StackError),
+}
+
+/// Counters of restarts and rebuilds (restarted node and peers).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct RebuildStats {
+    /// Restarts of this NIC runtime.
+    pub restarts: u64,
+    /// Rebuilds finished (serving again).
+    pub rebuilds_done: u64,
+    /// Client requests in flight at a restart, answered `Unknown`.
+    pub outcomes_unknown: u64,
+    /// Report parts received.
+    pub reports: u64,
+    /// Locks taken again for their holders.
+    pub locks_reinstalled: u64,
+    /// Reported locks not taken (decided here already, or held by another).
+    pub locks_skipped: u64,
+    /// Waiting transactions answered, by kind.
+    pub answered_refused: u64,
+    /// LOGs acknowledged from the host log's records.
+    pub answered_log_ok: u64,
+    /// COMMITs recorded and acknowledged.
+    pub answered_committed: u64,
+    /// COMMITs for a LOG never held (answered `Malformed`).
+    pub answered_not_held: u64,
+    /// Peers' unreported transactions whose LOG here was aborted.
+    pub unreported_aborted: u64,
+    /// Own lost transactions decided commit / abort.
+    pub decided_commit: u64,
+    /// Own lost transactions decided abort.
+    pub decided_abort: u64,
+    /// Records dropped over [`REBUILD_RECORDS_MAX`].
+    pub records_dropped: u64,
+    /// Protocol messages dropped while rebuilding (their sender had not
+    /// reported yet).
+    pub messages_dropped: u64,
+    /// EXECUTE and VALIDATE refused while rebuilding.
+    pub requests_refused: u64,
+    /// Rebuild messages that did not decode, or were dropped for a full
+    /// inbox or a stale incarnation.
+    pub messages_bad: u64,
+    /// Rebuild messages the stack refused to queue.
+    pub send_failed: u64,
+    /// Peer side: queries answered.
+    pub queries_answered: u64,
+    /// Peer side: locks of a restarted node's lost transactions released.
+    pub lost_locks_released: u64,
+    /// Peer side: decisions applied for a restarted node's transactions.
+    pub decisions_applied: u64,
+    /// Peer side: recovered commits over [`RELEASES_PENDING_MAX`] (their
+    /// locks are then never released: a fault to report).
+    pub releases_overflowed: u64,
+    /// Time of the last restart and of the last return to service (ns).
+    pub last_restart_ns: Nanos,
+    /// See `last_restart_ns`.
+    pub last_serving_ns: Nanos,
+}
+
+/// The rebuild under way at a restarted node.
+#[derive(Debug)]
+struct Rebuild {
+    restart: u32,
+    /// Peers whose last report part has not arrived.
+    waiting_for: u32,
+    /// Transactions each peer reported (tx ids).
+    reported: hashbrown::HashSet<u64>,
+    /// Peers' records of this node's lost transactions.
+    records: Vec<(NodeId, RecordEvidence)>,
+    /// All reports in and decisions made.
+    decided: bool,
+}
+
+/// The restart and rebuild state of one runtime: the rebuild under way if
+/// this node restarted, the messages received, counters.
+#[derive(Debug)]
+pub struct RestartState {
+    /// The network stack's set-up; its incarnation is the current one.
+    net: StackConfig,
+    rebuild: Option<Rebuild>,
+    /// Peer side: recovered commits whose locks wait for the host to apply
+    /// them: (tx_id, the host-log tail to wait for, once the append is done).
+    releases: Vec<(u64, Option<u64>)>,
+    enc: Vec<u8>,
+    stats: RebuildStats,
+}
+
+/// What the dispatcher does with a protocol message while rebuilding.
+pub(super) enum Gate {
+    /// Handle it.
+    Pass,
+    /// Drop it (counted).
+    Drop,
+    /// Refuse it with [`ReplyStatus::Unavailable`].
+    Refuse,
+}
+
+impl RestartState {
+    /// The state of a runtime whose stack was built from `net`.
+    pub(super) fn new(net: StackConfig) -> RestartState {
+        RestartState {
+            net,
+            rebuild: None,
+            releases: Vec::new(),
+            enc: Vec::new(),
+            stats: RebuildStats::default(),
+        }
+    }
+
+    /// Whether this node is rebuilding (starts no transaction).
+    pub(super) fn rebuilding(&self) -> bool {
+        self.rebuild.is_some()
+    }
+
+    /// A received [`MsgKind::Rebuild`] body from `from`, handled at once,
+    /// in its place among the sender's messages (a report must take effect
+    /// before the protocol messages its sender sent after it); returns
+    /// `false` if it did not decode.
+    pub(super) fn on_wire(&mut self, from: NodeId, bytes: &[u8], parts: Parts<'_>) -> bool {
+        let Ok(msg) = RebuildMsg::decode(bytes) else {
+            self.stats.messages_bad += 1;
+            return false;
+        };
+        match &msg {
+            RebuildMsg::Query { restart } => self.answer_query(from, *restart, parts),
+            RebuildMsg::Report { .. } => self.take_report(from, &msg, parts),
+            RebuildMsg::Decisions { decisions, .. } => {
+                for d in decisions
+                    .iter()
+                    .filter(|d| (d.tx_id >> 48) as NodeId == from)
+                {
+                    let s = &mut *parts.server;
+                    let taken = if d.commit {
+                        let t = s.commit_recovered_holding_locks(parts.io, d.tx_id);
+                        if t && self.releases.len() < RELEASES_PENDING_MAX {
+                            self.releases.push((d.tx_id, None));
+                        } else if t {
+                            // Over the bound: its locks stay (counted, a fault).
+                            self.stats.releases_overflowed += 1;
+                        }
+                        t
+                    } else {
+                        s.apply_recovered(parts.io, parts.index, d.tx_id, false)
+                    };
+                    self.stats.decisions_applied += u64::from(taken);
+                }
+            }
+        }
+        true
+    }
+
+    /// What to do with protocol message `body` from `src` (step 3 of the
+    /// module docs); responses always pass (the fresh coordinator drops
+    /// those of lost transactions as stale).
+    pub(super) fn gate(&mut self, src: NodeId, body: &Body<'_>) -> Gate {
+        let Some(r) = &self.rebuild else {
+            return Gate::Pass;
+        };
+        let request = matches!(
+            body,
+            Body::Execute { .. }
+                | Body::Validate { .. }
+                | Body::Log { .. }
+                | Body::Commit { .. }
+                | Body::Abort { .. }
+        );
+        if !request {
+            Gate::Pass
+        } else if (src as usize) < 32 && r.waiting_for & (1 << src) != 0 {
+            self.stats.messages_dropped += 1;
+            Gate::Drop
+        } else if matches!(body, Body::Execute { .. } | Body::Validate { .. }) {
+            self.stats.requests_refused += 1;
+            Gate::Refuse
+        } else {
+            Gate::Pass
+        }
+    }
+
+    /// A configuration excluded the nodes outside `live`: the rebuild no
+    /// longer waits for their reports.
+    pub fn peers_excluded(&mut self, live: u32) {
+        if let Some(r) = &mut self.rebuild {
+            r.waiting_for &= live;
+        }
+    }
+
+    fn send(&mut self, net: &mut Stack, to: NodeId, msg: &RebuildMsg) {
+        self.enc.clear();
+        let sent = msg.encode(&mut self.enc).is_ok()
+            && net
+                .try_insert_raw(to, Flow::Recovery, MsgKind::Rebuild, &self.enc)
+                .is_ok();
+        if !sent {
+            self.stats.send_failed += 1;
+        }
+    }
+}
+
+/// Refuses a request with [`ReplyStatus::Unavailable`] (EXECUTE, VALIDATE).
+pub(super) fn refuse(io: &mut Io, src: NodeId, body: &Body<'_>) {
+    match body {
+        Body::Execute { tx_id, .. } => io.w.begin_execute_resp(*tx_id, ReplyStatus::Unavailable),
+        Body::Validate { tx_id, .. } => io.w.validate_resp(*tx_id, ReplyStatus::Unavailable),
+        _ => return,
+    }
+    io.send(src);
+}
+
+impl NicRuntime {
+    /// Whether this node serves, or is rebuilding after a NIC restart.
+    pub fn availability(&self) -> Availability {
+        match &self.restart.rebuild {
+            None => Availability::Serving,
+            Some(r) => Availability::Rebuilding {
+                waiting_for: r.waiting_for,
+            },
+        }
+    }
+
+    /// Restart and rebuild counters.
+    pub fn rebuild_stats(&self) -> RebuildStats {
+        self.restart.stats
+    }
+
+    /// This NIC runtime's session incarnation (raised by each restart).
+    pub fn incarnation(&self) -> u32 {
+        self.restart.net.incarnation
+    }
+
+    /// The NIC runtime crashed and restarts in place at `now` (step 1 of
+    /// the module docs), as incarnation `incarnation`: DMA requests posted
+    /// before the crash complete, every volatile part is dropped, the stack
+    /// is rebuilt (same cluster, batching and session set-up), clients'
+    /// requests in flight hear `Unknown`, and the rebuild begins; the node
+    /// serves again once it ends ([`NicRuntime::availability`]). This is
+    /// the call a node's driver makes when the NIC runtime's thread (or
+    /// SoC) died and is started again over the same host memory and rings.
+    ///
+    /// # Errors
+    /// [`RestartError`]: an incarnation not above the current one, DMA that
+    /// does not drain, a stack that cannot be built. The runtime is unchanged
+    /// on an incarnation or stack error.
+    pub fn restart_nic(&mut self, now: Nanos, incarnation: u32) -> Result<(), RestartError> {
+        let old = self.restart.net.incarnation;
+        if incarnation <= old {
+            return Err(RestartError::Incarnation {
+                old,
+                new: incarnation,
+            });
+        }
+        let net = StackConfig {
+            incarnation,
+            ..self.restart.net
+        };
+        let net = &net;
+        let nodes = self.io.placement.nodes();
+        let mut stack = Stack::new(
+            self.io.node,
+            nodes,
+            self.transport.mtu(),
+            self.transport.is_lossy(),
+            net,
+        )?;
+        stack.set_inline_bytes_max(self.transport.inline_bytes_max());
+        stack.set_epoch(self.io.net.epoch());
+        self.io.now = now;
+        self.drain_dma()?;
+        self.io.net = stack;
+        self.io.send_fault = None;
+        self.index = self.index.fresh();
+        let server = std::mem::take(&mut self.server);
+        self.server = server.restarted();
+        self.reset_coordinator(net);
+        self.reassembly = Reassembly::new(nodes);
+        self.events.clear();
+        self.events_fresh.clear();
+        self.restart.net = *net;
+        self.restart.stats.restarts += 1;
+        self.restart.stats.last_restart_ns = now;
+        let excluded = self.coordinator.excluded_peers();
+        let all = ((1u64 << nodes) - 1) as u32;
+        let peers = all & !excluded & !(1 << self.io.node);
+        self.restart.rebuild = Some(Rebuild {
+            restart: net.incarnation,
+            waiting_for: peers,
+            reported: hashbrown::HashSet::new(),
+            records: Vec::new(),
+            decided: false,
+        });
+        for p in (0..nodes as NodeId).filter(|p| peers & (1 << p) != 0) {
+            let q = RebuildMsg::Query {
+                restart: net.incarnation,
+            };
+            self.restart.send(&mut self.io.net, p, &q);
+        }
+        Ok(())
+    }
+
+    /// Lets every DMA request posted before the crash complete (they are
+    /// in the engine's queue or host memory), feeding completions to the
+    /// old server so its record table follows the host log.
+    fn drain_dma(&mut self) -> Result<(), RestartError> {
+        let mut completions = std::mem::take(&mut self.completions);
+        for _ in 0..RESTART_DRAIN_ROUNDS_MAX {
+            if self.io.dma.inflight() == 0 && !self.server.busy() {
+                break;
+            }
+            self.io.dma.poll(Nanos::MAX, &mut completions);
+            for c in completions.drain(..) {
+                self.server.on_dma(&mut self.io, &mut self.index, &c);
+            }
+            self.server.retry_deferred(&mut self.io, &mut self.index);
+        }
+        self.completions = completions;
+        match self.io.dma.inflight() {
+            0 => Ok(()),
+            inflight => Err(RestartError::Drain { inflight }),
+        }
+    }
+
+    /// A fresh coordinator with the old one's excluded peers, its client
+    /// requests in flight answered `Unknown`.
+    fn reset_coordinator(&mut self, net: &StackConfig) {
+        let excluded = self.coordinator.excluded_peers();
+        let all = ((1u64 << self.io.placement.nodes()) - 1) as u32;
+        let mut c = Coordinator::new();
+        c.set_phase_deadline_ns(phase_deadline_ns(net.session.silence_ns));
+        c.set_live(&mut self.io, &self.procedures, all & !excluded);
+        for ticket in self.clients.live_tickets() {
+            self.restart.stats.outcomes_unknown += 1;
+            c.outcomes().push_back(Outcome {
+                req_id: ticket,
+                status: TxStatus::Unknown,
+                // Empty: the procedure's result is not known (an
+                // application reads a result as the one it would have had
+                // on commit).
+                result: Vec::new(),
+            });
+        }
+        self.coordinator = c;
+    }
+
+    /// Each iteration: the restarted node's progress (steps 5–6 of the
+    /// module docs; the messages are handled as they arrive). Returns
+    /// whether anything was done.
+    pub(super) fn poll_rebuild(&mut self, now: Nanos) -> bool {
+        self.release_recovered() | self.advance_rebuild(now)
+    }
+
+    /// Peer side: releases the locks of recovered commits whose records
+    /// the host has applied (see `Server::commit_recovered_holding_locks`).
+    fn release_recovered(&mut self) -> bool {
+        let mut releases = std::mem::take(&mut self.restart.releases);
+        let before = releases.len();
+        let (server, index) = (&mut self.server, &mut self.index);
+        let applied = self.host_applied;
+        releases.retain_mut(|(tx_id, target)| {
+            if target.is_none() && !server.appending(*tx_id) {
+                *target = Some(server.appended_tail());
+            }
+            match *target {
+                Some(t) if t <= applied => {
+                    server.release_recovered(index, *tx_id);
+                    false
+                }
+                _ => true,
+            }
+        });
+        let work = releases.len() != before;
+        self.restart.releases = releases;
+        work
+    }
+}
+
+mod decide;
+mod messages;
+pub use decide::commit_point_reached;
+pub(crate) use messages::Parts;

@@ -1,0 +1,146 @@
+//! Steps 5–6 of `runtime::restart`'s docs: the restarted node decides the
+//! transactions it coordinated and lost, and serves again once its host has
+//! applied every decision.
+
+use super::super::NicRuntime;
+use crate::{Nanos, Placement};
+use splitkv_layout::wire::REBUILD_DECISIONS_PER_MESSAGE_MAX;
+use splitkv_layout::wire::{Decision, NodeId, NodeMask, RebuildMsg, RecordEvidence, RecordKind};
+
+impl NicRuntime {
+    /// Restarted side (steps 5–6): decide once every report is in; serve
+    /// once the decisions are appended and applied by the host.
+    pub(super) fn advance_rebuild(&mut self, now: Nanos) -> bool {
+        let Some(r) = self.restart.rebuild.as_mut() else {
+            return false;
+        };
+        if r.waiting_for != 0 || self.restart.stats.records_dropped > 0 {
+            return false;
+        }
+        if !r.decided {
+            r.decided = true;
+            let records = std::mem::take(&mut r.records);
+            let restart = r.restart;
+            self.decide_lost(restart, records);
+            return true;
+        }
+        if self.server.decisions_in_flight() > 0 || self.host_applied < self.server.appended_tail()
+        {
+            return false;
+        }
+        self.restart.rebuild = None;
+        self.restart.stats.rebuilds_done += 1;
+        self.restart.stats.last_serving_ns = now;
+        true
+    }
+
+    /// Step 5: decides this node's lost transactions from every replica's
+    /// records (the peers' and its own) and sends each decision to the
+    /// peers holding records of it.
+    fn decide_lost(&mut self, restart: u32, mut records: Vec<(NodeId, RecordEvidence)>) {
+        let me = self.io.node;
+        let mut own = Vec::new();
+        self.server.records_of(me, &mut own);
+        records.extend(own.into_iter().map(|r| (me, r)));
+        records.sort_by_key(|(_, r)| r.tx_id);
+        let placement = self.io.placement;
+        let nodes = placement.nodes();
+        let mut out: Vec<Vec<Decision>> = vec![Vec::new(); nodes];
+        let mut i = 0;
+        while i < records.len() {
+            let tx_id = records[i].1.tx_id;
+            let j = i + records[i..]
+                .iter()
+                .take_while(|(_, r)| r.tx_id == tx_id)
+                .count();
+            let recs = &records[i..j];
+            i = j;
+            let commit = commit_point_reached(&placement, recs);
+            if commit {
+                self.restart.stats.decided_commit += 1;
+            } else {
+                self.restart.stats.decided_abort += 1;
+            }
+            self.server
+                .apply_recovered(&mut self.io, &mut self.index, tx_id, commit);
+            for p in 0..nodes as NodeId {
+                if p != me && recs.iter().any(|(h, _)| *h == p) {
+                    out[p as usize].push(Decision { tx_id, commit });
+                }
+            }
+        }
+        for (p, decisions) in out.into_iter().enumerate() {
+            for chunk in decisions.chunks(REBUILD_DECISIONS_PER_MESSAGE_MAX) {
+                let msg = RebuildMsg::Decisions {
+                    restart,
+                    decisions: chunk.to_vec(),
+                };
+                self.restart.send(&mut self.io.net, p as NodeId, &msg);
+            }
+        }
+    }
+}
+
+/// The commit-point rule for a transaction its coordinator lost (step 5),
+/// over `recs`, the records every live replica holds of it as `(holder,
+/// record)`: committed if some replica holds its COMMIT record (a COMMIT is
+/// sent only past the commit point), or every live replica of every shard it
+/// writes holds its LOG or COMMIT for that shard (the commit point was
+/// reached: its coordinator may have sent COMMIT); otherwise aborted (some
+/// replica lacks the LOG, or one holds an ABORT record: no COMMIT was sent).
+pub fn commit_point_reached(placement: &Placement, recs: &[(NodeId, RecordEvidence)]) -> bool {
+    if recs.iter().any(|(_, r)| r.kind == RecordKind::Abort) {
+        return false;
+    }
+    if recs.iter().any(|(_, r)| r.kind == RecordKind::Commit) {
+        return true;
+    }
+    let write_shards = recs.iter().fold(NodeMask::EMPTY, |m, (_, r)| {
+        NodeMask(m.0 | r.write_shards.0).with(r.shard)
+    });
+    let failed = placement.failed();
+    write_shards.iter().all(|shard| {
+        placement
+            .shard_replicas(shard)
+            .filter(|n| !failed.contains(*n))
+            .all(|n| recs.iter().any(|(h, r)| *h == n && r.shard == shard))
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn rec(tx_id: u64, shard: NodeId, kind: RecordKind, writes: u16) -> RecordEvidence {
+        RecordEvidence {
+            tx_id,
+            shard,
+            kind,
+            write_shards: NodeMask(writes),
+        }
+    }
+
+    #[test]
+    fn the_commit_point_needs_every_live_replica_of_every_written_shard() {
+        // 4 nodes, replication 2: shard 1 on nodes 1, 2; shard 3 on 3, 0.
+        let p = Placement::new(4, 2).unwrap();
+        let log = |h, s| (h, rec(7, s, RecordKind::Log, 0b1010));
+        let all = [log(1, 1), log(2, 1), log(3, 3), log(0, 3)];
+        assert!(commit_point_reached(&p, &all));
+        assert!(!commit_point_reached(&p, &all[..3]), "node 0 lacks the LOG");
+        assert!(
+            !commit_point_reached(&p, &all[1..]),
+            "node 1 lacks the LOG of shard 1"
+        );
+        // A COMMIT anywhere: past the commit point.
+        let c = [(2, rec(7, 1, RecordKind::Commit, 0b1010))];
+        assert!(commit_point_reached(&p, &c));
+        // An ABORT anywhere: no COMMIT was sent.
+        let mut a = all.to_vec();
+        a[0].1.kind = RecordKind::Abort;
+        assert!(!commit_point_reached(&p, &a));
+        // A failed replica is not waited for.
+        let failed = p.with_failed(NodeMask(1 << 0));
+        assert!(commit_point_reached(&failed, &all[..3]));
+    }
+}

@@ -1,0 +1,140 @@
+//! The rebuild messages (steps 3–4 of `runtime::restart`'s docs): a
+//! peer's answer to a query, and the restarted node's use of each report.
+
+use super::{RestartState, REBUILD_RECORDS_MAX};
+use crate::net::stack::Stack;
+use crate::protocol::coordinator::Coordinator;
+use crate::protocol::server::WaitingAnswer;
+use crate::protocol::Io;
+use splitkv_layout::wire::{
+    LockEntry, NodeId, PeerTx, RebuildMsg, RecordEvidence, REBUILD_ENTRIES_PER_MESSAGE_MAX,
+};
+
+/// The parts of a runtime the rebuild messages reach.
+pub(crate) struct Parts<'r> {
+    /// Messages and host memory.
+    pub(crate) io: &'r mut Io,
+    /// The NIC index.
+    pub(crate) index: &'r mut crate::index::NicIndex,
+    /// The server role.
+    pub(crate) server: &'r mut crate::protocol::server::Server,
+    /// The coordinator role.
+    pub(crate) coordinator: &'r mut Coordinator,
+}
+
+impl RestartState {
+    /// Peer side (step 3): answer a restarted node's query.
+    pub(super) fn answer_query(&mut self, asker: NodeId, restart: u32, p: Parts<'_>) {
+        if asker == p.io.node {
+            return;
+        }
+        self.stats.queries_answered += 1;
+        p.coordinator.peer_restarted(asker);
+        let mut records = Vec::new();
+        let released = p.server.forget_coordinator(p.index, asker, &mut records);
+        self.stats.lost_locks_released += released as u64;
+        let (mut txs, mut locks) = (Vec::new(), Vec::new());
+        p.coordinator
+            .rebuild_report(p.io, asker, &mut txs, &mut locks);
+        send_report(self, &mut p.io.net, asker, restart, (txs, locks, records));
+    }
+}
+
+/// Sends a report in parts of at most [`REBUILD_ENTRIES_PER_MESSAGE_MAX`]
+/// entries; the last part is marked (an empty report is one empty part).
+fn send_report(
+    st: &mut RestartState,
+    net: &mut Stack,
+    to: NodeId,
+    restart: u32,
+    (txs, locks, records): (Vec<PeerTx>, Vec<LockEntry>, Vec<RecordEvidence>),
+) {
+    let per = REBUILD_ENTRIES_PER_MESSAGE_MAX;
+    let (mut t, mut l, mut r) = (&txs[..], &locks[..], &records[..]);
+    let mut part = 0u16;
+    loop {
+        let nt = t.len().min(per);
+        let nl = l.len().min(per - nt);
+        let nr = r.len().min(per - nt - nl);
+        let last = nt == t.len() && nl == l.len() && nr == r.len();
+        let msg = RebuildMsg::Report {
+            restart,
+            part,
+            last,
+            txs: t[..nt].to_vec(),
+            locks: l[..nl].to_vec(),
+            records: r[..nr].to_vec(),
+        };
+        st.send(net, to, &msg);
+        if last {
+            return;
+        }
+        (t, l, r) = (&t[nt..], &l[nl..], &r[nr..]);
+        part = part.wrapping_add(1);
+    }
+}
+
+impl RestartState {
+    /// Restarted side (step 4): one report part from `from`.
+    pub(super) fn take_report(&mut self, from: NodeId, msg: &RebuildMsg, p: Parts<'_>) {
+        let RebuildMsg::Report {
+            restart,
+            last,
+            txs,
+            locks,
+            records,
+            ..
+        } = msg
+        else {
+            return;
+        };
+        let Some(r) = self.rebuild.as_mut() else {
+            self.stats.messages_bad += 1;
+            return;
+        };
+        if *restart != r.restart || (from as usize) >= 32 || r.waiting_for & (1 << from) == 0 {
+            self.stats.messages_bad += 1;
+            return;
+        }
+        let st = &mut self.stats;
+        st.reports += 1;
+        for l in locks {
+            if p.server.reinstall_lock(p.index, l.tx_id, l.key) {
+                st.locks_reinstalled += 1;
+            } else {
+                st.locks_skipped += 1;
+            }
+        }
+        for t in txs {
+            r.reported.insert(t.tx_id);
+            if !t.waiting {
+                continue;
+            }
+            match p.server.answer_waiting(p.io, p.index, from, *t) {
+                WaitingAnswer::Refused => st.answered_refused += 1,
+                WaitingAnswer::LogAcked => st.answered_log_ok += 1,
+                WaitingAnswer::Committed => st.answered_committed += 1,
+                WaitingAnswer::NotHeld => st.answered_not_held += 1,
+            }
+        }
+        for rec in records
+            .iter()
+            .filter(|x| (x.tx_id >> 48) as NodeId == p.io.node)
+        {
+            if r.records.len() < REBUILD_RECORDS_MAX {
+                r.records.push((from, *rec));
+            } else {
+                st.records_dropped += 1;
+            }
+        }
+        if *last {
+            r.waiting_for &= !(1 << from);
+            let mut logged = Vec::new();
+            p.server.logged_of(from, &mut logged);
+            for tx_id in logged.into_iter().filter(|t| !r.reported.contains(t)) {
+                p.server.apply_recovered(p.io, p.index, tx_id, false);
+                st.unreported_aborted += 1;
+            }
+        }
+    }
+}

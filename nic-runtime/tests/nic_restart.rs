@@ -1,0 +1,504 @@
+//! A NIC runtime that restarts alone (issue 12; `runtime::restart`), over
+//! whole runtimes on the in-memory network: four nodes, replication 2, node
+//! 2 restarted with a new incarnation while transactions commit. Each
+//! node's host is a stand-in that reads its host log (LOG, COMMIT and ABORT
+//! records) and acknowledges it as applied.
+
+use splitkv_layout::host_nic::{HostToNic, LogApplied, NicToHost, TxRequest, TxStatus};
+use splitkv_layout::log_record::{LogKind, LogRecords};
+use splitkv_layout::ring::{RingConsumer, RingProducer};
+use splitkv_layout::Key;
+use splitkv_nic::net::mem::mem_network;
+use splitkv_nic::net::stack::StackConfig;
+use splitkv_nic::net::{Transport, TxPacket};
+use splitkv_nic::runtime::Availability;
+use splitkv_nic::{
+    Nanos, NicRuntime, Placement, ProcError, Procedure, ProcedureRegistry, ReadView, TxPlan,
+    UserAbort, WriteSet,
+};
+use std::collections::{HashMap, HashSet};
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::Arc;
+use support::{key_on, node_runtime};
+
+mod support;
+
+const NODES: usize = 4;
+const STEP_NS: Nanos = 5_000;
+/// Iterations any wait in these tests may take.
+const ITERATIONS_MAX: usize = 2_000;
+
+/// Writes the keys named by its arguments (8 bytes each), each to the first
+/// 8 bytes of the arguments: the transaction's marker.
+struct WriteArgs;
+
+impl Procedure for WriteArgs {
+    fn name(&self) -> &'static str {
+        "write-args"
+    }
+    fn plan(&self, args: &[u8], plan: &mut TxPlan) -> Result<(), ProcError> {
+        for c in args[8..].chunks(8) {
+            plan.write(Key::new(0, u64::from_le_bytes(c.try_into().unwrap())));
+        }
+        Ok(())
+    }
+    fn execute(
+        &self,
+        args: &[u8],
+        _: &ReadView,
+        w: &mut WriteSet,
+        _: &mut Vec<u8>,
+    ) -> Result<(), UserAbort> {
+        for c in args[8..].chunks(8) {
+            w.put(
+                Key::new(0, u64::from_le_bytes(c.try_into().unwrap())),
+                &args[..8],
+            );
+        }
+        Ok(())
+    }
+}
+
+/// The in-memory transport, holding every packet to the nodes in `blocked`
+/// (a mask) until they are unblocked, in order.
+struct Gated {
+    inner: splitkv_nic::net::mem::MemTransport,
+    blocked: Arc<AtomicU32>,
+    held: Vec<(u16, Vec<u8>)>,
+}
+
+impl Gated {
+    fn release(&mut self, now: Nanos) {
+        let blocked = self.blocked.load(Ordering::Relaxed);
+        let mut keep = Vec::new();
+        for (dst, bytes) in self.held.drain(..) {
+            if blocked & (1 << dst) != 0 {
+                keep.push((dst, bytes));
+            } else {
+                let sent = self.inner.tx_burst(now, &[TxPacket { dst, bytes: &bytes }]);
+                assert_eq!(sent, 1, "the test's in-memory queues are unbounded");
+            }
+        }
+        self.held = keep;
+    }
+}
+
+impl Transport for Gated {
+    fn mtu(&self) -> usize {
+        self.inner.mtu()
+    }
+    fn is_lossy(&self) -> bool {
+        self.inner.is_lossy()
+    }
+    fn tx_burst(&mut self, now: Nanos, packets: &[TxPacket<'_>]) -> usize {
+        self.release(now);
+        let blocked = self.blocked.load(Ordering::Relaxed);
+        for p in packets {
+            if blocked & (1 << p.dst) != 0 || self.held.iter().any(|(d, _)| *d == p.dst) {
+                self.held.push((p.dst, p.bytes.to_vec()));
+            } else {
+                assert_eq!(self.inner.tx_burst(now, std::slice::from_ref(p)), 1);
+            }
+        }
+        packets.len()
+    }
+    fn tx_flush(&mut self, now: Nanos) {
+        self.release(now);
+        self.inner.tx_flush(now);
+    }
+    fn rx_burst(&mut self, now: Nanos, max: usize, on: &mut dyn FnMut(&[u8])) -> usize {
+        // Polled every iteration: packets unblocked since go out now.
+        if !self.held.is_empty() {
+            self.release(now);
+            self.inner.tx_flush(now);
+        }
+        self.inner.rx_burst(now, max, on)
+    }
+}
+
+/// What a node's host log held: LOG records per transaction (key, value),
+/// and the decided transactions.
+#[derive(Default)]
+struct HostLog {
+    logs: HashMap<u64, Vec<(Key, Vec<u8>)>>,
+    commits: HashSet<u64>,
+    aborts: HashSet<u64>,
+}
+
+struct Node {
+    nic: NicRuntime,
+    requests: RingProducer,
+    outcomes: RingConsumer,
+    log: RingConsumer,
+    acks: RingProducer,
+    host: HostLog,
+    /// Outcomes by request id.
+    told: HashMap<u64, TxStatus>,
+    /// Blocked destinations of this node's packets.
+    blocked: Arc<AtomicU32>,
+}
+
+impl Node {
+    /// One NIC iteration, then the host stand-in and the client.
+    fn step(&mut self, now: Nanos) {
+        self.nic.run_iteration(now);
+        let mut buf = Vec::new();
+        let mut popped = false;
+        while self.log.try_pop(&mut buf).unwrap() {
+            popped = true;
+            for r in LogRecords::new(&buf) {
+                let r = r.unwrap();
+                match r.kind {
+                    LogKind::Log => {
+                        let e = self.host.logs.entry(r.tx_id).or_default();
+                        e.push((r.key, r.value.to_vec()));
+                    }
+                    LogKind::Commit => _ = self.host.commits.insert(r.tx_id),
+                    LogKind::Abort => _ = self.host.aborts.insert(r.tx_id),
+                }
+            }
+        }
+        if popped {
+            buf.clear();
+            HostToNic::LogApplied(LogApplied {
+                applied_bytes: self.log.consumed_bytes(),
+            })
+            .encode(&mut buf);
+            self.acks.try_push(&buf).unwrap();
+        }
+        while self.outcomes.try_pop(&mut buf).unwrap() {
+            let NicToHost::TxOutcome(o) = NicToHost::decode(&buf).unwrap();
+            assert!(self.told.insert(o.req_id, o.status).is_none(), "told twice");
+        }
+    }
+
+    /// Submits request `req_id` writing `keys`.
+    fn submit(&mut self, req_id: u64, keys: &[Key]) {
+        let mut args = req_id.to_le_bytes().to_vec();
+        keys.iter()
+            .for_each(|k| args.extend_from_slice(&k.id.to_le_bytes()));
+        let mut buf = Vec::new();
+        HostToNic::TxRequest(TxRequest {
+            req_id,
+            procedure: 0,
+            args: &args,
+        })
+        .encode(&mut buf);
+        self.requests.try_push(&buf).unwrap();
+    }
+}
+
+fn placement() -> Placement {
+    Placement::new(NODES, 2).unwrap()
+}
+
+fn cluster() -> Vec<Node> {
+    let mut nodes = Vec::new();
+    for (id, t) in mem_network(NODES).into_iter().enumerate() {
+        let blocked = Arc::new(AtomicU32::new(0));
+        let gated = Gated {
+            inner: t,
+            blocked: blocked.clone(),
+            held: Vec::new(),
+        };
+        let mut procedures = ProcedureRegistry::new();
+        procedures.register(Arc::new(WriteArgs));
+        let rt = node_runtime(
+            id as u16,
+            placement(),
+            gated,
+            64,
+            StackConfig::default(),
+            procedures,
+        );
+        nodes.push(Node {
+            nic: rt.nic,
+            requests: rt.requests,
+            outcomes: rt.outcomes,
+            log: rt.log,
+            acks: rt.acks,
+            host: HostLog::default(),
+            told: HashMap::new(),
+            blocked,
+        });
+    }
+    nodes
+}
+
+fn step_all(nodes: &mut [Node], now: &mut Nanos) {
+    *now += STEP_NS;
+    nodes.iter_mut().for_each(|n| n.step(*now));
+}
+
+/// Steps every node until `done`, at most [`ITERATIONS_MAX`] times.
+fn until(nodes: &mut [Node], now: &mut Nanos, what: &str, done: impl Fn(&[Node]) -> bool) {
+    for _ in 0..ITERATIONS_MAX {
+        if done(nodes) {
+            return;
+        }
+        step_all(nodes, now);
+    }
+    for (i, n) in nodes.iter().enumerate() {
+        eprintln!(
+            "node {i}: {:?} {:?}\n  {:?}",
+            n.nic.availability(),
+            n.nic.rebuild_stats(),
+            n.nic.stats().net.sessions
+        );
+    }
+    panic!("not within {ITERATIONS_MAX} iterations: {what}");
+}
+
+fn restart(n: &mut Node, now: Nanos, incarnation: u32) {
+    n.nic.restart_nic(now, incarnation).unwrap();
+    assert_eq!(n.nic.incarnation(), incarnation);
+}
+
+#[test]
+fn a_restarted_nic_takes_back_its_peers_locks_before_it_serves() {
+    let p = placement();
+    let k = key_on(&p, &[2, 3]);
+    let mut nodes = cluster();
+    let mut now = 0;
+    // T1 (node 0) writes k: locked at node 2, its LOG held on its way to 3.
+    nodes[0].blocked.store(1 << 3, Ordering::Relaxed);
+    nodes[0].submit(1, &[k]);
+    until(&mut nodes, &mut now, "T1 locks k at node 2", |n| {
+        n[2].nic.index().lock_holder(&k).is_some()
+    });
+    for _ in 0..20 {
+        step_all(&mut nodes, &mut now);
+    }
+    assert!(nodes[0].told.is_empty(), "T1 waits for node 3's LOG ack");
+    let t1 = nodes[2].nic.index().lock_holder(&k).unwrap();
+
+    restart(&mut nodes[2], now, 2);
+    assert_eq!(nodes[2].nic.index().locks_held(), 0, "locks are volatile");
+    assert!(matches!(
+        nodes[2].nic.availability(),
+        Availability::Rebuilding { .. }
+    ));
+    until(&mut nodes, &mut now, "node 2 rebuilt", |n| {
+        n[2].nic.availability() == Availability::Serving
+    });
+    assert_eq!(
+        nodes[2].nic.index().lock_holder(&k),
+        Some(t1),
+        "T1's lock came back from its coordinator"
+    );
+    let s = nodes[2].nic.rebuild_stats();
+    assert_eq!(
+        (s.restarts, s.rebuilds_done, s.locks_reinstalled),
+        (1, 1, 1)
+    );
+
+    // The rebuilt lock is served: a conflicting writer is refused.
+    nodes[1].submit(2, &[k]);
+    until(&mut nodes, &mut now, "T2's outcome", |n| {
+        n[1].told.contains_key(&2)
+    });
+    assert_eq!(nodes[1].told[&2], TxStatus::LockConflict);
+
+    // T1 goes on and commits at both replicas; then k is free.
+    nodes[0].blocked.store(0, Ordering::Relaxed);
+    until(&mut nodes, &mut now, "T1's outcome", |n| {
+        n[0].told.contains_key(&1)
+    });
+    assert_eq!(nodes[0].told[&1], TxStatus::Committed);
+    until(&mut nodes, &mut now, "T1's COMMIT records", |n| {
+        n[2].host.commits.contains(&t1) && n[3].host.commits.contains(&t1)
+    });
+    nodes[1].submit(3, &[k]);
+    until(&mut nodes, &mut now, "T3's outcome", |n| {
+        n[1].told.contains_key(&3)
+    });
+    assert_eq!(nodes[1].told[&3], TxStatus::Committed);
+    until(&mut nodes, &mut now, "no lock left", |n| {
+        n.iter().all(|x| x.nic.index().locks_held() == 0)
+    });
+}
+
+#[test]
+fn an_unavailable_node_refuses_execute_rather_than_serve_without_locks() {
+    let p = placement();
+    let k = key_on(&p, &[2, 3]);
+    let mut nodes = cluster();
+    let mut now = 0;
+    for _ in 0..5 {
+        step_all(&mut nodes, &mut now);
+    }
+    // Node 3 is silent toward node 2: node 2 waits for its report.
+    nodes[3].blocked.store(1 << 2, Ordering::Relaxed);
+    restart(&mut nodes[2], now, 2);
+    nodes[1].submit(1, &[k]);
+    until(&mut nodes, &mut now, "the outcome", |n| {
+        n[1].told.contains_key(&1)
+    });
+    assert_eq!(nodes[1].told[&1], TxStatus::Unavailable);
+    assert!(
+        nodes[2].nic.rebuild_stats().requests_refused
+            + nodes[2].nic.rebuild_stats().answered_refused
+            >= 1
+    );
+    assert_eq!(
+        nodes[2].nic.availability(),
+        Availability::Rebuilding {
+            waiting_for: 1 << 3
+        }
+    );
+    nodes[3].blocked.store(0, Ordering::Relaxed);
+    until(&mut nodes, &mut now, "node 2 rebuilt", |n| {
+        n[2].nic.availability() == Availability::Serving
+    });
+    nodes[1].submit(2, &[k]);
+    until(&mut nodes, &mut now, "the outcome", |n| {
+        n[1].told.contains_key(&2)
+    });
+    assert_eq!(nodes[1].told[&2], TxStatus::Committed);
+    assert!(
+        nodes[2].nic.restart_nic(now, 2).is_err(),
+        "incarnation 2 is the current one"
+    );
+}
+
+/// A run where every node submits transactions writing two of `keys`, node
+/// 2 restarting at iteration `at`; returns the nodes once every outcome is in.
+fn run_with_restart(at: usize, seed: u64) -> Vec<Node> {
+    let keys: Vec<Key> = (0..12).map(|i| Key::new(0, i)).collect();
+    let mut nodes = cluster();
+    let mut now = 0;
+    let mut rng = seed | 1;
+    let mut next = |n: u64| {
+        rng ^= rng << 13;
+        rng ^= rng >> 7;
+        rng ^= rng << 17;
+        rng % n
+    };
+    const PER_NODE: u64 = 24;
+    const OUTSTANDING_MAX: u64 = 3;
+    let mut submitted = [0u64; NODES];
+    for i in 0..ITERATIONS_MAX {
+        if i == at {
+            restart(&mut nodes[2], now, 2);
+        }
+        for (id, n) in nodes.iter_mut().enumerate() {
+            let open = submitted[id] - n.told.len() as u64;
+            if submitted[id] < PER_NODE && open < OUTSTANDING_MAX {
+                let a = keys[next(12) as usize];
+                let b = keys[next(12) as usize];
+                let req = (id as u64) << 32 | submitted[id];
+                let both = [a, b];
+                n.submit(req, if a == b { &both[..1] } else { &both[..] });
+                submitted[id] += 1;
+            }
+        }
+        step_all(&mut nodes, &mut now);
+        let all_told = nodes.iter().all(|n| n.told.len() as u64 == PER_NODE);
+        if i > at && all_told && nodes[2].nic.availability() == Availability::Serving {
+            for _ in 0..50 {
+                step_all(&mut nodes, &mut now);
+            }
+            return nodes;
+        }
+    }
+    for (i, n) in nodes.iter().enumerate() {
+        eprintln!(
+            "node {i}: told {} of {}, {:?} {:?}\n  {:?} inflight {}",
+            n.told.len(),
+            submitted[i],
+            n.nic.availability(),
+            n.nic.rebuild_stats(),
+            n.nic.stats().coordinator,
+            n.nic.stats().clients.requests,
+        );
+    }
+    panic!("restart at {at}: not every outcome within {ITERATIONS_MAX} iterations");
+}
+
+/// The checks of a run: a transaction told committed has its writes decided
+/// commit at every replica; one told aborted is committed nowhere; no
+/// replica decides a transaction differently from another; no LOG record
+/// stays undecided; no lock stays held.
+fn check(nodes: &[Node], at: usize) {
+    let p = placement();
+    let mut decided: HashMap<u64, bool> = HashMap::new();
+    for (id, n) in nodes.iter().enumerate() {
+        for (tx, _) in &n.host.logs {
+            let c = n.host.commits.contains(tx);
+            assert!(
+                c || n.host.aborts.contains(tx),
+                "restart at {at}: tx {tx:#x} undecided at node {id}"
+            );
+            let d = *decided.entry(*tx).or_insert(c);
+            assert_eq!(d, c, "restart at {at}: tx {tx:#x} decided both ways");
+        }
+        assert_eq!(
+            n.nic.index().locks_held(),
+            0,
+            "restart at {at}: node {id} holds locks"
+        );
+    }
+    for n in nodes {
+        for (req, status) in &n.told {
+            let marker = req.to_le_bytes();
+            // The transactions (at any replica) that wrote this request's marker.
+            let txs: HashSet<u64> = nodes
+                .iter()
+                .flat_map(|m| m.host.logs.iter())
+                .filter(|(_, w)| w.iter().any(|(_, v)| v[..] == marker))
+                .map(|(tx, _)| *tx)
+                .collect();
+            let committed = txs.iter().any(|tx| decided.get(tx) == Some(&true));
+            match status {
+                TxStatus::Committed => {
+                    assert!(
+                        committed,
+                        "restart at {at}: request {req:#x} told committed, not committed"
+                    );
+                    for m in nodes
+                        .iter()
+                        .flat_map(|m| m.host.logs.iter())
+                        .filter(|(tx, _)| txs.contains(tx))
+                    {
+                        for (k, _) in m.1 {
+                            for r in 0..NODES as u16 {
+                                if p.is_replica(r, k) {
+                                    let hn = &nodes[r as usize].host;
+                                    assert!(
+                                        txs.iter().any(|tx| hn.commits.contains(tx)
+                                            && hn.logs[tx].iter().any(|(kk, _)| kk == k)),
+                                        "restart at {at}: request {req:#x}'s write lost at node {r}"
+                                    );
+                                }
+                            }
+                        }
+                    }
+                }
+                TxStatus::Unknown => {}
+                _ => assert!(
+                    !committed,
+                    "restart at {at}: request {req:#x} told {status:?}, committed"
+                ),
+            }
+        }
+    }
+}
+
+#[test]
+fn a_restart_in_the_middle_of_commits_loses_no_committed_write_and_leaves_no_lock() {
+    let mut unknown = 0;
+    let mut reinstalled = 0;
+    for (i, at) in (3..60).step_by(4).enumerate() {
+        let nodes = run_with_restart(at, 0x5EED + i as u64);
+        check(&nodes, at);
+        let s = nodes[2].nic.rebuild_stats();
+        assert_eq!((s.restarts, s.rebuilds_done), (1, 1), "restart at {at}");
+        unknown += s.outcomes_unknown;
+        reinstalled += s.locks_reinstalled;
+    }
+    // The restarts hit transactions in flight.
+    assert!(
+        unknown > 0 && reinstalled > 0,
+        "unknown {unknown}, reinstalled {reinstalled}"
+    );
+}

@@ -1,0 +1,148 @@
+//! NIC-restart rebuild messages (`wire::RebuildMsg`): encode/decode round
+//! trips within the bounds, and typed errors (never a panic) for arbitrary,
+//! truncated or padded bytes.
+
+use proptest::prelude::*;
+use splitkv_layout::wire::{
+    CoordPhase, Decision, LockEntry, NodeMask, PeerTx, RebuildMsg, RecordEvidence, RecordKind,
+    MASK_NODES_MAX, REBUILD_DECISIONS_PER_MESSAGE_MAX, REBUILD_ENTRIES_PER_MESSAGE_MAX,
+    REBUILD_MESSAGE_BYTES_MAX,
+};
+use splitkv_layout::{DecodeError, Key};
+
+fn peer_tx() -> impl Strategy<Value = PeerTx> {
+    (any::<u64>(), 0..CoordPhase::ALL.len(), any::<bool>()).prop_map(|(tx_id, p, waiting)| PeerTx {
+        tx_id,
+        phase: CoordPhase::ALL[p],
+        waiting,
+    })
+}
+
+fn lock() -> impl Strategy<Value = LockEntry> {
+    (any::<u64>(), any::<u32>(), any::<u64>()).prop_map(|(tx_id, t, id)| LockEntry {
+        tx_id,
+        key: Key::new(t, id),
+    })
+}
+
+fn record() -> impl Strategy<Value = RecordEvidence> {
+    (
+        any::<u64>(),
+        0..MASK_NODES_MAX as u16,
+        0..RecordKind::ALL.len(),
+        any::<u16>(),
+    )
+        .prop_map(|(tx_id, shard, k, m)| RecordEvidence {
+            tx_id,
+            shard,
+            kind: RecordKind::ALL[k],
+            write_shards: NodeMask(m),
+        })
+}
+
+fn msg() -> impl Strategy<Value = RebuildMsg> {
+    let third = REBUILD_ENTRIES_PER_MESSAGE_MAX / 3;
+    prop_oneof![
+        any::<u32>().prop_map(|restart| RebuildMsg::Query { restart }),
+        (
+            any::<u32>(),
+            any::<u16>(),
+            any::<bool>(),
+            prop::collection::vec(peer_tx(), 0..=third),
+            prop::collection::vec(lock(), 0..=third),
+            prop::collection::vec(record(), 0..=third),
+        )
+            .prop_map(|(restart, part, last, txs, locks, records)| {
+                RebuildMsg::Report {
+                    restart,
+                    part,
+                    last,
+                    txs,
+                    locks,
+                    records,
+                }
+            }),
+        (
+            any::<u32>(),
+            prop::collection::vec(
+                (any::<u64>(), any::<bool>())
+                    .prop_map(|(tx_id, commit)| Decision { tx_id, commit }),
+                0..=REBUILD_DECISIONS_PER_MESSAGE_MAX
+            )
+        )
+            .prop_map(|(restart, decisions)| RebuildMsg::Decisions { restart, decisions }),
+    ]
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(256))]
+
+    #[test]
+    fn round_trip(m in msg()) {
+        let mut out = Vec::new();
+        m.encode(&mut out).unwrap();
+        prop_assert!(out.len() <= REBUILD_MESSAGE_BYTES_MAX);
+        prop_assert_eq!(RebuildMsg::decode(&out).unwrap(), m);
+    }
+
+    #[test]
+    fn truncation_and_trailing_bytes_are_errors(m in msg(), cut in any::<prop::sample::Index>()) {
+        let mut out = Vec::new();
+        m.encode(&mut out).unwrap();
+        let at = cut.index(out.len());
+        prop_assert!(RebuildMsg::decode(&out[..at]).is_err());
+        out.push(0);
+        let trailing = matches!(RebuildMsg::decode(&out), Err(DecodeError::Inconsistent { .. }));
+        prop_assert!(trailing);
+    }
+
+    #[test]
+    fn arbitrary_bytes_never_panic(bytes in prop::collection::vec(any::<u8>(), 0..256)) {
+        if let Ok(m) = RebuildMsg::decode(&bytes) {
+            let mut out = Vec::new();
+            m.encode(&mut out).unwrap();
+            prop_assert_eq!(out, bytes);
+        }
+    }
+}
+
+#[test]
+fn bounds_and_bad_tags_are_typed_errors() {
+    let too_many = RebuildMsg::Report {
+        restart: 2,
+        part: 0,
+        last: true,
+        txs: vec![],
+        locks: vec![
+            LockEntry {
+                tx_id: 1,
+                key: Key::new(0, 1)
+            };
+            REBUILD_ENTRIES_PER_MESSAGE_MAX + 1
+        ],
+        records: vec![],
+    };
+    let mut out = Vec::new();
+    assert!(too_many.encode(&mut out).is_err());
+    assert!(out.is_empty(), "nothing appended on error");
+    assert!(matches!(
+        RebuildMsg::decode(&[9, 0, 0, 0, 0]),
+        Err(DecodeError::BadTag { .. })
+    ));
+    // A Report whose last-part flag is 2.
+    let mut bad = vec![2, 2, 0, 0, 0, 0, 0, 2, 0, 0, 0, 0, 0, 0];
+    assert!(matches!(
+        RebuildMsg::decode(&bad),
+        Err(DecodeError::BadTag { .. })
+    ));
+    bad[7] = 1;
+    assert!(RebuildMsg::decode(&bad).is_ok(), "an empty last part");
+    // An undecided decision.
+    let mut d = vec![3, 2, 0, 0, 0, 1, 0];
+    d.extend_from_slice(&7u64.to_le_bytes());
+    d.push(0);
+    assert!(matches!(
+        RebuildMsg::decode(&d),
+        Err(DecodeError::Inconsistent { .. })
+    ));
+}
