@@ -151,6 +151,9 @@ pub struct CoordinatorStats {
     pub rejected: u64,
     /// Aborted because a replica refused LOG (its reason is the outcome's).
     pub log_refusals: u64,
+    /// LOGs sent again to replicas whose NIC runtime restarted and lost
+    /// them (answered `Unavailable`).
+    pub log_resends: u64,
     /// COMMITs a replica refused after the commit point (the outcome carries
     /// the refusal's reason; the refusing node stops).
     pub commit_refusals: u64,
@@ -441,6 +444,7 @@ impl Coordinator {
         let t = &mut self.txs[slot];
         t.answered = 0;
         let (failed, why, refusers) = (t.failed, abort_status(t.reason), t.refusers);
+        let lost = t.reason == ReplyStatus::Unavailable;
         t.failed = false;
         t.refusers = 0;
         t.reason = ReplyStatus::Ok;
@@ -460,6 +464,19 @@ impl Coordinator {
             Phase::Validate => self.log(io, slot),
             // A replica refused: not committed yet, and not safely abortable
             // in one round (`commit::log_refused`).
+            // A restarted replica lost the LOG: it goes to it again.
+            Phase::Log if failed && lost => self.log_again(io, slot, refusers),
+            // A replica that finished the transaction already (a late LOG,
+            // answered `Malformed`; seen after a peer's NIC restart) holds
+            // no record of it and never will: while it lives recovery
+            // cannot commit it, so it aborts now. One round: with the
+            // refuser and this coordinator both crashing before the ABORTs
+            // land, the survivors' LOGs could decide commit (the window
+            // `log_refused` closes for the other refusals; see the note).
+            Phase::Log if failed && why == TxStatus::Rejected => {
+                self.stats.log_refusals += 1;
+                self.abort(io, slot, why, &[]);
+            }
             Phase::Log if failed => self.log_refused(slot, refusers),
             Phase::Log => self.commit(io, slot),
             // Past the commit point: every replica holds the writes. A

@@ -5,10 +5,11 @@
 //! refusing replica's exclusion (`log_refused`).
 
 use super::{bit, send_each, Coordinator, Phase};
-use crate::procedure::{TxPlan, WriteSet};
+use crate::placement::Placement;
+use crate::procedure::{ReadView, TxPlan, WriteSet};
 use crate::protocol::{Io, LOG_BACKUPS_ONLY};
 use splitkv_layout::host_nic::TxStatus;
-use splitkv_layout::wire::{MsgKind, NodeMask};
+use splitkv_layout::wire::{BodyWriter, MsgKind, NodeId, NodeMask};
 
 impl Coordinator {
     /// Step 4: send the write set to every replica of each written key,
@@ -30,17 +31,7 @@ impl Coordinator {
             .fold(NodeMask::EMPTY, |m, (k, _)| m.with(placement.shard(k)));
         let mut logged = 0;
         t.pending = send_each(io, |w, placement, b| {
-            w.begin_log(tx_id, write_shards);
-            let mut any = false;
-            for (k, v) in writes.iter() {
-                // Mutation switch (issue 11): the old protocol logs at the
-                // backups only.
-                let primary = !LOG_BACKUPS_ONLY && placement.primary(k) == b;
-                if primary || placement.backups(k).any(|n| n == b) {
-                    w.push_item(k, Self::new_meta(reads, k).unwrap_or_default(), v);
-                    any = true;
-                }
-            }
+            let any = write_log(w, placement, b, tx_id, write_shards, writes, reads);
             if any {
                 logged |= bit(b);
             }
@@ -50,6 +41,29 @@ impl Coordinator {
         if t.pending == 0 {
             self.commit(io, slot);
         }
+    }
+
+    /// The LOG the replicas of `refusers` (a mask by node id) answered
+    /// [`ReplyStatus::Unavailable`]: their NIC runtime restarted and lost it
+    /// before it reached their host log (a rebuilding node answers so for a
+    /// LOG it does not hold, `crate::runtime::restart`). They are live
+    /// replicas that log it once they serve again, so it goes to them again,
+    /// like a retransmission: the phase keeps its start time (its deadline
+    /// still bounds the wait) and the other replicas' answers stand.
+    /// Aborting instead would need two rounds (`log_refused`).
+    pub(super) fn log_again(&mut self, io: &mut Io, slot: usize, refusers: u32) {
+        self.stats.log_resends += 1;
+        let t = &mut self.txs[slot];
+        let tx_id = Self::tx_id(io.node, slot, t.gen);
+        t.answered = t.pending.owe_again(refusers);
+        let (writes, reads) = (&t.writes, &t.reads);
+        let placement = io.placement;
+        let write_shards = writes
+            .iter()
+            .fold(NodeMask::EMPTY, |m, (k, _)| m.with(placement.shard(k)));
+        send_each(io, |w, placement, b| {
+            refusers & bit(b) != 0 && write_log(w, placement, b, tx_id, write_shards, writes, reads)
+        });
     }
 
     /// Steps 5–6: the transaction is committed (every replica of every
@@ -158,6 +172,31 @@ impl Coordinator {
         self.txs[slot].phase = Phase::Free;
         self.free.push(slot);
     }
+}
+
+/// Writes the LOG of `tx_id` for replica `b`: the items of `writes` it
+/// replicates (primary or backup); false if it replicates none.
+fn write_log(
+    w: &mut BodyWriter,
+    placement: &Placement,
+    b: NodeId,
+    tx_id: u64,
+    write_shards: NodeMask,
+    writes: &WriteSet,
+    reads: &ReadView,
+) -> bool {
+    w.begin_log(tx_id, write_shards);
+    let mut any = false;
+    for (k, v) in writes.iter() {
+        // Mutation switch (issue 11): the old protocol logs at the backups
+        // only.
+        let primary = !LOG_BACKUPS_ONLY && placement.primary(k) == b;
+        if primary || placement.backups(k).any(|n| n == b) {
+            w.push_item(k, Coordinator::new_meta(reads, k).unwrap_or_default(), v);
+            any = true;
+        }
+    }
+    any
 }
 
 /// The ABORT that only unlocks, at each primary in `locked` (a mask by
