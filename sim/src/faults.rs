@@ -1,5 +1,5 @@
 //! Fault mixes: node faults ([`NodeFaults`]), DMA faults ([`DmaFaults`]) and
-//! the named mixes ([`FaultMix`]: none, net, crash, all, nic-crash) that turn one seed
+//! the named mixes ([`FaultMix`]: none, net, crash, all, rejoin, nic-crash) that turn one seed
 //! into a fully specified [`SimConfig`].
 //!
 //! | mix   | network                                     | nodes                  | DMA |
@@ -125,7 +125,7 @@ impl DmaFaults {
     }
 }
 
-/// A named set of faults (`none|net|crash|all`, see the module table).
+/// A named set of faults (`none|net|crash|all|rejoin|nic-crash`, see the module table).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum FaultMix {
     /// No faults.

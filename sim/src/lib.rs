@@ -15,7 +15,7 @@
 //! - [`dma`]: [`dma::SimDma`], seeded DMA read and write latencies with
 //!   occasional slow completions (Xenic §3.5), wrapping any DMA engine.
 //! - [`faults`]: node and DMA fault settings and the named mixes
-//!   ([`FaultMix`]: none, net, crash, all) turning a seed into a full
+//!   ([`FaultMix`]: none, net, crash, all, rejoin, nic-crash) turning a seed into a full
 //!   [`SimConfig`].
 //! - [`Sim`] ([`driver`]): advances virtual time by `tick_ns` per pass and
 //!   runs every live component once per pass in an order shuffled by the

@@ -16,7 +16,7 @@ pub const CLI_CRASH_PASS_MIN: u64 = 500;
 /// Last pass at which the seeded crash of a crash mix may happen.
 pub const CLI_CRASH_PASS_MAX: u64 = 5_000;
 
-/// Reads a fault-mix name (`none|net|crash|all|nic-crash`).
+/// Reads a fault-mix name (`none|net|crash|all|rejoin|nic-crash`).
 pub fn parse(s: &str) -> Result<FaultMix, String> {
     s.parse::<FaultMix>().map_err(|e| e.to_string())
 }
