@@ -407,6 +407,7 @@ fn config_records_round_trip_and_bad_records_are_rejected() {
     let c = Configuration {
         epoch: 3,
         live: 0b101,
+        ..Default::default()
     };
     assert_eq!(ConfigRecord::decode(&ConfigRecord::encode(&c), 3), Ok(c));
     assert!(ConfigRecord::decode(b"{\"epoch\":0,\"live\":1}", 3).is_err());
