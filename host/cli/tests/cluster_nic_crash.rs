@@ -9,7 +9,8 @@
 //! serves again, and every check over the whole run passes: strict
 //! serializability with indeterminate transactions, lost commits, replica
 //! agreement over all three nodes, money within the unknown transactions'
-//! range; and the cluster committed after the restart. Bounded: each run is
+//! range; and the cluster, node 1's own client too, committed after the
+//! restart. Bounded: each run is
 //! one `splitkv bench` that stops its nodes; etcd is stopped by process id
 //! when dropped.
 
@@ -102,6 +103,11 @@ fn assert_rebuilt(out: &Output) -> String {
     assert!(
         after > 0,
         "nothing committed after the NIC restart: {stdout}\n{err}"
+    );
+    let own = number_after(line, "node 1's own client ");
+    assert!(
+        own > 0,
+        "node 1's client committed nothing after its NIC restart: {stdout}\n{err}"
     );
     eprintln!("{line}");
     stdout

@@ -115,6 +115,7 @@ impl Deployed {
                 at,
                 posted: None,
                 committed: (None, 0),
+                own: (None, 0),
                 status: Value::Null,
             }),
         };
@@ -336,7 +337,7 @@ impl Deployed {
             c.committed.1 = total;
         }
         if node == c.at.node {
-            c.status = status["nic"].clone();
+            c.note_status(status);
         }
         c.serving_again()
     }

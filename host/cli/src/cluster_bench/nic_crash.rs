@@ -13,11 +13,24 @@ pub(super) struct NicCrash {
     pub posted: Option<Duration>,
     /// Committed transactions (every node) just after it, and at the end.
     pub committed: (Option<u64>, u64),
+    /// The node's own client's committed transactions just after it, and
+    /// at the end.
+    pub own: (Option<u64>, u64),
     /// The node's `/status` `nic` as last seen.
     pub status: Value,
 }
 
 impl NicCrash {
+    /// Notes the node's `/status` (`s`).
+    pub fn note_status(&mut self, s: &Value) {
+        self.status = s["nic"].clone();
+        let c = s["transactions"]["committed"].as_u64().unwrap_or(0);
+        if self.posted.is_some() {
+            self.own.0.get_or_insert(c);
+        }
+        self.own.1 = c;
+    }
+
     /// Whether the node's NIC runtime restarted and serves again.
     pub fn serving_again(&self) -> bool {
         self.posted.is_some()
@@ -29,9 +42,10 @@ impl NicCrash {
     pub fn line(&self) -> Option<String> {
         let at = self.posted?;
         let (after, end) = self.committed;
+        let (own_after, own_end) = self.own;
         let n = &self.status;
         Some(format!(
-            "nic-crash: node {}'s NIC runtime restarted at {:.2} s into the run (incarnation {}, restarts {}, serving again: {}, client transactions answered unknown: {}, locks reinstalled: {}); the cluster committed {} transactions after it",
+            "nic-crash: node {}'s NIC runtime restarted at {:.2} s into the run (incarnation {}, restarts {}, serving again: {}, client transactions answered unknown: {}, locks reinstalled: {}); the cluster committed {} transactions after it, node {}'s own client {}",
             self.at.node,
             at.as_secs_f64(),
             n["incarnation"],
@@ -40,6 +54,8 @@ impl NicCrash {
             n["outcomes_unknown"],
             n["locks_reinstalled"],
             end.saturating_sub(after.unwrap_or(end)),
+            self.at.node,
+            own_end.saturating_sub(own_after.unwrap_or(own_end)),
         ))
     }
 }
