@@ -27,9 +27,9 @@ use support_deploy::*;
 const RUN_MAX: Duration = Duration::from_secs(60);
 /// List-append transactions per client: more than a client draws in 1 s on
 /// a fast machine, so the clients still have some after the restart.
-const LIST_APPEND_BUDGET: &str = "20000";
+const LIST_APPEND_BUDGET: &str = "40000";
 /// Host table capacity (keys per node) for that budget's key space.
-const CAPACITY_KEYS: u64 = 200_000;
+const CAPACITY_KEYS: u64 = 400_000;
 
 fn membership(endpoint: &str) -> String {
     format!("[membership]\nkind = \"etcd\"\nendpoints = [\"{endpoint}\"]\nlease_ttl_s = 1\n")
@@ -110,6 +110,9 @@ fn assert_rebuilt(out: &Output) -> String {
         "node 1's client committed nothing after its NIC restart: {stdout}\n{err}"
     );
     eprintln!("{line}");
+    if std::env::var("SHOW").is_ok() {
+        eprintln!("{stdout}");
+    }
     stdout
 }
 

@@ -116,6 +116,7 @@ impl Deployed {
                 posted: None,
                 committed: (None, 0),
                 own: (None, 0),
+                serving_at: None,
                 status: Value::Null,
             }),
         };
@@ -324,9 +325,16 @@ impl Deployed {
         Ok(())
     }
 
-    /// Notes the `--nic-crash` node's `/status` and the committed count;
+    /// Notes the `--nic-crash` node's `/status` (seen `t` into the run) and
+    /// the committed count;
     /// whether it is settled (restarted and serving again, or none asked).
-    fn note_nic_crash(&mut self, node: u16, status: &Value, committed: Option<u64>) -> bool {
+    fn note_nic_crash(
+        &mut self,
+        t: Duration,
+        node: u16,
+        status: &Value,
+        committed: Option<u64>,
+    ) -> bool {
         let Some(c) = self.nic_crash.as_mut() else {
             return true;
         };
@@ -337,7 +345,7 @@ impl Deployed {
             c.committed.1 = total;
         }
         if node == c.at.node {
-            c.note_status(status);
+            c.note_status(status, t);
         }
         c.serving_again()
     }
@@ -367,7 +375,7 @@ impl Deployed {
                     return Err(bad(format!("node {n} failed: {f}")));
                 }
                 all &= s.get("run_done").and_then(Value::as_bool) == Some(true);
-                all &= self.note_nic_crash(n, &s, None);
+                all &= self.note_nic_crash(t0.elapsed(), n, &s, None);
                 let c = s["transactions"]["committed"].as_u64().unwrap_or(0);
                 committed += c;
                 if self.committed_by_node.len() <= n as usize {
@@ -384,7 +392,7 @@ impl Deployed {
                 self.committed_around_kill.0.get_or_insert(committed);
             }
             self.committed_around_kill.1 = committed;
-            self.note_nic_crash(u16::MAX, &Value::Null, Some(committed));
+            self.note_nic_crash(t0.elapsed(), u16::MAX, &Value::Null, Some(committed));
             if all {
                 break;
             }

@@ -16,14 +16,20 @@ pub(super) struct NicCrash {
     /// The node's own client's committed transactions just after it, and
     /// at the end.
     pub own: (Option<u64>, u64),
+    /// When its `/status` first showed it serving again (the bench polls
+    /// every 50 ms: an upper bound).
+    pub serving_at: Option<Duration>,
     /// The node's `/status` `nic` as last seen.
     pub status: Value,
 }
 
 impl NicCrash {
-    /// Notes the node's `/status` (`s`).
-    pub fn note_status(&mut self, s: &Value) {
+    /// Notes the node's `/status` (`s`), seen `t` into the run.
+    pub fn note_status(&mut self, s: &Value, t: Duration) {
         self.status = s["nic"].clone();
+        if self.serving_at.is_none() && self.serving_again() {
+            self.serving_at = Some(t);
+        }
         let c = s["transactions"]["committed"].as_u64().unwrap_or(0);
         if self.posted.is_some() {
             self.own.0.get_or_insert(c);
@@ -45,12 +51,16 @@ impl NicCrash {
         let (own_after, own_end) = self.own;
         let n = &self.status;
         Some(format!(
-            "nic-crash: node {}'s NIC runtime restarted at {:.2} s into the run (incarnation {}, restarts {}, serving again: {}, client transactions answered unknown: {}, locks reinstalled: {}); the cluster committed {} transactions after it, node {}'s own client {}",
+            "nic-crash: node {}'s NIC runtime restarted at {:.2} s into the run (incarnation {}, restarts {}, serving again: {}{}, client transactions answered unknown: {}, locks reinstalled: {}); the cluster committed {} transactions after it, node {}'s own client {}",
             self.at.node,
             at.as_secs_f64(),
             n["incarnation"],
             n["restarts"],
             if self.serving_again() { "yes" } else { "no" },
+            self.serving_at.map_or(String::new(), |s| format!(
+                " (seen {:.0} ms after the restart)",
+                s.saturating_sub(at).as_secs_f64() * 1e3
+            )),
             n["outcomes_unknown"],
             n["locks_reinstalled"],
             end.saturating_sub(after.unwrap_or(end)),
