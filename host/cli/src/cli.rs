@@ -99,12 +99,16 @@ pub struct ClusterArgs {
     /// With --spawn: SIGKILL node NODE SECS seconds into the run (e.g. `2@1.5`); the run goes on with the survivors, and the checks cover the killed node's client through its journal.
     #[arg(long, value_name = "NODE@SECS", requires = "spawn", value_parser = parse_kill)]
     pub kill: Option<KillAt>,
+    /// With --cluster: crash node NODE's NIC runtime alone SECS seconds into the run (e.g. `1@1.0`): it restarts in place and rebuilds from its peers while its host, data and client live on; the run goes on and every check covers it.
+    #[arg(long, value_name = "NODE@SECS", requires = "cluster", value_parser = parse_kill)]
+    pub nic_crash: Option<KillAt>,
     /// With --cluster: every node's client journals its invocations and completions to a file in the run's directory before submitting (always on with --kill; the nodes must share this machine's file system).
     #[arg(long, requires = "cluster")]
     pub journal: bool,
 }
 
-/// `--kill NODE@SECS`: which spawned node is killed, and when.
+/// `--kill NODE@SECS` (or `--nic-crash`): which node is killed (or has its
+/// NIC runtime crash), and when.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct KillAt {
     /// The node id.

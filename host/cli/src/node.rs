@@ -27,6 +27,13 @@
 //! stops polling the NIC runtime at once (fencing: it neither answers nor
 //! sends), and the node says so in its log and status
 //! (`membership.fail_stop`) and stops (fail-stop, exit 3).
+//!
+//! `POST /fault/nic-restart` injects a NIC-runtime-only crash (issue 12):
+//! the polling thread restarts the NIC runtime in place with the next
+//! incarnation (`splitkv_host::cluster::Cluster::restart_nic`); the host,
+//! its data, the lease and the client live on, the client's transactions
+//! in flight are answered `Unknown`, and `/status`'s `nic` shows the
+//! restarts and whether the NIC runtime serves again.
 
 mod lease;
 
@@ -120,6 +127,43 @@ impl NodeHandler {
         })
     }
 
+    /// `POST /fault/nic-restart`: asks the polling thread to restart the
+    /// NIC runtime in place (a NIC-runtime-only crash, issue 12); answers
+    /// at once, before the restart (`/status`'s `nic` shows it).
+    fn restart_nic(&self) -> Result<Value, CallError> {
+        let h = self
+            .stats()
+            .ok_or_else(|| CallError::Conflict("no node runs yet: load a workload first".into()))?;
+        h.restart_nic(self.node)
+            .map_err(|e| CallError::Internal(e.to_string()))?;
+        let before = h.snapshot().nodes.first().map_or(0, |n| n.rebuild.restarts);
+        tracing::warn!(restarts_before = before, "NIC runtime restart asked for");
+        Ok(json!({ "restart_requested": true, "restarts_before": before }))
+    }
+
+    /// The NIC runtime's incarnation, availability and restarts in place
+    /// (`null` before a load).
+    fn nic(&self) -> Value {
+        let Some(h) = self.stats() else {
+            return Value::Null;
+        };
+        let snap = h.snapshot();
+        let Some(n) = snap.nodes.first() else {
+            return Value::Null;
+        };
+        let r = &n.rebuild;
+        json!({
+            "incarnation": n.nic_incarnation,
+            "availability": if n.nic_serving { "serving" } else { "rebuilding" },
+            "restarts": r.restarts,
+            "rebuilds_done": r.rebuilds_done,
+            "outcomes_unknown": r.outcomes_unknown,
+            "locks_reinstalled": r.locks_reinstalled,
+            "decided_commit": r.decided_commit,
+            "decided_abort": r.decided_abort,
+        })
+    }
+
     /// The session layer's view: failed peers and counters (`null` before a load).
     fn sessions(&self) -> Value {
         let Some(h) = self.stats() else {
@@ -181,6 +225,7 @@ impl ControlHandler for NodeHandler {
             "transactions": self.transactions(),
             "sessions": self.sessions(),
             "recovery": self.recovery(),
+            "nic": self.nic(),
             "membership": self.membership.view(self.started, self.stats().as_ref()),
         })
     }
@@ -226,6 +271,7 @@ impl ControlHandler for NodeHandler {
                 self.drain.store(true, Ordering::Release);
                 Ok(json!({ "draining": true }))
             }
+            Route::NicRestart => self.restart_nic(),
         }
     }
 }

@@ -13,6 +13,7 @@ use crate::observe::Observation;
 use splitkv_layout::wire::NodeId;
 use splitkv_layout::Key;
 use splitkv_nic::{Component, Nanos, NicRuntime, Placement};
+use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::Instant;
@@ -61,6 +62,27 @@ impl Placed {
             Placed::Nic(slot, n, _) => Component::fault(n.as_ref()).map(|r| stopped(slot.node, r)),
             Placed::Worker(slot, w) => Component::fault(w.as_ref()).map(|r| stopped(slot.node, r)),
             Placed::App(..) => None,
+        }
+    }
+
+    /// Restarts this NIC runtime in place if [`Cluster::restart_nic`] asked
+    /// for it (issue 12, NIC-runtime-only crash; `runtime/restart.rs`):
+    /// volatile state dropped, the next incarnation, rebuilt from the peers
+    /// while the host worker and clients run on. A refused restart is the
+    /// node's fault ([`ClusterError::NodeStopped`]).
+    fn restart_if_asked(&mut self, now: Nanos, shared: &Shared) {
+        let Placed::Nic(slot, n, _) = self else {
+            return;
+        };
+        if !shared.nic_restart[slot.entry].swap(false, Ordering::AcqRel) {
+            return;
+        }
+        let next = n.incarnation().saturating_add(1);
+        if let Err(e) = n.restart_nic(now, next) {
+            shared.record_failure(ClusterError::NodeStopped {
+                node: slot.node,
+                reason: format!("NIC runtime restart refused: {e}"),
+            });
         }
     }
 
@@ -187,6 +209,7 @@ impl Cluster {
                 let run = poll_until_stopped(&thread, clock_origin, &shared.stop, |now| {
                     let mut work = false;
                     for c in group.iter_mut() {
+                        c.restart_if_asked(now, &shared);
                         work |= c.run_iteration(now);
                         if let Some(e) = c.fault() {
                             shared.record_failure(e);
@@ -241,6 +264,21 @@ impl Cluster {
             node,
             clients: self.clients_per_node,
         })
+    }
+
+    /// Asks the polling thread owning `node`'s NIC runtime to restart it in
+    /// place between two passes (a NIC-runtime-only crash, issue 12;
+    /// `NicRuntime::restart_nic` with the next incarnation): its host
+    /// worker, host memory and clients live on, the client requests in
+    /// flight are answered `Unknown`, and the node serves again once its
+    /// peers' reports rebuilt its locks ([`NodeStats::nic_serving`](super::NodeStats::nic_serving),
+    /// [`NodeStats::rebuild`](super::NodeStats::rebuild)). Asking twice before the thread
+    /// takes it is one restart.
+    ///
+    /// # Errors
+    /// [`ClusterError::BadNode`] if this process does not hold `node`.
+    pub fn restart_nic(&self, node: NodeId) -> Result<(), ClusterError> {
+        self.shared.request_nic_restart(node)
     }
 
     /// [`ClusterError::Panicked`] if a polling thread panicked (which stopped
@@ -403,5 +441,32 @@ impl Drop for Cluster {
         for h in std::mem::take(&mut self.threads) {
             let _ = h.join();
         }
+    }
+}
+
+impl Shared {
+    /// Marks `node`'s NIC runtime for a restart in place ([`Cluster::restart_nic`]).
+    fn request_nic_restart(&self, node: NodeId) -> Result<(), ClusterError> {
+        let entry = self
+            .stats
+            .iter()
+            .position(|s| s.lock().unwrap_or_else(|e| e.into_inner()).node == node)
+            .ok_or(ClusterError::BadNode {
+                node,
+                nodes: self.stats.len(),
+            })?;
+        self.nic_restart[entry].store(true, Ordering::Release);
+        Ok(())
+    }
+}
+
+impl super::StatsHandle {
+    /// [`Cluster::restart_nic`] from another thread (a node process's
+    /// control endpoint).
+    ///
+    /// # Errors
+    /// [`ClusterError::BadNode`] if this process does not hold `node`.
+    pub fn restart_nic(&self, node: NodeId) -> Result<(), ClusterError> {
+        self.shared.request_nic_restart(node)
     }
 }

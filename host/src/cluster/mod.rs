@@ -40,7 +40,9 @@
 //!   cluster reports [`ClusterError::Panicked`]. [`Cluster::pause_with`]
 //!   pauses the threads to add or take application components;
 //!   [`StatsHandle`] reads the published counters (and the failed peers the
-//!   sessions reported) from another thread.
+//!   sessions reported) from another thread. [`Cluster::restart_nic`]
+//!   (or [`StatsHandle::restart_nic`]) restarts a node's NIC runtime in
+//!   place on its polling thread (a NIC-runtime-only crash, issue 12).
 //! - [`ClusterBuilder::observe_calls`] registers a
 //!   [`CallObserver`](crate::observe::CallObserver) that every client tells of
 //!   each call and its outcome, with sound times: the way to record a Jepsen
@@ -63,6 +65,8 @@ mod stats;
 mod tests_local;
 #[cfg(test)]
 mod tests_membership;
+#[cfg(test)]
+mod tests_restart;
 
 pub use builder::{
     ClusterBuilder, CAPACITY_KEYS_DEFAULT, CLIENTS_PER_NODE_DEFAULT, THREADS_DEFAULT, THREADS_MAX,

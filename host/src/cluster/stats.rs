@@ -9,7 +9,7 @@ use crate::log::WorkerStats;
 use splitkv_layout::host_nic::TxStatus;
 use splitkv_layout::wire::NodeId;
 use splitkv_nic::net::session::SessionEvent;
-use splitkv_nic::runtime::{RecoveryActions, RecoveryRuntimeStats};
+use splitkv_nic::runtime::{Availability, RebuildStats, RecoveryActions, RecoveryRuntimeStats};
 use splitkv_nic::{ClientClosed, NicRuntime, NicStats, NODES_MAX};
 use std::sync::atomic::{AtomicBool, AtomicU8, Ordering};
 use std::sync::Mutex;
@@ -45,6 +45,13 @@ pub struct NodeStats {
     /// The node's membership as its polling thread last saw it (`None`:
     /// static membership).
     pub membership: Option<MembershipView>,
+    /// Its NIC runtime's incarnation (a restart in place takes the next).
+    pub nic_incarnation: u32,
+    /// Whether its NIC runtime serves (`false` while it rebuilds after a
+    /// restart in place, [`Availability::Rebuilding`]).
+    pub nic_serving: bool,
+    /// Its NIC runtime's restarts in place and rebuilds.
+    pub rebuild: RebuildStats,
 }
 
 impl NodeStats {
@@ -55,6 +62,9 @@ impl NodeStats {
         self.epoch = nic.epoch();
         self.recovery = nic.recovery_stats();
         self.recovery_actions = nic.recovery_actions();
+        self.nic_incarnation = nic.incarnation();
+        self.nic_serving = nic.availability() == Availability::Serving;
+        self.rebuild = nic.rebuild_stats();
         if self.nic.clients.clients_closed as usize != self.closed_clients.len() {
             self.closed_clients = (0..nic.clients())
                 .filter_map(|c| Some((c, nic.client_closed(c)?.clone())))
@@ -190,6 +200,9 @@ pub(crate) struct Shared {
     /// Latest counters, by entry of the process's nodes, published by the
     /// polling threads.
     pub stats: Vec<Mutex<NodeStats>>,
+    /// NIC runtime restarts asked for and not yet made, by entry
+    /// (`Cluster::restart_nic`; the owning polling thread takes them).
+    pub nic_restart: Vec<AtomicBool>,
 }
 
 impl Shared {
@@ -208,6 +221,7 @@ impl Shared {
                     })
                 })
                 .collect(),
+            nic_restart: ids.iter().map(|_| AtomicBool::new(false)).collect(),
         }
     }
 

@@ -11,6 +11,7 @@
 //! | POST | `/workload/stop` | yes | … [`Route::WorkloadStop`] |
 //! | GET | `/results` | yes | … [`Route::Results`] |
 //! | POST | `/drain` | yes | … [`Route::Drain`] |
+//! | POST | `/fault/nic-restart` | yes | … [`Route::NicRestart`] |
 //!
 //! Every call of [`ControlHandler::call`] needs `Authorization: Bearer
 //! <token>`; without it the answer is 401 and the handler is not called (so
@@ -69,16 +70,21 @@ pub enum Route {
     Results,
     /// `POST /drain`: stop taking transactions, finish those in flight.
     Drain,
+    /// `POST /fault/nic-restart`: an injected NIC-runtime-only crash (issue
+    /// 12): the node's NIC runtime restarts in place and rebuilds from its
+    /// peers while its host, data and client live on.
+    NicRestart,
 }
 
 impl Route {
     /// Every route.
-    pub const ALL: [Route; 5] = [
+    pub const ALL: [Route; 6] = [
         Route::Load,
         Route::WorkloadStart,
         Route::WorkloadStop,
         Route::Results,
         Route::Drain,
+        Route::NicRestart,
     ];
 
     /// The URL path of the route.
@@ -89,6 +95,7 @@ impl Route {
             Route::WorkloadStop => "/workload/stop",
             Route::Results => "/results",
             Route::Drain => "/drain",
+            Route::NicRestart => "/fault/nic-restart",
         }
     }
 

@@ -20,8 +20,17 @@
 //! the surviving replicas, and allow the indeterminate transactions either
 //! outcome (history) or their money range (Smallbank). The report says which
 //! node was killed, when, and what the survivors committed after it.
+//!
+//! `--nic-crash NODE@SECS` crashes only that node's NIC runtime SECS into
+//! the run (`POST /fault/nic-restart`): it restarts in place and rebuilds
+//! from its peers; the node's host, data and client live on (its
+//! transactions in flight are `Unknown`, which the checks allow), every
+//! node's results are collected as usual, and the run ends only once the
+//! node serves again. The report says when, whether it serves again, and
+//! what the cluster committed after it.
 
 mod http;
+mod nic_crash;
 mod report;
 mod spawn;
 
@@ -29,6 +38,7 @@ use crate::cli::{ClusterArgs, HistoryBenchArgs, KillAt, SmallbankArgs};
 use crate::timeline::Timeline;
 use crate::Failure;
 use indicatif::{ProgressBar, ProgressStyle};
+use nic_crash::NicCrash;
 use serde::de::DeserializeOwned;
 use serde_json::Value;
 use splitkv_bench::remote::protocol::*;
@@ -73,6 +83,8 @@ struct Deployed {
     /// Each node's committed count as last seen (a killed node's stays at
     /// its last value, so the timeline's total never drops at the kill).
     committed_by_node: Vec<u64>,
+    /// `--nic-crash`, and what came of it.
+    nic_crash: Option<NicCrash>,
 }
 
 fn bad(e: impl std::fmt::Display) -> Failure {
@@ -99,7 +111,23 @@ impl Deployed {
             timeline: None,
             seen: (1, 0),
             committed_by_node: Vec::new(),
+            nic_crash: args.nic_crash.map(|at| NicCrash {
+                at,
+                posted: None,
+                committed: (None, 0),
+                own: (None, 0),
+                serving_at: None,
+                status: Value::Null,
+            }),
         };
+        if let Some(k) = args.nic_crash {
+            if !d.config.nodes.iter().any(|n| n.id == k.node) {
+                return Err(bad(format!("--nic-crash: no node {} in the file", k.node)));
+            }
+            if args.kill.is_some_and(|x| x.node == k.node) {
+                return Err(bad("--nic-crash and --kill name the same node"));
+            }
+        }
         if let Some(k) = args.kill {
             if !d.config.nodes.iter().any(|n| n.id == k.node) {
                 return Err(bad(format!("--kill: no node {} in the file", k.node)));
@@ -276,8 +304,55 @@ impl Deployed {
         Ok(())
     }
 
+    /// Crashes the `--nic-crash` node's NIC runtime if it is due.
+    fn nic_crash_if_due(&mut self, elapsed: Duration) -> Result<(), Failure> {
+        let Some(node) = self
+            .nic_crash
+            .as_ref()
+            .filter(|c| c.posted.is_none() && elapsed >= c.at.after)
+            .map(|c| c.at.node)
+        else {
+            return Ok(());
+        };
+        let _: Value = self.call(node, "POST", "/fault/nic-restart", Some(&Value::Null))?;
+        if let Some(c) = self.nic_crash.as_mut() {
+            c.posted = Some(elapsed);
+        }
+        if let Some(t) = self.timeline.as_mut() {
+            t.event(elapsed, &format!("node {node} NIC runtime restarted"));
+        }
+        tracing::info!(node, ?elapsed, "NIC runtime crash posted");
+        Ok(())
+    }
+
+    /// Notes the `--nic-crash` node's `/status` (seen `t` into the run) and
+    /// the committed count;
+    /// whether it is settled (restarted and serving again, or none asked).
+    fn note_nic_crash(
+        &mut self,
+        t: Duration,
+        node: u16,
+        status: &Value,
+        committed: Option<u64>,
+    ) -> bool {
+        let Some(c) = self.nic_crash.as_mut() else {
+            return true;
+        };
+        if let Some(total) = committed {
+            if c.posted.is_some() {
+                c.committed.0.get_or_insert(total);
+            }
+            c.committed.1 = total;
+        }
+        if node == c.at.node {
+            c.note_status(status, t);
+        }
+        c.serving_again()
+    }
+
     /// Waits until every surviving node's client is done (and the `--kill`
-    /// node was killed), with a progress bar.
+    /// node was killed, the `--nic-crash` node serves again), with a
+    /// progress bar.
     fn wait(&mut self, expected: Duration, t0: Instant) -> Result<(), Failure> {
         let bar = ProgressBar::new(expected.as_millis().max(1) as u64).with_style(
             ProgressStyle::with_template("running  {bar:40} {elapsed}/{msg}")
@@ -287,6 +362,7 @@ impl Deployed {
         let deadline = expected + DRAIN_TIMEOUT;
         loop {
             self.kill_if_due(t0.elapsed())?;
+            self.nic_crash_if_due(t0.elapsed())?;
             let mut all = self.kill.is_none() || self.killed.is_some();
             let mut committed = 0;
             let mut seen = self.seen;
@@ -299,6 +375,7 @@ impl Deployed {
                     return Err(bad(format!("node {n} failed: {f}")));
                 }
                 all &= s.get("run_done").and_then(Value::as_bool) == Some(true);
+                all &= self.note_nic_crash(t0.elapsed(), n, &s, None);
                 let c = s["transactions"]["committed"].as_u64().unwrap_or(0);
                 committed += c;
                 if self.committed_by_node.len() <= n as usize {
@@ -315,6 +392,7 @@ impl Deployed {
                 self.committed_around_kill.0.get_or_insert(committed);
             }
             self.committed_around_kill.1 = committed;
+            self.note_nic_crash(t0.elapsed(), u16::MAX, &Value::Null, Some(committed));
             if all {
                 break;
             }
@@ -410,6 +488,7 @@ pub fn smallbank(args: &SmallbankArgs) -> Result<(), Failure> {
     let (results, _) = d.run(spec, start, total)?;
     d.write_timeline(args.timeline.as_deref())?;
     let (failed, killed, run_dir) = (d.failed(), d.killed_line(), d.run_dir.clone());
+    let nic_crash = d.nic_crash.as_ref().and_then(NicCrash::line);
     d.close();
     let mirror = Mirror::new(&workload, nodes, replication, &results)
         .map_err(|e| Failure::Check(e.to_string()))?
@@ -435,6 +514,7 @@ pub fn smallbank(args: &SmallbankArgs) -> Result<(), Failure> {
         report::sessions(&results);
     }
     report::killed(killed.as_deref(), args.json);
+    report::killed(nic_crash.as_deref(), args.json);
     money.map_err(|e| Failure::Check(e.to_string()))?;
     replicas.map_err(|e| Failure::Check(e.to_string()))?;
     println!("checks: ok");
@@ -488,6 +568,7 @@ pub fn history(args: &HistoryBenchArgs, register: bool) -> Result<(), Failure> {
     let (results, elapsed) = d.run(spec, start, expected)?;
     d.write_timeline(args.timeline.as_deref())?;
     let (failed, killed, run_dir) = (d.failed(), d.killed_line(), d.run_dir.clone());
+    let nic_crash = d.nic_crash.as_ref().and_then(NicCrash::line);
     d.close();
     let mirror = Mirror::new(&workload, nodes, replication, &results)
         .map_err(|e| Failure::Check(e.to_string()))?
@@ -505,6 +586,7 @@ pub fn history(args: &HistoryBenchArgs, register: bool) -> Result<(), Failure> {
         &replicas,
     );
     report::killed(killed.as_deref(), false);
+    report::killed(nic_crash.as_deref(), false);
     checked.map_err(|e| Failure::Check(e.to_string()))?;
     replicas.map_err(|e| Failure::Check(e.to_string()))?;
     println!("checks: ok");
