@@ -12,30 +12,9 @@ use std::process::Output;
 use std::time::Duration;
 use support_deploy::*;
 
-/// Runs `bench WORKLOAD --cluster F --spawn --threads 1 ARGS` on a fresh
-/// three-node file (with `extra` TOML), retrying when a port was taken.
+/// `support_deploy::bench_on_three` with `extra` TOML in the file.
 fn bench_on_three(workload: &str, extra: &str, args: &[&str]) -> Output {
-    let mut last = None;
-    for _ in 0..PORT_RETRIES {
-        let file = cluster_file(3, 3, extra);
-        let path = file.path.to_str().unwrap().to_string();
-        let mut all = vec![
-            "bench",
-            workload,
-            "--cluster",
-            &path,
-            "--spawn",
-            "--threads",
-            "1",
-        ];
-        all.extend_from_slice(args);
-        let out = splitkv(&all);
-        if !lost_a_port(&out) {
-            return out;
-        }
-        last = Some(out);
-    }
-    last.unwrap()
+    support_deploy::bench_on_three(workload, args, None, || (extra.to_string(), ()))
 }
 
 fn assert_passed(out: &Output) -> String {

@@ -14,30 +14,10 @@ use std::process::Output;
 use std::time::{Duration, Instant};
 use support_deploy::*;
 
-/// Runs `bench WORKLOAD --cluster F --spawn --threads 1 ARGS` on a fresh
-/// three-node file, retrying when a port was taken.
+/// `support_deploy::bench_on_three` with a 200 ms session silence.
 fn bench_on_three(workload: &str, args: &[&str]) -> Output {
-    let mut last = None;
-    for _ in 0..PORT_RETRIES {
-        let file = cluster_file(3, 3, "[protocol]\nsession_silence_ms = 200\n");
-        let path = file.path.to_str().unwrap().to_string();
-        let mut all = vec![
-            "bench",
-            workload,
-            "--cluster",
-            &path,
-            "--spawn",
-            "--threads",
-            "1",
-        ];
-        all.extend_from_slice(args);
-        let out = splitkv(&all);
-        if !lost_a_port(&out) {
-            return out;
-        }
-        last = Some(out);
-    }
-    last.unwrap()
+    let silence = "[protocol]\nsession_silence_ms = 200\n";
+    support_deploy::bench_on_three(workload, args, None, || (silence.to_string(), ()))
 }
 
 fn assert_passed_with_kill(out: &Output) -> String {
