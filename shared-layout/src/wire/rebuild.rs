@@ -28,8 +28,10 @@
 //! - record entry: as [`super::RecordEvidence`] (tx_id u64, shard u16, kind u8, write_shards u16);
 //! - decision entry: as [`super::Decision`] (tx_id u64, outcome u8: Commit or Abort).
 
-use super::recovery::{CoordPhase, Decision, NodeMask, Outcome, RecordEvidence, RecordKind};
-use super::{DECISION_BYTES, MASK_NODES_MAX, RECORD_EVIDENCE_BYTES};
+use super::recovery::{
+    check_count, read_decision, read_record, CoordPhase, Decision, Outcome, RecordEvidence,
+};
+use super::{DECISION_BYTES, RECORD_EVIDENCE_BYTES};
 use crate::error::{DecodeError, Reader};
 use crate::key::KEY_BYTES;
 use crate::Key;
@@ -221,7 +223,7 @@ impl RebuildMsg {
     /// # Errors
     /// [`DecodeError`] for truncated input, an unknown tag, phase, record
     /// kind or outcome, counts over their bounds, a flag other than 0/1, a
-    /// shard outside [`NodeMask`]'s range, an undecided decision, or
+    /// shard outside [`super::NodeMask`]'s range, an undecided decision, or
     /// trailing bytes.
     pub fn decode(bytes: &[u8]) -> Result<RebuildMsg, DecodeError> {
         let mut r = Reader::new(bytes, "rebuild message");
@@ -296,47 +298,4 @@ fn flag(v: u8, what: &'static str) -> Result<bool, DecodeError> {
             tag: t as u64,
         }),
     }
-}
-
-fn check_count(what: &'static str, len: usize, max: usize) -> Result<(), DecodeError> {
-    if len > max {
-        Err(DecodeError::TooLarge { what, len, max })
-    } else {
-        Ok(())
-    }
-}
-
-fn read_record(r: &mut Reader<'_>) -> Result<RecordEvidence, DecodeError> {
-    let tx_id = r.u64()?;
-    let shard = r.u16()?;
-    if shard as usize >= MASK_NODES_MAX {
-        return Err(DecodeError::TooLarge {
-            what: "record shard",
-            len: shard as usize,
-            max: MASK_NODES_MAX - 1,
-        });
-    }
-    let kind = RecordKind::from_u8(r.u8()?)?;
-    let write_shards = NodeMask(r.u16()?);
-    Ok(RecordEvidence {
-        tx_id,
-        shard,
-        kind,
-        write_shards,
-    })
-}
-
-fn read_decision(r: &mut Reader<'_>) -> Result<Decision, DecodeError> {
-    let tx_id = r.u64()?;
-    let commit = match Outcome::from_u8(r.u8()?)? {
-        Outcome::Commit => true,
-        Outcome::Abort => false,
-        Outcome::Undecided => {
-            return Err(DecodeError::Inconsistent {
-                what: "decision",
-                detail: "a decision must be commit or abort",
-            })
-        }
-    };
-    Ok(Decision { tx_id, commit })
 }

@@ -448,7 +448,7 @@ fn decode_parts(
     }
 }
 
-fn check_count(what: &'static str, len: usize, max: usize) -> Result<(), DecodeError> {
+pub(super) fn check_count(what: &'static str, len: usize, max: usize) -> Result<(), DecodeError> {
     if len > max {
         Err(DecodeError::TooLarge { what, len, max })
     } else {
@@ -480,7 +480,7 @@ fn read_coord(r: &mut Reader<'_>) -> Result<CoordEvidence, DecodeError> {
     })
 }
 
-fn read_record(r: &mut Reader<'_>) -> Result<RecordEvidence, DecodeError> {
+pub(super) fn read_record(r: &mut Reader<'_>) -> Result<RecordEvidence, DecodeError> {
     let tx_id = r.u64()?;
     let shard = r.u16()?;
     if shard as usize >= MASK_NODES_MAX {
@@ -500,7 +500,7 @@ fn read_record(r: &mut Reader<'_>) -> Result<RecordEvidence, DecodeError> {
     })
 }
 
-fn read_decision(r: &mut Reader<'_>) -> Result<Decision, DecodeError> {
+pub(super) fn read_decision(r: &mut Reader<'_>) -> Result<Decision, DecodeError> {
     let tx_id = r.u64()?;
     let commit = match Outcome::from_u8(r.u8()?)? {
         Outcome::Commit => true,
