@@ -4,7 +4,7 @@
 //! node's host is a stand-in that reads its host log (LOG, COMMIT and ABORT
 //! records) and acknowledges it as applied.
 
-use splitkv_layout::host_nic::{HostToNic, LogApplied, NicToHost, TxRequest, TxStatus};
+use splitkv_layout::host_nic::{HostToNic, NicToHost, TxRequest, TxStatus};
 use splitkv_layout::log_record::{LogKind, LogRecords};
 use splitkv_layout::ring::{RingConsumer, RingProducer};
 use splitkv_layout::Key;
@@ -142,30 +142,21 @@ impl Node {
     /// One NIC iteration, then the host stand-in and the client.
     fn step(&mut self, now: Nanos) {
         self.nic.run_iteration(now);
-        let mut buf = Vec::new();
-        let mut popped = false;
-        while self.log.try_pop(&mut buf).unwrap() {
-            popped = true;
-            for r in LogRecords::new(&buf) {
+        let host = &mut self.host;
+        support::drain_host_log(&mut self.log, &mut self.acks, |entry| {
+            for r in LogRecords::new(entry) {
                 let r = r.unwrap();
                 match r.kind {
                     LogKind::Log => {
-                        let e = self.host.logs.entry(r.tx_id).or_default();
+                        let e = host.logs.entry(r.tx_id).or_default();
                         e.push((r.key, r.value.to_vec()));
                     }
-                    LogKind::Commit => _ = self.host.commits.insert(r.tx_id),
-                    LogKind::Abort => _ = self.host.aborts.insert(r.tx_id),
+                    LogKind::Commit => _ = host.commits.insert(r.tx_id),
+                    LogKind::Abort => _ = host.aborts.insert(r.tx_id),
                 }
             }
-        }
-        if popped {
-            buf.clear();
-            HostToNic::LogApplied(LogApplied {
-                applied_bytes: self.log.consumed_bytes(),
-            })
-            .encode(&mut buf);
-            self.acks.try_push(&buf).unwrap();
-        }
+        });
+        let mut buf = Vec::new();
         while self.outcomes.try_pop(&mut buf).unwrap() {
             let NicToHost::TxOutcome(o) = NicToHost::decode(&buf).unwrap();
             assert!(self.told.insert(o.req_id, o.status).is_none(), "told twice");

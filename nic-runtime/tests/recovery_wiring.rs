@@ -5,7 +5,7 @@
 //! node 0; decisions; applied; resume), start no transaction meanwhile, and
 //! then serve again.
 
-use splitkv_layout::host_nic::{HostToNic, LogApplied, NicToHost, TxRequest, TxStatus};
+use splitkv_layout::host_nic::{HostToNic, NicToHost, TxRequest, TxStatus};
 use splitkv_layout::log_record::{LogKind, LogRecords};
 use splitkv_layout::ring::{RingConsumer, RingProducer};
 use splitkv_layout::Key;
@@ -42,25 +42,15 @@ impl Node {
     /// before it answers).
     fn step(&mut self, now: Nanos) {
         self.nic.run_iteration(now);
-        let mut buf = Vec::new();
-        let mut popped = false;
-        while self.log.try_pop(&mut buf).unwrap() {
-            popped = true;
-            for r in LogRecords::new(&buf) {
+        let decisions = &mut self.decisions;
+        support::drain_host_log(&mut self.log, &mut self.acks, |entry| {
+            for r in LogRecords::new(entry) {
                 let r = r.unwrap();
                 if r.kind != LogKind::Log {
-                    self.decisions.push((r.kind, r.tx_id));
+                    decisions.push((r.kind, r.tx_id));
                 }
             }
-        }
-        if popped {
-            buf.clear();
-            HostToNic::LogApplied(LogApplied {
-                applied_bytes: self.log.consumed_bytes(),
-            })
-            .encode(&mut buf);
-            self.acks.try_push(&buf).unwrap();
-        }
+        });
     }
 }
 

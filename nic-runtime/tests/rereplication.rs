@@ -11,7 +11,9 @@
 //! does not write the DMA-readable table, so a primary that dropped its
 //! cached objects (promotion, a recovered commit) would read nothing there.
 
-use splitkv_layout::host_nic::{HostToNic, LogApplied, NicToHost, TxRequest, TxStatus};
+mod support;
+
+use splitkv_layout::host_nic::{HostToNic, NicToHost, TxRequest, TxStatus};
 use splitkv_layout::log_record::{LogKind, LogRecords};
 use splitkv_layout::ring::{ring_pair, RingConsumer, RingProducer};
 use splitkv_layout::robinhood_layout::{TableConfig, TableLayout};
@@ -172,20 +174,8 @@ impl Node {
     /// One NIC iteration, the model host's turn, and the snapshot reads.
     fn step(&mut self, now: Nanos) {
         self.nic.run_iteration(now);
-        let mut buf = Vec::new();
-        let mut popped = false;
-        while self.log.try_pop(&mut buf).unwrap() {
-            popped = true;
-            self.host.apply(&buf);
-        }
-        if popped {
-            buf.clear();
-            HostToNic::LogApplied(LogApplied {
-                applied_bytes: self.log.consumed_bytes(),
-            })
-            .encode(&mut buf);
-            self.acks.try_push(&buf).unwrap();
-        }
+        let host = &mut self.host;
+        support::drain_host_log(&mut self.log, &mut self.acks, |entry| host.apply(entry));
         let table = &self.host.table;
         self.nic
             .serve_copy_reads(&mut |f: &mut dyn FnMut(Key, ObjectMeta, &[u8])| {

@@ -9,7 +9,7 @@
 //! released once a configuration excludes node 2 and the live coordinator
 //! decides.
 
-use splitkv_layout::host_nic::{HostToNic, LogApplied, NicToHost, TxRequest, TxStatus};
+use splitkv_layout::host_nic::{HostToNic, NicToHost, TxRequest, TxStatus};
 use splitkv_layout::Key;
 use splitkv_nic::membership::Configuration;
 use splitkv_nic::net::mem::{mem_network, MemTransport};
@@ -97,19 +97,7 @@ fn steps(n0: &mut Node, n1: &mut Node, now: &mut Nanos) {
 /// host log and acknowledges it as applied (recovery waits for that).
 fn step(n: &mut Node, now: Nanos) {
     n.nic.run_iteration(now);
-    let mut buf = Vec::new();
-    let mut popped = false;
-    while n.log.try_pop(&mut buf).unwrap() {
-        popped = true;
-    }
-    if popped {
-        buf.clear();
-        HostToNic::LogApplied(LogApplied {
-            applied_bytes: n.log.consumed_bytes(),
-        })
-        .encode(&mut buf);
-        n.acks.try_push(&buf).unwrap();
-    }
+    support::drain_host_log(&mut n.log, &mut n.acks, |_| {});
 }
 
 #[test]

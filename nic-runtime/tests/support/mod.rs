@@ -6,6 +6,7 @@
 
 pub mod coordinator;
 
+use splitkv_layout::host_nic::{HostToNic, LogApplied};
 use splitkv_layout::ring::{ring_pair, RingConsumer, RingProducer};
 use splitkv_layout::robinhood_layout::{TableConfig, TableLayout};
 use splitkv_layout::wire::{BodyWriter, MsgHeader, NodeId, PacketHeader};
@@ -123,4 +124,28 @@ pub fn key_on(placement: &Placement, want: &[u16]) -> splitkv_layout::Key {
                     .all(|n| placement.is_replica(n, k) == want.contains(&n))
         })
         .expect("a key with those replicas")
+}
+
+/// A stand-in for a host worker's turn: hands every entry of the host log
+/// `log` to `apply`, then, if there was any, acknowledges the log as applied
+/// up to what was consumed (recovery and a NIC restart wait for that).
+pub fn drain_host_log(
+    log: &mut RingConsumer,
+    acks: &mut RingProducer,
+    mut apply: impl FnMut(&[u8]),
+) {
+    let mut buf = Vec::new();
+    let mut popped = false;
+    while log.try_pop(&mut buf).unwrap() {
+        popped = true;
+        apply(&buf);
+    }
+    if popped {
+        buf.clear();
+        HostToNic::LogApplied(LogApplied {
+            applied_bytes: log.consumed_bytes(),
+        })
+        .encode(&mut buf);
+        acks.try_push(&buf).unwrap();
+    }
 }
