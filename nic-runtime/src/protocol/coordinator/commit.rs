@@ -25,10 +25,7 @@ impl Coordinator {
         let tx_id = Self::tx_id(io.node, slot, t.gen);
         t.phase = Phase::Log;
         let (writes, reads) = (&t.writes, &t.reads);
-        let placement = io.placement;
-        let write_shards = writes
-            .iter()
-            .fold(NodeMask::EMPTY, |m, (k, _)| m.with(placement.shard(k)));
+        let write_shards = write_shards(writes, &io.placement);
         let mut logged = 0;
         t.pending = send_each(io, |w, placement, b| {
             let any = write_log(w, placement, b, tx_id, write_shards, writes, reads);
@@ -57,10 +54,7 @@ impl Coordinator {
         let tx_id = Self::tx_id(io.node, slot, t.gen);
         t.answered = t.pending.owe_again(refusers);
         let (writes, reads) = (&t.writes, &t.reads);
-        let placement = io.placement;
-        let write_shards = writes
-            .iter()
-            .fold(NodeMask::EMPTY, |m, (k, _)| m.with(placement.shard(k)));
+        let write_shards = write_shards(writes, &io.placement);
         send_each(io, |w, placement, b| {
             refusers & bit(b) != 0 && write_log(w, placement, b, tx_id, write_shards, writes, reads)
         });
@@ -172,6 +166,13 @@ impl Coordinator {
         self.txs[slot].phase = Phase::Free;
         self.free.push(slot);
     }
+}
+
+/// The shards `writes` writes (a LOG carries them: recovery's evidence).
+fn write_shards(writes: &WriteSet, placement: &Placement) -> NodeMask {
+    writes
+        .iter()
+        .fold(NodeMask::EMPTY, |m, (k, _)| m.with(placement.shard(k)))
 }
 
 /// Writes the LOG of `tx_id` for replica `b`: the items of `writes` it
