@@ -14,7 +14,7 @@
 mod etcd_support;
 mod support_deploy;
 
-use etcd_support::Etcd;
+use etcd_support::{membership_toml, Etcd};
 use std::process::Output;
 use std::time::{Duration, Instant};
 use support_deploy::*;
@@ -27,10 +27,6 @@ const LIST_APPEND_BUDGET: &str = "12000";
 /// Host table capacity (keys per node) for that budget's key space.
 const CAPACITY_KEYS: u64 = 120_000;
 
-fn membership(endpoint: &str) -> String {
-    format!("[membership]\nkind = \"etcd\"\nendpoints = [\"{endpoint}\"]\nlease_ttl_s = 1\n")
-}
-
 /// Runs `bench WORKLOAD --cluster F --spawn --threads 1 --kill KILL ARGS`
 /// on a fresh three-node file with a fresh etcd for its membership (a
 /// stored configuration without node 2 would keep a new node 2 out) and room
@@ -40,7 +36,7 @@ fn bench_killing_node_2(workload: &str, kill: &str, args: &[&str]) -> Output {
     let t0 = Instant::now();
     let out = bench_on_three(workload, &all, Some(CAPACITY_KEYS), || {
         let etcd = Etcd::start();
-        (membership(&etcd.endpoint), etcd)
+        (membership_toml(&etcd.endpoint), etcd)
     });
     assert!(
         t0.elapsed() < RUN_MAX * PORT_RETRIES as u32,

@@ -11,7 +11,7 @@
 mod etcd_support;
 mod support_deploy;
 
-use etcd_support::{free_port, Etcd};
+use etcd_support::{free_port, membership_toml, Etcd};
 use std::time::{Duration, Instant};
 use support_deploy::*;
 
@@ -19,14 +19,10 @@ const STARTUP: Duration = Duration::from_secs(15);
 /// Longest wait for a membership change seen in `/status`.
 const CHANGE: Duration = Duration::from_secs(8);
 
-fn membership(endpoint: &str) -> String {
-    format!("[membership]\nkind = \"etcd\"\nendpoints = [\"{endpoint}\"]\nlease_ttl_s = 1\n")
-}
-
 #[test]
 fn etcd_unreachable_at_start_is_one_line_and_exit_2() {
     let endpoint = format!("http://127.0.0.1:{}", free_port());
-    let file = cluster_file(1, 1, &membership(&endpoint));
+    let file = cluster_file(1, 1, &membership_toml(&endpoint));
     let out = splitkv(&["node", "--config", file.path.to_str().unwrap(), "--id", "0"]);
     let err = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(2), "{err}");
@@ -142,7 +138,7 @@ fn commits_went_on_until_the_lease_ran_out(
 #[test]
 fn nodes_hold_leases_configure_out_a_killed_node_and_fail_stop_without_etcd() {
     let mut etcd = Etcd::start();
-    let file = cluster_file(3, 2, &membership(&etcd.endpoint));
+    let file = cluster_file(3, 2, &membership_toml(&etcd.endpoint));
     let mut nodes: Vec<NodeProc> = (0..3).map(|i| spawn_node(&file, i)).collect();
     for i in 0..3 {
         wait_membership(&file, i, |m| m["kind"] == "etcd" && m["epoch"] == 1);

@@ -17,7 +17,7 @@
 mod etcd_support;
 mod support_deploy;
 
-use etcd_support::Etcd;
+use etcd_support::{membership_toml, Etcd};
 use serde_json::Value;
 use splitkv_layout::wire::{BodyWriter, MsgHeader, MsgKind, PacketHeader};
 use splitkv_layout::{Key, ObjectMeta};
@@ -41,10 +41,6 @@ const STALE_PACKETS: u64 = 64;
 const VICTIM: usize = 2;
 /// The cluster id of the test cluster files (`support_deploy`).
 const CLUSTER_ID: u32 = 5;
-
-fn membership(endpoint: &str) -> String {
-    format!("[membership]\nkind = \"etcd\"\nendpoints = [\"{endpoint}\"]\nlease_ttl_s = 1\n")
-}
 
 fn status(file: &ClusterFile, i: usize) -> Value {
     wait_status(file.controls[i], STARTUP)
@@ -237,7 +233,7 @@ fn stale_sender_is_ignored(file: &ClusterFile, to: usize, victim_incarnation: u3
 #[test]
 fn a_killed_node_process_is_configured_out_and_the_survivors_recover_and_commit() {
     let etcd = Etcd::start();
-    let file = cluster_file(3, 3, &membership(&etcd.endpoint));
+    let file = cluster_file(3, 3, &membership_toml(&etcd.endpoint));
     let mut nodes: Vec<NodeProc> = (0..3).map(|i| spawn_node(&file, i)).collect();
     for i in 0..3 {
         let s = status(&file, i);

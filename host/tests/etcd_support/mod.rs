@@ -119,3 +119,10 @@ fn healthy(port: u16) -> bool {
     let _ = s.read_to_string(&mut body);
     body.contains("\"health\":\"true\"")
 }
+
+/// A cluster file's `[membership]` section: etcd at `endpoint`, leases of
+/// 1 s (the node-process tests' TTL).
+#[allow(dead_code)] // the CLI's tests use it, the library's do not
+pub fn membership_toml(endpoint: &str) -> String {
+    format!("[membership]\nkind = \"etcd\"\nendpoints = [\"{endpoint}\"]\nlease_ttl_s = 1\n")
+}
