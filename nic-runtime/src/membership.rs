@@ -215,6 +215,17 @@ pub trait Membership {
     /// A configuration newer than the last one returned, if one arrived by
     /// `now` (the newest, when several did).
     fn poll(&mut self, now: Nanos) -> Option<Configuration>;
+
+    /// Reports that this node, being copied since the configuration of
+    /// `epoch`, caught up (re-replication, issue 12): the manager makes it
+    /// a replica (`Configuration::caught_up`) if `epoch` is still current
+    /// when the report arrives, and ignores a stale report.
+    ///
+    /// # Errors
+    /// [`MembershipError::Busy`] if the report was dropped (the agent
+    /// reports again on its next run); [`MembershipError::Removed`] if this
+    /// node is known to be out of the configuration.
+    fn report_caught_up(&mut self, epoch: u32, now: Nanos) -> Result<(), MembershipError>;
 }
 
 /// Default interval between lease renewals (ns): a quarter of the
@@ -236,6 +247,8 @@ pub struct AgentStats {
     pub refused: u64,
     /// Times the agent stopped the node because its lease ran out (0 or 1).
     pub lease_expired: u64,
+    /// Caught-up reports the membership took (re-replication, issue 12).
+    pub caught_up_reported: u64,
 }
 
 /// Connects one node's [`crate::NicRuntime`] to its [`Membership`]: renews
@@ -266,6 +279,9 @@ pub struct MembershipAgent {
     lease_until: Nanos,
     /// Whether a lease was ever granted (fencing applies from then on).
     granted: bool,
+    /// The epoch of a caught-up report the membership has not taken yet
+    /// (reported again on the next run).
+    caught_up: Option<u32>,
     stats: AgentStats,
 }
 
@@ -280,6 +296,7 @@ impl MembershipAgent {
             removed: None,
             lease_until: 0,
             granted: false,
+            caught_up: None,
             stats: AgentStats::default(),
         }
     }
@@ -310,8 +327,10 @@ impl MembershipAgent {
     }
 
     /// Renews when due, reports new suspects, applies a new configuration,
-    /// and stops the node when its lease has run out (see the type's docs).
-    /// Returns whether it did anything. Once stopped it does nothing.
+    /// reports the end of this node's copy ([`crate::NicRuntime::take_caught_up`],
+    /// again after a refusal), and stops the node when its lease has run
+    /// out (see the type's docs). Returns whether it did anything besides
+    /// the caught-up report. Once stopped it does nothing.
     pub fn run_iteration(
         &mut self,
         now: Nanos,
@@ -343,8 +362,28 @@ impl MembershipAgent {
                 });
             }
         }
+        self.report_caught_up(now, nic, m);
         // A grant may have arrived meanwhile: keep the newest lease end.
         work | self.fence(now, m)
+    }
+
+    /// Forwards the end of this node's copy to the membership; keeps it for
+    /// the next run if the membership did not take it.
+    fn report_caught_up(
+        &mut self,
+        now: Nanos,
+        nic: &mut crate::NicRuntime,
+        m: &mut dyn Membership,
+    ) {
+        let Some(epoch) = nic.take_caught_up().or(self.caught_up) else {
+            return;
+        };
+        let r = m.report_caught_up(epoch, now);
+        self.caught_up = r.is_err().then_some(epoch);
+        match r {
+            Ok(()) => self.stats.caught_up_reported += 1,
+            Err(e) => self.note(Err(e)),
+        }
     }
 
     /// Reads the lease's end; stops the node (returns true) if it ran out.

@@ -51,6 +51,9 @@ impl Membership for Scripted {
         self.current = c;
         Some(c)
     }
+    fn report_caught_up(&mut self, _: u32, _: Nanos) -> Result<(), MembershipError> {
+        Ok(())
+    }
 }
 
 #[test]

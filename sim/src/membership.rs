@@ -495,16 +495,10 @@ impl Membership for SimMember {
             view.config
         })
     }
-}
 
-impl SimMember {
-    /// Reports that this node, copying since the configuration of `epoch`,
-    /// caught up (re-replication, issue 12); the manager makes it a replica
-    /// if `epoch` is still current when the report arrives.
-    ///
-    /// # Errors
-    /// [`MembershipError::Busy`] if the report was dropped.
-    pub fn report_caught_up(&mut self, epoch: u32, now: Nanos) -> Result<(), MembershipError> {
+    /// The report reaches the manager after a seeded delay; the manager
+    /// makes this node a replica if `epoch` is still current then.
+    fn report_caught_up(&mut self, epoch: u32, now: Nanos) -> Result<(), MembershipError> {
         self.manager
             .lock()
             .request(self.node, now, Request::CaughtUp { epoch })

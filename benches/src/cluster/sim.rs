@@ -269,13 +269,11 @@ impl<W: Workload> BenchCluster<W> {
         let mut rest: Vec<&mut dyn Component> = Vec::with_capacity(2 * self.loadgens.len());
         let nodes = self.parts.nodes.iter_mut().zip(self.loadgens.iter_mut());
         let agents = m.agents.iter_mut().zip(m.members.iter_mut());
-        let agents = agents.zip(m.caught_up.iter_mut());
-        for ((node, l), ((agent, member), caught_up)) in nodes.zip(agents) {
+        for ((node, l), (agent, member)) in nodes.zip(agents) {
             wrapped.push(NicWithAgent {
                 nic: &mut node.nic,
                 agent,
                 member,
-                caught_up,
             });
             rest.push(&mut node.worker);
             rest.push(l);
@@ -388,7 +386,6 @@ impl<W: Workload> BenchCluster<W> {
                 .restart(node, sim.now(), incarnation)
                 .map_err(|e| fail(format!("restarted node {node} cannot rejoin: {e}")))?;
             m.agents[n] = MembershipAgent::new(m.renew_ns);
-            m.caught_up[n] = None;
         }
         Ok(())
     }
@@ -434,8 +431,6 @@ pub struct SimNodesMembership {
     members: Vec<SimMember>,
     agents: Vec<MembershipAgent>,
     renew_ns: Nanos,
-    /// Per node, a caught-up report not yet taken by the manager (retried).
-    caught_up: Vec<Option<u32>>,
 }
 
 impl SimNodesMembership {
@@ -463,7 +458,6 @@ impl SimNodesMembership {
             members,
             agents,
             renew_ns: renew,
-            caught_up: vec![None; lease.nodes],
         })
     }
 
@@ -479,7 +473,6 @@ struct NicWithAgent<'a> {
     nic: &'a mut NicRuntime,
     agent: &'a mut MembershipAgent,
     member: &'a mut SimMember,
-    caught_up: &'a mut Option<u32>,
 }
 
 impl Component for NicWithAgent<'_> {
@@ -493,13 +486,8 @@ impl Component for NicWithAgent<'_> {
             }
         }
         let ran = self.nic.run_iteration(now);
+        // The agent also reports the end of this node's copy (issue 12).
         let agent = self.agent.run_iteration(now, self.nic, self.member);
-        // Re-replication (issue 12): the end of this node's copy goes to
-        // the manager (again, if a report was dropped).
-        if let Some(epoch) = self.nic.take_caught_up().or(*self.caught_up) {
-            let taken = self.member.report_caught_up(epoch, now).is_ok();
-            *self.caught_up = (!taken).then_some(epoch);
-        }
         ran | agent
     }
 

@@ -214,4 +214,9 @@ impl Membership for Shifted<'_> {
         let t = self.to_member(now);
         self.inner.poll(t)
     }
+
+    fn report_caught_up(&mut self, epoch: u32, now: Nanos) -> Result<(), MembershipError> {
+        let t = self.to_member(now);
+        self.inner.report_caught_up(epoch, t)
+    }
 }

@@ -64,6 +64,9 @@ impl Membership for Scripted {
         s.current = c;
         Some(c)
     }
+    fn report_caught_up(&mut self, _: u32, _: Nanos) -> Result<(), MembershipError> {
+        Ok(())
+    }
 }
 
 /// Longest wait for the polling thread to act.

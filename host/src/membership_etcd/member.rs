@@ -266,6 +266,15 @@ impl Membership for EtcdMember {
             self.config
         })
     }
+
+    /// Not yet taken to etcd: node processes do not rejoin yet (issue 12,
+    /// open), so no node process is ever copied and this is never called
+    /// with a copy to report. Answers [`MembershipError::Busy`] so that a
+    /// call would be seen (counted as refused by the agent) without
+    /// stopping the node.
+    fn report_caught_up(&mut self, _epoch: u32, _now: Nanos) -> Result<(), MembershipError> {
+        Err(MembershipError::Busy { max: 0 })
+    }
 }
 
 impl Drop for EtcdMember {

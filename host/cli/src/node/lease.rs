@@ -253,5 +253,8 @@ mod etcd_lease {
         fn poll(&mut self, now: Nanos) -> Option<Configuration> {
             self.taken().member.poll(now)
         }
+        fn report_caught_up(&mut self, epoch: u32, now: Nanos) -> Result<(), MembershipError> {
+            self.taken().member.report_caught_up(epoch, now)
+        }
     }
 }
