@@ -2,7 +2,9 @@
 
 use super::*;
 use crate::net::{Transport, TxPacket};
-use splitkv_layout::wire::{BodyWriter, MsgHeader, MsgKind, ReplyStatus, PACKET_FLAG_ACK_ONLY};
+use splitkv_layout::wire::{
+    decode_packet, BodyWriter, Messages, MsgHeader, MsgKind, ReplyStatus, PACKET_FLAG_ACK_ONLY,
+};
 
 const CLUSTER: u32 = 7;
 

@@ -4,6 +4,7 @@
 use super::rto::Rto;
 use super::*;
 use crate::net::{Transport, TxPacket};
+use splitkv_layout::wire::decode_packet;
 
 const MS: Nanos = 1_000_000;
 
