@@ -17,8 +17,12 @@ pub struct MoneyReport {
     pub initial: i64,
     /// Money created by committed transactions (cents).
     pub created: i64,
-    /// Final total read from the database (equal to `initial + created` when
-    /// the check passed).
+    /// The range (cents, low and high) that transactions whose outcome no
+    /// client learned could have added (`(0, 0)` in a run without them).
+    pub unknown: (i64, i64),
+    /// Final total read from the database (within `initial + created +
+    /// unknown` when the check passed; equal to `initial + created` when
+    /// `unknown` is `(0, 0)`).
     pub total: i64,
     /// Committed Balance transactions over all clients.
     pub balance_reads: u64,
@@ -103,6 +107,7 @@ pub fn check_money_range(
     Ok(MoneyReport {
         initial,
         created,
+        unknown,
         total,
         balance_reads: reads,
         balance_mean: if reads == 0 { 0 } else { sum / reads as i64 },

@@ -121,12 +121,7 @@ impl Report {
             dma_reads_per_committed: ratio(nic.dma_reads, all.committed),
             balance_reads,
             balance_mean_cents,
-            money_check: describe(r.money, |m| {
-                format!(
-                    "ok: total {} = initial {} + created {}",
-                    m.total, m.initial, m.created
-                )
-            }),
+            money_check: describe(r.money, money_line),
             replica_check: describe(r.replicas, |m| {
                 format!(
                     "ok: {} backup rows match their primaries ({} rows held)",
@@ -234,5 +229,48 @@ pub(crate) fn describe<T>(r: &Result<T, CheckError>, ok: impl Fn(&T) -> String) 
     match r {
         Ok(m) => ok(m),
         Err(e) => format!("FAILED: {e}"),
+    }
+}
+
+/// The money check's line: an equation, or a range when some transactions'
+/// outcomes are unknown (a killed node's clients, timed-out transactions).
+pub(crate) fn money_line(m: &MoneyReport) -> String {
+    if m.unknown == (0, 0) {
+        return format!(
+            "ok: total {} = initial {} + created {}",
+            m.total, m.initial, m.created
+        );
+    }
+    format!(
+        "ok: total {} within initial {} + created {} + unknown [{}, {}]",
+        m.total, m.initial, m.created, m.unknown.0, m.unknown.1
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn report(unknown: (i64, i64), total: i64) -> MoneyReport {
+        MoneyReport {
+            initial: 1_000,
+            created: 50,
+            unknown,
+            total,
+            balance_reads: 0,
+            balance_mean: 0,
+        }
+    }
+
+    #[test]
+    fn money_line_is_an_equation_without_unknown_outcomes_and_a_range_with_them() {
+        assert_eq!(
+            money_line(&report((0, 0), 1_050)),
+            "ok: total 1050 = initial 1000 + created 50"
+        );
+        assert_eq!(
+            money_line(&report((-20, 30), 1_060)),
+            "ok: total 1060 within initial 1000 + created 50 + unknown [-20, 30]"
+        );
     }
 }

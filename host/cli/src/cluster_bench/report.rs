@@ -89,12 +89,7 @@ pub fn smallbank(
         dma_reads_per_committed: ratio(dma_reads, all.committed),
         balance_reads,
         balance_mean_cents,
-        money_check: describe(money, |m| {
-            format!(
-                "ok: total {} = initial {} + created {}",
-                m.total, m.initial, m.created
-            )
-        }),
+        money_check: describe(money, crate::report::money_line),
         replica_check: describe(replicas, |m| {
             format!(
                 "ok: {} backup rows match their primaries ({} rows held)",
