@@ -596,7 +596,8 @@ impl Handlers<'_> {
             | Body::Validate { .. }
             | Body::Log { .. }
             | Body::Commit { .. }
-            | Body::Abort { .. } => self.server.handle(self.io, self.index, src, body),
+            | Body::Abort { .. }
+            | Body::AbortLog { .. } => self.server.handle(self.io, self.index, src, body),
             _ if recovering => self.coordinator.count_frozen_response(),
             _ => self
                 .coordinator

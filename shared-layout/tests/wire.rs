@@ -15,6 +15,8 @@ enum Model {
     Items(bool, u64, Vec<(Key, u64, Vec<u8>)>),
     Ack(bool, u64, ReplyStatus),
     Abort(u64, Vec<Key>),
+    AbortLog(u64),
+    AbortLogAck(u64, ReplyStatus),
 }
 
 fn key() -> impl Strategy<Value = Key> {
@@ -57,6 +59,8 @@ fn model() -> impl Strategy<Value = Model> {
             .prop_map(|(c, t, i)| Model::Items(c, t, i)),
         (any::<bool>(), any::<u64>(), status()).prop_map(|(c, t, s)| Model::Ack(c, t, s)),
         (any::<u64>(), prop::collection::vec(key(), 0..8)).prop_map(|(t, k)| Model::Abort(t, k)),
+        any::<u64>().prop_map(Model::AbortLog),
+        (any::<u64>(), status()).prop_map(|(t, s)| Model::AbortLogAck(t, s)),
     ]
 }
 
@@ -104,6 +108,8 @@ fn encode(m: &Model, w: &mut BodyWriter) {
             w.begin_abort(*t);
             keys.iter().for_each(|k| w.push_abort_key(k));
         }
+        Model::AbortLog(t) => w.abort_log(*t),
+        Model::AbortLogAck(t, s) => w.ack(MsgKind::AbortLogAck, *t, *s),
     }
 }
 
@@ -133,6 +139,8 @@ fn to_model(b: &Body<'_>) -> Model {
         Body::LogAck { tx_id, status } => Model::Ack(false, *tx_id, *status),
         Body::CommitAck { tx_id, status } => Model::Ack(true, *tx_id, *status),
         Body::Abort { tx_id, keys } => Model::Abort(*tx_id, keys.iter().collect()),
+        Body::AbortLog { tx_id } => Model::AbortLog(*tx_id),
+        Body::AbortLogAck { tx_id, status } => Model::AbortLogAck(*tx_id, *status),
     }
 }
 
@@ -195,12 +203,13 @@ proptest! {
     }
 
     #[test]
-    fn random_bytes_never_panic(bytes in prop::collection::vec(any::<u8>(), 0..600), kind in 1u8..=9) {
+    fn random_bytes_never_panic(bytes in prop::collection::vec(any::<u8>(), 0..600), kind in 1u8..=11) {
         if let Ok((_, it)) = decode_packet(&bytes) {
             for r in it { let _ = r; }
         }
         let kinds = [MsgKind::Execute, MsgKind::ExecuteResp, MsgKind::Validate, MsgKind::ValidateResp, MsgKind::Log,
-                     MsgKind::LogAck, MsgKind::Commit, MsgKind::CommitAck, MsgKind::Abort];
+                     MsgKind::LogAck, MsgKind::Commit, MsgKind::CommitAck, MsgKind::Abort,
+                     MsgKind::AbortLog, MsgKind::AbortLogAck];
         let _ = Body::decode(kinds[kind as usize - 1], &bytes);
     }
 

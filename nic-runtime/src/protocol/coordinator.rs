@@ -7,7 +7,10 @@
 //! dropped.
 //!
 //! A phase that outlives its deadline or waits on a failed peer ends by the
-//! rules of the `deadline` module: `Unavailable` before LOG, `Unknown` after.
+//! rules of the `deadline` module: an abort before LOG; after LOG, an abort
+//! in two rounds (`coordinator/commit.rs`, `abort_after_log`: every LOG
+//! holder acknowledges the ABORT before the client hears it and before the
+//! locks are released; `tla/XenicOCCMsgs.tla`, `AbortMode = "tworound"`).
 
 use super::Io;
 use crate::placement::{Placement, NODES_MAX};
@@ -41,6 +44,9 @@ enum Phase {
     Validate,
     Log,
     Commit,
+    /// Round 1 of an abort after LOG: waiting for every LOG holder's
+    /// acknowledgement of its ABORT (`coordinator/commit.rs`, `abort_after_log`).
+    AbortLog,
 }
 
 /// Per-transaction coordinator state.
@@ -72,6 +78,12 @@ struct TxCtx {
     /// Nodes sent its LOG (every replica of a written key): COMMIT, or an
     /// ABORT after LOG, goes to each of them.
     logged: u32,
+    /// In [`Phase::AbortLog`]: the outcome the client hears once every LOG
+    /// holder acknowledged, and the reason bytes that go with it.
+    abort: (TxStatus, &'static [u8]),
+    /// In [`Phase::AbortLog`]: ABORTs sent again so far
+    /// (at most `ABORT_LOG_RESENDS_MAX`, the `deadline` module).
+    abort_resends: u8,
 }
 
 impl TxCtx {
@@ -94,6 +106,8 @@ impl TxCtx {
             refusers: 0,
             locked: 0,
             logged: 0,
+            abort: (TxStatus::Unavailable, b""),
+            abort_resends: 0,
         }
     }
 
@@ -154,6 +168,16 @@ pub struct CoordinatorStats {
     /// LOGs sent again to replicas whose NIC runtime restarted and lost
     /// them (answered `Unavailable`).
     pub log_resends: u64,
+    /// Transactions aborted after their LOG was sent (a LOG refused or
+    /// overdue, or a written shard without a live LOG holder): two rounds,
+    /// the abort reported only once every LOG holder acknowledged it.
+    pub aborts_after_log: u64,
+    /// ABORT-after-LOG messages sent again at the phase deadline to
+    /// replicas that had not acknowledged (a lost message or ack).
+    pub abort_log_resends: u64,
+    /// ABORT-after-LOG acknowledgements taken (one per replica and
+    /// transaction; duplicates count as stale responses).
+    pub abort_log_acks: u64,
     /// COMMITs a replica refused after the commit point (the outcome carries
     /// the refusal's reason; the refusing node stops).
     pub commit_refusals: u64,
@@ -345,6 +369,7 @@ impl Coordinator {
         t.result.clear();
         t.locked = 0;
         t.logged = 0;
+        t.abort_resends = 0;
         t.failed = false;
         t.reason = ReplyStatus::Ok;
         t.refusers = 0;
@@ -388,7 +413,9 @@ impl Coordinator {
             MsgKind::ValidateResp => Phase::Validate,
             MsgKind::LogAck => Phase::Log,
             MsgKind::CommitAck => Phase::Commit,
-            _ => unreachable!("requests go to the server"),
+            MsgKind::AbortLogAck => Phase::AbortLog,
+            // Requests go to the server; one here is dropped, never a panic.
+            _ => Phase::Free,
         };
         let t = &mut self.txs[slot];
         if t.phase != expected || (src as usize) >= NODES_MAX || t.answered & bit(src) != 0 {
@@ -397,6 +424,9 @@ impl Coordinator {
         }
         t.answered |= bit(src);
         t.pending -= 1;
+        if expected == Phase::AbortLog {
+            self.stats.abort_log_acks += 1;
+        }
         self.absorb(io, slot, src, body);
         if self.txs[slot].pending == 0 {
             self.end_phase(io, procs, slot);
@@ -462,22 +492,15 @@ impl Coordinator {
                 self.abort(io, slot, why, &[]);
             }
             Phase::Validate => self.log(io, slot),
-            // A replica refused: not committed yet, and not safely abortable
-            // in one round (`commit::log_refused`).
             // A restarted replica lost the LOG: it goes to it again.
             Phase::Log if failed && lost => self.log_again(io, slot, refusers),
-            // A replica that finished the transaction already (a late LOG,
-            // answered `Malformed`; seen after a peer's NIC restart) holds
-            // no record of it and never will: while it lives recovery
-            // cannot commit it, so it aborts now. One round: with the
-            // refuser and this coordinator both crashing before the ABORTs
-            // land, the survivors' LOGs could decide commit (the window
-            // `log_refused` closes for the other refusals; see the note).
-            Phase::Log if failed && why == TxStatus::Rejected => {
+            // Any other refusal (including a late LOG, answered `Malformed`
+            // by a replica that finished the transaction): not committed,
+            // and aborted in two rounds (`commit::abort_after_log`).
+            Phase::Log if failed => {
                 self.stats.log_refusals += 1;
-                self.abort(io, slot, why, &[]);
+                self.abort_after_log(io, slot, why, b"");
             }
-            Phase::Log if failed => self.log_refused(slot, refusers),
             Phase::Log => self.commit(io, slot),
             // Past the commit point: every replica holds the writes. A
             // replica that had already decided the transaction (crash
@@ -489,6 +512,8 @@ impl Coordinator {
                 self.report(slot, why);
             }
             Phase::Commit => self.report(slot, TxStatus::Committed),
+            // Round 1 done: every LOG holder recorded the abort.
+            Phase::AbortLog => self.abort_unlock(io, slot),
             Phase::Free => unreachable!(),
         }
     }

@@ -5,7 +5,8 @@
 //! [`TableLookup`] (Xenic §4.1.3: d_i + k slots, then the rest up to D_m, then the
 //! overflow chain). Each outstanding request is a `ServerOp` resumed by DMA
 //! completions; objects found are cached. `server/lookups.rs` holds that DMA path,
-//! `server/append.rs` the LOG, COMMIT and ABORT-record path, `server/room.rs` the room an
+//! `server/append.rs` the LOG, COMMIT and ABORT-record path, `server/abort.rs`
+//! the ABORT of both rounds of an abort after LOG, `server/room.rs` the room an
 //! insert reserves before the commit point ([`Room`]), `server/txs.rs` the
 //! newest generation seen per coordinator slot (late requests are refused).
 //!
@@ -23,6 +24,7 @@
 //! condition this node cannot continue from: the request is still answered,
 //! and [`Server::fatal`] says why the node must stop.
 
+mod abort;
 mod append;
 mod lookups;
 mod orphans;
@@ -40,8 +42,8 @@ use crate::placement::NODES_MAX;
 use crate::protocol::coordinator::TX_INFLIGHT_MAX;
 use splitkv_layout::log_record::LogKind;
 use splitkv_layout::wire::{
-    Body, KeyList, MsgKind, NodeId, NodeMask, RecordKind, ReplyStatus, VersionList,
-    ITEM_FIXED_BYTES, MESSAGE_BYTES_MAX,
+    Body, KeyList, MsgKind, NodeId, NodeMask, ReplyStatus, VersionList, ITEM_FIXED_BYTES,
+    MESSAGE_BYTES_MAX,
 };
 use splitkv_layout::{Key, ObjectFlags, ObjectMeta};
 use std::collections::VecDeque;
@@ -168,6 +170,9 @@ pub struct ServerStats {
     /// LOGs refused because they arrived during a recovery epoch
     /// ([`Server::refuse_log`]).
     pub refused_recovering: u64,
+    /// ABORT-after-LOG requests handled (round 1 of the two-round abort,
+    /// duplicates included); each is acknowledged.
+    pub abort_log_requests: u64,
 }
 
 /// The server role of one node.
@@ -400,40 +405,8 @@ impl Server {
                 }
             },
             Body::Abort { tx_id, keys } => self.abort(io, index, src, tx_id, keys),
+            Body::AbortLog { tx_id } => self.abort_log(io, src, tx_id),
             _ => self.stats.malformed += 1,
-        }
-    }
-
-    /// ABORT: release the locks and reservations `tx_id` holds on `keys`;
-    /// if this node took its LOG (and no COMMIT), append an ABORT decision
-    /// record so the host drops the pending records. The transaction is
-    /// finished here unless its COMMIT is being appended (a committing
-    /// transaction's ABORT only releases keys it locked and did not write).
-    fn abort(
-        &mut self,
-        io: &mut Io,
-        index: &mut NicIndex,
-        src: NodeId,
-        tx_id: u64,
-        keys: KeyList<'_>,
-    ) {
-        for k in keys.iter() {
-            index.unlock(&k, tx_id);
-            self.room.released(&k, tx_id);
-        }
-        match self.txs.state(tx_id) {
-            Some(TxState::Logged) if !crate::protocol::LOG_BACKUPS_ONLY => {
-                self.txs.set(tx_id, TxState::Finished);
-                self.hold_decision(tx_id, RecordKind::Abort);
-                self.append_decision(io, src, tx_id, LogKind::Abort);
-            }
-            // `Logging`: the ABORT record follows when the LOG append
-            // completes (`finish_append`), so it lands after the records.
-            Some(TxState::Active | TxState::Logging | TxState::Logged) => {
-                self.txs.set(tx_id, TxState::Finished);
-                self.hold_decision(tx_id, RecordKind::Abort);
-            }
-            _ => {}
         }
     }
 

@@ -95,7 +95,7 @@ fn bodies() -> Vec<BodyWriter> {
         w.push_item(&k(2), meta, &[7; 300]);
         all.push(w);
     }
-    for kind in [MsgKind::LogAck, MsgKind::CommitAck] {
+    for kind in [MsgKind::LogAck, MsgKind::CommitAck, MsgKind::AbortLogAck] {
         let mut w = BodyWriter::new();
         w.ack(kind, 1, ReplyStatus::Ok);
         all.push(w);
@@ -103,6 +103,9 @@ fn bodies() -> Vec<BodyWriter> {
     let mut w = BodyWriter::new();
     w.begin_abort(1);
     w.push_abort_key(&k(2));
+    all.push(w);
+    let mut w = BodyWriter::new();
+    w.abort_log(1);
     all.push(w);
     all
 }

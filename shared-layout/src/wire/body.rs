@@ -264,6 +264,18 @@ pub enum Body<'a> {
         /// Keys whose locks to release.
         keys: KeyList<'a>,
     },
+    /// See [`MsgKind::AbortLog`].
+    AbortLog {
+        /// Transaction id.
+        tx_id: u64,
+    },
+    /// See [`MsgKind::AbortLogAck`].
+    AbortLogAck {
+        /// Transaction id.
+        tx_id: u64,
+        /// `Ok` once the abort is recorded there (or was already); else why not.
+        status: ReplyStatus,
+    },
 }
 
 impl<'a> Body<'a> {
@@ -279,6 +291,8 @@ impl<'a> Body<'a> {
             Body::Commit { .. } => MsgKind::Commit,
             Body::CommitAck { .. } => MsgKind::CommitAck,
             Body::Abort { .. } => MsgKind::Abort,
+            Body::AbortLog { .. } => MsgKind::AbortLog,
+            Body::AbortLogAck { .. } => MsgKind::AbortLogAck,
         }
     }
 
@@ -293,7 +307,9 @@ impl<'a> Body<'a> {
             | Body::LogAck { tx_id, .. }
             | Body::Commit { tx_id, .. }
             | Body::CommitAck { tx_id, .. }
-            | Body::Abort { tx_id, .. } => tx_id,
+            | Body::Abort { tx_id, .. }
+            | Body::AbortLog { tx_id }
+            | Body::AbortLogAck { tx_id, .. } => tx_id,
         }
     }
 
@@ -368,6 +384,11 @@ impl<'a> Body<'a> {
                     },
                 }
             }
+            MsgKind::AbortLog => Body::AbortLog { tx_id },
+            MsgKind::AbortLogAck => Body::AbortLogAck {
+                tx_id,
+                status: ReplyStatus::from_u8(r.u8()?)?,
+            },
             MsgKind::Recovery | MsgKind::Rebuild | MsgKind::Copy => {
                 // Not a transaction body: see `RecoveryMsg::decode`,
                 // `RebuildMsg::decode`, `CopyMsg::decode`.

@@ -38,6 +38,8 @@
 //! | Commit | commit | tx_id, n u16, items |
 //! | CommitAck | commit | tx_id, status u8 |
 //! | Abort | commit | tx_id, n u16, keys |
+//! | AbortLog | commit | tx_id |
+//! | AbortLogAck | commit | tx_id, status u8 |
 //!
 //! Recovery messages (evidence and decisions, kind `Recovery` on the
 //! recovery flow) have a self-describing encoding of their own: see

@@ -212,6 +212,13 @@ pub enum MsgKind {
     /// [`CopyMsg`](super::CopyMsg) encoding, decoded with `CopyMsg::decode`,
     /// not [`Body::decode`](super::Body::decode).
     Copy = 12,
+    /// Round 1 of an abort after LOG (Xenic §4.2.1; `tla/XenicOCCMsgs.tla`
+    /// `ABORTLOG`): record the transaction aborted at one replica of a
+    /// written key (its pending LOG record is dropped, a later LOG refused);
+    /// the locks stay until the plain [`MsgKind::Abort`] of round 2.
+    AbortLog = 13,
+    /// Reply to [`MsgKind::AbortLog`]: the abort is recorded there.
+    AbortLogAck = 14,
 }
 
 impl MsgKind {
@@ -229,6 +236,8 @@ impl MsgKind {
             10 => MsgKind::Recovery,
             11 => MsgKind::Rebuild,
             12 => MsgKind::Copy,
+            13 => MsgKind::AbortLog,
+            14 => MsgKind::AbortLogAck,
             _ => {
                 return Err(DecodeError::BadTag {
                     what: "message kind",

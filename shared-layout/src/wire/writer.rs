@@ -173,20 +173,30 @@ impl BodyWriter {
         self.bump(false);
     }
 
+    /// Writes a complete ABORT-after-LOG request (round 1,
+    /// [`MsgKind::AbortLog`]): the transaction id alone.
+    pub fn abort_log(&mut self, tx_id: u64) {
+        self.begin(MsgKind::AbortLog, tx_id);
+    }
+
     /// Writes a complete VALIDATE response.
     pub fn validate_resp(&mut self, tx_id: u64, status: ReplyStatus) {
         self.begin(MsgKind::ValidateResp, tx_id);
         self.buf.push(status as u8);
     }
 
-    /// Writes a complete LOG or COMMIT acknowledgement (`kind` = LogAck or
-    /// CommitAck); `status` is `Ok` or why the records were refused.
+    /// Writes a complete LOG, COMMIT or ABORT-after-LOG acknowledgement
+    /// (`kind` = LogAck, CommitAck or AbortLogAck); `status` is `Ok` or why
+    /// the request was refused.
     ///
     /// # Panics
     /// If `kind` is neither.
     pub fn ack(&mut self, kind: MsgKind, tx_id: u64, status: ReplyStatus) {
         assert!(
-            matches!(kind, MsgKind::LogAck | MsgKind::CommitAck),
+            matches!(
+                kind,
+                MsgKind::LogAck | MsgKind::CommitAck | MsgKind::AbortLogAck
+            ),
             "not an ack"
         );
         self.begin(kind, tx_id);

@@ -1,8 +1,8 @@
 //! Xenic §4.2 steps 4–6 at the coordinator: LOG to every replica of each
 //! written key (issue 11's commit point), COMMIT to every replica once all
 //! acknowledged, the report to the application, the abort that releases
-//! locks and drops LOG records, and what a refused LOG leaves to the
-//! refusing replica's exclusion (`log_refused`).
+//! locks and drops LOG records, and the two-round abort after LOG
+//! (`abort_after_log`, then `abort_unlock`).
 
 use super::{bit, send_each, Coordinator, Phase};
 use crate::placement::Placement;
@@ -47,7 +47,7 @@ impl Coordinator {
     /// replicas that log it once they serve again, so it goes to them again,
     /// like a retransmission: the phase keeps its start time (its deadline
     /// still bounds the wait) and the other replicas' answers stand.
-    /// Aborting instead would need two rounds (`log_refused`).
+    /// Aborting instead would take two rounds (`abort_after_log`).
     pub(super) fn log_again(&mut self, io: &mut Io, slot: usize, refusers: u32) {
         self.stats.log_resends += 1;
         let t = &mut self.txs[slot];
@@ -124,42 +124,83 @@ impl Coordinator {
         self.release(slot);
     }
 
-    /// A replica refused the LOG of `slot` (the nodes of `refusers`, a mask
-    /// by node id; every other replica answered). The transaction is not
-    /// committed, but it cannot be aborted in one round either, and the
-    /// coordinator has no second round: an ABORT after LOG is not
-    /// acknowledged. So the slot stays in Log, waiting on the refusers
-    /// again, the client is told [`TxStatus::Unknown`] now, and the
-    /// refusers' exclusion decides (the `deadline` module's Log rule).
+    /// Round 1 of an abort after LOG (Xenic §4.2.1; `tla/XenicOCCMsgs.tla`,
+    /// `AbortMode = "tworound"`, `TimeoutAbort` in Log): the transaction is
+    /// decided aborted, and [`MsgKind::AbortLog`] goes to every replica sent
+    /// its LOG and not excluded (each may hold the LOG record, or still
+    /// receive it). Nothing is unlocked and nothing is reported yet: the
+    /// client hears `status` (with `why`), and the primaries' locks are
+    /// released (`abort_unlock`), only once every one of them acknowledged
+    /// (or was excluded by a configuration), resent at the phase deadline
+    /// (the `deadline` module).
     ///
-    /// Why not abort at once, as before: the abort would be reported, and the
-    /// locks released, before the other replicas recorded the ABORT. A
-    /// refusing replica is one whose host log failed, and it stops
-    /// (`Server::fatal`), so the next configuration excludes it; if this
-    /// coordinator crashes before its ABORTs land, the survivors all hold
-    /// the LOG records and recovery commits (rule 4 of
-    /// `crate::recovery::decide`) a transaction already reported aborted, or
-    /// one whose keys others wrote meanwhile. TLA+: `tla/XenicOCCMsgs.tla`,
-    /// `XenicAbortReportEarly.cfg` and `XenicAbortUnlockEarly.cfg` fail,
-    /// `XenicAbortAfterLog.cfg` (two rounds, the ABORT acknowledged by every
-    /// LOG holder before unlock and report) passes (Xenic §4.2.1).
-    ///
-    /// Why this is safe: nothing is decided while a refuser is in the
-    /// configuration, and "unknown" contradicts no decision. Once it is
-    /// excluded, every live replica answered, so the `deadline` rule commits
-    /// (every written key has a live LOG holder: the COMMIT goes to them) or
-    /// aborts with no live LOG holder of some key (then rule 4 can never
-    /// commit). If this coordinator crashes first, recovery decides alone,
-    /// and the client was told nothing it could contradict; while it lives,
-    /// it reports the transaction undecided, so recovery never takes it for
-    /// forgotten. The cost: a refuser that keeps running (nodes that disagree
-    /// on their value limits, a LOG refused [`TxStatus::TooLarge`]) holds
-    /// the slot and its locks until it is excluded.
-    pub(super) fn log_refused(&mut self, slot: usize, refusers: u32) {
-        self.stats.log_refusals += 1;
+    /// Why two rounds: a refusing replica may stop (`Server::fatal`) and be
+    /// excluded; if this coordinator then crashed before its ABORTs landed,
+    /// the survivors would all hold the LOG records and recovery would
+    /// commit (rule 4 of `crate::recovery::decide`) a transaction reported
+    /// aborted (`XenicAbortReportEarly.cfg` fails), or, with the locks
+    /// released in round 1, one whose keys others wrote meanwhile
+    /// (`XenicAbortUnlockEarly.cfg` fails). Once every LOG holder recorded
+    /// the abort, any surviving one makes recovery abort (rule 3), and a
+    /// live coordinator's own report says abort (rule 1).
+    pub(super) fn abort_after_log(
+        &mut self,
+        io: &mut Io,
+        slot: usize,
+        status: TxStatus,
+        why: &'static [u8],
+    ) {
+        self.stats.aborts_after_log += 1;
+        let dead = self.excluded_peers();
         let t = &mut self.txs[slot];
-        t.answered = t.pending.owe_again(refusers);
-        self.told_unknown(slot);
+        let tx_id = Self::tx_id(io.node, slot, t.gen);
+        t.phase = Phase::AbortLog;
+        (t.answered, t.failed, t.refusers) = (0, false, 0);
+        t.abort = (status, why);
+        t.abort_resends = 0;
+        t.logged &= !dead;
+        t.locked &= !dead;
+        let holders = t.logged;
+        t.pending = send_each(io, |w, _, p| {
+            let to = holders & bit(p) != 0;
+            if to {
+                w.abort_log(tx_id);
+            }
+            to
+        });
+        if t.pending == 0 {
+            self.abort_unlock(io, slot);
+        }
+    }
+
+    /// Sends the ABORT after LOG of `slot` again to the nodes of `nodes` (a
+    /// mask by node id; those that have not acknowledged), counted.
+    pub(super) fn abort_log_again(&mut self, io: &mut Io, slot: usize, nodes: u32) {
+        let t = &mut self.txs[slot];
+        let tx_id = Self::tx_id(io.node, slot, t.gen);
+        t.abort_resends = t.abort_resends.saturating_add(1);
+        t.pending.restart(io.now);
+        let sent = send_each(io, |w, _, p| {
+            let to = nodes & bit(p) != 0;
+            if to {
+                w.abort_log(tx_id);
+            }
+            to
+        });
+        self.stats.abort_log_resends += u64::from(sent.sent().count_ones());
+    }
+
+    /// Round 2 of an abort after LOG: every LOG holder not excluded
+    /// recorded the abort, so the primaries' locks are released (the plain
+    /// ABORT, as `tla/XenicOCCMsgs.tla`'s `AbortL`), the client hears the
+    /// abort, and the slot is freed.
+    pub(super) fn abort_unlock(&mut self, io: &mut Io, slot: usize) {
+        let t = &mut self.txs[slot];
+        // Round 2 goes to the locked primaries only: the LOG holders
+        // recorded the abort in round 1.
+        t.logged = 0;
+        let (status, why) = t.abort;
+        self.abort(io, slot, status, why);
     }
 
     pub(super) fn release(&mut self, slot: usize) {

@@ -28,15 +28,18 @@
 //!   the replicas that did log crash later. Once every replica not excluded
 //!   answered, the coordinator, alive, applies the recovery rule itself:
 //!   commit if every written key has a live replica that acknowledged its
-//!   LOG (the client then hears `Committed` as usual), else abort. When the
-//!   phase is overdue, or ends in that abort, the client is told
-//!   [`TxStatus::Unknown`] (as FoundationDB's `commit_unknown_result`): an
-//!   abort after LOG is reported only once every LOG holder recorded it, and
-//!   this coordinator does not wait for that. The slot stays until the
-//!   decision, so the locks never outlive it. (A live coordinator's decision
-//!   stands in recovery.) A replica that refused its LOG is waited on again
-//!   the same way, the client told `Unknown` at once (`commit.rs`,
-//!   `log_refused`): only its exclusion, or recovery, decides.
+//!   LOG (the client then hears `Committed` as usual), else abort. An
+//!   overdue phase (a live replica slow to answer) aborts too
+//!   (`tla/XenicOCCMsgs.tla`, `TimeoutAbort` in Log), as does a refused LOG
+//!   (`commit.rs`). Every abort after LOG takes two rounds
+//!   (`commit.rs`, `abort_after_log`).
+//! - **AbortLog** (round 1 of an abort after LOG): only an excluded replica
+//!   is not waited for. At each deadline the ABORT goes again to the live
+//!   replicas that have not acknowledged, at most [`ABORT_LOG_RESENDS_MAX`]
+//!   times; then the client is told [`TxStatus::Unknown`] (as
+//!   FoundationDB's `commit_unknown_result`) and the slot waits for their
+//!   answer or exclusion. The abort is reported, and the locks released,
+//!   only after that: the slot never lets locks outlive the decision.
 //! - **Commit** (past the commit point: committed): the client is told
 //!   [`TxStatus::Committed`] once every replica not excluded acknowledged,
 //!   or at the deadline; the slot stays until every replica not excluded
@@ -73,6 +76,11 @@ pub fn phase_deadline_ns(silence_ns: Nanos) -> Nanos {
     silence_ns.saturating_mul(2)
 }
 
+/// Most times one abort after LOG sends its ABORT again to a replica that
+/// has not acknowledged (once per phase deadline); past it the coordinator
+/// waits for the replica's answer or exclusion without resending.
+pub const ABORT_LOG_RESENDS_MAX: u8 = 8;
+
 const _: () = assert!(PHASE_DEADLINE_NS_DEFAULT > SESSION_SILENCE_NS_DEFAULT);
 const _: () = assert!(NODES_MAX <= 32, "node sets are u32 masks");
 
@@ -107,6 +115,12 @@ impl Waiting {
     pub(super) fn sent(&self) -> u32 {
         self.sent
     }
+
+    /// Messages of the phase were sent again at `now`: its deadline
+    /// counts from then.
+    pub(super) fn restart(&mut self, now: Nanos) {
+        self.since = now;
+    }
 }
 
 impl std::ops::SubAssign<u16> for Waiting {
@@ -130,14 +144,21 @@ pub struct DeadlineStats {
     /// Transactions aborted in Execute or Validate for a failed or silent
     /// participant (told [`TxStatus::Unavailable`]).
     pub unavailable: u64,
-    /// Transactions told [`TxStatus::Unknown`] in Log (overdue, aborted
-    /// after LOG for an excluded replica, or a replica refused the LOG).
+    /// Transactions told [`TxStatus::Unknown`]: an abort after LOG that
+    /// ran out of resends ([`ABORT_LOG_RESENDS_MAX`]) while a replica not
+    /// excluded had not acknowledged it.
     pub unknown: u64,
-    /// Of those, later committed (every LOG acknowledged, or every written
-    /// key logged at a live replica).
+    /// Of those, later committed (never, since the abort after LOG; kept
+    /// for the reports).
     pub unknown_committed: u64,
-    /// Of those, later aborted (some written key logged at no live replica).
+    /// Of those, later aborted (the last acknowledgement or exclusion came).
     pub unknown_aborted: u64,
+    /// Transactions aborted (in two rounds) because their Log phase was
+    /// overdue while a replica not excluded owed its acknowledgement.
+    pub log_overdue: u64,
+    /// Transactions aborted (in two rounds) because, once every replica not
+    /// excluded answered, some written key had no live LOG holder.
+    pub shard_lost: u64,
     /// Committed transactions finished without the COMMIT acknowledgement
     /// of an excluded replica.
     pub commit_without_failed: u64,
@@ -253,7 +274,7 @@ impl Coordinator {
     /// Ends (or, in Log and Commit, moves on) the phase of `slot`, which
     /// is overdue or waits on a failed peer.
     fn expire(&mut self, io: &mut Io, procs: &ProcedureRegistry, slot: usize, overdue: bool) {
-        let dead = self.deadlines.dead;
+        let dead = self.excluded_peers();
         let t = &mut self.txs[slot];
         let live_waiting = t.pending.sent & !t.answered & !dead;
         match t.phase {
@@ -273,11 +294,13 @@ impl Coordinator {
             }
             Phase::Log => {
                 if live_waiting != 0 {
-                    // Replicas not excluded still owe their LOG: wait for them
-                    // (their sessions retransmit), telling the client once
-                    // the phase is overdue.
-                    if overdue && t.told.is_none() {
-                        self.told_unknown(slot);
+                    // Replicas not excluded still owe their LOG (their
+                    // sessions retransmit). Overdue: abort in two rounds
+                    // (`tla/XenicOCCMsgs.tla`, `TimeoutAbort` in Log).
+                    if overdue {
+                        self.stats.deadlines.log_overdue += 1;
+                        let why = b"a replica did not answer its LOG in time";
+                        self.abort_after_log(io, slot, TxStatus::Unavailable, why);
                     }
                     return;
                 }
@@ -294,17 +317,29 @@ impl Coordinator {
                 if covered {
                     self.end_phase(io, procs, slot);
                 } else {
-                    if t.told.is_none() {
-                        self.told_unknown(slot);
-                    }
-                    self.abort(
-                        io,
-                        slot,
-                        TxStatus::Unavailable,
-                        b"a written shard lost its log",
-                    );
+                    self.stats.deadlines.shard_lost += 1;
+                    let why = b"a written shard lost its log";
+                    self.abort_after_log(io, slot, TxStatus::Unavailable, why);
                 }
             }
+            // Round 1 of an abort after LOG: only an excluded replica is not
+            // waited for; a silent live one is sent the ABORT again.
+            Phase::AbortLog if live_waiting == 0 => {
+                t.logged &= !dead;
+                t.locked &= !dead;
+                self.abort_unlock(io, slot);
+            }
+            Phase::AbortLog if overdue => {
+                if t.abort_resends < ABORT_LOG_RESENDS_MAX {
+                    self.abort_log_again(io, slot, live_waiting);
+                } else if t.told.is_none() {
+                    // Out of resends: the client hears `Unknown` (which
+                    // contradicts no decision); locks and slot stay until
+                    // the silent replicas answer or are excluded.
+                    self.told_unknown(slot);
+                }
+            }
+            Phase::AbortLog => {}
             Phase::Commit if live_waiting == 0 => {
                 self.stats.deadlines.commit_without_failed += 1;
                 self.end_phase(io, procs, slot);

@@ -12,7 +12,8 @@ impl Coordinator {
     /// Appends one entry per transaction in flight at node `node` to `out`
     /// (at most [`TX_INFLIGHT_MAX`](super::TX_INFLIGHT_MAX)): its phase, its
     /// own decision (commit once every LOG was acknowledged, i.e. in the
-    /// COMMIT phase; otherwise undecided: aborted transactions have left
+    /// COMMIT phase; abort in round 1 of an abort after LOG, reported as
+    /// phase Log; otherwise undecided: other aborted transactions have left
     /// their slot), whether a decision was reported to the client (an
     /// "unknown outcome" is not one), and the shards it writes.
     pub fn evidence(&self, node: NodeId, placement: &Placement, out: &mut Vec<CoordEvidence>) {
@@ -21,13 +22,13 @@ impl Coordinator {
                 Phase::Free => continue,
                 Phase::Execute => CoordPhase::Execute,
                 Phase::Validate => CoordPhase::Validate,
-                Phase::Log => CoordPhase::Log,
+                Phase::Log | Phase::AbortLog => CoordPhase::Log,
                 Phase::Commit => CoordPhase::Commit,
             };
-            let outcome = if t.phase == Phase::Commit {
-                Outcome::Commit
-            } else {
-                Outcome::Undecided
+            let outcome = match t.phase {
+                Phase::Commit => Outcome::Commit,
+                Phase::AbortLog => Outcome::Abort,
+                _ => Outcome::Undecided,
             };
             let write_shards = t
                 .plan

@@ -30,10 +30,15 @@ impl Coordinator {
                 Phase::Free => continue,
                 Phase::Execute => CoordPhase::Execute,
                 Phase::Validate => CoordPhase::Validate,
-                Phase::Log => CoordPhase::Log,
+                Phase::Log | Phase::AbortLog => CoordPhase::Log,
                 Phase::Commit => CoordPhase::Commit,
             };
-            let waiting = t.pending.sent() & b != 0 && t.answered & b == 0 && t.pending != 0;
+            // An abort after LOG waits for an ABORT acknowledgement, which
+            // the deadline's resend recovers, not for a LOG answer.
+            let waiting = t.pending.sent() & b != 0
+                && t.answered & b == 0
+                && t.pending != 0
+                && t.phase != Phase::AbortLog;
             let committed_there = t.phase == Phase::Commit && t.answered & b != 0;
             let locked = t.locked & b != 0 && !committed_there;
             if !waiting && !locked && t.logged & b == 0 {

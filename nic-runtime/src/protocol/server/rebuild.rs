@@ -74,14 +74,14 @@ impl Server {
 
     /// Takes `key`'s lock for `tx_id` again, as its coordinator reported it
     /// (Xenic §4.2.1 (a): locks live only in the NIC index). Not taken when
-    /// this node already holds `tx_id`'s COMMIT or ABORT record (those
-    /// released its locks here) or saw a newer transaction of its slot.
+    /// this node already holds `tx_id`'s COMMIT record (its commit released
+    /// its locks here) or saw a newer transaction of its slot. An ABORT
+    /// record does not release them: round 1 of an abort after LOG records
+    /// it and the locks stay until round 2, whose ABORT releases the lock
+    /// given back here (a coordinator reports it only before sending that).
     /// Returns whether the lock is held by `tx_id` now.
     pub fn reinstall_lock(&mut self, index: &mut NicIndex, tx_id: u64, key: Key) -> bool {
-        let decided = matches!(
-            self.txs.held(tx_id).map(|h| h.kind),
-            Some(RecordKind::Commit | RecordKind::Abort)
-        );
+        let decided = self.txs.held(tx_id).map(|h| h.kind) == Some(RecordKind::Commit);
         if decided || self.txs.state(tx_id).is_none() {
             return false;
         }
