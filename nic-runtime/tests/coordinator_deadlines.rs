@@ -1,16 +1,19 @@
 //! Coordinator deadlines and failed peers (issue 11 "Recovery": timeouts;
 //! `nic-runtime/src/protocol/coordinator/deadline.rs`): a participant that
 //! never answers ends its transaction as `Unavailable` before any LOG (with
-//! ABORT to the primaries that may hold its locks) and as `Unknown` after
-//! (when overdue); the slot and the locks stay until the decision, which the
-//! live coordinator makes once a configuration excludes the silent replica
-//! (a suspicion alone never lets it commit without a replica's LOG); the
-//! client hears once.
+//! ABORT to the primaries that may hold its locks) and, after LOG, by an
+//! abort in two rounds (every LOG holder acknowledges before the report and
+//! the unlock; resent at the deadline, bounded, then `Unknown`); an excluded
+//! replica is not waited for, and the live coordinator commits once every
+//! written key has a live LOG holder (a suspicion alone never lets it
+//! commit without a replica's LOG); the client hears once.
 
 use splitkv_layout::host_nic::{TxRequest, TxStatus};
 use splitkv_layout::wire::{BodyWriter, MsgKind, NodeId, ReplyStatus};
 use splitkv_layout::{Key, ObjectFlags, ObjectMeta};
-use splitkv_nic::protocol::coordinator::{DEADLINE_SCAN_INTERVAL_NS, PHASE_DEADLINE_NS_DEFAULT};
+use splitkv_nic::protocol::coordinator::{
+    ABORT_LOG_RESENDS_MAX, DEADLINE_SCAN_INTERVAL_NS, PHASE_DEADLINE_NS_DEFAULT,
+};
 use splitkv_nic::Placement;
 use support::coordinator::CoordinatorRig as Rig;
 
@@ -134,10 +137,21 @@ fn an_excluded_primary_ends_execute_at_once_without_sending_to_it() {
     assert_eq!(r.coord.failed_peers(), 1 << primary);
 }
 
+/// The ABORTs after LOG sent so far, by destination (sorted).
+fn abort_logs(sent: &[(NodeId, MsgKind, u64)], tx: u64) -> Vec<NodeId> {
+    let mut to: Vec<NodeId> = sent
+        .iter()
+        .filter(|&&(_, k, t)| k == MsgKind::AbortLog && t == tx)
+        .map(|&(d, _, _)| d)
+        .collect();
+    to.sort();
+    to
+}
+
 #[test]
-fn a_silent_replica_after_log_gives_unknown_then_the_live_coordinator_commits() {
+fn a_silent_replica_after_log_aborts_in_two_rounds_resent_until_it_is_excluded() {
     let mut r = rig(3);
-    let (tx, _, logs) = r.start_to_log();
+    let (tx, primary, logs) = r.start_to_log();
     assert!(
         logs.len() >= 2,
         "replication 3 logs on 2 nodes at least: {logs:?}"
@@ -149,41 +163,57 @@ fn a_silent_replica_after_log_gives_unknown_then_the_live_coordinator_commits() 
         r.respond(n, &w);
     }
     assert!(r.outcomes().is_empty());
+    // Overdue in Log: round 1 to every replica sent the LOG, nothing told.
     r.advance(PHASE_DEADLINE_NS_DEFAULT);
-    assert_eq!(r.outcomes(), vec![TxStatus::Unknown]);
-    assert_eq!(
-        r.coord.inflight(),
-        1,
-        "the slot and locks wait for a decision"
+    let mut holders = logs.clone();
+    holders.sort();
+    assert_eq!(abort_logs(&r.sent_kinds(), tx), holders);
+    assert!(
+        r.outcomes().is_empty(),
+        "not before every holder acknowledged"
     );
-    assert!(r.sent_kinds().is_empty());
+    for &n in logs.iter().filter(|&&n| n != silent) {
+        w.ack(MsgKind::AbortLogAck, tx, ReplyStatus::Ok);
+        r.respond(n, &w);
+    }
+    assert!(
+        r.outcomes().is_empty(),
+        "the silent holder has not acknowledged"
+    );
+    assert!(r.sent_kinds().is_empty(), "no unlock in round 1");
+    // Its ABORT (or ack) may be lost: sent again at each deadline, bounded.
+    for i in 1..=ABORT_LOG_RESENDS_MAX as u64 {
+        r.advance(PHASE_DEADLINE_NS_DEFAULT);
+        assert_eq!(
+            r.sent_kinds(),
+            vec![(silent, MsgKind::AbortLog, tx)],
+            "resend {i}"
+        );
+    }
     r.advance(PHASE_DEADLINE_NS_DEFAULT);
-    assert!(r.outcomes().is_empty(), "told once");
-    // Suspected only: it may be alive without the LOG, so no commit yet.
+    assert!(r.sent_kinds().is_empty(), "no resend past the bound");
+    assert_eq!(r.outcomes(), vec![TxStatus::Unknown]);
+    // Suspected only: it may be alive and hold the LOG, so still no unlock.
     r.fail(silent);
     r.advance(DEADLINE_SCAN_INTERVAL_NS);
-    assert!(r.sent_kinds().is_empty(), "no COMMIT on a suspicion");
+    assert!(r.sent_kinds().is_empty(), "no unlock on a suspicion");
     assert_eq!(r.coord.inflight(), 1);
-    // A configuration excludes it: every written key is logged at a live
-    // replica, so the live coordinator commits (recovery's rule).
+    // Excluded: round 2 unlocks at the live primary and frees the slot.
     r.exclude(silent);
-    let commits = r.sent_kinds();
-    assert!(!commits.is_empty());
-    assert!(commits
-        .iter()
-        .all(|&(d, k, t)| d != silent && k == MsgKind::Commit && t == tx));
-    // The live replicas acknowledge; nothing is awaited from the excluded one.
-    for &(d, _, _) in &commits {
-        w.ack(MsgKind::CommitAck, tx, ReplyStatus::Ok);
-        r.respond(d, &w);
+    let round2 = r.sent_kinds();
+    if primary == silent {
+        assert!(round2.is_empty(), "nothing goes to an excluded node");
+    } else {
+        assert_eq!(round2, vec![(primary, MsgKind::Abort, tx)]);
     }
-    assert!(r.outcomes().is_empty(), "the client already heard Unknown");
+    assert!(r.outcomes().is_empty(), "told once");
     assert_eq!(r.coord.inflight(), 0);
-    let s = r.coord.stats().deadlines;
-    assert_eq!(
-        (s.unknown, s.unknown_committed, s.unknown_aborted),
-        (1, 1, 0)
-    );
+    let s = r.coord.stats();
+    assert_eq!((s.aborts_after_log, s.deadlines.log_overdue), (1, 1));
+    assert_eq!(s.abort_log_resends, u64::from(ABORT_LOG_RESENDS_MAX));
+    assert_eq!(s.abort_log_acks, logs.len() as u64 - 1);
+    assert_eq!((s.deadlines.unknown, s.deadlines.unknown_aborted), (1, 1));
+    assert_eq!(s.committed, 0);
 }
 
 #[test]
@@ -222,7 +252,7 @@ fn a_replica_failing_in_commit_is_not_waited_for() {
 }
 
 #[test]
-fn a_log_on_no_live_replica_aborts_and_releases_the_lock() {
+fn an_overdue_log_aborts_in_two_rounds_and_a_late_log_ack_changes_nothing() {
     // Replication 2: KEY's replicas are two peers, not node 0.
     let mut r = rig(2);
     assert!(
@@ -230,33 +260,49 @@ fn a_log_on_no_live_replica_aborts_and_releases_the_lock() {
         "pick a KEY node 0 does not hold"
     );
     let (tx, primary, logs) = r.start_to_log();
+    assert!(logs.contains(&primary), "LOG goes to the primary too");
     for &n in logs.iter().filter(|&&n| n != primary) {
         r.exclude(n);
     }
-    assert!(!r.outcomes().is_empty() || logs.contains(&primary));
+    assert!(r.outcomes().is_empty());
+    // The primary is live but silent past the deadline: round 1 goes to it
+    // alone (the excluded backup gets nothing).
     r.advance(PHASE_DEADLINE_NS_DEFAULT);
-    assert!(r.coord.outcomes().is_empty() || r.outcomes() == vec![TxStatus::Unknown]);
+    assert_eq!(r.sent_kinds(), vec![(primary, MsgKind::AbortLog, tx)]);
     let mut w = BodyWriter::new();
-    if logs.contains(&primary) {
-        // The primary logged it and lives: the decision is commit, made
-        // at the next scan (the failed backup's LOG ack never comes).
-        w.ack(MsgKind::LogAck, tx, ReplyStatus::Ok);
-        r.respond(primary, &w);
-        r.advance(DEADLINE_SCAN_INTERVAL_NS);
-        assert!(r.sent_kinds().contains(&(primary, MsgKind::Commit, tx)));
-        w.ack(MsgKind::CommitAck, tx, ReplyStatus::Ok);
-        r.respond(primary, &w);
-        r.advance(DEADLINE_SCAN_INTERVAL_NS);
-        assert_eq!(r.coord.stats().deadlines.unknown_committed, 1);
-    } else {
-        // Only the failed backup was sent the LOG: no live replica holds
-        // it, so abort, and the live primary's lock is released.
-        assert_eq!(r.sent_kinds(), vec![(primary, MsgKind::Abort, tx)]);
-        assert_eq!(r.coord.stats().deadlines.unknown_aborted, 1);
-    }
-    assert_eq!(r.coord.stats().deadlines.unknown, 1);
+    w.ack(MsgKind::LogAck, tx, ReplyStatus::Ok);
+    r.respond(primary, &w);
+    assert!(r.sent_kinds().is_empty(), "a late LOG ack does not commit");
+    assert_eq!(r.coord.stats().stale_responses, 1);
+    w.ack(MsgKind::AbortLogAck, tx, ReplyStatus::Ok);
+    r.respond(primary, &w);
+    assert_eq!(r.sent_kinds(), vec![(primary, MsgKind::Abort, tx)]);
+    assert_eq!(r.outcomes(), vec![TxStatus::Unavailable]);
     assert_eq!(r.coord.inflight(), 0);
-    assert!(r.outcomes().is_empty(), "told once");
+    assert_eq!(
+        r.coord.stats().deadlines.unknown,
+        0,
+        "a decision, not unknown"
+    );
+}
+
+#[test]
+fn a_log_on_no_live_replica_aborts_without_waiting() {
+    let mut r = rig(2);
+    let (tx, primary, logs) = r.start_to_log();
+    // Every replica of KEY is excluded (2 of the 3 nodes): no live LOG
+    // holder, so nothing to wait for; the abort is reported at once.
+    let live = 0b111 & !logs.iter().fold(0u32, |m, &n| m | 1 << n);
+    r.coord.set_live(&mut r.io, &r.procs, live);
+    assert!(
+        r.sent_kinds().is_empty(),
+        "nothing goes to an excluded node"
+    );
+    assert_eq!(r.outcomes(), vec![TxStatus::Unavailable]);
+    assert_eq!(r.coord.inflight(), 0);
+    let s = r.coord.stats();
+    assert_eq!((s.aborts_after_log, s.deadlines.shard_lost), (1, 1));
+    let _ = (tx, primary);
 }
 
 #[test]

@@ -74,7 +74,7 @@ fn planted_locked_bits_abort_and_release_the_locks() {
 }
 
 #[test]
-fn a_refused_log_is_unknown_until_the_refuser_is_excluded() {
+fn a_refused_log_aborts_in_two_rounds_with_the_refusals_reason() {
     let mut r = rig();
     let (tx, primary) = start(&mut r);
     let mut w = BodyWriter::new();
@@ -98,11 +98,25 @@ fn a_refused_log_is_unknown_until_the_refuser_is_excluded() {
         w.ack(MsgKind::LogAck, tx, status);
         r.respond(b, &w);
     }
-    // No one-round abort (`tests/abort_after_log.rs`): the client hears
-    // `Unknown`, nothing is sent, and the slot waits for the refuser's
-    // exclusion.
-    assert_eq!(r.outcome(), TxStatus::Unknown);
+    // Two rounds (`tests/abort_after_log.rs`): round 1 goes to every LOG
+    // holder, the refuser included; the client hears nothing yet.
+    assert!(r.coord.outcomes().is_empty());
     assert_eq!(r.coord.stats().log_refusals, 1);
-    assert!(r.sent_kinds().is_empty());
-    assert_eq!(r.coord.inflight(), 1);
+    let mut round1 = r.sent_kinds();
+    round1.sort_by_key(|&(d, _, _)| d);
+    let mut holders = backups.clone();
+    holders.sort();
+    let expect: Vec<_> = holders
+        .iter()
+        .map(|&n| (n, MsgKind::AbortLog, tx))
+        .collect();
+    assert_eq!(round1, expect);
+    for &b in &backups {
+        w.ack(MsgKind::AbortLogAck, tx, ReplyStatus::Ok);
+        r.respond(b, &w);
+    }
+    // Round 2 unlocks at the primary; the refusal's reason is the outcome's.
+    assert_eq!(r.sent_kinds(), vec![(primary, MsgKind::Abort, tx)]);
+    assert_eq!(r.outcome(), TxStatus::TooLarge);
+    assert_eq!(r.coord.inflight(), 0);
 }

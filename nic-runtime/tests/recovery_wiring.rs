@@ -355,27 +355,32 @@ fn a_log_reaching_a_node_in_a_recovery_epoch_is_refused_and_recovery_aborts_it()
     submit(&mut n1, 8);
     let mut now = 0;
     let seen = until_outcome(&mut n0, &mut n1, &mut now, 1);
-    // A refused LOG is not aborted in one round (`tests/abort_after_log.rs`):
-    // the client hears `Unknown`, and the slot waits for a decision.
-    assert_eq!(seen, Some((8, TxStatus::Unknown)));
+    // A refused LOG aborts in two rounds (`tests/abort_after_log.rs`): both
+    // replicas acknowledged the ABORT (node 0 takes it during its recovery
+    // epoch: it adds no record its evidence lacks, only a decision), then
+    // the lock is released and the client hears the abort.
+    assert_eq!(seen, Some((8, TxStatus::Unavailable)));
     assert_eq!(n0.nic.stats().server.refused_recovering, 1);
+    assert_eq!(n0.nic.stats().server.abort_log_requests, 1);
     assert_eq!(
         n0.nic.stats().server.log_appends,
         0,
         "no record after the evidence"
     );
-    assert_eq!(n1.nic.stats().coordinator.log_refusals, 1);
-    // Node 1 takes the configuration: recovery finds node 0 without the LOG
-    // and aborts; node 1 ends the transaction and releases its lock.
+    let c = n1.nic.stats().coordinator;
+    assert_eq!(
+        (c.log_refusals, c.aborts_after_log, c.abort_log_acks),
+        (1, 1, 2)
+    );
+    steps(&mut n0, &mut n1, &mut now, 20);
+    assert_eq!(n0.nic.index().locks_held(), 0, "round 2 released its lock");
+    // Node 1 takes the configuration: recovery finds nothing to decide
+    // against the abort (node 1's ABORT record), and nothing more is told.
     n1.nic.apply_configuration(&config);
     now = recover(&mut n0, &mut n1, now);
     steps(&mut n0, &mut n1, &mut now, 20);
-    assert_eq!(n1.nic.stats().coordinator.recovered, 1);
-    assert_eq!(
-        n0.nic.index().locks_held(),
-        0,
-        "the ABORT released its lock"
-    );
+    assert_eq!(n1.nic.stats().coordinator.recovered, 0, "finished before");
+    assert_eq!(n0.nic.index().locks_held(), 0);
     assert_eq!(outcome(&mut n1), None, "the client heard once");
 }
 

@@ -4,10 +4,10 @@
 //! with node 2 falls silent and suspects it. When node 2 was to lock (before
 //! any LOG) the transaction ends `Unavailable` at once, well before the
 //! phase deadline, with no lock left at the live primary, node 1. When node
-//! 2 was to log, a suspicion is not enough to commit without its LOG: the
-//! client hears `Unknown` at the deadline, and the lock at node 1 is
-//! released once a configuration excludes node 2 and the live coordinator
-//! decides.
+//! 2 was to log, a suspicion is not enough to commit without its LOG: at
+//! the deadline the transaction aborts in two rounds, and since node 2
+//! never acknowledges the ABORT, the client hears the abort and the lock at
+//! node 1 is released only once a configuration excludes node 2.
 
 use splitkv_layout::host_nic::{HostToNic, NicToHost, TxRequest, TxStatus};
 use splitkv_layout::Key;
@@ -46,9 +46,12 @@ fn node(id: u16, placement: Placement, transport: MemTransport, keys: Vec<Key>) 
 }
 
 /// Runs one transaction of `keys` coordinated by node 0 while node 2 is
-/// down; returns its status, when it came (ns), and nodes 0 and 1 at the
-/// end.
-fn run(keys: impl Fn(&Placement) -> Vec<Key>) -> (TxStatus, Nanos, Node, Node) {
+/// down, excluding node 2 at `exclude_at` (ns) if given; returns its
+/// status, when it came (ns), and nodes 0 and 1 at the end.
+fn run(
+    keys: impl Fn(&Placement) -> Vec<Key>,
+    exclude_at: Option<Nanos>,
+) -> (TxStatus, Nanos, Node, Node) {
     let placement = Placement::new(3, 2).unwrap();
     let keys = keys(&placement);
     let mut net = mem_network(3);
@@ -63,11 +66,22 @@ fn run(keys: impl Fn(&Placement) -> Vec<Key>) -> (TxStatus, Nanos, Node, Node) {
     })
     .encode(&mut buf);
     n0.requests.try_push(&buf).unwrap();
-    let limit = 2 * phase_deadline_ns(SILENCE_NS);
+    let deadline = phase_deadline_ns(SILENCE_NS);
+    let limit = exclude_at.map_or(2 * deadline, |t| t + deadline);
     let mut now = 0;
     let mut seen = None;
     while now < limit && seen.is_none() {
         now += STEP_NS;
+        if exclude_at == Some(now) {
+            assert_eq!(n1.nic.index().locks_held(), 1, "round 1 unlocks nothing");
+            let config = Configuration {
+                epoch: 2,
+                live: 0b011,
+                ..Default::default()
+            };
+            n0.nic.apply_configuration(&config);
+            n1.nic.apply_configuration(&config);
+        }
         step(&mut n0, now);
         step(&mut n1, now);
         if n0.outcomes.try_pop(&mut buf).unwrap() {
@@ -102,7 +116,7 @@ fn step(n: &mut Node, now: Nanos) {
 
 #[test]
 fn a_down_primary_ends_the_transaction_unavailable_and_frees_the_live_locks() {
-    let (status, at, _, n1) = run(|p| vec![key_on(p, &[1, 2]), key_on(p, &[2, 0])]);
+    let (status, at, _, n1) = run(|p| vec![key_on(p, &[1, 2]), key_on(p, &[2, 0])], None);
     assert_eq!(status, TxStatus::Unavailable);
     assert!(
         at < phase_deadline_ns(SILENCE_NS),
@@ -116,38 +130,31 @@ fn a_down_primary_ends_the_transaction_unavailable_and_frees_the_live_locks() {
 }
 
 #[test]
-fn a_down_backup_ends_the_transaction_unknown_and_its_exclusion_frees_the_live_locks() {
-    let (status, at, mut n0, mut n1) = run(|p| vec![key_on(p, &[1, 2])]);
-    assert_eq!(status, TxStatus::Unknown);
+fn a_down_backup_aborts_in_two_rounds_and_its_exclusion_reports_and_unlocks() {
+    // Node 2 is excluded after three phase deadlines: the Log phase was
+    // overdue after one, and round 1's ABORT to node 2 resent since.
+    let exclude_at = 3 * phase_deadline_ns(SILENCE_NS);
+    let (status, at, mut n0, mut n1) = run(|p| vec![key_on(p, &[1, 2])], Some(exclude_at));
+    assert_eq!(status, TxStatus::Unavailable);
     assert!(
-        at >= phase_deadline_ns(SILENCE_NS),
-        "a suspicion alone does not end a logged transaction: {at}"
+        at >= exclude_at,
+        "no report before every LOG holder acknowledged or was excluded: {at}"
     );
-    assert_eq!(
-        n1.nic.index().locks_held(),
-        1,
-        "the lock at the live primary waits for the decision"
-    );
-    // The membership excludes node 2: the key is logged at its live
-    // primary, so the live coordinator commits and the lock goes.
-    let config = Configuration {
-        epoch: 2,
-        live: 0b011,
-        ..Default::default()
-    };
-    n0.nic.apply_configuration(&config);
-    n1.nic.apply_configuration(&config);
     let mut now = at + STEPS_AFTER * STEP_NS; // where `run` left off
     steps(&mut n0, &mut n1, &mut now);
     assert_eq!(
         n1.nic.index().locks_held(),
         0,
-        "no lock left at the live primary"
+        "round 2 released the lock at the live primary"
     );
-    // The live coordinator decided commit (its COMMIT went out at the
-    // configuration), and its client heard once: Unknown.
     let c = n0.nic.stats().coordinator;
-    assert_eq!((c.committed, c.deadlines.unknown), (1, 1));
+    assert_eq!(
+        (c.committed, c.aborts_after_log, c.deadlines.log_overdue),
+        (0, 1, 1)
+    );
+    assert!(c.abort_log_resends >= 1, "{c:?}");
+    assert_eq!(c.abort_log_acks, 1, "node 1 acknowledged, node 2 never");
+    assert_eq!(c.deadlines.unknown, 0, "a decision, never unknown");
     // Recovery over the two survivors resumes service.
     for _ in 0..RECOVERY_STEPS_MAX {
         if !n0.nic.recovering() && !n1.nic.recovering() {

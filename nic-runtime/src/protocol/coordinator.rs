@@ -27,7 +27,8 @@ mod deadline;
 mod evidence;
 mod rebuild;
 pub use deadline::{
-    phase_deadline_ns, DeadlineStats, DEADLINE_SCAN_INTERVAL_NS, PHASE_DEADLINE_NS_DEFAULT,
+    phase_deadline_ns, DeadlineStats, ABORT_LOG_RESENDS_MAX, DEADLINE_SCAN_INTERVAL_NS,
+    PHASE_DEADLINE_NS_DEFAULT,
 };
 use deadline::{Deadlines, Waiting};
 

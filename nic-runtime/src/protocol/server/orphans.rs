@@ -99,9 +99,11 @@ impl Server {
     /// Recovery decided `tx_id` (`commit` or not): if its LOG is here and
     /// undecided, appends the decision record (after the LOG records, if
     /// they are still being appended), releases every lock it holds here
-    /// and drops those keys' cached objects (module docs). Returns whether
-    /// the decision changed anything here (a transaction decided here
-    /// already, by its coordinator, is left alone).
+    /// and drops those keys' cached objects (module docs). An abort of a
+    /// transaction whose abort after LOG was recorded here (round 1) also
+    /// releases the locks round 2 would have. Returns whether the decision
+    /// changed anything here (a transaction decided here already, by its
+    /// coordinator, is otherwise left alone).
     pub fn apply_recovered(
         &mut self,
         io: &mut Io,
@@ -111,7 +113,7 @@ impl Server {
     ) -> bool {
         let state = self.txs.state(tx_id);
         if !matches!(state, Some(TxState::Logging | TxState::Logged)) {
-            return false;
+            return !commit && self.release_aborted_after_log(index, tx_id);
         }
         let (kind, record) = if commit {
             (LogKind::Commit, RecordKind::Commit)
@@ -137,6 +139,26 @@ impl Server {
         }
         self.stats.recovered_decisions += 1;
         true
+    }
+
+    /// Round 1 of an abort after LOG recorded `tx_id`'s abort here and left
+    /// its locks for round 2, which may never come (its coordinator crashed
+    /// between the rounds): recovery decided it aborted, so its locks here
+    /// are released now (`tla/XenicOCCMsgs.tla`: `Resume` clears the locks
+    /// of decided transactions). Returns whether any was held.
+    fn release_aborted_after_log(&mut self, index: &mut NicIndex, tx_id: u64) -> bool {
+        let recorded = self.txs.state(tx_id) == Some(TxState::Finished)
+            && self.txs.held(tx_id).map(|h| h.kind) == Some(RecordKind::Abort);
+        if !recorded {
+            return false;
+        }
+        let mut released = Vec::new();
+        index.unlock_where(|holder| holder == tx_id, &mut released);
+        for (k, _) in &released {
+            self.room.released(k, tx_id);
+        }
+        self.stats.orphan_locks_released += released.len() as u64;
+        !released.is_empty()
     }
 
     /// Whether every host-log append this node started has completed and
