@@ -1,0 +1,275 @@
+//! The two-round abort after LOG at a replica (`tla/XenicOCCMsgs.tla`,
+//! `AbortLogL` and `AbortL`; `protocol/server/abort.rs`): round 1
+//! (ABORT-after-LOG) records the abort — an ABORT decision record after the
+//! LOG records, the abort in the recovery evidence — keeps the locks, and is
+//! acknowledged; a LOG arriving later is refused and appends nothing; a
+//! duplicate is acknowledged again and changes nothing; round 2 (the plain
+//! ABORT) releases the locks, only its own transaction's. A coordinator that
+//! crashes between the rounds leaves recovery deciding abort, and that
+//! decision releases the locks round 2 would have.
+
+use splitkv_layout::log_record::{LogKind, LogRecords};
+use splitkv_layout::ring::{ring_pair, RingConsumer};
+use splitkv_layout::robinhood_layout::{TableConfig, TableLayout};
+use splitkv_layout::wire::{
+    decode_packet, Body, BodyWriter, MsgKind, NodeMask, RecordEvidence, RecordKind, ReplyStatus,
+};
+use splitkv_layout::{Key, ObjectFlags, ObjectMeta, Region};
+use splitkv_nic::dma::local::LocalDma;
+use splitkv_nic::dma::DmaCompletion;
+use splitkv_nic::index::{HostTableLayout, NicIndex};
+use splitkv_nic::net::stack::{Stack, StackConfig};
+use splitkv_nic::protocol::server::Server;
+use splitkv_nic::protocol::Io;
+use splitkv_nic::recovery::TxEvidence;
+use splitkv_nic::{Placement, PlacementView};
+use std::sync::Arc;
+
+const VALUE_BYTES_MAX: usize = 64;
+/// The node requests come from (the coordinator of every transaction here).
+const PEER: u16 = 1;
+/// The key written.
+const KEY: Key = Key::new(0, 7);
+
+struct Rig {
+    io: Io,
+    index: NicIndex,
+    server: Server,
+    log: RingConsumer,
+}
+
+fn layout() -> TableLayout {
+    TableLayout::new(&TableConfig::new(256, VALUE_BYTES_MAX)).unwrap()
+}
+
+/// Node 0 of 2 (replication 2: a replica of every key) over an empty host
+/// table and a host log the test reads.
+fn rig() -> Rig {
+    let (log_tx, log_rx) = ring_pair(1 << 20).unwrap();
+    let region = Region::new(layout().region_bytes());
+    Rig {
+        io: Io {
+            node: 0,
+            placement: Placement::new(2, 2).unwrap(),
+            value_bytes_max: VALUE_BYTES_MAX,
+            now: 0,
+            net: Stack::new(0, 2, 4096, false, &StackConfig::default()).unwrap(),
+            dma: Box::new(LocalDma::new(Arc::new(region), log_tx, 0)),
+            w: BodyWriter::new(),
+            send_fault: None,
+        },
+        index: NicIndex::new(HostTableLayout::Robinhood(layout()), 64, 1),
+        server: Server::new(),
+        log: log_rx,
+    }
+}
+
+/// Transaction `slot` of coordinator [`PEER`], generation 1.
+fn tx(slot: u64) -> u64 {
+    ((PEER as u64) << 48) | (slot << 32) | 1
+}
+
+impl Rig {
+    /// Delivers one request from [`PEER`], runs DMA to completion, and
+    /// returns the replies sent: (kind, status).
+    fn request(&mut self, w: &BodyWriter) -> Vec<(MsgKind, ReplyStatus)> {
+        let body = Body::decode(w.kind(), w.bytes()).unwrap();
+        self.server
+            .handle(&mut self.io, &mut self.index, PEER, &body);
+        self.pump();
+        self.replies()
+    }
+
+    fn pump(&mut self) {
+        let mut done: Vec<DmaCompletion> = Vec::new();
+        for _ in 0..64 {
+            self.io.now += 1;
+            self.io.dma.poll(self.io.now, &mut done);
+            for c in done.drain(..) {
+                self.server.on_dma(&mut self.io, &mut self.index, &c);
+            }
+            self.server.retry_deferred(&mut self.io, &mut self.index);
+        }
+    }
+
+    fn replies(&mut self) -> Vec<(MsgKind, ReplyStatus)> {
+        self.io.net.seal();
+        let mut out = Vec::new();
+        for p in self.io.net.batcher_mut().backlogs_mut()[PEER as usize].drain(..) {
+            let (_, msgs) = decode_packet(&p).unwrap();
+            for m in msgs {
+                let (h, body) = m.unwrap();
+                let status = match body {
+                    Body::ExecuteResp { status, .. }
+                    | Body::LogAck { status, .. }
+                    | Body::CommitAck { status, .. }
+                    | Body::AbortLogAck { status, .. } => status,
+                    other => panic!("not a reply: {other:?}"),
+                };
+                out.push((h.kind, status));
+            }
+        }
+        out
+    }
+
+    /// Kinds of the host-log records appended so far.
+    fn logged(&mut self) -> Vec<LogKind> {
+        let mut out = Vec::new();
+        let mut entry = Vec::new();
+        while self.log.try_pop(&mut entry).unwrap() {
+            out.extend(LogRecords::new(&entry).map(|r| r.unwrap().kind));
+        }
+        out
+    }
+
+    /// EXECUTE locking [`KEY`] for `t`, then its LOG: both answered `Ok`.
+    fn locked_and_logged(&mut self, t: u64) {
+        let mut w = BodyWriter::new();
+        w.begin_execute(t);
+        w.push_lock(&KEY);
+        assert_eq!(self.request(&w), vec![(MsgKind::ExecuteResp, OK)]);
+        assert_eq!(self.request(&log(t)), vec![(MsgKind::LogAck, OK)]);
+        assert_eq!(self.logged(), vec![LogKind::Log]);
+    }
+
+    /// The records this node reports to recovery with [`PEER`] failed.
+    fn evidence_records(&self) -> Vec<RecordEvidence> {
+        let mut out = Vec::new();
+        let failed = NodeMask::EMPTY.with(PEER);
+        self.server.recovery_evidence(failed, 64, &mut out);
+        out
+    }
+
+    /// The kinds of [`Rig::evidence_records`].
+    fn evidence(&self) -> Vec<RecordKind> {
+        self.evidence_records().iter().map(|r| r.kind).collect()
+    }
+}
+
+const OK: ReplyStatus = ReplyStatus::Ok;
+const ACKED: (MsgKind, ReplyStatus) = (MsgKind::AbortLogAck, OK);
+
+fn log(t: u64) -> BodyWriter {
+    let mut w = BodyWriter::new();
+    w.begin_log(t, NodeMask::EMPTY);
+    w.push_item(&KEY, ObjectMeta::new(4, ObjectFlags::empty()), b"new");
+    w
+}
+
+fn abort_log(t: u64) -> BodyWriter {
+    let mut w = BodyWriter::new();
+    w.abort_log(t);
+    w
+}
+
+fn abort(t: u64) -> BodyWriter {
+    let mut w = BodyWriter::new();
+    w.begin_abort(t);
+    w.push_abort_key(&KEY);
+    w
+}
+
+#[test]
+fn round_one_records_the_abort_and_keeps_the_lock_round_two_unlocks() {
+    let mut r = rig();
+    let t = tx(3);
+    r.locked_and_logged(t);
+    assert_eq!(r.evidence(), vec![RecordKind::Log]);
+    assert_eq!(r.request(&abort_log(t)), vec![ACKED]);
+    assert_eq!(
+        r.logged(),
+        vec![LogKind::Abort],
+        "the LOG records are dropped"
+    );
+    assert_eq!(
+        r.evidence(),
+        vec![RecordKind::Abort],
+        "recovery sees the abort"
+    );
+    assert_eq!(
+        r.index.lock_holder(&KEY),
+        Some(t),
+        "round 1 unlocks nothing"
+    );
+    assert_eq!(r.request(&abort(t)), vec![], "round 2 needs no answer");
+    assert_eq!(r.index.lock_holder(&KEY), None);
+    assert_eq!(r.server.stats().abort_log_requests, 1);
+}
+
+#[test]
+fn a_late_log_after_round_one_is_refused_and_appends_nothing() {
+    let mut r = rig();
+    let t = tx(4);
+    // Round 1 overtakes the LOG (it reached this replica first).
+    assert_eq!(r.request(&abort_log(t)), vec![ACKED]);
+    assert_eq!(
+        r.request(&log(t)),
+        vec![(MsgKind::LogAck, ReplyStatus::Malformed)]
+    );
+    assert_eq!(r.logged(), vec![], "no pending record nobody decides");
+    assert_eq!(r.evidence(), vec![], "nothing for recovery to commit");
+}
+
+#[test]
+fn duplicates_of_either_round_change_nothing_and_never_unlock_another() {
+    let mut r = rig();
+    let t = tx(5);
+    r.locked_and_logged(t);
+    assert_eq!(r.request(&abort_log(t)), vec![ACKED]);
+    r.request(&abort(t));
+    r.logged();
+    // A later transaction of another slot takes the key.
+    let other = tx(6);
+    let mut w = BodyWriter::new();
+    w.begin_execute(other);
+    w.push_lock(&KEY);
+    assert_eq!(r.request(&w), vec![(MsgKind::ExecuteResp, OK)]);
+    assert_eq!(r.request(&abort_log(t)), vec![ACKED], "acknowledged again");
+    assert_eq!(r.request(&abort(t)), vec![]);
+    assert_eq!(r.index.lock_holder(&KEY), Some(other), "orphan-lock rule");
+    assert_eq!(r.logged(), vec![], "no second decision record");
+    assert_eq!(r.evidence(), vec![RecordKind::Abort]);
+}
+
+#[test]
+fn an_abort_log_for_a_committed_transaction_is_refused() {
+    let mut r = rig();
+    let t = tx(8);
+    r.locked_and_logged(t);
+    let mut w = BodyWriter::new();
+    w.begin_items(MsgKind::Commit, t);
+    w.push_item(&KEY, ObjectMeta::new(4, ObjectFlags::empty()), b"new");
+    assert_eq!(r.request(&w), vec![(MsgKind::CommitAck, OK)]);
+    assert_eq!(
+        r.request(&abort_log(t)),
+        vec![(MsgKind::AbortLogAck, ReplyStatus::Malformed)]
+    );
+    assert_eq!(r.evidence(), vec![RecordKind::Commit]);
+}
+
+#[test]
+fn a_coordinator_crash_between_the_rounds_leaves_recovery_deciding_abort_and_unlocking() {
+    let mut r = rig();
+    let t = tx(9);
+    r.locked_and_logged(t);
+    let before = r.evidence_records();
+    assert_eq!(r.request(&abort_log(t)), vec![ACKED]);
+    assert_eq!(r.logged(), vec![LogKind::Abort]);
+    // The coordinator (node 1) crashes before round 2: this node's evidence
+    // decides (rule 3), though it is the only survivor of the shard.
+    let out = r.evidence_records();
+    let mut e = TxEvidence::default();
+    out.iter().for_each(|rec| e.add_record(0, *rec));
+    let view = PlacementView::new(r.io.placement, NodeMask::EMPTY.with(PEER)).unwrap();
+    assert!(!e.decide_tx(t, &view).0, "abort");
+    // Had it crashed before round 1, the survivor's pending LOG commits.
+    let mut e = TxEvidence::default();
+    before.iter().for_each(|rec| e.add_record(0, *rec));
+    assert!(e.decide_tx(t, &view).0, "commit");
+    assert_eq!(r.index.lock_holder(&KEY), Some(t));
+    let changed = r.server.apply_recovered(&mut r.io, &mut r.index, t, false);
+    assert!(changed, "the lock round 2 would have released goes");
+    assert_eq!(r.index.lock_holder(&KEY), None);
+    r.pump();
+    assert_eq!(r.logged(), vec![], "the ABORT record is there already");
+}
