@@ -75,6 +75,18 @@ pub mod server;
 /// counterexample failing against it. Declared in `Cargo.toml` check-cfg.
 pub(crate) const LOG_BACKUPS_ONLY: bool = cfg!(splitkv_mutation = "log_backups_only");
 
+/// Mutation switch `abort_report_early`: the coordinator reports an abort
+/// after LOG at its decision, before every LOG holder acknowledged round 1
+/// (`tla/XenicAbortReportEarly.cfg`). Killed by `tests/abort_after_log.rs`.
+/// Declared in `Cargo.toml` check-cfg.
+pub(crate) const ABORT_REPORT_EARLY: bool = cfg!(splitkv_mutation = "abort_report_early");
+
+/// Mutation switch `abort_unlock_early`: a replica releases the
+/// transaction's locks at round 1 of an abort after LOG
+/// (`tla/XenicAbortUnlockEarly.cfg`). Killed by
+/// `tests/abort_after_log_server.rs`. Declared in `Cargo.toml` check-cfg.
+pub(crate) const ABORT_UNLOCK_EARLY: bool = cfg!(splitkv_mutation = "abort_unlock_early");
+
 use crate::dma::DmaEngine;
 use crate::net::batch::BatchError;
 use crate::net::stack::Stack;

@@ -405,7 +405,7 @@ impl Server {
                 }
             },
             Body::Abort { tx_id, keys } => self.abort(io, index, src, tx_id, keys),
-            Body::AbortLog { tx_id } => self.abort_log(io, src, tx_id),
+            Body::AbortLog { tx_id } => self.abort_log(io, index, src, tx_id),
             _ => self.stats.malformed += 1,
         }
     }

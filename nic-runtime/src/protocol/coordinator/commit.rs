@@ -7,7 +7,7 @@
 use super::{bit, send_each, Coordinator, Phase};
 use crate::placement::Placement;
 use crate::procedure::{ReadView, TxPlan, WriteSet};
-use crate::protocol::{Io, LOG_BACKUPS_ONLY};
+use crate::protocol::{Io, ABORT_REPORT_EARLY, LOG_BACKUPS_ONLY};
 use splitkv_layout::host_nic::TxStatus;
 use splitkv_layout::wire::{BodyWriter, MsgKind, NodeId, NodeMask};
 
@@ -161,6 +161,10 @@ impl Coordinator {
         t.logged &= !dead;
         t.locked &= !dead;
         let holders = t.logged;
+        if ABORT_REPORT_EARLY {
+            self.tell(slot, status, why.to_vec());
+        }
+        let t = &mut self.txs[slot];
         t.pending = send_each(io, |w, _, p| {
             let to = holders & bit(p) != 0;
             if to {

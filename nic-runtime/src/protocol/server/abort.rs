@@ -58,8 +58,12 @@ impl Server {
     /// [`ReplyStatus::Ok`], or [`ReplyStatus::Malformed`] when this node
     /// holds its COMMIT (being appended, or recorded: a coordinator never
     /// sends both) or saw a newer transaction of its slot.
-    pub(super) fn abort_log(&mut self, io: &mut Io, src: NodeId, tx_id: u64) {
+    pub(super) fn abort_log(&mut self, io: &mut Io, index: &mut NicIndex, src: NodeId, tx_id: u64) {
         self.stats.abort_log_requests += 1;
+        if crate::protocol::ABORT_UNLOCK_EARLY {
+            let mut released = Vec::new();
+            index.unlock_where(|holder| holder == tx_id, &mut released);
+        }
         let status = match self.txs.state(tx_id) {
             Some(TxState::Logged) if !crate::protocol::LOG_BACKUPS_ONLY => {
                 self.txs.set(tx_id, TxState::Finished);
