@@ -277,7 +277,7 @@ pub struct EtcdStats {
     pub joins: u64,
     /// Polls at which this joining node had to wait: its predecessor's
     /// lease still held the member key, or the predecessor was still in
-    /// the configuration (then this node configured it out).
+    /// the configuration (the survivors configure it out).
     pub joins_deferred: u64,
     /// Join installs that lost the compare-and-swap (retried at the next
     /// poll).
