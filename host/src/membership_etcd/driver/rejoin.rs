@@ -14,6 +14,9 @@
 //!    compare-and-swap on the configuration key's mod revision; a conflict
 //!    is counted and retried at the next poll (one try per poll).
 //!
+//! A process that sees a later incarnation of its node holding the member
+//! key gives up (reported as its lease gone: it must stop).
+//!
 //! A caught-up report installs `config.caught_up(node)` if the stored
 //! configuration still has the report's epoch and this node copying.
 
@@ -32,6 +35,11 @@ impl Driver {
     pub(super) async fn join_step(&mut self, snap: &store::Snapshot) {
         let (rpc, node) = (self.rpc(), self.s.node);
         let me = node as usize;
+        if snap.member_inc[me].is_some_and(|h| h > self.inc) {
+            // A later process of this node took over: this one never joins.
+            self.notify(Notice::LeaseGone);
+            return;
+        }
         if snap.member_inc[me] != Some(self.inc) {
             let (c, k, lease, inc) = (&mut self.client, &self.keys, self.lease, self.inc);
             match store::take_member(c, k, node, lease, inc, rpc).await {
