@@ -15,15 +15,49 @@
 //!   ([`EtcdMember::fail_stop`]; [`Membership::renew`] answers
 //!   [`MembershipError::Removed`]) and must stop serving: it does so before
 //!   etcd deletes its member key, which is what the others wait for.
-//! - **Configurations.** `/<cluster>/config` holds the epoch and live set
-//!   and changes only by an etcd transaction comparing its mod revision, so
-//!   two nodes never install two configurations for one epoch. A live node
-//!   that sees a joined node of the configuration without a member key (its
-//!   lease is gone) installs the next configuration without it.
+//! - **Configurations.** `/<cluster>/config` holds the whole configuration
+//!   (epoch, live set, copying set, `since[]`, `incarnation[]`;
+//!   [`keys::ConfigRecord`]) and changes only by an etcd transaction
+//!   comparing its mod revision, so two nodes never install two
+//!   configurations for one epoch. A live node that sees a joined node of
+//!   the configuration without a member key (its lease is gone), or with a
+//!   member key held by another incarnation than the configured one (a
+//!   restarted process, see below), installs the next configuration
+//!   without it.
 //! - **Suspects.** A reported suspect (its session fell silent) is recorded
 //!   under the reporter's lease; the suspect's own driver then stops
 //!   renewing, so it is configured out once its lease has run out — never
 //!   earlier (as the simulated manager refuses a suspect's renewals).
+//! - **Incarnations.** Each process of a node has an incarnation
+//!   ([`EtcdMember::incarnation`]): the given one
+//!   ([`EtcdSettings::incarnation`], e.g. the wall clock at start) raised
+//!   above the node's last one, kept in `/<cluster>/incarnations/<node>`
+//!   and updated by compare-and-swap at connect, so it strictly grows per
+//!   node even across clock steps. The member key's value is the
+//!   incarnation of the process holding it. A configuration's
+//!   `incarnation[node]` names the process it admits; 0 (every node of the
+//!   first configuration) means the node's *first* incarnation, recorded
+//!   once in `/<cluster>/joined/<node>` at its first registration: the
+//!   first process of each node is admitted at once, as before rejoin, and
+//!   every later process is a different one.
+//! - **Rejoin (issue 12).** A process whose incarnation the configuration
+//!   does not admit *joins* (the simulated manager's join,
+//!   `splitkv_sim::membership`): it holds a lease but no configuration
+//!   ([`EtcdMember`] says how it looks through [`Membership`]). While its
+//!   predecessor's lease still holds `members/<node>` it waits under
+//!   `joining/<node>`; it takes `members/<node>` only once etcd deleted it
+//!   (the predecessor's lease ran out, so the predecessor stopped serving:
+//!   fencing). The survivors then configure the predecessor out (its key
+//!   is held by another incarnation), and the joining process installs
+//!   `Configuration::rejoining(node, incarnation)`: live, copying, by
+//!   compare-and-swap (a conflict is counted and retried at the next poll).
+//!   A whole cluster restarted on the same etcd prefix has no survivor to
+//!   do that: every process stays joining (its data is gone anyway); start
+//!   it under a fresh cluster name.
+//! - **Caught up.** [`Membership::report_caught_up`] with the epoch of the
+//!   copy installs `Configuration::caught_up(node)` if the stored
+//!   configuration still has that epoch with this process copying; a stale
+//!   report is ignored and counted ([`EtcdStats::caught_up_stale`]).
 //!
 //! The async etcd client runs on a driver thread of its own (module `driver`);
 //! [`EtcdMember`] is a polled state machine that only exchanges messages
@@ -66,7 +100,12 @@ pub const COMMANDS_MAX: usize = 64;
 pub const NOTICES_MAX: usize = 64;
 /// Etcd calls at start-up (connect, lease grant, register, create and read
 /// the configuration): each may take a share of the start timeout.
-pub const START_RPCS_MAX: u32 = 5;
+pub const START_RPCS_MAX: u32 = 10;
+/// Compare-and-swap tries on a node's incarnation counter at connect.
+pub const INCARNATION_TRIES_MAX: u32 = 4;
+/// Compare-and-swap tries of one caught-up report (a conflict re-reads
+/// the configuration, whose epoch has then moved on: the report is stale).
+pub const CAUGHT_UP_TRIES_MAX: u32 = 2;
 /// Default bound on the whole start-up (ms): no lease is held yet, so it
 /// may be longer than an RPC timeout (a freshly started etcd is slow).
 pub const START_TIMEOUT_MS_DEFAULT: u64 = 5_000;
@@ -96,7 +135,9 @@ pub struct EtcdSettings {
     /// [`START_TIMEOUT_MS_MAX`]); each start-up call gets a
     /// [`START_RPCS_MAX`]th of it.
     pub start_timeout_ms: u64,
-    /// This process's incarnation (stored in its member key).
+    /// This process's incarnation as given (e.g. the wall clock at start):
+    /// the one used is `max(given, last + 1)` over the node's earlier
+    /// incarnations, at most `u32::MAX` ([`EtcdMember::incarnation`]).
     pub incarnation: u64,
 }
 
@@ -199,8 +240,9 @@ pub enum EtcdError {
     /// The cluster name cannot be a key prefix.
     #[error("etcd membership: cluster name {0:?} must be 1-64 bytes without '/'")]
     ClusterName(String),
-    /// The stored configuration leaves this node out: it must rejoin as a
-    /// new incarnation.
+    /// The stored configuration leaves this node out. No longer returned:
+    /// such a node now joins ([`EtcdMember::joining`]); kept so callers that
+    /// match on it still build.
     #[error("node {node} is not in the stored configuration (epoch {epoch})")]
     NotInConfiguration {
         /// This node.
@@ -265,6 +307,20 @@ pub struct EtcdStats {
     pub notices_dropped: u64,
     /// Requests dropped at [`COMMANDS_MAX`].
     pub commands_dropped: u64,
+    /// Configurations admitting this (restarted) node that it installed.
+    pub joins: u64,
+    /// Polls at which this joining node had to wait: its predecessor's
+    /// lease still held the member key, or the predecessor was still in
+    /// the configuration (the survivors configure it out).
+    pub joins_deferred: u64,
+    /// Join installs that lost the compare-and-swap (retried at the next
+    /// poll).
+    pub join_conflicts: u64,
+    /// Caught-up reports that made this node a replica.
+    pub caught_up_taken: u64,
+    /// Caught-up reports ignored: the epoch had moved on, or this node was
+    /// not copying (or not admitted) then.
+    pub caught_up_stale: u64,
 }
 
 mod member;
