@@ -158,10 +158,11 @@ pub(crate) struct Registered {
     pub holds_member: bool,
 }
 
-/// Registers incarnation `incarnation` of `node` under `lease`: creates
-/// `joined/<node>` with it if this is the node's first registration ever,
-/// then takes the member key ([`take_member`]) or, while an earlier
-/// incarnation's lease still holds it, waits under `joining/<node>`.
+/// Registers incarnation `incarnation` of `node` under `lease`. The node's
+/// first registration ever creates `joined/<node>` with it and takes the
+/// member key in one transaction; a later one takes the member key
+/// ([`take_member`]) or, while an earlier incarnation's lease still holds
+/// it, waits under `joining/<node>`.
 pub(crate) async fn register(
     client: &mut Client,
     keys: &ClusterKeys,
@@ -171,6 +172,33 @@ pub(crate) async fn register(
     rpc: Duration,
 ) -> Result<Registered, StoreError> {
     let joined = keys.joined_node(node);
+    // A node's first registration writes `joined/<node>` and takes its
+    // member key in one transaction: between two, the others' rule
+    // ("registered once, member key gone") would configure it out.
+    let first = Txn::new()
+        .when([
+            Compare::create_revision(joined.clone(), CompareOp::Equal, 0),
+            Compare::create_revision(keys.member(node), CompareOp::Equal, 0),
+        ])
+        .and_then([
+            TxnOp::put(joined.clone(), incarnation.to_string(), None),
+            TxnOp::put(
+                keys.member(node),
+                incarnation.to_string(),
+                Some(PutOptions::new().with_lease(lease)),
+            ),
+            TxnOp::delete(keys.joining(node), None),
+            TxnOp::delete(
+                keys.suspects_of(node),
+                Some(DeleteOptions::new().with_prefix()),
+            ),
+        ]);
+    if timed(rpc, client.txn(first)).await?.succeeded() {
+        return Ok(Registered {
+            first: Some(incarnation),
+            holds_member: true,
+        });
+    }
     let txn = Txn::new()
         .when([Compare::create_revision(
             joined.clone(),
