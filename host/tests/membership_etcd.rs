@@ -453,16 +453,39 @@ fn registering_clears_reports_on_an_earlier_incarnation() {
     assert!(polled.iter().all(Vec::is_empty), "{polled:?}");
 }
 
+/// A node the stored configuration leaves out (and whose predecessor is
+/// long gone) connects joining and is admitted as copying with its new
+/// incarnation.
 #[test]
-fn a_node_left_out_of_the_stored_configuration_cannot_join() {
+fn a_node_left_out_of_the_stored_configuration_joins_as_copying() {
     let etcd = Etcd::start();
     let clock = Clock(Instant::now());
     let connect = |n| EtcdMember::connect(settings(&etcd.endpoint, "out", n, 3), clock.now());
-    let _m0 = connect(0).expect("m0 creates the configuration");
+    let mut m0 = connect(0).expect("m0 creates the configuration");
     let eps = [etcd.endpoint.clone()];
     let mut store = ConfigStore::connect(&eps, "out", 3, Duration::from_secs(1)).expect("store");
     let (c, rev) = store.read().expect("read");
     assert!(store.try_install(rev, &c.without(1 << 2)).expect("install"));
-    let e = connect(2).expect_err("node 2 is out");
-    assert_eq!(e, EtcdError::NotInConfiguration { node: 2, epoch: 2 });
+    let mut m2 = connect(2).expect("node 2 connects, joining");
+    assert!(m2.joining());
+    assert_eq!(m2.current(), Configuration::default());
+    assert_eq!(m2.fail_stop(clock.now()), None);
+    let mut polled = vec![Vec::new(); 2];
+    let ok = drive(&clock, &mut [&mut m0, &mut m2], &mut polled, |ms, _, _| {
+        !ms[1].joining()
+    });
+    assert!(
+        ok,
+        "node 2 admitted within {DEADLINE_MS} ms: {:?}",
+        m2.stats()
+    );
+    let c = m2.current();
+    assert_eq!((c.epoch, c.live, c.copying), (3, 0b111, 0b100));
+    assert_eq!(c.incarnation[2], m2.incarnation());
+    assert_eq!(
+        polled[1],
+        vec![c],
+        "the joining node polled only the admitting configuration"
+    );
+    assert_eq!(m2.stats().joins, 1);
 }

@@ -11,11 +11,16 @@
 //! keeps open), records suspect reports, and every `poll_every_ms` reads a
 //! snapshot of the cluster's keys: a newer configuration is passed on; a
 //! joined node of the configuration whose member key is gone (its lease ran
-//! out in etcd) is configured out by a compare-and-swap install; a report
-//! naming this node as a suspect stops its renewals, so its own lease runs
-//! out (as the simulated manager refuses a suspect's renewals).
+//! out in etcd) or held by another incarnation than the configured one (a
+//! restarted process took it after its predecessor's lease ran out) is
+//! configured out by a compare-and-swap install; a report naming this node
+//! as a suspect stops its renewals, so its own lease runs out (as the
+//! simulated manager refuses a suspect's renewals). A restarted node that
+//! is not admitted yet *joins* instead (module `rejoin`).
 
-use super::keys::ClusterKeys;
+mod rejoin;
+
+use super::keys::{configured_incarnation, ClusterKeys};
 use super::store::{self, timed, StoreError};
 use super::{EtcdError, EtcdSettings};
 use crossbeam::channel::{Receiver, Sender, TryRecvError};
@@ -36,6 +41,8 @@ pub(crate) enum Command {
     Suspect(NodeId),
     /// Stop the driver; with `revoke`, revoke the lease first (best effort).
     Stop { revoke: bool },
+    /// This node's copy is done as of configuration `epoch` (issue 12).
+    CaughtUp { epoch: u32 },
 }
 
 /// News from the driver to the member.
@@ -61,6 +68,11 @@ pub(crate) struct Counters {
     pub installs_won: AtomicU64,
     pub installs_lost: AtomicU64,
     pub notices_dropped: AtomicU64,
+    pub joins: AtomicU64,
+    pub joins_deferred: AtomicU64,
+    pub join_conflicts: AtomicU64,
+    pub caught_up_taken: AtomicU64,
+    pub caught_up_stale: AtomicU64,
     pub last_error: Mutex<Option<String>>,
 }
 
@@ -72,11 +84,21 @@ impl Counters {
     }
 }
 
-/// What a started driver found: the granted TTL and the stored configuration.
+/// Adds one to counter `c`.
+fn bump(c: &AtomicU64) {
+    c.fetch_add(1, Ordering::Relaxed);
+}
+
+/// What a started driver found: the granted TTL, the stored configuration,
+/// this process's incarnation and whether it is joining (not admitted by
+/// that configuration).
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Ready {
     pub ttl_s: i64,
     pub config: Configuration,
+    pub incarnation: u32,
+    pub joining: bool,
+    pub first: Option<u32>,
 }
 
 /// A current-thread tokio runtime with time and I/O.
@@ -97,6 +119,10 @@ pub(crate) struct Driver {
     keeper: Option<(LeaseKeeper, LeaseKeepAliveStream)>,
     known_epoch: u32,
     suspected: bool,
+    /// This process's incarnation.
+    inc: u32,
+    /// Not admitted yet: waiting for the member key or the configuration.
+    joining: bool,
     commands: Receiver<Command>,
     notices: Sender<Notice>,
     counters: Arc<Counters>,
@@ -126,8 +152,8 @@ impl Driver {
             .map_err(unreachable)?;
         let keys = ClusterKeys::new(&s.cluster);
         let (lease, ttl_s) = (grant.id(), grant.ttl());
-        let config = match join(&mut client, &keys, &s, lease, rpc).await {
-            Ok(c) => c,
+        let ready = match join(&mut client, &keys, &s, lease, rpc).await {
+            Ok(r) => Ready { ttl_s, ..r },
             Err(e) => {
                 // Best effort: leave no member key behind for the others.
                 _ = timed(rpc, client.lease_revoke(lease)).await;
@@ -141,13 +167,15 @@ impl Driver {
             lease,
             ttl_s,
             keeper: None,
-            known_epoch: config.epoch,
+            known_epoch: if ready.joining { 0 } else { ready.config.epoch },
             suspected: false,
+            inc: ready.incarnation,
+            joining: ready.joining,
             commands,
             notices,
             counters,
         };
-        Ok((d, Ready { ttl_s, config }))
+        Ok((d, ready))
     }
 
     /// The driver loop: runs until [`Command::Stop`] or the member is gone.
@@ -166,6 +194,7 @@ impl Driver {
                         renew = Some(renew.map_or(sent, |r| r.max(sent)))
                     }
                     Ok(Command::Suspect(n)) => suspects |= 1 << n,
+                    Ok(Command::CaughtUp { epoch }) => self.caught_up(epoch).await,
                     Ok(Command::Stop { revoke }) => return self.stop(revoke).await,
                     Err(TryRecvError::Disconnected) => return self.stop(false).await,
                     Err(TryRecvError::Empty) => break,
@@ -210,9 +239,7 @@ impl Driver {
 
     async fn renew(&mut self, sent: Nanos) {
         if self.suspected {
-            self.counters
-                .renewals_failed
-                .fetch_add(1, Ordering::Relaxed);
+            bump(&self.counters.renewals_failed);
             self.notify(Notice::RenewFailed);
             return;
         }
@@ -263,34 +290,58 @@ impl Driver {
     }
 
     /// Reads a snapshot; passes on a newer configuration; configures out the
-    /// nodes whose leases ran out.
+    /// nodes whose leases ran out or whose member key another incarnation
+    /// holds; while joining, takes the next step of the join instead.
     async fn poll(&mut self) {
         let (rpc, node, nodes) = (self.rpc(), self.s.node, self.s.nodes);
         let snap = match store::snapshot(&mut self.client, &self.keys, node, nodes, rpc).await {
             Ok(s) => s,
             Err(e) => return self.counters.error("snapshot", &e),
         };
+        if self.joining {
+            // Reports on this node named its predecessor.
+            return self.join_step(&snap).await;
+        }
         self.suspected = snap.suspected_by > 0;
         self.learn(snap.config);
-        let me = 1u32 << node;
-        if snap.members & me == 0 {
-            // etcd deleted this node's member key: its lease ran out.
+        if snap.member_inc[node as usize] != Some(self.inc) {
+            // etcd deleted this node's member key (its lease ran out), or a
+            // later incarnation took it after that.
             self.notify(Notice::LeaseGone);
             return;
         }
-        let gone = snap.config.live & snap.joined & !snap.members;
+        let gone = gone(&snap);
         if gone == 0 || !snap.config.contains(node) {
             return;
         }
         let next = snap.config.without(gone);
-        match store::install(&mut self.client, &self.keys, snap.rev, &next, rpc).await {
+        self.install(snap.rev, next, |c| &c.installs_won).await;
+    }
+
+    /// Installs `next` over mod revision `rev`; on a win counts `won` and
+    /// passes it on. Returns whether this call installed it (a loss is
+    /// counted in `installs_lost`: the next snapshot shows the winner).
+    async fn install(
+        &mut self,
+        rev: i64,
+        next: Configuration,
+        won: fn(&Counters) -> &AtomicU64,
+    ) -> bool {
+        let rpc = self.rpc();
+        match store::install(&mut self.client, &self.keys, rev, &next, rpc).await {
             Ok(true) => {
-                self.counters.installs_won.fetch_add(1, Ordering::Relaxed);
+                bump(won(&self.counters));
                 self.learn(next);
+                true
             }
-            // Another node installed first; the next snapshot shows it.
-            Ok(false) => _ = self.counters.installs_lost.fetch_add(1, Ordering::Relaxed),
-            Err(e) => self.counters.error("configuration install", &e),
+            Ok(false) => {
+                bump(&self.counters.installs_lost);
+                false
+            }
+            Err(e) => {
+                self.counters.error("configuration install", &e);
+                false
+            }
         }
     }
 
@@ -303,26 +354,50 @@ impl Driver {
     }
 }
 
-/// Registers under `lease` and creates or reads the configuration, which
-/// must contain this node.
+/// The nodes of the snapshot's configuration to configure out: each that
+/// registered once and whose member key is gone (its lease ran out) or is
+/// held by another incarnation than the configured one (a restarted
+/// process took it, which it does only once its predecessor's lease ran
+/// out, so that predecessor is fenced).
+fn gone(snap: &store::Snapshot) -> u32 {
+    let mut gone = snap.config.live & snap.joined & !snap.members;
+    for n in 0..super::NODES_MAX {
+        let configured = configured_incarnation(&snap.config, n as NodeId, snap.first_inc[n]);
+        let held = snap.member_inc[n];
+        if snap.joined & (1 << n) != 0 && configured.is_some_and(|c| held.is_some_and(|h| h != c)) {
+            gone |= 1 << n;
+        }
+    }
+    gone
+}
+
+/// Takes this process's incarnation, registers it under `lease` and creates
+/// or reads the configuration; the process is admitted (not joining) if
+/// that configuration holds this node with this incarnation and it holds
+/// the member key (`ttl_s` of the answer is left 0).
 async fn join(
     client: &mut Client,
     keys: &ClusterKeys,
     s: &EtcdSettings,
     lease: i64,
     rpc: Duration,
-) -> Result<Configuration, EtcdError> {
-    store::register(client, keys, s.node, lease, s.incarnation, rpc)
-        .await
-        .map_err(EtcdError::store)?;
+) -> Result<Ready, EtcdError> {
     let (config, _) = store::init_config(client, keys, s.nodes, rpc)
         .await
         .map_err(EtcdError::store)?;
-    if !config.contains(s.node) {
-        return Err(EtcdError::NotInConfiguration {
-            node: s.node,
-            epoch: config.epoch,
-        });
-    }
-    Ok(config)
+    let inc = store::next_incarnation(client, keys, s.node, s.incarnation, rpc)
+        .await
+        .map_err(EtcdError::store)?;
+    let reg = store::register(client, keys, s.node, lease, inc, rpc)
+        .await
+        .map_err(EtcdError::store)?;
+    let admitted =
+        reg.holds_member && configured_incarnation(&config, s.node, reg.first) == Some(inc);
+    Ok(Ready {
+        ttl_s: 0,
+        config,
+        incarnation: inc,
+        joining: !admitted,
+        first: reg.first,
+    })
 }

@@ -5,9 +5,11 @@
 //!
 //! | key | value | lease |
 //! |---|---|---|
-//! | `config` | [`ConfigRecord`] as JSON `{"epoch":E,"live":MASK}` | none; changed only by a transaction comparing its mod revision |
-//! | `members/<node>` | the node's incarnation (decimal) | the node's lease: deleted by etcd when the lease runs out |
-//! | `joined/<node>` | empty | none: the node registered once, so a missing `members/<node>` means its lease ran out |
+//! | `config` | [`ConfigRecord`] as JSON `{"epoch":E,"live":MASK,"copying":MASK,"since":[..],"incarnation":[..]}` (the last three optional) | none; changed only by a transaction comparing its mod revision |
+//! | `members/<node>` | the incarnation of the process holding it (decimal) | that process's lease: deleted by etcd when the lease runs out; created only while absent, so a restarted process takes it only once its predecessor's lease ran out |
+//! | `joined/<node>` | the node's *first* incarnation (decimal; empty in clusters older than rejoin) | none: created once, at the first registration; a configuration's `incarnation[node] = 0` means this one |
+//! | `joining/<node>` | the incarnation of a restarted process waiting for `members/<node>` | that process's lease |
+//! | `incarnations/<node>` | the last incarnation handed out for the node (decimal) | none; raised by compare-and-swap at every connect, so incarnations only grow |
 //! | `suspects/<suspect>/<reporter>` | empty | the reporter's lease |
 
 use splitkv_layout::wire::NodeId;
@@ -62,6 +64,16 @@ impl ClusterKeys {
         format!("{}joined/{node}", self.prefix)
     }
 
+    /// `/<cluster>/joining/<node>`.
+    pub fn joining(&self, node: NodeId) -> String {
+        format!("{}joining/{node}", self.prefix)
+    }
+
+    /// `/<cluster>/incarnations/<node>` (the node's incarnation counter).
+    pub fn incarnations(&self, node: NodeId) -> String {
+        format!("{}incarnations/{node}", self.prefix)
+    }
+
     /// `/<cluster>/suspects/<suspect>/` (the prefix of the reports on `suspect`).
     pub fn suspects_of(&self, suspect: NodeId) -> String {
         format!("{}suspects/{suspect}/", self.prefix)
@@ -75,22 +87,133 @@ impl ClusterKeys {
     /// A node mask from keys under `prefix` whose last component is a node
     /// id below [`NODES_MAX`]; other keys are ignored.
     pub fn node_mask<'a>(prefix: &str, keys: impl Iterator<Item = &'a [u8]>) -> u32 {
-        keys.filter_map(|k| std::str::from_utf8(k).ok())
-            .filter_map(|k| k.strip_prefix(prefix))
-            .filter_map(|id| id.parse::<usize>().ok())
-            .filter(|&id| id < NODES_MAX)
+        keys.filter_map(|k| Self::node_of(prefix, k))
             .fold(0u32, |m, id| m | 1 << id)
+    }
+
+    /// The node id a key under `prefix` names (below [`NODES_MAX`]), if any.
+    pub fn node_of(prefix: &str, key: &[u8]) -> Option<usize> {
+        let id = std::str::from_utf8(key).ok()?.strip_prefix(prefix)?;
+        id.parse::<usize>().ok().filter(|&id| id < NODES_MAX)
+    }
+
+    /// Per node, the incarnation stored as the value of its key under
+    /// `prefix` (`None`: no key, or a value that is not a decimal `u32`,
+    /// such as the empty `joined/<node>` of clusters older than rejoin).
+    pub fn incarnations_of<'a>(
+        prefix: &str,
+        kvs: impl Iterator<Item = (&'a [u8], &'a [u8])>,
+    ) -> [Option<u32>; NODES_MAX] {
+        let mut out = [None; NODES_MAX];
+        for (k, v) in kvs {
+            if let Some(n) = Self::node_of(prefix, k) {
+                out[n] = parse_incarnation(v);
+            }
+        }
+        out
     }
 }
 
-/// The configuration as stored under `/<cluster>/config`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+/// The incarnation of `node` configuration `c` admits, if `node` is in it:
+/// `c.incarnation[node]`, or where that is 0 (the node never rejoined) its
+/// first incarnation `first` (the value of `joined/<node>`; `None` when not
+/// known, as in clusters older than rejoin: then any incarnation is taken
+/// as the configured one, the behaviour before rejoin).
+pub fn configured_incarnation(c: &Configuration, node: NodeId, first: Option<u32>) -> Option<u32> {
+    if !c.contains(node) {
+        return None;
+    }
+    match c.incarnation[node as usize] {
+        0 => first,
+        inc => Some(inc),
+    }
+}
+
+/// A stored incarnation: a decimal `u32` (`None` otherwise).
+pub fn parse_incarnation(v: &[u8]) -> Option<u32> {
+    std::str::from_utf8(v).ok()?.parse().ok()
+}
+
+/// Why a stored configuration record is unusable.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum RecordError {
+    /// Not JSON of the record's shape (the parser's reason).
+    #[error("not a configuration record: {0}")]
+    Shape(String),
+    /// Epoch 0 (the first is 1).
+    #[error("epoch 0 (the first is 1)")]
+    EpochZero,
+    /// A node set names nodes outside the cluster.
+    #[error("{what} set {mask:#x} names nodes outside a cluster of {nodes}")]
+    OutsideCluster {
+        /// `live` or `copying`.
+        what: &'static str,
+        /// The stored mask.
+        mask: u32,
+        /// Nodes in the cluster.
+        nodes: usize,
+    },
+    /// Copying nodes that are not live.
+    #[error("copying set {copying:#x} is not within the live set {live:#x}")]
+    CopyingNotLive {
+        /// The stored copying mask.
+        copying: u32,
+        /// The stored live mask.
+        live: u32,
+    },
+    /// A per-node array longer than the cluster.
+    #[error("{what} has {len} entries for a cluster of {nodes}")]
+    TooLong {
+        /// `since` or `incarnation`.
+        what: &'static str,
+        /// Its length.
+        len: usize,
+        /// Nodes in the cluster.
+        nodes: usize,
+    },
+    /// A node a replica from an epoch later than the record's.
+    #[error("since[{node}] = {since} is later than epoch {epoch}")]
+    SinceAfterEpoch {
+        /// The node.
+        node: usize,
+        /// Its stored `since`.
+        since: u32,
+        /// The record's epoch.
+        epoch: u32,
+    },
+}
+
+/// The configuration as stored under `/<cluster>/config`: every field of
+/// [`Configuration`], the per-node arrays cut after the last entry that is
+/// not 0 (absent fields read as none copying, since 0, incarnation 0, as
+/// written by clusters older than rejoin).
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ConfigRecord {
     /// [`Configuration::epoch`].
     pub epoch: u32,
     /// [`Configuration::live`] (bit `n` for node `n`).
     pub live: u32,
+    /// [`Configuration::copying`] (a subset of `live`).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub copying: u32,
+    /// [`Configuration::since`], per node id (at most the cluster's nodes).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub since: Vec<u32>,
+    /// [`Configuration::incarnation`], per node id (at most the cluster's
+    /// nodes; 0: the node's first incarnation, the value of `joined/<node>`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub incarnation: Vec<u32>,
+}
+
+fn is_zero(v: &u32) -> bool {
+    *v == 0
+}
+
+/// `a` without its trailing zeros.
+fn trimmed(a: &[u32]) -> Vec<u32> {
+    let len = a.iter().rposition(|&v| v != 0).map_or(0, |i| i + 1);
+    a[..len].to_vec()
 }
 
 impl ConfigRecord {
@@ -99,32 +222,63 @@ impl ConfigRecord {
         let r = ConfigRecord {
             epoch: c.epoch,
             live: c.live,
+            copying: c.copying,
+            since: trimmed(&c.since),
+            incarnation: trimmed(&c.incarnation),
         };
-        // A struct of two integers always serializes.
+        // Integers and arrays of integers always serialize.
         serde_json::to_vec(&r).unwrap_or_default()
     }
 
     /// Decodes a stored record for a cluster of `nodes` nodes.
     ///
     /// # Errors
-    /// A sentence saying why: not JSON of this shape, epoch 0, or a live
-    /// node outside the cluster.
-    pub fn decode(bytes: &[u8], nodes: usize) -> Result<Configuration, String> {
-        let r: ConfigRecord = serde_json::from_slice(bytes).map_err(|e| e.to_string())?;
+    /// [`RecordError`]: not JSON of this shape, epoch 0, node sets outside
+    /// the cluster or copying nodes not live, per-node arrays longer than
+    /// the cluster, or a `since` later than the epoch.
+    pub fn decode(bytes: &[u8], nodes: usize) -> Result<Configuration, RecordError> {
+        let r: ConfigRecord =
+            serde_json::from_slice(bytes).map_err(|e| RecordError::Shape(e.to_string()))?;
         if r.epoch == 0 {
-            return Err("epoch 0 (the first is 1)".into());
+            return Err(RecordError::EpochZero);
         }
+        let nodes = nodes.min(NODES_MAX);
         let all = Configuration::initial(nodes).live;
-        if r.live & !all != 0 {
-            return Err(format!(
-                "live set {:#x} names nodes outside a cluster of {nodes}",
-                r.live
-            ));
+        for (what, mask) in [("live", r.live), ("copying", r.copying)] {
+            if mask & !all != 0 {
+                return Err(RecordError::OutsideCluster { what, mask, nodes });
+            }
         }
-        Ok(Configuration {
+        if r.copying & !r.live != 0 {
+            return Err(RecordError::CopyingNotLive {
+                copying: r.copying,
+                live: r.live,
+            });
+        }
+        let mut c = Configuration {
             epoch: r.epoch,
             live: r.live,
+            copying: r.copying,
             ..Default::default()
-        })
+        };
+        for (what, from, to) in [
+            ("since", &r.since, &mut c.since),
+            ("incarnation", &r.incarnation, &mut c.incarnation),
+        ] {
+            if from.len() > nodes {
+                let len = from.len();
+                return Err(RecordError::TooLong { what, len, nodes });
+            }
+            to[..from.len()].copy_from_slice(from);
+        }
+        if let Some(node) = c.since.iter().position(|&s| s > c.epoch) {
+            let (since, epoch) = (c.since[node], c.epoch);
+            return Err(RecordError::SinceAfterEpoch { node, since, epoch });
+        }
+        Ok(c)
     }
 }
+
+#[cfg(test)]
+#[path = "keys_tests.rs"]
+mod tests;

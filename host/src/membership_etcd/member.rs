@@ -2,6 +2,7 @@
 //! [`Membership`] a [`splitkv_nic::membership::MembershipAgent`] drives).
 
 use super::driver::{self, Command, Counters, Notice};
+use super::keys::configured_incarnation;
 use super::{believed_lease_ns, EtcdError, EtcdSettings, EtcdStats, FailStop};
 use super::{COMMANDS_MAX, NOTICES_MAX};
 use crossbeam::channel::{bounded, Receiver, Sender, TrySendError};
@@ -18,12 +19,41 @@ use std::time::Duration;
 /// Renew every [`EtcdMember::renew_every_ns`]; a node must stop serving once
 /// [`EtcdMember::fail_stop`] says so (or [`Membership::renew`] answers
 /// [`MembershipError::Removed`]).
+///
+/// **Incarnations.** [`EtcdMember::connect`] takes this process's
+/// incarnation, [`EtcdMember::incarnation`]: the given
+/// [`EtcdSettings::incarnation`] raised above every earlier incarnation of
+/// the node (a counter in etcd), so it strictly grows per node even when the
+/// wall clock steps back. The NIC runtime of the process must use this one.
+///
+/// **A restarted node** (issue 12; the same behaviour as a restarted
+/// `splitkv_sim::membership::SimMember`): a process whose incarnation the
+/// stored configuration does not hold — the node was configured out, or
+/// its predecessor (a killed process) is still in — connects *joining*
+/// ([`EtcdMember::joining`]): it holds a lease (renew it as usual;
+/// [`Membership::renew`] is `Ok` and [`EtcdMember::fail_stop`] is `None`
+/// while the lease holds), [`Membership::current`] is the empty
+/// configuration of epoch 0, and [`Membership::poll`] returns nothing until
+/// a configuration admits this node with this incarnation, *copying*
+/// (`Configuration::rejoining`). Its driver gets it there: it waits until
+/// the predecessor's lease ran out in etcd (never earlier: fencing), lets
+/// the survivors (or does itself) configure the predecessor out, then
+/// installs the rejoining configuration. Once the node is copied, the
+/// agent's [`Membership::report_caught_up`] with the epoch of the copy
+/// makes it a replica (`Configuration::caught_up`) if that epoch is still
+/// the stored one. A node the stored configuration holds with this
+/// incarnation — the first start of each node: a configuration's
+/// incarnation 0 is the node's first registered incarnation — is admitted
+/// at once, as before rejoin.
 pub struct EtcdMember {
     node: NodeId,
     nodes: usize,
     rpc_ns: Nanos,
     believed_ns: Nanos,
     config: Configuration,
+    incarnation: u32,
+    first: Option<u32>,
+    joining: bool,
     returned_epoch: u32,
     lease_until: Nanos,
     lease_lost: bool,
@@ -56,8 +86,9 @@ impl EtcdMember {
     /// # Errors
     /// [`EtcdError::Settings`] / [`EtcdError::ClusterName`] for bad settings;
     /// [`EtcdError::Unreachable`] if etcd does not answer;
-    /// [`EtcdError::NotInConfiguration`] if the stored configuration leaves
-    /// this node out; [`EtcdError::Store`] / [`EtcdError::Thread`] otherwise.
+    /// [`EtcdError::Store`] / [`EtcdError::Thread`] otherwise. A node the
+    /// stored configuration does not admit is no error: it joins (see
+    /// [`EtcdMember`]).
     pub fn connect(s: EtcdSettings, now: Nanos) -> Result<EtcdMember, EtcdError> {
         s.check()?;
         let (node, nodes, rpc_ms, start_ms) =
@@ -105,7 +136,14 @@ impl EtcdMember {
             nodes,
             rpc_ns: rpc_ms * 1_000_000,
             believed_ns,
-            config: ready.config,
+            config: if ready.joining {
+                Configuration::default()
+            } else {
+                ready.config
+            },
+            incarnation: ready.incarnation,
+            first: ready.first,
+            joining: ready.joining,
             returned_epoch: Configuration::initial(0).epoch,
             lease_until: now.saturating_add(believed_ns),
             lease_lost: false,
@@ -127,8 +165,9 @@ impl EtcdMember {
 
     /// Why this node must stop serving at `now`, if it must: its believed
     /// lease ran out, etcd reported it gone, or a configuration left it out.
+    /// A joining node is not removed: only its lease counts.
     pub fn fail_stop(&self, now: Nanos) -> Option<FailStop> {
-        if !self.config.contains(self.node) {
+        if !self.joining && !self.admits(&self.config) {
             return Some(FailStop::Removed {
                 epoch: self.config.epoch,
             });
@@ -139,6 +178,25 @@ impl EtcdMember {
         (now >= self.lease_until).then_some(FailStop::LeaseExpired {
             lease_until: self.lease_until,
         })
+    }
+
+    /// This process's incarnation (strictly greater than every earlier
+    /// incarnation of this node; see [`EtcdMember`]).
+    pub fn incarnation(&self) -> u32 {
+        self.incarnation
+    }
+
+    /// Whether this node is still joining: no configuration admitted it yet
+    /// (see [`EtcdMember`]). Up to date as of the last call of
+    /// [`Membership::poll`], [`Membership::renew`] or
+    /// [`Membership::report_caught_up`].
+    pub fn joining(&self) -> bool {
+        self.joining
+    }
+
+    /// Whether `c` holds this node with this process's incarnation.
+    fn admits(&self, c: &Configuration) -> bool {
+        configured_incarnation(c, self.node, self.first) == Some(self.incarnation)
     }
 
     /// Counters so far.
@@ -153,6 +211,11 @@ impl EtcdMember {
             installs_lost: get(&c.installs_lost),
             notices_dropped: get(&c.notices_dropped),
             commands_dropped: self.commands_dropped,
+            joins: get(&c.joins),
+            joins_deferred: get(&c.joins_deferred),
+            join_conflicts: get(&c.join_conflicts),
+            caught_up_taken: get(&c.caught_up_taken),
+            caught_up_stale: get(&c.caught_up_stale),
         }
     }
 
@@ -195,7 +258,13 @@ impl EtcdMember {
                 }
                 Notice::RenewFailed => self.renew_sent = None,
                 Notice::LeaseGone => self.lease_lost = true,
-                Notice::Config(c) if c.epoch > self.config.epoch => self.config = c,
+                // A restarted node takes no configuration before one that
+                // admits it.
+                Notice::Config(c) if self.joining && !self.admits(&c) => {}
+                Notice::Config(c) if c.epoch > self.config.epoch => {
+                    self.config = c;
+                    self.joining = false;
+                }
                 Notice::Config(_) => {}
             }
         }
@@ -267,13 +336,16 @@ impl Membership for EtcdMember {
         })
     }
 
-    /// Not yet taken to etcd: node processes do not rejoin yet (issue 12,
-    /// open), so no node process is ever copied and this is never called
-    /// with a copy to report. Answers [`MembershipError::Busy`] so that a
-    /// call would be seen (counted as refused by the agent) without
-    /// stopping the node.
-    fn report_caught_up(&mut self, _epoch: u32, _now: Nanos) -> Result<(), MembershipError> {
-        Err(MembershipError::Busy { max: 0 })
+    /// Queues the report to the driver, which installs
+    /// `Configuration::caught_up` for this node if the stored configuration
+    /// is still `epoch` with this node copying, and otherwise ignores the
+    /// report (counted in [`EtcdStats::caught_up_stale`]).
+    ///
+    /// # Errors
+    /// [`MembershipError::Busy`] if the command queue is full.
+    fn report_caught_up(&mut self, epoch: u32, _now: Nanos) -> Result<(), MembershipError> {
+        self.drain();
+        self.send(Command::CaughtUp { epoch })
     }
 }
 

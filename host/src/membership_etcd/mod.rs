@@ -66,7 +66,12 @@ pub const COMMANDS_MAX: usize = 64;
 pub const NOTICES_MAX: usize = 64;
 /// Etcd calls at start-up (connect, lease grant, register, create and read
 /// the configuration): each may take a share of the start timeout.
-pub const START_RPCS_MAX: u32 = 5;
+pub const START_RPCS_MAX: u32 = 10;
+/// Compare-and-swap tries on a node's incarnation counter at connect.
+pub const INCARNATION_TRIES_MAX: u32 = 4;
+/// Compare-and-swap tries of one caught-up report (a conflict re-reads
+/// the configuration, whose epoch has then moved on: the report is stale).
+pub const CAUGHT_UP_TRIES_MAX: u32 = 2;
 /// Default bound on the whole start-up (ms): no lease is held yet, so it
 /// may be longer than an RPC timeout (a freshly started etcd is slow).
 pub const START_TIMEOUT_MS_DEFAULT: u64 = 5_000;
@@ -96,7 +101,9 @@ pub struct EtcdSettings {
     /// [`START_TIMEOUT_MS_MAX`]); each start-up call gets a
     /// [`START_RPCS_MAX`]th of it.
     pub start_timeout_ms: u64,
-    /// This process's incarnation (stored in its member key).
+    /// This process's incarnation as given (e.g. the wall clock at start):
+    /// the one used is `max(given, last + 1)` over the node's earlier
+    /// incarnations, at most `u32::MAX` ([`EtcdMember::incarnation`]).
     pub incarnation: u64,
 }
 
@@ -199,8 +206,9 @@ pub enum EtcdError {
     /// The cluster name cannot be a key prefix.
     #[error("etcd membership: cluster name {0:?} must be 1-64 bytes without '/'")]
     ClusterName(String),
-    /// The stored configuration leaves this node out: it must rejoin as a
-    /// new incarnation.
+    /// The stored configuration leaves this node out. No longer returned:
+    /// such a node now joins ([`EtcdMember::joining`]); kept so callers that
+    /// match on it still build.
     #[error("node {node} is not in the stored configuration (epoch {epoch})")]
     NotInConfiguration {
         /// This node.
@@ -265,6 +273,20 @@ pub struct EtcdStats {
     pub notices_dropped: u64,
     /// Requests dropped at [`COMMANDS_MAX`].
     pub commands_dropped: u64,
+    /// Configurations admitting this (restarted) node that it installed.
+    pub joins: u64,
+    /// Polls at which this joining node had to wait: its predecessor's
+    /// lease still held the member key, or the predecessor was still in
+    /// the configuration (then this node configured it out).
+    pub joins_deferred: u64,
+    /// Join installs that lost the compare-and-swap (retried at the next
+    /// poll).
+    pub join_conflicts: u64,
+    /// Caught-up reports that made this node a replica.
+    pub caught_up_taken: u64,
+    /// Caught-up reports ignored: the epoch had moved on, or this node was
+    /// not copying (or not admitted) then.
+    pub caught_up_stale: u64,
 }
 
 mod member;

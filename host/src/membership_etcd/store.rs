@@ -1,17 +1,20 @@
 //! The etcd operations of the membership (async, run only on the driver
 //! thread or inside [`ConfigStore`]'s own runtime): create the first
-//! configuration, register a member, read a snapshot, install the next
+//! configuration, hand out the next incarnation, register a member (or a
+//! restarted process waiting for its predecessor's lease to run out), read
+//! a snapshot, install the next
 //! configuration by compare-and-swap on the configuration key's mod
 //! revision, so two nodes never install two configurations for one epoch.
 
-use super::keys::{ClusterKeys, ConfigRecord};
-use super::EtcdError;
+use super::keys::{parse_incarnation, ClusterKeys, ConfigRecord};
+use super::{EtcdError, INCARNATION_TRIES_MAX};
 use etcd_client::{
     Client, Compare, CompareOp, ConnectOptions, DeleteOptions, GetOptions, PutOptions, Txn, TxnOp,
     TxnOpResponse,
 };
 use splitkv_layout::wire::NodeId;
 use splitkv_nic::membership::Configuration;
+use splitkv_nic::NODES_MAX;
 use std::future::Future;
 use std::time::Duration;
 
@@ -62,6 +65,10 @@ pub(crate) struct Snapshot {
     pub members: u32,
     /// Nodes that registered once.
     pub joined: u32,
+    /// Per node, the incarnation holding its member key.
+    pub member_inc: [Option<u32>; NODES_MAX],
+    /// Per node, its first incarnation (`joined/<node>`).
+    pub first_inc: [Option<u32>; NODES_MAX],
     /// Reports naming the reading node as a suspect.
     pub suspected_by: i64,
 }
@@ -99,31 +106,125 @@ pub(crate) async fn read_config(
     Ok((c, kv.mod_revision()))
 }
 
-/// Registers `node` under `lease`: its member key (deleted with the lease)
-/// and its joined key (kept), and clears the suspect reports on it (they
-/// named an earlier incarnation).
+/// Hands out node `node`'s next incarnation: `max(last + 1, given, 1)`
+/// where `last` is the value of `incarnations/<node>`, stored back by a
+/// compare-and-swap on that key's mod revision (at most
+/// [`INCARNATION_TRIES_MAX`] tries), so incarnations of one node only grow,
+/// even when the wall clock that gave `given` stepped back.
+pub(crate) async fn next_incarnation(
+    client: &mut Client,
+    keys: &ClusterKeys,
+    node: NodeId,
+    given: u64,
+    rpc: Duration,
+) -> Result<u32, StoreError> {
+    let key = keys.incarnations(node);
+    let given = given.min(u64::from(u32::MAX)) as u32;
+    for _ in 0..INCARNATION_TRIES_MAX {
+        let r = timed(rpc, client.get(key.clone(), None)).await?;
+        let (last, rev) = match r.kvs().first() {
+            Some(kv) => {
+                let last = parse_incarnation(kv.value())
+                    .ok_or_else(|| StoreError::Corrupt(format!("{key}: not an incarnation")))?;
+                (last, kv.mod_revision())
+            }
+            None => (0, 0),
+        };
+        let next = last
+            .checked_add(1)
+            .ok_or_else(|| StoreError::Corrupt(format!("{key}: incarnations exhausted")))?
+            .max(given);
+        let txn = Txn::new()
+            .when([Compare::mod_revision(key.clone(), CompareOp::Equal, rev)])
+            .and_then([TxnOp::put(key.clone(), next.to_string(), None)]);
+        if timed(rpc, client.txn(txn)).await?.succeeded() {
+            return Ok(next);
+        }
+    }
+    Err(StoreError::Corrupt(format!(
+        "{key}: {INCARNATION_TRIES_MAX} compare-and-swap conflicts"
+    )))
+}
+
+/// What registering found.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Registered {
+    /// The node's first incarnation (the value of `joined/<node>`; `None`
+    /// for the empty value of clusters older than rejoin).
+    pub first: Option<u32>,
+    /// Whether this process holds `members/<node>` (otherwise an earlier
+    /// incarnation's lease still holds it and this one waits under
+    /// `joining/<node>`).
+    pub holds_member: bool,
+}
+
+/// Registers incarnation `incarnation` of `node` under `lease`: creates
+/// `joined/<node>` with it if this is the node's first registration ever,
+/// then takes the member key ([`take_member`]) or, while an earlier
+/// incarnation's lease still holds it, waits under `joining/<node>`.
 pub(crate) async fn register(
     client: &mut Client,
     keys: &ClusterKeys,
     node: NodeId,
     lease: i64,
-    incarnation: u64,
+    incarnation: u32,
     rpc: Duration,
-) -> Result<(), StoreError> {
-    let txn = Txn::new().and_then([
-        TxnOp::put(
-            keys.member(node),
-            incarnation.to_string(),
-            Some(PutOptions::new().with_lease(lease)),
-        ),
-        TxnOp::put(keys.joined_node(node), "", None),
-        TxnOp::delete(
-            keys.suspects_of(node),
-            Some(DeleteOptions::new().with_prefix()),
-        ),
-    ]);
+) -> Result<Registered, StoreError> {
+    let joined = keys.joined_node(node);
+    let txn = Txn::new()
+        .when([Compare::create_revision(
+            joined.clone(),
+            CompareOp::Equal,
+            0,
+        )])
+        .and_then([TxnOp::put(joined.clone(), incarnation.to_string(), None)]);
     timed(rpc, client.txn(txn)).await?;
-    Ok(())
+    let holds_member = take_member(client, keys, node, lease, incarnation, rpc).await?;
+    if !holds_member {
+        let opts = PutOptions::new().with_lease(lease);
+        let put = client.put(keys.joining(node), incarnation.to_string(), Some(opts));
+        timed(rpc, put).await?;
+    }
+    let r = timed(rpc, client.get(joined, None)).await?;
+    let first = r.kvs().first().and_then(|kv| parse_incarnation(kv.value()));
+    Ok(Registered {
+        first,
+        holds_member,
+    })
+}
+
+/// Takes `members/<node>` for `incarnation` under `lease` if no process
+/// holds it (its last holder's lease ran out, or none ever did), clearing
+/// the `joining/<node>` wait and the suspect reports on the node (they
+/// named an earlier incarnation). Returns whether this call took it.
+pub(crate) async fn take_member(
+    client: &mut Client,
+    keys: &ClusterKeys,
+    node: NodeId,
+    lease: i64,
+    incarnation: u32,
+    rpc: Duration,
+) -> Result<bool, StoreError> {
+    let member = keys.member(node);
+    let txn = Txn::new()
+        .when([Compare::create_revision(
+            member.clone(),
+            CompareOp::Equal,
+            0,
+        )])
+        .and_then([
+            TxnOp::put(
+                member,
+                incarnation.to_string(),
+                Some(PutOptions::new().with_lease(lease)),
+            ),
+            TxnOp::delete(keys.joining(node), None),
+            TxnOp::delete(
+                keys.suspects_of(node),
+                Some(DeleteOptions::new().with_prefix()),
+            ),
+        ]);
+    Ok(timed(rpc, client.txn(txn)).await?.succeeded())
 }
 
 /// Records that `reporter` suspects `suspect` (under the reporter's lease).
@@ -144,8 +245,8 @@ pub(crate) async fn report_suspect(
     Ok(())
 }
 
-/// Reads the configuration, the member and joined sets and the reports on
-/// `node`, in one transaction.
+/// Reads the configuration, the member and joined keys (with their
+/// incarnations) and the reports on `node`, in one transaction.
 pub(crate) async fn snapshot(
     client: &mut Client,
     keys: &ClusterKeys,
@@ -153,7 +254,7 @@ pub(crate) async fn snapshot(
     nodes: usize,
     rpc: Duration,
 ) -> Result<Snapshot, StoreError> {
-    let prefix = || Some(GetOptions::new().with_prefix().with_keys_only());
+    let prefix = || Some(GetOptions::new().with_prefix());
     let txn = Txn::new().and_then([
         TxnOp::get(keys.config(), None),
         TxnOp::get(keys.members(), prefix()),
@@ -187,11 +288,16 @@ pub(crate) async fn snapshot(
     let mask = |prefix: String, g: &etcd_client::GetResponse| {
         ClusterKeys::node_mask(&prefix, g.kvs().iter().map(|kv| kv.key()))
     };
+    let incs = |prefix: String, g: &etcd_client::GetResponse| {
+        ClusterKeys::incarnations_of(&prefix, g.kvs().iter().map(|kv| (kv.key(), kv.value())))
+    };
     Ok(Snapshot {
         config: c,
         rev: kv.mod_revision(),
         members: mask(keys.members(), members),
         joined: mask(keys.joined(), joined),
+        member_inc: incs(keys.members(), members),
+        first_inc: incs(keys.joined(), joined),
         suspected_by: suspects.count(),
     })
 }

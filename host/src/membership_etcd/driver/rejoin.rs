@@ -1,0 +1,100 @@
+//! The driver's side of rejoin (issue 12; the simulated manager's `Join`
+//! and `CaughtUp` requests, `splitkv_sim::membership`), one step per poll:
+//!
+//! 1. A restarted process whose predecessor's lease still holds
+//!    `members/<node>` waits (deferred, counted) until etcd deletes that key
+//!    when the lease runs out, then takes it — never earlier, so the
+//!    predecessor, which believes in its lease only while etcd still holds
+//!    it, has stopped serving (fencing).
+//! 2. If the configuration still holds the predecessor (the survivors have
+//!    not configured it out yet), it installs the configuration without it
+//!    (also deferred and counted; the survivors may win that race).
+//! 3. Then it installs `config.rejoining(node, incarnation)` by a
+//!    compare-and-swap on the configuration key's mod revision; a conflict
+//!    is counted and retried at the next poll (one try per poll).
+//!
+//! A caught-up report installs `config.caught_up(node)` if the stored
+//! configuration still has the report's epoch and this node copying.
+
+use super::{bump, store, Driver, Notice};
+use crate::membership_etcd::keys::configured_incarnation;
+use crate::membership_etcd::CAUGHT_UP_TRIES_MAX;
+use splitkv_nic::membership::Configuration;
+
+impl Driver {
+    /// Whether `c` admits this process (holds this node with its incarnation).
+    pub(super) fn admits(&self, c: &Configuration, first: Option<u32>) -> bool {
+        configured_incarnation(c, self.s.node, first) == Some(self.inc)
+    }
+
+    /// One step of the join (module docs) on snapshot `snap`.
+    pub(super) async fn join_step(&mut self, snap: &store::Snapshot) {
+        let (rpc, node) = (self.rpc(), self.s.node);
+        let me = node as usize;
+        if snap.member_inc[me] != Some(self.inc) {
+            let (c, k, lease, inc) = (&mut self.client, &self.keys, self.lease, self.inc);
+            match store::take_member(c, k, node, lease, inc, rpc).await {
+                // The next snapshot shows it.
+                Ok(true) => {}
+                Ok(false) => bump(&self.counters.joins_deferred),
+                Err(e) => self.counters.error("member key take", &e),
+            }
+            return;
+        }
+        let c = snap.config;
+        if self.admits(&c, snap.first_inc[me]) {
+            // Admitted by an install whose answer was lost.
+            self.admitted(c);
+            return;
+        }
+        if c.contains(node) {
+            // The predecessor is still in; its lease ran out (this process
+            // holds the member key), so it may be configured out.
+            bump(&self.counters.joins_deferred);
+            self.install(snap.rev, c.without(1 << node), |c| &c.installs_won)
+                .await;
+            return;
+        }
+        let Some(next) = c.rejoining(node, self.inc) else {
+            return;
+        };
+        if self.install(snap.rev, next, |c| &c.joins).await {
+            self.admitted(next);
+        } else {
+            bump(&self.counters.join_conflicts);
+        }
+    }
+
+    /// The join is done: `c` admits this process.
+    fn admitted(&mut self, c: Configuration) {
+        self.joining = false;
+        if c.epoch > self.known_epoch && self.notify(Notice::Config(c)) {
+            self.known_epoch = c.epoch;
+        }
+    }
+
+    /// This node's copy is done as of configuration `epoch`: installs
+    /// `caught_up(node)` if the stored configuration is still that epoch
+    /// with this process copying; otherwise the report is stale (counted).
+    pub(super) async fn caught_up(&mut self, epoch: u32) {
+        let (rpc, node, nodes) = (self.rpc(), self.s.node, self.s.nodes);
+        for _ in 0..CAUGHT_UP_TRIES_MAX {
+            if self.joining {
+                break;
+            }
+            let (c, rev) = match store::read_config(&mut self.client, &self.keys, nodes, rpc).await
+            {
+                Ok(r) => r,
+                Err(e) => return self.counters.error("configuration read", &e),
+            };
+            let next = c
+                .caught_up(node)
+                .filter(|_| c.epoch == epoch && c.incarnation[node as usize] == self.inc);
+            let Some(next) = next else { break };
+            if self.install(rev, next, |c| &c.caught_up_taken).await {
+                return;
+            }
+        }
+        bump(&self.counters.caught_up_stale);
+    }
+}
