@@ -233,6 +233,7 @@ impl Deployed {
         let load = serde_json::to_value(LoadRequest {
             version: PROTOCOL_VERSION,
             workload,
+            rejoin: false,
         })
         .map_err(|e| Failure::Internal(e.to_string()))?;
         let bar = ProgressBar::new(self.nodes() as u64).with_style(
