@@ -28,10 +28,15 @@
 //! node's results are collected as usual, and the run ends only once the
 //! node serves again. The report says when, whether it serves again, and
 //! what the cluster committed after it.
+//!
+//! `--restart NODE@SECS` (with `--kill` of that node) starts it again
+//! ([`restart`]): it rejoins empty, is copied, and the run ends once it is
+//! a replica again; its rows are then checked like every node's.
 
 mod http;
 mod nic_crash;
 mod report;
+mod restart;
 mod spawn;
 
 use crate::cli::{ClusterArgs, HistoryBenchArgs, KillAt, SmallbankArgs};
@@ -85,6 +90,12 @@ struct Deployed {
     committed_by_node: Vec<u64>,
     /// `--nic-crash`, and what came of it.
     nic_crash: Option<NicCrash>,
+    /// `--restart`, and what came of it.
+    restart: Option<restart::Restart>,
+    /// When a survivor's recovery first resumed after the kill.
+    resumed_after_kill: Option<Duration>,
+    /// The `/load` body every node got (a restarted node gets it again).
+    load_body: Option<Value>,
 }
 
 fn bad(e: impl std::fmt::Display) -> Failure {
@@ -119,7 +130,15 @@ impl Deployed {
                 serving_at: None,
                 status: Value::Null,
             }),
+            restart: args.restart.map(restart::Restart::new),
+            resumed_after_kill: None,
+            load_body: None,
         };
+        if let (Some(r), Some(k)) = (args.restart, args.kill) {
+            if r.node != k.node || r.after <= k.after {
+                return Err(bad("--restart must name the --kill node, after the kill"));
+            }
+        }
         if let Some(k) = args.nic_crash {
             if !d.config.nodes.iter().any(|n| n.id == k.node) {
                 return Err(bad(format!("--nic-crash: no node {} in the file", k.node)));
@@ -217,8 +236,12 @@ impl Deployed {
         Some(dir.join(format!("journal-{node}.log")))
     }
 
-    /// The dead nodes (killed by `--kill`).
+    /// The dead nodes (killed by `--kill`, unless `--restart` made it a
+    /// replica again).
     fn failed(&self) -> NodeMask {
+        if self.restored() {
+            return NodeMask::EMPTY;
+        }
         self.killed
             .map_or(NodeMask::EMPTY, |(n, _)| NodeMask::EMPTY.with(n))
     }
@@ -240,6 +263,7 @@ impl Deployed {
             ProgressStyle::with_template("loading  {bar:40} {pos}/{len} nodes {elapsed}")
                 .expect("valid template"),
         );
+        self.load_body = Some(load.clone());
         for n in 0..self.nodes() {
             let _: LoadAnswer = self.call(n, "POST", "/load", Some(&load))?;
             bar.inc(1);
@@ -253,7 +277,7 @@ impl Deployed {
                 serde_json::to_value(&start).map_err(|e| Failure::Internal(e.to_string()))?;
             let _: StartAnswer = self.call(n, "POST", "/workload/start", Some(&body))?;
         }
-        self.wait(expected, t0)?;
+        self.wait(expected, t0, &start)?;
         let elapsed = t0.elapsed();
         std::thread::sleep(SETTLE);
         let built = workload.build().map_err(bad)?;
@@ -271,8 +295,15 @@ impl Deployed {
             let path = self.journal(n).ok_or_else(|| bad("no journal directory"))?;
             let text = std::fs::read_to_string(&path)
                 .map_err(|e| Failure::Check(format!("journal {}: {e}", path.display())))?;
-            return results_from_journal(built, n, &text)
-                .map_err(|e| Failure::Check(format!("journal {}: {e}", path.display())));
+            let mut r = results_from_journal(built, n, &text)
+                .map_err(|e| Failure::Check(format!("journal {}: {e}", path.display())))?;
+            if self.restored() {
+                // Its old client's history from the journal; its rows from
+                // the process that rejoined.
+                let fresh: Results = self.call(n, "GET", "/results", None)?;
+                r.rows = fresh.rows;
+            }
+            return Ok(r);
         }
         let r: Results = self.call(n, "GET", "/results", None)?;
         if r.version != PROTOCOL_VERSION || r.node != n || !r.done {
@@ -354,7 +385,12 @@ impl Deployed {
     /// Waits until every surviving node's client is done (and the `--kill`
     /// node was killed, the `--nic-crash` node serves again), with a
     /// progress bar.
-    fn wait(&mut self, expected: Duration, t0: Instant) -> Result<(), Failure> {
+    fn wait(
+        &mut self,
+        expected: Duration,
+        t0: Instant,
+        start: &StartRequest,
+    ) -> Result<(), Failure> {
         let bar = ProgressBar::new(expected.as_millis().max(1) as u64).with_style(
             ProgressStyle::with_template("running  {bar:40} {elapsed}/{msg}")
                 .expect("valid template"),
@@ -364,16 +400,22 @@ impl Deployed {
         loop {
             self.kill_if_due(t0.elapsed())?;
             self.nic_crash_if_due(t0.elapsed())?;
+            self.restart_if_due(t0.elapsed(), start)?;
             let mut all = self.kill.is_none() || self.killed.is_some();
             let mut committed = 0;
             let mut seen = self.seen;
             for n in 0..self.nodes() {
-                if self.is_killed(n) {
+                if self.is_killed(n) && !self.is_restarted(n) {
                     continue;
                 }
                 let s: Value = self.call(n, "GET", "/status", None)?;
                 if let Some(f) = s.get("failure").and_then(Value::as_str) {
                     return Err(bad(format!("node {n} failed: {f}")));
+                }
+                if self.is_killed(n) {
+                    // Restarted: no client; its count stays its old one's.
+                    self.note_restart(t0.elapsed(), &s);
+                    continue;
                 }
                 all &= s.get("run_done").and_then(Value::as_bool) == Some(true);
                 all &= self.note_nic_crash(t0.elapsed(), n, &s, None);
@@ -394,6 +436,7 @@ impl Deployed {
             }
             self.committed_around_kill.1 = committed;
             self.note_nic_crash(t0.elapsed(), u16::MAX, &Value::Null, Some(committed));
+            all &= self.restart_settled(t0.elapsed())?;
             if all {
                 break;
             }
@@ -409,7 +452,11 @@ impl Deployed {
 
     /// Samples the timeline (if any) and marks a new epoch or resume.
     fn mark(&mut self, t: Duration, committed: u64, seen: (u64, u64)) {
+        if seen.1 > self.seen.1 && self.killed.is_some() {
+            self.resumed_after_kill.get_or_insert(t);
+        }
         let Some(tl) = self.timeline.as_mut() else {
+            self.seen = seen;
             return;
         };
         tl.sample(t, committed);
@@ -490,6 +537,7 @@ pub fn smallbank(args: &SmallbankArgs) -> Result<(), Failure> {
     d.write_timeline(args.timeline.as_deref())?;
     let (failed, killed, run_dir) = (d.failed(), d.killed_line(), d.run_dir.clone());
     let nic_crash = d.nic_crash.as_ref().and_then(NicCrash::line);
+    let restarted = d.restart_line();
     d.close();
     let mirror = Mirror::new(&workload, nodes, replication, &results)
         .map_err(|e| Failure::Check(e.to_string()))?
@@ -516,6 +564,7 @@ pub fn smallbank(args: &SmallbankArgs) -> Result<(), Failure> {
     }
     report::killed(killed.as_deref(), args.json);
     report::killed(nic_crash.as_deref(), args.json);
+    report::killed(restarted.as_deref(), args.json);
     money.map_err(|e| Failure::Check(e.to_string()))?;
     replicas.map_err(|e| Failure::Check(e.to_string()))?;
     println!("checks: ok");
@@ -570,6 +619,7 @@ pub fn history(args: &HistoryBenchArgs, register: bool) -> Result<(), Failure> {
     d.write_timeline(args.timeline.as_deref())?;
     let (failed, killed, run_dir) = (d.failed(), d.killed_line(), d.run_dir.clone());
     let nic_crash = d.nic_crash.as_ref().and_then(NicCrash::line);
+    let restarted = d.restart_line();
     d.close();
     let mirror = Mirror::new(&workload, nodes, replication, &results)
         .map_err(|e| Failure::Check(e.to_string()))?
@@ -588,6 +638,7 @@ pub fn history(args: &HistoryBenchArgs, register: bool) -> Result<(), Failure> {
     );
     report::killed(killed.as_deref(), false);
     report::killed(nic_crash.as_deref(), false);
+    report::killed(restarted.as_deref(), false);
     checked.map_err(|e| Failure::Check(e.to_string()))?;
     replicas.map_err(|e| Failure::Check(e.to_string()))?;
     println!("checks: ok");
