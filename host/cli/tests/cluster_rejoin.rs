@@ -82,13 +82,39 @@ fn assert_rejoined(out: &Output) -> String {
     stdout
 }
 
+/// The `--timeline` CSV has the kill, the restart, the admission and the
+/// restored degree, in that order.
+fn assert_timeline_marks_the_rejoin(timeline: &std::path::Path) {
+    let csv = std::fs::read_to_string(timeline.with_extension("csv")).unwrap();
+    let event = |label: &str| -> f64 {
+        csv.lines()
+            .find(|l| l.starts_with("event,") && l.ends_with(label))
+            .and_then(|l| l.split(',').nth(1)?.parse().ok())
+            .unwrap_or_else(|| panic!("no event {label:?} in\n{csv}"))
+    };
+    let times = [
+        event("node 2 killed"),
+        event("node 2 restarted"),
+        event("node 2 admitted"),
+        event("replication restored"),
+    ];
+    assert!(times.windows(2).all(|w| w[0] <= w[1]), "{times:?}\n{csv}");
+}
+
 #[test]
 fn smallbank_and_list_append_run_through_a_kill_and_a_rejoin_and_pass_every_check() {
+    let dir = std::env::temp_dir().join(format!("splitkv-rejoin-timeline-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let timeline = dir.join("smallbank-rejoin");
+    // Restarted after the survivors' recovery (about 1.4 s after the
+    // kill), so the report's kill -> resumed time is the recovery's alone.
     let out = bench_restarting_node_2(
         "smallbank",
         "2@1.0",
-        "2@2.0",
+        "2@3.0",
         &[
+            "--timeline",
+            timeline.to_str().unwrap(),
             "--accounts-per-node",
             "500",
             "--duration",
@@ -102,10 +128,12 @@ fn smallbank_and_list_append_run_through_a_kill_and_a_rejoin_and_pass_every_chec
     let stdout = assert_rejoined(&out);
     assert!(stdout.contains("money check    ok"), "{stdout}");
     assert!(stdout.contains("replica check  ok"), "{stdout}");
+    assert_timeline_marks_the_rejoin(&timeline);
+    let _ = std::fs::remove_dir_all(&dir);
     let out = bench_restarting_node_2(
         "list-append",
         "2@0.5",
-        "2@1.0",
+        "2@2.0",
         &[
             "--transactions",
             LIST_APPEND_BUDGET,
