@@ -9,6 +9,8 @@
 //! bounded by [`DEADLINE_MS`].
 
 mod etcd_support;
+#[path = "membership_etcd/rejoin.rs"]
+mod rejoin;
 
 use etcd_support::{free_port, Etcd};
 use splitkv_host::membership_etcd::keys::{ClusterKeys, ConfigRecord};

@@ -401,3 +401,45 @@ async fn join(
         first: reg.first,
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use splitkv_nic::NODES_MAX;
+
+    fn snap(member_inc: [Option<u32>; 3], first_inc: [Option<u32>; 3]) -> store::Snapshot {
+        let mut s = store::Snapshot {
+            config: Configuration::initial(3),
+            rev: 1,
+            members: 0,
+            joined: 0b111,
+            member_inc: [None; NODES_MAX],
+            first_inc: [None; NODES_MAX],
+            suspected_by: 0,
+        };
+        for n in 0..3 {
+            s.member_inc[n] = member_inc[n];
+            s.first_inc[n] = first_inc[n];
+            if member_inc[n].is_some() {
+                s.members |= 1 << n;
+            }
+        }
+        s
+    }
+
+    #[test]
+    fn a_member_key_of_another_incarnation_configures_its_node_out() {
+        let first = [Some(1), Some(1), Some(1)];
+        assert_eq!(gone(&snap([Some(1), Some(1), Some(1)], first)), 0);
+        assert_eq!(gone(&snap([Some(1), Some(1), None], first)), 0b100);
+        assert_eq!(gone(&snap([Some(1), Some(1), Some(5)], first)), 0b100);
+        // A rejoined node is configured with its own incarnation.
+        let mut s = snap([Some(1), Some(1), Some(5)], first);
+        s.config = s.config.without(1 << 2).rejoining(2, 5).expect("out");
+        assert_eq!(gone(&s), 0);
+        s.member_inc[2] = Some(6);
+        assert_eq!(gone(&s), 0b100);
+        // Clusters older than rejoin (no first incarnation known): as before.
+        assert_eq!(gone(&snap([Some(1), Some(1), Some(5)], [None; 3])), 0);
+    }
+}

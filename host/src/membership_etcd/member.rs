@@ -36,9 +36,9 @@ use std::time::Duration;
 /// configuration of epoch 0, and [`Membership::poll`] returns nothing until
 /// a configuration admits this node with this incarnation, *copying*
 /// (`Configuration::rejoining`). Its driver gets it there: it waits until
-/// the predecessor's lease ran out in etcd (never earlier: fencing), lets
-/// the survivors (or does itself) configure the predecessor out, then
-/// installs the rejoining configuration. Once the node is copied, the
+/// the predecessor's lease ran out in etcd (never earlier: fencing) and the
+/// survivors configured the predecessor out, then installs the rejoining
+/// configuration. Once the node is copied, the
 /// agent's [`Membership::report_caught_up`] with the epoch of the copy
 /// makes it a replica (`Configuration::caught_up`) if that epoch is still
 /// the stored one. A node the stored configuration holds with this

@@ -15,15 +15,49 @@
 //!   ([`EtcdMember::fail_stop`]; [`Membership::renew`] answers
 //!   [`MembershipError::Removed`]) and must stop serving: it does so before
 //!   etcd deletes its member key, which is what the others wait for.
-//! - **Configurations.** `/<cluster>/config` holds the epoch and live set
-//!   and changes only by an etcd transaction comparing its mod revision, so
-//!   two nodes never install two configurations for one epoch. A live node
-//!   that sees a joined node of the configuration without a member key (its
-//!   lease is gone) installs the next configuration without it.
+//! - **Configurations.** `/<cluster>/config` holds the whole configuration
+//!   (epoch, live set, copying set, `since[]`, `incarnation[]`;
+//!   [`keys::ConfigRecord`]) and changes only by an etcd transaction
+//!   comparing its mod revision, so two nodes never install two
+//!   configurations for one epoch. A live node that sees a joined node of
+//!   the configuration without a member key (its lease is gone), or with a
+//!   member key held by another incarnation than the configured one (a
+//!   restarted process, see below), installs the next configuration
+//!   without it.
 //! - **Suspects.** A reported suspect (its session fell silent) is recorded
 //!   under the reporter's lease; the suspect's own driver then stops
 //!   renewing, so it is configured out once its lease has run out — never
 //!   earlier (as the simulated manager refuses a suspect's renewals).
+//! - **Incarnations.** Each process of a node has an incarnation
+//!   ([`EtcdMember::incarnation`]): the given one
+//!   ([`EtcdSettings::incarnation`], e.g. the wall clock at start) raised
+//!   above the node's last one, kept in `/<cluster>/incarnations/<node>`
+//!   and updated by compare-and-swap at connect, so it strictly grows per
+//!   node even across clock steps. The member key's value is the
+//!   incarnation of the process holding it. A configuration's
+//!   `incarnation[node]` names the process it admits; 0 (every node of the
+//!   first configuration) means the node's *first* incarnation, recorded
+//!   once in `/<cluster>/joined/<node>` at its first registration: the
+//!   first process of each node is admitted at once, as before rejoin, and
+//!   every later process is a different one.
+//! - **Rejoin (issue 12).** A process whose incarnation the configuration
+//!   does not admit *joins* (the simulated manager's join,
+//!   `splitkv_sim::membership`): it holds a lease but no configuration
+//!   ([`EtcdMember`] says how it looks through [`Membership`]). While its
+//!   predecessor's lease still holds `members/<node>` it waits under
+//!   `joining/<node>`; it takes `members/<node>` only once etcd deleted it
+//!   (the predecessor's lease ran out, so the predecessor stopped serving:
+//!   fencing). The survivors then configure the predecessor out (its key
+//!   is held by another incarnation), and the joining process installs
+//!   `Configuration::rejoining(node, incarnation)`: live, copying, by
+//!   compare-and-swap (a conflict is counted and retried at the next poll).
+//!   A whole cluster restarted on the same etcd prefix has no survivor to
+//!   do that: every process stays joining (its data is gone anyway); start
+//!   it under a fresh cluster name.
+//! - **Caught up.** [`Membership::report_caught_up`] with the epoch of the
+//!   copy installs `Configuration::caught_up(node)` if the stored
+//!   configuration still has that epoch with this process copying; a stale
+//!   report is ignored and counted ([`EtcdStats::caught_up_stale`]).
 //!
 //! The async etcd client runs on a driver thread of its own (module `driver`);
 //! [`EtcdMember`] is a polled state machine that only exchanges messages
@@ -277,7 +311,7 @@ pub struct EtcdStats {
     pub joins: u64,
     /// Polls at which this joining node had to wait: its predecessor's
     /// lease still held the member key, or the predecessor was still in
-    /// the configuration (then this node configured it out).
+    /// the configuration (the survivors configure it out).
     pub joins_deferred: u64,
     /// Join installs that lost the compare-and-swap (retried at the next
     /// poll).

@@ -6,12 +6,16 @@
 //!    when the lease runs out, then takes it — never earlier, so the
 //!    predecessor, which believes in its lease only while etcd still holds
 //!    it, has stopped serving (fencing).
-//! 2. If the configuration still holds the predecessor (the survivors have
-//!    not configured it out yet), it installs the configuration without it
-//!    (also deferred and counted; the survivors may win that race).
+//! 2. It waits (deferred, counted) while the configuration still holds the
+//!    predecessor: the survivors configure it out, seeing `members/<node>`
+//!    gone or held by another incarnation than the configured one (as the
+//!    simulated manager puts off a join until the old incarnation is out).
 //! 3. Then it installs `config.rejoining(node, incarnation)` by a
 //!    compare-and-swap on the configuration key's mod revision; a conflict
 //!    is counted and retried at the next poll (one try per poll).
+//!
+//! A process that sees a later incarnation of its node holding the member
+//! key gives up (reported as its lease gone: it must stop).
 //!
 //! A caught-up report installs `config.caught_up(node)` if the stored
 //! configuration still has the report's epoch and this node copying.
@@ -31,6 +35,11 @@ impl Driver {
     pub(super) async fn join_step(&mut self, snap: &store::Snapshot) {
         let (rpc, node) = (self.rpc(), self.s.node);
         let me = node as usize;
+        if snap.member_inc[me].is_some_and(|h| h > self.inc) {
+            // A later process of this node took over: this one never joins.
+            self.notify(Notice::LeaseGone);
+            return;
+        }
         if snap.member_inc[me] != Some(self.inc) {
             let (c, k, lease, inc) = (&mut self.client, &self.keys, self.lease, self.inc);
             match store::take_member(c, k, node, lease, inc, rpc).await {
@@ -48,11 +57,8 @@ impl Driver {
             return;
         }
         if c.contains(node) {
-            // The predecessor is still in; its lease ran out (this process
-            // holds the member key), so it may be configured out.
+            // The predecessor is still in: the survivors configure it out.
             bump(&self.counters.joins_deferred);
-            self.install(snap.rev, c.without(1 << node), |c| &c.installs_won)
-                .await;
             return;
         }
         let Some(next) = c.rejoining(node, self.inc) else {
