@@ -159,12 +159,18 @@ impl Deployed {
             d.run_dir = Some(dir);
         }
         if args.spawn {
-            let ids: Vec<u16> = d.config.nodes.iter().map(|n| n.id).collect();
+            // Started one after another below, each once the previous
+            // answers (it holds its lease and registered with its
+            // membership), so no node reads the membership while another
+            // is half-registered.
             d.spawned =
-                Some(spawn::Spawned::start(path, &ids, threads.clamp(1, 2), seed).map_err(bad)?);
+                Some(spawn::Spawned::start(path, &[], threads.clamp(1, 2), seed).map_err(bad)?);
         }
         let start = Instant::now();
         for n in 0..d.config.nodes.len() as u16 {
+            if let Some(s) = d.spawned.as_mut() {
+                s.start_node(d.config.nodes[n as usize].id).map_err(bad)?;
+            }
             loop {
                 match d.call_raw(n, "GET", "/status", None) {
                     Ok(_) => break,

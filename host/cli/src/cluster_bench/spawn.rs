@@ -62,6 +62,14 @@ impl Spawned {
         self.spawn(id, "-restarted")
     }
 
+    /// Starts node `id` (one more of the file's nodes, after [`Spawned::start`]).
+    ///
+    /// # Errors
+    /// The process cannot be started.
+    pub fn start_node(&mut self, id: u16) -> Result<(), String> {
+        self.spawn(id, "")
+    }
+
     fn spawn(&mut self, id: u16, suffix: &str) -> Result<(), String> {
         let exe = std::env::current_exe().map_err(|e| format!("cannot find this binary: {e}"))?;
         let log = std::env::temp_dir().join(format!(
