@@ -34,6 +34,7 @@
 //! a replica again; its rows are then checked like every node's.
 
 mod http;
+mod kill;
 mod nic_crash;
 mod report;
 mod restart;
@@ -50,7 +51,6 @@ use splitkv_bench::remote::protocol::*;
 use splitkv_bench::remote::replay::results_from_journal;
 use splitkv_bench::remote::{Mirror, Results};
 use splitkv_host::deploy::ClusterConfig;
-use splitkv_layout::wire::NodeMask;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
@@ -231,27 +231,6 @@ impl Deployed {
         self.config.nodes.len() as u16
     }
 
-    /// Whether `node` was killed by `--kill`.
-    fn is_killed(&self, node: u16) -> bool {
-        self.killed.is_some_and(|(k, _)| k == node)
-    }
-
-    /// The journal file of `node`'s client, when journaling.
-    fn journal(&self, node: u16) -> Option<PathBuf> {
-        let dir = self.run_dir.as_ref()?;
-        Some(dir.join(format!("journal-{node}.log")))
-    }
-
-    /// The dead nodes (killed by `--kill`, unless `--restart` made it a
-    /// replica again).
-    fn failed(&self) -> NodeMask {
-        if self.restored() {
-            return NodeMask::EMPTY;
-        }
-        self.killed
-            .map_or(NodeMask::EMPTY, |(n, _)| NodeMask::EMPTY.with(n))
-    }
-
     /// Loads, starts, waits and collects (see the module docs).
     fn run(
         &mut self,
@@ -319,27 +298,6 @@ impl Deployed {
             )));
         }
         Ok(r)
-    }
-
-    /// Kills the `--kill` node if it is due (`elapsed` into the run).
-    fn kill_if_due(&mut self, elapsed: Duration) -> Result<(), Failure> {
-        let Some(k) = self
-            .kill
-            .filter(|k| self.killed.is_none() && elapsed >= k.after)
-        else {
-            return Ok(());
-        };
-        let spawned = self
-            .spawned
-            .as_mut()
-            .ok_or_else(|| bad("a node can be killed only with --spawn"))?;
-        let status = spawned.kill(k.node).map_err(bad)?;
-        self.killed = Some((k.node, elapsed));
-        if let Some(t) = self.timeline.as_mut() {
-            t.event(elapsed, &format!("node {} killed", k.node));
-        }
-        tracing::info!(node = k.node, ?elapsed, %status, "killed");
-        Ok(())
     }
 
     /// Crashes the `--nic-crash` node's NIC runtime if it is due.
@@ -481,17 +439,6 @@ impl Deployed {
             (Some(t), Some(p)) => t.write_reported(p).map(|_| ()),
             _ => Ok(()),
         }
-    }
-
-    /// The line that says which node was killed and when, if one was.
-    fn killed_line(&self) -> Option<String> {
-        let (n, at) = self.killed?;
-        let (at_kill, end) = self.committed_around_kill;
-        Some(format!(
-            "killed: node {n} (SIGKILL) at {:.2} s into the run; survivors committed {} transactions after it; its client's history from its journal",
-            at.as_secs_f64(),
-            end.saturating_sub(at_kill.unwrap_or(end)),
-        ))
     }
 
     /// Stops spawned nodes; a node that did not drain cleanly is reported.
