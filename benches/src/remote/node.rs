@@ -156,7 +156,8 @@ impl RemoteNode {
     }
 
     /// `POST /load`: builds the node for the workload, loads the rows it
-    /// replicates and starts its polling threads. Returns the answer and a
+    /// replicates (none when [`LoadRequest::rejoin`]) and starts its
+    /// polling threads. Returns the answer and a
     /// handle on the node's published counters.
     ///
     /// # Errors
@@ -186,7 +187,10 @@ impl RemoteNode {
         let mut parts = builder
             .build_local_parts(self.node, transport)
             .map_err(internal)?;
+        let none = std::iter::empty::<(splitkv_layout::Key, Vec<u8>)>();
         let loaded = match &workload {
+            // A rejoining node starts empty: its shards are copied to it.
+            _ if req.rejoin => parts.load(none, |_| {}),
             BuiltWorkload::Smallbank(w) => parts.load(w.initial_rows(), |_| {}),
             BuiltWorkload::History(w) => parts.load(w.initial_rows(), |_| {}),
         }

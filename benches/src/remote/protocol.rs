@@ -145,6 +145,11 @@ pub struct LoadRequest {
     pub version: u32,
     /// The workload.
     pub workload: WorkloadSpec,
+    /// A restarted node rejoining (issue 12): build the node empty and load
+    /// no row; re-replication copies its shards once the membership admits
+    /// it. Absent: `false`.
+    #[serde(default)]
+    pub rejoin: bool,
 }
 
 /// The answer to `POST /load`.
@@ -469,6 +474,7 @@ mod tests {
         let req = LoadRequest {
             version: PROTOCOL_VERSION,
             workload: spec,
+            rejoin: false,
         };
         let v = serde_json::to_value(&req).unwrap();
         assert_eq!(v["workload"]["kind"], "list-append");

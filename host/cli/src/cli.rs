@@ -99,6 +99,9 @@ pub struct ClusterArgs {
     /// With --spawn: SIGKILL node NODE SECS seconds into the run (e.g. `2@1.5`); the run goes on with the survivors, and the checks cover the killed node's client through its journal.
     #[arg(long, value_name = "NODE@SECS", requires = "spawn", value_parser = parse_kill)]
     pub kill: Option<KillAt>,
+    /// With --kill: start the killed node again SECS seconds into the run (e.g. `2@3.0`, after the kill): it rejoins empty as a new incarnation, its shards are copied to it, and the run ends only once it is a replica again (every node live, none copying); it runs no client. The checks cover it as a full replica.
+    #[arg(long, value_name = "NODE@SECS", requires = "kill", value_parser = parse_kill)]
+    pub restart: Option<KillAt>,
     /// With --cluster: crash node NODE's NIC runtime alone SECS seconds into the run (e.g. `1@1.0`): it restarts in place and rebuilds from its peers while its host, data and client live on; the run goes on and every check covers it.
     #[arg(long, value_name = "NODE@SECS", requires = "cluster", value_parser = parse_kill)]
     pub nic_crash: Option<KillAt>,
@@ -107,8 +110,8 @@ pub struct ClusterArgs {
     pub journal: bool,
 }
 
-/// `--kill NODE@SECS` (or `--nic-crash`): which node is killed (or has its
-/// NIC runtime crash), and when.
+/// `--kill NODE@SECS` (or `--nic-crash`, `--restart`): which node is
+/// killed (has its NIC runtime crash, is started again), and when.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct KillAt {
     /// The node id.

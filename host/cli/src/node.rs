@@ -28,6 +28,17 @@
 //! sends), and the node says so in its log and status
 //! (`membership.fail_stop`) and stops (fail-stop, exit 3).
 //!
+//! A node started again after its old process died (issue 12, rejoin)
+//! connects to etcd as a new incarnation (the membership's, above every
+//! earlier one) and is *joining*: it holds a lease but no configuration
+//! admits it yet. The bench loads it with `rejoin` (its runtime built
+//! empty, no row loaded); once a configuration admits it as *copying*, the
+//! primaries of its shards stream their snapshots to it
+//! (`splitkv_host::cluster`'s copy reads), its agent reports it caught up,
+//! and the next configuration makes it a replica. `/status`'s
+//! `membership.role` says `joining`, `copying` or `replica`, and
+//! `membership.copy` has the copy counters.
+//!
 //! `POST /fault/nic-restart` injects a NIC-runtime-only crash (issue 12):
 //! the polling thread restarts the NIC runtime in place with the next
 //! incarnation (`splitkv_host::cluster::Cluster::restart_nic`); the host,
@@ -333,9 +344,12 @@ pub fn run(args: &NodeArgs) -> Result<(), Failure> {
     })?;
     init_log(&config.log)?;
     pin(&me.cores)?;
-    let incarnation = incarnation_now();
     let started = Instant::now();
-    let mut membership = NodeLease::start(&config, args.id, incarnation, started)?;
+    let mut membership = NodeLease::start(&config, args.id, incarnation_now(), started)?;
+    // With etcd the membership raises it above the node's earlier
+    // incarnations: the NIC runtime must use that one (a restarted node is
+    // admitted under it, issue 12).
+    let incarnation = membership.incarnation().unwrap_or_else(incarnation_now);
     let transport = node_transport(&config, args.id, args.seed).map_err(|e| bad(&e))?;
     let builder = node_builder(&config, args.threads, args.seed, incarnation);
     let drain = Arc::new(AtomicBool::new(false));

@@ -40,11 +40,22 @@ enum Placed {
 }
 
 impl Placed {
-    fn run_iteration(&mut self, now: Nanos) -> bool {
+    /// One pass of the component; a node component also takes its part
+    /// in the copy reads ([`super::copy_reads`]).
+    fn run_iteration(&mut self, now: Nanos, shared: &Shared) -> bool {
         match self {
-            Placed::Nic(_, n, None) => n.run_iteration(now),
-            Placed::Nic(_, n, Some(m)) => m.run_with(now, n),
-            Placed::Worker(_, w) => w.run_iteration(now),
+            Placed::Nic(slot, n, m) => {
+                let work = match m {
+                    None => n.run_iteration(now),
+                    Some(m) => m.run_with(now, n),
+                };
+                // A fenced node serves no copy.
+                let serving = m.as_ref().is_none_or(|m| m.agent().serving(now));
+                work | (serving && shared.copy_reads[slot.entry].serve(n))
+            }
+            Placed::Worker(slot, w) => {
+                w.run_iteration(now) | shared.copy_reads[slot.entry].scan_if_asked(w)
+            }
             Placed::App(_, a) => a.run_iteration(now),
         }
     }
@@ -210,7 +221,7 @@ impl Cluster {
                     let mut work = false;
                     for c in group.iter_mut() {
                         c.restart_if_asked(now, &shared);
-                        work |= c.run_iteration(now);
+                        work |= c.run_iteration(now, &shared);
                         if let Some(e) = c.fault() {
                             shared.record_failure(e);
                         }

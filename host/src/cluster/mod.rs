@@ -54,6 +54,7 @@
 //! - [`run_threads`] is the older scoped driver over borrowed components.
 
 mod builder;
+mod copy_reads;
 mod driver;
 mod load;
 mod membership;
@@ -61,6 +62,8 @@ mod parts;
 mod poll;
 mod scoped;
 mod stats;
+#[cfg(test)]
+mod tests_copy;
 #[cfg(test)]
 mod tests_local;
 #[cfg(test)]

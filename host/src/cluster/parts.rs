@@ -234,6 +234,7 @@ impl ClusterParts {
                 // lease as last read: a drain runs no agent).
                 if n.membership.as_ref().is_none_or(|m| m.agent().serving(now)) {
                     work |= n.nic.run_iteration(now);
+                    work |= super::copy_reads::serve_direct(&mut n.nic, n.worker.table());
                 }
                 work |= n.worker.run_iteration(now);
             }

@@ -1,6 +1,7 @@
 //! Counters of a cluster, and the state its polling threads share with the
 //! [`Cluster`](super::Cluster) handle and its clients.
 
+use super::copy_reads::CopyReads;
 use super::membership::{MembershipView, NodeMembership};
 use super::poll::Caught;
 use super::ClusterError;
@@ -9,6 +10,7 @@ use crate::log::WorkerStats;
 use splitkv_layout::host_nic::TxStatus;
 use splitkv_layout::wire::NodeId;
 use splitkv_nic::net::session::SessionEvent;
+use splitkv_nic::rereplication::CopyStats;
 use splitkv_nic::runtime::{Availability, RebuildStats, RecoveryActions, RecoveryRuntimeStats};
 use splitkv_nic::{ClientClosed, NicRuntime, NicStats, NODES_MAX};
 use std::sync::atomic::{AtomicBool, AtomicU8, Ordering};
@@ -52,6 +54,12 @@ pub struct NodeStats {
     pub nic_serving: bool,
     /// Its NIC runtime's restarts in place and rebuilds.
     pub rebuild: RebuildStats,
+    /// Its re-replication counters (issue 12: copies served as a shard's
+    /// primary, chunks, `Done`s received as a copying node).
+    pub copy: CopyStats,
+    /// Whether its NIC runtime is being copied and has not finished
+    /// (`NicRuntime::copying`).
+    pub copying: bool,
 }
 
 impl NodeStats {
@@ -65,6 +73,8 @@ impl NodeStats {
         self.nic_incarnation = nic.incarnation();
         self.nic_serving = nic.availability() == Availability::Serving;
         self.rebuild = nic.rebuild_stats();
+        self.copy = nic.copy_stats();
+        self.copying = nic.copying();
         if self.nic.clients.clients_closed as usize != self.closed_clients.len() {
             self.closed_clients = (0..nic.clients())
                 .filter_map(|c| Some((c, nic.client_closed(c)?.clone())))
@@ -203,6 +213,9 @@ pub(crate) struct Shared {
     /// NIC runtime restarts asked for and not yet made, by entry
     /// (`Cluster::restart_nic`; the owning polling thread takes them).
     pub nic_restart: Vec<AtomicBool>,
+    /// Copy-read handoffs between each node's NIC runtime and host worker
+    /// threads, by entry (issue 12, [`super::copy_reads`]).
+    pub copy_reads: Vec<CopyReads>,
 }
 
 impl Shared {
@@ -222,6 +235,7 @@ impl Shared {
                 })
                 .collect(),
             nic_restart: ids.iter().map(|_| AtomicBool::new(false)).collect(),
+            copy_reads: ids.iter().map(|_| CopyReads::default()).collect(),
         }
     }
 

@@ -28,10 +28,16 @@
 //! node's results are collected as usual, and the run ends only once the
 //! node serves again. The report says when, whether it serves again, and
 //! what the cluster committed after it.
+//!
+//! `--restart NODE@SECS` (with `--kill` of that node) starts it again
+//! ([`restart`]): it rejoins empty, is copied, and the run ends once it is
+//! a replica again; its rows are then checked like every node's.
 
 mod http;
+mod kill;
 mod nic_crash;
 mod report;
+mod restart;
 mod spawn;
 
 use crate::cli::{ClusterArgs, HistoryBenchArgs, KillAt, SmallbankArgs};
@@ -45,7 +51,6 @@ use splitkv_bench::remote::protocol::*;
 use splitkv_bench::remote::replay::results_from_journal;
 use splitkv_bench::remote::{Mirror, Results};
 use splitkv_host::deploy::ClusterConfig;
-use splitkv_layout::wire::NodeMask;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
@@ -85,6 +90,12 @@ struct Deployed {
     committed_by_node: Vec<u64>,
     /// `--nic-crash`, and what came of it.
     nic_crash: Option<NicCrash>,
+    /// `--restart`, and what came of it.
+    restart: Option<restart::Restart>,
+    /// When a survivor's recovery first resumed after the kill.
+    resumed_after_kill: Option<Duration>,
+    /// The `/load` body every node got (a restarted node gets it again).
+    load_body: Option<Value>,
 }
 
 fn bad(e: impl std::fmt::Display) -> Failure {
@@ -119,7 +130,15 @@ impl Deployed {
                 serving_at: None,
                 status: Value::Null,
             }),
+            restart: args.restart.map(restart::Restart::new),
+            resumed_after_kill: None,
+            load_body: None,
         };
+        if let (Some(r), Some(k)) = (args.restart, args.kill) {
+            if r.node != k.node || r.after <= k.after {
+                return Err(bad("--restart must name the --kill node, after the kill"));
+            }
+        }
         if let Some(k) = args.nic_crash {
             if !d.config.nodes.iter().any(|n| n.id == k.node) {
                 return Err(bad(format!("--nic-crash: no node {} in the file", k.node)));
@@ -140,12 +159,18 @@ impl Deployed {
             d.run_dir = Some(dir);
         }
         if args.spawn {
-            let ids: Vec<u16> = d.config.nodes.iter().map(|n| n.id).collect();
+            // Started one after another below, each once the previous
+            // answers (it holds its lease and registered with its
+            // membership), so no node reads the membership while another
+            // is half-registered.
             d.spawned =
-                Some(spawn::Spawned::start(path, &ids, threads.clamp(1, 2), seed).map_err(bad)?);
+                Some(spawn::Spawned::start(path, &[], threads.clamp(1, 2), seed).map_err(bad)?);
         }
         let start = Instant::now();
         for n in 0..d.config.nodes.len() as u16 {
+            if let Some(s) = d.spawned.as_mut() {
+                s.start_node(d.config.nodes[n as usize].id).map_err(bad)?;
+            }
             loop {
                 match d.call_raw(n, "GET", "/status", None) {
                     Ok(_) => break,
@@ -206,23 +231,6 @@ impl Deployed {
         self.config.nodes.len() as u16
     }
 
-    /// Whether `node` was killed by `--kill`.
-    fn is_killed(&self, node: u16) -> bool {
-        self.killed.is_some_and(|(k, _)| k == node)
-    }
-
-    /// The journal file of `node`'s client, when journaling.
-    fn journal(&self, node: u16) -> Option<PathBuf> {
-        let dir = self.run_dir.as_ref()?;
-        Some(dir.join(format!("journal-{node}.log")))
-    }
-
-    /// The dead nodes (killed by `--kill`).
-    fn failed(&self) -> NodeMask {
-        self.killed
-            .map_or(NodeMask::EMPTY, |(n, _)| NodeMask::EMPTY.with(n))
-    }
-
     /// Loads, starts, waits and collects (see the module docs).
     fn run(
         &mut self,
@@ -233,12 +241,14 @@ impl Deployed {
         let load = serde_json::to_value(LoadRequest {
             version: PROTOCOL_VERSION,
             workload,
+            rejoin: false,
         })
         .map_err(|e| Failure::Internal(e.to_string()))?;
         let bar = ProgressBar::new(self.nodes() as u64).with_style(
             ProgressStyle::with_template("loading  {bar:40} {pos}/{len} nodes {elapsed}")
                 .expect("valid template"),
         );
+        self.load_body = Some(load.clone());
         for n in 0..self.nodes() {
             let _: LoadAnswer = self.call(n, "POST", "/load", Some(&load))?;
             bar.inc(1);
@@ -252,7 +262,7 @@ impl Deployed {
                 serde_json::to_value(&start).map_err(|e| Failure::Internal(e.to_string()))?;
             let _: StartAnswer = self.call(n, "POST", "/workload/start", Some(&body))?;
         }
-        self.wait(expected, t0)?;
+        self.wait(expected, t0, &start)?;
         let elapsed = t0.elapsed();
         std::thread::sleep(SETTLE);
         let built = workload.build().map_err(bad)?;
@@ -270,8 +280,15 @@ impl Deployed {
             let path = self.journal(n).ok_or_else(|| bad("no journal directory"))?;
             let text = std::fs::read_to_string(&path)
                 .map_err(|e| Failure::Check(format!("journal {}: {e}", path.display())))?;
-            return results_from_journal(built, n, &text)
-                .map_err(|e| Failure::Check(format!("journal {}: {e}", path.display())));
+            let mut r = results_from_journal(built, n, &text)
+                .map_err(|e| Failure::Check(format!("journal {}: {e}", path.display())))?;
+            if self.restored() {
+                // Its old client's history from the journal; its rows from
+                // the process that rejoined.
+                let fresh: Results = self.call(n, "GET", "/results", None)?;
+                r.rows = fresh.rows;
+            }
+            return Ok(r);
         }
         let r: Results = self.call(n, "GET", "/results", None)?;
         if r.version != PROTOCOL_VERSION || r.node != n || !r.done {
@@ -281,27 +298,6 @@ impl Deployed {
             )));
         }
         Ok(r)
-    }
-
-    /// Kills the `--kill` node if it is due (`elapsed` into the run).
-    fn kill_if_due(&mut self, elapsed: Duration) -> Result<(), Failure> {
-        let Some(k) = self
-            .kill
-            .filter(|k| self.killed.is_none() && elapsed >= k.after)
-        else {
-            return Ok(());
-        };
-        let spawned = self
-            .spawned
-            .as_mut()
-            .ok_or_else(|| bad("a node can be killed only with --spawn"))?;
-        let status = spawned.kill(k.node).map_err(bad)?;
-        self.killed = Some((k.node, elapsed));
-        if let Some(t) = self.timeline.as_mut() {
-            t.event(elapsed, &format!("node {} killed", k.node));
-        }
-        tracing::info!(node = k.node, ?elapsed, %status, "killed");
-        Ok(())
     }
 
     /// Crashes the `--nic-crash` node's NIC runtime if it is due.
@@ -353,7 +349,12 @@ impl Deployed {
     /// Waits until every surviving node's client is done (and the `--kill`
     /// node was killed, the `--nic-crash` node serves again), with a
     /// progress bar.
-    fn wait(&mut self, expected: Duration, t0: Instant) -> Result<(), Failure> {
+    fn wait(
+        &mut self,
+        expected: Duration,
+        t0: Instant,
+        start: &StartRequest,
+    ) -> Result<(), Failure> {
         let bar = ProgressBar::new(expected.as_millis().max(1) as u64).with_style(
             ProgressStyle::with_template("running  {bar:40} {elapsed}/{msg}")
                 .expect("valid template"),
@@ -363,16 +364,22 @@ impl Deployed {
         loop {
             self.kill_if_due(t0.elapsed())?;
             self.nic_crash_if_due(t0.elapsed())?;
+            self.restart_if_due(t0.elapsed(), start)?;
             let mut all = self.kill.is_none() || self.killed.is_some();
             let mut committed = 0;
             let mut seen = self.seen;
             for n in 0..self.nodes() {
-                if self.is_killed(n) {
+                if self.is_killed(n) && !self.is_restarted(n) {
                     continue;
                 }
                 let s: Value = self.call(n, "GET", "/status", None)?;
                 if let Some(f) = s.get("failure").and_then(Value::as_str) {
                     return Err(bad(format!("node {n} failed: {f}")));
+                }
+                if self.is_killed(n) {
+                    // Restarted: no client; its count stays its old one's.
+                    self.note_restart(t0.elapsed(), &s);
+                    continue;
                 }
                 all &= s.get("run_done").and_then(Value::as_bool) == Some(true);
                 all &= self.note_nic_crash(t0.elapsed(), n, &s, None);
@@ -393,6 +400,7 @@ impl Deployed {
             }
             self.committed_around_kill.1 = committed;
             self.note_nic_crash(t0.elapsed(), u16::MAX, &Value::Null, Some(committed));
+            all &= self.restart_settled(t0.elapsed())?;
             if all {
                 break;
             }
@@ -408,7 +416,11 @@ impl Deployed {
 
     /// Samples the timeline (if any) and marks a new epoch or resume.
     fn mark(&mut self, t: Duration, committed: u64, seen: (u64, u64)) {
+        if seen.1 > self.seen.1 && self.killed.is_some() {
+            self.resumed_after_kill.get_or_insert(t);
+        }
         let Some(tl) = self.timeline.as_mut() else {
+            self.seen = seen;
             return;
         };
         tl.sample(t, committed);
@@ -427,17 +439,6 @@ impl Deployed {
             (Some(t), Some(p)) => t.write_reported(p).map(|_| ()),
             _ => Ok(()),
         }
-    }
-
-    /// The line that says which node was killed and when, if one was.
-    fn killed_line(&self) -> Option<String> {
-        let (n, at) = self.killed?;
-        let (at_kill, end) = self.committed_around_kill;
-        Some(format!(
-            "killed: node {n} (SIGKILL) at {:.2} s into the run; survivors committed {} transactions after it; its client's history from its journal",
-            at.as_secs_f64(),
-            end.saturating_sub(at_kill.unwrap_or(end)),
-        ))
     }
 
     /// Stops spawned nodes; a node that did not drain cleanly is reported.
@@ -489,6 +490,7 @@ pub fn smallbank(args: &SmallbankArgs) -> Result<(), Failure> {
     d.write_timeline(args.timeline.as_deref())?;
     let (failed, killed, run_dir) = (d.failed(), d.killed_line(), d.run_dir.clone());
     let nic_crash = d.nic_crash.as_ref().and_then(NicCrash::line);
+    let restarted = d.restart_line();
     d.close();
     let mirror = Mirror::new(&workload, nodes, replication, &results)
         .map_err(|e| Failure::Check(e.to_string()))?
@@ -515,6 +517,7 @@ pub fn smallbank(args: &SmallbankArgs) -> Result<(), Failure> {
     }
     report::killed(killed.as_deref(), args.json);
     report::killed(nic_crash.as_deref(), args.json);
+    report::killed(restarted.as_deref(), args.json);
     money.map_err(|e| Failure::Check(e.to_string()))?;
     replicas.map_err(|e| Failure::Check(e.to_string()))?;
     println!("checks: ok");
@@ -569,6 +572,7 @@ pub fn history(args: &HistoryBenchArgs, register: bool) -> Result<(), Failure> {
     d.write_timeline(args.timeline.as_deref())?;
     let (failed, killed, run_dir) = (d.failed(), d.killed_line(), d.run_dir.clone());
     let nic_crash = d.nic_crash.as_ref().and_then(NicCrash::line);
+    let restarted = d.restart_line();
     d.close();
     let mirror = Mirror::new(&workload, nodes, replication, &results)
         .map_err(|e| Failure::Check(e.to_string()))?
@@ -587,6 +591,7 @@ pub fn history(args: &HistoryBenchArgs, register: bool) -> Result<(), Failure> {
     );
     report::killed(killed.as_deref(), false);
     report::killed(nic_crash.as_deref(), false);
+    report::killed(restarted.as_deref(), false);
     checked.map_err(|e| Failure::Check(e.to_string()))?;
     replicas.map_err(|e| Failure::Check(e.to_string()))?;
     println!("checks: ok");

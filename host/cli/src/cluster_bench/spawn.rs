@@ -22,6 +22,11 @@ const STOP_POLL: Duration = Duration::from_millis(10);
 pub struct Spawned {
     children: Vec<(u16, Child)>,
     logs: Vec<(u16, PathBuf)>,
+    /// How the nodes were started (`--config`, `--threads`, `--seed`), to
+    /// start one again ([`Spawned::restart`]).
+    config: PathBuf,
+    threads: usize,
+    seed: u64,
 }
 
 impl Spawned {
@@ -31,29 +36,63 @@ impl Spawned {
     /// # Errors
     /// The first node that cannot be started (the others are stopped).
     pub fn start(config: &Path, ids: &[u16], threads: usize, seed: u64) -> Result<Spawned, String> {
-        let exe = std::env::current_exe().map_err(|e| format!("cannot find this binary: {e}"))?;
-        let mut spawned = Spawned::default();
+        let mut spawned = Spawned {
+            config: config.to_path_buf(),
+            threads,
+            seed,
+            children: Vec::new(),
+            logs: Vec::new(),
+        };
         for &id in ids {
-            let log =
-                std::env::temp_dir().join(format!("splitkv-node-{}-{id}.log", std::process::id()));
-            let stderr =
-                File::create(&log).map_err(|e| format!("cannot create {}: {e}", log.display()))?;
-            spawned.logs.push((id, log));
-            let child = Command::new(&exe)
-                .arg("node")
-                .arg("--config")
-                .arg(config)
-                .args(["--id", &id.to_string()])
-                .args(["--threads", &threads.to_string()])
-                .args(["--seed", &seed.to_string()])
-                .stdin(Stdio::null())
-                .stdout(Stdio::null())
-                .stderr(stderr)
-                .spawn()
-                .map_err(|e| format!("cannot start node {id}: {e}"))?;
-            spawned.children.push((id, child));
+            spawned.spawn(id, "")?;
         }
         Ok(spawned)
+    }
+
+    /// Starts node `id` again after it was killed (`--restart`, issue 12):
+    /// a new process of the same node, logging to
+    /// `splitkv-node-<bench pid>-<id>-restarted.log`.
+    ///
+    /// # Errors
+    /// `id` still runs, or the process cannot be started.
+    pub fn restart(&mut self, id: u16) -> Result<(), String> {
+        if self.children.iter().any(|(i, _)| *i == id) {
+            return Err(format!("node {id} still runs: it cannot be restarted"));
+        }
+        self.spawn(id, "-restarted")
+    }
+
+    /// Starts node `id` (one more of the file's nodes, after [`Spawned::start`]).
+    ///
+    /// # Errors
+    /// The process cannot be started.
+    pub fn start_node(&mut self, id: u16) -> Result<(), String> {
+        self.spawn(id, "")
+    }
+
+    fn spawn(&mut self, id: u16, suffix: &str) -> Result<(), String> {
+        let exe = std::env::current_exe().map_err(|e| format!("cannot find this binary: {e}"))?;
+        let log = std::env::temp_dir().join(format!(
+            "splitkv-node-{}-{id}{suffix}.log",
+            std::process::id()
+        ));
+        let stderr =
+            File::create(&log).map_err(|e| format!("cannot create {}: {e}", log.display()))?;
+        self.logs.push((id, log));
+        let child = Command::new(&exe)
+            .arg("node")
+            .arg("--config")
+            .arg(&self.config)
+            .args(["--id", &id.to_string()])
+            .args(["--threads", &self.threads.to_string()])
+            .args(["--seed", &self.seed.to_string()])
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(stderr)
+            .spawn()
+            .map_err(|e| format!("cannot start node {id}: {e}"))?;
+        self.children.push((id, child));
+        Ok(())
     }
 
     /// A spawned node that has exited: its id, and its status with the
@@ -66,6 +105,7 @@ impl Spawned {
         let last = self
             .logs
             .iter()
+            .rev()
             .find(|(i, _)| *i == id)
             .and_then(|(_, p)| std::fs::read_to_string(p).ok())
             .and_then(|t| {

@@ -65,6 +65,17 @@ impl NodeLease {
         }
     }
 
+    /// The incarnation the membership gave this process (etcd: strictly
+    /// above the node's earlier ones, `EtcdMember::incarnation`); `None`
+    /// for a static membership (the caller's own is used).
+    pub(super) fn incarnation(&self) -> Option<u32> {
+        match self {
+            NodeLease::Static => None,
+            #[cfg(feature = "etcd")]
+            NodeLease::Etcd(shared) => Some(shared.incarnation()),
+        }
+    }
+
     /// The membership for the node's polling thread (`None`: static).
     pub(super) fn hand_over(&self, started: Instant) -> Option<NodeMembership> {
         let _ = started; // read only with etcd
@@ -98,6 +109,24 @@ impl NodeLease {
         };
         if let (Some(n), Some(map)) = (node, v.as_object_mut()) {
             map.insert("runtime_epoch".into(), json!(n.epoch));
+            // Re-replication (issue 12): this node's copy (as copying
+            // node) and the copies it serves (as a shard's primary).
+            let c = &n.copy;
+            map.insert(
+                "copy".into(),
+                json!({
+                    "copying": n.copying,
+                    "copies_begun": c.copies_begun,
+                    "snapshots": c.snapshots,
+                    "snapshot_objects": c.snapshot_objects,
+                    "chunks_sent": c.chunks_sent,
+                    "objects_acked": c.objects_acked,
+                    "done_sent": c.done_sent,
+                    "done_received": c.done_received,
+                    "abandoned": c.abandoned,
+                    "failed": c.failed,
+                }),
+            );
             if let Some(m) = n.membership {
                 map.insert(
                     "agent".into(),
@@ -163,6 +192,10 @@ mod etcd_lease {
             self.lock().member.current().epoch
         }
 
+        pub(super) fn incarnation(&self) -> u32 {
+            self.lock().member.incarnation()
+        }
+
         /// A handle for the polling thread; its clock counts from `started`.
         pub(super) fn hand_over(&self, started: Instant) -> NodeMembership {
             let renew = self.lock().member.renew_every_ns();
@@ -206,6 +239,8 @@ mod etcd_lease {
                 "kind": "etcd",
                 "epoch": c.epoch,
                 "live": c.live,
+                "copying": c.copying,
+                "role": role(m.joining(), c.copying & (1 << m.node()) != 0),
                 "polled_by_node": g.handed_over,
                 "lease_remaining_ms": m.lease_until().saturating_sub(now) / 1_000_000,
                 "fail_stop": m.fail_stop(now).map(|f| f.to_string()),
@@ -218,6 +253,17 @@ mod etcd_lease {
                     "installs_lost": etcd.installs_lost,
                 },
             })
+        }
+    }
+
+    /// This node's part in the configuration (issue 12): `joining` (a
+    /// restarted node not admitted yet), `copying` (admitted, being
+    /// copied), or `replica`.
+    fn role(joining: bool, copying: bool) -> &'static str {
+        match (joining, copying) {
+            (true, _) => "joining",
+            (false, true) => "copying",
+            (false, false) => "replica",
         }
     }
 

@@ -1,0 +1,63 @@
+//! `--kill NODE@SECS`: killing the node, and the line the report says
+//! about it (see the module docs of `cluster_bench`).
+
+use super::{bad, Deployed};
+use crate::Failure;
+use splitkv_layout::wire::NodeMask;
+use std::path::PathBuf;
+use std::time::Duration;
+
+impl Deployed {
+    /// Whether `node` was killed by `--kill`.
+    pub(super) fn is_killed(&self, node: u16) -> bool {
+        self.killed.is_some_and(|(k, _)| k == node)
+    }
+
+    /// The journal file of `node`'s client, when journaling.
+    pub(super) fn journal(&self, node: u16) -> Option<PathBuf> {
+        let dir = self.run_dir.as_ref()?;
+        Some(dir.join(format!("journal-{node}.log")))
+    }
+
+    /// The dead nodes (killed by `--kill`, unless `--restart` made it a
+    /// replica again).
+    pub(super) fn failed(&self) -> NodeMask {
+        if self.restored() {
+            return NodeMask::EMPTY;
+        }
+        self.killed
+            .map_or(NodeMask::EMPTY, |(n, _)| NodeMask::EMPTY.with(n))
+    }
+
+    /// Kills the `--kill` node if it is due (`elapsed` into the run).
+    pub(super) fn kill_if_due(&mut self, elapsed: Duration) -> Result<(), Failure> {
+        let Some(k) = self
+            .kill
+            .filter(|k| self.killed.is_none() && elapsed >= k.after)
+        else {
+            return Ok(());
+        };
+        let spawned = self
+            .spawned
+            .as_mut()
+            .ok_or_else(|| bad("a node can be killed only with --spawn"))?;
+        let status = spawned.kill(k.node).map_err(bad)?;
+        self.killed = Some((k.node, elapsed));
+        if let Some(t) = self.timeline.as_mut() {
+            t.event(elapsed, &format!("node {} killed", k.node));
+        }
+        tracing::info!(node = k.node, ?elapsed, %status, "killed");
+        Ok(())
+    }
+
+    /// The line that says which node was killed and when, if one was.
+    pub(super) fn killed_line(&self) -> Option<String> {
+        let (n, at) = self.killed?;
+        let (at_kill, end) = self.committed_around_kill;
+        Some(format!(
+            "killed: node {n} (SIGKILL) at {:.2} s into the run; survivors committed {} transactions after it; its client's history from its journal",
+            at.as_secs_f64(),
+            end.saturating_sub(at_kill.unwrap_or(end)),
+        ))
+    }
+}
