@@ -198,6 +198,13 @@ pub struct RebuildStats {
     pub lost_locks_released: u64,
     /// Peer side: decisions applied for a restarted node's transactions.
     pub decisions_applied: u64,
+    /// Peer side: queries of a membership epoch not yet taken here, answered
+    /// once it is (a report of the older epoch would be dropped).
+    pub queries_deferred: u64,
+    /// Restarted side: queries sent again to the peers still awaited after
+    /// this node took a newer membership epoch (the peers drop a query of
+    /// an older epoch, and the asker drops a report of one).
+    pub queries_resent: u64,
     /// Peer side: recovered commits over [`RELEASES_PENDING_MAX`] (their
     /// locks are then never released: a fault to report).
     pub releases_overflowed: u64,
@@ -211,6 +218,8 @@ pub struct RebuildStats {
 #[derive(Debug)]
 struct Rebuild {
     restart: u32,
+    /// The membership epoch the queries were last sent in.
+    query_epoch: u32,
     /// Peers whose last report part has not arrived.
     waiting_for: u32,
     /// Transactions each peer reported (tx ids).
@@ -228,6 +237,9 @@ pub struct RestartState {
     /// The network stack's set-up; its incarnation is the current one.
     net: StackConfig,
     rebuild: Option<Rebuild>,
+    /// Peer side: queries of an epoch not yet taken here: (asker, its
+    /// restart incarnation, the query's epoch), at most one per asker.
+    deferred: Vec<(NodeId, u32, u32)>,
     /// Peer side: recovered commits whose locks wait for the host to apply
     /// them: (tx_id, the host-log tail to wait for, once the append is done).
     releases: Vec<(u64, Option<u64>)>,
@@ -251,6 +263,7 @@ impl RestartState {
         RestartState {
             net,
             rebuild: None,
+            deferred: Vec::new(),
             releases: Vec::new(),
             enc: Vec::new(),
             stats: RebuildStats::default(),
@@ -262,17 +275,24 @@ impl RestartState {
         self.rebuild.is_some()
     }
 
-    /// A received [`MsgKind::Rebuild`] body from `from`, handled at once,
-    /// in its place among the sender's messages (a report must take effect
-    /// before the protocol messages its sender sent after it); returns
-    /// `false` if it did not decode.
-    pub(super) fn on_wire(&mut self, from: NodeId, bytes: &[u8], parts: Parts<'_>) -> bool {
+    /// A received [`MsgKind::Rebuild`] body from `from`, in a packet of
+    /// membership epoch `epoch`, handled at once, in its place among the
+    /// sender's messages (a report must take effect before the protocol
+    /// messages its sender sent after it); returns `false` if it did not
+    /// decode.
+    pub(super) fn on_wire(
+        &mut self,
+        from: NodeId,
+        epoch: u32,
+        bytes: &[u8],
+        parts: Parts<'_>,
+    ) -> bool {
         let Ok(msg) = RebuildMsg::decode(bytes) else {
             self.stats.messages_bad += 1;
             return false;
         };
         match &msg {
-            RebuildMsg::Query { restart } => self.answer_query(from, *restart, parts),
+            RebuildMsg::Query { restart } => self.on_query(from, *restart, epoch, parts),
             RebuildMsg::Report { .. } => self.take_report(from, &msg, parts),
             RebuildMsg::Decisions { decisions, .. } => {
                 for d in decisions
@@ -433,6 +453,7 @@ impl NicRuntime {
         let peers = all & !excluded & !(1 << self.io.node);
         self.restart.rebuild = Some(Rebuild {
             restart: net.incarnation,
+            query_epoch: self.io.net.epoch(),
             waiting_for: peers,
             reported: hashbrown::HashSet::new(),
             records: Vec::new(),
@@ -495,7 +516,37 @@ impl NicRuntime {
     /// module docs; the messages are handled as they arrive). Returns
     /// whether anything was done.
     pub(super) fn poll_rebuild(&mut self, now: Nanos) -> bool {
-        self.release_recovered() | self.advance_rebuild(now)
+        let parts = Parts {
+            io: &mut self.io,
+            index: &mut self.index,
+            server: &mut self.server,
+            coordinator: &mut self.coordinator,
+        };
+        let answered = self.restart.answer_deferred(parts);
+        answered | self.release_recovered() | self.requery() | self.advance_rebuild(now)
+    }
+
+    /// Restarted side: after this node took a newer membership epoch, asks
+    /// the peers still awaited again (their answers to the earlier query,
+    /// if any, carried an older epoch and are dropped here; a peer that
+    /// gets both answers both, and the second report is ignored as no
+    /// longer awaited).
+    fn requery(&mut self) -> bool {
+        let epoch = self.io.net.epoch();
+        let Some(r) = self.restart.rebuild.as_mut() else {
+            return false;
+        };
+        if epoch <= r.query_epoch || r.waiting_for == 0 {
+            return false;
+        }
+        r.query_epoch = epoch;
+        let (waiting, restart) = (r.waiting_for, r.restart);
+        for p in (0..self.io.placement.nodes() as NodeId).filter(|p| waiting & (1 << p) != 0) {
+            self.restart.stats.queries_resent += 1;
+            let q = RebuildMsg::Query { restart };
+            self.restart.send(&mut self.io.net, p, &q);
+        }
+        true
     }
 
     /// Peer side: releases the locks of recovered commits whose records
