@@ -6,8 +6,10 @@
 //! restored, the replicas agreeing and the money adding up.
 
 use splitkv_bench::cluster::SimNodesMembership;
+use splitkv_bench::history::HistoryCheck;
+use splitkv_bench::history_gen::TxShape;
 use splitkv_bench::loadgen::RetryPolicy;
-use splitkv_bench::{BenchCluster, ClusterSpec, Smallbank, SmallbankCluster};
+use splitkv_bench::{BenchCluster, ClusterSpec, Smallbank, SmallbankCluster, Workload};
 use splitkv_sim::membership::LeaseConfig;
 use splitkv_sim::{FaultMix, Sim, SimConfig, SimNetwork};
 
@@ -27,6 +29,14 @@ const MEMBERSHIP_SEED_SALT: u64 = 0x6d65_6d62_6572_7321;
 /// One chaos-mix run of Smallbank: the cluster, the driver and the
 /// membership, or what stalled.
 fn chaos_run(seed: u64) -> Result<(SmallbankCluster, Sim, SimNodesMembership), String> {
+    chaos_run_of(seed, Smallbank::new(1_500, None).expect("accounts"))
+}
+
+/// One chaos-mix run of workload `w`, as `splitkv sim` runs it.
+fn chaos_run_of<W: Workload>(
+    seed: u64,
+    w: W,
+) -> Result<(BenchCluster<W>, Sim, SimNodesMembership), String> {
     let mut spec = ClusterSpec::new();
     spec.inflight_per_node = 4;
     spec.seed = seed;
@@ -43,8 +53,7 @@ fn chaos_run(seed: u64) -> Result<(SmallbankCluster, Sim, SimNodesMembership), S
     cfg.nodes.crash_pass_max = CRASH_PASSES.1;
     cfg.nodes.nic_crash_pass_min = CRASH_PASSES.0;
     cfg.nodes.nic_crash_pass_max = CRASH_PASSES.1;
-    let w = Smallbank::new(1_500, None).expect("accounts");
-    let (mut cluster, net): (SmallbankCluster, SimNetwork) =
+    let (mut cluster, net): (BenchCluster<W>, SimNetwork) =
         BenchCluster::build_on_sim(spec, w, cfg).expect("build");
     let mut sim = cluster.sim(cfg);
     let mut m = SimNodesMembership::new(LeaseConfig::new(3, seed ^ MEMBERSHIP_SEED_SALT))
@@ -59,7 +68,7 @@ fn chaos_run(seed: u64) -> Result<(SmallbankCluster, Sim, SimNodesMembership), S
 }
 
 /// Everything that explains a stalled run.
-fn state(cluster: &mut SmallbankCluster, sim: &Sim, m: &SimNodesMembership) -> String {
+fn state<W: Workload>(cluster: &mut BenchCluster<W>, sim: &Sim, m: &SimNodesMembership) -> String {
     let mut s = format!(
         "crashed {:?} restarted {:?} nic {:?}\nchaos {:?}\nconfig {:?}\nhistory:\n",
         sim.crashed(),
@@ -109,8 +118,19 @@ fn one_seed() {
         .ok()
         .and_then(|s| s.parse().ok())
         .unwrap_or(1);
-    match chaos_run(seed) {
-        Ok((mut c, sim, m)) => println!("ok\n{}", state(&mut c, &sim, &m)),
+    let run = match std::env::var("WORKLOAD").as_deref() {
+        Ok("list-append") => {
+            let w = HistoryCheck::list_append(12, 3, BUDGET, TxShape::Mixed).expect("workload");
+            chaos_run_of(seed, w).map(|(mut c, sim, m)| state(&mut c, &sim, &m))
+        }
+        Ok("register") => {
+            let w = HistoryCheck::register(12, TxShape::Mixed).expect("workload");
+            chaos_run_of(seed, w).map(|(mut c, sim, m)| state(&mut c, &sim, &m))
+        }
+        _ => chaos_run(seed).map(|(mut c, sim, m)| state(&mut c, &sim, &m)),
+    };
+    match run {
+        Ok(s) => println!("ok\n{s}"),
         Err(e) => panic!("{e}"),
     }
 }
