@@ -99,7 +99,9 @@ use crate::protocol::coordinator::{phase_deadline_ns, Coordinator, Outcome};
 use crate::protocol::Io;
 use crate::Nanos;
 use splitkv_layout::host_nic::TxStatus;
-use splitkv_layout::wire::{Body, Flow, MsgKind, NodeId, RebuildMsg, RecordEvidence, ReplyStatus};
+use splitkv_layout::wire::{
+    Body, Flow, MsgKind, NodeId, NodeMask, RebuildMsg, RecordEvidence, ReplyStatus,
+};
 
 /// Most rounds of DMA completions a restart waits through for the requests
 /// posted before the crash.
@@ -240,6 +242,9 @@ pub struct RestartState {
     /// Peer side: queries of an epoch not yet taken here: (asker, its
     /// restart incarnation, the query's epoch), at most one per asker.
     deferred: Vec<(NodeId, u32, u32)>,
+    /// Peer side: nodes whose query was answered since the last poll (their
+    /// NIC restarted: re-replication copies to them begin again).
+    pub(super) answered: u32,
     /// Peer side: recovered commits whose locks wait for the host to apply
     /// them: (tx_id, the host-log tail to wait for, once the append is done).
     releases: Vec<(u64, Option<u64>)>,
@@ -264,6 +269,7 @@ impl RestartState {
             net,
             rebuild: None,
             deferred: Vec::new(),
+            answered: 0,
             releases: Vec::new(),
             enc: Vec::new(),
             stats: RebuildStats::default(),
@@ -443,6 +449,9 @@ impl NicRuntime {
         self.server = server.restarted();
         self.reset_coordinator(net);
         self.reassembly = Reassembly::new(nodes);
+        // Copies from here lost their chunks and acknowledgements in flight.
+        self.copies
+            .restart_streams(NodeMask::EMPTY.with(self.io.node));
         self.events.clear();
         self.events_fresh.clear();
         self.restart.net = *net;
@@ -523,6 +532,11 @@ impl NicRuntime {
             coordinator: &mut self.coordinator,
         };
         let answered = self.restart.answer_deferred(parts);
+        // Copies to a node whose NIC restarted lost what was in flight.
+        let restarted = std::mem::take(&mut self.restart.answered);
+        if restarted != 0 {
+            self.copies.restart_streams(NodeMask(restarted as u16));
+        }
         answered | self.release_recovered() | self.requery() | self.advance_rebuild(now)
     }
 

@@ -63,6 +63,9 @@ impl RestartState {
             return;
         }
         self.stats.queries_answered += 1;
+        if (asker as usize) < 16 {
+            self.answered |= 1 << asker;
+        }
         p.coordinator.peer_restarted(asker);
         let mut records = Vec::new();
         let released = p.server.forget_coordinator(p.index, asker, &mut records);
