@@ -134,3 +134,61 @@ fn one_seed() {
         Err(e) => panic!("{e}"),
     }
 }
+
+/// Debugging aid for the nic-crash mix's outcome counters: `cargo test
+/// --release -p splitkv-sim --test chaos -- --ignored --nocapture
+/// nic_crash_counters`.
+#[test]
+#[ignore]
+fn nic_crash_counters() {
+    use splitkv_layout::host_nic::TxStatus;
+    for seed in 1..=20u64 {
+        let mut spec = ClusterSpec::new();
+        spec.inflight_per_node = 4;
+        spec.seed = seed;
+        spec.budget_per_node = Some(BUDGET);
+        spec.session_silence_ns = Some(SILENCE_NS);
+        spec.dma_latency_ns = 500;
+        let mix = std::env::var("MIX").map_or(FaultMix::NicCrash, |m| m.parse().expect("mix"));
+        let mut cfg: SimConfig = mix.config(seed);
+        cfg.nodes.nic_crash_pass_min = CRASH_PASSES.0;
+        cfg.nodes.nic_crash_pass_max = CRASH_PASSES.1;
+        let w = Smallbank::new(1_500, None).expect("accounts");
+        let (mut cluster, net): (SmallbankCluster, SimNetwork) =
+            BenchCluster::build_on_sim(spec, w, cfg).expect("build");
+        let mut sim = cluster.sim(cfg);
+        cluster
+            .run_sim_until_quiescent(&mut sim, &net, SLICE, PASSES_MAX)
+            .expect("runs");
+        let mut out = [0u64; TxStatus::ALL.len()];
+        let (mut refused, mut waiting_refused, mut log_ref, mut dl_unavail, mut rejected) =
+            (0, 0, 0, 0, 0);
+        let (mut log_resends, mut dropped, mut unknown, mut log_lost) = (0, 0, 0, 0);
+        for p in &cluster.parts.nodes {
+            let s = p.nic.stats();
+            for (o, n) in out.iter_mut().zip(s.clients.outcomes) {
+                *o += n;
+            }
+            let r = p.nic.rebuild_stats();
+            refused += r.requests_refused;
+            waiting_refused += r.answered_refused;
+            log_lost += r.answered_log_lost;
+            dropped += r.messages_dropped;
+            unknown += r.outcomes_unknown;
+            log_ref += s.coordinator.log_refusals;
+            log_resends += s.coordinator.log_resends;
+            dl_unavail += s.coordinator.deadlines.unavailable;
+            rejected += s.coordinator.rejected;
+        }
+        let l = cluster.load_stats();
+        println!(
+            "seed {seed}: nic {:?} outcomes unavailable {} rejected {} unknown {} | load failed {} unknown {} | rebuild: EXECUTE/VALIDATE refused {refused}, waiting refused {waiting_refused}, LOG lost {log_lost}, dropped {dropped}, unknown {unknown} | coordinator log_refusals {log_ref} log_resends {log_resends} deadline unavailable {dl_unavail} rejected {rejected}",
+            sim.nic_crashed(),
+            out[TxStatus::Unavailable as usize],
+            out[TxStatus::Rejected as usize],
+            out[TxStatus::Unknown as usize],
+            l.failed,
+            l.unknown,
+        );
+    }
+}

@@ -161,6 +161,7 @@ impl RestartState {
             }
             match p.server.answer_waiting(p.io, p.index, from, *t) {
                 WaitingAnswer::Refused => st.answered_refused += 1,
+                WaitingAnswer::LogLost => st.answered_log_lost += 1,
                 WaitingAnswer::LogAcked => st.answered_log_ok += 1,
                 WaitingAnswer::Committed => st.answered_committed += 1,
                 WaitingAnswer::NotHeld => st.answered_not_held += 1,
