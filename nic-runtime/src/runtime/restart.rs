@@ -168,15 +168,8 @@ pub struct RebuildStats {
     pub locks_reinstalled: u64,
     /// Reported locks not taken (decided here already, or held by another).
     pub locks_skipped: u64,
-    /// Waiting transactions answered, by kind: an EXECUTE or VALIDATE
-    /// refused `Unavailable` (its coordinator aborts: one client
-    /// `Unavailable` outcome each, unless that client's node also
-    /// restarted).
+    /// Waiting transactions answered, by kind.
     pub answered_refused: u64,
-    /// A LOG this node lost, answered `Unavailable`: its coordinator sends
-    /// it again (no abort; counted apart from `answered_refused`, which
-    /// it was part of before, so that counter matches the aborts).
-    pub answered_log_lost: u64,
     /// LOGs acknowledged from the host log's records.
     pub answered_log_ok: u64,
     /// COMMITs recorded and acknowledged.
@@ -194,9 +187,7 @@ pub struct RebuildStats {
     /// Protocol messages dropped while rebuilding (their sender had not
     /// reported yet).
     pub messages_dropped: u64,
-    /// EXECUTE and VALIDATE that arrived while rebuilding, refused
-    /// `Unavailable` (each aborts its transaction: one client
-    /// `Unavailable` outcome, never retried by the load generators).
+    /// EXECUTE and VALIDATE refused while rebuilding.
     pub requests_refused: u64,
     /// Rebuild messages that did not decode, or were dropped for a full
     /// inbox or a stale incarnation.
@@ -516,8 +507,6 @@ impl NicRuntime {
         let mut c = Coordinator::new();
         c.set_phase_deadline_ns(phase_deadline_ns(net.session.silence_ns));
         c.set_live(&mut self.io, &self.procedures, all & !excluded);
-        // New transaction ids go on above the lost ones (peers fence them).
-        c.continue_generations(&self.coordinator);
         for ticket in self.clients.live_tickets() {
             self.restart.stats.outcomes_unknown += 1;
             c.outcomes().push_back(Outcome {

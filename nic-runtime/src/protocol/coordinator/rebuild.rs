@@ -63,19 +63,3 @@ impl Coordinator {
         }
     }
 }
-
-impl Coordinator {
-    /// A fresh coordinator replacing `old` after a NIC restart (issue 12)
-    /// goes on from `old`'s transaction generations, slot by slot: peers
-    /// keep a per-slot fence on this node's transaction ids (a request of a
-    /// generation not above the last one seen is late and refused as
-    /// malformed), so ids that started over at generation 1 would have the
-    /// restarted node's new transactions rejected until they passed the old
-    /// ones (hundreds of `Rejected` outcomes per NIC restart in the
-    /// nic-crash seeds).
-    pub fn continue_generations(&mut self, old: &Coordinator) {
-        for (t, o) in self.txs.iter_mut().zip(old.txs.iter()) {
-            t.gen = t.gen.max(o.gen);
-        }
-    }
-}
