@@ -168,8 +168,15 @@ pub struct RebuildStats {
     pub locks_reinstalled: u64,
     /// Reported locks not taken (decided here already, or held by another).
     pub locks_skipped: u64,
-    /// Waiting transactions answered, by kind.
+    /// Waiting transactions answered, by kind: an EXECUTE or VALIDATE
+    /// refused `Unavailable` (its coordinator aborts: one client
+    /// `Unavailable` outcome each, unless that client's node also
+    /// restarted).
     pub answered_refused: u64,
+    /// A LOG this node lost, answered `Unavailable`: its coordinator sends
+    /// it again (no abort; counted apart from `answered_refused`, which
+    /// it was part of before, so that counter matches the aborts).
+    pub answered_log_lost: u64,
     /// LOGs acknowledged from the host log's records.
     pub answered_log_ok: u64,
     /// COMMITs recorded and acknowledged.
@@ -187,7 +194,9 @@ pub struct RebuildStats {
     /// Protocol messages dropped while rebuilding (their sender had not
     /// reported yet).
     pub messages_dropped: u64,
-    /// EXECUTE and VALIDATE refused while rebuilding.
+    /// EXECUTE and VALIDATE that arrived while rebuilding, refused
+    /// `Unavailable` (each aborts its transaction: one client
+    /// `Unavailable` outcome, never retried by the load generators).
     pub requests_refused: u64,
     /// Rebuild messages that did not decode, or were dropped for a full
     /// inbox or a stale incarnation.
