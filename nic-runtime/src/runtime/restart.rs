@@ -85,9 +85,18 @@
 //!
 //! A peer that crashes during the rebuild is waited for until a
 //! configuration excludes it ([`NicRuntime::apply_configuration`] calls
-//! [`RestartState::peers_excluded`]). A NIC crash during a recovery epoch is
-//! not handled (the epoch's messages to the old incarnation are lost; the
-//! recovery timeouts start another epoch).
+//! [`RestartState::peers_excluded`]).
+//!
+//! # With membership changes (the chaos mix, issue 12)
+//! Packets of an older membership epoch are dropped, so a query and its
+//! report must travel in one epoch: a peer answers a query of an epoch it
+//! has not taken only once it has (`RestartState::on_query`), and the
+//! restarted node asks the peers it still awaits again whenever it takes a
+//! newer epoch (`requery`). A restart inside a recovery epoch keeps the
+//! recovery machine (its evidence was host memory); re-replication copies
+//! to or from the restarted node begin again from a new snapshot
+//! (`Copies::restart_streams`), since their chunks and acknowledgements in
+//! flight died with the old sessions.
 //!
 //! [`TxStatus::Unknown`]: splitkv_layout::host_nic::TxStatus::Unknown
 //! [`ReplyStatus::Unavailable`]: splitkv_layout::wire::ReplyStatus::Unavailable
