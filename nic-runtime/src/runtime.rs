@@ -539,7 +539,7 @@ impl Dispatch<'_> {
                     server: self.to.server,
                     coordinator: self.to.coordinator,
                 };
-                if !self.to.restart.on_wire(h.src, whole.1, parts) {
+                if !self.to.restart.on_wire(h.src, h.epoch, whole.1, parts) {
                     *self.to.bad += 1;
                 }
                 continue;

@@ -22,6 +22,7 @@
 //! [`Sim::take_nic_crashes`] hands the caller the ones due, which it
 //! restarts before the next pass.
 
+use crate::chaos::ChaosPlan;
 use crate::net::SimNetwork;
 use crate::{SimConfig, SimError, CRASHES_MAX};
 use rand::seq::SliceRandom;
@@ -57,6 +58,8 @@ pub struct Sim {
     nic_crashed: Vec<(NodeId, Nanos)>,
     /// NIC crashes due and not yet taken: (pass, node).
     nic_due: Vec<(u64, NodeId)>,
+    /// The chaos mix's overlapping faults, drawn by `set_owners`.
+    chaos: Option<ChaosPlan>,
 }
 
 impl Sim {
@@ -77,7 +80,15 @@ impl Sim {
             nic_crash_plan: Vec::new(),
             nic_crashed: Vec::new(),
             nic_due: Vec::new(),
+            chaos: None,
         }
+    }
+
+    /// The chaos mix's plan of overlapping faults ([`crate::chaos`]), drawn
+    /// from the seed by [`Sim::set_owners`] when `cfg.nodes.chaos`; the
+    /// cluster driver fires it.
+    pub fn chaos_plan(&self) -> Option<ChaosPlan> {
+        self.chaos
     }
 
     /// The configuration this driver runs.
@@ -170,6 +181,9 @@ impl Sim {
                 lo
             };
             self.nic_crash_plan.push((pass, node));
+        }
+        if f.chaos {
+            self.chaos = Some(ChaosPlan::draw(&mut self.rng));
         }
     }
 

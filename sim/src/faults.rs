@@ -1,5 +1,5 @@
 //! Fault mixes: node faults ([`NodeFaults`]), DMA faults ([`DmaFaults`]) and
-//! the named mixes ([`FaultMix`]: none, net, crash, all, rejoin, nic-crash) that turn one seed
+//! the named mixes ([`FaultMix`]: none, net, crash, all, rejoin, nic-crash, chaos) that turn one seed
 //! into a fully specified [`SimConfig`].
 //!
 //! | mix   | network                                     | nodes                  | DMA |
@@ -10,6 +10,7 @@
 //! | all   | as net                                      | as crash, and another seeded node runs one pass in 2 | Xenic §3.5 latencies |
 //! | rejoin | as none                                    | as crash, and the crashed node restarts empty after a seeded 2–30 ms and rejoins (re-replication, issue 12) | Xenic §3.5 latencies |
 //! | nic-crash | as none                                 | two seeded NIC-runtime-only crashes (node and pass each seeded, passes 20,000–100,000): the NIC runtime restarts in place, its host and data live (issue 12) | Xenic §3.5 latencies |
+//! | chaos | as none                                     | as rejoin, plus one seeded NIC crash as nic-crash, plus the overlaps of [`crate::chaos`]: a NIC restart inside a recovery epoch, a NIC restart of a copy source or of the copying node during a copy, and (one seed in two) a second node crash during the copy, within f (issue 12) | Xenic §3.5 latencies |
 
 use crate::net::{DelayDist, NetFaults};
 use crate::SimConfig;
@@ -30,6 +31,9 @@ pub const RESTART_NS_MIN_DEFAULT: u64 = 2_000_000;
 pub const RESTART_NS_MAX_DEFAULT: u64 = 30_000_000;
 /// NIC-runtime-only crashes of the nic-crash mix.
 pub const NIC_CRASHES_DEFAULT: u32 = 2;
+/// Seeded NIC-runtime-only crashes of the chaos mix (besides the ones it
+/// places inside recovery epochs and copies, [`crate::chaos`]).
+pub const CHAOS_NIC_CRASHES_DEFAULT: u32 = 1;
 /// Shortest DMA read (Xenic §3.5), ns.
 pub const DMA_READ_NS_MIN_DEFAULT: u64 = 700;
 /// Longest ordinary DMA read (Xenic §3.5: up to ~1.3 µs), ns.
@@ -72,6 +76,10 @@ pub struct NodeFaults {
     pub nic_crash_pass_min: u64,
     /// Latest pass of a seeded NIC crash.
     pub nic_crash_pass_max: u64,
+    /// The chaos mix's overlapping faults ([`crate::chaos`]): the driver
+    /// draws a [`crate::chaos::ChaosPlan`] ([`crate::Sim::chaos_plan`]) for
+    /// the cluster driver to fire.
+    pub chaos: bool,
 }
 
 impl NodeFaults {
@@ -86,6 +94,7 @@ impl NodeFaults {
         nic_crashes: 0,
         nic_crash_pass_min: 0,
         nic_crash_pass_max: 0,
+        chaos: false,
     };
 }
 
@@ -125,7 +134,7 @@ impl DmaFaults {
     }
 }
 
-/// A named set of faults (`none|net|crash|all|rejoin|nic-crash`, see the module table).
+/// A named set of faults (`none|net|crash|all|rejoin|nic-crash|chaos`, see the module table).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum FaultMix {
     /// No faults.
@@ -142,17 +151,22 @@ pub enum FaultMix {
     Rejoin,
     /// NIC-runtime-only crashes and DMA latencies.
     NicCrash,
+    /// Rejoin and nic-crash together, with NIC restarts placed inside
+    /// recovery epochs and copies and a second crash during a copy
+    /// ([`crate::chaos`], issue 12), and DMA latencies.
+    Chaos,
 }
 
 impl FaultMix {
     /// Every mix, in order.
-    pub const ALL: [FaultMix; 6] = [
+    pub const ALL: [FaultMix; 7] = [
         FaultMix::None,
         FaultMix::Net,
         FaultMix::Crash,
         FaultMix::All,
         FaultMix::Rejoin,
         FaultMix::NicCrash,
+        FaultMix::Chaos,
     ];
 
     /// The mix's name as [`FromStr`] reads it.
@@ -164,6 +178,7 @@ impl FaultMix {
             FaultMix::All => "all",
             FaultMix::Rejoin => "rejoin",
             FaultMix::NicCrash => "nic-crash",
+            FaultMix::Chaos => "chaos",
         }
     }
 
@@ -251,6 +266,19 @@ impl FaultMix {
                 dma: DmaFaults::xenic(),
                 ..base
             },
+            FaultMix::Chaos => SimConfig {
+                nodes: NodeFaults {
+                    restart_ns_min: RESTART_NS_MIN_DEFAULT,
+                    restart_ns_max: RESTART_NS_MAX_DEFAULT,
+                    nic_crashes: CHAOS_NIC_CRASHES_DEFAULT,
+                    nic_crash_pass_min: CRASH_PASS_MIN_DEFAULT,
+                    nic_crash_pass_max: CRASH_PASS_MAX_DEFAULT,
+                    chaos: true,
+                    ..FaultMix::crash_faults()
+                },
+                dma: DmaFaults::xenic(),
+                ..base
+            },
         }
     }
 }
@@ -261,9 +289,9 @@ impl fmt::Display for FaultMix {
     }
 }
 
-/// A fault-mix name that is not one of `none|net|crash|all|rejoin|nic-crash`.
+/// A fault-mix name that is not one of `none|net|crash|all|rejoin|nic-crash|chaos`.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("unknown fault mix {given:?} (expected none, net, crash, all, rejoin or nic-crash)")]
+#[error("unknown fault mix {given:?} (expected none, net, crash, all, rejoin, nic-crash or chaos)")]
 pub struct FaultMixError {
     /// What was given.
     pub given: String,
@@ -297,7 +325,7 @@ mod tests {
         assert_eq!(e.given, "lossy");
         assert!(e
             .to_string()
-            .contains("none, net, crash, all, rejoin or nic-crash"));
+            .contains("none, net, crash, all, rejoin, nic-crash or chaos"));
     }
 
     #[test]
@@ -323,5 +351,9 @@ mod tests {
         let nic = FaultMix::NicCrash.config(3);
         assert!(!nic.net.any() && nic.dma.on && nic.nodes.crashes == 0);
         assert_eq!(nic.nodes.nic_crashes, NIC_CRASHES_DEFAULT);
+        assert!(!nic.nodes.chaos && !rejoin.nodes.chaos);
+        let chaos = FaultMix::Chaos.config(3);
+        assert!(chaos.nodes.chaos && chaos.nodes.crashes == 1 && !chaos.net.any());
+        assert!(chaos.nodes.restart_ns_max > 0 && chaos.nodes.nic_crashes > 0);
     }
 }

@@ -15,8 +15,10 @@
 //! - [`dma`]: [`dma::SimDma`], seeded DMA read and write latencies with
 //!   occasional slow completions (Xenic §3.5), wrapping any DMA engine.
 //! - [`faults`]: node and DMA fault settings and the named mixes
-//!   ([`FaultMix`]: none, net, crash, all, rejoin, nic-crash) turning a seed into a full
+//!   ([`FaultMix`]: none, net, crash, all, rejoin, nic-crash, chaos) turning a seed into a full
 //!   [`SimConfig`].
+//! - [`chaos`]: the chaos mix's overlapping faults (NIC restarts inside
+//!   recovery epochs and copies, a second crash during a copy, within f).
 //! - [`Sim`] ([`driver`]): advances virtual time by `tick_ns` per pass and
 //!   runs every live component once per pass in an order shuffled by the
 //!   seed; crashes nodes (seeded or scripted) and slows one down.
@@ -33,6 +35,7 @@
 //!   database's final state.
 #![warn(missing_docs)]
 
+pub mod chaos;
 pub mod membership;
 
 pub mod checker;

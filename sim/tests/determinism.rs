@@ -126,7 +126,7 @@ fn every_fault_mix_replays_bit_for_bit() {
             FaultMix::Net => assert!(s.dropped_loss + s.duplicated + s.reordered > 0, "{s:?}"),
             // NIC crashes are the cluster's to restart; this loop does not.
             FaultMix::NicCrash => assert_eq!(s.crashes, 0, "{mix}: no node crash"),
-            FaultMix::Crash | FaultMix::All | FaultMix::Rejoin => {
+            FaultMix::Crash | FaultMix::All | FaultMix::Rejoin | FaultMix::Chaos => {
                 assert_eq!(a.crashed.len(), 1, "{mix}: one crash");
                 assert_eq!(s.crashes, 1, "{mix}: the network saw it: {s:?}");
             }

@@ -341,5 +341,5 @@ impl<W: Workload> BenchCluster<W> {
 
 mod sim;
 mod threads;
-pub use sim::SimNodesMembership;
+pub use sim::{ChaosNicRestart, ChaosRecord, SimNodesMembership};
 pub use threads::{ThreadRun, PROGRESS_PERIOD};

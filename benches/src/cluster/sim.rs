@@ -32,6 +32,20 @@
 //! ([`NicRuntime::restart_nic`] with the next incarnation); their hosts,
 //! data and clients live on, and a run ends only once every restarted node
 //! serves again (its rebuild is part of [`BenchCluster::is_quiescent`]).
+//!
+//! Under the chaos mix (issue 12; `splitkv_sim::chaos`) all of these come
+//! together, and overlap on purpose: the membership's loop fires the
+//! seed's [`ChaosPlan`](splitkv_sim::chaos::ChaosPlan) (`chaos.rs`): a NIC
+//! restart inside a recovery epoch, one of a copy source or of the copying
+//! node during a copy, and a second node crash during a copy, within f. A
+//! restarted process takes an incarnation above every earlier one of its
+//! node, NIC restarts included.
+
+mod chaos;
+
+use chaos::ChaosState;
+pub use chaos::{ChaosNicRestart, ChaosRecord};
+use std::sync::Mutex;
 
 use super::{BenchCluster, BuildError, ClusterSpec};
 use crate::workload::Workload;
@@ -156,6 +170,7 @@ impl<W: Workload> BenchCluster<W> {
                 None => sim.run_passes(net, &mut self.components(), passes)?,
                 Some(m) => {
                     self.run_slice_with(sim, net, m, passes)?;
+                    self.fire_chaos(sim, net, m)?;
                     self.restart_due(sim, net, m)?;
                 }
             }
@@ -255,9 +270,39 @@ impl<W: Workload> BenchCluster<W> {
         done && idle && !moved
     }
 
+    /// After a slice under the chaos mix: a refused NIC restart is the
+    /// run's fault; a second crash that came due is done now.
+    fn fire_chaos(
+        &mut self,
+        sim: &mut Sim,
+        net: &SimNetwork,
+        m: &mut SimNodesMembership,
+    ) -> Result<(), SimError> {
+        let Some(chaos) = m.chaos.as_mut() else {
+            return Ok(());
+        };
+        let chaos = chaos.get_mut().unwrap_or_else(|p| p.into_inner());
+        if let Some((node, now_ns, reason)) = chaos.error.take() {
+            return Err(SimError::ComponentStopped {
+                index: node as usize * COMPONENTS_PER_NODE,
+                now_ns,
+                reason: format!("NIC runtime restart refused: {reason}"),
+            });
+        }
+        let config = m.manager.current();
+        let crashed = u32::from(crashed_mask(sim).0);
+        let (nodes, replication) = (self.parts.nodes.len(), self.spec.replication);
+        if let Some(victim) = chaos.second_crash(sim.now(), nodes, replication, &config, crashed) {
+            sim.crash_now(net, victim);
+        }
+        Ok(())
+    }
+
     /// One slice of `passes` passes with the membership in the loop: the
     /// components of [`BenchCluster::components`] with each NIC runtime
     /// wrapped with its node's agent, then the manager (owned by no node).
+    /// Under the chaos mix the slice ends early when a chaos fault needs
+    /// the driver ([`ChaosState::wants_driver`]).
     fn run_slice_with(
         &mut self,
         sim: &mut Sim,
@@ -269,11 +314,17 @@ impl<W: Workload> BenchCluster<W> {
         let mut rest: Vec<&mut dyn Component> = Vec::with_capacity(2 * self.loadgens.len());
         let nodes = self.parts.nodes.iter_mut().zip(self.loadgens.iter_mut());
         let agents = m.agents.iter_mut().zip(m.members.iter_mut());
-        for ((node, l), (agent, member)) in nodes.zip(agents) {
+        if m.chaos.is_none() {
+            m.chaos = sim.chaos_plan().map(|p| Mutex::new(ChaosState::new(p)));
+        }
+        let chaos = m.chaos.as_ref();
+        for (id, ((node, l), (agent, member))) in nodes.zip(agents).enumerate() {
             wrapped.push(NicWithAgent {
+                node: id as NodeId,
                 nic: &mut node.nic,
                 agent,
                 member,
+                chaos,
             });
             rest.push(&mut node.worker);
             rest.push(l);
@@ -285,7 +336,13 @@ impl<W: Workload> BenchCluster<W> {
             all.extend(rest.by_ref().take(COMPONENTS_PER_NODE - 1));
         }
         all.push(&mut m.manager);
-        sim.run_passes(net, &mut all, passes)
+        let mut left = passes;
+        let done = |_| {
+            let stop = left == 0 || chaos.is_some_and(|c| lock(c).wants_driver());
+            left = left.saturating_sub(1);
+            stop
+        };
+        sim.run_until(net, &mut all, done, passes + 1).map(|_| ())
     }
 
     /// Whether re-replication is over (issue 12): no restart is still
@@ -306,8 +363,7 @@ impl<W: Workload> BenchCluster<W> {
         // Every restarted node's last incarnation was admitted (a join put
         // off while its old incarnation was still in is not yet).
         let admitted = back.iter().all(|n| {
-            let restarts = sim.restarted().iter().filter(|r| r.0 == n).count() as u32;
-            crashed & (1 << n) != 0 || c.incarnation[n as usize] == 1 + restarts
+            crashed & (1 << n) != 0 || c.incarnation[n as usize] == m.incarnations[n as usize]
         });
         admitted
             && c.live | crashed == all
@@ -349,7 +405,14 @@ impl<W: Workload> BenchCluster<W> {
         let cfg = sim.config();
         for (node, transport) in sim.take_restarts(net) {
             let n = node as usize;
-            let incarnation = 1 + sim.restarted().iter().filter(|r| r.0 == node).count() as u32;
+            // Above every earlier incarnation of the node, its NIC
+            // restarts' included (peers drop an older one's packets).
+            let incarnation = self.parts.nodes[n]
+                .nic
+                .incarnation()
+                .max(m.incarnations[n])
+                .saturating_add(1);
+            m.incarnations[n] = incarnation;
             let spec = &self.spec;
             let (d_max, prefetch, cache) = (spec.d_max, spec.dma_prefetch, spec.cache_objects);
             let silence = spec.session_silence_ns;
@@ -407,6 +470,12 @@ impl<W: Workload> BenchCluster<W> {
     }
 }
 
+/// The chaos state, shared by one thread's components (a `Mutex` only
+/// because components are `Send`; never contended).
+fn lock(c: &Mutex<ChaosState>) -> std::sync::MutexGuard<'_, ChaosState> {
+    c.lock().unwrap_or_else(|p| p.into_inner())
+}
+
 /// The nodes `sim` restarted, as a mask.
 fn restarted_mask(sim: &Sim) -> NodeMask {
     sim.restarted()
@@ -431,6 +500,11 @@ pub struct SimNodesMembership {
     members: Vec<SimMember>,
     agents: Vec<MembershipAgent>,
     renew_ns: Nanos,
+    /// Per node, the incarnation its process last started as (1 at start).
+    incarnations: Vec<u32>,
+    /// The chaos mix's faults under way, once the run began (shared by the
+    /// NIC wrappers of one slice).
+    chaos: Option<Mutex<ChaosState>>,
 }
 
 impl SimNodesMembership {
@@ -458,7 +532,15 @@ impl SimNodesMembership {
             members,
             agents,
             renew_ns: renew,
+            incarnations: vec![1; lease.nodes],
+            chaos: None,
         })
+    }
+
+    /// What the chaos mix did so far (`None` under other mixes, or before
+    /// the run began).
+    pub fn chaos(&self) -> Option<ChaosRecord> {
+        self.chaos.as_ref().map(|c| lock(c).record.clone())
     }
 
     /// The agent of `node` (its counters), if the node exists.
@@ -470,9 +552,11 @@ impl SimNodesMembership {
 /// A node's NIC runtime with its membership agent, polled as one component
 /// (so the agent stops when the node crashes).
 struct NicWithAgent<'a> {
+    node: NodeId,
     nic: &'a mut NicRuntime,
     agent: &'a mut MembershipAgent,
     member: &'a mut SimMember,
+    chaos: Option<&'a Mutex<ChaosState>>,
 }
 
 impl Component for NicWithAgent<'_> {
@@ -484,6 +568,9 @@ impl Component for NicWithAgent<'_> {
             if !self.agent.serving(now) {
                 return false;
             }
+        }
+        if let Some(c) = self.chaos {
+            lock(c).before_nic(now, self.node, self.nic);
         }
         let ran = self.nic.run_iteration(now);
         // The agent also reports the end of this node's copy (issue 12).

@@ -14,6 +14,12 @@
 //!    the transaction may have reached its commit point);
 //! 5. otherwise abort.
 //!
+//! Rules 2–5 are *the* commit-point rule over the replicas' records
+//! ([`decide_by_records`]); a NIC runtime that restarted alone decides the
+//! transactions it coordinated and lost by it too (`runtime/restart/decide.rs`),
+//! without rule 1 and the leader's "forgot" rule: their coordinator is
+//! that very node, and it lost them.
+//!
 //! Before these, at the leader ([`TxEvidence::decide_tx`]): a transaction
 //! whose coordinator (`tx_id >> 48`) is live and did not report it is
 //! aborted. A live coordinator reports every transaction it still holds, and
@@ -162,6 +168,23 @@ impl TxEvidence {
         }
         (false, DecisionReason::NotLogged)
     }
+}
+
+/// The commit-point rule over replicas' records alone (rules 2–5 of the
+/// module docs), for a transaction whose coordinator lost it: `records` as
+/// `(holder, record)` from every surviving replica that holds one, in
+/// `view`. Used by crash recovery's leader (through [`TxEvidence::decide`])
+/// and by a NIC runtime rebuilding after a restart alone
+/// (`runtime/restart/decide.rs`), so both apply one rule.
+pub fn decide_by_records(
+    view: &PlacementView,
+    records: impl IntoIterator<Item = (NodeId, RecordEvidence)>,
+) -> (bool, DecisionReason) {
+    let mut e = TxEvidence::default();
+    for (holder, r) in records {
+        e.add_record(holder, r);
+    }
+    e.decide(view)
 }
 
 /// The evidence of every transaction reported for one epoch, by transaction

@@ -72,6 +72,10 @@ pub struct CopyStats {
     pub bad_messages: u64,
     /// Times this node reported itself caught up.
     pub caught_up: u64,
+    /// Copies begun again from a new snapshot because the NIC runtime at
+    /// one end restarted (its chunks and acknowledgements in flight were
+    /// lost with the old incarnation's sessions).
+    pub streams_restarted: u64,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -186,6 +190,37 @@ impl Copies {
         let under_way = self.sourcing() || (!self.joining.is_empty() && self.done != self.joining);
         if under_way {
             self.on_resume(epoch, view);
+        }
+    }
+
+    /// The NIC runtime of every node in `to` (a mask by node id; this node
+    /// itself for a restart here) restarted in place (issue 12): every copy
+    /// under way from here to such a node — or every copy from here, if
+    /// this node restarted — begins again from a new snapshot in the same
+    /// epoch, since chunks and acknowledgements in flight were lost with the
+    /// old incarnation's sessions and would be waited for forever. Chunk
+    /// transaction ids go on from the epoch's count (never reused), so an
+    /// old chunk's late acknowledgement matches no slot. A restart does not
+    /// change the copying node's data (its host applied what arrived), and
+    /// the new snapshot is at least as new as the old one.
+    pub fn restart_streams(&mut self, to: NodeMask) {
+        let all = to.contains(self.node);
+        for (i, src) in self.sources.iter_mut().enumerate() {
+            let under_way = matches!(src.state, State::NeedSnapshot | State::Streaming);
+            if !under_way || !(all || to.contains(src.to)) {
+                continue;
+            }
+            self.stats.streams_restarted += 1;
+            src.state = State::NeedSnapshot;
+            src.objects.clear();
+            src.values.clear();
+            src.next = 0;
+            src.acked = 0;
+            for slot in self.slots.iter_mut() {
+                if matches!(slot, Slot::Busy { src, .. } if *src == i) {
+                    *slot = Slot::Idle;
+                }
+            }
         }
     }
 

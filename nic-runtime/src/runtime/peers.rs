@@ -71,7 +71,7 @@ impl NicRuntime {
         let local = self.local_evidence(orphaned);
         self.recovery_refusal = self
             .recovery
-            .begin(self.io.now, config.epoch, failed, config.roles(), local)
+            .begin(self.io.now, config, failed, local)
             .err();
         if self.recovery.paused() {
             self.actions.last_begun_ns = self.io.now;

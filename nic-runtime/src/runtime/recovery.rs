@@ -15,8 +15,9 @@
 
 use splitkv_layout::wire::{Flow, MsgKind, NodeId, NodeMask, RecoveryMsg};
 
+use crate::membership::Configuration;
 use crate::net::stack::Stack;
-use crate::placement::{Placement, Roles};
+use crate::placement::{Placement, NODES_MAX};
 use crate::recovery::{
     LocalEvidence, Recovery, RecoveryCommand, RecoveryConfig, RecoveryError, RecoveryPhase,
     EARLY_MESSAGES_MAX, LOCAL_EVIDENCE_ENTRIES_MAX,
@@ -63,6 +64,9 @@ pub struct RecoveryRuntime {
     inbox: Vec<(NodeId, RecoveryMsg)>,
     suspects: Vec<NodeId>,
     paused: bool,
+    /// Per node, its incarnation in the last configuration taken (`None`
+    /// before the first).
+    incarnations: Option<[u32; NODES_MAX]>,
     enc: Vec<u8>,
     stats: RecoveryRuntimeStats,
 }
@@ -75,6 +79,7 @@ impl RecoveryRuntime {
             inbox: Vec::with_capacity(RECOVERY_INBOX_MAX),
             suspects: Vec::new(),
             paused: false,
+            incarnations: None,
             enc: Vec::new(),
             stats: RecoveryRuntimeStats::default(),
         }
@@ -115,15 +120,21 @@ impl RecoveryRuntime {
         true
     }
 
-    /// A new configuration of `epoch` with the nodes of `failed` crashed
-    /// (a mask by node id) and replicas ordered by `roles` (issue 12):
+    /// A new configuration `config` with the nodes of `failed` crashed
+    /// (a mask by node id) and replicas ordered by its roles (issue 12):
     /// pauses the node and starts the machine's epoch with `local` evidence.
     /// A configuration without failed nodes whose order is the current
     /// view's, after a view without failed nodes, changes nothing here.
     /// (A node that rejoins or ends its copy changes the order, so every
     /// node passes through a recovery epoch: every transaction begun before
     /// it is decided and applied before any write is sent to the new
-    /// replica set, the join point of `crate::rereplication`.)
+    /// replica set, the join point of `crate::rereplication`.) A change of
+    /// some node's incarnation (`config.incarnation`) always begins one: a
+    /// node that took only the newest of several configurations — a copying
+    /// node crashed (configured out, so the others began an epoch) and
+    /// rejoined as a newer incarnation — sees the same members and order as
+    /// before, yet the others are in that epoch and wait for its evidence
+    /// (chaos seeds, issue 12).
     ///
     /// # Errors
     /// [`RecoveryError`] from [`Recovery::begin_epoch`]; the node is not
@@ -131,13 +142,17 @@ impl RecoveryRuntime {
     pub fn begin(
         &mut self,
         now: Nanos,
-        epoch: u32,
+        config: &Configuration,
         failed: NodeMask,
-        roles: Roles,
         local: LocalEvidence,
     ) -> Result<(), RecoveryError> {
+        let (epoch, roles) = (config.epoch, config.roles());
         let view = self.machine.view();
-        if failed.is_empty() && view.failed().is_empty() && view.roles() == roles {
+        let renewed = self
+            .incarnations
+            .replace(config.incarnation)
+            .is_some_and(|was| was != config.incarnation);
+        if failed.is_empty() && view.failed().is_empty() && view.roles() == roles && !renewed {
             return Ok(());
         }
         match self

@@ -85,9 +85,18 @@
 //!
 //! A peer that crashes during the rebuild is waited for until a
 //! configuration excludes it ([`NicRuntime::apply_configuration`] calls
-//! [`RestartState::peers_excluded`]). A NIC crash during a recovery epoch is
-//! not handled (the epoch's messages to the old incarnation are lost; the
-//! recovery timeouts start another epoch).
+//! [`RestartState::peers_excluded`]).
+//!
+//! # With membership changes (the chaos mix, issue 12)
+//! Packets of an older membership epoch are dropped, so a query and its
+//! report must travel in one epoch: a peer answers a query of an epoch it
+//! has not taken only once it has (`RestartState::on_query`), and the
+//! restarted node asks the peers it still awaits again whenever it takes a
+//! newer epoch (`requery`). A restart inside a recovery epoch keeps the
+//! recovery machine (its evidence was host memory); re-replication copies
+//! to or from the restarted node begin again from a new snapshot
+//! (`Copies::restart_streams`), since their chunks and acknowledgements in
+//! flight died with the old sessions.
 //!
 //! [`TxStatus::Unknown`]: splitkv_layout::host_nic::TxStatus::Unknown
 //! [`ReplyStatus::Unavailable`]: splitkv_layout::wire::ReplyStatus::Unavailable
@@ -99,7 +108,9 @@ use crate::protocol::coordinator::{phase_deadline_ns, Coordinator, Outcome};
 use crate::protocol::Io;
 use crate::Nanos;
 use splitkv_layout::host_nic::TxStatus;
-use splitkv_layout::wire::{Body, Flow, MsgKind, NodeId, RebuildMsg, RecordEvidence, ReplyStatus};
+use splitkv_layout::wire::{
+    Body, Flow, MsgKind, NodeId, NodeMask, RebuildMsg, RecordEvidence, ReplyStatus,
+};
 
 /// Most rounds of DMA completions a restart waits through for the requests
 /// posted before the crash.
@@ -166,8 +177,15 @@ pub struct RebuildStats {
     pub locks_reinstalled: u64,
     /// Reported locks not taken (decided here already, or held by another).
     pub locks_skipped: u64,
-    /// Waiting transactions answered, by kind.
+    /// Waiting transactions answered, by kind: an EXECUTE or VALIDATE
+    /// refused `Unavailable` (its coordinator aborts: one client
+    /// `Unavailable` outcome each, unless that client's node also
+    /// restarted).
     pub answered_refused: u64,
+    /// A LOG this node lost, answered `Unavailable`: its coordinator sends
+    /// it again (no abort; counted apart from `answered_refused`, which
+    /// it was part of before, so that counter matches the aborts).
+    pub answered_log_lost: u64,
     /// LOGs acknowledged from the host log's records.
     pub answered_log_ok: u64,
     /// COMMITs recorded and acknowledged.
@@ -185,7 +203,9 @@ pub struct RebuildStats {
     /// Protocol messages dropped while rebuilding (their sender had not
     /// reported yet).
     pub messages_dropped: u64,
-    /// EXECUTE and VALIDATE refused while rebuilding.
+    /// EXECUTE and VALIDATE that arrived while rebuilding, refused
+    /// `Unavailable` (each aborts its transaction: one client
+    /// `Unavailable` outcome, never retried by the load generators).
     pub requests_refused: u64,
     /// Rebuild messages that did not decode, or were dropped for a full
     /// inbox or a stale incarnation.
@@ -198,6 +218,13 @@ pub struct RebuildStats {
     pub lost_locks_released: u64,
     /// Peer side: decisions applied for a restarted node's transactions.
     pub decisions_applied: u64,
+    /// Peer side: queries of a membership epoch not yet taken here, answered
+    /// once it is (a report of the older epoch would be dropped).
+    pub queries_deferred: u64,
+    /// Restarted side: queries sent again to the peers still awaited after
+    /// this node took a newer membership epoch (the peers drop a query of
+    /// an older epoch, and the asker drops a report of one).
+    pub queries_resent: u64,
     /// Peer side: recovered commits over [`RELEASES_PENDING_MAX`] (their
     /// locks are then never released: a fault to report).
     pub releases_overflowed: u64,
@@ -211,6 +238,8 @@ pub struct RebuildStats {
 #[derive(Debug)]
 struct Rebuild {
     restart: u32,
+    /// The membership epoch the queries were last sent in.
+    query_epoch: u32,
     /// Peers whose last report part has not arrived.
     waiting_for: u32,
     /// Transactions each peer reported (tx ids).
@@ -228,6 +257,12 @@ pub struct RestartState {
     /// The network stack's set-up; its incarnation is the current one.
     net: StackConfig,
     rebuild: Option<Rebuild>,
+    /// Peer side: queries of an epoch not yet taken here: (asker, its
+    /// restart incarnation, the query's epoch), at most one per asker.
+    deferred: Vec<(NodeId, u32, u32)>,
+    /// Peer side: nodes whose query was answered since the last poll (their
+    /// NIC restarted: re-replication copies to them begin again).
+    pub(super) answered: u32,
     /// Peer side: recovered commits whose locks wait for the host to apply
     /// them: (tx_id, the host-log tail to wait for, once the append is done).
     releases: Vec<(u64, Option<u64>)>,
@@ -251,6 +286,8 @@ impl RestartState {
         RestartState {
             net,
             rebuild: None,
+            deferred: Vec::new(),
+            answered: 0,
             releases: Vec::new(),
             enc: Vec::new(),
             stats: RebuildStats::default(),
@@ -262,17 +299,24 @@ impl RestartState {
         self.rebuild.is_some()
     }
 
-    /// A received [`MsgKind::Rebuild`] body from `from`, handled at once,
-    /// in its place among the sender's messages (a report must take effect
-    /// before the protocol messages its sender sent after it); returns
-    /// `false` if it did not decode.
-    pub(super) fn on_wire(&mut self, from: NodeId, bytes: &[u8], parts: Parts<'_>) -> bool {
+    /// A received [`MsgKind::Rebuild`] body from `from`, in a packet of
+    /// membership epoch `epoch`, handled at once, in its place among the
+    /// sender's messages (a report must take effect before the protocol
+    /// messages its sender sent after it); returns `false` if it did not
+    /// decode.
+    pub(super) fn on_wire(
+        &mut self,
+        from: NodeId,
+        epoch: u32,
+        bytes: &[u8],
+        parts: Parts<'_>,
+    ) -> bool {
         let Ok(msg) = RebuildMsg::decode(bytes) else {
             self.stats.messages_bad += 1;
             return false;
         };
         match &msg {
-            RebuildMsg::Query { restart } => self.answer_query(from, *restart, parts),
+            RebuildMsg::Query { restart } => self.on_query(from, *restart, epoch, parts),
             RebuildMsg::Report { .. } => self.take_report(from, &msg, parts),
             RebuildMsg::Decisions { decisions, .. } => {
                 for d in decisions
@@ -423,6 +467,9 @@ impl NicRuntime {
         self.server = server.restarted();
         self.reset_coordinator(net);
         self.reassembly = Reassembly::new(nodes);
+        // Copies from here lost their chunks and acknowledgements in flight.
+        self.copies
+            .restart_streams(NodeMask::EMPTY.with(self.io.node));
         self.events.clear();
         self.events_fresh.clear();
         self.restart.net = *net;
@@ -433,6 +480,7 @@ impl NicRuntime {
         let peers = all & !excluded & !(1 << self.io.node);
         self.restart.rebuild = Some(Rebuild {
             restart: net.incarnation,
+            query_epoch: self.io.net.epoch(),
             waiting_for: peers,
             reported: hashbrown::HashSet::new(),
             records: Vec::new(),
@@ -495,7 +543,42 @@ impl NicRuntime {
     /// module docs; the messages are handled as they arrive). Returns
     /// whether anything was done.
     pub(super) fn poll_rebuild(&mut self, now: Nanos) -> bool {
-        self.release_recovered() | self.advance_rebuild(now)
+        let parts = Parts {
+            io: &mut self.io,
+            index: &mut self.index,
+            server: &mut self.server,
+            coordinator: &mut self.coordinator,
+        };
+        let answered = self.restart.answer_deferred(parts);
+        // Copies to a node whose NIC restarted lost what was in flight.
+        let restarted = std::mem::take(&mut self.restart.answered);
+        if restarted != 0 {
+            self.copies.restart_streams(NodeMask(restarted as u16));
+        }
+        answered | self.release_recovered() | self.requery() | self.advance_rebuild(now)
+    }
+
+    /// Restarted side: after this node took a newer membership epoch, asks
+    /// the peers still awaited again (their answers to the earlier query,
+    /// if any, carried an older epoch and are dropped here; a peer that
+    /// gets both answers both, and the second report is ignored as no
+    /// longer awaited).
+    fn requery(&mut self) -> bool {
+        let epoch = self.io.net.epoch();
+        let Some(r) = self.restart.rebuild.as_mut() else {
+            return false;
+        };
+        if epoch <= r.query_epoch || r.waiting_for == 0 {
+            return false;
+        }
+        r.query_epoch = epoch;
+        let (waiting, restart) = (r.waiting_for, r.restart);
+        for p in (0..self.io.placement.nodes() as NodeId).filter(|p| waiting & (1 << p) != 0) {
+            self.restart.stats.queries_resent += 1;
+            let q = RebuildMsg::Query { restart };
+            self.restart.send(&mut self.io.net, p, &q);
+        }
+        true
     }
 
     /// Peer side: releases the locks of recovered commits whose records

@@ -127,6 +127,16 @@ fn summarize(
             *max as f64 / 1e6
         );
     }
+    let chaos = outcomes.iter().fold([0; 4], |mut t, o| {
+        t.iter_mut().zip(o.chaos).for_each(|(a, b)| *a += b);
+        t
+    });
+    if chaos.iter().any(|&c| c > 0) {
+        println!(
+            "chaos: NIC restarts {} inside a recovery epoch, {} of a copy source, {} of the copying node; {} second crashes during a copy",
+            chaos[0], chaos[1], chaos[2], chaos[3]
+        );
+    }
     if outcomes.len() < args.seeds.len() as usize {
         println!(
             "stopped after the first failing seed ({} of {} not run; --keep-going runs them all)",

@@ -5,7 +5,7 @@
 //! list-append and register) and replica agreement.
 
 use super::args::{SimArgs, SimWorkload};
-use splitkv_bench::cluster::SimNodesMembership;
+use splitkv_bench::cluster::{ChaosNicRestart, ChaosRecord, SimNodesMembership};
 use splitkv_bench::history::HistoryCheck;
 use splitkv_bench::history_gen::TxShape;
 use splitkv_bench::loadgen::RetryPolicy;
@@ -57,6 +57,9 @@ pub struct SeedOutcome {
     /// Per rejoin, virtual ns from the crash to the configuration that made
     /// the restarted node a replica again (the replication degree restored).
     pub restored_ns: Vec<Nanos>,
+    /// What the chaos mix did (issue 12): NIC restarts inside a recovery
+    /// epoch, of a copy source, of the copying node; second crashes.
+    pub chaos: [usize; 4],
     /// `None` when every check passed; otherwise what failed.
     pub failure: Option<String>,
     /// The simulator's last events, when the seed failed and `--trace` asked.
@@ -110,6 +113,7 @@ impl SeedOutcome {
             undecided_rows: 0,
             rejoins: 0,
             restored_ns: Vec::new(),
+            chaos: [0; 4],
             failure: Some(why),
             trace: None,
         }
@@ -160,6 +164,10 @@ fn run<W: Workload>(args: &SimArgs, seed: u64, cfg: SimConfig, workload: W) -> S
         .map(|m| m.manager.history())
         .unwrap_or_default();
     let restored_ns = restored_times(&sim, &history);
+    let chaos = membership
+        .as_ref()
+        .and_then(|m| m.chaos())
+        .map_or([0; 4], |c| chaos_counts(&c));
     let committed = cluster.load_stats().committed;
     let (failure, undecided_rows) = match ran {
         Err(e) => (Some(format!("run: {e}")), 0),
@@ -186,9 +194,21 @@ fn run<W: Workload>(args: &SimArgs, seed: u64, cfg: SimConfig, workload: W) -> S
         undecided_rows,
         rejoins: sim.restarted().len(),
         restored_ns,
+        chaos,
         failure,
         trace,
     }
+}
+
+/// [`SeedOutcome::chaos`] of a chaos record.
+fn chaos_counts(c: &ChaosRecord) -> [usize; 4] {
+    let count = |why| c.nic_restarts.iter().filter(|r| r.2 == why).count();
+    [
+        count(ChaosNicRestart::InRecovery),
+        count(ChaosNicRestart::CopySource),
+        count(ChaosNicRestart::CopyingNode),
+        usize::from(c.second_crash.is_some()),
+    ]
 }
 
 /// Per restart of `sim`, virtual ns from the node's crash to the first

@@ -118,17 +118,25 @@ impl Sessions {
     /// restarted node rejoining, issue 12): a session with an older
     /// incarnation is reset (fresh numbering both ways, no longer failed)
     /// and packets to it carry the new incarnation, so they reach the new
-    /// process even before it speaks. Nothing changes for a peer outside
+    /// process even before it speaks; so is a session that sent packets to
+    /// a peer whose incarnation it never learned. A fresh session is left
+    /// open to any incarnation. Nothing changes for a peer outside
     /// the cluster or an incarnation not newer than the one known.
     pub fn admit_incarnation(&mut self, peer: NodeId, incarnation: u32) {
         if peer as usize >= self.peers.len() || peer == self.node {
             return;
         }
         let known = self.peers[peer as usize].peer_incarnation;
-        if incarnation > known {
-            if known != 0 {
-                self.reset(peer);
-            }
+        let fresh = known == 0 && self.peers[peer as usize].next_seq == 0;
+        // A fresh session (nothing heard, nothing sent) stays open to any
+        // incarnation: the admitted one is only a lower bound, the peer's
+        // NIC runtime may have restarted since (a newer incarnation, issue
+        // 12), and packets addressed to the older one would be dropped.
+        if incarnation > known && !fresh {
+            // A session that sent to a peer it never heard from (0: not
+            // known) is reset too: its packets went to an older incarnation
+            // (a NIC restarted just before its peer crashed, issue 12).
+            self.reset(peer);
             self.peers[peer as usize].peer_incarnation = incarnation;
         }
     }

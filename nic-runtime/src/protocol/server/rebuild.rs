@@ -22,8 +22,13 @@ use splitkv_layout::Key;
 /// What [`Server::answer_waiting`] did for one waiting transaction.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum WaitingAnswer {
-    /// Refused with [`ReplyStatus::Unavailable`] (its coordinator aborts).
+    /// An EXECUTE or VALIDATE refused with [`ReplyStatus::Unavailable`]
+    /// (its coordinator aborts: the client hears `Unavailable`).
     Refused,
+    /// A LOG this node lost (not in its host log) answered
+    /// [`ReplyStatus::Unavailable`]: its coordinator sends it again
+    /// (`log_again`), no abort.
+    LogLost,
     /// Its LOG is in this node's host log: acknowledged `Ok`.
     LogAcked,
     /// Past the commit point with its LOG here: the COMMIT decision record
@@ -110,7 +115,11 @@ impl Server {
                 io.send(src);
                 return WaitingAnswer::LogAcked;
             }
-            CoordPhase::Log => io.w.ack(MsgKind::LogAck, tx_id, ReplyStatus::Unavailable),
+            CoordPhase::Log => {
+                io.w.ack(MsgKind::LogAck, tx_id, ReplyStatus::Unavailable);
+                io.send(src);
+                return WaitingAnswer::LogLost;
+            }
             CoordPhase::Commit => {
                 let answer = if logged {
                     self.apply_recovered(io, index, tx_id, true);

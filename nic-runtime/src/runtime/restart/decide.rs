@@ -3,9 +3,10 @@
 //! applied every decision.
 
 use super::super::NicRuntime;
-use crate::{Nanos, Placement};
+use crate::recovery::decide::decide_by_records;
+use crate::{Nanos, Placement, PlacementView};
 use splitkv_layout::wire::REBUILD_DECISIONS_PER_MESSAGE_MAX;
-use splitkv_layout::wire::{Decision, NodeId, NodeMask, RebuildMsg, RecordEvidence, RecordKind};
+use splitkv_layout::wire::{Decision, NodeId, RebuildMsg, RecordEvidence};
 
 impl NicRuntime {
     /// Restarted side (steps 5–6): decide once every report is in; serve
@@ -88,28 +89,25 @@ impl NicRuntime {
 /// writes holds its LOG or COMMIT for that shard (the commit point was
 /// reached: its coordinator may have sent COMMIT); otherwise aborted (some
 /// replica lacks the LOG, or one holds an ABORT record: no COMMIT was sent).
+///
+/// This is crash recovery's rule, rules 2–5 of `crate::recovery::decide`
+/// ([`decide_by_records`]), over `placement`'s live nodes and replica
+/// order; rule 1 (a live coordinator's decision) and the leader's
+/// "forgotten by a live coordinator" rule do not apply: the coordinator is
+/// the restarted node, and it lost the transaction. A placement whose view
+/// cannot be built (every node failed: impossible while this node runs)
+/// decides abort.
 pub fn commit_point_reached(placement: &Placement, recs: &[(NodeId, RecordEvidence)]) -> bool {
-    if recs.iter().any(|(_, r)| r.kind == RecordKind::Abort) {
-        return false;
+    match PlacementView::with_roles(*placement, placement.failed(), placement.roles()) {
+        Ok(view) => decide_by_records(&view, recs.iter().copied()).0,
+        Err(_) => false,
     }
-    if recs.iter().any(|(_, r)| r.kind == RecordKind::Commit) {
-        return true;
-    }
-    let write_shards = recs.iter().fold(NodeMask::EMPTY, |m, (_, r)| {
-        NodeMask(m.0 | r.write_shards.0).with(r.shard)
-    });
-    let failed = placement.failed();
-    write_shards.iter().all(|shard| {
-        placement
-            .shard_replicas(shard)
-            .filter(|n| !failed.contains(*n))
-            .all(|n| recs.iter().any(|(h, r)| *h == n && r.shard == shard))
-    })
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use splitkv_layout::wire::{NodeMask, RecordKind};
 
     fn rec(tx_id: u64, shard: NodeId, kind: RecordKind, writes: u16) -> RecordEvidence {
         RecordEvidence {

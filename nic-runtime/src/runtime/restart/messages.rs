@@ -23,12 +23,49 @@ pub(crate) struct Parts<'r> {
 }
 
 impl RestartState {
+    /// Peer side (step 3): a restarted node's query, sent in membership
+    /// epoch `epoch`. A query of an epoch this node has not taken yet is
+    /// answered only once it has ([`RestartState::answer_deferred`]): a
+    /// report sent now would carry the older epoch and the asker's session
+    /// would drop it (old-epoch packets are dropped), leaving the asker
+    /// waiting for good. One deferred query per asker, the newest.
+    pub(super) fn on_query(&mut self, asker: NodeId, restart: u32, epoch: u32, p: Parts<'_>) {
+        if epoch <= p.io.net.epoch() {
+            return self.answer_query(asker, restart, p);
+        }
+        self.stats.queries_deferred += 1;
+        self.deferred.retain(|&(a, _, _)| a != asker);
+        if self.deferred.len() < crate::NODES_MAX {
+            self.deferred.push((asker, restart, epoch));
+        }
+    }
+
+    /// Peer side: answers the deferred queries whose epoch this node has
+    /// now taken; returns whether any was.
+    pub(crate) fn answer_deferred(&mut self, mut p: Parts<'_>) -> bool {
+        let now = p.io.net.epoch();
+        let due: Vec<(NodeId, u32, u32)> = self
+            .deferred
+            .iter()
+            .copied()
+            .filter(|&(_, _, e)| e <= now)
+            .collect();
+        self.deferred.retain(|&(_, _, e)| e > now);
+        for &(asker, restart, _) in &due {
+            self.answer_query(asker, restart, p.reborrow());
+        }
+        !due.is_empty()
+    }
+
     /// Peer side (step 3): answer a restarted node's query.
-    pub(super) fn answer_query(&mut self, asker: NodeId, restart: u32, p: Parts<'_>) {
+    fn answer_query(&mut self, asker: NodeId, restart: u32, p: Parts<'_>) {
         if asker == p.io.node {
             return;
         }
         self.stats.queries_answered += 1;
+        if (asker as usize) < 16 {
+            self.answered |= 1 << asker;
+        }
         p.coordinator.peer_restarted(asker);
         let mut records = Vec::new();
         let released = p.server.forget_coordinator(p.index, asker, &mut records);
@@ -74,6 +111,18 @@ fn send_report(
     }
 }
 
+impl Parts<'_> {
+    /// The same parts, borrowed again.
+    fn reborrow(&mut self) -> Parts<'_> {
+        Parts {
+            io: self.io,
+            index: self.index,
+            server: self.server,
+            coordinator: self.coordinator,
+        }
+    }
+}
+
 impl RestartState {
     /// Restarted side (step 4): one report part from `from`.
     pub(super) fn take_report(&mut self, from: NodeId, msg: &RebuildMsg, p: Parts<'_>) {
@@ -112,6 +161,7 @@ impl RestartState {
             }
             match p.server.answer_waiting(p.io, p.index, from, *t) {
                 WaitingAnswer::Refused => st.answered_refused += 1,
+                WaitingAnswer::LogLost => st.answered_log_lost += 1,
                 WaitingAnswer::LogAcked => st.answered_log_ok += 1,
                 WaitingAnswer::Committed => st.answered_committed += 1,
                 WaitingAnswer::NotHeld => st.answered_not_held += 1,
