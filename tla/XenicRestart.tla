@@ -24,7 +24,7 @@
 (*                those waiting for n's answer (with their phase), those   *)
 (*                touching n, and the records p holds of n's transactions. *)
 (* TakeReport(m)  n, per report: takes each reported lock again (not for   *)
-(*                a transaction already decided at n), answers the         *)
+(*                a transaction committed at n), answers the               *)
 (*                waiting ones from its host log (EXECUTE / VALIDATE:      *)
 (*                Unavailable, the coordinator aborts; LOG: Ok if the LOG  *)
 (*                record is here, else Unavailable and the coordinator     *)
@@ -139,11 +139,13 @@ NicRestart(n) ==
 \* acknowledged its COMMIT; t waits for n's answer in its current phase.
 LockedAt(t, n) ==
     \/ phase[t] = "execute" /\ n \in acked[t] /\ ~failed[t]
-    \/ phase[t] \in {"validate", "log"}
+    \/ phase[t] \in {"validate", "log", "abortlog"}
     \/ phase[t] = "commit" /\ n \notin acked[t]
-Active(t) == phase[t] \in {"execute", "validate", "log", "commit"}
-WaitsOn(t, n) == Active(t) /\ n \in StepTargets(t) \ acked[t]
-LoggedAt(t, n) == phase[t] \in {"log", "commit"} /\ ReplKeys(memb[Coord(t)], n, WS(t)) # {}
+\* (an abort after LOG, reported as Log, waits for no answer: its ABORT
+\* is resent after the report, as the code's deadline resends it)
+Active(t) == phase[t] \in {"execute", "validate", "log", "commit", "abortlog"}
+WaitsOn(t, n) == Active(t) /\ phase[t] # "abortlog" /\ n \in StepTargets(t) \ acked[t]
+LoggedAt(t, n) == phase[t] \in {"log", "commit", "abortlog"} /\ ReplKeys(memb[Coord(t)], n, WS(t)) # {}
 
 AnswerQuery(p, n) ==
     /\ p \in rbq[n] /\ p \in alive
@@ -161,6 +163,9 @@ AnswerQuery(p, n) ==
                          IF @[k] # None /\ Orphan(@[k]) THEN None ELSE @[k]]]
     \* session reset: n's old packets to p, and p's earlier ones to n, are gone
     /\ msgs' = {m \in msgs : ~(m.src = n /\ m.dst = p) /\ ~(m.src = p /\ m.dst = n)}
+                \cup {Msg("ABORTLOG", t, p, n, epoch[p], TRUE, NoV) :
+                        t \in {u \in Txns : Coord(u) = p /\ phase[u] = "abortlog"
+                                           /\ n \in StepTargets(u) \ acked[u]}}
     \* an ABORT owes no answer in the code (the model's ABORT acks are a stand-in)
     /\ acked' = [t \in Txns |-> IF Coord(t) = p /\ phase[t] = "abort" THEN acked[t] \cup {n}
                                 ELSE acked[t]]
@@ -178,7 +183,9 @@ TakeReport(m) ==
     /\ m \in rmsgs /\ m.kind = "REPORT"
     /\ LET n == m.dst
            p == m.src
-           Decided(t) == HasRec(n, t, "COMMIT") \/ HasRec(n, t, "ABORT") \/ fin[n][Coord(t)] >= Gen(t)
+           \* not for a transaction committed here (an ABORT record of an abort
+           \* after LOG keeps its locks until the second round)
+           Decided(t) == HasRec(n, t, "COMMIT")
            Re == IF RelockFromCoords THEN {x \in m.locks : ~Decided(x[1])} ELSE {}
            Relock(k) == IF lock[n][k] = None /\ \E x \in Re : x[2] = k
                         THEN (CHOOSE x \in Re : x[2] = k)[1] ELSE lock[n][k]
