@@ -264,7 +264,10 @@ ApplyDec(m) ==
                                       IF m.d = "commit" THEN "COMMIT" ELSE "ABORT")]
                     ELSE rec
           /\ val' = IF here THEN ApplyVals(q, IF m.d = "commit" THEN {t} ELSE {}) ELSE val
-          /\ lock' = IF here THEN [lock EXCEPT ![q] = [k \in Keys |-> IF @[k] = t THEN None ELSE @[k]]]
+          \* an abort also frees the locks an abort after LOG's first round left
+          \* (main's apply_recovered: release_aborted_after_log)
+          /\ lock' = IF here \/ m.d = "abort"
+                     THEN [lock EXCEPT ![q] = [k \in Keys |-> IF @[k] = t THEN None ELSE @[k]]]
                      ELSE lock
           /\ phase' = IF last THEN [phase EXCEPT ![t] = "done"] ELSE phase
           /\ acked' = IF last THEN [acked EXCEPT ![t] = {}] ELSE acked
