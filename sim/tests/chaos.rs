@@ -89,7 +89,7 @@ fn state<W: Workload>(cluster: &mut BenchCluster<W>, sim: &Sim, m: &SimNodesMemb
     for (n, p) in cluster.parts.nodes.iter_mut().enumerate() {
         let nic = &p.nic;
         s += &format!(
-            "node {n}: inc {} epoch {} {:?} recovering {} phase {:?} refusal {:?} copying {} sourcing {} worker idle {} load done {}\n  rebuild {:?}\n  recovery {:?}\n  copies {:?}\n  agent {:?}\n",
+            "node {n}: inc {} epoch {} {:?} recovering {} phase {:?} refusal {:?} copying {} sourcing {} worker idle {} load done {}\n  rebuild {:?}\n  recovery {:?}\n  copies {:?}\n  agent {:?}\n  session drops {:?} admission drops {}\n",
             nic.incarnation(),
             nic.epoch(),
             nic.availability(),
@@ -104,6 +104,8 @@ fn state<W: Workload>(cluster: &mut BenchCluster<W>, sim: &Sim, m: &SimNodesMemb
             nic.recovery().stats(),
             nic.copy_stats(),
             m.agent(n as u16).map(|a| a.stats()),
+            nic.stats().net.sessions.drops,
+            nic.admission_drops(),
         );
     }
     s
