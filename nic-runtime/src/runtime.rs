@@ -11,6 +11,7 @@
 //! client (L5 §3); [`clients`] polls them fairly and routes each outcome to the
 //! ring of the client that submitted it.
 
+mod admission;
 pub mod clients;
 mod peers;
 pub mod recovery;
@@ -182,6 +183,8 @@ pub struct NicRuntime {
     copies: crate::rereplication::Copies,
     /// A restart of this NIC runtime alone and the rebuild after it (issue 12).
     restart: RestartState,
+    /// A restarted node's wait for its admission (issue 12).
+    admission: admission::Admission,
 }
 
 impl std::fmt::Debug for NicRuntime {
@@ -254,6 +257,7 @@ impl NicRuntime {
             committed_at_resume: 0,
             copies: crate::rereplication::Copies::new(parts.node),
             restart: RestartState::new(parts.net),
+            admission: Default::default(),
         })
     }
 
@@ -382,6 +386,7 @@ impl NicRuntime {
                 recovery: &mut self.recovery,
                 copies: &mut self.copies,
                 restart: &mut self.restart,
+                admission: &mut self.admission,
             },
             reassembly: &mut self.reassembly,
         };
@@ -459,7 +464,7 @@ impl NicRuntime {
             self.recovery.count_paused_iteration();
             return false;
         }
-        if self.restart.rebuilding() {
+        if self.restart.rebuilding() || self.admission.waiting() {
             return false;
         }
         let mut work = false;
@@ -497,6 +502,7 @@ struct Handlers<'r> {
     recovery: &'r mut RecoveryRuntime,
     copies: &'r mut crate::rereplication::Copies,
     restart: &'r mut RestartState,
+    admission: &'r mut admission::Admission,
 }
 
 impl Dispatch<'_> {
@@ -524,6 +530,13 @@ impl Dispatch<'_> {
                 if !self.to.recovery.on_wire(h.src, whole.1) {
                     *self.to.bad += 1;
                 }
+                continue;
+            }
+            if self.to.admission.waiting() {
+                // Not admitted yet: answer nothing, as the crashed process
+                // would (recovery messages are queued for the epoch that
+                // admits this node, whose configuration may come later).
+                self.to.admission.count_drop();
                 continue;
             }
             if whole.0 == MsgKind::Copy {

@@ -434,6 +434,9 @@ impl<W: Workload> BenchCluster<W> {
                 .build_local_parts(node, Box::new(transport))
                 .map_err(|e| fail(format!("restarted node {node} not built: {e}")))?;
             let mut fresh = parts.nodes.pop().expect("one node built");
+            // The new process serves nothing until a configuration admits
+            // it (chaos list-append seed 107).
+            fresh.nic.await_admission();
             if cfg.dma.on {
                 let inner = fresh.nic.replace_dma(Box::new(NullDma));
                 let seed = (cfg.seed ^ u64::from(incarnation))

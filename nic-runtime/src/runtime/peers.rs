@@ -45,6 +45,7 @@ impl NicRuntime {
     /// ([`RecoveryRuntimeStats::begin_refused`](super::recovery::RecoveryRuntimeStats::begin_refused)) and kept
     /// ([`NicRuntime::recovery_refusal`]).
     pub fn apply_configuration(&mut self, config: &Configuration) {
+        self.admit_if(config);
         self.set_epoch(config.epoch);
         // Restarted peers rejoining (issue 12): talk to their new process.
         for n in 0..self.io.placement.nodes() {

@@ -127,7 +127,14 @@ impl Sessions {
             return;
         }
         let known = self.peers[peer as usize].peer_incarnation;
-        let fresh = known == 0 && self.peers[peer as usize].next_seq == 0;
+        // A session that declared its peer failed is not fresh even when
+        // nothing was heard and its numbering was cleared with the failure
+        // (chaos list-append seed 72: node 1's NIC restarted, queried node 0
+        // just before node 0 crashed, declared it failed 30 ms later, and
+        // kept dropping everything to node 0's admitted new process,
+        // its recovery evidence included, until the leader was fenced).
+        let s = &self.peers[peer as usize];
+        let fresh = known == 0 && s.next_seq == 0 && !s.failed;
         // A fresh session (nothing heard, nothing sent) stays open to any
         // incarnation: the admitted one is only a lower bound, the peer's
         // NIC runtime may have restarted since (a newer incarnation, issue

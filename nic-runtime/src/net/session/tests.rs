@@ -414,3 +414,25 @@ fn bad_configurations_are_refused() {
     }
     assert!(SessionConfig::default().validate().is_ok());
 }
+
+/// Chaos list-append seed 72: a session that sent to a peer it never heard
+/// from declared it failed (the failure clears the numbering), and the
+/// membership then admitted the peer's new process. The session must be
+/// reset (no longer failed, addressed to the admitted incarnation), not
+/// kept as if fresh, or it drops everything to the new process for good.
+#[test]
+fn admitting_a_new_incarnation_revives_a_session_failed_before_it_heard_the_peer() {
+    let mut a = sessions(0, true, cfg());
+    let mut t = Capture::new();
+    let mut bl = backlogs([(1, sealed(0, 1, 1))]);
+    a.flush(100, &mut t, &mut bl);
+    a.flush(100 + 10_000, &mut t, &mut bl);
+    assert!(a.is_failed(1));
+    a.admit_incarnation(1, 3);
+    assert!(!a.is_failed(1), "the admitted process is reachable");
+    t.take();
+    let mut bl = backlogs([(1, sealed(0, 1, 2))]);
+    a.flush(20_000, &mut t, &mut bl);
+    assert_eq!(t.out.len(), 1, "sent to the new process");
+    assert_eq!(header(&t.out[0].1).dst_incarnation, 3);
+}
