@@ -187,6 +187,15 @@ impl RemoteNode {
         let mut parts = builder
             .build_local_parts(self.node, transport)
             .map_err(internal)?;
+        if req.rejoin && self.membership.is_some() {
+            // A restarted node's new process answers nothing and starts no
+            // transaction until a configuration admits its incarnation, as
+            // the crashed process it replaces (chaos list-append seed 107:
+            // an empty table served as the old primary).
+            for n in parts.nodes.iter_mut() {
+                n.nic.await_admission();
+            }
+        }
         let none = std::iter::empty::<(splitkv_layout::Key, Vec<u8>)>();
         let loaded = match &workload {
             // A rejoining node starts empty: its shards are copied to it.
