@@ -175,24 +175,14 @@ pub(crate) async fn register(
     // A node's first registration writes `joined/<node>` and takes its
     // member key in one transaction: between two, the others' rule
     // ("registered once, member key gone") would configure it out.
+    let mut ops = vec![TxnOp::put(joined.clone(), incarnation.to_string(), None)];
+    ops.extend(member_ops(keys, node, lease, incarnation));
     let first = Txn::new()
         .when([
             Compare::create_revision(joined.clone(), CompareOp::Equal, 0),
             Compare::create_revision(keys.member(node), CompareOp::Equal, 0),
         ])
-        .and_then([
-            TxnOp::put(joined.clone(), incarnation.to_string(), None),
-            TxnOp::put(
-                keys.member(node),
-                incarnation.to_string(),
-                Some(PutOptions::new().with_lease(lease)),
-            ),
-            TxnOp::delete(keys.joining(node), None),
-            TxnOp::delete(
-                keys.suspects_of(node),
-                Some(DeleteOptions::new().with_prefix()),
-            ),
-        ]);
+        .and_then(ops);
     if timed(rpc, client.txn(first)).await?.succeeded() {
         return Ok(Registered {
             first: Some(incarnation),
@@ -233,26 +223,32 @@ pub(crate) async fn take_member(
     incarnation: u32,
     rpc: Duration,
 ) -> Result<bool, StoreError> {
-    let member = keys.member(node);
     let txn = Txn::new()
         .when([Compare::create_revision(
-            member.clone(),
+            keys.member(node),
             CompareOp::Equal,
             0,
         )])
-        .and_then([
-            TxnOp::put(
-                member,
-                incarnation.to_string(),
-                Some(PutOptions::new().with_lease(lease)),
-            ),
-            TxnOp::delete(keys.joining(node), None),
-            TxnOp::delete(
-                keys.suspects_of(node),
-                Some(DeleteOptions::new().with_prefix()),
-            ),
-        ]);
+        .and_then(member_ops(keys, node, lease, incarnation));
     Ok(timed(rpc, client.txn(txn)).await?.succeeded())
+}
+
+/// The operations that make `incarnation` hold `members/<node>` under
+/// `lease`: the member key, the end of its `joining/<node>` wait, and the
+/// suspect reports on the node cleared (they named an earlier incarnation).
+fn member_ops(keys: &ClusterKeys, node: NodeId, lease: i64, incarnation: u32) -> [TxnOp; 3] {
+    [
+        TxnOp::put(
+            keys.member(node),
+            incarnation.to_string(),
+            Some(PutOptions::new().with_lease(lease)),
+        ),
+        TxnOp::delete(keys.joining(node), None),
+        TxnOp::delete(
+            keys.suspects_of(node),
+            Some(DeleteOptions::new().with_prefix()),
+        ),
+    ]
 }
 
 /// Records that `reporter` suspects `suspect` (under the reporter's lease).
