@@ -213,3 +213,47 @@ pub fn bench_on_three<G>(
     }
     last.unwrap()
 }
+
+/// [`bench_on_three`], asserting that each try took at most `run_max` (the
+/// whole call at most `run_max` times [`PORT_RETRIES`]).
+pub fn bench_on_three_within<G>(
+    workload: &str,
+    args: &[&str],
+    capacity_keys: Option<u64>,
+    run_max: Duration,
+    setup: impl FnMut() -> (String, G),
+) -> Output {
+    let t0 = Instant::now();
+    let out = bench_on_three(workload, args, capacity_keys, setup);
+    assert!(
+        t0.elapsed() < run_max * PORT_RETRIES as u32,
+        "{:?}",
+        t0.elapsed()
+    );
+    out
+}
+
+/// Exit 0, every check passed, node 2 killed, and the survivors committed
+/// after the kill; returns standard output and the report's kill line.
+pub fn assert_recovered_from_kill(out: &Output) -> (String, String) {
+    let stdout = String::from_utf8_lossy(&out.stdout).to_string();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{stdout}\n{err}");
+    assert!(stdout.contains("checks: ok"), "{stdout}");
+    let line = stdout
+        .lines()
+        .find(|l| l.starts_with("killed: node 2 (SIGKILL) at"))
+        .unwrap_or_else(|| panic!("no kill line: {stdout}"))
+        .to_string();
+    let after: u64 = line
+        .split("survivors committed ")
+        .nth(1)
+        .and_then(|t| t.split_whitespace().next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("{line}"));
+    assert!(
+        after > 0,
+        "the survivors committed nothing after the kill: {stdout}\n{err}"
+    );
+    (stdout, line)
+}
