@@ -32,6 +32,27 @@ fn chaos_run(seed: u64) -> Result<(SmallbankCluster, Sim, SimNodesMembership), S
     chaos_run_of(seed, Smallbank::new(1_500, None).expect("accounts"))
 }
 
+/// Ends the run, then asserts that every node is live and none copying
+/// (the replication degree restored), that the replicas agree, and that the
+/// workload's own check (`what`: money or history) passes.
+fn assert_restored_and_checked<W: Workload>(
+    seed: u64,
+    cluster: &mut BenchCluster<W>,
+    sim: &Sim,
+    m: &SimNodesMembership,
+    what: &str,
+) {
+    cluster.finish(sim.now());
+    let c = m.manager.current();
+    assert_eq!((c.live, c.copying), (0b111, 0), "seed {seed}: {c:?}");
+    cluster
+        .check_replicas()
+        .unwrap_or_else(|e| panic!("seed {seed}: {e}"));
+    cluster
+        .check()
+        .unwrap_or_else(|e| panic!("seed {seed}: {what}: {e}"));
+}
+
 /// One chaos-mix run of workload `w`, as `splitkv sim` runs it.
 fn chaos_run_of<W: Workload>(
     seed: u64,
@@ -122,15 +143,7 @@ fn overlapping_crashes_rejoins_and_nic_restarts_stay_correct() {
     let mut seen = [0usize; 4];
     for seed in [10, 26, 143, 1, 2, 3] {
         let (mut cluster, sim, m) = chaos_run(seed).unwrap_or_else(|e| panic!("{e}"));
-        cluster.finish(sim.now());
-        let c = m.manager.current();
-        assert_eq!((c.live, c.copying), (0b111, 0), "seed {seed}: {c:?}");
-        cluster
-            .check_replicas()
-            .unwrap_or_else(|e| panic!("seed {seed}: {e}"));
-        cluster
-            .check()
-            .unwrap_or_else(|e| panic!("seed {seed}: money: {e}"));
+        assert_restored_and_checked(seed, &mut cluster, &sim, &m, "money");
         let chaos = m.chaos().expect("a chaos run");
         for (_, _, why) in &chaos.nic_restarts {
             seen[*why as usize] += 1;
@@ -241,15 +254,7 @@ fn a_restarted_process_serves_nothing_before_its_admission() {
     for seed in [107, 65] {
         let w = HistoryCheck::list_append(12, 3, BUDGET, TxShape::Mixed).expect("workload");
         let (mut cluster, sim, m) = chaos_run_of(seed, w).unwrap_or_else(|e| panic!("{e}"));
-        cluster.finish(sim.now());
-        let c = m.manager.current();
-        assert_eq!((c.live, c.copying), (0b111, 0), "seed {seed}: {c:?}");
-        cluster
-            .check_replicas()
-            .unwrap_or_else(|e| panic!("seed {seed}: {e}"));
-        cluster
-            .check()
-            .unwrap_or_else(|e| panic!("seed {seed}: history: {e}"));
+        assert_restored_and_checked(seed, &mut cluster, &sim, &m, "history");
         for p in &cluster.parts.nodes {
             assert!(!p.nic.awaiting_admission(), "seed {seed}: admitted");
             dropped += p.nic.admission_drops();
