@@ -73,11 +73,16 @@ impl Rig {
     /// Delivers one request from [`PEER`], runs DMA to completion, and
     /// returns the replies sent: (kind, status).
     fn request(&mut self, w: &BodyWriter) -> Vec<(MsgKind, ReplyStatus)> {
+        self.deliver(w);
+        self.pump();
+        self.replies()
+    }
+
+    /// Delivers one request from [`PEER`]; its DMA stays in flight.
+    fn deliver(&mut self, w: &BodyWriter) {
         let body = Body::decode(w.kind(), w.bytes()).unwrap();
         self.server
             .handle(&mut self.io, &mut self.index, PEER, &body);
-        self.pump();
-        self.replies()
     }
 
     fn pump(&mut self) {
@@ -148,6 +153,13 @@ impl Rig {
 
 const OK: ReplyStatus = ReplyStatus::Ok;
 const ACKED: (MsgKind, ReplyStatus) = (MsgKind::AbortLogAck, OK);
+
+fn execute_locking(t: u64) -> BodyWriter {
+    let mut w = BodyWriter::new();
+    w.begin_execute(t);
+    w.push_lock(&KEY);
+    w
+}
 
 fn log(t: u64) -> BodyWriter {
     let mut w = BodyWriter::new();
@@ -272,4 +284,47 @@ fn a_coordinator_crash_between_the_rounds_leaves_recovery_deciding_abort_and_unl
     assert_eq!(r.index.lock_holder(&KEY), None);
     r.pump();
     assert_eq!(r.logged(), vec![], "the ABORT record is there already");
+}
+
+/// A decision that reaches a replica while the transaction's LOG records
+/// are still being appended to its host log is appended after them when
+/// that append completes, even if a newer transaction of the same
+/// coordinator slot arrived meanwhile and took the slot's entry (nic-crash
+/// list-append seed 18, with the restarted coordinator's ids going on: a
+/// recovered commit was never recorded at one backup, which stayed a
+/// version behind its primary; with an abort the pending records would
+/// have stayed in the host log for good).
+#[test]
+fn a_decision_during_the_log_append_survives_a_newer_transaction_of_the_slot() {
+    for commit in [false, true] {
+        let mut r = rig();
+        let t = tx(10);
+        assert_eq!(
+            r.request(&execute_locking(t)),
+            vec![(MsgKind::ExecuteResp, OK)]
+        );
+        r.deliver(&log(t));
+        if commit {
+            // A restarted coordinator's rebuild decided commit (its
+            // Decisions message).
+            assert!(r.server.commit_recovered_holding_locks(&mut r.io, t));
+            r.index.unlock(&KEY, t);
+        } else {
+            r.deliver(&abort_log(t));
+            r.deliver(&abort(t));
+        }
+        // The slot's next transaction (generation 2) overtakes the append.
+        r.deliver(&execute_locking(t + 1));
+        r.pump();
+        let decision = if commit {
+            LogKind::Commit
+        } else {
+            LogKind::Abort
+        };
+        assert_eq!(
+            r.logged(),
+            vec![LogKind::Log, decision],
+            "the decision record follows the LOG records (commit: {commit})"
+        );
+    }
 }

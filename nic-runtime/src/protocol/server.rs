@@ -90,6 +90,12 @@ struct ServerOp {
     /// `Ok`, or why the request fails (the first failure wins).
     status: ReplyStatus,
     entry: Vec<u8>,
+    /// A LOG append's transaction decided here while its records were
+    /// still being appended: the decision record to append after them
+    /// ([`Server::decide_logged`]). Kept with the append rather than read
+    /// back from the per-slot table, which a newer transaction of the same
+    /// coordinator slot may overwrite before the append completes.
+    decision: Option<LogKind>,
 }
 
 impl ServerOp {
@@ -111,6 +117,7 @@ impl ServerOp {
             pending: 0,
             status: ReplyStatus::Ok,
             entry: Vec::new(),
+            decision: None,
         }
     }
 
@@ -348,6 +355,7 @@ impl Server {
         op.pending = 0;
         op.status = ReplyStatus::Ok;
         op.entry.clear();
+        op.decision = None;
         Some(slot)
     }
 

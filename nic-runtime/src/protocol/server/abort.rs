@@ -31,17 +31,12 @@ impl Server {
             index.unlock(&k, tx_id);
             self.room.released(&k, tx_id);
         }
+        // `Logging`: the ABORT record follows when the LOG append completes
+        // (`finish_append`), so it lands after the records.
         match self.txs.state(tx_id) {
-            Some(TxState::Logged) if !crate::protocol::LOG_BACKUPS_ONLY => {
-                self.txs.set(tx_id, TxState::Finished);
-                self.hold_decision(tx_id, RecordKind::Abort);
-                self.append_decision(io, src, tx_id, LogKind::Abort);
-            }
-            // `Logging`: the ABORT record follows when the LOG append
-            // completes (`finish_append`), so it lands after the records.
-            Some(TxState::Active | TxState::Logging | TxState::Logged) => {
-                self.txs.set(tx_id, TxState::Finished);
-                self.hold_decision(tx_id, RecordKind::Abort);
+            s @ Some(TxState::Active | TxState::Logging | TxState::Logged) => {
+                let s = s.filter(|_| !crate::protocol::LOG_BACKUPS_ONLY);
+                self.decide_logged(io, src, tx_id, s, LogKind::Abort);
             }
             _ => {}
         }
@@ -65,18 +60,12 @@ impl Server {
             index.unlock_where(|holder| holder == tx_id, &mut released);
         }
         let status = match self.txs.state(tx_id) {
-            Some(TxState::Logged) if !crate::protocol::LOG_BACKUPS_ONLY => {
-                self.txs.set(tx_id, TxState::Finished);
-                self.hold_decision(tx_id, RecordKind::Abort);
-                self.append_decision(io, src, tx_id, LogKind::Abort);
-                ReplyStatus::Ok
-            }
             // `Logging`: the ABORT record follows when the LOG append
             // completes (`finish_append`). `Active`: no LOG here yet; a late
             // one is refused.
-            Some(TxState::Active | TxState::Logging | TxState::Logged) => {
-                self.txs.set(tx_id, TxState::Finished);
-                self.hold_decision(tx_id, RecordKind::Abort);
+            s @ Some(TxState::Active | TxState::Logging | TxState::Logged) => {
+                let s = s.filter(|_| !crate::protocol::LOG_BACKUPS_ONLY);
+                self.decide_logged(io, src, tx_id, s, LogKind::Abort);
                 ReplyStatus::Ok
             }
             Some(TxState::Finished)

@@ -133,6 +133,46 @@ impl Server {
         self.submit_append(io, slot);
     }
 
+    /// `tx_id`, in state `state` here, is decided `kind` here (its
+    /// coordinator's ABORT, or a recovery or rebuild decision): it is
+    /// finished, its held record says the decision (recovery evidence),
+    /// and if it took a LOG here the decision record is appended after the
+    /// LOG records — now if they are in the host log (`Logged`), or when
+    /// their append completes (`Logging`; [`Server::finish_append`] reads
+    /// the decision from the append itself, so a newer transaction of the
+    /// same coordinator slot arriving meanwhile cannot lose it). `src` is
+    /// the node the decision came from.
+    pub(super) fn decide_logged(
+        &mut self,
+        io: &mut Io,
+        src: NodeId,
+        tx_id: u64,
+        state: Option<TxState>,
+        kind: LogKind,
+    ) {
+        self.txs.set(tx_id, TxState::Finished);
+        self.hold_decision(
+            tx_id,
+            match kind {
+                LogKind::Commit => RecordKind::Commit,
+                _ => RecordKind::Abort,
+            },
+        );
+        match state {
+            Some(TxState::Logged) => self.append_decision(io, src, tx_id, kind),
+            Some(TxState::Logging) => {
+                let op = self.ops.iter_mut().find(|o| {
+                    o.active && o.kind == OpKind::Log && o.tx_id == tx_id && o.decision.is_none()
+                });
+                debug_assert!(op.is_some(), "a Logging transaction has its LOG append");
+                if let Some(op) = op {
+                    op.decision = Some(kind);
+                }
+            }
+            _ => {}
+        }
+    }
+
     /// Records that this node's record of `tx_id`, if it holds its LOG, is
     /// now decided `kind` (recovery evidence).
     pub(super) fn hold_decision(&mut self, tx_id: u64, kind: RecordKind) {
@@ -256,21 +296,18 @@ impl Server {
                 MsgKind::CommitAck
             }
             OpKind::Log => {
-                match self.txs.state(tx_id) {
-                    Some(TxState::Logging) => self.txs.set(tx_id, TxState::Logged),
-                    // Decided (aborted, or by recovery) while its records
-                    // were being appended: the decision record goes after
-                    // them, and the coordinator needs no answer.
-                    Some(TxState::Finished) if !LOG_BACKUPS_ONLY => {
-                        self.release(slot);
-                        let decision = match self.txs.held(tx_id).map(|h| h.kind) {
-                            Some(RecordKind::Commit) => LogKind::Commit,
-                            _ => LogKind::Abort,
-                        };
-                        self.append_decision(io, src, tx_id, decision);
-                        return;
-                    }
-                    _ => {}
+                // Decided (aborted, or by recovery) while its records were
+                // being appended: the decision record goes after them, and
+                // the coordinator needs no answer. The decision is the
+                // append's own: the slot's entry may already describe a
+                // newer transaction.
+                if let Some(decision) = op.decision.filter(|_| !LOG_BACKUPS_ONLY) {
+                    self.release(slot);
+                    self.append_decision(io, src, tx_id, decision);
+                    return;
+                }
+                if self.txs.state(tx_id) == Some(TxState::Logging) {
+                    self.txs.set(tx_id, TxState::Logged);
                 }
                 MsgKind::LogAck
             }

@@ -115,16 +115,12 @@ impl Server {
         if !matches!(state, Some(TxState::Logging | TxState::Logged)) {
             return !commit && self.release_aborted_after_log(index, tx_id);
         }
-        let (kind, record) = if commit {
-            (LogKind::Commit, RecordKind::Commit)
+        let kind = if commit {
+            LogKind::Commit
         } else {
-            (LogKind::Abort, RecordKind::Abort)
+            LogKind::Abort
         };
-        self.txs.set(tx_id, TxState::Finished);
-        self.hold_decision(tx_id, record);
-        if state == Some(TxState::Logged) {
-            self.append_decision(io, io.node, tx_id, kind);
-        }
+        self.decide_logged(io, io.node, tx_id, state, kind);
         let mut released = Vec::new();
         index.unlock_where(|holder| holder == tx_id, &mut released);
         for (k, _) in &released {

@@ -208,11 +208,7 @@ impl Server {
         if !matches!(state, Some(TxState::Logging | TxState::Logged)) {
             return false;
         }
-        self.txs.set(tx_id, TxState::Finished);
-        self.hold_decision(tx_id, RecordKind::Commit);
-        if state == Some(TxState::Logged) {
-            self.append_decision(io, io.node, tx_id, LogKind::Commit);
-        }
+        self.decide_logged(io, io.node, tx_id, state, LogKind::Commit);
         self.stats.recovered_decisions += 1;
         true
     }
