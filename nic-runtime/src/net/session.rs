@@ -276,8 +276,17 @@ struct Session {
     /// Since when an acknowledgement is owed (a packet arrived and no packet
     /// carried the ack back yet).
     ack_owed_since: Option<Nanos>,
-    /// Declared failed; cleared by a newer incarnation of the peer.
+    /// Declared failed; cleared by a newer incarnation of the peer (newer
+    /// than `peer_incarnation`, which a failure sets to the incarnation it
+    /// declared failed).
     failed: bool,
+    /// The lowest incarnation the peer can have as far as the membership
+    /// told this node: the newest a configuration named for it
+    /// ([`Sessions::raise_floor`], [`Sessions::admit_incarnation`]); 0
+    /// before any. Kept through resets and failures, and carried into the
+    /// sessions of this node's next NIC incarnation ([`Sessions::floor`]):
+    /// it is the membership's knowledge, which outlives the NIC runtime.
+    floor: u32,
 }
 
 impl Session {

@@ -207,6 +207,16 @@ impl Stack {
         self.sessions.admit_incarnation(peer, incarnation);
     }
 
+    /// See [`Sessions::raise_floor`] (the incarnation a configuration names).
+    pub fn raise_floor(&mut self, peer: NodeId, incarnation: u32) {
+        self.sessions.raise_floor(peer, incarnation);
+    }
+
+    /// See [`Sessions::floor`].
+    pub fn floor(&self, peer: NodeId) -> u32 {
+        self.sessions.floor(peer)
+    }
+
     /// This node's membership epoch (stamped on every packet sent).
     pub fn epoch(&self) -> u32 {
         self.sessions.epoch()

@@ -48,7 +48,9 @@ impl NicRuntime {
         self.admit_if(config);
         self.set_epoch(config.epoch);
         // Restarted peers rejoining (issue 12): talk to their new process.
+        // Every member is at least the incarnation the configuration names.
         for n in 0..self.io.placement.nodes() {
+            self.io.net.raise_floor(n as u16, config.incarnation[n]);
             if config.copying & (1 << n) != 0 && config.incarnation[n] != 0 {
                 self.io
                     .net

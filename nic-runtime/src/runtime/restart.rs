@@ -458,6 +458,10 @@ impl NicRuntime {
         )?;
         stack.set_inline_bytes_max(self.transport.inline_bytes_max());
         stack.set_epoch(self.io.net.epoch());
+        // The membership's view of the peers' incarnations outlives the NIC.
+        for p in 0..nodes as NodeId {
+            stack.raise_floor(p, self.io.net.floor(p));
+        }
         self.io.now = now;
         self.drain_dma()?;
         self.io.net = stack;

@@ -126,6 +126,7 @@ impl Sessions {
         if peer as usize >= self.peers.len() || peer == self.node {
             return;
         }
+        self.raise_floor(peer, incarnation);
         let known = self.peers[peer as usize].peer_incarnation;
         // A session that declared its peer failed is not fresh even when
         // nothing was heard and its numbering was cleared with the failure
@@ -148,10 +149,29 @@ impl Sessions {
         }
     }
 
+    /// A configuration names incarnation `incarnation` for `peer` (a live
+    /// member, or the last incarnation of one configured out): the peer is
+    /// at least that incarnation from now on (`Session::floor`). Nothing
+    /// else changes; ignored for a peer outside the cluster.
+    pub fn raise_floor(&mut self, peer: NodeId, incarnation: u32) {
+        if let Some(s) = self.peers.get_mut(peer as usize) {
+            s.floor = s.floor.max(incarnation);
+        }
+    }
+
+    /// The lowest incarnation of `peer` the membership named
+    /// ([`Sessions::raise_floor`]; 0: none, or a peer outside the cluster).
+    pub fn floor(&self, peer: NodeId) -> u32 {
+        self.peers.get(peer as usize).map_or(0, |s| s.floor)
+    }
+
     /// A fresh session with `peer` (it restarted): numbering starts over both
-    /// ways; packets held for its previous incarnation are dropped.
+    /// ways; packets held for its previous incarnation are dropped. The
+    /// membership's floor stays.
     fn reset(&mut self, peer: NodeId) {
+        let floor = self.peers[peer as usize].floor;
         let s = std::mem::take(&mut self.peers[peer as usize]);
+        self.peers[peer as usize].floor = floor;
         let dropped = self.drop_held(s.held);
         self.stats.messages_to_failed_dropped += dropped;
         self.stats.sessions_reset += 1;

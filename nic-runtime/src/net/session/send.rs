@@ -100,9 +100,17 @@ impl Sessions {
         if now.saturating_sub(s.silence_from) >= cfg.silence_ns {
             s.failed = true;
             let held = std::mem::take(&mut s.held);
+            // The incarnation declared failed: the one heard, or if none
+            // was, the lowest the membership allows (incarnations start at
+            // 1). Only a newer one revives the session (`identity_ok`,
+            // `admit_incarnation`); left at 0 (unknown), no incarnation was
+            // newer and a restarted peer's session stayed failed for good
+            // (chaos smallbank seed 6: a NIC restart's query to a node that
+            // crashed just after).
             *s = Session {
-                peer_incarnation: s.peer_incarnation,
+                peer_incarnation: s.peer_incarnation.max(s.floor).max(1),
                 failed: true,
+                floor: s.floor,
                 ..Session::default()
             };
             let dropped = self.drop_held(held);

@@ -436,3 +436,37 @@ fn admitting_a_new_incarnation_revives_a_session_failed_before_it_heard_the_peer
     assert_eq!(t.out.len(), 1, "sent to the new process");
     assert_eq!(header(&t.out[0].1).dst_incarnation, 3);
 }
+
+/// Chaos smallbank seed 6: node 0's NIC restarted (fresh sessions) and
+/// queried node 1 just before node 1 crashed; 30 ms later the session
+/// declared node 1 failed, never having heard it. Node 1's new process
+/// (incarnation 2) then spoke before the configuration admitting it was
+/// applied here: its packets were dropped as from a failed peer, and the
+/// admission found incarnation 2 already known, so nothing revived the
+/// session, node 1's recovery evidence never reached the leader, and it
+/// was fenced. A failure now records the incarnation it declared failed
+/// (at least the membership's floor), so a newer one revives the session
+/// while the failed one stays dropped.
+#[test]
+fn a_newer_incarnation_revives_a_session_failed_before_it_heard_the_peer() {
+    let mut a = sessions(0, true, cfg());
+    a.raise_floor(1, 1);
+    let mut t = Capture::new();
+    let mut bl = backlogs([(1, sealed(0, 1, 1))]);
+    a.flush(100, &mut t, &mut bl);
+    a.flush(100 + 10_000, &mut t, &mut bl);
+    assert!(a.is_failed(1));
+    // Incarnation 2 speaks first: the session is revived.
+    let mut new = sealed(1, 0, 8);
+    new[16..20].copy_from_slice(&2u32.to_le_bytes());
+    new[20..24].copy_from_slice(&1u32.to_le_bytes());
+    assert_eq!(tx_of(a.receive(20_000, &new)), Some(8));
+    assert!(!a.is_failed(1));
+    // The failed incarnation (the floor, 1) is stale now.
+    assert!(a.receive(20_100, &sealed(1, 0, 7)).is_none());
+    assert_eq!(a.stats().drops.stale_incarnation, 1);
+    // Its admission changes nothing more.
+    a.admit_incarnation(1, 2);
+    assert!(!a.is_failed(1));
+    assert_eq!(a.floor(1), 2);
+}
