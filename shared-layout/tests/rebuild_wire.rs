@@ -48,15 +48,17 @@ fn msg() -> impl Strategy<Value = RebuildMsg> {
             any::<u32>(),
             any::<u16>(),
             any::<bool>(),
+            any::<u32>(),
             prop::collection::vec(peer_tx(), 0..=third),
             prop::collection::vec(lock(), 0..=third),
             prop::collection::vec(record(), 0..=third),
         )
-            .prop_map(|(restart, part, last, txs, locks, records)| {
+            .prop_map(|(restart, part, last, generation, txs, locks, records)| {
                 RebuildMsg::Report {
                     restart,
                     part,
                     last,
+                    generation,
                     txs,
                     locks,
                     records,
@@ -112,6 +114,7 @@ fn bounds_and_bad_tags_are_typed_errors() {
         restart: 2,
         part: 0,
         last: true,
+        generation: 0,
         txs: vec![],
         locks: vec![
             LockEntry {

@@ -49,7 +49,7 @@ mod source;
 pub use source::{Copies, CopyStats, ShardSnapshot, SnapshotError};
 
 /// Most objects one snapshot holds (a shard larger than this cannot be
-/// copied: the copy is abandoned and counted, [`CopyStats::too_large`]).
+/// copied: the copy is given up and counted, [`CopyStats::failed`]).
 pub const COPY_OBJECTS_MAX: usize = 1 << 22;
 /// Most objects in one chunk (one copy transaction): as many as one
 /// transaction may write, so a chunk's host-log entry fits the receiver's

@@ -44,7 +44,12 @@
 //!    arrive any more, so none reached the commit point without it), and
 //!    answers with its coordinator's transactions that touch the node (locks
 //!    there, LOG there, or waiting for its answer), the keys they lock
-//!    there, and the records it holds of the restarted node's transactions.
+//!    there, the records it holds of the restarted node's transactions, and
+//!    the newest generation of the restarted node's transaction ids its
+//!    per-slot fence has seen (`protocol/server/txs.rs`): the fresh
+//!    coordinator numbers its new transactions above every one reported
+//!    ([`Coordinator::number_above`]), so the peers never refuse them as
+//!    late and no id is used twice while records of the old one remain.
 //!    Until a peer's last report part arrives, every message from that peer
 //!    is dropped (what it sent before is accounted for by its report, see
 //!    below); afterwards LOG, COMMIT and ABORT are served, EXECUTE and
@@ -529,6 +534,9 @@ impl NicRuntime {
         let mut c = Coordinator::new();
         c.set_phase_deadline_ns(phase_deadline_ns(net.session.silence_ns));
         c.set_live(&mut self.io, &self.procedures, all & !excluded);
+        // New transaction ids go on above the lost ones this node's fence
+        // saw; the peers' reports raise them further (`take_report`).
+        c.number_above(self.server.newest_generation(self.io.node));
         for ticket in self.clients.live_tickets() {
             self.restart.stats.outcomes_unknown += 1;
             c.outcomes().push_back(Outcome {

@@ -8,7 +8,10 @@
 //! transactions that locked keys there, logged there or wait for an answer
 //! from there, the keys they locked there, and the host-log records the
 //! peer holds for transactions the restarted node coordinated (which it
-//! lost). The restarted node decides those and sends
+//! lost), and the newest generation of the restarted node's transaction
+//! ids the peer's per-slot fence has seen (the restarted coordinator numbers
+//! its new transactions above it, so no id is used twice and none is
+//! refused as late). The restarted node decides those and sends
 //! [`RebuildMsg::Decisions`].
 //!
 //! These travel on [`super::Flow::Recovery`] as one self-describing body
@@ -20,7 +23,7 @@
 //! | message | bytes |
 //! |---|---|
 //! | Query | tag u8 = 1, restart u32 |
-//! | Report | tag u8 = 2, restart u32, part u16, last u8 (0/1), n_txs u16, n_locks u16, n_records u16, tx entries, lock entries, record entries |
+//! | Report | tag u8 = 2, restart u32, part u16, last u8 (0/1), generation u32, n_txs u16, n_locks u16, n_records u16, tx entries, lock entries, record entries |
 //! | Decisions | tag u8 = 3, restart u32, n u16, decision entries |
 //!
 //! - tx entry ([`PEER_TX_BYTES`]): tx_id u64, phase u8 ([`CoordPhase`]), waiting u8 (0/1);
@@ -46,7 +49,7 @@ pub const PEER_TX_BYTES: usize = 8 + 1 + 1;
 /// Encoded size of a [`LockEntry`].
 pub const LOCK_ENTRY_BYTES: usize = 8 + KEY_BYTES;
 /// Bytes of a Report before its entries.
-const REPORT_FIXED_BYTES: usize = 1 + 4 + 2 + 1 + 2 + 2 + 2;
+const REPORT_FIXED_BYTES: usize = 1 + 4 + 2 + 1 + 4 + 2 + 2 + 2;
 /// Largest encoded rebuild message (bytes).
 pub const REBUILD_MESSAGE_BYTES_MAX: usize = {
     let report = REPORT_FIXED_BYTES + REBUILD_ENTRIES_PER_MESSAGE_MAX * LOCK_ENTRY_BYTES;
@@ -103,6 +106,10 @@ pub enum RebuildMsg {
         part: u16,
         /// Whether this is the answer's final part.
         last: bool,
+        /// The newest generation (the low 32 bits of a transaction id) of
+        /// the restarted node's transactions the peer has seen, over every
+        /// coordinator slot, compared with wrap-around (0: none seen).
+        generation: u32,
         /// The peer coordinator's transactions touching the restarted node.
         txs: Vec<PeerTx>,
         /// Keys those transactions hold locked at the restarted node.
@@ -157,6 +164,7 @@ impl RebuildMsg {
                 restart,
                 part,
                 last,
+                generation,
                 txs,
                 locks,
                 records,
@@ -173,6 +181,7 @@ impl RebuildMsg {
                 out.extend_from_slice(&restart.to_le_bytes());
                 out.extend_from_slice(&part.to_le_bytes());
                 out.push(*last as u8);
+                out.extend_from_slice(&generation.to_le_bytes());
                 for n in [txs.len(), locks.len(), records.len()] {
                     out.extend_from_slice(&(n as u16).to_le_bytes());
                 }
@@ -255,6 +264,7 @@ impl RebuildMsg {
 fn decode_report(restart: u32, r: &mut Reader<'_>) -> Result<RebuildMsg, DecodeError> {
     let part = r.u16()?;
     let last = flag(r.u8()?, "last-part flag")?;
+    let generation = r.u32()?;
     let (nt, nl, nr) = (r.u16()? as usize, r.u16()? as usize, r.u16()? as usize);
     check_count(
         "rebuild report entries",
@@ -283,6 +293,7 @@ fn decode_report(restart: u32, r: &mut Reader<'_>) -> Result<RebuildMsg, DecodeE
         restart,
         part,
         last,
+        generation,
         txs,
         locks,
         records,

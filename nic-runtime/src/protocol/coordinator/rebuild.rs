@@ -68,3 +68,25 @@ impl Coordinator {
         }
     }
 }
+
+impl Coordinator {
+    /// A fresh coordinator after a NIC restart (issue 12) numbers every
+    /// slot's next transaction above `generation`, the newest generation of
+    /// this node's transaction ids that a peer's per-slot fence (or this
+    /// node's own) has seen (`Server::newest_generation`, carried by each
+    /// rebuild report). Peers refuse a request whose generation is not
+    /// above the one their fence holds for its slot, so ids that started
+    /// over at 1 would be refused as late until they passed the lost ones
+    /// (hundreds of `Rejected` outcomes per restart), and an id used twice
+    /// could meet the first one's records in a host log. Called before the
+    /// node serves again, while every slot is free; a slot never moves
+    /// back (generations compare with wrap-around).
+    pub fn number_above(&mut self, generation: u32) {
+        for t in &mut self.txs {
+            debug_assert!(t.phase == Phase::Free, "numbered before it serves");
+            if (generation.wrapping_sub(t.gen) as i32) > 0 {
+                t.gen = generation;
+            }
+        }
+    }
+}

@@ -193,6 +193,15 @@ impl Server {
         released
     }
 
+    /// The newest generation of `coordinator`'s transaction ids this
+    /// node's per-slot fence has seen (0: none): a coordinator that lost
+    /// its numbering (a NIC restart) numbers its new transactions above the
+    /// newest its peers report, so none is refused as late and no id is
+    /// reused while records of the old one may remain.
+    pub fn newest_generation(&self, coordinator: NodeId) -> u32 {
+        self.txs.newest_generation(coordinator as usize)
+    }
+
     /// At a peer of a restarted node: that node decided commit for its lost
     /// transaction `tx_id`, whose LOG is here. The COMMIT decision record is
     /// appended, but unlike [`Server::apply_recovered`] the locks stay held:

@@ -174,6 +174,19 @@ impl TxTable {
         });
     }
 
+    /// The newest generation seen of coordinator `node`'s transactions,
+    /// over its slots, compared with wrap-around (0: none seen, or `node`
+    /// out of range). Transaction slots only: the copy slots of
+    /// re-replication number their own ids.
+    pub(super) fn newest_generation(&self, node: usize) -> u32 {
+        if node >= NODES_MAX {
+            return 0;
+        }
+        self.entries[node * SLOTS..node * SLOTS + TX_INFLIGHT_MAX]
+            .iter()
+            .fold(0, |m, e| if newer(e.gen, m) { e.gen } else { m })
+    }
+
     /// Every transaction with a record here, as `(tx_id, held)`.
     pub(super) fn held_all(&self) -> impl Iterator<Item = (u64, Held)> + '_ {
         self.entries.iter().enumerate().filter_map(|(i, e)| {

@@ -73,18 +73,25 @@ impl RestartState {
         let (mut txs, mut locks) = (Vec::new(), Vec::new());
         p.coordinator
             .rebuild_report(p.io, asker, &mut txs, &mut locks);
-        send_report(self, &mut p.io.net, asker, restart, (txs, locks, records));
+        let generation = p.server.newest_generation(asker);
+        let report = (generation, txs, locks, records);
+        send_report(self, &mut p.io.net, asker, restart, report);
     }
 }
 
+/// A report's contents: the newest generation of the asker's transaction
+/// ids seen here, then its three lists.
+type Report = (u32, Vec<PeerTx>, Vec<LockEntry>, Vec<RecordEvidence>);
+
 /// Sends a report in parts of at most [`REBUILD_ENTRIES_PER_MESSAGE_MAX`]
 /// entries; the last part is marked (an empty report is one empty part).
+/// Every part carries the generation.
 fn send_report(
     st: &mut RestartState,
     net: &mut Stack,
     to: NodeId,
     restart: u32,
-    (txs, locks, records): (Vec<PeerTx>, Vec<LockEntry>, Vec<RecordEvidence>),
+    (generation, txs, locks, records): Report,
 ) {
     let per = REBUILD_ENTRIES_PER_MESSAGE_MAX;
     let (mut t, mut l, mut r) = (&txs[..], &locks[..], &records[..]);
@@ -98,6 +105,7 @@ fn send_report(
             restart,
             part,
             last,
+            generation,
             txs: t[..nt].to_vec(),
             locks: l[..nl].to_vec(),
             records: r[..nr].to_vec(),
@@ -129,6 +137,7 @@ impl RestartState {
         let RebuildMsg::Report {
             restart,
             last,
+            generation,
             txs,
             locks,
             records,
@@ -147,6 +156,7 @@ impl RestartState {
         }
         let st = &mut self.stats;
         st.reports += 1;
+        p.coordinator.number_above(*generation);
         for l in locks {
             if p.server.reinstall_lock(p.index, l.tx_id, l.key) {
                 st.locks_reinstalled += 1;
