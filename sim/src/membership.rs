@@ -23,9 +23,14 @@
 //!   holds nothing, not even a configuration: it asks to join, and once its
 //!   crashed incarnation is out of the configuration the manager makes the
 //!   next one with the node back in, *copying*
-//!   (`Configuration::rejoining`), and grants it a lease. Until it learns a
-//!   configuration that admits it, the node renews nothing and takes no
-//!   configuration. Once copied it reports itself caught up
+//!   (`Configuration::rejoining`), and grants it a lease. A join that finds
+//!   the old incarnation still in is asked again (after a seeded delay,
+//!   as a request sent when the first was put off), and the lease counts
+//!   from the ask that was taken: counted from the first ask, a join put
+//!   off for most of a lease was admitted with a lease about to end, and
+//!   the node fenced itself before its first renewal (chaos Smallbank seed
+//!   157). Until it learns a configuration that admits it, the node renews
+//!   nothing and takes no configuration. Once copied it reports itself caught up
 //!   ([`SimMember::report_caught_up`], with the epoch of its copy); if that
 //!   is still the current epoch the manager makes the next configuration
 //!   with the node a replica (`Configuration::caught_up`).
@@ -200,11 +205,21 @@ impl Manager {
         let taken: Vec<_> = self.requests.drain(..due).collect();
         for (at, _, from, r) in taken {
             match r {
-                Request::Join { .. } if self.config.contains(from) => {
-                    // The old incarnation is still in: ask again later.
+                Request::Join { incarnation, .. } if self.config.contains(from) => {
+                    // The old incarnation is still in: the node asks again,
+                    // a join sent now. Its first lease counts from the ask
+                    // that is taken, not from the first one: a join can be
+                    // put off for up to a lease (until the old incarnation's
+                    // runs out), and a lease counted from its first ask could
+                    // end right after the admission, before the node's first
+                    // renewal (chaos Smallbank seed 157).
                     self.stats.joins_deferred += 1;
                     let again = now.saturating_add(self.delay());
                     self.order += 1;
+                    let r = Request::Join {
+                        sent: now,
+                        incarnation,
+                    };
                     self.requests.push((again, self.order, from, r));
                 }
                 _ => self.take(at, from, r),
