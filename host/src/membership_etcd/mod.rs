@@ -65,10 +65,12 @@
 //! [`EtcdMember::connect`] (start-up, bounded) and on drop (joins the
 //! driver). Its `now` is the caller's clock (ns, any origin, monotonic).
 
+pub mod address;
 mod driver;
 pub mod keys;
 mod store;
 
+pub use address::NodeAddresses;
 pub use store::ConfigStore;
 
 use splitkv_layout::wire::NodeId;
