@@ -73,6 +73,12 @@ pub struct NodeArgs {
     /// Seed of the node's random choices (and of its injected faults).
     #[arg(long, default_value_t = 1)]
     pub seed: u64,
+    /// Receive this node's packets at IP:PORT instead of the cluster file's `data` (a new machine replacing a dead node; needs etcd membership, through which the peers learn the address once a configuration admits this process).
+    #[arg(long, value_name = "IP:PORT")]
+    pub data_address: Option<std::net::SocketAddr>,
+    /// Serve this node's control endpoint at IP:PORT instead of the cluster file's `control` (loopback unless the file sets control_public for the node).
+    #[arg(long, value_name = "IP:PORT")]
+    pub control_address: Option<std::net::SocketAddr>,
 }
 
 impl NodeArgs {
