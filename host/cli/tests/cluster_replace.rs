@@ -8,7 +8,12 @@
 //! is admitted as copying, and the survivors' transports are re-pointed
 //! at its new data address before they apply that configuration; it gets
 //! its shards copied and becomes a replica again, and every check over the
-//! whole run passes with its rows as a full replica. Bounded as
+//! whole run passes with its rows as a full replica. Checked to fail with
+//! the agent's re-pointing disabled (`repoint_peers` not called in
+//! `MembershipAgent::run_iteration`): the survivors' packets then go to
+//! node 2's old address, they report it as a suspect and its lease is not
+//! renewed, and the bench stops with "node 2 fenced by its membership".
+//! Bounded as
 //! `cluster_rejoin`: one `splitkv bench` per run, which stops its nodes
 //! and fails by itself if the degree is not restored in time; etcd is
 //! stopped by process id when dropped.
