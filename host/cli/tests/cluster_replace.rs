@@ -30,23 +30,13 @@ use support_deploy::*;
 /// Longest one bench run may take (a few seconds of run, the replacement,
 /// start-up, drain, checks).
 const RUN_MAX: Duration = Duration::from_secs(90);
-/// List-append transactions per client: enough that the survivors still
-/// draw after the kill at 0.5 s on an idle machine (12,000 per client ran
-/// out before it there, 2026-11-28).
-const LIST_APPEND_BUDGET: &str = "40000";
-/// Host table capacity (keys per node) for that budget's key space.
-const LIST_APPEND_CAPACITY_KEYS: u64 = 400_000;
 
 /// Runs `bench WORKLOAD … --kill KILL --replace REPLACE ARGS` on a fresh
-/// three-node file with a fresh etcd and tables of `keys` keys per node.
-fn bench_replacing_node_2(
-    workload: &str,
-    (kill, replace): (&str, &str),
-    keys: u64,
-    args: &[&str],
-) -> Output {
+/// three-node file with a fresh etcd.
+fn bench_replacing_node_2(workload: &str, kill: &str, replace: &str, args: &[&str]) -> Output {
     let all = [&["--kill", kill, "--replace", replace][..], args].concat();
-    bench_on_three_within(workload, &all, Some(keys), RUN_MAX, fresh_membership)
+    let keys = Some(KILL_CAPACITY_KEYS);
+    bench_on_three_within(workload, &all, keys, RUN_MAX, fresh_membership)
 }
 
 /// As [`assert_rejoined`] for a replacement, which the report places on
@@ -64,8 +54,8 @@ fn smallbank_and_list_append_run_through_a_kill_and_a_replacement_at_a_new_addre
     let timeline = dir.join("smallbank-replace");
     let out = bench_replacing_node_2(
         "smallbank",
-        ("2@1.0", "2@3.0"),
-        KILL_CAPACITY_KEYS,
+        "2@1.0",
+        "2@3.0",
         &[
             "--timeline",
             timeline.to_str().unwrap(),
@@ -86,11 +76,11 @@ fn smallbank_and_list_append_run_through_a_kill_and_a_replacement_at_a_new_addre
     let _ = std::fs::remove_dir_all(&dir);
     let out = bench_replacing_node_2(
         "list-append",
-        ("2@0.5", "2@2.0"),
-        LIST_APPEND_CAPACITY_KEYS,
+        "2@0.5",
+        "2@2.0",
         &[
             "--transactions",
-            LIST_APPEND_BUDGET,
+            KILL_LIST_APPEND_BUDGET,
             "--duration",
             "4s",
             "--inflight",
