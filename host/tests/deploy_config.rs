@@ -272,6 +272,63 @@ fn public_control_address_needs_control_public() {
     assert!(config.nodes[0].control_public);
 }
 
+/// Issue 12, a replacement machine: node 2 moved to other addresses keeps
+/// every other node and field; a move the file's checks would refuse is one
+/// line naming the node's field, and the file is unchanged by a refusal.
+#[test]
+fn a_node_moves_to_other_addresses_under_the_files_checks() {
+    let config: ClusterConfig = file("").parse().unwrap();
+    let data: SocketAddr = "127.0.0.2:7302".parse().unwrap();
+    let control: SocketAddr = "127.0.0.2:7402".parse().unwrap();
+    let moved = config
+        .clone()
+        .with_node_moved(2, Some(data), Some(control))
+        .expect("a free loopback pair");
+    assert_eq!(
+        (moved.nodes[2].data, moved.nodes[2].control),
+        (data, control)
+    );
+    assert_eq!(moved.nodes[..2], config.nodes[..2]);
+    let only_data = config.clone().with_node_moved(2, Some(data), None).unwrap();
+    assert_eq!(only_data.nodes[2].control, config.nodes[2].control);
+    let a = |s: &str| Some(s.parse::<SocketAddr>().unwrap());
+    let refused = [
+        (
+            a("127.0.0.1:7100"),
+            None,
+            "node[2].data",
+            "already node[0].data",
+        ),
+        (a("0.0.0.0:7302"), None, "node[2].data", "peers can send to"),
+        (a("127.0.0.2:0"), None, "node[2].data", "port 0"),
+        (
+            None,
+            a("10.0.0.1:7402"),
+            "node[2].control",
+            "control_public",
+        ),
+        (
+            None,
+            a("127.0.0.1:7201"),
+            "node[2].control",
+            "already node[1].control",
+        ),
+    ];
+    for (data, control, field, why) in refused {
+        let e = config
+            .clone()
+            .with_node_moved(2, data, control)
+            .unwrap_err();
+        let line = e.to_string();
+        assert_eq!(e.field(), Some(field), "{line}");
+        assert!(line.contains(why) && !line.contains('\n'), "{line}");
+    }
+    let e = config
+        .with_node_moved(3, a("127.0.0.2:1"), None)
+        .unwrap_err();
+    assert_eq!(e.field(), Some("node"));
+}
+
 #[test]
 fn malformed_addresses_are_rejected() {
     rejected_naming(

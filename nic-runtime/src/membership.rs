@@ -16,6 +16,7 @@
 use crate::placement::{Roles, NODES_MAX, ROLE_RANK_COPYING};
 use crate::Nanos;
 use splitkv_layout::wire::NodeId;
+use std::net::SocketAddr;
 
 /// A configuration: its epoch, the nodes in it, and (issue 12,
 /// re-replication) which of them are still being copied and since when
@@ -226,6 +227,18 @@ pub trait Membership {
     /// reports again on its next run); [`MembershipError::Removed`] if this
     /// node is known to be out of the configuration.
     fn report_caught_up(&mut self, epoch: u32, now: Nanos) -> Result<(), MembershipError>;
+
+    /// The data address (IP and port) that node `node`'s incarnation in
+    /// [`Membership::current`] published with its registration, if it
+    /// published one (issue 12: a new machine that replaces a dead node
+    /// sends and receives at another address than the node's first
+    /// process). `None` (the default) for a membership that carries no
+    /// addresses, such as the simulator's: every node then keeps the
+    /// address its transport was built with.
+    fn data_address(&self, node: NodeId) -> Option<SocketAddr> {
+        let _ = node;
+        None
+    }
 }
 
 /// Default interval between lease renewals (ns): a quarter of the
@@ -249,12 +262,23 @@ pub struct AgentStats {
     pub lease_expired: u64,
     /// Caught-up reports the membership took (re-replication, issue 12).
     pub caught_up_reported: u64,
+    /// Peers whose data address a new configuration moved: the transport
+    /// was re-pointed before the configuration was applied (issue 12).
+    pub peers_repointed: u64,
+    /// Published data addresses the transport refused
+    /// ([`crate::net::PeerAddressError`]: no addresses, another family, an
+    /// address another node has); the peer keeps its address.
+    pub peer_addresses_refused: u64,
 }
 
 /// Connects one node's [`crate::NicRuntime`] to its [`Membership`]: renews
 /// the lease every `renew_every_ns`, reports each peer its sessions declared
 /// failed as a suspect, and applies every new configuration
-/// ([`crate::NicRuntime::apply_configuration`]: epoch, failed peers). A
+/// ([`crate::NicRuntime::apply_configuration`]: epoch, failed peers),
+/// first re-pointing the transport at each member's published data address
+/// ([`Membership::data_address`], [`crate::NicRuntime::set_peer_address`];
+/// issue 12: a replacement machine), so the configuration's first packets
+/// to a node's new incarnation already go to its new machine. A
 /// polled state machine like the runtime; the driver calls
 /// [`MembershipAgent::run_iteration`] next to the runtime's.
 ///
@@ -354,6 +378,7 @@ impl MembershipAgent {
         if let Some(c) = m.poll(now) {
             self.stats.configurations += 1;
             work = true;
+            self.repoint_peers(&c, nic, m);
             nic.apply_configuration(&c);
             if !c.contains(m.node()) {
                 self.removed = Some(MembershipError::Removed {
@@ -383,6 +408,28 @@ impl MembershipAgent {
         match r {
             Ok(()) => self.stats.caught_up_reported += 1,
             Err(e) => self.note(Err(e)),
+        }
+    }
+
+    /// Points the transport at the data address each other member of `c`
+    /// published (where the membership knows one); an unchanged address
+    /// is no work.
+    fn repoint_peers(
+        &mut self,
+        c: &Configuration,
+        nic: &mut crate::NicRuntime,
+        m: &mut dyn Membership,
+    ) {
+        let me = m.node();
+        for n in (0..NODES_MAX as NodeId).filter(|&n| n != me && c.contains(n)) {
+            let Some(addr) = m.data_address(n) else {
+                continue;
+            };
+            match nic.set_peer_address(n, addr) {
+                Ok(true) => self.stats.peers_repointed += 1,
+                Ok(false) => {}
+                Err(_) => self.stats.peer_addresses_refused += 1,
+            }
         }
     }
 

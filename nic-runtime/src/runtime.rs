@@ -92,6 +92,9 @@ pub struct NicStats {
     pub cache: crate::index::cache::CacheStats,
     /// Client-port counters: requests, outcomes by status, closed clients.
     pub clients: ClientPortStats,
+    /// The transport's re-pointed peers and packets from their former
+    /// addresses (issue 12; [`NicRuntime::set_peer_address`]).
+    pub peer_addresses: crate::net::PeerAddressStats,
     /// Packets or messages dropped because they did not decode or broke a
     /// limit: packets the sessions dropped as malformed or of another format
     /// version, and messages of accepted packets that did not decode,
@@ -277,6 +280,7 @@ impl NicRuntime {
             },
             cache: self.index.cache_stats(),
             clients: self.clients.stats(),
+            peer_addresses: self.transport.peer_address_stats(),
             bad_packets: self.bad_packets
                 + self.io.net.stats().sessions.drops.malformed
                 + self.io.net.stats().sessions.drops.bad_version,

@@ -3,7 +3,10 @@
 //! whose session fell silent as a suspect, and applies the configuration
 //! that follows (epoch raised, the peer failed for the coordinator); a node
 //! configured out learns that it must stop, and so does a node whose lease
-//! ran out (fencing, Xenic §4.2.1): at once, not at its next renewal.
+//! ran out (fencing, Xenic §4.2.1): at once, not at its next renewal. A
+//! configuration that admits a peer at a new data address re-points the
+//! transport before it is applied, and packets from the old address are
+//! then dropped and counted (issue 12, a replacement machine).
 
 mod support;
 
@@ -15,6 +18,7 @@ use splitkv_nic::net::session::SessionConfig;
 use splitkv_nic::net::stack::StackConfig;
 use splitkv_nic::net::{Transport, TxPacket};
 use splitkv_nic::{Nanos, Placement};
+use std::net::SocketAddr;
 use support::{lone_runtime, peer_packet};
 
 /// A membership that records requests and hands out scripted configurations.
@@ -26,6 +30,8 @@ struct Scripted {
     current: Configuration,
     /// What `lease_until` answers (0: never granted).
     lease_until: Nanos,
+    /// What `data_address` answers, per node.
+    addresses: [Option<SocketAddr>; 2],
 }
 
 impl Membership for Scripted {
@@ -53,6 +59,9 @@ impl Membership for Scripted {
     }
     fn report_caught_up(&mut self, _: u32, _: Nanos) -> Result<(), MembershipError> {
         Ok(())
+    }
+    fn data_address(&self, node: NodeId) -> Option<SocketAddr> {
+        self.addresses.get(node as usize).copied().flatten()
     }
 }
 
@@ -222,4 +231,92 @@ fn no_fencing_before_the_first_grant_and_a_lost_lease_stops_the_node() {
         agent.removed(),
         Some(MembershipError::LeaseExpired { node: 0, .. })
     ));
+}
+
+/// Node 1 of two, restarted as incarnation 5 on another machine: the
+/// configuration that admits it comes with its new address, the agent
+/// re-points node 0's transport before applying it (once: the next
+/// configuration names the same address), and a packet from node 1's old
+/// address (its old incarnation) is then dropped and counted by the
+/// transport, before any session sees it.
+#[cfg(target_os = "linux")]
+#[test]
+fn a_peer_admitted_at_a_new_address_is_re_pointed_and_its_old_address_dropped() {
+    use splitkv_nic::net::udp::{udp_loopback_network, UdpConfig, UdpTransport, UDP_MTU_DEFAULT};
+    let mut ends = udp_loopback_network(2, UDP_MTU_DEFAULT).unwrap();
+    let mut old = ends.pop().unwrap();
+    let a = ends.pop().unwrap();
+    let new = UdpTransport::bind(UdpConfig::loopback()).unwrap();
+    let placement = Placement::new(2, 2).unwrap();
+    let procedures = splitkv_nic::ProcedureRegistry::new();
+    let cfg = StackConfig::default();
+    let mut lone = support::node_runtime(0, placement, a, 64, cfg, procedures);
+    let nic = &mut lone.nic;
+    let admitted = Configuration::initial(2)
+        .without(1 << 1)
+        .rejoining(1, 5)
+        .expect("1 is out");
+    let mut m = Scripted {
+        current: Configuration::initial(2),
+        lease_until: Nanos::MAX,
+        next: Some(admitted),
+        addresses: [None, Some(new.local_addr())],
+        ..Scripted::default()
+    };
+    let mut agent = MembershipAgent::new(RENEW_LONG_NS);
+    agent.run_iteration(0, nic, &mut m);
+    assert_eq!(nic.epoch(), admitted.epoch);
+    assert_eq!(agent.stats().peers_repointed, 1);
+    assert_eq!(nic.stats().peer_addresses.repointed, 1);
+    m.next = admitted.caught_up(1);
+    agent.run_iteration(1, nic, &mut m);
+    assert_eq!(agent.stats().configurations, 2);
+    assert_eq!(agent.stats().peers_repointed, 1, "same address: no move");
+    let mut w = BodyWriter::new();
+    w.begin_items(MsgKind::Log, 7);
+    w.push_item(&Key::new(0, 1), ObjectMeta(1), b"x");
+    let pkt = peer_packet(0, &w);
+    assert_eq!(
+        old.tx_burst(
+            0,
+            &[TxPacket {
+                dst: 0,
+                bytes: &pkt
+            }]
+        ),
+        1
+    );
+    old.tx_flush(0);
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+    let mut now = 2;
+    while nic.stats().peer_addresses.stale_address_drops == 0
+        && std::time::Instant::now() < deadline
+    {
+        nic.run_iteration(now);
+        now += 1_000;
+    }
+    let s = nic.stats();
+    assert_eq!(s.peer_addresses.stale_address_drops, 1);
+    assert_eq!(s.net.sessions.packets_received, 0, "no session saw it");
+}
+
+/// A transport without addresses (in-process) refuses a published address:
+/// counted, and the configuration is applied all the same.
+#[test]
+fn a_transport_without_addresses_refuses_and_the_configuration_still_applies() {
+    let mut lone = lone();
+    let nic = &mut lone.nic;
+    let next = Configuration::initial(2).without(1 << 1);
+    let mut m = Scripted {
+        current: Configuration::initial(2),
+        lease_until: Nanos::MAX,
+        next: Some(next.rejoining(1, 5).expect("1 is out")),
+        addresses: [None, Some("127.0.0.2:7000".parse().unwrap())],
+        ..Scripted::default()
+    };
+    let mut agent = MembershipAgent::new(RENEW_LONG_NS);
+    agent.run_iteration(0, nic, &mut m);
+    assert_eq!(agent.stats().peer_addresses_refused, 1);
+    assert_eq!(agent.stats().peers_repointed, 0);
+    assert_eq!(nic.epoch(), next.epoch + 1);
 }

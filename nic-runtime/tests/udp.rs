@@ -8,7 +8,7 @@ use splitkv_nic::net::udp::{
     udp_loopback_network, UdpConfig, UdpError, UdpTransport, UDP_BATCH_MAX, UDP_MTU_DEFAULT,
     UDP_MTU_MAX, UDP_PEERS_MAX, UDP_TX_BUFFERS,
 };
-use splitkv_nic::net::{Transport, TxPacket};
+use splitkv_nic::net::{PeerAddressError, PeerAddressStats, Transport, TxPacket};
 use std::net::{SocketAddr, UdpSocket};
 use std::time::{Duration, Instant};
 
@@ -217,6 +217,74 @@ fn strangers_are_dropped_counted_and_disturb_no_peer() {
     receive_for(&mut ends[1], Duration::from_millis(50));
     assert_eq!(ends[1].stats().strangers, n as u64);
     assert_eq!(ends[1].stats().packets_received, (n + 10) as u64);
+}
+
+/// Issue 12, a new machine replacing a dead node: node 1 moves from
+/// endpoint `old` to endpoint `new`; node 0 sends to the new one, takes its
+/// packets, and drops and counts the packets still coming from the old
+/// address (apart from strangers); bad moves are typed errors that change
+/// nothing; moving back makes the other address the former one.
+#[test]
+fn a_repointed_peer_is_reached_at_its_new_address_and_its_former_one_is_dropped_and_counted() {
+    let mut ends = udp_loopback_network(2, UDP_MTU_DEFAULT).unwrap();
+    let mut old = ends.pop().unwrap();
+    let mut a = ends.pop().unwrap();
+    let mut new = UdpTransport::bind(UdpConfig::loopback()).unwrap();
+    new.set_peers(&[a.local_addr(), new.local_addr()]).unwrap();
+    let (old_addr, new_addr) = (old.local_addr(), new.local_addr());
+    assert_eq!(a.set_peer_address(1, new_addr), Ok(true));
+    assert_eq!(a.set_peer_address(1, new_addr), Ok(false), "no change");
+    let refused = [
+        (
+            1,
+            a.local_addr(),
+            PeerAddressError::Taken {
+                addr: a.local_addr(),
+                other: 0,
+            },
+        ),
+        (
+            2,
+            old_addr,
+            PeerAddressError::UnknownNode { node: 2, peers: 2 },
+        ),
+    ];
+    for (node, addr, want) in refused {
+        assert_eq!(a.set_peer_address(node, addr), Err(want));
+    }
+    let v6: SocketAddr = "[::1]:7000".parse().unwrap();
+    assert!(matches!(
+        a.set_peer_address(1, v6),
+        Err(PeerAddressError::FamilyMismatch { .. })
+    ));
+    // The old machine still sends (an earlier incarnation): dropped, counted.
+    send_all(
+        &mut old,
+        0,
+        &[tagged(1, 0, 64), tagged(1, 1, 64), tagged(1, 2, 64)],
+    );
+    send_all(&mut new, 0, &[tagged(1, 7, 64)]);
+    let got = receive(&mut a, 1);
+    assert_eq!(got.iter().map(|p| seq_of(p)).collect::<Vec<_>>(), vec![7]);
+    assert!(receive_for(&mut a, Duration::from_millis(50)).is_empty());
+    assert_eq!((a.stats().stale_address, a.stats().strangers), (3, 0));
+    let want = PeerAddressStats {
+        repointed: 1,
+        stale_address_drops: 3,
+    };
+    assert_eq!(a.peer_address_stats(), want);
+    // Node 0's packets for node 1 go to the new address only.
+    send_all(&mut a, 1, &[tagged(0, 9, 64)]);
+    assert_eq!(receive(&mut new, 1).len(), 1);
+    assert!(receive_for(&mut old, Duration::from_millis(50)).is_empty());
+    // Moving back: the new address is the former one now.
+    assert_eq!(a.set_peer_address(1, old_addr), Ok(true));
+    send_all(&mut old, 0, &[tagged(1, 3, 64)]);
+    send_all(&mut new, 0, &[tagged(1, 8, 64)]);
+    let got = receive(&mut a, 1);
+    assert_eq!(got.iter().map(|p| seq_of(p)).collect::<Vec<_>>(), vec![3]);
+    receive_for(&mut a, Duration::from_millis(50));
+    assert_eq!((a.stats().stale_address, a.stats().peers_repointed), (4, 2));
 }
 
 #[test]

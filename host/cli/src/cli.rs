@@ -73,6 +73,12 @@ pub struct NodeArgs {
     /// Seed of the node's random choices (and of its injected faults).
     #[arg(long, default_value_t = 1)]
     pub seed: u64,
+    /// Receive this node's packets at IP:PORT instead of the cluster file's `data` (a new machine replacing a dead node; needs etcd membership, through which the peers learn the address once a configuration admits this process).
+    #[arg(long, value_name = "IP:PORT")]
+    pub data_address: Option<std::net::SocketAddr>,
+    /// Serve this node's control endpoint at IP:PORT instead of the cluster file's `control` (loopback unless the file sets control_public for the node).
+    #[arg(long, value_name = "IP:PORT")]
+    pub control_address: Option<std::net::SocketAddr>,
 }
 
 impl NodeArgs {
@@ -102,6 +108,9 @@ pub struct ClusterArgs {
     /// With --kill: start the killed node again SECS seconds into the run (e.g. `2@3.0`, after the kill): it rejoins empty as a new incarnation, its shards are copied to it, and the run ends only once it is a replica again (every node live, none copying); it runs no client. The checks cover it as a full replica.
     #[arg(long, value_name = "NODE@SECS", requires = "kill", value_parser = parse_kill)]
     pub restart: Option<KillAt>,
+    /// With --kill: start the killed node again SECS seconds into the run on a new machine (e.g. `2@3.0`): as --restart, but at a fresh data and control address (loopback 127.0.0.2, ports the OS picks) instead of the file's; it publishes them through its membership (the file needs [membership] kind = "etcd"), the peers send to it there once it is admitted, and the bench follows it to its new control address.
+    #[arg(long, value_name = "NODE@SECS", requires = "kill", conflicts_with = "restart", value_parser = parse_kill)]
+    pub replace: Option<KillAt>,
     /// With --cluster: crash node NODE's NIC runtime alone SECS seconds into the run (e.g. `1@1.0`): it restarts in place and rebuilds from its peers while its host, data and client live on; the run goes on and every check covers it.
     #[arg(long, value_name = "NODE@SECS", requires = "cluster", value_parser = parse_kill)]
     pub nic_crash: Option<KillAt>,
@@ -110,8 +119,9 @@ pub struct ClusterArgs {
     pub journal: bool,
 }
 
-/// `--kill NODE@SECS` (or `--nic-crash`, `--restart`): which node is
-/// killed (has its NIC runtime crash, is started again), and when.
+/// `--kill NODE@SECS` (or `--nic-crash`, `--restart`, `--replace`): which
+/// node is killed (has its NIC runtime crash, is started again, is
+/// replaced), and when.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct KillAt {
     /// The node id.

@@ -28,6 +28,17 @@
 //! sends), and the node says so in its log and status
 //! (`membership.fail_stop`) and stops (fail-stop, exit 3).
 //!
+//! `--data-address` / `--control-address` start the node elsewhere than
+//! the cluster file says (issue 12: a new machine replaces a dead node).
+//! With etcd membership every process publishes its data and control
+//! address with its registration; once a configuration admits this
+//! process, each peer's membership agent re-points its transport at the
+//! new data address on the peer's polling thread, before it applies the
+//! configuration. `/status` shows the published addresses
+//! (`membership.data_addresses`), the peers re-pointed
+//! (`sessions.peers_repointed`) and packets still arriving from a former
+//! address (`sessions.drops.stale_address`).
+//!
 //! A node started again after its old process died (issue 12, rejoin)
 //! connects to etcd as a new incarnation (the membership's, above every
 //! earlier one) and is *joining*: it holds a lease but no configuration
@@ -57,7 +68,7 @@ use splitkv_host::cluster::{ClusterError, NodeMembership, StatsHandle};
 use splitkv_host::deploy::metrics::outcome_label;
 use splitkv_host::deploy::{
     incarnation_now, node_builder, node_transport, CallError, ClusterConfig, ControlHandler,
-    ControlServer, LogTarget, NodeMetrics, Route, SessionCounters,
+    ControlServer, LogTarget, MembershipSettings, NodeMetrics, Route, SessionCounters,
 };
 use splitkv_layout::host_nic::TxStatus;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -204,7 +215,9 @@ impl NodeHandler {
                 "stale_incarnation": s.drops.stale_incarnation,
                 "bad_ack": s.drops.bad_ack,
                 "failed_peer": s.drops.failed_peer,
+                "stale_address": n.nic.peer_addresses.stale_address_drops,
             },
+            "peers_repointed": n.nic.peer_addresses.repointed,
         })
     }
 }
@@ -329,11 +342,37 @@ fn pin(cores: &[usize]) -> Result<(), Failure> {
     Ok(())
 }
 
+/// The cluster file with this node at `--data-address` / `--control-address`
+/// where given (a replacement machine, issue 12); a moved data address
+/// needs a membership that publishes it (etcd).
+fn moved(config: ClusterConfig, args: &NodeArgs) -> Result<ClusterConfig, Failure> {
+    let (data, control) = (args.data_address, args.control_address);
+    if data.is_none() && control.is_none() {
+        return Ok(config);
+    }
+    let file_data = config.node(args.id).map(|n| n.data);
+    if data.is_some() && data != file_data && config.membership == MembershipSettings::Static {
+        return Err(Failure::BadInput(format!(
+            "--data-address needs [membership] kind = \"etcd\" in {}: peers learn a moved node's address from it",
+            args.config.display()
+        )));
+    }
+    config.with_node_moved(args.id, data, control).map_err(|e| {
+        let flag = match e.field() {
+            Some(f) if f.ends_with(".control") => "--control-address",
+            Some(f) if f.ends_with(".data") => "--data-address",
+            _ => "--id",
+        };
+        Failure::BadInput(format!("{flag}: {e}"))
+    })
+}
+
 /// Runs the node until it is told to drain; see the module docs.
 pub fn run(args: &NodeArgs) -> Result<(), Failure> {
     let bad = |e: &dyn std::fmt::Display| Failure::BadInput(e.to_string());
     let config = ClusterConfig::from_file(&args.config)
         .map_err(|e| Failure::BadInput(format!("{}: {e}", args.config.display())))?;
+    let config = moved(config, args)?;
     let me = config.node(args.id).cloned().ok_or_else(|| {
         Failure::BadInput(format!(
             "--id {} is not a node of {} (ids 0 ..= {})",

@@ -14,18 +14,13 @@
 mod etcd_support;
 mod support_deploy;
 
-use etcd_support::{membership_toml, Etcd};
+use etcd_support::fresh_membership;
 use std::process::Output;
 use std::time::Duration;
 use support_deploy::*;
 
 /// Longest one bench run may take (4 s of run, start-up, drain, checks).
 const RUN_MAX: Duration = Duration::from_secs(60);
-/// List-append transactions per client: more than a client draws in 0.5 s
-/// on a fast machine, so the survivors still have some after the kill.
-const LIST_APPEND_BUDGET: &str = "12000";
-/// Host table capacity (keys per node) for that budget's key space.
-const CAPACITY_KEYS: u64 = 120_000;
 
 /// Runs `bench WORKLOAD --cluster F --spawn --threads 1 --kill KILL ARGS`
 /// on a fresh three-node file with a fresh etcd for its membership (a
@@ -33,10 +28,8 @@ const CAPACITY_KEYS: u64 = 120_000;
 /// for the list-append keys of a budget that outlasts the kill.
 fn bench_killing_node_2(workload: &str, kill: &str, args: &[&str]) -> Output {
     let all = [&["--kill", kill][..], args].concat();
-    bench_on_three_within(workload, &all, Some(CAPACITY_KEYS), RUN_MAX, || {
-        let etcd = Etcd::start();
-        (membership_toml(&etcd.endpoint), etcd)
-    })
+    let keys = Some(KILL_CAPACITY_KEYS);
+    bench_on_three_within(workload, &all, keys, RUN_MAX, fresh_membership)
 }
 
 /// Exit 0, every check passed, node 2 killed, and the survivors committed
@@ -135,7 +128,7 @@ fn smallbank_and_list_append_run_through_a_sigkilled_node_and_pass_every_check()
         "2@0.5",
         &[
             "--transactions",
-            LIST_APPEND_BUDGET,
+            KILL_LIST_APPEND_BUDGET,
             "--duration",
             "4s",
             "--inflight",

@@ -117,6 +117,43 @@ fn malformed_cluster_files_and_flags_exit_2_with_one_line() {
             "--threads",
         ),
         (vec!["node", "--id", "0"], "required"),
+        (
+            vec![
+                "node",
+                "--config",
+                good_path,
+                "--id",
+                "0",
+                "--data-address",
+                "x",
+            ],
+            "--data-address",
+        ),
+        (
+            // A moved data address needs a membership that publishes it.
+            vec![
+                "node",
+                "--config",
+                good_path,
+                "--id",
+                "0",
+                "--data-address",
+                "127.0.0.2:7000",
+            ],
+            "etcd",
+        ),
+        (
+            vec![
+                "node",
+                "--config",
+                good_path,
+                "--id",
+                "0",
+                "--control-address",
+                "10.0.0.1:7000",
+            ],
+            "--control-address: node[0].control",
+        ),
         (vec!["bench", "smallbank", "--spawn"], "required"),
         (
             vec![

@@ -219,4 +219,8 @@ impl Membership for Shifted<'_> {
         let t = self.to_member(now);
         self.inner.report_caught_up(epoch, t)
     }
+
+    fn data_address(&self, node: NodeId) -> Option<std::net::SocketAddr> {
+        self.inner.data_address(node)
+    }
 }

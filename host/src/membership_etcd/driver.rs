@@ -17,9 +17,17 @@
 //! as a suspect stops its renewals, so its own lease runs out (as the
 //! simulated manager refuses a suspect's renewals). A restarted node that
 //! is not admitted yet *joins* instead (module `rejoin`).
+//!
+//! **Addresses (issue 12).** Registering publishes this process's
+//! addresses (`addresses/<node>`, [`super::address`]) with its member key;
+//! each configuration passed on carries, per node, the data address its
+//! configured incarnation published in the snapshot it came from
+//! ([`super::address::published_data_addresses`]), so a node replaced by
+//! a machine at another address is reached there.
 
 mod rejoin;
 
+use super::address::{published_data_addresses, AddressRecord};
 use super::keys::{configured_incarnation, ClusterKeys};
 use super::store::{self, timed, StoreError};
 use super::{EtcdError, EtcdSettings};
@@ -27,7 +35,8 @@ use crossbeam::channel::{Receiver, Sender, TryRecvError};
 use etcd_client::{Client, LeaseKeepAliveStream, LeaseKeeper};
 use splitkv_layout::wire::NodeId;
 use splitkv_nic::membership::Configuration;
-use splitkv_nic::Nanos;
+use splitkv_nic::{Nanos, NODES_MAX};
+use std::net::SocketAddr;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -55,9 +64,13 @@ pub(crate) enum Notice {
     RenewFailed,
     /// etcd says the lease no longer exists: this node is out.
     LeaseGone,
-    /// A configuration read from (or installed in) etcd.
-    Config(Configuration),
+    /// A configuration read from (or installed in) etcd, and per node the
+    /// data address its configured incarnation published.
+    Config(Configuration, DataAddresses),
 }
+
+/// Per node id, a published data address (`None`: none known).
+pub(crate) type DataAddresses = [Option<SocketAddr>; NODES_MAX];
 
 /// Counters the driver keeps for [`super::EtcdMember::stats`].
 #[derive(Debug, Default)]
@@ -73,6 +86,7 @@ pub(crate) struct Counters {
     pub join_conflicts: AtomicU64,
     pub caught_up_taken: AtomicU64,
     pub caught_up_stale: AtomicU64,
+    pub address_records_bad: AtomicU64,
     pub last_error: Mutex<Option<String>>,
 }
 
@@ -123,6 +137,10 @@ pub(crate) struct Driver {
     inc: u32,
     /// Not admitted yet: waiting for the member key or the configuration.
     joining: bool,
+    /// Per node, the address record and first incarnation in the last
+    /// snapshot (issue 12).
+    records: [Option<AddressRecord>; NODES_MAX],
+    first_inc: [Option<u32>; NODES_MAX],
     commands: Receiver<Command>,
     notices: Sender<Notice>,
     counters: Arc<Counters>,
@@ -171,6 +189,8 @@ impl Driver {
             suspected: false,
             inc: ready.incarnation,
             joining: ready.joining,
+            records: [None; NODES_MAX],
+            first_inc: [None; NODES_MAX],
             commands,
             notices,
             counters,
@@ -298,6 +318,7 @@ impl Driver {
             Ok(s) => s,
             Err(e) => return self.counters.error("snapshot", &e),
         };
+        self.note_addresses(&snap);
         if self.joining {
             // Reports on this node named its predecessor.
             return self.join_step(&snap).await;
@@ -345,11 +366,42 @@ impl Driver {
         }
     }
 
-    /// Passes on `c` if it is newer than the last one passed on (a dropped
-    /// notice is sent again after the next snapshot).
+    /// Passes on `c`, with the data addresses its members' configured
+    /// incarnations published, if it is newer than the last one passed on
+    /// (a dropped notice is sent again after the next snapshot).
     fn learn(&mut self, c: Configuration) {
-        if c.epoch > self.known_epoch && self.notify(Notice::Config(c)) {
+        let data = published_data_addresses(&c, &self.records, &self.first_inc);
+        if c.epoch > self.known_epoch && self.notify(Notice::Config(c, data)) {
             self.known_epoch = c.epoch;
+        }
+    }
+
+    /// Keeps the snapshot's address records and first incarnations; an
+    /// unreadable record is counted (its node keeps its old address).
+    fn note_addresses(&mut self, snap: &store::Snapshot) {
+        self.records = snap.addresses;
+        self.first_inc = snap.first_inc;
+        if snap.bad_addresses != 0 {
+            bump(&self.counters.address_records_bad);
+            let mut last = self
+                .counters
+                .last_error
+                .lock()
+                .unwrap_or_else(|p| p.into_inner());
+            *last = Some(format!(
+                "snapshot: unreadable address records of nodes {:#x}",
+                snap.bad_addresses
+            ));
+        }
+    }
+
+    /// This process as it registers: node, lease, incarnation, addresses.
+    fn holder(&self) -> store::Holder {
+        store::Holder {
+            node: self.s.node,
+            lease: self.lease,
+            incarnation: self.inc,
+            addresses: self.s.addresses,
         }
     }
 }
@@ -388,7 +440,13 @@ async fn join(
     let inc = store::next_incarnation(client, keys, s.node, s.incarnation, rpc)
         .await
         .map_err(EtcdError::store)?;
-    let reg = store::register(client, keys, s.node, lease, inc, rpc)
+    let holder = store::Holder {
+        node: s.node,
+        lease,
+        incarnation: inc,
+        addresses: s.addresses,
+    };
+    let reg = store::register(client, keys, &holder, rpc)
         .await
         .map_err(EtcdError::store)?;
     let admitted =
@@ -416,6 +474,8 @@ mod tests {
             member_inc: [None; NODES_MAX],
             first_inc: [None; NODES_MAX],
             suspected_by: 0,
+            addresses: [None; NODES_MAX],
+            bad_addresses: 0,
         };
         for n in 0..3 {
             s.member_inc[n] = member_inc[n];

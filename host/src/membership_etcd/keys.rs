@@ -11,6 +11,7 @@
 //! | `joining/<node>` | the incarnation of a restarted process waiting for `members/<node>` | that process's lease |
 //! | `incarnations/<node>` | the last incarnation handed out for the node (decimal) | none; raised by compare-and-swap at every connect, so incarnations only grow |
 //! | `suspects/<suspect>/<reporter>` | empty | the reporter's lease |
+//! | `addresses/<node>` | the [`AddressRecord`](super::address::AddressRecord) of the process holding `members/<node>`: its incarnation, data and control addresses (versioned JSON) | that process's lease: written in the transaction that takes the member key, so it names the member key's holder |
 
 use splitkv_layout::wire::NodeId;
 use splitkv_nic::membership::Configuration;
@@ -72,6 +73,16 @@ impl ClusterKeys {
     /// `/<cluster>/incarnations/<node>` (the node's incarnation counter).
     pub fn incarnations(&self, node: NodeId) -> String {
         format!("{}incarnations/{node}", self.prefix)
+    }
+
+    /// `/<cluster>/addresses/` (the prefix of every address record).
+    pub fn addresses(&self) -> String {
+        format!("{}addresses/", self.prefix)
+    }
+
+    /// `/<cluster>/addresses/<node>`.
+    pub fn address(&self, node: NodeId) -> String {
+        format!("{}addresses/{node}", self.prefix)
     }
 
     /// `/<cluster>/suspects/<suspect>/` (the prefix of the reports on `suspect`).

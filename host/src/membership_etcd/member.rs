@@ -1,14 +1,15 @@
 //! [`EtcdMember`]: one node's polled handle on the etcd membership (the
 //! [`Membership`] a [`splitkv_nic::membership::MembershipAgent`] drives).
 
-use super::driver::{self, Command, Counters, Notice};
+use super::driver::{self, Command, Counters, DataAddresses, Notice};
 use super::keys::configured_incarnation;
 use super::{believed_lease_ns, EtcdError, EtcdSettings, EtcdStats, FailStop};
 use super::{COMMANDS_MAX, NOTICES_MAX};
 use crossbeam::channel::{bounded, Receiver, Sender, TrySendError};
 use splitkv_layout::wire::NodeId;
 use splitkv_nic::membership::{Configuration, Membership, MembershipError};
-use splitkv_nic::Nanos;
+use splitkv_nic::{Nanos, NODES_MAX};
+use std::net::SocketAddr;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::thread::JoinHandle;
@@ -45,12 +46,23 @@ use std::time::Duration;
 /// incarnation — the first start of each node: a configuration's
 /// incarnation 0 is the node's first registered incarnation — is admitted
 /// at once, as before rejoin.
+///
+/// **Addresses** (issue 12, a new machine replacing a dead node): the
+/// process publishes [`EtcdSettings::addresses`] with its member key, and
+/// [`Membership::data_address`] answers, per node of
+/// [`Membership::current`], the data address that node's configured
+/// incarnation published (read in the same etcd snapshot as the
+/// configuration); `None` where it published none. The first configuration
+/// (before any change) carries none: a node's first process is where the
+/// cluster file says.
 pub struct EtcdMember {
     node: NodeId,
     nodes: usize,
     rpc_ns: Nanos,
     believed_ns: Nanos,
     config: Configuration,
+    /// Per node, the data address its incarnation in `config` published.
+    data: DataAddresses,
     incarnation: u32,
     first: Option<u32>,
     joining: bool,
@@ -141,6 +153,7 @@ impl EtcdMember {
             } else {
                 ready.config
             },
+            data: [None; NODES_MAX],
             incarnation: ready.incarnation,
             first: ready.first,
             joining: ready.joining,
@@ -216,6 +229,7 @@ impl EtcdMember {
             join_conflicts: get(&c.join_conflicts),
             caught_up_taken: get(&c.caught_up_taken),
             caught_up_stale: get(&c.caught_up_stale),
+            address_records_bad: get(&c.address_records_bad),
         }
     }
 
@@ -260,12 +274,13 @@ impl EtcdMember {
                 Notice::LeaseGone => self.lease_lost = true,
                 // A restarted node takes no configuration before one that
                 // admits it.
-                Notice::Config(c) if self.joining && !self.admits(&c) => {}
-                Notice::Config(c) if c.epoch > self.config.epoch => {
+                Notice::Config(c, _) if self.joining && !self.admits(&c) => {}
+                Notice::Config(c, data) if c.epoch > self.config.epoch => {
                     self.config = c;
+                    self.data = data;
                     self.joining = false;
                 }
-                Notice::Config(_) => {}
+                Notice::Config(..) => {}
             }
         }
     }
@@ -346,6 +361,11 @@ impl Membership for EtcdMember {
     fn report_caught_up(&mut self, epoch: u32, _now: Nanos) -> Result<(), MembershipError> {
         self.drain();
         self.send(Command::CaughtUp { epoch })
+    }
+
+    /// See [`EtcdMember`], "Addresses": as of the last drained notice.
+    fn data_address(&self, node: NodeId) -> Option<SocketAddr> {
+        self.data.get(node as usize).copied().flatten()
     }
 }
 

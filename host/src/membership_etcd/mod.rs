@@ -54,6 +54,14 @@
 //!   A whole cluster restarted on the same etcd prefix has no survivor to
 //!   do that: every process stays joining (its data is gone anyway); start
 //!   it under a fresh cluster name.
+//! - **Addresses (issue 12).** With its member key a process publishes
+//!   where it is ([`EtcdSettings::addresses`]: data and control address,
+//!   [`address::AddressRecord`] under `addresses/<node>`, under its
+//!   lease), and each configuration a member passes on carries the data
+//!   address of every member's configured incarnation
+//!   ([`Membership::data_address`]): a new machine that replaced a dead
+//!   node at another address is reached there once a configuration
+//!   admits it.
 //! - **Caught up.** [`Membership::report_caught_up`] with the epoch of the
 //!   copy installs `Configuration::caught_up(node)` if the stored
 //!   configuration still has that epoch with this process copying; a stale
@@ -65,10 +73,12 @@
 //! [`EtcdMember::connect`] (start-up, bounded) and on drop (joins the
 //! driver). Its `now` is the caller's clock (ns, any origin, monotonic).
 
+pub mod address;
 mod driver;
 pub mod keys;
 mod store;
 
+pub use address::NodeAddresses;
 pub use store::ConfigStore;
 
 use splitkv_layout::wire::NodeId;
@@ -139,6 +149,12 @@ pub struct EtcdSettings {
     /// the one used is `max(given, last + 1)` over the node's earlier
     /// incarnations, at most `u32::MAX` ([`EtcdMember::incarnation`]).
     pub incarnation: u64,
+    /// Where this process's transport and control endpoint are, published
+    /// under `addresses/<node>` with its member key (issue 12: a
+    /// replacement machine at another address than the cluster file's);
+    /// `None` publishes none, and the peers keep the addresses they were
+    /// built with.
+    pub addresses: Option<NodeAddresses>,
 }
 
 impl EtcdSettings {
@@ -154,6 +170,7 @@ impl EtcdSettings {
             rpc_timeout_ms: RPC_TIMEOUT_MS_DEFAULT,
             start_timeout_ms: START_TIMEOUT_MS_DEFAULT,
             incarnation: 0,
+            addresses: None,
         }
     }
 
@@ -321,6 +338,10 @@ pub struct EtcdStats {
     /// Caught-up reports ignored: the epoch had moved on, or this node was
     /// not copying (or not admitted) then.
     pub caught_up_stale: u64,
+    /// Snapshots that held an address record that did not decode (its node
+    /// keeps the address its peers had; the reason in
+    /// [`EtcdMember::last_error`]).
+    pub address_records_bad: u64,
 }
 
 mod member;

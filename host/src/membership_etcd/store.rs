@@ -6,6 +6,7 @@
 //! configuration by compare-and-swap on the configuration key's mod
 //! revision, so two nodes never install two configurations for one epoch.
 
+use super::address::{address_records, AddressRecord, NodeAddresses};
 use super::keys::{parse_incarnation, ClusterKeys, ConfigRecord};
 use super::{EtcdError, INCARNATION_TRIES_MAX};
 use etcd_client::{
@@ -71,6 +72,21 @@ pub(crate) struct Snapshot {
     pub first_inc: [Option<u32>; NODES_MAX],
     /// Reports naming the reading node as a suspect.
     pub suspected_by: i64,
+    /// Per node, the address record of the process holding its member key
+    /// (issue 12).
+    pub addresses: [Option<AddressRecord>; NODES_MAX],
+    /// Nodes whose address record did not decode (left `None` above).
+    pub bad_addresses: u32,
+}
+
+/// A process registering: node, lease, incarnation, and the addresses it
+/// publishes (`addresses/<node>`; `None`: none).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Holder {
+    pub node: NodeId,
+    pub lease: i64,
+    pub incarnation: u32,
+    pub addresses: Option<NodeAddresses>,
 }
 
 /// Creates the first configuration (epoch 1, all `nodes` live) unless one
@@ -158,25 +174,24 @@ pub(crate) struct Registered {
     pub holds_member: bool,
 }
 
-/// Registers incarnation `incarnation` of `node` under `lease`. The node's
-/// first registration ever creates `joined/<node>` with it and takes the
-/// member key in one transaction; a later one takes the member key
-/// ([`take_member`]) or, while an earlier incarnation's lease still holds
-/// it, waits under `joining/<node>`.
+/// Registers `h` (incarnation `h.incarnation` of `h.node` under
+/// `h.lease`). The node's first registration ever creates `joined/<node>`
+/// with it and takes the member key in one transaction; a later one takes
+/// the member key ([`take_member`]) or, while an earlier incarnation's
+/// lease still holds it, waits under `joining/<node>`.
 pub(crate) async fn register(
     client: &mut Client,
     keys: &ClusterKeys,
-    node: NodeId,
-    lease: i64,
-    incarnation: u32,
+    h: &Holder,
     rpc: Duration,
 ) -> Result<Registered, StoreError> {
+    let (node, lease, incarnation) = (h.node, h.lease, h.incarnation);
     let joined = keys.joined_node(node);
     // A node's first registration writes `joined/<node>` and takes its
     // member key in one transaction: between two, the others' rule
     // ("registered once, member key gone") would configure it out.
     let mut ops = vec![TxnOp::put(joined.clone(), incarnation.to_string(), None)];
-    ops.extend(member_ops(keys, node, lease, incarnation));
+    ops.extend(member_ops(keys, h));
     let first = Txn::new()
         .when([
             Compare::create_revision(joined.clone(), CompareOp::Equal, 0),
@@ -197,7 +212,7 @@ pub(crate) async fn register(
         )])
         .and_then([TxnOp::put(joined.clone(), incarnation.to_string(), None)]);
     timed(rpc, client.txn(txn)).await?;
-    let holds_member = take_member(client, keys, node, lease, incarnation, rpc).await?;
+    let holds_member = take_member(client, keys, h, rpc).await?;
     if !holds_member {
         let opts = PutOptions::new().with_lease(lease);
         let put = client.put(keys.joining(node), incarnation.to_string(), Some(opts));
@@ -211,44 +226,56 @@ pub(crate) async fn register(
     })
 }
 
-/// Takes `members/<node>` for `incarnation` under `lease` if no process
-/// holds it (its last holder's lease ran out, or none ever did), clearing
-/// the `joining/<node>` wait and the suspect reports on the node (they
-/// named an earlier incarnation). Returns whether this call took it.
+/// Takes `members/<node>` for `h` if no process holds it (its last
+/// holder's lease ran out, or none ever did), clearing the `joining/<node>`
+/// wait and the suspect reports on the node (they named an earlier
+/// incarnation) and publishing `h`'s addresses. Returns whether this call
+/// took it.
 pub(crate) async fn take_member(
     client: &mut Client,
     keys: &ClusterKeys,
-    node: NodeId,
-    lease: i64,
-    incarnation: u32,
+    h: &Holder,
     rpc: Duration,
 ) -> Result<bool, StoreError> {
     let txn = Txn::new()
         .when([Compare::create_revision(
-            keys.member(node),
+            keys.member(h.node),
             CompareOp::Equal,
             0,
         )])
-        .and_then(member_ops(keys, node, lease, incarnation));
+        .and_then(member_ops(keys, h));
     Ok(timed(rpc, client.txn(txn)).await?.succeeded())
 }
 
-/// The operations that make `incarnation` hold `members/<node>` under
-/// `lease`: the member key, the end of its `joining/<node>` wait, and the
-/// suspect reports on the node cleared (they named an earlier incarnation).
-fn member_ops(keys: &ClusterKeys, node: NodeId, lease: i64, incarnation: u32) -> [TxnOp; 3] {
-    [
+/// The operations that make `h` hold `members/<node>` under its lease: the
+/// member key, its address record (`addresses/<node>`, under the same
+/// lease, so it names the member key's holder: issue 12), the end of its
+/// `joining/<node>` wait, and the suspect reports on the node cleared
+/// (they named an earlier incarnation).
+fn member_ops(keys: &ClusterKeys, h: &Holder) -> Vec<TxnOp> {
+    let under_lease = || Some(PutOptions::new().with_lease(h.lease));
+    let mut ops = vec![
         TxnOp::put(
-            keys.member(node),
-            incarnation.to_string(),
-            Some(PutOptions::new().with_lease(lease)),
+            keys.member(h.node),
+            h.incarnation.to_string(),
+            under_lease(),
         ),
-        TxnOp::delete(keys.joining(node), None),
+        TxnOp::delete(keys.joining(h.node), None),
         TxnOp::delete(
-            keys.suspects_of(node),
+            keys.suspects_of(h.node),
             Some(DeleteOptions::new().with_prefix()),
         ),
-    ]
+    ];
+    let record = h.addresses.map(|addresses| AddressRecord {
+        incarnation: h.incarnation,
+        addresses,
+    });
+    ops.push(match record {
+        Some(r) => TxnOp::put(keys.address(h.node), r.encode(), under_lease()),
+        // A process that publishes nothing leaves no predecessor's record.
+        None => TxnOp::delete(keys.address(h.node), None),
+    });
+    ops
 }
 
 /// Records that `reporter` suspects `suspect` (under the reporter's lease).
@@ -270,7 +297,8 @@ pub(crate) async fn report_suspect(
 }
 
 /// Reads the configuration, the member and joined keys (with their
-/// incarnations) and the reports on `node`, in one transaction.
+/// incarnations), the reports on `node` and the address records, in one
+/// transaction.
 pub(crate) async fn snapshot(
     client: &mut Client,
     keys: &ClusterKeys,
@@ -287,6 +315,7 @@ pub(crate) async fn snapshot(
             keys.suspects_of(node),
             Some(GetOptions::new().with_prefix().with_count_only()),
         ),
+        TxnOp::get(keys.addresses(), prefix()),
     ]);
     let r = timed(rpc, client.txn(txn)).await?;
     let gets: Vec<_> = r
@@ -297,9 +326,9 @@ pub(crate) async fn snapshot(
             _ => None,
         })
         .collect();
-    let [config, members, joined, suspects] = &gets[..] else {
+    let [config, members, joined, suspects, addresses] = &gets[..] else {
         return Err(StoreError::Corrupt(format!(
-            "snapshot: {} answers to 4 reads",
+            "snapshot: {} answers to 5 reads",
             gets.len()
         )));
     };
@@ -315,6 +344,10 @@ pub(crate) async fn snapshot(
     let incs = |prefix: String, g: &etcd_client::GetResponse| {
         ClusterKeys::incarnations_of(&prefix, g.kvs().iter().map(|kv| (kv.key(), kv.value())))
     };
+    let records = address_records(
+        &keys.addresses(),
+        addresses.kvs().iter().map(|kv| (kv.key(), kv.value())),
+    );
     Ok(Snapshot {
         config: c,
         rev: kv.mod_revision(),
@@ -323,6 +356,8 @@ pub(crate) async fn snapshot(
         member_inc: incs(keys.members(), members),
         first_inc: incs(keys.joined(), joined),
         suspected_by: suspects.count(),
+        addresses: records.0,
+        bad_addresses: records.1,
     })
 }
 

@@ -126,3 +126,12 @@ fn healthy(port: u16) -> bool {
 pub fn membership_toml(endpoint: &str) -> String {
     format!("[membership]\nkind = \"etcd\"\nendpoints = [\"{endpoint}\"]\nlease_ttl_s = 1\n")
 }
+
+/// A fresh etcd and the cluster file's `[membership]` section naming it:
+/// the `setup` of one deployed bench run of the CLI's tests (a stored
+/// configuration must not outlive its run).
+#[allow(dead_code)] // the CLI's tests use it, the library's do not
+pub fn fresh_membership() -> (String, Etcd) {
+    let etcd = Etcd::start();
+    (membership_toml(&etcd.endpoint), etcd)
+}

@@ -1,10 +1,12 @@
 //! Rejoin over etcd (issue 12): a killed member's restarted process joins
 //! as copying once its predecessor is out, and a caught-up report makes it
-//! a replica; a stale report changes nothing; incarnations only grow.
+//! a replica; a stale report changes nothing; incarnations only grow. A
+//! restarted process on another machine publishes its new address, and
+//! the configuration that admits it carries that address to every member.
 
 use super::{drive, settings, Clock, DEADLINE_MS};
 use crate::etcd_support::Etcd;
-use splitkv_host::membership_etcd::{ConfigStore, EtcdMember};
+use splitkv_host::membership_etcd::{ConfigStore, EtcdMember, NodeAddresses};
 use splitkv_layout::wire::NodeId;
 use splitkv_nic::membership::{Configuration, Membership};
 use std::time::{Duration, Instant};
@@ -17,9 +19,25 @@ const SURVIVOR_POLL_MS: u64 = 600;
 /// The restarted process's poll interval (ms).
 const JOINER_POLL_MS: u64 = 20;
 
-fn connect(etcd: &Etcd, cluster: &str, node: NodeId, poll_ms: u64, clock: &Clock) -> EtcdMember {
-    let mut s = settings(&etcd.endpoint, cluster, node, 3);
+/// Where node `node`'s process on machine `host` (127.0.0.`host`) is.
+fn at(node: NodeId, host: u8) -> NodeAddresses {
+    NodeAddresses {
+        data: ([127, 0, 0, host], 7100 + node).into(),
+        control: ([127, 0, 0, host], 7200 + node).into(),
+    }
+}
+
+/// Node `node` of three, publishing `addresses`.
+fn connect(
+    etcd: &Etcd,
+    node: NodeId,
+    addresses: NodeAddresses,
+    poll_ms: u64,
+    clock: &Clock,
+) -> EtcdMember {
+    let mut s = settings(&etcd.endpoint, "rejoin", node, 3);
     s.poll_every_ms = poll_ms;
+    s.addresses = Some(addresses);
     EtcdMember::connect(s, clock.now()).expect("member connects")
 }
 
@@ -50,9 +68,9 @@ fn run_for(clock: &Clock, ms: &mut [&mut EtcdMember], ms_for: u64) {
 fn a_restarted_member_rejoins_as_copying_and_catches_up() {
     let etcd = Etcd::start();
     let clock = Clock(Instant::now());
-    let mut m0 = connect(&etcd, "rejoin", 0, SURVIVOR_POLL_MS, &clock);
-    let mut m1 = connect(&etcd, "rejoin", 1, SURVIVOR_POLL_MS, &clock);
-    let old = connect(&etcd, "rejoin", 2, SURVIVOR_POLL_MS, &clock);
+    let mut m0 = connect(&etcd, 0, at(0, 1), SURVIVOR_POLL_MS, &clock);
+    let mut m1 = connect(&etcd, 1, at(1, 1), SURVIVOR_POLL_MS, &clock);
+    let old = connect(&etcd, 2, at(2, 1), SURVIVOR_POLL_MS, &clock);
     assert!(!old.joining(), "a first start is admitted at once");
     assert_eq!(old.current(), Configuration::initial(3));
     let old_inc = old.incarnation();
@@ -60,7 +78,8 @@ fn a_restarted_member_rejoins_as_copying_and_catches_up() {
     let old_lease_until = old.lease_until();
     drop(old); // stops renewing without revoking
 
-    let mut m2 = connect(&etcd, "rejoin", 2, JOINER_POLL_MS, &clock);
+    // On another machine (issue 12: a replacement).
+    let mut m2 = connect(&etcd, 2, at(2, 2), JOINER_POLL_MS, &clock);
     assert!(m2.incarnation() > old_inc, "incarnations grow");
     assert!(m2.joining(), "the predecessor is still in");
     assert_eq!(m2.current(), Configuration::default());
@@ -111,6 +130,13 @@ fn a_restarted_member_rejoins_as_copying_and_catches_up() {
         vec![want],
         "the joiner polled only its admission"
     );
+    // Every member reaches node 2 at its new machine, and the newcomer
+    // reaches the others where they published.
+    for m in [&m0, &m1] {
+        assert_eq!(m.data_address(2), Some(at(2, 2).data));
+    }
+    assert_eq!(m2.data_address(0), Some(at(0, 1).data));
+    assert_eq!(m2.data_address(1), Some(at(1, 1).data));
     let (s0, s1, s2) = (m0.stats(), m1.stats(), m2.stats());
     assert_eq!(s0.installs_won + s1.installs_won, 1, "one exclusion");
     assert_eq!(s2.joins, 1);

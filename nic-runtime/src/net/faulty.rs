@@ -360,4 +360,18 @@ impl<T: Transport> Transport for FaultyTransport<T> {
         }
         self.inner.rx_burst(now, max, on_packet)
     }
+
+    /// The inner transport's; packets held back for `node` go to `addr`
+    /// when released.
+    fn set_peer_address(
+        &mut self,
+        node: NodeId,
+        addr: std::net::SocketAddr,
+    ) -> Result<bool, super::PeerAddressError> {
+        self.inner.set_peer_address(node, addr)
+    }
+
+    fn peer_address_stats(&self) -> super::PeerAddressStats {
+        self.inner.peer_address_stats()
+    }
 }

@@ -7,6 +7,17 @@
 //! simulator supplies its own; kernel UDP and the kernel-bypass transports
 //! implement the same three calls).
 //!
+//! **Peer addresses** (issue 12: a new machine replaces a dead node): a
+//! transport that sends to addresses (kernel UDP) knows each node's data
+//! address from its configuration, and the membership may re-point one
+//! node at another address ([`Transport::set_peer_address`]) when a
+//! configuration admits that node's new incarnation at a new machine. The
+//! call comes from the thread that polls the transport (the membership
+//! agent runs beside the runtime), never from another thread. Packets that
+//! still arrive from the former address are dropped and counted
+//! ([`PeerAddressStats::stale_address_drops`]). Transports without
+//! addresses (in-process, simulated) refuse the call.
+//!
 //! Buffers belong to the transport: [`Transport::tx_burst`] copies (or, for a
 //! zero-copy transport, references until [`Transport::tx_flush`]) the bytes it
 //! is given, and [`Transport::rx_burst`] lends each received packet to a
@@ -24,6 +35,7 @@ pub mod udp;
 
 use crate::Nanos;
 use splitkv_layout::wire::NodeId;
+use std::net::SocketAddr;
 
 /// A sealed packet waiting for the transport (owned by the batching layer
 /// until the transport has taken a copy).
@@ -43,6 +55,51 @@ pub struct TxPacket<'a> {
     pub dst: NodeId,
     /// The encoded packet, at most [`Transport::mtu`] bytes.
     pub bytes: &'a [u8],
+}
+
+/// Why a transport did not re-point a peer ([`Transport::set_peer_address`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+pub enum PeerAddressError {
+    /// The transport has no peer addresses (in-process, simulated).
+    #[error("this transport has no peer addresses")]
+    Unsupported,
+    /// The node has no entry in the transport's peer list.
+    #[error("node {node} is not among the transport's {peers} peers")]
+    UnknownNode {
+        /// The node named.
+        node: NodeId,
+        /// Peers the transport knows.
+        peers: usize,
+    },
+    /// The address is of another family than the transport's own.
+    #[error("address {addr} is not of the family of the local address {local}")]
+    FamilyMismatch {
+        /// The address asked for.
+        addr: SocketAddr,
+        /// The transport's own address.
+        local: SocketAddr,
+    },
+    /// Another node already has the address (received packets could not be
+    /// told apart).
+    #[error("address {addr} is already node {other}'s")]
+    Taken {
+        /// The address asked for.
+        addr: SocketAddr,
+        /// The node that has it.
+        other: NodeId,
+    },
+}
+
+/// Counters of a transport's peer addresses (issue 12).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct PeerAddressStats {
+    /// Peers re-pointed at another address ([`Transport::set_peer_address`]
+    /// calls that changed one).
+    pub repointed: u64,
+    /// Packets received from an address a peer had before it was
+    /// re-pointed: dropped (they come from the node's former machine, i.e.
+    /// an earlier incarnation, which the sessions would drop as well).
+    pub stale_address_drops: u64,
 }
 
 /// What every transport offers (eRPC-style `tx_burst` / `tx_flush` /
@@ -85,6 +142,34 @@ pub trait Transport: Send {
     /// Lends up to `max` received packets, one at a time and oldest first, to
     /// `on_packet`; each borrow lasts only for its call. Returns how many.
     fn rx_burst(&mut self, now: Nanos, max: usize, on_packet: &mut dyn FnMut(&[u8])) -> usize;
+
+    /// Sends node `node`'s packets to `addr` from now on (its data address:
+    /// IP and port) and takes packets from `addr` as `node`'s; packets from
+    /// its former address are dropped and counted from then on
+    /// ([`PeerAddressStats::stale_address_drops`]). Packets already queued
+    /// for `node` go to `addr`. Call it from the thread that polls the
+    /// transport. Returns whether the address changed (`false`: `node`
+    /// already had `addr`). May allocate: a configuration change, not the
+    /// hot path.
+    ///
+    /// # Errors
+    /// [`PeerAddressError::Unsupported`] for a transport without addresses
+    /// (the default); otherwise an unknown node, an address of another
+    /// family, or one another node has. Nothing changes on an error.
+    fn set_peer_address(
+        &mut self,
+        node: NodeId,
+        addr: SocketAddr,
+    ) -> Result<bool, PeerAddressError> {
+        let _ = (node, addr);
+        Err(PeerAddressError::Unsupported)
+    }
+
+    /// Counters of [`Transport::set_peer_address`] and of the packets from
+    /// former addresses (all 0 for a transport without addresses).
+    fn peer_address_stats(&self) -> PeerAddressStats {
+        PeerAddressStats::default()
+    }
 }
 
 /// Most packets offered to [`Transport::tx_burst`] in one call by

@@ -6,7 +6,9 @@
 use super::{NicRuntime, SESSION_EVENTS_MAX};
 use crate::membership::Configuration;
 use crate::net::session::SessionEvent;
-use splitkv_layout::wire::NodeMask;
+use crate::net::PeerAddressError;
+use splitkv_layout::wire::{NodeId, NodeMask};
+use std::net::SocketAddr;
 
 impl NicRuntime {
     /// Moves the session events raised so far (peers declared failed after
@@ -88,6 +90,23 @@ impl NicRuntime {
             let view = *self.recovery.machine().view();
             self.copies.restart(config.epoch, &view);
         }
+    }
+
+    /// Sends node `node`'s packets to data address `addr` from now on (issue
+    /// 12: a new machine replaced it; [`crate::net::Transport::set_peer_address`]).
+    /// Called on the thread that polls this runtime, by the membership
+    /// agent, before it applies the configuration that admits the node's
+    /// new incarnation. Returns whether the address changed.
+    ///
+    /// # Errors
+    /// The transport's [`PeerAddressError`] (no addresses, an unknown node,
+    /// another family, an address another node has); nothing changes.
+    pub fn set_peer_address(
+        &mut self,
+        node: NodeId,
+        addr: SocketAddr,
+    ) -> Result<bool, PeerAddressError> {
+        self.transport.set_peer_address(node, addr)
     }
 
     /// The nodes the coordinator counts as failed (a mask by node id).

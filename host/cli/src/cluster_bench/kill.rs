@@ -1,11 +1,50 @@
 //! `--kill NODE@SECS`: killing the node, and the line the report says
 //! about it (see the module docs of `cluster_bench`).
 
-use super::{bad, Deployed};
+use super::{bad, replace, Deployed};
+use crate::cli::ClusterArgs;
 use crate::Failure;
+use splitkv_host::deploy::ClusterConfig;
 use splitkv_layout::wire::NodeMask;
 use std::path::PathBuf;
 use std::time::Duration;
+
+/// Checks the fault flags (`--kill`, `--restart`, `--replace`,
+/// `--nic-crash`) against each other and the cluster file.
+///
+/// # Errors
+/// One line naming the flag: a node not in the file, a restart or
+/// replacement of another node than the killed one or not after the kill,
+/// a replacement without etcd membership, a NIC crash of the killed node.
+pub(super) fn check_flags(args: &ClusterArgs, config: &ClusterConfig) -> Result<(), Failure> {
+    let flag = match args.replace {
+        Some(_) => "--replace",
+        None => "--restart",
+    };
+    if let (Some(r), Some(k)) = (args.restart.or(args.replace), args.kill) {
+        if r.node != k.node || r.after <= k.after {
+            return Err(bad(format!(
+                "{flag} must name the --kill node, after the kill"
+            )));
+        }
+    }
+    if args.replace.is_some() {
+        replace::check(config)?;
+    }
+    let in_file = |node: u16| config.nodes.iter().any(|n| n.id == node);
+    if let Some(k) = args.nic_crash {
+        if !in_file(k.node) {
+            return Err(bad(format!("--nic-crash: no node {} in the file", k.node)));
+        }
+        if args.kill.is_some_and(|x| x.node == k.node) {
+            return Err(bad("--nic-crash and --kill name the same node"));
+        }
+    }
+    if let Some(k) = args.kill.filter(|k| !in_file(k.node)) {
+        return Err(bad(format!("--kill: no node {} in the file", k.node)));
+    }
+    Ok(())
+}
 
 impl Deployed {
     /// Whether `node` was killed by `--kill`.

@@ -32,10 +32,14 @@
 //! `--restart NODE@SECS` (with `--kill` of that node) starts it again
 //! ([`restart`]): it rejoins empty, is copied, and the run ends once it is
 //! a replica again; its rows are then checked like every node's.
+//! `--replace NODE@SECS` does the same on a "new machine": the new process
+//! listens at fresh addresses, which the peers learn through etcd
+//! ([`replace`]).
 
 mod http;
 mod kill;
 mod nic_crash;
+mod replace;
 mod report;
 mod restart;
 mod spawn;
@@ -130,28 +134,12 @@ impl Deployed {
                 serving_at: None,
                 status: Value::Null,
             }),
-            restart: args.restart.map(restart::Restart::new),
+            restart: (args.restart.map(|at| restart::Restart::new(at, false)))
+                .or(args.replace.map(|at| restart::Restart::new(at, true))),
             resumed_after_kill: None,
             load_body: None,
         };
-        if let (Some(r), Some(k)) = (args.restart, args.kill) {
-            if r.node != k.node || r.after <= k.after {
-                return Err(bad("--restart must name the --kill node, after the kill"));
-            }
-        }
-        if let Some(k) = args.nic_crash {
-            if !d.config.nodes.iter().any(|n| n.id == k.node) {
-                return Err(bad(format!("--nic-crash: no node {} in the file", k.node)));
-            }
-            if args.kill.is_some_and(|x| x.node == k.node) {
-                return Err(bad("--nic-crash and --kill name the same node"));
-            }
-        }
-        if let Some(k) = args.kill {
-            if !d.config.nodes.iter().any(|n| n.id == k.node) {
-                return Err(bad(format!("--kill: no node {} in the file", k.node)));
-            }
-        }
+        kill::check_flags(args, &d.config)?;
         if args.journal || args.kill.is_some() {
             let dir = std::env::temp_dir().join(format!("splitkv-run-{}", std::process::id()));
             std::fs::create_dir_all(&dir)
@@ -209,8 +197,13 @@ impl Deployed {
         path: &str,
         body: Option<&Value>,
     ) -> Result<Value, http::CallFailed> {
-        let addr = self.config.nodes[node as usize].control;
-        http::call(addr, method, path, &self.config.token, body)
+        http::call(
+            self.control_of(node),
+            method,
+            path,
+            &self.config.token,
+            body,
+        )
     }
 
     /// A control call to `node`, its answer decoded as `T`.

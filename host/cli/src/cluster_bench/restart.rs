@@ -6,7 +6,8 @@
 //! replication degree is restored: every node live and none copying in the
 //! configuration, and the restarted node a replica on the configuration's
 //! epoch (its `/status`); [`RESTORE_TIMEOUT`] after the restart at the
-//! latest, or the run fails with a clear error.
+//! latest, or the run fails with a clear error. `--replace NODE@SECS` is
+//! the same at fresh addresses, as a new machine ([`super::replace`]).
 
 use super::{bad, Deployed, POLL_PERIOD, READY_TIMEOUT};
 use crate::cli::KillAt;
@@ -19,10 +20,15 @@ use std::time::{Duration, Instant};
 /// restarted node's process started.
 pub const RESTORE_TIMEOUT: Duration = Duration::from_secs(60);
 
-/// A `--restart` and what came of it (times after the run's start).
+/// A `--restart` (or `--replace`) and what came of it (times after the
+/// run's start).
 pub(super) struct Restart {
     /// The node and when.
     pub at: KillAt,
+    /// `--replace`: the new process starts at fresh addresses.
+    pub replace: bool,
+    /// Where the replacement listens, once started (`--replace`).
+    pub moved: Option<super::replace::Moved>,
     /// When its new process was started and loaded.
     pub started: Option<Duration>,
     /// When its `/status` first showed it admitted (no longer joining).
@@ -34,9 +40,11 @@ pub(super) struct Restart {
 }
 
 impl Restart {
-    pub fn new(at: KillAt) -> Restart {
+    pub fn new(at: KillAt, replace: bool) -> Restart {
         Restart {
             at,
+            replace,
+            moved: None,
             started: None,
             admitted_at: None,
             restored_at: None,
@@ -59,9 +67,9 @@ impl Restart {
 }
 
 impl Deployed {
-    /// Starts the `--restart` node again if it is due (`elapsed` into the
-    /// run, after the kill): new process, `/load` with `rejoin`, a client
-    /// with nothing to do.
+    /// Starts the `--restart` (`--replace`) node again if it is due
+    /// (`elapsed` into the run, after the kill): new process (at fresh
+    /// addresses), `/load` with `rejoin`, a client with nothing to do.
     pub(super) fn restart_if_due(
         &mut self,
         elapsed: Duration,
@@ -80,11 +88,7 @@ impl Deployed {
                 "--restart {node}: only the --kill node restarts"
             )));
         }
-        let spawned = self
-            .spawned
-            .as_mut()
-            .ok_or_else(|| bad("a node can be restarted only with --spawn"))?;
-        spawned.restart(node).map_err(bad)?;
+        self.start_again(node)?;
         let t = Instant::now();
         while let Err(e) = self.call_raw(node, "GET", "/status", None) {
             if t.elapsed() >= READY_TIMEOUT {
@@ -111,10 +115,14 @@ impl Deployed {
         if let Some(r) = self.restart.as_mut() {
             r.started = Some(elapsed);
         }
+        let what = match self.restart.as_ref().is_some_and(|r| r.replace) {
+            true => "replaced",
+            false => "restarted",
+        };
         if let Some(tl) = self.timeline.as_mut() {
-            tl.event(elapsed, &format!("node {node} restarted"));
+            tl.event(elapsed, &format!("node {node} {what}"));
         }
-        tracing::info!(node, ?elapsed, "restarted");
+        tracing::info!(node, ?elapsed, what, "started again");
         Ok(())
     }
 
@@ -189,8 +197,15 @@ impl Deployed {
             ),
             _ => String::new(),
         };
+        let (verb, moved) = match r.moved {
+            Some(m) => (
+                "replace",
+                format!(" on a new machine (data {}, control {})", m.data, m.control),
+            ),
+            None => ("restart", String::new()),
+        };
         Some(format!(
-            "restart: node {} started again at {}, admitted at {}, replication restored at {}{}; service resumed after the kill at {}{}; its role {} in epoch {}, copy Done messages received {}",
+            "{verb}: node {} started again{moved} at {}, admitted at {}, replication restored at {}{}; service resumed after the kill at {}{}; its role {} in epoch {}, copy Done messages received {}",
             r.at.node,
             ms(r.started),
             ms(r.admitted_at),

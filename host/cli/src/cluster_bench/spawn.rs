@@ -8,6 +8,7 @@
 //! with its log's last line, and the logs are removed after a clean stop.
 
 use std::fs::File;
+use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -44,7 +45,7 @@ impl Spawned {
             logs: Vec::new(),
         };
         for &id in ids {
-            spawned.spawn(id, "")?;
+            spawned.spawn(id, "", &[])?;
         }
         Ok(spawned)
     }
@@ -59,7 +60,33 @@ impl Spawned {
         if self.children.iter().any(|(i, _)| *i == id) {
             return Err(format!("node {id} still runs: it cannot be restarted"));
         }
-        self.spawn(id, "-restarted")
+        self.spawn(id, "-restarted", &[])
+    }
+
+    /// Starts node `id` again on a "new machine" after it was killed
+    /// (`--replace`, issue 12): a new process of the same node at data
+    /// address `data` and control address `control` instead of the file's
+    /// (`splitkv node --data-address --control-address`), logging to
+    /// `splitkv-node-<bench pid>-<id>-replaced.log`.
+    ///
+    /// # Errors
+    /// `id` still runs, or the process cannot be started.
+    pub fn replace(
+        &mut self,
+        id: u16,
+        data: SocketAddr,
+        control: SocketAddr,
+    ) -> Result<(), String> {
+        if self.children.iter().any(|(i, _)| *i == id) {
+            return Err(format!("node {id} still runs: it cannot be replaced"));
+        }
+        let moved = [
+            "--data-address".to_string(),
+            data.to_string(),
+            "--control-address".to_string(),
+            control.to_string(),
+        ];
+        self.spawn(id, "-replaced", &moved)
     }
 
     /// Starts node `id` (one more of the file's nodes, after [`Spawned::start`]).
@@ -67,10 +94,10 @@ impl Spawned {
     /// # Errors
     /// The process cannot be started.
     pub fn start_node(&mut self, id: u16) -> Result<(), String> {
-        self.spawn(id, "")
+        self.spawn(id, "", &[])
     }
 
-    fn spawn(&mut self, id: u16, suffix: &str) -> Result<(), String> {
+    fn spawn(&mut self, id: u16, suffix: &str, extra: &[String]) -> Result<(), String> {
         let exe = std::env::current_exe().map_err(|e| format!("cannot find this binary: {e}"))?;
         let log = std::env::temp_dir().join(format!(
             "splitkv-node-{}-{id}{suffix}.log",
@@ -86,6 +113,7 @@ impl Spawned {
             .args(["--id", &id.to_string()])
             .args(["--threads", &self.threads.to_string()])
             .args(["--seed", &self.seed.to_string()])
+            .args(extra)
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(stderr)

@@ -44,10 +44,16 @@ impl NodeLease {
                 lease_ttl_s,
                 prefix,
             } => {
-                use splitkv_host::membership_etcd::{EtcdMember, EtcdSettings};
+                use splitkv_host::membership_etcd::{EtcdMember, EtcdSettings, NodeAddresses};
                 let mut s = EtcdSettings::new(endpoints.clone(), prefix, id, config.nodes.len());
                 s.lease_ttl_s = *lease_ttl_s;
                 s.incarnation = u64::from(incarnation);
+                // Published with the registration (issue 12): where this
+                // process is, the file's addresses or the node's moved ones.
+                s.addresses = config.node(id).map(|n| NodeAddresses {
+                    data: n.data,
+                    control: n.control,
+                });
                 let now = started.elapsed().as_nanos() as u64;
                 let member = EtcdMember::connect(s, now)
                     .map_err(|e| Failure::BadInput(format!("membership: {e}")))?;
@@ -136,6 +142,8 @@ impl NodeLease {
                         "configurations": m.agent.configurations,
                         "refused": m.agent.refused,
                         "lease_expired": m.agent.lease_expired,
+                        "peers_repointed": m.agent.peers_repointed,
+                        "peer_addresses_refused": m.agent.peer_addresses_refused,
                         "stopped": m.stopped.map(|e| e.to_string()),
                     }),
                 );
@@ -245,6 +253,7 @@ mod etcd_lease {
                 "lease_remaining_ms": m.lease_until().saturating_sub(now) / 1_000_000,
                 "fail_stop": m.fail_stop(now).map(|f| f.to_string()),
                 "last_error": m.last_error(),
+                "data_addresses": data_addresses(m),
                 "etcd": {
                     "grants": etcd.grants,
                     "renewals_failed": etcd.renewals_failed,
@@ -254,6 +263,14 @@ mod etcd_lease {
                 },
             })
         }
+    }
+
+    /// The data address each node's configured incarnation published, by
+    /// node id (issue 12; nodes without one left out).
+    fn data_addresses(m: &EtcdMember) -> Value {
+        let by_node = (0..splitkv_nic::NODES_MAX as NodeId)
+            .filter_map(|n| Some((n.to_string(), json!(m.data_address(n)?.to_string()))));
+        Value::Object(by_node.collect())
     }
 
     /// This node's part in the configuration (issue 12): `joining` (a
@@ -301,6 +318,9 @@ mod etcd_lease {
         }
         fn report_caught_up(&mut self, epoch: u32, now: Nanos) -> Result<(), MembershipError> {
             self.taken().member.report_caught_up(epoch, now)
+        }
+        fn data_address(&self, node: NodeId) -> Option<std::net::SocketAddr> {
+            self.0.lock().member.data_address(node)
         }
     }
 }

@@ -273,6 +273,28 @@ impl ClusterConfig {
         self.nodes.get(id as usize)
     }
 
+    /// This cluster with node `id` at other addresses than the file's
+    /// (issue 12: a new machine replaces a dead node): `data` (where its
+    /// transport receives) and `control` (its control endpoint), where
+    /// given, replace the node's, under the file's own checks — a data
+    /// address peers can send to, fixed ports, a loopback control address
+    /// unless the node has `control_public`, no address another node has.
+    /// Only this process sees the move: its peers learn the new data
+    /// address from the membership (etcd), not from this value.
+    ///
+    /// # Errors
+    /// [`ConfigError::Invalid`] naming `node[id].data` or
+    /// `node[id].control` for an address the checks refuse, or `node` if
+    /// the cluster has no node `id`.
+    pub fn with_node_moved(
+        self,
+        id: NodeId,
+        data: Option<SocketAddr>,
+        control: Option<SocketAddr>,
+    ) -> Result<ClusterConfig, ConfigError> {
+        validate::moved(self, id, data, control)
+    }
+
     /// How to build node `id` of this cluster: its placement, host table
     /// (kind, capacity, value limit) and NIC cache from this file, every
     /// other field [`NodeConfig::new`]'s default (set `seed` and `clients`

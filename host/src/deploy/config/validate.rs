@@ -262,20 +262,15 @@ fn check_node(
                 format!("must be below {NODES_MAX}, got {}", raw.id),
             )
         })?;
-    let data = address(&format!("node[{i}].data"), &raw.data)?;
-    if data.ip().is_unspecified() {
-        return Err(ConfigError::invalid(
-            format!("node[{i}].data"),
-            format!("{data} is not an address peers can send to"),
-        ));
-    }
-    let control = address(&format!("node[{i}].control"), &raw.control)?;
-    if !control.ip().is_loopback() && !raw.control_public {
-        return Err(ConfigError::invalid(
-            format!("node[{i}].control"),
-            format!("{control} is not a loopback address; set control_public = true to serve it"),
-        ));
-    }
+    let data = data_address(
+        &format!("node[{i}].data"),
+        address(&format!("node[{i}].data"), &raw.data)?,
+    )?;
+    let control = control_address(
+        &format!("node[{i}].control"),
+        address(&format!("node[{i}].control"), &raw.control)?,
+        raw.control_public,
+    )?;
     let cores = check_cores(i, &raw.cores)?;
     let merged = match &raw.transport {
         Some(over) => transport.overlaid(over),
@@ -297,12 +292,16 @@ fn check_node(
 }
 
 fn address(field: &str, text: &str) -> Result<SocketAddr, ConfigError> {
-    let addr: SocketAddr = text.parse().map_err(|_| {
+    text.parse().map_err(|_| {
         ConfigError::invalid(
             field,
             format!("\"{text}\" is not an IP address and port (e.g. \"127.0.0.1:7100\")"),
         )
-    })?;
+    })
+}
+
+/// `addr` if it has a fixed port, else an error naming `field`.
+fn fixed_port(field: &str, addr: SocketAddr) -> Result<SocketAddr, ConfigError> {
     if addr.port() == 0 {
         return Err(ConfigError::invalid(
             field,
@@ -310,6 +309,67 @@ fn address(field: &str, text: &str) -> Result<SocketAddr, ConfigError> {
         ));
     }
     Ok(addr)
+}
+
+/// `addr` if peers can send to it (a fixed port, a specified IP).
+fn data_address(field: &str, addr: SocketAddr) -> Result<SocketAddr, ConfigError> {
+    if addr.ip().is_unspecified() {
+        return Err(ConfigError::invalid(
+            field,
+            format!("{addr} is not an address peers can send to"),
+        ));
+    }
+    fixed_port(field, addr)
+}
+
+/// `addr` if it may serve a control endpoint: a fixed port, on loopback
+/// unless `public`.
+fn control_address(field: &str, addr: SocketAddr, public: bool) -> Result<SocketAddr, ConfigError> {
+    if !addr.ip().is_loopback() && !public {
+        return Err(ConfigError::invalid(
+            field,
+            format!("{addr} is not a loopback address; set control_public = true to serve it"),
+        ));
+    }
+    fixed_port(field, addr)
+}
+
+/// `config` with node `id` at `data` and `control` where given (see
+/// [`ClusterConfig::with_node_moved`]).
+pub(super) fn moved(
+    mut config: ClusterConfig,
+    id: NodeId,
+    data: Option<SocketAddr>,
+    control: Option<SocketAddr>,
+) -> Result<ClusterConfig, ConfigError> {
+    let i = id as usize;
+    let Some(me) = config.nodes.get(i) else {
+        return Err(ConfigError::invalid(
+            "node",
+            format!(
+                "the cluster has no node {id} (ids 0 ..= {})",
+                config.nodes.len().saturating_sub(1)
+            ),
+        ));
+    };
+    let data = match data {
+        Some(a) => data_address(&format!("node[{i}].data"), a)?,
+        None => me.data,
+    };
+    let control = match control {
+        Some(a) => control_address(&format!("node[{i}].control"), a, me.control_public)?,
+        None => me.control,
+    };
+    let (mut data_seen, mut control_seen) = (HashMap::new(), HashMap::new());
+    for n in config.nodes.iter().filter(|n| n.id != id) {
+        data_seen.insert(n.data, n.id as usize);
+        control_seen.insert(n.control, n.id as usize);
+    }
+    unique(&mut data_seen, data, i, "data")?;
+    unique(&mut control_seen, control, i, "control")?;
+    config.nodes[i].data = data;
+    config.nodes[i].control = control;
+    Ok(config)
 }
 
 fn check_cores(i: usize, raw: &[u64]) -> Result<Vec<usize>, ConfigError> {

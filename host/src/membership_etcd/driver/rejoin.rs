@@ -41,8 +41,8 @@ impl Driver {
             return;
         }
         if snap.member_inc[me] != Some(self.inc) {
-            let (c, k, lease, inc) = (&mut self.client, &self.keys, self.lease, self.inc);
-            match store::take_member(c, k, node, lease, inc, rpc).await {
+            let h = self.holder();
+            match store::take_member(&mut self.client, &self.keys, &h, rpc).await {
                 // The next snapshot shows it.
                 Ok(true) => {}
                 Ok(false) => bump(&self.counters.joins_deferred),
@@ -74,9 +74,7 @@ impl Driver {
     /// The join is done: `c` admits this process.
     fn admitted(&mut self, c: Configuration) {
         self.joining = false;
-        if c.epoch > self.known_epoch && self.notify(Notice::Config(c)) {
-            self.known_epoch = c.epoch;
-        }
+        self.learn(c);
     }
 
     /// This node's copy is done as of configuration `epoch`: installs

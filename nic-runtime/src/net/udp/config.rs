@@ -181,8 +181,14 @@ pub struct UdpStats {
     pub recv_errors: u64,
     /// Received datagrams longer than the MTU (dropped).
     pub truncated: u64,
-    /// Received datagrams from an address that is not a configured peer (dropped).
+    /// Received datagrams from an address that is not a configured peer
+    /// (dropped), former addresses of re-pointed peers excepted.
     pub strangers: u64,
+    /// Received datagrams from a former address of a re-pointed peer
+    /// (`Transport::set_peer_address`; dropped: an earlier incarnation).
+    pub stale_address: u64,
+    /// Peers re-pointed at another address.
+    pub peers_repointed: u64,
     /// Packets offered for a node with no configured address (dropped).
     pub unknown_destination: u64,
     /// Packets offered that were longer than the MTU (dropped).

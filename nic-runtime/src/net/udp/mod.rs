@@ -33,10 +33,11 @@ pub use config::{
     UDP_SOCKET_SEND_BYTES_DEFAULT,
 };
 
-use super::{Transport, TxPacket};
+use super::{PeerAddressError, PeerAddressStats, Transport, TxPacket};
 use crate::Nanos;
 use hashbrown::HashMap;
 use splitkv_layout::wire::NodeId;
+use std::collections::VecDeque;
 use std::net::{SocketAddr, UdpSocket};
 use std::os::fd::AsRawFd;
 use sys::{RawAddr, RecvMeta, RecvSlots, RX_CONTROL_WORDS};
@@ -47,6 +48,9 @@ use tx::TxRing;
 pub const UDP_TX_BUFFERS: usize = 1024;
 /// Most datagrams per `sendmmsg` or `recvmmsg` call (and receive buffers).
 pub const UDP_BATCH_MAX: usize = sys::SYSCALL_BATCH_MAX;
+/// Former addresses of re-pointed peers remembered (the oldest is
+/// forgotten first; datagrams from a forgotten one count as strangers).
+pub const UDP_FORMER_ADDRESSES_MAX: usize = UDP_PEERS_MAX;
 
 /// One node's UDP endpoint. See the module documentation.
 pub struct UdpTransport {
@@ -55,6 +59,9 @@ pub struct UdpTransport {
     mtu: usize,
     peers: Vec<RawAddr>,
     peer_ids: HashMap<SocketAddr, NodeId>,
+    /// Addresses re-pointed peers had before, oldest first (at most
+    /// [`UDP_FORMER_ADDRESSES_MAX`]).
+    former: VecDeque<SocketAddr>,
     tx: TxRing,
     rx_bufs: Box<[u8]>,
     rx_names: Box<[libc::sockaddr_storage]>,
@@ -111,6 +118,7 @@ impl UdpTransport {
             mtu: cfg.mtu,
             peers: Vec::new(),
             peer_ids: HashMap::new(),
+            former: VecDeque::with_capacity(UDP_FORMER_ADDRESSES_MAX),
             tx: TxRing::new(UDP_TX_BUFFERS, cfg.mtu),
             rx_bufs: vec![0u8; UDP_BATCH_MAX * cfg.mtu].into_boxed_slice(),
             rx_names: vec![sys::empty_storage(); UDP_BATCH_MAX].into_boxed_slice(),
@@ -140,7 +148,18 @@ impl UdpTransport {
             .enumerate()
             .map(|(i, &a)| (normalize(a), i as NodeId))
             .collect();
+        let ids = &self.peer_ids;
+        self.former.retain(|a| !ids.contains_key(a));
         Ok(())
+    }
+
+    /// Remembers `addr` as a former peer address, forgetting the oldest
+    /// beyond [`UDP_FORMER_ADDRESSES_MAX`].
+    fn remember_former(&mut self, addr: SocketAddr) {
+        if self.former.len() == UDP_FORMER_ADDRESSES_MAX {
+            self.former.pop_front();
+        }
+        self.former.push_back(addr);
     }
 
     /// The address the socket is bound to (the port the OS chose for port 0).
@@ -189,10 +208,17 @@ impl UdpTransport {
             self.stats.truncated += 1;
             return false;
         }
-        let from = sys::parse_addr(&self.rx_names[i], meta.name_len);
-        if !from.is_some_and(|a| self.peer_ids.contains_key(&normalize(a))) {
-            self.stats.strangers += 1;
-            return false;
+        let from = sys::parse_addr(&self.rx_names[i], meta.name_len).map(normalize);
+        match from {
+            Some(a) if self.peer_ids.contains_key(&a) => {}
+            Some(a) if self.former.contains(&a) => {
+                self.stats.stale_address += 1;
+                return false;
+            }
+            _ => {
+                self.stats.strangers += 1;
+                return false;
+            }
         }
         let start = i * self.mtu;
         self.stats.packets_received += 1;
@@ -264,6 +290,47 @@ impl Transport for UdpTransport {
             if !tx::settle(&mut self.tx, &mut self.stats, result) {
                 break;
             }
+        }
+    }
+
+    fn set_peer_address(
+        &mut self,
+        node: NodeId,
+        addr: SocketAddr,
+    ) -> Result<bool, PeerAddressError> {
+        let peers = self.peers.len();
+        if node as usize >= peers {
+            return Err(PeerAddressError::UnknownNode { node, peers });
+        }
+        if addr.is_ipv4() != self.local.is_ipv4() {
+            let local = self.local;
+            return Err(PeerAddressError::FamilyMismatch { addr, local });
+        }
+        let key = normalize(addr);
+        match self.peer_ids.get(&key) {
+            Some(&n) if n == node => return Ok(false),
+            Some(&other) => return Err(PeerAddressError::Taken { addr, other }),
+            None => {}
+        }
+        let old = self
+            .peer_ids
+            .iter()
+            .find_map(|(&a, &n)| (n == node).then_some(a));
+        if let Some(old) = old {
+            self.peer_ids.remove(&old);
+            self.remember_former(old);
+        }
+        self.former.retain(|&a| a != key);
+        self.peer_ids.insert(key, node);
+        self.peers[node as usize] = RawAddr::new(addr);
+        self.stats.peers_repointed += 1;
+        Ok(true)
+    }
+
+    fn peer_address_stats(&self) -> PeerAddressStats {
+        PeerAddressStats {
+            repointed: self.stats.peers_repointed,
+            stale_address_drops: self.stats.stale_address,
         }
     }
 

@@ -1,0 +1,123 @@
+//! `splitkv bench smallbank|list-append --cluster FILE --spawn --kill 2@… --replace 2@…`
+//! with etcd membership (feature `etcd`; issue 12: "a restarted or new
+//! node joins this way"): three UDP node processes and a private etcd on
+//! loopback; node 2 is SIGKILLed mid-run and the survivors recover and keep
+//! committing; then a new machine takes its place: node 2's new process
+//! listens at other data and control addresses than the cluster file's
+//! (127.0.0.2, fresh ports), publishes them with its etcd registration,
+//! is admitted as copying, and the survivors' transports are re-pointed
+//! at its new data address before they apply that configuration; it gets
+//! its shards copied and becomes a replica again, and every check over the
+//! whole run passes with its rows as a full replica. Checked to fail with
+//! the agent's re-pointing disabled (`repoint_peers` not called in
+//! `MembershipAgent::run_iteration`): the survivors' packets then go to
+//! node 2's old address, they report it as a suspect and its lease is not
+//! renewed, and the bench stops with "node 2 fenced by its membership".
+//! Bounded as
+//! `cluster_rejoin`: one `splitkv bench` per run, which stops its nodes
+//! and fails by itself if the degree is not restored in time; etcd is
+//! stopped by process id when dropped.
+
+#[path = "../../tests/etcd_support/mod.rs"]
+mod etcd_support;
+mod support_deploy;
+
+use etcd_support::fresh_membership;
+use std::process::Output;
+use std::time::Duration;
+use support_deploy::*;
+
+/// Longest one bench run may take (a few seconds of run, the replacement,
+/// start-up, drain, checks).
+const RUN_MAX: Duration = Duration::from_secs(90);
+
+/// Runs `bench WORKLOAD … --kill KILL --replace REPLACE ARGS` on a fresh
+/// three-node file with a fresh etcd.
+fn bench_replacing_node_2(workload: &str, kill: &str, replace: &str, args: &[&str]) -> Output {
+    let all = [&["--kill", kill, "--replace", replace][..], args].concat();
+    let keys = Some(KILL_CAPACITY_KEYS);
+    bench_on_three_within(workload, &all, keys, RUN_MAX, fresh_membership)
+}
+
+/// As [`assert_rejoined`] for a replacement, which the report places on
+/// the new machine's loopback address.
+fn assert_replaced(out: &Output) -> String {
+    let (stdout, line) = assert_rejoined(out, "replace");
+    assert!(line.contains("on a new machine (data 127.0.0.2:"), "{line}");
+    stdout
+}
+
+#[test]
+fn smallbank_and_list_append_run_through_a_kill_and_a_replacement_at_a_new_address() {
+    let dir = std::env::temp_dir().join(format!("splitkv-replace-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let timeline = dir.join("smallbank-replace");
+    let out = bench_replacing_node_2(
+        "smallbank",
+        "2@1.0",
+        "2@3.0",
+        &[
+            "--timeline",
+            timeline.to_str().unwrap(),
+            "--accounts-per-node",
+            "500",
+            "--duration",
+            "3800ms",
+            "--warmup",
+            "200ms",
+            "--inflight",
+            "8",
+        ],
+    );
+    let stdout = assert_replaced(&out);
+    assert!(stdout.contains("money check    ok"), "{stdout}");
+    assert!(stdout.contains("replica check  ok"), "{stdout}");
+    assert_timeline_marks_the_rejoin(&timeline, "replaced");
+    let _ = std::fs::remove_dir_all(&dir);
+    let out = bench_replacing_node_2(
+        "list-append",
+        "2@0.5",
+        "2@2.0",
+        &[
+            "--transactions",
+            KILL_LIST_APPEND_BUDGET,
+            "--duration",
+            "4s",
+            "--inflight",
+            "4",
+        ],
+    );
+    let stdout = assert_replaced(&out);
+    assert!(
+        stdout.contains("history check (strict serializability): valid"),
+        "{stdout}"
+    );
+    assert!(stdout.contains("lost-commit check: ok"), "{stdout}");
+}
+
+/// `--replace` needs a membership that publishes the new address, a
+/// `--kill` of the same node before it, and is not `--restart` as well:
+/// each refusal is one line and exit 2, before any node starts.
+#[test]
+fn a_bad_replace_is_one_line_and_exit_2() {
+    let file = cluster_file(3, 3, "");
+    let path = file.path.to_str().unwrap();
+    let base = ["bench", "smallbank", "--cluster", path, "--spawn"];
+    let cases: [(&[&str], &str); 4] = [
+        (&["--kill", "2@1", "--replace", "2@2"], "etcd"),
+        (&["--replace", "2@2"], "required"),
+        (&["--kill", "2@1", "--replace", "1@2"], "--replace"),
+        (
+            &["--kill", "2@1", "--replace", "2@2", "--restart", "2@2"],
+            "--restart",
+        ),
+    ];
+    for (extra, needle) in cases {
+        let args = [&base[..], extra].concat();
+        let out = splitkv(&args);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
+        assert_eq!(err.trim().lines().count(), 1, "{args:?}: {err}");
+        assert!(err.contains(needle), "{args:?}: {err}");
+    }
+}
