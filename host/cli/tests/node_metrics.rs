@@ -49,13 +49,21 @@ fn metrics_of_a_running_node_show_latencies_and_session_counters() {
     }
     let sum = scrape(addr, "splitkv_transaction_latency_us_sum").unwrap();
     assert!(sum > 0.0, "latencies are positive: {sum}");
-    let committed = wait_status(addr, STARTUP)["transactions"]["committed"]
-        .as_u64()
-        .unwrap();
-    assert!(
-        committed as f64 >= seen,
-        "{committed} committed, {seen} fed"
-    );
+    // Every latency fed is a committed transaction's. `/status` reads the
+    // snapshot the polling thread publishes, which may trail the client's
+    // feed: wait for it to catch up (it failed once under load as 5,753
+    // committed against 5,772 fed, read an instant apart).
+    let t1 = Instant::now();
+    loop {
+        let committed = wait_status(addr, STARTUP)["transactions"]["committed"]
+            .as_u64()
+            .unwrap();
+        if committed as f64 >= seen {
+            break;
+        }
+        assert!(t1.elapsed() < STARTUP, "{committed} committed, {seen} fed");
+        std::thread::sleep(Duration::from_millis(50));
+    }
     // Replication: node 0 heard node 1 over its session.
     let heard = scrape(addr, "splitkv_packets_received_total").unwrap();
     assert!(heard > 0.0, "session counters fed: {heard}");
