@@ -132,8 +132,9 @@ fn bounds_and_bad_tags_are_typed_errors() {
         RebuildMsg::decode(&[9, 0, 0, 0, 0]),
         Err(DecodeError::BadTag { .. })
     ));
-    // A Report whose last-part flag is 2.
-    let mut bad = vec![2, 2, 0, 0, 0, 0, 0, 2, 0, 0, 0, 0, 0, 0];
+    // A Report whose last-part flag is 2 (tag, restart, part, last,
+    // generation, three empty lists).
+    let mut bad = vec![2, 2, 0, 0, 0, 0, 0, 2, 9, 0, 0, 0, 0, 0, 0, 0, 0, 0];
     assert!(matches!(
         RebuildMsg::decode(&bad),
         Err(DecodeError::BadTag { .. })
