@@ -34,7 +34,7 @@
 //! popped, on the cluster's clock; so the checker's real-time edges hold in
 //! fact. The history is the recorded operations in time order.
 
-use crate::history_gen::write_history;
+use crate::history_gen::{completion, write_history, Ending};
 use crate::list_append;
 use crate::list_append::codec::{self, OpKind, ResultError};
 use crate::register;
@@ -298,37 +298,22 @@ impl CallObserver for HistoryObserver {
         let Some(open) = st.open.remove(&(call.node, call.client, call.seq)) else {
             return; // not recorded at invoke
         };
-        let (kind, value, error) = match *outcome {
-            CallOutcome::Completed {
-                status: TxStatus::Committed,
-                result,
-            } => match completed_ops(open.model, &open.invoked, result) {
-                Ok(done) => {
-                    st.stats.committed += 1;
-                    (OpType::Ok, done, None)
-                }
-                Err(e) => {
-                    st.stats.bad_results += 1;
-                    let why = format!("committed, result undecodable: {e}");
-                    (OpType::Info, open.invoked, Some(why))
-                }
-            },
-            // It may have committed: indeterminate, as if never learned.
-            CallOutcome::Completed { status, .. } if status.is_indeterminate() => {
-                st.stats.unknown += 1;
-                (OpType::Info, open.invoked, Some(status.name().to_owned()))
-            }
-            CallOutcome::Completed { status, .. } => {
-                st.stats.failed[status as usize] += 1;
-                (OpType::Fail, open.invoked, Some(status.name().to_owned()))
-            }
-            CallOutcome::Unknown => {
-                st.stats.unknown += 1;
-                let why = "outcome unknown".to_owned();
-                (OpType::Info, open.invoked, Some(why))
-            }
+        let (status, result) = match *outcome {
+            CallOutcome::Completed { status, result } => (Some(status), result),
+            CallOutcome::Unknown => (None, &[][..]),
         };
-        st.push_err(open.process, kind, value, call.time_ns, error);
+        let model = open.model;
+        let c = completion(open.invoked, status, |ops| {
+            completed_ops(model, ops, result)
+        });
+        match c.ending {
+            Ending::Committed => st.stats.committed += 1,
+            Ending::BadResult => st.stats.bad_results += 1,
+            // It may have committed: indeterminate, as if never learned.
+            Ending::Indeterminate => st.stats.unknown += 1,
+            Ending::Failed(s) => st.stats.failed[s as usize] += 1,
+        }
+        st.push_err(open.process, c.kind, c.value, call.time_ns, c.error);
         st.free_slot(open.process);
     }
 }

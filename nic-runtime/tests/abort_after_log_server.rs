@@ -8,60 +8,24 @@
 //! crashes between the rounds leaves recovery deciding abort, and that
 //! decision releases the locks round 2 would have.
 
-use splitkv_layout::log_record::{LogKind, LogRecords};
-use splitkv_layout::ring::{ring_pair, RingConsumer};
-use splitkv_layout::robinhood_layout::{TableConfig, TableLayout};
+mod support;
+
+use splitkv_layout::log_record::LogKind;
 use splitkv_layout::wire::{
-    decode_packet, Body, BodyWriter, MsgKind, NodeMask, RecordEvidence, RecordKind, ReplyStatus,
+    Body, BodyWriter, MsgKind, NodeMask, RecordEvidence, RecordKind, ReplyStatus,
 };
-use splitkv_layout::{Key, ObjectFlags, ObjectMeta, Region};
-use splitkv_nic::dma::local::LocalDma;
-use splitkv_nic::dma::DmaCompletion;
-use splitkv_nic::index::{HostTableLayout, NicIndex};
-use splitkv_nic::net::stack::{Stack, StackConfig};
-use splitkv_nic::protocol::server::Server;
-use splitkv_nic::protocol::Io;
+use splitkv_layout::{Key, ObjectFlags, ObjectMeta};
 use splitkv_nic::recovery::TxEvidence;
 use splitkv_nic::{Placement, PlacementView};
-use std::sync::Arc;
+use support::server::{ServerRig as Rig, PEER};
 
-const VALUE_BYTES_MAX: usize = 64;
-/// The node requests come from (the coordinator of every transaction here).
-const PEER: u16 = 1;
 /// The key written.
 const KEY: Key = Key::new(0, 7);
-
-struct Rig {
-    io: Io,
-    index: NicIndex,
-    server: Server,
-    log: RingConsumer,
-}
-
-fn layout() -> TableLayout {
-    TableLayout::new(&TableConfig::new(256, VALUE_BYTES_MAX)).unwrap()
-}
 
 /// Node 0 of 2 (replication 2: a replica of every key) over an empty host
 /// table and a host log the test reads.
 fn rig() -> Rig {
-    let (log_tx, log_rx) = ring_pair(1 << 20).unwrap();
-    let region = Region::new(layout().region_bytes());
-    Rig {
-        io: Io {
-            node: 0,
-            placement: Placement::new(2, 2).unwrap(),
-            value_bytes_max: VALUE_BYTES_MAX,
-            now: 0,
-            net: Stack::new(0, 2, 4096, false, &StackConfig::default()).unwrap(),
-            dma: Box::new(LocalDma::new(Arc::new(region), log_tx, 0)),
-            w: BodyWriter::new(),
-            send_fault: None,
-        },
-        index: NicIndex::new(HostTableLayout::Robinhood(layout()), 64, 1),
-        server: Server::new(),
-        log: log_rx,
-    }
+    Rig::new(Placement::new(2, 2).unwrap())
 }
 
 /// Transaction `slot` of coordinator [`PEER`], generation 1.
@@ -78,53 +42,23 @@ impl Rig {
         self.replies()
     }
 
-    /// Delivers one request from [`PEER`]; its DMA stays in flight.
-    fn deliver(&mut self, w: &BodyWriter) {
-        let body = Body::decode(w.kind(), w.bytes()).unwrap();
-        self.server
-            .handle(&mut self.io, &mut self.index, PEER, &body);
-    }
-
-    fn pump(&mut self) {
-        let mut done: Vec<DmaCompletion> = Vec::new();
-        for _ in 0..64 {
-            self.io.now += 1;
-            self.io.dma.poll(self.io.now, &mut done);
-            for c in done.drain(..) {
-                self.server.on_dma(&mut self.io, &mut self.index, &c);
-            }
-            self.server.retry_deferred(&mut self.io, &mut self.index);
-        }
-    }
-
     fn replies(&mut self) -> Vec<(MsgKind, ReplyStatus)> {
-        self.io.net.seal();
-        let mut out = Vec::new();
-        for p in self.io.net.batcher_mut().backlogs_mut()[PEER as usize].drain(..) {
-            let (_, msgs) = decode_packet(&p).unwrap();
-            for m in msgs {
-                let (h, body) = m.unwrap();
-                let status = match body {
-                    Body::ExecuteResp { status, .. }
-                    | Body::LogAck { status, .. }
-                    | Body::CommitAck { status, .. }
-                    | Body::AbortLogAck { status, .. } => status,
-                    other => panic!("not a reply: {other:?}"),
-                };
-                out.push((h.kind, status));
-            }
-        }
-        out
+        self.replies_with(|body| {
+            let kind = body.kind();
+            let status = match body {
+                Body::ExecuteResp { status, .. }
+                | Body::LogAck { status, .. }
+                | Body::CommitAck { status, .. }
+                | Body::AbortLogAck { status, .. } => status,
+                other => panic!("not a reply: {other:?}"),
+            };
+            (kind, status)
+        })
     }
 
     /// Kinds of the host-log records appended so far.
     fn logged(&mut self) -> Vec<LogKind> {
-        let mut out = Vec::new();
-        let mut entry = Vec::new();
-        while self.log.try_pop(&mut entry).unwrap() {
-            out.extend(LogRecords::new(&entry).map(|r| r.unwrap().kind));
-        }
-        out
+        self.logged_with(|r| r.kind)
     }
 
     /// EXECUTE locking [`KEY`] for `t`, then its LOG: both answered `Ok`.

@@ -60,6 +60,14 @@ fn run<T: Transport>(tx: &mut FaultyTransport<T>, rx: &mut dyn Transport, n: u32
     seen
 }
 
+/// How many distinct sequence numbers arrived.
+fn distinct(seqs: &[u32]) -> usize {
+    let mut d = seqs.to_vec();
+    d.sort_unstable();
+    d.dedup();
+    d.len()
+}
+
 /// Arrivals of a sequence number lower than one already seen (late arrivals;
 /// a duplicate right after its original is not one).
 fn late_arrivals(seqs: &[u32]) -> usize {
@@ -106,11 +114,8 @@ fn one_percent_each_is_honoured_over_100k_packets() {
     }
     assert_eq!((s.delayed, s.hold_full), (0, 0));
     assert_eq!(seen.seqs.len() as u64, n as u64 - s.lost + s.duplicated);
-    let mut distinct = seen.seqs.clone();
-    distinct.sort_unstable();
-    distinct.dedup();
     assert_eq!(
-        distinct.len() as u64,
+        distinct(&seen.seqs) as u64,
         n as u64 - s.lost,
         "only the lost are missing"
     );
@@ -216,11 +221,8 @@ fn a_congested_inner_transport_keeps_the_rest_with_the_caller() {
     let s = tx.stats();
     assert!(tx.inner().congested() > 0, "the 8-packet queue filled");
     assert_eq!(s.offered, n as u64);
-    let mut distinct = seen.seqs.clone();
-    distinct.sort_unstable();
-    distinct.dedup();
     assert_eq!(
-        distinct.len() as u64,
+        distinct(&seen.seqs) as u64,
         n as u64 - s.lost,
         "congestion lost nothing"
     );

@@ -5,26 +5,20 @@
 //! only under their own locks and never move a version backwards; metadata a
 //! peer plants is refused.
 
-use splitkv_layout::log_record::LogRecords;
-use splitkv_layout::ring::{ring_pair, RingConsumer};
-use splitkv_layout::robinhood_layout::{TableConfig, TableLayout};
+mod support;
+
+use splitkv_layout::ring::ring_pair;
 use splitkv_layout::wire::MESSAGE_SIZING_VALUE_BYTES;
-use splitkv_layout::wire::{decode_packet, Body, BodyWriter, MsgKind, ReplyStatus};
+use splitkv_layout::wire::{Body, BodyWriter, MsgKind, ReplyStatus};
 use splitkv_layout::{Key, ObjectFlags, ObjectMeta, Region};
 use splitkv_nic::dma::local::LocalDma;
 use splitkv_nic::dma::{DmaCompletion, DmaEngine, DmaError, DmaRead, HostMemoryError};
-use splitkv_nic::index::{HostTableLayout, NicIndex};
 use splitkv_nic::net::batch::BatchError;
 use splitkv_nic::net::stack::{Stack, StackConfig};
-use splitkv_nic::protocol::server::{execute_resp_fits, Server, SERVER_OPS_MAX};
-use splitkv_nic::protocol::Io;
+use splitkv_nic::protocol::server::{execute_resp_fits, SERVER_OPS_MAX};
 use splitkv_nic::{Nanos, Placement};
 use std::sync::Arc;
-
-const VALUE_BYTES_MAX: usize = 64;
-const MTU: usize = 4096;
-/// The coordinator node requests come from.
-const PEER: u16 = 1;
+use support::server::{table_layout, ServerRig as Rig, MTU, PEER, VALUE_BYTES_MAX};
 
 /// A reply, decoded and owned.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -35,108 +29,41 @@ enum Reply {
     CommitAck(ReplyStatus),
 }
 
-struct Rig {
-    io: Io,
-    index: NicIndex,
-    server: Server,
-    /// The host log, when the DMA engine is a [`LocalDma`].
-    log: Option<RingConsumer>,
-}
-
-fn layout() -> TableLayout {
-    TableLayout::new(&TableConfig::new(256, VALUE_BYTES_MAX)).unwrap()
-}
-
-fn rig_with(dma: Box<dyn DmaEngine>, log: Option<RingConsumer>, value_bytes_max: usize) -> Rig {
-    Rig {
-        io: Io {
-            node: 0,
-            placement: Placement::new(2, 1).unwrap(),
-            value_bytes_max,
-            now: 0,
-            net: Stack::new(0, 2, MTU, false, &StackConfig::default()).unwrap(),
-            dma,
-            w: BodyWriter::new(),
-            send_fault: None,
-        },
-        index: NicIndex::new(HostTableLayout::Robinhood(layout()), 64, 1),
-        server: Server::new(),
-        log,
-    }
+/// Node 0 of 2 (replication 1) over `dma`, its host log unread.
+fn rig_with(dma: Box<dyn DmaEngine>, value_bytes_max: usize) -> Rig {
+    Rig::with_dma(Placement::new(2, 1).unwrap(), dma, None, value_bytes_max)
 }
 
 /// A server over an empty host table (every uncached key is absent) and a
 /// host log the test can read.
 fn rig() -> Rig {
-    let (log_tx, log_rx) = ring_pair(1 << 20).unwrap();
-    let region = Region::new(layout().region_bytes());
-    let dma = LocalDma::new(Arc::new(region), log_tx, 0);
-    rig_with(Box::new(dma), Some(log_rx), VALUE_BYTES_MAX)
+    Rig::new(Placement::new(2, 1).unwrap())
 }
 
 impl Rig {
     /// Delivers one request from [`PEER`], runs DMA to completion, and returns
     /// the replies sent.
     fn request(&mut self, w: &BodyWriter) -> Vec<Reply> {
-        let body = Body::decode(w.kind(), w.bytes()).unwrap();
-        self.server
-            .handle(&mut self.io, &mut self.index, PEER, &body);
+        self.deliver(w);
         self.pump();
         self.replies()
     }
 
-    fn pump(&mut self) {
-        let mut done: Vec<DmaCompletion> = Vec::new();
-        for _ in 0..64 {
-            self.io.now += 1;
-            self.io.dma.poll(self.io.now, &mut done);
-            for c in done.drain(..) {
-                self.server.on_dma(&mut self.io, &mut self.index, &c);
-            }
-            self.server.retry_deferred(&mut self.io, &mut self.index);
-        }
-    }
-
     fn replies(&mut self) -> Vec<Reply> {
-        self.io.net.seal();
-        let mut out = Vec::new();
-        let backlogs = self.io.net.batcher_mut().backlogs_mut();
-        for (dst, q) in backlogs.iter().enumerate() {
-            assert!(
-                dst == PEER as usize || q.is_empty(),
-                "replies go to the requester"
-            );
-        }
-        for p in backlogs[PEER as usize].drain(..) {
-            let (_, msgs) = decode_packet(&p).unwrap();
-            for m in msgs {
-                let (_, body) = m.unwrap();
-                out.push(match body {
-                    Body::ExecuteResp { status, items, .. } => {
-                        Reply::Execute(status, items.iter().map(|i| (i.key, i.meta)).collect())
-                    }
-                    Body::ValidateResp { status, .. } => Reply::Validate(status),
-                    Body::LogAck { status, .. } => Reply::LogAck(status),
-                    Body::CommitAck { status, .. } => Reply::CommitAck(status),
-                    other => panic!("not a reply: {other:?}"),
-                });
+        self.replies_with(|body| match body {
+            Body::ExecuteResp { status, items, .. } => {
+                Reply::Execute(status, items.iter().map(|i| (i.key, i.meta)).collect())
             }
-        }
-        out
+            Body::ValidateResp { status, .. } => Reply::Validate(status),
+            Body::LogAck { status, .. } => Reply::LogAck(status),
+            Body::CommitAck { status, .. } => Reply::CommitAck(status),
+            other => panic!("not a reply: {other:?}"),
+        })
     }
 
     /// Records appended to the host log so far: (key, version, value).
     fn logged(&mut self) -> Vec<(Key, u64, Vec<u8>)> {
-        let log = self.log.as_mut().expect("a LocalDma rig");
-        let mut out = Vec::new();
-        let mut entry = Vec::new();
-        while log.try_pop(&mut entry).unwrap() {
-            for r in LogRecords::new(&entry) {
-                let r = r.unwrap();
-                out.push((r.key, r.meta.version(), r.value.to_vec()));
-            }
-        }
-        out
+        self.logged_with(|r| (r.key, r.meta.version(), r.value.to_vec()))
     }
 
     fn cached_version(&self, key: &Key) -> Option<u64> {
@@ -347,9 +274,13 @@ fn an_execute_whose_response_cannot_fit_a_message_is_refused_before_it_runs() {
     // for 16 such items), 16 do not; both are far over one packet (the
     // response travels as fragments).
     let (log_tx, _log_rx) = ring_pair(1 << 16).unwrap();
-    let dma = LocalDma::new(Arc::new(Region::new(layout().region_bytes())), log_tx, 0);
+    let dma = LocalDma::new(
+        Arc::new(Region::new(table_layout().region_bytes())),
+        log_tx,
+        0,
+    );
     let value_bytes_max = MESSAGE_SIZING_VALUE_BYTES;
-    let mut r = rig_with(Box::new(dma), None, value_bytes_max);
+    let mut r = rig_with(Box::new(dma), value_bytes_max);
     let keys: Vec<Key> = (1..=17).map(k).collect();
     assert!(!execute_resp_fits(17, value_bytes_max));
     assert!(execute_resp_fits(16, value_bytes_max));
@@ -439,7 +370,7 @@ fn a_failing_dma_engine_finishes_requests_and_releases_locks() {
             at_submit,
             failed: Vec::new(),
         };
-        let mut r = rig_with(Box::new(dma), None, VALUE_BYTES_MAX);
+        let mut r = rig_with(Box::new(dma), VALUE_BYTES_MAX);
         let (a, b) = (k(1), k(2));
         assert_eq!(
             r.request(&execute(60, &[a], &[b])),

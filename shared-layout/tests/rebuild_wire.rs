@@ -2,13 +2,15 @@
 //! trips within the bounds, and typed errors (never a panic) for arbitrary,
 //! truncated or padded bytes.
 
+mod wire_support;
+
 use proptest::prelude::*;
 use splitkv_layout::wire::{
-    CoordPhase, Decision, LockEntry, NodeMask, PeerTx, RebuildMsg, RecordEvidence, RecordKind,
-    MASK_NODES_MAX, REBUILD_DECISIONS_PER_MESSAGE_MAX, REBUILD_ENTRIES_PER_MESSAGE_MAX,
-    REBUILD_MESSAGE_BYTES_MAX,
+    CoordPhase, LockEntry, PeerTx, RebuildMsg, REBUILD_DECISIONS_PER_MESSAGE_MAX,
+    REBUILD_ENTRIES_PER_MESSAGE_MAX, REBUILD_MESSAGE_BYTES_MAX,
 };
 use splitkv_layout::{DecodeError, Key};
+use wire_support::{codec_properties, decision, record};
 
 fn peer_tx() -> impl Strategy<Value = PeerTx> {
     (any::<u64>(), 0..CoordPhase::ALL.len(), any::<bool>()).prop_map(|(tx_id, p, waiting)| PeerTx {
@@ -23,21 +25,6 @@ fn lock() -> impl Strategy<Value = LockEntry> {
         tx_id,
         key: Key::new(t, id),
     })
-}
-
-fn record() -> impl Strategy<Value = RecordEvidence> {
-    (
-        any::<u64>(),
-        0..MASK_NODES_MAX as u16,
-        0..RecordKind::ALL.len(),
-        any::<u16>(),
-    )
-        .prop_map(|(tx_id, shard, k, m)| RecordEvidence {
-            tx_id,
-            shard,
-            kind: RecordKind::ALL[k],
-            write_shards: NodeMask(m),
-        })
 }
 
 fn msg() -> impl Strategy<Value = RebuildMsg> {
@@ -66,47 +53,15 @@ fn msg() -> impl Strategy<Value = RebuildMsg> {
             }),
         (
             any::<u32>(),
-            prop::collection::vec(
-                (any::<u64>(), any::<bool>())
-                    .prop_map(|(tx_id, commit)| Decision { tx_id, commit }),
-                0..=REBUILD_DECISIONS_PER_MESSAGE_MAX
-            )
+            prop::collection::vec(decision(), 0..=REBUILD_DECISIONS_PER_MESSAGE_MAX)
         )
             .prop_map(|(restart, decisions)| RebuildMsg::Decisions { restart, decisions }),
     ]
 }
 
-proptest! {
-    #![proptest_config(ProptestConfig::with_cases(256))]
-
-    #[test]
-    fn round_trip(m in msg()) {
-        let mut out = Vec::new();
-        m.encode(&mut out).unwrap();
-        prop_assert!(out.len() <= REBUILD_MESSAGE_BYTES_MAX);
-        prop_assert_eq!(RebuildMsg::decode(&out).unwrap(), m);
-    }
-
-    #[test]
-    fn truncation_and_trailing_bytes_are_errors(m in msg(), cut in any::<prop::sample::Index>()) {
-        let mut out = Vec::new();
-        m.encode(&mut out).unwrap();
-        let at = cut.index(out.len());
-        prop_assert!(RebuildMsg::decode(&out[..at]).is_err());
-        out.push(0);
-        let trailing = matches!(RebuildMsg::decode(&out), Err(DecodeError::Inconsistent { .. }));
-        prop_assert!(trailing);
-    }
-
-    #[test]
-    fn arbitrary_bytes_never_panic(bytes in prop::collection::vec(any::<u8>(), 0..256)) {
-        if let Ok(m) = RebuildMsg::decode(&bytes) {
-            let mut out = Vec::new();
-            m.encode(&mut out).unwrap();
-            prop_assert_eq!(out, bytes);
-        }
-    }
-}
+// round_trip, truncation_and_trailing_bytes_are_errors and
+// arbitrary_bytes_never_panic (`wire_support`).
+codec_properties!(RebuildMsg, msg(), REBUILD_MESSAGE_BYTES_MAX);
 
 #[test]
 fn bounds_and_bad_tags_are_typed_errors() {

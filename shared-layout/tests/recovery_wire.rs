@@ -2,13 +2,16 @@
 //! arbitrary messages within the bounds, and typed errors (never a panic)
 //! for arbitrary or corrupted bytes.
 
+mod wire_support;
+
 use proptest::prelude::*;
 use splitkv_layout::wire::{
-    CoordEvidence, CoordPhase, Decision, NodeMask, Outcome, RecordEvidence, RecordKind,
-    RecoveryEncodeError, RecoveryMsg, DECISIONS_PER_MESSAGE_MAX, EVIDENCE_ENTRIES_PER_MESSAGE_MAX,
-    MASK_NODES_MAX, RECOVERY_MESSAGE_BYTES_MAX, RECOVERY_PARTS_MAX,
+    CoordEvidence, CoordPhase, Decision, NodeMask, Outcome, RecoveryEncodeError, RecoveryMsg,
+    DECISIONS_PER_MESSAGE_MAX, EVIDENCE_ENTRIES_PER_MESSAGE_MAX, RECOVERY_MESSAGE_BYTES_MAX,
+    RECOVERY_PARTS_MAX,
 };
 use splitkv_layout::DecodeError;
+use wire_support::{codec_properties, decision, record};
 
 fn coord() -> impl Strategy<Value = CoordEvidence> {
     (
@@ -23,21 +26,6 @@ fn coord() -> impl Strategy<Value = CoordEvidence> {
             phase: CoordPhase::ALL[p],
             outcome: Outcome::ALL[o],
             reported,
-            write_shards: NodeMask(m),
-        })
-}
-
-fn record() -> impl Strategy<Value = RecordEvidence> {
-    (
-        any::<u64>(),
-        0..MASK_NODES_MAX as u16,
-        0..RecordKind::ALL.len(),
-        any::<u16>(),
-    )
-        .prop_map(|(tx_id, shard, k, m)| RecordEvidence {
-            tx_id,
-            shard,
-            kind: RecordKind::ALL[k],
             write_shards: NodeMask(m),
         })
 }
@@ -67,11 +55,7 @@ fn msg() -> impl Strategy<Value = RecoveryMsg> {
         (
             any::<u32>(),
             part(),
-            prop::collection::vec(
-                (any::<u64>(), any::<bool>())
-                    .prop_map(|(tx_id, commit)| Decision { tx_id, commit }),
-                0..=DECISIONS_PER_MESSAGE_MAX
-            )
+            prop::collection::vec(decision(), 0..=DECISIONS_PER_MESSAGE_MAX)
         )
             .prop_map(|(epoch, (part, parts), decisions)| RecoveryMsg::Decisions {
                 epoch,
@@ -84,37 +68,9 @@ fn msg() -> impl Strategy<Value = RecoveryMsg> {
     ]
 }
 
-proptest! {
-    #![proptest_config(ProptestConfig::with_cases(256))]
-
-    #[test]
-    fn round_trip(m in msg()) {
-        let mut out = Vec::new();
-        m.encode(&mut out).unwrap();
-        prop_assert!(out.len() <= RECOVERY_MESSAGE_BYTES_MAX);
-        prop_assert_eq!(RecoveryMsg::decode(&out).unwrap(), m);
-    }
-
-    #[test]
-    fn truncation_and_trailing_bytes_are_errors(m in msg(), cut in any::<prop::sample::Index>()) {
-        let mut out = Vec::new();
-        m.encode(&mut out).unwrap();
-        let at = cut.index(out.len());
-        prop_assert!(RecoveryMsg::decode(&out[..at]).is_err());
-        out.push(0);
-        let trailing = matches!(RecoveryMsg::decode(&out), Err(DecodeError::Inconsistent { .. }));
-        prop_assert!(trailing);
-    }
-
-    #[test]
-    fn arbitrary_bytes_never_panic(bytes in prop::collection::vec(any::<u8>(), 0..256)) {
-        if let Ok(m) = RecoveryMsg::decode(&bytes) {
-            let mut out = Vec::new();
-            m.encode(&mut out).unwrap();
-            prop_assert_eq!(out, bytes);
-        }
-    }
-}
+// round_trip, truncation_and_trailing_bytes_are_errors and
+// arbitrary_bytes_never_panic (`wire_support`).
+codec_properties!(RecoveryMsg, msg(), RECOVERY_MESSAGE_BYTES_MAX);
 
 #[test]
 fn bounds_are_typed_errors() {

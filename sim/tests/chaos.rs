@@ -5,11 +5,14 @@
 //! during a copy within f. Each run ends with the replication degree
 //! restored, the replicas agreeing and the money adding up.
 
+mod fault_support;
+
+use fault_support::{fault_spec, SILENCE_NS};
 use splitkv_bench::cluster::SimNodesMembership;
 use splitkv_bench::history::HistoryCheck;
 use splitkv_bench::history_gen::TxShape;
 use splitkv_bench::loadgen::RetryPolicy;
-use splitkv_bench::{BenchCluster, ClusterSpec, Smallbank, SmallbankCluster, Workload};
+use splitkv_bench::{BenchCluster, Smallbank, SmallbankCluster, Workload};
 use splitkv_sim::membership::LeaseConfig;
 use splitkv_sim::{FaultMix, Sim, SimConfig, SimNetwork};
 
@@ -17,8 +20,6 @@ use splitkv_sim::{FaultMix, Sim, SimConfig, SimNetwork};
 const SLICE: u64 = 5_000;
 /// Passes after which a run counts as stalled (0.4 s virtual).
 const PASSES_MAX: u64 = 2_000_000;
-/// Silence after which a session declares its peer failed (virtual ns).
-const SILENCE_NS: u64 = 30_000_000;
 /// The window of the seeded crashes (passes), as `splitkv sim` has it.
 const CRASH_PASSES: (u64, u64) = (500, 5_000);
 /// Transactions per client.
@@ -58,12 +59,7 @@ fn chaos_run_of<W: Workload>(
     seed: u64,
     w: W,
 ) -> Result<(BenchCluster<W>, Sim, SimNodesMembership), String> {
-    let mut spec = ClusterSpec::new();
-    spec.inflight_per_node = 4;
-    spec.seed = seed;
-    spec.budget_per_node = Some(BUDGET);
-    spec.session_silence_ns = Some(SILENCE_NS);
-    spec.dma_latency_ns = 500;
+    let mut spec = fault_spec(seed, BUDGET, Some(SILENCE_NS));
     spec.retry = RetryPolicy {
         backoff_min_ns: 1_000,
         backoff_max_ns: 50_000,
@@ -189,12 +185,7 @@ fn one_seed() {
 fn nic_crash_counters() {
     use splitkv_layout::host_nic::TxStatus;
     for seed in 1..=20u64 {
-        let mut spec = ClusterSpec::new();
-        spec.inflight_per_node = 4;
-        spec.seed = seed;
-        spec.budget_per_node = Some(BUDGET);
-        spec.session_silence_ns = Some(SILENCE_NS);
-        spec.dma_latency_ns = 500;
+        let spec = fault_spec(seed, BUDGET, Some(SILENCE_NS));
         let mix = std::env::var("MIX").map_or(FaultMix::NicCrash, |m| m.parse().expect("mix"));
         let mut cfg: SimConfig = mix.config(seed);
         cfg.nodes.nic_crash_pass_min = CRASH_PASSES.0;

@@ -9,12 +9,14 @@
 //! survivor row. One test measures crash → resumed service in simulated
 //! time.
 
+mod fault_support;
 mod history_support;
 
+use fault_support::{fault_spec, SILENCE_NS};
 use history_support::{list_append, spec, HistoryCluster};
 use splitkv_bench::cluster::SimNodesMembership;
 use splitkv_bench::history_gen::TxShape;
-use splitkv_bench::{BenchCluster, CheckError, ClusterSpec, Smallbank, SmallbankCluster, Workload};
+use splitkv_bench::{BenchCluster, CheckError, Smallbank, SmallbankCluster, Workload};
 use splitkv_layout::{Key, ObjectFlags, ObjectMeta};
 use splitkv_sim::membership::LeaseConfig;
 use splitkv_sim::{FaultMix, SimConfig, SimNetwork};
@@ -23,8 +25,6 @@ use splitkv_sim::{FaultMix, SimConfig, SimNetwork};
 const SLICE: u64 = 5_000;
 /// Passes after which a run counts as stalled (0.4 s virtual).
 const PASSES_MAX: u64 = 2_000_000;
-/// Silence after which a session declares its peer failed (virtual ns).
-const SILENCE_NS: u64 = 30_000_000;
 /// The window of the seeded crash (passes): inside a run of the budget below.
 const CRASH_PASSES: (u64, u64) = (500, 3_000);
 /// Transactions per client.
@@ -70,12 +70,7 @@ fn run_crashed<W: Workload>(
 }
 
 fn smallbank(seed: u64, mix: FaultMix) -> (SmallbankCluster, u16, u64) {
-    let mut spec = ClusterSpec::new();
-    spec.inflight_per_node = 4;
-    spec.seed = seed;
-    spec.budget_per_node = Some(BUDGET);
-    spec.session_silence_ns = Some(SILENCE_NS);
-    spec.dma_latency_ns = 500;
+    let spec = fault_spec(seed, BUDGET, Some(SILENCE_NS));
     let cfg = crash_config(mix, seed);
     let w = Smallbank::new(300, Some(20)).expect("accounts");
     let (mut cluster, net) = SmallbankCluster::build_on_sim(spec, w, cfg).expect("build");

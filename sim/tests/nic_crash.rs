@@ -8,11 +8,13 @@
 //! as indeterminate, lost commits). One test measures restart → serving
 //! again in simulated time.
 
+mod fault_support;
 mod history_support;
 
+use fault_support::fault_spec;
 use history_support::{list_append, spec, HistoryCluster};
 use splitkv_bench::history_gen::TxShape;
-use splitkv_bench::{BenchCluster, ClusterSpec, Smallbank, SmallbankCluster, Workload};
+use splitkv_bench::{BenchCluster, Smallbank, SmallbankCluster, Workload};
 use splitkv_nic::runtime::Availability;
 use splitkv_sim::{FaultMix, Sim, SimConfig, SimNetwork};
 
@@ -58,11 +60,7 @@ fn run<W: Workload>(cluster: &mut BenchCluster<W>, net: &SimNetwork, cfg: SimCon
 }
 
 fn smallbank(seed: u64) -> (SmallbankCluster, Sim) {
-    let mut spec = ClusterSpec::new();
-    spec.inflight_per_node = 4;
-    spec.seed = seed;
-    spec.budget_per_node = Some(BUDGET);
-    spec.dma_latency_ns = 500;
+    let spec = fault_spec(seed, BUDGET, None);
     let cfg = nic_config(seed);
     let w = Smallbank::new(300, Some(20)).expect("accounts");
     let (mut cluster, net) = SmallbankCluster::build_on_sim(spec, w, cfg).expect("build");
@@ -140,11 +138,7 @@ fn nic_restart_to_serving_again_is_measured_in_simulated_time() {
 #[test]
 fn nic_crash_over_a_lossy_network_keeps_money_and_replicas() {
     for seed in 11..=16 {
-        let mut spec = ClusterSpec::new();
-        spec.inflight_per_node = 4;
-        spec.seed = seed;
-        spec.budget_per_node = Some(BUDGET);
-        spec.dma_latency_ns = 500;
+        let spec = fault_spec(seed, BUDGET, None);
         let cfg = SimConfig {
             net: FaultMix::net_faults(),
             ..nic_config(seed)

@@ -7,8 +7,11 @@
 //! (the replica check reads all three nodes), and the workload's check
 //! passing. The restarted node's old primary role is not taken back.
 
+mod fault_support;
+
+use fault_support::{fault_spec, SILENCE_NS};
 use splitkv_bench::cluster::SimNodesMembership;
-use splitkv_bench::{BenchCluster, ClusterSpec, Smallbank, SmallbankCluster};
+use splitkv_bench::{BenchCluster, Smallbank, SmallbankCluster};
 use splitkv_sim::membership::LeaseConfig;
 use splitkv_sim::{FaultMix, SimConfig, SimNetwork};
 
@@ -16,8 +19,6 @@ use splitkv_sim::{FaultMix, SimConfig, SimNetwork};
 const SLICE: u64 = 5_000;
 /// Passes after which a run counts as stalled (0.4 s virtual).
 const PASSES_MAX: u64 = 2_000_000;
-/// Silence after which a session declares its peer failed (virtual ns).
-const SILENCE_NS: u64 = 30_000_000;
 /// The window of the seeded crash (passes): inside a run of the budget below.
 const CRASH_PASSES: (u64, u64) = (500, 3_000);
 /// Transactions per client.
@@ -26,12 +27,7 @@ const BUDGET: u64 = 600;
 /// One rejoin-mix run of Smallbank; returns the cluster, the restarted node
 /// and (crash, restart, restored) times in virtual ns.
 fn rejoin_run(seed: u64) -> (SmallbankCluster, u16, [u64; 3], SimNodesMembership) {
-    let mut spec = ClusterSpec::new();
-    spec.inflight_per_node = 4;
-    spec.seed = seed;
-    spec.budget_per_node = Some(BUDGET);
-    spec.session_silence_ns = Some(SILENCE_NS);
-    spec.dma_latency_ns = 500;
+    let spec = fault_spec(seed, BUDGET, Some(SILENCE_NS));
     let mut cfg: SimConfig = FaultMix::Rejoin.config(seed);
     cfg.nodes.crash_pass_min = CRASH_PASSES.0;
     cfg.nodes.crash_pass_max = CRASH_PASSES.1;

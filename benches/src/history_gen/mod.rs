@@ -158,6 +158,76 @@ impl HistoryStats {
     }
 }
 
+/// How a transaction ended, as its completion in a history says.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Ending {
+    /// Committed, its result decoded: `ok`.
+    Committed,
+    /// Committed, but its result did not decode: `info`.
+    BadResult,
+    /// It may have committed (an indeterminate status such as
+    /// [`TxStatus::Unknown`], or an outcome the client never learned): `info`.
+    Indeterminate,
+    /// It did not commit, with this status: `fail`.
+    Failed(TxStatus),
+}
+
+/// A transaction's completion as a history records it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Completion {
+    /// How it ended, for the recorder's counters.
+    pub ending: Ending,
+    /// `ok`, `info` or `fail`.
+    pub kind: OpType,
+    /// The completed micro-ops (`ok`), or the invoked ones.
+    pub value: Vec<MicroOp>,
+    /// Why it is not `ok`.
+    pub error: Option<String>,
+}
+
+/// The error of an `info` completion whose outcome the client never learned.
+pub const OUTCOME_UNKNOWN: &str = "outcome unknown";
+
+/// The completion of a transaction that invoked `invoked` and ended with
+/// `status` (`None`: the client never learned its outcome): `ok` with the
+/// micro-ops `complete` makes of a committed transaction's result; `info`
+/// with the invoked micro-ops where that result does not decode, where the
+/// status is indeterminate (it may have committed) and where the outcome is
+/// unknown; `fail` with the status's name for every other status.
+pub fn completion(
+    invoked: Vec<MicroOp>,
+    status: Option<TxStatus>,
+    complete: impl FnOnce(&[MicroOp]) -> Result<Vec<MicroOp>, ResultError>,
+) -> Completion {
+    let (ending, kind, value, error) = match status {
+        Some(TxStatus::Committed) => match complete(&invoked) {
+            Ok(done) => (Ending::Committed, OpType::Ok, done, None),
+            Err(e) => {
+                let why = format!("committed, result undecodable: {e}");
+                (Ending::BadResult, OpType::Info, invoked, Some(why))
+            }
+        },
+        Some(s) if s.is_indeterminate() => {
+            let why = s.name().to_owned();
+            (Ending::Indeterminate, OpType::Info, invoked, Some(why))
+        }
+        Some(s) => {
+            let why = s.name().to_owned();
+            (Ending::Failed(s), OpType::Fail, invoked, Some(why))
+        }
+        None => {
+            let why = OUTCOME_UNKNOWN.to_owned();
+            (Ending::Indeterminate, OpType::Info, invoked, Some(why))
+        }
+    };
+    Completion {
+        ending,
+        kind,
+        value,
+        error,
+    }
+}
+
 /// Jepsen processes numbered per client: client `c`'s are
 /// `c * PROCESSES_PER_CLIENT_MAX ..`; a client uses at most twice its
 /// transactions in flight (a completion waits one iteration for its stamp).
@@ -322,35 +392,25 @@ impl<W: MicroOpSource> TxGenerator for HistoryGen<W> {
         let Some(tx) = self.outstanding.remove(&o.seq) else {
             return;
         };
-        let (kind, value, error) = match o.status {
-            TxStatus::Committed => match self.workload.complete(&tx.invoked, o.result) {
-                Ok(done) => {
-                    self.stats.committed += 1;
-                    (OpType::Ok, done, None)
-                }
-                Err(e) => {
-                    self.stats.bad_results += 1;
-                    let why = format!("committed, result undecodable: {e}");
-                    (OpType::Info, tx.invoked, Some(why))
-                }
-            },
+        let c = completion(tx.invoked, Some(o.status), |ops| {
+            self.workload.complete(ops, o.result)
+        });
+        match c.ending {
+            Ending::Committed => self.stats.committed += 1,
+            Ending::BadResult => self.stats.bad_results += 1,
             // It may have committed: `info`, and its writes are not given
             // back to the generator (they may be visible).
-            s if s.is_indeterminate() => {
-                self.stats.indeterminate += 1;
-                (OpType::Info, tx.invoked, Some(s.name().to_owned()))
-            }
-            s => {
+            Ending::Indeterminate => self.stats.indeterminate += 1,
+            Ending::Failed(s) => {
                 self.stats.failed[s as usize] += 1;
-                self.workload.failed(&tx.invoked);
-                (OpType::Fail, tx.invoked, Some(s.name().to_owned()))
+                self.workload.failed(&c.value);
             }
-        };
+        }
         self.unstamped.push(Unstamped {
             process: tx.process,
-            kind,
-            value,
-            error,
+            kind: c.kind,
+            value: c.value,
+            error: c.error,
         });
     }
 
@@ -374,7 +434,7 @@ impl<W: MicroOpSource> TxGenerator for HistoryGen<W> {
                 o.process,
                 OpType::Info,
                 o.invoked,
-                Some("outcome unknown".into()),
+                Some(OUTCOME_UNKNOWN.into()),
             );
         }
     }

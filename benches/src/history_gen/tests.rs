@@ -233,3 +233,59 @@ fn an_unknown_outcome_is_recorded_as_info_and_its_writes_kept() {
     let text = String::from_utf8(out).unwrap();
     assert_eq!(text.matches("\"info\"").count(), n, "{text}");
 }
+
+/// The one classifier of outcomes (shared with `history_observer`): `ok`
+/// with the completed micro-ops, `info` for an undecodable result, an
+/// indeterminate status and an unknown outcome, `fail` for the rest.
+#[test]
+fn completion_maps_each_outcome_to_ok_info_or_fail() {
+    let invoked = vec![MicroOp::Append { key: 1, element: 2 }];
+    let done = vec![MicroOp::Append { key: 1, element: 3 }];
+    let decoded = |_: &[MicroOp]| -> Result<Vec<MicroOp>, ResultError> { Ok(done.clone()) };
+    let undecodable =
+        |_: &[MicroOp]| -> Result<Vec<MicroOp>, ResultError> { Err(ResultError::Trailing(1)) };
+    let c = completion(invoked.clone(), Some(TxStatus::Committed), decoded);
+    assert_eq!(
+        (c.ending, c.kind, &c.value, c.error),
+        (Ending::Committed, OpType::Ok, &done, None)
+    );
+    let c = completion(invoked.clone(), Some(TxStatus::Committed), undecodable);
+    assert_eq!(
+        (c.ending, c.kind, &c.value),
+        (Ending::BadResult, OpType::Info, &invoked)
+    );
+    assert!(c
+        .error
+        .unwrap()
+        .starts_with("committed, result undecodable"));
+    let c = completion(invoked.clone(), Some(TxStatus::Unknown), decoded);
+    assert_eq!(
+        (c.ending, c.kind, &c.value, c.error.as_deref()),
+        (
+            Ending::Indeterminate,
+            OpType::Info,
+            &invoked,
+            Some(TxStatus::Unknown.name())
+        )
+    );
+    let c = completion(invoked.clone(), None, decoded);
+    assert_eq!(
+        (c.ending, c.kind, &c.value, c.error.as_deref()),
+        (
+            Ending::Indeterminate,
+            OpType::Info,
+            &invoked,
+            Some(OUTCOME_UNKNOWN)
+        )
+    );
+    let c = completion(invoked.clone(), Some(TxStatus::LockConflict), decoded);
+    assert_eq!(
+        (c.ending, c.kind, &c.value, c.error.as_deref()),
+        (
+            Ending::Failed(TxStatus::LockConflict),
+            OpType::Fail,
+            &invoked,
+            Some("lock conflict")
+        )
+    );
+}

@@ -5,7 +5,7 @@
 //! cluster's.
 
 use super::membership::NodeMembership;
-use super::{Cluster, ClusterError};
+use super::{Cluster, ClusterError, ClusterParts};
 use splitkv_layout::wire::NodeId;
 use splitkv_nic::membership::{Configuration, Membership, MembershipError};
 use splitkv_nic::net::mem::mem_network;
@@ -72,9 +72,10 @@ impl Membership for Scripted {
 /// Longest wait for the polling thread to act.
 const WAIT: Duration = Duration::from_secs(10);
 
-#[test]
-fn the_agent_applies_configurations_and_fences_the_node_when_its_lease_runs_out() {
-    let mut parts = Cluster::builder()
+/// The parts of a one-node cluster (replication 1, 100 keys, one thread)
+/// over an in-memory transport, not started.
+fn one_node() -> ClusterParts {
+    Cluster::builder()
         .nodes(1)
         .replication(1)
         .capacity_keys(100)
@@ -82,7 +83,12 @@ fn the_agent_applies_configurations_and_fences_the_node_when_its_lease_runs_out(
         .build_parts(vec![
             Box::new(mem_network(1).pop().unwrap()) as Box<dyn Transport>
         ])
-        .unwrap();
+        .unwrap()
+}
+
+#[test]
+fn the_agent_applies_configurations_and_fences_the_node_when_its_lease_runs_out() {
+    let mut parts = one_node();
     let origin = Instant::now();
     parts.set_clock_origin(origin);
     // The lease ends 1 h after the membership's origin: nothing fences yet.
@@ -137,15 +143,7 @@ fn the_agent_applies_configurations_and_fences_the_node_when_its_lease_runs_out(
 
 #[test]
 fn the_membership_clock_is_shifted_onto_the_clusters() {
-    let mut parts = Cluster::builder()
-        .nodes(1)
-        .replication(1)
-        .capacity_keys(100)
-        .threads(1)
-        .build_parts(vec![
-            Box::new(mem_network(1).pop().unwrap()) as Box<dyn Transport>
-        ])
-        .unwrap();
+    let mut parts = one_node();
     // The membership started 2 s before the cluster's clock.
     let member_origin = Instant::now();
     let cluster_origin = member_origin + Duration::from_secs(2);

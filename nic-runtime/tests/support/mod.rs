@@ -5,6 +5,7 @@
 #![allow(dead_code)] // each test file uses a part
 
 pub mod coordinator;
+pub mod server;
 
 use splitkv_layout::host_nic::{HostToNic, LogApplied};
 use splitkv_layout::ring::{ring_pair, RingConsumer, RingProducer};
