@@ -31,14 +31,6 @@ use support_deploy::*;
 /// start-up, drain, checks).
 const RUN_MAX: Duration = Duration::from_secs(90);
 
-/// Runs `bench WORKLOAD … --kill KILL --replace REPLACE ARGS` on a fresh
-/// three-node file with a fresh etcd.
-fn bench_replacing_node_2(workload: &str, kill: &str, replace: &str, args: &[&str]) -> Output {
-    let all = [&["--kill", kill, "--replace", replace][..], args].concat();
-    let keys = Some(KILL_CAPACITY_KEYS);
-    bench_on_three_within(workload, &all, keys, RUN_MAX, fresh_membership)
-}
-
 /// As [`assert_rejoined`] for a replacement, which the report places on
 /// the new machine's loopback address.
 fn assert_replaced(out: &Output) -> String {
@@ -52,42 +44,14 @@ fn smallbank_and_list_append_run_through_a_kill_and_a_replacement_at_a_new_addre
     let dir = std::env::temp_dir().join(format!("splitkv-replace-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let timeline = dir.join("smallbank-replace");
-    let out = bench_replacing_node_2(
-        "smallbank",
-        "2@1.0",
-        "2@3.0",
-        &[
-            "--timeline",
-            timeline.to_str().unwrap(),
-            "--accounts-per-node",
-            "500",
-            "--duration",
-            "3800ms",
-            "--warmup",
-            "200ms",
-            "--inflight",
-            "8",
-        ],
-    );
-    let stdout = assert_replaced(&out);
+    let (smallbank, list_append) =
+        smallbank_and_list_append_brought_back("--replace", &timeline, RUN_MAX, fresh_membership);
+    let stdout = assert_replaced(&smallbank);
     assert!(stdout.contains("money check    ok"), "{stdout}");
     assert!(stdout.contains("replica check  ok"), "{stdout}");
     assert_timeline_marks_the_rejoin(&timeline, "replaced");
     let _ = std::fs::remove_dir_all(&dir);
-    let out = bench_replacing_node_2(
-        "list-append",
-        "2@0.5",
-        "2@2.0",
-        &[
-            "--transactions",
-            KILL_LIST_APPEND_BUDGET,
-            "--duration",
-            "4s",
-            "--inflight",
-            "4",
-        ],
-    );
-    let stdout = assert_replaced(&out);
+    let stdout = assert_replaced(&list_append);
     assert!(
         stdout.contains("history check (strict serializability): valid"),
         "{stdout}"

@@ -242,6 +242,53 @@ pub fn bench_on_three_within<G>(
     out
 }
 
+/// The two runs of `cluster_rejoin` and `cluster_replace`: node 2 killed,
+/// then brought back by `back` (`--restart` or `--replace`), each run on a
+/// fresh three-node file from `setup` (a fresh etcd), at most `run_max`:
+/// Smallbank (kill at 1.0 s, back at 3.0 s, after the survivors' recovery,
+/// so the report's kill -> resumed time is the recovery's alone), its
+/// timeline drawn to `timeline`, then list-append (kill at 0.5 s, back at
+/// 2.0 s). Returns both outputs, unchecked.
+pub fn smallbank_and_list_append_brought_back<G>(
+    back: &str,
+    timeline: &std::path::Path,
+    run_max: Duration,
+    mut setup: impl FnMut() -> (String, G),
+) -> (Output, Output) {
+    let keys = Some(KILL_CAPACITY_KEYS);
+    let smallbank = [
+        "--kill",
+        "2@1.0",
+        back,
+        "2@3.0",
+        "--timeline",
+        timeline.to_str().unwrap(),
+        "--accounts-per-node",
+        "500",
+        "--duration",
+        "3800ms",
+        "--warmup",
+        "200ms",
+        "--inflight",
+        "8",
+    ];
+    let first = bench_on_three_within("smallbank", &smallbank, keys, run_max, &mut setup);
+    let list_append = [
+        "--kill",
+        "2@0.5",
+        back,
+        "2@2.0",
+        "--transactions",
+        KILL_LIST_APPEND_BUDGET,
+        "--duration",
+        "4s",
+        "--inflight",
+        "4",
+    ];
+    let second = bench_on_three_within("list-append", &list_append, keys, run_max, setup);
+    (first, second)
+}
+
 /// Exit 0, every check passed, node 2 killed, and the survivors committed
 /// after the kill; returns standard output and the report's kill line.
 pub fn assert_recovered_from_kill(out: &Output) -> (String, String) {
