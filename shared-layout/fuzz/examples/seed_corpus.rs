@@ -7,7 +7,8 @@
 use splitkv_layout::host_nic::{HostToNic, LogApplied, NicToHost, TxOutcome, TxRequest, TxStatus};
 use splitkv_layout::log_record::{LogKind, LogRecord};
 use splitkv_layout::wire::{
-    BodyWriter, MsgHeader, MsgKind, PacketHeader, ReplyStatus, MSG_FLAG_FRAG_MORE,
+    BodyWriter, CoordPhase, Decision, LockEntry, MsgHeader, MsgKind, NodeMask, PacketHeader,
+    PeerTx, RebuildMsg, RecordEvidence, RecordKind, ReplyStatus, MSG_FLAG_FRAG_MORE,
     MSG_HEADER_BYTES, PACKET_FLAG_ACK_ONLY,
 };
 use splitkv_layout::{Key, ObjectFlags, ObjectMeta};
@@ -190,6 +191,56 @@ fn ring_consumer() -> Vec<(String, Vec<u8>)> {
     vec![("push-pop".into(), cap0), ("scribble".into(), cap3)]
 }
 
+/// Rebuild messages (a NIC restart, issue 12): a query, a report with one
+/// entry of each list and the generation its fence saw, and decisions.
+fn rebuild_msg() -> Vec<(String, Vec<u8>)> {
+    let tx_id = (2u64 << 48) | (3 << 32) | 41;
+    let msgs = [
+        ("query", RebuildMsg::Query { restart: 2 }),
+        (
+            "report",
+            RebuildMsg::Report {
+                restart: 2,
+                part: 0,
+                last: true,
+                generation: 41,
+                txs: vec![PeerTx {
+                    tx_id,
+                    phase: CoordPhase::Commit,
+                    waiting: true,
+                }],
+                locks: vec![LockEntry {
+                    tx_id,
+                    key: Key::new(1, 9),
+                }],
+                records: vec![RecordEvidence {
+                    tx_id,
+                    shard: 1,
+                    kind: RecordKind::Log,
+                    write_shards: NodeMask::EMPTY.with(1),
+                }],
+            },
+        ),
+        (
+            "decisions",
+            RebuildMsg::Decisions {
+                restart: 2,
+                decisions: vec![Decision {
+                    tx_id,
+                    commit: true,
+                }],
+            },
+        ),
+    ];
+    msgs.into_iter()
+        .map(|(name, m)| {
+            let mut out = Vec::new();
+            m.encode(&mut out).expect("within bounds");
+            (name.to_string(), out)
+        })
+        .collect()
+}
+
 fn main() -> std::io::Result<()> {
     let root = std::env::args()
         .nth(1)
@@ -201,6 +252,7 @@ fn main() -> std::io::Result<()> {
         ("nic_to_host", nic_to_host()),
         ("log_record", log_record()),
         ("ring_consumer", ring_consumer()),
+        ("rebuild_msg", rebuild_msg()),
     ];
     for (target, seeds) in sets {
         let dir = root.join("corpus").join(target);

@@ -8,7 +8,8 @@ use splitkv_layout::wire::RebuildMsg;
 fuzz_target!(|data: &[u8]| {
     if let Ok(m) = RebuildMsg::decode(data) {
         let mut out = Vec::new();
-        m.encode(&mut out).expect("a decoded message is within bounds");
+        m.encode(&mut out)
+            .expect("a decoded message is within bounds");
         assert_eq!(&out[..], data);
     }
 });
