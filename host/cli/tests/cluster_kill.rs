@@ -99,42 +99,15 @@ fn smallbank_and_list_append_run_through_a_sigkilled_node_and_pass_every_check()
     let dir = std::env::temp_dir().join(format!("splitkv-kill-timeline-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let timeline = dir.join("smallbank-kill");
-    let out = bench_killing_node_2(
-        "smallbank",
-        "2@1.5",
-        &[
-            "--accounts-per-node",
-            "500",
-            "--duration",
-            "3800ms",
-            "--warmup",
-            "200ms",
-            "--inflight",
-            "8",
-            "--timeline",
-            timeline.to_str().unwrap(),
-        ],
-    );
+    let timeline_arg = ["--timeline", timeline.to_str().unwrap()];
+    let args = [&KILL_SMALLBANK_ARGS[..], &timeline_arg[..]].concat();
+    let out = bench_killing_node_2("smallbank", "2@1.5", &args);
     let stdout = assert_recovered(&out);
     assert!(stdout.contains("money check    ok"), "{stdout}");
     assert!(stdout.contains("replica check  ok"), "{stdout}");
     assert_timeline_marks_the_kill_and_the_recovery(&timeline);
     let _ = std::fs::remove_dir_all(&dir);
-    // A list-append client stops at its budget, which a fast machine spends
-    // in about 1.5 s (24k draws/s on 3 clients): killed at 0.5 s, the
-    // survivors still have transactions after the recovery (~1.3 s).
-    let out = bench_killing_node_2(
-        "list-append",
-        "2@0.5",
-        &[
-            "--transactions",
-            KILL_LIST_APPEND_BUDGET,
-            "--duration",
-            "4s",
-            "--inflight",
-            "4",
-        ],
-    );
+    let out = bench_killing_node_2("list-append", "2@0.5", &KILL_LIST_APPEND_ARGS);
     let stdout = assert_recovered(&out);
     assert!(
         stdout.contains("history check (strict serializability): valid"),
