@@ -86,46 +86,7 @@ fn chaos_run_of<W: Workload>(
 
 /// Everything that explains a stalled run.
 fn state<W: Workload>(cluster: &mut BenchCluster<W>, sim: &Sim, m: &SimNodesMembership) -> String {
-    let mut s = format!(
-        "crashed {:?} restarted {:?} nic {:?}\nchaos {:?}\nconfig {:?}\nhistory:\n",
-        sim.crashed(),
-        sim.restarted(),
-        sim.nic_crashed(),
-        m.chaos(),
-        m.manager.current()
-    );
-    for (t, c) in m.manager.history() {
-        s += &format!(
-            "  {t}: epoch {} live {:#b} copying {:#b} inc {:?}\n",
-            c.epoch,
-            c.live,
-            c.copying,
-            &c.incarnation[..3]
-        );
-    }
-    for (n, p) in cluster.parts.nodes.iter_mut().enumerate() {
-        let nic = &p.nic;
-        s += &format!(
-            "node {n}: inc {} epoch {} {:?} recovering {} phase {:?} refusal {:?} copying {} sourcing {} worker idle {} load done {}\n  rebuild {:?}\n  recovery {:?}\n  copies {:?}\n  agent {:?}\n  session drops {:?} admission drops {}\n",
-            nic.incarnation(),
-            nic.epoch(),
-            nic.availability(),
-            nic.recovering(),
-            nic.recovery().phase(),
-            nic.recovery_refusal(),
-            nic.copying(),
-            nic.sourcing_copies(),
-            p.worker.is_quiescent(),
-            cluster.loadgens[n].is_done(),
-            nic.rebuild_stats(),
-            nic.recovery().stats(),
-            nic.copy_stats(),
-            m.agent(n as u16).map(|a| a.stats()),
-            nic.stats().net.sessions.drops,
-            nic.admission_drops(),
-        );
-    }
-    s
+    cluster.describe_state(sim, Some(m))
 }
 
 /// Smallbank through the chaos mix: every seed's run ends with the
@@ -257,4 +218,22 @@ fn a_restarted_process_serves_nothing_before_its_admission() {
         dropped > 0,
         "a new process dropped messages before admission"
     );
+}
+
+/// The state a failed seed prints with `splitkv sim --trace`
+/// (`BenchCluster::describe_state`) names every configuration and, per
+/// node, what a stall is read from.
+#[test]
+fn the_state_of_a_run_names_its_configurations_and_every_node() {
+    let (mut cluster, sim, m) = chaos_run(10).unwrap_or_else(|e| panic!("{e}"));
+    let s = state(&mut cluster, &sim, &m);
+    assert!(s.contains("config at 0 ns: epoch 1 live 0b111"), "{s}");
+    for n in 0..3 {
+        assert!(s.contains(&format!("node {n}: incarnation ")), "{s}");
+    }
+    assert!(
+        s.contains("load done true") && s.contains("session drops"),
+        "{s}"
+    );
+    assert!(s.matches("recovering false").count() == 3, "{s}");
 }

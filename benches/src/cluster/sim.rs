@@ -42,6 +42,7 @@
 //! node, NIC restarts included.
 
 mod chaos;
+mod describe;
 
 use chaos::ChaosState;
 pub use chaos::{ChaosNicRestart, ChaosRecord};

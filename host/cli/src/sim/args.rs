@@ -81,7 +81,7 @@ pub struct SimArgs {
     /// Write each seed's client history to DIR/seed-N.jsonl (list-append and register; Jepsen-shaped JSON lines, unknown outcomes as `info`).
     #[arg(long, value_name = "DIR")]
     pub history: Option<PathBuf>,
-    /// Print the simulator's last events of each failing seed (use it when replaying one seed).
+    /// Print the simulator's last events of each failing seed, and each node's state at its end (use it when replaying one seed).
     #[arg(long)]
     pub trace: bool,
     /// Keep running after the first failing seed (default: stop starting new seeds).

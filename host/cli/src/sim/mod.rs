@@ -5,7 +5,8 @@
 //! single-threaded, virtual-time run, so a seed reproduces its run whatever
 //! else runs beside it. A failing seed prints what failed and the one command
 //! that replays it alone (with `--trace`, which prints the simulator's last
-//! events). Exit code 1 when any seed failed.
+//! events and each node's state at the end,
+//! `BenchCluster::describe_state`). Exit code 1 when any seed failed.
 
 pub mod args;
 pub mod faults;

@@ -62,7 +62,8 @@ pub struct SeedOutcome {
     pub chaos: [usize; 4],
     /// `None` when every check passed; otherwise what failed.
     pub failure: Option<String>,
-    /// The simulator's last events, when the seed failed and `--trace` asked.
+    /// The simulator's last events and the run's state at its end, when
+    /// the seed failed and `--trace` asked.
     pub trace: Option<String>,
 }
 
@@ -183,7 +184,11 @@ fn run<W: Workload>(args: &SimArgs, seed: u64, cfg: SimConfig, workload: W) -> S
         }
     };
     let trace = match (&failure, args.trace) {
-        (Some(_), true) => Some(net.trace().tail(TRACE_EVENTS_PRINTED)),
+        (Some(_), true) => Some(format!(
+            "{}\n  state of the run:\n{}",
+            net.trace().tail(TRACE_EVENTS_PRINTED),
+            cluster.describe_state(&sim, membership.as_ref())
+        )),
         _ => None,
     };
     SeedOutcome {
