@@ -127,15 +127,17 @@ impl Sessions {
             return;
         }
         self.raise_floor(peer, incarnation);
-        let known = self.peers[peer as usize].peer_incarnation;
-        // A session that declared its peer failed is not fresh even when
-        // nothing was heard and its numbering was cleared with the failure
+        let s = &self.peers[peer as usize];
+        // A failed session is never fresh: its failure recorded the
+        // incarnation it declared failed (at least 1, `check_timers`), even
+        // when nothing was heard and the failure cleared its numbering
         // (chaos list-append seed 72: node 1's NIC restarted, queried node 0
         // just before node 0 crashed, declared it failed 30 ms later, and
-        // kept dropping everything to node 0's admitted new process,
-        // its recovery evidence included, until the leader was fenced).
-        let s = &self.peers[peer as usize];
-        let fresh = known == 0 && s.next_seq == 0 && !s.failed;
+        // kept dropping everything to node 0's admitted new process, its
+        // recovery evidence included, until the leader was fenced).
+        let known = s.peer_incarnation;
+        debug_assert!(!s.failed || known != 0, "a failure records its incarnation");
+        let fresh = known == 0 && s.next_seq == 0;
         // A fresh session (nothing heard, nothing sent) stays open to any
         // incarnation: the admitted one is only a lower bound, the peer's
         // NIC runtime may have restarted since (a newer incarnation, issue
