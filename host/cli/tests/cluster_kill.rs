@@ -49,12 +49,7 @@ fn assert_timeline_marks_the_kill_and_the_recovery(timeline: &std::path::Path) {
         assert!(std::fs::metadata(&f).is_ok_and(|m| m.len() > 0), "{f:?}");
     }
     let csv = std::fs::read_to_string(timeline.with_extension("csv")).unwrap();
-    let event = |label: &str| -> f64 {
-        csv.lines()
-            .find(|l| l.starts_with("event,") && l.ends_with(label))
-            .and_then(|l| l.split(',').nth(1)?.parse().ok())
-            .unwrap_or_else(|| panic!("no event {label:?} in\n{csv}"))
-    };
+    let event = |label: &str| timeline_event(&csv, label);
     let (killed, epoch, resumed) = (
         event("node 2 killed"),
         event("epoch 2"),

@@ -339,17 +339,22 @@ pub fn assert_rejoined(out: &Output, verb: &str) -> (String, String) {
     (stdout, line)
 }
 
+/// The time (s) of the event labelled `label` in a `--timeline` CSV
+/// (`kind,t_s,committed_total,committed_per_s,label`); panics with the CSV
+/// if it has none.
+pub fn timeline_event(csv: &str, label: &str) -> f64 {
+    csv.lines()
+        .find(|l| l.starts_with("event,") && l.ends_with(label))
+        .and_then(|l| l.split(',').nth(1)?.parse().ok())
+        .unwrap_or_else(|| panic!("no event {label:?} in\n{csv}"))
+}
+
 /// The `--timeline` CSV has the kill, node 2 started again (`how`:
 /// `restarted` or `replaced`), its admission and the restored degree, in
 /// that order.
 pub fn assert_timeline_marks_the_rejoin(timeline: &std::path::Path, how: &str) {
     let csv = std::fs::read_to_string(timeline.with_extension("csv")).unwrap();
-    let event = |label: &str| -> f64 {
-        csv.lines()
-            .find(|l| l.starts_with("event,") && l.ends_with(label))
-            .and_then(|l| l.split(',').nth(1)?.parse().ok())
-            .unwrap_or_else(|| panic!("no event {label:?} in\n{csv}"))
-    };
+    let event = |label: &str| timeline_event(&csv, label);
     let times = [
         event("node 2 killed"),
         event(&format!("node 2 {how}")),
