@@ -266,28 +266,55 @@ pub fn bench_on_three_within<G>(
     out
 }
 
-/// The two runs of `cluster_rejoin` and `cluster_replace`: node 2 killed,
-/// then brought back by `back` (`--restart` or `--replace`), each run on a
-/// fresh three-node file from `setup` (a fresh etcd), at most `run_max`:
-/// Smallbank (kill at 1.0 s, back at 3.0 s, after the survivors' recovery,
-/// so the report's kill -> resumed time is the recovery's alone), its
-/// timeline drawn to `timeline`, then list-append (kill at 0.5 s, back at
-/// 2.0 s). Returns both outputs, unchecked.
-pub fn smallbank_and_list_append_brought_back<G>(
-    back: &str,
-    timeline: &std::path::Path,
+/// The two runs of `cluster_rejoin` and `cluster_replace`, checked: node 2
+/// killed, then brought back by `--{verb}` (`restart` or `replace`), each
+/// run on a fresh three-node file from `setup` (a fresh etcd), at most
+/// `run_max`: Smallbank (kill at 1.0 s, back at 3.0 s, after the
+/// survivors' recovery, so the report's kill -> resumed time is the
+/// recovery's alone) with its money and replica checks and a timeline that
+/// marks the kill, node 2 `how` (`restarted`, `replaced`), its admission
+/// and the restored degree in order; then list-append (kill at 0.5 s, back
+/// at 2.0 s) with its history and lost-commit checks. Each run passes
+/// [`assert_rejoined`], and `line` asserts what else its report line says.
+pub fn brought_back_runs_pass_every_check<G>(
+    verb: &str,
+    how: &str,
     run_max: Duration,
     mut setup: impl FnMut() -> (String, G),
-) -> (Output, Output) {
+    line: impl Fn(&str),
+) {
+    let dir = std::env::temp_dir().join(format!("splitkv-{verb}-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let timeline = dir.join(format!("smallbank-{verb}"));
     let keys = Some(KILL_CAPACITY_KEYS);
-    let timeline = timeline.to_str().unwrap();
-    let faults = ["--kill", "2@1.0", back, "2@3.0", "--timeline", timeline];
+    let back = format!("--{verb}");
+    let timeline_arg = timeline.to_str().unwrap();
+    let faults = [
+        "--kill",
+        "2@1.0",
+        &back,
+        "2@3.0",
+        "--timeline",
+        timeline_arg,
+    ];
     let smallbank = [&faults[..], &KILL_SMALLBANK_ARGS[..]].concat();
-    let first = bench_on_three_within("smallbank", &smallbank, keys, run_max, &mut setup);
-    let faults = ["--kill", "2@0.5", back, "2@2.0"];
+    let out = bench_on_three_within("smallbank", &smallbank, keys, run_max, &mut setup);
+    let (stdout, l) = assert_rejoined(&out, verb);
+    line(&l);
+    assert!(stdout.contains("money check    ok"), "{stdout}");
+    assert!(stdout.contains("replica check  ok"), "{stdout}");
+    assert_timeline_marks_the_rejoin(&timeline, how);
+    let _ = std::fs::remove_dir_all(&dir);
+    let faults = ["--kill", "2@0.5", &back, "2@2.0"];
     let list_append = [&faults[..], &KILL_LIST_APPEND_ARGS[..]].concat();
-    let second = bench_on_three_within("list-append", &list_append, keys, run_max, setup);
-    (first, second)
+    let out = bench_on_three_within("list-append", &list_append, keys, run_max, setup);
+    let (stdout, l) = assert_rejoined(&out, verb);
+    line(&l);
+    assert!(
+        stdout.contains("history check (strict serializability): valid"),
+        "{stdout}"
+    );
+    assert!(stdout.contains("lost-commit check: ok"), "{stdout}");
 }
 
 /// Exit 0, every check passed, node 2 killed, and the survivors committed
