@@ -242,7 +242,8 @@ pub enum CheckError {
 /// is applied (the cluster hands one out only then).
 #[derive(Debug, Clone, Copy)]
 pub struct Db<'a> {
-    /// Placement of keys on nodes.
+    /// Placement of keys on nodes, with the replica sets being served
+    /// ([`Placement::roles`]; issue 12).
     pub placement: Placement,
     /// Every node's components (NIC runtime, host worker owning the table), by node.
     pub nodes: &'a [NodeParts],
@@ -252,10 +253,10 @@ pub struct Db<'a> {
 }
 
 impl Db<'_> {
-    /// The placement view over the survivors (the healthy view when `failed`
-    /// is empty or names every node).
+    /// The placement view over the survivors, with the placement's replica
+    /// sets (the healthy view when `failed` is empty or names every node).
     pub fn view(&self) -> PlacementView {
-        PlacementView::new(self.placement, self.failed)
+        PlacementView::with_roles(self.placement, self.failed, self.placement.roles())
             .unwrap_or_else(|_| PlacementView::healthy(self.placement))
     }
 

@@ -30,7 +30,7 @@ const STEP_MS: u64 = 10;
 const LEASE_TTL_S: u32 = 1;
 
 fn settings(etcd: &str, cluster: &str, node: NodeId, nodes: usize) -> EtcdSettings {
-    let mut s = EtcdSettings::new(vec![etcd.to_string()], cluster, node, nodes);
+    let mut s = EtcdSettings::new(vec![etcd.to_string()], cluster, node, nodes, nodes);
     s.lease_ttl_s = LEASE_TTL_S;
     s.poll_every_ms = 50;
     s.rpc_timeout_ms = 200;
@@ -89,7 +89,7 @@ fn members_register_and_keep_the_first_configuration_while_renewing() {
     let clock = Clock(Instant::now());
     let mut ms = connect_all(&etcd, "reg", 3, &clock);
     for m in &ms {
-        assert_eq!(m.current(), Configuration::initial(3));
+        assert_eq!(m.current(), Configuration::initial(3, 3));
         assert!(m.lease_until() > clock.now());
     }
     let mut refs: Vec<&mut EtcdMember> = ms.iter_mut().collect();
@@ -113,10 +113,14 @@ fn members_register_and_keep_the_first_configuration_while_renewing() {
         std::slice::from_ref(&etcd.endpoint),
         "reg",
         3,
+        3,
         Duration::from_secs(1),
     )
     .expect("store connects");
-    assert_eq!(store.read().expect("config").0, Configuration::initial(3));
+    assert_eq!(
+        store.read().expect("config").0,
+        Configuration::initial(3, 3)
+    );
 }
 
 /// Waits until members 0 and 1 poll a configuration without node 2.
@@ -188,7 +192,7 @@ fn racing_installs_of_one_epoch_have_exactly_one_winner() {
             let (eps, barrier) = (eps.clone(), barrier.clone());
             std::thread::spawn(move || {
                 let rpc = Duration::from_secs(1);
-                let mut s = ConfigStore::connect(&eps, "race", 3, rpc).expect("store");
+                let mut s = ConfigStore::connect(&eps, "race", 3, 3, rpc).expect("store");
                 let mut wins = Vec::new();
                 for round in 0..ROUNDS {
                     barrier.wait();
@@ -224,7 +228,7 @@ fn racing_installs_of_one_epoch_have_exactly_one_winner() {
             "round {round}"
         );
     }
-    let mut s = ConfigStore::connect(&eps, "race", 3, Duration::from_secs(1)).expect("store");
+    let mut s = ConfigStore::connect(&eps, "race", 3, 3, Duration::from_secs(1)).expect("store");
     let last = wins.iter().max_by_key(|w| w.0).expect("a winner").1;
     assert_eq!(s.read().expect("read").0, last);
     assert_eq!(last.epoch, 1 + ROUNDS);
@@ -246,7 +250,7 @@ fn etcd_unreachable_at_start_is_one_typed_error() {
         "bounded: {:?}",
         t0.elapsed()
     );
-    let store = ConfigStore::connect(&[endpoint], "none", 3, Duration::from_millis(200));
+    let store = ConfigStore::connect(&[endpoint], "none", 3, 3, Duration::from_millis(200));
     assert!(matches!(store, Err(EtcdError::Unreachable { .. })));
 }
 
@@ -306,7 +310,11 @@ fn with_etcd_killed_members_serve_until_their_leases_run_out_then_fail_stop() {
     let mut stopped_at = [None::<(u64, FailStop, u64)>; 3];
     let all = drive(&clock, &mut refs, &mut polled, |ms, _, now| {
         for (i, m) in ms.iter().enumerate() {
-            assert_eq!(m.current(), Configuration::initial(3), "configuration kept");
+            assert_eq!(
+                m.current(),
+                Configuration::initial(3, 3),
+                "configuration kept"
+            );
             match (m.fail_stop(now), stopped_at[i]) {
                 (Some(f), None) => stopped_at[i] = Some((now, f, m.lease_until())),
                 (None, Some(_)) => panic!("member {i} served again after fail-stop"),
@@ -411,11 +419,11 @@ fn config_records_round_trip_and_bad_records_are_rejected() {
         live: 0b101,
         ..Default::default()
     };
-    assert_eq!(ConfigRecord::decode(&ConfigRecord::encode(&c), 3), Ok(c));
-    assert!(ConfigRecord::decode(b"{\"epoch\":0,\"live\":1}", 3).is_err());
-    assert!(ConfigRecord::decode(b"{\"epoch\":2,\"live\":8}", 3).is_err());
-    assert!(ConfigRecord::decode(b"{\"epoch\":2,\"live\":1,\"x\":1}", 3).is_err());
-    assert!(ConfigRecord::decode(b"nonsense", 3).is_err());
+    assert_eq!(ConfigRecord::decode(&ConfigRecord::encode(&c), 3, 3), Ok(c));
+    assert!(ConfigRecord::decode(b"{\"epoch\":0,\"live\":1}", 3, 3).is_err());
+    assert!(ConfigRecord::decode(b"{\"epoch\":2,\"live\":8}", 3, 3).is_err());
+    assert!(ConfigRecord::decode(b"{\"epoch\":2,\"live\":1,\"x\":1}", 3, 3).is_err());
+    assert!(ConfigRecord::decode(b"nonsense", 3, 3).is_err());
 }
 
 #[test]
@@ -465,7 +473,7 @@ fn a_node_left_out_of_the_stored_configuration_joins_as_copying() {
     let connect = |n| EtcdMember::connect(settings(&etcd.endpoint, "out", n, 3), clock.now());
     let mut m0 = connect(0).expect("m0 creates the configuration");
     let eps = [etcd.endpoint.clone()];
-    let mut store = ConfigStore::connect(&eps, "out", 3, Duration::from_secs(1)).expect("store");
+    let mut store = ConfigStore::connect(&eps, "out", 3, 3, Duration::from_secs(1)).expect("store");
     let (c, rev) = store.read().expect("read");
     assert!(store.try_install(rev, &c.without(1 << 2)).expect("install"));
     let mut m2 = connect(2).expect("node 2 connects, joining");

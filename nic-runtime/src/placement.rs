@@ -11,15 +11,21 @@
 //! order, and its backups are the surviving rest, so the replication degree is
 //! reduced until re-replication restores it.
 //!
-//! Re-replication (issue 12, [`crate::rereplication`]) adds [`Roles`]: a node
-//! that comes back after a crash rejoins every shard of its ring position,
-//! but never takes its old primary role back (that would need a lock
-//! handover). Replicas are ordered by rank, then ring order: nodes that were
-//! replicas from the start have rank 0, a node that finished its copy later
-//! ranks after every node that finished earlier, and a node still being
-//! copied ranks last ([`ROLE_RANK_COPYING`]) and is never primary. A primary
-//! therefore only changes when it fails. Ranks come from the configuration
-//! (`Configuration::roles`), so every node computes the same order.
+//! Re-replication (issue 12, [`crate::rereplication`]) replaces the ring
+//! by [`Roles`]: per shard, its members in serving order. After a crash,
+//! survivors that were no replica of a shard may become its new backups
+//! (when the cluster has more nodes than the replication degree), and a node
+//! that comes back joins the shards still short of replicas. Members that
+//! caught up earlier serve first, so a primary only changes when it fails;
+//! a member still being copied (*joining*) is never primary. Roles come from
+//! the configuration (`Configuration::roles`), so every node computes the
+//! same order.
+
+mod roles;
+mod view;
+
+pub use roles::{Replicas, Roles};
+pub use view::PlacementView;
 
 use splitkv_layout::wire::{NodeId, NodeMask, MASK_NODES_MAX};
 use splitkv_layout::Key;
@@ -45,7 +51,8 @@ pub enum PlacementError {
         nodes: usize,
     },
     /// A failed-node set naming a node outside the cluster, or every node.
-    /// (Also: a copying set naming a failed node or one outside the cluster.)
+    /// (Also: joining or renewed nodes that are failed or outside the
+    /// cluster.)
     #[error("failed nodes {failed:#06x} must be a proper subset of the {nodes} nodes")]
     Failed {
         /// The failed set, one bit per node id.
@@ -55,70 +62,26 @@ pub enum PlacementError {
     },
 }
 
-/// The rank of a node being copied (re-replication, issue 12): after every
-/// caught-up replica, never primary.
-pub const ROLE_RANK_COPYING: u8 = u8::MAX;
-
-/// How the live replicas of a shard are ordered (issue 12): a rank per node
-/// (0: a replica from the start; higher: caught up later;
-/// [`ROLE_RANK_COPYING`]: still being copied). A shard's replicas are its
-/// ring members ordered by (rank, ring position); its primary is the first
-/// of them that is not copying. Derived from a configuration
-/// (`Configuration::roles`), so every node agrees.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
-pub struct Roles {
-    /// Per node id, its rank (entries past the node count are unused).
-    pub rank: [u8; NODES_MAX],
-}
-
-impl Roles {
-    /// The nodes being copied (rank [`ROLE_RANK_COPYING`]), a mask by node id.
-    pub fn copying(&self) -> NodeMask {
-        (0..NODES_MAX as NodeId)
-            .filter(|&n| self.rank[n as usize] == ROLE_RANK_COPYING)
-            .fold(NodeMask::EMPTY, NodeMask::with)
-    }
-
-    /// Whether every node has rank 0 (the ring order, no re-replication).
-    pub fn is_ring(&self) -> bool {
-        self.rank.iter().all(|&r| r == 0)
-    }
-}
-
-/// The live replicas of one shard in serving order (no allocation).
-#[derive(Debug, Clone, Copy)]
-pub struct Replicas {
-    ids: [NodeId; NODES_MAX],
-    len: u8,
-    next: u8,
-}
-
-impl Iterator for Replicas {
-    type Item = NodeId;
-    fn next(&mut self) -> Option<NodeId> {
-        (self.next < self.len).then(|| {
-            self.next += 1;
-            self.ids[self.next as usize - 1]
-        })
-    }
-}
-
 /// Deterministic placement of keys on nodes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Placement {
     nodes: u16,
     replication: u16,
     /// Failed nodes, one bit per node id (0 in a healthy cluster): a key's
-    /// primary is its shard's first surviving replica (Xenic §4.2.1
+    /// primary is its shard's first surviving member (Xenic §4.2.1
     /// promotion), and failed nodes are nobody's replica.
     failed: u16,
-    /// The order of replicas (issue 12); all zero: ring order.
+    /// Each shard's members in serving order (issue 12); the ring at first.
     roles: Roles,
 }
 
 impl Placement {
     /// A placement over `nodes` nodes with `replication` replicas per shard
-    /// (primary plus `replication - 1` backups).
+    /// (primary plus `replication - 1` backups), in ring order.
+    ///
+    /// # Errors
+    /// [`PlacementError::Nodes`] or [`PlacementError::Replication`] for a
+    /// shape outside `1 ≤ replication ≤ nodes ≤` [`NODES_MAX`].
     pub fn new(nodes: usize, replication: usize) -> Result<Placement, PlacementError> {
         if nodes == 0 || nodes > NODES_MAX {
             return Err(PlacementError::Nodes(nodes));
@@ -130,58 +93,51 @@ impl Placement {
             nodes: nodes as u16,
             replication: replication as u16,
             failed: 0,
-            roles: Roles::default(),
+            roles: Roles::ring(nodes, replication),
         })
     }
 
-    /// This placement with replicas ordered by `roles` (issue 12; see
-    /// [`Roles`]): a node being copied is a backup of its ring shards (it is
-    /// sent every LOG) but never primary.
+    /// This placement with each shard's members given by `roles` (issue 12;
+    /// see [`Roles`]): a joining backup is sent every LOG of its shard but
+    /// is never primary.
     pub fn with_roles(self, roles: Roles) -> Placement {
         Placement { roles, ..self }
     }
 
-    /// The replica order this placement serves ([`Placement::with_roles`]).
+    /// The ring roles of this placement's shape ([`Roles::ring`]).
+    pub fn ring_roles(&self) -> Roles {
+        Roles::ring(self.nodes(), self.replication())
+    }
+
+    /// The replica sets this placement serves ([`Placement::with_roles`]).
     pub fn roles(&self) -> Roles {
         self.roles
     }
 
-    /// The live replicas of `shard` in serving order: ring members that have
-    /// not failed, by (rank, ring position).
-    pub fn ordered_replicas(&self, shard: NodeId) -> Replicas {
-        let mut r = Replicas {
-            ids: [0; NODES_MAX],
-            len: 0,
-            next: 0,
-        };
-        for n in self.shard_replicas(shard).filter(|&n| self.live(n)) {
-            // Insertion by rank; equal ranks keep ring order.
-            let rank = self.roles.rank[n as usize];
-            let mut i = r.len as usize;
-            while i > 0 && self.roles.rank[r.ids[i - 1] as usize] > rank {
-                r.ids[i] = r.ids[i - 1];
-                i -= 1;
-            }
-            r.ids[i] = n;
-            r.len += 1;
-        }
-        r
+    /// The live members of `shard` in serving order (members that have
+    /// not failed; joining backups last).
+    pub fn ordered_replicas(&self, shard: NodeId) -> impl Iterator<Item = NodeId> {
+        let failed = self.failed;
+        self.roles
+            .members(shard)
+            .filter(move |&n| failed & (1 << n) == 0)
     }
 
-    /// The primary of `shard`: its first live replica in serving order that
-    /// is not being copied; `None` if there is none.
+    /// The primary of `shard`: its first live member in serving order that
+    /// is not joining; `None` if there is none.
     pub fn shard_primary(&self, shard: NodeId) -> Option<NodeId> {
+        let joining = self.roles.joining(shard);
         self.ordered_replicas(shard)
             .next()
-            .filter(|&n| self.roles.rank[n as usize] != ROLE_RANK_COPYING)
+            .filter(|&n| !joining.contains(n))
     }
 
     /// This placement as it is served once the nodes of `failed` crashed
-    /// and recovery promoted the first surviving replica of each shard
+    /// and recovery promoted the first surviving member of each shard
     /// (see [`PlacementView`]): [`Placement::primary`], [`Placement::backups`]
     /// and [`Placement::is_replica`] skip failed nodes; shards and
     /// [`Placement::shard_replicas`] keep their ids and members. A shard with
-    /// no surviving replica keeps its failed primary (requests to it fail).
+    /// no surviving member keeps its failed primary (requests to it fail).
     pub fn with_failed(self, failed: NodeMask) -> Placement {
         let all = ((1u32 << self.nodes) - 1) as u16;
         Placement {
@@ -217,8 +173,8 @@ impl Placement {
         (((key.hash64() >> 32) * self.nodes as u64) >> 32) as NodeId
     }
 
-    /// The primary of `key`: its shard's id while no node has failed,
-    /// otherwise the shard's first surviving replica.
+    /// The primary of `key`: its shard's id in the ring, otherwise the
+    /// shard's first live member that is not joining.
     #[inline]
     pub fn primary(&self, key: &Key) -> NodeId {
         let s = self.shard(key);
@@ -228,8 +184,8 @@ impl Placement {
         self.shard_primary(s).unwrap_or(s)
     }
 
-    /// The surviving backups of `key`'s shard, in serving order (nodes being
-    /// copied last).
+    /// The surviving backups of `key`'s shard, in serving order (joining
+    /// backups last).
     #[inline]
     pub fn backups(&self, key: &Key) -> impl Iterator<Item = NodeId> {
         let p = self.primary(key);
@@ -237,196 +193,33 @@ impl Placement {
             .filter(move |&b| b != p)
     }
 
-    /// The replicas of shard `shard` (primary first, then the backups in
-    /// order): `shard, shard+1, …, shard+replication-1` (mod nodes).
+    /// The members of shard `shard` in serving order, failed ones included:
+    /// in the ring, `shard, shard+1, …, shard+replication-1` (mod nodes).
     #[inline]
     pub fn shard_replicas(&self, shard: NodeId) -> impl Iterator<Item = NodeId> {
-        let n = self.nodes;
-        (0..self.replication).map(move |i| (shard + i) % n)
+        self.roles.members(shard)
     }
 
-    /// The shards `node` holds a replica of (as primary first, then as
-    /// backup): `replication` of them, `node, node-1, …` (mod nodes).
+    /// The shards `node` is a member of, by shard id (in the ring:
+    /// `replication` of them, `node-replication+1, …, node` mod nodes).
     #[inline]
     pub fn shards_of(&self, node: NodeId) -> impl Iterator<Item = NodeId> {
-        let n = self.nodes;
-        (0..self.replication).map(move |i| (node + n - i) % n)
+        let roles = self.roles;
+        (0..self.nodes).filter(move |&s| roles.member_mask(s).contains(node))
     }
 
-    /// Whether `node` holds a replica (primary or backup) of `key` and has
-    /// not failed.
+    /// Whether `node` holds a replica (primary or backup, joining included)
+    /// of `key` and has not failed.
     #[inline]
     pub fn is_replica(&self, node: NodeId, key: &Key) -> bool {
         let s = self.shard(key);
-        self.live(node) && (node + self.nodes - s) % self.nodes < self.replication
-    }
-}
-
-/// One epoch's placement (issue 11, Xenic §4.2.1): a [`Placement`] whose
-/// failed set ([`Placement::with_failed`]) is checked to leave a live node,
-/// with the questions recovery asks of it. There is one rule, in
-/// [`Placement`]: a shard's primary is its first surviving replica in
-/// replica order (`shard, shard+1, …`); its backups are the surviving rest,
-/// in order. The view adds that a shard all of whose replicas failed is
-/// *lost* (more than `replication − 1` of its replicas crashed) and has no
-/// primary. Pure and deterministic: every node with the same failed set
-/// computes the same view, and serves [`PlacementView::serving`] once the
-/// epoch resumed.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct PlacementView {
-    /// The placement with this view's failed set.
-    serving: Placement,
-}
-
-impl PlacementView {
-    /// The view of `placement` (its own failed set is replaced) with the
-    /// nodes in `failed` crashed.
-    ///
-    /// # Errors
-    /// [`PlacementError::Failed`] when `failed` names a node id ≥ the node
-    /// count, or every node (someone must survive to recover).
-    pub fn new(placement: Placement, failed: NodeMask) -> Result<PlacementView, PlacementError> {
-        Self::with_roles(placement, failed, Roles::default())
-    }
-
-    /// The view of `placement` (its own failed set and roles are replaced)
-    /// with the nodes in `failed` crashed and replicas ordered by `roles`
-    /// (issue 12).
-    ///
-    /// # Errors
-    /// [`PlacementError::Failed`] as [`PlacementView::new`], or when a node
-    /// being copied is failed or outside the cluster.
-    pub fn with_roles(
-        placement: Placement,
-        failed: NodeMask,
-        roles: Roles,
-    ) -> Result<PlacementView, PlacementError> {
-        let all = Self::all(placement.nodes());
-        let copying = roles.copying();
-        if !failed.is_subset(all)
-            || failed == all
-            || !copying.is_subset(all)
-            || copying.0 & failed.0 != 0
-        {
-            return Err(PlacementError::Failed {
-                failed: failed.0,
-                nodes: placement.nodes(),
-            });
+        if !self.live(node) {
+            return false;
         }
-        Ok(PlacementView {
-            serving: placement.with_failed(failed).with_roles(roles),
-        })
-    }
-
-    fn all(nodes: usize) -> NodeMask {
-        NodeMask(((1u32 << nodes) - 1) as u16)
-    }
-
-    /// The view with no failed node.
-    pub fn healthy(placement: Placement) -> PlacementView {
-        PlacementView {
-            serving: placement.with_failed(NodeMask::EMPTY),
+        if self.roles.is_ring() {
+            return (node + self.nodes - s) % self.nodes < self.replication;
         }
-    }
-
-    /// The static placement underneath (no failed node, ring order).
-    pub fn placement(&self) -> Placement {
-        self.serving
-            .with_failed(NodeMask::EMPTY)
-            .with_roles(Roles::default())
-    }
-
-    /// The replica order of this view (issue 12).
-    pub fn roles(&self) -> Roles {
-        self.serving.roles()
-    }
-
-    /// The live nodes being copied (issue 12): backups of their ring
-    /// shards that are not yet counted as replicas.
-    pub fn copying(&self) -> NodeMask {
-        self.roles().copying()
-    }
-
-    /// The placement nodes serve in this view: the static one with this
-    /// view's failed set (primaries promoted).
-    pub fn serving(&self) -> Placement {
-        self.serving
-    }
-
-    /// The failed nodes.
-    pub fn failed(&self) -> NodeMask {
-        self.serving.failed()
-    }
-
-    /// The live nodes (never empty).
-    pub fn live(&self) -> NodeMask {
-        NodeMask(Self::all(self.serving.nodes()).0 & !self.failed().0)
-    }
-
-    /// Whether `node` is a live member of the cluster.
-    pub fn is_live(&self, node: NodeId) -> bool {
-        self.live().contains(node)
-    }
-
-    /// The recovery leader: the lowest live node id.
-    pub fn leader(&self) -> NodeId {
-        self.live().iter().next().expect("a view has a live node")
-    }
-
-    /// The surviving replicas of `shard`, primary first, in serving order
-    /// (nodes being copied last; they receive every LOG, so recovery counts
-    /// them as replicas whose records are evidence).
-    pub fn live_replicas(&self, shard: NodeId) -> impl Iterator<Item = NodeId> + '_ {
-        self.serving.ordered_replicas(shard)
-    }
-
-    /// The primary of `shard` in this view ([`Placement::primary`]'s rule);
-    /// `None` if the shard is lost (no surviving replica that is not being
-    /// copied).
-    pub fn shard_primary(&self, shard: NodeId) -> Option<NodeId> {
-        self.serving.shard_primary(shard)
-    }
-
-    /// The surviving backups of `shard`, in serving order.
-    pub fn shard_backups(&self, shard: NodeId) -> impl Iterator<Item = NodeId> + '_ {
-        let p = self.shard_primary(shard);
-        self.live_replicas(shard).filter(move |&n| Some(n) != p)
-    }
-
-    /// The caught-up replicas of `shard` (live and not being copied), in
-    /// serving order: the shard's replication degree is restored when there
-    /// are [`Placement::replication`] of them.
-    pub fn caught_up_replicas(&self, shard: NodeId) -> impl Iterator<Item = NodeId> + '_ {
-        let copying = self.copying();
-        self.live_replicas(shard)
-            .filter(move |&n| !copying.contains(n))
-    }
-
-    /// The primary of `key` in this view; `None` if its shard is lost.
-    pub fn primary(&self, key: &Key) -> Option<NodeId> {
-        self.shard_primary(self.serving.shard(key))
-    }
-
-    /// The surviving backups of `key`, in replica order.
-    pub fn backups(&self, key: &Key) -> impl Iterator<Item = NodeId> + '_ {
-        self.shard_backups(self.serving.shard(key))
-    }
-
-    /// The shards with no surviving replica.
-    pub fn lost_shards(&self) -> NodeMask {
-        (0..self.serving.nodes() as NodeId)
-            .filter(|&s| self.shard_primary(s).is_none())
-            .fold(NodeMask::EMPTY, NodeMask::with)
-    }
-
-    /// The shards `node` is primary of in this view but was not in `before`
-    /// (the shards it must be promoted to serve).
-    pub fn promoted(&self, before: &PlacementView, node: NodeId) -> NodeMask {
-        (0..self.serving.nodes() as NodeId)
-            .filter(|&s| {
-                self.shard_primary(s) == Some(node) && before.shard_primary(s) != Some(node)
-            })
-            .fold(NodeMask::EMPTY, NodeMask::with)
+        self.roles.member_mask(s).contains(node)
     }
 }
 

@@ -37,7 +37,7 @@ fn a_new_configuration_drops_and_counts_older_epoch_packets() {
         StackConfig::default(),
     );
     let nic = &mut lone.nic;
-    let first = Configuration::initial(2);
+    let first = Configuration::initial(2, 2);
     nic.apply_configuration(&first);
     assert_eq!(nic.epoch(), 1);
     let next = Configuration { epoch: 2, ..first };
@@ -99,7 +99,7 @@ fn a_configuration_without_a_node_fails_it_for_the_coordinator() {
         StackConfig::default(),
     );
     let nic = &mut lone.nic;
-    let first = Configuration::initial(3);
+    let first = Configuration::initial(3, 2);
     nic.apply_configuration(&first);
     assert_eq!(nic.failed_peers(), 0);
     nic.apply_configuration(&first.without(1 << 2));

@@ -82,7 +82,7 @@ fn a_silent_peer_is_reported_and_the_next_configuration_applied() {
     let mut lone = lone_runtime(Placement::new(2, 2).unwrap(), transport, 64, cfg);
     let nic = &mut lone.nic;
     let mut m = Scripted {
-        current: Configuration::initial(2),
+        current: Configuration::initial(2, 2),
         lease_until: Nanos::MAX,
         ..Scripted::default()
     };
@@ -155,7 +155,7 @@ fn the_node_stops_when_its_lease_runs_out_not_at_its_next_renewal() {
     let mut lone = lone();
     let nic = &mut lone.nic;
     let mut m = Scripted {
-        current: Configuration::initial(2),
+        current: Configuration::initial(2, 2),
         lease_until: LEASE_NS,
         ..Scripted::default()
     };
@@ -194,7 +194,7 @@ fn a_grant_before_the_end_keeps_the_node_serving() {
     let mut lone = lone();
     let nic = &mut lone.nic;
     let mut m = Scripted {
-        current: Configuration::initial(2),
+        current: Configuration::initial(2, 2),
         lease_until: LEASE_NS,
         ..Scripted::default()
     };
@@ -213,7 +213,7 @@ fn no_fencing_before_the_first_grant_and_a_lost_lease_stops_the_node() {
     let mut lone = lone();
     let nic = &mut lone.nic;
     let mut m = Scripted {
-        current: Configuration::initial(2),
+        current: Configuration::initial(2, 2),
         ..Scripted::default()
     };
     let mut agent = MembershipAgent::new(RENEW_LONG_NS);
@@ -252,12 +252,12 @@ fn a_peer_admitted_at_a_new_address_is_re_pointed_and_its_old_address_dropped() 
     let cfg = StackConfig::default();
     let mut lone = support::node_runtime(0, placement, a, 64, cfg, procedures);
     let nic = &mut lone.nic;
-    let admitted = Configuration::initial(2)
+    let admitted = Configuration::initial(2, 2)
         .without(1 << 1)
         .rejoining(1, 5)
         .expect("1 is out");
     let mut m = Scripted {
-        current: Configuration::initial(2),
+        current: Configuration::initial(2, 2),
         lease_until: Nanos::MAX,
         next: Some(admitted),
         addresses: [None, Some(new.local_addr())],
@@ -306,9 +306,9 @@ fn a_peer_admitted_at_a_new_address_is_re_pointed_and_its_old_address_dropped() 
 fn a_transport_without_addresses_refuses_and_the_configuration_still_applies() {
     let mut lone = lone();
     let nic = &mut lone.nic;
-    let next = Configuration::initial(2).without(1 << 1);
+    let next = Configuration::initial(2, 2).without(1 << 1);
     let mut m = Scripted {
-        current: Configuration::initial(2),
+        current: Configuration::initial(2, 2),
         lease_until: Nanos::MAX,
         next: Some(next.rejoining(1, 5).expect("1 is out")),
         addresses: [None, Some("127.0.0.2:7000".parse().unwrap())],

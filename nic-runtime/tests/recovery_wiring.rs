@@ -152,7 +152,7 @@ fn recover(n0: &mut Node, n1: &mut Node, mut now: Nanos) -> Nanos {
 #[test]
 fn survivors_recover_through_the_stack_and_resume() {
     let (mut n0, mut n1) = survivors();
-    let config = Configuration::initial(3).without(1 << 2);
+    let config = Configuration::initial(3, 2).without(1 << 2);
     n0.nic.apply_configuration(&config);
     n1.nic.apply_configuration(&config);
     assert_eq!(n0.nic.recovery_refusal(), None);
@@ -177,7 +177,7 @@ fn survivors_recover_through_the_stack_and_resume() {
 #[test]
 fn no_transaction_starts_while_recovering_and_they_commit_after() {
     let (mut n0, mut n1) = survivors();
-    let config = Configuration::initial(3).without(1 << 2);
+    let config = Configuration::initial(3, 2).without(1 << 2);
     n0.nic.apply_configuration(&config);
     n1.nic.apply_configuration(&config);
     submit(&mut n0, 7);
@@ -202,7 +202,7 @@ fn no_transaction_starts_while_recovering_and_they_commit_after() {
 #[test]
 fn a_configuration_without_failures_does_not_pause() {
     let (mut n0, _n1) = survivors();
-    n0.nic.apply_configuration(&Configuration::initial(3));
+    n0.nic.apply_configuration(&Configuration::initial(3, 2));
     assert!(!n0.nic.recovering());
     assert_eq!(n0.nic.recovery_stats().epochs_begun, 0);
 }
@@ -235,7 +235,7 @@ fn the_coordinators_transaction_in_flight_is_evidence_and_gets_a_decision() {
     steps(&mut n0, &mut n1, &mut now, 50);
     assert_eq!(n0.nic.stats().coordinator.started, 1);
     assert!(!n0.nic.is_quiescent(), "the transaction is in flight");
-    let config = Configuration::initial(3).without(1 << 2);
+    let config = Configuration::initial(3, 2).without(1 << 2);
     n0.nic.apply_configuration(&config);
     n1.nic.apply_configuration(&config);
     recover(&mut n0, &mut n1, now);
@@ -251,7 +251,7 @@ fn the_coordinators_transaction_in_flight_is_evidence_and_gets_a_decision() {
 fn after_recovery_the_first_surviving_backup_serves_the_dead_primarys_keys() {
     // Node 2 was primary of the key, node 0 its backup.
     let (mut n0, mut n1) = survivors_writing_on(&[2, 0]);
-    let config = Configuration::initial(3).without(1 << 2);
+    let config = Configuration::initial(3, 2).without(1 << 2);
     n0.nic.apply_configuration(&config);
     n1.nic.apply_configuration(&config);
     let mut now = recover(&mut n0, &mut n1, 0);
@@ -280,7 +280,7 @@ fn locks_of_a_crashed_coordinator_without_log_are_released() {
     n2.step(now); // sends EXECUTE to node 0, then crashes
     steps(&mut n0, &mut n1, &mut now, 20);
     assert_eq!(n0.nic.index().locks_held(), 1, "node 0 locked for node 2");
-    let config = Configuration::initial(3).without(1 << 2);
+    let config = Configuration::initial(3, 2).without(1 << 2);
     n0.nic.apply_configuration(&config);
     n1.nic.apply_configuration(&config);
     recover(&mut n0, &mut n1, now);
@@ -313,7 +313,7 @@ fn a_crashed_coordinators_transaction_logged_everywhere_is_committed_by_recovery
     );
     assert_eq!(n0.nic.index().locks_held(), 1, "held until the decision");
     // Node 2 crashes now: its LOG acknowledgements are never read.
-    let config = Configuration::initial(3).without(1 << 2);
+    let config = Configuration::initial(3, 2).without(1 << 2);
     n0.nic.apply_configuration(&config);
     n1.nic.apply_configuration(&config);
     now = recover(&mut n0, &mut n1, now);
@@ -345,11 +345,11 @@ fn a_log_reaching_a_node_in_a_recovery_epoch_is_refused_and_recovery_aborts_it()
     // transactions: its write of a key of shard 0 (replicas 0, 1) is
     // executed at node 0, whose evidence is taken, so node 0 refuses its LOG.
     let (mut n0, mut n1) = survivors();
-    let config = Configuration::initial(3).without(1 << 2);
+    let config = Configuration::initial(3, 2).without(1 << 2);
     n0.nic.apply_configuration(&config);
     n1.nic.apply_configuration(&Configuration {
-        live: 0b111,
-        ..config
+        epoch: config.epoch,
+        ..Configuration::initial(3, 2)
     });
     assert!(n0.nic.recovering() && !n1.nic.recovering());
     submit(&mut n1, 8);
@@ -392,7 +392,7 @@ fn a_live_coordinators_transaction_recovery_aborts_is_reported_unavailable_and_u
     let (mut n0, mut n1) = survivors_writing_on(&[1, 2]);
     submit(&mut n0, 4);
     n0.step(STEP_NS);
-    let config = Configuration::initial(3).without(1 << 2);
+    let config = Configuration::initial(3, 2).without(1 << 2);
     n0.nic.apply_configuration(&config);
     n1.nic.apply_configuration(&config);
     let mut now = recover(&mut n0, &mut n1, STEP_NS);

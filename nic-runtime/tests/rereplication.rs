@@ -250,7 +250,7 @@ impl Cluster {
             nets,
             keys,
             now: 0,
-            config: Configuration::initial(NODES),
+            config: Configuration::initial(NODES, NODES),
             outcomes: Vec::new(),
             submitted: 0,
         }
@@ -469,23 +469,27 @@ fn a_copy_abandoned_by_a_crash_does_not_count() {
 #[test]
 fn configurations_order_a_returning_node_last_and_never_primary() {
     use splitkv_layout::wire::NodeMask;
-    use splitkv_nic::placement::{PlacementView, ROLE_RANK_COPYING};
-    let p = Placement::new(4, 3).unwrap();
-    let c1 = Configuration::initial(4);
+    use splitkv_nic::placement::PlacementView;
+    // Three nodes, replication 3: no survivor can take a lost node's place,
+    // so the returning node joins every shard again.
+    let p = Placement::new(3, 3).unwrap();
+    let c1 = Configuration::initial(3, 3);
     assert_eq!(c1.rejoining(1, 2), None, "node 1 is live");
     let c2 = c1.without(1 << 0);
+    assert!(c2.shards[..3].iter().all(|s| s.joining == 0), "{c2:?}");
     let c3 = c2.rejoining(0, 2).unwrap();
-    assert_eq!((c3.epoch, c3.live, c3.copying), (3, 0b1111, 0b0001));
+    assert_eq!((c3.epoch, c3.live, c3.copying), (3, 0b111, 0b001));
     assert_eq!(c3.incarnation[0], 2);
-    assert_eq!(c3.roles().rank[0], ROLE_RANK_COPYING);
+    assert!(c3.shards[..3].iter().all(|s| s.joining == 0b001));
     let v3 = PlacementView::with_roles(p, NodeMask::EMPTY, c3.roles()).unwrap();
-    // Shard 0 (ring 0, 1, 2): node 0 is a backup being copied, last, not primary.
+    // Shard 0: node 0 is a joining backup, last, not primary.
     assert_eq!(v3.live_replicas(0).collect::<Vec<_>>(), vec![1, 2, 0]);
     assert_eq!(v3.shard_primary(0), Some(1));
     assert_eq!(v3.caught_up_replicas(0).count(), 2);
+    assert_eq!(v3.renewed(), NodeMask::EMPTY.with(0));
     assert_eq!(c3.caught_up(1), None, "node 1 is not copying");
     let c4 = c3.caught_up(0).unwrap();
-    assert_eq!((c4.epoch, c4.copying, c4.since[0]), (4, 0, 4));
+    assert_eq!((c4.epoch, c4.copying, c4.shards[0].since[0]), (4, 0, 4));
     let v4 = PlacementView::with_roles(p, NodeMask::EMPTY, c4.roles()).unwrap();
     assert_eq!(v4.live_replicas(0).collect::<Vec<_>>(), vec![1, 2, 0]);
     assert_eq!(v4.caught_up_replicas(0).count(), 3, "degree restored");
@@ -500,6 +504,57 @@ fn configurations_order_a_returning_node_last_and_never_primary() {
         .unwrap();
     let v6 = PlacementView::with_roles(p, NodeMask::EMPTY, c6.roles()).unwrap();
     assert_eq!(v6.live_replicas(0).collect::<Vec<_>>(), vec![2, 0, 1]);
-    // A copying node is never failed at once; a view that says so is refused.
+    // A joining node is never failed at once; a view that says so is refused.
     assert!(PlacementView::with_roles(p, NodeMask::EMPTY.with(0), c3.roles()).is_err());
+    // The ring's configuration gives the ring's roles (the fast path).
+    assert_eq!(c1.roles(), p.ring_roles());
+    assert!(c1.roles().is_ring() && !c4.roles().is_ring());
+}
+
+#[test]
+fn with_more_nodes_than_replicas_survivors_become_the_new_backups() {
+    use splitkv_layout::wire::NodeMask;
+    use splitkv_nic::placement::PlacementView;
+    // Four nodes, replication 3: shard s lives on s, s+1, s+2 (mod 4).
+    let p = Placement::new(4, 3).unwrap();
+    let c2 = Configuration::initial(4, 3).without(1 << 0);
+    // Every shard node 0 held gets the one survivor that was no replica.
+    let joining: Vec<u32> = c2.shards[..4].iter().map(|s| s.joining).collect();
+    assert_eq!(joining, vec![0b1000, 0, 0b0010, 0b0100]);
+    assert!(c2.shards[..4].iter().all(|s| s.members.count_ones() == 3));
+    assert!(
+        c2.is_copying(3) && c2.copying == 0,
+        "a survivor is not renewed"
+    );
+    let v2 = PlacementView::with_roles(p, NodeMask::EMPTY.with(0), c2.roles()).unwrap();
+    assert_eq!(v2.live_replicas(0).collect::<Vec<_>>(), vec![1, 2, 3]);
+    assert_eq!(v2.shard_primary(0), Some(1));
+    assert_eq!(v2.caught_up_replicas(0).count(), 2);
+    assert_eq!(v2.renewed(), NodeMask::EMPTY);
+    // Node 0 comes back: every shard is at the degree, so it joins none,
+    // and its report of the end of its copy only clears its renewal.
+    let c3 = c2.rejoining(0, 2).unwrap();
+    assert!(c3.shards[..4].iter().all(|s| s.members & 1 == 0));
+    assert!(c3.is_copying(0));
+    let c4 = c3.caught_up(0).unwrap();
+    assert!(!c4.is_copying(0) && c4.is_copying(3));
+    // The survivors catch up: shard 0 is {1, 2, 3} with 3 last.
+    let c5 = c4
+        .caught_up(3)
+        .unwrap()
+        .caught_up(1)
+        .unwrap()
+        .caught_up(2)
+        .unwrap();
+    assert!((0..4).all(|n| !c5.is_copying(n)));
+    let v5 = PlacementView::with_roles(p, NodeMask::EMPTY, c5.roles()).unwrap();
+    assert_eq!(v5.live_replicas(0).collect::<Vec<_>>(), vec![1, 2, 3]);
+    assert!((0..4).all(|s| v5.caught_up_replicas(s).count() == 3));
+    // Node 1 then fails: shard 0's primary passes to 2, and node 0 (a
+    // spare) is chosen for the shards node 1 held, joining last.
+    let c6 = c5.without(1 << 1);
+    let v6 = PlacementView::with_roles(p, NodeMask::EMPTY.with(1), c6.roles()).unwrap();
+    assert_eq!(v6.live_replicas(0).collect::<Vec<_>>(), vec![2, 3, 0]);
+    assert_eq!(v6.joining(0), NodeMask::EMPTY.with(0));
+    assert_eq!(v6.shard_primary(1), Some(2));
 }

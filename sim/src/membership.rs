@@ -65,6 +65,8 @@ pub const NODE_NOTICES_MAX: usize = 64;
 pub struct LeaseConfig {
     /// Nodes in the first configuration (1..=[`NODES_MAX`]).
     pub nodes: usize,
+    /// Replicas per shard (1..=`nodes`): the degree re-replication restores.
+    pub replication: usize,
     /// Lease length (ns, > 0).
     pub lease_ns: Nanos,
     /// Least one-way delay (ns).
@@ -76,10 +78,12 @@ pub struct LeaseConfig {
 }
 
 impl LeaseConfig {
-    /// Defaults for `nodes` nodes and `seed`.
-    pub fn new(nodes: usize, seed: u64) -> LeaseConfig {
+    /// Defaults for `nodes` nodes with `replication` replicas per shard,
+    /// and `seed`.
+    pub fn new(nodes: usize, replication: usize, seed: u64) -> LeaseConfig {
         LeaseConfig {
             nodes,
+            replication,
             lease_ns: LEASE_NS_DEFAULT,
             delay_min_ns: MEMBERSHIP_DELAY_MIN_NS_DEFAULT,
             delay_max_ns: MEMBERSHIP_DELAY_MAX_NS_DEFAULT,
@@ -327,13 +331,16 @@ impl SimMembership {
         if cfg.nodes == 0 || cfg.nodes > NODES_MAX {
             return bad("nodes", cfg.nodes as u64, "1..=NODES_MAX");
         }
+        if cfg.replication == 0 || cfg.replication > cfg.nodes {
+            return bad("replication", cfg.replication as u64, "1..=nodes");
+        }
         if cfg.lease_ns == 0 {
             return bad("lease_ns", 0, "at least 1");
         }
         if cfg.delay_max_ns < cfg.delay_min_ns {
             return bad("delay_max_ns", cfg.delay_max_ns, "at least delay_min_ns");
         }
-        let config = Configuration::initial(cfg.nodes);
+        let config = Configuration::initial(cfg.nodes, cfg.replication);
         let views = (0..cfg.nodes)
             .map(|_| View {
                 config,

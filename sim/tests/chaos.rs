@@ -73,7 +73,7 @@ fn chaos_run_of<W: Workload>(
     let (mut cluster, net): (BenchCluster<W>, SimNetwork) =
         BenchCluster::build_on_sim(spec, w, cfg).expect("build");
     let mut sim = cluster.sim(cfg);
-    let mut m = SimNodesMembership::new(LeaseConfig::new(3, seed ^ MEMBERSHIP_SEED_SALT))
+    let mut m = SimNodesMembership::new(LeaseConfig::new(3, 3, seed ^ MEMBERSHIP_SEED_SALT))
         .expect("lease config");
     match cluster.run_sim_with_membership(&mut sim, &net, &mut m, SLICE, PASSES_MAX) {
         Ok(()) => Ok((cluster, sim, m)),

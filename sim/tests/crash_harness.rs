@@ -46,7 +46,7 @@ fn run_crashed<W: Workload>(
     cfg: SimConfig,
 ) -> (u16, u64) {
     let mut sim = cluster.sim(cfg);
-    let lease = LeaseConfig::new(cluster.spec.nodes, cfg.seed);
+    let lease = LeaseConfig::new(cluster.spec.nodes, cluster.spec.replication, cfg.seed);
     let mut m = SimNodesMembership::new(lease).expect("lease config");
     if let Err(e) = cluster.run_sim_with_membership(&mut sim, net, &mut m, SLICE, PASSES_MAX) {
         panic!("seed {}: {e}\n{}", cfg.seed, net.trace().tail(40));

@@ -22,7 +22,7 @@ struct Rig {
 }
 
 fn rig(nodes: usize, seed: u64) -> Rig {
-    let manager = SimMembership::new(LeaseConfig::new(nodes, seed)).unwrap();
+    let manager = SimMembership::new(LeaseConfig::new(nodes, nodes, seed)).unwrap();
     let members = (0..nodes as u16)
         .map(|n| manager.member(n).unwrap())
         .collect();
@@ -57,7 +57,7 @@ impl Rig {
 fn nodes_that_renew_keep_the_first_configuration() {
     let mut r = rig(3, 1);
     r.run(10 * LEASE_NS_DEFAULT, |_, _| true);
-    assert_eq!(r.manager.current(), Configuration::initial(3));
+    assert_eq!(r.manager.current(), Configuration::initial(3, 3));
     assert!(r.learned.iter().all(|l| l.is_empty()));
     let s = r.manager.stats();
     assert!(s.renewals >= 3 * 30, "{s:?}");
@@ -75,14 +75,8 @@ fn a_silent_node_expires_and_the_epoch_is_bumped_without_it() {
     let history = r.manager.history();
     assert_eq!(history.len(), 2, "{history:?}");
     let (made, c) = history[1];
-    assert_eq!(
-        c,
-        Configuration {
-            epoch: 2,
-            live: 0b011,
-            ..Default::default()
-        }
-    );
+    assert_eq!(c, Configuration::initial(3, 3).without(0b100));
+    assert_eq!((c.epoch, c.live), (2, 0b011));
     // Not before the last lease granted to node 2 ran out; within a lease
     // and a round trip of its last renewal.
     assert!(
@@ -118,14 +112,8 @@ fn a_suspect_is_left_out_once_its_own_lease_runs_out() {
     let history = r.manager.history();
     assert_eq!(history.len(), 2, "{history:?}");
     let (made, c) = history[1];
-    assert_eq!(
-        c,
-        Configuration {
-            epoch: 2,
-            live: 0b101,
-            ..Default::default()
-        }
-    );
+    assert_eq!(c, Configuration::initial(3, 3).without(0b010));
+    assert_eq!((c.epoch, c.live), (2, 0b101));
     assert!(made >= believed, "never under a lease node 1 believes in");
     assert!(r.members[1].lease_until() <= made);
     let s = r.manager.stats();
@@ -204,13 +192,13 @@ fn one_seed_gives_one_sequence_of_configurations() {
 
 #[test]
 fn bad_parameters_are_refused() {
-    assert!(SimMembership::new(LeaseConfig::new(0, 1)).is_err());
+    assert!(SimMembership::new(LeaseConfig::new(0, 0, 1)).is_err());
     let cfg = LeaseConfig {
         delay_min_ns: 10,
         delay_max_ns: 5,
-        ..LeaseConfig::new(3, 1)
+        ..LeaseConfig::new(3, 3, 1)
     };
     assert!(SimMembership::new(cfg).is_err());
-    let m = SimMembership::new(LeaseConfig::new(3, 1)).unwrap();
+    let m = SimMembership::new(LeaseConfig::new(3, 3, 1)).unwrap();
     assert!(m.member(3).is_err());
 }

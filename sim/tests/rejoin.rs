@@ -35,7 +35,7 @@ fn rejoin_run(seed: u64) -> (SmallbankCluster, u16, [u64; 3], SimNodesMembership
     let (mut cluster, net): (SmallbankCluster, SimNetwork) =
         BenchCluster::build_on_sim(spec, w, cfg).expect("build");
     let mut sim = cluster.sim(cfg);
-    let mut m = SimNodesMembership::new(LeaseConfig::new(3, seed)).expect("lease config");
+    let mut m = SimNodesMembership::new(LeaseConfig::new(3, 3, seed)).expect("lease config");
     if let Err(e) = cluster.run_sim_with_membership(&mut sim, &net, &mut m, SLICE, PASSES_MAX) {
         panic!("seed {seed}: {e}\n{}", net.trace().tail(40));
     }
@@ -65,8 +65,8 @@ fn a_restarted_node_rejoins_and_the_replication_degree_is_restored() {
             "seed {seed}: new incarnation"
         );
         assert!(
-            c.since[node as usize] > 0,
-            "seed {seed}: a replica since it caught up"
+            c.shards[..3].iter().all(|s| s.since[node as usize] > 0),
+            "seed {seed}: a replica of every shard since it caught up"
         );
         assert!(
             cluster.failed.is_empty(),

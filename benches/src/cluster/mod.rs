@@ -312,10 +312,16 @@ impl<W: Workload> BenchCluster<W> {
         })
     }
 
-    /// The data, for checks (meaningful once quiescent).
+    /// The data, for checks (meaningful once quiescent): the placement
+    /// with the replica sets a surviving node serves (issue 12: after
+    /// re-replication a shard's members may be other nodes than its ring's).
     pub fn db(&self) -> Db<'_> {
+        let roles = (0..self.parts.nodes.len())
+            .find(|&n| !self.failed.contains(n as u16))
+            .map(|n| self.parts.nodes[n].nic.recovery().view().roles())
+            .unwrap_or_else(|| self.parts.placement.ring_roles());
         Db {
-            placement: self.parts.placement,
+            placement: self.parts.placement.with_roles(roles),
             nodes: &self.parts.nodes,
             failed: self.failed,
         }

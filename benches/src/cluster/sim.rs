@@ -347,18 +347,22 @@ impl<W: Workload> BenchCluster<W> {
     }
 
     /// Whether re-replication is over (issue 12): no restart is still
-    /// planned, and if a node restarted, every node is in the manager's
-    /// configuration and none is still being copied (the replication
-    /// degree is restored), and each restarted node is idle.
+    /// planned, no node is being copied in the manager's configuration (a
+    /// restarted node, or a survivor chosen as a shard's new backup: the
+    /// replication degree is restored), and if a node restarted, every
+    /// node is in the configuration and each restarted node is idle.
     fn is_restored(&mut self, sim: &Sim, m: &SimNodesMembership) -> bool {
         if !sim.planned_restarts().is_empty() {
+            return false;
+        }
+        let c = m.manager.current();
+        if (0..self.parts.nodes.len() as NodeId).any(|n| c.is_copying(n)) {
             return false;
         }
         if sim.restarted().is_empty() {
             return true;
         }
         let all = (1u32 << self.parts.nodes.len()) - 1;
-        let c = m.manager.current();
         let crashed = u32::from(crashed_mask(sim).0);
         let back = restarted_mask(sim);
         // Every restarted node's last incarnation was admitted (a join put

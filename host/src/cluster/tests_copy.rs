@@ -97,7 +97,7 @@ fn a_copying_node_gets_snapshots_from_the_primaries_host_tables_and_catches_up()
     let origin = Instant::now();
     parts.set_clock_origin(origin);
     let manager = Arc::new(Mutex::new(Manager {
-        current: Configuration::initial(NODES),
+        current: Configuration::initial(NODES, 2),
         ..Manager::default()
     }));
     for n in 0..NODES as NodeId {
@@ -108,11 +108,14 @@ fn a_copying_node_gets_snapshots_from_the_primaries_host_tables_and_catches_up()
     let cluster = parts.start().unwrap();
     // Node 2 copying (as after a rejoin; configuring it out first would
     // fence this in-process node for good).
-    let copying = Configuration {
+    let mut copying = Configuration {
         epoch: 2,
         copying: 0b100,
-        ..Configuration::initial(NODES)
+        ..Configuration::initial(NODES, 2)
     };
+    for shard in [1, 2] {
+        copying.shards[shard].joining = 0b100;
+    }
     manager.lock().unwrap().issue(copying);
     // The copy ends in a configuration where node 2 is a replica again.
     wait_until("node 2 caught up and configured a replica", || {

@@ -31,7 +31,7 @@ impl Scripted {
     fn new(lease_until: Nanos) -> Scripted {
         Scripted(Arc::new(Mutex::new(Script {
             lease_until,
-            current: Configuration::initial(1),
+            current: Configuration::initial(1, 1),
             ..Script::default()
         })))
     }

@@ -114,7 +114,7 @@ fn a_configuration_takes_only_the_address_its_incarnation_published() {
     first[0] = Some(4);
     records[2] = Some(record(9, "127.0.0.2:7102", "127.0.0.2:7202"));
     first[2] = Some(5);
-    let c = Configuration::initial(3);
+    let c = Configuration::initial(3, 3);
     let got = published_data_addresses(&c, &records, &first);
     // Node 2's record is a later process's than the configured first one.
     assert_eq!(got[0], records[0].map(|r| r.addresses.data));

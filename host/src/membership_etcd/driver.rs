@@ -314,7 +314,17 @@ impl Driver {
     /// holds; while joining, takes the next step of the join instead.
     async fn poll(&mut self) {
         let (rpc, node, nodes) = (self.rpc(), self.s.node, self.s.nodes);
-        let snap = match store::snapshot(&mut self.client, &self.keys, node, nodes, rpc).await {
+        let replication = self.s.replication;
+        let snap = match store::snapshot(
+            &mut self.client,
+            &self.keys,
+            node,
+            nodes,
+            replication,
+            rpc,
+        )
+        .await
+        {
             Ok(s) => s,
             Err(e) => return self.counters.error("snapshot", &e),
         };
@@ -434,7 +444,7 @@ async fn join(
     lease: i64,
     rpc: Duration,
 ) -> Result<Ready, EtcdError> {
-    let (config, _) = store::init_config(client, keys, s.nodes, rpc)
+    let (config, _) = store::init_config(client, keys, s.nodes, s.replication, rpc)
         .await
         .map_err(EtcdError::store)?;
     let inc = store::next_incarnation(client, keys, s.node, s.incarnation, rpc)
@@ -467,7 +477,7 @@ mod tests {
 
     fn snap(member_inc: [Option<u32>; 3], first_inc: [Option<u32>; 3]) -> store::Snapshot {
         let mut s = store::Snapshot {
-            config: Configuration::initial(3),
+            config: Configuration::initial(3, 3),
             rev: 1,
             members: 0,
             joined: 0b111,

@@ -175,7 +175,7 @@ pub enum RecordError {
     /// A per-node array longer than the cluster.
     #[error("{what} has {len} entries for a cluster of {nodes}")]
     TooLong {
-        /// `since` or `incarnation`.
+        /// `since`, `incarnation` or `shards`.
         what: &'static str,
         /// Its length.
         len: usize,
@@ -192,12 +192,28 @@ pub enum RecordError {
         /// The record's epoch.
         epoch: u32,
     },
+    /// A shard whose members are not live, or whose joining backups are
+    /// not members.
+    #[error("shard {shard}: members {members:#x} not within the live set {live:#x}, or joining {joining:#x} not within the members")]
+    ShardMembers {
+        /// The shard.
+        shard: usize,
+        /// Its stored members.
+        members: u32,
+        /// Its stored joining backups.
+        joining: u32,
+        /// The stored live mask.
+        live: u32,
+    },
 }
 
 /// The configuration as stored under `/<cluster>/config`: every field of
-/// [`Configuration`], the per-node arrays cut after the last entry that is
-/// not 0 (absent fields read as none copying, since 0, incarnation 0, as
-/// written by clusters older than rejoin).
+/// [`Configuration`] but the cluster's shape (nodes, replication degree:
+/// `cluster.toml`), the arrays cut after the last entry that is not 0.
+/// Records of clusters older than re-replication onto survivors have no
+/// `shards` (each shard's replicas are then its ring members, a per-node
+/// `since`); records older than rejoin also lack `copying`, `since` and
+/// `incarnation` (none copying, since 0, incarnation 0).
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ConfigRecord {
@@ -208,13 +224,31 @@ pub struct ConfigRecord {
     /// [`Configuration::copying`] (a subset of `live`).
     #[serde(default, skip_serializing_if = "is_zero")]
     pub copying: u32,
-    /// [`Configuration::since`], per node id (at most the cluster's nodes).
+    /// The older per-node form of each shard's `since` (read, never
+    /// written).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub since: Vec<u32>,
     /// [`Configuration::incarnation`], per node id (at most the cluster's
     /// nodes; 0: the node's first incarnation, the value of `joined/<node>`).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub incarnation: Vec<u32>,
+    /// [`Configuration::shards`], per shard id (at most the cluster's nodes).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub shards: Option<Vec<ShardRecord>>,
+}
+
+/// One shard of a [`ConfigRecord`]: [`splitkv_nic::membership::ShardReplicas`].
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ShardRecord {
+    /// [`splitkv_nic::membership::ShardReplicas::members`].
+    pub members: u32,
+    /// [`splitkv_nic::membership::ShardReplicas::joining`].
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub joining: u32,
+    /// [`splitkv_nic::membership::ShardReplicas::since`], per node id (at most the cluster's nodes).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub since: Vec<u32>,
 }
 
 fn is_zero(v: &u32) -> bool {
@@ -227,36 +261,68 @@ fn trimmed(a: &[u32]) -> Vec<u32> {
     a[..len].to_vec()
 }
 
+/// Copies a stored per-node array into `to`.
+fn per_node(
+    what: &'static str,
+    from: &[u32],
+    to: &mut [u32; NODES_MAX],
+    nodes: usize,
+) -> Result<(), RecordError> {
+    if from.len() > nodes {
+        let len = from.len();
+        return Err(RecordError::TooLong { what, len, nodes });
+    }
+    to[..from.len()].copy_from_slice(from);
+    Ok(())
+}
+
 impl ConfigRecord {
     /// The JSON bytes stored in etcd.
     pub fn encode(c: &Configuration) -> Vec<u8> {
+        let nodes = (c.nodes as usize).min(NODES_MAX);
         let r = ConfigRecord {
             epoch: c.epoch,
             live: c.live,
             copying: c.copying,
-            since: trimmed(&c.since),
+            since: Vec::new(),
             incarnation: trimmed(&c.incarnation),
+            shards: Some(
+                c.shards[..nodes]
+                    .iter()
+                    .map(|s| ShardRecord {
+                        members: s.members,
+                        joining: s.joining,
+                        since: trimmed(&s.since),
+                    })
+                    .collect(),
+            ),
         };
         // Integers and arrays of integers always serialize.
         serde_json::to_vec(&r).unwrap_or_default()
     }
 
-    /// Decodes a stored record for a cluster of `nodes` nodes.
+    /// Decodes a stored record for a cluster of `nodes` nodes with
+    /// `replication` replicas per shard.
     ///
     /// # Errors
     /// [`RecordError`]: not JSON of this shape, epoch 0, node sets outside
-    /// the cluster or copying nodes not live, per-node arrays longer than
-    /// the cluster, or a `since` later than the epoch.
-    pub fn decode(bytes: &[u8], nodes: usize) -> Result<Configuration, RecordError> {
+    /// the cluster or copying nodes not live, arrays longer than the
+    /// cluster, a `since` later than the epoch, or shard members that are
+    /// not live.
+    pub fn decode(
+        bytes: &[u8],
+        nodes: usize,
+        replication: usize,
+    ) -> Result<Configuration, RecordError> {
         let r: ConfigRecord =
             serde_json::from_slice(bytes).map_err(|e| RecordError::Shape(e.to_string()))?;
         if r.epoch == 0 {
             return Err(RecordError::EpochZero);
         }
-        let nodes = nodes.min(NODES_MAX);
-        let all = Configuration::initial(nodes).live;
+        let nodes = nodes.clamp(1, NODES_MAX);
+        let ring = Configuration::initial(nodes, replication);
         for (what, mask) in [("live", r.live), ("copying", r.copying)] {
-            if mask & !all != 0 {
+            if mask & !ring.live != 0 {
                 return Err(RecordError::OutsideCluster { what, mask, nodes });
             }
         }
@@ -270,23 +336,78 @@ impl ConfigRecord {
             epoch: r.epoch,
             live: r.live,
             copying: r.copying,
-            ..Default::default()
+            ..ring
         };
-        for (what, from, to) in [
-            ("since", &r.since, &mut c.since),
-            ("incarnation", &r.incarnation, &mut c.incarnation),
-        ] {
-            if from.len() > nodes {
-                let len = from.len();
-                return Err(RecordError::TooLong { what, len, nodes });
-            }
-            to[..from.len()].copy_from_slice(from);
-        }
-        if let Some(node) = c.since.iter().position(|&s| s > c.epoch) {
-            let (since, epoch) = (c.since[node], c.epoch);
-            return Err(RecordError::SinceAfterEpoch { node, since, epoch });
+        per_node("incarnation", &r.incarnation, &mut c.incarnation, nodes)?;
+        match &r.shards {
+            Some(shards) => Self::decode_shards(shards, &mut c, nodes)?,
+            None => Self::decode_ring(&r, &mut c, nodes)?,
         }
         Ok(c)
+    }
+
+    /// The stored shards into `c` (whose other fields are decoded).
+    fn decode_shards(
+        shards: &[ShardRecord],
+        c: &mut Configuration,
+        nodes: usize,
+    ) -> Result<(), RecordError> {
+        if shards.len() > nodes {
+            let len = shards.len();
+            return Err(RecordError::TooLong {
+                what: "shards",
+                len,
+                nodes,
+            });
+        }
+        c.shards = Default::default();
+        for (shard, (from, to)) in shards.iter().zip(c.shards.iter_mut()).enumerate() {
+            if from.members & !c.live != 0 || from.joining & !from.members != 0 {
+                return Err(RecordError::ShardMembers {
+                    shard,
+                    members: from.members,
+                    joining: from.joining,
+                    live: c.live,
+                });
+            }
+            to.members = from.members;
+            to.joining = from.joining;
+            per_node("since", &from.since, &mut to.since, nodes)?;
+            Self::since_within(&to.since, c.epoch)?;
+        }
+        Ok(())
+    }
+
+    /// An older record without shards: each shard's replicas are its live
+    /// ring members (`c` holds the ring), copying nodes joining, `since`
+    /// per node.
+    fn decode_ring(
+        r: &ConfigRecord,
+        c: &mut Configuration,
+        nodes: usize,
+    ) -> Result<(), RecordError> {
+        let mut since = [0u32; NODES_MAX];
+        per_node("since", &r.since, &mut since, nodes)?;
+        Self::since_within(&since, c.epoch)?;
+        for sh in c.shards[..nodes].iter_mut() {
+            sh.members &= c.live;
+            sh.joining = sh.members & c.copying;
+            for n in (0..nodes).filter(|n| sh.members & (1 << n) != 0) {
+                sh.since[n] = since[n];
+            }
+        }
+        Ok(())
+    }
+
+    fn since_within(since: &[u32; NODES_MAX], epoch: u32) -> Result<(), RecordError> {
+        match since.iter().position(|&s| s > epoch) {
+            Some(node) => Err(RecordError::SinceAfterEpoch {
+                node,
+                since: since[node],
+                epoch,
+            }),
+            None => Ok(()),
+        }
     }
 }
 

@@ -7,34 +7,49 @@ use proptest::prelude::*;
 
 fn rejoined() -> Configuration {
     // 3 nodes: node 2 restarted as incarnation 7, copied, then caught up at 5.
-    let c = Configuration::initial(3).without(1 << 2);
+    let c = Configuration::initial(3, 3).without(1 << 2);
     let c = c.rejoining(2, 7).expect("2 is out");
     let c = c.without(1 << 1).caught_up(2).expect("2 copying");
-    assert_eq!((c.epoch, c.live, c.copying, c.since[2]), (5, 0b101, 0, 5));
+    assert_eq!((c.epoch, c.live, c.copying), (5, 0b101, 0));
+    assert!(c.shards[..3].iter().all(|s| s.since[2] == 5));
     c
 }
 
 #[test]
-fn the_old_two_field_form_decodes_with_no_copy_since_0_incarnation_0() {
-    let c = ConfigRecord::decode(br#"{"epoch":4,"live":5}"#, 3).expect("old form");
-    let want = Configuration {
+fn older_forms_decode_as_ring_members() {
+    // The two-field form: no copy, since 0, incarnation 0, ring members.
+    let c = ConfigRecord::decode(br#"{"epoch":4,"live":5}"#, 3, 3).expect("old form");
+    let mut want = Configuration {
         epoch: 4,
         live: 0b101,
-        ..Default::default()
+        ..Configuration::initial(3, 3)
     };
+    for s in want.shards[..3].iter_mut() {
+        s.members = 0b101;
+    }
     assert_eq!(c, want);
-    // And such a configuration is still written in that form.
-    assert_eq!(
-        ConfigRecord::encode(&want),
-        br#"{"epoch":4,"live":5}"#.to_vec()
-    );
+    // The per-node form of rejoin: a copying node joins its ring shards.
+    let c = ConfigRecord::decode(
+        br#"{"epoch":6,"live":7,"copying":4,"since":[0,5],"incarnation":[0,0,9]}"#,
+        4,
+        2,
+    )
+    .expect("rejoin form");
+    let joining: Vec<u32> = c.shards[..4].iter().map(|s| s.joining).collect();
+    assert_eq!(joining, vec![0, 0b100, 0b100, 0]);
+    assert_eq!((c.shards[0].since[1], c.shards[1].since[1]), (5, 5));
+    assert_eq!(c.shards[3].members, 0b1, "node 3 is not live");
+    // Written in the current form, which reads back the same.
+    let bytes = ConfigRecord::encode(&c);
+    assert!(String::from_utf8_lossy(&bytes).contains(r#""shards":["#));
+    assert_eq!(ConfigRecord::decode(&bytes, 4, 2), Ok(c));
 }
 
 #[test]
 fn every_field_round_trips() {
     let c = rejoined();
-    assert_eq!(ConfigRecord::decode(&ConfigRecord::encode(&c), 3), Ok(c));
-    let copying = Configuration::initial(3)
+    assert_eq!(ConfigRecord::decode(&ConfigRecord::encode(&c), 3, 3), Ok(c));
+    let copying = Configuration::initial(3, 3)
         .without(1)
         .rejoining(0, 9)
         .expect("0 is out");
@@ -42,12 +57,20 @@ fn every_field_round_trips() {
     let text = String::from_utf8(bytes.clone()).expect("JSON text");
     assert!(text.contains(r#""copying":1"#), "{text}");
     assert!(text.contains(r#""incarnation":[9]"#), "{text}");
-    assert_eq!(ConfigRecord::decode(&bytes, 3), Ok(copying));
+    assert!(text.contains(r#"{"members":7,"joining":1}"#), "{text}");
+    assert_eq!(ConfigRecord::decode(&bytes, 3, 3), Ok(copying));
+    // A survivor chosen as a new backup (4 nodes, replication 3).
+    let spare = Configuration::initial(4, 3).without(1);
+    assert_eq!(spare.shards[0].joining, 0b1000);
+    assert_eq!(
+        ConfigRecord::decode(&ConfigRecord::encode(&spare), 4, 3),
+        Ok(spare)
+    );
 }
 
 #[test]
 fn inconsistent_records_are_typed_errors() {
-    let d = |s: &str| ConfigRecord::decode(s.as_bytes(), 3);
+    let d = |s: &str| ConfigRecord::decode(s.as_bytes(), 3, 3);
     assert_eq!(d(r#"{"epoch":0,"live":1}"#), Err(RecordError::EpochZero));
     assert!(matches!(
         d(r#"{"epoch":2,"live":8}"#),
@@ -91,6 +114,28 @@ fn inconsistent_records_are_typed_errors() {
             epoch: 2
         })
     );
+    assert_eq!(
+        d(r#"{"epoch":2,"live":3,"shards":[{"members":3,"since":[0,3]}]}"#),
+        Err(RecordError::SinceAfterEpoch {
+            node: 1,
+            since: 3,
+            epoch: 2
+        })
+    );
+    assert!(matches!(
+        d(r#"{"epoch":2,"live":3,"shards":[{"members":7}]}"#),
+        Err(RecordError::ShardMembers { shard: 0, .. })
+    ));
+    assert!(matches!(
+        d(r#"{"epoch":2,"live":3,"shards":[{"members":1},{"members":1,"joining":2}]}"#),
+        Err(RecordError::ShardMembers { shard: 1, .. })
+    ));
+    assert!(matches!(
+        d(
+            r#"{"epoch":2,"live":3,"shards":[{"members":1},{"members":1},{"members":1},{"members":1}]}"#
+        ),
+        Err(RecordError::TooLong { what: "shards", .. })
+    ));
     assert!(matches!(
         d(r#"{"epoch":2,"live":1,"x":1}"#),
         Err(RecordError::Shape(_))
@@ -120,10 +165,10 @@ fn stored_incarnations_are_read_per_node() {
 
 /// A valid configuration of a cluster of `nodes`: built by the
 /// configuration's own steps, so copying ⊆ live and since ≤ epoch.
-fn configuration(nodes: usize) -> impl Strategy<Value = Configuration> {
+fn configuration(nodes: usize, replication: usize) -> impl Strategy<Value = Configuration> {
     let step = (0..nodes as NodeId, 0u8..3, 1u32..u32::MAX);
     proptest::collection::vec(step, 0..12).prop_map(move |steps| {
-        let mut c = Configuration::initial(nodes);
+        let mut c = Configuration::initial(nodes, replication);
         for (n, kind, inc) in steps {
             let next = match kind {
                 0 => Some(c.without(1 << n)),
@@ -139,14 +184,25 @@ fn configuration(nodes: usize) -> impl Strategy<Value = Configuration> {
 proptest! {
     #[test]
     fn encode_then_decode_is_the_identity(
-        (nodes, c) in (1..=NODES_MAX).prop_flat_map(|n| (Just(n), configuration(n)))
+        (nodes, r, c) in (1..=NODES_MAX)
+            .prop_flat_map(|n| (Just(n), 1..=n))
+            .prop_flat_map(|(n, r)| (Just(n), Just(r), configuration(n, r)))
     ) {
-        prop_assert_eq!(ConfigRecord::decode(&ConfigRecord::encode(&c), nodes), Ok(c));
+        prop_assert_eq!(ConfigRecord::decode(&ConfigRecord::encode(&c), nodes, r), Ok(c));
+        for s in &c.shards[..nodes] {
+            prop_assert_eq!(s.members & !c.live, 0);
+            prop_assert_eq!(s.joining & !s.members, 0);
+            prop_assert!(s.members.count_ones() as usize <= r);
+        }
     }
 
     #[test]
-    fn arbitrary_bytes_never_panic(bytes in proptest::collection::vec(any::<u8>(), 0..96), nodes in 0..=NODES_MAX + 1) {
-        let _ = ConfigRecord::decode(&bytes, nodes);
+    fn arbitrary_bytes_never_panic(
+        bytes in proptest::collection::vec(any::<u8>(), 0..96),
+        nodes in 0..=NODES_MAX + 1,
+        replication in 0..=NODES_MAX + 1,
+    ) {
+        let _ = ConfigRecord::decode(&bytes, nodes, replication);
     }
 
     #[test]
@@ -154,12 +210,24 @@ proptest! {
         epoch in any::<u32>(), live in any::<u32>(), copying in any::<u32>(),
         since in proptest::collection::vec(any::<u32>(), 0..40),
         incarnation in proptest::collection::vec(any::<u32>(), 0..40),
+        shards in proptest::option::of(proptest::collection::vec(
+            (any::<u32>(), any::<u32>(), proptest::collection::vec(any::<u32>(), 0..20)),
+            0..20,
+        )),
         nodes in 0..=NODES_MAX + 1,
     ) {
-        let r = ConfigRecord { epoch, live, copying, since, incarnation };
+        let shards = shards.map(|v| {
+            v.into_iter()
+                .map(|(members, joining, since)| ShardRecord { members, joining, since })
+                .collect()
+        });
+        let r = ConfigRecord { epoch, live, copying, since, incarnation, shards };
         let bytes = serde_json::to_vec(&r).expect("serializes");
-        if let Ok(c) = ConfigRecord::decode(&bytes, nodes) {
+        if let Ok(c) = ConfigRecord::decode(&bytes, nodes, 3) {
             prop_assert_eq!(c.copying & !c.live, 0);
+            for s in &c.shards {
+                prop_assert_eq!(s.members & !c.live, 0);
+            }
         }
     }
 }

@@ -157,7 +157,7 @@ impl EtcdMember {
             incarnation: ready.incarnation,
             first: ready.first,
             joining: ready.joining,
-            returned_epoch: Configuration::initial(0).epoch,
+            returned_epoch: Configuration::initial(1, 1).epoch,
             lease_until: now.saturating_add(believed_ns),
             lease_lost: false,
             renew_sent: None,

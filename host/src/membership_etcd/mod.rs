@@ -134,6 +134,9 @@ pub struct EtcdSettings {
     pub node: NodeId,
     /// Nodes in the cluster (1..=[`NODES_MAX`]).
     pub nodes: usize,
+    /// Replicas per shard (1..=`nodes`): the degree re-replication
+    /// restores (issue 12).
+    pub replication: usize,
     /// Lease TTL asked for (whole seconds, 1..=[`LEASE_TTL_S_MAX`]); etcd
     /// may grant more, and the granted TTL is used.
     pub lease_ttl_s: u32,
@@ -158,13 +161,21 @@ pub struct EtcdSettings {
 }
 
 impl EtcdSettings {
-    /// Defaults for `node` of `nodes` in `cluster` at `endpoints`.
-    pub fn new(endpoints: Vec<String>, cluster: &str, node: NodeId, nodes: usize) -> EtcdSettings {
+    /// Defaults for `node` of `nodes` (with `replication` replicas per
+    /// shard) in `cluster` at `endpoints`.
+    pub fn new(
+        endpoints: Vec<String>,
+        cluster: &str,
+        node: NodeId,
+        nodes: usize,
+        replication: usize,
+    ) -> EtcdSettings {
         EtcdSettings {
             endpoints,
             cluster: cluster.to_string(),
             node,
             nodes,
+            replication,
             lease_ttl_s: LEASE_TTL_S_DEFAULT,
             poll_every_ms: POLL_EVERY_MS_DEFAULT,
             rpc_timeout_ms: RPC_TIMEOUT_MS_DEFAULT,
@@ -185,6 +196,9 @@ impl EtcdSettings {
         }
         if self.node as usize >= self.nodes {
             return bad("node", u64::from(self.node), "below nodes");
+        }
+        if self.replication == 0 || self.replication > self.nodes {
+            return bad("replication", self.replication as u64, "1..=nodes");
         }
         if self.lease_ttl_s == 0 || self.lease_ttl_s > LEASE_TTL_S_MAX {
             return bad(

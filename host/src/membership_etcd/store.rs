@@ -95,14 +95,15 @@ pub(crate) async fn init_config(
     client: &mut Client,
     keys: &ClusterKeys,
     nodes: usize,
+    replication: usize,
     rpc: Duration,
 ) -> Result<(Configuration, i64), StoreError> {
-    let first = ConfigRecord::encode(&Configuration::initial(nodes));
+    let first = ConfigRecord::encode(&Configuration::initial(nodes, replication));
     let txn = Txn::new()
         .when([Compare::create_revision(keys.config(), CompareOp::Equal, 0)])
         .and_then([TxnOp::put(keys.config(), first, None)]);
     timed(rpc, client.txn(txn)).await?;
-    read_config(client, keys, nodes, rpc).await
+    read_config(client, keys, nodes, replication, rpc).await
 }
 
 /// Reads the stored configuration and its mod revision.
@@ -110,6 +111,7 @@ pub(crate) async fn read_config(
     client: &mut Client,
     keys: &ClusterKeys,
     nodes: usize,
+    replication: usize,
     rpc: Duration,
 ) -> Result<(Configuration, i64), StoreError> {
     let r = timed(rpc, client.get(keys.config(), None)).await?;
@@ -117,7 +119,7 @@ pub(crate) async fn read_config(
         .kvs()
         .first()
         .ok_or_else(|| StoreError::Corrupt(format!("{} is missing", keys.config())))?;
-    let c = ConfigRecord::decode(kv.value(), nodes)
+    let c = ConfigRecord::decode(kv.value(), nodes, replication)
         .map_err(|e| StoreError::Corrupt(format!("{}: {e}", keys.config())))?;
     Ok((c, kv.mod_revision()))
 }
@@ -304,6 +306,7 @@ pub(crate) async fn snapshot(
     keys: &ClusterKeys,
     node: NodeId,
     nodes: usize,
+    replication: usize,
     rpc: Duration,
 ) -> Result<Snapshot, StoreError> {
     let prefix = || Some(GetOptions::new().with_prefix());
@@ -336,7 +339,7 @@ pub(crate) async fn snapshot(
         .kvs()
         .first()
         .ok_or_else(|| StoreError::Corrupt(format!("{} is missing", keys.config())))?;
-    let c = ConfigRecord::decode(kv.value(), nodes)
+    let c = ConfigRecord::decode(kv.value(), nodes, replication)
         .map_err(|e| StoreError::Corrupt(format!("{}: {e}", keys.config())))?;
     let mask = |prefix: String, g: &etcd_client::GetResponse| {
         ClusterKeys::node_mask(&prefix, g.kvs().iter().map(|kv| kv.key()))
@@ -384,12 +387,14 @@ pub struct ConfigStore {
     client: Client,
     keys: ClusterKeys,
     nodes: usize,
+    replication: usize,
     rpc: Duration,
 }
 
 impl ConfigStore {
-    /// Connects to `endpoints` for cluster `cluster` of `nodes` nodes; each
-    /// later call waits at most `rpc`.
+    /// Connects to `endpoints` for cluster `cluster` of `nodes` nodes with
+    /// `replication` replicas per shard; each later call waits at most
+    /// `rpc`.
     ///
     /// # Errors
     /// [`EtcdError::Settings`] for a bad cluster name;
@@ -398,6 +403,7 @@ impl ConfigStore {
         endpoints: &[String],
         cluster: &str,
         nodes: usize,
+        replication: usize,
         rpc: Duration,
     ) -> Result<ConfigStore, EtcdError> {
         super::check_name(cluster)?;
@@ -410,6 +416,7 @@ impl ConfigStore {
             client,
             keys: ClusterKeys::new(cluster),
             nodes,
+            replication,
             rpc,
         };
         s.rt.block_on(timed(rpc, s.client.status()))
@@ -424,7 +431,7 @@ impl ConfigStore {
     pub fn read(&mut self) -> Result<(Configuration, i64), EtcdError> {
         let (c, k, n, r) = (&mut self.client, &self.keys, self.nodes, self.rpc);
         self.rt
-            .block_on(read_config(c, k, n, r))
+            .block_on(read_config(c, k, n, self.replication, r))
             .map_err(EtcdError::store)
     }
 

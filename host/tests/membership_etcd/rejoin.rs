@@ -72,7 +72,7 @@ fn a_restarted_member_rejoins_as_copying_and_catches_up() {
     let mut m1 = connect(&etcd, 1, at(1, 1), SURVIVOR_POLL_MS, &clock);
     let old = connect(&etcd, 2, at(2, 1), SURVIVOR_POLL_MS, &clock);
     assert!(!old.joining(), "a first start is admitted at once");
-    assert_eq!(old.current(), Configuration::initial(3));
+    assert_eq!(old.current(), Configuration::initial(3, 3));
     let old_inc = old.incarnation();
     run_for(&clock, &mut [&mut m0, &mut m1], 100);
     let old_lease_until = old.lease_until();
@@ -121,7 +121,7 @@ fn a_restarted_member_rejoins_as_copying_and_catches_up() {
         "predecessor out at {out_at} ns, believed its lease to {old_lease_until} ns"
     );
     let c = m2.current();
-    let mut want = Configuration::initial(3).without(1 << 2);
+    let mut want = Configuration::initial(3, 3).without(1 << 2);
     want = want.rejoining(2, m2.incarnation()).expect("2 is out");
     assert_eq!(c, want, "epoch 3: node 2 back, copying, new incarnation");
     assert_eq!(m0.current(), want);
@@ -161,13 +161,14 @@ fn a_restarted_member_rejoins_as_copying_and_catches_up() {
     let full = want.caught_up(2).expect("2 copying");
     assert_eq!(m0.current(), full);
     assert_eq!(
-        (full.copying, full.since[2], full.incarnation[2]),
+        (full.copying, full.shards[0].since[2], full.incarnation[2]),
         (0, 4, m2.incarnation())
     );
     assert_eq!(m2.stats().caught_up_taken, 1);
     assert_eq!(m2.fail_stop(clock.now()), None);
     let eps = [etcd.endpoint.clone()];
-    let mut store = ConfigStore::connect(&eps, "rejoin", 3, Duration::from_secs(1)).expect("store");
+    let mut store =
+        ConfigStore::connect(&eps, "rejoin", 3, 3, Duration::from_secs(1)).expect("store");
     assert_eq!(store.read().expect("read").0, full, "stored in etcd");
 }
 

@@ -11,7 +11,9 @@
 //! 4. the transaction writes something, and *every surviving replica* of
 //!    every shard it writes holds its LOG record (and each such shard has a
 //!    surviving replica): commit (LOG is only sent after validation passed, so
-//!    the transaction may have reached its commit point);
+//!    the transaction may have reached its commit point). In crash recovery
+//!    a node that joined the shard since the last epoch that resumed is
+//!    not asked (issue 12, [`LogQuorum`]);
 //! 5. otherwise abort.
 //!
 //! Rules 2–5 are *the* commit-point rule over the replicas' records
@@ -119,15 +121,20 @@ impl TxEvidence {
         }
     }
 
-    /// Whether every surviving replica of every written shard holds the LOG
-    /// (and every written shard has one), in `view`.
-    fn every_replica_logged(&self, view: &PlacementView) -> bool {
+    /// Whether every replica of every written shard that `quorum` names
+    /// holds the LOG (and every written shard has a primary), in `view`.
+    fn every_replica_logged(&self, view: &PlacementView, quorum: LogQuorum<'_>) -> bool {
         !self.write_shards.is_empty()
             && self.write_shards.iter().all(|s| {
+                let asked = |n: NodeId| match quorum {
+                    LogQuorum::ServedMembers(served) => served.live_replicas(s).any(|m| m == n),
+                    LogQuorum::EveryMember => true,
+                };
                 (s as usize) < view.placement().nodes()
                     && view.shard_primary(s).is_some()
                     && view
                         .live_replicas(s)
+                        .filter(|&n| asked(n))
                         .all(|n| self.log_holders[s as usize].contains(n))
             })
     }
@@ -138,18 +145,47 @@ impl TxEvidence {
     /// (issue 12) is a new incarnation: a transaction it did not report is
     /// its old incarnation's, decided by the evidence like a failed
     /// coordinator's (a replica may hold its COMMIT).
+    ///
+    /// Rule 4 asks the LOG of every live member of `view`; the recovery
+    /// machine asks only those that were members when the transaction ran
+    /// ([`TxEvidence::decide_tx_served`]).
     pub fn decide_tx(&self, tx_id: u64, view: &PlacementView) -> (bool, DecisionReason) {
+        self.decide_tx_over(tx_id, view, LogQuorum::EveryMember)
+    }
+
+    /// [`TxEvidence::decide_tx`] with rule 4 asking the LOG of the live
+    /// members of `view` that were live members of `served`, the view of
+    /// the last epoch this node resumed in ([`LogQuorum::ServedMembers`]).
+    pub fn decide_tx_served(
+        &self,
+        tx_id: u64,
+        view: &PlacementView,
+        served: &PlacementView,
+    ) -> (bool, DecisionReason) {
+        self.decide_tx_over(tx_id, view, LogQuorum::ServedMembers(served))
+    }
+
+    fn decide_tx_over(
+        &self,
+        tx_id: u64,
+        view: &PlacementView,
+        quorum: LogQuorum<'_>,
+    ) -> (bool, DecisionReason) {
         let coordinator = (tx_id >> 48) as NodeId;
-        let renewed = view.copying().contains(coordinator);
+        let renewed = view.renewed().contains(coordinator);
         if self.coordinator.is_none() && view.is_live(coordinator) && !renewed {
             return (false, DecisionReason::CoordinatorForgot);
         }
-        self.decide(view)
+        self.decide_over(view, quorum)
     }
 
     /// The decision (`true` = commit) and the rule that made it, for the
-    /// surviving nodes of `view`.
+    /// surviving nodes of `view` (rule 4 asking every live member).
     pub fn decide(&self, view: &PlacementView) -> (bool, DecisionReason) {
+        self.decide_over(view, LogQuorum::EveryMember)
+    }
+
+    fn decide_over(&self, view: &PlacementView, quorum: LogQuorum<'_>) -> (bool, DecisionReason) {
         if let Some(c) = self.coordinator {
             match c.outcome {
                 Outcome::Commit => return (true, DecisionReason::CoordinatorDecided),
@@ -163,28 +199,53 @@ impl TxEvidence {
         if self.abort_record {
             return (false, DecisionReason::AbortRecord);
         }
-        if self.every_replica_logged(view) {
+        if self.every_replica_logged(view, quorum) {
             return (true, DecisionReason::EveryReplicaLogged);
         }
         (false, DecisionReason::NotLogged)
     }
 }
 
+/// Whose LOG rule 4 asks for (issue 12).
+///
+/// A transaction still undecided at a recovery epoch began at or after the
+/// last epoch that resumed (every earlier one was decided in that epoch's
+/// recovery), so its LOG went to the members of that epoch's view, and a
+/// commit was reported only once each of them acknowledged it. A node that
+/// joined a shard since then — a survivor chosen as a new backup in this
+/// very configuration, or a node that rejoined — never saw that LOG, and
+/// asking for it would abort a transaction whose commit may have been
+/// reported. Leaving it out loses nothing: every recovery epoch abandons
+/// the copies, and the next snapshot is taken after the decisions were
+/// applied at the primary. A NIC runtime that restarted alone decides
+/// transactions of its current epoch, which resumed with the current view:
+/// there every live member must hold the LOG.
+#[derive(Debug, Clone, Copy)]
+pub enum LogQuorum<'a> {
+    /// The live members that were also live members of this view, the one
+    /// of the last epoch this node resumed in (crash recovery).
+    ServedMembers(&'a PlacementView),
+    /// Every live member, joining backups included (a NIC restart).
+    EveryMember,
+}
+
 /// The commit-point rule over replicas' records alone (rules 2–5 of the
 /// module docs), for a transaction whose coordinator lost it: `records` as
 /// `(holder, record)` from every surviving replica that holds one, in
-/// `view`. Used by crash recovery's leader (through [`TxEvidence::decide`])
-/// and by a NIC runtime rebuilding after a restart alone
-/// (`runtime/restart/decide.rs`), so both apply one rule.
+/// `view`, rule 4 asking the LOG of the replicas `quorum` names. Used by
+/// crash recovery's leader (through [`TxEvidence::decide`]) and by a NIC
+/// runtime rebuilding after a restart alone (`runtime/restart/decide.rs`),
+/// so both apply one rule.
 pub fn decide_by_records(
     view: &PlacementView,
     records: impl IntoIterator<Item = (NodeId, RecordEvidence)>,
+    quorum: LogQuorum<'_>,
 ) -> (bool, DecisionReason) {
     let mut e = TxEvidence::default();
     for (holder, r) in records {
         e.add_record(holder, r);
     }
-    e.decide(view)
+    e.decide_over(view, quorum)
 }
 
 /// The evidence of every transaction reported for one epoch, by transaction
@@ -263,6 +324,37 @@ mod tests {
     use super::*;
     use crate::placement::Placement;
     use splitkv_layout::wire::CoordPhase;
+
+    #[test]
+    fn a_backup_chosen_in_this_configuration_is_not_asked_for_older_logs() {
+        use crate::membership::Configuration;
+        // 4 nodes, replication 3: coordinator 0 crashes after every replica
+        // of shard 0 (0, 1, 2) logged its write, and node 3 becomes the
+        // shard's new backup in that same configuration.
+        let p = Placement::new(4, 3).unwrap();
+        let served = PlacementView::healthy(p);
+        let c = Configuration::initial(4, 3).without(1 << 0);
+        let view = PlacementView::with_roles(p, NodeMask::EMPTY.with(0), c.roles()).unwrap();
+        assert_eq!(view.live_replicas(0).collect::<Vec<_>>(), vec![1, 2, 3]);
+        let mut e = TxEvidence::default();
+        for holder in [1, 2] {
+            e.add_record(holder, rec(0, RecordKind::Log, 0b1));
+        }
+        // The commit may have been reported: recovery commits it.
+        assert_eq!(
+            e.decide_tx_served(1, &view, &served),
+            (true, DecisionReason::EveryReplicaLogged)
+        );
+        // Asking the new backup too (the broken variant) aborts it.
+        assert_eq!(e.decide_tx(1, &view), (false, DecisionReason::NotLogged));
+        // A member of the served view that lacks the LOG still aborts it.
+        let mut short = TxEvidence::default();
+        short.add_record(1, rec(0, RecordKind::Log, 0b1));
+        assert_eq!(
+            short.decide_tx_served(1, &view, &served),
+            (false, DecisionReason::NotLogged)
+        );
+    }
 
     fn coord(outcome: Outcome, shards: u16) -> CoordEvidence {
         CoordEvidence {

@@ -1,15 +1,17 @@
-//! Re-replication (issue 12): a node that rejoins after a crash — a new
-//! incarnation holding nothing — is brought up to date for every shard of
-//! its ring position while transactions keep running, and only then counts
+//! Re-replication (issue 12): a shard that lost a replica gets a new backup
+//! — a survivor that was no replica of it (`Configuration::without`, when
+//! the cluster has more nodes than the replication degree), or a node that
+//! rejoins after a crash, a new incarnation holding nothing — which is
+//! brought up to date while transactions keep running, and only then counts
 //! as a replica, restoring the replication degree. The protocol follows
-//! `tla/Rereplicate.tla`:
+//! `tla/Rereplicate.tla` (whose `JoinStart` takes any live non-replica):
 //!
-//! - **Join start.** The membership's configuration names the node as
-//!   *copying* (`Configuration::copying`). Every node takes it through a
+//! - **Join start.** The membership's configuration names the node a
+//!   *joining* backup of the shard (`ShardReplicas::joining`). Every node takes it through a
 //!   recovery epoch ([`crate::recovery`]): every transaction begun before it
 //!   is decided and applied at its replicas' hosts before anyone resumes.
 //!   From its `Resume` on, a node serves the epoch's placement, in which the
-//!   copying node is the last backup of its ring shards
+//!   joining node is the last backup of the shards it joins
 //!   ([`crate::placement::Roles`]): every new write's LOG also goes to it,
 //!   and the coordinator's commit point waits for its acknowledgement
 //!   (the spec's `JoinStart` and `Forward`). It is never primary.
@@ -31,8 +33,8 @@
 //!   (the spec's `CatchUp`, "newest wins").
 //! - **Catch-up.** Once every chunk is acknowledged the primary sends
 //!   [`CopyMsg::Done`](splitkv_layout::wire::CopyMsg) with the copy's epoch.
-//!   When the copying node has a `Done` of the current epoch from the
-//!   primary of each of its shards, it reports itself caught up
+//!   When the joining node has a `Done` of the current epoch from the
+//!   primary of each shard it joins, it reports itself caught up
 //!   ([`crate::NicRuntime::take_caught_up`]); the membership then issues a
 //!   configuration in which it is a replica (`Configuration::caught_up`),
 //!   ranked after every earlier replica, so no primary changes.

@@ -240,24 +240,24 @@ impl Copies {
     }
 
     /// The epoch `epoch` resumed with `view`: copies begin from scratch —
-    /// as the primary of a shard with copying replicas, one per such
-    /// replica; as a copying node, the wait for a `Done` from the primary
-    /// of each of its shards.
+    /// as the primary of a shard with joining backups, one per such
+    /// backup; as a joining backup, the wait for a `Done` from the primary
+    /// of each shard it joins. A restarted incarnation that joins no shard
+    /// (survivors took its place) is caught up at once.
     pub fn on_resume(&mut self, epoch: u32, view: &PlacementView) {
         self.abandon();
         self.epoch = epoch;
         self.chunks = 0;
-        let copying = view.copying();
         for s in 0..view.placement().nodes() as NodeId {
-            let replicas = view.live_replicas(s);
-            if copying.contains(self.node) && view.live_replicas(s).any(|n| n == self.node) {
+            let joining = view.joining(s);
+            if joining.contains(self.node) && view.is_live(self.node) {
                 self.joining = self.joining.with(s);
                 self.primaries[s as usize] = view.shard_primary(s);
             }
             if view.shard_primary(s) != Some(self.node) {
                 continue;
             }
-            for to in replicas.filter(|&n| copying.contains(n)) {
+            for to in view.live_replicas(s).filter(|&n| joining.contains(n)) {
                 if self.sources.len() == COPIES_MAX {
                     self.stats.failed += 1;
                     continue;
@@ -273,6 +273,10 @@ impl Copies {
                     acked: 0,
                 });
             }
+        }
+        if self.joining.is_empty() && view.renewed().contains(self.node) {
+            self.caught_up = Some(epoch);
+            self.stats.caught_up += 1;
         }
     }
 
@@ -544,7 +548,7 @@ impl Copies {
     }
 
     /// The epoch in which this node finished being copied for every shard
-    /// of its ring position, once (the membership then makes it a replica).
+    /// it joins, once (the membership then makes it a replica).
     pub fn take_caught_up(&mut self) -> Option<u32> {
         self.caught_up.take()
     }

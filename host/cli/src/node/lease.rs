@@ -45,7 +45,13 @@ impl NodeLease {
                 prefix,
             } => {
                 use splitkv_host::membership_etcd::{EtcdMember, EtcdSettings, NodeAddresses};
-                let mut s = EtcdSettings::new(endpoints.clone(), prefix, id, config.nodes.len());
+                let mut s = EtcdSettings::new(
+                    endpoints.clone(),
+                    prefix,
+                    id,
+                    config.nodes.len(),
+                    config.replication,
+                );
                 s.lease_ttl_s = *lease_ttl_s;
                 s.incarnation = u64::from(incarnation);
                 // Published with the registration (issue 12): where this

@@ -149,7 +149,7 @@ fn run<W: Workload>(args: &SimArgs, seed: u64, cfg: SimConfig, workload: W) -> S
     let mut membership = None;
     let ran = if cfg.nodes.crashes > 0 {
         // Leases, suspects and new configurations in the loop (issue 11).
-        let lease = LeaseConfig::new(args.nodes, seed ^ MEMBERSHIP_SEED_SALT);
+        let lease = LeaseConfig::new(args.nodes, args.replication, seed ^ MEMBERSHIP_SEED_SALT);
         match SimNodesMembership::new(lease) {
             Ok(m) => {
                 let m = membership.insert(m);

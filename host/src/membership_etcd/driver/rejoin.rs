@@ -86,7 +86,14 @@ impl Driver {
             if self.joining {
                 break;
             }
-            let (c, rev) = match store::read_config(&mut self.client, &self.keys, nodes, rpc).await
+            let (c, rev) = match store::read_config(
+                &mut self.client,
+                &self.keys,
+                nodes,
+                self.s.replication,
+                rpc,
+            )
+            .await
             {
                 Ok(r) => r,
                 Err(e) => return self.counters.error("configuration read", &e),

@@ -3,7 +3,7 @@
 //! applied every decision.
 
 use super::super::NicRuntime;
-use crate::recovery::decide::decide_by_records;
+use crate::recovery::decide::{decide_by_records, LogQuorum};
 use crate::{Nanos, Placement, PlacementView};
 use splitkv_layout::wire::REBUILD_DECISIONS_PER_MESSAGE_MAX;
 use splitkv_layout::wire::{Decision, NodeId, RebuildMsg, RecordEvidence};
@@ -99,7 +99,7 @@ impl NicRuntime {
 /// decides abort.
 pub fn commit_point_reached(placement: &Placement, recs: &[(NodeId, RecordEvidence)]) -> bool {
     match PlacementView::with_roles(*placement, placement.failed(), placement.roles()) {
-        Ok(view) => decide_by_records(&view, recs.iter().copied()).0,
+        Ok(view) => decide_by_records(&view, recs.iter().copied(), LogQuorum::EveryMember).0,
         Err(_) => false,
     }
 }
