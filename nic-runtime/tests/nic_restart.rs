@@ -518,3 +518,55 @@ fn a_restarted_nic_numbers_its_new_transactions_above_the_lost_ones() {
     }
     assert!(after > 0, "the restarted node committed");
 }
+
+#[test]
+fn a_rejoined_node_leaves_its_predecessors_transactions_to_crash_recovery() {
+    use splitkv_nic::membership::Configuration;
+    let p = placement();
+    let k = key_on(&p, &[2, 3]);
+    let mut nodes = cluster();
+    let mut now = 0;
+    // T1 (node 0) writes k: its LOG reaches node 2, never node 3.
+    nodes[0].blocked.store(1 << 3, Ordering::Relaxed);
+    nodes[0].submit(1, &[k]);
+    until(&mut nodes, &mut now, "T1's LOG at node 2", |n| {
+        !n[2].host.logs.is_empty()
+    });
+    let t1 = *nodes[2].host.logs.keys().next().unwrap();
+    // Node 0 is configured out and back as a new process (renewed): T1 is
+    // its predecessor's, and the rejoin's recovery epoch decides it.
+    let rejoined = Configuration::initial(NODES, 2)
+        .without(1)
+        .rejoining(0, 5)
+        .unwrap();
+    nodes
+        .iter_mut()
+        .for_each(|n| n.nic.apply_configuration(&rejoined));
+    // Node 0's NIC runtime restarts inside that epoch: it must not decide
+    // T1 as well (a second decider could split it).
+    restart(&mut nodes[0], now, 6);
+    nodes[0].blocked.store(0, Ordering::Relaxed);
+    until(
+        &mut nodes,
+        &mut now,
+        "node 0 rebuilt, recovery resumed",
+        |n| {
+            n[0].nic.availability() == Availability::Serving
+                && !n.iter().any(|x| x.nic.recovering())
+        },
+    );
+    let s = nodes[0].nic.rebuild_stats();
+    assert_eq!((s.decided_commit, s.decided_abort), (0, 0), "{s:?}");
+    assert_eq!(s.left_to_recovery, 1, "{s:?}");
+    // Crash recovery decided T1, one way at every replica holding its LOG.
+    until(&mut nodes, &mut now, "T1 decided at node 2", |n| {
+        n[2].host.aborts.contains(&t1) || n[2].host.commits.contains(&t1)
+    });
+    let committed = nodes[2].host.commits.contains(&t1);
+    for n in &nodes[2..] {
+        if n.host.logs.contains_key(&t1) {
+            assert_eq!(n.host.commits.contains(&t1), committed);
+            assert_eq!(n.host.aborts.contains(&t1), !committed);
+        }
+    }
+}

@@ -183,6 +183,7 @@ impl NodeHandler {
             "locks_reinstalled": r.locks_reinstalled,
             "decided_commit": r.decided_commit,
             "decided_abort": r.decided_abort,
+            "left_to_recovery": r.left_to_recovery,
         })
     }
 

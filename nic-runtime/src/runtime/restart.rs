@@ -70,6 +70,8 @@
 //!    of every written shard holds its LOG, abort otherwise (no COMMIT was
 //!    sent, so no client heard "committed") — recorded here and sent to
 //!    the peers that hold records ([`RebuildMsg::Decisions`]).
+//!    A node that rejoined and is still renewed decides none of them: they
+//!    are its previous process's, crash recovery's to decide (issue 12).
 //! 6. **Settle**: once the decision records are appended and the host has
 //!    applied its log through the tail (so the host table holds every
 //!    committed write the lost cache had pinned: versions never go back),
@@ -203,6 +205,9 @@ pub struct RebuildStats {
     pub decided_commit: u64,
     /// Own lost transactions decided abort.
     pub decided_abort: u64,
+    /// Transactions of this node's previous process (it rejoined and is
+    /// still renewed) left undecided: crash recovery decides them (issue 12).
+    pub left_to_recovery: u64,
     /// Records dropped over [`REBUILD_RECORDS_MAX`].
     pub records_dropped: u64,
     /// Protocol messages dropped while rebuilding (their sender had not

@@ -38,8 +38,22 @@ impl NicRuntime {
     /// Step 5: decides this node's lost transactions from every replica's
     /// records (the peers' and its own) and sends each decision to the
     /// peers holding records of it.
+    ///
+    /// A node that rejoined and is still renewed (issue 12) decides none:
+    /// transaction ids name the node, not its process, so the records
+    /// reported of "its" transactions are its previous process's, which
+    /// crash recovery decides in the epoch that admitted the rejoin (by its
+    /// own rule; deciding them here as well could split one transaction
+    /// into a commit at some replicas and an abort at others). The new
+    /// process coordinates no transaction until it caught up.
     fn decide_lost(&mut self, restart: u32, mut records: Vec<(NodeId, RecordEvidence)>) {
         let me = self.io.node;
+        if self.recovery.machine().view().renewed().contains(me) {
+            records.sort_by_key(|(_, r)| r.tx_id);
+            records.dedup_by_key(|(_, r)| r.tx_id);
+            self.restart.stats.left_to_recovery += records.len() as u64;
+            return;
+        }
         let mut own = Vec::new();
         self.server.records_of(me, &mut own);
         records.extend(own.into_iter().map(|r| (me, r)));
