@@ -245,18 +245,24 @@ fn restart(n: &mut Node, now: Nanos, incarnation: u32) {
     assert_eq!(n.nic.incarnation(), incarnation);
 }
 
-#[test]
-fn a_restarted_nic_takes_back_its_peers_locks_before_it_serves() {
-    let p = placement();
-    let k = key_on(&p, &[2, 3]);
+/// A cluster in which T1 (node 0, request 1) writes a key `k` of
+/// replicas 2 and 3 and holds its lock at node 2, its packets to node 3
+/// held back (node 0's `blocked`); returns the nodes, the time and `k`.
+fn t1_held_on_its_way_to_node_3() -> (Vec<Node>, Nanos, Key) {
+    let k = key_on(&placement(), &[2, 3]);
     let mut nodes = cluster();
     let mut now = 0;
-    // T1 (node 0) writes k: locked at node 2, its LOG held on its way to 3.
     nodes[0].blocked.store(1 << 3, Ordering::Relaxed);
     nodes[0].submit(1, &[k]);
     until(&mut nodes, &mut now, "T1 locks k at node 2", |n| {
         n[2].nic.index().lock_holder(&k).is_some()
     });
+    (nodes, now, k)
+}
+
+#[test]
+fn a_restarted_nic_takes_back_its_peers_locks_before_it_serves() {
+    let (mut nodes, mut now, k) = t1_held_on_its_way_to_node_3();
     for _ in 0..20 {
         step_all(&mut nodes, &mut now);
     }
@@ -522,13 +528,7 @@ fn a_restarted_nic_numbers_its_new_transactions_above_the_lost_ones() {
 #[test]
 fn a_rejoined_node_leaves_its_predecessors_transactions_to_crash_recovery() {
     use splitkv_nic::membership::Configuration;
-    let p = placement();
-    let k = key_on(&p, &[2, 3]);
-    let mut nodes = cluster();
-    let mut now = 0;
-    // T1 (node 0) writes k: its LOG reaches node 2, never node 3.
-    nodes[0].blocked.store(1 << 3, Ordering::Relaxed);
-    nodes[0].submit(1, &[k]);
+    let (mut nodes, mut now, _) = t1_held_on_its_way_to_node_3();
     until(&mut nodes, &mut now, "T1's LOG at node 2", |n| {
         !n[2].host.logs.is_empty()
     });
