@@ -79,10 +79,11 @@
 //! The simulator restarts a NIC runtime between two passes
 //! (`benches/src/cluster/sim.rs`). A node process's driver restarts the
 //! NIC runtime's thread in place the same way: stop polling it, call
-//! [`NicRuntime::restart_nic`] with `now` and [`NicRuntime::incarnation`]
-//! + 1 (an incarnation no earlier process or NIC restart of this node used),
-//! and poll it again on its thread; the host workers and application
-//! threads keep running meanwhile (their requests wait in the rings).
+//! [`NicRuntime::restart_nic`] with `now` and one more than
+//! [`NicRuntime::incarnation`] (an incarnation no earlier process or NIC
+//! restart of this node used), and poll it again on its thread; the host
+//! workers and application threads keep running meanwhile (their requests
+//! wait in the rings).
 //! [`NicRuntime::availability`] is what the node's status reports
 //! ("unavailable, rebuilding" with the peers still awaited). A thread that
 //! died with its `NicRuntime` (a panic) cannot be restarted this way: the

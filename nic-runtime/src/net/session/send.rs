@@ -37,11 +37,10 @@ impl Sessions {
         self.forgive_stall(now);
         let mut work = false;
         let mut congested = false;
-        for p in 0..self.peers.len() {
+        for (p, backlog) in backlogs.iter_mut().enumerate().take(self.peers.len()) {
             if p == self.node as usize {
                 continue;
             }
-            let backlog = &mut backlogs[p];
             if self.check_timers(p, now) {
                 work = true;
             }

@@ -310,7 +310,8 @@ fn strangers_other_clusters_old_epochs_and_garbage_are_dropped_by_reason() {
         f(&mut p);
         p
     };
-    let cases: Vec<(Vec<u8>, fn(&SessionDrops) -> u64)> = vec![
+    type Count = fn(&SessionDrops) -> u64;
+    let cases: Vec<(Vec<u8>, Count)> = vec![
         (ok(&|p| p[8] = 99), |d| d.other_cluster),
         (ok(&|p| p[12] = 9), |d| d.stranger),
         (ok(&|p| p[12] = 1), |d| d.stranger),
