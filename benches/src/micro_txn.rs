@@ -107,6 +107,9 @@ pub(crate) mod test_support {
         codec::decode(&b).unwrap()
     }
 
+    /// Writes made (key, value) and reads' completed values, in order.
+    pub(crate) type WritesAndReads = (Vec<(u64, Vec<u8>)>, Vec<Option<ReadValue>>);
+
     /// Runs "read 1, `own` (a write of key 1), read 1, read 2" through a
     /// workload's `run` (its `run_txn`) with `stored` at key 1 and nothing at
     /// key 2, and its `complete` on the result; checks that `complete` refuses
@@ -122,7 +125,7 @@ pub(crate) mod test_support {
             &mut dyn FnMut(u64, &[u8]),
         ) -> Result<(), E>,
         complete: impl Fn(&[MicroOp], &[u8]) -> Result<Vec<MicroOp>, ResultError>,
-    ) -> (Vec<(u64, Vec<u8>)>, Vec<Option<ReadValue>>) {
+    ) -> WritesAndReads {
         let read = |key| MicroOp::Read { key, value: None };
         let invoked = [read(1), own, read(1), read(2)];
         let mut result = Vec::new();

@@ -241,7 +241,7 @@ proptest! {
                             false => Upserted::Updated,
                         })
                     };
-                    prop_assert_eq!(result.clone(), Some(single));
+                    prop_assert_eq!(*result, Some(single));
                 }
                 TableRequest::Remove { key, result } => prop_assert_eq!(*result, b.remove(key)),
             }

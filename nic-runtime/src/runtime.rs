@@ -363,6 +363,7 @@ impl NicRuntime {
         let mut work = self.poll_network(now);
         work |= self.poll_dma(now);
         work |= self.poll_acks();
+        work |= self.take_renewed_sessions();
         work |= self.poll_recovery(now);
         if !self.recovery.paused() {
             work |= self.copies.step(&mut self.io);

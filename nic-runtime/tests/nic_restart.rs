@@ -420,7 +420,7 @@ fn check(nodes: &[Node], at: usize) {
     let p = placement();
     let mut decided: HashMap<u64, bool> = HashMap::new();
     for (id, n) in nodes.iter().enumerate() {
-        for (tx, _) in &n.host.logs {
+        for tx in n.host.logs.keys() {
             let c = n.host.commits.contains(tx);
             assert!(
                 c || n.host.aborts.contains(tx),

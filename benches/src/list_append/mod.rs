@@ -91,7 +91,7 @@ impl WorkList {
             appended: false,
         };
         let bytes = stored.unwrap_or(&[]);
-        if bytes.len() % 8 != 0 || bytes.len() > LIST_VALUE_BYTES_MAX {
+        if !bytes.len().is_multiple_of(8) || bytes.len() > LIST_VALUE_BYTES_MAX {
             return Err(ListAppendError::NotAList {
                 key,
                 len: bytes.len(),

@@ -5,7 +5,7 @@
 //! copies), then up to [`OPS_MAX`] operations, each an `op: u8`:
 //! - `0` chunk: receive the chunk as it is;
 //! - `1` chunk: receive it with its header's cluster id, destination and
-//!   source incarnation made valid (source node, packet number and ack as
+//!   both incarnations made valid (source node, packet number and ack as
 //!   they are), so the fuzzer reaches numbering and acknowledgement;
 //! - `2 peer n`: queue `n % 8` sealed one-message packets toward `peer % 3`;
 //! - `3 room`: flush, the transport taking at most `room` packets;
@@ -14,7 +14,8 @@
 //!
 //! Checks: nothing panics; a session never has more unacknowledged packets
 //! than its window; every packet handed to the transport decodes, is from
-//! node 0 of the cluster and addressed to a peer; an accepted packet's
+//! node 0 of the cluster and addressed to a peer and to an incarnation of
+//! it (never 0, "any"), the one the session addresses; an accepted packet's
 //! number is the one its session expected (exactly once, in order), where a
 //! packet dropped for its old epoch still takes its number.
 #![no_main]
@@ -38,6 +39,8 @@ const WINDOW: usize = 4;
 /// Takes at most `room` packets per flush and checks each.
 struct Checked {
     room: usize,
+    /// Per node, the incarnation its session addresses.
+    addressed: [u32; NODES],
 }
 
 impl Transport for Checked {
@@ -51,6 +54,7 @@ impl Transport for Checked {
             let (h, _) = decode_packet(p.bytes).expect("a packet sent does not decode");
             assert_eq!((h.src, h.cluster_id, h.src_incarnation), (0, CLUSTER, 1));
             assert!(h.dst == p.dst && h.dst != 0 && (h.dst as usize) < NODES);
+            assert_eq!(h.dst_incarnation, self.addressed[h.dst as usize]);
         }
         n
     }
@@ -102,7 +106,7 @@ fuzz_target!(|data: &[u8]| {
                 if op % 6 == 1 && bytes.len() >= 40 {
                     bytes[8..12].copy_from_slice(&CLUSTER.to_le_bytes());
                     bytes[14..16].copy_from_slice(&0u16.to_le_bytes());
-                    bytes[16..20].copy_from_slice(&1u32.to_le_bytes());
+                    bytes[16..24].copy_from_slice(&[1, 0, 0, 0, 1, 0, 0, 0]);
                 }
                 let before = s.stats().sessions_reset;
                 let old_epoch_before = s.stats().drops.old_epoch;
@@ -142,7 +146,9 @@ fuzz_target!(|data: &[u8]| {
                 let Some(room) = input.u8() else { break };
                 let mut t = Checked {
                     room: room as usize,
+                    addressed: [0, s.addressed(1), s.addressed(2)],
                 };
+                assert!(t.addressed[1..].iter().all(|&i| i >= 1));
                 s.flush(now, &mut t, &mut backlogs);
                 backlogs[0].clear();
             }

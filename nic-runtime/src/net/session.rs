@@ -47,15 +47,26 @@
 //!   queued later, is dropped and counted.
 //! - **Identity.** Packets from another cluster, a node outside the
 //!   configuration, an older epoch, an unknown format version, addressed to
-//!   another node or to a previous incarnation of this node, from an older
+//!   another node or to another incarnation of this node, from an older
 //!   incarnation of the peer, or that do not decode, are dropped, each
-//!   counted by its reason ([`SessionDrops`]). A packet from a newer
-//!   incarnation of the peer resets its session (fresh numbering both ways).
+//!   counted by its reason ([`SessionDrops`]).
+//! - **Incarnations** ([`incarnation`]). Every packet names the incarnation
+//!   of the peer it is for, and only that process takes it (and its
+//!   number). A session addresses the newest incarnation it knows of: the
+//!   one it heard, or the lowest the membership allows (its floor), never
+//!   "any". A packet addressed to an earlier incarnation of this node is
+//!   answered by a standalone acknowledgement (a notice) that carries this
+//!   one. Learning a newer incarnation (a packet or notice from it, a
+//!   configuration that names it) renews the session: fresh numbering both
+//!   ways, packets held for the old process dropped, and the peer reported
+//!   ([`Sessions::take_renewed`]) so the layers above send again what that
+//!   process may have lost.
 //!
 //! The receive path is [`Sessions::receive`]; the send path (numbering,
 //! timers, standalone acks, transmission) is [`Sessions::flush`] in
 //! `send`. Time is passed in; nothing here reads a clock.
 
+pub mod incarnation;
 mod receive;
 pub mod rto;
 mod send;
@@ -229,8 +240,12 @@ pub struct SessionStats {
     pub out_of_order_dropped: u64,
     /// Packets dropped for their identity or form, by reason.
     pub drops: SessionDrops,
-    /// Sessions reset by a newer incarnation of their peer.
+    /// Sessions renewed for a newer incarnation of their peer after they
+    /// had carried packets (or failed): see [`incarnation`].
     pub sessions_reset: u64,
+    /// Standalone acknowledgements sent as notices (answering a packet
+    /// addressed to an earlier incarnation of this node).
+    pub notices_sent: u64,
     /// Sessions declared failed after silence.
     pub sessions_failed: u64,
     /// Messages dropped because their destination's session failed (or
@@ -248,7 +263,9 @@ pub struct SessionStats {
 /// One peer's session state.
 #[derive(Debug, Default)]
 struct Session {
-    /// The peer's incarnation as last learned (0: not yet known).
+    /// The peer's incarnation this session addresses (≥ 1): the newest
+    /// heard, or the membership's floor, whichever is newer (see
+    /// [`incarnation`]). Only a packet from it (or a newer one) is taken.
     peer_incarnation: u32,
     /// Next packet number to assign.
     next_seq: u32,
@@ -276,20 +293,32 @@ struct Session {
     /// Since when an acknowledgement is owed (a packet arrived and no packet
     /// carried the ack back yet).
     ack_owed_since: Option<Nanos>,
+    /// The acknowledgement owed is a notice ([`incarnation`]), for the count.
+    notice_owed: bool,
     /// Declared failed; cleared by a newer incarnation of the peer (newer
     /// than `peer_incarnation`, which a failure sets to the incarnation it
     /// declared failed).
     failed: bool,
     /// The lowest incarnation the peer can have as far as the membership
     /// told this node: the newest a configuration named for it
-    /// ([`Sessions::raise_floor`], [`Sessions::admit_incarnation`]); 0
-    /// before any. Kept through resets and failures, and carried into the
+    /// ([`Sessions::raise_floor`]); 0 before any. Kept through resets and failures, and carried into the
     /// sessions of this node's next NIC incarnation ([`Sessions::floor`]):
     /// it is the membership's knowledge, which outlives the NIC runtime.
     floor: u32,
 }
 
 impl Session {
+    /// A fresh session addressing incarnation `incarnation` (≥ 1) of its
+    /// peer, whose membership floor is `floor`.
+    fn addressing(incarnation: u32, floor: u32) -> Session {
+        debug_assert!(incarnation >= floor.max(1));
+        Session {
+            peer_incarnation: incarnation,
+            floor,
+            ..Session::default()
+        }
+    }
+
     /// Numbered packets handed to the transport (at least once) and not
     /// yet acknowledged. Counted from `sent_hwm`, not `unsent`: during a
     /// go-back-N retransmission `unsent` is back at 0, yet the peer may
@@ -317,6 +346,9 @@ pub struct Sessions {
     cfg: SessionConfig,
     peers: Vec<Session>,
     events: VecDeque<SessionEvent>,
+    /// Peers whose session was renewed since [`Sessions::take_renewed`]
+    /// (a mask by node id).
+    renewed: u32,
     spare: Vec<Vec<u8>>,
     stats: SessionStats,
     /// When the last flush ran (`None` before the first).
@@ -354,8 +386,9 @@ impl Sessions {
             epoch: 0,
             lossy,
             cfg,
-            peers: (0..nodes).map(|_| Session::default()).collect(),
+            peers: (0..nodes).map(|_| Session::addressing(1, 0)).collect(),
             events: VecDeque::with_capacity(SESSION_EVENTS_MAX),
+            renewed: 0,
             spare: Vec::new(),
             stats: SessionStats::default(),
             last_flush: None,

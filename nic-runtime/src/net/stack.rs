@@ -202,14 +202,16 @@ impl Stack {
         self.batcher.try_insert_raw(dest, flow, kind, body)
     }
 
-    /// See [`Sessions::admit_incarnation`] (a restarted peer rejoining).
-    pub fn admit_incarnation(&mut self, peer: NodeId, incarnation: u32) {
-        self.sessions.admit_incarnation(peer, incarnation);
-    }
-
-    /// See [`Sessions::raise_floor`] (the incarnation a configuration names).
+    /// See [`Sessions::raise_floor`] (the incarnation a configuration
+    /// names; a restarted peer rejoining).
     pub fn raise_floor(&mut self, peer: NodeId, incarnation: u32) {
         self.sessions.raise_floor(peer, incarnation);
+    }
+
+    /// See [`Sessions::take_renewed`] (peers whose session was renewed for
+    /// a newer incarnation since the last call, a mask by node id).
+    pub fn take_renewed(&mut self) -> u32 {
+        self.sessions.take_renewed()
     }
 
     /// See [`Sessions::floor`].

@@ -63,6 +63,13 @@
 //! the evidence as it is then. Decisions stay consistent across such
 //! restarts, as argued above.
 //!
+//! Lost messages: within an epoch the sessions deliver every message, except
+//! those held for a peer's process that is gone (a session renewed for a
+//! newer incarnation: a NIC runtime restarted, or a node addressed as an
+//! incarnation it no longer is). The runtime then has the machine send its
+//! current step's messages to that peer again ([`Recovery::resend_to`],
+//! `resend.rs`), and each receiver takes a message at most once.
+//!
 //! # Messages and bounds
 //! [`RecoveryMsg`](splitkv_layout::wire::RecoveryMsg) (shared-layout, `wire/recovery.rs`) on the recovery flow;
 //! a node reports at most [`LOCAL_EVIDENCE_ENTRIES_MAX`] entries, in parts of
@@ -120,6 +127,7 @@
 
 pub mod decide;
 mod machine;
+mod resend;
 mod steps;
 mod types;
 

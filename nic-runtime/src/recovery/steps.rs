@@ -85,19 +85,7 @@ impl Recovery {
         }
         let me = self.node;
         for n in self.view.live().iter().filter(|&n| n != me) {
-            let decisions = self.decisions_for(n);
-            let parts = decisions.len().div_ceil(DECISIONS_PER_MESSAGE_MAX).max(1);
-            for part in 0..parts {
-                let lo = part * DECISIONS_PER_MESSAGE_MAX;
-                let hi = decisions.len().min(lo + DECISIONS_PER_MESSAGE_MAX);
-                let msg = RecoveryMsg::Decisions {
-                    epoch: self.epoch,
-                    part: part as u16,
-                    parts: parts as u16,
-                    decisions: decisions[lo..hi].to_vec(),
-                };
-                self.push(RecoveryCommand::Send { to: n, msg });
-            }
+            self.send_decisions(n);
         }
         self.decisions = self.decisions_for(me);
         self.record_decisions();
@@ -105,6 +93,24 @@ impl Recovery {
         self.phase = RecoveryPhase::AwaitingApplied;
         self.deadline = now.saturating_add(self.config.evidence_timeout_ns);
         self.try_resume();
+    }
+
+    /// Leader: sends node `n` the decisions of the transactions it
+    /// reported, in parts.
+    pub(super) fn send_decisions(&mut self, n: NodeId) {
+        let decisions = self.decisions_for(n);
+        let parts = decisions.len().div_ceil(DECISIONS_PER_MESSAGE_MAX).max(1);
+        for part in 0..parts {
+            let lo = part * DECISIONS_PER_MESSAGE_MAX;
+            let hi = decisions.len().min(lo + DECISIONS_PER_MESSAGE_MAX);
+            let msg = RecoveryMsg::Decisions {
+                epoch: self.epoch,
+                part: part as u16,
+                parts: parts as u16,
+                decisions: decisions[lo..hi].to_vec(),
+            };
+            self.push(RecoveryCommand::Send { to: n, msg });
+        }
     }
 
     fn decisions_for(&self, n: NodeId) -> Vec<Decision> {

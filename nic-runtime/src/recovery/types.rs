@@ -198,4 +198,11 @@ pub struct RecoveryStats {
     pub txs_over_limit: u64,
     /// Suspicions raised by timeouts.
     pub suspicions: u64,
+    /// Steps whose messages were queued again for a peer whose session was
+    /// renewed (`Recovery::resend_to`).
+    pub resends: u64,
+    /// Of those asked for, resends not queued because the command queue
+    /// was within one series of [`COMMANDS_MAX`] (the step's timeout then
+    /// suspects the silent node).
+    pub resends_over_limit: u64,
 }

@@ -49,15 +49,11 @@ impl NicRuntime {
     pub fn apply_configuration(&mut self, config: &Configuration) {
         self.admit_if(config);
         self.set_epoch(config.epoch);
-        // Restarted peers rejoining (issue 12): talk to their new process.
-        // Every member is at least the incarnation the configuration names.
+        // Every member is at least the incarnation the configuration names:
+        // restarted peers rejoining (issue 12) are addressed as their new
+        // process from now on (their sessions renewed).
         for n in 0..self.io.placement.nodes() {
             self.io.net.raise_floor(n as u16, config.incarnation[n]);
-            if config.copying & (1 << n) != 0 && config.incarnation[n] != 0 {
-                self.io
-                    .net
-                    .admit_incarnation(n as u16, config.incarnation[n]);
-            }
         }
         self.coordinator
             .set_live(&mut self.io, &self.procedures, config.live);
@@ -137,6 +133,24 @@ impl NicRuntime {
             }
         }
         any
+    }
+
+    /// Peers whose session was renewed for a newer incarnation
+    /// ([`crate::net::session::incarnation`]): what was in flight to their
+    /// old process is lost, so recovery sends its step's messages again
+    /// ([`crate::recovery::Recovery::resend_to`]), a rebuild asks them again,
+    /// and copies to them begin again from a new snapshot. (Transactions
+    /// end by the coordinator's deadline rules, or the peer's rebuild
+    /// answers them.) Returns whether any was renewed.
+    pub(super) fn take_renewed_sessions(&mut self) -> bool {
+        let renewed = self.io.net.take_renewed();
+        if renewed == 0 {
+            return false;
+        }
+        self.recovery.peers_renewed(renewed);
+        self.restart.peers_renewed(renewed);
+        self.copies.restart_streams(NodeMask(renewed as u16));
+        true
     }
 
     /// Failed peers and overdue phases end the transactions they hold up

@@ -203,6 +203,18 @@ impl RecoveryRuntime {
         None
     }
 
+    /// The sessions with the nodes of `renewed` (a mask by node id) were
+    /// renewed for a newer incarnation, or this node's NIC runtime
+    /// restarted: the machine queues again the messages of its current step
+    /// to each ([`Recovery::resend_to`]). Returns whether any was queued.
+    pub fn peers_renewed(&mut self, renewed: u32) -> bool {
+        let mut any = false;
+        for n in (0..NODES_MAX as NodeId).filter(|n| renewed & (1 << n) != 0) {
+            any |= self.machine.resend_to(n);
+        }
+        any
+    }
+
     /// Ends the pause: every decision of the epoch is applied.
     pub fn resume(&mut self) {
         self.stats.epochs_resumed += 1;

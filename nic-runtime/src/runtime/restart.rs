@@ -81,10 +81,11 @@
 //! The simulator restarts a NIC runtime between two passes
 //! (`benches/src/cluster/sim.rs`). A node process's driver restarts the
 //! NIC runtime's thread in place the same way: stop polling it, call
-//! [`NicRuntime::restart_nic`] with `now` and [`NicRuntime::incarnation`]
-//! + 1 (an incarnation no earlier process or NIC restart of this node used),
-//! and poll it again on its thread; the host workers and application
-//! threads keep running meanwhile (their requests wait in the rings).
+//! [`NicRuntime::restart_nic`] with `now` and one more than
+//! [`NicRuntime::incarnation`] (an incarnation no earlier process or NIC
+//! restart of this node used), and poll it again on its thread; the host
+//! workers and application threads keep running meanwhile (their requests
+//! wait in the rings).
 //! [`NicRuntime::availability`] is what the node's status reports
 //! ("unavailable, rebuilding" with the peers still awaited). A thread that
 //! died with its `NicRuntime` (a panic) cannot be restarted this way: the
@@ -99,9 +100,11 @@
 //! report must travel in one epoch: a peer answers a query of an epoch it
 //! has not taken only once it has (`RestartState::on_query`), and the
 //! restarted node asks the peers it still awaits again whenever it takes a
-//! newer epoch (`requery`). A restart inside a recovery epoch keeps the
-//! recovery machine (its evidence was host memory); re-replication copies
-//! to or from the restarted node begin again from a new snapshot
+//! newer epoch, or its session with one of them is renewed (`requery`). A
+//! restart inside a recovery epoch keeps the recovery machine (its evidence
+//! was host memory), which sends its step's messages again
+//! (`Recovery::resend_to`: the old sessions' packets died); re-replication
+//! copies to or from the restarted node begin again from a new snapshot
 //! (`Copies::restart_streams`), since their chunks and acknowledgements in
 //! flight died with the old sessions.
 //!
@@ -233,7 +236,8 @@ pub struct RebuildStats {
     pub queries_deferred: u64,
     /// Restarted side: queries sent again to the peers still awaited after
     /// this node took a newer membership epoch (the peers drop a query of
-    /// an older epoch, and the asker drops a report of one).
+    /// an older epoch, and the asker drops a report of one), or after the
+    /// session with one was renewed (the query or its report was lost).
     pub queries_resent: u64,
     /// Peer side: recovered commits over [`RELEASES_PENDING_MAX`] (their
     /// locks are then never released: a fault to report).
@@ -252,6 +256,9 @@ struct Rebuild {
     query_epoch: u32,
     /// Peers whose last report part has not arrived.
     waiting_for: u32,
+    /// Peers awaited whose session was renewed since they were asked
+    /// (`requery`).
+    renewed: u32,
     /// Transactions each peer reported (tx ids).
     reported: hashbrown::HashSet<u64>,
     /// Peers' records of this node's lost transactions.
@@ -481,9 +488,11 @@ impl NicRuntime {
         self.server = server.restarted();
         self.reset_coordinator(net);
         self.reassembly = Reassembly::new(nodes);
-        // Copies from here lost their chunks and acknowledgements in flight.
+        // Copies from here lost their chunks and acknowledgements in flight,
+        // recovery its step's messages (its machine is kept: host memory).
         self.copies
             .restart_streams(NodeMask::EMPTY.with(self.io.node));
+        self.recovery.peers_renewed(((1u64 << nodes) - 1) as u32);
         self.events.clear();
         self.events_fresh.clear();
         self.restart.net = *net;
@@ -496,6 +505,7 @@ impl NicRuntime {
             restart: net.incarnation,
             query_epoch: self.io.net.epoch(),
             waiting_for: peers,
+            renewed: 0,
             reported: hashbrown::HashSet::new(),
             records: Vec::new(),
             decided: false,
@@ -575,29 +585,6 @@ impl NicRuntime {
         answered | self.release_recovered() | self.requery() | self.advance_rebuild(now)
     }
 
-    /// Restarted side: after this node took a newer membership epoch, asks
-    /// the peers still awaited again (their answers to the earlier query,
-    /// if any, carried an older epoch and are dropped here; a peer that
-    /// gets both answers both, and the second report is ignored as no
-    /// longer awaited).
-    fn requery(&mut self) -> bool {
-        let epoch = self.io.net.epoch();
-        let Some(r) = self.restart.rebuild.as_mut() else {
-            return false;
-        };
-        if epoch <= r.query_epoch || r.waiting_for == 0 {
-            return false;
-        }
-        r.query_epoch = epoch;
-        let (waiting, restart) = (r.waiting_for, r.restart);
-        for p in (0..self.io.placement.nodes() as NodeId).filter(|p| waiting & (1 << p) != 0) {
-            self.restart.stats.queries_resent += 1;
-            let q = RebuildMsg::Query { restart };
-            self.restart.send(&mut self.io.net, p, &q);
-        }
-        true
-    }
-
     /// Peer side: releases the locks of recovered commits whose records
     /// the host has applied (see `Server::commit_recovered_holding_locks`).
     fn release_recovered(&mut self) -> bool {
@@ -625,5 +612,6 @@ impl NicRuntime {
 
 mod decide;
 mod messages;
+mod requery;
 pub use decide::commit_point_reached;
 pub(crate) use messages::Parts;

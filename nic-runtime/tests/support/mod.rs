@@ -92,8 +92,9 @@ pub fn node_runtime(
     }
 }
 
-/// The body in `w` as the one message of a packet from node 1 to node 0,
-/// numbered `seq` in node 1's session with node 0.
+/// The body in `w` as the one message of a packet from node 1 to node 0
+/// (both their first incarnation), numbered `seq` in node 1's session with
+/// node 0.
 pub fn peer_packet(seq: u32, w: &BodyWriter) -> Vec<u8> {
     let mut msg = Vec::new();
     MsgHeader::whole(w.kind(), w.bytes().len() as u32).encode(&mut msg);
@@ -106,6 +107,7 @@ pub fn peer_packet(seq: u32, w: &BodyWriter) -> Vec<u8> {
         len: msg.len() as u32,
         cluster_id: CLUSTER_ID_DEFAULT,
         src_incarnation: INCARNATION_DEFAULT,
+        dst_incarnation: INCARNATION_DEFAULT,
         seq,
         ..PacketHeader::default()
     }

@@ -18,7 +18,7 @@
 //! | 12..14 | src u16 | sending node (every message's source) |
 //! | 14..16 | dst u16 | receiving node |
 //! | 16..20 | src_incarnation u32 | the sender's incarnation |
-//! | 20..24 | dst_incarnation u32 | the receiver's incarnation as last learned (0 = unknown) |
+//! | 20..24 | dst_incarnation u32 | the receiver's incarnation the packet is for (only that process takes it) |
 //! | 24..28 | epoch u32 | the sender's membership epoch (every message's epoch) |
 //! | 28..32 | seq u32 | packet number within the session |
 //! | 32..36 | ack u32 | cumulative: every packet number below it was received |

@@ -45,7 +45,8 @@ pub struct PacketHeader {
     pub dst: NodeId,
     /// The sender's incarnation (grows each time the node restarts).
     pub src_incarnation: u32,
-    /// The receiver's incarnation as the sender last learned it (0: not yet known).
+    /// The receiver's incarnation the packet is for (≥ 1 once the session
+    /// numbers it; only that process takes it).
     pub dst_incarnation: u32,
     /// The sender's membership epoch; every message inside inherits it.
     pub epoch: u32,

@@ -143,7 +143,8 @@ fn index_appends(txns: &[Txn]) -> Result<HashMap<(u64, u64), Appender>, CheckErr
 fn internal<'a>(id: u32, t: &'a Txn, txns: &[Txn], sink: &mut Sink, reads: &mut Vec<ReadObs<'a>>) {
     // Per key: what the transaction knows the list to be (its first read and
     // the appends since), and its own appends.
-    let mut state: Vec<(u64, Option<(&'a [u64], Vec<u64>)>, Vec<u64>)> = Vec::new();
+    type Known<'a> = Option<(&'a [u64], Vec<u64>)>;
+    let mut state: Vec<(u64, Known<'a>, Vec<u64>)> = Vec::new();
     for m in &t.ops {
         let key = m.key();
         let pos = match state.iter().position(|s| s.0 == key) {

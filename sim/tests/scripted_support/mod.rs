@@ -71,7 +71,7 @@ fn rmw_parse(args: &[u8]) -> Result<(&[u8], impl Iterator<Item = Key> + '_), Pro
     let n = *args.first().ok_or(ProcError::BadArgs("empty"))? as usize;
     let name = args.get(1..1 + n).ok_or(ProcError::BadArgs("name"))?;
     let keys = &args[1 + n..];
-    if keys.len() % 8 != 0 {
+    if !keys.len().is_multiple_of(8) {
         return Err(ProcError::BadArgs("keys"));
     }
     Ok((

@@ -25,7 +25,7 @@ pub(super) enum BinStep {
 /// bin sends the operation to the key's bin in the next generation (updating
 /// `g` and `b`), a `Pending` one (which no operation should reach) waits.
 #[inline(always)]
-pub(super) fn bin_step<'g>(g: &mut &'g Gen, b: &mut usize, key: &Key, h: u64) -> BinStep {
+pub(super) fn bin_step(g: &mut &Gen, b: &mut usize, key: &Key, h: u64) -> BinStep {
     match header::bin_state(h) {
         BinState::Live => BinStep::Live,
         BinState::Frozen => BinStep::Frozen,
@@ -44,8 +44,10 @@ pub(super) fn bin_step<'g>(g: &mut &'g Gen, b: &mut usize, key: &Key, h: u64) ->
 /// Sends an operation on from bin `b` of `g`, which a resize has frozen or
 /// moved, to `key`'s bin in the next generation.
 #[inline(always)]
-pub(super) fn next_bin<'g>(g: &mut &'g Gen, b: &mut usize, key: &Key) {
-    let cur: &'g Gen = *g;
+pub(super) fn next_bin(g: &mut &Gen, b: &mut usize, key: &Key) {
+    // Copied out of `g` with the generation's lifetime (not reborrowed
+    // through the `&mut`), so `next` can be stored back into `g`.
+    let cur = *g;
     let next = cur.next_gen().expect("a moved bin has a next generation");
     *b = next.bin_of(key);
     *g = next;

@@ -5,7 +5,7 @@
 
 use super::{Sessions, RETRANSMIT_PACKETS_PER_TIMEOUT_MAX, SPARE_BUFFERS_MAX};
 use crate::Nanos;
-use splitkv_layout::wire::{decode_packet, Messages, NodeId, PacketHeader};
+use splitkv_layout::wire::{decode_packet, Messages, PacketHeader};
 use splitkv_layout::DecodeError;
 
 impl Sessions {
@@ -33,7 +33,7 @@ impl Sessions {
                 return None;
             }
         };
-        if !self.identity_ok(&h) {
+        if !self.identity_ok(now, &h) {
             return None;
         }
         let p = h.src as usize;
@@ -76,9 +76,12 @@ impl Sessions {
         }
     }
 
-    /// Cluster, sender, address, epoch and incarnation checks; resets the
-    /// session of a peer that restarted. False (counted) to drop.
-    fn identity_ok(&mut self, h: &PacketHeader) -> bool {
+    /// Cluster, sender, address, epoch and incarnation checks at `now`;
+    /// renews the session of a peer that restarted (learned from any packet
+    /// of its new incarnation, even one addressed to another incarnation of
+    /// this node), and owes a notice to a peer that addressed an earlier
+    /// incarnation of this node. False (counted) to drop.
+    fn identity_ok(&mut self, now: Nanos, h: &PacketHeader) -> bool {
         let d = &mut self.stats.drops;
         if h.cluster_id != self.cluster_id {
             d.other_cluster += 1;
@@ -92,91 +95,26 @@ impl Sessions {
             d.misaddressed += 1;
             return false;
         }
-        if h.dst_incarnation != 0 && h.dst_incarnation != self.incarnation {
-            d.wrong_incarnation += 1;
-            return false;
-        }
-        let known = self.peers[h.src as usize].peer_incarnation;
-        if h.src_incarnation == 0 || h.src_incarnation < known {
+        let addressed = self.peers[h.src as usize].peer_incarnation;
+        if h.src_incarnation < addressed {
             d.stale_incarnation += 1;
             return false;
         }
-        if h.src_incarnation > known {
-            if known != 0 {
-                self.reset(h.src);
+        if h.src_incarnation > addressed {
+            self.renew(h.src, h.src_incarnation);
+        }
+        if h.dst_incarnation != self.incarnation {
+            self.stats.drops.wrong_incarnation += 1;
+            if h.dst_incarnation < self.incarnation {
+                self.owe_notice(h.src, now);
             }
-            self.peers[h.src as usize].peer_incarnation = h.src_incarnation;
+            return false;
         }
         if self.peers[h.src as usize].failed {
             self.stats.drops.failed_peer += 1;
             return false;
         }
         true
-    }
-
-    /// The membership admitted incarnation `incarnation` of `peer` (a
-    /// restarted node rejoining, issue 12): a session with an older
-    /// incarnation is reset (fresh numbering both ways, no longer failed)
-    /// and packets to it carry the new incarnation, so they reach the new
-    /// process even before it speaks; so is a session that sent packets to
-    /// a peer whose incarnation it never learned. A fresh session is left
-    /// open to any incarnation. Nothing changes for a peer outside
-    /// the cluster or an incarnation not newer than the one known.
-    pub fn admit_incarnation(&mut self, peer: NodeId, incarnation: u32) {
-        if peer as usize >= self.peers.len() || peer == self.node {
-            return;
-        }
-        self.raise_floor(peer, incarnation);
-        let s = &self.peers[peer as usize];
-        // A failed session is never fresh: its failure recorded the
-        // incarnation it declared failed (at least 1, `check_timers`), even
-        // when nothing was heard and the failure cleared its numbering
-        // (chaos list-append seed 72: node 1's NIC restarted, queried node 0
-        // just before node 0 crashed, declared it failed 30 ms later, and
-        // kept dropping everything to node 0's admitted new process, its
-        // recovery evidence included, until the leader was fenced).
-        let known = s.peer_incarnation;
-        debug_assert!(!s.failed || known != 0, "a failure records its incarnation");
-        let fresh = known == 0 && s.next_seq == 0;
-        // A fresh session (nothing heard, nothing sent) stays open to any
-        // incarnation: the admitted one is only a lower bound, the peer's
-        // NIC runtime may have restarted since (a newer incarnation, issue
-        // 12), and packets addressed to the older one would be dropped.
-        if incarnation > known && !fresh {
-            // A session that sent to a peer it never heard from (0: not
-            // known) is reset too: its packets went to an older incarnation
-            // (a NIC restarted just before its peer crashed, issue 12).
-            self.reset(peer);
-            self.peers[peer as usize].peer_incarnation = incarnation;
-        }
-    }
-
-    /// A configuration names incarnation `incarnation` for `peer` (a live
-    /// member, or the last incarnation of one configured out): the peer is
-    /// at least that incarnation from now on (`Session::floor`). Nothing
-    /// else changes; ignored for a peer outside the cluster.
-    pub fn raise_floor(&mut self, peer: NodeId, incarnation: u32) {
-        if let Some(s) = self.peers.get_mut(peer as usize) {
-            s.floor = s.floor.max(incarnation);
-        }
-    }
-
-    /// The lowest incarnation of `peer` the membership named
-    /// ([`Sessions::raise_floor`]; 0: none, or a peer outside the cluster).
-    pub fn floor(&self, peer: NodeId) -> u32 {
-        self.peers.get(peer as usize).map_or(0, |s| s.floor)
-    }
-
-    /// A fresh session with `peer` (it restarted): numbering starts over both
-    /// ways; packets held for its previous incarnation are dropped. The
-    /// membership's floor stays.
-    fn reset(&mut self, peer: NodeId) {
-        let floor = self.peers[peer as usize].floor;
-        let s = std::mem::take(&mut self.peers[peer as usize]);
-        self.peers[peer as usize].floor = floor;
-        let dropped = self.drop_held(s.held);
-        self.stats.messages_to_failed_dropped += dropped;
-        self.stats.sessions_reset += 1;
     }
 
     /// Applies a cumulative acknowledgement from `peer`: false if it

@@ -37,11 +37,10 @@ impl Sessions {
         self.forgive_stall(now);
         let mut work = false;
         let mut congested = false;
-        for p in 0..self.peers.len() {
+        for (p, backlog) in backlogs.iter_mut().enumerate().take(self.peers.len()) {
             if p == self.node as usize {
                 continue;
             }
-            let backlog = &mut backlogs[p];
             if self.check_timers(p, now) {
                 work = true;
             }
@@ -100,18 +99,11 @@ impl Sessions {
         if now.saturating_sub(s.silence_from) >= cfg.silence_ns {
             s.failed = true;
             let held = std::mem::take(&mut s.held);
-            // The incarnation declared failed: the one heard, or if none
-            // was, the lowest the membership allows (incarnations start at
-            // 1). Only a newer one revives the session (`identity_ok`,
-            // `admit_incarnation`); left at 0 (unknown), no incarnation was
-            // newer and a restarted peer's session stayed failed for good
-            // (chaos smallbank seed 6: a NIC restart's query to a node that
-            // crashed just after).
+            // The incarnation declared failed is the one addressed; only a
+            // newer one revives the session (`incarnation`'s renewal).
             *s = Session {
-                peer_incarnation: s.peer_incarnation.max(s.floor).max(1),
                 failed: true,
-                floor: s.floor,
-                ..Session::default()
+                ..Session::addressing(s.peer_incarnation, s.floor)
             };
             let dropped = self.drop_held(held);
             self.stats.messages_to_failed_dropped += dropped;
@@ -197,6 +189,7 @@ impl Sessions {
             if took > 0 {
                 f.work = true;
                 s.ack_owed_since = None;
+                s.notice_owed = false;
             }
             if lossy {
                 s.unsent += took;
@@ -217,13 +210,14 @@ impl Sessions {
     }
 
     /// Sends peer `p` a standalone acknowledgement if one has been owed for
-    /// the ack delay. True if one was sent.
+    /// the ack delay, or at once if it is a notice (`incarnation`). True if
+    /// one was sent.
     fn ack_alone(&mut self, p: usize, now: Nanos, transport: &mut dyn Transport) -> bool {
         let s = &mut self.peers[p];
         let Some(since) = s.ack_owed_since else {
             return false;
         };
-        if now.saturating_sub(since) < self.cfg.ack_delay_ns {
+        if !s.notice_owed && now.saturating_sub(since) < self.cfg.ack_delay_ns {
             return false;
         }
         let mut buf = [0u8; PACKET_HEADER_BYTES];
@@ -248,6 +242,7 @@ impl Sessions {
         if transport.tx_burst(now, &pkt) == 1 {
             s.ack_owed_since = None;
             self.stats.acks_sent_alone += 1;
+            self.stats.notices_sent += u64::from(std::mem::take(&mut s.notice_owed));
             true
         } else {
             false

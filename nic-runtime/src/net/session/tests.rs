@@ -58,8 +58,9 @@ fn sessions(node: NodeId, lossy: bool, cfg: SessionConfig) -> Sessions {
     Sessions::new(node, 3, CLUSTER, 1, lossy, cfg).unwrap()
 }
 
-/// A sealed data packet from `src` to `dst` with one LogAck (as the batcher
-/// makes it; the session fills in seq, ack, epoch and dst incarnation).
+/// A sealed data packet from incarnation 1 of `src` to incarnation 1 of
+/// `dst` with one LogAck (as the batcher makes it; a session sending it
+/// fills in seq, ack, epoch and dst incarnation).
 fn sealed(src: NodeId, dst: NodeId, tx: u64) -> Vec<u8> {
     let mut w = BodyWriter::new();
     w.ack(MsgKind::LogAck, tx, ReplyStatus::Ok);
@@ -72,6 +73,7 @@ fn sealed(src: NodeId, dst: NodeId, tx: u64) -> Vec<u8> {
         src,
         dst,
         src_incarnation: 1,
+        dst_incarnation: 1,
         count: 1,
         len: msg.len() as u32,
         ..PacketHeader::default()
@@ -310,7 +312,8 @@ fn strangers_other_clusters_old_epochs_and_garbage_are_dropped_by_reason() {
         f(&mut p);
         p
     };
-    let cases: Vec<(Vec<u8>, fn(&SessionDrops) -> u64)> = vec![
+    type Count = fn(&SessionDrops) -> u64;
+    let cases: Vec<(Vec<u8>, Count)> = vec![
         (ok(&|p| p[8] = 99), |d| d.other_cluster),
         (ok(&|p| p[12] = 9), |d| d.stranger),
         (ok(&|p| p[12] = 1), |d| d.stranger),
@@ -428,7 +431,7 @@ fn admitting_a_new_incarnation_revives_a_session_failed_before_it_heard_the_peer
     a.flush(100, &mut t, &mut bl);
     a.flush(100 + 10_000, &mut t, &mut bl);
     assert!(a.is_failed(1));
-    a.admit_incarnation(1, 3);
+    a.raise_floor(1, 3);
     assert!(!a.is_failed(1), "the admitted process is reachable");
     t.take();
     let mut bl = backlogs([(1, sealed(0, 1, 2))]);
@@ -466,7 +469,92 @@ fn a_newer_incarnation_revives_a_session_failed_before_it_heard_the_peer() {
     assert!(a.receive(20_100, &sealed(1, 0, 7)).is_none());
     assert_eq!(a.stats().drops.stale_incarnation, 1);
     // Its admission changes nothing more.
-    a.admit_incarnation(1, 2);
+    a.raise_floor(1, 2);
     assert!(!a.is_failed(1));
     assert_eq!(a.floor(1), 2);
+}
+
+/// Chaos list-append seed 103: node 0's session had sent node 1 a packet
+/// (number 0) before it knew any incarnation of node 1; node 1 crashed, and
+/// its new process (incarnation 2, already in the next epoch) got a
+/// retransmission of that packet. Addressed to "any incarnation", it took
+/// number 0 there (dropped for its old epoch, numbered all the same); the
+/// configuration admitting incarnation 2 then started node 0's numbering
+/// over, and its next packet — recovery evidence — was dropped there as a
+/// duplicate (and acknowledged), so recovery waited for ever. Every packet
+/// now names the process it is for: the new process takes no number of a
+/// packet meant for its predecessor, and the next packet is delivered.
+#[test]
+fn a_packet_for_the_old_process_takes_no_number_in_the_new_one() {
+    let mut a = sessions(0, true, cfg());
+    a.set_epoch(4);
+    let mut t = Capture::new();
+    a.flush(0, &mut t, &mut backlogs([(1, sealed(0, 1, 1))]));
+    assert_eq!(t.take().len(), 1, "lost with node 1's first process");
+    // Node 1's new process, already in epoch 5, gets the retransmission.
+    let mut b2 = Sessions::new(1, 3, CLUSTER, 2, true, cfg()).unwrap();
+    b2.set_epoch(5);
+    a.flush(1_000, &mut t, &mut backlogs([]));
+    let again = t.take().remove(0).1;
+    assert_eq!(header(&again).seq, 0);
+    assert!(b2.receive(1_100, &again).is_none());
+    let drops = b2.stats().drops;
+    assert_eq!(drops.wrong_incarnation, 1, "not for this process");
+    assert_eq!(drops.old_epoch, 0, "so not numbered either");
+    // The configuration of epoch 5 admits incarnation 2: a fresh session,
+    // reported, since the packet held for the old process is dropped.
+    a.set_epoch(5);
+    a.raise_floor(1, 2);
+    assert_eq!(a.take_renewed(), 1 << 1);
+    a.flush(2_000, &mut t, &mut backlogs([(1, sealed(0, 1, 2))]));
+    let evidence = t.take().remove(0).1;
+    let h = header(&evidence);
+    assert_eq!((h.seq, h.dst_incarnation), (0, 2));
+    assert_eq!(tx_of(b2.receive(2_100, &evidence)), Some(2), "delivered");
+    assert_eq!(b2.stats().duplicates_dropped, 0);
+}
+
+/// A session that addresses an older incarnation than its peer's (the
+/// peer's NIC runtime restarted, and no configuration named the new one)
+/// gets a notice: the peer drops the packet without numbering it and
+/// answers with a standalone acknowledgement that carries its incarnation.
+/// The session is renewed (its held packet dropped and the peer reported),
+/// and what it sends next reaches the new process, numbered from 0. A
+/// packet for a later incarnation (this process is a predecessor) gets no
+/// notice, and renewing a session that carried nothing reports nothing.
+#[test]
+fn a_notice_teaches_a_session_the_peers_newer_incarnation() {
+    let mut a = sessions(0, true, cfg());
+    let mut b3 = Sessions::new(1, 3, CLUSTER, 3, true, cfg()).unwrap();
+    let (mut ta, mut tb) = (Capture::new(), Capture::new());
+    a.flush(0, &mut ta, &mut backlogs([(1, sealed(0, 1, 1))]));
+    let p = ta.take().remove(0).1;
+    assert_eq!(header(&p).dst_incarnation, 1, "the lowest it can be");
+    assert!(b3.receive(10, &p).is_none());
+    b3.flush(10, &mut tb, &mut backlogs([]));
+    let notice = tb.take().remove(0).1;
+    let h = header(&notice);
+    assert!(h.is_ack_only());
+    assert_eq!((h.src_incarnation, h.dst_incarnation, h.ack), (3, 1, 0));
+    assert_eq!(b3.stats().notices_sent, 1);
+    assert!(a.receive(20, &notice).is_none());
+    assert_eq!(a.take_renewed(), 1 << 1);
+    assert_eq!(a.take_renewed(), 0, "taken once");
+    assert_eq!((a.addressed(1), a.unacked(1)), (3, 0));
+    a.flush(30, &mut ta, &mut backlogs([(1, sealed(0, 1, 2))]));
+    let next = ta.take().remove(0).1;
+    assert_eq!((header(&next).seq, header(&next).dst_incarnation), (0, 3));
+    assert_eq!(tx_of(b3.receive(40, &next)), Some(2));
+    // Node 2's predecessor (incarnation 1) hears from a node that knows
+    // incarnation 4 of it: no notice.
+    let mut c = sessions(2, true, cfg());
+    let mut later = sealed(0, 2, 3);
+    later[20..24].copy_from_slice(&4u32.to_le_bytes());
+    assert!(c.receive(50, &later).is_none());
+    c.flush(50, &mut tb, &mut backlogs([]));
+    assert!(tb.out.is_empty() && c.stats().notices_sent == 0);
+    // A configuration names incarnation 4 of node 1 to node 2, whose
+    // session with it carried nothing.
+    c.raise_floor(1, 4);
+    assert_eq!((c.addressed(1), c.take_renewed()), (4, 0));
 }

@@ -33,12 +33,11 @@ impl Server {
         }
         // `Logging`: the ABORT record follows when the LOG append completes
         // (`finish_append`), so it lands after the records.
-        match self.txs.state(tx_id) {
-            s @ Some(TxState::Active | TxState::Logging | TxState::Logged) => {
-                let s = s.filter(|_| !crate::protocol::LOG_BACKUPS_ONLY);
-                self.decide_logged(io, src, tx_id, s, LogKind::Abort);
-            }
-            _ => {}
+        if let s @ Some(TxState::Active | TxState::Logging | TxState::Logged) =
+            self.txs.state(tx_id)
+        {
+            let s = s.filter(|_| !crate::protocol::LOG_BACKUPS_ONLY);
+            self.decide_logged(io, src, tx_id, s, LogKind::Abort);
         }
     }
 
