@@ -55,7 +55,7 @@ pub(crate) enum Command {
 }
 
 /// News from the driver to the member.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) enum Notice {
     /// The renewal asked for at `sent` (member's ns) took: etcd counts the
     /// lease `ttl_s` seconds from a moment after `sent`.
@@ -65,8 +65,9 @@ pub(crate) enum Notice {
     /// etcd says the lease no longer exists: this node is out.
     LeaseGone,
     /// A configuration read from (or installed in) etcd, and per node the
-    /// data address its configured incarnation published.
-    Config(Configuration, DataAddresses),
+    /// data address its configured incarnation published (boxed: both are
+    /// large).
+    Config(Box<(Configuration, DataAddresses)>),
 }
 
 /// Per node id, a published data address (`None`: none known).
@@ -381,7 +382,7 @@ impl Driver {
     /// (a dropped notice is sent again after the next snapshot).
     fn learn(&mut self, c: Configuration) {
         let data = published_data_addresses(&c, &self.records, &self.first_inc);
-        if c.epoch > self.known_epoch && self.notify(Notice::Config(c, data)) {
+        if c.epoch > self.known_epoch && self.notify(Notice::Config(Box::new((c, data)))) {
             self.known_epoch = c.epoch;
         }
     }

@@ -274,13 +274,12 @@ impl EtcdMember {
                 Notice::LeaseGone => self.lease_lost = true,
                 // A restarted node takes no configuration before one that
                 // admits it.
-                Notice::Config(c, _) if self.joining && !self.admits(&c) => {}
-                Notice::Config(c, data) if c.epoch > self.config.epoch => {
-                    self.config = c;
-                    self.data = data;
+                Notice::Config(cd) if self.joining && !self.admits(&cd.0) => {}
+                Notice::Config(cd) if cd.0.epoch > self.config.epoch => {
+                    (self.config, self.data) = *cd;
                     self.joining = false;
                 }
-                Notice::Config(..) => {}
+                Notice::Config(_) => {}
             }
         }
     }
