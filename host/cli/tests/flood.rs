@@ -60,7 +60,9 @@ enum Garbage {
     OtherCluster,
     /// From node 1 to node 2: `misaddressed`.
     Misaddressed,
-    /// To incarnation 1 of node 0: `wrong_incarnation`.
+    /// From node 1's running incarnation to incarnation 1 of node 0:
+    /// `wrong_incarnation` (the sender's incarnation is checked first, so
+    /// it must be the one node 0 addresses).
     WrongIncarnation,
     /// From incarnation 1 of node 1, epoch 0: `stale_incarnation`.
     StaleIncarnation,
@@ -111,8 +113,9 @@ fn packet(h: PacketHeader, rng: &mut Rng) -> Vec<u8> {
     out
 }
 
-/// One garbage datagram of `kind` for node 0 (of at most `mtu` bytes).
-fn garbage(kind: Garbage, rng: &mut Rng, mtu: usize) -> Vec<u8> {
+/// One garbage datagram of `kind` for node 0 (of at most `mtu` bytes);
+/// `peer_incarnation` is node 1's running incarnation.
+fn garbage(kind: Garbage, rng: &mut Rng, mtu: usize, peer_incarnation: u32) -> Vec<u8> {
     let good = PacketHeader {
         cluster_id: CLUSTER_ID,
         src: 1,
@@ -144,6 +147,7 @@ fn garbage(kind: Garbage, rng: &mut Rng, mtu: usize) -> Vec<u8> {
         Garbage::Misaddressed => packet(PacketHeader { dst: 2, ..good }, rng),
         Garbage::WrongIncarnation => packet(
             PacketHeader {
+                src_incarnation: peer_incarnation,
                 dst_incarnation: 1,
                 ..good
             },
@@ -227,9 +231,16 @@ impl Drop for Sender {
     }
 }
 
-/// Floods `to` until `stop` or [`FLOOD_PACKETS_MAX`]; returns the packets
-/// sent of each kind (indexed as [`KINDS`]).
-fn flood(sender: &Sender, to: SocketAddrV4, mtu: usize, stop: &AtomicBool) -> [u64; 8] {
+/// Floods `to` until `stop` or [`FLOOD_PACKETS_MAX`] (as node 1, running
+/// `peer_incarnation`); returns the packets sent of each kind (indexed as
+/// [`KINDS`]).
+fn flood(
+    sender: &Sender,
+    to: SocketAddrV4,
+    mtu: usize,
+    peer_incarnation: u32,
+    stop: &AtomicBool,
+) -> [u64; 8] {
     let mut rng = Rng(0x5eed_f100d);
     let mut sent = [0u64; 8];
     for i in 0..FLOOD_PACKETS_MAX {
@@ -240,7 +251,7 @@ fn flood(sender: &Sender, to: SocketAddrV4, mtu: usize, stop: &AtomicBool) -> [u
             std::thread::sleep(FLOOD_PAUSE);
         }
         let k = i % KINDS.len();
-        sender.send(to, &garbage(KINDS[k], &mut rng, mtu));
+        sender.send(to, &garbage(KINDS[k], &mut rng, mtu, peer_incarnation));
         sent[k] += 1;
     }
     sent
@@ -300,9 +311,12 @@ fn a_garbage_flood_at_a_data_port_is_dropped_counted_and_disturbs_nothing() {
         .spawn()
         .expect("start the bench");
     wait_running(file.controls[0]);
+    let peer = wait_status(file.controls[1], Duration::from_secs(5))["incarnation"]
+        .as_u64()
+        .expect("node 1's incarnation") as u32;
     let stop = Arc::new(AtomicBool::new(false));
     let sent = std::thread::scope(|s| {
-        let flooding = s.spawn(|| flood(&sender, target, mtu, &stop));
+        let flooding = s.spawn(|| flood(&sender, target, mtu, peer, &stop));
         let out = bench.wait_with_output().expect("the bench ran");
         stop.store(true, Ordering::Release);
         let stdout = String::from_utf8_lossy(&out.stdout);
