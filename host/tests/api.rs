@@ -236,6 +236,7 @@ fn oversized_value_from_a_peer_never_reaches_the_host_log() {
         // As node 1's session would send its first packet to node 0.
         cluster_id: CLUSTER_ID_DEFAULT,
         src_incarnation: INCARNATION_DEFAULT,
+        dst_incarnation: INCARNATION_DEFAULT,
         seq: 0,
         ..PacketHeader::default()
     }
