@@ -78,8 +78,9 @@ impl Sessions {
 
     /// Cluster, sender, address, epoch and incarnation checks at `now`;
     /// renews the session of a peer that restarted (learned from any packet
-    /// of its new incarnation, even one addressed to another incarnation of
-    /// this node), and owes a notice to a peer that addressed an earlier
+    /// of its new incarnation of this node's epoch or later, even one
+    /// addressed to another incarnation of this node; an older epoch's is
+    /// dropped as such), and owes a notice to a peer that addressed an earlier
     /// incarnation of this node. False (counted) to drop.
     fn identity_ok(&mut self, now: Nanos, h: &PacketHeader) -> bool {
         let d = &mut self.stats.drops;
@@ -101,6 +102,15 @@ impl Sessions {
             return false;
         }
         if h.src_incarnation > addressed {
+            if h.epoch < self.epoch {
+                // A newer process of the peer that has not taken this
+                // epoch (not admitted yet, or configured out and still
+                // sending): nothing of it is taken, and the session is not
+                // renewed by it; the configuration that admits it renews
+                // the session (`raise_floor`).
+                d.old_epoch += 1;
+                return false;
+            }
             self.renew(h.src, h.src_incarnation);
         }
         if h.dst_incarnation != self.incarnation {

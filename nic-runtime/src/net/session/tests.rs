@@ -558,3 +558,29 @@ fn a_notice_teaches_a_session_the_peers_newer_incarnation() {
     c.raise_floor(1, 4);
     assert_eq!((c.addressed(1), c.take_renewed()), (4, 0));
 }
+
+#[test]
+fn a_newer_process_of_an_older_epoch_is_dropped_and_renews_nothing() {
+    let mut b = sessions(1, true, cfg());
+    b.set_epoch(5);
+    let with = |epoch: u32| {
+        let p = sealed(0, 1, 9);
+        let h = PacketHeader {
+            epoch,
+            src_incarnation: 7,
+            ..header(&p)
+        };
+        let mut out = Vec::new();
+        h.encode(&mut out);
+        out.extend_from_slice(&p[splitkv_layout::wire::PACKET_HEADER_BYTES..]);
+        out
+    };
+    // Incarnation 7 of node 0, still in epoch 3 (not admitted, or configured
+    // out and sending on): counted as an old epoch's, the session unchanged.
+    assert!(b.receive(1, &with(3)).is_none());
+    assert_eq!(b.stats().drops.old_epoch, 1);
+    assert_eq!(b.addressed(0), 1);
+    // The same process in this epoch renews the session (a NIC restart).
+    assert_eq!(tx_of(b.receive(2, &with(5))), Some(9));
+    assert_eq!(b.addressed(0), 7);
+}
