@@ -80,8 +80,9 @@ impl Configuration {
             replication: r as u8,
             ..Default::default()
         };
-        for s in 0..n {
-            c.shards[s].members = (0..r).fold(0, |m, i| m | 1 << ((s + i) % n));
+        let ring = Roles::ring(n, r);
+        for (s, sh) in c.shards[..n].iter_mut().enumerate() {
+            sh.members = u32::from(ring.member_mask(s as NodeId).0);
         }
         c
     }

@@ -212,14 +212,7 @@ impl Placement {
     /// of `key` and has not failed.
     #[inline]
     pub fn is_replica(&self, node: NodeId, key: &Key) -> bool {
-        let s = self.shard(key);
-        if !self.live(node) {
-            return false;
-        }
-        if self.roles.is_ring() {
-            return (node + self.nodes - s) % self.nodes < self.replication;
-        }
-        self.roles.member_mask(s).contains(node)
+        self.live(node) && self.roles.member_mask(self.shard(key)).contains(node)
     }
 }
 

@@ -250,7 +250,7 @@ impl Copies {
         self.chunks = 0;
         for s in 0..view.placement().nodes() as NodeId {
             let joining = view.joining(s);
-            if joining.contains(self.node) && view.is_live(self.node) {
+            if joining.contains(self.node) {
                 self.joining = self.joining.with(s);
                 self.primaries[s as usize] = view.shard_primary(s);
             }
