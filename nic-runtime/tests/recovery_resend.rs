@@ -23,6 +23,9 @@ enum Lost {
 }
 
 impl Lost {
+    /// Every kind, in protocol order.
+    const ALL: [Lost; 4] = [Lost::Evidence, Lost::Decisions, Lost::Applied, Lost::Resume];
+
     fn is(self, msg: &RecoveryMsg) -> bool {
         matches!(
             (self, msg),
@@ -85,7 +88,7 @@ fn run_with_renewal(lost: Lost, resend: bool) -> (Cluster, usize, Option<bool>) 
 
 #[test]
 fn a_renewed_session_loses_no_step_of_recovery() {
-    for lost in [Lost::Evidence, Lost::Decisions, Lost::Applied, Lost::Resume] {
+    for lost in Lost::ALL {
         let (c, steps, outcome) = run_with_renewal(lost, true);
         assert_eq!(c.epoch, 1, "{lost:?}: nobody suspected");
         assert!(
@@ -104,7 +107,7 @@ fn a_renewed_session_loses_no_step_of_recovery() {
 /// timeout suspects a live node and the membership configures it out.
 #[test]
 fn without_the_resend_a_live_node_is_suspected() {
-    for lost in [Lost::Evidence, Lost::Decisions, Lost::Applied, Lost::Resume] {
+    for lost in Lost::ALL {
         let (c, steps, _) = run_with_renewal(lost, false);
         assert_eq!(c.epoch, 2, "{lost:?}: another epoch");
         assert!(
