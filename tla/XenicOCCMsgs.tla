@@ -81,6 +81,19 @@
 (*              each decided transaction it replicates a written key of    *)
 (*              (the host applies committed writes, an ABORT record drops  *)
 (*              the pending LOG record) and acknowledges to the leader.    *)
+(*              The leader sees what the code's servers report: pending    *)
+(*              LOG records, and decision records only of failed           *)
+(*              coordinators' transactions; a live coordinator reports its *)
+(*              own decision.  With KeepRecovered = TRUE (the design,      *)
+(*              nic-runtime/src/recovery/unresumed.rs) n also reports, until *)
+(*              it resumes, the decision records it appended here (rrec)   *)
+(*              and its coordinator the decisions of its own transactions. *)
+(*              KeepRecovered = FALSE (XenicForgetRecovered, 17 steps):    *)
+(*              t1 at n2 logged at n1 and n2, n3 crashes, rule 4 commits   *)
+(*              t1, n2 applies the COMMIT, n1 (the leader) crashes before  *)
+(*              applying; the next recovery sees an undecided live         *)
+(*              coordinator and no pending LOG, and aborts t1              *)
+(*              (DecisionRecordsAgree).                                    *)
 (*   Resume(n)  sent by the leader once every live node acknowledged       *)
 (*              Apply (AppliedRound = TRUE): n learns the new placement    *)
 (*              (the first surviving backup of a lost primary is           *)
@@ -94,7 +107,9 @@
 (*              15 steps).                                                 *)
 (*                                                                         *)
 (* Checked: StrictSerializableM (SplitkvCommon's conditions; no lost       *)
-(* writes once quiescent and recovered), DecisionsPreserved, NoOrphanLock  *)
+(* writes once quiescent and recovered), DecisionsPreserved,               *)
+(* DecisionRecordsAgree (no COMMIT and ABORT record of one transaction at  *)
+(* live nodes), NoOrphanLock                                               *)
 (* (no lock held by a finished transaction at a live node), and the        *)
 (* property VersionsNeverDecrease (recovery included).                     *)
 (*                                                                         *)
@@ -102,6 +117,8 @@
 (* XenicOCCMsgs.cfg (MaxCrashes = 2) must pass; XenicOrphanLock.cfg        *)
 (* (Fenced = FALSE) must violate NoOrphanLock; XenicAppliedEarly.cfg       *)
 (* (AppliedRound = FALSE) must violate DecisionsPreserved;                 *)
+(* XenicForgetRecovered.cfg (KeepRecovered = FALSE) must violate           *)
+(* DecisionRecordsAgree;                                                   *)
 (* XenicOCCMsgs_nonvacuous.cfg and XenicOCCMsgs_recovery.cfg must violate  *)
 (* NoWriteCommitWithoutCrash and NoRecoveryCommitM.  Aborts after LOG      *)
 (* (LogTimeout = {t1}, one crash): XenicAbortAfterLog.cfg must pass;       *)
@@ -124,8 +141,10 @@ CONSTANTS
     Fenced,        \* BOOLEAN: servers refuse EXECUTEs of finished generations
     AppliedRound,  \* BOOLEAN: Resume only once every live node recorded the decisions
     LogTimeout,    \* SUBSET Txns: transactions whose coordinator may time out in Log
-    AbortMode      \* how an abort after LOG runs: "tworound" (the design),
+    AbortMode,     \* how an abort after LOG runs: "tworound" (the design),
                    \* "unlockearly" or "reportearly" (broken variants)
+    KeepRecovered  \* BOOLEAN: recovery's decisions stay visible until Resume
+                   \* (the design; FALSE is the code before the fix)
 
 ASSUME AbortMode \in {"tworound", "unlockearly", "reportearly"}
 
@@ -141,9 +160,12 @@ VARIABLES
     rset,    \* transactions decided by the recovery in progress
     rval,    \* [Keys -> Vals]: newest committed value of each key, from Decide
     decided, \* BOOLEAN: the recovery in progress has decided
-    applied  \* SUBSET Nodes: live nodes that recorded this recovery's decisions
+    applied, \* SUBSET Nodes: live nodes that recorded this recovery's decisions
+    rdec,    \* [Txns -> {None, "commit", "abort"}]: the last recovery leader's decisions
+    rrec     \* [Nodes -> SUBSET Txns]: transactions n recorded a recovery
+             \* decision for (Apply) since n last resumed
 
-rvars == <<epoch, cepoch, st, memb, fin, rset, rval, decided, applied>>
+rvars == <<epoch, cepoch, st, memb, fin, rset, rval, decided, applied, rdec, rrec>>
 vars == <<commonVars, msgs, rvars>>
 
 Gen(t) == 1
@@ -189,6 +211,8 @@ Init ==
     /\ rval = [k \in Keys |-> Init0]
     /\ decided = FALSE
     /\ applied = {}
+    /\ rdec = [t \in Txns |-> None]
+    /\ rrec = [n \in Nodes |-> {}]
 
 TypeOK ==
     /\ CommonTypeOK
@@ -358,7 +382,7 @@ CommitL(m, lost) ==
           ELSE /\ UNCHANGED <<rec, val, lock, fin>>    \* late or duplicated
                /\ Answer(m, TRUE, NoV, lost \/ ~done)
     /\ UNCHANGED <<alive, crashes, phase, dec, reported, rtBefore, msgs,
-                   epoch, cepoch, st, memb, rset, rval, decided, applied>>
+                   epoch, cepoch, st, memb, rset, rval, decided, applied, rdec, rrec>>
 
 AbortL(m, lost) ==
     /\ Handles(m, "ABORT")
@@ -368,7 +392,7 @@ AbortL(m, lost) ==
           /\ fin' = [fin EXCEPT ![n][Coord(t)] = Gen(t)]
     /\ Answer(m, TRUE, NoV, lost)
     /\ UNCHANGED <<alive, crashes, phase, dec, reported, val, rec, rtBefore, msgs,
-                   epoch, cepoch, st, memb, rset, rval, decided, applied>>
+                   epoch, cepoch, st, memb, rset, rval, decided, applied, rdec, rrec>>
 
 \* ABORT after LOG: an ABORT record (the pending LOG record is dropped; a
 \* later LOG of t is ignored).  Locks stay until the second round (the
@@ -384,7 +408,7 @@ AbortLogL(m, lost) ==
           /\ fin' = [fin EXCEPT ![n][Coord(t)] = Gen(t)]
     /\ Answer(m, TRUE, NoV, lost)
     /\ UNCHANGED <<alive, crashes, phase, dec, reported, val, rtBefore, msgs,
-                   epoch, cepoch, st, memb, rset, rval, decided, applied>>
+                   epoch, cepoch, st, memb, rset, rval, decided, applied, rdec, rrec>>
 
 \* Each handler, for a request of t at n in the bag, with its response
 \* delivered or lost.
@@ -413,14 +437,14 @@ Crash(S) ==
     /\ decided' = FALSE
     /\ applied' = {}
     /\ UNCHANGED <<phase, dec, reported, obs, acked, failed, lock, val, rec, rtBefore,
-                   epoch, st, memb, fin, rval>>
+                   epoch, st, memb, fin, rval, rdec, rrec>>
 
 Bump(n) ==
     /\ n \in alive /\ epoch[n] < cepoch
     /\ epoch' = [epoch EXCEPT ![n] = cepoch]
     /\ st' = [st EXCEPT ![n] = "frozen"]
     /\ msgs' = {m \in msgs : ~(m.dst = n /\ m.e < cepoch)}
-    /\ UNCHANGED <<commonVars, cepoch, memb, fin, rset, rval, decided, applied>>
+    /\ UNCHANGED <<commonVars, cepoch, memb, fin, rset, rval, decided, applied, rdec, rrec>>
 
 InFlightNow == {t \in Txns : phase[t] \notin {"idle", "done"}}
 
@@ -435,12 +459,28 @@ HasLog(n, t, k) ==
 \* even if an earlier, abandoned recovery decided it already.
 Pending(n, t) == HasRec(n, t, "LOG") /\ ~HasRec(n, t, "COMMIT") /\ ~HasRec(n, t, "ABORT")
 
-\* The recovery rule (Xenic §4.2.1 with issue 11's commit point).
+\* What the leader learns of n's records of t (Server::recovery_evidence):
+\* every pending LOG record; decision records only of a failed
+\* coordinator's transaction (a live coordinator speaks for its own), and,
+\* with KeepRecovered, those n appended for a recovery since it last
+\* resumed (rrec): a live coordinator whose transaction an abandoned
+\* recovery decided may not have learned that decision.
+Shown(n, t) == Coord(t) \notin alive \/ (KeepRecovered /\ t \in rrec[n])
+SeenCommit(n, t) == HasRec(n, t, "COMMIT") /\ Shown(n, t)
+SeenAbort(n, t) == HasRec(n, t, "ABORT") /\ Shown(n, t)
+SeenLog(n, t, k) == HasLog(n, t, k) /\ (~HasRec(n, t, "COMMIT") \/ Shown(n, t))
+
+\* The recovery rule as the code applies it (recovery/decide.rs): a live
+\* coordinator's own decision (commit after its commit point, abort in an
+\* abort after LOG, or, with KeepRecovered, the decision an abandoned
+\* recovery gave it, Apply); else a COMMIT record; else an ABORT record;
+\* else commit iff every survivor of every written key holds the LOG.
 DecideFor(t) ==
-    IF Coord(t) \in alive THEN IF dec[t] = "commit" THEN "commit" ELSE "abort"
-    ELSE IF \/ \E n \in alive : HasRec(n, t, "COMMIT")
-            \/ \A k \in WS(t) : /\ Replicas(k) \cap alive # {}
-                                 /\ \A n \in Replicas(k) \cap alive : HasLog(n, t, k)
+    IF Coord(t) \in alive /\ dec[t] # None THEN dec[t]
+    ELSE IF \E n \in alive : SeenCommit(n, t) THEN "commit"
+    ELSE IF \E n \in alive : SeenAbort(n, t) THEN "abort"
+    ELSE IF \A k \in WS(t) : /\ Replicas(k) \cap alive # {}
+                             /\ \A n \in Replicas(k) \cap alive : SeenLog(n, t, k)
          THEN "commit" ELSE "abort"
 
 Decide ==
@@ -451,7 +491,9 @@ Decide ==
            Cands(k) == {val[n][k] : n \in Replicas(k) \cap alive}
                        \cup {t \in F : D[t] = "commit" /\ k \in WS(t)
                                        /\ \E n \in Replicas(k) \cap alive : HasLog(n, t, k)}
-       IN /\ dec' = D
+       IN /\ rdec' = D
+          \* a live coordinator learns its transactions' decisions in Apply
+          /\ dec' = [t \in Txns |-> IF Coord(t) \in alive THEN dec[t] ELSE D[t]]
           /\ rset' = F
           /\ rval' = [k \in Keys |-> Newest(k, Cands(k))]
           \* transactions of crashed coordinators end here
@@ -459,23 +501,31 @@ Decide ==
                                       ELSE phase[t]]
     /\ decided' = TRUE
     /\ UNCHANGED <<alive, crashes, reported, obs, acked, failed, lock, val, rec, rtBefore,
-                   msgs, epoch, cepoch, st, memb, fin, applied>>
+                   msgs, epoch, cepoch, st, memb, fin, applied, rrec>>
 
-\* The Applied round: n appends a COMMIT or ABORT record for every decided
-\* transaction that wrote a key it replicates (an ABORT record drops the
-\* pending LOG record; a COMMIT record lets the host apply it, so n's store
-\* takes each key's newest committed value) and acknowledges to the leader.
-\* n is frozen, so nobody reads the applied values before Resume.
+\* The Applied round: n takes the leader's decisions, appends a COMMIT or
+\* ABORT record for every decided transaction that wrote a key it
+\* replicates (an ABORT record drops the pending LOG record; a COMMIT
+\* record lets the host apply it, so n's store takes each key's newest
+\* committed value) and acknowledges to the leader.  n is frozen, so
+\* nobody reads the applied values before Resume.  With KeepRecovered its
+\* coordinator keeps the decisions of its own transactions, and n notes
+\* the pending records it decided (rrec).
 Apply(n) ==
     /\ n \in alive /\ st[n] = "frozen" /\ decided /\ n \notin applied
     /\ LET Ks(t) == {k \in WS(t) : n \in Replicas(k)}
-           Kind(t) == IF dec[t] = "commit" THEN "COMMIT" ELSE "ABORT"
-       IN rec' = [rec EXCEPT ![n] = @ \cup {Record(t, Kind(t), Ks(t)) : t \in {u \in rset : Ks(u) # {}}}]
+           Kind(t) == IF rdec[t] = "commit" THEN "COMMIT" ELSE "ABORT"
+           Mine == {t \in rset : Coord(t) = n}
+       IN /\ rec' = [rec EXCEPT ![n] = @ \cup {Record(t, Kind(t), Ks(t)) : t \in {u \in rset : Ks(u) # {}}}]
+          /\ rrec' = [rrec EXCEPT ![n] = @ \cup {t \in rset : Ks(t) # {} /\ Pending(n, t)}]
+          /\ dec' = IF KeepRecovered
+                    THEN [t \in Txns |-> IF t \in Mine THEN rdec[t] ELSE dec[t]]
+                    ELSE dec
     /\ val' = [val EXCEPT ![n] = [k \in Keys |->
                   IF n \in Replicas(k) THEN Newest(k, {@[k], rval[k]}) ELSE @[k]]]
     /\ applied' = applied \cup {n}
-    /\ UNCHANGED <<alive, crashes, phase, dec, reported, obs, acked, failed, lock, rtBefore,
-                   msgs, epoch, cepoch, st, memb, fin, rset, rval, decided>>
+    /\ UNCHANGED <<alive, crashes, phase, reported, obs, acked, failed, lock, rtBefore,
+                   msgs, epoch, cepoch, st, memb, fin, rset, rval, decided, rdec>>
 
 \* The leader sends Resume once every live node has acknowledged Apply
 \* (AppliedRound); in the broken variant each node goes on as soon as it
@@ -489,16 +539,18 @@ Resume(n) ==
        /\ memb' = [memb EXCEPT ![n] = alive]
        /\ st' = [st EXCEPT ![n] = "run"]
        /\ phase' = [t \in Txns |-> IF t \in Mine THEN "done" ELSE phase[t]]
+       /\ dec' = [t \in Txns |-> IF t \in Mine THEN rdec[t] ELSE dec[t]]
        /\ reported' = [t \in Txns |-> IF t \in Mine /\ reported[t] = None
-                                      THEN dec[t] ELSE reported[t]]
+                                      THEN rdec[t] ELSE reported[t]]
        /\ acked' = [t \in Txns |-> IF t \in Mine THEN {} ELSE acked[t]]
        /\ failed' = [t \in Txns |-> IF t \in Mine THEN FALSE ELSE failed[t]]
+       /\ rrec' = [rrec EXCEPT ![n] = {}]
        \* the recovery is over once every live node has resumed
        /\ LET last == \A u \in alive \ {n} : st[u] = "run" IN
           /\ rset' = IF last THEN {} ELSE rset
           /\ decided' = IF last THEN FALSE ELSE decided
           /\ applied' = IF last THEN {} ELSE applied
-    /\ UNCHANGED <<alive, crashes, dec, obs, val, rec, rtBefore, msgs, epoch, cepoch, fin, rval>>
+    /\ UNCHANGED <<alive, crashes, obs, val, rec, rtBefore, msgs, epoch, cepoch, fin, rval, rdec>>
 
 -----------------------------------------------------------------------------
 
@@ -550,6 +602,12 @@ NoAbortAfterLogReported ==
 \* this recovery yet comes from an earlier one).
 NoRedecision ==
     ~(decided /\ \E t \in rset : \E n \in alive \ applied : HasRec(n, t, "ABORT"))
+
+\* No transaction has a COMMIT record at one live node and an ABORT record
+\* at another: a decision recorded anywhere is the one every later
+\* recovery makes.
+DecisionRecordsAgree ==
+    \A t \in Txns : ~(\E n, m \in alive : HasRec(n, t, "COMMIT") /\ HasRec(m, t, "ABORT"))
 
 \* Checked as a PROPERTY: no version stored at a live replica ever
 \* decreases, on any step, recovery included.

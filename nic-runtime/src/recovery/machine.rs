@@ -11,6 +11,7 @@ use super::types::{
     LocalEvidence, RecoveryCommand, RecoveryConfig, RecoveryError, RecoveryStats, COMMANDS_MAX,
     EARLY_MESSAGES_MAX, LOCAL_EVIDENCE_ENTRIES_MAX,
 };
+use super::unresumed::Unresumed;
 use crate::placement::{Placement, PlacementView, NODES_MAX};
 use crate::Nanos;
 
@@ -81,6 +82,9 @@ pub struct Recovery {
     pub(super) applied: NodeMask,
     pub(super) commands: VecDeque<RecoveryCommand>,
     pub(super) early: Vec<(NodeId, RecoveryMsg)>,
+    /// The decisions this node recorded since it last resumed (reported
+    /// again in every epoch until it does).
+    pub(super) unresumed: Unresumed,
     pub(super) stats: RecoveryStats,
 }
 
@@ -105,6 +109,7 @@ impl Recovery {
             applied: NodeMask::EMPTY,
             commands: VecDeque::new(),
             early: Vec::new(),
+            unresumed: Unresumed::default(),
             stats: RecoveryStats::default(),
         }
     }
@@ -138,7 +143,8 @@ impl Recovery {
     /// service and sends `local` to the recovery leader (or, at the leader,
     /// starts collecting). The node must take every queued command first and
     /// gather `local` after them, so that decisions it applied show as
-    /// COMMIT and ABORT records.
+    /// COMMIT and ABORT records. The decisions this node recorded for a
+    /// recovery it has not resumed from are added to `local` (`unresumed.rs`).
     ///
     /// # Errors
     /// [`RecoveryError`] for commands still queued, an epoch not newer than
@@ -184,6 +190,8 @@ impl Recovery {
         if !view.is_live(self.node) {
             return Err(RecoveryError::SelfFailed(self.node));
         }
+        let mut local = local;
+        self.unresumed.add_to(&mut local);
         if local.len() > LOCAL_EVIDENCE_ENTRIES_MAX {
             return Err(RecoveryError::TooMuchEvidence {
                 entries: local.len(),

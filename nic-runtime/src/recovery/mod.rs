@@ -52,8 +52,12 @@
 //! every live node recorded the epoch's decisions they hold in every later
 //! epoch (commits: every surviving replica keeps a LOG or COMMIT record;
 //! aborts: every surviving LOG holder has the ABORT record). A leader that
-//! crashes before `Resume` leaves decisions nobody acted on, and the next
-//! epoch may decide those differently.
+//! crashes before `Resume` leaves decisions that some nodes may have
+//! recorded (and whose commits their hosts applied) while others never
+//! heard them: every node reports what it recorded for a recovery it has
+//! not resumed from in each later epoch — its decision records, and its
+//! coordinated transactions' decisions as their outcomes — so the next
+//! leader decides those the same way (`unresumed.rs`; issue 12).
 //!
 //! Timeouts: the leader suspects every node whose evidence has not arrived
 //! within [`RecoveryConfig::evidence_timeout_ns`], a non-leader suspects the
@@ -89,7 +93,8 @@
 //!   (`Coordinator::evidence`) and the records the server holds
 //!   (`Server::recovery_evidence`: every pending LOG record, and the COMMIT
 //!   and ABORT records of failed coordinators' transactions; each LOG
-//!   carries its transaction's written-shard set) — and begins the epoch.
+//!   carries its transaction's written-shard set) — and begins the epoch
+//!   (the machine adds what it recorded since this node last resumed).
 //! - During the epoch the evidence stays true: no new transaction starts, a
 //!   LOG that arrives (a retransmission re-stamped with the new epoch) is
 //!   refused as busy, and the coordinator neither takes responses nor runs
@@ -130,6 +135,7 @@ mod machine;
 mod resend;
 mod steps;
 mod types;
+mod unresumed;
 
 pub use decide::{DecisionReason, EvidenceSet, TxEvidence};
 pub use machine::{Recovery, RecoveryPhase};

@@ -152,7 +152,9 @@ impl Recovery {
     }
 
     /// Records this node's decisions in its host log: pending LOG records
-    /// committed or dropped, each leaving a COMMIT or ABORT record.
+    /// committed or dropped, each leaving a COMMIT or ABORT record; keeps
+    /// them, and those of the transactions it coordinates, as evidence
+    /// until it resumes (`unresumed.rs`).
     fn record_decisions(&mut self) {
         let pending: BTreeSet<u64> = self
             .local
@@ -161,8 +163,16 @@ impl Recovery {
             .filter(|r| r.kind == RecordKind::Log)
             .map(|r| r.tx_id)
             .collect();
+        let coordinated: BTreeSet<u64> = self.local.coordinated.iter().map(|c| c.tx_id).collect();
         for i in 0..self.decisions.len() {
             let d = self.decisions[i];
+            let logs = self
+                .local
+                .records
+                .iter()
+                .filter(|r| r.kind == RecordKind::Log);
+            self.unresumed
+                .record(d, logs, coordinated.contains(&d.tx_id));
             if pending.contains(&d.tx_id) {
                 self.push(if d.commit {
                     RecoveryCommand::CommitPending { tx_id: d.tx_id }
@@ -222,6 +232,7 @@ impl Recovery {
             self.push(RecoveryCommand::Promote { shard });
         }
         self.push(RecoveryCommand::Resume { epoch: self.epoch });
+        self.unresumed.clear();
         self.served = self.view;
         self.phase = RecoveryPhase::Serving;
         self.stats.epochs_resumed += 1;

@@ -118,7 +118,9 @@ impl Cluster {
         self.nodes[node as usize].records.insert((tx, shard), kind);
     }
 
-    /// What `node` reports at an epoch change.
+    /// What `node` reports at an epoch change, as the runtime gathers it
+    /// (`Server::recovery_evidence`): every pending LOG record, and the
+    /// COMMIT and ABORT records of failed coordinators' transactions.
     pub fn local_evidence(&self, node: NodeId) -> LocalEvidence {
         let n = &self.nodes[node as usize];
         LocalEvidence {
@@ -140,6 +142,9 @@ impl Cluster {
             records: n
                 .records
                 .iter()
+                .filter(|(&(tx_id, _), &kind)| {
+                    kind == RecordKind::Log || self.failed.contains((tx_id >> 48) as NodeId)
+                })
                 .map(|(&(tx_id, shard), &kind)| RecordEvidence {
                     tx_id,
                     shard,

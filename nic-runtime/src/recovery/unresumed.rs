@@ -1,0 +1,116 @@
+//! What this node recorded for a recovery it has not resumed from yet
+//! (issue 12): kept across abandoned epochs and added to the evidence of the
+//! next one, so that a decision one node already recorded is the decision
+//! every later epoch makes (`tla/XenicOCCMsgs.tla`, `KeepRecovered`; the
+//! broken variant `XenicForgetRecovered.cfg` violates
+//! `DecisionRecordsAgree`).
+//!
+//! Why the server's evidence alone is not enough: it reports decision
+//! records only of failed coordinators' transactions (a live coordinator's
+//! report speaks for its own, and a COMMIT record of a transaction its
+//! coordinator finished must not reach the leader's "forgot" rule), and the
+//! coordinator reports a transaction recovery decided as undecided until
+//! the decision's `Resume`. So when a leader decides a live coordinator's
+//! transaction (say commit, by rule 4), a replica records the COMMIT, and
+//! the leader crashes before `Resume`, the next epoch's leader sees neither
+//! the COMMIT record nor the LOG it replaced, and aborts what a replica has
+//! applied. Two facts close this:
+//! - every COMMIT or ABORT record this node appended for a recovery is
+//!   reported until it resumes (a replica that got the decisions while the
+//!   coordinator did not);
+//! - every decision of a transaction this node coordinates is reported as
+//!   its coordinator's outcome until it resumes (the coordinator got the
+//!   decisions and the replicas resumed, but the `Resume` to the
+//!   coordinator was lost with its leader).
+//!
+//! Both are needed: the three-node model never separates them (there every
+//! coordinator replicates what it writes), `tests/recovery_machine.rs` does.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use splitkv_layout::wire::{Decision, NodeId, Outcome, RecordEvidence, RecordKind};
+
+use super::types::LocalEvidence;
+
+/// Mutation switch `forget_recovered_records`: the decision records a
+/// recovery appended are not reported again (the first fact of the module
+/// docs). Killed by `tests/recovery_abandoned.rs`. Declared in `Cargo.toml`
+/// check-cfg.
+const FORGET_RECOVERED_RECORDS: bool = cfg!(splitkv_mutation = "forget_recovered_records");
+
+/// Mutation switch `forget_recovered_outcome`: a coordinator's recorded
+/// decisions are not reported as its outcome (the second fact). Killed by
+/// `tests/recovery_abandoned.rs`. Declared in `Cargo.toml` check-cfg.
+const FORGET_RECOVERED_OUTCOME: bool = cfg!(splitkv_mutation = "forget_recovered_outcome");
+
+/// The decisions this node recorded since it last resumed.
+#[derive(Debug, Clone, Default)]
+pub(super) struct Unresumed {
+    /// Decision records appended here, by `(transaction, shard)`.
+    records: BTreeMap<(u64, NodeId), RecordEvidence>,
+    /// Decisions of transactions this node coordinates, by transaction.
+    coordinated: BTreeMap<u64, bool>,
+}
+
+impl Unresumed {
+    /// This node recorded decision `d`: `pending` are its LOG records of
+    /// `d.tx_id` the decision turned into COMMIT or ABORT records, and
+    /// `coordinates` says whether this node coordinates `d.tx_id`.
+    pub(super) fn record<'a>(
+        &mut self,
+        d: Decision,
+        pending: impl Iterator<Item = &'a RecordEvidence>,
+        coordinates: bool,
+    ) {
+        let kind = if d.commit {
+            RecordKind::Commit
+        } else {
+            RecordKind::Abort
+        };
+        for r in pending.filter(|r| r.tx_id == d.tx_id) {
+            let decided = RecordEvidence { kind, ..*r };
+            self.records.insert((r.tx_id, r.shard), decided);
+        }
+        if coordinates {
+            self.coordinated.insert(d.tx_id, d.commit);
+        }
+    }
+
+    /// Adds what was recorded to `local`, gathered for a new epoch: a
+    /// coordinated transaction still undecided there takes the recorded
+    /// decision as its outcome, and each decision record is reported unless
+    /// `local` reports that record already.
+    pub(super) fn add_to(&self, local: &mut LocalEvidence) {
+        for c in local
+            .coordinated
+            .iter_mut()
+            .filter(|_| !FORGET_RECOVERED_OUTCOME)
+        {
+            if let (Outcome::Undecided, Some(&commit)) = (c.outcome, self.coordinated.get(&c.tx_id))
+            {
+                c.outcome = if commit {
+                    Outcome::Commit
+                } else {
+                    Outcome::Abort
+                };
+            }
+        }
+        let reported: BTreeSet<(u64, NodeId, u8)> = local
+            .records
+            .iter()
+            .map(|l| (l.tx_id, l.shard, l.kind as u8))
+            .collect();
+        let missing = self
+            .records
+            .values()
+            .filter(|_| !FORGET_RECOVERED_RECORDS)
+            .filter(|r| !reported.contains(&(r.tx_id, r.shard, r.kind as u8)));
+        local.records.extend(missing);
+    }
+
+    /// The node resumed: every live node recorded the decisions.
+    pub(super) fn clear(&mut self) {
+        self.records.clear();
+        self.coordinated.clear();
+    }
+}
