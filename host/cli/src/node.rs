@@ -184,6 +184,7 @@ impl NodeHandler {
             "decided_commit": r.decided_commit,
             "decided_abort": r.decided_abort,
             "left_to_recovery": r.left_to_recovery,
+            "unreported_left_to_recovery": r.unreported_left_to_recovery,
         })
     }
 

@@ -117,6 +117,7 @@ impl Dispatch<'_> {
                     index: self.to.index,
                     server: self.to.server,
                     coordinator: self.to.coordinator,
+                    recovering: self.to.recovery.paused(),
                 };
                 if !self.to.restart.on_wire(h.src, h.epoch, whole.1, parts) {
                     *self.to.bad += 1;

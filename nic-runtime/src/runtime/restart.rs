@@ -63,7 +63,12 @@
 //!    aborts it before its commit point. A LOG record here of a peer's
 //!    transaction the peer did not report is aborted (its coordinator had
 //!    decided it and sent an ABORT the crash lost; had it committed, its
-//!    slot would wait for this node's COMMIT acknowledgement).
+//!    slot would wait for this node's COMMIT acknowledgement) — unless a
+//!    recovery epoch is under way here: every pending LOG is then that
+//!    recovery's evidence, and the peer may be a rejoined process that
+//!    never knew its predecessor's transactions, which the recovery may
+//!    commit (issue 12; register chaos seeds 107 and 182 split a decision
+//!    this way once rule 4 stopped asking renewed nodes).
 //! 5. **Decide** (all reports in): each transaction this node coordinated
 //!    and some replica holds a record of is decided by the commit-point
 //!    rule — commit if any replica holds its COMMIT record or every replica
@@ -198,6 +203,9 @@ pub struct RebuildStats {
     pub answered_not_held: u64,
     /// Peers' unreported transactions whose LOG here was aborted.
     pub unreported_aborted: u64,
+    /// Peers' unreported transactions whose LOG here was left to the
+    /// recovery under way when the report came (its evidence).
+    pub unreported_left_to_recovery: u64,
     /// Own lost transactions decided commit / abort.
     pub decided_commit: u64,
     /// Own lost transactions decided abort.

@@ -168,6 +168,7 @@ impl NicRuntime {
             index: &mut self.index,
             server: &mut self.server,
             coordinator: &mut self.coordinator,
+            recovering: self.recovery.paused(),
         };
         let answered = self.restart.answer_deferred(parts);
         // Copies to a node whose NIC restarted lost what was in flight.

@@ -20,6 +20,10 @@ pub(crate) struct Parts<'r> {
     pub(crate) server: &'r mut crate::protocol::server::Server,
     /// The coordinator role.
     pub(crate) coordinator: &'r mut Coordinator,
+    /// Whether a recovery epoch is under way here (not yet resumed): every
+    /// pending LOG record is then that recovery's evidence, which only its
+    /// decisions may change.
+    pub(crate) recovering: bool,
 }
 
 impl RestartState {
@@ -127,6 +131,7 @@ impl Parts<'_> {
             index: self.index,
             server: self.server,
             coordinator: self.coordinator,
+            recovering: self.recovering,
         }
     }
 }
@@ -191,9 +196,18 @@ impl RestartState {
             r.waiting_for &= !(1 << from);
             let mut logged = Vec::new();
             p.server.logged_of(from, &mut logged);
-            for tx_id in logged.into_iter().filter(|t| !r.reported.contains(t)) {
-                p.server.apply_recovered(p.io, p.index, tx_id, false);
-                st.unreported_aborted += 1;
+            let unreported = logged.into_iter().filter(|t| !r.reported.contains(t));
+            if p.recovering {
+                // The recovery under way decides them: they are its evidence,
+                // and `from` may be a new process that never knew them (a
+                // rejoined node, whose predecessor's transactions the
+                // recovery may commit).
+                st.unreported_left_to_recovery += unreported.count() as u64;
+            } else {
+                for tx_id in unreported {
+                    p.server.apply_recovered(p.io, p.index, tx_id, false);
+                    st.unreported_aborted += 1;
+                }
             }
         }
     }
