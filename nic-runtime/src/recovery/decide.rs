@@ -12,8 +12,8 @@
 //!    every shard it writes holds its LOG record (and each such shard has a
 //!    surviving replica): commit (LOG is only sent after validation passed, so
 //!    the transaction may have reached its commit point). In crash recovery
-//!    a node that joined the shard since the last epoch that resumed is
-//!    not asked (issue 12, [`LogQuorum`]);
+//!    a node that joined the shard, or restarted, since the last epoch that
+//!    resumed is not asked (issue 12, [`LogQuorum`]);
 //! 5. otherwise abort.
 //!
 //! Rules 2–5 are *the* commit-point rule over the replicas' records
@@ -127,7 +127,9 @@ impl TxEvidence {
         !self.write_shards.is_empty()
             && self.write_shards.iter().all(|s| {
                 let asked = |n: NodeId| match quorum {
-                    LogQuorum::ServedMembers(served) => served.live_replicas(s).any(|m| m == n),
+                    LogQuorum::ServedMembers(served) => {
+                        served.live_replicas(s).any(|m| m == n) && !view.renewed().contains(n)
+                    }
                     LogQuorum::EveryMember => true,
                 };
                 (s as usize) < view.placement().nodes()
@@ -215,7 +217,9 @@ impl TxEvidence {
 /// joined a shard since then — a survivor chosen as a new backup in this
 /// very configuration, or a node that rejoined — never saw that LOG, and
 /// asking for it would abort a transaction whose commit may have been
-/// reported. Leaving it out loses nothing: every recovery epoch abandons
+/// reported. The same holds for a member of that view that has restarted
+/// since (renewed, [`PlacementView::renewed`]): its LOG records died with
+/// its previous process. Leaving it out loses nothing: every recovery epoch abandons
 /// the copies, and the next snapshot is taken after the decisions were
 /// applied at the primary. A NIC runtime that restarted alone decides
 /// transactions of its current epoch, which resumed with the current view:
@@ -353,6 +357,41 @@ mod tests {
         assert_eq!(
             short.decide_tx_served(1, &view, &served),
             (false, DecisionReason::NotLogged)
+        );
+    }
+
+    #[test]
+    fn a_restarted_member_is_not_asked_for_its_previous_process_logs() {
+        use crate::membership::Configuration;
+        // 3 nodes, replication 3: node 1 coordinated a transaction writing
+        // shard 0, whose LOG every replica acknowledged (its commit may have
+        // been reported); node 1 crashes and, before that epoch resumed,
+        // rejoins as a new process holding nothing.
+        let p = Placement::new(3, 3).unwrap();
+        let served = PlacementView::healthy(p);
+        let c = Configuration::initial(3, 3).without(1 << 1);
+        let c = c.rejoining(1, 2).unwrap();
+        let view = PlacementView::with_roles(p, NodeMask::EMPTY, c.roles()).unwrap();
+        assert!(view.renewed().contains(1));
+        assert!(
+            view.live_replicas(0).any(|n| n == 1),
+            "node 1 joins shard 0 again"
+        );
+        let tx = 1u64 << 48 | 5;
+        let mut e = TxEvidence::default();
+        for holder in [0, 2] {
+            e.add_record(
+                holder,
+                RecordEvidence {
+                    tx_id: tx,
+                    ..rec(0, RecordKind::Log, 0b1)
+                },
+            );
+        }
+        assert_eq!(
+            e.decide_tx_served(tx, &view, &served),
+            (true, DecisionReason::EveryReplicaLogged),
+            "the new process of node 1 lost the LOG with its predecessor"
         );
     }
 
