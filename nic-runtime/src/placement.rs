@@ -24,7 +24,7 @@
 mod roles;
 mod view;
 
-pub use roles::{Replicas, Roles};
+pub use roles::{Replicas, Roles, RolesError};
 pub use view::PlacementView;
 
 use splitkv_layout::wire::{NodeId, NodeMask, MASK_NODES_MAX};

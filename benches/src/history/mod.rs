@@ -236,6 +236,17 @@ pub fn merged_history(gens: &[&HistoryGenerator]) -> Result<History, CheckError>
     Ok(History::merge(gens.iter().map(|g| g.ops().to_vec())))
 }
 
+/// The host worker's stale records that count as a fault at `node`: none
+/// at a node that was copied (issue 12: a new backup or a rejoined node
+/// skips the forwarded records its snapshot already held, by design).
+pub fn stale_records_counted(node: &splitkv_host::cluster::NodeParts) -> u64 {
+    if node.nic.copy_stats().caught_up > 0 {
+        0
+    } else {
+        node.worker.stats().stale
+    }
+}
+
 /// The fault-free counters of every node (zero in a fault-free run).
 pub fn node_counters(db: &Db<'_>) -> Vec<NodeCounters> {
     db.nodes
@@ -245,13 +256,7 @@ pub fn node_counters(db: &Db<'_>) -> Vec<NodeCounters> {
             let (w, s) = (parts.worker.stats(), parts.nic.stats());
             NodeCounters {
                 node: n as u16,
-                // A node re-replicated after a restart (issue 12) skips the
-                // forwarded records its snapshot already held newer: by design.
-                stale_records: if parts.nic.copy_stats().caught_up > 0 {
-                    0
-                } else {
-                    w.stale
-                },
+                stale_records: stale_records_counted(parts),
                 bad_entries: w.bad_entries,
                 host_decode_errors: s.server.host_decode_errors,
                 bad_packets: s.bad_packets,

@@ -19,10 +19,12 @@ use crate::replicas::{check_replicas, ReplicaReport};
 use crate::smallbank::{check_money_range, MoneyReport, Smallbank};
 use crate::workload::{CheckError, Db, Workload};
 use splitkv_host::cluster::ClusterParts;
-use splitkv_layout::wire::NodeMask;
+use splitkv_layout::wire::{NodeId, NodeMask};
 use splitkv_layout::{Key, ObjectFlags, ObjectMeta};
 use splitkv_nic::net::mem::mem_network;
 use splitkv_nic::net::Transport;
+use splitkv_nic::placement::Roles;
+use splitkv_nic::Placement;
 use splitkv_sim::checker::CheckReport;
 use splitkv_sim::history::{History, Op};
 use splitkv_sim::lost_commits::{self, LostCommitReport};
@@ -42,6 +44,9 @@ pub struct RemoteHistoryReport {
 /// The nodes' rows in a mirror cluster (see the module docs).
 pub struct Mirror {
     parts: ClusterParts,
+    /// The mirror's placement with the replica sets the nodes served at
+    /// the end ([`served_roles`]).
+    placement: Placement,
     /// Nodes that died during the run (their rows are gone): the checks
     /// read each key at its first surviving replica, as the survivors serve it.
     failed: NodeMask,
@@ -62,11 +67,13 @@ fn failed(check: &'static str, detail: impl Into<String>) -> CheckError {
 
 impl Mirror {
     /// A mirror of `nodes` nodes with `replication` replicas running
-    /// `workload`, holding each node's `results[n].rows`.
+    /// `workload`, holding each node's `results[n].rows`, with the replica
+    /// sets the nodes served at the end ([`served_roles`]).
     ///
     /// # Errors
-    /// [`CheckError::Failed`] if the mirror cannot be built or a row does not
-    /// fit it (a node sent a malformed row).
+    /// [`CheckError::Failed`] if the mirror cannot be built, a row does not
+    /// fit it (a node sent a malformed row), or the nodes' replica sets do
+    /// not fit the cluster or disagree.
     pub fn new<W: Workload>(
         workload: &W,
         nodes: usize,
@@ -86,6 +93,10 @@ impl Mirror {
         let mut parts = b
             .build_parts(transports)
             .map_err(|e| failed("replica", format!("mirror: {e}")))?;
+        let placement = match served_roles(nodes, replication, results)? {
+            Some(roles) => parts.placement.with_roles(roles),
+            None => parts.placement,
+        };
         for r in results {
             let n = parts
                 .index_of(r.node)
@@ -104,6 +115,7 @@ impl Mirror {
         }
         Ok(Mirror {
             parts,
+            placement,
             failed: NodeMask::EMPTY,
         })
     }
@@ -119,7 +131,7 @@ impl Mirror {
     /// The rows as a database view.
     pub fn db(&self) -> Db<'_> {
         Db {
-            placement: self.parts.placement,
+            placement: self.placement,
             nodes: &self.parts.nodes,
             failed: self.failed,
         }
@@ -203,6 +215,52 @@ impl Mirror {
     }
 }
 
+/// The replica sets the nodes served at the end of the run: those of the
+/// newest epoch any node reported ([`Results::roles`]), `None` when no node
+/// reported any (the ring's then hold).
+///
+/// # Errors
+/// [`CheckError::Failed`] when a node's replica sets do not fit a cluster
+/// of `nodes` nodes with `replication` replicas, or two nodes of that epoch
+/// disagree on them.
+pub fn served_roles(
+    nodes: usize,
+    replication: usize,
+    results: &[Results],
+) -> Result<Option<Roles>, CheckError> {
+    let newest = results
+        .iter()
+        .filter_map(|r| r.roles.as_ref().map(|roles| (r.node, roles)))
+        .max_by_key(|(_, roles)| roles.epoch);
+    let Some((first, newest)) = newest else {
+        return Ok(None);
+    };
+    let roles_of = |node: u16, s: &ServedRoles| {
+        let shards: Vec<(Vec<NodeId>, NodeMask)> = s
+            .members
+            .iter()
+            .zip(s.joining.iter().chain(std::iter::repeat(&Vec::new())))
+            .map(|(m, j)| (m.clone(), j.iter().fold(NodeMask::EMPTY, |a, &n| a.with(n))))
+            .collect();
+        let renewed = s.renewed.iter().fold(NodeMask::EMPTY, |a, &n| a.with(n));
+        Roles::from_shards(nodes, replication, &shards, renewed)
+            .map_err(|e| failed("replica", format!("node {node}'s replica sets: {e}")))
+    };
+    let roles = roles_of(first, newest)?;
+    for r in results {
+        if let Some(s) = r.roles.as_ref().filter(|s| s.epoch == newest.epoch) {
+            if roles_of(r.node, s)? != roles {
+                let detail = format!(
+                    "nodes {first} and {} serve different replica sets in epoch {}",
+                    r.node, newest.epoch
+                );
+                return Err(failed("replica", detail));
+            }
+        }
+    }
+    Ok(Some(roles))
+}
+
 /// Every node's history merged into one, each node's operations moved from
 /// its clock to the machine's monotonic clock by its origin (the middle of
 /// [`ClockOrigin`]'s bounds: one shift per node keeps each process's order).
@@ -245,3 +303,7 @@ pub fn history_stats(results: &[Results]) -> HistoryStats {
 #[cfg(test)]
 #[path = "kill_tests.rs"]
 mod kill_tests;
+
+#[cfg(test)]
+#[path = "roles_tests.rs"]
+mod roles_tests;

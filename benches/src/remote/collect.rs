@@ -67,12 +67,13 @@ pub(super) fn collect(parts: &mut ClusterParts, r: &mut Results) {
             bad_packets: s.bad_packets,
             bad_ring_entries: s.bad_ring_entries,
             host_decode_errors: s.server.host_decode_errors,
-            stale_records: w.stale,
+            stale_records: crate::history::stale_records_counted(n),
             bad_entries: w.bad_entries,
             retransmissions: s.net.sessions.retransmissions,
             duplicates_dropped: s.net.sessions.duplicates_dropped,
             sessions_failed: s.net.sessions.sessions_failed,
         };
+        r.roles = Some(served_roles(n.nic.recovery()));
         r.rows.clear();
         n.worker.table().for_each(|k, meta, value| {
             r.rows.push(Row {
@@ -82,6 +83,19 @@ pub(super) fn collect(parts: &mut ClusterParts, r: &mut Results) {
                 value: to_hex(value),
             })
         });
+    }
+}
+
+/// The replica sets `recovery`'s current view serves.
+fn served_roles(recovery: &splitkv_nic::recovery::Recovery) -> ServedRoles {
+    let view = recovery.view();
+    let roles = view.roles();
+    let shards = 0..view.placement().nodes() as u16;
+    ServedRoles {
+        epoch: recovery.epoch(),
+        members: shards.clone().map(|s| roles.members(s).collect()).collect(),
+        joining: shards.map(|s| roles.joining(s).iter().collect()).collect(),
+        renewed: roles.renewed().iter().collect(),
     }
 }
 

@@ -34,6 +34,7 @@ fn survivor(node: u16, smallbank: bool) -> Results {
         smallbank: smallbank.then(SmallbankSummary::default),
         history: (!smallbank).then(HistorySummary::default),
         rows: Vec::new(),
+        roles: None,
     }
 }
 

@@ -354,6 +354,7 @@ impl RemoteNode {
             smallbank: None,
             history: None,
             rows: Vec::new(),
+            roles: None,
         };
         if !r.done {
             return Ok(r);

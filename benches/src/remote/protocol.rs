@@ -424,6 +424,27 @@ pub struct Results {
     pub history: Option<HistorySummary>,
     /// Every row of the node's host table (sent once the run is done).
     pub rows: Vec<Row>,
+    /// The replica sets the node served at the end (issue 12: after a
+    /// crash, survivors may replicate shards their ring position does not
+    /// give them). Left out by older nodes, by a node that sent no rows,
+    /// and in results rebuilt from a journal; the checks then use the ring.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub roles: Option<ServedRoles>,
+}
+
+/// The replica sets one node served, as its placement view had them
+/// (`splitkv_nic::placement::Roles`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ServedRoles {
+    /// The epoch of the view.
+    pub epoch: u32,
+    /// Per shard (one per node), its members in serving order, joining
+    /// backups last.
+    pub members: Vec<Vec<u16>>,
+    /// Per shard, its joining backups.
+    pub joining: Vec<Vec<u16>>,
+    /// Restarted nodes not caught up yet.
+    pub renewed: Vec<u16>,
 }
 
 /// `value` as lower-case hex.

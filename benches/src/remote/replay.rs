@@ -241,6 +241,7 @@ pub fn results_from_journal(
         smallbank: None,
         history: None,
         rows: Vec::new(),
+        roles: None,
     };
     match workload {
         BuiltWorkload::Smallbank(w) => {

@@ -151,6 +151,121 @@ impl Roles {
     }
 }
 
+/// Why [`Roles::from_shards`] refused a description of replica sets (one
+/// read from outside: a node's report, a file).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+pub enum RolesError {
+    /// Not one description per shard (a cluster has one shard per node).
+    #[error("{given} shards described, the cluster of {nodes} nodes has {nodes}")]
+    ShardCount {
+        /// Shards described.
+        given: usize,
+        /// Nodes (and shards) of the cluster.
+        nodes: usize,
+    },
+    /// A node id outside the cluster.
+    #[error("shard {shard}: node {node} is outside the cluster of {nodes} nodes")]
+    NodeOutside {
+        /// The shard.
+        shard: usize,
+        /// The node named.
+        node: usize,
+        /// Nodes of the cluster.
+        nodes: usize,
+    },
+    /// A node listed twice as a member of one shard.
+    #[error("shard {shard}: node {node} is listed twice")]
+    Repeated {
+        /// The shard.
+        shard: usize,
+        /// The node named twice.
+        node: usize,
+    },
+    /// A joining node that is not a member, or a caught-up member listed
+    /// after a joining one (joining backups come last in serving order).
+    #[error("shard {shard}: joining node {node} is not among the last members")]
+    JoiningOrder {
+        /// The shard.
+        shard: usize,
+        /// The joining node.
+        node: usize,
+    },
+}
+
+impl Roles {
+    /// The roles `shards` describes for a cluster of `nodes` nodes with
+    /// `replication` replicas per shard: per shard, its members in serving
+    /// order (joining backups last) and which of them are joining;
+    /// `renewed` are the restarted incarnations not caught up yet. The
+    /// inverse of [`Roles::members`] and [`Roles::joining`] over every
+    /// shard.
+    ///
+    /// # Errors
+    /// [`RolesError`] when the description does not fit the cluster; nothing
+    /// is built then.
+    pub fn from_shards(
+        nodes: usize,
+        replication: usize,
+        shards: &[(Vec<NodeId>, NodeMask)],
+        renewed: NodeMask,
+    ) -> Result<Roles, RolesError> {
+        let n = nodes.min(NODES_MAX);
+        if shards.len() != n {
+            return Err(RolesError::ShardCount {
+                given: shards.len(),
+                nodes,
+            });
+        }
+        let mut roles = Roles::empty();
+        for (s, (members, joining)) in shards.iter().enumerate() {
+            let outside = |node: usize| RolesError::NodeOutside {
+                shard: s,
+                node,
+                nodes,
+            };
+            if let Some(j) = joining.iter().find(|&j| j as usize >= n) {
+                return Err(outside(j as usize));
+            }
+            let mut seen_joining = false;
+            for &m in members {
+                if m as usize >= n {
+                    return Err(outside(m as usize));
+                }
+                if roles.members[s].contains(m) {
+                    return Err(RolesError::Repeated {
+                        shard: s,
+                        node: m as usize,
+                    });
+                }
+                if joining.contains(m) {
+                    seen_joining = true;
+                    roles.push_joining(s as NodeId, m);
+                } else if seen_joining {
+                    let node = joining.iter().next().unwrap_or(m) as usize;
+                    return Err(RolesError::JoiningOrder { shard: s, node });
+                } else {
+                    roles.push(s as NodeId, m);
+                }
+            }
+            if let Some(j) = joining.iter().find(|&j| !roles.members[s].contains(j)) {
+                return Err(RolesError::JoiningOrder {
+                    shard: s,
+                    node: j as usize,
+                });
+            }
+        }
+        if let Some(r) = renewed.iter().find(|&r| r as usize >= n) {
+            return Err(RolesError::NodeOutside {
+                shard: 0,
+                node: r as usize,
+                nodes,
+            });
+        }
+        roles.set_renewed(renewed);
+        Ok(roles.finish(nodes, replication))
+    }
+}
+
 /// The members of one shard in serving order (no allocation).
 #[derive(Debug, Clone, Copy)]
 pub struct Replicas {
@@ -186,6 +301,55 @@ mod tests {
         assert_eq!(r.member_mask(4), NodeMask(0b0_0011 | 0b1_0000));
         assert!(r.joining_any().is_empty() && r.renewed().is_empty());
         assert_eq!(r.members(NODES_MAX as NodeId).count(), 0);
+    }
+
+    #[test]
+    fn described_shards_build_the_roles_they_describe_and_bad_ones_are_refused() {
+        let ring = Roles::ring(4, 3);
+        let describe = |r: &Roles| -> Vec<(Vec<NodeId>, NodeMask)> {
+            (0..4)
+                .map(|s| (r.members(s).collect(), r.joining(s)))
+                .collect()
+        };
+        let back = Roles::from_shards(4, 3, &describe(&ring), NodeMask::EMPTY).unwrap();
+        assert_eq!(back, ring);
+        assert!(back.is_ring());
+        let mut moved = describe(&ring);
+        moved[1] = (vec![2, 3, 0], NodeMask::EMPTY.with(0));
+        let r = Roles::from_shards(4, 3, &moved, NodeMask::EMPTY.with(1)).unwrap();
+        assert!(!r.is_ring());
+        assert_eq!(r.members(1).collect::<Vec<_>>(), vec![2, 3, 0]);
+        assert_eq!(r.joining(1), NodeMask::EMPTY.with(0));
+        assert_eq!(r.renewed(), NodeMask::EMPTY.with(1));
+        let bad = |shards: &[(Vec<NodeId>, NodeMask)]| {
+            Roles::from_shards(4, 3, shards, NodeMask::EMPTY).unwrap_err()
+        };
+        assert_eq!(
+            bad(&moved[..3]),
+            RolesError::ShardCount { given: 3, nodes: 4 }
+        );
+        let mut outside = moved.clone();
+        outside[2].0.push(9);
+        assert!(matches!(
+            bad(&outside),
+            RolesError::NodeOutside {
+                shard: 2,
+                node: 9,
+                ..
+            }
+        ));
+        let mut twice = moved.clone();
+        twice[3].0.push(3);
+        assert_eq!(bad(&twice), RolesError::Repeated { shard: 3, node: 3 });
+        let mut order = moved.clone();
+        order[1] = (vec![0, 2, 3], NodeMask::EMPTY.with(0));
+        assert_eq!(bad(&order), RolesError::JoiningOrder { shard: 1, node: 0 });
+        let mut stranger = moved;
+        stranger[0].1 = NodeMask::EMPTY.with(3).with(1);
+        assert!(matches!(
+            bad(&stranger),
+            RolesError::JoiningOrder { shard: 0, .. }
+        ));
     }
 
     #[test]
