@@ -216,12 +216,24 @@ pub fn bench_on_three<G>(
     workload: &str,
     args: &[&str],
     capacity_keys: Option<u64>,
+    setup: impl FnMut() -> (String, G),
+) -> Output {
+    bench_on((3, 3), workload, args, capacity_keys, setup)
+}
+
+/// [`bench_on_three`] on a fresh file of `shape.0` nodes, replication
+/// `shape.1`.
+pub fn bench_on<G>(
+    shape: (usize, usize),
+    workload: &str,
+    args: &[&str],
+    capacity_keys: Option<u64>,
     mut setup: impl FnMut() -> (String, G),
 ) -> Output {
     let mut last = None;
     for _ in 0..PORT_RETRIES {
         let (extra, _alive) = setup();
-        let file = cluster_file(3, 3, &extra);
+        let file = cluster_file(shape.0, shape.1, &extra);
         if let Some(keys) = capacity_keys {
             let text = std::fs::read_to_string(&file.path).unwrap();
             let text = text.replace("capacity_keys = 20000", &format!("capacity_keys = {keys}"));
