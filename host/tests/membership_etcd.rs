@@ -485,3 +485,57 @@ fn a_node_left_out_of_the_stored_configuration_joins_as_copying() {
     );
     assert_eq!(m2.stats().joins, 1);
 }
+
+/// Four nodes, replication 3 (issue 12): node 3 leaves; the survivors that
+/// become new backups of its shards are copied and report caught up, and
+/// the configuration takes them as replicas (before the fix, a survivor
+/// that never restarted, configured as incarnation 0, had every report
+/// counted stale and stayed joining).
+#[test]
+fn survivors_chosen_as_new_backups_are_taken_as_replicas_when_caught_up() {
+    let etcd = Etcd::start();
+    let clock = Clock(Instant::now());
+    let connect = |n| {
+        let mut s = settings(&etcd.endpoint, "backups", n, 4);
+        s.replication = 3;
+        EtcdMember::connect(s, clock.now())
+    };
+    let mut ms: Vec<EtcdMember> = (0..4).map(|n| connect(n).expect("connect")).collect();
+    drop(ms.pop()); // node 3's lease runs out
+    let mut polled = vec![Vec::new(); 3];
+    let mut refs: Vec<&mut EtcdMember> = ms.iter_mut().collect();
+    let ok = drive(&clock, &mut refs, &mut polled, |_, p, _| {
+        p.iter().all(|v| v.iter().any(|c| c.live == 0b0111))
+    });
+    assert!(ok, "node 3 configured out within {DEADLINE_MS} ms");
+    let out = ms[0].current();
+    assert_eq!(out.short_shards(), 3, "every shard node 3 held is short");
+    let joining = out.joining_any();
+    assert_ne!(joining, 0, "survivors join the short shards");
+    // Each joining survivor reports the end of its copy in the epoch it
+    // sees; a report that lost the race to another's is stale, and the
+    // node reports again in the new epoch, as its runtime does after
+    // copying again.
+    let restored = |c: Configuration| c.joining_any() == 0 && c.short_shards() == 0;
+    for _ in 0..joining.count_ones() + 2 {
+        let before = ms[0].current();
+        if restored(before) {
+            break;
+        }
+        for (n, m) in ms.iter_mut().enumerate() {
+            let c = m.current();
+            if c.joining_any() & (1 << n) != 0 {
+                m.report_caught_up(c.epoch, clock.now()).expect("report");
+            }
+        }
+        let mut refs: Vec<&mut EtcdMember> = ms.iter_mut().collect();
+        drive(&clock, &mut refs, &mut polled, |ms, _, _| {
+            ms.iter().all(|m| m.current().epoch > before.epoch)
+        });
+    }
+    let stats: Vec<_> = ms.iter().map(|m| m.stats()).collect();
+    let c = ms[0].current();
+    assert!(restored(c), "the degree is not restored: {c:?} {stats:?}");
+    let taken: u64 = stats.iter().map(|s| s.caught_up_taken).sum();
+    assert_eq!(taken, u64::from(joining.count_ones()), "{stats:?}");
+}

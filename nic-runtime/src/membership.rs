@@ -157,6 +157,22 @@ impl Configuration {
         })
     }
 
+    /// The shards with fewer caught-up replicas than the replication
+    /// degree (issue 12: 0 once re-replication restored the degree).
+    pub fn short_shards(&self) -> usize {
+        let n = (self.nodes as usize).min(NODES_MAX);
+        self.shards[..n]
+            .iter()
+            .filter(|s| (s.members & !s.joining).count_ones() < u32::from(self.replication))
+            .count()
+    }
+
+    /// The nodes joining some shard as new backups (being copied), a mask
+    /// by node id.
+    pub fn joining_any(&self) -> u32 {
+        self.shards.iter().fold(0, |m, s| m | s.joining)
+    }
+
     /// Whether `node` is being copied: a restarted incarnation that has not
     /// caught up, or a joining backup of some shard.
     pub fn is_copying(&self, node: NodeId) -> bool {

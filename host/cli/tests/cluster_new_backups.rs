@@ -28,8 +28,15 @@ fn four_nodes_replication_three_restore_the_degree_among_survivors_and_pass_ever
     let t0 = Instant::now();
     let smallbank = [&["--kill", "2@1.0"][..], &KILL_SMALLBANK_ARGS[..]].concat();
     let out = bench_on(SHAPE, "smallbank", &smallbank, keys, fresh_membership);
-    let (stdout, _) = assert_recovered_from_kill(&out);
+    let (stdout, killed) = assert_recovered_from_kill(&out);
     assert!(stdout.contains("money check    ok"), "{stdout}");
+    // The new backups caught up: the configuration holds every shard at
+    // the degree again without node 2 (before the fix of the caught-up
+    // report, survivors stayed joining backups to the end).
+    assert!(
+        killed.contains("replication degree restored without it at"),
+        "{killed}"
+    );
     // 500 accounts per node, two rows each: 4000 keys, each on three
     // survivors once the new backups were copied.
     assert!(

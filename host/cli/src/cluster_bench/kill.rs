@@ -4,6 +4,7 @@
 use super::{bad, replace, Deployed};
 use crate::cli::ClusterArgs;
 use crate::Failure;
+use serde_json::Value;
 use splitkv_host::deploy::ClusterConfig;
 use splitkv_layout::wire::NodeMask;
 use std::path::PathBuf;
@@ -89,12 +90,44 @@ impl Deployed {
         Ok(())
     }
 
+    /// Notes a survivor's `/status` (`s`), seen `t` into the run: the
+    /// first time its configuration leaves the killed node out (not
+    /// restarted yet) with every shard at the replication degree and no
+    /// backup still joining (issue 12: survivors that were no replica of a
+    /// shard became its new backups and were copied) is marked.
+    pub(super) fn note_restored_without_killed(&mut self, t: Duration, s: &Value) {
+        let Some((n, _)) = self.killed else {
+            return;
+        };
+        let m = &s["membership"];
+        let out = m["live"].as_u64().is_some_and(|l| l & (1 << n) == 0);
+        let restored = out
+            && m["short_shards"].as_u64() == Some(0)
+            && m["joining"].as_u64() == Some(0)
+            && m["runtime_epoch"] == m["epoch"];
+        if !restored || self.restored_without_killed.is_some() || self.is_restarted(n) {
+            return;
+        }
+        self.restored_without_killed = Some(t);
+        if let Some(tl) = self.timeline.as_mut() {
+            tl.event(t, &format!("replication restored without node {n}"));
+        }
+    }
+
     /// The line that says which node was killed and when, if one was.
     pub(super) fn killed_line(&self) -> Option<String> {
         let (n, at) = self.killed?;
         let (at_kill, end) = self.committed_around_kill;
+        let restored = match self.restored_without_killed {
+            Some(r) => format!(
+                "; replication degree restored without it at {:.2} s ({} ms after the kill)",
+                r.as_secs_f64(),
+                r.saturating_sub(at).as_millis()
+            ),
+            None => String::new(),
+        };
         Some(format!(
-            "killed: node {n} (SIGKILL) at {:.2} s into the run; survivors committed {} transactions after it; its client's history from its journal",
+            "killed: node {n} (SIGKILL) at {:.2} s into the run; survivors committed {} transactions after it; its client's history from its journal{restored}",
             at.as_secs_f64(),
             end.saturating_sub(at_kill.unwrap_or(end)),
         ))

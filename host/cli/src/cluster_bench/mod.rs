@@ -98,6 +98,9 @@ struct Deployed {
     restart: Option<restart::Restart>,
     /// When a survivor's recovery first resumed after the kill.
     resumed_after_kill: Option<Duration>,
+    /// When a survivor's configuration first had every shard back at the
+    /// degree without the killed node (issue 12: more nodes than replicas).
+    restored_without_killed: Option<Duration>,
     /// The `/load` body every node got (a restarted node gets it again).
     load_body: Option<Value>,
 }
@@ -137,6 +140,7 @@ impl Deployed {
             restart: (args.restart.map(|at| restart::Restart::new(at, false)))
                 .or(args.replace.map(|at| restart::Restart::new(at, true))),
             resumed_after_kill: None,
+            restored_without_killed: None,
             load_body: None,
         };
         kill::check_flags(args, &d.config)?;
@@ -376,6 +380,7 @@ impl Deployed {
                 }
                 all &= s.get("run_done").and_then(Value::as_bool) == Some(true);
                 all &= self.note_nic_crash(t0.elapsed(), n, &s, None);
+                self.note_restored_without_killed(t0.elapsed(), &s);
                 let c = s["transactions"]["committed"].as_u64().unwrap_or(0);
                 committed += c;
                 if self.committed_by_node.len() <= n as usize {

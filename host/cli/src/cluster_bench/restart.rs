@@ -53,13 +53,16 @@ impl Restart {
     }
 
     /// Whether its last `/status` shows the degree restored: every node of
-    /// `all` live, none copying, the node a replica, its runtime on the
-    /// configuration's epoch and no copy under way there.
+    /// `all` live, none copying or joining a shard, every shard at the
+    /// degree, the node a replica, its runtime on the configuration's epoch
+    /// and no copy under way there.
     fn restored(&self, all: u64) -> bool {
         let m = &self.status;
         m["role"] == "replica"
             && m["live"].as_u64() == Some(all)
             && m["copying"].as_u64() == Some(0)
+            && m["joining"].as_u64() == Some(0)
+            && m["short_shards"].as_u64() == Some(0)
             && m["copy"]["copying"] == false
             && m["runtime_epoch"].is_u64()
             && m["runtime_epoch"] == m["epoch"]

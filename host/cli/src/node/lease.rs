@@ -254,6 +254,8 @@ mod etcd_lease {
                 "epoch": c.epoch,
                 "live": c.live,
                 "copying": c.copying,
+                "joining": c.joining_any(),
+                "short_shards": c.short_shards(),
                 "role": role(m.joining(), c.copying & (1 << m.node()) != 0),
                 "polled_by_node": g.handed_over,
                 "lease_remaining_ms": m.lease_until().saturating_sub(now) / 1_000_000,
@@ -266,6 +268,8 @@ mod etcd_lease {
                     "errors": etcd.etcd_errors,
                     "installs_won": etcd.installs_won,
                     "installs_lost": etcd.installs_lost,
+                    "caught_up_taken": etcd.caught_up_taken,
+                    "caught_up_stale": etcd.caught_up_stale,
                 },
             })
         }

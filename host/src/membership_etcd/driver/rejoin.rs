@@ -80,6 +80,10 @@ impl Driver {
     /// This node's copy is done as of configuration `epoch`: installs
     /// `caught_up(node)` if the stored configuration is still that epoch
     /// with this process copying; otherwise the report is stale (counted).
+    /// "This process" is the configured incarnation as [`Driver::admits`]
+    /// reads it: a node that never restarted is configured as incarnation
+    /// 0, which stands for its first process (a survivor chosen as a new
+    /// backup, issue 12; comparing the raw 0 made every such report stale).
     pub(super) async fn caught_up(&mut self, epoch: u32) {
         let (rpc, node, nodes) = (self.rpc(), self.s.node, self.s.nodes);
         for _ in 0..CAUGHT_UP_TRIES_MAX {
@@ -100,7 +104,7 @@ impl Driver {
             };
             let next = c
                 .caught_up(node)
-                .filter(|_| c.epoch == epoch && c.incarnation[node as usize] == self.inc);
+                .filter(|_| c.epoch == epoch && self.admits(&c, self.first_inc[node as usize]));
             let Some(next) = next else { break };
             if self.install(rev, next, |c| &c.caught_up_taken).await {
                 return;
