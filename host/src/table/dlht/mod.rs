@@ -55,7 +55,10 @@ mod batch;
 mod bin;
 pub mod dma;
 mod iter;
+mod pool;
 mod resize;
+#[cfg(all(test, not(loom)))]
+mod tests;
 mod value;
 mod write;
 

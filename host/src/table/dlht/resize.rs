@@ -346,7 +346,7 @@ fn copy_into(next: &Gen, d: usize, key: &Key, tag: u16, meta: u64, word: u64) {
                 // it back next).
                 spin_wait();
             }
-            None => match next.extend_chain(d) {
+            None => match next.extend_chain(d, h) {
                 Ok(()) => {}
                 Err(ExtendError::ChainFull) => unreachable!(
                     "a destination chain holds at most the {SLOTS_PER_CHAIN_MAX} keys of one source chain"

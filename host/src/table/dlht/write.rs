@@ -241,20 +241,20 @@ impl Dlht {
                         });
                     }
                 }
-                None => self.make_room(g, *b, guard)?,
+                None => self.make_room(g, *b, h, guard)?,
             }
         }
     }
 
-    /// Bin `b` of `g` has no free slot: extends its chain by a link bucket, or
-    /// if there is none, resizes. The thread that allocates the next
-    /// generation moves every bin it can; others move just this one. Either
-    /// way the bin is `Moved` when the caller reads its header again.
+    /// Bin `b` of `g` has no free slot under header `h`: extends its chain by
+    /// a link bucket, or if there is none, resizes. The thread that allocates
+    /// the next generation moves every bin it can; others move just this one.
+    /// Either way the bin is `Moved` when the caller reads its header again.
     ///
     /// # Errors
     /// [`DlhtError::Full`] if the table cannot grow.
-    fn make_room(&self, g: &Gen, b: usize, guard: &Guard) -> Result<(), DlhtError> {
-        let Err(e) = g.extend_chain(b) else {
+    fn make_room(&self, g: &Gen, b: usize, h: u64, guard: &Guard) -> Result<(), DlhtError> {
+        let Err(e) = g.extend_chain(b, h) else {
             return Ok(());
         };
         let cause = match e {
