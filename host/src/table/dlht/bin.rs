@@ -29,7 +29,7 @@
 //! Headers of bins in state `Frozen` (being moved by a resize) never change
 //! again except to `Moved`: writers do not publish or abandon into them.
 
-use super::pool::LinkPool;
+use super::pool::{Draw, LinkPool};
 use crate::table::sync::{fence, AtomicPtr, AtomicU64, AtomicUsize, Line, Lines, Ordering};
 use crossbeam::utils::CachePadded;
 use splitkv_layout::dlht_layout::{
@@ -91,6 +91,10 @@ pub(crate) enum ExtendError {
     ChainFull,
     /// The generation's link pool is used up.
     PoolExhausted,
+    /// The generation is still being filled by a resize, and the writers'
+    /// share of its pool is used up (the rest is reserved for the copies):
+    /// finish the resize first (see `pool.rs`).
+    Filling,
 }
 
 /// Lines per 4 KiB page: the stride at which [`Gen::new`] write-faults a
@@ -99,12 +103,17 @@ const BIN_PREFAULT_STRIDE_LINES: usize = 4096 / LINE_BYTES;
 
 impl Gen {
     /// A generation of `bin_count` bins (a power of two) with a pool of
-    /// `bin_count + bin_count / 8 + LINK_POOL_SLACK_LINES_MIN` link buckets.
-    /// `pending` bins start in state `Pending` (the destination of a resize).
-    pub(crate) fn new(bin_count: usize, pending: bool) -> Gen {
+    /// `bin_count + bin_count / 8 + LINK_POOL_SLACK_LINES_MIN` link buckets,
+    /// and at least `reserved_links`. The destination of a resize (`Some`)
+    /// has every bin `Pending` and keeps the link buckets of the source's
+    /// pool (`reserved_links`, the most its copies can need; `pool.rs`) for
+    /// the copies while it is being filled.
+    pub(crate) fn new(bin_count: usize, resize_of: Option<&Gen>) -> Gen {
         assert!(bin_count.is_power_of_two(), "bin count {bin_count}");
-        let pool = bin_count + bin_count / 8 + LINK_POOL_SLACK_LINES_MIN;
+        let reserved_links = resize_of.map_or(0, |g| g.links.len() - 1);
+        let pool = (bin_count + bin_count / 8 + LINK_POOL_SLACK_LINES_MIN).max(reserved_links);
         assert!(pool as u64 <= LINK_INDEX_MAX, "link pool too large");
+        let pending = resize_of.is_some();
         let bins = crate::table::sync::alloc_lines(bin_count);
         if pending {
             let h = header::with_bin_state(0, BinState::Pending);
@@ -128,7 +137,7 @@ impl Gen {
         Gen {
             bins,
             links: crate::table::sync::alloc_lines(pool + 1),
-            pool: LinkPool::new(),
+            pool: LinkPool::new(pool, reserved_links),
             next: AtomicPtr::new(std::ptr::null_mut()),
             resize_claim: CachePadded::new(AtomicUsize::new(0)),
             move_cursor: CachePadded::new(AtomicUsize::new(0)),
@@ -254,10 +263,11 @@ impl Gen {
     /// its lowest empty slot, which the caller found missing), unless another
     /// thread added it since. Lock-free: the install is one CAS on the tags
     /// word of the line before it; a thread that loses that race gives its
-    /// line back to the pool (see `pool.rs`).
+    /// line back to the pool. `draw` says which share of the pool the line
+    /// comes from (see `pool.rs`).
     #[inline]
-    pub(crate) fn extend_chain(&self, b: usize, h: u64) -> Result<(), ExtendError> {
-        self.extend_chain_racing(b, h, || {})
+    pub(crate) fn extend_chain(&self, b: usize, h: u64, draw: Draw) -> Result<(), ExtendError> {
+        self.extend_chain_racing(b, h, draw, || {})
     }
 
     /// [`Gen::extend_chain`], calling `between` after taking a line from the
@@ -267,6 +277,7 @@ impl Gen {
         &self,
         b: usize,
         h: u64,
+        draw: Draw,
         between: impl FnOnce(),
     ) -> Result<(), ExtendError> {
         let empty = header::empty_mask(h);
@@ -286,10 +297,10 @@ impl Gen {
             );
             return Ok(());
         };
-        let idx = self.pool.take(&self.links)?;
+        let idx = self.pool.take(&self.links, draw)?;
         between();
         if !self.install_link(b, last, idx) {
-            self.pool.give_back(&self.links, idx);
+            self.pool.give_back(&self.links, idx, draw);
         }
         Ok(())
     }
