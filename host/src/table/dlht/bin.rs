@@ -29,6 +29,7 @@
 //! Headers of bins in state `Frozen` (being moved by a resize) never change
 //! again except to `Moved`: writers do not publish or abandon into them.
 
+use super::pool::{Draw, LinkPool};
 use crate::table::sync::{fence, AtomicPtr, AtomicU64, AtomicUsize, Line, Lines, Ordering};
 use crossbeam::utils::CachePadded;
 use splitkv_layout::dlht_layout::{
@@ -37,8 +38,9 @@ use splitkv_layout::dlht_layout::{
 };
 use splitkv_layout::Key;
 
-/// Link buckets in a generation's pool beyond one per bin: room for link lines
-/// lost to install races (two writers extending one chain at once).
+/// Link buckets in a generation's pool beyond one per bin and one per eight
+/// bins: so that the smallest tables (one or two bins) still have room for
+/// a few link buckets.
 pub(crate) const LINK_POOL_SLACK_LINES_MIN: usize = 2;
 
 /// One table generation: `bins` (a power of two) and its link-bucket pool.
@@ -51,10 +53,10 @@ pub(crate) struct Gen {
     pub(crate) bins: Lines,
     /// Link-bucket pool; index 0 is never used (it means "no link").
     pub(crate) links: Lines,
-    /// Next unallocated pool index (starts at 1; may run past the end).
-    /// Padded, like the resize counters below: every chain extension writes
-    /// it, and every operation reads `bins` and `links` on the line before.
-    pub(crate) links_next: CachePadded<AtomicUsize>,
+    /// Who may take which of `links` (see `pool.rs`). Its counters are
+    /// padded, like the resize counters below: chain extensions write them,
+    /// and every operation reads `bins` and `links` on the line before.
+    pub(crate) pool: LinkPool,
     /// The next generation, once a resize has allocated it.
     pub(crate) next: AtomicPtr<Gen>,
     /// 0 until one thread claims the right to allocate `next`.
@@ -83,11 +85,16 @@ pub(crate) enum Find<'g> {
 }
 
 /// Why a chain could not get another link bucket.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum ExtendError {
-    /// Already [`LINES_PER_CHAIN_MAX`] lines.
+    /// Every slot of the chain's [`LINES_PER_CHAIN_MAX`] lines is taken.
     ChainFull,
     /// The generation's link pool is used up.
     PoolExhausted,
+    /// The generation is still being filled by a resize, and the writers'
+    /// share of its pool is used up (the rest is reserved for the copies):
+    /// finish the resize first (see `pool.rs`).
+    Filling,
 }
 
 /// Lines per 4 KiB page: the stride at which [`Gen::new`] write-faults a
@@ -96,12 +103,17 @@ const BIN_PREFAULT_STRIDE_LINES: usize = 4096 / LINE_BYTES;
 
 impl Gen {
     /// A generation of `bin_count` bins (a power of two) with a pool of
-    /// `bin_count + bin_count / 8 + LINK_POOL_SLACK_LINES_MIN` link buckets.
-    /// `pending` bins start in state `Pending` (the destination of a resize).
-    pub(crate) fn new(bin_count: usize, pending: bool) -> Gen {
+    /// `bin_count + bin_count / 8 + LINK_POOL_SLACK_LINES_MIN` link buckets,
+    /// and at least `reserved_links`. The destination of a resize (`Some`)
+    /// has every bin `Pending` and keeps the link buckets of the source's
+    /// pool (`reserved_links`, the most its copies can need; `pool.rs`) for
+    /// the copies while it is being filled.
+    pub(crate) fn new(bin_count: usize, resize_of: Option<&Gen>) -> Gen {
         assert!(bin_count.is_power_of_two(), "bin count {bin_count}");
-        let pool = bin_count + bin_count / 8 + LINK_POOL_SLACK_LINES_MIN;
+        let reserved_links = resize_of.map_or(0, |g| g.links.len() - 1);
+        let pool = (bin_count + bin_count / 8 + LINK_POOL_SLACK_LINES_MIN).max(reserved_links);
         assert!(pool as u64 <= LINK_INDEX_MAX, "link pool too large");
+        let pending = resize_of.is_some();
         let bins = crate::table::sync::alloc_lines(bin_count);
         if pending {
             let h = header::with_bin_state(0, BinState::Pending);
@@ -125,7 +137,7 @@ impl Gen {
         Gen {
             bins,
             links: crate::table::sync::alloc_lines(pool + 1),
-            links_next: CachePadded::new(AtomicUsize::new(1)),
+            pool: LinkPool::new(pool, reserved_links),
             next: AtomicPtr::new(std::ptr::null_mut()),
             resize_claim: CachePadded::new(AtomicUsize::new(0)),
             move_cursor: CachePadded::new(AtomicUsize::new(0)),
@@ -160,9 +172,10 @@ impl Gen {
         &self.bin(b).w[WORD_CONTROL]
     }
 
-    /// Link buckets handed out so far (including ones lost to install races).
+    /// Link buckets handed out so far (including ones given back after a
+    /// lost install race, which wait in the pool's free list).
     pub(crate) fn links_used(&self) -> usize {
-        (self.links_next.load(Ordering::Relaxed) - 1).min(self.links.len() - 1)
+        self.pool.used(&self.links)
     }
 
     /// The next generation, if a resize has allocated it.
@@ -246,32 +259,63 @@ impl Gen {
         Some((slot, line, slot % SLOTS_PER_LINE))
     }
 
-    /// Appends a link bucket to bin `b`'s chain (or finds that another thread
-    /// just did). Lock-free: the install is one CAS on the last line's tags word.
-    pub(crate) fn extend_chain(&self, b: usize) -> Result<(), ExtendError> {
-        let mut cur = Cursor::new(self, b);
-        let lines = cur.len_all();
-        if lines >= LINES_PER_CHAIN_MAX {
+    /// Adds the line that bin `b`'s chain lacks under header `h` (the line of
+    /// its lowest empty slot, which the caller found missing), unless another
+    /// thread added it since. Lock-free: the install is one CAS on the tags
+    /// word of the line before it; a thread that loses that race gives its
+    /// line back to the pool. `draw` says which share of the pool the line
+    /// comes from (see `pool.rs`).
+    #[inline]
+    pub(crate) fn extend_chain(&self, b: usize, h: u64, draw: Draw) -> Result<(), ExtendError> {
+        self.extend_chain_racing(b, h, draw, || {})
+    }
+
+    /// [`Gen::extend_chain`], calling `between` after taking a line from the
+    /// pool and before installing it (a test races another extension there).
+    #[inline(always)]
+    pub(crate) fn extend_chain_racing(
+        &self,
+        b: usize,
+        h: u64,
+        draw: Draw,
+        between: impl FnOnce(),
+    ) -> Result<(), ExtendError> {
+        let empty = header::empty_mask(h);
+        if empty == 0 {
             return Err(ExtendError::ChainFull);
         }
-        let last = cur.line(lines - 1).expect("line counted above");
-        // Already extended by someone else since we looked?
-        if tags::link(last.w[WORD_TAGS].load(Ordering::Acquire)) != 0 {
+        let k = empty.trailing_zeros() as usize / SLOTS_PER_LINE;
+        let mut cur = Cursor::new(self, b);
+        if cur.line(k).is_some() {
             return Ok(());
         }
-        let idx = self.links_next.fetch_add(1, Ordering::Relaxed);
-        if idx >= self.links.len() {
-            return Err(ExtendError::PoolExhausted);
+        // Lines exist as a prefix of the chain, and slot `2k - 1` is not empty.
+        let Some(last) = k.checked_sub(1).and_then(|k| cur.line(k)) else {
+            debug_assert!(
+                false,
+                "bin {b}: line {k} is missing but so is the one before it"
+            );
+            return Ok(());
+        };
+        let idx = self.pool.take(&self.links, draw)?;
+        between();
+        if !self.install_link(b, last, idx) {
+            self.pool.give_back(&self.links, idx, draw);
         }
+        Ok(())
+    }
+
+    /// Installs line `idx` (taken from the pool) after `last`, the last line of
+    /// bin `b`'s chain. Returns `false` if another thread installed a line
+    /// there first (`idx` is then still the caller's).
+    fn install_link(&self, b: usize, last: &Line, idx: usize) -> bool {
         // Owner word first (published by the Release install below).
         self.links[idx].w[WORD_CONTROL].store(b as u64 + 1, Ordering::Relaxed);
         let tw = &last.w[WORD_TAGS];
         let mut w = tw.load(Ordering::Acquire);
         loop {
             if tags::link(w) != 0 {
-                // Lost the race: the line at `idx` stays unused (counted in
-                // the pool's slack).
-                return Ok(());
+                return false;
             }
             match tw.compare_exchange_weak(
                 w,
@@ -279,7 +323,7 @@ impl Gen {
                 Ordering::Release,
                 Ordering::Acquire,
             ) {
-                Ok(_) => return Ok(()),
+                Ok(_) => return true,
                 Err(now) => w = now,
             }
         }
@@ -390,14 +434,5 @@ impl<'g> Cursor<'g> {
             self.known += 1;
         }
         self.lines[k]
-    }
-
-    /// Number of lines the chain has now (following every link).
-    pub(crate) fn len_all(&mut self) -> usize {
-        let mut k = self.known;
-        while k < LINES_PER_CHAIN_MAX && self.line(k).is_some() {
-            k += 1;
-        }
-        k
     }
 }

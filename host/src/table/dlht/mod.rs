@@ -37,7 +37,13 @@
 //! waits on another thread's short step rather than on a lock: a write that
 //! finds no room while another thread allocates the next generation waits for
 //! that allocation, and a thread copying a bin into a destination chain whose
-//! every free slot is held by other copiers waits for one of them.
+//! every free slot (or every link bucket the copies may use) is held by other
+//! copiers waits for one of them.
+//!
+//! Link buckets come from a fixed pool per generation (`pool.rs`): a resize
+//! keeps enough of the new pool for its copies (a bound proved there), writes
+//! into bins already moved use only the rest, and a thread that loses the
+//! race to install a link bucket gives it back, so a resize never runs out.
 //!
 //! # Memory and DMA readers
 //!
@@ -55,7 +61,10 @@ mod batch;
 mod bin;
 pub mod dma;
 mod iter;
+mod pool;
 mod resize;
+#[cfg(all(test, not(loom)))]
+mod tests;
 mod value;
 mod write;
 
@@ -252,7 +261,7 @@ impl Dlht {
             .min(bins_max);
         Dlht {
             hot: CachePadded::new(Hot {
-                current: AtomicPtr::new(Box::into_raw(Box::new(Gen::new(bins, false)))),
+                current: AtomicPtr::new(Box::into_raw(Box::new(Gen::new(bins, None)))),
                 bins_max,
             }),
             len: LenStripes::new(),

@@ -31,12 +31,15 @@
 //! generation.
 //!
 //! A destination chain never overflows: it receives a subset of one source
-//! chain (at most [`SLOTS_PER_CHAIN_MAX`] keys), and the new link pool (one link
-//! bucket per new bin, plus slack) is at least as large as the old pool (same
-//! size) or the old bins plus the old pool (doubling), which bounds the link
-//! buckets the copies can need.
+//! chain (at most [`SLOTS_PER_CHAIN_MAX`] keys). The copies never run out of
+//! link buckets: they need at most as many as the source's chains hold, and
+//! the new generation keeps that many (the source's pool size) for them while
+//! it is being filled; writes into bins already moved take only the rest of
+//! its pool, and a write that finds the rest used up finishes the resize
+//! before it goes on (`pool.rs` has the bound and its proof).
 
 use super::bin::{Cursor, ExtendError, Find, Gen};
+use super::pool::Draw;
 use super::{
     Dlht, DlhtError, LOAD_KEYS_PER_BIN_MAX_DEN, LOAD_KEYS_PER_BIN_MAX_NUM,
     REHASH_LOAD_KEYS_PER_BIN_MAX_NUM,
@@ -100,7 +103,7 @@ impl Dlht {
             .compare_exchange(0, 1, Ordering::AcqRel, Ordering::Acquire)
             .is_ok()
         {
-            let next = Box::into_raw(Box::new(Gen::new(bins, true)));
+            let next = Box::into_raw(Box::new(Gen::new(bins, Some(g))));
             g.next.store(next, Ordering::Release);
             return Ok(g.next_gen());
         }
@@ -346,14 +349,14 @@ fn copy_into(next: &Gen, d: usize, key: &Key, tag: u16, meta: u64, word: u64) {
                 // it back next).
                 spin_wait();
             }
-            None => match next.extend_chain(d) {
+            None => match next.extend_chain(d, h, Draw::Copy) {
                 Ok(()) => {}
                 Err(ExtendError::ChainFull) => unreachable!(
                     "a destination chain holds at most the {SLOTS_PER_CHAIN_MAX} keys of one source chain"
                 ),
-                Err(ExtendError::PoolExhausted) => {
-                    panic!("DLHT resize: the new generation's link pool is sized to never run out")
-                }
+                // The copies' share of the pool is never used up (`pool.rs`):
+                // another copier holds the line it will install or give back.
+                Err(ExtendError::PoolExhausted | ExtendError::Filling) => spin_wait(),
             },
         }
     }

@@ -4,6 +4,7 @@
 
 use super::access::{bin_step, next_bin, BinStep};
 use super::bin::{ExtendError, Find, Gen};
+use super::pool::Draw;
 use super::resize::GrowCause;
 use super::value::{self, Staged};
 use super::{
@@ -241,25 +242,37 @@ impl Dlht {
                         });
                     }
                 }
-                None => self.make_room(g, *b, guard)?,
+                None => self.make_room(g, *b, h, guard)?,
             }
         }
     }
 
-    /// Bin `b` of `g` has no free slot: extends its chain by a link bucket, or
-    /// if there is none, resizes. The thread that allocates the next
-    /// generation moves every bin it can; others move just this one. Either
-    /// way the bin is `Moved` when the caller reads its header again.
+    /// Bin `b` of `g` has no free slot under header `h`: extends its chain by
+    /// a link bucket, or if there is none, resizes. The thread that allocates
+    /// the next generation moves every bin it can; others move just this one.
+    /// Either way the bin is `Moved` when the caller reads its header again.
+    /// If `g` is still being filled by a resize and the writers' share of its
+    /// pool is used up (`pool.rs`), finishes that resize instead.
     ///
     /// # Errors
     /// [`DlhtError::Full`] if the table cannot grow.
-    fn make_room(&self, g: &Gen, b: usize, guard: &Guard) -> Result<(), DlhtError> {
-        let Err(e) = g.extend_chain(b) else {
-            return Ok(());
+    fn make_room(&self, g: &Gen, b: usize, h: u64, guard: &Guard) -> Result<(), DlhtError> {
+        let current = self.current(guard);
+        let draw = if std::ptr::eq(current, g) {
+            Draw::Current
+        } else {
+            Draw::Filling
         };
-        let cause = match e {
-            ExtendError::ChainFull => GrowCause::ChainFull,
-            ExtendError::PoolExhausted => GrowCause::PoolExhausted,
+        let cause = match g.extend_chain(b, h, draw) {
+            Ok(()) => return Ok(()),
+            Err(ExtendError::Filling) => {
+                if current.next_gen().is_some_and(|next| std::ptr::eq(next, g)) {
+                    self.finish_resize_of(current, guard);
+                }
+                return Ok(());
+            }
+            Err(ExtendError::ChainFull) => GrowCause::ChainFull,
+            Err(ExtendError::PoolExhausted) => GrowCause::PoolExhausted,
         };
         let started = g.next_gen().is_none();
         self.grow(g, guard, true, cause)?;
