@@ -21,7 +21,7 @@ fn tmp(name: &str) -> std::path::PathBuf {
 
 /// Results of a surviving node that did nothing (no rows: the mirror is
 /// loaded directly).
-fn survivor(node: u16, smallbank: bool) -> Results {
+pub(super) fn survivor(node: u16, smallbank: bool) -> Results {
     Results {
         version: PROTOCOL_VERSION,
         node,

@@ -36,18 +36,8 @@ fn results(w: &Smallbank, roles: &ServedRoles, report: bool) -> Vec<Results> {
     let placement = Placement::new(NODES, REPLICATION).unwrap();
     let mut out: Vec<Results> = (0..NODES as u16)
         .map(|n| Results {
-            version: PROTOCOL_VERSION,
-            node: n,
-            done: true,
-            all: LoadCounters::default(),
-            window: LoadCounters::default(),
-            latency_ns: Vec::new(),
-            counters: NodeCounters::default(),
-            clock: ClockOrigin::default(),
-            smallbank: Some(SmallbankSummary::default()),
-            history: None,
-            rows: Vec::new(),
             roles: report.then(|| roles.clone()),
+            ..super::kill_tests::survivor(n, true)
         })
         .collect();
     for (key, value) in w.initial_rows() {
