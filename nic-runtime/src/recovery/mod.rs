@@ -122,13 +122,21 @@
 //!   last epoch began and resumed and when the first transaction committed
 //!   after it (crash → resumed service, `sim/tests/crash_harness.rs`).
 //!
+//! Re-replication, restarted nodes and NIC-only restarts (issue 12) live in
+//! `crate::rereplication`, `crate::membership` and `crate::runtime::restart`;
+//! the steps above are modelled in `tla/XenicOCCMsgs.tla` (three nodes, the
+//! ring's replica sets).
+//!
 //! # Not done
-//! - Re-replication to restore `f + 1` (a later issue), restarted nodes
-//!   (incarnations), and a NIC runtime that crashes alone.
 //! - A promoted primary's insert quota ([`crate::protocol::server::Room`])
 //!   still counts only the shard it was first primary of, and a recovered
 //!   commit counts every key its transaction locked here as written.
-//! - A TLA+ model of these steps.
+//! - The TLA+ model has no new backups and no restarted members, so rule
+//!   4's [`decide::LogQuorum`] (whom it asks for the LOG) is checked only by
+//!   unit tests and the simulator's seeds.
+//! - A NIC runtime that restarts during a recovery keeps its machine, but
+//!   a whole-node crash loses `unresumed.rs`'s record; that is safe only
+//!   because the crashed node's decision records die with it.
 
 pub mod decide;
 mod machine;
