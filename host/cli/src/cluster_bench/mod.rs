@@ -297,52 +297,6 @@ impl Deployed {
         Ok(r)
     }
 
-    /// Crashes the `--nic-crash` node's NIC runtime if it is due.
-    fn nic_crash_if_due(&mut self, elapsed: Duration) -> Result<(), Failure> {
-        let Some(node) = self
-            .nic_crash
-            .as_ref()
-            .filter(|c| c.posted.is_none() && elapsed >= c.at.after)
-            .map(|c| c.at.node)
-        else {
-            return Ok(());
-        };
-        let _: Value = self.call(node, "POST", "/fault/nic-restart", Some(&Value::Null))?;
-        if let Some(c) = self.nic_crash.as_mut() {
-            c.posted = Some(elapsed);
-        }
-        if let Some(t) = self.timeline.as_mut() {
-            t.event(elapsed, &format!("node {node} NIC runtime restarted"));
-        }
-        tracing::info!(node, ?elapsed, "NIC runtime crash posted");
-        Ok(())
-    }
-
-    /// Notes the `--nic-crash` node's `/status` (seen `t` into the run) and
-    /// the committed count;
-    /// whether it is settled (restarted and serving again, or none asked).
-    fn note_nic_crash(
-        &mut self,
-        t: Duration,
-        node: u16,
-        status: &Value,
-        committed: Option<u64>,
-    ) -> bool {
-        let Some(c) = self.nic_crash.as_mut() else {
-            return true;
-        };
-        if let Some(total) = committed {
-            if c.posted.is_some() {
-                c.committed.0.get_or_insert(total);
-            }
-            c.committed.1 = total;
-        }
-        if node == c.at.node {
-            c.note_status(status, t);
-        }
-        c.serving_again()
-    }
-
     /// Waits until every surviving node's client is done (and the `--kill`
     /// node was killed, the `--nic-crash` node serves again), with a
     /// progress bar.
