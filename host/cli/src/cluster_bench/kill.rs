@@ -118,6 +118,14 @@ impl Deployed {
     pub(super) fn killed_line(&self) -> Option<String> {
         let (n, at) = self.killed?;
         let (at_kill, end) = self.committed_around_kill;
+        let resumed = match self.resumed_after_kill {
+            Some(r) => format!(
+                "; service resumed at {:.2} s ({} ms after the kill)",
+                r.as_secs_f64(),
+                r.saturating_sub(at).as_millis()
+            ),
+            None => String::new(),
+        };
         let restored = match self.restored_without_killed {
             Some(r) => format!(
                 "; replication degree restored without it at {:.2} s ({} ms after the kill)",
@@ -127,7 +135,7 @@ impl Deployed {
             None => String::new(),
         };
         Some(format!(
-            "killed: node {n} (SIGKILL) at {:.2} s into the run; survivors committed {} transactions after it; its client's history from its journal{restored}",
+            "killed: node {n} (SIGKILL) at {:.2} s into the run; survivors committed {} transactions after it; its client's history from its journal{resumed}{restored}",
             at.as_secs_f64(),
             end.saturating_sub(at_kill.unwrap_or(end)),
         ))
