@@ -218,7 +218,7 @@ TakeReport(m) ==
           /\ rbw' = [rbw EXCEPT ![n] = @ \ {p}]
     /\ rmsgs' = rmsgs \ {m}
     /\ UNCHANGED <<alive, crashes, phase, dec, reported, obs, rtBefore,
-                   epoch, cepoch, st, memb, rset, rval, decided, applied,
+                   epoch, cepoch, st, memb, rset, rval, decided, applied, rdec, rrec,
                    nrs, rbst, rbq, rebuilt>>
 
 \* The commit-point rule over the records R ([h, r]) of t (decide.rs).
