@@ -118,22 +118,21 @@ impl Deployed {
     pub(super) fn killed_line(&self) -> Option<String> {
         let (n, at) = self.killed?;
         let (at_kill, end) = self.committed_around_kill;
-        let resumed = match self.resumed_after_kill {
-            Some(r) => format!(
-                "; service resumed at {:.2} s ({} ms after the kill)",
-                r.as_secs_f64(),
-                r.saturating_sub(at).as_millis()
-            ),
-            None => String::new(),
+        // "; WHAT at T s (N ms after the kill)", or nothing if it never came.
+        let when = |what: &str, t: Option<Duration>| {
+            t.map_or(String::new(), |t| {
+                let after = t.saturating_sub(at).as_millis();
+                format!(
+                    "; {what} at {:.2} s ({after} ms after the kill)",
+                    t.as_secs_f64()
+                )
+            })
         };
-        let restored = match self.restored_without_killed {
-            Some(r) => format!(
-                "; replication degree restored without it at {:.2} s ({} ms after the kill)",
-                r.as_secs_f64(),
-                r.saturating_sub(at).as_millis()
-            ),
-            None => String::new(),
-        };
+        let resumed = when("service resumed", self.resumed_after_kill);
+        let restored = when(
+            "replication degree restored without it",
+            self.restored_without_killed,
+        );
         Some(format!(
             "killed: node {n} (SIGKILL) at {:.2} s into the run; survivors committed {} transactions after it; its client's history from its journal{resumed}{restored}",
             at.as_secs_f64(),
