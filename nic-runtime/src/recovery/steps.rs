@@ -3,7 +3,7 @@
 //! `Applied` round that makes decisions stable before anyone acts on them,
 //! and the resume.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 
 use splitkv_layout::wire::{
     CoordEvidence, Decision, NodeId, RecordEvidence, RecordKind, RecoveryMsg,
@@ -156,24 +156,23 @@ impl Recovery {
     /// them, and those of the transactions it coordinates, as evidence
     /// until it resumes (`unresumed.rs`).
     fn record_decisions(&mut self) {
-        let pending: BTreeSet<u64> = self
+        // This node's pending LOG records, by transaction.
+        let mut pending: BTreeMap<u64, Vec<RecordEvidence>> = BTreeMap::new();
+        for r in self
             .local
             .records
             .iter()
             .filter(|r| r.kind == RecordKind::Log)
-            .map(|r| r.tx_id)
-            .collect();
+        {
+            pending.entry(r.tx_id).or_default().push(*r);
+        }
         let coordinated: BTreeSet<u64> = self.local.coordinated.iter().map(|c| c.tx_id).collect();
         for i in 0..self.decisions.len() {
             let d = self.decisions[i];
-            let logs = self
-                .local
-                .records
-                .iter()
-                .filter(|r| r.kind == RecordKind::Log);
+            let logs = pending.get(&d.tx_id).map_or(&[][..], Vec::as_slice);
             self.unresumed
                 .record(d, logs, coordinated.contains(&d.tx_id));
-            if pending.contains(&d.tx_id) {
+            if pending.contains_key(&d.tx_id) {
                 self.push(if d.commit {
                     RecoveryCommand::CommitPending { tx_id: d.tx_id }
                 } else {

@@ -54,20 +54,16 @@ pub(super) struct Unresumed {
 
 impl Unresumed {
     /// This node recorded decision `d`: `pending` are its LOG records of
-    /// `d.tx_id` the decision turned into COMMIT or ABORT records, and
-    /// `coordinates` says whether this node coordinates `d.tx_id`.
-    pub(super) fn record<'a>(
-        &mut self,
-        d: Decision,
-        pending: impl Iterator<Item = &'a RecordEvidence>,
-        coordinates: bool,
-    ) {
+    /// `d.tx_id` (one per shard) the decision turned into COMMIT or ABORT
+    /// records, and `coordinates` says whether this node coordinates
+    /// `d.tx_id`.
+    pub(super) fn record(&mut self, d: Decision, pending: &[RecordEvidence], coordinates: bool) {
         let kind = if d.commit {
             RecordKind::Commit
         } else {
             RecordKind::Abort
         };
-        for r in pending.filter(|r| r.tx_id == d.tx_id) {
+        for r in pending {
             let decided = RecordEvidence { kind, ..*r };
             self.records.insert((r.tx_id, r.shard), decided);
         }
