@@ -101,10 +101,7 @@ impl Deployed {
         };
         let m = &s["membership"];
         let out = m["live"].as_u64().is_some_and(|l| l & (1 << n) == 0);
-        let restored = out
-            && m["short_shards"].as_u64() == Some(0)
-            && m["joining"].as_u64() == Some(0)
-            && m["runtime_epoch"] == m["epoch"];
+        let restored = out && super::restart::degree_restored(m);
         if !restored || self.restored_without_killed.is_some() || self.is_restarted(n) {
             return;
         }

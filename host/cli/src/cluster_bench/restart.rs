@@ -61,12 +61,19 @@ impl Restart {
         m["role"] == "replica"
             && m["live"].as_u64() == Some(all)
             && m["copying"].as_u64() == Some(0)
-            && m["joining"].as_u64() == Some(0)
-            && m["short_shards"].as_u64() == Some(0)
             && m["copy"]["copying"] == false
             && m["runtime_epoch"].is_u64()
-            && m["runtime_epoch"] == m["epoch"]
+            && degree_restored(m)
     }
+}
+
+/// Whether a node's `/status` `membership` (`m`) shows every shard at the
+/// replication degree with no backup still joining, in the configuration
+/// its runtime serves (issue 12).
+pub(super) fn degree_restored(m: &Value) -> bool {
+    m["short_shards"].as_u64() == Some(0)
+        && m["joining"].as_u64() == Some(0)
+        && m["runtime_epoch"] == m["epoch"]
 }
 
 impl Deployed {
