@@ -42,6 +42,15 @@ fn logged_everywhere_then_crash() -> (Cluster, u64) {
     (c, tx)
 }
 
+/// The leader (node 0) sends what it queued; its one message to the
+/// coordinator (node 1, a `what` message) is lost.
+fn lose_leaders_message_to_the_coordinator(c: &mut Cluster, what: &str) {
+    c.take_commands(0, usize::MAX);
+    let before = c.net.len();
+    c.net.retain(|&(_, to, _)| to != 1);
+    assert_eq!(c.net.len(), before - 1, "one {what} message to node 1 lost");
+}
+
 /// The leader's decisions reach replica 2 (which records the COMMIT) but
 /// not the coordinator, and the leader crashes: the next leader hears an
 /// undecided coordinator and no pending LOG anywhere. Replica 2 must report
@@ -49,14 +58,7 @@ fn logged_everywhere_then_crash() -> (Cluster, u64) {
 #[test]
 fn a_replica_reports_the_decision_it_recorded_for_an_abandoned_recovery() {
     let (mut c, tx) = logged_everywhere_then_crash();
-    c.take_commands(0, usize::MAX);
-    let before = c.net.len();
-    c.net.retain(|&(_, to, _)| to != 1);
-    assert_eq!(
-        c.net.len(),
-        before - 1,
-        "one Decisions message to node 1 lost"
-    );
+    lose_leaders_message_to_the_coordinator(&mut c, "Decisions");
     c.step(0);
     c.crash(&[0]);
     assert_eq!(
@@ -82,10 +84,7 @@ fn a_coordinator_reports_the_decision_it_recorded_for_an_abandoned_recovery() {
     let (mut c, tx) = logged_everywhere_then_crash();
     c.step(0); // decisions delivered and recorded at nodes 1 and 2
     c.step(0); // their Applied delivered: the leader resumes
-    c.take_commands(0, usize::MAX);
-    let before = c.net.len();
-    c.net.retain(|&(_, to, _)| to != 1);
-    assert_eq!(c.net.len(), before - 1, "one Resume message to node 1 lost");
+    lose_leaders_message_to_the_coordinator(&mut c, "Resume");
     c.step(0);
     c.take_commands(2, usize::MAX);
     assert_eq!(c.nodes[2].resumed, vec![1], "replica 2 resumed epoch 1");
