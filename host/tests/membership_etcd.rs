@@ -4,7 +4,8 @@
 //! installs of one epoch have one winner; etcd unreachable at start is one
 //! typed error (as are bad settings); with etcd killed, members keep their
 //! configuration until their leases run out, then fail-stop; a reported
-//! suspect stops serving before the others configure it out; the key
+//! suspect stops serving before the others configure it out, and its own
+//! reports on its accusers do not count; the key
 //! layout and the stored record round-trip. Leases of 1 s; each wait is
 //! bounded by [`DEADLINE_MS`].
 
@@ -378,6 +379,37 @@ fn a_suspect_stops_serving_before_the_others_configure_it_out() {
         ms[2].stats().renewals_failed > 0,
         "the suspect's renewals were refused"
     );
+}
+
+#[test]
+fn a_suspects_report_on_its_accuser_does_not_count() {
+    let etcd = Etcd::start();
+    let clock = Clock(Instant::now());
+    let mut ms = connect_all(&etcd, "counter", 3, &clock);
+    ms[0].report_suspect(2, clock.now()).expect("report taken");
+    let mut polled = vec![Vec::new(); 3];
+    {
+        let mut refs: Vec<&mut EtcdMember> = ms.iter_mut().collect();
+        let seen = drive(&clock, &mut refs, &mut polled, |ms, _, _| {
+            ms[2].stats().renewals_failed > 0
+        });
+        assert!(seen, "node 2 learns it is a suspect within {DEADLINE_MS} ms");
+    }
+    // Node 2, a suspect, accuses its accuser (and node 1): stored, not taken.
+    ms[2].report_suspect(0, clock.now()).expect("report queued");
+    ms[2].report_suspect(1, clock.now()).expect("report queued");
+    let mut refs: Vec<&mut EtcdMember> = ms.iter_mut().collect();
+    let ok = drive(&clock, &mut refs, &mut polled, |ms, p, now| {
+        assert!(ms[0].fail_stop(now).is_none(), "the accuser was fenced");
+        assert!(ms[1].fail_stop(now).is_none(), "node 1 was fenced");
+        !p[0].is_empty() && !p[1].is_empty()
+    });
+    assert!(ok, "the suspect is configured out within {DEADLINE_MS} ms");
+    let want = Configuration::initial(3, 3).without(0b100);
+    assert_eq!(polled[0], vec![want]);
+    assert_eq!(polled[1], vec![want]);
+    assert_eq!(ms[0].stats().renewals_failed, 0);
+    assert_eq!(ms[1].stats().renewals_failed, 0);
 }
 
 #[test]

@@ -9,11 +9,13 @@
 //!   `lease_ns`; the grant reaches the node after another delay, and the
 //!   node counts its lease from the moment it *sent* the renewal, so a node
 //!   never believes in a lease the manager has let lapse.
-//! - **Suspects.** A node reports a peer whose session fell silent; from its
-//!   arrival the manager renews the suspect's lease no more (it may be cut
-//!   off from its peers but not from the manager), so the suspect is left
-//!   out once the lease it holds runs out — never earlier, so a node that
-//!   still believes in its lease is never configured out under it.
+//! - **Suspects.** A node reports a peer whose session fell silent; if the
+//!   manager takes the report ([`Configuration::takes_suspicion`]: not from
+//!   a suspect, and stranding no shard), from its arrival it renews the
+//!   suspect's lease no more (it may be cut off from its peers but not from
+//!   the manager), so the suspect is left out once the lease it holds runs
+//!   out — never earlier, so a node that still believes in its lease is
+//!   never configured out under it.
 //! - **Configurations.** When leases have run out, the next configuration
 //!   has the epoch one higher and lacks those nodes; every node, the removed
 //!   ones too, learns it after a seeded delay. A removed node's renewals are
@@ -116,6 +118,10 @@ pub struct ManagerStats {
     pub renewals_refused: u64,
     /// Suspect reports taken.
     pub suspects: u64,
+    /// Suspect reports not taken ([`Configuration::takes_suspicion`]: the
+    /// reporter is a suspect itself, either node is out of the
+    /// configuration, or the suspicion would strand a shard).
+    pub suspects_ignored: u64,
     /// Nodes left out because their lease ran out.
     pub expired: u64,
     /// Configurations made after the first.
@@ -267,9 +273,13 @@ impl Manager {
                 self.notify(from, back, Notice::Grant { until });
             }
             Request::Suspect(s) => {
-                if self.config.contains(s) {
+                // Configuration::takes_suspicion: a suspect's own reports do
+                // not count, and no suspicion strands a shard.
+                if self.config.takes_suspicion(self.suspected, from, s) {
                     self.stats.suspects += 1;
                     self.suspected |= 1 << s;
+                } else {
+                    self.stats.suspects_ignored += 1;
                 }
             }
             Request::Join { sent, incarnation } => {

@@ -1,7 +1,8 @@
 //! The simulated lease manager (`sim/src/membership.rs`): live nodes that
 //! renew keep epoch 1; a silent node's lease runs out and the next
 //! configuration (epoch 2) leaves it out; a reported suspect is left out
-//! only once the lease it believes in has run out; one seed gives one
+//! only once the lease it believes in has run out, and its own reports on
+//! its accusers do not count; one seed gives one
 //! sequence of configurations; a restarted node whose join was put off
 //! until its old incarnation's lease ran out is admitted with a lease it
 //! can renew in time.
@@ -123,6 +124,28 @@ fn a_suspect_is_left_out_once_its_own_lease_runs_out() {
         r.members[0].report_suspect(9, r.now),
         Err(MembershipError::UnknownNode { node: 9, nodes: 3 })
     );
+}
+
+#[test]
+fn a_suspects_reports_on_its_accuser_do_not_count() {
+    let mut r = rig(3, 5);
+    let report = 2 * LEASE_NS_DEFAULT;
+    r.run(report, |_, _| true);
+    r.members[0].report_suspect(1, report).unwrap();
+    // Node 1 (cut off from its peers, say) accuses both after the report
+    // on it reached the manager.
+    r.run(report + 2_000_000, |_, _| true);
+    r.members[1].report_suspect(0, r.now).unwrap();
+    r.members[1].report_suspect(2, r.now).unwrap();
+    r.run(6 * LEASE_NS_DEFAULT, |_, _| true);
+    let history = r.manager.history();
+    assert_eq!(history.len(), 2, "{history:?}");
+    assert_eq!(history[1].1, Configuration::initial(3, 3).without(0b010));
+    let s = r.manager.stats();
+    assert_eq!((s.suspects, s.suspects_ignored), (1, 2), "{s:?}");
+    for n in [0, 2] {
+        assert!(r.members[n].lease_until() > r.now, "node {n} still leased");
+    }
 }
 
 /// Chaos Smallbank seed 157 (sim/README.md, "Bugs found by the chaos

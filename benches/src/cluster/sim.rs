@@ -172,6 +172,7 @@ impl<W: Workload> BenchCluster<W> {
                 Some(m) => {
                     self.run_slice_with(sim, net, m, passes)?;
                     self.fire_chaos(sim, net, m)?;
+                    exit_fenced(sim, net, m);
                     self.restart_due(sim, net, m)?;
                 }
             }
@@ -475,6 +476,27 @@ impl<W: Workload> BenchCluster<W> {
             out.extend(buf.drain(..).map(|e| (id, e)));
         }
         out
+    }
+}
+
+/// Under a restart fault, a node its membership fenced (lease run out, or
+/// configured out) exits as the deployed node process does (`splitkv node`
+/// fail-stops), and comes back after the mix's seeded restart delay as a new
+/// incarnation that rejoins empty — what a supervisor (systemd's
+/// `Restart=on-failure`) does for a deployed node. Without a restart fault a
+/// fenced node stays out, as before. Before this, a live node fenced by a
+/// false suspicion stayed out for good, and chaos seeds beyond the CI range
+/// stalled (sim/README "Stalls beyond the CI seeds").
+fn exit_fenced(sim: &mut Sim, net: &SimNetwork, m: &SimNodesMembership) {
+    if sim.config().nodes.restart_ns_max == 0 {
+        return;
+    }
+    let crashed = crashed_mask(sim);
+    for (n, agent) in m.agents.iter().enumerate() {
+        let node = n as NodeId;
+        if agent.removed().is_some() && !crashed.contains(node) {
+            sim.crash_now(net, node);
+        }
     }
 }
 

@@ -14,8 +14,11 @@
 //! out in etcd) or held by another incarnation than the configured one (a
 //! restarted process took it after its predecessor's lease ran out) is
 //! configured out by a compare-and-swap install; a report naming this node
-//! as a suspect stops its renewals, so its own lease runs out (as the
-//! simulated manager refuses a suspect's renewals). A restarted node that
+//! as a suspect, if the configuration takes it
+//! ([`Configuration::taken_suspicions`] over every stored report, oldest
+//! first: not a suspect's own report, none that strands a shard), stops its
+//! renewals, so its own lease runs out (as the simulated manager refuses a
+//! suspect's renewals). A restarted node that
 //! is not admitted yet *joins* instead (module `rejoin`).
 //!
 //! **Addresses (issue 12).** Registering publishes this process's
@@ -316,25 +319,17 @@ impl Driver {
     async fn poll(&mut self) {
         let (rpc, node, nodes) = (self.rpc(), self.s.node, self.s.nodes);
         let replication = self.s.replication;
-        let snap = match store::snapshot(
-            &mut self.client,
-            &self.keys,
-            node,
-            nodes,
-            replication,
-            rpc,
-        )
-        .await
-        {
-            Ok(s) => s,
-            Err(e) => return self.counters.error("snapshot", &e),
-        };
+        let snap =
+            match store::snapshot(&mut self.client, &self.keys, nodes, replication, rpc).await {
+                Ok(s) => s,
+                Err(e) => return self.counters.error("snapshot", &e),
+            };
         self.note_addresses(&snap);
         if self.joining {
             // Reports on this node named its predecessor.
             return self.join_step(&snap).await;
         }
-        self.suspected = snap.suspected_by > 0;
+        self.suspected = snap.suspects & (1 << node) != 0;
         self.learn(snap.config);
         if snap.member_inc[node as usize] != Some(self.inc) {
             // etcd deleted this node's member key (its lease ran out), or a
@@ -484,7 +479,7 @@ mod tests {
             joined: 0b111,
             member_inc: [None; NODES_MAX],
             first_inc: [None; NODES_MAX],
-            suspected_by: 0,
+            suspects: 0,
             addresses: [None; NODES_MAX],
             bad_addresses: 0,
         };

@@ -85,6 +85,11 @@ impl ClusterKeys {
         format!("{}addresses/{node}", self.prefix)
     }
 
+    /// `/<cluster>/suspects/` (the prefix of every suspect report).
+    pub fn suspects(&self) -> String {
+        format!("{}suspects/", self.prefix)
+    }
+
     /// `/<cluster>/suspects/<suspect>/` (the prefix of the reports on `suspect`).
     pub fn suspects_of(&self, suspect: NodeId) -> String {
         format!("{}suspects/{suspect}/", self.prefix)
@@ -106,6 +111,21 @@ impl ClusterKeys {
     pub fn node_of(prefix: &str, key: &[u8]) -> Option<usize> {
         let id = std::str::from_utf8(key).ok()?.strip_prefix(prefix)?;
         id.parse::<usize>().ok().filter(|&id| id < NODES_MAX)
+    }
+
+    /// The (reporter, suspect) a report key under `prefix` (the
+    /// [`ClusterKeys::suspects`] prefix) names: `<suspect>/<reporter>`, both
+    /// node ids below [`NODES_MAX`]; `None` for any other key.
+    pub fn report_of(prefix: &str, key: &[u8]) -> Option<(NodeId, NodeId)> {
+        let rest = std::str::from_utf8(key).ok()?.strip_prefix(prefix)?;
+        let (suspect, reporter) = rest.split_once('/')?;
+        let id = |s: &str| {
+            s.parse::<usize>()
+                .ok()
+                .filter(|&id| id < NODES_MAX)
+                .map(|id| id as NodeId)
+        };
+        Some((id(reporter)?, id(suspect)?))
     }
 
     /// Per node, the incarnation stored as the value of its key under

@@ -163,6 +163,33 @@ fn stored_incarnations_are_read_per_node() {
     assert_eq!(k.incarnations(2), "/c/incarnations/2");
 }
 
+#[test]
+fn report_keys_name_reporter_and_suspect() {
+    let k = ClusterKeys::new("c");
+    let p = k.suspects();
+    assert_eq!(p, "/c/suspects/");
+    assert!(k.suspects_of(1).starts_with(&p));
+    assert_eq!(
+        ClusterKeys::report_of(&p, k.suspect(3, 1).as_bytes()),
+        Some((1, 3))
+    );
+    for bad in [
+        "/c/suspects/3",
+        "/c/suspects/3/",
+        "/c/suspects//1",
+        "/c/suspects/3/x",
+        "/c/suspects/99/1",
+        "/c/suspects/3/1/2",
+        "/c/members/3/1",
+        "/c/suspects/-1/1",
+    ] {
+        assert_eq!(ClusterKeys::report_of(&p, bad.as_bytes()), None, "{bad}");
+    }
+    let mut not_utf8 = p.as_bytes().to_vec();
+    not_utf8.extend_from_slice(&[0xff, b'/', b'1']);
+    assert_eq!(ClusterKeys::report_of(&p, &not_utf8), None);
+}
+
 /// A valid configuration of a cluster of `nodes`: built by the
 /// configuration's own steps, so copying ⊆ live and since ≤ epoch.
 fn configuration(nodes: usize, replication: usize) -> impl Strategy<Value = Configuration> {
@@ -193,6 +220,15 @@ proptest! {
             prop_assert_eq!(s.members & !c.live, 0);
             prop_assert_eq!(s.joining & !s.members, 0);
             prop_assert!(s.members.count_ones() as usize <= r);
+        }
+    }
+
+    #[test]
+    fn arbitrary_report_keys_never_panic(key in proptest::collection::vec(any::<u8>(), 0..40)) {
+        let mut k = b"/c/suspects/".to_vec();
+        k.extend_from_slice(&key);
+        if let Some((r, s)) = ClusterKeys::report_of("/c/suspects/", &k) {
+            prop_assert!((r as usize) < NODES_MAX && (s as usize) < NODES_MAX);
         }
     }
 

@@ -25,9 +25,12 @@
 //!   restarted process, see below), installs the next configuration
 //!   without it.
 //! - **Suspects.** A reported suspect (its session fell silent) is recorded
-//!   under the reporter's lease; the suspect's own driver then stops
-//!   renewing, so it is configured out once its lease has run out — never
-//!   earlier (as the simulated manager refuses a suspect's renewals).
+//!   under the reporter's lease; if the configuration takes the report
+//!   (`Configuration::taken_suspicions` over every stored report, oldest
+//!   first: a suspect's own reports and a suspicion that would strand a
+//!   shard do not count), the suspect's own driver stops renewing, so it is
+//!   configured out once its lease has run out — never earlier (as the
+//!   simulated manager refuses a suspect's renewals).
 //! - **Incarnations.** Each process of a node has an incarnation
 //!   ([`EtcdMember::incarnation`]): the given one
 //!   ([`EtcdSettings::incarnation`], e.g. the wall clock at start) raised

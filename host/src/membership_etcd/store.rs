@@ -70,8 +70,11 @@ pub(crate) struct Snapshot {
     pub member_inc: [Option<u32>; NODES_MAX],
     /// Per node, its first incarnation (`joined/<node>`).
     pub first_inc: [Option<u32>; NODES_MAX],
-    /// Reports naming the reading node as a suspect.
-    pub suspected_by: i64,
+    /// The nodes the stored suspect reports make suspects, judged oldest
+    /// first by the stored configuration
+    /// ([`Configuration::taken_suspicions`]): a suspect's own reports and
+    /// a suspicion that would strand a shard do not count.
+    pub suspects: u32,
     /// Per node, the address record of the process holding its member key
     /// (issue 12).
     pub addresses: [Option<AddressRecord>; NODES_MAX],
@@ -299,12 +302,11 @@ pub(crate) async fn report_suspect(
 }
 
 /// Reads the configuration, the member and joined keys (with their
-/// incarnations), the reports on `node` and the address records, in one
+/// incarnations), the suspect reports and the address records, in one
 /// transaction.
 pub(crate) async fn snapshot(
     client: &mut Client,
     keys: &ClusterKeys,
-    node: NodeId,
     nodes: usize,
     replication: usize,
     rpc: Duration,
@@ -315,8 +317,8 @@ pub(crate) async fn snapshot(
         TxnOp::get(keys.members(), prefix()),
         TxnOp::get(keys.joined(), prefix()),
         TxnOp::get(
-            keys.suspects_of(node),
-            Some(GetOptions::new().with_prefix().with_count_only()),
+            keys.suspects(),
+            Some(GetOptions::new().with_prefix().with_keys_only()),
         ),
         TxnOp::get(keys.addresses(), prefix()),
     ]);
@@ -358,10 +360,25 @@ pub(crate) async fn snapshot(
         joined: mask(keys.joined(), joined),
         member_inc: incs(keys.members(), members),
         first_inc: incs(keys.joined(), joined),
-        suspected_by: suspects.count(),
+        suspects: taken_suspicions(&c, &keys.suspects(), suspects),
         addresses: records.0,
         bad_addresses: records.1,
     })
+}
+
+/// The suspects configuration `c` takes from the report keys of `reports`
+/// (read under `prefix`), oldest report (by create revision) first.
+fn taken_suspicions(c: &Configuration, prefix: &str, reports: &etcd_client::GetResponse) -> u32 {
+    let mut taken: Vec<(i64, NodeId, NodeId)> = reports
+        .kvs()
+        .iter()
+        .filter_map(|kv| {
+            let (reporter, suspect) = ClusterKeys::report_of(prefix, kv.key())?;
+            Some((kv.create_revision(), reporter, suspect))
+        })
+        .collect();
+    taken.sort_unstable();
+    c.taken_suspicions(taken.into_iter().map(|(_, r, s)| (r, s)))
 }
 
 /// Installs `next` if the configuration key's mod revision is still `rev`

@@ -216,6 +216,53 @@ impl Configuration {
         roles.finish(n, self.replication as usize)
     }
 
+    /// Whether leaving out the nodes of `gone` (a mask) would leave some
+    /// shard that has a caught-up replica now with none: its data held by
+    /// no node of the next configuration (joining backups hold only part
+    /// of it).
+    pub fn strands_a_shard(&self, gone: u32) -> bool {
+        let n = (self.nodes as usize).min(NODES_MAX);
+        self.shards[..n].iter().any(|s| {
+            let caught = s.members & !s.joining;
+            caught != 0 && caught & !gone == 0
+        })
+    }
+
+    /// Whether a manager that already suspects the nodes of `suspected` (a
+    /// mask) takes `reporter`'s report that `suspect`'s session fell silent
+    /// (DESIGN.md "Faults", issue 12). It does if `reporter` and `suspect`
+    /// are distinct members of this configuration, `reporter` is not a
+    /// suspect itself, and leaving out every suspect would not strand a
+    /// shard ([`Configuration::strands_a_shard`]). A node cut off from its
+    /// peers suspects every one of them, and taking a suspect's word, or
+    /// configuring out the last replicas of a shard on suspicion, fenced
+    /// live nodes one after another (rejoin Smallbank seed 34 of 5 nodes:
+    /// four of five, and a shard with no replica left). A suspect not taken
+    /// keeps renewing; if it really is gone its lease still runs out.
+    pub fn takes_suspicion(&self, suspected: u32, reporter: NodeId, suspect: NodeId) -> bool {
+        let bit = |n: NodeId| 1u32.checked_shl(u32::from(n)).unwrap_or(0);
+        reporter != suspect
+            && self.contains(reporter)
+            && self.contains(suspect)
+            && suspected & bit(reporter) == 0
+            && !self.strands_a_shard(suspected | bit(suspect))
+    }
+
+    /// The suspects a manager takes from `reports` ((reporter, suspect),
+    /// oldest first), each judged by [`Configuration::takes_suspicion`]
+    /// against the ones taken before it; a mask by node id. The etcd
+    /// manager's nodes each evaluate the reports stored in etcd this way,
+    /// so nodes reading one revision agree on the suspects.
+    pub fn taken_suspicions(&self, reports: impl IntoIterator<Item = (NodeId, NodeId)>) -> u32 {
+        reports.into_iter().fold(0, |taken, (reporter, suspect)| {
+            if self.takes_suspicion(taken, reporter, suspect) {
+                taken | 1 << suspect
+            } else {
+                taken
+            }
+        })
+    }
+
     /// The recovery leader: the lowest live node id, if any node is live
     /// (issue 11: decisions are made once per epoch by it).
     pub fn leader(&self) -> Option<NodeId> {
