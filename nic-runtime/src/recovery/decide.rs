@@ -12,8 +12,8 @@
 //!    every shard it writes holds its LOG record (and each such shard has a
 //!    surviving replica): commit (LOG is only sent after validation passed, so
 //!    the transaction may have reached its commit point). In crash recovery
-//!    a node that joined the shard, or restarted, since the last epoch that
-//!    resumed is not asked (issue 12, [`LogQuorum`]);
+//!    only the caught-up replicas are asked: not a joining backup, nor a
+//!    restarted member (issue 12, [`LogQuorum`]);
 //! 5. otherwise abort.
 //!
 //! Rules 2–5 are *the* commit-point rule over the replicas' records
@@ -123,12 +123,12 @@ impl TxEvidence {
 
     /// Whether every replica of every written shard that `quorum` names
     /// holds the LOG (and every written shard has a primary), in `view`.
-    fn every_replica_logged(&self, view: &PlacementView, quorum: LogQuorum<'_>) -> bool {
+    fn every_replica_logged(&self, view: &PlacementView, quorum: LogQuorum) -> bool {
         !self.write_shards.is_empty()
             && self.write_shards.iter().all(|s| {
                 let asked = |n: NodeId| match quorum {
-                    LogQuorum::ServedMembers(served) => {
-                        served.live_replicas(s).any(|m| m == n) && !view.renewed().contains(n)
+                    LogQuorum::CaughtUpMembers => {
+                        !view.joining(s).contains(n) && !view.renewed().contains(n)
                     }
                     LogQuorum::EveryMember => true,
                 };
@@ -149,29 +149,24 @@ impl TxEvidence {
     /// coordinator's (a replica may hold its COMMIT).
     ///
     /// Rule 4 asks the LOG of every live member of `view`; the recovery
-    /// machine asks only those that were members when the transaction ran
-    /// ([`TxEvidence::decide_tx_served`]).
+    /// machine asks only the caught-up ones
+    /// ([`TxEvidence::decide_tx_caught_up`]).
     pub fn decide_tx(&self, tx_id: u64, view: &PlacementView) -> (bool, DecisionReason) {
         self.decide_tx_over(tx_id, view, LogQuorum::EveryMember)
     }
 
     /// [`TxEvidence::decide_tx`] with rule 4 asking the LOG of the live
-    /// members of `view` that were live members of `served`, the view of
-    /// the last epoch this node resumed in ([`LogQuorum::ServedMembers`]).
-    pub fn decide_tx_served(
-        &self,
-        tx_id: u64,
-        view: &PlacementView,
-        served: &PlacementView,
-    ) -> (bool, DecisionReason) {
-        self.decide_tx_over(tx_id, view, LogQuorum::ServedMembers(served))
+    /// members of `view` that are caught up ([`LogQuorum::CaughtUpMembers`]):
+    /// crash recovery's leader.
+    pub fn decide_tx_caught_up(&self, tx_id: u64, view: &PlacementView) -> (bool, DecisionReason) {
+        self.decide_tx_over(tx_id, view, LogQuorum::CaughtUpMembers)
     }
 
     fn decide_tx_over(
         &self,
         tx_id: u64,
         view: &PlacementView,
-        quorum: LogQuorum<'_>,
+        quorum: LogQuorum,
     ) -> (bool, DecisionReason) {
         let coordinator = (tx_id >> 48) as NodeId;
         let renewed = view.renewed().contains(coordinator);
@@ -187,7 +182,7 @@ impl TxEvidence {
         self.decide_over(view, LogQuorum::EveryMember)
     }
 
-    fn decide_over(&self, view: &PlacementView, quorum: LogQuorum<'_>) -> (bool, DecisionReason) {
+    fn decide_over(&self, view: &PlacementView, quorum: LogQuorum) -> (bool, DecisionReason) {
         if let Some(c) = self.coordinator {
             match c.outcome {
                 Outcome::Commit => return (true, DecisionReason::CoordinatorDecided),
@@ -213,22 +208,35 @@ impl TxEvidence {
 /// A transaction still undecided at a recovery epoch began at or after the
 /// last epoch that resumed (every earlier one was decided in that epoch's
 /// recovery), so its LOG went to the members of that epoch's view, and a
-/// commit was reported only once each of them acknowledged it. A node that
-/// joined a shard since then — a survivor chosen as a new backup in this
-/// very configuration, or a node that rejoined — never saw that LOG, and
-/// asking for it would abort a transaction whose commit may have been
-/// reported. The same holds for a member of that view that has restarted
-/// since (renewed, [`PlacementView::renewed`]): its LOG records died with
-/// its previous process. Leaving it out loses nothing: every recovery epoch abandons
-/// the copies, and the next snapshot is taken after the decisions were
-/// applied at the primary. A NIC runtime that restarted alone decides
-/// transactions of its current epoch, which resumed with the current view:
-/// there every live member must hold the LOG.
-#[derive(Debug, Clone, Copy)]
-pub enum LogQuorum<'a> {
-    /// The live members that were also live members of this view, the one
-    /// of the last epoch this node resumed in (crash recovery).
-    ServedMembers(&'a PlacementView),
+/// commit was reported only once each of them acknowledged it. In crash
+/// recovery rule 4 asks the live members of the current view that are
+/// caught up ([`LogQuorum::CaughtUpMembers`]). A *joining* backup — a
+/// survivor chosen as a new backup in this very configuration, or one
+/// whose copy is not done — may never have seen that LOG, and asking it
+/// would abort a transaction whose commit may have been reported; leaving
+/// it out loses nothing, since every recovery epoch abandons the copies and
+/// the next snapshot is taken after the decisions were applied at the
+/// primary. A *renewed* member (restarted since, [`PlacementView::renewed`])
+/// lost its LOG records with its previous process. A caught-up member was a
+/// member when the transaction ran: a node becomes one only by a caught-up
+/// report of an epoch that resumed, after its recovery decided every
+/// earlier transaction.
+///
+/// Asking the members of the view the *leader* last resumed in instead
+/// (the rule before) depends on the leader's history: a restarted leader's
+/// is the first configuration's, so it did not ask a survivor that had
+/// since caught up as a shard's new backup, and committed a transaction
+/// whose LOG that replica never took (rejoin Smallbank seed 282 of 5 nodes,
+/// replication 3: a version behind its primary).
+///
+/// A NIC runtime that restarted alone decides transactions of its current
+/// epoch, which resumed with the current view: there every live member,
+/// joining backups included, must hold the LOG ([`LogQuorum::EveryMember`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LogQuorum {
+    /// The live members of the view that are neither joining the shard nor
+    /// renewed (crash recovery).
+    CaughtUpMembers,
     /// Every live member, joining backups included (a NIC restart).
     EveryMember,
 }
@@ -243,7 +251,7 @@ pub enum LogQuorum<'a> {
 pub fn decide_by_records(
     view: &PlacementView,
     records: impl IntoIterator<Item = (NodeId, RecordEvidence)>,
-    quorum: LogQuorum<'_>,
+    quorum: LogQuorum,
 ) -> (bool, DecisionReason) {
     let mut e = TxEvidence::default();
     for (holder, r) in records {
@@ -336,7 +344,6 @@ mod tests {
         // of shard 0 (0, 1, 2) logged its write, and node 3 becomes the
         // shard's new backup in that same configuration.
         let p = Placement::new(4, 3).unwrap();
-        let served = PlacementView::healthy(p);
         let c = Configuration::initial(4, 3).without(1 << 0);
         let view = PlacementView::with_roles(p, NodeMask::EMPTY.with(0), c.roles()).unwrap();
         assert_eq!(view.live_replicas(0).collect::<Vec<_>>(), vec![1, 2, 3]);
@@ -346,17 +353,52 @@ mod tests {
         }
         // The commit may have been reported: recovery commits it.
         assert_eq!(
-            e.decide_tx_served(1, &view, &served),
+            e.decide_tx_caught_up(1, &view),
             (true, DecisionReason::EveryReplicaLogged)
         );
         // Asking the new backup too (the broken variant) aborts it.
         assert_eq!(e.decide_tx(1, &view), (false, DecisionReason::NotLogged));
-        // A member of the served view that lacks the LOG still aborts it.
+        // A caught-up member that lacks the LOG still aborts it.
         let mut short = TxEvidence::default();
         short.add_record(1, rec(0, RecordKind::Log, 0b1));
         assert_eq!(
-            short.decide_tx_served(1, &view, &served),
+            short.decide_tx_caught_up(1, &view),
             (false, DecisionReason::NotLogged)
+        );
+    }
+
+    #[test]
+    fn a_new_backup_that_caught_up_is_asked_whatever_the_leader_served() {
+        use crate::membership::Configuration;
+        // Rejoin Smallbank seed 282 (5 nodes, replication 3): node 0
+        // crashed; node 1 became shard 3's new backup (3, 4, 0 → 3, 4, 1)
+        // and caught up; node 0 rejoined as a new process, the lowest live
+        // id and so the recovery leader, whose last served view is the
+        // first configuration's. Node 3 coordinated a write to shard 3 whose
+        // LOG reached 3 and 4 but not node 1.
+        let p = Placement::new(5, 3).unwrap();
+        let c = Configuration::initial(5, 3).without(1 << 0);
+        assert!(c.shards[3].joining & (1 << 1) != 0, "node 1 joins shard 3");
+        let c = c.caught_up(1).unwrap().rejoining(0, 2).unwrap();
+        let view = PlacementView::with_roles(p, NodeMask::EMPTY, c.roles()).unwrap();
+        assert_eq!(view.live_replicas(3).collect::<Vec<_>>(), vec![3, 4, 1]);
+        assert!(view.joining(3).is_empty() && view.renewed().contains(0));
+        let tx = 3u64 << 48 | 0x8e;
+        let mut e = TxEvidence::default();
+        e.add_coordinator(coord(Outcome::Undecided, 0b1000));
+        for holder in [3, 4] {
+            e.add_record(
+                holder,
+                RecordEvidence {
+                    tx_id: tx,
+                    ..rec(3, RecordKind::Log, 0b1000)
+                },
+            );
+        }
+        assert_eq!(
+            e.decide_tx_caught_up(tx, &view),
+            (false, DecisionReason::NotLogged),
+            "node 1, a caught-up replica, never took the LOG"
         );
     }
 
@@ -368,7 +410,6 @@ mod tests {
         // been reported); node 1 crashes and, before that epoch resumed,
         // rejoins as a new process holding nothing.
         let p = Placement::new(3, 3).unwrap();
-        let served = PlacementView::healthy(p);
         let c = Configuration::initial(3, 3).without(1 << 1);
         let c = c.rejoining(1, 2).unwrap();
         let view = PlacementView::with_roles(p, NodeMask::EMPTY, c.roles()).unwrap();
@@ -389,7 +430,7 @@ mod tests {
             );
         }
         assert_eq!(
-            e.decide_tx_served(tx, &view, &served),
+            e.decide_tx_caught_up(tx, &view),
             (true, DecisionReason::EveryReplicaLogged),
             "the new process of node 1 lost the LOG with its predecessor"
         );
