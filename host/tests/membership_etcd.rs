@@ -393,7 +393,10 @@ fn a_suspects_report_on_its_accuser_does_not_count() {
         let seen = drive(&clock, &mut refs, &mut polled, |ms, _, _| {
             ms[2].stats().renewals_failed > 0
         });
-        assert!(seen, "node 2 learns it is a suspect within {DEADLINE_MS} ms");
+        assert!(
+            seen,
+            "node 2 learns it is a suspect within {DEADLINE_MS} ms"
+        );
     }
     // Node 2, a suspect, accuses its accuser (and node 1): stored, not taken.
     ms[2].report_suspect(0, clock.now()).expect("report queued");
