@@ -163,8 +163,10 @@ struct View {
     lease_until: Nanos,
     notices: Vec<(Nanos, Notice)>,
     /// Restarted and not yet admitted: renews nothing, takes only a
-    /// configuration that contains it.
+    /// configuration that admits its incarnation.
     joining: bool,
+    /// The incarnation of the process that restarted (0: the first).
+    incarnation: u32,
 }
 
 /// The manager's state (shared by the handles of [`SimMembership`]).
@@ -361,6 +363,7 @@ impl SimMembership {
                 lease_until: cfg.lease_ns,
                 notices: Vec::with_capacity(NODE_NOTICES_MAX),
                 joining: false,
+                incarnation: 0,
             })
             .collect();
         let mut lease_until = [0; NODES_MAX];
@@ -436,6 +439,7 @@ impl SimMembership {
         m.views[node as usize] = View {
             notices: Vec::with_capacity(NODE_NOTICES_MAX),
             joining: true,
+            incarnation,
             ..View::default()
         };
         m.request(
@@ -516,8 +520,16 @@ impl Membership for SimMember {
             }
             match view.notices.swap_remove(i).1 {
                 Notice::Grant { until } => view.lease_until = view.lease_until.max(until),
-                // A restarted node takes no configuration before one that admits it.
-                Notice::Config(c) if view.joining && !c.contains(self.node) => {}
+                // A restarted node takes no configuration before one that
+                // admits it: one with its node id in is not enough while
+                // that is its old incarnation (chaos Smallbank seed 10 of 4
+                // nodes: the new process took such a configuration, renewed
+                // the old incarnation's lease for good and was never
+                // admitted).
+                Notice::Config(c)
+                    if view.joining
+                        && !(c.contains(self.node)
+                            && c.incarnation[self.node as usize] == view.incarnation) => {}
                 Notice::Config(c) if c.epoch > view.config.epoch => {
                     view.config = c;
                     view.joining = false;
