@@ -570,3 +570,62 @@ fn a_rejoined_node_leaves_its_predecessors_transactions_to_crash_recovery() {
         }
     }
 }
+
+/// Chaos Smallbank seed 135 of 5 nodes: a node's NIC runtime restarted
+/// while its transaction's LOG was on its way, and a recovery epoch began
+/// before its rebuild had every report; the rebuild then committed the
+/// transaction at two replicas while the epoch's leader, seeing its live
+/// coordinator silent about it, aborted it at the third. Once a recovery
+/// epoch began since the restart, the rebuild leaves its lost transactions
+/// to the recovery, which decides each one way at every replica.
+#[test]
+fn a_rebuild_overtaken_by_a_recovery_epoch_leaves_its_lost_transactions_to_it() {
+    use splitkv_nic::membership::Configuration;
+    let (mut nodes, mut now, _) = t1_held_on_its_way_to_node_3();
+    until(&mut nodes, &mut now, "T1's LOG at node 2", |n| {
+        !n[2].host.logs.is_empty()
+    });
+    let t1 = *nodes[2].host.logs.keys().next().unwrap();
+    // Node 0's NIC restarts (same process: not renewed). T1's LOG goes on
+    // to node 3, whose report to node 0's rebuild is held back.
+    restart(&mut nodes[0], now, 2);
+    nodes[3].blocked.store(1 << 0, Ordering::Relaxed);
+    nodes[0].blocked.store(0, Ordering::Relaxed);
+    until(
+        &mut nodes,
+        &mut now,
+        "T1's LOG at node 3, node 2's report in",
+        |n| n[3].host.logs.contains_key(&t1) && n[0].nic.rebuild_stats().reports > 0,
+    );
+    // Node 1 is configured out: a recovery epoch begins before node 0's
+    // rebuild has every report.
+    let next = Configuration::initial(NODES, 2).without(1 << 1);
+    nodes
+        .iter_mut()
+        .for_each(|n| n.nic.apply_configuration(&next));
+    nodes[3].blocked.store(0, Ordering::Relaxed);
+    let live = [0, 2, 3];
+    until(
+        &mut nodes,
+        &mut now,
+        "node 0 rebuilt, recovery resumed",
+        |n| {
+            n[0].nic.availability() == Availability::Serving
+                && !live.iter().any(|&i| n[i].nic.recovering())
+        },
+    );
+    let s = nodes[0].nic.rebuild_stats();
+    assert_eq!((s.decided_commit, s.decided_abort), (0, 0), "{s:?}");
+    assert!(s.left_to_recovery >= 1, "{s:?}");
+    until(&mut nodes, &mut now, "T1 decided at nodes 2 and 3", |n| {
+        [2, 3]
+            .iter()
+            .all(|&i| n[i].host.aborts.contains(&t1) || n[i].host.commits.contains(&t1))
+    });
+    let committed = nodes[2].host.commits.contains(&t1);
+    for i in [2, 3] {
+        let n = &nodes[i];
+        assert_eq!(n.host.commits.contains(&t1), committed, "node {i}");
+        assert_eq!(n.host.aborts.contains(&t1), !committed, "node {i}");
+    }
+}

@@ -130,6 +130,21 @@ impl Recovery {
     pub fn stats(&self) -> RecoveryStats {
         self.stats
     }
+    /// This node's NIC runtime restarted alone and its rebuild decided
+    /// `tx_id`, a transaction its coordinator lost (`commit` or not;
+    /// `write_shards` as its records carry them): reported as the
+    /// coordinator's outcome in every epoch's evidence until this node
+    /// resumes (`unresumed.rs`, third fact). Returns false if the bound
+    /// ([`LOST_DECISIONS_MAX`](super::unresumed::LOST_DECISIONS_MAX)) left
+    /// it out.
+    pub fn note_rebuild_decision(
+        &mut self,
+        tx_id: u64,
+        write_shards: NodeMask,
+        commit: bool,
+    ) -> bool {
+        self.unresumed.record_lost(tx_id, write_shards, commit)
+    }
     /// The next command to take, oldest first.
     pub fn poll_command(&mut self) -> Option<RecoveryCommand> {
         self.commands.pop_front()

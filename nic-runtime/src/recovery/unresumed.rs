@@ -25,10 +25,21 @@
 //!
 //! Both are needed: the three-node model never separates them (there every
 //! coordinator replicates what it writes), `tests/recovery_machine.rs` does.
+//!
+//! A third fact, for a NIC runtime that restarted alone (`runtime::restart`):
+//! its rebuild decides the transactions its coordinator lost and sends the
+//! decisions to their replicas, but its coordinator no longer holds them, so
+//! a recovery epoch that begins before every replica took those decisions
+//! would see the coordinator live and silent and abort by the leader's
+//! "forgot" rule what some replicas committed (chaos Smallbank seed 135 of
+//! 5 nodes). Every such decision is reported as its coordinator's outcome
+//! until this node resumes.
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use splitkv_layout::wire::{Decision, NodeId, Outcome, RecordEvidence, RecordKind};
+use splitkv_layout::wire::{
+    CoordEvidence, CoordPhase, Decision, NodeId, NodeMask, Outcome, RecordEvidence, RecordKind,
+};
 
 use super::types::LocalEvidence;
 
@@ -50,7 +61,15 @@ pub(super) struct Unresumed {
     records: BTreeMap<(u64, NodeId), RecordEvidence>,
     /// Decisions of transactions this node coordinates, by transaction.
     coordinated: BTreeMap<u64, bool>,
+    /// Decisions this node's rebuild made of the transactions its
+    /// coordinator lost in a NIC restart: (written shards, commit), by
+    /// transaction (at most [`LOST_DECISIONS_MAX`]).
+    lost: BTreeMap<u64, (NodeMask, bool)>,
 }
+
+/// Most rebuild decisions of lost transactions kept for the next epoch's
+/// evidence (one per coordinator slot of the restarted node, twice over).
+pub(super) const LOST_DECISIONS_MAX: usize = 2 * crate::protocol::coordinator::TX_INFLIGHT_MAX;
 
 impl Unresumed {
     /// This node recorded decision `d`: `pending` are its LOG records of
@@ -72,6 +91,17 @@ impl Unresumed {
         }
     }
 
+    /// This node's rebuild decided `tx_id`, which its coordinator lost in a
+    /// NIC restart (module docs, third fact). Returns false (and keeps
+    /// nothing) past [`LOST_DECISIONS_MAX`].
+    pub(super) fn record_lost(&mut self, tx_id: u64, write_shards: NodeMask, commit: bool) -> bool {
+        if self.lost.len() >= LOST_DECISIONS_MAX && !self.lost.contains_key(&tx_id) {
+            return false;
+        }
+        self.lost.insert(tx_id, (write_shards, commit));
+        true
+    }
+
     /// Adds what was recorded to `local`, gathered for a new epoch: a
     /// coordinated transaction still undecided there takes the recorded
     /// decision as its outcome, and each decision record is reported unless
@@ -91,6 +121,27 @@ impl Unresumed {
                 };
             }
         }
+        let known: BTreeSet<u64> = local.coordinated.iter().map(|c| c.tx_id).collect();
+        for (&tx_id, &(write_shards, commit)) in &self.lost {
+            if known.contains(&tx_id) {
+                continue;
+            }
+            local.coordinated.push(CoordEvidence {
+                tx_id,
+                phase: if commit {
+                    CoordPhase::Commit
+                } else {
+                    CoordPhase::Log
+                },
+                outcome: if commit {
+                    Outcome::Commit
+                } else {
+                    Outcome::Abort
+                },
+                reported: false,
+                write_shards,
+            });
+        }
         let reported: BTreeSet<(u64, NodeId, u8)> = local
             .records
             .iter()
@@ -108,5 +159,49 @@ impl Unresumed {
     pub(super) fn clear(&mut self) {
         self.records.clear();
         self.coordinated.clear();
+        self.lost.clear();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rebuild_decisions_are_reported_as_the_coordinators_outcome_until_resume() {
+        let mut u = Unresumed::default();
+        assert!(u.record_lost(7, NodeMask(0b110), true));
+        assert!(u.record_lost(8, NodeMask(0b010), false));
+        let mut local = LocalEvidence::default();
+        // Transaction 8 is still in the coordinator (a newer report of it).
+        local.coordinated.push(CoordEvidence {
+            tx_id: 8,
+            phase: CoordPhase::Log,
+            outcome: Outcome::Undecided,
+            reported: false,
+            write_shards: NodeMask(0b010),
+        });
+        u.add_to(&mut local);
+        let got: Vec<_> = local
+            .coordinated
+            .iter()
+            .map(|c| (c.tx_id, c.outcome))
+            .collect();
+        assert_eq!(got, vec![(8, Outcome::Undecided), (7, Outcome::Commit)]);
+        assert_eq!(local.coordinated[1].write_shards, NodeMask(0b110));
+        u.clear();
+        let mut after = LocalEvidence::default();
+        u.add_to(&mut after);
+        assert!(after.coordinated.is_empty(), "resumed: nothing reported");
+    }
+
+    #[test]
+    fn rebuild_decisions_are_bounded() {
+        let mut u = Unresumed::default();
+        for tx in 0..LOST_DECISIONS_MAX as u64 {
+            assert!(u.record_lost(tx, NodeMask(1), true));
+        }
+        assert!(!u.record_lost(u64::MAX, NodeMask(1), true));
+        assert!(u.record_lost(0, NodeMask(1), false), "an update is kept");
     }
 }

@@ -90,6 +90,12 @@ impl RecoveryRuntime {
         &self.machine
     }
 
+    /// The machine, for the rebuild's decisions of lost transactions
+    /// ([`Recovery::note_rebuild_decision`]).
+    pub(super) fn machine_mut(&mut self) -> &mut Recovery {
+        &mut self.machine
+    }
+
     /// Whether new transactions are held back (recovery under way).
     pub fn paused(&self) -> bool {
         self.paused

@@ -77,6 +77,14 @@
 //!    the peers that hold records ([`RebuildMsg::Decisions`]).
 //!    A node that rejoined and is still renewed decides none of them: they
 //!    are its previous process's, crash recovery's to decide (issue 12).
+//!    Nor does a rebuild a recovery epoch overtook (under way at the
+//!    restart, or begun before the reports were in): every replica gave
+//!    that recovery its records, and its leader's decisions reach every
+//!    holder (chaos Smallbank seed 135 of 5 nodes split a transaction
+//!    between the two deciders). Each decision a rebuild does make is
+//!    reported as the coordinator's outcome until the node next resumes
+//!    (`recovery/unresumed.rs`), so a recovery epoch that begins before
+//!    every holder took it makes the same one.
 //! 6. **Settle**: once the decision records are appended and the host has
 //!    applied its log through the tail (so the host table holds every
 //!    committed write the lost cache had pinned: versions never go back),
@@ -210,9 +218,15 @@ pub struct RebuildStats {
     pub decided_commit: u64,
     /// Own lost transactions decided abort.
     pub decided_abort: u64,
-    /// Transactions of this node's previous process (it rejoined and is
-    /// still renewed) left undecided: crash recovery decides them (issue 12).
+    /// Lost transactions this rebuild left undecided for crash recovery to
+    /// decide: its previous process's (it rejoined and is still renewed),
+    /// or any, when a recovery epoch was under way at the restart or began
+    /// before the reports were in (issue 12).
     pub left_to_recovery: u64,
+    /// Decisions of lost transactions not kept for the next recovery's
+    /// evidence (over `LOST_DECISIONS_MAX`; the coordinator's outcome
+    /// is then not reported).
+    pub decisions_unkept: u64,
     /// Records dropped over [`REBUILD_RECORDS_MAX`].
     pub records_dropped: u64,
     /// Protocol messages dropped while rebuilding (their sender had not
@@ -267,6 +281,10 @@ struct Rebuild {
     records: Vec<(NodeId, RecordEvidence)>,
     /// All reports in and decisions made.
     decided: bool,
+    /// Recovery epochs begun at this node when it restarted, and whether
+    /// one was under way then: if one was, or began since, the recovery
+    /// decides the lost transactions instead (`restart/decide.rs`).
+    recovery_at_restart: (u64, bool),
 }
 
 /// The restart and rebuild state of one runtime: the rebuild under way if

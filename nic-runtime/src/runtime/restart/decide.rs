@@ -6,7 +6,7 @@ use super::super::NicRuntime;
 use crate::recovery::decide::{decide_by_records, LogQuorum};
 use crate::{Nanos, Placement, PlacementView};
 use splitkv_layout::wire::REBUILD_DECISIONS_PER_MESSAGE_MAX;
-use splitkv_layout::wire::{Decision, NodeId, RebuildMsg, RecordEvidence};
+use splitkv_layout::wire::{Decision, NodeId, NodeMask, RebuildMsg, RecordEvidence};
 
 impl NicRuntime {
     /// Restarted side (steps 5–6): decide once every report is in; serve
@@ -21,7 +21,21 @@ impl NicRuntime {
         if !r.decided {
             r.decided = true;
             let records = std::mem::take(&mut r.records);
-            let restart = r.restart;
+            let (restart, (begun, during)) = (r.restart, r.recovery_at_restart);
+            let recovery = during
+                || self.recovery.paused()
+                || self.recovery.machine().stats().epochs_begun != begun;
+            if recovery {
+                // A recovery epoch under way at the restart, or begun since,
+                // decides the lost transactions: every replica reported its
+                // records of them to its leader, whose decisions reach every
+                // holder, while this rebuild's decisions would race them
+                // (chaos Smallbank seed 135 of 5 nodes: this rebuild
+                // committed at two replicas what the leader aborted at the
+                // third).
+                self.restart.stats.left_to_recovery += distinct_txs(&records);
+                return true;
+            }
             self.decide_lost(restart, records);
             return true;
         }
@@ -49,9 +63,7 @@ impl NicRuntime {
     fn decide_lost(&mut self, restart: u32, mut records: Vec<(NodeId, RecordEvidence)>) {
         let me = self.io.node;
         if self.recovery.machine().view().renewed().contains(me) {
-            records.sort_by_key(|(_, r)| r.tx_id);
-            records.dedup_by_key(|(_, r)| r.tx_id);
-            self.restart.stats.left_to_recovery += records.len() as u64;
+            self.restart.stats.left_to_recovery += distinct_txs(&records);
             return;
         }
         let mut own = Vec::new();
@@ -78,6 +90,19 @@ impl NicRuntime {
             }
             self.server
                 .apply_recovered(&mut self.io, &mut self.index, tx_id, commit);
+            // Reported as this coordinator's outcome until it resumes, so a
+            // recovery epoch that begins before every holder took the
+            // decision makes the same one (`recovery/unresumed.rs`).
+            let write_shards = recs.iter().fold(NodeMask::EMPTY, |m, (_, r)| {
+                NodeMask(m.0 | r.write_shards.0).with(r.shard)
+            });
+            if !self
+                .recovery
+                .machine_mut()
+                .note_rebuild_decision(tx_id, write_shards, commit)
+            {
+                self.restart.stats.decisions_unkept += 1;
+            }
             for p in 0..nodes as NodeId {
                 if p != me && recs.iter().any(|(h, _)| *h == p) {
                     out[p as usize].push(Decision { tx_id, commit });
@@ -94,6 +119,14 @@ impl NicRuntime {
             }
         }
     }
+}
+
+/// How many distinct transactions `records` hold.
+fn distinct_txs(records: &[(NodeId, RecordEvidence)]) -> u64 {
+    let mut ids: Vec<u64> = records.iter().map(|(_, r)| r.tx_id).collect();
+    ids.sort_unstable();
+    ids.dedup();
+    ids.len() as u64
 }
 
 /// The commit-point rule for a transaction its coordinator lost (step 5),

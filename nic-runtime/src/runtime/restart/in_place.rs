@@ -102,6 +102,10 @@ impl NicRuntime {
             reported: hashbrown::HashSet::new(),
             records: Vec::new(),
             decided: false,
+            recovery_at_restart: (
+                self.recovery.machine().stats().epochs_begun,
+                self.recovery.paused(),
+            ),
         });
         for p in (0..nodes as NodeId).filter(|p| peers & (1 << p) != 0) {
             let q = RebuildMsg::Query {
