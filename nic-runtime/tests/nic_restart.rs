@@ -60,16 +60,20 @@ impl Procedure for WriteArgs {
 }
 
 /// The in-memory transport, holding every packet to the nodes in `blocked`
-/// (a mask) until they are unblocked, in order.
+/// (a mask) until they are unblocked, in order; packets held for the nodes
+/// in `lost` (a mask) are dropped instead (never sent: a NIC that died).
 struct Gated {
     inner: splitkv_nic::net::mem::MemTransport,
     blocked: Arc<AtomicU32>,
+    lost: Arc<AtomicU32>,
     held: Vec<(u16, Vec<u8>)>,
 }
 
 impl Gated {
     fn release(&mut self, now: Nanos) {
         let blocked = self.blocked.load(Ordering::Relaxed);
+        let lost = self.lost.swap(0, Ordering::Relaxed);
+        self.held.retain(|(dst, _)| lost & (1 << dst) == 0);
         let mut keep = Vec::new();
         for (dst, bytes) in self.held.drain(..) {
             if blocked & (1 << dst) != 0 {
@@ -136,6 +140,8 @@ struct Node {
     told: HashMap<u64, TxStatus>,
     /// Blocked destinations of this node's packets.
     blocked: Arc<AtomicU32>,
+    /// Destinations whose held packets are dropped at the next release.
+    lost: Arc<AtomicU32>,
 }
 
 impl Node {
@@ -187,9 +193,11 @@ fn cluster() -> Vec<Node> {
     let mut nodes = Vec::new();
     for (id, t) in mem_network(NODES).into_iter().enumerate() {
         let blocked = Arc::new(AtomicU32::new(0));
+        let lost = Arc::new(AtomicU32::new(0));
         let gated = Gated {
             inner: t,
             blocked: blocked.clone(),
+            lost: lost.clone(),
             held: Vec::new(),
         };
         let mut procedures = ProcedureRegistry::new();
@@ -211,6 +219,7 @@ fn cluster() -> Vec<Node> {
             host: HostLog::default(),
             told: HashMap::new(),
             blocked,
+            lost,
         });
     }
     nodes
@@ -628,4 +637,53 @@ fn a_rebuild_overtaken_by_a_recovery_epoch_leaves_its_lost_transactions_to_it() 
         assert_eq!(n.host.commits.contains(&t1), committed, "node {i}");
         assert_eq!(n.host.aborts.contains(&t1), !committed, "node {i}");
     }
+}
+
+/// A NIC runtime restarts after its COMMIT reached one replica and before
+/// the other, and a recovery epoch overtakes its rebuild: the COMMIT record
+/// a peer reported to the rebuild is this coordinator's outcome in the
+/// epoch's evidence, so the leader commits the transaction at the replica
+/// still holding the LOG instead of aborting it by its "forgot" rule (a
+/// live coordinator's COMMIT records are not evidence).
+#[test]
+fn a_commit_record_reported_to_an_overtaken_rebuild_is_the_coordinators_outcome() {
+    use splitkv_nic::membership::Configuration;
+    let k = key_on(&placement(), &[2, 3]);
+    let mut nodes = cluster();
+    let mut now = 0;
+    nodes[0].submit(1, &[k]);
+    // Hold node 0's packets to node 3 from the moment node 3 logged T1:
+    // its COMMIT then reaches node 2 only.
+    until(&mut nodes, &mut now, "T1's LOG at node 3", |n| {
+        !n[3].host.logs.is_empty()
+    });
+    nodes[0].blocked.store(1 << 3, Ordering::Relaxed);
+    let t1 = *nodes[3].host.logs.keys().next().unwrap();
+    until(&mut nodes, &mut now, "T1 committed at node 2", |n| {
+        n[2].host.commits.contains(&t1)
+    });
+    assert!(!nodes[3].host.commits.contains(&t1));
+    // Node 0's NIC restarts, its COMMIT to node 3 never sent; node 3's
+    // report to its rebuild is held back, node 2's (with the COMMIT record)
+    // comes in.
+    nodes[0].lost.store(1 << 3, Ordering::Relaxed);
+    restart(&mut nodes[0], now, 2);
+    nodes[3].blocked.store(1 << 0, Ordering::Relaxed);
+    nodes[0].blocked.store(0, Ordering::Relaxed);
+    until(&mut nodes, &mut now, "node 2's report in", |n| {
+        n[0].nic.rebuild_stats().reports > 0
+    });
+    let next = Configuration::initial(NODES, 2).without(1 << 1);
+    nodes
+        .iter_mut()
+        .for_each(|n| n.nic.apply_configuration(&next));
+    nodes[3].blocked.store(0, Ordering::Relaxed);
+    until(&mut nodes, &mut now, "T1 decided at node 3", |n| {
+        n[3].host.aborts.contains(&t1) || n[3].host.commits.contains(&t1)
+    });
+    assert!(
+        nodes[3].host.commits.contains(&t1),
+        "node 3 aborted what node 2 committed"
+    );
+    assert!(!nodes[3].host.aborts.contains(&t1));
 }

@@ -353,6 +353,7 @@ impl super::NicRuntime {
         let mut local = LocalEvidence::default();
         self.coordinator
             .evidence(self.io.node, &self.io.placement, &mut local.coordinated);
+        self.restart.lost_commits(&mut local.coordinated);
         let room = LOCAL_EVIDENCE_ENTRIES_MAX.saturating_sub(local.coordinated.len());
         self.server
             .recovery_evidence(failed, room, &mut local.records);

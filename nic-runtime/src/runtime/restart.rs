@@ -84,7 +84,10 @@
 //!    between the two deciders). Each decision a rebuild does make is
 //!    reported as the coordinator's outcome until the node next resumes
 //!    (`recovery/unresumed.rs`), so a recovery epoch that begins before
-//!    every holder took it makes the same one.
+//!    every holder took it makes the same one; and before it decides, a
+//!    COMMIT record a peer reported of a lost transaction is reported the
+//!    same way (`RestartState::lost_commits`: the old NIC sent COMMIT to
+//!    some replicas only).
 //! 6. **Settle**: once the decision records are appended and the host has
 //!    applied its log through the tail (so the host table holds every
 //!    committed write the lost cache had pinned: versions never go back),
@@ -127,7 +130,10 @@
 use crate::net::stack::{Stack, StackConfig, StackError};
 use crate::protocol::Io;
 use crate::Nanos;
-use splitkv_layout::wire::{Body, Flow, MsgKind, NodeId, RebuildMsg, RecordEvidence, ReplyStatus};
+use splitkv_layout::wire::{
+    Body, CoordEvidence, CoordPhase, Flow, MsgKind, NodeId, Outcome, RebuildMsg, RecordEvidence,
+    RecordKind, ReplyStatus,
+};
 
 /// Most rounds of DMA completions a restart waits through for the requests
 /// posted before the crash.
@@ -318,6 +324,35 @@ pub(super) enum Gate {
 }
 
 impl RestartState {
+    /// The lost transactions whose COMMIT record a peer reported to the
+    /// rebuild under way (not decided yet), as this coordinator's outcome
+    /// for a recovery epoch's evidence: a COMMIT is sent only past the
+    /// commit point, so the transaction committed, and a leader that saw
+    /// this coordinator silent about it would abort it by its "forgot"
+    /// rule at a replica still holding the LOG (a live coordinator's COMMIT
+    /// records are not evidence). Appended to `out` unless listed there.
+    pub(super) fn lost_commits(&self, out: &mut Vec<CoordEvidence>) {
+        let Some(r) = self.rebuild.as_ref().filter(|r| !r.decided) else {
+            return;
+        };
+        for (_, rec) in r
+            .records
+            .iter()
+            .filter(|(_, x)| x.kind == RecordKind::Commit)
+        {
+            if out.iter().any(|c| c.tx_id == rec.tx_id) {
+                continue;
+            }
+            out.push(CoordEvidence {
+                tx_id: rec.tx_id,
+                phase: CoordPhase::Commit,
+                outcome: Outcome::Commit,
+                reported: false,
+                write_shards: rec.write_shards.with(rec.shard),
+            });
+        }
+    }
+
     /// The state of a runtime whose stack was built from `net`.
     pub(super) fn new(net: StackConfig) -> RestartState {
         RestartState {
