@@ -254,6 +254,36 @@ fn restart(n: &mut Node, now: Nanos, incarnation: u32) {
     assert_eq!(n.nic.incarnation(), incarnation);
 }
 
+/// [`t1_held_on_its_way_to_node_3`] once T1's LOG is in node 2's host
+/// log; returns the nodes, the time and T1's transaction id.
+fn t1_logged_at_node_2() -> (Vec<Node>, Nanos, u64) {
+    let (mut nodes, mut now, _) = t1_held_on_its_way_to_node_3();
+    until(&mut nodes, &mut now, "T1's LOG at node 2", |n| {
+        !n[2].host.logs.is_empty()
+    });
+    let t1 = *nodes[2].host.logs.keys().next().unwrap();
+    (nodes, now, t1)
+}
+
+/// Steps until node 0 serves again and none of `live` is recovering;
+/// returns node 0's rebuild counters.
+fn rebuilt_and_resumed(
+    nodes: &mut [Node],
+    now: &mut Nanos,
+    live: &[usize],
+) -> splitkv_nic::runtime::RebuildStats {
+    until(nodes, now, "node 0 rebuilt, recovery resumed", |n| {
+        n[0].nic.availability() == Availability::Serving
+            && !live.iter().any(|&i| n[i].nic.recovering())
+    });
+    nodes[0].nic.rebuild_stats()
+}
+
+/// Applies configuration `c` at every node (a recovery epoch begins).
+fn configure(nodes: &mut [Node], c: &splitkv_nic::membership::Configuration) {
+    nodes.iter_mut().for_each(|n| n.nic.apply_configuration(c));
+}
+
 /// A cluster in which T1 (node 0, request 1) writes a key `k` of
 /// replicas 2 and 3 and holds its lock at node 2, its packets to node 3
 /// held back (node 0's `blocked`); returns the nodes, the time and `k`.
@@ -537,34 +567,19 @@ fn a_restarted_nic_numbers_its_new_transactions_above_the_lost_ones() {
 #[test]
 fn a_rejoined_node_leaves_its_predecessors_transactions_to_crash_recovery() {
     use splitkv_nic::membership::Configuration;
-    let (mut nodes, mut now, _) = t1_held_on_its_way_to_node_3();
-    until(&mut nodes, &mut now, "T1's LOG at node 2", |n| {
-        !n[2].host.logs.is_empty()
-    });
-    let t1 = *nodes[2].host.logs.keys().next().unwrap();
+    let (mut nodes, mut now, t1) = t1_logged_at_node_2();
     // Node 0 is configured out and back as a new process (renewed): T1 is
     // its predecessor's, and the rejoin's recovery epoch decides it.
     let rejoined = Configuration::initial(NODES, 2)
         .without(1)
         .rejoining(0, 5)
         .unwrap();
-    nodes
-        .iter_mut()
-        .for_each(|n| n.nic.apply_configuration(&rejoined));
+    configure(&mut nodes, &rejoined);
     // Node 0's NIC runtime restarts inside that epoch: it must not decide
     // T1 as well (a second decider could split it).
     restart(&mut nodes[0], now, 6);
     nodes[0].blocked.store(0, Ordering::Relaxed);
-    until(
-        &mut nodes,
-        &mut now,
-        "node 0 rebuilt, recovery resumed",
-        |n| {
-            n[0].nic.availability() == Availability::Serving
-                && !n.iter().any(|x| x.nic.recovering())
-        },
-    );
-    let s = nodes[0].nic.rebuild_stats();
+    let s = rebuilt_and_resumed(&mut nodes, &mut now, &[0, 1, 2, 3]);
     assert_eq!((s.decided_commit, s.decided_abort), (0, 0), "{s:?}");
     assert_eq!(s.left_to_recovery, 1, "{s:?}");
     // Crash recovery decided T1, one way at every replica holding its LOG.
@@ -590,11 +605,7 @@ fn a_rejoined_node_leaves_its_predecessors_transactions_to_crash_recovery() {
 #[test]
 fn a_rebuild_overtaken_by_a_recovery_epoch_leaves_its_lost_transactions_to_it() {
     use splitkv_nic::membership::Configuration;
-    let (mut nodes, mut now, _) = t1_held_on_its_way_to_node_3();
-    until(&mut nodes, &mut now, "T1's LOG at node 2", |n| {
-        !n[2].host.logs.is_empty()
-    });
-    let t1 = *nodes[2].host.logs.keys().next().unwrap();
+    let (mut nodes, mut now, t1) = t1_logged_at_node_2();
     // Node 0's NIC restarts (same process: not renewed). T1's LOG goes on
     // to node 3, whose report to node 0's rebuild is held back.
     restart(&mut nodes[0], now, 2);
@@ -609,21 +620,9 @@ fn a_rebuild_overtaken_by_a_recovery_epoch_leaves_its_lost_transactions_to_it() 
     // Node 1 is configured out: a recovery epoch begins before node 0's
     // rebuild has every report.
     let next = Configuration::initial(NODES, 2).without(1 << 1);
-    nodes
-        .iter_mut()
-        .for_each(|n| n.nic.apply_configuration(&next));
+    configure(&mut nodes, &next);
     nodes[3].blocked.store(0, Ordering::Relaxed);
-    let live = [0, 2, 3];
-    until(
-        &mut nodes,
-        &mut now,
-        "node 0 rebuilt, recovery resumed",
-        |n| {
-            n[0].nic.availability() == Availability::Serving
-                && !live.iter().any(|&i| n[i].nic.recovering())
-        },
-    );
-    let s = nodes[0].nic.rebuild_stats();
+    let s = rebuilt_and_resumed(&mut nodes, &mut now, &[0, 2, 3]);
     assert_eq!((s.decided_commit, s.decided_abort), (0, 0), "{s:?}");
     assert!(s.left_to_recovery >= 1, "{s:?}");
     until(&mut nodes, &mut now, "T1 decided at nodes 2 and 3", |n| {
@@ -674,9 +673,7 @@ fn a_commit_record_reported_to_an_overtaken_rebuild_is_the_coordinators_outcome(
         n[0].nic.rebuild_stats().reports > 0
     });
     let next = Configuration::initial(NODES, 2).without(1 << 1);
-    nodes
-        .iter_mut()
-        .for_each(|n| n.nic.apply_configuration(&next));
+    configure(&mut nodes, &next);
     nodes[3].blocked.store(0, Ordering::Relaxed);
     until(&mut nodes, &mut now, "T1 decided at node 3", |n| {
         n[3].host.aborts.contains(&t1) || n[3].host.commits.contains(&t1)

@@ -384,17 +384,8 @@ mod tests {
         assert_eq!(view.live_replicas(3).collect::<Vec<_>>(), vec![3, 4, 1]);
         assert!(view.joining(3).is_empty() && view.renewed().contains(0));
         let tx = 3u64 << 48 | 0x8e;
-        let mut e = TxEvidence::default();
+        let mut e = logged_at(tx, 3, &[3, 4]);
         e.add_coordinator(coord(Outcome::Undecided, 0b1000));
-        for holder in [3, 4] {
-            e.add_record(
-                holder,
-                RecordEvidence {
-                    tx_id: tx,
-                    ..rec(3, RecordKind::Log, 0b1000)
-                },
-            );
-        }
         assert_eq!(
             e.decide_tx_caught_up(tx, &view),
             (false, DecisionReason::NotLogged),
@@ -419,21 +410,26 @@ mod tests {
             "node 1 joins shard 0 again"
         );
         let tx = 1u64 << 48 | 5;
-        let mut e = TxEvidence::default();
-        for holder in [0, 2] {
-            e.add_record(
-                holder,
-                RecordEvidence {
-                    tx_id: tx,
-                    ..rec(0, RecordKind::Log, 0b1)
-                },
-            );
-        }
+        let e = logged_at(tx, 0, &[0, 2]);
         assert_eq!(
             e.decide_tx_caught_up(tx, &view),
             (true, DecisionReason::EveryReplicaLogged),
             "the new process of node 1 lost the LOG with its predecessor"
         );
+    }
+
+    /// The evidence of `tx`, writing shard `shard` only, whose LOG
+    /// `holders` hold.
+    fn logged_at(tx: u64, shard: u16, holders: &[NodeId]) -> TxEvidence {
+        let mut e = TxEvidence::default();
+        for &holder in holders {
+            let r = RecordEvidence {
+                tx_id: tx,
+                ..rec(shard, RecordKind::Log, 1 << shard)
+            };
+            e.add_record(holder, r);
+        }
+        e
     }
 
     fn coord(outcome: Outcome, shards: u16) -> CoordEvidence {
