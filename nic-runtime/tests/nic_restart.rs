@@ -638,21 +638,17 @@ fn a_rebuild_overtaken_by_a_recovery_epoch_leaves_its_lost_transactions_to_it() 
     }
 }
 
-/// A NIC runtime restarts after its COMMIT reached one replica and before
-/// the other, and a recovery epoch overtakes its rebuild: the COMMIT record
-/// a peer reported to the rebuild is this coordinator's outcome in the
-/// epoch's evidence, so the leader commits the transaction at the replica
-/// still holding the LOG instead of aborting it by its "forgot" rule (a
-/// live coordinator's COMMIT records are not evidence).
-#[test]
-fn a_commit_record_reported_to_an_overtaken_rebuild_is_the_coordinators_outcome() {
+/// T1 (node 0) commits at node 2 and not at node 3: node 0's NIC restarts
+/// after its COMMIT reached node 2, its COMMIT to node 3 never sent. Node
+/// `held`'s report to the rebuild is held back until a recovery epoch (node
+/// 1 configured out) has begun; then steps until node 3 decided T1 and
+/// returns whether it committed.
+fn commit_at_node_2_only_then_recovery(held: usize) -> bool {
     use splitkv_nic::membership::Configuration;
     let k = key_on(&placement(), &[2, 3]);
     let mut nodes = cluster();
     let mut now = 0;
     nodes[0].submit(1, &[k]);
-    // Hold node 0's packets to node 3 from the moment node 3 logged T1:
-    // its COMMIT then reaches node 2 only.
     until(&mut nodes, &mut now, "T1's LOG at node 3", |n| {
         !n[3].host.logs.is_empty()
     });
@@ -662,25 +658,50 @@ fn a_commit_record_reported_to_an_overtaken_rebuild_is_the_coordinators_outcome(
         n[2].host.commits.contains(&t1)
     });
     assert!(!nodes[3].host.commits.contains(&t1));
-    // Node 0's NIC restarts, its COMMIT to node 3 never sent; node 3's
-    // report to its rebuild is held back, node 2's (with the COMMIT record)
-    // comes in.
     nodes[0].lost.store(1 << 3, Ordering::Relaxed);
     restart(&mut nodes[0], now, 2);
-    nodes[3].blocked.store(1 << 0, Ordering::Relaxed);
+    nodes[held].blocked.store(1 << 0, Ordering::Relaxed);
     nodes[0].blocked.store(0, Ordering::Relaxed);
-    until(&mut nodes, &mut now, "node 2's report in", |n| {
-        n[0].nic.rebuild_stats().reports > 0
+    let other = 5 - held;
+    until(&mut nodes, &mut now, "the other replica's report in", |n| {
+        n[0].nic.rebuild_stats().reports >= 2
+            && n[other].nic.rebuild_stats().queries_answered > 0
+            && n[held].nic.rebuild_stats().queries_answered > 0
     });
     let next = Configuration::initial(NODES, 2).without(1 << 1);
     configure(&mut nodes, &next);
-    nodes[3].blocked.store(0, Ordering::Relaxed);
+    nodes[held].blocked.store(0, Ordering::Relaxed);
     until(&mut nodes, &mut now, "T1 decided at node 3", |n| {
         n[3].host.aborts.contains(&t1) || n[3].host.commits.contains(&t1)
     });
-    assert!(
+    assert_ne!(
         nodes[3].host.commits.contains(&t1),
+        nodes[3].host.aborts.contains(&t1)
+    );
+    nodes[3].host.commits.contains(&t1)
+}
+
+/// A NIC runtime restarts after its COMMIT reached one replica and before
+/// the other, and a recovery epoch overtakes its rebuild: the COMMIT record
+/// a peer reported to the rebuild is this coordinator's outcome in the
+/// epoch's evidence, so the leader commits the transaction at the replica
+/// still holding the LOG instead of aborting it by its "forgot" rule.
+#[test]
+fn a_commit_record_reported_to_an_overtaken_rebuild_is_the_coordinators_outcome() {
+    assert!(
+        commit_at_node_2_only_then_recovery(3),
         "node 3 aborted what node 2 committed"
     );
-    assert!(!nodes[3].host.aborts.contains(&t1));
+}
+
+/// As above, but the replica holding the COMMIT record had not reported to
+/// the rebuild when the epoch began: it knows the coordinator's NIC
+/// restarted (its query came), so its evidence reports that COMMIT record,
+/// and the leader's rule 2 comes before its "forgot" rule.
+#[test]
+fn a_replica_reports_the_commit_records_of_a_restarted_coordinator() {
+    assert!(
+        commit_at_node_2_only_then_recovery(2),
+        "node 3 aborted what node 2 committed"
+    );
 }

@@ -22,8 +22,9 @@
 //! without rule 1 and the leader's "forgot" rule: their coordinator is
 //! that very node, and it lost them.
 //!
-//! Before these, at the leader ([`TxEvidence::decide_tx`]): a transaction
-//! whose coordinator (`tx_id >> 48`) is live and did not report it is
+//! Before rules 4 and 5, at the leader ([`TxEvidence::decide_tx`]): a
+//! transaction whose coordinator (`tx_id >> 48`) is live and did not
+//! report it, and of which no replica reported a decision record, is
 //! aborted. A live coordinator reports every transaction it still holds, and
 //! it lets one go only once decided and reported: a commit after every live
 //! replica acknowledged its COMMIT (so no live replica still holds the LOG
@@ -170,7 +171,14 @@ impl TxEvidence {
     ) -> (bool, DecisionReason) {
         let coordinator = (tx_id >> 48) as NodeId;
         let renewed = view.renewed().contains(coordinator);
-        if self.coordinator.is_none() && view.is_live(coordinator) && !renewed {
+        // A decision record says what the coordinator decided (a COMMIT is
+        // sent only past the commit point, an ABORT only once abort was
+        // decided): rules 2 and 3 come first. Replicas report the decision
+        // records of a live coordinator's transactions only when its NIC
+        // restarted (it lost them, and its COMMIT may have reached one
+        // replica only).
+        let recorded = self.commit_record || self.abort_record;
+        if self.coordinator.is_none() && view.is_live(coordinator) && !renewed && !recorded {
             return (false, DecisionReason::CoordinatorForgot);
         }
         self.decide_over(view, quorum)

@@ -135,13 +135,15 @@
 //!   4's [`decide::LogQuorum`] (whom it asks for the LOG) is checked only by
 //!   unit tests and the simulator's seeds.
 //! - A coordinator whose NIC restarted after sending COMMIT to some
-//!   replicas only, overtaken by a recovery epoch before the replica
-//!   holding that COMMIT record reported to its rebuild: the leader sees
-//!   the coordinator live and silent (a live coordinator's COMMIT records
-//!   are not evidence) and its "forgot" rule aborts the transaction at the
-//!   replicas still holding the LOG. Closing it needs the servers to report
-//!   decision records of restarted coordinators too, and rules 2–3 before
-//!   "forgot" (with the TLA+ model's `DecideFor`).
+//!   replicas only: its rebuild reports the COMMIT records peers told it
+//!   of, and a replica that got its query reports its decision records
+//!   (rules 2–3 come before "forgot"). Left open: a recovery epoch that
+//!   begins at the replica holding that COMMIT record before the restarted
+//!   node's query reached it (within one message delay of the restart);
+//!   the leader then sees the coordinator live and silent and its "forgot"
+//!   rule aborts the transaction at the replicas still holding the LOG.
+//!   The TLA+ models have no "forgot" rule and no NIC restart inside a
+//!   recovery.
 //! - A NIC runtime that restarts during a recovery keeps its machine, but
 //!   a whole-node crash loses `unresumed.rs`'s record; that is safe only
 //!   because the crashed node's decision records die with it.

@@ -355,8 +355,14 @@ impl super::NicRuntime {
             .evidence(self.io.node, &self.io.placement, &mut local.coordinated);
         self.restart.lost_commits(&mut local.coordinated);
         let room = LOCAL_EVIDENCE_ENTRIES_MAX.saturating_sub(local.coordinated.len());
+        // Decision records are evidence of the transactions of a failed
+        // coordinator, and of one whose NIC restarted since this node last
+        // resumed: it lost them, and its COMMIT may have reached this
+        // replica only (the leader's rules 2 and 3 come before its
+        // "forgot" rule, `recovery/decide.rs`).
+        let lost = NodeMask(failed.0 | (self.restart.restarted_peers & 0xFFFF) as u16);
         self.server
-            .recovery_evidence(failed, room, &mut local.records);
+            .recovery_evidence(lost, room, &mut local.records);
         local
     }
 
@@ -399,6 +405,8 @@ impl super::NicRuntime {
             RecoveryCommand::Resume { .. } => {
                 self.io.placement = self.recovery.machine().view().serving();
                 self.recovery.resume();
+                // Every transaction of the restarted peers is decided now.
+                self.restart.restarted_peers = 0;
                 // Re-replication (issue 12) begins here, from scratch.
                 let (epoch, view) = (
                     self.recovery.machine().epoch(),

@@ -306,6 +306,12 @@ pub struct RestartState {
     /// Peer side: nodes whose query was answered since the last poll (their
     /// NIC restarted: re-replication copies to them begin again).
     pub(super) answered: u32,
+    /// Peer side: nodes whose NIC restarted (a query came) since this node
+    /// last resumed from a recovery epoch. Their coordinators lost what
+    /// they held, so a recovery's evidence here reports the decision
+    /// records of their transactions too, as of a failed node's
+    /// (`runtime/recovery.rs`).
+    pub(super) restarted_peers: u32,
     /// Peer side: recovered commits whose locks wait for the host to apply
     /// them: (tx_id, the host-log tail to wait for, once the append is done).
     releases: Vec<(u64, Option<u64>)>,
@@ -358,6 +364,7 @@ impl RestartState {
         RestartState {
             net,
             rebuild: None,
+            restarted_peers: 0,
             deferred: Vec::new(),
             answered: 0,
             releases: Vec::new(),
