@@ -67,6 +67,28 @@ pub(super) struct Unresumed {
     lost: BTreeMap<u64, (NodeMask, bool)>,
 }
 
+/// The coordinator's report of `tx_id`, a transaction it lost in a NIC
+/// restart whose outcome it learned since (`commit` or abort; writing
+/// `write_shards`): what its rebuild decided, or a COMMIT record a replica
+/// reported to the rebuild (`runtime::restart`).
+pub(crate) fn lost_outcome(tx_id: u64, write_shards: NodeMask, commit: bool) -> CoordEvidence {
+    CoordEvidence {
+        tx_id,
+        phase: if commit {
+            CoordPhase::Commit
+        } else {
+            CoordPhase::Log
+        },
+        outcome: if commit {
+            Outcome::Commit
+        } else {
+            Outcome::Abort
+        },
+        reported: false,
+        write_shards,
+    }
+}
+
 /// Most rebuild decisions of lost transactions kept for the next epoch's
 /// evidence (one per coordinator slot of the restarted node, twice over).
 pub(super) const LOST_DECISIONS_MAX: usize = 2 * crate::protocol::coordinator::TX_INFLIGHT_MAX;
@@ -123,24 +145,11 @@ impl Unresumed {
         }
         let known: BTreeSet<u64> = local.coordinated.iter().map(|c| c.tx_id).collect();
         for (&tx_id, &(write_shards, commit)) in &self.lost {
-            if known.contains(&tx_id) {
-                continue;
+            if !known.contains(&tx_id) {
+                local
+                    .coordinated
+                    .push(lost_outcome(tx_id, write_shards, commit));
             }
-            local.coordinated.push(CoordEvidence {
-                tx_id,
-                phase: if commit {
-                    CoordPhase::Commit
-                } else {
-                    CoordPhase::Log
-                },
-                outcome: if commit {
-                    Outcome::Commit
-                } else {
-                    Outcome::Abort
-                },
-                reported: false,
-                write_shards,
-            });
         }
         let reported: BTreeSet<(u64, NodeId, u8)> = local
             .records

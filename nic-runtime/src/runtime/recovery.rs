@@ -90,10 +90,16 @@ impl RecoveryRuntime {
         &self.machine
     }
 
-    /// The machine, for the rebuild's decisions of lost transactions
-    /// ([`Recovery::note_rebuild_decision`]).
-    pub(super) fn machine_mut(&mut self) -> &mut Recovery {
-        &mut self.machine
+    /// The rebuild decided `tx_id`, a transaction this node's coordinator
+    /// lost ([`Recovery::note_rebuild_decision`]); false if not kept.
+    pub(super) fn note_rebuild_decision(
+        &mut self,
+        tx_id: u64,
+        write_shards: NodeMask,
+        commit: bool,
+    ) -> bool {
+        self.machine
+            .note_rebuild_decision(tx_id, write_shards, commit)
     }
 
     /// Whether new transactions are held back (recovery under way).
@@ -360,7 +366,7 @@ impl super::NicRuntime {
         // resumed: it lost them, and its COMMIT may have reached this
         // replica only (the leader's rules 2 and 3 come before its
         // "forgot" rule, `recovery/decide.rs`).
-        let lost = NodeMask(failed.0 | (self.restart.restarted_peers & 0xFFFF) as u16);
+        let lost = NodeMask(failed.0 | self.restart.restarted_peers.0);
         self.server
             .recovery_evidence(lost, room, &mut local.records);
         local
@@ -406,7 +412,7 @@ impl super::NicRuntime {
                 self.io.placement = self.recovery.machine().view().serving();
                 self.recovery.resume();
                 // Every transaction of the restarted peers is decided now.
-                self.restart.restarted_peers = 0;
+                self.restart.restarted_peers = NodeMask::EMPTY;
                 // Re-replication (issue 12) begins here, from scratch.
                 let (epoch, view) = (
                     self.recovery.machine().epoch(),

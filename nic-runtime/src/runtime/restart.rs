@@ -129,10 +129,11 @@
 
 use crate::net::stack::{Stack, StackConfig, StackError};
 use crate::protocol::Io;
+use crate::recovery::lost_outcome;
 use crate::Nanos;
 use splitkv_layout::wire::{
-    Body, CoordEvidence, CoordPhase, Flow, MsgKind, NodeId, Outcome, RebuildMsg, RecordEvidence,
-    RecordKind, ReplyStatus,
+    Body, CoordEvidence, Flow, MsgKind, NodeId, NodeMask, RebuildMsg, RecordEvidence, RecordKind,
+    ReplyStatus,
 };
 
 /// Most rounds of DMA completions a restart waits through for the requests
@@ -311,7 +312,7 @@ pub struct RestartState {
     /// they held, so a recovery's evidence here reports the decision
     /// records of their transactions too, as of a failed node's
     /// (`runtime/recovery.rs`).
-    pub(super) restarted_peers: u32,
+    pub(super) restarted_peers: NodeMask,
     /// Peer side: recovered commits whose locks wait for the host to apply
     /// them: (tx_id, the host-log tail to wait for, once the append is done).
     releases: Vec<(u64, Option<u64>)>,
@@ -341,21 +342,19 @@ impl RestartState {
         let Some(r) = self.rebuild.as_ref().filter(|r| !r.decided) else {
             return;
         };
+        let mut listed: hashbrown::HashSet<u64> = out.iter().map(|c| c.tx_id).collect();
         for (_, rec) in r
             .records
             .iter()
             .filter(|(_, x)| x.kind == RecordKind::Commit)
         {
-            if out.iter().any(|c| c.tx_id == rec.tx_id) {
-                continue;
+            if listed.insert(rec.tx_id) {
+                out.push(lost_outcome(
+                    rec.tx_id,
+                    rec.write_shards.with(rec.shard),
+                    true,
+                ));
             }
-            out.push(CoordEvidence {
-                tx_id: rec.tx_id,
-                phase: CoordPhase::Commit,
-                outcome: Outcome::Commit,
-                reported: false,
-                write_shards: rec.write_shards.with(rec.shard),
-            });
         }
     }
 
@@ -364,7 +363,7 @@ impl RestartState {
         RestartState {
             net,
             rebuild: None,
-            restarted_peers: 0,
+            restarted_peers: NodeMask::EMPTY,
             deferred: Vec::new(),
             answered: 0,
             releases: Vec::new(),

@@ -21,22 +21,8 @@ impl NicRuntime {
         if !r.decided {
             r.decided = true;
             let records = std::mem::take(&mut r.records);
-            let (restart, (begun, during)) = (r.restart, r.recovery_at_restart);
-            let recovery = during
-                || self.recovery.paused()
-                || self.recovery.machine().stats().epochs_begun != begun;
-            if recovery {
-                // A recovery epoch under way at the restart, or begun since,
-                // decides the lost transactions: every replica reported its
-                // records of them to its leader, whose decisions reach every
-                // holder, while this rebuild's decisions would race them
-                // (chaos Smallbank seed 135 of 5 nodes: this rebuild
-                // committed at two replicas what the leader aborted at the
-                // third).
-                self.restart.stats.left_to_recovery += distinct_txs(&records);
-                return true;
-            }
-            self.decide_lost(restart, records);
+            let (restart, at_restart) = (r.restart, r.recovery_at_restart);
+            self.decide_lost(restart, at_restart, records);
             return true;
         }
         if self.server.decisions_in_flight() > 0 || self.host_applied < self.server.appended_tail()
@@ -60,9 +46,26 @@ impl NicRuntime {
     /// own rule; deciding them here as well could split one transaction
     /// into a commit at some replicas and an abort at others). The new
     /// process coordinates no transaction until it caught up.
-    fn decide_lost(&mut self, restart: u32, mut records: Vec<(NodeId, RecordEvidence)>) {
+    ///
+    /// Nor does a rebuild a recovery epoch overtook: one under way at the
+    /// restart (`at_restart`: epochs begun then, and whether one was under
+    /// way), or begun since. Every replica reported its records of the lost
+    /// transactions to that epoch's leader, whose decisions reach every
+    /// holder, while this rebuild's would race them (chaos Smallbank seed
+    /// 135 of 5 nodes: this rebuild committed at two replicas what the
+    /// leader aborted at the third).
+    fn decide_lost(
+        &mut self,
+        restart: u32,
+        at_restart: (u64, bool),
+        mut records: Vec<(NodeId, RecordEvidence)>,
+    ) {
         let me = self.io.node;
-        if self.recovery.machine().view().renewed().contains(me) {
+        let (begun, during) = at_restart;
+        let overtaken = during
+            || self.recovery.paused()
+            || self.recovery.machine().stats().epochs_begun != begun;
+        if overtaken || self.recovery.machine().view().renewed().contains(me) {
             self.restart.stats.left_to_recovery += distinct_txs(&records);
             return;
         }
@@ -98,7 +101,6 @@ impl NicRuntime {
             });
             if !self
                 .recovery
-                .machine_mut()
                 .note_rebuild_decision(tx_id, write_shards, commit)
             {
                 self.restart.stats.decisions_unkept += 1;
