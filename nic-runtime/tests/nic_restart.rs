@@ -638,12 +638,23 @@ fn a_rebuild_overtaken_by_a_recovery_epoch_leaves_its_lost_transactions_to_it() 
     }
 }
 
+/// Which of node 0's rebuild messages a recovery epoch overtakes in
+/// [`commit_at_node_2_only_then_recovery`].
+#[derive(Clone, Copy, PartialEq)]
+enum Overtaken {
+    /// Node `0`'s report (its query went through).
+    Report(usize),
+    /// Node 2's query: node 2 does not know node 0's NIC restarted when
+    /// the epoch begins.
+    QueryToNode2,
+}
+
 /// T1 (node 0) commits at node 2 and not at node 3: node 0's NIC restarts
-/// after its COMMIT reached node 2, its COMMIT to node 3 never sent. Node
-/// `held`'s report to the rebuild is held back until a recovery epoch (node
-/// 1 configured out) has begun; then steps until node 3 decided T1 and
-/// returns whether it committed.
-fn commit_at_node_2_only_then_recovery(held: usize) -> bool {
+/// after its COMMIT reached node 2, its COMMIT to node 3 never sent. The
+/// rebuild message `overtaken` names is held back until a recovery epoch
+/// (node 1 configured out) has begun; then steps until node 3 decided T1
+/// and returns whether it committed.
+fn commit_at_node_2_only_then_recovery(overtaken: Overtaken) -> bool {
     use splitkv_nic::membership::Configuration;
     let k = key_on(&placement(), &[2, 3]);
     let mut nodes = cluster();
@@ -660,14 +671,35 @@ fn commit_at_node_2_only_then_recovery(held: usize) -> bool {
     assert!(!nodes[3].host.commits.contains(&t1));
     nodes[0].lost.store(1 << 3, Ordering::Relaxed);
     restart(&mut nodes[0], now, 2);
-    nodes[held].blocked.store(1 << 0, Ordering::Relaxed);
-    nodes[0].blocked.store(0, Ordering::Relaxed);
-    let other = 5 - held;
-    until(&mut nodes, &mut now, "the other replica's report in", |n| {
-        n[0].nic.rebuild_stats().reports >= 2
-            && n[other].nic.rebuild_stats().queries_answered > 0
-            && n[held].nic.rebuild_stats().queries_answered > 0
-    });
+    // The node whose packets are held back, and the replicas whose
+    // reports node 0 awaits before the epoch begins.
+    let (held, answered): (usize, &[usize]) = match overtaken {
+        Overtaken::Report(held) => {
+            nodes[held].blocked.store(1 << 0, Ordering::Relaxed);
+            nodes[0].blocked.store(0, Ordering::Relaxed);
+            (held, &[2, 3])
+        }
+        Overtaken::QueryToNode2 => {
+            nodes[0].blocked.store(1 << 2, Ordering::Relaxed);
+            (0, &[3])
+        }
+    };
+    until(
+        &mut nodes,
+        &mut now,
+        "the replicas' queries answered",
+        |n| {
+            n[0].nic.rebuild_stats().reports >= answered.len() as u64
+                && answered
+                    .iter()
+                    .all(|&i| n[i].nic.rebuild_stats().queries_answered > 0)
+        },
+    );
+    assert_eq!(
+        nodes[2].nic.rebuild_stats().queries_answered,
+        (overtaken != Overtaken::QueryToNode2) as u64,
+        "node 2 got the query"
+    );
     let next = Configuration::initial(NODES, 2).without(1 << 1);
     configure(&mut nodes, &next);
     nodes[held].blocked.store(0, Ordering::Relaxed);
@@ -689,19 +721,32 @@ fn commit_at_node_2_only_then_recovery(held: usize) -> bool {
 #[test]
 fn a_commit_record_reported_to_an_overtaken_rebuild_is_the_coordinators_outcome() {
     assert!(
-        commit_at_node_2_only_then_recovery(3),
+        commit_at_node_2_only_then_recovery(Overtaken::Report(3)),
         "node 3 aborted what node 2 committed"
     );
 }
 
 /// As above, but the replica holding the COMMIT record had not reported to
-/// the rebuild when the epoch began: it knows the coordinator's NIC
-/// restarted (its query came), so its evidence reports that COMMIT record,
-/// and the leader's rule 2 comes before its "forgot" rule.
+/// the rebuild when the epoch began (its query came); its evidence reports
+/// that COMMIT record, and the leader's rule 2 comes before its "forgot"
+/// rule.
 #[test]
 fn a_replica_reports_the_commit_records_of_a_restarted_coordinator() {
     assert!(
-        commit_at_node_2_only_then_recovery(2),
+        commit_at_node_2_only_then_recovery(Overtaken::Report(2)),
+        "node 3 aborted what node 2 committed"
+    );
+}
+
+/// As above, but the epoch begins before the restarted coordinator's query
+/// reached the replica holding the COMMIT record: that replica cannot know
+/// the coordinator lost the transaction. Every replica reports the decision
+/// records it holds, so the leader's rule 2 commits the transaction at the
+/// replica still holding the LOG instead of its "forgot" rule aborting it.
+#[test]
+fn a_replica_reports_its_commit_records_before_it_learns_the_coordinator_restarted() {
+    assert!(
+        commit_at_node_2_only_then_recovery(Overtaken::QueryToNode2),
         "node 3 aborted what node 2 committed"
     );
 }

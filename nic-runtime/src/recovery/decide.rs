@@ -31,7 +31,12 @@
 //! pending), an abort after sending ABORT, which a replica may not have
 //! taken before the epoch changed (packets of the old epoch are dropped).
 //! Without this rule such a replica's pending LOG could be committed by
-//! rule 4 after the client heard of the abort.
+//! rule 4 after the client heard of the abort. Every replica reports the
+//! decision records it holds (`Server::recovery_evidence`), and rules 2 and
+//! 3 come first: a coordinator whose NIC restarted lost its transactions
+//! without letting them go, and its COMMIT may have reached one replica
+//! only, which must not be aborted at the others (chaos list-append seeds
+//! 167 and 326 of 4 nodes).
 //!
 //! Rule 4 is stricter than "some surviving replica of each written shard
 //! holds the LOG": with that weaker rule a surviving replica that never

@@ -91,8 +91,9 @@
 //!   that have no LOG at this primary (`Server::release_orphan_locks`),
 //!   gathers the evidence — the coordinator's transactions in flight
 //!   (`Coordinator::evidence`) and the records the server holds
-//!   (`Server::recovery_evidence`: every pending LOG record, and the COMMIT
-//!   and ABORT records of failed coordinators' transactions; each LOG
+//!   (`Server::recovery_evidence`: every pending LOG record, and every
+//!   COMMIT and ABORT record of its per-slot record table, the newest of
+//!   each coordinator slot, whatever the coordinator's state; each LOG
 //!   carries its transaction's written-shard set) — and begins the epoch
 //!   (the machine adds what it recorded since this node last resumed).
 //! - During the epoch the evidence stays true: no new transaction starts, a
@@ -135,15 +136,13 @@
 //!   4's [`decide::LogQuorum`] (whom it asks for the LOG) is checked only by
 //!   unit tests and the simulator's seeds.
 //! - A coordinator whose NIC restarted after sending COMMIT to some
-//!   replicas only: its rebuild reports the COMMIT records peers told it
-//!   of, and a replica that got its query reports its decision records
-//!   (rules 2–3 come before "forgot"). Left open: a recovery epoch that
-//!   begins at the replica holding that COMMIT record before the restarted
-//!   node's query reached it (within one message delay of the restart);
-//!   the leader then sees the coordinator live and silent and its "forgot"
-//!   rule aborts the transaction at the replicas still holding the LOG.
-//!   The TLA+ models have no "forgot" rule and no NIC restart inside a
-//!   recovery.
+//!   replicas only is covered by every replica reporting its decision
+//!   records (rules 2–3 come before "forgot"; `tests/nic_restart.rs` has
+//!   the epoch beginning before and after the replica heard of the
+//!   restart), but the TLA+ models have no "forgot" rule and no NIC
+//!   restart inside a recovery. Transaction ids carry no NIC incarnation,
+//!   so the leader cannot tell a transaction the coordinator let go from
+//!   one it lost; the decision records stand in for that.
 //! - A NIC runtime that restarts during a recovery keeps its machine, but
 //!   a whole-node crash loses `unresumed.rs`'s record; that is safe only
 //!   because the crashed node's decision records die with it.

@@ -5,12 +5,13 @@
 //! broken variant `XenicForgetRecovered.cfg` violates
 //! `DecisionRecordsAgree`).
 //!
-//! Why the server's evidence alone is not enough: it reports decision
-//! records only of failed coordinators' transactions (a live coordinator's
-//! report speaks for its own, and a COMMIT record of a transaction its
-//! coordinator finished must not reach the leader's "forgot" rule), and the
-//! coordinator reports a transaction recovery decided as undecided until
-//! the decision's `Resume`. So when a leader decides a live coordinator's
+//! Why the server's evidence alone is not enough: the machine relies on it
+//! for the decision records of failed coordinators' transactions only (the
+//! runtime's server reports every decision record its per-slot table holds,
+//! the newest per coordinator slot, which a later transaction of that slot
+//! replaces; the TLA+ model's servers report only the failed
+//! coordinators'), and the coordinator reports a transaction recovery
+//! decided as undecided until the decision's `Resume`. So when a leader decides a live coordinator's
 //! transaction (say commit, by rule 4), a replica records the COMMIT, and
 //! the leader crashes before `Resume`, the next epoch's leader sees neither
 //! the COMMIT record nor the LOG it replaced, and aborts what a replica has

@@ -69,7 +69,7 @@ impl NicRuntime {
             self.server
                 .release_orphan_locks(&mut self.index, orphaned.0 as u32);
         }
-        let local = self.local_evidence(orphaned);
+        let local = self.local_evidence();
         self.recovery_refusal = self
             .recovery
             .begin(self.io.now, config, failed, local)

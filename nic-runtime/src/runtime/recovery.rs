@@ -288,6 +288,9 @@ pub struct RecoveryActions {
     /// When this node's coordinator first committed a transaction after the
     /// last resume (ns); 0 until it did.
     pub first_commit_after_resume_ns: Nanos,
+    /// Host-log records left out of this node's evidence for want of room
+    /// ([`LOCAL_EVIDENCE_ENTRIES_MAX`]; pending LOG records go first).
+    pub evidence_left_out: u64,
 }
 
 impl super::NicRuntime {
@@ -351,24 +354,19 @@ impl super::NicRuntime {
         work
     }
 
-    /// What this node knows at an epoch change with the nodes of `failed`
-    /// crashed: its coordinator's transactions in flight, and the records
-    /// its host log holds (pending LOG records; decisions of the failed
-    /// coordinators' transactions), up to the machine's bound.
-    pub(super) fn local_evidence(&self, failed: NodeMask) -> LocalEvidence {
+    /// What this node knows at an epoch change: its coordinator's
+    /// transactions in flight, and the records its host log holds (pending
+    /// LOG records; the decision records of its per-slot record table), up
+    /// to the machine's bound; records left out for want of room are
+    /// counted ([`RecoveryActions::evidence_left_out`]).
+    pub(super) fn local_evidence(&mut self) -> LocalEvidence {
         let mut local = LocalEvidence::default();
         self.coordinator
             .evidence(self.io.node, &self.io.placement, &mut local.coordinated);
         self.restart.lost_commits(&mut local.coordinated);
         let room = LOCAL_EVIDENCE_ENTRIES_MAX.saturating_sub(local.coordinated.len());
-        // Decision records are evidence of the transactions of a failed
-        // coordinator, and of one whose NIC restarted since this node last
-        // resumed: it lost them, and its COMMIT may have reached this
-        // replica only (the leader's rules 2 and 3 come before its
-        // "forgot" rule, `recovery/decide.rs`).
-        let lost = NodeMask(failed.0 | self.restart.restarted_peers.0);
-        self.server
-            .recovery_evidence(lost, room, &mut local.records);
+        let left_out = self.server.recovery_evidence(room, &mut local.records);
+        self.actions.evidence_left_out += left_out as u64;
         local
     }
 
@@ -411,8 +409,6 @@ impl super::NicRuntime {
             RecoveryCommand::Resume { .. } => {
                 self.io.placement = self.recovery.machine().view().serving();
                 self.recovery.resume();
-                // Every transaction of the restarted peers is decided now.
-                self.restart.restarted_peers = NodeMask::EMPTY;
                 // Re-replication (issue 12) begins here, from scratch.
                 let (epoch, view) = (
                     self.recovery.machine().epoch(),

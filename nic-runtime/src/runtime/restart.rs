@@ -132,8 +132,7 @@ use crate::protocol::Io;
 use crate::recovery::lost_outcome;
 use crate::Nanos;
 use splitkv_layout::wire::{
-    Body, CoordEvidence, Flow, MsgKind, NodeId, NodeMask, RebuildMsg, RecordEvidence, RecordKind,
-    ReplyStatus,
+    Body, CoordEvidence, Flow, MsgKind, NodeId, RebuildMsg, RecordEvidence, RecordKind, ReplyStatus,
 };
 
 /// Most rounds of DMA completions a restart waits through for the requests
@@ -307,12 +306,6 @@ pub struct RestartState {
     /// Peer side: nodes whose query was answered since the last poll (their
     /// NIC restarted: re-replication copies to them begin again).
     pub(super) answered: u32,
-    /// Peer side: nodes whose NIC restarted (a query came) since this node
-    /// last resumed from a recovery epoch. Their coordinators lost what
-    /// they held, so a recovery's evidence here reports the decision
-    /// records of their transactions too, as of a failed node's
-    /// (`runtime/recovery.rs`).
-    pub(super) restarted_peers: NodeMask,
     /// Peer side: recovered commits whose locks wait for the host to apply
     /// them: (tx_id, the host-log tail to wait for, once the append is done).
     releases: Vec<(u64, Option<u64>)>,
@@ -363,7 +356,6 @@ impl RestartState {
         RestartState {
             net,
             rebuild: None,
-            restarted_peers: NodeMask::EMPTY,
             deferred: Vec::new(),
             answered: 0,
             releases: Vec::new(),

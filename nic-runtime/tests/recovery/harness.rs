@@ -118,9 +118,11 @@ impl Cluster {
         self.nodes[node as usize].records.insert((tx, shard), kind);
     }
 
-    /// What `node` reports at an epoch change, as the runtime gathers it
-    /// (`Server::recovery_evidence`): every pending LOG record, and the
-    /// COMMIT and ABORT records of failed coordinators' transactions.
+    /// What `node` reports at an epoch change, the least the machine relies
+    /// on: every pending LOG record, and the COMMIT and ABORT records of
+    /// failed coordinators' transactions (`Server::recovery_evidence`
+    /// reports every decision record it holds, a superset; the TLA+ model's
+    /// servers report these).
     pub fn local_evidence(&self, node: NodeId) -> LocalEvidence {
         let n = &self.nodes[node as usize];
         LocalEvidence {

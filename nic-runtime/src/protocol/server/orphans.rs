@@ -16,7 +16,7 @@ use super::Server;
 use crate::index::NicIndex;
 use crate::protocol::Io;
 use splitkv_layout::log_record::LogKind;
-use splitkv_layout::wire::{MsgKind, NodeId, NodeMask, RecordEvidence, RecordKind, ReplyStatus};
+use splitkv_layout::wire::{MsgKind, NodeId, RecordEvidence, RecordKind, ReplyStatus};
 
 impl Server {
     /// A new epoch left the coordinators of `failed` (a mask by node id)
@@ -58,25 +58,17 @@ impl Server {
 
     /// Appends this node's records to `out`, one per `(transaction,
     /// shard)`, at most `max` in all (pending LOG records first): every
-    /// pending LOG record, and the COMMIT or ABORT records of transactions
-    /// whose coordinator is in `failed` (a live coordinator's own report
-    /// speaks for the others). Returns the records left out for want of room.
-    pub fn recovery_evidence(
-        &self,
-        failed: NodeMask,
-        max: usize,
-        out: &mut Vec<RecordEvidence>,
-    ) -> usize {
+    /// pending LOG record, and every COMMIT or ABORT record the per-slot
+    /// record table holds (the newest of each coordinator slot), whatever
+    /// its coordinator's state: a coordinator whose NIC restarted lost its
+    /// transactions, and this replica may not know it yet (the leader's
+    /// rules 2 and 3 come before its "forgot" rule, `recovery/decide.rs`).
+    /// Returns the records left out for want of room.
+    pub fn recovery_evidence(&self, max: usize, out: &mut Vec<RecordEvidence>) -> usize {
         let mut left_out = 0;
         for pass in [true, false] {
             for (tx_id, held) in self.txs.held_all() {
-                let pending = held.kind == RecordKind::Log;
-                let wanted = if pass {
-                    pending
-                } else {
-                    !pending && failed.contains((tx_id >> 48) as u16)
-                };
-                if !wanted {
+                if (held.kind == RecordKind::Log) != pass {
                     continue;
                 }
                 for shard in held.shards.iter() {

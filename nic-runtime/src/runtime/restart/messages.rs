@@ -34,7 +34,6 @@ impl RestartState {
     /// would drop it (old-epoch packets are dropped), leaving the asker
     /// waiting for good. One deferred query per asker, the newest.
     pub(super) fn on_query(&mut self, asker: NodeId, restart: u32, epoch: u32, p: Parts<'_>) {
-        self.restarted_peers = self.restarted_peers.with(asker);
         if epoch <= p.io.net.epoch() {
             return self.answer_query(asker, restart, p);
         }
