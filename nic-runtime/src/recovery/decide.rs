@@ -36,7 +36,7 @@
 //! 3 come first: a coordinator whose NIC restarted lost its transactions
 //! without letting them go, and its COMMIT may have reached one replica
 //! only, which must not be aborted at the others (chaos list-append seeds
-//! 167 and 326 of 4 nodes).
+//! 167 and 326 of 4 nodes; `tla/LostCoordinator.tla`).
 //!
 //! Rule 4 is stricter than "some surviving replica of each written shard
 //! holds the LOG": with that weaker rule a surviving replica that never

@@ -139,10 +139,12 @@
 //!   replicas only is covered by every replica reporting its decision
 //!   records (rules 2–3 come before "forgot"; `tests/nic_restart.rs` has
 //!   the epoch beginning before and after the replica heard of the
-//!   restart), but the TLA+ models have no "forgot" rule and no NIC
-//!   restart inside a recovery. Transaction ids carry no NIC incarnation,
-//!   so the leader cannot tell a transaction the coordinator let go from
-//!   one it lost; the decision records stand in for that.
+//!   restart; `tla/LostCoordinator.tla` models one such transaction, and
+//!   its models with the two earlier reporting rules must fail). The large
+//!   models (`XenicRestart.tla`) still restart a NIC only outside a
+//!   recovery. Transaction ids carry no NIC incarnation, so the leader
+//!   cannot tell a transaction the coordinator let go from one it lost;
+//!   the decision records stand in for that.
 //! - A NIC runtime that restarts during a recovery keeps its machine, but
 //!   a whole-node crash loses `unresumed.rs`'s record; that is safe only
 //!   because the crashed node's decision records die with it.
