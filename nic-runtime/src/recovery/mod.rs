@@ -137,7 +137,7 @@
 //!   unit tests and the simulator's seeds.
 //! - A coordinator whose NIC restarted after sending COMMIT to some
 //!   replicas only is covered by every replica reporting its decision
-//!   records (rules 2–3 come before "forgot"; `tests/nic_restart.rs` has
+//!   records (rules 2–3 come before "forgot"; `tests/nic_restart_recovery.rs` has
 //!   the epoch beginning before and after the replica heard of the
 //!   restart; `tla/LostCoordinator.tla` models one such transaction, and
 //!   its models with the two earlier reporting rules must fail). The large
