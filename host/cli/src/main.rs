@@ -11,7 +11,9 @@
 //! starts), a bad cluster file, or a deployed node that cannot be reached or
 //! died during the run; 3 an internal error (a panicking polling thread, which stops the
 //! whole cluster, with the panic's message on stderr, or a cluster that could
-//! not be built).
+//! not be built); 4 a node that fail-stopped by design (`splitkv node`: its
+//! membership fenced it — lease run out, configured out; a supervisor starts
+//! it again and it rejoins as a new incarnation).
 
 mod bench_history;
 mod bench_list_append;
@@ -36,6 +38,8 @@ const EXIT_CHECK_FAILED: u8 = 1;
 const EXIT_BAD_FLAG: u8 = 2;
 /// Exit code: an internal error.
 const EXIT_INTERNAL: u8 = 3;
+/// Exit code: a node fail-stopped by design (fenced by its membership).
+pub const EXIT_FAIL_STOP: u8 = 4;
 
 /// Why a subcommand did not succeed.
 #[derive(Debug)]
@@ -49,6 +53,10 @@ pub enum Failure {
     /// Input refused after parsing (a history file that does not read, a
     /// workload shape the generator cannot serve): exit 2.
     BadInput(String),
+    /// A node stopped serving by design (exit [`EXIT_FAIL_STOP`]): its
+    /// membership fenced it (lease run out, configured out), so starting
+    /// it again is safe (it rejoins empty as a new incarnation).
+    FailStop(String),
 }
 
 impl From<splitkv_bench::BuildError> for Failure {
@@ -108,6 +116,10 @@ fn main() -> ExitCode {
         Err(Failure::BadInput(e)) => {
             eprintln!("error: {e}");
             ExitCode::from(EXIT_BAD_FLAG)
+        }
+        Err(Failure::FailStop(e)) => {
+            eprintln!("stopped: {e}");
+            ExitCode::from(EXIT_FAIL_STOP)
         }
     }
 }

@@ -438,8 +438,8 @@ pub fn run(args: &NodeArgs) -> Result<(), Failure> {
         .unwrap_or_else(|e| e.into_inner())
         .drain(DRAIN_TIMEOUT);
     let _ = control.shutdown();
-    if let Some(e) = failed {
-        return Err(Failure::Internal(e));
+    if let Some(f) = failed {
+        return Err(f);
     }
     match drained {
         Ok(true) => {
@@ -455,21 +455,26 @@ pub fn run(args: &NodeArgs) -> Result<(), Failure> {
 
 /// Waits for a signal or a drain call, driving the membership meanwhile
 /// (until the node's polling thread takes it over); returns the failure if
-/// the node stopped on one (or fail-stopped) instead.
-fn wait_for_drain(handler: &NodeHandler, membership: &mut NodeLease) -> Option<String> {
+/// the node stopped on one instead: [`Failure::FailStop`] when its
+/// membership fenced it, [`Failure::Internal`] otherwise.
+fn wait_for_drain(handler: &NodeHandler, membership: &mut NodeLease) -> Option<Failure> {
+    let fail_stop = |why: &dyn std::fmt::Display| {
+        tracing::error!(reason = %why, "membership: fail-stop, the node stops serving");
+        Some(Failure::FailStop(format!(
+            "membership: fail-stop: {why} (safe to start again: it rejoins as a new incarnation)"
+        )))
+    };
     while !handler.drain.load(Ordering::Acquire) {
         let stepped = membership.step(handler.started);
         if let Err(why) = stepped {
-            tracing::error!(reason = %why, "membership: fail-stop, the node stops serving");
-            return Some(format!("membership: fail-stop: {why}"));
+            return fail_stop(&why);
         }
         if let Some(e) = handler.stats().and_then(|h| h.failure()) {
             if let ClusterError::Fenced { reason, .. } = &e {
-                tracing::error!(%reason, "membership: fail-stop, the node stops serving");
-                return Some(format!("membership: fail-stop: {reason}"));
+                return fail_stop(reason);
             }
             tracing::error!(error = %e, "node failed");
-            return Some(e.to_string());
+            return Some(Failure::Internal(e.to_string()));
         }
         std::thread::sleep(SIGNAL_POLL);
     }

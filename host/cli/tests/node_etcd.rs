@@ -5,7 +5,7 @@
 //! the survivors then load Smallbank and commit; with etcd killed they keep
 //! committing until their leases run out, then their polling threads fence
 //! them (no commit after, `/status` says why) and they fail-stop (a log
-//! line, exit 3).
+//! line, exit 4: a fail-stop, not an internal error).
 
 #[path = "../../tests/etcd_support/mod.rs"]
 mod etcd_support;
@@ -192,7 +192,11 @@ fn nodes_hold_leases_configure_out_a_killed_node_and_fail_stop_without_etcd() {
         let status = wait_exit(node, CHANGE);
         let mut err = String::new();
         std::io::Read::read_to_string(node.stderr.as_mut().unwrap(), &mut err).unwrap();
-        assert_eq!(status.code(), Some(3), "node {i}: {err}");
+        assert_eq!(
+            status.code(),
+            Some(4),
+            "node {i}: exit 4 is a fail-stop: {err}"
+        );
         assert!(err.contains("fail-stop"), "node {i}: {err}");
         commits_went_on_until_the_lease_ran_out(i, before[i], &statuses[i]);
     }

@@ -128,7 +128,7 @@ impl Spawned {
     pub fn exited(&mut self) -> Option<(u16, String)> {
         let (id, status) = self.children.iter_mut().find_map(|(id, c)| {
             let status = c.try_wait().ok().flatten()?;
-            Some((*id, status.to_string()))
+            Some((*id, describe_exit(status)))
         })?;
         let last = self
             .logs
@@ -204,6 +204,16 @@ impl Spawned {
             }
         }
         bad
+    }
+}
+
+/// A node process's exit status, saying so when it fail-stopped by design
+/// (exit [`crate::EXIT_FAIL_STOP`]: its membership fenced it).
+fn describe_exit(status: std::process::ExitStatus) -> String {
+    if status.code() == Some(i32::from(crate::EXIT_FAIL_STOP)) {
+        format!("{status}, a fail-stop: its membership fenced it")
+    } else {
+        status.to_string()
     }
 }
 
