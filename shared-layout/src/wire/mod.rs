@@ -82,8 +82,15 @@ use crate::key::KEY_BYTES;
 
 /// Magic number opening every packet (`"SKV2"`).
 pub const PACKET_MAGIC: u32 = u32::from_le_bytes(*b"SKV2");
-/// Packet format version; a packet of another version is dropped.
-pub const PACKET_FORMAT_VERSION: u8 = 2;
+/// Packet format version; a packet of another version is dropped. Raised
+/// with every change to the layout of the packet header or of any message
+/// body, so processes of two builds that cannot read each other drop each
+/// other's packets (counted) instead of misreading them:
+/// 1. the first header;
+/// 2. the 40-byte header (incarnations, epoch, cumulative ack);
+/// 3. [`RebuildMsg::Report`] carries the newest generation of the
+///    restarted node's transaction ids the peer's per-slot fence saw.
+pub const PACKET_FORMAT_VERSION: u8 = 3;
 /// Encoded size of a [`PacketHeader`].
 pub const PACKET_HEADER_BYTES: usize = 40;
 /// Encoded size of a [`MsgHeader`].
