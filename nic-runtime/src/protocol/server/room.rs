@@ -56,8 +56,7 @@
 //! the host worker, which stops the node with a typed reason
 //! (`splitkv_host::WorkerError::TableFull`), never a panic or a silent drop.
 
-use splitkv_layout::Key;
-use std::collections::HashMap;
+use splitkv_layout::{FixedState, Key};
 
 /// The quota of a node nobody gave one: every insert fits.
 pub const ROOM_KEYS_UNLIMITED: u64 = u64::MAX;
@@ -109,8 +108,9 @@ pub fn fits(count: u64, reserved: u64, n: u64, quota: u64) -> bool {
 pub struct Room {
     quota: u64,
     count: u64,
-    /// Reserved key → the transaction holding the reservation.
-    held: HashMap<Key, u64>,
+    /// Reserved key → the transaction holding the reservation (the NIC
+    /// index's hasher: deterministic, and cheaper than SipHash).
+    held: hashbrown::HashMap<Key, u64, FixedState>,
     refusals: u64,
 }
 
@@ -126,7 +126,7 @@ impl Room {
         Room {
             quota: ROOM_KEYS_UNLIMITED,
             count: 0,
-            held: HashMap::with_capacity(RESERVATIONS_RESERVED),
+            held: hashbrown::HashMap::with_capacity_and_hasher(RESERVATIONS_RESERVED, FixedState),
             refusals: 0,
         }
     }
