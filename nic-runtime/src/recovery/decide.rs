@@ -226,10 +226,12 @@ impl TxEvidence {
 /// caught up ([`LogQuorum::CaughtUpMembers`]). A *joining* backup — a
 /// survivor chosen as a new backup in this very configuration, or one
 /// whose copy is not done — may never have seen that LOG, and asking it
-/// would abort a transaction whose commit may have been reported; leaving
-/// it out loses nothing, since every recovery epoch abandons the copies and
-/// the next snapshot is taken after the decisions were applied at the
-/// primary. A *renewed* member (restarted since, [`PlacementView::renewed`])
+/// would abort a transaction that reached its commit point; no client heard
+/// of that commit (a reported one leaves COMMIT records, which every
+/// replica reports: rule 2), so asking it would be safe, only less live
+/// (`tla/LogQuorum.tla`, model `LogQuorum_every`). Leaving it out loses
+/// nothing, since every recovery epoch abandons the copies and the next
+/// snapshot is taken after the decisions were applied at the primary. A *renewed* member (restarted since, [`PlacementView::renewed`])
 /// lost its LOG records with its previous process. A caught-up member was a
 /// member when the transaction ran: a node becomes one only by a caught-up
 /// report of an epoch that resumed, after its recovery decided every
@@ -240,7 +242,8 @@ impl TxEvidence {
 /// is the first configuration's, so it did not ask a survivor that had
 /// since caught up as a shard's new backup, and committed a transaction
 /// whose LOG that replica never took (rejoin Smallbank seed 282 of 5 nodes,
-/// replication 3: a version behind its primary).
+/// replication 3: a version behind its primary; `tla/LogQuorum.tla`, model
+/// `LogQuorumLeaderView`, must fail).
 ///
 /// A NIC runtime that restarted alone decides transactions of its current
 /// epoch, which resumed with the current view: there every live member,

@@ -132,9 +132,10 @@
 //! - A promoted primary's insert quota ([`crate::protocol::server::Room`])
 //!   still counts only the shard it was first primary of, and a recovered
 //!   commit counts every key its transaction locked here as written.
-//! - The TLA+ model has no new backups and no restarted members, so rule
-//!   4's [`decide::LogQuorum`] (whom it asks for the LOG) is checked only by
-//!   unit tests and the simulator's seeds.
+//! - Rule 4's [`decide::LogQuorum`] (whom it asks for the LOG) is modelled
+//!   alone in `tla/LogQuorum.tla` (one shard, one transaction, members that
+//!   crash, join, catch up and restart between transactions); the large
+//!   model (`XenicOCCMsgs.tla`) has no new backups and no restarted members.
 //! - A coordinator whose NIC restarted after sending COMMIT to some
 //!   replicas only is covered by every replica reporting its decision
 //!   records (rules 2–3 come before "forgot"; `tests/nic_restart_recovery.rs` has
