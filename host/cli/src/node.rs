@@ -143,6 +143,7 @@ impl NodeHandler {
             "dropped_pending": a.dropped_pending,
             "finished_coordinated": a.finished_coordinated,
             "promoted_shards": a.promoted_shards,
+            "evidence_left_out": a.evidence_left_out,
             "last_begun_ns": a.last_begun_ns,
             "last_resumed_ns": a.last_resumed_ns,
             "first_commit_after_resume_ns": a.first_commit_after_resume_ns,
