@@ -197,3 +197,61 @@ fn a_replica_reports_its_commit_records_before_it_learns_the_coordinator_restart
         "node 3 aborted what node 2 committed"
     );
 }
+
+/// A node's process restarts (a new incarnation, everything empty) and
+/// rejoins: its fresh coordinator numbers its transactions above its
+/// predecessor's, whose ids its peers' per-slot fences hold (the recovery
+/// leader's decisions of the epoch that admits it carry the newest
+/// generation any live node saw). Numbered from 1 again, they were refused
+/// as late at those peers, and an id used twice could meet its
+/// predecessor's COMMIT record in a recovery's evidence.
+#[test]
+fn a_restarted_process_numbers_its_transactions_above_its_predecessors() {
+    use splitkv_layout::host_nic::TxStatus;
+    use splitkv_nic::membership::Configuration;
+    let k = key_on(&placement(), &[2, 3]);
+    let mut nodes = cluster();
+    let mut now = 0;
+    for req in 1..=20 {
+        nodes[0].submit(req, &[k]);
+        until(&mut nodes, &mut now, "a committed transaction", |n| {
+            n[0].told.contains_key(&req)
+        });
+        assert_eq!(nodes[0].told[&req], TxStatus::Committed);
+    }
+    let generation = |tx: u64| tx as u32;
+    let newest_old = nodes[2].host.commits.iter().map(|&t| generation(t)).max();
+    assert!(newest_old >= Some(20), "{newest_old:?}");
+    // Node 0's process dies; the others configure it out and recover.
+    let out = Configuration::initial(NODES, 2).without(1);
+    fresh_process(&mut nodes, 0, 5);
+    configure(&mut nodes[1..], &out);
+    until(&mut nodes, &mut now, "node 0 configured out", |n| {
+        n[1..].iter().all(|n| !n.nic.recovering())
+    });
+    // Its new process is admitted as a rejoining incarnation.
+    let back = out.rejoining(0, 5).unwrap();
+    configure(&mut nodes, &back);
+    until(&mut nodes, &mut now, "node 0 admitted", |n| {
+        n.iter().all(|n| !n.nic.recovering())
+    });
+    nodes[0].submit(100, &[k]);
+    until(
+        &mut nodes,
+        &mut now,
+        "the new process's transaction told",
+        |n| n[0].told.contains_key(&100),
+    );
+    assert_eq!(nodes[0].told[&100], TxStatus::Committed);
+    let new = nodes[2]
+        .host
+        .commits
+        .iter()
+        .filter(|&&t| t >> 48 == 0)
+        .map(|&t| generation(t))
+        .max();
+    assert!(
+        new > newest_old,
+        "new {new:?}, predecessor's {newest_old:?}"
+    );
+}

@@ -245,6 +245,7 @@ fn evidence(epoch: u32) -> RecoveryMsg {
         parts: 1,
         coordinated: vec![],
         records: vec![],
+        generations: vec![],
     }
 }
 
@@ -282,7 +283,13 @@ fn messages_of_other_epochs_and_bad_epochs() {
             msg: RecoveryMsg::Resume { epoch: 1 }
         }
     ));
-    assert_eq!(cmds.last(), Some(&RecoveryCommand::Resume { epoch: 1 }));
+    assert_eq!(
+        cmds.last(),
+        Some(&RecoveryCommand::Resume {
+            epoch: 1,
+            generation: 0
+        })
+    );
     r.on_message(0, 1, evidence(0));
     assert_eq!(r.stats().old_epoch_dropped, 1);
     r.on_message(0, 1, evidence(1));
@@ -314,10 +321,75 @@ fn messages_of_other_epochs_and_bad_epochs() {
                 tx_id: 1,
                 commit: true,
             }],
+            generation: 0,
         },
     );
     assert_eq!(f.phase(), RecoveryPhase::AwaitingDecisions);
     assert_eq!(f.stats().unexpected_dropped, 1);
+}
+
+/// The leader takes, per coordinator, the newest generation of its ids
+/// that any live node's evidence reports, and tells each node its own, in
+/// its decisions and the `Resume` command (a restarted process numbers its
+/// transactions above it).
+#[test]
+fn each_node_hears_the_newest_generation_of_its_ids_any_live_node_saw() {
+    let p = Placement::new(3, 2).unwrap();
+    let mut leader = Recovery::new(0, p, RecoveryConfig::default());
+    let mut other = Recovery::new(1, p, RecoveryConfig::default());
+    let local = |g: Vec<u32>| LocalEvidence {
+        generations: g,
+        ..LocalEvidence::default()
+    };
+    let failed = NodeMask::EMPTY.with(2);
+    // Node 1's ids: node 0's fences saw generation 7, its own 3; node 0's
+    // ids: 3 at node 0, 2 at node 1.
+    leader
+        .begin_epoch(0, 1, failed, local(vec![3, 7, 0]))
+        .unwrap();
+    other
+        .begin_epoch(0, 1, failed, local(vec![2, 3, 9]))
+        .unwrap();
+    let mut to_leader = Vec::new();
+    while let Some(c) = other.poll_command() {
+        if let RecoveryCommand::Send { to: 0, msg } = c {
+            to_leader.push(msg);
+        }
+    }
+    to_leader
+        .into_iter()
+        .for_each(|m| leader.on_message(0, 1, m));
+    let mut to_other = Vec::new();
+    while let Some(c) = leader.poll_command() {
+        match c {
+            RecoveryCommand::Send { to: 1, msg } => to_other.push(msg),
+            RecoveryCommand::Resume { generation, .. } => panic!("resumed early {generation}"),
+            _ => {}
+        }
+    }
+    let heard: Vec<u32> = to_other
+        .iter()
+        .filter_map(|m| match m {
+            RecoveryMsg::Decisions { generation, .. } => Some(*generation),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(heard, vec![7], "node 1's newest id anywhere");
+    to_other.into_iter().for_each(|m| other.on_message(0, 0, m));
+    while let Some(c) = other.poll_command() {
+        if let RecoveryCommand::Send { to: 0, msg } = c {
+            leader.on_message(0, 1, msg);
+        }
+    }
+    let resumed = |r: &mut Recovery| {
+        std::iter::from_fn(|| r.poll_command()).find_map(|c| match c {
+            RecoveryCommand::Resume { generation, .. } => Some(generation),
+            _ => None,
+        })
+    };
+    assert_eq!(resumed(&mut leader), Some(3), "node 0's newest id anywhere");
+    other.on_message(0, 0, RecoveryMsg::Resume { epoch: 1 });
+    assert_eq!(resumed(&mut other), Some(7));
 }
 
 /// Generates one transaction's history (as in `recovery_decide.rs`) into `c`.

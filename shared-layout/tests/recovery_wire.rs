@@ -7,8 +7,8 @@ mod wire_support;
 use proptest::prelude::*;
 use splitkv_layout::wire::{
     CoordEvidence, CoordPhase, Decision, NodeMask, Outcome, RecoveryEncodeError, RecoveryMsg,
-    DECISIONS_PER_MESSAGE_MAX, EVIDENCE_ENTRIES_PER_MESSAGE_MAX, RECOVERY_MESSAGE_BYTES_MAX,
-    RECOVERY_PARTS_MAX,
+    DECISIONS_PER_MESSAGE_MAX, EVIDENCE_ENTRIES_PER_MESSAGE_MAX, MASK_NODES_MAX,
+    RECOVERY_MESSAGE_BYTES_MAX, RECOVERY_PARTS_MAX,
 };
 use splitkv_layout::DecodeError;
 use wire_support::{codec_properties, decision, record};
@@ -41,27 +41,35 @@ fn msg() -> impl Strategy<Value = RecoveryMsg> {
             any::<u32>(),
             part(),
             prop::collection::vec(coord(), 0..=half),
-            prop::collection::vec(record(), 0..=half)
+            prop::collection::vec(record(), 0..=half),
+            prop::collection::vec(any::<u32>(), 0..=MASK_NODES_MAX)
         )
-            .prop_map(|(epoch, (part, parts), coordinated, records)| {
-                RecoveryMsg::Evidence {
-                    epoch,
-                    part,
-                    parts,
-                    coordinated,
-                    records,
+            .prop_map(
+                |(epoch, (part, parts), coordinated, records, generations)| {
+                    RecoveryMsg::Evidence {
+                        epoch,
+                        part,
+                        parts,
+                        coordinated,
+                        records,
+                        generations,
+                    }
                 }
-            }),
+            ),
         (
             any::<u32>(),
             part(),
-            prop::collection::vec(decision(), 0..=DECISIONS_PER_MESSAGE_MAX)
+            prop::collection::vec(decision(), 0..=DECISIONS_PER_MESSAGE_MAX),
+            any::<u32>()
         )
-            .prop_map(|(epoch, (part, parts), decisions)| RecoveryMsg::Decisions {
-                epoch,
-                part,
-                parts,
-                decisions,
+            .prop_map(|(epoch, (part, parts), decisions, generation)| {
+                RecoveryMsg::Decisions {
+                    epoch,
+                    part,
+                    parts,
+                    decisions,
+                    generation,
+                }
             }),
         any::<u32>().prop_map(|epoch| RecoveryMsg::Applied { epoch }),
         any::<u32>().prop_map(|epoch| RecoveryMsg::Resume { epoch }),
@@ -85,6 +93,7 @@ fn bounds_are_typed_errors() {
             };
             DECISIONS_PER_MESSAGE_MAX + 1
         ],
+        generation: 0,
     };
     let mut out = Vec::new();
     assert!(matches!(
@@ -97,6 +106,7 @@ fn bounds_are_typed_errors() {
         part: 1,
         parts: 1,
         decisions: vec![],
+        generation: 0,
     };
     assert!(matches!(
         bad_part.encode(&mut out),
@@ -118,6 +128,7 @@ fn bounds_are_typed_errors() {
     bytes.extend_from_slice(&0u16.to_le_bytes());
     bytes.extend_from_slice(&1u16.to_le_bytes());
     bytes.extend_from_slice(&1u16.to_le_bytes());
+    bytes.extend_from_slice(&0u32.to_le_bytes());
     bytes.extend_from_slice(&9u64.to_le_bytes());
     bytes.push(Outcome::Undecided as u8);
     assert!(matches!(
@@ -127,6 +138,34 @@ fn bounds_are_typed_errors() {
     assert!(matches!(
         RecoveryMsg::decode(&[9]),
         Err(DecodeError::BadTag { .. })
+    ));
+    // More generations than nodes, encoded or on the wire.
+    let too_many_gens = RecoveryMsg::Evidence {
+        epoch: 1,
+        part: 0,
+        parts: 1,
+        coordinated: vec![],
+        records: vec![],
+        generations: vec![0; MASK_NODES_MAX + 1],
+    };
+    assert!(matches!(
+        too_many_gens.encode(&mut out),
+        Err(RecoveryEncodeError::TooMany {
+            what: "generations",
+            ..
+        })
+    ));
+    let mut bytes = vec![1u8];
+    bytes.extend_from_slice(&7u32.to_le_bytes());
+    bytes.extend_from_slice(&0u16.to_le_bytes());
+    bytes.extend_from_slice(&1u16.to_le_bytes());
+    bytes.extend_from_slice(&[0, 0, 0, 0, MASK_NODES_MAX as u8 + 1]);
+    assert!(matches!(
+        RecoveryMsg::decode(&bytes),
+        Err(DecodeError::TooLarge {
+            what: "generations",
+            ..
+        })
     ));
 }
 

@@ -68,6 +68,25 @@
 pub mod coordinator;
 pub mod server;
 
+/// Whether transaction-id generation `a` is newer than `b`, with
+/// wrap-around (generations are `u32` counters per coordinator slot that
+/// wrap; the fences and the numbering of a restarted coordinator compare
+/// them this way).
+#[inline]
+pub fn generation_newer(a: u32, b: u32) -> bool {
+    (a.wrapping_sub(b) as i32) > 0
+}
+
+/// The newer of two generations ([`generation_newer`]).
+#[inline]
+pub fn newer_generation(a: u32, b: u32) -> u32 {
+    if generation_newer(a, b) {
+        a
+    } else {
+        b
+    }
+}
+
 /// Mutation switch `log_backups_only` (issue 11): the protocol before the
 /// commit-point fix — LOG to backups only, applied at once by backups (NIC
 /// cache and host table), COMMIT to primaries only, which unlock before

@@ -80,6 +80,11 @@ pub struct Recovery {
     pub(super) decisions: Vec<Decision>,
     /// Leader: the live nodes whose `Applied` arrived.
     pub(super) applied: NodeMask,
+    /// Leader: per coordinator node, the newest generation of its ids any
+    /// live node's evidence reported.
+    pub(super) generations: [u32; NODES_MAX],
+    /// The newest generation of this node's own ids the leader reported.
+    pub(super) own_generation: u32,
     pub(super) commands: VecDeque<RecoveryCommand>,
     pub(super) early: Vec<(NodeId, RecoveryMsg)>,
     /// The decisions this node recorded since it last resumed (reported
@@ -107,6 +112,8 @@ impl Recovery {
             decision_parts: Parts::default(),
             decisions: Vec::new(),
             applied: NodeMask::EMPTY,
+            generations: [0; NODES_MAX],
+            own_generation: 0,
             commands: VecDeque::new(),
             early: Vec::new(),
             unresumed: Unresumed::default(),
@@ -135,7 +142,7 @@ impl Recovery {
     /// `write_shards` as its records carry them): reported as the
     /// coordinator's outcome in every epoch's evidence until this node
     /// resumes (`unresumed.rs`, third fact). Returns false if the bound
-    /// ([`LOST_DECISIONS_MAX`](super::unresumed::LOST_DECISIONS_MAX)) left
+    /// (`unresumed::LOST_DECISIONS_MAX`) left
     /// it out.
     pub fn note_rebuild_decision(
         &mut self,
@@ -223,11 +230,14 @@ impl Recovery {
         self.decision_parts = Parts::default();
         self.decisions.clear();
         self.applied = NodeMask::EMPTY;
+        self.generations = [0; NODES_MAX];
+        self.own_generation = 0;
         if view.leader() == self.node {
             self.phase = RecoveryPhase::Collecting;
             self.deadline = now.saturating_add(self.config.evidence_timeout_ns);
             let local = std::mem::take(&mut self.local);
             self.add_evidence(self.node, &local.coordinated, &local.records);
+            self.add_generations(&local.generations);
             self.local = local;
             self.evidence_parts[self.node as usize].add(0, 1);
             self.try_finish_collecting(now);
@@ -273,14 +283,19 @@ impl Recovery {
                 parts,
                 coordinated,
                 records,
+                generations,
                 ..
-            } => self.on_evidence(now, from, part, parts, &coordinated, &records),
+            } => {
+                let e = (&coordinated[..], &records[..], &generations[..]);
+                self.on_evidence(now, from, part, parts, e)
+            }
             RecoveryMsg::Decisions {
                 part,
                 parts,
                 decisions,
+                generation,
                 ..
-            } => self.on_decisions(now, from, part, parts, &decisions),
+            } => self.on_decisions(now, from, part, parts, &decisions, generation),
             RecoveryMsg::Applied { .. } => self.on_applied(from),
             RecoveryMsg::Resume { .. } => self.on_resume(from),
         }

@@ -26,11 +26,14 @@
 //!    (phase, decision, reported?) and the records its host log holds.
 //! 2. Every node sends its evidence to the recovery leader, the lowest live
 //!    node id ([`crate::placement::PlacementView::leader`]), as
-//!    [`RecoveryMsg::Evidence`](splitkv_layout::wire::RecoveryMsg::Evidence) parts.
+//!    [`RecoveryMsg::Evidence`](splitkv_layout::wire::RecoveryMsg::Evidence) parts,
+//!    with the newest generation of each node's transaction ids its
+//!    per-slot fences saw.
 //! 3. The leader, once every live node's evidence is in, decides each
 //!    transaction by the rule in [`decide`] and sends each node the
 //!    decisions of the transactions that node reported
-//!    ([`RecoveryMsg::Decisions`](splitkv_layout::wire::RecoveryMsg::Decisions) parts).
+//!    ([`RecoveryMsg::Decisions`](splitkv_layout::wire::RecoveryMsg::Decisions) parts),
+//!    and the newest generation of that node's own ids any live node saw.
 //! 4. Each node records its decisions in its host log
 //!    ([`RecoveryCommand::CommitPending`], [`RecoveryCommand::DropPending`]:
 //!    a COMMIT or ABORT record each) and answers
@@ -44,7 +47,10 @@
 //!    replica it is ([`RecoveryCommand::Promote`]: the NIC index is rebuilt
 //!    from the host table, which now holds every committed record; there are
 //!    no locks left to rebuild, since every earlier transaction is decided),
-//!    and it resumes ([`RecoveryCommand::Resume`]).
+//!    and it resumes ([`RecoveryCommand::Resume`]), its coordinator
+//!    numbering its free slots above that generation: a restarted process
+//!    starts at generation 1, and its peers' fences hold its
+//!    predecessor's ids (`tests/nic_restart_recovery.rs`).
 //!
 //! Why step 4 comes before anyone acts: an abort decided because a live
 //! replica lacked the LOG could turn into a commit in a later epoch if that

@@ -12,6 +12,7 @@ use splitkv_layout::wire::{
 
 use super::machine::{Recovery, RecoveryPhase};
 use super::types::{RecoveryCommand, RECOVERY_TXS_MAX};
+use crate::protocol::newer_generation;
 use crate::Nanos;
 
 impl Recovery {
@@ -34,6 +35,7 @@ impl Recovery {
                 parts: parts as u16,
                 coordinated: c[..nc].to_vec(),
                 records: r[..nr].to_vec(),
+                generations: self.local.generations.clone(),
             });
             (c, r) = (&c[nc..], &r[nr..]);
         }
@@ -51,14 +53,22 @@ impl Recovery {
         self.reported[from as usize].extend(ids);
     }
 
+    /// Leader: merges a node's newest generations per coordinator.
+    pub(super) fn add_generations(&mut self, g: &[u32]) {
+        for (mine, &theirs) in self.generations.iter_mut().zip(g) {
+            *mine = newer_generation(*mine, theirs);
+        }
+    }
+
+    /// Leader: part `part` of `parts` of node `from`'s evidence: its
+    /// coordinator's and its records' entries, and its generations.
     pub(super) fn on_evidence(
         &mut self,
         now: Nanos,
         from: NodeId,
         part: u16,
         parts: u16,
-        c: &[CoordEvidence],
-        r: &[RecordEvidence],
+        (c, r, g): (&[CoordEvidence], &[RecordEvidence], &[u32]),
     ) {
         if self.phase != RecoveryPhase::Collecting
             || !self.evidence_parts[from as usize].add(part, parts)
@@ -67,6 +77,7 @@ impl Recovery {
             return;
         }
         self.add_evidence(from, c, r);
+        self.add_generations(g);
         self.try_finish_collecting(now);
     }
 
@@ -88,6 +99,7 @@ impl Recovery {
             self.send_decisions(n);
         }
         self.decisions = self.decisions_for(me);
+        self.own_generation = self.generations[me as usize];
         self.record_decisions();
         self.applied = self.applied.with(me);
         self.phase = RecoveryPhase::AwaitingApplied;
@@ -108,6 +120,7 @@ impl Recovery {
                 part: part as u16,
                 parts: parts as u16,
                 decisions: decisions[lo..hi].to_vec(),
+                generation: self.generations[n as usize],
             };
             self.push(RecoveryCommand::Send { to: n, msg });
         }
@@ -133,6 +146,7 @@ impl Recovery {
         part: u16,
         parts: u16,
         d: &[Decision],
+        generation: u32,
     ) {
         if self.phase != RecoveryPhase::AwaitingDecisions
             || from != self.view.leader()
@@ -142,6 +156,7 @@ impl Recovery {
             return;
         }
         self.decisions.extend_from_slice(d);
+        self.own_generation = newer_generation(self.own_generation, generation);
         if self.decision_parts.complete() {
             self.record_decisions();
             let msg = RecoveryMsg::Applied { epoch: self.epoch };
@@ -230,7 +245,10 @@ impl Recovery {
         for shard in self.view.promoted(&self.served, self.node).iter() {
             self.push(RecoveryCommand::Promote { shard });
         }
-        self.push(RecoveryCommand::Resume { epoch: self.epoch });
+        self.push(RecoveryCommand::Resume {
+            epoch: self.epoch,
+            generation: self.own_generation,
+        });
         self.unresumed.clear();
         self.served = self.view;
         self.phase = RecoveryPhase::Serving;

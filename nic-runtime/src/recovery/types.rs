@@ -83,6 +83,12 @@ pub struct LocalEvidence {
     pub coordinated: Vec<CoordEvidence>,
     /// Records this node holds as a replica.
     pub records: Vec<RecordEvidence>,
+    /// Per coordinator node (index), the newest generation of its
+    /// transaction ids this node's per-slot fences saw (0: none; at most
+    /// `MASK_NODES_MAX` entries): the leader tells each node the newest over
+    /// every live node, and a coordinator whose process restarted numbers
+    /// its transactions above it (no id used twice, none refused as late).
+    pub generations: Vec<u32>,
 }
 
 impl LocalEvidence {
@@ -146,6 +152,12 @@ pub enum RecoveryCommand {
     Resume {
         /// The epoch now served.
         epoch: u32,
+        /// The newest generation of this node's transaction ids that any
+        /// live node's per-slot fences saw: its coordinator numbers its free
+        /// slots above it (`Coordinator::number_above`; a restarted process
+        /// starts at generation 1, and its peers' fences hold its
+        /// predecessor's).
+        generation: u32,
     },
 }
 

@@ -355,10 +355,11 @@ impl super::NicRuntime {
     }
 
     /// What this node knows at an epoch change: its coordinator's
-    /// transactions in flight, and the records its host log holds (pending
+    /// transactions in flight, the records its host log holds (pending
     /// LOG records; the decision records of its per-slot record table), up
-    /// to the machine's bound; records left out for want of room are
-    /// counted ([`RecoveryActions::evidence_left_out`]).
+    /// to the machine's bound (records left out for want of room are
+    /// counted, [`RecoveryActions::evidence_left_out`]), and per node the
+    /// newest generation of its ids this node's fences saw.
     pub(super) fn local_evidence(&mut self) -> LocalEvidence {
         let mut local = LocalEvidence::default();
         self.coordinator
@@ -367,6 +368,9 @@ impl super::NicRuntime {
         let room = LOCAL_EVIDENCE_ENTRIES_MAX.saturating_sub(local.coordinated.len());
         let left_out = self.server.recovery_evidence(room, &mut local.records);
         self.actions.evidence_left_out += left_out as u64;
+        local.generations = (0..self.io.placement.nodes() as NodeId)
+            .map(|n| self.server.newest_generation(n))
+            .collect();
         local
     }
 
@@ -406,7 +410,10 @@ impl super::NicRuntime {
             }
             // Every node serves the epoch's placement from now on: the
             // first surviving replica of each shard is its primary.
-            RecoveryCommand::Resume { .. } => {
+            RecoveryCommand::Resume { generation, .. } => {
+                // A restarted process's coordinator starts at generation 1;
+                // its peers' fences hold its predecessor's ids.
+                self.coordinator.number_above(generation);
                 self.io.placement = self.recovery.machine().view().serving();
                 self.recovery.resume();
                 // Re-replication (issue 12) begins here, from scratch.

@@ -154,6 +154,17 @@ impl Cluster {
                     write_shards: self.writes[&tx_id],
                 })
                 .collect(),
+            // The fences: the newest generation of each coordinator's ids
+            // among the records held here.
+            generations: (0..self.nodes.len() as u64)
+                .map(|c| {
+                    let ids = n.records.keys().map(|&(tx_id, _)| tx_id);
+                    ids.filter(|t| t >> 48 == c)
+                        .map(|t| t as u32)
+                        .max()
+                        .unwrap_or(0)
+                })
+                .collect(),
         }
     }
 
@@ -236,7 +247,7 @@ impl Cluster {
             // A silent node's suspicions do not reach the membership either.
             RecoveryCommand::SuspectNode { node } if !n.mute => self.suspects.push(node),
             RecoveryCommand::SuspectNode { .. } => {}
-            RecoveryCommand::Resume { epoch } => n.resumed.push(epoch),
+            RecoveryCommand::Resume { epoch, .. } => n.resumed.push(epoch),
         }
     }
 

@@ -21,7 +21,7 @@ use splitkv_nic::{
 };
 use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{AtomicU32, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 pub const NODES: usize = 4;
 pub const STEP_NS: Nanos = 5_000;
@@ -142,6 +142,32 @@ pub struct Node {
     pub blocked: Arc<AtomicU32>,
     /// Destinations whose held packets are dropped at the next release.
     pub lost: Arc<AtomicU32>,
+    /// This node's network endpoint, which a fresh process takes over
+    /// ([`fresh_process`]).
+    pub endpoint: Shared,
+}
+
+/// A node's endpoint shared by its successive processes (only one polls it
+/// at a time).
+#[derive(Clone)]
+pub struct Shared(Arc<Mutex<Gated>>);
+
+impl Transport for Shared {
+    fn mtu(&self) -> usize {
+        self.0.lock().unwrap().mtu()
+    }
+    fn is_lossy(&self) -> bool {
+        self.0.lock().unwrap().is_lossy()
+    }
+    fn tx_burst(&mut self, now: Nanos, packets: &[TxPacket<'_>]) -> usize {
+        self.0.lock().unwrap().tx_burst(now, packets)
+    }
+    fn tx_flush(&mut self, now: Nanos) {
+        self.0.lock().unwrap().tx_flush(now)
+    }
+    fn rx_burst(&mut self, now: Nanos, max: usize, on: &mut dyn FnMut(&[u8])) -> usize {
+        self.0.lock().unwrap().rx_burst(now, max, on)
+    }
 }
 
 impl Node {
@@ -200,29 +226,54 @@ pub fn cluster() -> Vec<Node> {
             lost: lost.clone(),
             held: Vec::new(),
         };
-        let mut procedures = ProcedureRegistry::new();
-        procedures.register(Arc::new(WriteArgs));
-        let rt = node_runtime(
+        let endpoint = Shared(Arc::new(Mutex::new(gated)));
+        nodes.push(process(
             id as u16,
-            placement(),
-            gated,
-            64,
+            endpoint,
             StackConfig::default(),
-            procedures,
-        );
-        nodes.push(Node {
-            nic: rt.nic,
-            requests: rt.requests,
-            outcomes: rt.outcomes,
-            log: rt.log,
-            acks: rt.acks,
-            host: HostLog::default(),
-            told: HashMap::new(),
             blocked,
             lost,
-        });
+        ));
     }
     nodes
+}
+
+/// Node `id`'s process over `endpoint`, with an empty host.
+fn process(
+    id: u16,
+    endpoint: Shared,
+    net: StackConfig,
+    blocked: Arc<AtomicU32>,
+    lost: Arc<AtomicU32>,
+) -> Node {
+    let mut procedures = ProcedureRegistry::new();
+    procedures.register(Arc::new(WriteArgs));
+    let rt = node_runtime(id, placement(), endpoint.clone(), 64, net, procedures);
+    Node {
+        nic: rt.nic,
+        requests: rt.requests,
+        outcomes: rt.outcomes,
+        log: rt.log,
+        acks: rt.acks,
+        host: HostLog::default(),
+        told: HashMap::new(),
+        blocked,
+        lost,
+        endpoint,
+    }
+}
+
+/// Node `id`'s process restarted (a whole process: its NIC runtime, host
+/// and client start empty) as incarnation `incarnation`, on the same
+/// network endpoint.
+pub fn fresh_process(nodes: &mut [Node], id: usize, incarnation: u32) {
+    let old = &nodes[id];
+    let (endpoint, blocked, lost) = (old.endpoint.clone(), old.blocked.clone(), old.lost.clone());
+    let net = StackConfig {
+        incarnation,
+        ..StackConfig::default()
+    };
+    nodes[id] = process(id as u16, endpoint, net, blocked, lost);
 }
 
 pub fn step_all(nodes: &mut [Node], now: &mut Nanos) {

@@ -89,7 +89,8 @@ pub const PACKET_MAGIC: u32 = u32::from_le_bytes(*b"SKV2");
 /// 1. the first header;
 /// 2. the 40-byte header (incarnations, epoch, cumulative ack);
 /// 3. [`RebuildMsg::Report`] carries the newest generation of the
-///    restarted node's transaction ids the peer's per-slot fence saw.
+///    restarted node's transaction ids the peer's per-slot fence saw, and
+///    [`RecoveryMsg`]'s Evidence and Decisions carry generations too.
 pub const PACKET_FORMAT_VERSION: u8 = 3;
 /// Encoded size of a [`PacketHeader`].
 pub const PACKET_HEADER_BYTES: usize = 40;

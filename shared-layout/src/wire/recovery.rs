@@ -10,8 +10,8 @@
 //!
 //! | message | bytes |
 //! |---|---|
-//! | Evidence | tag u8 = 1, epoch u32, part u16, parts u16, n_coord u16, n_records u16, coord entries, record entries |
-//! | Decisions | tag u8 = 2, epoch u32, part u16, parts u16, n u16, decision entries |
+//! | Evidence | tag u8 = 1, epoch u32, part u16, parts u16, n_coord u16, n_records u16, n_gens u8, coord entries, record entries, generations u32 × n_gens |
+//! | Decisions | tag u8 = 2, epoch u32, part u16, parts u16, n u16, generation u32, decision entries |
 //! | Applied | tag u8 = 3, epoch u32 |
 //! | Resume | tag u8 = 4, epoch u32 |
 //!
@@ -19,7 +19,13 @@
 //!   outcome u8, reported u8 (0/1), write_shards u16;
 //! - record entry ([`RECORD_EVIDENCE_BYTES`]): tx_id u64, shard u16, kind u8,
 //!   write_shards u16;
-//! - decision entry ([`DECISION_BYTES`]): tx_id u64, outcome u8 (Commit or Abort).
+//! - decision entry ([`DECISION_BYTES`]): tx_id u64, outcome u8 (Commit or Abort);
+//! - generations (at most [`MASK_NODES_MAX`]): entry `n` is the newest
+//!   generation of node `n`'s transaction ids the sender's per-slot fences
+//!   saw (0: none); a Decisions message's `generation` is the newest over
+//!   every live node of the recipient's own ids. A coordinator whose process
+//!   restarted numbers its new transactions above it, so no id is used twice
+//!   and none is refused as late (issue 12).
 //!
 //! A node's evidence for one epoch may span several messages (`part` of
 //! `parts`, at most [`RECOVERY_PARTS_MAX`]); so may the leader's decisions.
@@ -50,10 +56,11 @@ const fn max(a: usize, b: usize) -> usize {
         b
     }
 }
-/// Bytes before the entries of any recovery message: tag, epoch, part,
-/// parts and two counts.
-const RECOVERY_FIXED_BYTES: usize = 1 + 4 + 2 + 2 + 2 + 2;
-/// Largest encoded recovery message (bytes): 4 624 B.
+/// Bytes of any recovery message besides its entries: tag, epoch, part,
+/// parts, two counts, and the generations (a count and at most
+/// [`MASK_NODES_MAX`] of them).
+const RECOVERY_FIXED_BYTES: usize = 1 + 4 + 2 + 2 + 2 + 2 + 1 + 4 * MASK_NODES_MAX;
+/// Largest encoded recovery message (bytes): 4 686 B.
 pub const RECOVERY_MESSAGE_BYTES_MAX: usize = RECOVERY_FIXED_BYTES
     + max(
         EVIDENCE_ENTRIES_PER_MESSAGE_MAX * max(COORD_EVIDENCE_BYTES, RECORD_EVIDENCE_BYTES),
@@ -226,6 +233,10 @@ pub enum RecoveryMsg {
         coordinated: Vec<CoordEvidence>,
         /// Records the sender holds for transactions.
         records: Vec<RecordEvidence>,
+        /// Per coordinator node (index), the newest generation of its
+        /// transaction ids the sender's per-slot fences saw (0: none); at
+        /// most [`MASK_NODES_MAX`] entries.
+        generations: Vec<u32>,
     },
     /// Part of the leader's decisions for `epoch`, sent to every live node.
     Decisions {
@@ -237,6 +248,9 @@ pub enum RecoveryMsg {
         parts: u16,
         /// One decision per transaction.
         decisions: Vec<Decision>,
+        /// The newest generation of the recipient's own transaction ids
+        /// that any live node's per-slot fences saw (0: none).
+        generation: u32,
     },
     /// To the leader: every decision of `epoch` is recorded in this node's
     /// host log (COMMIT or ABORT records appended).
@@ -303,7 +317,15 @@ impl RecoveryMsg {
                 parts,
                 coordinated,
                 records,
+                generations,
             } => {
+                if generations.len() > MASK_NODES_MAX {
+                    return Err(RecoveryEncodeError::TooMany {
+                        what: "generations",
+                        len: generations.len(),
+                        max: MASK_NODES_MAX,
+                    });
+                }
                 let n = coordinated.len() + records.len();
                 if n > EVIDENCE_ENTRIES_PER_MESSAGE_MAX {
                     return Err(RecoveryEncodeError::TooMany {
@@ -324,6 +346,7 @@ impl RecoveryMsg {
                 out.extend_from_slice(&parts.to_le_bytes());
                 out.extend_from_slice(&(coordinated.len() as u16).to_le_bytes());
                 out.extend_from_slice(&(records.len() as u16).to_le_bytes());
+                out.push(generations.len() as u8);
                 for c in coordinated {
                     out.extend_from_slice(&c.tx_id.to_le_bytes());
                     out.extend_from_slice(&[c.phase as u8, c.outcome as u8, c.reported as u8]);
@@ -335,12 +358,16 @@ impl RecoveryMsg {
                     out.push(r.kind as u8);
                     out.extend_from_slice(&r.write_shards.0.to_le_bytes());
                 }
+                for g in generations {
+                    out.extend_from_slice(&g.to_le_bytes());
+                }
             }
             RecoveryMsg::Decisions {
                 epoch,
                 part,
                 parts,
                 decisions,
+                generation,
             } => {
                 if decisions.len() > DECISIONS_PER_MESSAGE_MAX {
                     return Err(RecoveryEncodeError::TooMany {
@@ -360,6 +387,7 @@ impl RecoveryMsg {
                 out.extend_from_slice(&part.to_le_bytes());
                 out.extend_from_slice(&parts.to_le_bytes());
                 out.extend_from_slice(&(decisions.len() as u16).to_le_bytes());
+                out.extend_from_slice(&generation.to_le_bytes());
                 for d in decisions {
                     out.extend_from_slice(&d.tx_id.to_le_bytes());
                     let o = if d.commit {
@@ -386,7 +414,7 @@ impl RecoveryMsg {
     ///
     /// # Errors
     /// [`DecodeError`] for truncated input, unknown tags, counts over their
-    /// bounds, invalid part numbers, a shard id outside [`NodeMask`]'s range,
+    /// bounds (generations over [`MASK_NODES_MAX`]), invalid part numbers, a shard id outside [`NodeMask`]'s range,
     /// an undecided decision, a reported flag other than 0/1, or trailing bytes.
     pub fn decode(bytes: &[u8]) -> Result<RecoveryMsg, DecodeError> {
         let mut r = Reader::new(bytes, "recovery message");
@@ -426,24 +454,30 @@ fn decode_parts(
             nc + nr,
             EVIDENCE_ENTRIES_PER_MESSAGE_MAX,
         )?;
+        let ng = r.u8()? as usize;
+        check_count("generations", ng, MASK_NODES_MAX)?;
         let coordinated = (0..nc).map(|_| read_coord(r)).collect::<Result<_, _>>()?;
         let records = (0..nr).map(|_| read_record(r)).collect::<Result<_, _>>()?;
+        let generations = (0..ng).map(|_| r.u32()).collect::<Result<_, _>>()?;
         Ok(RecoveryMsg::Evidence {
             epoch,
             part,
             parts,
             coordinated,
             records,
+            generations,
         })
     } else {
         let n = r.u16()? as usize;
         check_count("decisions", n, DECISIONS_PER_MESSAGE_MAX)?;
+        let generation = r.u32()?;
         let decisions = (0..n).map(|_| read_decision(r)).collect::<Result<_, _>>()?;
         Ok(RecoveryMsg::Decisions {
             epoch,
             part,
             parts,
             decisions,
+            generation,
         })
     }
 }

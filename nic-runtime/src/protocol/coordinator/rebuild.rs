@@ -70,21 +70,24 @@ impl Coordinator {
 }
 
 impl Coordinator {
-    /// A fresh coordinator after a NIC restart (issue 12) numbers every
-    /// slot's next transaction above `generation`, the newest generation of
-    /// this node's transaction ids that a peer's per-slot fence (or this
-    /// node's own) has seen (`Server::newest_generation`, carried by each
-    /// rebuild report). Peers refuse a request whose generation is not
-    /// above the one their fence holds for its slot, so ids that started
-    /// over at 1 would be refused as late until they passed the lost ones
-    /// (hundreds of `Rejected` outcomes per restart), and an id used twice
-    /// could meet the first one's records in a host log. Called before the
-    /// node serves again, while every slot is free; a slot never moves
-    /// back (generations compare with wrap-around).
+    /// A fresh coordinator (issue 12) numbers every free slot's next
+    /// transaction above `generation`, the newest generation of this node's
+    /// transaction ids that a peer's per-slot fence (or this node's own) has
+    /// seen (`Server::newest_generation`): after a NIC restart, carried by
+    /// each rebuild report; after a process restart, the newest over every
+    /// live node, carried by the recovery leader's decisions of the epoch
+    /// that admits it (and of every epoch after). Peers refuse a request
+    /// whose generation is not above the one their fence holds for its
+    /// slot, so ids that started over at 1 would be refused as late until
+    /// they passed the lost ones (hundreds of `Rejected` outcomes per
+    /// restart), and an id used twice could meet the first one's records in
+    /// a host log or a peer's recovery evidence (a stale COMMIT record
+    /// would decide the new transaction). A slot in use keeps its number
+    /// (its transaction is this process's); a slot never moves back
+    /// (generations compare with wrap-around).
     pub fn number_above(&mut self, generation: u32) {
         for t in &mut self.txs {
-            debug_assert!(t.phase == Phase::Free, "numbered before it serves");
-            if (generation.wrapping_sub(t.gen) as i32) > 0 {
+            if t.phase == Phase::Free && crate::protocol::generation_newer(generation, t.gen) {
                 t.gen = generation;
             }
         }

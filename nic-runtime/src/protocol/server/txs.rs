@@ -42,12 +42,7 @@ pub(super) enum TxState {
     Finished,
 }
 
-/// Whether generation `a` is newer than `b`, with wrap-around (generations
-/// are `u32` counters that wrap).
-#[inline]
-fn newer(a: u32, b: u32) -> bool {
-    (a.wrapping_sub(b) as i32) > 0
-}
+use crate::protocol::generation_newer as newer;
 
 /// The record this node's host log holds for a transaction: its kind (the
 /// latest one: a LOG, then its COMMIT or ABORT decision), the shards of the
