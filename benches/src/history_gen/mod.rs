@@ -428,14 +428,12 @@ impl<W: MicroOpSource> TxGenerator for HistoryGen<W> {
         let mut left: Vec<(u64, Outstanding)> = self.outstanding.drain().collect();
         left.sort_by_key(|(seq, _)| *seq);
         for (_, o) in left {
+            // Never learned: `completion` makes it `info`, indeterminate.
+            let c = completion(o.invoked, None, |ops| Ok(ops.to_vec()));
+            debug_assert_eq!(c.ending, Ending::Indeterminate);
             self.stats.indeterminate += 1;
             self.free.push(o.process);
-            self.record(
-                o.process,
-                OpType::Info,
-                o.invoked,
-                Some(OUTCOME_UNKNOWN.into()),
-            );
+            self.record(o.process, c.kind, c.value, c.error);
         }
     }
 }
