@@ -23,13 +23,13 @@ use splitkv_nic::index::HostTableLayout;
 use splitkv_nic::membership::Configuration;
 use splitkv_nic::net::mem::{mem_network, MemTransport};
 use splitkv_nic::net::stack::StackConfig;
-use splitkv_nic::net::{Transport, TxPacket};
 use splitkv_nic::{
     HostPorts, Nanos, NicParts, NicRuntime, Placement, ProcError, Procedure, ProcedureRegistry,
     ReadView, TxPlan, UserAbort, WriteSet,
 };
 use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex};
+use support::Shared;
 
 const STEP_NS: Nanos = 5_000;
 /// Steps a phase of a test may take (a recovery epoch, a copy).
@@ -65,24 +65,6 @@ impl Procedure for Incr {
             w.put(*k, &(n + 1).to_le_bytes());
         }
         Ok(())
-    }
-}
-
-/// A node's endpoint kept by the test, so a restarted runtime gets it again.
-struct Shared(Arc<Mutex<MemTransport>>);
-
-impl Transport for Shared {
-    fn mtu(&self) -> usize {
-        self.0.lock().unwrap().mtu()
-    }
-    fn tx_burst(&mut self, now: Nanos, packets: &[TxPacket<'_>]) -> usize {
-        self.0.lock().unwrap().tx_burst(now, packets)
-    }
-    fn tx_flush(&mut self, now: Nanos) {
-        self.0.lock().unwrap().tx_flush(now)
-    }
-    fn rx_burst(&mut self, now: Nanos, max: usize, f: &mut dyn FnMut(&[u8])) -> usize {
-        self.0.lock().unwrap().rx_burst(now, max, f)
     }
 }
 

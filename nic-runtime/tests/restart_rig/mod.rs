@@ -6,7 +6,7 @@
 
 #![allow(dead_code)] // each test file uses a part
 
-use crate::support::{self, key_on, node_runtime};
+use crate::support::{self, key_on, node_runtime, Shared};
 use splitkv_layout::host_nic::{HostToNic, NicToHost, TxRequest, TxStatus};
 use splitkv_layout::log_record::{LogKind, LogRecords};
 use splitkv_layout::ring::{RingConsumer, RingProducer};
@@ -144,30 +144,7 @@ pub struct Node {
     pub lost: Arc<AtomicU32>,
     /// This node's network endpoint, which a fresh process takes over
     /// ([`fresh_process`]).
-    pub endpoint: Shared,
-}
-
-/// A node's endpoint shared by its successive processes (only one polls it
-/// at a time).
-#[derive(Clone)]
-pub struct Shared(Arc<Mutex<Gated>>);
-
-impl Transport for Shared {
-    fn mtu(&self) -> usize {
-        self.0.lock().unwrap().mtu()
-    }
-    fn is_lossy(&self) -> bool {
-        self.0.lock().unwrap().is_lossy()
-    }
-    fn tx_burst(&mut self, now: Nanos, packets: &[TxPacket<'_>]) -> usize {
-        self.0.lock().unwrap().tx_burst(now, packets)
-    }
-    fn tx_flush(&mut self, now: Nanos) {
-        self.0.lock().unwrap().tx_flush(now)
-    }
-    fn rx_burst(&mut self, now: Nanos, max: usize, on: &mut dyn FnMut(&[u8])) -> usize {
-        self.0.lock().unwrap().rx_burst(now, max, on)
-    }
+    pub endpoint: Shared<Gated>,
 }
 
 impl Node {
@@ -241,7 +218,7 @@ pub fn cluster() -> Vec<Node> {
 /// Node `id`'s process over `endpoint`, with an empty host.
 fn process(
     id: u16,
-    endpoint: Shared,
+    endpoint: Shared<Gated>,
     net: StackConfig,
     blocked: Arc<AtomicU32>,
     lost: Arc<AtomicU32>,

@@ -17,7 +17,7 @@ use splitkv_nic::index::HostTableLayout;
 use splitkv_nic::net::mem::MemTransport;
 use splitkv_nic::net::stack::{StackConfig, CLUSTER_ID_DEFAULT, INCARNATION_DEFAULT};
 use splitkv_nic::{HostPorts, NicParts, NicRuntime, Placement, ProcedureRegistry};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 /// A node's runtime and the host ends of its rings (kept open).
 pub struct LoneRuntime {
@@ -150,5 +150,39 @@ pub fn drain_host_log(
         })
         .encode(&mut buf);
         acks.try_push(&buf).unwrap();
+    }
+}
+
+/// A node's network endpoint shared by its successive runtimes (only one
+/// polls it at a time): a test keeps it, so a restarted runtime gets it
+/// again.
+pub struct Shared<T>(pub Arc<Mutex<T>>);
+
+impl<T> Clone for Shared<T> {
+    fn clone(&self) -> Self {
+        Shared(self.0.clone())
+    }
+}
+
+impl<T: splitkv_nic::net::Transport> splitkv_nic::net::Transport for Shared<T> {
+    fn mtu(&self) -> usize {
+        self.0.lock().unwrap().mtu()
+    }
+    fn is_lossy(&self) -> bool {
+        self.0.lock().unwrap().is_lossy()
+    }
+    fn tx_burst(&mut self, now: splitkv_nic::Nanos, p: &[splitkv_nic::net::TxPacket<'_>]) -> usize {
+        self.0.lock().unwrap().tx_burst(now, p)
+    }
+    fn tx_flush(&mut self, now: splitkv_nic::Nanos) {
+        self.0.lock().unwrap().tx_flush(now)
+    }
+    fn rx_burst(
+        &mut self,
+        now: splitkv_nic::Nanos,
+        max: usize,
+        on: &mut dyn FnMut(&[u8]),
+    ) -> usize {
+        self.0.lock().unwrap().rx_burst(now, max, on)
     }
 }

@@ -179,7 +179,7 @@ impl TxTable {
         }
         self.entries[node * SLOTS..node * SLOTS + TX_INFLIGHT_MAX]
             .iter()
-            .fold(0, |m, e| if newer(e.gen, m) { e.gen } else { m })
+            .fold(0, |m, e| crate::protocol::newer_generation(e.gen, m))
     }
 
     /// Every transaction with a record here, as `(tx_id, held)`.
