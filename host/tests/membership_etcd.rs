@@ -6,12 +6,15 @@
 //! configuration until their leases run out, then fail-stop; a reported
 //! suspect stops serving before the others configure it out, and its own
 //! reports on its accusers do not count; the key
-//! layout and the stored record round-trip. Leases of 1 s; each wait is
+//! layout and the stored record round-trip; a start-up longer than the
+//! lease (etcd on a slow disk) keeps the lease. Leases of 1 s; each wait is
 //! bounded by [`DEADLINE_MS`].
 
 mod etcd_support;
 #[path = "membership_etcd/rejoin.rs"]
 mod rejoin;
+#[path = "membership_etcd/slow_sync.rs"]
+mod slow_sync;
 
 use etcd_support::{free_port, Etcd};
 use splitkv_host::membership_etcd::keys::{ClusterKeys, ConfigRecord};

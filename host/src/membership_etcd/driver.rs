@@ -7,8 +7,10 @@
 //! more are dropped and counted).
 //!
 //! Each iteration (every [`super::DRIVER_TICK_MS`]) it takes the queued
-//! commands, renews the lease once if asked (one keep-alive on a stream it
-//! keeps open), records suspect reports, and every `poll_every_ms` reads a
+//! commands, hands renewal requests to the renewal task (module `renewal`:
+//! one keep-alive on a stream it keeps open, never waiting behind the
+//! loop's other etcd calls), records suspect reports, and every
+//! `poll_every_ms` reads a
 //! snapshot of the cluster's keys: a newer configuration is passed on; a
 //! joined node of the configuration whose member key is gone (its lease ran
 //! out in etcd) or held by another incarnation than the configured one (a
@@ -29,13 +31,16 @@
 //! a machine at another address is reached there.
 
 mod rejoin;
+mod renewal;
 
 use super::address::{published_data_addresses, AddressRecord};
 use super::keys::{configured_incarnation, ClusterKeys};
 use super::store::{self, timed, StoreError};
 use super::{EtcdError, EtcdSettings};
 use crossbeam::channel::{Receiver, Sender, TryRecvError};
-use etcd_client::{Client, LeaseKeepAliveStream, LeaseKeeper};
+use etcd_client::Client;
+pub(crate) use renewal::MemberClock;
+use renewal::{Renewal, RenewalHandle};
 use splitkv_layout::wire::NodeId;
 use splitkv_nic::membership::Configuration;
 use splitkv_nic::{Nanos, NODES_MAX};
@@ -107,6 +112,16 @@ fn bump(c: &AtomicU64) {
     c.fetch_add(1, Ordering::Relaxed);
 }
 
+/// Sends `n` to the member; returns whether it was taken (a dropped one is
+/// counted in `counters`).
+fn notify(notices: &Sender<Notice>, counters: &Counters, n: Notice) -> bool {
+    let taken = notices.try_send(n).is_ok();
+    if !taken {
+        bump(&counters.notices_dropped);
+    }
+    taken
+}
+
 /// What a started driver found: the granted TTL, the stored configuration,
 /// this process's incarnation and whether it is joining (not admitted by
 /// that configuration).
@@ -133,10 +148,9 @@ pub(crate) struct Driver {
     keys: ClusterKeys,
     client: Client,
     lease: i64,
-    ttl_s: i64,
-    keeper: Option<(LeaseKeeper, LeaseKeepAliveStream)>,
+    /// The lease's renewals (a task of their own).
+    renewal: RenewalHandle,
     known_epoch: u32,
-    suspected: bool,
     /// This process's incarnation.
     inc: u32,
     /// Not admitted yet: waiting for the member key or the configuration.
@@ -155,13 +169,14 @@ impl Driver {
         Duration::from_millis(self.s.rpc_timeout_ms)
     }
 
-    /// Connects, takes a lease, registers, and creates or reads the
-    /// configuration. Every failure before etcd first answers is
+    /// Connects, takes a lease (renewed by the renewal task from then on,
+    /// grants counted in the member's `clock`), registers, and creates or
+    /// reads the configuration. Every failure before etcd first answers is
     /// [`EtcdError::Unreachable`].
     pub(crate) async fn start(
         s: EtcdSettings,
-        commands: Receiver<Command>,
-        notices: Sender<Notice>,
+        clock: MemberClock,
+        (commands, notices): (Receiver<Command>, Sender<Notice>),
         counters: Arc<Counters>,
     ) -> Result<(Driver, Ready), EtcdError> {
         let rpc = Duration::from_millis(s.start_timeout_ms / u64::from(super::START_RPCS_MAX));
@@ -174,9 +189,20 @@ impl Driver {
             .map_err(unreachable)?;
         let keys = ClusterKeys::new(&s.cluster);
         let (lease, ttl_s) = (grant.id(), grant.ttl());
+        let tick = Duration::from_millis(super::DRIVER_TICK_MS);
+        let rpc_each = Duration::from_millis(s.rpc_timeout_ms);
+        let mut renewal = Renewal::new(
+            client.clone(),
+            (lease, ttl_s),
+            (rpc_each, tick),
+            clock,
+            (notices.clone(), counters.clone()),
+        )
+        .spawn();
         let ready = match join(&mut client, &keys, &s, lease, rpc).await {
             Ok(r) => Ready { ttl_s, ..r },
             Err(e) => {
+                renewal.stop().await;
                 // Best effort: leave no member key behind for the others.
                 _ = timed(rpc, client.lease_revoke(lease)).await;
                 return Err(e);
@@ -187,10 +213,8 @@ impl Driver {
             keys,
             client,
             lease,
-            ttl_s,
-            keeper: None,
+            renewal,
             known_epoch: if ready.joining { 0 } else { ready.config.epoch },
-            suspected: false,
             inc: ready.incarnation,
             joining: ready.joining,
             records: [None; NODES_MAX],
@@ -205,18 +229,14 @@ impl Driver {
     /// The driver loop: runs until [`Command::Stop`] or the member is gone.
     pub(crate) async fn run(mut self) {
         let tick = Duration::from_millis(super::DRIVER_TICK_MS);
+        self.renewal.started();
         let poll_every = Duration::from_millis(self.s.poll_every_ms);
         let mut next_poll = Instant::now();
         loop {
-            let mut renew: Option<Nanos> = None;
             let mut suspects = 0u32;
             loop {
                 match self.commands.try_recv() {
-                    // One keep-alive serves every queued request: it
-                    // happens after each of them was sent.
-                    Ok(Command::Renew { sent }) => {
-                        renew = Some(renew.map_or(sent, |r| r.max(sent)))
-                    }
+                    Ok(Command::Renew { sent }) => self.renewal.request(sent),
                     Ok(Command::Suspect(n)) => suspects |= 1 << n,
                     Ok(Command::CaughtUp { epoch }) => self.caught_up(epoch).await,
                     Ok(Command::Stop { revoke }) => return self.stop(revoke).await,
@@ -224,16 +244,15 @@ impl Driver {
                     Err(TryRecvError::Empty) => break,
                 }
             }
-            if let Some(sent) = renew {
-                self.renew(sent).await;
-            }
             for n in 0..super::NODES_MAX as NodeId {
                 if suspects & (1 << n) != 0 {
                     self.suspect(n).await;
                 }
             }
             if Instant::now() >= next_poll {
-                self.poll().await;
+                if let Some(suspected) = self.poll().await {
+                    self.renewal.set_suspected(suspected);
+                }
                 next_poll = Instant::now() + poll_every;
             }
             tokio::time::sleep(tick).await;
@@ -242,66 +261,16 @@ impl Driver {
 
     /// Sends `n`; returns whether it was taken (a dropped one is counted).
     fn notify(&self, n: Notice) -> bool {
-        let taken = self.notices.try_send(n).is_ok();
-        if !taken {
-            self.counters
-                .notices_dropped
-                .fetch_add(1, Ordering::Relaxed);
-        }
-        taken
+        notify(&self.notices, &self.counters, n)
     }
 
     async fn stop(mut self, revoke: bool) {
-        self.keeper = None;
+        self.renewal.stop().await;
         if revoke {
             let rpc = self.rpc();
             if let Err(e) = timed(rpc, self.client.lease_revoke(self.lease)).await {
                 self.counters.error("lease revoke", &e);
             }
-        }
-    }
-
-    async fn renew(&mut self, sent: Nanos) {
-        if self.suspected {
-            bump(&self.counters.renewals_failed);
-            self.notify(Notice::RenewFailed);
-            return;
-        }
-        match self.keep_alive().await {
-            Ok(ttl_s) if ttl_s > 0 => {
-                self.counters.grants.fetch_add(1, Ordering::Relaxed);
-                self.notify(Notice::Grant { sent, ttl_s });
-            }
-            Ok(_) => _ = self.notify(Notice::LeaseGone),
-            Err(e) => {
-                self.keeper = None;
-                self.counters
-                    .renewals_failed
-                    .fetch_add(1, Ordering::Relaxed);
-                self.counters.error("lease keep-alive", &e);
-                self.notify(Notice::RenewFailed);
-            }
-        }
-    }
-
-    /// One keep-alive; the TTL etcd answered (0 or less: the lease is gone).
-    async fn keep_alive(&mut self) -> Result<i64, StoreError> {
-        let rpc = self.rpc();
-        let Some((keeper, stream)) = self.keeper.as_mut() else {
-            // Opening the stream sends the first keep-alive and waits for it.
-            return match timed(rpc, self.client.lease_keep_alive(self.lease)).await {
-                Ok(k) => {
-                    self.keeper = Some(k);
-                    Ok(self.ttl_s)
-                }
-                Err(StoreError::Etcd(etcd_client::Error::LeaseKeepAliveError(_))) => Ok(0),
-                Err(e) => Err(e),
-            };
-        };
-        timed(rpc, keeper.keep_alive()).await?;
-        match timed(rpc, stream.message()).await? {
-            Some(r) => Ok(r.ttl()),
-            None => Err(StoreError::Corrupt("keep-alive stream ended".into())),
         }
     }
 
@@ -316,33 +285,39 @@ impl Driver {
     /// Reads a snapshot; passes on a newer configuration; configures out the
     /// nodes whose leases ran out or whose member key another incarnation
     /// holds; while joining, takes the next step of the join instead.
-    async fn poll(&mut self) {
+    /// Returns whether the configuration takes a report naming this node
+    /// (`None`: no snapshot, or joining).
+    async fn poll(&mut self) -> Option<bool> {
         let (rpc, node, nodes) = (self.rpc(), self.s.node, self.s.nodes);
         let replication = self.s.replication;
         let snap =
             match store::snapshot(&mut self.client, &self.keys, nodes, replication, rpc).await {
                 Ok(s) => s,
-                Err(e) => return self.counters.error("snapshot", &e),
+                Err(e) => {
+                    self.counters.error("snapshot", &e);
+                    return None;
+                }
             };
         self.note_addresses(&snap);
         if self.joining {
             // Reports on this node named its predecessor.
-            return self.join_step(&snap).await;
+            self.join_step(&snap).await;
+            return None;
         }
-        self.suspected = snap.suspects & (1 << node) != 0;
+        let suspected = snap.suspects & (1 << node) != 0;
         self.learn(snap.config);
         if snap.member_inc[node as usize] != Some(self.inc) {
             // etcd deleted this node's member key (its lease ran out), or a
             // later incarnation took it after that.
             self.notify(Notice::LeaseGone);
-            return;
+            return Some(suspected);
         }
         let gone = gone(&snap);
-        if gone == 0 || !snap.config.contains(node) {
-            return;
+        if gone != 0 && snap.config.contains(node) {
+            let next = snap.config.without(gone);
+            self.install(snap.rev, next, |c| &c.installs_won).await;
         }
-        let next = snap.config.without(gone);
-        self.install(snap.rev, next, |c| &c.installs_won).await;
+        Some(suspected)
     }
 
     /// Installs `next` over mod revision `rev`; on a win counts `won` and

@@ -13,7 +13,7 @@ use std::net::SocketAddr;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::thread::JoinHandle;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 /// One node's handle on the etcd membership: a polled state machine
 /// ([`Membership`]) in front of a driver thread that owns the etcd client.
@@ -93,7 +93,10 @@ impl EtcdMember {
     /// registers this node and creates (first node) or reads the
     /// configuration. Blocks the caller for at most
     /// [`EtcdSettings::start_timeout_ms`] (and a second for the thread).
-    /// `now` is the caller's time (ns): the lease is counted from it.
+    /// `now` is the caller's time (ns): the lease is counted from it, and
+    /// from each renewal the driver makes by itself while it starts (its
+    /// registration writes may outlast a short lease; after this returns,
+    /// only [`Membership::renew`] renews).
     ///
     /// # Errors
     /// [`EtcdError::Settings`] / [`EtcdError::ClusterName`] for bad settings;
@@ -108,6 +111,10 @@ impl EtcdMember {
         let (cmd_tx, cmd_rx) = bounded(COMMANDS_MAX);
         let (note_tx, note_rx) = bounded(NOTICES_MAX);
         let (ready_tx, ready_rx) = bounded(1);
+        let clock = driver::MemberClock {
+            at: Instant::now(),
+            ns: now,
+        };
         let counters = Arc::new(Counters::default());
         let c = counters.clone();
         let thread = std::thread::Builder::new()
@@ -121,7 +128,7 @@ impl EtcdMember {
                     }
                 };
                 rt.block_on(async move {
-                    match driver::Driver::start(s, cmd_rx, note_tx, c).await {
+                    match driver::Driver::start(s, clock, (cmd_rx, note_tx), c).await {
                         Ok((d, ready)) => {
                             _ = ready_tx.send(Ok(ready));
                             d.run().await;
@@ -143,7 +150,7 @@ impl EtcdMember {
             }
         };
         let believed_ns = believed_lease_ns(ready.ttl_s.max(0) as u64);
-        Ok(EtcdMember {
+        let mut member = EtcdMember {
             node,
             nodes,
             rpc_ns: rpc_ms * 1_000_000,
@@ -167,7 +174,10 @@ impl EtcdMember {
             counters,
             commands_dropped: 0,
             thread: Some(thread),
-        })
+        };
+        // The renewals that took during start-up.
+        member.drain();
+        Ok(member)
     }
 
     /// How often to renew (ns): a third of the believed lease, so two

@@ -1,5 +1,6 @@
 //! A private etcd server for one test: loopback client and peer URLs on
-//! ports the OS chose, a data directory of its own, stopped by process id
+//! ports the OS chose, a data directory of its own (on tmpfs where there is
+//! one), stopped by process id
 //! when dropped (also when the test panics). Needs the `etcd` binary
 //! (Debian `etcd-server`; `.ci/run` installs it).
 
@@ -19,6 +20,9 @@ pub struct Etcd {
     /// Its client URL (`http://127.0.0.1:<port>`).
     pub endpoint: String,
     client_port: u16,
+    /// Under `strace` ([`Etcd::start_with_slow_sync`]): etcd's process id,
+    /// killed first (strace 6.1 leaves its tracee running when killed).
+    tracee: Option<u32>,
 }
 
 /// A loopback port the OS chose and nothing listens on now.
@@ -31,16 +35,60 @@ impl Etcd {
     /// Starts etcd with a 50 ms heartbeat and a 500 ms election timeout (so
     /// leases of 1 s are granted as asked) and waits until it is healthy.
     pub fn start() -> Etcd {
+        Etcd::start_with(Command::new("etcd"))
+    }
+
+    /// Starts etcd as [`Etcd::start`] does, on a disk that takes `delay` for
+    /// every `fsync`/`fdatasync` (each delayed by `strace` fault injection:
+    /// the slow disk of a busy CI machine, on purpose). `Err` says why it
+    /// cannot here (no `strace`, or tracing is not permitted).
+    #[allow(dead_code)] // the library's tests use it, the CLI's do not
+    pub fn start_with_slow_sync(delay: Duration) -> Result<Etcd, String> {
+        let probe = Command::new("strace")
+            .args(["-f", "--seccomp-bpf", "-qq", "-o", "/dev/null"])
+            .args(["-e", "trace=fsync", "true"])
+            .stderr(Stdio::piped())
+            .output()
+            .map_err(|e| format!("strace: {e}"))?;
+        if !probe.status.success() {
+            let err = String::from_utf8_lossy(&probe.stderr);
+            return Err(format!("strace cannot trace here: {}", err.trim()));
+        }
+        let us = delay.as_micros();
+        let mut c = Command::new("strace");
+        c.args(["-f", "--seccomp-bpf", "-qq", "-o", "/dev/null"])
+            .args(["-e", "trace=fsync,fdatasync"])
+            .arg(format!("--inject=fsync:delay_exit={us}"))
+            .arg(format!("--inject=fdatasync:delay_exit={us}"))
+            .arg("etcd");
+        let mut e = Etcd::start_with(c);
+        let pid = e.child.as_ref().map_or(0, Child::id);
+        let children = format!("/proc/{pid}/task/{pid}/children");
+        let listed = std::fs::read_to_string(&children).unwrap_or_default();
+        e.tracee = listed
+            .split_whitespace()
+            .next()
+            .and_then(|p| p.parse().ok());
+        if e.tracee.is_none() {
+            return Err(format!(
+                "no etcd process under strace ({children}: {listed:?})"
+            ));
+        }
+        Ok(e)
+    }
+
+    /// Starts `etcd` (the command, with the arguments below appended).
+    fn start_with(mut etcd: Command) -> Etcd {
         let stamp = SystemTime::now()
             .duration_since(UNIX_EPOCH)
             .map_or(0, |d| d.as_nanos());
-        let dir = std::env::temp_dir().join(format!("splitkv-etcd-{}-{stamp}", std::process::id()));
+        let dir = data_root().join(format!("splitkv-etcd-{}-{stamp}", std::process::id()));
         std::fs::create_dir_all(&dir).expect("create the etcd temp dir");
         let (client_port, peer_port) = (free_port(), free_port());
         let client = format!("http://127.0.0.1:{client_port}");
         let peer = format!("http://127.0.0.1:{peer_port}");
         let log = std::fs::File::create(dir.join("etcd.log")).expect("create the etcd log");
-        let child = Command::new("etcd")
+        let child = etcd
             .args(["--name", "t0", "--data-dir"])
             .arg(dir.join("data"))
             .args([
@@ -67,6 +115,7 @@ impl Etcd {
             dir,
             endpoint: client,
             client_port,
+            tracee: None,
         };
         e.wait_healthy();
         e
@@ -89,6 +138,11 @@ impl Etcd {
 
     /// Kills etcd (SIGKILL by process id) and waits for it.
     pub fn kill(&mut self) {
+        if let Some(pid) = self.tracee.take() {
+            let _ = Command::new("kill")
+                .args(["-KILL", &pid.to_string()])
+                .status();
+        }
         if let Some(mut c) = self.child.take() {
             let _ = c.kill();
             let _ = c.wait();
@@ -100,6 +154,18 @@ impl Drop for Etcd {
     fn drop(&mut self) {
         self.kill();
         let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+/// Where a test's etcd keeps its data: tmpfs (`/dev/shm`) where there is
+/// one, so that no test depends on how fast the machine's disk syncs (one
+/// test slows the syncs on purpose: [`Etcd::start_with_slow_sync`]).
+fn data_root() -> PathBuf {
+    let shm = PathBuf::from("/dev/shm");
+    if shm.is_dir() {
+        shm
+    } else {
+        std::env::temp_dir()
     }
 }
 
