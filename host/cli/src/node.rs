@@ -459,8 +459,11 @@ pub fn run(args: &NodeArgs) -> Result<(), Failure> {
 /// the node stopped on one instead: [`Failure::FailStop`] when its
 /// membership fenced it, [`Failure::Internal`] otherwise.
 fn wait_for_drain(handler: &NodeHandler, membership: &mut NodeLease) -> Option<Failure> {
-    let fail_stop = |why: &dyn std::fmt::Display| {
-        tracing::error!(reason = %why, "membership: fail-stop, the node stops serving");
+    let fail_stop = |why: &dyn std::fmt::Display, membership: &NodeLease| {
+        // What the membership saw (lease, etcd counters, its last error):
+        // the reason alone does not say why no renewal took.
+        let view = membership.view(handler.started, handler.stats().as_ref());
+        tracing::error!(reason = %why, membership = %view, "membership: fail-stop, the node stops serving");
         Some(Failure::FailStop(format!(
             "membership: fail-stop: {why} (safe to start again: it rejoins as a new incarnation)"
         )))
@@ -468,11 +471,11 @@ fn wait_for_drain(handler: &NodeHandler, membership: &mut NodeLease) -> Option<F
     while !handler.drain.load(Ordering::Acquire) {
         let stepped = membership.step(handler.started);
         if let Err(why) = stepped {
-            return fail_stop(&why);
+            return fail_stop(&why, membership);
         }
         if let Some(e) = handler.stats().and_then(|h| h.failure()) {
             if let ClusterError::Fenced { reason, .. } = &e {
-                return fail_stop(reason);
+                return fail_stop(reason, membership);
             }
             tracing::error!(error = %e, "node failed");
             return Some(Failure::Internal(e.to_string()));

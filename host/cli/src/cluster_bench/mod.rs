@@ -396,7 +396,7 @@ impl Deployed {
     /// Stops spawned nodes; a node that did not drain cleanly is reported.
     fn close(mut self) {
         if let Some(mut s) = self.spawned.take() {
-            for (id, status) in s.stop() {
+            for (id, status) in s.close() {
                 let log = std::env::temp_dir()
                     .join(format!("splitkv-node-{}-{id}.log", std::process::id()));
                 eprintln!(

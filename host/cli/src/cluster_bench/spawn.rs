@@ -5,7 +5,9 @@
 //! standard error (its log, unless the file names a log file) goes to
 //! `splitkv-node-<bench pid>-<id>.log` in the temporary directory, so the
 //! bench's own output stays its own; a node that exits early is reported
-//! with its log's last line, and the logs are removed after a clean stop.
+//! with its log's last line. The logs are removed after a clean run (every
+//! node exited 0 at [`Spawned::close`]); otherwise every node's log is
+//! kept, the survivors' too, and their place is named.
 
 use std::fs::File;
 use std::net::SocketAddr;
@@ -171,9 +173,34 @@ impl Spawned {
         Ok(status.to_string())
     }
 
+    /// Stops every node at the end of a run that went well: SIGTERM, then
+    /// SIGKILL after [`STOP_WAIT`]; waits for each. Returns the nodes that
+    /// did not exit 0; the logs are removed if there are none.
+    pub fn close(&mut self) -> Vec<(u16, String)> {
+        let bad = self.stop();
+        if bad.is_empty() {
+            for (_, log) in self.logs.drain(..) {
+                let _ = std::fs::remove_file(log);
+            }
+        } else {
+            self.keep_logs();
+        }
+        bad
+    }
+
+    /// Names where the logs are (each is left in place).
+    fn keep_logs(&mut self) {
+        if let Some((_, first)) = self.logs.first() {
+            let dir = first.parent().unwrap_or(Path::new("."));
+            let pattern = format!("splitkv-node-{}-*.log", std::process::id());
+            eprintln!("node logs kept: {}", dir.join(pattern).display());
+        }
+        self.logs.clear();
+    }
+
     /// Stops every node: SIGTERM, then SIGKILL after [`STOP_WAIT`]; waits
     /// for each. Returns the nodes that did not exit 0.
-    pub fn stop(&mut self) -> Vec<(u16, String)> {
+    fn stop(&mut self) -> Vec<(u16, String)> {
         for (_, c) in &self.children {
             // SAFETY: `kill` takes any pid; the child is ours and not yet
             // reaped (it is waited for below), so the pid names it.
@@ -198,11 +225,6 @@ impl Spawned {
                 None => bad.push((id, "unknown status".into())),
             }
         }
-        for (id, log) in self.logs.drain(..) {
-            if bad.iter().all(|(b, _)| *b != id) {
-                let _ = std::fs::remove_file(log);
-            }
-        }
         bad
     }
 }
@@ -217,8 +239,10 @@ fn describe_exit(status: std::process::ExitStatus) -> String {
     }
 }
 
+/// Not closed: the bench failed, so every node's log is kept.
 impl Drop for Spawned {
     fn drop(&mut self) {
         self.stop();
+        self.keep_logs();
     }
 }
