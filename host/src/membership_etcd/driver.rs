@@ -17,8 +17,9 @@
 //! restarted process took it after its predecessor's lease ran out) is
 //! configured out by a compare-and-swap install; a report naming this node
 //! as a suspect, if the configuration takes it
-//! ([`Configuration::taken_suspicions`] over every stored report, oldest
-//! first: not a suspect's own report, none that strands a shard), stops its
+//! ([`super::keys::current_suspicions`] over every stored report naming
+//! this node's configured incarnation, oldest first: not a suspect's own
+//! report, none that strands a shard), stops its
 //! renewals, so its own lease runs out (as the simulated manager refuses a
 //! suspect's renewals). A restarted node that
 //! is not admitted yet *joins* instead (module `rejoin`).
@@ -54,12 +55,17 @@ use std::time::{Duration, Instant};
 pub(crate) enum Command {
     /// Renew the lease; `sent` is the member's time of the request (ns).
     Renew { sent: Nanos },
-    /// Report `0` as a suspect.
-    Suspect(NodeId),
+    /// Report `node` as a suspect, configured as incarnation `incarnation`
+    /// (raw) in the member's configuration.
+    Suspect { node: NodeId, incarnation: u32 },
     /// Stop the driver; with `revoke`, revoke the lease first (best effort).
     Stop { revoke: bool },
     /// This node's copy is done as of configuration `epoch` (issue 12).
     CaughtUp { epoch: u32 },
+    /// The member was polled: the node's runtime runs and can answer the
+    /// recovery its admission begins (a joining process asks to be
+    /// admitted only from then on: module `rejoin`).
+    Serving,
 }
 
 /// News from the driver to the member.
@@ -155,6 +161,8 @@ pub(crate) struct Driver {
     inc: u32,
     /// Not admitted yet: waiting for the member key or the configuration.
     joining: bool,
+    /// [`Command::Serving`] arrived.
+    serving: bool,
     /// Per node, the address record and first incarnation in the last
     /// snapshot (issue 12).
     records: [Option<AddressRecord>; NODES_MAX],
@@ -217,6 +225,7 @@ impl Driver {
             known_epoch: if ready.joining { 0 } else { ready.config.epoch },
             inc: ready.incarnation,
             joining: ready.joining,
+            serving: false,
             records: [None; NODES_MAX],
             first_inc: [None; NODES_MAX],
             commands,
@@ -233,20 +242,23 @@ impl Driver {
         let poll_every = Duration::from_millis(self.s.poll_every_ms);
         let mut next_poll = Instant::now();
         loop {
-            let mut suspects = 0u32;
+            let mut suspects = [None; NODES_MAX];
             loop {
                 match self.commands.try_recv() {
                     Ok(Command::Renew { sent }) => self.renewal.request(sent),
-                    Ok(Command::Suspect(n)) => suspects |= 1 << n,
+                    Ok(Command::Suspect { node, incarnation }) => {
+                        suspects[node as usize] = Some(incarnation)
+                    }
                     Ok(Command::CaughtUp { epoch }) => self.caught_up(epoch).await,
+                    Ok(Command::Serving) => self.serving = true,
                     Ok(Command::Stop { revoke }) => return self.stop(revoke).await,
                     Err(TryRecvError::Disconnected) => return self.stop(false).await,
                     Err(TryRecvError::Empty) => break,
                 }
             }
-            for n in 0..super::NODES_MAX as NodeId {
-                if suspects & (1 << n) != 0 {
-                    self.suspect(n).await;
+            for (n, inc) in suspects.iter().enumerate() {
+                if let Some(inc) = *inc {
+                    self.suspect(n as NodeId, inc).await;
                 }
             }
             if Instant::now() >= next_poll {
@@ -274,9 +286,10 @@ impl Driver {
         }
     }
 
-    async fn suspect(&mut self, suspect: NodeId) {
+    async fn suspect(&mut self, suspect: NodeId, incarnation: u32) {
         let (rpc, node, lease) = (self.rpc(), self.s.node, self.lease);
-        let r = store::report_suspect(&mut self.client, &self.keys, suspect, node, lease, rpc);
+        let named = (suspect, incarnation);
+        let r = store::report_suspect(&mut self.client, &self.keys, named, node, lease, rpc);
         if let Err(e) = r.await {
             self.counters.error("suspect report", &e);
         }

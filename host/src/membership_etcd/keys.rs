@@ -10,7 +10,7 @@
 //! | `joined/<node>` | the node's *first* incarnation (decimal; empty in clusters older than rejoin) | none: created once, at the first registration; a configuration's `incarnation[node] = 0` means this one |
 //! | `joining/<node>` | the incarnation of a restarted process waiting for `members/<node>` | that process's lease |
 //! | `incarnations/<node>` | the last incarnation handed out for the node (decimal) | none; raised by compare-and-swap at every connect, so incarnations only grow |
-//! | `suspects/<suspect>/<reporter>` | empty | the reporter's lease |
+//! | `suspects/<suspect>/<reporter>` | the suspect's incarnation in the reporter's configuration, raw (`incarnation[suspect]`, decimal; 0 stands for its first) | the reporter's lease; a report counts only while the stored configuration holds the suspect with that incarnation ([`current_suspicions`]) |
 //! | `addresses/<node>` | the [`AddressRecord`](super::address::AddressRecord) of the process holding `members/<node>`: its incarnation, data and control addresses (versioned JSON) | that process's lease: written in the transaction that takes the member key, so it names the member key's holder |
 
 use splitkv_layout::wire::NodeId;
@@ -158,6 +158,32 @@ pub fn configured_incarnation(c: &Configuration, node: NodeId, first: Option<u32
         0 => first,
         inc => Some(inc),
     }
+}
+
+/// The suspects configuration `c` takes from the stored reports `reports`
+/// (key under `prefix`, the [`ClusterKeys::suspects`] prefix; value; create
+/// revision), oldest first ([`Configuration::taken_suspicions`]). A report
+/// counts only if it names the incarnation `c` configures for its suspect
+/// (`c.incarnation[suspect]`, raw): a report on a process that is gone —
+/// written late, after the suspect's restarted process cleared the reports
+/// as it took its member key — must not fence its successor (the deployed
+/// overlapping test, where a survivor whose NIC runtime had restarted
+/// reported the dead node again as its successor joined). A key or value
+/// that does not parse is ignored.
+pub fn current_suspicions<'a>(
+    c: &Configuration,
+    prefix: &str,
+    reports: impl Iterator<Item = (&'a [u8], &'a [u8], i64)>,
+) -> u32 {
+    let mut taken: Vec<(i64, NodeId, NodeId)> = reports
+        .filter_map(|(key, value, created)| {
+            let (reporter, suspect) = ClusterKeys::report_of(prefix, key)?;
+            let named = parse_incarnation(value)?;
+            (named == c.incarnation[suspect as usize]).then_some((created, reporter, suspect))
+        })
+        .collect();
+    taken.sort_unstable();
+    c.taken_suspicions(taken.into_iter().map(|(_, r, s)| (r, s)))
 }
 
 /// A stored incarnation: a decimal `u32` (`None` otherwise).

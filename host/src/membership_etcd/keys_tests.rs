@@ -190,6 +190,46 @@ fn report_keys_name_reporter_and_suspect() {
     assert_eq!(ClusterKeys::report_of(&p, &not_utf8), None);
 }
 
+/// Reports name the suspect's configured incarnation; one on a process that
+/// is gone does not count against its successor.
+#[test]
+fn a_report_counts_only_against_the_incarnation_it_names() {
+    let k = ClusterKeys::new("c");
+    let p = k.suspects();
+    let report = |suspect: NodeId, reporter: NodeId, inc: &str, created: i64| {
+        (
+            k.suspect(suspect, reporter).into_bytes(),
+            inc.as_bytes().to_vec(),
+            created,
+        )
+    };
+    let taken = |c: &Configuration, reports: &[(Vec<u8>, Vec<u8>, i64)]| {
+        let it = reports.iter().map(|(k, v, r)| (&k[..], &v[..], *r));
+        current_suspicions(c, &p, it)
+    };
+    // Node 2's first process (configured as 0) suspected by node 0.
+    let first = Configuration::initial(3, 3);
+    let on_first = [report(2, 0, "0", 10)];
+    assert_eq!(taken(&first, &on_first), 0b100);
+    // Node 2 restarted as incarnation 7 and rejoined: the report on its
+    // first process is stale; one naming 7 counts.
+    let c = first.without(1 << 2).rejoining(2, 7).expect("2 is out");
+    assert_eq!(taken(&c, &on_first), 0);
+    assert_eq!(taken(&c, &[report(2, 0, "7", 11)]), 0b100);
+    assert_eq!(taken(&rejoined(), &[report(2, 0, "7", 11)]), 0b100);
+    // A report on a node outside the configuration counts for nothing.
+    assert_eq!(taken(&first.without(1 << 2), &on_first), 0);
+    // Values that name no incarnation (the empty value of older reporters,
+    // garbage) are ignored.
+    for bad in ["", "x", "-1", "7 ", "99999999999"] {
+        assert_eq!(taken(&c, &[report(2, 0, bad, 12)]), 0, "{bad:?}");
+    }
+    // Oldest first, as before: 1 suspected by 0 (taken), then 0 by 1 (a
+    // suspect's report on its accuser does not count).
+    let both = [report(0, 1, "0", 21), report(1, 0, "0", 20)];
+    assert_eq!(taken(&first, &both), 0b010);
+}
+
 /// A valid configuration of a cluster of `nodes`: built by the
 /// configuration's own steps, so copying ⊆ live and since ≤ epoch.
 fn configuration(nodes: usize, replication: usize) -> impl Strategy<Value = Configuration> {

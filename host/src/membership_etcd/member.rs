@@ -37,9 +37,11 @@ use std::time::{Duration, Instant};
 /// configuration of epoch 0, and [`Membership::poll`] returns nothing until
 /// a configuration admits this node with this incarnation, *copying*
 /// (`Configuration::rejoining`). Its driver gets it there: it waits until
-/// the predecessor's lease ran out in etcd (never earlier: fencing) and the
-/// survivors configured the predecessor out, then installs the rejoining
-/// configuration. Once the node is copied, the
+/// the predecessor's lease ran out in etcd (never earlier: fencing), the
+/// survivors configured the predecessor out and this member was polled
+/// once (the node's runtime runs, so it answers the recovery its admission
+/// begins), then installs the rejoining configuration. Once the node is
+/// copied, the
 /// agent's [`Membership::report_caught_up`] with the epoch of the copy
 /// makes it a replica (`Configuration::caught_up`) if that epoch is still
 /// the stored one. A node the stored configuration holds with this
@@ -70,6 +72,8 @@ pub struct EtcdMember {
     lease_until: Nanos,
     lease_lost: bool,
     renew_sent: Option<Nanos>,
+    /// [`Command::Serving`] was sent (at the first poll).
+    serving_sent: bool,
     stopped: bool,
     commands: Sender<Command>,
     notices: Receiver<Notice>,
@@ -168,6 +172,7 @@ impl EtcdMember {
             lease_until: now.saturating_add(believed_ns),
             lease_lost: false,
             renew_sent: None,
+            serving_sent: false,
             stopped: false,
             commands: cmd_tx,
             notices: note_rx,
@@ -341,6 +346,12 @@ impl Membership for EtcdMember {
         Ok(())
     }
 
+    /// The report names the suspect's incarnation in this member's
+    /// configuration, and counts only while the stored configuration
+    /// configures that one (`keys::current_suspicions`). A suspect outside
+    /// this member's configuration is already out: nothing is reported
+    /// (a session to a dead node can fall silent again after the node was
+    /// configured out, as a restarted NIC runtime's does).
     fn report_suspect(&mut self, suspect: NodeId, _now: Nanos) -> Result<(), MembershipError> {
         self.drain();
         if suspect as usize >= self.nodes || suspect == self.node {
@@ -349,10 +360,22 @@ impl Membership for EtcdMember {
                 nodes: self.nodes,
             });
         }
-        self.send(Command::Suspect(suspect))
+        if !self.config.contains(suspect) {
+            return Ok(());
+        }
+        self.send(Command::Suspect {
+            node: suspect,
+            incarnation: self.config.incarnation[suspect as usize],
+        })
     }
 
+    /// The first call also tells the driver that the node's runtime runs:
+    /// a joining process asks to be admitted only from then on (see
+    /// [`EtcdMember`], "A restarted node").
     fn poll(&mut self, _now: Nanos) -> Option<Configuration> {
+        if !self.serving_sent {
+            self.serving_sent = self.send(Command::Serving).is_ok();
+        }
         self.drain();
         (self.config.epoch > self.returned_epoch).then(|| {
             self.returned_epoch = self.config.epoch;

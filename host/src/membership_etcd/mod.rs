@@ -25,7 +25,11 @@
 //!   restarted process, see below), installs the next configuration
 //!   without it.
 //! - **Suspects.** A reported suspect (its session fell silent) is recorded
-//!   under the reporter's lease; if the configuration takes the report
+//!   under the reporter's lease, naming the incarnation the reporter's
+//!   configuration holds for it (a report on a node outside it is not
+//!   made; one naming an incarnation the stored configuration no longer
+//!   holds does not count: [`keys::current_suspicions`]); if the
+//!   configuration takes the report
 //!   (`Configuration::taken_suspicions` over every stored report, oldest
 //!   first: a suspect's own reports and a suspicion that would strand a
 //!   shard do not count), the suspect's own driver stops renewing, so it is
@@ -344,8 +348,9 @@ pub struct EtcdStats {
     /// Configurations admitting this (restarted) node that it installed.
     pub joins: u64,
     /// Polls at which this joining node had to wait: its predecessor's
-    /// lease still held the member key, or the predecessor was still in
-    /// the configuration (the survivors configure it out).
+    /// lease still held the member key, the predecessor was still in the
+    /// configuration (the survivors configure it out), or the member was
+    /// not polled yet (the node's runtime does not run).
     pub joins_deferred: u64,
     /// Join installs that lost the compare-and-swap (retried at the next
     /// poll).

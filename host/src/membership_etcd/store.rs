@@ -7,7 +7,7 @@
 //! revision, so two nodes never install two configurations for one epoch.
 
 use super::address::{address_records, AddressRecord, NodeAddresses};
-use super::keys::{parse_incarnation, ClusterKeys, ConfigRecord};
+use super::keys::{current_suspicions, parse_incarnation, ClusterKeys, ConfigRecord};
 use super::{EtcdError, INCARNATION_TRIES_MAX};
 use etcd_client::{
     Client, Compare, CompareOp, ConnectOptions, DeleteOptions, GetOptions, PutOptions, Txn, TxnOp,
@@ -283,21 +283,20 @@ fn member_ops(keys: &ClusterKeys, h: &Holder) -> Vec<TxnOp> {
     ops
 }
 
-/// Records that `reporter` suspects `suspect` (under the reporter's lease).
+/// Records that `reporter` suspects `suspect`, configured as incarnation
+/// `incarnation` (raw, [`Configuration::incarnation`]) in the reporter's
+/// configuration (under the reporter's lease).
 pub(crate) async fn report_suspect(
     client: &mut Client,
     keys: &ClusterKeys,
-    suspect: NodeId,
+    (suspect, incarnation): (NodeId, u32),
     reporter: NodeId,
     lease: i64,
     rpc: Duration,
 ) -> Result<(), StoreError> {
     let opts = PutOptions::new().with_lease(lease);
-    timed(
-        rpc,
-        client.put(keys.suspect(suspect, reporter), "", Some(opts)),
-    )
-    .await?;
+    let key = keys.suspect(suspect, reporter);
+    timed(rpc, client.put(key, incarnation.to_string(), Some(opts))).await?;
     Ok(())
 }
 
@@ -316,10 +315,7 @@ pub(crate) async fn snapshot(
         TxnOp::get(keys.config(), None),
         TxnOp::get(keys.members(), prefix()),
         TxnOp::get(keys.joined(), prefix()),
-        TxnOp::get(
-            keys.suspects(),
-            Some(GetOptions::new().with_prefix().with_keys_only()),
-        ),
+        TxnOp::get(keys.suspects(), prefix()),
         TxnOp::get(keys.addresses(), prefix()),
     ]);
     let r = timed(rpc, client.txn(txn)).await?;
@@ -360,25 +356,17 @@ pub(crate) async fn snapshot(
         joined: mask(keys.joined(), joined),
         member_inc: incs(keys.members(), members),
         first_inc: incs(keys.joined(), joined),
-        suspects: taken_suspicions(&c, &keys.suspects(), suspects),
+        suspects: current_suspicions(
+            &c,
+            &keys.suspects(),
+            suspects
+                .kvs()
+                .iter()
+                .map(|kv| (kv.key(), kv.value(), kv.create_revision())),
+        ),
         addresses: records.0,
         bad_addresses: records.1,
     })
-}
-
-/// The suspects configuration `c` takes from the report keys of `reports`
-/// (read under `prefix`), oldest report (by create revision) first.
-fn taken_suspicions(c: &Configuration, prefix: &str, reports: &etcd_client::GetResponse) -> u32 {
-    let mut taken: Vec<(i64, NodeId, NodeId)> = reports
-        .kvs()
-        .iter()
-        .filter_map(|kv| {
-            let (reporter, suspect) = ClusterKeys::report_of(prefix, kv.key())?;
-            Some((kv.create_revision(), reporter, suspect))
-        })
-        .collect();
-    taken.sort_unstable();
-    c.taken_suspicions(taken.into_iter().map(|(_, r, s)| (r, s)))
 }
 
 /// Installs `next` if the configuration key's mod revision is still `rev`

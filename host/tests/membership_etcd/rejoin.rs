@@ -201,3 +201,75 @@ fn incarnations_grow_even_when_the_given_one_steps_back() {
     let third = EtcdMember::connect(s, clock.now()).expect("third");
     assert_eq!(third.incarnation(), u32::MAX);
 }
+
+/// A restarted process asks to be admitted only once its member was polled
+/// (its runtime runs, so it answers the recovery its admission begins):
+/// renewed but never polled, it stays joining after its predecessor is out;
+/// its first poll gets it admitted. And a report on the dead predecessor,
+/// written after the new process cleared the reports, does not count
+/// against it. Checked to fail without the `serving` wait in the driver's
+/// join step ("admitted before it was polled"), and with both defences
+/// against the late report removed (the member's "suspect outside my
+/// configuration" check and `keys::current_suspicions`' incarnation
+/// comparison): the new process's renewals are then refused.
+#[test]
+fn a_restarted_member_is_admitted_only_once_polled() {
+    let etcd = Etcd::start();
+    let clock = Clock(Instant::now());
+    let mut m0 = connect(&etcd, 0, at(0, 1), JOINER_POLL_MS, &clock);
+    let mut m1 = connect(&etcd, 1, at(1, 1), JOINER_POLL_MS, &clock);
+    let old = connect(&etcd, 2, at(2, 1), JOINER_POLL_MS, &clock);
+    drop(old); // stops renewing without revoking
+    let mut m2 = connect(&etcd, 2, at(2, 2), JOINER_POLL_MS, &clock);
+    // The survivors leave the predecessor out; the new process only renews.
+    let mut polled = vec![Vec::new(); 2];
+    let mut renew_at = 0;
+    let out = drive(
+        &clock,
+        &mut [&mut m0, &mut m1],
+        &mut polled,
+        |ms, _, now| {
+            if now >= renew_at {
+                renew_at = now + m2.renew_every_ns();
+                let _ = m2.renew(now);
+            }
+            !ms[0].current().contains(2) && !ms[1].current().contains(2)
+        },
+    );
+    assert!(out, "predecessor out within {DEADLINE_MS} ms");
+    // Long enough for several joiner polls of the driver.
+    let until = clock.now() + 20 * JOINER_POLL_MS * 1_000_000;
+    drive(
+        &clock,
+        &mut [&mut m0, &mut m1],
+        &mut polled,
+        |ms, _, now| {
+            if now >= renew_at {
+                renew_at = now + m2.renew_every_ns();
+                let _ = m2.renew(now);
+            }
+            assert!(
+                !ms[0].current().contains(2),
+                "admitted before it was polled"
+            );
+            now >= until
+        },
+    );
+    assert!(m2.joining());
+    // A survivor's late report on the predecessor, as a restarted NIC
+    // runtime's session to the dead node can raise: node 2 is out of its
+    // configuration, so nothing is reported.
+    m0.report_suspect(2, clock.now()).expect("taken");
+    let mut polled = vec![Vec::new(); 3];
+    let ok = drive(
+        &clock,
+        &mut [&mut m0, &mut m1, &mut m2],
+        &mut polled,
+        |ms, _, _| !ms[2].joining() && ms[0].current().contains(2),
+    );
+    assert!(ok, "admitted once polled: {:?}", m2.stats());
+    // It keeps its lease: no report counts against it.
+    run_for(&clock, &mut [&mut m0, &mut m1, &mut m2], 1_500);
+    assert_eq!(m2.fail_stop(clock.now()), None, "{:?}", m2.stats());
+    assert_eq!(m2.stats().renewals_failed, 0, "{:?}", m2.stats());
+}

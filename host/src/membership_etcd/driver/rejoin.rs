@@ -10,7 +10,13 @@
 //!    predecessor: the survivors configure it out, seeing `members/<node>`
 //!    gone or held by another incarnation than the configured one (as the
 //!    simulated manager puts off a join until the old incarnation is out).
-//! 3. Then it installs `config.rejoining(node, incarnation)` by a
+//! 3. It waits (deferred, counted) until its member was first polled: the
+//!    node's runtime runs. The configuration that admits it begins a
+//!    recovery epoch at every member, whose leader suspects a member that
+//!    sends no evidence within its timeout (tens of ms), and a suspicion
+//!    in etcd is not withdrawn: a process admitted while still loading
+//!    could be suspected, stop renewing and be fenced.
+//! 4. Then it installs `config.rejoining(node, incarnation)` by a
 //!    compare-and-swap on the configuration key's mod revision; a conflict
 //!    is counted and retried at the next poll (one try per poll).
 //!
@@ -58,6 +64,10 @@ impl Driver {
         }
         if c.contains(node) {
             // The predecessor is still in: the survivors configure it out.
+            bump(&self.counters.joins_deferred);
+            return;
+        }
+        if !self.serving {
             bump(&self.counters.joins_deferred);
             return;
         }
