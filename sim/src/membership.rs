@@ -9,9 +9,13 @@
 //!   `lease_ns`; the grant reaches the node after another delay, and the
 //!   node counts its lease from the moment it *sent* the renewal, so a node
 //!   never believes in a lease the manager has let lapse.
-//! - **Suspects.** A node reports a peer whose session fell silent; if the
-//!   manager takes the report ([`Configuration::takes_suspicion`]: not from
-//!   a suspect, and stranding no shard), from its arrival it renews the
+//! - **Suspects.** A node reports a peer whose session fell silent, naming
+//!   the incarnation its own configuration holds for that peer; if the
+//!   manager takes the report (the manager's configuration still holds that
+//!   incarnation — a report on a restarted node's predecessor that arrives
+//!   after the node rejoined does not count, as in etcd, where such a late
+//!   report fenced a rejoined node; and [`Configuration::takes_suspicion`]:
+//!   not from a suspect, and stranding no shard), from its arrival it renews the
 //!   suspect's lease no more (it may be cut off from its peers but not from
 //!   the manager), so the suspect is left out once the lease it holds runs
 //!   out — never earlier, so a node that still believes in its lease is
@@ -118,9 +122,11 @@ pub struct ManagerStats {
     pub renewals_refused: u64,
     /// Suspect reports taken.
     pub suspects: u64,
-    /// Suspect reports not taken ([`Configuration::takes_suspicion`]: the
-    /// reporter is a suspect itself, either node is out of the
-    /// configuration, or the suspicion would strand a shard).
+    /// Suspect reports not taken: the report names another incarnation of
+    /// the suspect than the configuration holds, or
+    /// ([`Configuration::takes_suspicion`]) the reporter is a suspect
+    /// itself, either node is out of the configuration, or the suspicion
+    /// would strand a shard.
     pub suspects_ignored: u64,
     /// Nodes left out because their lease ran out.
     pub expired: u64,
@@ -140,10 +146,21 @@ pub struct ManagerStats {
 
 #[derive(Debug, Clone, Copy)]
 enum Request {
-    Renew { sent: Nanos },
-    Suspect(NodeId),
-    Join { sent: Nanos, incarnation: u32 },
-    CaughtUp { epoch: u32 },
+    Renew {
+        sent: Nanos,
+    },
+    /// `node`, as incarnation `incarnation` (raw) in the reporter's view.
+    Suspect {
+        node: NodeId,
+        incarnation: u32,
+    },
+    Join {
+        sent: Nanos,
+        incarnation: u32,
+    },
+    CaughtUp {
+        epoch: u32,
+    },
 }
 
 // A configuration holds every shard's replicas (about 1.2 KiB); a node's
@@ -274,10 +291,14 @@ impl Manager {
                 let until = sent.saturating_add(self.cfg.lease_ns);
                 self.notify(from, back, Notice::Grant { until });
             }
-            Request::Suspect(s) => {
+            Request::Suspect {
+                node: s,
+                incarnation,
+            } => {
                 // Configuration::takes_suspicion: a suspect's own reports do
                 // not count, and no suspicion strands a shard.
-                if self.config.takes_suspicion(self.suspected, from, s) {
+                let current = self.config.incarnation[s as usize] == incarnation;
+                if current && self.config.takes_suspicion(self.suspected, from, s) {
                     self.stats.suspects += 1;
                     self.suspected |= 1 << s;
                 } else {
@@ -506,7 +527,12 @@ impl Membership for SimMember {
                 nodes,
             });
         }
-        m.request(self.node, now, Request::Suspect(suspect))
+        let incarnation = m.views[self.node as usize].config.incarnation[suspect as usize];
+        let r = Request::Suspect {
+            node: suspect,
+            incarnation,
+        };
+        m.request(self.node, now, r)
     }
 
     fn poll(&mut self, now: Nanos) -> Option<Configuration> {
