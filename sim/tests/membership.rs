@@ -55,6 +55,17 @@ impl Rig {
     }
 }
 
+/// Three nodes of seed `seed`; node 1 renews nothing from 0 and restarts
+/// at 0.5 ms as incarnation 2 (asking to join). Returns the rig and the
+/// restart time.
+fn node_1_restarted(seed: u64) -> (Rig, Nanos) {
+    let mut r = rig(3, seed);
+    let restart: Nanos = 500_000;
+    r.run(restart, |n, _| n != 1);
+    r.members[1] = r.manager.restart(1, restart, 2).unwrap();
+    (r, restart)
+}
+
 #[test]
 fn nodes_that_renew_keep_the_first_configuration() {
     let mut r = rig(3, 1);
@@ -161,10 +172,7 @@ fn a_suspects_reports_on_its_accuser_do_not_count() {
 /// must stay in.
 #[test]
 fn a_join_put_off_for_most_of_a_lease_is_admitted_with_a_lease_to_renew() {
-    let mut r = rig(3, 157);
-    let restart: Nanos = 500_000;
-    r.run(restart, |n, _| n != 1);
-    r.members[1] = r.manager.restart(1, restart, 2).unwrap();
+    let (mut r, restart) = node_1_restarted(157);
     let mut admitted = None;
     while r.now < 6 * LEASE_NS_DEFAULT {
         r.now += STEP_NS;
@@ -252,10 +260,7 @@ fn a_restarted_node_takes_no_configuration_of_its_old_incarnation() {
 /// comparison removed: node 1 is then configured out again.
 #[test]
 fn a_late_report_on_a_predecessor_does_not_count_against_its_successor() {
-    let mut r = rig(3, 157);
-    let restart: Nanos = 500_000;
-    r.run(restart, |n, _| n != 1);
-    r.members[1] = r.manager.restart(1, restart, 2).unwrap();
+    let (mut r, _) = node_1_restarted(157);
     let mut reported = false;
     while r.now < 8 * LEASE_NS_DEFAULT {
         r.now += STEP_NS;
