@@ -26,7 +26,8 @@
 //! (etcd unreachable, or the node was configured out) the polling thread
 //! stops polling the NIC runtime at once (fencing: it neither answers nor
 //! sends), and the node says so in its log and status
-//! (`membership.fail_stop`) and stops (fail-stop, exit 3).
+//! (`membership.fail_stop`) and stops (fail-stop, exit 4: safe to start
+//! again, it rejoins as a new incarnation).
 //!
 //! `--data-address` / `--control-address` start the node elsewhere than
 //! the cluster file says (issue 12: a new machine replaces a dead node).
@@ -43,7 +44,9 @@
 //! connects to etcd as a new incarnation (the membership's, above every
 //! earlier one) and is *joining*: it holds a lease but no configuration
 //! admits it yet. The bench loads it with `rejoin` (its runtime built
-//! empty, no row loaded); once a configuration admits it as *copying*, the
+//! empty, no row loaded); it asks to be admitted only once its runtime
+//! runs (so it answers the recovery epoch its admission begins). Once a
+//! configuration admits it as *copying*, the
 //! primaries of its shards stream their snapshots to it
 //! (`splitkv_host::cluster`'s copy reads), its agent reports it caught up,
 //! and the next configuration makes it a replica. `/status`'s
