@@ -12,6 +12,9 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 /// How long etcd may take to report healthy.
 pub const ETCD_START_MS_MAX: u64 = 15_000;
+/// Starts of one etcd on fresh ports before its test fails (see
+/// `Etcd::start_with`).
+const START_TRIES_MAX: u32 = 5;
 
 /// A running etcd, killed on drop.
 pub struct Etcd {
@@ -26,16 +29,26 @@ pub struct Etcd {
 }
 
 /// A loopback port the OS chose and nothing listens on now.
+#[allow(dead_code)] // the tests of unreachable etcd use it, the others do not
 pub fn free_port() -> u16 {
     let l = TcpListener::bind("127.0.0.1:0").expect("bind a loopback port");
     l.local_addr().expect("local address").port()
+}
+
+/// Two distinct loopback ports the OS chose, both held until both are
+/// chosen, then released.
+fn two_free_ports() -> (u16, u16) {
+    let a = TcpListener::bind("127.0.0.1:0").expect("bind a loopback port");
+    let b = TcpListener::bind("127.0.0.1:0").expect("bind a loopback port");
+    let port = |l: &TcpListener| l.local_addr().expect("local address").port();
+    (port(&a), port(&b))
 }
 
 impl Etcd {
     /// Starts etcd with a 50 ms heartbeat and a 500 ms election timeout (so
     /// leases of 1 s are granted as asked) and waits until it is healthy.
     pub fn start() -> Etcd {
-        Etcd::start_with(Command::new("etcd"))
+        Etcd::start_with(|| Command::new("etcd"))
     }
 
     /// Starts etcd as [`Etcd::start`] does, on a disk that takes `delay` for
@@ -55,13 +68,15 @@ impl Etcd {
             return Err(format!("strace cannot trace here: {}", err.trim()));
         }
         let us = delay.as_micros();
-        let mut c = Command::new("strace");
-        c.args(["-f", "--seccomp-bpf", "-qq", "-o", "/dev/null"])
-            .args(["-e", "trace=fsync,fdatasync"])
-            .arg(format!("--inject=fsync:delay_exit={us}"))
-            .arg(format!("--inject=fdatasync:delay_exit={us}"))
-            .arg("etcd");
-        let mut e = Etcd::start_with(c);
+        let mut e = Etcd::start_with(|| {
+            let mut c = Command::new("strace");
+            c.args(["-f", "--seccomp-bpf", "-qq", "-o", "/dev/null"])
+                .args(["-e", "trace=fsync,fdatasync"])
+                .arg(format!("--inject=fsync:delay_exit={us}"))
+                .arg(format!("--inject=fdatasync:delay_exit={us}"))
+                .arg("etcd");
+            c
+        });
         let pid = e.child.as_ref().map_or(0, Child::id);
         let children = format!("/proc/{pid}/task/{pid}/children");
         let listed = std::fs::read_to_string(&children).unwrap_or_default();
@@ -77,14 +92,31 @@ impl Etcd {
         Ok(e)
     }
 
-    /// Starts `etcd` (the command, with the arguments below appended).
-    fn start_with(mut etcd: Command) -> Etcd {
+    /// Starts the command `etcd()` makes, with the arguments below
+    /// appended, and waits until etcd is healthy. A port found free can be
+    /// taken before etcd binds it (by another test's client connection, as
+    /// its ephemeral port); etcd then exits with "address already in use"
+    /// and is started again on other ports, at most [`START_TRIES_MAX`]
+    /// times.
+    fn start_with(etcd: impl Fn() -> Command) -> Etcd {
+        for _ in 1..START_TRIES_MAX {
+            match Etcd::try_start(etcd()) {
+                Ok(e) => return e,
+                Err(log) if log.contains("address already in use") => continue,
+                Err(log) => panic!("etcd exited at start:\n{log}"),
+            }
+        }
+        Etcd::try_start(etcd()).unwrap_or_else(|log| panic!("etcd exited at start:\n{log}"))
+    }
+
+    /// One try of [`Etcd::start_with`]; `Err` has etcd's log if it exited.
+    fn try_start(mut etcd: Command) -> Result<Etcd, String> {
         let stamp = SystemTime::now()
             .duration_since(UNIX_EPOCH)
             .map_or(0, |d| d.as_nanos());
         let dir = data_root().join(format!("splitkv-etcd-{}-{stamp}", std::process::id()));
         std::fs::create_dir_all(&dir).expect("create the etcd temp dir");
-        let (client_port, peer_port) = (free_port(), free_port());
+        let (client_port, peer_port) = two_free_ports();
         let client = format!("http://127.0.0.1:{client_port}");
         let peer = format!("http://127.0.0.1:{peer_port}");
         let log = std::fs::File::create(dir.join("etcd.log")).expect("create the etcd log");
@@ -117,19 +149,20 @@ impl Etcd {
             client_port,
             tracee: None,
         };
-        e.wait_healthy();
-        e
+        e.wait_healthy()?;
+        Ok(e)
     }
 
-    fn wait_healthy(&mut self) {
+    /// Waits until etcd is healthy; `Err` has its log if it exited.
+    fn wait_healthy(&mut self) -> Result<(), String> {
         let deadline = Instant::now() + Duration::from_millis(ETCD_START_MS_MAX);
         while Instant::now() < deadline {
             if healthy(self.client_port) {
-                return;
+                return Ok(());
             }
             if let Some(Ok(Some(status))) = self.child.as_mut().map(|c| c.try_wait()) {
                 let log = std::fs::read_to_string(self.dir.join("etcd.log")).unwrap_or_default();
-                panic!("etcd exited at start ({status}):\n{log}");
+                return Err(format!("({status})\n{log}"));
             }
             std::thread::sleep(Duration::from_millis(50));
         }
