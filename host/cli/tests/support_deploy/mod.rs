@@ -9,6 +9,7 @@ use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream, UdpSocket};
 use std::path::PathBuf;
 use std::process::{Child, Command, Output, Stdio};
+use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::{Duration, Instant};
 
 /// Token of the test cluster files.
@@ -50,14 +51,56 @@ pub const KILL_LIST_APPEND_ARGS: [&str; 6] = [
 /// Host table capacity (keys per node) for that budget's key space.
 pub const KILL_CAPACITY_KEYS: u64 = 400_000;
 
-/// A free loopback UDP port and a free loopback TCP port, released.
-fn free_ports() -> (u16, u16) {
-    let udp = UdpSocket::bind("127.0.0.1:0").expect("bind udp");
-    let tcp = TcpListener::bind("127.0.0.1:0").expect("bind tcp");
-    (
-        udp.local_addr().unwrap().port(),
-        tcp.local_addr().unwrap().port(),
-    )
+/// Lowest port [`free_ports`] picks from.
+const PORT_LOW: u16 = 20_000;
+
+/// `n` pairs of a free loopback UDP port and a free loopback TCP port, all
+/// distinct, held until all are chosen, then released. They lie below the
+/// kernel's ephemeral range (`/proc/sys/net/ipv4/ip_local_port_range`)
+/// where it leaves room: a port from that range can be handed to an
+/// outgoing connection (the bench's status polls, the etcd clients) before
+/// a node binds it, and a restarted node binds its ports again seconds
+/// after its kill. The search starts at a place drawn from the process id
+/// and a counter, so parallel tests seldom try the same ports.
+fn free_ports(n: usize) -> Vec<(u16, u16)> {
+    static CALLS: AtomicU32 = AtomicU32::new(0);
+    let low = std::fs::read_to_string("/proc/sys/net/ipv4/ip_local_port_range")
+        .ok()
+        .and_then(|r| r.split_whitespace().next()?.parse::<u16>().ok())
+        .unwrap_or(0);
+    let mut held = Vec::with_capacity(n);
+    if low <= PORT_LOW + 1_000 {
+        for _ in 0..n {
+            let udp = UdpSocket::bind("127.0.0.1:0").expect("bind udp");
+            let tcp = TcpListener::bind("127.0.0.1:0").expect("bind tcp");
+            held.push((udp, tcp));
+        }
+    } else {
+        let span = u32::from(low - PORT_LOW);
+        let call = CALLS.fetch_add(1, Ordering::Relaxed);
+        let start = std::process::id()
+            .wrapping_mul(7_919)
+            .wrapping_add(call.wrapping_mul(104_729));
+        let mut k = 0;
+        while held.len() < n {
+            assert!(
+                k < span,
+                "no {n} free loopback port pairs in {PORT_LOW}..{low}"
+            );
+            let port = |d: u32| PORT_LOW + (start.wrapping_add(k + d) % span) as u16;
+            let (data, control) = (port(0), port(1));
+            k += 2;
+            let udp = UdpSocket::bind(("127.0.0.1", data));
+            let tcp = TcpListener::bind(("127.0.0.1", control));
+            if let (Ok(u), Ok(t)) = (udp, tcp) {
+                held.push((u, t));
+            }
+        }
+    }
+    let port = |a: std::io::Result<SocketAddr>| a.expect("local address").port();
+    held.iter()
+        .map(|(u, t)| (port(u.local_addr()), port(t.local_addr())))
+        .collect()
 }
 
 /// A cluster file of `nodes` nodes on loopback (fresh ports), `extra` TOML
@@ -74,8 +117,7 @@ pub fn cluster_file(nodes: usize, replication: usize, extra: &str) -> ClusterFil
         "cluster_id = 5\ntoken = \"{TOKEN}\"\nreplication = {replication}\n\n[table]\ncapacity_keys = 20000\nvalue_bytes_max = 256\n{extra}\n"
     );
     let mut controls = Vec::new();
-    for id in 0..nodes {
-        let (data, control) = free_ports();
+    for (id, (data, control)) in free_ports(nodes).into_iter().enumerate() {
         text.push_str(&format!(
             "\n[[node]]\nid = {id}\ndata = \"127.0.0.1:{data}\"\ncontrol = \"127.0.0.1:{control}\"\n"
         ));
