@@ -10,6 +10,9 @@
 //!   the renewal, shortened by the clock-drift bound [`CLOCK_DRIFT_PPM_MAX`]
 //!   and the guard [`LEASE_GUARD_NS`], so it believes in its lease only
 //!   while etcd surely still holds it (FaRM-style lease fencing).
+//!   Keep-alives run on a task of their own (never behind the driver's
+//!   other etcd calls), and while the driver starts that task renews by
+//!   itself: the start-up's registration writes may outlast a short lease.
 //! - **Fencing.** When the lease may have run out (no renewal took, e.g.
 //!   etcd is unreachable) the node reports fail-stop
 //!   ([`EtcdMember::fail_stop`]; [`Membership::renew`] answers
