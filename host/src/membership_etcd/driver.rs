@@ -262,9 +262,7 @@ impl Driver {
                 }
             }
             if Instant::now() >= next_poll {
-                if let Some(suspected) = self.poll().await {
-                    self.renewal.set_suspected(suspected);
-                }
+                self.poll().await;
                 next_poll = Instant::now() + poll_every;
             }
             tokio::time::sleep(tick).await;
@@ -298,39 +296,35 @@ impl Driver {
     /// Reads a snapshot; passes on a newer configuration; configures out the
     /// nodes whose leases ran out or whose member key another incarnation
     /// holds; while joining, takes the next step of the join instead.
-    /// Returns whether the configuration takes a report naming this node
-    /// (`None`: no snapshot, or joining).
-    async fn poll(&mut self) -> Option<bool> {
+    /// Tells the renewal task whether the configuration takes a report
+    /// naming this node.
+    async fn poll(&mut self) {
         let (rpc, node, nodes) = (self.rpc(), self.s.node, self.s.nodes);
         let replication = self.s.replication;
         let snap =
             match store::snapshot(&mut self.client, &self.keys, nodes, replication, rpc).await {
                 Ok(s) => s,
-                Err(e) => {
-                    self.counters.error("snapshot", &e);
-                    return None;
-                }
+                Err(e) => return self.counters.error("snapshot", &e),
             };
         self.note_addresses(&snap);
         if self.joining {
             // Reports on this node named its predecessor.
-            self.join_step(&snap).await;
-            return None;
+            return self.join_step(&snap).await;
         }
-        let suspected = snap.suspects & (1 << node) != 0;
+        self.renewal.set_suspected(snap.suspects & (1 << node) != 0);
         self.learn(snap.config);
         if snap.member_inc[node as usize] != Some(self.inc) {
             // etcd deleted this node's member key (its lease ran out), or a
             // later incarnation took it after that.
             self.notify(Notice::LeaseGone);
-            return Some(suspected);
+            return;
         }
         let gone = gone(&snap);
-        if gone != 0 && snap.config.contains(node) {
-            let next = snap.config.without(gone);
-            self.install(snap.rev, next, |c| &c.installs_won).await;
+        if gone == 0 || !snap.config.contains(node) {
+            return;
         }
-        Some(suspected)
+        let next = snap.config.without(gone);
+        self.install(snap.rev, next, |c| &c.installs_won).await;
     }
 
     /// Installs `next` over mod revision `rev`; on a win counts `won` and

@@ -41,6 +41,20 @@ fn connect(
     EtcdMember::connect(s, clock.now()).expect("member connects")
 }
 
+/// Nodes 0, 1 and 2 of three on machine 1, each polling every `poll_ms`.
+fn three_on_machine_1(etcd: &Etcd, poll_ms: u64, clock: &Clock) -> [EtcdMember; 3] {
+    [0, 1, 2].map(|n| connect(etcd, n, at(n, 1), poll_ms, clock))
+}
+
+/// Renews `m` if `now` reached `*due`, as its agent would, and sets the
+/// next due time.
+fn renew_when_due(m: &mut EtcdMember, due: &mut u64, now: u64) {
+    if now >= *due {
+        *due = now + m.renew_every_ns();
+        let _ = m.renew(now);
+    }
+}
+
 /// Drives `ms` for `ms_for` milliseconds (assertions in `check`).
 fn run_for(clock: &Clock, ms: &mut [&mut EtcdMember], ms_for: u64) {
     let until = clock.now() + ms_for * 1_000_000;
@@ -68,9 +82,7 @@ fn run_for(clock: &Clock, ms: &mut [&mut EtcdMember], ms_for: u64) {
 fn a_restarted_member_rejoins_as_copying_and_catches_up() {
     let etcd = Etcd::start();
     let clock = Clock(Instant::now());
-    let mut m0 = connect(&etcd, 0, at(0, 1), SURVIVOR_POLL_MS, &clock);
-    let mut m1 = connect(&etcd, 1, at(1, 1), SURVIVOR_POLL_MS, &clock);
-    let old = connect(&etcd, 2, at(2, 1), SURVIVOR_POLL_MS, &clock);
+    let [mut m0, mut m1, old] = three_on_machine_1(&etcd, SURVIVOR_POLL_MS, &clock);
     assert!(!old.joining(), "a first start is admitted at once");
     assert_eq!(old.current(), Configuration::initial(3, 3));
     let old_inc = old.incarnation();
@@ -216,9 +228,7 @@ fn incarnations_grow_even_when_the_given_one_steps_back() {
 fn a_restarted_member_is_admitted_only_once_polled() {
     let etcd = Etcd::start();
     let clock = Clock(Instant::now());
-    let mut m0 = connect(&etcd, 0, at(0, 1), JOINER_POLL_MS, &clock);
-    let mut m1 = connect(&etcd, 1, at(1, 1), JOINER_POLL_MS, &clock);
-    let old = connect(&etcd, 2, at(2, 1), JOINER_POLL_MS, &clock);
+    let [mut m0, mut m1, old] = three_on_machine_1(&etcd, JOINER_POLL_MS, &clock);
     drop(old); // stops renewing without revoking
     let mut m2 = connect(&etcd, 2, at(2, 2), JOINER_POLL_MS, &clock);
     // The survivors leave the predecessor out; the new process only renews.
@@ -229,10 +239,7 @@ fn a_restarted_member_is_admitted_only_once_polled() {
         &mut [&mut m0, &mut m1],
         &mut polled,
         |ms, _, now| {
-            if now >= renew_at {
-                renew_at = now + m2.renew_every_ns();
-                let _ = m2.renew(now);
-            }
+            renew_when_due(&mut m2, &mut renew_at, now);
             !ms[0].current().contains(2) && !ms[1].current().contains(2)
         },
     );
@@ -244,10 +251,7 @@ fn a_restarted_member_is_admitted_only_once_polled() {
         &mut [&mut m0, &mut m1],
         &mut polled,
         |ms, _, now| {
-            if now >= renew_at {
-                renew_at = now + m2.renew_every_ns();
-                let _ = m2.renew(now);
-            }
+            renew_when_due(&mut m2, &mut renew_at, now);
             assert!(
                 !ms[0].current().contains(2),
                 "admitted before it was polled"

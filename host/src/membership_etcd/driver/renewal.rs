@@ -1,11 +1,12 @@
 //! The lease's renewals, on a task of their own next to the driver loop
 //! (module `driver`): a keep-alive never waits behind a snapshot read, an
-//! install or a join step. Those are linearizable etcd calls that wait for
-//! the writes before them to reach etcd's disk; on an etcd whose disk syncs
-//! slowly each can take up to an RPC timeout, and a renewal queued behind
-//! two or three of them came too late for a 1 s lease (CI fenced a healthy
-//! node at start-up that way). A keep-alive is answered by etcd's leader
-//! from memory, with no disk write.
+//! install or a join step. On an etcd whose disk syncs slowly each of those
+//! can take up to an RPC timeout, and a renewal queued behind two or three
+//! of them came too late for a 1 s lease (seen with etcd's syncs delayed
+//! 100 ms on purpose, `tests/membership_etcd/slow_sync.rs`). A keep-alive
+//! writes nothing to etcd's disk, though etcd answers it only once it has
+//! applied the writes before it: on such a disk a long backlog of writes
+//! still delays renewals, which no client can help.
 //!
 //! The driver loop hands requests over through [`RenewalHandle::request`]
 //! (requests not yet served coalesce: one keep-alive serves every request
@@ -16,10 +17,10 @@
 //!
 //! **Start-up.** From the grant until the driver loop runs, the task renews
 //! by itself every third of the believed lease: the start-up's
-//! registration writes may together take longer than a short lease (CI
-//! fenced a node that way the moment it started, on an etcd whose disk
-//! synced slowly). After start-up only the member's requests renew, so a
-//! node whose polling stopped loses its lease.
+//! registration writes may together take longer than a short lease (with
+//! etcd's syncs delayed 100 ms, every node was fenced the moment it
+//! started). After start-up only the member's requests renew, so a node
+//! whose polling stopped loses its lease.
 
 use super::{bump, notify, Counters, Notice};
 use crate::membership_etcd::believed_lease_ns;
@@ -165,26 +166,25 @@ impl Renewal {
     }
 
     async fn renew(&mut self, sent: Nanos) {
-        let counters = self.counters.clone();
-        if self.shared.suspected.load(Ordering::Relaxed) {
-            bump(&counters.renewals_failed);
-            notify(&self.notices, &counters, Notice::RenewFailed);
-            return;
-        }
-        let n = match self.keep_alive().await {
-            Ok(ttl_s) if ttl_s > 0 => {
-                bump(&counters.grants);
-                Notice::Grant { sent, ttl_s }
-            }
-            Ok(_) => Notice::LeaseGone,
-            Err(e) => {
-                self.keeper = None;
-                bump(&counters.renewals_failed);
-                counters.error("lease keep-alive", &e);
-                Notice::RenewFailed
+        let n = if self.shared.suspected.load(Ordering::Relaxed) {
+            bump(&self.counters.renewals_failed);
+            Notice::RenewFailed
+        } else {
+            match self.keep_alive().await {
+                Ok(ttl_s) if ttl_s > 0 => {
+                    bump(&self.counters.grants);
+                    Notice::Grant { sent, ttl_s }
+                }
+                Ok(_) => Notice::LeaseGone,
+                Err(e) => {
+                    self.keeper = None;
+                    bump(&self.counters.renewals_failed);
+                    self.counters.error("lease keep-alive", &e);
+                    Notice::RenewFailed
+                }
             }
         };
-        notify(&self.notices, &counters, n);
+        notify(&self.notices, &self.counters, n);
     }
 
     /// One keep-alive; the TTL etcd answered (0 or less: the lease is gone).
