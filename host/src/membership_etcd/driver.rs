@@ -198,11 +198,16 @@ impl Driver {
         let keys = ClusterKeys::new(&s.cluster);
         let (lease, ttl_s) = (grant.id(), grant.ttl());
         let tick = Duration::from_millis(super::DRIVER_TICK_MS);
-        let rpc_each = Duration::from_millis(s.rpc_timeout_ms);
+        // A keep-alive's answer is awaited up to the believed lease, not
+        // one RPC timeout: its grant counts from when it was sent, so a late
+        // answer is still good, and one asked again would wait behind the
+        // same writes in etcd (module `renewal`).
+        let believed = Duration::from_nanos(super::believed_lease_ns(ttl_s.max(0) as u64));
+        let answer_within = believed.max(Duration::from_millis(s.rpc_timeout_ms));
         let mut renewal = Renewal::new(
             client.clone(),
             (lease, ttl_s),
-            (rpc_each, tick),
+            (answer_within, tick),
             clock,
             (notices.clone(), counters.clone()),
         )

@@ -16,7 +16,7 @@ use splitkv_nic::membership::Membership;
 use std::time::{Duration, Instant};
 
 /// Delay of each sync: four start-up writes take longer than the lease.
-const SYNC_DELAY: Duration = Duration::from_millis(400);
+const SYNC_DELAY: Duration = Duration::from_millis(200);
 
 #[test]
 fn a_start_up_longer_than_the_lease_keeps_the_lease() {
