@@ -3,6 +3,7 @@
 //! `Applied` round that makes decisions stable before anyone acts on them,
 //! and the resume.
 
+use splitkv_layout::TxId;
 use std::collections::{BTreeMap, BTreeSet};
 
 use splitkv_layout::wire::{
@@ -172,7 +173,7 @@ impl Recovery {
     /// until it resumes (`unresumed.rs`).
     fn record_decisions(&mut self) {
         // This node's pending LOG records, by transaction.
-        let mut pending: BTreeMap<u64, Vec<RecordEvidence>> = BTreeMap::new();
+        let mut pending: BTreeMap<TxId, Vec<RecordEvidence>> = BTreeMap::new();
         for r in self
             .local
             .records
@@ -181,7 +182,7 @@ impl Recovery {
         {
             pending.entry(r.tx_id).or_default().push(*r);
         }
-        let coordinated: BTreeSet<u64> = self.local.coordinated.iter().map(|c| c.tx_id).collect();
+        let coordinated: BTreeSet<TxId> = self.local.coordinated.iter().map(|c| c.tx_id).collect();
         for i in 0..self.decisions.len() {
             let d = self.decisions[i];
             let logs = pending.get(&d.tx_id).map_or(&[][..], Vec::as_slice);
@@ -232,7 +233,7 @@ impl Recovery {
     /// epoch: coordinated transactions are finished (reported), shards
     /// promoted, service resumed.
     fn resume(&mut self) {
-        let coordinated: BTreeSet<u64> = self.local.coordinated.iter().map(|c| c.tx_id).collect();
+        let coordinated: BTreeSet<TxId> = self.local.coordinated.iter().map(|c| c.tx_id).collect();
         for i in 0..self.decisions.len() {
             let d = self.decisions[i];
             if coordinated.contains(&d.tx_id) {

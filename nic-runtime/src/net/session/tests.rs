@@ -5,6 +5,7 @@ use crate::net::{Transport, TxPacket};
 use splitkv_layout::wire::{
     decode_packet, BodyWriter, Messages, MsgHeader, MsgKind, ReplyStatus, PACKET_FLAG_ACK_ONLY,
 };
+use splitkv_layout::TxId;
 
 const CLUSTER: u32 = 7;
 
@@ -63,7 +64,7 @@ fn sessions(node: NodeId, lossy: bool, cfg: SessionConfig) -> Sessions {
 /// fills in seq, ack, epoch and dst incarnation).
 fn sealed(src: NodeId, dst: NodeId, tx: u64) -> Vec<u8> {
     let mut w = BodyWriter::new();
-    w.ack(MsgKind::LogAck, tx, ReplyStatus::Ok);
+    w.ack(MsgKind::LogAck, TxId::from_bits(tx), ReplyStatus::Ok);
     let mut msg = Vec::new();
     MsgHeader::whole(MsgKind::LogAck, w.bytes().len() as u32).encode(&mut msg);
     msg.extend_from_slice(w.bytes());
@@ -96,7 +97,7 @@ fn header(p: &[u8]) -> PacketHeader {
 }
 
 fn tx_of(m: Option<(PacketHeader, Messages<'_>)>) -> Option<u64> {
-    m.map(|(_, mut it)| it.next().unwrap().unwrap().1.tx_id())
+    m.map(|(_, mut it)| it.next().unwrap().unwrap().1.tx_id().to_bits())
 }
 
 #[test]
