@@ -31,11 +31,13 @@ pub const TX_ID_BYTES: usize = 8;
 ///   of the id (a restarted node's coordinator continues its generations past
 ///   the newest its peers saw instead).
 /// - **epoch**: a configuration's number, raised by every membership change;
-///   not part of the id either (messages carry it beside the id).
+///   not part of the id either (packets carry it in their header).
 ///
 /// Ordering, equality and hashing are those of the `u64`
 /// ([`TxId::to_bits`]): a map keyed by `TxId` hashes exactly what a map keyed
-/// by the raw id did, so seeded runs stay deterministic.
+/// by the raw id did, so seeded runs stay deterministic. The default is id 0
+/// (coordinator 0, slot 0, generation 0), which no coordinator issues: its
+/// generations start at 1.
 #[repr(transparent)]
 #[derive(Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Default)]
 pub struct TxId(u64);
