@@ -16,6 +16,14 @@ use super::types::{RecoveryCommand, RECOVERY_TXS_MAX};
 use crate::protocol::newer_generation;
 use crate::Nanos;
 
+/// Mutation switch `drop_recovered_commits`: a recovery's commit decisions
+/// drop the pending LOG records instead of committing them, so a
+/// transaction reported committed loses its writes at every replica that
+/// held it undecided. Killed by the history check of the simulator's
+/// list-append seeds under crashes (`scripts/mutation`: a lost append is a
+/// real-time cycle). Declared in `Cargo.toml` check-cfg.
+const DROP_RECOVERED_COMMITS: bool = cfg!(splitkv_mutation = "drop_recovered_commits");
+
 impl Recovery {
     /// Non-leader: sends the local evidence to the leader in parts.
     pub(super) fn send_evidence(&mut self) {
@@ -189,7 +197,7 @@ impl Recovery {
             self.unresumed
                 .record(d, logs, coordinated.contains(&d.tx_id));
             if pending.contains_key(&d.tx_id) {
-                self.push(if d.commit {
+                self.push(if d.commit && !DROP_RECOVERED_COMMITS {
                     RecoveryCommand::CommitPending { tx_id: d.tx_id }
                 } else {
                     RecoveryCommand::DropPending { tx_id: d.tx_id }
