@@ -1,24 +1,32 @@
-//! What `splitkv bench smallbank` prints: one [`Report`], as text or JSON.
+//! What `splitkv bench smallbank` prints, in-process or deployed: one
+//! [`Report`], as text or JSON.
 //!
 //! Transaction counts and rates (`committed`, `completed`, conflicts,
 //! retries, latency) cover the measured interval only. NIC counters (packets,
 //! messages, cache hits, DMA reads) cover the whole run, warm-up and drain
 //! included, and are reported as ratios over it.
 
+use super::{describe, ratio, replica_line, RunFigures};
 use crate::cli::{table_name, SmallbankArgs};
+use crate::Failure;
 use splitkv_bench::replicas::ReplicaReport;
 use splitkv_bench::smallbank::{MoneyReport, TxType, MIX};
-use splitkv_bench::{CheckError, SmallbankCluster};
+use splitkv_bench::CheckError;
 use std::collections::BTreeMap;
+use std::fmt;
 
 /// Inputs of [`Report::smallbank`].
 pub struct SmallbankReport<'a> {
-    /// The command line.
+    /// The command line (the measured interval is its `--duration`).
     pub args: &'a SmallbankArgs,
-    /// The drained cluster.
-    pub cluster: &'a SmallbankCluster,
-    /// Length of the measured interval (s).
-    pub secs: f64,
+    /// Nodes in the cluster.
+    pub nodes: usize,
+    /// Replicas per shard.
+    pub replication: usize,
+    /// Accounts in the workload.
+    pub accounts: u64,
+    /// The run's counters.
+    pub figures: &'a RunFigures,
     /// The money check's result.
     pub money: &'a Result<MoneyReport, CheckError>,
     /// The replica check's result.
@@ -26,7 +34,7 @@ pub struct SmallbankReport<'a> {
 }
 
 /// The figures and check results of one run.
-#[derive(Debug, serde::Serialize)]
+#[derive(Debug, PartialEq, serde::Serialize)]
 pub struct Report {
     pub(crate) workload: &'static str,
     pub(crate) table: &'static str,
@@ -64,42 +72,32 @@ pub struct Report {
     pub(crate) replica_check: String,
 }
 
-pub(crate) fn ratio(a: u64, b: u64) -> f64 {
-    if b == 0 {
-        0.0
-    } else {
-        a as f64 / b as f64
-    }
-}
-
 impl Report {
     /// The report of a Smallbank run.
     pub fn smallbank(r: SmallbankReport<'_>) -> Report {
-        let (args, cluster) = (r.args, r.cluster);
-        let w = cluster.window_stats();
-        let all = cluster.load_stats();
-        let hist = cluster.latency_ns();
-        let nic = NicTotals::of(cluster);
-        let us = |q: f64| hist.value_at_quantile(q) as f64 / 1000.0;
+        let (args, f) = (r.args, r.figures);
+        let w = &f.window;
+        let us = |q: f64| f.latency_ns.value_at_quantile(q) as f64 / 1000.0;
         let (balance_reads, balance_mean_cents) = match r.money {
             Ok(m) => (m.balance_reads, m.balance_mean),
             Err(_) => (0, 0),
         };
+        let secs = args.duration.as_secs_f64();
         Report {
             workload: "smallbank",
             table: table_name(args.table),
-            nodes: args.nodes,
-            replication: args.replication,
-            accounts: cluster.workload.accounts,
+            nodes: r.nodes,
+            replication: r.replication,
+            accounts: r.accounts,
             threads: args.threads,
             warmup_s: args.warmup.as_secs_f64(),
-            duration_s: r.secs,
+            duration_s: secs,
             seed: args.seed,
             max_tries: args.max_tries,
             committed: w.committed,
-            committed_per_s: w.committed as f64 / r.secs,
+            committed_per_s: w.committed as f64 / secs,
             completed: w.completed(),
-            completed_per_s: w.completed() as f64 / r.secs,
+            completed_per_s: w.completed() as f64 / secs,
             user_aborted: w.user_aborted,
             conflicts: w.conflicts,
             conflict_rate: w.conflict_rate(),
@@ -114,50 +112,67 @@ impl Report {
             latency_us_p50: us(0.5),
             latency_us_p99: us(0.99),
             latency_us_p999: us(0.999),
-            packets_sent: nic.packets,
-            messages_sent: nic.messages,
-            messages_per_packet: ratio(nic.messages, nic.packets),
-            nic_cache_hit_rate: ratio(nic.hits, nic.lookups),
-            dma_reads_per_committed: ratio(nic.dma_reads, all.committed),
+            packets_sent: f.nic.packets,
+            messages_sent: f.nic.messages,
+            messages_per_packet: ratio(f.nic.messages, f.nic.packets),
+            nic_cache_hit_rate: ratio(f.nic.index_hits, f.nic.lookups()),
+            dma_reads_per_committed: ratio(f.nic.dma_reads, f.all.committed),
             balance_reads,
             balance_mean_cents,
             money_check: describe(r.money, money_line),
-            replica_check: describe(r.replicas, |m| {
-                format!(
-                    "ok: {} backup rows match their primaries ({} rows held)",
-                    m.rows_compared, m.rows_total
-                )
-            }),
+            replica_check: replica_line(r.replicas),
         }
     }
 
-    /// Prints the report as aligned text lines.
-    pub fn print_text(&self) {
-        println!(
+    /// Prints the report: pretty JSON with `json`, else its text lines.
+    ///
+    /// # Errors
+    /// [`Failure::Internal`] if it does not serialise.
+    pub fn print(&self, json: bool) -> Result<(), Failure> {
+        if json {
+            let text =
+                serde_json::to_string_pretty(self).map_err(|e| Failure::Internal(e.to_string()))?;
+            println!("{text}");
+        } else {
+            print!("{self}");
+        }
+        Ok(())
+    }
+}
+
+/// The report as aligned text lines, each ending in a newline.
+impl fmt::Display for Report {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        writeln!(
+            f,
             "smallbank: {} nodes, replication {}, {} accounts, {} threads, {:.1} s after {:.1} s warm-up, seed {}, table {}",
             self.nodes, self.replication, self.accounts, self.threads, self.duration_s, self.warmup_s, self.seed, self.table
-        );
-        println!(
+        )?;
+        writeln!(
+            f,
             "  committed      {:>12} ({:.0} tx/s)",
             self.committed, self.committed_per_s
-        );
-        println!(
+        )?;
+        writeln!(
+            f,
             "  completed      {:>12} ({:.0} tx/s: committed + {} insufficient-funds rollbacks)",
             self.completed, self.completed_per_s, self.user_aborted
-        );
-        println!(
+        )?;
+        writeln!(
+            f,
             "  conflicts      {:>12} ({:.2}% of attempts; {:.3} retries per committed, max {} tries, {} gave up)",
             self.conflicts,
             100.0 * self.conflict_rate,
             self.retries_per_committed,
             self.max_tries,
             self.gave_up
-        );
+        )?;
         if self.failed > 0 {
-            println!(
+            writeln!(
+                f,
                 "  failed         {:>12} (rejected, table full, too large or unavailable)",
                 self.failed
-            );
+            )?;
         }
         // SendPayment's insufficient-funds rollbacks complete it too.
         let mix: Vec<String> = self
@@ -168,67 +183,31 @@ impl Report {
                 format!("{t} {:.1}%", 100.0 * ratio(done, self.completed))
             })
             .collect();
-        println!("  completed mix  {}", mix.join(", "));
-        println!(
+        writeln!(f, "  completed mix  {}", mix.join(", "))?;
+        writeln!(
+            f,
             "  latency (µs)   p50 {:.1}  p99 {:.1}  p99.9 {:.1}",
             self.latency_us_p50, self.latency_us_p99, self.latency_us_p999
-        );
-        println!(
+        )?;
+        writeln!(
+            f,
             "  packets sent   {:>12} ({:.2} messages/packet)",
             self.packets_sent, self.messages_per_packet
-        );
-        println!(
+        )?;
+        writeln!(
+            f,
             "  NIC cache      {:.1}% hits, {:.2} DMA reads per committed transaction",
             100.0 * self.nic_cache_hit_rate,
             self.dma_reads_per_committed
-        );
-        println!(
+        )?;
+        writeln!(
+            f,
             "  Balance        {} reads, mean total {:.2}",
             self.balance_reads,
             self.balance_mean_cents as f64 / 100.0
-        );
-        println!("  money check    {}", self.money_check);
-        println!("  replica check  {}", self.replica_check);
-    }
-}
-
-/// NIC counters summed over nodes, for the whole run.
-struct NicTotals {
-    packets: u64,
-    messages: u64,
-    hits: u64,
-    dma_reads: u64,
-    lookups: u64,
-}
-
-impl NicTotals {
-    fn of(cluster: &SmallbankCluster) -> NicTotals {
-        let mut t = NicTotals {
-            packets: 0,
-            messages: 0,
-            hits: 0,
-            dma_reads: 0,
-            lookups: 0,
-        };
-        let mut rereads = 0;
-        for n in &cluster.parts.nodes {
-            let s = n.nic.stats();
-            t.packets += s.net.batch.packets;
-            t.messages += s.net.batch.messages;
-            t.hits += s.server.index_hits;
-            t.dma_reads += s.server.dma_reads;
-            rereads += s.server.lookup_rereads;
-        }
-        // Every lookup that missed the NIC cache started with one DMA read.
-        t.lookups = (t.hits + t.dma_reads).saturating_sub(rereads);
-        t
-    }
-}
-
-pub(crate) fn describe<T>(r: &Result<T, CheckError>, ok: impl Fn(&T) -> String) -> String {
-    match r {
-        Ok(m) => ok(m),
-        Err(e) => format!("FAILED: {e}"),
+        )?;
+        writeln!(f, "  money check    {}", self.money_check)?;
+        writeln!(f, "  replica check  {}", self.replica_check)
     }
 }
 
