@@ -36,11 +36,11 @@
 //! listens at fresh addresses, which the peers learn through etcd
 //! ([`replace`]).
 
+mod end;
 mod http;
 mod kill;
 mod nic_crash;
 mod replace;
-mod report;
 mod restart;
 mod spawn;
 
@@ -56,7 +56,7 @@ use serde_json::Value;
 use splitkv_bench::remote::check::history_stats;
 use splitkv_bench::remote::protocol::*;
 use splitkv_bench::remote::replay::results_from_journal;
-use splitkv_bench::remote::{Mirror, Results};
+use splitkv_bench::remote::Results;
 use splitkv_host::deploy::ClusterConfig;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
@@ -442,14 +442,8 @@ pub fn smallbank(args: &SmallbankArgs) -> Result<(), Failure> {
         journal: None,
     };
     let (results, _) = d.run(spec, start, total)?;
-    d.write_timeline(args.timeline.as_deref())?;
-    let (failed, killed, run_dir) = (d.failed(), d.killed_line(), d.run_dir.clone());
-    let nic_crash = d.nic_crash.as_ref().and_then(NicCrash::line);
-    let restarted = d.restart_line();
-    d.close();
-    let mirror = Mirror::new(&workload, nodes, replication, &results)
-        .map_err(|e| Failure::Check(e.to_string()))?
-        .with_failed(failed);
+    let end = d.end(args.timeline.as_deref())?;
+    let mirror = end.mirror(&workload, nodes, replication, &results)?;
     let money = mirror.check_money(&workload, &results);
     let replicas = mirror.check_replicas();
     Report::smallbank(SmallbankReport {
@@ -465,14 +459,7 @@ pub fn smallbank(args: &SmallbankArgs) -> Result<(), Failure> {
     if !args.json {
         println!("{}", SessionTotals::of_results(&results).line());
     }
-    report::killed(killed.as_deref(), args.json);
-    report::killed(nic_crash.as_deref(), args.json);
-    report::killed(restarted.as_deref(), args.json);
-    money.map_err(|e| Failure::Check(e.to_string()))?;
-    replicas.map_err(|e| Failure::Check(e.to_string()))?;
-    println!("checks: ok");
-    remove_run_dir(run_dir);
-    Ok(())
+    end.finish(args.json, [money.map(drop), replicas.map(drop)])
 }
 
 /// `bench list-append|register --cluster`.
@@ -519,14 +506,8 @@ pub fn history(args: &HistoryBenchArgs, register: bool) -> Result<(), Failure> {
     };
     let expected = args.duration.unwrap_or(RUN_TIMEOUT);
     let (results, elapsed) = d.run(spec, start, expected)?;
-    d.write_timeline(args.timeline.as_deref())?;
-    let (failed, killed, run_dir) = (d.failed(), d.killed_line(), d.run_dir.clone());
-    let nic_crash = d.nic_crash.as_ref().and_then(NicCrash::line);
-    let restarted = d.restart_line();
-    d.close();
-    let mirror = Mirror::new(&workload, nodes, replication, &results)
-        .map_err(|e| Failure::Check(e.to_string()))?
-        .with_failed(failed);
+    let end = d.end(args.timeline.as_deref())?;
+    let mirror = end.mirror(&workload, nodes, replication, &results)?;
     let replicas = mirror.check_replicas();
     let checked = mirror.check_history(&workload, &results, args.history.as_deref());
     history::Summary {
@@ -544,20 +525,5 @@ pub fn history(args: &HistoryBenchArgs, register: bool) -> Result<(), Failure> {
         }),
     }
     .print(false);
-    report::killed(killed.as_deref(), false);
-    report::killed(nic_crash.as_deref(), false);
-    report::killed(restarted.as_deref(), false);
-    checked.map_err(|e| Failure::Check(e.to_string()))?;
-    replicas.map_err(|e| Failure::Check(e.to_string()))?;
-    println!("checks: ok");
-    remove_run_dir(run_dir);
-    Ok(())
-}
-
-/// Removes the run's directory (the clients' journals) after the checks
-/// passed; a failed run leaves it for a look.
-fn remove_run_dir(dir: Option<PathBuf>) {
-    if let Some(dir) = dir {
-        let _ = std::fs::remove_dir_all(dir);
-    }
+    end.finish(false, [checked.map(drop), replicas.map(drop)])
 }
