@@ -524,6 +524,6 @@ pub fn history(args: &HistoryBenchArgs, register: bool) -> Result<(), Failure> {
             replica_check: replica_line(&replicas),
         }),
     }
-    .print(false);
-    end.finish(false, [checked.map(drop), replicas.map(drop)])
+    .print(args.json);
+    end.finish(args.json, [checked.map(drop), replicas.map(drop)])
 }
