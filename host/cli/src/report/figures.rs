@@ -128,3 +128,117 @@ impl SessionTotals {
         )
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::cli::Bench;
+    use crate::report::{Report, SmallbankReport};
+    use splitkv_bench::remote::protocol::{LoadCounters, PROTOCOL_VERSION};
+    use splitkv_bench::replicas::ReplicaReport;
+    use splitkv_bench::smallbank::MoneyReport;
+    use splitkv_bench::{CheckError, ClusterSpec, Smallbank};
+    use splitkv_nic::net::mem::mem_network;
+    use splitkv_nic::net::Transport;
+
+    /// Three nodes, 200 transactions each, drained on this thread; the
+    /// window leaves out the first 200 µs.
+    fn drained_cluster() -> SmallbankCluster {
+        let mut spec = ClusterSpec::new();
+        spec.inflight_per_node = 8;
+        spec.budget_per_node = Some(200);
+        let transports = mem_network(spec.nodes)
+            .into_iter()
+            .map(|t| Box::new(t) as Box<dyn Transport>)
+            .collect();
+        let workload = Smallbank::new(300, None).expect("valid workload");
+        let mut c = SmallbankCluster::build(spec, workload, transports, |_| {}).expect("build");
+        c.set_window(200_000, u64::MAX);
+        c.drain(0, 1_000, 10_000_000).expect("quiesces");
+        c
+    }
+
+    /// What each node of `c` would answer to `GET /results` (the counters
+    /// the deployed driver reads).
+    fn results_of(c: &SmallbankCluster) -> Vec<Results> {
+        let nodes = c.loadgens.iter().zip(&c.parts.nodes).enumerate();
+        nodes
+            .map(|(i, (l, n))| {
+                let s = n.nic.stats();
+                Results {
+                    version: PROTOCOL_VERSION,
+                    node: i as u16,
+                    done: true,
+                    all: LoadCounters::from(l.stats()),
+                    window: LoadCounters::from(l.window_stats()),
+                    latency_ns: l
+                        .latency_ns()
+                        .iter_recorded()
+                        .map(|v| (v.value_iterated_to(), v.count_at_value()))
+                        .collect(),
+                    counters: NodeCounters {
+                        packets: s.net.batch.packets,
+                        messages: s.net.batch.messages,
+                        index_hits: s.server.index_hits,
+                        dma_reads: s.server.dma_reads,
+                        lookup_rereads: s.server.lookup_rereads,
+                        ..NodeCounters::default()
+                    },
+                    clock: Default::default(),
+                    smallbank: None,
+                    history: None,
+                    rows: Vec::new(),
+                    roles: None,
+                }
+            })
+            .collect()
+    }
+
+    #[test]
+    fn a_cluster_and_its_nodes_results_fill_the_same_figures_and_report() {
+        let c = drained_cluster();
+        let (local, remote) = (
+            RunFigures::of_cluster(&c),
+            RunFigures::of_results(&results_of(&c)),
+        );
+        assert!(local.window.committed > 0, "{:?}", local.window);
+        assert!(
+            local.window.committed < local.all.committed,
+            "{:?}",
+            local.all
+        );
+        assert!(
+            local.nic.packets > 0 && local.nic.index_hits > 0,
+            "{:?}",
+            local.nic
+        );
+        assert_eq!(local.window, remote.window);
+        assert_eq!(local.all, remote.all);
+        assert_eq!(local.nic, remote.nic);
+        for q in [0.5, 0.99, 0.999] {
+            assert_eq!(
+                local.latency_ns.value_at_quantile(q),
+                remote.latency_ns.value_at_quantile(q),
+                "quantile {q}"
+            );
+        }
+        let argv = ["splitkv", "bench", "smallbank", "--duration", "1s"];
+        let Bench::Smallbank(args) = crate::report::bench_args(&argv) else {
+            panic!("not smallbank");
+        };
+        let money: Result<MoneyReport, CheckError> = c.check();
+        let replicas: Result<ReplicaReport, CheckError> = c.check_replicas();
+        let report = |figures: &RunFigures| {
+            Report::smallbank(SmallbankReport {
+                args: &args,
+                nodes: 3,
+                replication: 3,
+                accounts: c.workload.accounts,
+                figures,
+                money: &money,
+                replicas: &replicas,
+            })
+        };
+        assert_eq!(report(&local), report(&remote));
+    }
+}

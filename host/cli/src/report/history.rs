@@ -203,3 +203,188 @@ impl fmt::Display for Summary<'_> {
         Ok(())
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::cli::Bench;
+    use splitkv_layout::host_nic::TxStatus;
+
+    /// `splitkv bench list-append --history /tmp/h.jsonl` (3 nodes,
+    /// replication 3, 8 keys, 4 in flight, seed 1).
+    fn args() -> HistoryBenchArgs {
+        let argv = [
+            "splitkv",
+            "bench",
+            "list-append",
+            "--history",
+            "/tmp/h.jsonl",
+        ];
+        match crate::report::bench_args(&argv) {
+            Bench::ListAppend(a) => a,
+            other => panic!("{other:?}"),
+        }
+    }
+
+    /// 10 submitted: 6 committed, 3 failed (2 of them conflicts), 1
+    /// indeterminate, over 2 s.
+    fn summary<'a>(
+        args: &'a HistoryBenchArgs,
+        checked: Result<Checked, &'a CheckError>,
+        deployed: Option<Deployed>,
+    ) -> Summary<'a> {
+        let mut stats = HistoryStats {
+            submitted: 10,
+            committed: 6,
+            indeterminate: 1,
+            ..HistoryStats::default()
+        };
+        for s in [
+            TxStatus::LockConflict,
+            TxStatus::ValidationFailed,
+            TxStatus::TableFull,
+        ] {
+            stats.failed[s as usize] = 1;
+        }
+        Summary {
+            workload: "list-append",
+            args,
+            nodes: 3,
+            replication: 3,
+            stats,
+            elapsed: Duration::from_secs(2),
+            checked,
+            deployed,
+        }
+    }
+
+    const CHECKED: Checked = Checked {
+        transactions: 10,
+        edges: 12,
+        ops: 20,
+        keys_checked: 8,
+        committed_key_writes: 5,
+        values_checked: 7,
+    };
+
+    fn deployed() -> Deployed {
+        Deployed {
+            nic: NicTotals {
+                packets: 1_000,
+                messages: 2_500,
+                ..NicTotals::default()
+            },
+            sessions: SessionTotals {
+                retransmissions: 4,
+                duplicates_dropped: 3,
+                sessions_failed: 0,
+            },
+            replica_check: "ok: 400 backup rows match their primaries (600 rows held)".into(),
+        }
+    }
+
+    fn lines(l: &[&str]) -> String {
+        l.iter().map(|l| format!("{l}\n")).collect()
+    }
+
+    #[test]
+    fn in_process_and_deployed_runs_print_these_lines() {
+        let args = args();
+        let head =
+            "transactions: 10 submitted, 6 committed, 3 failed (2 conflicts), 1 indeterminate";
+        let verdict =
+            "history check (strict serializability): valid (10 transactions, 12 edges, 20 ops)";
+        let lost =
+            "lost-commit check: ok (8 keys checked, 5 committed key writes, 7 values matched)";
+        let written = "history written to /tmp/h.jsonl";
+        assert_eq!(
+            summary(&args, Ok(CHECKED), None).to_string(),
+            lines(&[
+                "list-append on 3 nodes (replication 3), 8 keys, 4 in flight per node, seed 1",
+                head,
+                "throughput: 3 committed tx/s over 2.00 s",
+                verdict,
+                lost,
+                written,
+            ])
+        );
+        assert_eq!(
+            summary(&args, Ok(CHECKED), Some(deployed())).to_string(),
+            lines(&[
+                "list-append on 3 node processes (replication 3), 8 keys, 4 in flight per node, seed 1",
+                head,
+                "throughput: 3 committed tx/s over 2.00 s; 1000 packets, 2.50 messages/packet",
+                verdict,
+                lost,
+                "replica check: ok: 400 backup rows match their primaries (600 rows held)",
+                "  sessions       4 retransmissions, 3 duplicates dropped, 0 sessions failed",
+                written,
+            ])
+        );
+    }
+
+    #[test]
+    fn in_process_and_deployed_runs_print_the_same_json_keys() {
+        let args = args();
+        let local = summary(&args, Ok(CHECKED), None).json();
+        let remote = summary(&args, Ok(CHECKED), Some(deployed())).json();
+        assert_eq!(local, remote);
+        let keys: Vec<&str> = local
+            .as_object()
+            .expect("an object")
+            .keys()
+            .map(String::as_str)
+            .collect();
+        let mut expected = [
+            "workload",
+            "nodes",
+            "replication",
+            "keys",
+            "inflight",
+            "seed",
+            "threads",
+            "submitted",
+            "committed",
+            "failed",
+            "conflicts",
+            "indeterminate",
+            "seconds",
+            "committed_per_s",
+            "history_check",
+            "history_valid",
+            "lost_commit_check",
+            "history_file",
+        ];
+        expected.sort_unstable();
+        assert_eq!(keys, expected);
+        assert_eq!(local["committed_per_s"], 3.0);
+        assert_eq!(local["history_file"], "/tmp/h.jsonl");
+    }
+
+    #[test]
+    fn a_failed_lost_commit_check_is_named_and_an_earlier_failure_skips_it() {
+        let args = args();
+        let lost = CheckError::Failed {
+            check: "lost-commit",
+            detail: "key 3 lost a write".into(),
+        };
+        let text = summary(&args, Err(&lost), None).to_string();
+        assert!(
+            text.contains("\nlost-commit check: FAILED: key 3 lost a write\n"),
+            "{text}"
+        );
+        assert!(
+            text.contains("\nhistory check (strict serializability): FAILED: "),
+            "{text}"
+        );
+        let history = CheckError::Failed {
+            check: "history",
+            detail: "G1c".into(),
+        };
+        let s = summary(&args, Err(&history), None);
+        assert!(s
+            .to_string()
+            .contains("\nlost-commit check: not run (an earlier check failed)\n"));
+        assert_eq!(s.json()["history_valid"], false);
+    }
+}

@@ -50,3 +50,16 @@ pub(crate) fn replica_line(r: &Result<ReplicaReport, CheckError>) -> String {
         )
     })
 }
+
+/// The `splitkv bench …` arguments of a command line (tests).
+#[cfg(test)]
+pub(crate) fn bench_args(argv: &[&str]) -> crate::cli::Bench {
+    use clap::Parser;
+    match crate::cli::Cli::try_parse_from(argv)
+        .expect("valid command line")
+        .command
+    {
+        crate::cli::Command::Bench(b) => b,
+        other => panic!("not a bench: {other:?}"),
+    }
+}

@@ -228,7 +228,11 @@ pub(crate) fn money_line(m: &MoneyReport) -> String {
 
 #[cfg(test)]
 mod tests {
+    use super::super::NicTotals;
     use super::*;
+    use crate::cli::Bench;
+    use hdrhistogram::Histogram;
+    use splitkv_bench::loadgen::LoadStats;
 
     fn report(unknown: (i64, i64), total: i64) -> MoneyReport {
         MoneyReport {
@@ -251,5 +255,164 @@ mod tests {
             money_line(&report((-20, 30), 1_060)),
             "ok: total 1060 within initial 1000 + created 50 + unknown [-20, 30]"
         );
+    }
+
+    /// `splitkv bench smallbank --duration 2s --warmup 1s`.
+    fn args() -> SmallbankArgs {
+        let argv = [
+            "splitkv",
+            "bench",
+            "smallbank",
+            "--duration",
+            "2s",
+            "--warmup",
+            "1s",
+        ];
+        match crate::report::bench_args(&argv) {
+            Bench::Smallbank(a) => a,
+            other => panic!("{other:?}"),
+        }
+    }
+
+    /// 900 committed and 80 insufficient-funds rollbacks in the window
+    /// (1000 committed over the run), 3 failed; latencies 1.0/1.5/2.0 µs
+    /// at p50/p99/p99.9; 1000 packets of 2.5 messages; 850 NIC hits in
+    /// 1000 lookups, 200 DMA reads.
+    fn figures() -> RunFigures {
+        let mut window = LoadStats {
+            attempts: 1_000,
+            retries: 30,
+            committed: 900,
+            conflicts: 50,
+            gave_up: 2,
+            user_aborted: 80,
+            failed: 3,
+            ..LoadStats::default()
+        };
+        let by_type = [
+            (TxType::Amalgamate, 135),
+            (TxType::Balance, 135),
+            (TxType::DepositChecking, 135),
+            (TxType::SendPayment, 180),
+            (TxType::TransactSaving, 180),
+            (TxType::WriteCheck, 135),
+        ];
+        for (t, n) in by_type {
+            window.committed_by_procedure[t as usize] = n;
+        }
+        let all = LoadStats {
+            committed: 1_000,
+            ..window
+        };
+        let mut latency_ns = Histogram::new(3).expect("valid histogram");
+        for (v, n) in [(1_000, 50), (1_500, 49), (2_000, 1)] {
+            latency_ns.record_n(v, n).expect("in range");
+        }
+        let nic = NicTotals {
+            packets: 1_000,
+            messages: 2_500,
+            index_hits: 850,
+            dma_reads: 200,
+            lookup_rereads: 50,
+        };
+        RunFigures {
+            window,
+            all,
+            latency_ns,
+            nic,
+        }
+    }
+
+    /// The JSON keys of a report, in their order.
+    const REPORT_KEYS: [&str; 34] = [
+        "workload",
+        "table",
+        "nodes",
+        "replication",
+        "accounts",
+        "threads",
+        "warmup_s",
+        "duration_s",
+        "seed",
+        "max_tries",
+        "committed",
+        "committed_per_s",
+        "completed",
+        "completed_per_s",
+        "user_aborted",
+        "conflicts",
+        "conflict_rate",
+        "retries",
+        "retries_per_committed",
+        "gave_up",
+        "failed",
+        "committed_by_type",
+        "latency_us_p50",
+        "latency_us_p99",
+        "latency_us_p999",
+        "packets_sent",
+        "messages_sent",
+        "messages_per_packet",
+        "nic_cache_hit_rate",
+        "dma_reads_per_committed",
+        "balance_reads",
+        "balance_mean_cents",
+        "money_check",
+        "replica_check",
+    ];
+
+    #[test]
+    fn the_report_of_hand_made_figures_prints_these_lines_and_keys() {
+        let money = Ok(MoneyReport {
+            balance_reads: 120,
+            balance_mean: 12_345,
+            ..report((0, 0), 1_050)
+        });
+        let replicas = Ok(ReplicaReport {
+            rows_compared: 400,
+            rows_total: 600,
+            undecided: 0,
+        });
+        let r = Report::smallbank(SmallbankReport {
+            args: &args(),
+            nodes: 3,
+            replication: 3,
+            accounts: 300,
+            figures: &figures(),
+            money: &money,
+            replicas: &replicas,
+        });
+        let expected = [
+            "smallbank: 3 nodes, replication 3, 300 accounts, 2 threads, 2.0 s after 1.0 s warm-up, seed 1, table robinhood",
+            "  committed               900 (450 tx/s)",
+            "  completed               980 (490 tx/s: committed + 80 insufficient-funds rollbacks)",
+            "  conflicts                50 (5.00% of attempts; 0.033 retries per committed, max 10 tries, 2 gave up)",
+            "  failed                    3 (rejected, table full, too large or unavailable)",
+            "  completed mix  Amalgamate 13.8%, Balance 13.8%, DepositChecking 13.8%, SendPayment 26.5%, TransactSaving 18.4%, WriteCheck 13.8%",
+            "  latency (µs)   p50 1.0  p99 1.5  p99.9 2.0",
+            "  packets sent           1000 (2.50 messages/packet)",
+            "  NIC cache      85.0% hits, 0.20 DMA reads per committed transaction",
+            "  Balance        120 reads, mean total 123.45",
+            "  money check    ok: total 1050 = initial 1000 + created 50",
+            "  replica check  ok: 400 backup rows match their primaries (600 rows held)",
+        ];
+        assert_eq!(r.to_string(), expected.map(|l| format!("{l}\n")).concat());
+        let json = serde_json::to_string(&r).expect("serialises");
+        let top: Vec<String> =
+            serde_json::from_str::<serde_json::Map<String, serde_json::Value>>(&json)
+                .expect("an object")
+                .keys()
+                .cloned()
+                .collect();
+        assert_eq!(top.len(), REPORT_KEYS.len(), "{json}");
+        let at = |k: &str| {
+            json.find(&format!("\"{k}\":"))
+                .unwrap_or_else(|| panic!("{k}: {json}"))
+        };
+        assert!(
+            REPORT_KEYS.windows(2).all(|w| at(w[0]) < at(w[1])),
+            "{json}"
+        );
+        assert!(json.contains("\"completed_per_s\":490.0"), "{json}");
     }
 }
