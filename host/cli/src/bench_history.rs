@@ -6,12 +6,13 @@
 //! accounting) and print counts, throughput and the verdict.
 
 use crate::cli::{HistoryBenchArgs, Shape};
+use crate::report::history::{Checked, Summary};
 use crate::timeline::{ClusterSampler, Timeline};
 use crate::Failure;
-use splitkv_bench::history::{HistoryCheck, HistoryReport};
+use splitkv_bench::history::HistoryCheck;
 use splitkv_bench::history_gen::{HistoryStats, TxShape};
 use splitkv_bench::loadgen::RetryPolicy;
-use splitkv_bench::{BenchCluster, CheckError, ClusterSpec, ThreadRun, Workload};
+use splitkv_bench::{BenchCluster, ClusterSpec, ThreadRun, Workload};
 use splitkv_nic::net::mem::mem_network;
 use splitkv_nic::net::Transport;
 use splitkv_nic::Nanos;
@@ -90,111 +91,18 @@ pub fn run(mut workload: HistoryCheck, args: &HistoryBenchArgs) -> Result<(), Fa
         stats.add(&l.generator().stats());
     }
     let checked = cluster.check();
-    let secs = elapsed.as_secs_f64().max(1e-9);
-    let report = Summary {
+    Summary {
         workload: cluster.workload.name(),
         args,
+        nodes: args.nodes,
+        replication: args.replication,
         stats,
-        secs,
-        checked: &checked,
-    };
-    if args.json {
-        println!("{}", report.json());
-    } else {
-        report.print_text();
+        elapsed,
+        checked: checked.as_ref().map(Checked::from),
+        deployed: None,
     }
+    .print(args.json);
     checked
         .map(|_| ())
         .map_err(|e| Failure::Check(e.to_string()))
-}
-
-/// What a history bench prints.
-struct Summary<'a> {
-    workload: &'static str,
-    args: &'a HistoryBenchArgs,
-    stats: HistoryStats,
-    secs: f64,
-    checked: &'a Result<HistoryReport, CheckError>,
-}
-
-impl Summary<'_> {
-    fn verdict(&self) -> String {
-        match self.checked {
-            Ok(r) => format!(
-                "valid ({} transactions, {} edges, {} ops)",
-                r.checker.stats.txns.values().sum::<usize>(),
-                r.checker.stats.edges.values().sum::<usize>(),
-                r.ops
-            ),
-            Err(e) => format!("FAILED: {e}"),
-        }
-    }
-
-    fn lost(&self) -> String {
-        match self.checked {
-            Ok(r) => format!(
-                "ok ({} keys checked, {} committed key writes, {} values matched)",
-                r.lost.keys_checked, r.lost.committed_key_writes, r.lost.values_checked
-            ),
-            Err(CheckError::Failed { check, detail }) if *check == "lost-commit" => {
-                format!("FAILED: {detail}")
-            }
-            Err(_) => "not run (an earlier check failed)".into(),
-        }
-    }
-
-    fn json(&self) -> serde_json::Value {
-        let s = &self.stats;
-        serde_json::json!({
-            "workload": self.workload,
-            "nodes": self.args.nodes,
-            "replication": self.args.replication,
-            "keys": self.args.keys,
-            "inflight": self.args.inflight,
-            "seed": self.args.seed,
-            "threads": self.args.threads,
-            "submitted": s.submitted,
-            "committed": s.committed,
-            "failed": s.failed_total(),
-            "conflicts": s.conflicts(),
-            "indeterminate": s.indeterminate + s.bad_results,
-            "seconds": self.secs,
-            "committed_per_s": s.committed as f64 / self.secs,
-            "history_check": self.verdict(),
-            "history_valid": self.checked.is_ok(),
-            "lost_commit_check": self.lost(),
-            "history_file": self.args.history.as_ref().map(|p| p.display().to_string()),
-        })
-    }
-
-    fn print_text(&self) {
-        let s = &self.stats;
-        println!(
-            "{} on {} nodes (replication {}), {} keys, {} in flight per node, seed {}",
-            self.workload,
-            self.args.nodes,
-            self.args.replication,
-            self.args.keys,
-            self.args.inflight,
-            self.args.seed
-        );
-        println!(
-            "transactions: {} submitted, {} committed, {} failed ({} conflicts), {} indeterminate",
-            s.submitted,
-            s.committed,
-            s.failed_total(),
-            s.conflicts(),
-            s.indeterminate + s.bad_results
-        );
-        println!(
-            "throughput: {:.0} committed tx/s over {:.2} s",
-            s.committed as f64 / self.secs,
-            self.secs
-        );
-        println!("history check (strict serializability): {}", self.verdict());
-        println!("lost-commit check: {}", self.lost());
-        if let Some(p) = &self.args.history {
-            println!("history written to {}", p.display());
-        }
-    }
 }

@@ -9,7 +9,7 @@
 //! counted by the checks but in no figure.
 
 use crate::cli::SmallbankArgs;
-use crate::report::{Report, SmallbankReport};
+use crate::report::{Report, RunFigures, SmallbankReport};
 use crate::timeline::{ClusterSampler, Timeline};
 use crate::Failure;
 use indicatif::{ProgressBar, ProgressStyle};
@@ -45,20 +45,16 @@ pub fn run(args: &SmallbankArgs) -> Result<(), Failure> {
         .map_err(|e| Failure::Check(e.to_string()))?;
     let money = cluster.check();
     let replicas = cluster.check_replicas();
-    let report = Report::smallbank(SmallbankReport {
+    Report::smallbank(SmallbankReport {
         args,
-        cluster: &cluster,
-        secs: args.duration.as_secs_f64(),
+        nodes: args.nodes,
+        replication: args.replication,
+        accounts: cluster.workload.accounts,
+        figures: &RunFigures::of_cluster(&cluster),
         money: &money,
         replicas: &replicas,
-    });
-    if args.json {
-        let json =
-            serde_json::to_string_pretty(&report).map_err(|e| Failure::Internal(e.to_string()))?;
-        println!("{json}");
-    } else {
-        report.print_text();
-    }
+    })
+    .print(args.json)?;
     money.map_err(|e| Failure::Check(e.to_string()))?;
     replicas.map_err(|e| Failure::Check(e.to_string()))?;
     Ok(())

@@ -36,26 +36,29 @@
 //! listens at fresh addresses, which the peers learn through etcd
 //! ([`replace`]).
 
+mod end;
 mod http;
 mod kill;
 mod nic_crash;
 mod replace;
-mod report;
 mod restart;
 mod spawn;
 
 use crate::cli::{ClusterArgs, HistoryBenchArgs, KillAt, SmallbankArgs};
+use crate::report::{history, replica_line, NicTotals, SessionTotals};
+use crate::report::{Report, RunFigures, SmallbankReport};
 use crate::timeline::Timeline;
 use crate::Failure;
 use indicatif::{ProgressBar, ProgressStyle};
 use nic_crash::NicCrash;
 use serde::de::DeserializeOwned;
 use serde_json::Value;
+use splitkv_bench::remote::check::history_stats;
 use splitkv_bench::remote::protocol::*;
 use splitkv_bench::remote::replay::results_from_journal;
-use splitkv_bench::remote::{Mirror, Results};
+use splitkv_bench::remote::Results;
 use splitkv_host::deploy::ClusterConfig;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 /// Longest spawned nodes' control endpoints may take to answer at the start
@@ -386,7 +389,7 @@ impl Deployed {
     }
 
     /// Writes the timeline, if one was asked for.
-    fn write_timeline(&self, path: Option<&std::path::Path>) -> Result<(), Failure> {
+    fn write_timeline(&self, path: Option<&Path>) -> Result<(), Failure> {
         match (&self.timeline, path) {
             (Some(t), Some(p)) => t.write_reported(p).map(|_| ()),
             _ => Ok(()),
@@ -439,42 +442,24 @@ pub fn smallbank(args: &SmallbankArgs) -> Result<(), Failure> {
         journal: None,
     };
     let (results, _) = d.run(spec, start, total)?;
-    d.write_timeline(args.timeline.as_deref())?;
-    let (failed, killed, run_dir) = (d.failed(), d.killed_line(), d.run_dir.clone());
-    let nic_crash = d.nic_crash.as_ref().and_then(NicCrash::line);
-    let restarted = d.restart_line();
-    d.close();
-    let mirror = Mirror::new(&workload, nodes, replication, &results)
-        .map_err(|e| Failure::Check(e.to_string()))?
-        .with_failed(failed);
+    let end = d.end(args.timeline.as_deref())?;
+    let mirror = end.mirror(&workload, nodes, replication, &results)?;
     let money = mirror.check_money(&workload, &results);
     let replicas = mirror.check_replicas();
-    let r = report::smallbank(
+    Report::smallbank(SmallbankReport {
         args,
         nodes,
         replication,
-        &workload,
-        &results,
-        &money,
-        &replicas,
-    );
-    if args.json {
-        println!(
-            "{}",
-            serde_json::to_string_pretty(&r).map_err(|e| Failure::Internal(e.to_string()))?
-        );
-    } else {
-        r.print_text();
-        report::sessions(&results);
+        accounts: workload.accounts,
+        figures: &RunFigures::of_results(&results),
+        money: &money,
+        replicas: &replicas,
+    })
+    .print(args.json)?;
+    if !args.json {
+        println!("{}", SessionTotals::of_results(&results).line());
     }
-    report::killed(killed.as_deref(), args.json);
-    report::killed(nic_crash.as_deref(), args.json);
-    report::killed(restarted.as_deref(), args.json);
-    money.map_err(|e| Failure::Check(e.to_string()))?;
-    replicas.map_err(|e| Failure::Check(e.to_string()))?;
-    println!("checks: ok");
-    remove_run_dir(run_dir);
-    Ok(())
+    end.finish(args.json, [money.map(drop), replicas.map(drop)])
 }
 
 /// `bench list-append|register --cluster`.
@@ -521,40 +506,24 @@ pub fn history(args: &HistoryBenchArgs, register: bool) -> Result<(), Failure> {
     };
     let expected = args.duration.unwrap_or(RUN_TIMEOUT);
     let (results, elapsed) = d.run(spec, start, expected)?;
-    d.write_timeline(args.timeline.as_deref())?;
-    let (failed, killed, run_dir) = (d.failed(), d.killed_line(), d.run_dir.clone());
-    let nic_crash = d.nic_crash.as_ref().and_then(NicCrash::line);
-    let restarted = d.restart_line();
-    d.close();
-    let mirror = Mirror::new(&workload, nodes, replication, &results)
-        .map_err(|e| Failure::Check(e.to_string()))?
-        .with_failed(failed);
+    let end = d.end(args.timeline.as_deref())?;
+    let mirror = end.mirror(&workload, nodes, replication, &results)?;
     let replicas = mirror.check_replicas();
     let checked = mirror.check_history(&workload, &results, args.history.as_deref());
-    report::history(
+    history::Summary {
+        workload: spec.name(),
         args,
-        spec.name(),
         nodes,
         replication,
-        &results,
+        stats: history_stats(&results),
         elapsed,
-        &checked,
-        &replicas,
-    );
-    report::killed(killed.as_deref(), false);
-    report::killed(nic_crash.as_deref(), false);
-    report::killed(restarted.as_deref(), false);
-    checked.map_err(|e| Failure::Check(e.to_string()))?;
-    replicas.map_err(|e| Failure::Check(e.to_string()))?;
-    println!("checks: ok");
-    remove_run_dir(run_dir);
-    Ok(())
-}
-
-/// Removes the run's directory (the clients' journals) after the checks
-/// passed; a failed run leaves it for a look.
-fn remove_run_dir(dir: Option<PathBuf>) {
-    if let Some(dir) = dir {
-        let _ = std::fs::remove_dir_all(dir);
+        checked: checked.as_ref().map(history::Checked::from),
+        deployed: Some(history::Deployed {
+            nic: NicTotals::of_results(&results),
+            sessions: SessionTotals::of_results(&results),
+            replica_check: replica_line(&replicas),
+        }),
     }
+    .print(args.json);
+    end.finish(args.json, [checked.map(drop), replicas.map(drop)])
 }
