@@ -26,7 +26,6 @@ pub mod placement;
 pub mod procedure;
 pub mod protocol;
 pub mod recovery;
-pub mod rereplication;
 pub mod runtime;
 
 /// Time in nanoseconds: virtual in the simulator, monotonic elsewhere. Components

@@ -11,13 +11,9 @@
 //! client (L5 §3); [`clients`] polls them fairly and routes each outcome to the
 //! ring of the client that submitted it.
 
-mod admission;
 pub mod clients;
 mod dispatch;
 mod peers;
-pub mod recovery;
-mod rereplication;
-pub mod restart;
 
 use crate::dma::DmaEngine;
 use crate::index::HostTableLayout;
@@ -31,18 +27,19 @@ use crate::procedure::ProcedureRegistry;
 use crate::protocol::coordinator::{phase_deadline_ns, Coordinator, CoordinatorStats};
 use crate::protocol::server::{Server, ServerStats};
 use crate::protocol::Io;
+use crate::recovery::restart::RestartState;
+pub use crate::recovery::restart::{Availability, RebuildStats, RestartError};
+use crate::recovery::wiring::admission;
+use crate::recovery::wiring::epoch::RecoveryRuntime;
+pub use crate::recovery::wiring::epoch::{
+    RecoveryActions, RecoveryRuntimeStats, RECOVERY_INBOX_MAX, RECOVERY_SUSPECTS_MAX,
+};
 use crate::Nanos;
 use clients::Clients;
 pub use clients::{
     ClientClosed, ClientPortStats, ClientPorts, CLIENTS_PER_NODE_MAX, CLIENT_OUTCOMES_QUEUED_MAX,
     TICKETS_MAX,
 };
-use recovery::RecoveryRuntime;
-pub use recovery::{
-    RecoveryActions, RecoveryRuntimeStats, RECOVERY_INBOX_MAX, RECOVERY_SUSPECTS_MAX,
-};
-use restart::RestartState;
-pub use restart::{Availability, RebuildStats, RestartError};
 use splitkv_layout::host_nic::HostToNic;
 use splitkv_layout::ring::{RingConsumer, RingProducer};
 use splitkv_layout::wire::NodeId;
@@ -154,41 +151,41 @@ pub fn node_seed(seed: u64, node: NodeId) -> u64 {
 
 /// One node's protocol engine.
 pub struct NicRuntime {
-    io: Io,
-    index: NicIndex,
-    server: Server,
-    coordinator: Coordinator,
-    procedures: ProcedureRegistry,
-    transport: Box<dyn Transport>,
-    reassembly: Reassembly,
-    clients: Clients,
-    acks: RingConsumer,
-    completions: Vec<crate::dma::DmaCompletion>,
-    ring_buf: Vec<u8>,
-    bad_packets: u64,
-    bad_ring_entries: u64,
+    pub(crate) io: Io,
+    pub(crate) index: NicIndex,
+    pub(crate) server: Server,
+    pub(crate) coordinator: Coordinator,
+    pub(crate) procedures: ProcedureRegistry,
+    pub(crate) transport: Box<dyn Transport>,
+    pub(crate) reassembly: Reassembly,
+    pub(crate) clients: Clients,
+    pub(crate) acks: RingConsumer,
+    pub(crate) completions: Vec<crate::dma::DmaCompletion>,
+    pub(crate) ring_buf: Vec<u8>,
+    pub(crate) bad_packets: u64,
+    pub(crate) bad_ring_entries: u64,
     /// Set when the host's acknowledgement ring failed: without acks, pinned
     /// objects are never released, so the node stops.
-    ack_fault: Option<String>,
+    pub(crate) ack_fault: Option<String>,
     /// Session events seen by the coordinator, kept for the membership layer.
-    events: Vec<SessionEvent>,
-    events_fresh: Vec<SessionEvent>,
-    events_dropped: u64,
-    iterations: u64,
+    pub(crate) events: Vec<SessionEvent>,
+    pub(crate) events_fresh: Vec<SessionEvent>,
+    pub(crate) events_dropped: u64,
+    pub(crate) iterations: u64,
     /// Crash recovery (issue 11): the machine, its inbox and the pause.
-    recovery: RecoveryRuntime,
-    recovery_refusal: Option<crate::recovery::RecoveryError>,
-    actions: recovery::RecoveryActions,
+    pub(crate) recovery: RecoveryRuntime,
+    pub(crate) recovery_refusal: Option<crate::recovery::RecoveryError>,
+    pub(crate) actions: RecoveryActions,
     /// The host log position the host workers last acknowledged as applied.
-    host_applied: u64,
+    pub(crate) host_applied: u64,
     /// The coordinator's commits when the last recovery epoch resumed.
-    committed_at_resume: u64,
+    pub(crate) committed_at_resume: u64,
     /// Re-replication (issue 12): copies run here as source or target.
-    copies: crate::rereplication::Copies,
+    pub(crate) copies: crate::recovery::rereplication::Copies,
     /// A restart of this NIC runtime alone and the rebuild after it (issue 12).
-    restart: RestartState,
+    pub(crate) restart: RestartState,
     /// A restarted node's wait for its admission (issue 12).
-    admission: admission::Admission,
+    pub(crate) admission: admission::Admission,
 }
 
 impl std::fmt::Debug for NicRuntime {
@@ -259,7 +256,7 @@ impl NicRuntime {
             actions: Default::default(),
             host_applied: 0,
             committed_at_resume: 0,
-            copies: crate::rereplication::Copies::new(parts.node),
+            copies: crate::recovery::rereplication::Copies::new(parts.node),
             restart: RestartState::new(parts.net),
             admission: Default::default(),
         })

@@ -10,7 +10,7 @@ use crate::log::WorkerStats;
 use splitkv_layout::host_nic::TxStatus;
 use splitkv_layout::wire::NodeId;
 use splitkv_nic::net::session::SessionEvent;
-use splitkv_nic::rereplication::CopyStats;
+use splitkv_nic::recovery::rereplication::CopyStats;
 use splitkv_nic::runtime::{Availability, RebuildStats, RecoveryActions, RecoveryRuntimeStats};
 use splitkv_nic::{ClientClosed, NicRuntime, NicStats, NODES_MAX};
 use std::sync::atomic::{AtomicBool, AtomicU8, Ordering};

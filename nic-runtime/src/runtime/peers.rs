@@ -44,7 +44,7 @@ impl NicRuntime {
     /// newer than the last recovered one, this node is in the failed set)
     /// the epoch and failed peers are taken all the same, the node is not
     /// paused, and the refusal is counted
-    /// ([`RecoveryRuntimeStats::begin_refused`](super::recovery::RecoveryRuntimeStats::begin_refused)) and kept
+    /// ([`RecoveryRuntimeStats::begin_refused`](crate::runtime::RecoveryRuntimeStats::begin_refused)) and kept
     /// ([`NicRuntime::recovery_refusal`]).
     pub fn apply_configuration(&mut self, config: &Configuration) {
         self.admit_if(config);

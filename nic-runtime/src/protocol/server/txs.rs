@@ -24,7 +24,7 @@ use splitkv_layout::wire::{NodeMask, RecordKind};
 
 /// Slots per coordinator node: its transactions', then the copy
 /// transactions' of re-replication (issue 12, `crate::rereplication`).
-const SLOTS: usize = TX_INFLIGHT_MAX + crate::rereplication::COPY_SLOTS_MAX;
+const SLOTS: usize = TX_INFLIGHT_MAX + crate::recovery::rereplication::COPY_SLOTS_MAX;
 
 /// How far the newest transaction of one coordinator slot got at this node.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

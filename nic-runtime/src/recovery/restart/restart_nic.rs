@@ -166,7 +166,7 @@ impl NicRuntime {
     /// Each iteration: the restarted node's progress (steps 5–6 of the
     /// module docs; the messages are handled as they arrive). Returns
     /// whether anything was done.
-    pub(in crate::runtime) fn poll_rebuild(&mut self, now: Nanos) -> bool {
+    pub(crate) fn poll_rebuild(&mut self, now: Nanos) -> bool {
         let parts = Parts {
             io: &mut self.io,
             index: &mut self.index,

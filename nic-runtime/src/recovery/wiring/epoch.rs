@@ -92,7 +92,7 @@ impl RecoveryRuntime {
 
     /// The rebuild decided `tx_id`, a transaction this node's coordinator
     /// lost ([`Recovery::note_rebuild_decision`]); false if not kept.
-    pub(super) fn note_rebuild_decision(
+    pub(crate) fn note_rebuild_decision(
         &mut self,
         tx_id: u64,
         write_shards: NodeMask,
@@ -293,7 +293,7 @@ pub struct RecoveryActions {
     pub evidence_left_out: u64,
 }
 
-impl super::NicRuntime {
+impl crate::runtime::NicRuntime {
     /// Whether new transactions are held back while recovery runs.
     pub fn recovering(&self) -> bool {
         self.recovery.paused()
@@ -330,7 +330,7 @@ impl super::NicRuntime {
     /// a recorded decision waits until the host applied it (the `Applied`
     /// answer, and the resume, promise that the host table holds every
     /// decision: `Server::appends_settled`).
-    pub(super) fn poll_recovery(&mut self, now: Nanos) -> bool {
+    pub(crate) fn poll_recovery(&mut self, now: Nanos) -> bool {
         let mut work = self.recovery.step(now);
         loop {
             if self.recovery.machine().commands_pending() > 0
@@ -360,7 +360,7 @@ impl super::NicRuntime {
     /// to the machine's bound (records left out for want of room are
     /// counted, [`RecoveryActions::evidence_left_out`]), and per node the
     /// newest generation of its ids this node's fences saw.
-    pub(super) fn local_evidence(&mut self) -> LocalEvidence {
+    pub(crate) fn local_evidence(&mut self) -> LocalEvidence {
         let mut local = LocalEvidence::default();
         self.coordinator
             .evidence(self.io.node, &self.io.placement, &mut local.coordinated);
@@ -375,7 +375,7 @@ impl super::NicRuntime {
     }
 
     /// Carries out one command that changes local state.
-    pub(super) fn recovery_command(&mut self, now: Nanos, c: RecoveryCommand) {
+    pub(crate) fn recovery_command(&mut self, now: Nanos, c: RecoveryCommand) {
         let a = &mut self.actions;
         match c {
             RecoveryCommand::CommitPending { tx_id } | RecoveryCommand::DropPending { tx_id } => {

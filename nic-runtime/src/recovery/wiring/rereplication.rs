@@ -3,8 +3,8 @@
 //! configuration, read their snapshots through the driver's host scan, and
 //! report the end of this node's own copy to the membership layer.
 
-use super::NicRuntime;
-use crate::rereplication::{CopyStats, ShardSnapshot, SnapshotError};
+use crate::recovery::rereplication::{CopyStats, ShardSnapshot, SnapshotError};
+use crate::runtime::NicRuntime;
 
 impl NicRuntime {
     /// Takes the snapshot of every copy that waits for one (this node is

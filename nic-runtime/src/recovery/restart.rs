@@ -305,7 +305,7 @@ pub struct RestartState {
     deferred: Vec<(NodeId, u32, u32)>,
     /// Peer side: nodes whose query was answered since the last poll (their
     /// NIC restarted: re-replication copies to them begin again).
-    pub(super) answered: u32,
+    pub(crate) answered: u32,
     /// Peer side: recovered commits whose locks wait for the host to apply
     /// them: (tx_id, the host-log tail to wait for, once the append is done).
     releases: Vec<(u64, Option<u64>)>,
@@ -314,7 +314,7 @@ pub struct RestartState {
 }
 
 /// What the dispatcher does with a protocol message while rebuilding.
-pub(super) enum Gate {
+pub(crate) enum Gate {
     /// Handle it.
     Pass,
     /// Drop it (counted).
@@ -331,7 +331,7 @@ impl RestartState {
     /// this coordinator silent about it would abort it by its "forgot"
     /// rule at a replica still holding the LOG (a live coordinator's COMMIT
     /// records are not evidence). Appended to `out` unless listed there.
-    pub(super) fn lost_commits(&self, out: &mut Vec<CoordEvidence>) {
+    pub(crate) fn lost_commits(&self, out: &mut Vec<CoordEvidence>) {
         let Some(r) = self.rebuild.as_ref().filter(|r| !r.decided) else {
             return;
         };
@@ -352,7 +352,7 @@ impl RestartState {
     }
 
     /// The state of a runtime whose stack was built from `net`.
-    pub(super) fn new(net: StackConfig) -> RestartState {
+    pub(crate) fn new(net: StackConfig) -> RestartState {
         RestartState {
             net,
             rebuild: None,
@@ -365,7 +365,7 @@ impl RestartState {
     }
 
     /// Whether this node is rebuilding (starts no transaction).
-    pub(super) fn rebuilding(&self) -> bool {
+    pub(crate) fn rebuilding(&self) -> bool {
         self.rebuild.is_some()
     }
 
@@ -374,7 +374,7 @@ impl RestartState {
     /// sender's messages (a report must take effect before the protocol
     /// messages its sender sent after it); returns `false` if it did not
     /// decode.
-    pub(super) fn on_wire(
+    pub(crate) fn on_wire(
         &mut self,
         from: NodeId,
         epoch: u32,
@@ -416,7 +416,7 @@ impl RestartState {
     /// What to do with protocol message `body` from `src` (step 3 of the
     /// module docs); responses always pass (the fresh coordinator drops
     /// those of lost transactions as stale).
-    pub(super) fn gate(&mut self, src: NodeId, body: &Body<'_>) -> Gate {
+    pub(crate) fn gate(&mut self, src: NodeId, body: &Body<'_>) -> Gate {
         let Some(r) = &self.rebuild else {
             return Gate::Pass;
         };
@@ -462,7 +462,7 @@ impl RestartState {
 }
 
 /// Refuses a request with [`ReplyStatus::Unavailable`] (EXECUTE, VALIDATE).
-pub(super) fn refuse(io: &mut Io, src: NodeId, body: &Body<'_>) {
+pub(crate) fn refuse(io: &mut Io, src: NodeId, body: &Body<'_>) {
     match body {
         Body::Execute { tx_id, .. } => io.w.begin_execute_resp(*tx_id, ReplyStatus::Unavailable),
         Body::Validate { tx_id, .. } => io.w.validate_resp(*tx_id, ReplyStatus::Unavailable),
@@ -472,8 +472,8 @@ pub(super) fn refuse(io: &mut Io, src: NodeId, body: &Body<'_>) {
 }
 
 mod decide;
-mod in_place;
 mod messages;
 mod requery;
+mod restart_nic;
 pub use decide::commit_point_reached;
 pub(crate) use messages::Parts;
