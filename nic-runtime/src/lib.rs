@@ -37,8 +37,8 @@ pub use procedure::{
     ProcError, Procedure, ProcedureRegistry, ReadView, TxPlan, UserAbort, WriteSet,
 };
 pub use runtime::{
-    node_seed, ClientClosed, ClientPortStats, ClientPorts, HostPorts, NicParts, NicRuntime,
-    NicStats,
+    node_seed, ClientClosed, ClientPortStats, ClientPorts, HostPorts, NicMode, NicParts,
+    NicRuntime, NicStats,
 };
 
 /// A polled component: a non-blocking state machine a driver places on a thread.

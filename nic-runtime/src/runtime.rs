@@ -34,6 +34,7 @@ use crate::recovery::wiring::epoch::RecoveryRuntime;
 pub use crate::recovery::wiring::epoch::{
     RecoveryActions, RecoveryRuntimeStats, RECOVERY_INBOX_MAX, RECOVERY_SUSPECTS_MAX,
 };
+pub use crate::recovery::wiring::mode::NicMode;
 use crate::Nanos;
 use clients::Clients;
 pub use clients::{
@@ -427,13 +428,15 @@ impl NicRuntime {
     }
 
     /// Step 4: new transactions from the applications, fairly over clients
-    /// (none while recovery runs: they wait in their rings).
+    /// (only while [`NicMode::Serving`]: otherwise they wait in their rings).
     fn start_requests(&mut self) -> bool {
-        if self.recovery.paused() {
-            self.recovery.count_paused_iteration();
-            return false;
-        }
-        if self.restart.rebuilding() || self.admission.waiting() {
+        if self.mode_in_iteration() != NicMode::Serving {
+            // Recovering, rebuilding or awaiting admission. A recovery
+            // epoch counts its paused iterations, also those a rebuild
+            // (which takes precedence in the mode) overlaps.
+            if self.recovery.paused() {
+                self.recovery.count_paused_iteration();
+            }
             return false;
         }
         let mut work = false;

@@ -4,4 +4,5 @@
 
 pub(crate) mod admission;
 pub mod epoch;
+pub mod mode;
 pub(crate) mod rereplication;
