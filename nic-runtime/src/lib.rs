@@ -27,6 +27,7 @@ pub mod procedure;
 pub mod protocol;
 pub mod recovery;
 pub mod runtime;
+pub mod slots;
 
 /// Time in nanoseconds: virtual in the simulator, monotonic elsewhere. Components
 /// never read a clock; drivers pass `now` in.

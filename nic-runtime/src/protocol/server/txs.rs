@@ -23,8 +23,8 @@ use crate::protocol::coordinator::TX_INFLIGHT_MAX;
 use splitkv_layout::wire::{NodeMask, RecordKind};
 
 /// Slots per coordinator node: its transactions', then the copy
-/// transactions' of re-replication (issue 12, `crate::rereplication`).
-const SLOTS: usize = TX_INFLIGHT_MAX + crate::recovery::rereplication::COPY_SLOTS_MAX;
+/// transactions' of re-replication ([`crate::slots`]).
+const SLOTS: usize = crate::slots::SLOTS_PER_NODE;
 
 /// How far the newest transaction of one coordinator slot got at this node.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

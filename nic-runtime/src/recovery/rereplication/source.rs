@@ -7,8 +7,8 @@ use super::{
     COPY_CHUNK_RETRIES_MAX, COPY_OBJECTS_MAX, COPY_SLOTS_MAX,
 };
 use crate::placement::{Placement, PlacementView, NODES_MAX};
-use crate::protocol::coordinator::TX_INFLIGHT_MAX;
 use crate::protocol::Io;
+use crate::slots::TX_INFLIGHT_MAX;
 use splitkv_layout::wire::{CopyMsg, Flow, MsgKind, NodeId, NodeMask, ReplyStatus};
 use splitkv_layout::{Key, ObjectMeta};
 

@@ -27,9 +27,7 @@ use crate::Nanos;
 /// Most received recovery messages kept between two iterations (the
 /// machine takes them all at the start of the next one).
 pub const RECOVERY_INBOX_MAX: usize = 2 * EARLY_MESSAGES_MAX;
-/// Most suspicions kept for the membership layer until drained
-/// ([`RecoveryRuntime::drain_suspects`]).
-pub const RECOVERY_SUSPECTS_MAX: usize = 64;
+pub use crate::membership::RECOVERY_SUSPECTS_MAX;
 
 /// Counters of the runtime's recovery wiring.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
