@@ -151,6 +151,63 @@ pub fn node_seed(seed: u64, node: NodeId) -> u64 {
 }
 
 /// One node's protocol engine.
+///
+/// # Map (the struct is split over several `impl` files)
+/// Fields, by concern:
+/// - protocol engine (Xenic §4.2): `io` (node, placement, stack, DMA),
+///   `index`, `server`, `coordinator`, `procedures`;
+/// - network: `transport`, `reassembly` (`runtime/dispatch.rs`);
+/// - host: `clients` (`runtime/clients.rs`), `acks`, `completions`,
+///   `ring_buf`, `host_applied`;
+/// - counters and the stop: `bad_packets`, `bad_ring_entries`, `ack_fault`,
+///   `iterations`;
+/// - membership: `events`, `events_fresh`, `events_dropped`
+///   (`runtime/peers.rs`);
+/// - faults ([`crate::recovery`]): `recovery`, `recovery_refusal`,
+///   `actions`, `committed_at_resume` (`recovery/wiring/epoch.rs`),
+///   `copies` (`recovery/wiring/rereplication.rs`), `restart`
+///   (`recovery/restart.rs`), `admission` (`recovery/wiring/admission.rs`).
+///
+/// Methods, by the file that implements them:
+/// - `runtime.rs`: [`new`](Self::new), [`node`](Self::node),
+///   [`stats`](Self::stats), [`index`](Self::index), [`room`](Self::room),
+///   [`room_mut`](Self::room_mut), [`clients`](Self::clients),
+///   [`client_closed`](Self::client_closed),
+///   [`is_quiescent`](Self::is_quiescent), [`fault`](Self::fault),
+///   [`replace_dma`](Self::replace_dma),
+///   [`run_iteration`](Self::run_iteration); steps `poll_dma`,
+///   `poll_acks`, `start_requests`;
+/// - `runtime/dispatch.rs`: step `poll_network` (packets to their
+///   handlers);
+/// - `runtime/peers.rs`: [`drain_session_events`](Self::drain_session_events),
+///   [`set_epoch`](Self::set_epoch), [`epoch`](Self::epoch),
+///   [`apply_configuration`](Self::apply_configuration),
+///   [`set_peer_address`](Self::set_peer_address),
+///   [`failed_peers`](Self::failed_peers); steps `take_renewed_sessions`,
+///   `watch_peers`; and the
+///   [`MembershipPort`](crate::membership::MembershipPort) impl;
+/// - `recovery/wiring/mode.rs`: [`mode`](Self::mode);
+/// - `recovery/wiring/epoch.rs`: [`recovering`](Self::recovering),
+///   [`recovery`](Self::recovery), [`recovery_stats`](Self::recovery_stats),
+///   [`recovery_actions`](Self::recovery_actions),
+///   [`drain_recovery_suspects`](Self::drain_recovery_suspects),
+///   [`recovery_refusal`](Self::recovery_refusal); step `poll_recovery`;
+/// - `recovery/wiring/admission.rs`: [`await_admission`](Self::await_admission),
+///   [`awaiting_admission`](Self::awaiting_admission),
+///   [`admission_drops`](Self::admission_drops);
+/// - `recovery/wiring/rereplication.rs`:
+///   [`serve_copy_reads`](Self::serve_copy_reads),
+///   [`needs_copy_reads`](Self::needs_copy_reads),
+///   [`take_caught_up`](Self::take_caught_up), [`copying`](Self::copying),
+///   [`sourcing_copies`](Self::sourcing_copies),
+///   [`copy_stats`](Self::copy_stats);
+/// - `recovery/restart/restart_nic.rs`: [`availability`](Self::availability),
+///   [`rebuild_stats`](Self::rebuild_stats),
+///   [`incarnation`](Self::incarnation), [`restart_nic`](Self::restart_nic);
+///   step `poll_rebuild`;
+/// - `recovery/restart/requery.rs`, `recovery/restart/decide.rs`: the
+///   rebuild's queries again after a renewed session, and its decisions.
+/// - `lib.rs`: the [`Component`](crate::Component) impl.
 pub struct NicRuntime {
     pub(crate) io: Io,
     pub(crate) index: NicIndex,
@@ -352,6 +409,31 @@ impl NicRuntime {
     }
 
     /// Runs one polling iteration at time `now`; returns whether it did any work.
+    ///
+    /// Its stages, in order (each drains what is ready, then the next runs):
+    /// 0. stopped ([`NicRuntime::fault`]): nothing more — `runtime.rs`;
+    /// 1. `poll_network`: packets from the transport and loopback, checked
+    ///    by their sessions, messages dispatched to the coordinator, server,
+    ///    recovery inbox, copies or rebuild — `runtime/dispatch.rs`;
+    /// 2. `poll_dma`: DMA completions resume the server's continuations —
+    ///    `runtime.rs`;
+    /// 3. `poll_acks`: host acknowledgements release pinned objects —
+    ///    `runtime.rs`;
+    /// 4. `take_renewed_sessions`: peers whose process is new (recovery
+    ///    resends, rebuild asks again, copies restart) — `runtime/peers.rs`;
+    /// 5. `poll_recovery`: the recovery epoch's machine and its commands —
+    ///    `recovery/wiring/epoch.rs`;
+    /// 6. copies step (not while recovery pauses the node) —
+    ///    `recovery/rereplication/source.rs`;
+    /// 7. `poll_rebuild`: the rebuild after a NIC restart —
+    ///    `recovery/restart/restart_nic.rs`;
+    /// 8. `start_requests`: new client transactions, only while
+    ///    [`NicMode::Serving`] — `runtime.rs`;
+    /// 9. `watch_peers`: session events to the coordinator, and its
+    ///    deadline rules (not while recovery pauses) — `runtime/peers.rs`;
+    /// 10. deliver outcomes to the clients' rings — `runtime/clients.rs`;
+    /// 11. flush: seal, number and send every batched packet (Dandelion
+    ///     §5.1) — `net/stack.rs`.
     pub fn run_iteration(&mut self, now: Nanos) -> bool {
         if self.fault().is_some() {
             // Stopped: the refusals were sent by the iteration that failed.

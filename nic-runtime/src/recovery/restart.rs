@@ -1,4 +1,4 @@
-//! A NIC runtime that crashes alone and restarts in place (issue 12,
+//! A NIC runtime that crashes alone and restarts (the NIC restart; issue 12,
 //! "NIC-runtime-only crash"; DESIGN.md "Faults"; Xenic §4.2.1 (a)): the
 //! SmartNIC SoC (or the pinned core running the NIC runtime) dies while its
 //! host, the host's memory and the host's data live.
@@ -96,7 +96,7 @@
 //! # Drivers
 //! The simulator restarts a NIC runtime between two passes
 //! (`benches/src/cluster/sim.rs`). A node process's driver restarts the
-//! NIC runtime's thread in place the same way: stop polling it, call
+//! NIC runtime's thread the same way: stop polling it, call
 //! [`NicRuntime::restart_nic`](super::NicRuntime::restart_nic) with `now` and one more than
 //! [`NicRuntime::incarnation`](super::NicRuntime::incarnation) (an incarnation no earlier process or NIC
 //! restart of this node used), and poll it again on its thread; the host

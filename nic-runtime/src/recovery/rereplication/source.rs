@@ -194,7 +194,7 @@ impl Copies {
     }
 
     /// The NIC runtime of every node in `to` (a mask by node id; this node
-    /// itself for a restart here) restarted in place (issue 12): every copy
+    /// itself for a restart here) restarted (a NIC restart, issue 12): every copy
     /// under way from here to such a node — or every copy from here, if
     /// this node restarted — begins again from a new snapshot in the same
     /// epoch, since chunks and acknowledgements in flight were lost with the

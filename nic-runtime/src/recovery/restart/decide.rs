@@ -1,4 +1,4 @@
-//! Steps 5–6 of `runtime::restart`'s docs: the restarted node decides the
+//! Steps 5–6 of `recovery::restart`'s docs: the restarted node decides the
 //! transactions it coordinated and lost, and serves again once its host has
 //! applied every decision.
 

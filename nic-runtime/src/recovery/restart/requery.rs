@@ -1,5 +1,5 @@
 //! The restarted node asks an awaited peer again (step 2 of
-//! `runtime::restart`'s docs) when its query or the report may be lost.
+//! `recovery::restart`'s docs) when its query or the report may be lost.
 
 use super::RestartState;
 use crate::runtime::NicRuntime;

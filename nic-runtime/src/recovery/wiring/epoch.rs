@@ -138,7 +138,7 @@ impl RecoveryRuntime {
     /// (A node that rejoins or ends its copy changes the order, so every
     /// node passes through a recovery epoch: every transaction begun before
     /// it is decided and applied before any write is sent to the new
-    /// replica set, the join point of `crate::rereplication`.) A change of
+    /// replica set, the join point of `crate::recovery::rereplication`.) A change of
     /// some node's incarnation (`config.incarnation`) always begins one: a
     /// node that took only the newest of several configurations — a copying
     /// node crashed (configured out, so the others began an epoch) and
