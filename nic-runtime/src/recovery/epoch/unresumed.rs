@@ -71,7 +71,7 @@ pub(super) struct Unresumed {
 /// The coordinator's report of `tx_id`, a transaction it lost in a NIC
 /// restart whose outcome it learned since (`commit` or abort; writing
 /// `write_shards`): what its rebuild decided, or a COMMIT record a replica
-/// reported to the rebuild (`recovery::restart`).
+/// reported to the rebuild (`runtime::restart`).
 pub(crate) fn lost_outcome(tx_id: u64, write_shards: NodeMask, commit: bool) -> CoordEvidence {
     CoordEvidence {
         tx_id,
