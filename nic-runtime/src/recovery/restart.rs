@@ -12,7 +12,7 @@
 //! fragment reassembly. Survives, because it is host memory: the host table,
 //! the host log with its pending LOG and decision records, the
 //! request/outcome and acknowledgement rings, and DMA requests already
-//! posted (the restart lets them complete: [`NicRuntime::restart_nic`](super::NicRuntime::restart_nic)). The
+//! posted (the restart lets them complete: [`NicRuntime::restart_nic`](crate::NicRuntime::restart_nic)). The
 //! server's per-slot record table (`protocol/server/txs.rs`: which record
 //! the host log holds for which transaction), the host log's tail and the
 //! shard's row count (`Room`) mirror host memory and are kept
@@ -31,7 +31,7 @@
 //! transaction's only coordinator).
 //!
 //! # Steps
-//! 1. **Restart** ([`NicRuntime::restart_nic`](super::NicRuntime::restart_nic)): DMA drains, volatile state
+//! 1. **Restart** ([`NicRuntime::restart_nic`](crate::NicRuntime::restart_nic)): DMA drains, volatile state
 //!    is dropped, the stack comes back with a newer incarnation (peers reset
 //!    their sessions and drop every packet of the old one), and every client
 //!    request in flight is answered [`TxStatus::Unknown`] (its transaction
@@ -97,18 +97,18 @@
 //! The simulator restarts a NIC runtime between two passes
 //! (`benches/src/cluster/sim.rs`). A node process's driver restarts the
 //! NIC runtime's thread the same way: stop polling it, call
-//! [`NicRuntime::restart_nic`](super::NicRuntime::restart_nic) with `now` and one more than
-//! [`NicRuntime::incarnation`](super::NicRuntime::incarnation) (an incarnation no earlier process or NIC
+//! [`NicRuntime::restart_nic`](crate::NicRuntime::restart_nic) with `now` and one more than
+//! [`NicRuntime::incarnation`](crate::NicRuntime::incarnation) (an incarnation no earlier process or NIC
 //! restart of this node used), and poll it again on its thread; the host
 //! workers and application threads keep running meanwhile (their requests
 //! wait in the rings).
-//! [`NicRuntime::availability`](super::NicRuntime::availability) is what the node's status reports
+//! [`NicRuntime::availability`](crate::NicRuntime::availability) is what the node's status reports
 //! ("unavailable, rebuilding" with the peers still awaited). A thread that
 //! died with its `NicRuntime` (a panic) cannot be restarted this way: the
 //! record table would have to be read back from the host log first.
 //!
 //! A peer that crashes during the rebuild is waited for until a
-//! configuration excludes it ([`NicRuntime::apply_configuration`](super::NicRuntime::apply_configuration) calls
+//! configuration excludes it ([`NicRuntime::apply_configuration`](crate::NicRuntime::apply_configuration) calls
 //! [`RestartState::peers_excluded`]).
 //!
 //! # With membership changes (the chaos mix, issue 12)
@@ -161,7 +161,7 @@ pub enum Availability {
     },
 }
 
-/// Why [`NicRuntime::restart_nic`](super::NicRuntime::restart_nic) refused.
+/// Why [`NicRuntime::restart_nic`](crate::NicRuntime::restart_nic) refused.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum RestartError {
     /// The new incarnation is not above the old one (peers would take the
