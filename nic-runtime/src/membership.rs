@@ -14,8 +14,10 @@
 //! only queues a message to the manager.
 
 mod configuration;
+mod port;
 
 pub use configuration::{Configuration, ShardReplicas};
+pub use port::{MembershipPort, RECOVERY_SUSPECTS_MAX};
 
 use crate::placement::NODES_MAX;
 use crate::Nanos;
@@ -151,12 +153,13 @@ pub struct AgentStats {
     pub peer_addresses_refused: u64,
 }
 
-/// Connects one node's [`crate::NicRuntime`] to its [`Membership`]: renews
+/// Connects one node's NIC runtime, through the narrow [`MembershipPort`]
+/// (drivers pass `&mut NicRuntime`), to its [`Membership`]: renews
 /// the lease every `renew_every_ns`, reports each peer its sessions declared
 /// failed as a suspect, and applies every new configuration
-/// ([`crate::NicRuntime::apply_configuration`]: epoch, failed peers),
+/// ([`MembershipPort::apply_configuration`]: epoch, failed peers),
 /// first re-pointing the transport at each member's published data address
-/// ([`Membership::data_address`], [`crate::NicRuntime::set_peer_address`];
+/// ([`Membership::data_address`], [`MembershipPort::set_peer_address`];
 /// issue 12: a replacement machine), so the configuration's first packets
 /// to a node's new incarnation already go to its new machine. A
 /// polled state machine like the runtime; the driver calls
@@ -196,7 +199,7 @@ impl MembershipAgent {
             renew_every_ns: renew_every_ns.max(1),
             next_renew: 0,
             events: Vec::with_capacity(crate::net::session::SESSION_EVENTS_MAX),
-            suspects: Vec::with_capacity(crate::runtime::RECOVERY_SUSPECTS_MAX),
+            suspects: Vec::with_capacity(RECOVERY_SUSPECTS_MAX),
             removed: None,
             lease_until: 0,
             granted: false,
@@ -231,14 +234,14 @@ impl MembershipAgent {
     }
 
     /// Renews when due, reports new suspects, applies a new configuration,
-    /// reports the end of this node's copy ([`crate::NicRuntime::take_caught_up`],
+    /// reports the end of this node's copy ([`MembershipPort::take_caught_up`],
     /// again after a refusal), and stops the node when its lease has run
     /// out (see the type's docs). Returns whether it did anything besides
     /// the caught-up report. Once stopped it does nothing.
     pub fn run_iteration(
         &mut self,
         now: Nanos,
-        nic: &mut crate::NicRuntime,
+        nic: &mut dyn MembershipPort,
         m: &mut dyn Membership,
     ) -> bool {
         if self.removed.is_some() {
@@ -277,7 +280,7 @@ impl MembershipAgent {
     fn report_caught_up(
         &mut self,
         now: Nanos,
-        nic: &mut crate::NicRuntime,
+        nic: &mut dyn MembershipPort,
         m: &mut dyn Membership,
     ) {
         let Some(epoch) = nic.take_caught_up().or(self.caught_up) else {
@@ -297,7 +300,7 @@ impl MembershipAgent {
     fn repoint_peers(
         &mut self,
         c: &Configuration,
-        nic: &mut crate::NicRuntime,
+        nic: &mut dyn MembershipPort,
         m: &mut dyn Membership,
     ) {
         let me = m.node();
@@ -333,7 +336,7 @@ impl MembershipAgent {
     fn report_suspects(
         &mut self,
         now: Nanos,
-        nic: &mut crate::NicRuntime,
+        nic: &mut dyn MembershipPort,
         m: &mut dyn Membership,
     ) -> bool {
         let mut work = false;

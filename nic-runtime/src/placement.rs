@@ -11,7 +11,7 @@
 //! order, and its backups are the surviving rest, so the replication degree is
 //! reduced until re-replication restores it.
 //!
-//! Re-replication (issue 12, [`crate::rereplication`]) replaces the ring
+//! Re-replication (issue 12, [`crate::recovery::rereplication`]) replaces the ring
 //! by [`Roles`]: per shard, its members in serving order. After a crash,
 //! survivors that were no replica of a shard may become its new backups
 //! (when the cluster has more nodes than the replication degree), and a node

@@ -11,13 +11,9 @@
 //! client (L5 §3); [`clients`] polls them fairly and routes each outcome to the
 //! ring of the client that submitted it.
 
-mod admission;
 pub mod clients;
 mod dispatch;
 mod peers;
-pub mod recovery;
-mod rereplication;
-pub mod restart;
 
 use crate::dma::DmaEngine;
 use crate::index::HostTableLayout;
@@ -31,18 +27,20 @@ use crate::procedure::ProcedureRegistry;
 use crate::protocol::coordinator::{phase_deadline_ns, Coordinator, CoordinatorStats};
 use crate::protocol::server::{Server, ServerStats};
 use crate::protocol::Io;
+use crate::recovery::restart::RestartState;
+pub use crate::recovery::restart::{Availability, RebuildStats, RestartError};
+use crate::recovery::wiring::admission;
+use crate::recovery::wiring::epoch::RecoveryRuntime;
+pub use crate::recovery::wiring::epoch::{
+    RecoveryActions, RecoveryRuntimeStats, RECOVERY_INBOX_MAX, RECOVERY_SUSPECTS_MAX,
+};
+pub use crate::recovery::wiring::mode::NicMode;
 use crate::Nanos;
 use clients::Clients;
 pub use clients::{
     ClientClosed, ClientPortStats, ClientPorts, CLIENTS_PER_NODE_MAX, CLIENT_OUTCOMES_QUEUED_MAX,
     TICKETS_MAX,
 };
-use recovery::RecoveryRuntime;
-pub use recovery::{
-    RecoveryActions, RecoveryRuntimeStats, RECOVERY_INBOX_MAX, RECOVERY_SUSPECTS_MAX,
-};
-use restart::RestartState;
-pub use restart::{Availability, RebuildStats, RestartError};
 use splitkv_layout::host_nic::HostToNic;
 use splitkv_layout::ring::{RingConsumer, RingProducer};
 use splitkv_layout::wire::NodeId;
@@ -153,42 +151,99 @@ pub fn node_seed(seed: u64, node: NodeId) -> u64 {
 }
 
 /// One node's protocol engine.
+///
+/// # Map (the struct is split over several `impl` files)
+/// Fields, by concern:
+/// - protocol engine (Xenic §4.2): `io` (node, placement, stack, DMA),
+///   `index`, `server`, `coordinator`, `procedures`;
+/// - network: `transport`, `reassembly` (`runtime/dispatch.rs`);
+/// - host: `clients` (`runtime/clients.rs`), `acks`, `completions`,
+///   `ring_buf`, `host_applied`;
+/// - counters and the stop: `bad_packets`, `bad_ring_entries`, `ack_fault`,
+///   `iterations`;
+/// - membership: `events`, `events_fresh`, `events_dropped`
+///   (`runtime/peers.rs`);
+/// - faults ([`crate::recovery`]): `recovery`, `recovery_refusal`,
+///   `actions`, `committed_at_resume` (`recovery/wiring/epoch.rs`),
+///   `copies` (`recovery/wiring/rereplication.rs`), `restart`
+///   (`recovery/restart.rs`), `admission` (`recovery/wiring/admission.rs`).
+///
+/// Methods, by the file that implements them:
+/// - `runtime.rs`: [`new`](Self::new), [`node`](Self::node),
+///   [`stats`](Self::stats), [`index`](Self::index), [`room`](Self::room),
+///   [`room_mut`](Self::room_mut), [`clients`](Self::clients),
+///   [`client_closed`](Self::client_closed),
+///   [`is_quiescent`](Self::is_quiescent), [`fault`](Self::fault),
+///   [`replace_dma`](Self::replace_dma),
+///   [`run_iteration`](Self::run_iteration); steps `poll_dma`,
+///   `poll_acks`, `start_requests`;
+/// - `runtime/dispatch.rs`: step `poll_network` (packets to their
+///   handlers);
+/// - `runtime/peers.rs`: [`drain_session_events`](Self::drain_session_events),
+///   [`set_epoch`](Self::set_epoch), [`epoch`](Self::epoch),
+///   [`apply_configuration`](Self::apply_configuration),
+///   [`set_peer_address`](Self::set_peer_address),
+///   [`failed_peers`](Self::failed_peers); steps `take_renewed_sessions`,
+///   `watch_peers`; and the
+///   [`MembershipPort`](crate::membership::MembershipPort) impl;
+/// - `recovery/wiring/mode.rs`: [`mode`](Self::mode);
+/// - `recovery/wiring/epoch.rs`: [`recovering`](Self::recovering),
+///   [`recovery`](Self::recovery), [`recovery_stats`](Self::recovery_stats),
+///   [`recovery_actions`](Self::recovery_actions),
+///   [`drain_recovery_suspects`](Self::drain_recovery_suspects),
+///   [`recovery_refusal`](Self::recovery_refusal); step `poll_recovery`;
+/// - `recovery/wiring/admission.rs`: [`await_admission`](Self::await_admission),
+///   [`awaiting_admission`](Self::awaiting_admission),
+///   [`admission_drops`](Self::admission_drops);
+/// - `recovery/wiring/rereplication.rs`:
+///   [`serve_copy_reads`](Self::serve_copy_reads),
+///   [`needs_copy_reads`](Self::needs_copy_reads),
+///   [`take_caught_up`](Self::take_caught_up), [`copying`](Self::copying),
+///   [`sourcing_copies`](Self::sourcing_copies),
+///   [`copy_stats`](Self::copy_stats);
+/// - `recovery/restart/restart_nic.rs`: [`availability`](Self::availability),
+///   [`rebuild_stats`](Self::rebuild_stats),
+///   [`incarnation`](Self::incarnation), [`restart_nic`](Self::restart_nic);
+///   step `poll_rebuild`;
+/// - `recovery/restart/requery.rs`, `recovery/restart/decide.rs`: the
+///   rebuild's queries again after a renewed session, and its decisions.
+/// - `lib.rs`: the [`Component`](crate::Component) impl.
 pub struct NicRuntime {
-    io: Io,
-    index: NicIndex,
-    server: Server,
-    coordinator: Coordinator,
-    procedures: ProcedureRegistry,
-    transport: Box<dyn Transport>,
-    reassembly: Reassembly,
-    clients: Clients,
-    acks: RingConsumer,
-    completions: Vec<crate::dma::DmaCompletion>,
-    ring_buf: Vec<u8>,
-    bad_packets: u64,
-    bad_ring_entries: u64,
+    pub(crate) io: Io,
+    pub(crate) index: NicIndex,
+    pub(crate) server: Server,
+    pub(crate) coordinator: Coordinator,
+    pub(crate) procedures: ProcedureRegistry,
+    pub(crate) transport: Box<dyn Transport>,
+    pub(crate) reassembly: Reassembly,
+    pub(crate) clients: Clients,
+    pub(crate) acks: RingConsumer,
+    pub(crate) completions: Vec<crate::dma::DmaCompletion>,
+    pub(crate) ring_buf: Vec<u8>,
+    pub(crate) bad_packets: u64,
+    pub(crate) bad_ring_entries: u64,
     /// Set when the host's acknowledgement ring failed: without acks, pinned
     /// objects are never released, so the node stops.
-    ack_fault: Option<String>,
+    pub(crate) ack_fault: Option<String>,
     /// Session events seen by the coordinator, kept for the membership layer.
-    events: Vec<SessionEvent>,
-    events_fresh: Vec<SessionEvent>,
-    events_dropped: u64,
-    iterations: u64,
+    pub(crate) events: Vec<SessionEvent>,
+    pub(crate) events_fresh: Vec<SessionEvent>,
+    pub(crate) events_dropped: u64,
+    pub(crate) iterations: u64,
     /// Crash recovery (issue 11): the machine, its inbox and the pause.
-    recovery: RecoveryRuntime,
-    recovery_refusal: Option<crate::recovery::RecoveryError>,
-    actions: recovery::RecoveryActions,
+    pub(crate) recovery: RecoveryRuntime,
+    pub(crate) recovery_refusal: Option<crate::recovery::RecoveryError>,
+    pub(crate) actions: RecoveryActions,
     /// The host log position the host workers last acknowledged as applied.
-    host_applied: u64,
+    pub(crate) host_applied: u64,
     /// The coordinator's commits when the last recovery epoch resumed.
-    committed_at_resume: u64,
+    pub(crate) committed_at_resume: u64,
     /// Re-replication (issue 12): copies run here as source or target.
-    copies: crate::rereplication::Copies,
+    pub(crate) copies: crate::recovery::rereplication::Copies,
     /// A restart of this NIC runtime alone and the rebuild after it (issue 12).
-    restart: RestartState,
+    pub(crate) restart: RestartState,
     /// A restarted node's wait for its admission (issue 12).
-    admission: admission::Admission,
+    pub(crate) admission: admission::Admission,
 }
 
 impl std::fmt::Debug for NicRuntime {
@@ -259,7 +314,7 @@ impl NicRuntime {
             actions: Default::default(),
             host_applied: 0,
             committed_at_resume: 0,
-            copies: crate::rereplication::Copies::new(parts.node),
+            copies: crate::recovery::rereplication::Copies::new(parts.node),
             restart: RestartState::new(parts.net),
             admission: Default::default(),
         })
@@ -354,6 +409,31 @@ impl NicRuntime {
     }
 
     /// Runs one polling iteration at time `now`; returns whether it did any work.
+    ///
+    /// Its stages, in order (each drains what is ready, then the next runs):
+    /// 0. stopped ([`NicRuntime::fault`]): nothing more — `runtime.rs`;
+    /// 1. `poll_network`: packets from the transport and loopback, checked
+    ///    by their sessions, messages dispatched to the coordinator, server,
+    ///    recovery inbox, copies or rebuild — `runtime/dispatch.rs`;
+    /// 2. `poll_dma`: DMA completions resume the server's continuations —
+    ///    `runtime.rs`;
+    /// 3. `poll_acks`: host acknowledgements release pinned objects —
+    ///    `runtime.rs`;
+    /// 4. `take_renewed_sessions`: peers whose process is new (recovery
+    ///    resends, rebuild asks again, copies restart) — `runtime/peers.rs`;
+    /// 5. `poll_recovery`: the recovery epoch's machine and its commands —
+    ///    `recovery/wiring/epoch.rs`;
+    /// 6. copies step (not while recovery pauses the node) —
+    ///    `recovery/rereplication/source.rs`;
+    /// 7. `poll_rebuild`: the rebuild after a NIC restart —
+    ///    `recovery/restart/restart_nic.rs`;
+    /// 8. `start_requests`: new client transactions, only while
+    ///    [`NicMode::Serving`] — `runtime.rs`;
+    /// 9. `watch_peers`: session events to the coordinator, and its
+    ///    deadline rules (not while recovery pauses) — `runtime/peers.rs`;
+    /// 10. deliver outcomes to the clients' rings — `runtime/clients.rs`;
+    /// 11. flush: seal, number and send every batched packet (Dandelion
+    ///     §5.1) — `net/stack.rs`.
     pub fn run_iteration(&mut self, now: Nanos) -> bool {
         if self.fault().is_some() {
             // Stopped: the refusals were sent by the iteration that failed.
@@ -430,13 +510,15 @@ impl NicRuntime {
     }
 
     /// Step 4: new transactions from the applications, fairly over clients
-    /// (none while recovery runs: they wait in their rings).
+    /// (only while [`NicMode::Serving`]: otherwise they wait in their rings).
     fn start_requests(&mut self) -> bool {
-        if self.recovery.paused() {
-            self.recovery.count_paused_iteration();
-            return false;
-        }
-        if self.restart.rebuilding() || self.admission.waiting() {
+        if self.mode_in_iteration() != NicMode::Serving {
+            // Recovering, rebuilding or awaiting admission. A recovery
+            // epoch counts its paused iterations, also those a rebuild
+            // (which takes precedence in the mode) overlaps.
+            if self.recovery.paused() {
+                self.recovery.count_paused_iteration();
+            }
             return false;
         }
         let mut work = false;

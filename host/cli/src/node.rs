@@ -181,6 +181,7 @@ impl NodeHandler {
         json!({
             "incarnation": n.nic_incarnation,
             "availability": if n.nic_serving { "serving" } else { "rebuilding" },
+            "mode": n.nic_mode.as_str(),
             "restarts": r.restarts,
             "rebuilds_done": r.rebuilds_done,
             "outcomes_unknown": r.outcomes_unknown,

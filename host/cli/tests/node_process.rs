@@ -41,6 +41,8 @@ fn one_node_serves_status_and_metrics_and_refuses_calls_without_the_token() {
     let (code, body) = http(addr, "POST", "/load", Some(TOKEN), load).unwrap();
     assert_eq!(code, 200, "{body}");
     assert_eq!(wait_status(addr, STARTUP)["state"], "loaded");
+    let status = wait_status(addr, STARTUP);
+    assert_eq!(status["nic"]["mode"], "serving", "{status}");
     signal(&node, libc::SIGTERM);
     assert!(wait_exit(&mut node, EXIT).success());
 }

@@ -19,7 +19,7 @@
 //!
 //! Bounds: one scan per node at a time, holding at most the host table's
 //! objects (its capacity, `ClusterBuilder::capacity_keys`); a copy cannot
-//! take more than [`COPY_OBJECTS_MAX`](splitkv_nic::rereplication::COPY_OBJECTS_MAX)
+//! take more than [`COPY_OBJECTS_MAX`](splitkv_nic::recovery::rereplication::COPY_OBJECTS_MAX)
 //! of them per shard. Allocated per copy, never per packet.
 
 use crate::log::HostWorker;

@@ -10,9 +10,9 @@ use crate::log::WorkerStats;
 use splitkv_layout::host_nic::TxStatus;
 use splitkv_layout::wire::NodeId;
 use splitkv_nic::net::session::SessionEvent;
-use splitkv_nic::rereplication::CopyStats;
+use splitkv_nic::recovery::rereplication::CopyStats;
 use splitkv_nic::runtime::{Availability, RebuildStats, RecoveryActions, RecoveryRuntimeStats};
-use splitkv_nic::{ClientClosed, NicRuntime, NicStats, NODES_MAX};
+use splitkv_nic::{ClientClosed, NicMode, NicRuntime, NicStats, NODES_MAX};
 use std::sync::atomic::{AtomicBool, AtomicU8, Ordering};
 use std::sync::Mutex;
 
@@ -52,6 +52,9 @@ pub struct NodeStats {
     /// Whether its NIC runtime serves (`false` while it rebuilds after a
     /// restart in place, [`Availability::Rebuilding`]).
     pub nic_serving: bool,
+    /// Its NIC runtime's mode ([`NicRuntime::mode`]: serving, awaiting
+    /// admission, recovering, rebuilding or stopped; `/status`'s `nic.mode`).
+    pub nic_mode: NicMode,
     /// Its NIC runtime's restarts in place and rebuilds.
     pub rebuild: RebuildStats,
     /// Its re-replication counters (issue 12: copies served as a shard's
@@ -72,6 +75,7 @@ impl NodeStats {
         self.recovery_actions = nic.recovery_actions();
         self.nic_incarnation = nic.incarnation();
         self.nic_serving = nic.availability() == Availability::Serving;
+        self.nic_mode = nic.mode();
         self.rebuild = nic.rebuild_stats();
         self.copy = nic.copy_stats();
         self.copying = nic.copying();

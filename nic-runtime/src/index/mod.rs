@@ -213,7 +213,7 @@ impl NicIndex {
     /// An empty index like this one (same host table, capacity and seed):
     /// what a restarted NIC runtime starts from (issue 12, NIC-runtime-only
     /// crash). Everything here is volatile (module docs): locks come back
-    /// from their coordinators (`runtime::restart`), cached objects and
+    /// from their coordinators (`recovery::restart`), cached objects and
     /// versions from the host table by DMA as keys are read again, and the
     /// displacement hints d_i are learnt again by the lookups, which start
     /// from d_i = 0 and read further on a miss (Xenic §4.1.3), so a lost

@@ -32,8 +32,9 @@ pub use deadline::{
 };
 use deadline::{Deadlines, Waiting};
 
-/// Most transactions one coordinator has in flight.
-pub const TX_INFLIGHT_MAX: usize = 1024;
+/// Most transactions one coordinator has in flight (its slots of the
+/// transaction-id slot space, [`crate::slots`]).
+pub use crate::slots::TX_INFLIGHT_MAX;
 /// Bytes of a message body besides its items: transaction id, status byte and
 /// item counts, with room to spare.
 const BODY_OVERHEAD_BYTES: usize = 32;

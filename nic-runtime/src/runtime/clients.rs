@@ -180,7 +180,7 @@ impl Clients {
 
     /// The tickets (request ids the coordinator knows) of requests in
     /// flight: what a restarted NIC runtime answers `Unknown`
-    /// (`runtime::restart`).
+    /// (`recovery::restart`).
     pub(crate) fn live_tickets(&self) -> impl Iterator<Item = u64> + '_ {
         self.tickets
             .iter()

@@ -4,13 +4,15 @@
 //! takes them — recovery, re-replication's copies, a NIC restart's rebuild,
 //! the server or the coordinator.
 
-use super::{admission, restart, NicRuntime, RecoveryRuntime, RestartState, RX_BURST_MAX};
+use super::{NicRuntime, RecoveryRuntime, RestartState, RX_BURST_MAX};
 use crate::index::NicIndex;
 use crate::net::fragment::Reassembly;
 use crate::procedure::ProcedureRegistry;
 use crate::protocol::coordinator::Coordinator;
 use crate::protocol::server::Server;
 use crate::protocol::Io;
+use crate::recovery::restart;
+use crate::recovery::wiring::admission;
 use crate::Nanos;
 use splitkv_layout::wire::{decode_packet, Body, Messages, MsgKind, NodeId, PacketHeader};
 
@@ -66,7 +68,7 @@ struct Handlers<'r> {
     procedures: &'r ProcedureRegistry,
     bad: &'r mut u64,
     recovery: &'r mut RecoveryRuntime,
-    copies: &'r mut crate::rereplication::Copies,
+    copies: &'r mut crate::recovery::rereplication::Copies,
     restart: &'r mut RestartState,
     admission: &'r mut admission::Admission,
 }

@@ -4,11 +4,39 @@
 //! to the membership.
 
 use super::{NicRuntime, SESSION_EVENTS_MAX};
-use crate::membership::Configuration;
+use crate::membership::{Configuration, MembershipPort};
 use crate::net::session::SessionEvent;
 use crate::net::PeerAddressError;
 use splitkv_layout::wire::{NodeId, NodeMask};
 use std::net::SocketAddr;
+
+/// The membership agent's narrow view of this runtime: each operation is
+/// the inherent method of the same name.
+impl MembershipPort for NicRuntime {
+    fn drain_session_events(&mut self, out: &mut Vec<SessionEvent>) {
+        NicRuntime::drain_session_events(self, out)
+    }
+
+    fn drain_recovery_suspects(&mut self, out: &mut Vec<NodeId>) {
+        NicRuntime::drain_recovery_suspects(self, out)
+    }
+
+    fn set_peer_address(
+        &mut self,
+        node: NodeId,
+        addr: SocketAddr,
+    ) -> Result<bool, PeerAddressError> {
+        NicRuntime::set_peer_address(self, node, addr)
+    }
+
+    fn apply_configuration(&mut self, config: &Configuration) {
+        NicRuntime::apply_configuration(self, config)
+    }
+
+    fn take_caught_up(&mut self) -> Option<u32> {
+        NicRuntime::take_caught_up(self)
+    }
+}
 
 impl NicRuntime {
     /// Moves the session events raised so far (peers declared failed after
@@ -44,7 +72,7 @@ impl NicRuntime {
     /// newer than the last recovered one, this node is in the failed set)
     /// the epoch and failed peers are taken all the same, the node is not
     /// paused, and the refusal is counted
-    /// ([`RecoveryRuntimeStats::begin_refused`](super::recovery::RecoveryRuntimeStats::begin_refused)) and kept
+    /// ([`RecoveryRuntimeStats::begin_refused`](crate::runtime::RecoveryRuntimeStats::begin_refused)) and kept
     /// ([`NicRuntime::recovery_refusal`]).
     pub fn apply_configuration(&mut self, config: &Configuration) {
         self.admit_if(config);

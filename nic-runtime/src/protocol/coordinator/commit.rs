@@ -44,7 +44,7 @@ impl Coordinator {
     /// The LOG the replicas of `refusers` (a mask by node id) answered
     /// [`ReplyStatus::Unavailable`]: their NIC runtime restarted and lost it
     /// before it reached their host log (a rebuilding node answers so for a
-    /// LOG it does not hold, `crate::runtime::restart`). They are live
+    /// LOG it does not hold, `crate::recovery::restart`). They are live
     /// replicas that log it once they serve again, so it goes to them again,
     /// like a retransmission: the phase keeps its start time (its deadline
     /// still bounds the wait) and the other replicas' answers stand.

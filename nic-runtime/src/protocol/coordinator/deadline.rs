@@ -219,7 +219,7 @@ impl Coordinator {
     }
 
     /// `node` restarted its NIC runtime (a newer incarnation asked for a
-    /// rebuild, `runtime::restart`): it is no longer suspected, unless a
+    /// rebuild, `recovery::restart`): it is no longer suspected, unless a
     /// configuration excluded it.
     pub fn peer_restarted(&mut self, node: NodeId) {
         if (node as usize) < NODES_MAX && self.deadlines.dead & bit(node) == 0 {

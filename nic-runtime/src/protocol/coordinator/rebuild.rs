@@ -1,5 +1,5 @@
 //! What a coordinator tells a peer whose NIC runtime restarted alone
-//! (issue 12; the design is argued in `runtime::restart`): the locks its
+//! (issue 12; the design is argued in `recovery::restart`): the locks its
 //! transactions hold there live only in that NIC's index (Xenic §4.2.1
 //! (a)), so they are given back from here, with each transaction's phase
 //! and whether it still waits for that node's answer.

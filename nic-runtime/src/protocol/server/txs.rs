@@ -24,8 +24,8 @@ use splitkv_layout::wire::{NodeId, NodeMask, RecordKind};
 use splitkv_layout::TxId;
 
 /// Slots per coordinator node: its transactions', then the copy
-/// transactions' of re-replication (issue 12, `crate::rereplication`).
-const SLOTS: usize = TX_INFLIGHT_MAX + crate::rereplication::COPY_SLOTS_MAX;
+/// transactions' of re-replication ([`crate::slots`]).
+const SLOTS: usize = crate::slots::SLOTS_PER_NODE;
 const _: () = assert!(SLOTS <= TxId::SLOTS);
 
 /// How far the newest transaction of one coordinator slot got at this node.

@@ -1,9 +1,9 @@
-//! Steps 5–6 of `runtime::restart`'s docs: the restarted node decides the
+//! Steps 5–6 of `recovery::restart`'s docs: the restarted node decides the
 //! transactions it coordinated and lost, and serves again once its host has
 //! applied every decision.
 
-use super::super::NicRuntime;
 use crate::recovery::decide::{decide_by_records, LogQuorum};
+use crate::runtime::NicRuntime;
 use crate::{Nanos, Placement, PlacementView};
 use splitkv_layout::wire::REBUILD_DECISIONS_PER_MESSAGE_MAX;
 use splitkv_layout::wire::{Decision, NodeId, NodeMask, RebuildMsg, RecordEvidence};

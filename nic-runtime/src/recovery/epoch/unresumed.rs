@@ -27,7 +27,7 @@
 //! Both are needed: the three-node model never separates them (there every
 //! coordinator replicates what it writes), `tests/recovery_machine.rs` does.
 //!
-//! A third fact, for a NIC runtime that restarted alone (`runtime::restart`):
+//! A third fact, for a NIC runtime that restarted alone (`recovery::restart`):
 //! its rebuild decides the transactions its coordinator lost and sends the
 //! decisions to their replicas, but its coordinator no longer holds them, so
 //! a recovery epoch that begins before every replica took those decisions
@@ -72,7 +72,7 @@ pub(super) struct Unresumed {
 /// The coordinator's report of `tx_id`, a transaction it lost in a NIC
 /// restart whose outcome it learned since (`commit` or abort; writing
 /// `write_shards`): what its rebuild decided, or a COMMIT record a replica
-/// reported to the rebuild (`runtime::restart`).
+/// reported to the rebuild (`recovery::restart`).
 pub(crate) fn lost_outcome(tx_id: TxId, write_shards: NodeMask, commit: bool) -> CoordEvidence {
     CoordEvidence {
         tx_id,

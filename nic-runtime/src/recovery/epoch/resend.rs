@@ -3,7 +3,7 @@
 //! process or NIC runtime restarted, or this node's did, or this node
 //! learned that it addressed an incarnation that was gone. Packets held for
 //! the old process were dropped, and a NIC runtime that restarts keeps its
-//! recovery machine (host memory: `crate::runtime::restart`), so without
+//! recovery machine (host memory: `crate::recovery::restart`), so without
 //! this the step would wait for a message that no one sends again until a
 //! timeout suspects a live node (chaos seeds 66, 157 and 168 with named
 //! incarnations: a NIC restart inside a recovery epoch lost evidence held

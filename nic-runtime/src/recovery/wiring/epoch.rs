@@ -28,9 +28,7 @@ use crate::Nanos;
 /// Most received recovery messages kept between two iterations (the
 /// machine takes them all at the start of the next one).
 pub const RECOVERY_INBOX_MAX: usize = 2 * EARLY_MESSAGES_MAX;
-/// Most suspicions kept for the membership layer until drained
-/// ([`RecoveryRuntime::drain_suspects`]).
-pub const RECOVERY_SUSPECTS_MAX: usize = 64;
+pub use crate::membership::RECOVERY_SUSPECTS_MAX;
 
 /// Counters of the runtime's recovery wiring.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -93,7 +91,7 @@ impl RecoveryRuntime {
 
     /// The rebuild decided `tx_id`, a transaction this node's coordinator
     /// lost ([`Recovery::note_rebuild_decision`]); false if not kept.
-    pub(super) fn note_rebuild_decision(
+    pub(crate) fn note_rebuild_decision(
         &mut self,
         tx_id: TxId,
         write_shards: NodeMask,
@@ -141,7 +139,7 @@ impl RecoveryRuntime {
     /// (A node that rejoins or ends its copy changes the order, so every
     /// node passes through a recovery epoch: every transaction begun before
     /// it is decided and applied before any write is sent to the new
-    /// replica set, the join point of `crate::rereplication`.) A change of
+    /// replica set, the join point of `crate::recovery::rereplication`.) A change of
     /// some node's incarnation (`config.incarnation`) always begins one: a
     /// node that took only the newest of several configurations — a copying
     /// node crashed (configured out, so the others began an epoch) and
@@ -294,7 +292,7 @@ pub struct RecoveryActions {
     pub evidence_left_out: u64,
 }
 
-impl super::NicRuntime {
+impl crate::runtime::NicRuntime {
     /// Whether new transactions are held back while recovery runs.
     pub fn recovering(&self) -> bool {
         self.recovery.paused()
@@ -331,7 +329,7 @@ impl super::NicRuntime {
     /// a recorded decision waits until the host applied it (the `Applied`
     /// answer, and the resume, promise that the host table holds every
     /// decision: `Server::appends_settled`).
-    pub(super) fn poll_recovery(&mut self, now: Nanos) -> bool {
+    pub(crate) fn poll_recovery(&mut self, now: Nanos) -> bool {
         let mut work = self.recovery.step(now);
         loop {
             if self.recovery.machine().commands_pending() > 0
@@ -361,7 +359,7 @@ impl super::NicRuntime {
     /// to the machine's bound (records left out for want of room are
     /// counted, [`RecoveryActions::evidence_left_out`]), and per node the
     /// newest generation of its ids this node's fences saw.
-    pub(super) fn local_evidence(&mut self) -> LocalEvidence {
+    pub(crate) fn local_evidence(&mut self) -> LocalEvidence {
         let mut local = LocalEvidence::default();
         self.coordinator
             .evidence(self.io.node, &self.io.placement, &mut local.coordinated);
@@ -376,7 +374,7 @@ impl super::NicRuntime {
     }
 
     /// Carries out one command that changes local state.
-    pub(super) fn recovery_command(&mut self, now: Nanos, c: RecoveryCommand) {
+    pub(crate) fn recovery_command(&mut self, now: Nanos, c: RecoveryCommand) {
         let a = &mut self.actions;
         match c {
             RecoveryCommand::CommitPending { tx_id } | RecoveryCommand::DropPending { tx_id } => {

@@ -1,5 +1,5 @@
 //! The restarted node asks an awaited peer again (step 2 of
-//! `runtime::restart`'s docs) when its query or the report may be lost.
+//! `recovery::restart`'s docs) when its query or the report may be lost.
 
 use super::RestartState;
 use crate::runtime::NicRuntime;
@@ -11,7 +11,7 @@ impl RestartState {
     /// a query held for the old process was dropped, or the process that
     /// took it is gone with its report. Those still awaited are asked again
     /// at the next poll (`requery`).
-    pub(in crate::runtime) fn peers_renewed(&mut self, renewed: u32) {
+    pub(crate) fn peers_renewed(&mut self, renewed: u32) {
         if let Some(r) = self.rebuild.as_mut() {
             r.renewed |= renewed & r.waiting_for;
         }

@@ -7,8 +7,8 @@ use super::{
     COPY_CHUNK_RETRIES_MAX, COPY_OBJECTS_MAX, COPY_SLOTS_MAX,
 };
 use crate::placement::{Placement, PlacementView, NODES_MAX};
-use crate::protocol::coordinator::TX_INFLIGHT_MAX;
 use crate::protocol::Io;
+use crate::slots::TX_INFLIGHT_MAX;
 use splitkv_layout::wire::{CopyMsg, Flow, MsgKind, NodeId, NodeMask, ReplyStatus};
 use splitkv_layout::{Key, ObjectMeta, TxId};
 
@@ -194,7 +194,7 @@ impl Copies {
     }
 
     /// The NIC runtime of every node in `to` (a mask by node id; this node
-    /// itself for a restart here) restarted in place (issue 12): every copy
+    /// itself for a restart here) restarted (a NIC restart, issue 12): every copy
     /// under way from here to such a node — or every copy from here, if
     /// this node restarted — begins again from a new snapshot in the same
     /// epoch, since chunks and acknowledgements in flight were lost with the

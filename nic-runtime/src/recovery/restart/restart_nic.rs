@@ -1,6 +1,6 @@
-//! The restart itself (step 1 of the module docs of `runtime::restart`):
-//! the NIC runtime's queries of its availability, the in-place restart
-//! that drops every volatile part, and the polling that ends the rebuild.
+//! The NIC restart itself (step 1 of the module docs of `recovery::restart`):
+//! the NIC runtime's queries of its availability, the restart that drops
+//! every volatile part, and the polling that ends the rebuild.
 
 use super::{Availability, Parts, Rebuild, RebuildStats, RestartError, RESTART_DRAIN_ROUNDS_MAX};
 use crate::net::fragment::Reassembly;
@@ -32,7 +32,7 @@ impl NicRuntime {
         self.restart.net.incarnation
     }
 
-    /// The NIC runtime crashed and restarts in place at `now` (step 1 of
+    /// The NIC runtime crashed and restarts at `now` (step 1 of
     /// the module docs), as incarnation `incarnation`: DMA requests posted
     /// before the crash complete, every volatile part is dropped, the stack
     /// is rebuilt (same cluster, batching and session set-up), clients'
@@ -166,7 +166,7 @@ impl NicRuntime {
     /// Each iteration: the restarted node's progress (steps 5–6 of the
     /// module docs; the messages are handled as they arrive). Returns
     /// whether anything was done.
-    pub(in crate::runtime) fn poll_rebuild(&mut self, now: Nanos) -> bool {
+    pub(crate) fn poll_rebuild(&mut self, now: Nanos) -> bool {
         let parts = Parts {
             io: &mut self.io,
             index: &mut self.index,

@@ -1,4 +1,4 @@
-//! The rebuild messages (steps 3–4 of `runtime::restart`'s docs): a
+//! The rebuild messages (steps 3–4 of `recovery::restart`'s docs): a
 //! peer's answer to a query, and the restarted node's use of each report.
 
 use super::{RestartState, REBUILD_RECORDS_MAX};

@@ -1,4 +1,4 @@
-//! A NIC runtime that crashes alone and restarts in place (issue 12,
+//! A NIC runtime that crashes alone and restarts (the NIC restart; issue 12,
 //! "NIC-runtime-only crash"; DESIGN.md "Faults"; Xenic §4.2.1 (a)): the
 //! SmartNIC SoC (or the pinned core running the NIC runtime) dies while its
 //! host, the host's memory and the host's data live.
@@ -12,7 +12,7 @@
 //! fragment reassembly. Survives, because it is host memory: the host table,
 //! the host log with its pending LOG and decision records, the
 //! request/outcome and acknowledgement rings, and DMA requests already
-//! posted (the restart lets them complete: [`NicRuntime::restart_nic`](super::NicRuntime::restart_nic)). The
+//! posted (the restart lets them complete: [`NicRuntime::restart_nic`](crate::NicRuntime::restart_nic)). The
 //! server's per-slot record table (`protocol/server/txs.rs`: which record
 //! the host log holds for which transaction), the host log's tail and the
 //! shard's row count (`Room`) mirror host memory and are kept
@@ -31,7 +31,7 @@
 //! transaction's only coordinator).
 //!
 //! # Steps
-//! 1. **Restart** ([`NicRuntime::restart_nic`](super::NicRuntime::restart_nic)): DMA drains, volatile state
+//! 1. **Restart** ([`NicRuntime::restart_nic`](crate::NicRuntime::restart_nic)): DMA drains, volatile state
 //!    is dropped, the stack comes back with a newer incarnation (peers reset
 //!    their sessions and drop every packet of the old one), and every client
 //!    request in flight is answered [`TxStatus::Unknown`] (its transaction
@@ -96,19 +96,19 @@
 //! # Drivers
 //! The simulator restarts a NIC runtime between two passes
 //! (`benches/src/cluster/sim.rs`). A node process's driver restarts the
-//! NIC runtime's thread in place the same way: stop polling it, call
-//! [`NicRuntime::restart_nic`](super::NicRuntime::restart_nic) with `now` and one more than
-//! [`NicRuntime::incarnation`](super::NicRuntime::incarnation) (an incarnation no earlier process or NIC
+//! NIC runtime's thread the same way: stop polling it, call
+//! [`NicRuntime::restart_nic`](crate::NicRuntime::restart_nic) with `now` and one more than
+//! [`NicRuntime::incarnation`](crate::NicRuntime::incarnation) (an incarnation no earlier process or NIC
 //! restart of this node used), and poll it again on its thread; the host
 //! workers and application threads keep running meanwhile (their requests
 //! wait in the rings).
-//! [`NicRuntime::availability`](super::NicRuntime::availability) is what the node's status reports
+//! [`NicRuntime::availability`](crate::NicRuntime::availability) is what the node's status reports
 //! ("unavailable, rebuilding" with the peers still awaited). A thread that
 //! died with its `NicRuntime` (a panic) cannot be restarted this way: the
 //! record table would have to be read back from the host log first.
 //!
 //! A peer that crashes during the rebuild is waited for until a
-//! configuration excludes it ([`NicRuntime::apply_configuration`](super::NicRuntime::apply_configuration) calls
+//! configuration excludes it ([`NicRuntime::apply_configuration`](crate::NicRuntime::apply_configuration) calls
 //! [`RestartState::peers_excluded`]).
 //!
 //! # With membership changes (the chaos mix, issue 12)
@@ -162,7 +162,7 @@ pub enum Availability {
     },
 }
 
-/// Why [`NicRuntime::restart_nic`](super::NicRuntime::restart_nic) refused.
+/// Why [`NicRuntime::restart_nic`](crate::NicRuntime::restart_nic) refused.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum RestartError {
     /// The new incarnation is not above the old one (peers would take the
@@ -306,7 +306,7 @@ pub struct RestartState {
     deferred: Vec<(NodeId, u32, u32)>,
     /// Peer side: nodes whose query was answered since the last poll (their
     /// NIC restarted: re-replication copies to them begin again).
-    pub(super) answered: u32,
+    pub(crate) answered: u32,
     /// Peer side: recovered commits whose locks wait for the host to apply
     /// them: (tx_id, the host-log tail to wait for, once the append is done).
     releases: Vec<(TxId, Option<u64>)>,
@@ -315,7 +315,7 @@ pub struct RestartState {
 }
 
 /// What the dispatcher does with a protocol message while rebuilding.
-pub(super) enum Gate {
+pub(crate) enum Gate {
     /// Handle it.
     Pass,
     /// Drop it (counted).
@@ -332,7 +332,7 @@ impl RestartState {
     /// this coordinator silent about it would abort it by its "forgot"
     /// rule at a replica still holding the LOG (a live coordinator's COMMIT
     /// records are not evidence). Appended to `out` unless listed there.
-    pub(super) fn lost_commits(&self, out: &mut Vec<CoordEvidence>) {
+    pub(crate) fn lost_commits(&self, out: &mut Vec<CoordEvidence>) {
         let Some(r) = self.rebuild.as_ref().filter(|r| !r.decided) else {
             return;
         };
@@ -353,7 +353,7 @@ impl RestartState {
     }
 
     /// The state of a runtime whose stack was built from `net`.
-    pub(super) fn new(net: StackConfig) -> RestartState {
+    pub(crate) fn new(net: StackConfig) -> RestartState {
         RestartState {
             net,
             rebuild: None,
@@ -366,7 +366,7 @@ impl RestartState {
     }
 
     /// Whether this node is rebuilding (starts no transaction).
-    pub(super) fn rebuilding(&self) -> bool {
+    pub(crate) fn rebuilding(&self) -> bool {
         self.rebuild.is_some()
     }
 
@@ -375,7 +375,7 @@ impl RestartState {
     /// sender's messages (a report must take effect before the protocol
     /// messages its sender sent after it); returns `false` if it did not
     /// decode.
-    pub(super) fn on_wire(
+    pub(crate) fn on_wire(
         &mut self,
         from: NodeId,
         epoch: u32,
@@ -414,7 +414,7 @@ impl RestartState {
     /// What to do with protocol message `body` from `src` (step 3 of the
     /// module docs); responses always pass (the fresh coordinator drops
     /// those of lost transactions as stale).
-    pub(super) fn gate(&mut self, src: NodeId, body: &Body<'_>) -> Gate {
+    pub(crate) fn gate(&mut self, src: NodeId, body: &Body<'_>) -> Gate {
         let Some(r) = &self.rebuild else {
             return Gate::Pass;
         };
@@ -460,7 +460,7 @@ impl RestartState {
 }
 
 /// Refuses a request with [`ReplyStatus::Unavailable`] (EXECUTE, VALIDATE).
-pub(super) fn refuse(io: &mut Io, src: NodeId, body: &Body<'_>) {
+pub(crate) fn refuse(io: &mut Io, src: NodeId, body: &Body<'_>) {
     match body {
         Body::Execute { tx_id, .. } => io.w.begin_execute_resp(*tx_id, ReplyStatus::Unavailable),
         Body::Validate { tx_id, .. } => io.w.validate_resp(*tx_id, ReplyStatus::Unavailable),
@@ -470,8 +470,8 @@ pub(super) fn refuse(io: &mut Io, src: NodeId, body: &Body<'_>) {
 }
 
 mod decide;
-mod in_place;
 mod messages;
 mod requery;
+mod restart_nic;
 pub use decide::commit_point_reached;
 pub(crate) use messages::Parts;

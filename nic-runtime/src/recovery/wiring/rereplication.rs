@@ -1,10 +1,10 @@
-//! The runtime's side of re-replication (issue 12, [`crate::rereplication`]):
+//! The runtime's side of re-replication (issue 12, [`crate::recovery::rereplication`]):
 //! copies begin at a recovery epoch's `Resume`, are abandoned by a new
 //! configuration, read their snapshots through the driver's host scan, and
 //! report the end of this node's own copy to the membership layer.
 
-use super::NicRuntime;
-use crate::rereplication::{CopyStats, ShardSnapshot, SnapshotError};
+use crate::recovery::rereplication::{CopyStats, ShardSnapshot, SnapshotError};
+use crate::runtime::NicRuntime;
 
 impl NicRuntime {
     /// Takes the snapshot of every copy that waits for one (this node is
@@ -15,7 +15,7 @@ impl NicRuntime {
     ///
     /// # Errors
     /// [`SnapshotError::TooLarge`] when a shard exceeds
-    /// [`crate::rereplication::COPY_OBJECTS_MAX`] objects (that copy is
+    /// [`crate::recovery::rereplication::COPY_OBJECTS_MAX`] objects (that copy is
     /// given up and counted).
     pub fn serve_copy_reads(
         &mut self,

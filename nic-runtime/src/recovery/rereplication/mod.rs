@@ -59,8 +59,9 @@ pub const COPY_OBJECTS_MAX: usize = 1 << 22;
 pub const COPY_CHUNK_OBJECTS_MAX: usize = splitkv_layout::TX_VALUES_MAX;
 /// Most key and value bytes in one chunk (a chunk holds at least one object).
 pub const COPY_CHUNK_BYTES_MAX: usize = 8 * 1024;
-/// Copy-transaction slots per source node: chunks in flight at once.
-pub const COPY_SLOTS_MAX: usize = 4;
+/// Copy-transaction slots per source node: chunks in flight at once (its
+/// slots of the transaction-id slot space, [`crate::slots`]).
+pub use crate::slots::COPY_SLOTS_MAX;
 /// Most copies one node runs as source at once (one per shard it is
 /// primary of and node being copied).
 pub const COPIES_MAX: usize = crate::placement::NODES_MAX;

@@ -88,7 +88,7 @@
 //! to [`EARLY_MESSAGES_MAX`]; the command queue holds at most
 //! [`COMMANDS_MAX`] per epoch. Recovery is not on the hot path: it allocates.
 //!
-//! # Wiring (`crate::runtime::recovery`)
+//! # Wiring (`crate::recovery::wiring::epoch`)
 //! - Messages: [`MsgKind::Recovery`](splitkv_layout::wire::MsgKind::Recovery)
 //!   on the recovery flow, dispatched to the machine.
 //! - Begin: `NicRuntime::apply_configuration` with failed nodes bumps the
@@ -130,7 +130,7 @@
 //!   after it (crash → resumed service, `sim/tests/crash_harness.rs`).
 //!
 //! Re-replication, restarted nodes and NIC-only restarts (issue 12) live in
-//! `crate::rereplication`, `crate::membership` and `crate::runtime::restart`;
+//! `crate::recovery::rereplication`, `crate::membership` and `crate::recovery::restart`;
 //! the steps above are modelled in `tla/XenicOCCMsgs.tla` (three nodes, the
 //! ring's replica sets).
 //!

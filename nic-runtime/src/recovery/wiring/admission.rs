@@ -24,12 +24,12 @@
 //! them stalled that epoch: chaos list-append seed 1 on the first version
 //! of this gate).
 
-use super::NicRuntime;
 use crate::membership::Configuration;
+use crate::runtime::NicRuntime;
 
 /// Whether this runtime waits for the membership to admit it.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub(super) struct Admission {
+pub(crate) struct Admission {
     /// The incarnation a configuration must name (or exceed) for this node
     /// to be admitted; `None` once admitted, or for a runtime that started
     /// with the cluster.
@@ -40,12 +40,12 @@ pub(super) struct Admission {
 
 impl Admission {
     /// Whether every peer message is dropped and no transaction started.
-    pub(super) fn waiting(&self) -> bool {
+    pub(crate) fn waiting(&self) -> bool {
         self.awaiting.is_some()
     }
 
     /// Counts one peer message dropped while waiting.
-    pub(super) fn count_drop(&mut self) {
+    pub(crate) fn count_drop(&mut self) {
         self.dropped += 1;
     }
 }
@@ -78,7 +78,7 @@ impl NicRuntime {
     }
 
     /// Ends the wait if `config` admits this node's awaited incarnation.
-    pub(super) fn admit_if(&mut self, config: &Configuration) {
+    pub(crate) fn admit_if(&mut self, config: &Configuration) {
         let Some(inc) = self.admission.awaiting else {
             return;
         };
