@@ -9,8 +9,8 @@
 //! - [`list_append`] and [`register`]: Elle's list-append and read-write
 //!   register transactions and generators;
 //! - [`history`]: both as [`Workload`]s on the same cluster path, whose check
-//!   is the strict-serializability checker (`splitkv_sim::checker`) and the
-//!   lost-commit accounting (`splitkv_sim::lost_commits`); checking a
+//!   is the strict-serializability checker (`splitkv_check::checker`) and the
+//!   lost-commit accounting (`splitkv_check::lost_commits`); checking a
 //!   history file;
 //! - [`history_gen`]: the generator that records those histories (Jepsen's shape);
 //! - [`history_observer`]: the same histories recorded from an application's

@@ -2,8 +2,8 @@
 //! register runs on 3 nodes (replication 3) with few keys and many
 //! transactions in flight, on several seeds; each history is written as JSON
 //! lines, read back, checked for strict serializability
-//! (`splitkv_sim::checker`) and for lost and phantom commits against the
-//! primaries' final state (`splitkv_sim::lost_commits`).
+//! (`splitkv_check::checker`) and for lost and phantom commits against the
+//! primaries' final state (`splitkv_check::lost_commits`).
 //!
 //! The write-skew runs (read two keys, write one) are the ones
 //! `scripts/mutation` expects to fail when read validation is skipped or a
@@ -14,9 +14,9 @@ mod history_support;
 use history_support::{check_run, list_append, register, spec, HistoryCluster};
 use splitkv_bench::history::{HistoryCheck, HistoryReport as Checked};
 use splitkv_bench::history_gen::TxShape;
+use splitkv_check::checker::EdgeKind;
+use splitkv_check::history::History;
 use splitkv_layout::host_nic::TxStatus;
-use splitkv_sim::checker::EdgeKind;
-use splitkv_sim::history::History;
 use splitkv_sim::{Sim, SimConfig};
 
 const NODES: usize = 3;
