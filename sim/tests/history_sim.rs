@@ -17,6 +17,7 @@ use splitkv_bench::history_gen::TxShape;
 use splitkv_check::checker::EdgeKind;
 use splitkv_check::history::History;
 use splitkv_layout::host_nic::TxStatus;
+use splitkv_sim::cluster::{build_on_sim, SimCluster};
 use splitkv_sim::{Sim, SimConfig};
 
 const NODES: usize = 3;
@@ -42,7 +43,7 @@ fn simulate(workload: HistoryCheck, seed: u64, budget: u64, name: &str) -> (Hist
         ..SimConfig::default()
     };
     let spec = spec(NODES, INFLIGHT, budget, seed, 500);
-    let (mut cluster, net) = HistoryCluster::build_on_sim(spec, workload, cfg).expect("build");
+    let (mut cluster, net) = build_on_sim(spec, workload, cfg).expect("build");
     let mut sim = Sim::new(cfg);
     if let Err(e) = cluster.run_sim_until_quiescent(&mut sim, &net, PASSES_PER_SLICE, PASSES_MAX) {
         panic!("{name}: simulated network healthy, no stall: {e}");
