@@ -36,6 +36,7 @@ use splitkv_bench::measure::thread_cpu_time;
 use splitkv_layout::key::Key;
 use splitkv_layout::meta::ObjectMeta;
 use splitkv_layout::wire::{Body, BodyWriter, MsgKind, ReplyStatus};
+use splitkv_layout::TxId;
 use splitkv_nic::net::mem::{mem_network, MemTransport};
 use splitkv_nic::net::session::{SessionConfig, SESSION_WINDOW_PACKETS_MAX};
 use splitkv_nic::net::stack::{Stack, StackConfig};
@@ -54,9 +55,9 @@ const RX_BURST: usize = 64;
 /// The two message bodies measured.
 fn bodies() -> [(&'static str, BodyWriter); 2] {
     let mut ack = BodyWriter::new();
-    ack.ack(MsgKind::LogAck, 7, ReplyStatus::Ok);
+    ack.ack(MsgKind::LogAck, TxId::from_bits(7), ReplyStatus::Ok);
     let mut log = BodyWriter::new();
-    log.begin_items(MsgKind::Log, 7);
+    log.begin_items(MsgKind::Log, TxId::from_bits(7));
     log.push_item(&Key::new(1, 42), ObjectMeta::default(), &[0xAB; 32]);
     assert_eq!(ack.bytes().len(), 9);
     assert_eq!(log.bytes().len(), 64);

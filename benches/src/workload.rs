@@ -178,6 +178,24 @@ pub trait Workload: Sync {
 
     /// Checks the quiesced database against what the generators saw.
     fn check(&self, db: &Db<'_>, gens: &[&Self::Generator]) -> Result<Self::Report, CheckError>;
+
+    /// Writes the client history the generators recorded to `path` (Jepsen's
+    /// JSON lines), whatever state the run ended in: the simulator keeps the
+    /// histories of failing and stalled seeds for an outside checker. Call
+    /// after every generator finished (`BenchCluster::finish`). Returns
+    /// whether this workload records a history (the default: it does not,
+    /// and writes nothing).
+    ///
+    /// # Errors
+    /// [`CheckError::Failed`] if the history cannot be merged or written.
+    fn write_history(
+        &self,
+        gens: &[&Self::Generator],
+        path: &std::path::Path,
+    ) -> Result<bool, CheckError> {
+        let _ = (gens, path);
+        Ok(false)
+    }
 }
 
 /// A check that failed after a run (a workload's, or the replica check).

@@ -44,7 +44,7 @@ use splitkv_layout::host_nic::{HostToNic, LogApplied};
 use splitkv_layout::log_record::{LogKind, LogRecord, LogRecords, LOG_ENTRY_BYTES_MAX};
 use splitkv_layout::ring::{RingConsumer, RingError, RingProducer};
 use splitkv_layout::DecodeError;
-use splitkv_layout::Key;
+use splitkv_layout::{Key, TxId};
 use splitkv_nic::placement::NODES_MAX;
 use splitkv_nic::protocol::coordinator::TX_INFLIGHT_MAX;
 use splitkv_nic::{Component, Nanos};
@@ -180,7 +180,7 @@ pub struct HostWorker {
     stats: WorkerStats,
     error: Option<WorkerError>,
     /// Pending LOG records (re-encoded, concatenated) per undecided transaction.
-    pending: HashMap<u64, Vec<u8>>,
+    pending: HashMap<TxId, Vec<u8>>,
     /// This iteration's committed transactions' records, in decision order,
     /// with the index of the entry holding each decision.
     ready: Vec<(usize, Vec<u8>)>,
@@ -239,12 +239,12 @@ impl HostWorker {
     }
 
     /// Ids of the transactions whose LOG records wait for a decision.
-    pub fn pending_tx_ids(&self) -> impl Iterator<Item = u64> + '_ {
+    pub fn pending_tx_ids(&self) -> impl Iterator<Item = TxId> + '_ {
         self.pending.keys().copied()
     }
 
     /// The pending LOG records of `tx_id`, if any (for recovery and checks).
-    pub fn pending_records(&self, tx_id: u64) -> Option<LogRecords<'_>> {
+    pub fn pending_records(&self, tx_id: TxId) -> Option<LogRecords<'_>> {
         self.pending.get(&tx_id).map(|b| LogRecords::new(b))
     }
 

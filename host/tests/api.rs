@@ -5,7 +5,7 @@ use proptest::prelude::*;
 use splitkv_host::{build_node, ClientError, Node, NodeConfig};
 use splitkv_layout::host_nic::{HostToNic, LogApplied, TxStatus, ARGS_BYTES_MAX};
 use splitkv_layout::wire::{BodyWriter, MsgHeader, MsgKind, PacketHeader};
-use splitkv_layout::{Key, ObjectMeta};
+use splitkv_layout::{Key, ObjectMeta, TxId};
 use splitkv_nic::net::mem::{mem_network, MemTransport};
 use splitkv_nic::net::stack::{CLUSTER_ID_DEFAULT, INCARNATION_DEFAULT};
 use splitkv_nic::net::{Transport, TxPacket};
@@ -222,7 +222,7 @@ fn send(peer: &mut MemTransport, bytes: Vec<u8>) {
 fn oversized_value_from_a_peer_never_reaches_the_host_log() {
     let (mut n, mut peer) = node();
     let mut w = BodyWriter::new();
-    w.begin_items(MsgKind::Log, 5);
+    w.begin_items(MsgKind::Log, TxId::from_bits(5));
     w.push_item(&Key::new(0, 1), ObjectMeta(1), &[0u8; 9]);
     let mut pkt = Vec::new();
     let mut msg = Vec::new();

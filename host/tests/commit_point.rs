@@ -10,7 +10,7 @@ use splitkv_host::HostWorker;
 use splitkv_layout::ring::ring_pair;
 use splitkv_layout::robinhood_layout::{TableConfig as LayoutConfig, TableLayout};
 use splitkv_layout::wire::{decode_packet, Body, BodyWriter, MsgKind, ReplyStatus};
-use splitkv_layout::{Key, ObjectFlags, ObjectMeta, Region};
+use splitkv_layout::{Key, ObjectFlags, ObjectMeta, Region, TxId};
 use splitkv_nic::dma::local::LocalDma;
 use splitkv_nic::dma::DmaCompletion;
 use splitkv_nic::index::{HostTableLayout, NicIndex};
@@ -56,8 +56,8 @@ fn rig() -> Rig {
 }
 
 /// Transaction `slot` of coordinator [`PEER`], generation `gen`.
-fn tx(slot: u64, gen: u32) -> u64 {
-    ((PEER as u64) << 48) | (slot << 32) | gen as u64
+fn tx(slot: usize, gen: u32) -> TxId {
+    TxId::new(PEER, slot, gen)
 }
 
 /// A key node 0 is the primary of (`primary`) or a backup of.
@@ -127,14 +127,14 @@ impl Rig {
     }
 }
 
-fn execute(tx: u64, locks: &[Key]) -> BodyWriter {
+fn execute(tx: TxId, locks: &[Key]) -> BodyWriter {
     let mut w = BodyWriter::new();
     w.begin_execute(tx);
     locks.iter().for_each(|k| w.push_lock(k));
     w
 }
 
-fn items(kind: MsgKind, tx: u64, items: &[(Key, u64, &[u8])]) -> BodyWriter {
+fn items(kind: MsgKind, tx: TxId, items: &[(Key, u64, &[u8])]) -> BodyWriter {
     let mut w = BodyWriter::new();
     w.begin_items(kind, tx);
     items
@@ -143,7 +143,7 @@ fn items(kind: MsgKind, tx: u64, items: &[(Key, u64, &[u8])]) -> BodyWriter {
     w
 }
 
-fn abort(tx: u64, keys: &[Key]) -> BodyWriter {
+fn abort(tx: TxId, keys: &[Key]) -> BodyWriter {
     let mut w = BodyWriter::new();
     w.begin_abort(tx);
     keys.iter().for_each(|k| w.push_abort_key(k));

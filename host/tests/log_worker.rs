@@ -14,7 +14,7 @@ use splitkv_host::HostWorker;
 use splitkv_layout::host_nic::HostToNic;
 use splitkv_layout::log_record::{LogKind, LogRecord, LOG_ENTRY_BYTES_MAX};
 use splitkv_layout::ring::ring_pair;
-use splitkv_layout::{Key, ObjectFlags, ObjectMeta, TX_VALUES_MAX, VALUE_BYTES_MAX};
+use splitkv_layout::{Key, ObjectFlags, ObjectMeta, TxId, TX_VALUES_MAX, VALUE_BYTES_MAX};
 use std::collections::HashMap;
 
 /// Appends a committed write to `out`: a LOG record of a transaction of its
@@ -22,7 +22,7 @@ use std::collections::HashMap;
 /// at the decision, issue 11).
 fn record(id: u64, version: u64, value: &[u8], out: &mut Vec<u8>) {
     static NEXT_TX: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
-    let tx_id = NEXT_TX.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let tx_id = TxId::from_bits(NEXT_TX.fetch_add(1, std::sync::atomic::Ordering::Relaxed));
     LogRecord {
         kind: LogKind::Log,
         tx_id,
@@ -264,7 +264,7 @@ fn applies_sixteen_four_kib_values_of_one_commit() {
             let id = if e < 2 { i } else { e * 100 + i };
             LogRecord {
                 kind: LogKind::Log,
-                tx_id: e,
+                tx_id: TxId::from_bits(e),
                 key: Key::new(1, id),
                 meta: ObjectMeta::new(e + 1, ObjectFlags::READABLE),
                 value: &value(e, i),
@@ -274,7 +274,7 @@ fn applies_sixteen_four_kib_values_of_one_commit() {
         assert_eq!(entry.len(), LOG_ENTRY_BYTES_MAX);
         log_tx.try_push(&entry).unwrap();
         entry.clear();
-        LogRecord::decision(LogKind::Commit, e).encode(&mut entry);
+        LogRecord::decision(LogKind::Commit, TxId::from_bits(e)).encode(&mut entry);
         log_tx.try_push(&entry).unwrap();
     }
     assert!(worker.run_iteration(0));

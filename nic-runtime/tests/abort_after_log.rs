@@ -20,7 +20,7 @@ use splitkv_layout::wire::{
     BodyWriter, CoordPhase, MsgKind, NodeId, NodeMask, Outcome, RecordEvidence, RecordKind,
     ReplyStatus,
 };
-use splitkv_layout::{Key, ObjectFlags, ObjectMeta};
+use splitkv_layout::{Key, ObjectFlags, ObjectMeta, TxId};
 use splitkv_nic::recovery::TxEvidence;
 use splitkv_nic::{Placement, PlacementView};
 use support::coordinator::CoordinatorRig as Rig;
@@ -44,12 +44,12 @@ fn key() -> Key {
 /// Starts the write of [`key`], answers its EXECUTE, and has every replica
 /// answer its LOG, [`REFUSER`] with `HostFailure`. Returns the rig and the
 /// transaction id.
-fn refused_log() -> (Rig, u64) {
+fn refused_log() -> (Rig, TxId) {
     refused_log_with(ReplyStatus::HostFailure)
 }
 
 /// As [`refused_log`], [`REFUSER`] answering `why`.
-fn refused_log_with(why: ReplyStatus) -> (Rig, u64) {
+fn refused_log_with(why: ReplyStatus) -> (Rig, TxId) {
     let mut r = Rig::new(placement(), vec![key()]);
     let req = TxRequest {
         req_id: 7,
@@ -88,7 +88,7 @@ fn told(r: &mut Rig) -> Vec<TxStatus> {
 }
 
 /// Round 1 was sent to every replica (all three hold or may hold the LOG).
-fn round1_to_all(r: &mut Rig, tx: u64) {
+fn round1_to_all(r: &mut Rig, tx: TxId) {
     let mut sent = r.sent_kinds();
     sent.sort_by_key(|&(d, _, _)| d);
     assert_eq!(
@@ -102,7 +102,7 @@ fn round1_to_all(r: &mut Rig, tx: u64) {
     );
 }
 
-fn ack(r: &mut Rig, n: NodeId, tx: u64) {
+fn ack(r: &mut Rig, n: NodeId, tx: TxId) {
     let mut w = BodyWriter::new();
     w.ack(MsgKind::AbortLogAck, tx, ReplyStatus::Ok);
     r.respond(n, &w);
@@ -196,7 +196,7 @@ fn the_live_coordinator_reports_its_abort_decision_to_recovery_between_the_round
 }
 
 /// Node `n`'s evidence that it holds the LOG of `tx` (pending).
-fn log_record(tx: u64) -> RecordEvidence {
+fn log_record(tx: TxId) -> RecordEvidence {
     let shard = placement().shard(&key());
     RecordEvidence {
         tx_id: tx,

@@ -14,7 +14,7 @@ use splitkv_layout::log_record::LogKind;
 use splitkv_layout::wire::{
     Body, BodyWriter, MsgKind, NodeMask, RecordEvidence, RecordKind, ReplyStatus,
 };
-use splitkv_layout::{Key, ObjectFlags, ObjectMeta};
+use splitkv_layout::{Key, ObjectFlags, ObjectMeta, TxId};
 use splitkv_nic::recovery::TxEvidence;
 use splitkv_nic::{Placement, PlacementView};
 use support::server::{ServerRig as Rig, PEER};
@@ -29,8 +29,8 @@ fn rig() -> Rig {
 }
 
 /// Transaction `slot` of coordinator [`PEER`], generation 1.
-fn tx(slot: u64) -> u64 {
-    ((PEER as u64) << 48) | (slot << 32) | 1
+fn tx(slot: usize) -> TxId {
+    TxId::new(PEER, slot, 1)
 }
 
 impl Rig {
@@ -62,7 +62,7 @@ impl Rig {
     }
 
     /// EXECUTE locking [`KEY`] for `t`, then its LOG: both answered `Ok`.
-    fn locked_and_logged(&mut self, t: u64) {
+    fn locked_and_logged(&mut self, t: TxId) {
         let mut w = BodyWriter::new();
         w.begin_execute(t);
         w.push_lock(&KEY);
@@ -87,27 +87,27 @@ impl Rig {
 const OK: ReplyStatus = ReplyStatus::Ok;
 const ACKED: (MsgKind, ReplyStatus) = (MsgKind::AbortLogAck, OK);
 
-fn execute_locking(t: u64) -> BodyWriter {
+fn execute_locking(t: TxId) -> BodyWriter {
     let mut w = BodyWriter::new();
     w.begin_execute(t);
     w.push_lock(&KEY);
     w
 }
 
-fn log(t: u64) -> BodyWriter {
+fn log(t: TxId) -> BodyWriter {
     let mut w = BodyWriter::new();
     w.begin_log(t, NodeMask::EMPTY);
     w.push_item(&KEY, ObjectMeta::new(4, ObjectFlags::empty()), b"new");
     w
 }
 
-fn abort_log(t: u64) -> BodyWriter {
+fn abort_log(t: TxId) -> BodyWriter {
     let mut w = BodyWriter::new();
     w.abort_log(t);
     w
 }
 
-fn abort(t: u64) -> BodyWriter {
+fn abort(t: TxId) -> BodyWriter {
     let mut w = BodyWriter::new();
     w.begin_abort(t);
     w.push_abort_key(&KEY);
@@ -247,7 +247,7 @@ fn a_decision_during_the_log_append_survives_a_newer_transaction_of_the_slot() {
             r.deliver(&abort(t));
         }
         // The slot's next transaction (generation 2) overtakes the append.
-        r.deliver(&execute_locking(t + 1));
+        r.deliver(&execute_locking(TxId::new(PEER, 10, 2)));
         r.pump();
         let decision = if commit {
             LogKind::Commit

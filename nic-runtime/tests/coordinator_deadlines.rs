@@ -10,7 +10,7 @@
 
 use splitkv_layout::host_nic::{TxRequest, TxStatus};
 use splitkv_layout::wire::{BodyWriter, MsgKind, NodeId, ReplyStatus};
-use splitkv_layout::{Key, ObjectFlags, ObjectMeta};
+use splitkv_layout::{Key, ObjectFlags, ObjectMeta, TxId};
 use splitkv_nic::protocol::coordinator::{
     ABORT_LOG_RESENDS_MAX, DEADLINE_SCAN_INTERVAL_NS, PHASE_DEADLINE_NS_DEFAULT,
 };
@@ -53,7 +53,7 @@ impl Rig {
     }
 
     /// Starts the transaction; returns its tx_id and the primary of KEY.
-    fn start(&mut self) -> (u64, NodeId) {
+    fn start(&mut self) -> (TxId, NodeId) {
         let req = TxRequest {
             req_id: 1,
             procedure: 0,
@@ -71,7 +71,7 @@ impl Rig {
 
     /// Starts and answers EXECUTE (lock granted); returns the tx id and
     /// the nodes LOG went to.
-    fn start_to_log(&mut self) -> (u64, NodeId, Vec<NodeId>) {
+    fn start_to_log(&mut self) -> (TxId, NodeId, Vec<NodeId>) {
         let (tx, primary) = self.start();
         let mut w = BodyWriter::new();
         w.begin_execute_resp(tx, ReplyStatus::Ok);
@@ -138,7 +138,7 @@ fn an_excluded_primary_ends_execute_at_once_without_sending_to_it() {
 }
 
 /// The ABORTs after LOG sent so far, by destination (sorted).
-fn abort_logs(sent: &[(NodeId, MsgKind, u64)], tx: u64) -> Vec<NodeId> {
+fn abort_logs(sent: &[(NodeId, MsgKind, TxId)], tx: TxId) -> Vec<NodeId> {
     let mut to: Vec<NodeId> = sent
         .iter()
         .filter(|&&(_, k, t)| k == MsgKind::AbortLog && t == tx)

@@ -7,7 +7,7 @@
 
 use splitkv_layout::host_nic::{TxRequest, TxStatus};
 use splitkv_layout::wire::{BodyWriter, MsgKind, NodeId, ReplyStatus};
-use splitkv_layout::{Key, ObjectFlags, ObjectMeta};
+use splitkv_layout::{Key, ObjectFlags, ObjectMeta, TxId};
 use splitkv_nic::Placement;
 use support::coordinator::CoordinatorRig as Rig;
 
@@ -29,7 +29,7 @@ impl Rig {
 }
 
 /// Starts the transaction; returns its tx_id and the primary it went to.
-fn start(r: &mut Rig) -> (u64, NodeId) {
+fn start(r: &mut Rig) -> (TxId, NodeId) {
     let req = TxRequest {
         req_id: 1,
         procedure: 0,

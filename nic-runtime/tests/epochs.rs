@@ -7,7 +7,7 @@
 mod support;
 
 use splitkv_layout::wire::{decode_packet, BodyWriter, MsgKind};
-use splitkv_layout::{Key, ObjectMeta};
+use splitkv_layout::{Key, ObjectMeta, TxId};
 use splitkv_nic::membership::Configuration;
 use splitkv_nic::net::mem::mem_network;
 use splitkv_nic::net::stack::StackConfig;
@@ -18,7 +18,7 @@ use support::{lone_runtime, peer_packet};
 /// A LOG from node 1 numbered `seq`, sent in `epoch`.
 fn log_packet(seq: u32, epoch: u32) -> Vec<u8> {
     let mut w = BodyWriter::new();
-    w.begin_items(MsgKind::Log, 7 + seq as u64);
+    w.begin_items(MsgKind::Log, TxId::from_bits(7 + seq as u64));
     w.push_item(&Key::new(0, 1), ObjectMeta(1), b"x");
     let mut p = peer_packet(seq, &w);
     p[24..28].copy_from_slice(&epoch.to_le_bytes());

@@ -11,7 +11,7 @@
 mod support;
 
 use splitkv_layout::wire::{BodyWriter, MsgKind, NodeId};
-use splitkv_layout::{Key, ObjectMeta};
+use splitkv_layout::{Key, ObjectMeta, TxId};
 use splitkv_nic::membership::{Configuration, Membership, MembershipAgent, MembershipError};
 use splitkv_nic::net::mem::mem_network;
 use splitkv_nic::net::session::SessionConfig;
@@ -89,7 +89,7 @@ fn a_silent_peer_is_reported_and_the_next_configuration_applied() {
     let mut agent = MembershipAgent::new(RENEW_NS);
     // Node 1 sends one LOG; node 0 answers and waits for an ack that never comes.
     let mut w = BodyWriter::new();
-    w.begin_items(MsgKind::Log, 7);
+    w.begin_items(MsgKind::Log, TxId::from_bits(7));
     w.push_item(&Key::new(0, 1), ObjectMeta(1), b"x");
     let pkt = peer_packet(0, &w);
     peer.tx_burst(
@@ -273,7 +273,7 @@ fn a_peer_admitted_at_a_new_address_is_re_pointed_and_its_old_address_dropped() 
     assert_eq!(agent.stats().configurations, 2);
     assert_eq!(agent.stats().peers_repointed, 1, "same address: no move");
     let mut w = BodyWriter::new();
-    w.begin_items(MsgKind::Log, 7);
+    w.begin_items(MsgKind::Log, TxId::from_bits(7));
     w.push_item(&Key::new(0, 1), ObjectMeta(1), b"x");
     let pkt = peer_packet(0, &w);
     assert_eq!(

@@ -5,7 +5,7 @@
 
 use restart_rig::*;
 use splitkv_layout::host_nic::TxStatus;
-use splitkv_layout::Key;
+use splitkv_layout::{Key, TxId};
 use splitkv_nic::runtime::Availability;
 use std::collections::{HashMap, HashSet};
 use std::sync::atomic::Ordering;
@@ -172,7 +172,7 @@ fn run_with_restart(at: usize, seed: u64) -> Vec<Node> {
 /// stays undecided; no lock stays held.
 fn check(nodes: &[Node], at: usize) {
     let p = placement();
-    let mut decided: HashMap<u64, bool> = HashMap::new();
+    let mut decided: HashMap<TxId, bool> = HashMap::new();
     for (id, n) in nodes.iter().enumerate() {
         for tx in n.host.logs.keys() {
             let c = n.host.commits.contains(tx);
@@ -193,7 +193,7 @@ fn check(nodes: &[Node], at: usize) {
         for (req, status) in &n.told {
             let marker = req.to_le_bytes();
             // The transactions (at any replica) that wrote this request's marker.
-            let txs: HashSet<u64> = nodes
+            let txs: HashSet<TxId> = nodes
                 .iter()
                 .flat_map(|m| m.host.logs.iter())
                 .filter(|(_, w)| w.iter().any(|(_, v)| v[..] == marker))

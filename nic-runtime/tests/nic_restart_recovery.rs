@@ -219,8 +219,7 @@ fn a_restarted_process_numbers_its_transactions_above_its_predecessors() {
         });
         assert_eq!(nodes[0].told[&req], TxStatus::Committed);
     }
-    let generation = |tx: u64| tx as u32;
-    let newest_old = nodes[2].host.commits.iter().map(|&t| generation(t)).max();
+    let newest_old = nodes[2].host.commits.iter().map(|t| t.generation()).max();
     assert!(newest_old >= Some(20), "{newest_old:?}");
     // Node 0's process dies; the others configure it out and recover.
     let out = Configuration::initial(NODES, 2).without(1);
@@ -247,8 +246,8 @@ fn a_restarted_process_numbers_its_transactions_above_its_predecessors() {
         .host
         .commits
         .iter()
-        .filter(|&&t| t >> 48 == 0)
-        .map(|&t| generation(t))
+        .filter(|t| t.coordinator() == 0)
+        .map(|t| t.generation())
         .max();
     assert!(
         new > newest_old,

@@ -12,12 +12,13 @@ mod harness;
 
 use harness::{Cluster, Coord};
 use splitkv_layout::wire::{CoordPhase, NodeId, NodeMask, RecordKind};
+use splitkv_layout::TxId;
 
 /// 4 nodes, replication 3; `tx` is coordinated by node 1 and writes shard
 /// 2, whose replicas (2, 3, 0) all hold its LOG; its coordinator is still
 /// waiting for the LOG acknowledgements. Node 3 crashes: node 0 leads the
 /// recovery, and rule 4 commits `tx`.
-fn logged_everywhere_then_crash() -> (Cluster, u64) {
+fn logged_everywhere_then_crash() -> (Cluster, TxId) {
     let mut c = Cluster::new(4, 3);
     let replicas: Vec<NodeId> = c.view().live_replicas(2).collect();
     assert_eq!(replicas.len(), 3);

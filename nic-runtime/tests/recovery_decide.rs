@@ -22,6 +22,7 @@ use proptest::prelude::*;
 use splitkv_layout::wire::{
     CoordEvidence, CoordPhase, NodeId, NodeMask, Outcome, RecordEvidence, RecordKind,
 };
+use splitkv_layout::TxId;
 use splitkv_nic::recovery::TxEvidence;
 use splitkv_nic::{Placement, PlacementView};
 
@@ -162,7 +163,7 @@ fn run(c: &Case, weak_abort_report: bool) -> History {
 /// The leader's evidence from the survivors of `h`.
 fn evidence(c: &Case, h: &History) -> TxEvidence {
     let mut e = TxEvidence::default();
-    let tx_id = (c.coordinator as u64) << 48 | 1;
+    let tx_id = TxId::new(c.coordinator, 0, 1);
     if !c.crashed.contains(c.coordinator) {
         e.add_coordinator(CoordEvidence {
             tx_id,

@@ -10,6 +10,7 @@ use harness::{Cluster, Coord, STEP_NS};
 use rand_xoshiro::rand_core::{RngCore, SeedableRng};
 use rand_xoshiro::Xoshiro256PlusPlus;
 use splitkv_layout::wire::{CoordPhase, Decision, NodeId, NodeMask, RecordKind, RecoveryMsg};
+use splitkv_layout::TxId;
 use splitkv_nic::recovery::{
     LocalEvidence, Recovery, RecoveryCommand, RecoveryConfig, RecoveryError, RecoveryPhase,
     DECISION_TIMEOUT_NS_DEFAULT, EARLY_MESSAGES_MAX, EVIDENCE_TIMEOUT_NS_DEFAULT,
@@ -318,7 +319,7 @@ fn messages_of_other_epochs_and_bad_epochs() {
             part: 0,
             parts: 1,
             decisions: vec![Decision {
-                tx_id: 1,
+                tx_id: TxId::from_bits(1),
                 commit: true,
             }],
             generation: 0,
@@ -393,7 +394,7 @@ fn each_node_hears_the_newest_generation_of_its_ids_any_live_node_saw() {
 }
 
 /// Generates one transaction's history (as in `recovery_decide.rs`) into `c`.
-fn random_tx(c: &mut Cluster, rng: &mut Xoshiro256PlusPlus, tx: u64) {
+fn random_tx(c: &mut Cluster, rng: &mut Xoshiro256PlusPlus, tx: TxId) {
     let n = c.nodes.len() as u64;
     let mut roll = |k: u64| rng.next_u64() % k;
     let mut w = NodeMask::EMPTY;
@@ -464,9 +465,9 @@ fn random_histories_recover_consistently() {
         let nodes = 3 + (rng.next_u64() % 5) as usize;
         let replication = 2 + (rng.next_u64() % (nodes as u64 - 1)).min(2) as usize;
         let mut c = Cluster::new(nodes, replication);
-        for slot in 0..20 {
+        for generation in 0..20 {
             let coord = (rng.next_u64() % nodes as u64) as NodeId;
-            random_tx(&mut c, &mut rng, Cluster::tx(coord, slot));
+            random_tx(&mut c, &mut rng, Cluster::tx(coord, generation));
         }
         let mut order: Vec<NodeId> = (0..nodes as NodeId).collect();
         for i in (1..order.len()).rev() {

@@ -11,6 +11,7 @@ mod harness;
 
 use harness::{Cluster, Coord, STEPS_MAX};
 use splitkv_layout::wire::{CoordPhase, NodeMask, RecordKind, RecoveryMsg};
+use splitkv_layout::TxId;
 use splitkv_nic::recovery::EVIDENCE_TIMEOUT_NS_DEFAULT;
 
 /// Which message the renewal loses.
@@ -39,7 +40,7 @@ impl Lost {
 
 /// A cluster in epoch 1 after node 0 crashed, with one transaction of
 /// node 2 logged at every replica of shard 1 (nodes 1, 2 and 3): a commit.
-fn crashed() -> (Cluster, u64) {
+fn crashed() -> (Cluster, TxId) {
     let mut c = Cluster::new(4, 3);
     let tx = Cluster::tx(2, 1);
     let coord = Coord {

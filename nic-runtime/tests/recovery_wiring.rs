@@ -8,7 +8,7 @@
 use splitkv_layout::host_nic::{HostToNic, NicToHost, TxRequest, TxStatus};
 use splitkv_layout::log_record::{LogKind, LogRecords};
 use splitkv_layout::ring::{RingConsumer, RingProducer};
-use splitkv_layout::Key;
+use splitkv_layout::{Key, TxId};
 use splitkv_nic::membership::Configuration;
 use splitkv_nic::net::mem::{mem_network, MemTransport};
 use splitkv_nic::net::stack::StackConfig;
@@ -33,7 +33,7 @@ struct Node {
     log: RingConsumer,
     acks: RingProducer,
     /// Decision records seen in the host log, in order: (kind, tx_id).
-    decisions: Vec<(LogKind, u64)>,
+    decisions: Vec<(LogKind, TxId)>,
 }
 
 impl Node {
@@ -324,7 +324,7 @@ fn a_crashed_coordinators_transaction_logged_everywhere_is_committed_by_recovery
         assert_eq!(n.decisions, vec![(LogKind::Commit, tx.unwrap())]);
         assert!(a.last_begun_ns > 0 && a.last_resumed_ns >= a.last_begun_ns);
     }
-    assert_eq!(tx.map(|t| t >> 48), Some(2), "node 2's transaction");
+    assert_eq!(tx.map(|t| t.coordinator()), Some(2), "node 2's transaction");
     assert_eq!(
         n0.nic.index().locks_held(),
         0,

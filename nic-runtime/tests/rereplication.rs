@@ -17,7 +17,7 @@ use splitkv_layout::host_nic::{HostToNic, NicToHost, TxRequest, TxStatus};
 use splitkv_layout::log_record::{LogKind, LogRecords};
 use splitkv_layout::ring::{ring_pair, RingConsumer, RingProducer};
 use splitkv_layout::robinhood_layout::{TableConfig, TableLayout};
-use splitkv_layout::{Key, ObjectMeta, Region};
+use splitkv_layout::{Key, ObjectMeta, Region, TxId};
 use splitkv_nic::dma::local::LocalDma;
 use splitkv_nic::index::HostTableLayout;
 use splitkv_nic::membership::Configuration;
@@ -72,7 +72,7 @@ impl Procedure for Incr {
 /// committed record applied only if newer than the table's version.
 #[derive(Default)]
 struct ModelHost {
-    pending: HashMap<u64, Vec<(Key, ObjectMeta, Vec<u8>)>>,
+    pending: HashMap<TxId, Vec<(Key, ObjectMeta, Vec<u8>)>>,
     table: BTreeMap<Key, (ObjectMeta, Vec<u8>)>,
 }
 

@@ -9,7 +9,7 @@ mod support;
 
 use splitkv_layout::ring::RingConsumer;
 use splitkv_layout::wire::{decode_packet, Body, BodyWriter, MsgKind, ReplyStatus};
-use splitkv_layout::{Key, ObjectMeta};
+use splitkv_layout::{Key, ObjectMeta, TxId};
 use splitkv_nic::net::mem::{mem_network, MemTransport};
 use splitkv_nic::net::stack::StackConfig;
 use splitkv_nic::net::{Transport, TxPacket};
@@ -127,15 +127,15 @@ impl Rig {
         (self.nic.room().count(), self.nic.room().reserved())
     }
 
-    fn holder(&self, i: usize) -> Option<u64> {
+    fn holder(&self, i: usize) -> Option<TxId> {
         self.nic.index().lock_holder(&self.keys[i])
     }
 }
 
 /// Transaction `n` of the test as a coordinator numbers it: its own slot,
 /// generation 1 (a server refuses an older generation of a slot).
-fn slot_id(n: u64) -> u64 {
-    (n << 32) | 1
+fn slot_id(n: u64) -> TxId {
+    TxId::new(0, n as usize, 1)
 }
 
 #[test]

@@ -6,7 +6,7 @@
 mod support;
 
 use splitkv_layout::wire::{decode_packet, Body, BodyWriter, MsgKind, ReplyStatus};
-use splitkv_layout::{Key, ObjectMeta};
+use splitkv_layout::{Key, ObjectMeta, TxId};
 use splitkv_nic::net::mem::mem_network;
 use splitkv_nic::net::session::{SessionConfig, SessionEvent};
 use splitkv_nic::net::stack::StackConfig;
@@ -20,7 +20,7 @@ const VALUE_BYTES_MAX: usize = 8;
 /// node 1's session with node 0 (as that session would send it).
 fn log_packet(seq: u32, tx_id: u64, value: &[u8]) -> Vec<u8> {
     let mut w = BodyWriter::new();
-    w.begin_items(MsgKind::Log, tx_id);
+    w.begin_items(MsgKind::Log, TxId::from_bits(tx_id));
     w.push_item(&Key::new(0, 1), ObjectMeta(1), value);
     peer_packet(seq, &w)
 }
@@ -61,7 +61,7 @@ fn an_oversized_log_is_answered_not_dropped() {
         let (_, msgs) = decode_packet(p).unwrap();
         for m in msgs {
             if let (_, Body::LogAck { tx_id, status }) = m.unwrap() {
-                acks.push((tx_id, status));
+                acks.push((tx_id.to_bits(), status));
             }
         }
     }

@@ -9,8 +9,8 @@ mod support;
 
 use splitkv_layout::ring::ring_pair;
 use splitkv_layout::wire::MESSAGE_SIZING_VALUE_BYTES;
-use splitkv_layout::wire::{Body, BodyWriter, MsgKind, ReplyStatus};
-use splitkv_layout::{Key, ObjectFlags, ObjectMeta, Region};
+use splitkv_layout::wire::{Body, BodyWriter, MsgKind, NodeId, ReplyStatus};
+use splitkv_layout::{Key, ObjectFlags, ObjectMeta, Region, TxId};
 use splitkv_nic::dma::local::LocalDma;
 use splitkv_nic::dma::{DmaCompletion, DmaEngine, DmaError, DmaRead, HostMemoryError};
 use splitkv_nic::net::batch::BatchError;
@@ -78,8 +78,13 @@ fn k(i: u64) -> Key {
 /// Transaction `n` of a test as coordinators number them (`node | slot |
 /// generation`): each its own coordinator slot, so none supersedes another
 /// (a server refuses requests of an older generation of a slot).
-fn id(n: u64) -> u64 {
-    (((n / 1024) % 16) << 48) | ((n % 1024) << 32) | (1 + n / 16384)
+fn id(n: u64) -> TxId {
+    let n = n as usize;
+    TxId::new(
+        ((n / 1024) % 16) as NodeId,
+        n % 1024,
+        1 + (n / 16384) as u32,
+    )
 }
 
 fn execute(tx: u64, reads: &[Key], locks: &[Key]) -> BodyWriter {
@@ -416,7 +421,8 @@ fn a_refused_send_becomes_a_typed_fault() {
         ..StackConfig::default()
     };
     r.io.net = Stack::new(0, 2, MTU, false, &cfg).unwrap();
-    r.io.w.ack(MsgKind::LogAck, 1, ReplyStatus::Ok);
+    r.io.w
+        .ack(MsgKind::LogAck, TxId::from_bits(1), ReplyStatus::Ok);
     r.io.send(PEER);
     assert!(r.io.send_fault.is_none());
     r.io.send(PEER);

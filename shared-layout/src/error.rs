@@ -109,6 +109,13 @@ impl<'a> Reader<'a> {
     pub fn u64(&mut self) -> Result<u64, DecodeError> {
         Ok(u64::from_le_bytes(self.take(8)?.try_into().unwrap()))
     }
+    /// Reads a [`crate::TxId`] ([`crate::TX_ID_BYTES`] bytes; every pattern
+    /// is an id).
+    pub fn tx_id(&mut self) -> Result<crate::TxId, DecodeError> {
+        Ok(crate::TxId::from_le_bytes(
+            self.take(crate::TX_ID_BYTES)?.try_into().unwrap(),
+        ))
+    }
     /// Reads a [`crate::Key`].
     pub fn key(&mut self) -> Result<crate::Key, DecodeError> {
         let b = self.take(crate::KEY_BYTES)?;

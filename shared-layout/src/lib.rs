@@ -2,7 +2,8 @@
 //!
 //! Every format that crosses a boundary in splitkv, and nothing else: the
 //! shared-memory ring, host↔NIC messages, wire messages between nodes, host log
-//! records, the host table's slot and segment layout, and object metadata.
+//! records, the host table's slot and segment layout, object metadata, and the
+//! transaction id ([`TxId`]) that messages and records carry.
 //! Each format has encode, decode and validate; decoders return
 //! [`DecodeError`] for bad bytes and never panic. No policy lives here.
 //!
@@ -20,12 +21,14 @@ pub mod region;
 pub mod ring;
 pub mod robinhood_layout;
 pub mod sync;
+pub mod tx_id;
 pub mod wire;
 
 pub use error::{DecodeError, Reader};
 pub use key::{FixedHasher, FixedState, Key, KEY_BYTES};
 pub use meta::{ObjectFlags, ObjectMeta, VERSION_MAX};
 pub use region::{Region, RegionError, CACHE_LINE_BYTES};
+pub use tx_id::{TxId, TX_ID_BYTES};
 
 /// Largest value of an object, in bytes: what one wire item
 /// ([`wire::Item`]), one host log record ([`log_record::LogRecord`]) and a

@@ -16,7 +16,7 @@
 //! | field | bytes |
 //! |---|---|
 //! | kind ([`LogKind`]) | 1 |
-//! | `tx_id: u64` | 8 |
+//! | `tx_id` ([`TxId`]) | 8 |
 //! | key ([`Key`], `table: u32`, `id: u64`) | 12 |
 //! | meta ([`ObjectMeta`] word) | 8 |
 //! | `value_len: u32` | 4 |
@@ -30,7 +30,7 @@ use crate::error::{DecodeError, Reader};
 use crate::key::{Key, KEY_BYTES};
 use crate::meta::ObjectMeta;
 use crate::ring::RING_ENTRY_BYTES_MAX;
-use crate::{TX_VALUES_MAX, VALUE_BYTES_MAX};
+use crate::{TxId, TX_VALUES_MAX, VALUE_BYTES_MAX};
 
 /// Encoded bytes of a record without its value.
 pub const LOG_RECORD_HEADER_BYTES: usize = 1 + 8 + KEY_BYTES + 8 + 4;
@@ -92,7 +92,7 @@ pub struct LogRecord<'a> {
     /// A pending write, or a decision.
     pub kind: LogKind,
     /// Transaction that wrote it (coordinator-assigned id).
-    pub tx_id: u64,
+    pub tx_id: TxId,
     /// The object written.
     pub key: Key,
     /// New version and flags of the object.
@@ -105,7 +105,7 @@ impl LogRecord<'static> {
     /// The decision record (`kind` [`LogKind::Commit`] or [`LogKind::Abort`])
     /// of transaction `tx_id`: zero key and meta, no value,
     /// [`LOG_RECORD_HEADER_BYTES`] encoded.
-    pub fn decision(kind: LogKind, tx_id: u64) -> LogRecord<'static> {
+    pub fn decision(kind: LogKind, tx_id: TxId) -> LogRecord<'static> {
         LogRecord {
             kind,
             tx_id,
@@ -157,7 +157,7 @@ impl<'a> LogRecord<'a> {
             what: "log record kind",
             tag: raw_kind as u64,
         })?;
-        let tx_id = r.u64()?;
+        let tx_id = r.tx_id()?;
         let key = r.key()?;
         let meta = ObjectMeta(r.u64()?);
         let len = r.u32()? as usize;
@@ -230,7 +230,7 @@ mod tests {
     fn record_layout() {
         let rec = LogRecord {
             kind: LogKind::Commit,
-            tx_id: 9,
+            tx_id: TxId::from_bits(9),
             key: Key::new(1, 2),
             meta: ObjectMeta::new(3, ObjectFlags::READABLE),
             value: b"xyz",
@@ -252,7 +252,7 @@ mod tests {
     fn iterator_stops_after_error() {
         let rec = LogRecord {
             kind: LogKind::Log,
-            tx_id: 1,
+            tx_id: TxId::from_bits(1),
             key: Key::new(0, 0),
             meta: ObjectMeta(0),
             value: &[],

@@ -6,7 +6,7 @@ use proptest::prelude::*;
 use splitkv_layout::host_nic::*;
 use splitkv_layout::log_record::*;
 use splitkv_layout::ring::ring_pair;
-use splitkv_layout::{DecodeError, Key, ObjectMeta, TX_VALUES_MAX, VALUE_BYTES_MAX};
+use splitkv_layout::{DecodeError, Key, ObjectMeta, TxId, TX_VALUES_MAX, VALUE_BYTES_MAX};
 
 // ---------------------------------------------------------------------------
 // Strategies.
@@ -92,7 +92,7 @@ fn record_owned() -> impl Strategy<Value = RecordOwned> {
 fn record(r: &RecordOwned) -> LogRecord<'_> {
     LogRecord {
         kind: r.0,
-        tx_id: r.1,
+        tx_id: TxId::from_bits(r.1),
         key: r.2,
         meta: ObjectMeta(r.3),
         value: &r.4,
@@ -296,7 +296,7 @@ proptest! {
 
     #[test]
     fn oversized_value_is_too_large(len in (VALUE_BYTES_MAX + 1) as u32..=u32::MAX, body in any::<bool>()) {
-        let rec = LogRecord { kind: LogKind::Log, tx_id: 1, key: Key::new(1, 1), meta: ObjectMeta(0), value: &[] };
+        let rec = LogRecord { kind: LogKind::Log, tx_id: TxId::from_bits(1), key: Key::new(1, 1), meta: ObjectMeta(0), value: &[] };
         let mut bytes = Vec::new();
         rec.encode(&mut bytes);
         let at = LOG_RECORD_HEADER_BYTES - 4;
@@ -430,7 +430,7 @@ fn largest_messages_fit_one_ring_entry() {
     buf.clear();
     let rec = LogRecord {
         kind: LogKind::Commit,
-        tx_id: 3,
+        tx_id: TxId::from_bits(3),
         key: Key::new(4, 5),
         meta: ObjectMeta(6),
         value: &value,
@@ -540,7 +540,7 @@ fn encode_rejects_oversized_value() {
     let value = vec![0; VALUE_BYTES_MAX + 1];
     LogRecord {
         kind: LogKind::Log,
-        tx_id: 0,
+        tx_id: TxId::from_bits(0),
         key: Key::new(0, 0),
         meta: ObjectMeta(0),
         value: &value,

@@ -9,12 +9,12 @@ use splitkv_layout::wire::{
     CoordPhase, LockEntry, PeerTx, RebuildMsg, REBUILD_DECISIONS_PER_MESSAGE_MAX,
     REBUILD_ENTRIES_PER_MESSAGE_MAX, REBUILD_MESSAGE_BYTES_MAX,
 };
-use splitkv_layout::{DecodeError, Key};
+use splitkv_layout::{DecodeError, Key, TxId};
 use wire_support::{codec_properties, decision, record};
 
 fn peer_tx() -> impl Strategy<Value = PeerTx> {
     (any::<u64>(), 0..CoordPhase::ALL.len(), any::<bool>()).prop_map(|(tx_id, p, waiting)| PeerTx {
-        tx_id,
+        tx_id: TxId::from_bits(tx_id),
         phase: CoordPhase::ALL[p],
         waiting,
     })
@@ -22,7 +22,7 @@ fn peer_tx() -> impl Strategy<Value = PeerTx> {
 
 fn lock() -> impl Strategy<Value = LockEntry> {
     (any::<u64>(), any::<u32>(), any::<u64>()).prop_map(|(tx_id, t, id)| LockEntry {
-        tx_id,
+        tx_id: TxId::from_bits(tx_id),
         key: Key::new(t, id),
     })
 }
@@ -73,7 +73,7 @@ fn bounds_and_bad_tags_are_typed_errors() {
         txs: vec![],
         locks: vec![
             LockEntry {
-                tx_id: 1,
+                tx_id: TxId::from_bits(1),
                 key: Key::new(0, 1)
             };
             REBUILD_ENTRIES_PER_MESSAGE_MAX + 1

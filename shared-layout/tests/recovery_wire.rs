@@ -10,7 +10,7 @@ use splitkv_layout::wire::{
     DECISIONS_PER_MESSAGE_MAX, EVIDENCE_ENTRIES_PER_MESSAGE_MAX, MASK_NODES_MAX,
     RECOVERY_MESSAGE_BYTES_MAX, RECOVERY_PARTS_MAX,
 };
-use splitkv_layout::DecodeError;
+use splitkv_layout::{DecodeError, TxId};
 use wire_support::{codec_properties, decision, record};
 
 fn coord() -> impl Strategy<Value = CoordEvidence> {
@@ -22,7 +22,7 @@ fn coord() -> impl Strategy<Value = CoordEvidence> {
         any::<u16>(),
     )
         .prop_map(|(tx_id, p, o, reported, m)| CoordEvidence {
-            tx_id,
+            tx_id: TxId::from_bits(tx_id),
             phase: CoordPhase::ALL[p],
             outcome: Outcome::ALL[o],
             reported,
@@ -88,7 +88,7 @@ fn bounds_are_typed_errors() {
         parts: 1,
         decisions: vec![
             Decision {
-                tx_id: 1,
+                tx_id: TxId::from_bits(1),
                 commit: true
             };
             DECISIONS_PER_MESSAGE_MAX + 1

@@ -3,20 +3,20 @@
 
 use proptest::prelude::*;
 use splitkv_layout::wire::*;
-use splitkv_layout::{DecodeError, Key, ObjectMeta};
+use splitkv_layout::{DecodeError, Key, ObjectMeta, TxId};
 
 /// A message as plain data (the model).
 #[derive(Debug, Clone, PartialEq)]
 enum Model {
-    Execute(u64, Vec<Key>, Vec<Key>),
-    ExecuteResp(u64, ReplyStatus, Vec<(Key, u64, Vec<u8>)>),
-    Validate(u64, Vec<(Key, u64)>),
-    ValidateResp(u64, ReplyStatus),
-    Items(bool, u64, Vec<(Key, u64, Vec<u8>)>),
-    Ack(bool, u64, ReplyStatus),
-    Abort(u64, Vec<Key>),
-    AbortLog(u64),
-    AbortLogAck(u64, ReplyStatus),
+    Execute(TxId, Vec<Key>, Vec<Key>),
+    ExecuteResp(TxId, ReplyStatus, Vec<(Key, u64, Vec<u8>)>),
+    Validate(TxId, Vec<(Key, u64)>),
+    ValidateResp(TxId, ReplyStatus),
+    Items(bool, TxId, Vec<(Key, u64, Vec<u8>)>),
+    Ack(bool, TxId, ReplyStatus),
+    Abort(TxId, Vec<Key>),
+    AbortLog(TxId),
+    AbortLogAck(TxId, ReplyStatus),
 }
 
 fn key() -> impl Strategy<Value = Key> {
@@ -35,32 +35,30 @@ fn status() -> impl Strategy<Value = ReplyStatus> {
     prop::sample::select(ReplyStatus::ALL.to_vec())
 }
 
+/// Any transaction id: every `u64` is one.
+fn tx() -> impl Strategy<Value = TxId> {
+    any::<u64>().prop_map(TxId::from_bits)
+}
+
 fn model() -> impl Strategy<Value = Model> {
     prop_oneof![
         (
-            any::<u64>(),
+            tx(),
             prop::collection::vec(key(), 0..8),
             prop::collection::vec(key(), 0..8)
         )
             .prop_map(|(t, r, l)| Model::Execute(t, r, l)),
-        (any::<u64>(), status(), prop::collection::vec(item(), 0..6))
+        (tx(), status(), prop::collection::vec(item(), 0..6))
             .prop_map(|(t, s, i)| Model::ExecuteResp(t, s, i)),
-        (
-            any::<u64>(),
-            prop::collection::vec((key(), any::<u64>()), 0..8)
-        )
+        (tx(), prop::collection::vec((key(), any::<u64>()), 0..8))
             .prop_map(|(t, v)| Model::Validate(t, v)),
-        (any::<u64>(), status()).prop_map(|(t, s)| Model::ValidateResp(t, s)),
-        (
-            any::<bool>(),
-            any::<u64>(),
-            prop::collection::vec(item(), 0..6)
-        )
+        (tx(), status()).prop_map(|(t, s)| Model::ValidateResp(t, s)),
+        (any::<bool>(), tx(), prop::collection::vec(item(), 0..6))
             .prop_map(|(c, t, i)| Model::Items(c, t, i)),
-        (any::<bool>(), any::<u64>(), status()).prop_map(|(c, t, s)| Model::Ack(c, t, s)),
-        (any::<u64>(), prop::collection::vec(key(), 0..8)).prop_map(|(t, k)| Model::Abort(t, k)),
-        any::<u64>().prop_map(Model::AbortLog),
-        (any::<u64>(), status()).prop_map(|(t, s)| Model::AbortLogAck(t, s)),
+        (any::<bool>(), tx(), status()).prop_map(|(c, t, s)| Model::Ack(c, t, s)),
+        (tx(), prop::collection::vec(key(), 0..8)).prop_map(|(t, k)| Model::Abort(t, k)),
+        tx().prop_map(Model::AbortLog),
+        (tx(), status()).prop_map(|(t, s)| Model::AbortLogAck(t, s)),
     ]
 }
 
@@ -226,7 +224,7 @@ proptest! {
 
 #[test]
 fn packet_header_checks() {
-    let p = packet(&[Model::Ack(true, 1, ReplyStatus::Ok)]);
+    let p = packet(&[Model::Ack(true, TxId::from_bits(1), ReplyStatus::Ok)]);
     let mut bad = p.clone();
     bad[0] ^= 1;
     assert!(matches!(
@@ -259,7 +257,7 @@ fn packet_header_checks() {
 #[test]
 fn item_count_bound_is_enforced() {
     let mut w = BodyWriter::new();
-    w.begin_abort(1);
+    w.begin_abort(TxId::from_bits(1));
     for i in 0..ITEMS_PER_MESSAGE_MAX as u64 {
         w.push_abort_key(&Key::new(0, i));
     }

@@ -26,13 +26,13 @@ mod scripted_support;
 
 use scripted_support::evidence::decide_crashed;
 use scripted_support::packets::Msg;
-use scripted_support::{coordinator_of, key_on, Cluster};
+use scripted_support::{key_on, Cluster};
 use splitkv_check::checker::{check, AnomalyKind, CheckOptions};
 use splitkv_check::history::{History, MicroOp, Op, OpType, ReadValue};
 use splitkv_layout::host_nic::TxStatus;
 use splitkv_layout::log_record::LogKind;
 use splitkv_layout::wire::{MsgKind, NodeId};
-use splitkv_layout::Key;
+use splitkv_layout::{Key, TxId};
 use splitkv_nic::recovery::DecisionReason;
 
 /// Most passes (200 ns each) for one phase of the script.
@@ -48,7 +48,7 @@ const CRASHED: NodeId = 1;
 struct Observed {
     k1: Key,
     k2: Key,
-    t1: u64,
+    t1: TxId,
     t2_status: TxStatus,
     /// The value t2 read for k2.
     t2_read: String,
@@ -79,7 +79,7 @@ fn scenario(release: bool) -> Observed {
             .tap
             .records
             .iter()
-            .any(|r| r.kind == LogKind::Log && coordinator_of(r.tx_id) == T1_COORD)
+            .any(|r| r.kind == LogKind::Log && r.tx_id.coordinator() == T1_COORD)
     });
     assert!(logged_at_2, "t1's LOG reaches k2's backup, node 2");
     for _ in 0..SETTLE_PASSES {
@@ -90,7 +90,7 @@ fn scenario(release: bool) -> Observed {
         .tap
         .records
         .iter()
-        .find(|r| coordinator_of(r.tx_id) == T1_COORD)
+        .find(|r| r.tx_id.coordinator() == T1_COORD)
         .expect("t1's LOG at node 2")
         .tx_id;
     c.submit(T2_COORD, 2, "t2", &[k2]);
@@ -219,7 +219,7 @@ fn the_checker_names_the_old_designs_outcome_an_aborted_read() {
     let o = Observed {
         k1: Key::new(0, 3),
         k2: Key::new(0, 1),
-        t1: 1 << 48,
+        t1: TxId::new(T1_COORD, 0, 0),
         t2_status: TxStatus::Committed,
         t2_read: "t1".into(),
         t1_decision: (false, DecisionReason::NotLogged),

@@ -39,7 +39,7 @@ use scripted_support::{key_on, Cluster, INIT};
 use splitkv_layout::host_nic::TxStatus;
 use splitkv_layout::log_record::LogKind;
 use splitkv_layout::wire::{MsgKind, NodeId};
-use splitkv_layout::Key;
+use splitkv_layout::{Key, TxId};
 use std::collections::{BTreeMap, BTreeSet};
 
 const TRACE: &str = include_str!("../../tla/traces/xenic_commit_point_goal.trace");
@@ -69,8 +69,8 @@ fn txn(name: &str) -> (NodeId, &'static [&'static str]) {
 }
 
 /// The transaction a tx id belongs to (one per coordinator here).
-fn txn_of(tx_id: u64) -> &'static str {
-    let c = scripted_support::coordinator_of(tx_id);
+fn txn_of(tx_id: TxId) -> &'static str {
+    let c = tx_id.coordinator();
     TXNS.iter()
         .find(|t| node_id(t.1) == c)
         .expect("a coordinator of the workload")

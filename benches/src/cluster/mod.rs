@@ -338,6 +338,16 @@ impl<W: Workload> BenchCluster<W> {
         self.workload.check(&self.db(), &gens)
     }
 
+    /// Writes the recorded client history to `path`, if the workload records
+    /// one ([`Workload::write_history`]); call after [`BenchCluster::finish`].
+    ///
+    /// # Errors
+    /// What the workload reports.
+    pub fn write_history(&self, path: &std::path::Path) -> Result<bool, CheckError> {
+        let gens: Vec<&W::Generator> = self.loadgens.iter().map(LoadGen::generator).collect();
+        self.workload.write_history(&gens, path)
+    }
+
     /// The replica check ([`crate::replicas`]).
     ///
     /// # Errors

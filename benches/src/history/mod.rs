@@ -326,6 +326,19 @@ impl Workload for HistoryCheck {
         Some(1)
     }
 
+    fn write_history(
+        &self,
+        gens: &[&HistoryGenerator],
+        path: &std::path::Path,
+    ) -> Result<bool, CheckError> {
+        let history = merged_history(gens)?;
+        write_history(path, &history).map_err(|e| CheckError::Failed {
+            check: "history",
+            detail: format!("writing {}: {e}", path.display()),
+        })?;
+        Ok(true)
+    }
+
     fn check(&self, db: &Db<'_>, gens: &[&HistoryGenerator]) -> Result<HistoryReport, CheckError> {
         let history = merged_history(gens)?;
         let report = self.check_strict(&history, self.history_path.as_deref())?;

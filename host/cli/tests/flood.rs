@@ -24,6 +24,7 @@ use splitkv_host::deploy::ClusterConfig;
 use splitkv_layout::wire::{
     BodyWriter, MsgHeader, MsgKind, PacketHeader, MSG_HEADER_BYTES, PACKET_HEADER_BYTES,
 };
+use splitkv_layout::TxId;
 use std::net::{SocketAddr, SocketAddrV4, UdpSocket};
 use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -98,7 +99,7 @@ impl Rng {
 /// A well-formed packet of one ABORT message, `h`'s identity fields kept.
 fn packet(h: PacketHeader, rng: &mut Rng) -> Vec<u8> {
     let mut body = BodyWriter::new();
-    body.begin_abort(rng.next());
+    body.begin_abort(TxId::from_bits(rng.next()));
     let len = body.bytes().len();
     let mut out = Vec::with_capacity(PACKET_HEADER_BYTES + MSG_HEADER_BYTES + len);
     PacketHeader {

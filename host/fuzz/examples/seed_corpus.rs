@@ -18,7 +18,7 @@ mod seed {
     use splitkv_layout::wire::{
         BodyWriter, MsgHeader, MsgKind, NodeId, PacketHeader, ReplyStatus, MESSAGES_PER_PACKET_MAX,
     };
-    use splitkv_layout::{Key, ObjectFlags, ObjectMeta};
+    use splitkv_layout::{Key, ObjectFlags, ObjectMeta, TxId};
     use splitkv_nic::net::stack::{CLUSTER_ID_DEFAULT, INCARNATION_DEFAULT};
 
     /// A packet (format v2) from `src` to `dst` carrying the bodies `w`
@@ -51,6 +51,7 @@ mod seed {
 
     /// An EXECUTE of transaction `tx` reading `reads` and locking `locks` (key ids of table 0).
     pub fn execute(tx: u64, reads: &[u64], locks: &[u64]) -> BodyWriter {
+        let tx = TxId::from_bits(tx);
         let mut w = BodyWriter::new();
         w.begin_execute(tx);
         reads.iter().for_each(|&id| w.push_read(&Key::new(0, id)));
@@ -60,6 +61,7 @@ mod seed {
 
     /// A LOG or COMMIT of transaction `tx` writing version `id + 2` of each key id.
     pub fn items(kind: MsgKind, tx: u64, ids: &[u64]) -> BodyWriter {
+        let tx = TxId::from_bits(tx);
         let mut w = BodyWriter::new();
         w.begin_items(kind, tx);
         for &id in ids {
@@ -75,6 +77,7 @@ mod seed {
 
     /// A VALIDATE of transaction `tx` expecting the fixture versions of `ids`.
     pub fn validate(tx: u64, ids: &[u64]) -> BodyWriter {
+        let tx = TxId::from_bits(tx);
         let mut w = BodyWriter::new();
         w.begin_validate(tx);
         for &id in ids {
@@ -85,6 +88,7 @@ mod seed {
 
     /// An ABORT of transaction `tx` releasing `ids`.
     pub fn abort(tx: u64, ids: &[u64]) -> BodyWriter {
+        let tx = TxId::from_bits(tx);
         let mut w = BodyWriter::new();
         w.begin_abort(tx);
         ids.iter()
@@ -94,6 +98,7 @@ mod seed {
 
     /// The replies a coordinator handles, for transaction `tx`.
     pub fn responses(tx: u64) -> Vec<BodyWriter> {
+        let tx = TxId::from_bits(tx);
         let mut exec = BodyWriter::new();
         exec.begin_execute_resp(tx, ReplyStatus::Ok);
         exec.push_item(&Key::new(0, 1), meta_of(1), b"v");
@@ -201,7 +206,7 @@ mod seed {
                 let value = vec![id as u8; (id as usize * 5) % 12];
                 LogRecord {
                     kind,
-                    tx_id: id,
+                    tx_id: TxId::from_bits(id),
                     key: Key::new(0, id),
                     meta: ObjectMeta::new(version, ObjectFlags::READABLE),
                     value: &value,

@@ -29,7 +29,7 @@ use splitkv_layout::host_nic::HostToNic;
 use splitkv_layout::log_record::{LogKind, LogRecord, LogRecords};
 use splitkv_layout::ring::{ring_pair, RingConsumer, RingError};
 use splitkv_layout::robinhood_layout::TableConfig;
-use splitkv_layout::Key;
+use splitkv_layout::{Key, TxId};
 use std::collections::HashMap;
 
 /// Most entries pushed per input.
@@ -84,7 +84,7 @@ fuzz_target!(|data: &[u8]| {
     let mut value = Vec::new();
     let mut all_acked = true;
     // The records each undecided transaction has logged so far: (key, version).
-    let mut pending: HashMap<u64, Vec<(Key, u64)>> = HashMap::new();
+    let mut pending: HashMap<TxId, Vec<(Key, u64)>> = HashMap::new();
     for &(entry, end) in &entries {
         if end > acked {
             all_acked = false;

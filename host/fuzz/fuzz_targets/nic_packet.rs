@@ -31,6 +31,7 @@ use splitkv_host_fuzz::input::Input;
 use splitkv_layout::wire::{
     decode_packet, Body, PacketHeader, MSG_HEADER_BYTES, PACKET_FLAG_ACK_ONLY, PACKET_HEADER_BYTES,
 };
+use splitkv_layout::TxId;
 use splitkv_nic::net::stack::{CLUSTER_ID_DEFAULT, INCARNATION_DEFAULT};
 use splitkv_nic::net::{Transport, TxPacket};
 use splitkv_nic::NicStats;
@@ -50,7 +51,7 @@ fuzz_target!(|data: &[u8]| {
     };
     let mut f = fuzz_node(kind);
     let mut now = 0;
-    let mut last_tx = 0u64;
+    let mut last_tx = TxId::from_bits(0);
     // Packet number node 0's session expects next from peers 1 and 2.
     let mut next_seq = [0u32; 2];
     for req_id in 0..PACKETS_MAX as u64 {
@@ -166,7 +167,7 @@ fn check_counted(bytes: &[u8], accepted: bool, before: &NicStats, after: &NicSta
 
 /// One iteration of the node and its application, then checks everything it
 /// sent to its peers; returns the transaction id of the last message sent.
-fn run(f: &mut FuzzNode, now: u64) -> Option<u64> {
+fn run(f: &mut FuzzNode, now: u64) -> Option<TxId> {
     f.node.nic.run_iteration(now);
     f.node.worker.run_iteration(now);
     f.node
@@ -198,7 +199,7 @@ fn run(f: &mut FuzzNode, now: u64) -> Option<u64> {
 
 /// Sets the transaction id (the first 8 body bytes of every message kind) of
 /// each message of `packet` to `tx`, as far as the message lengths allow.
-fn set_tx_ids(packet: &mut [u8], tx: u64) {
+fn set_tx_ids(packet: &mut [u8], tx: TxId) {
     let mut at = PACKET_HEADER_BYTES;
     while at + MSG_HEADER_BYTES <= packet.len() {
         let len = u32::from_le_bytes(packet[at + 4..at + 8].try_into().expect("4 bytes")) as usize;

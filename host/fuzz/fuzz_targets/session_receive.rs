@@ -25,6 +25,7 @@ use splitkv_host_fuzz::input::Input;
 use splitkv_layout::wire::{
     decode_packet, BodyWriter, MsgHeader, MsgKind, PacketHeader, ReplyStatus,
 };
+use splitkv_layout::TxId;
 use splitkv_nic::net::session::{SessionConfig, Sessions};
 use splitkv_nic::net::{Transport, TxPacket};
 use splitkv_nic::Nanos;
@@ -66,7 +67,7 @@ impl Transport for Checked {
 
 fn sealed(dst: u16, tx: u64) -> Vec<u8> {
     let mut w = BodyWriter::new();
-    w.ack(MsgKind::LogAck, tx, ReplyStatus::Ok);
+    w.ack(MsgKind::LogAck, TxId::from_bits(tx), ReplyStatus::Ok);
     let mut p = Vec::new();
     PacketHeader {
         cluster_id: CLUSTER,

@@ -41,7 +41,7 @@ use hints::SegmentHints;
 pub use robinhood_lookup::LookupError;
 use robinhood_lookup::RobinhoodLookup;
 use splitkv_layout::robinhood_layout::TableLayout;
-use splitkv_layout::{FixedState, Key, ObjectMeta};
+use splitkv_layout::{FixedState, Key, ObjectMeta, TxId};
 
 /// Which host table a node keeps its data in: the one table-kind enum of
 /// splitkv (the host re-exports it as `splitkv_host::table::TableKind`).
@@ -174,7 +174,7 @@ pub const CACHE_EPOCH_ACCESSES_DEFAULT: u64 = 4096;
 pub struct NicIndex {
     kind: HostTableLayout,
     dlht_bins: usize,
-    locks: hashbrown::HashMap<Key, u64, FixedState>,
+    locks: hashbrown::HashMap<Key, TxId, FixedState>,
     cache: ObjectCache,
     hints: SegmentHints,
     segment_commits: Vec<u32>,
@@ -229,13 +229,13 @@ impl NicIndex {
 
     /// Locks `key` for `tx_id` (no-wait). True if now held by `tx_id`.
     #[inline]
-    pub fn try_lock(&mut self, key: Key, tx_id: u64) -> bool {
+    pub fn try_lock(&mut self, key: Key, tx_id: TxId) -> bool {
         *self.locks.entry(key).or_insert(tx_id) == tx_id
     }
 
     /// Releases `key` if `tx_id` holds it; true if it did.
     #[inline]
-    pub fn unlock(&mut self, key: &Key, tx_id: u64) -> bool {
+    pub fn unlock(&mut self, key: &Key, tx_id: TxId) -> bool {
         match self.locks.get(key) {
             Some(&h) if h == tx_id => {
                 self.locks.remove(key);
@@ -249,8 +249,8 @@ impl NicIndex {
     /// issue 11) and appends each released `(key, holder)` to `out`.
     pub fn unlock_where(
         &mut self,
-        mut release: impl FnMut(u64) -> bool,
-        out: &mut Vec<(Key, u64)>,
+        mut release: impl FnMut(TxId) -> bool,
+        out: &mut Vec<(Key, TxId)>,
     ) {
         self.locks.retain(|k, &mut h| {
             let keep = !release(h);
@@ -263,7 +263,7 @@ impl NicIndex {
 
     /// The transaction holding `key`'s lock.
     #[inline]
-    pub fn lock_holder(&self, key: &Key) -> Option<u64> {
+    pub fn lock_holder(&self, key: &Key) -> Option<TxId> {
         self.locks.get(key).copied()
     }
 
@@ -396,7 +396,7 @@ mod tests {
     fn a_fresh_index_forgets_everything_volatile() {
         let mut ix = index();
         let k = Key::new(0, 3);
-        assert!(ix.try_lock(k, 9));
+        assert!(ix.try_lock(k, TxId::from_bits(9)));
         ix.install_committed(k, ObjectMeta(4), b"v");
         let f = ix.fresh();
         assert_eq!((f.locks_held(), f.cached_objects()), (0, 0));
@@ -409,12 +409,15 @@ mod tests {
     fn locks_are_no_wait_and_owned() {
         let mut ix = index();
         let k = Key::new(0, 1);
-        assert!(ix.try_lock(k, 1));
-        assert!(ix.try_lock(k, 1), "re-lock by holder");
-        assert!(!ix.try_lock(k, 2));
-        assert!(!ix.unlock(&k, 2), "only the holder unlocks");
-        assert!(ix.unlock(&k, 1));
-        assert!(ix.try_lock(k, 2));
+        assert!(ix.try_lock(k, TxId::from_bits(1)));
+        assert!(ix.try_lock(k, TxId::from_bits(1)), "re-lock by holder");
+        assert!(!ix.try_lock(k, TxId::from_bits(2)));
+        assert!(
+            !ix.unlock(&k, TxId::from_bits(2)),
+            "only the holder unlocks"
+        );
+        assert!(ix.unlock(&k, TxId::from_bits(1)));
+        assert!(ix.try_lock(k, TxId::from_bits(2)));
         assert_eq!(ix.locks_held(), 1);
     }
 

@@ -19,7 +19,7 @@ use splitkv_layout::host_nic::{TxRequest, TxStatus, ARGS_BYTES_MAX, RESULT_BYTES
 use splitkv_layout::wire::{
     Body, BodyWriter, MsgKind, NodeId, ReplyStatus, ITEM_FIXED_BYTES, MESSAGE_BYTES_MAX,
 };
-use splitkv_layout::{Key, ObjectFlags, ObjectMeta};
+use splitkv_layout::{Key, ObjectFlags, ObjectMeta, TxId};
 use std::collections::VecDeque;
 
 mod commit;
@@ -291,17 +291,13 @@ impl Coordinator {
         &mut self.outcomes
     }
 
-    fn tx_id(node: NodeId, slot: usize, gen: u32) -> u64 {
-        ((node as u64) << 48) | ((slot as u64) << 32) | gen as u64
-    }
-
-    fn lookup(&self, node: NodeId, tx_id: u64) -> Option<usize> {
-        if (tx_id >> 48) as NodeId != node {
+    fn lookup(&self, node: NodeId, tx_id: TxId) -> Option<usize> {
+        if tx_id.coordinator() != node {
             return None;
         }
-        let slot = ((tx_id >> 32) & 0xFFFF) as usize;
+        let slot = tx_id.slot();
         let t = self.txs.get(slot)?;
-        (t.phase != Phase::Free && t.gen == tx_id as u32).then_some(slot)
+        (t.phase != Phase::Free && t.gen == tx_id.generation()).then_some(slot)
     }
 
     /// Whether every message of a transaction touching `keys` keys fits one
@@ -377,7 +373,7 @@ impl Coordinator {
         t.answered = 0;
         (t.pending, t.told) = (Waiting::default(), None);
         t.phase = Phase::Execute;
-        let tx_id = Self::tx_id(io.node, slot, t.gen);
+        let tx_id = TxId::new(io.node, slot, t.gen);
         let plan = &t.plan;
         t.pending = send_each(io, |w, placement, p| {
             w.begin_execute(tx_id);
@@ -563,7 +559,7 @@ impl Coordinator {
         if !validate {
             return self.log(io, slot);
         }
-        let tx_id = Self::tx_id(io.node, slot, t.gen);
+        let tx_id = TxId::new(io.node, slot, t.gen);
         t.phase = Phase::Validate;
         let (plan, reads) = (&t.plan, &t.reads);
         t.pending = send_each(io, |w, placement, p| {

@@ -45,7 +45,7 @@ use splitkv_layout::wire::{
     Body, KeyList, MsgKind, NodeId, NodeMask, ReplyStatus, VersionList, ITEM_FIXED_BYTES,
     MESSAGE_BYTES_MAX,
 };
-use splitkv_layout::{Key, ObjectFlags, ObjectMeta};
+use splitkv_layout::{Key, ObjectFlags, ObjectMeta, TxId};
 use std::collections::VecDeque;
 use txs::{TxState, TxTable};
 
@@ -77,7 +77,7 @@ struct ServerOp {
     active: bool,
     kind: OpKind,
     src: NodeId,
-    tx_id: u64,
+    tx_id: TxId,
     keys: Vec<Key>,
     n_reads: usize,
     expect: Vec<u64>,
@@ -105,7 +105,7 @@ impl ServerOp {
             active: false,
             kind: OpKind::Execute,
             src: 0,
-            tx_id: 0,
+            tx_id: TxId::default(),
             keys: Vec::new(),
             n_reads: 0,
             expect: Vec::new(),
@@ -195,7 +195,7 @@ pub struct Server {
     /// Newest generation and state per coordinator slot (`server/txs.rs`).
     txs: TxTable,
     /// Decision records waiting for a free slot (`server/append.rs`).
-    decisions_waiting: VecDeque<(NodeId, u64, LogKind)>,
+    decisions_waiting: VecDeque<(NodeId, TxId, LogKind)>,
     /// The host log's tail after the newest completed append.
     appended_tail: u64,
 }
@@ -215,7 +215,7 @@ fn untoken(t: u64) -> (usize, u32, usize) {
 /// Whether read-set key `key` is locked by a transaction other than `tx_id`:
 /// the lock test of a read at EXECUTE and of VALIDATE (Xenic §4.2 steps 1, 3).
 #[inline]
-fn read_locked(index: &NicIndex, key: &Key, tx_id: u64) -> bool {
+fn read_locked(index: &NicIndex, key: &Key, tx_id: TxId) -> bool {
     // Mutation switches (issue 9 §1's mutation test): the checkers must fail
     // when a read-set lock is ignored or read validation is skipped.
     if cfg!(splitkv_mutation = "ignore_read_locks")
@@ -327,7 +327,7 @@ impl Server {
         &mut self.room
     }
 
-    fn alloc(&mut self, kind: OpKind, src: NodeId, tx_id: u64) -> Option<usize> {
+    fn alloc(&mut self, kind: OpKind, src: NodeId, tx_id: TxId) -> Option<usize> {
         let slot = match self.free.pop() {
             Some(s) => s,
             None if self.ops.len() < SERVER_OPS_MAX => {
@@ -421,7 +421,7 @@ impl Server {
     /// Answers an EXECUTE with a refusal and no items.
     /// The refusal decides the transaction (its coordinator aborts it), so it
     /// is finished here: a late copy of the EXECUTE takes no locks.
-    fn refuse_execute(&mut self, io: &mut Io, src: NodeId, tx_id: u64, why: ReplyStatus) {
+    fn refuse_execute(&mut self, io: &mut Io, src: NodeId, tx_id: TxId, why: ReplyStatus) {
         if self.txs.state(tx_id) == Some(TxState::Active) {
             self.txs.set(tx_id, TxState::Finished);
         }
@@ -436,7 +436,7 @@ impl Server {
         io: &mut Io,
         index: &mut NicIndex,
         src: NodeId,
-        tx_id: u64,
+        tx_id: TxId,
         reads: KeyList<'_>,
         locks: KeyList<'_>,
     ) {
@@ -504,7 +504,7 @@ impl Server {
         io: &mut Io,
         index: &mut NicIndex,
         src: NodeId,
-        tx_id: u64,
+        tx_id: TxId,
         items: VersionList<'_>,
     ) {
         if items.iter().any(|(k, _)| read_locked(index, &k, tx_id)) {

@@ -23,7 +23,7 @@
 //! that very node, and it lost them.
 //!
 //! Before rules 4 and 5, at the leader ([`TxEvidence::decide_tx`]): a
-//! transaction whose coordinator (`tx_id >> 48`) is live and did not
+//! transaction whose coordinator ([`TxId::coordinator`]) is live and did not
 //! report it, and of which no replica reported a decision record, is
 //! aborted. A live coordinator reports every transaction it still holds, and
 //! it lets one go only once decided and reported: a commit after every live
@@ -59,6 +59,7 @@
 //! LOG holders have its ABORT can be contradicted by rule 4 after it crashes
 //! (`tests/recovery_decide.rs` keeps that counterexample).
 
+use splitkv_layout::TxId;
 use std::collections::BTreeMap;
 
 use splitkv_layout::wire::{
@@ -157,24 +158,24 @@ impl TxEvidence {
     /// Rule 4 asks the LOG of every live member of `view`; the recovery
     /// machine asks only the caught-up ones
     /// ([`TxEvidence::decide_tx_caught_up`]).
-    pub fn decide_tx(&self, tx_id: u64, view: &PlacementView) -> (bool, DecisionReason) {
+    pub fn decide_tx(&self, tx_id: TxId, view: &PlacementView) -> (bool, DecisionReason) {
         self.decide_tx_over(tx_id, view, LogQuorum::EveryMember)
     }
 
     /// [`TxEvidence::decide_tx`] with rule 4 asking the LOG of the live
     /// members of `view` that are caught up ([`LogQuorum::CaughtUpMembers`]):
     /// crash recovery's leader.
-    pub fn decide_tx_caught_up(&self, tx_id: u64, view: &PlacementView) -> (bool, DecisionReason) {
+    pub fn decide_tx_caught_up(&self, tx_id: TxId, view: &PlacementView) -> (bool, DecisionReason) {
         self.decide_tx_over(tx_id, view, LogQuorum::CaughtUpMembers)
     }
 
     fn decide_tx_over(
         &self,
-        tx_id: u64,
+        tx_id: TxId,
         view: &PlacementView,
         quorum: LogQuorum,
     ) -> (bool, DecisionReason) {
-        let coordinator = (tx_id >> 48) as NodeId;
+        let coordinator = tx_id.coordinator();
         let renewed = view.renewed().contains(coordinator);
         // A decision record says what the coordinator decided (a COMMIT is
         // sent only past the commit point, an ABORT only once abort was
@@ -280,7 +281,7 @@ pub fn decide_by_records(
 /// id (ordered, so decisions come out in the same order on every run).
 #[derive(Debug, Clone, Default)]
 pub struct EvidenceSet {
-    txs: BTreeMap<u64, TxEvidence>,
+    txs: BTreeMap<TxId, TxEvidence>,
 }
 
 impl EvidenceSet {
@@ -314,7 +315,7 @@ impl EvidenceSet {
         ok
     }
 
-    fn entry(&mut self, tx_id: u64, limit: usize) -> Option<&mut TxEvidence> {
+    fn entry(&mut self, tx_id: TxId, limit: usize) -> Option<&mut TxEvidence> {
         if self.txs.len() >= limit && !self.txs.contains_key(&tx_id) {
             return None;
         }
@@ -332,7 +333,7 @@ impl EvidenceSet {
     }
 
     /// The evidence for `tx_id`.
-    pub fn get(&self, tx_id: u64) -> Option<&TxEvidence> {
+    pub fn get(&self, tx_id: TxId) -> Option<&TxEvidence> {
         self.txs.get(&tx_id)
     }
 
@@ -340,7 +341,7 @@ impl EvidenceSet {
     pub fn decide_all<'a>(
         &'a self,
         view: &'a PlacementView,
-    ) -> impl Iterator<Item = (u64, bool)> + 'a {
+    ) -> impl Iterator<Item = (TxId, bool)> + 'a {
         self.txs
             .iter()
             .map(move |(&id, e)| (id, e.decide_tx(id, view).0))
@@ -369,16 +370,19 @@ mod tests {
         }
         // The commit may have been reported: recovery commits it.
         assert_eq!(
-            e.decide_tx_caught_up(1, &view),
+            e.decide_tx_caught_up(TxId::new(0, 0, 1), &view),
             (true, DecisionReason::EveryReplicaLogged)
         );
         // Asking the new backup too (the broken variant) aborts it.
-        assert_eq!(e.decide_tx(1, &view), (false, DecisionReason::NotLogged));
+        assert_eq!(
+            e.decide_tx(TxId::new(0, 0, 1), &view),
+            (false, DecisionReason::NotLogged)
+        );
         // A caught-up member that lacks the LOG still aborts it.
         let mut short = TxEvidence::default();
         short.add_record(1, rec(0, RecordKind::Log, 0b1));
         assert_eq!(
-            short.decide_tx_caught_up(1, &view),
+            short.decide_tx_caught_up(TxId::new(0, 0, 1), &view),
             (false, DecisionReason::NotLogged)
         );
     }
@@ -399,7 +403,7 @@ mod tests {
         let view = PlacementView::with_roles(p, NodeMask::EMPTY, c.roles()).unwrap();
         assert_eq!(view.live_replicas(3).collect::<Vec<_>>(), vec![3, 4, 1]);
         assert!(view.joining(3).is_empty() && view.renewed().contains(0));
-        let tx = 3u64 << 48 | 0x8e;
+        let tx = TxId::new(3, 0, 0x8e);
         let mut e = logged_at(tx, 3, &[3, 4]);
         e.add_coordinator(coord(Outcome::Undecided, 0b1000));
         assert_eq!(
@@ -425,7 +429,7 @@ mod tests {
             view.live_replicas(0).any(|n| n == 1),
             "node 1 joins shard 0 again"
         );
-        let tx = 1u64 << 48 | 5;
+        let tx = TxId::new(1, 0, 5);
         let e = logged_at(tx, 0, &[0, 2]);
         assert_eq!(
             e.decide_tx_caught_up(tx, &view),
@@ -436,7 +440,7 @@ mod tests {
 
     /// The evidence of `tx`, writing shard `shard` only, whose LOG
     /// `holders` hold.
-    fn logged_at(tx: u64, shard: u16, holders: &[NodeId]) -> TxEvidence {
+    fn logged_at(tx: TxId, shard: u16, holders: &[NodeId]) -> TxEvidence {
         let mut e = TxEvidence::default();
         for &holder in holders {
             let r = RecordEvidence {
@@ -450,7 +454,7 @@ mod tests {
 
     fn coord(outcome: Outcome, shards: u16) -> CoordEvidence {
         CoordEvidence {
-            tx_id: 1,
+            tx_id: TxId::new(0, 0, 1),
             phase: CoordPhase::Log,
             outcome,
             reported: false,
@@ -460,7 +464,7 @@ mod tests {
 
     fn rec(shard: u16, kind: RecordKind, shards: u16) -> RecordEvidence {
         RecordEvidence {
-            tx_id: 1,
+            tx_id: TxId::new(0, 0, 1),
             shard,
             kind,
             write_shards: NodeMask(shards),
@@ -570,7 +574,7 @@ mod tests {
         for (shard, holder) in [(0, 0), (0, 1), (1, 1)] {
             e.add_record(holder, rec(shard, RecordKind::Log, 0b11));
         }
-        let by = |node: u64| node << 48 | 7;
+        let by = |node: NodeId| TxId::new(node, 0, 7);
         assert_eq!(
             e.decide_tx(by(0), &view()),
             (false, DecisionReason::CoordinatorForgot)
@@ -591,8 +595,8 @@ mod tests {
     fn evidence_set_is_bounded() {
         let mut s = EvidenceSet::new();
         // Coordinated by node 2, which crashed.
-        let r = |tx_id: u64| RecordEvidence {
-            tx_id: (2 << 48) | tx_id,
+        let r = |generation: u32| RecordEvidence {
+            tx_id: TxId::new(2, 0, generation),
             ..rec(1, RecordKind::Log, 0b10)
         };
         assert!(s.add(1, &[], &[r(1), r(2)], 2));
@@ -601,7 +605,7 @@ mod tests {
         assert_eq!(s.len(), 2);
         assert_eq!(
             s.decide_all(&view()).collect::<Vec<_>>(),
-            vec![((2 << 48) | 1, true), ((2 << 48) | 2, true)]
+            vec![(TxId::new(2, 0, 1), true), (TxId::new(2, 0, 2), true)]
         );
     }
 }

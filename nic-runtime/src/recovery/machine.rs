@@ -2,6 +2,7 @@
 //! `crate::recovery` for the protocol): polled, time passed in, output as a
 //! queue of [`RecoveryCommand`]s.
 
+use splitkv_layout::TxId;
 use std::collections::{BTreeSet, VecDeque};
 
 use splitkv_layout::wire::{Decision, NodeId, NodeMask, RecoveryMsg};
@@ -74,7 +75,7 @@ pub struct Recovery {
     /// Leader: per node, the parts of its evidence that arrived.
     pub(super) evidence_parts: [Parts; NODES_MAX],
     /// Leader: per node, the transactions it reported (it gets their decisions).
-    pub(super) reported: Vec<BTreeSet<u64>>,
+    pub(super) reported: Vec<BTreeSet<TxId>>,
     pub(super) decision_parts: Parts,
     /// This node's decisions for the current epoch.
     pub(super) decisions: Vec<Decision>,
@@ -146,7 +147,7 @@ impl Recovery {
     /// it out.
     pub fn note_rebuild_decision(
         &mut self,
-        tx_id: u64,
+        tx_id: TxId,
         write_shards: NodeMask,
         commit: bool,
     ) -> bool {

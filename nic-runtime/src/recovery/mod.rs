@@ -16,7 +16,7 @@
 //!   every replica holding the LOG acknowledged the ABORT (see
 //!   [`decide`] for why the second half is needed); a timed-out
 //!   transaction's client learns "unknown outcome".
-//! - The transaction id names its coordinator (`tx_id >> 48`).
+//! - The transaction id names its coordinator ([`splitkv_layout::TxId::coordinator`]).
 //!
 //! # Steps
 //! 1. The membership declares a new epoch with a failed set; the runtime

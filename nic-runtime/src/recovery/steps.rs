@@ -3,6 +3,7 @@
 //! `Applied` round that makes decisions stable before anyone acts on them,
 //! and the resume.
 
+use splitkv_layout::TxId;
 use std::collections::{BTreeMap, BTreeSet};
 
 use splitkv_layout::wire::{
@@ -14,6 +15,14 @@ use super::machine::{Recovery, RecoveryPhase};
 use super::types::{RecoveryCommand, RECOVERY_TXS_MAX};
 use crate::protocol::newer_generation;
 use crate::Nanos;
+
+/// Mutation switch `drop_recovered_commits`: a recovery's commit decisions
+/// drop the pending LOG records instead of committing them, so a
+/// transaction reported committed loses its writes at every replica that
+/// held it undecided. Killed by the history check of the simulator's
+/// list-append seeds under crashes (`scripts/mutation`: a lost append is a
+/// real-time cycle). Declared in `Cargo.toml` check-cfg.
+const DROP_RECOVERED_COMMITS: bool = cfg!(splitkv_mutation = "drop_recovered_commits");
 
 impl Recovery {
     /// Non-leader: sends the local evidence to the leader in parts.
@@ -172,7 +181,7 @@ impl Recovery {
     /// until it resumes (`unresumed.rs`).
     fn record_decisions(&mut self) {
         // This node's pending LOG records, by transaction.
-        let mut pending: BTreeMap<u64, Vec<RecordEvidence>> = BTreeMap::new();
+        let mut pending: BTreeMap<TxId, Vec<RecordEvidence>> = BTreeMap::new();
         for r in self
             .local
             .records
@@ -181,14 +190,14 @@ impl Recovery {
         {
             pending.entry(r.tx_id).or_default().push(*r);
         }
-        let coordinated: BTreeSet<u64> = self.local.coordinated.iter().map(|c| c.tx_id).collect();
+        let coordinated: BTreeSet<TxId> = self.local.coordinated.iter().map(|c| c.tx_id).collect();
         for i in 0..self.decisions.len() {
             let d = self.decisions[i];
             let logs = pending.get(&d.tx_id).map_or(&[][..], Vec::as_slice);
             self.unresumed
                 .record(d, logs, coordinated.contains(&d.tx_id));
             if pending.contains_key(&d.tx_id) {
-                self.push(if d.commit {
+                self.push(if d.commit && !DROP_RECOVERED_COMMITS {
                     RecoveryCommand::CommitPending { tx_id: d.tx_id }
                 } else {
                     RecoveryCommand::DropPending { tx_id: d.tx_id }
@@ -232,7 +241,7 @@ impl Recovery {
     /// epoch: coordinated transactions are finished (reported), shards
     /// promoted, service resumed.
     fn resume(&mut self) {
-        let coordinated: BTreeSet<u64> = self.local.coordinated.iter().map(|c| c.tx_id).collect();
+        let coordinated: BTreeSet<TxId> = self.local.coordinated.iter().map(|c| c.tx_id).collect();
         for i in 0..self.decisions.len() {
             let d = self.decisions[i];
             if coordinated.contains(&d.tx_id) {

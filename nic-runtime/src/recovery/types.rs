@@ -5,6 +5,7 @@ use splitkv_layout::wire::{
     CoordEvidence, NodeId, RecordEvidence, RecoveryMsg, DECISIONS_PER_MESSAGE_MAX,
     EVIDENCE_ENTRIES_PER_MESSAGE_MAX, RECOVERY_PARTS_MAX,
 };
+use splitkv_layout::TxId;
 
 use crate::placement::{PlacementError, NODES_MAX};
 use crate::Nanos;
@@ -118,19 +119,19 @@ pub enum RecoveryCommand {
     /// records (NIC cache and host table), for every shard this node holds.
     CommitPending {
         /// Transaction id.
-        tx_id: u64,
+        tx_id: TxId,
     },
     /// Abort: append an ABORT record for `tx_id` and drop its pending LOG
     /// records (the ABORT record is evidence for a later epoch).
     DropPending {
         /// Transaction id.
-        tx_id: u64,
+        tx_id: TxId,
     },
     /// This node coordinated `tx_id`: report the outcome to the client if not
     /// yet reported, release its locks if it holds any, and free its slot.
     FinishCoordinated {
         /// Transaction id.
-        tx_id: u64,
+        tx_id: TxId,
         /// The decision.
         commit: bool,
     },

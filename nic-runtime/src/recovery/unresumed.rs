@@ -36,6 +36,7 @@
 //! 5 nodes). Every such decision is reported as its coordinator's outcome
 //! until this node resumes.
 
+use splitkv_layout::TxId;
 use std::collections::{BTreeMap, BTreeSet};
 
 use splitkv_layout::wire::{
@@ -59,20 +60,20 @@ const FORGET_RECOVERED_OUTCOME: bool = cfg!(splitkv_mutation = "forget_recovered
 #[derive(Debug, Clone, Default)]
 pub(super) struct Unresumed {
     /// Decision records appended here, by `(transaction, shard)`.
-    records: BTreeMap<(u64, NodeId), RecordEvidence>,
+    records: BTreeMap<(TxId, NodeId), RecordEvidence>,
     /// Decisions of transactions this node coordinates, by transaction.
-    coordinated: BTreeMap<u64, bool>,
+    coordinated: BTreeMap<TxId, bool>,
     /// Decisions this node's rebuild made of the transactions its
     /// coordinator lost in a NIC restart: (written shards, commit), by
     /// transaction (at most [`LOST_DECISIONS_MAX`]).
-    lost: BTreeMap<u64, (NodeMask, bool)>,
+    lost: BTreeMap<TxId, (NodeMask, bool)>,
 }
 
 /// The coordinator's report of `tx_id`, a transaction it lost in a NIC
 /// restart whose outcome it learned since (`commit` or abort; writing
 /// `write_shards`): what its rebuild decided, or a COMMIT record a replica
 /// reported to the rebuild (`runtime::restart`).
-pub(crate) fn lost_outcome(tx_id: u64, write_shards: NodeMask, commit: bool) -> CoordEvidence {
+pub(crate) fn lost_outcome(tx_id: TxId, write_shards: NodeMask, commit: bool) -> CoordEvidence {
     CoordEvidence {
         tx_id,
         phase: if commit {
@@ -117,7 +118,12 @@ impl Unresumed {
     /// This node's rebuild decided `tx_id`, which its coordinator lost in a
     /// NIC restart (module docs, third fact). Returns false (and keeps
     /// nothing) past [`LOST_DECISIONS_MAX`].
-    pub(super) fn record_lost(&mut self, tx_id: u64, write_shards: NodeMask, commit: bool) -> bool {
+    pub(super) fn record_lost(
+        &mut self,
+        tx_id: TxId,
+        write_shards: NodeMask,
+        commit: bool,
+    ) -> bool {
         if self.lost.len() >= LOST_DECISIONS_MAX && !self.lost.contains_key(&tx_id) {
             return false;
         }
@@ -144,7 +150,7 @@ impl Unresumed {
                 };
             }
         }
-        let known: BTreeSet<u64> = local.coordinated.iter().map(|c| c.tx_id).collect();
+        let known: BTreeSet<TxId> = local.coordinated.iter().map(|c| c.tx_id).collect();
         for (&tx_id, &(write_shards, commit)) in &self.lost {
             if !known.contains(&tx_id) {
                 local
@@ -152,7 +158,7 @@ impl Unresumed {
                     .push(lost_outcome(tx_id, write_shards, commit));
             }
         }
-        let reported: BTreeSet<(u64, NodeId, u8)> = local
+        let reported: BTreeSet<(TxId, NodeId, u8)> = local
             .records
             .iter()
             .map(|l| (l.tx_id, l.shard, l.kind as u8))
@@ -180,12 +186,13 @@ mod tests {
     #[test]
     fn rebuild_decisions_are_reported_as_the_coordinators_outcome_until_resume() {
         let mut u = Unresumed::default();
-        assert!(u.record_lost(7, NodeMask(0b110), true));
-        assert!(u.record_lost(8, NodeMask(0b010), false));
+        let (t7, t8) = (TxId::from_bits(7), TxId::from_bits(8));
+        assert!(u.record_lost(t7, NodeMask(0b110), true));
+        assert!(u.record_lost(t8, NodeMask(0b010), false));
         let mut local = LocalEvidence::default();
         // Transaction 8 is still in the coordinator (a newer report of it).
         local.coordinated.push(CoordEvidence {
-            tx_id: 8,
+            tx_id: t8,
             phase: CoordPhase::Log,
             outcome: Outcome::Undecided,
             reported: false,
@@ -197,7 +204,7 @@ mod tests {
             .iter()
             .map(|c| (c.tx_id, c.outcome))
             .collect();
-        assert_eq!(got, vec![(8, Outcome::Undecided), (7, Outcome::Commit)]);
+        assert_eq!(got, vec![(t8, Outcome::Undecided), (t7, Outcome::Commit)]);
         assert_eq!(local.coordinated[1].write_shards, NodeMask(0b110));
         u.clear();
         let mut after = LocalEvidence::default();
@@ -209,9 +216,12 @@ mod tests {
     fn rebuild_decisions_are_bounded() {
         let mut u = Unresumed::default();
         for tx in 0..LOST_DECISIONS_MAX as u64 {
-            assert!(u.record_lost(tx, NodeMask(1), true));
+            assert!(u.record_lost(TxId::from_bits(tx), NodeMask(1), true));
         }
-        assert!(!u.record_lost(u64::MAX, NodeMask(1), true));
-        assert!(u.record_lost(0, NodeMask(1), false), "an update is kept");
+        assert!(!u.record_lost(TxId::from_bits(u64::MAX), NodeMask(1), true));
+        assert!(
+            u.record_lost(TxId::from_bits(0), NodeMask(1), false),
+            "an update is kept"
+        );
     }
 }

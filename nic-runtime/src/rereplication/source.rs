@@ -10,7 +10,7 @@ use crate::placement::{Placement, PlacementView, NODES_MAX};
 use crate::protocol::coordinator::TX_INFLIGHT_MAX;
 use crate::protocol::Io;
 use splitkv_layout::wire::{CopyMsg, Flow, MsgKind, NodeId, NodeMask, ReplyStatus};
-use splitkv_layout::{Key, ObjectMeta};
+use splitkv_layout::{Key, ObjectMeta, TxId};
 
 /// The host side of a snapshot (issue 12): a scan of the host table as it
 /// is at the call. In-process drivers implement it over their host table;
@@ -108,7 +108,7 @@ enum Slot {
         src: usize,
         from: u32,
         to: u32,
-        tx_id: u64,
+        tx_id: TxId,
         committing: bool,
         tries: u32,
     },
@@ -400,8 +400,7 @@ impl Copies {
         }
         self.chunks += 1;
         let gen = (self.epoch << 16) | self.chunks;
-        let tx_id =
-            ((self.node as u64) << 48) | (((TX_INFLIGHT_MAX + slot) as u64) << 32) | gen as u64;
+        let tx_id = TxId::new(self.node, TX_INFLIGHT_MAX + slot, gen);
         let s = &self.sources[src];
         io.w.begin_log(tx_id, NodeMask::EMPTY.with(s.shard));
         for &(k, meta, off, len) in &s.objects[from as usize..to as usize] {
@@ -458,10 +457,9 @@ impl Copies {
     }
 
     /// Whether `tx_id` names one of this node's copy transactions.
-    pub fn owns(&self, tx_id: u64) -> bool {
-        let slot = ((tx_id >> 32) & 0xFFFF) as usize;
-        (tx_id >> 48) as NodeId == self.node
-            && (TX_INFLIGHT_MAX..TX_INFLIGHT_MAX + COPY_SLOTS_MAX).contains(&slot)
+    pub fn owns(&self, tx_id: TxId) -> bool {
+        tx_id.coordinator() == self.node
+            && (TX_INFLIGHT_MAX..TX_INFLIGHT_MAX + COPY_SLOTS_MAX).contains(&tx_id.slot())
     }
 
     /// A LOG (`commit` false) or COMMIT acknowledgement of copy transaction
@@ -470,8 +468,8 @@ impl Copies {
     /// acknowledged COMMIT frees the slot, a refusal sends the chunk again
     /// as a new transaction. Acknowledgements of an abandoned copy match no
     /// slot and are ignored.
-    pub fn on_ack(&mut self, io: &mut Io, tx_id: u64, commit: bool, status: ReplyStatus) {
-        let slot = ((tx_id >> 32) & 0xFFFF) as usize - TX_INFLIGHT_MAX;
+    pub fn on_ack(&mut self, io: &mut Io, tx_id: TxId, commit: bool, status: ReplyStatus) {
+        let slot = tx_id.slot() - TX_INFLIGHT_MAX;
         let Slot::Busy {
             src,
             from,

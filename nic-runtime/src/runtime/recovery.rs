@@ -14,6 +14,7 @@
 //! epoch's begin and resume and of the first commit after it.
 
 use splitkv_layout::wire::{Flow, MsgKind, NodeId, NodeMask, RecoveryMsg};
+use splitkv_layout::TxId;
 
 use crate::membership::Configuration;
 use crate::net::stack::Stack;
@@ -94,7 +95,7 @@ impl RecoveryRuntime {
     /// lost ([`Recovery::note_rebuild_decision`]); false if not kept.
     pub(super) fn note_rebuild_decision(
         &mut self,
-        tx_id: u64,
+        tx_id: TxId,
         write_shards: NodeMask,
         commit: bool,
     ) -> bool {

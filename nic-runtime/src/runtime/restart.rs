@@ -134,6 +134,7 @@ use crate::Nanos;
 use splitkv_layout::wire::{
     Body, CoordEvidence, Flow, MsgKind, NodeId, RebuildMsg, RecordEvidence, RecordKind, ReplyStatus,
 };
+use splitkv_layout::TxId;
 
 /// Most rounds of DMA completions a restart waits through for the requests
 /// posted before the crash.
@@ -282,7 +283,7 @@ struct Rebuild {
     /// (`requery`).
     renewed: u32,
     /// Transactions each peer reported (tx ids).
-    reported: hashbrown::HashSet<u64>,
+    reported: hashbrown::HashSet<TxId>,
     /// Peers' records of this node's lost transactions.
     records: Vec<(NodeId, RecordEvidence)>,
     /// All reports in and decisions made.
@@ -308,7 +309,7 @@ pub struct RestartState {
     pub(super) answered: u32,
     /// Peer side: recovered commits whose locks wait for the host to apply
     /// them: (tx_id, the host-log tail to wait for, once the append is done).
-    releases: Vec<(u64, Option<u64>)>,
+    releases: Vec<(TxId, Option<u64>)>,
     enc: Vec<u8>,
     stats: RebuildStats,
 }
@@ -335,7 +336,7 @@ impl RestartState {
         let Some(r) = self.rebuild.as_ref().filter(|r| !r.decided) else {
             return;
         };
-        let mut listed: hashbrown::HashSet<u64> = out.iter().map(|c| c.tx_id).collect();
+        let mut listed: hashbrown::HashSet<TxId> = out.iter().map(|c| c.tx_id).collect();
         for (_, rec) in r
             .records
             .iter()
@@ -389,10 +390,7 @@ impl RestartState {
             RebuildMsg::Query { restart } => self.on_query(from, *restart, epoch, parts),
             RebuildMsg::Report { .. } => self.take_report(from, &msg, parts),
             RebuildMsg::Decisions { decisions, .. } => {
-                for d in decisions
-                    .iter()
-                    .filter(|d| (d.tx_id >> 48) as NodeId == from)
-                {
+                for d in decisions.iter().filter(|d| d.tx_id.coordinator() == from) {
                     let s = &mut *parts.server;
                     let taken = if d.commit {
                         let t = s.commit_recovered_holding_locks(parts.io, d.tx_id);

@@ -8,6 +8,7 @@ use std::collections::{BTreeMap, VecDeque};
 use splitkv_layout::wire::{
     CoordEvidence, CoordPhase, NodeId, NodeMask, Outcome, RecordEvidence, RecordKind, RecoveryMsg,
 };
+use splitkv_layout::TxId;
 use splitkv_nic::recovery::{
     LocalEvidence, Recovery, RecoveryCommand, RecoveryConfig, RecoveryPhase,
 };
@@ -39,9 +40,9 @@ pub struct Node {
     /// Drops everything it sends (a silent node).
     pub mute: bool,
     /// `(tx, shard)` → latest record kind in its host log.
-    pub records: BTreeMap<(u64, NodeId), RecordKind>,
+    pub records: BTreeMap<(TxId, NodeId), RecordKind>,
     /// Transactions it coordinates.
-    pub coordinated: BTreeMap<u64, Coord>,
+    pub coordinated: BTreeMap<TxId, Coord>,
     /// Shards it was promoted to.
     pub promoted: Vec<NodeId>,
     /// Epochs it resumed in.
@@ -55,7 +56,7 @@ pub struct Cluster {
     /// Nodes by id.
     pub nodes: Vec<Node>,
     /// The written shards of every transaction.
-    pub writes: BTreeMap<u64, NodeMask>,
+    pub writes: BTreeMap<TxId, NodeMask>,
     /// Messages in flight: (from, to, encoded message).
     pub net: VecDeque<(NodeId, NodeId, Vec<u8>)>,
     /// Virtual time.
@@ -65,7 +66,7 @@ pub struct Cluster {
     /// The membership's failed set.
     pub failed: NodeMask,
     /// Outcomes clients were told before the crashes.
-    pub reported: BTreeMap<u64, bool>,
+    pub reported: BTreeMap<TxId, bool>,
     suspects: Vec<NodeId>,
 }
 
@@ -97,24 +98,25 @@ impl Cluster {
         }
     }
 
-    /// The transaction id of slot `slot` at coordinator `c`.
-    pub fn tx(c: NodeId, slot: u64) -> u64 {
-        (c as u64) << 48 | slot
+    /// The transaction id of generation `generation` of coordinator `c`'s
+    /// slot 0.
+    pub fn tx(c: NodeId, generation: u32) -> TxId {
+        TxId::new(c, 0, generation)
     }
 
     /// Registers a transaction writing `shards` at its coordinator.
-    pub fn coordinate(&mut self, tx: u64, shards: NodeMask, coord: Coord) {
+    pub fn coordinate(&mut self, tx: TxId, shards: NodeMask, coord: Coord) {
         self.writes.insert(tx, shards);
         if let (true, Some(o)) = (coord.reported, coord.outcome) {
             self.reported.insert(tx, o);
         }
-        self.nodes[(tx >> 48) as usize]
+        self.nodes[tx.coordinator() as usize]
             .coordinated
             .insert(tx, coord);
     }
 
     /// Puts a record of `kind` for `(tx, shard)` in `node`'s host log.
-    pub fn record(&mut self, node: NodeId, tx: u64, shard: NodeId, kind: RecordKind) {
+    pub fn record(&mut self, node: NodeId, tx: TxId, shard: NodeId, kind: RecordKind) {
         self.nodes[node as usize].records.insert((tx, shard), kind);
     }
 
@@ -145,7 +147,7 @@ impl Cluster {
                 .records
                 .iter()
                 .filter(|(&(tx_id, _), &kind)| {
-                    kind == RecordKind::Log || self.failed.contains((tx_id >> 48) as NodeId)
+                    kind == RecordKind::Log || self.failed.contains(tx_id.coordinator())
                 })
                 .map(|(&(tx_id, shard), &kind)| RecordEvidence {
                     tx_id,
@@ -156,11 +158,11 @@ impl Cluster {
                 .collect(),
             // The fences: the newest generation of each coordinator's ids
             // among the records held here.
-            generations: (0..self.nodes.len() as u64)
+            generations: (0..self.nodes.len() as NodeId)
                 .map(|c| {
                     let ids = n.records.keys().map(|&(tx_id, _)| tx_id);
-                    ids.filter(|t| t >> 48 == c)
-                        .map(|t| t as u32)
+                    ids.filter(|t| t.coordinator() == c)
+                        .map(|t| t.generation())
                         .max()
                         .unwrap_or(0)
                 })
@@ -322,10 +324,10 @@ impl Cluster {
     /// every surviving coordinator's decision stands; each shard whose
     /// primary failed was promoted at its new primary. Returns every decided
     /// transaction's outcome.
-    pub fn check(&self) -> BTreeMap<u64, bool> {
+    pub fn check(&self) -> BTreeMap<TxId, bool> {
         let v = self.view();
         let live = || self.nodes.iter().enumerate().filter(|(_, n)| n.alive);
-        let mut outcome: BTreeMap<u64, bool> = BTreeMap::new();
+        let mut outcome: BTreeMap<TxId, bool> = BTreeMap::new();
         for (id, n) in live() {
             for (&(tx, s), &k) in &n.records {
                 assert_ne!(

@@ -10,7 +10,7 @@ use crate::support::{self, key_on, node_runtime, Shared};
 use splitkv_layout::host_nic::{HostToNic, NicToHost, TxRequest, TxStatus};
 use splitkv_layout::log_record::{LogKind, LogRecords};
 use splitkv_layout::ring::{RingConsumer, RingProducer};
-use splitkv_layout::Key;
+use splitkv_layout::{Key, TxId};
 use splitkv_nic::net::mem::mem_network;
 use splitkv_nic::net::stack::StackConfig;
 use splitkv_nic::net::{Transport, TxPacket};
@@ -124,9 +124,9 @@ impl Transport for Gated {
 /// and the decided transactions.
 #[derive(Default)]
 pub struct HostLog {
-    pub logs: HashMap<u64, Vec<(Key, Vec<u8>)>>,
-    pub commits: HashSet<u64>,
-    pub aborts: HashSet<u64>,
+    pub logs: HashMap<TxId, Vec<(Key, Vec<u8>)>>,
+    pub commits: HashSet<TxId>,
+    pub aborts: HashSet<TxId>,
 }
 
 pub struct Node {
@@ -284,7 +284,7 @@ pub fn restart(n: &mut Node, now: Nanos, incarnation: u32) {
 
 /// [`t1_held_on_its_way_to_node_3`] once T1's LOG is in node 2's host
 /// log; returns the nodes, the time and T1's transaction id.
-pub fn t1_logged_at_node_2() -> (Vec<Node>, Nanos, u64) {
+pub fn t1_logged_at_node_2() -> (Vec<Node>, Nanos, TxId) {
     let (mut nodes, mut now, _) = t1_held_on_its_way_to_node_3();
     until(&mut nodes, &mut now, "T1's LOG at node 2", |n| {
         !n[2].host.logs.is_empty()

@@ -2,7 +2,7 @@
 //! by hand, reading what it sent and feeding it responses.
 
 use splitkv_layout::wire::{decode_packet, Body, BodyWriter, MsgKind, NodeId};
-use splitkv_layout::Key;
+use splitkv_layout::{Key, TxId};
 use splitkv_nic::dma::local::LocalDma;
 use splitkv_nic::net::stack::{Stack, StackConfig};
 use splitkv_nic::protocol::coordinator::Coordinator;
@@ -40,7 +40,7 @@ impl Procedure for WriteKeys {
 
 /// A message the coordinator sent: destination, kind, transaction id, keys
 /// of its items (the locks of an EXECUTE, the writes of a LOG or COMMIT).
-pub type Sent = (NodeId, MsgKind, u64, Vec<Key>);
+pub type Sent = (NodeId, MsgKind, TxId, Vec<Key>);
 
 /// Node 0's coordinator, its `Io` (local DMA, a stack nobody drains but the
 /// test) and a registry holding [`WriteKeys`] as procedure 0.
@@ -102,7 +102,7 @@ impl CoordinatorRig {
     }
 
     /// [`CoordinatorRig::sent`] without the keys: (destination, kind, tx_id).
-    pub fn sent_kinds(&mut self) -> Vec<(NodeId, MsgKind, u64)> {
+    pub fn sent_kinds(&mut self) -> Vec<(NodeId, MsgKind, TxId)> {
         self.sent()
             .into_iter()
             .map(|(d, kind, tx, _)| (d, kind, tx))

@@ -11,7 +11,7 @@ use splitkv_layout::wire::{
     PeerTx, RebuildMsg, RecordEvidence, RecordKind, ReplyStatus, MSG_FLAG_FRAG_MORE,
     MSG_HEADER_BYTES, PACKET_FLAG_ACK_ONLY,
 };
-use splitkv_layout::{Key, ObjectFlags, ObjectMeta};
+use splitkv_layout::{Key, ObjectFlags, ObjectMeta, TxId};
 use std::path::PathBuf;
 
 /// A packet (format v2) from node 1 to node 0 of cluster 7 carrying `bodies`.
@@ -73,40 +73,41 @@ fn session_packets() -> Vec<(String, Vec<u8>)> {
 fn bodies() -> Vec<BodyWriter> {
     let k = |id| Key::new(0, id);
     let meta = ObjectMeta::new(3, ObjectFlags::READABLE);
+    let tx = TxId::from_bits(1);
     let mut all = Vec::new();
     let mut w = BodyWriter::new();
-    w.begin_execute(1);
+    w.begin_execute(tx);
     w.push_read(&k(1));
     w.push_lock(&k(2));
     all.push(w);
     let mut w = BodyWriter::new();
-    w.begin_execute_resp(1, ReplyStatus::Ok);
+    w.begin_execute_resp(tx, ReplyStatus::Ok);
     w.push_item(&k(1), meta, b"value");
     all.push(w);
     let mut w = BodyWriter::new();
-    w.begin_validate(1);
+    w.begin_validate(tx);
     w.push_version(&k(1), 3);
     all.push(w);
     let mut w = BodyWriter::new();
-    w.validate_resp(1, ReplyStatus::Ok);
+    w.validate_resp(tx, ReplyStatus::Ok);
     all.push(w);
     for kind in [MsgKind::Log, MsgKind::Commit] {
         let mut w = BodyWriter::new();
-        w.begin_items(kind, 1);
+        w.begin_items(kind, tx);
         w.push_item(&k(2), meta, &[7; 300]);
         all.push(w);
     }
     for kind in [MsgKind::LogAck, MsgKind::CommitAck, MsgKind::AbortLogAck] {
         let mut w = BodyWriter::new();
-        w.ack(kind, 1, ReplyStatus::Ok);
+        w.ack(kind, tx, ReplyStatus::Ok);
         all.push(w);
     }
     let mut w = BodyWriter::new();
-    w.begin_abort(1);
+    w.begin_abort(tx);
     w.push_abort_key(&k(2));
     all.push(w);
     let mut w = BodyWriter::new();
-    w.abort_log(1);
+    w.abort_log(tx);
     all.push(w);
     all
 }
@@ -167,7 +168,7 @@ fn log_record() -> Vec<(String, Vec<u8>)> {
     {
         LogRecord {
             kind,
-            tx_id: 5,
+            tx_id: TxId::from_bits(5),
             key: Key::new(0, i as u64),
             meta: ObjectMeta::new(i as u64 + 1, ObjectFlags::READABLE),
             value: &vec![i as u8; i * 7],
@@ -194,7 +195,7 @@ fn ring_consumer() -> Vec<(String, Vec<u8>)> {
 /// Rebuild messages (a NIC restart, issue 12): a query, a report with one
 /// entry of each list and the generation its fence saw, and decisions.
 fn rebuild_msg() -> Vec<(String, Vec<u8>)> {
-    let tx_id = (2u64 << 48) | (3 << 32) | 41;
+    let tx_id = TxId::new(2, 3, 41);
     let msgs = [
         ("query", RebuildMsg::Query { restart: 2 }),
         (

@@ -5,7 +5,7 @@ use super::{MsgKind, NodeMask, ITEMS_PER_MESSAGE_MAX};
 use crate::error::{DecodeError, Reader};
 use crate::key::{Key, KEY_BYTES};
 use crate::meta::ObjectMeta;
-use crate::VALUE_BYTES_MAX;
+use crate::{TxId, VALUE_BYTES_MAX};
 
 /// A server's answer to EXECUTE, VALIDATE, LOG or COMMIT: `Ok`, or why it
 /// refused (issue 9 §4: never a silent drop, never a wrong reason). One byte on
@@ -196,7 +196,7 @@ pub enum Body<'a> {
     /// See [`MsgKind::Execute`].
     Execute {
         /// Transaction id.
-        tx_id: u64,
+        tx_id: TxId,
         /// Keys to read without locking.
         reads: KeyList<'a>,
         /// Keys to lock and read.
@@ -205,7 +205,7 @@ pub enum Body<'a> {
     /// See [`MsgKind::ExecuteResp`]. On `Ok`, items are the reads then the locks, in request order.
     ExecuteResp {
         /// Transaction id.
-        tx_id: u64,
+        tx_id: TxId,
         /// Outcome.
         status: ReplyStatus,
         /// Values read.
@@ -214,21 +214,21 @@ pub enum Body<'a> {
     /// See [`MsgKind::Validate`].
     Validate {
         /// Transaction id.
-        tx_id: u64,
+        tx_id: TxId,
         /// Keys with the versions the transaction read.
         items: VersionList<'a>,
     },
     /// See [`MsgKind::ValidateResp`].
     ValidateResp {
         /// Transaction id.
-        tx_id: u64,
+        tx_id: TxId,
         /// `Ok` if every version was unchanged and unlocked; else why not.
         status: ReplyStatus,
     },
     /// See [`MsgKind::Log`].
     Log {
         /// Transaction id.
-        tx_id: u64,
+        tx_id: TxId,
         /// Every shard the transaction writes (issue 11 recovery evidence,
         /// FaRM's LOCK records carry the same); empty when the sender did
         /// not say.
@@ -239,40 +239,40 @@ pub enum Body<'a> {
     /// See [`MsgKind::LogAck`].
     LogAck {
         /// Transaction id.
-        tx_id: u64,
+        tx_id: TxId,
         /// `Ok` once the records are in the host log; else why they are not.
         status: ReplyStatus,
     },
     /// See [`MsgKind::Commit`].
     Commit {
         /// Transaction id.
-        tx_id: u64,
+        tx_id: TxId,
         /// New values with their new versions.
         items: ItemList<'a>,
     },
     /// See [`MsgKind::CommitAck`].
     CommitAck {
         /// Transaction id.
-        tx_id: u64,
+        tx_id: TxId,
         /// `Ok` once installed and in the host log; else why not.
         status: ReplyStatus,
     },
     /// See [`MsgKind::Abort`].
     Abort {
         /// Transaction id.
-        tx_id: u64,
+        tx_id: TxId,
         /// Keys whose locks to release.
         keys: KeyList<'a>,
     },
     /// See [`MsgKind::AbortLog`].
     AbortLog {
         /// Transaction id.
-        tx_id: u64,
+        tx_id: TxId,
     },
     /// See [`MsgKind::AbortLogAck`].
     AbortLogAck {
         /// Transaction id.
-        tx_id: u64,
+        tx_id: TxId,
         /// `Ok` once the abort is recorded there (or was already); else why not.
         status: ReplyStatus,
     },
@@ -297,7 +297,7 @@ impl<'a> Body<'a> {
     }
 
     /// The transaction the message belongs to.
-    pub fn tx_id(&self) -> u64 {
+    pub fn tx_id(&self) -> TxId {
         match *self {
             Body::Execute { tx_id, .. }
             | Body::ExecuteResp { tx_id, .. }
@@ -316,7 +316,7 @@ impl<'a> Body<'a> {
     /// Decodes a body of `kind` that must span exactly `bytes`.
     pub fn decode(kind: MsgKind, bytes: &'a [u8]) -> Result<Body<'a>, DecodeError> {
         let mut r = Reader::new(bytes, "message body");
-        let tx_id = r.u64()?;
+        let tx_id = r.tx_id()?;
         let body = match kind {
             MsgKind::Execute => {
                 let nr = r.u16()? as usize;

@@ -45,6 +45,8 @@
 //! recovery flow) have a self-describing encoding of their own: see
 //! [`RecoveryMsg`].
 //!
+//! Every body starts with its transaction's `tx_id`, a [`crate::TxId`] in
+//! [`crate::TX_ID_BYTES`] (8) bytes.
 //! Every status byte is a [`ReplyStatus`]: `Ok` or the reason of a refusal.
 //! An item is `key (12 B), meta u64, value_len u16, value`. A body longer
 //! than one packet carries travels as fragments (at most

@@ -37,7 +37,7 @@ use super::recovery::{
 use super::{DECISION_BYTES, RECORD_EVIDENCE_BYTES};
 use crate::error::{DecodeError, Reader};
 use crate::key::KEY_BYTES;
-use crate::Key;
+use crate::{Key, TxId};
 
 /// Most tx, lock and record entries in one Report message (at most
 /// 20 B each: 3.8 KB, well inside one packet).
@@ -73,8 +73,8 @@ const TAG_DECISIONS: u8 = 3;
 /// restarted node.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct PeerTx {
-    /// Transaction id (its coordinator is `tx_id >> 48`).
-    pub tx_id: u64,
+    /// Transaction id (its coordinator is [`TxId::coordinator`]).
+    pub tx_id: TxId,
     /// The coordinator's phase (Xenic §4.2 steps).
     pub phase: CoordPhase,
     /// Whether the current phase still waits for the restarted node's answer.
@@ -85,7 +85,7 @@ pub struct PeerTx {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct LockEntry {
     /// The lock holder.
-    pub tx_id: u64,
+    pub tx_id: TxId,
     /// The key.
     pub key: Key,
 }
@@ -106,7 +106,7 @@ pub enum RebuildMsg {
         part: u16,
         /// Whether this is the answer's final part.
         last: bool,
-        /// The newest generation (the low 32 bits of a transaction id) of
+        /// The newest generation ([`TxId::generation`]) of
         /// the restarted node's transactions the peer has seen, over every
         /// coordinator slot, compared with wrap-around (0: none seen).
         generation: u32,
@@ -274,7 +274,7 @@ fn decode_report(restart: u32, r: &mut Reader<'_>) -> Result<RebuildMsg, DecodeE
     let txs = (0..nt)
         .map(|_| {
             Ok(PeerTx {
-                tx_id: r.u64()?,
+                tx_id: r.tx_id()?,
                 phase: CoordPhase::from_u8(r.u8()?)?,
                 waiting: flag(r.u8()?, "waiting flag")?,
             })
@@ -283,7 +283,7 @@ fn decode_report(restart: u32, r: &mut Reader<'_>) -> Result<RebuildMsg, DecodeE
     let locks = (0..nl)
         .map(|_| {
             Ok(LockEntry {
-                tx_id: r.u64()?,
+                tx_id: r.tx_id()?,
                 key: r.key()?,
             })
         })

@@ -32,6 +32,7 @@
 
 use super::NodeId;
 use crate::error::{DecodeError, Reader};
+use crate::TxId;
 
 /// Most shards (= nodes) a [`NodeMask`] can name.
 pub const MASK_NODES_MAX: usize = 16;
@@ -183,8 +184,8 @@ wire_enum!(
 /// What a surviving coordinator reports about one transaction it coordinates.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct CoordEvidence {
-    /// Transaction id (its coordinator is `tx_id >> 48`).
-    pub tx_id: u64,
+    /// Transaction id (its coordinator is [`TxId::coordinator`]).
+    pub tx_id: TxId,
     /// How far the commit protocol got.
     pub phase: CoordPhase,
     /// The coordinator's own decision, if it made one.
@@ -199,7 +200,7 @@ pub struct CoordEvidence {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct RecordEvidence {
     /// Transaction id.
-    pub tx_id: u64,
+    pub tx_id: TxId,
     /// The shard the record's keys belong to.
     pub shard: NodeId,
     /// The latest record for `(tx_id, shard)`: `Log` means undecided.
@@ -213,7 +214,7 @@ pub struct RecordEvidence {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct Decision {
     /// Transaction id.
-    pub tx_id: u64,
+    pub tx_id: TxId,
     /// `true`: committed; `false`: aborted.
     pub commit: bool,
 }
@@ -491,7 +492,7 @@ pub(super) fn check_count(what: &'static str, len: usize, max: usize) -> Result<
 }
 
 fn read_coord(r: &mut Reader<'_>) -> Result<CoordEvidence, DecodeError> {
-    let tx_id = r.u64()?;
+    let tx_id = r.tx_id()?;
     let phase = CoordPhase::from_u8(r.u8()?)?;
     let outcome = Outcome::from_u8(r.u8()?)?;
     let reported = match r.u8()? {
@@ -515,7 +516,7 @@ fn read_coord(r: &mut Reader<'_>) -> Result<CoordEvidence, DecodeError> {
 }
 
 pub(super) fn read_record(r: &mut Reader<'_>) -> Result<RecordEvidence, DecodeError> {
-    let tx_id = r.u64()?;
+    let tx_id = r.tx_id()?;
     let shard = r.u16()?;
     if shard as usize >= MASK_NODES_MAX {
         return Err(DecodeError::TooLarge {
@@ -535,7 +536,7 @@ pub(super) fn read_record(r: &mut Reader<'_>) -> Result<RecordEvidence, DecodeEr
 }
 
 pub(super) fn read_decision(r: &mut Reader<'_>) -> Result<Decision, DecodeError> {
-    let tx_id = r.u64()?;
+    let tx_id = r.tx_id()?;
     let commit = match Outcome::from_u8(r.u8()?)? {
         Outcome::Commit => true,
         Outcome::Abort => false,

@@ -2,12 +2,12 @@ use super::*;
 use crate::error::DecodeError;
 use crate::key::{Key, KEY_BYTES};
 use crate::meta::ObjectMeta;
-use crate::VALUE_BYTES_MAX;
+use crate::{TxId, VALUE_BYTES_MAX};
 
 #[test]
 fn execute_round_trip() {
     let mut w = BodyWriter::new();
-    w.begin_execute(77);
+    w.begin_execute(TxId::from_bits(77));
     w.push_read(&Key::new(0, 1));
     w.push_lock(&Key::new(1, 2));
     w.push_lock(&Key::new(1, 3));
@@ -18,7 +18,7 @@ fn execute_round_trip() {
             reads,
             locks,
         } => {
-            assert_eq!(tx_id, 77);
+            assert_eq!(tx_id, TxId::from_bits(77));
             assert_eq!(reads.iter().collect::<Vec<_>>(), vec![Key::new(0, 1)]);
             assert_eq!(
                 locks.iter().collect::<Vec<_>>(),
@@ -32,7 +32,7 @@ fn execute_round_trip() {
 #[test]
 fn items_reject_oversized_value_length() {
     let mut w = BodyWriter::new();
-    w.begin_log(1, NodeMask(0b101));
+    w.begin_log(TxId::from_bits(1), NodeMask(0b101));
     w.push_item(&Key::new(0, 1), ObjectMeta(3), b"abc");
     let mut bytes = w.bytes().to_vec();
     let len_at = 8 + 2 + 2 + KEY_BYTES + 8;
@@ -69,7 +69,7 @@ fn header() -> PacketHeader {
 /// A packet of `header()` carrying one LogAck.
 fn one_message_packet() -> Vec<u8> {
     let mut w = BodyWriter::new();
-    w.ack(MsgKind::LogAck, 5, ReplyStatus::Ok);
+    w.ack(MsgKind::LogAck, TxId::from_bits(5), ReplyStatus::Ok);
     let mut msgs = Vec::new();
     MsgHeader::whole(MsgKind::LogAck, w.bytes().len() as u32).encode(&mut msgs);
     msgs.extend_from_slice(w.bytes());
@@ -101,7 +101,7 @@ fn packet_header_v2_round_trips_in_40_bytes() {
         (mh.kind, mh.flags, mh.frag_more()),
         (MsgKind::LogAck, 0, false)
     );
-    assert_eq!(body.tx_id(), 5);
+    assert_eq!(body.tx_id(), TxId::from_bits(5));
     assert!(msgs.next().is_none());
 }
 

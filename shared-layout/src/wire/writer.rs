@@ -3,6 +3,7 @@
 use super::{MsgKind, NodeMask, ReplyStatus, ITEMS_PER_MESSAGE_MAX};
 use crate::key::{Key, KEY_BYTES};
 use crate::meta::ObjectMeta;
+use crate::TxId;
 use crate::VALUE_BYTES_MAX;
 
 /// Encodes message bodies into a reusable buffer. Each `begin_*` call clears the
@@ -42,7 +43,7 @@ impl BodyWriter {
         &self.buf
     }
 
-    fn begin(&mut self, kind: MsgKind, tx_id: u64) {
+    fn begin(&mut self, kind: MsgKind, tx_id: TxId) {
         self.buf.clear();
         self.kind = Some(kind);
         self.buf.extend_from_slice(&tx_id.to_le_bytes());
@@ -72,7 +73,7 @@ impl BodyWriter {
 
     /// Starts an EXECUTE body; then call [`BodyWriter::push_read`] for every read
     /// key and [`BodyWriter::push_lock`] for every lock key, reads first.
-    pub fn begin_execute(&mut self, tx_id: u64) {
+    pub fn begin_execute(&mut self, tx_id: TxId) {
         self.begin(MsgKind::Execute, tx_id);
         self.open_count();
         self.second_count_at = self.buf.len();
@@ -101,14 +102,14 @@ impl BodyWriter {
     }
 
     /// Starts an EXECUTE response; push items with [`BodyWriter::push_item`].
-    pub fn begin_execute_resp(&mut self, tx_id: u64, status: ReplyStatus) {
+    pub fn begin_execute_resp(&mut self, tx_id: TxId, status: ReplyStatus) {
         self.begin(MsgKind::ExecuteResp, tx_id);
         self.buf.push(status as u8);
         self.open_count();
     }
 
     /// Starts a VALIDATE body; push pairs with [`BodyWriter::push_version`].
-    pub fn begin_validate(&mut self, tx_id: u64) {
+    pub fn begin_validate(&mut self, tx_id: TxId) {
         self.begin(MsgKind::Validate, tx_id);
         self.open_count();
     }
@@ -126,7 +127,7 @@ impl BodyWriter {
     ///
     /// # Panics
     /// If `kind` is neither.
-    pub fn begin_items(&mut self, kind: MsgKind, tx_id: u64) {
+    pub fn begin_items(&mut self, kind: MsgKind, tx_id: TxId) {
         assert!(
             matches!(kind, MsgKind::Log | MsgKind::Commit),
             "not an item message"
@@ -140,7 +141,7 @@ impl BodyWriter {
 
     /// Starts a LOG body naming every shard the transaction writes
     /// (`write_shards`, the evidence crash recovery needs: issue 11).
-    pub fn begin_log(&mut self, tx_id: u64, write_shards: NodeMask) {
+    pub fn begin_log(&mut self, tx_id: TxId, write_shards: NodeMask) {
         self.begin(MsgKind::Log, tx_id);
         self.buf.extend_from_slice(&write_shards.0.to_le_bytes());
         self.open_count();
@@ -161,7 +162,7 @@ impl BodyWriter {
     }
 
     /// Starts an ABORT body; push keys with [`BodyWriter::push_abort_key`].
-    pub fn begin_abort(&mut self, tx_id: u64) {
+    pub fn begin_abort(&mut self, tx_id: TxId) {
         self.begin(MsgKind::Abort, tx_id);
         self.open_count();
     }
@@ -175,12 +176,12 @@ impl BodyWriter {
 
     /// Writes a complete ABORT-after-LOG request (round 1,
     /// [`MsgKind::AbortLog`]): the transaction id alone.
-    pub fn abort_log(&mut self, tx_id: u64) {
+    pub fn abort_log(&mut self, tx_id: TxId) {
         self.begin(MsgKind::AbortLog, tx_id);
     }
 
     /// Writes a complete VALIDATE response.
-    pub fn validate_resp(&mut self, tx_id: u64, status: ReplyStatus) {
+    pub fn validate_resp(&mut self, tx_id: TxId, status: ReplyStatus) {
         self.begin(MsgKind::ValidateResp, tx_id);
         self.buf.push(status as u8);
     }
@@ -191,7 +192,7 @@ impl BodyWriter {
     ///
     /// # Panics
     /// If `kind` is neither.
-    pub fn ack(&mut self, kind: MsgKind, tx_id: u64, status: ReplyStatus) {
+    pub fn ack(&mut self, kind: MsgKind, tx_id: TxId, status: ReplyStatus) {
         assert!(
             matches!(
                 kind,

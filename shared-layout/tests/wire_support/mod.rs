@@ -5,6 +5,7 @@
 
 use proptest::prelude::*;
 use splitkv_layout::wire::{Decision, NodeMask, RecordEvidence, RecordKind, MASK_NODES_MAX};
+use splitkv_layout::TxId;
 
 /// An arbitrary record's evidence: any transaction, shard, kind and write
 /// shards.
@@ -16,7 +17,7 @@ pub fn record() -> impl Strategy<Value = RecordEvidence> {
         any::<u16>(),
     )
         .prop_map(|(tx_id, shard, k, m)| RecordEvidence {
-            tx_id,
+            tx_id: TxId::from_bits(tx_id),
             shard,
             kind: RecordKind::ALL[k],
             write_shards: NodeMask(m),
@@ -25,7 +26,10 @@ pub fn record() -> impl Strategy<Value = RecordEvidence> {
 
 /// An arbitrary decision (commit or abort) of any transaction.
 pub fn decision() -> impl Strategy<Value = Decision> {
-    (any::<u64>(), any::<bool>()).prop_map(|(tx_id, commit)| Decision { tx_id, commit })
+    (any::<u64>(), any::<bool>()).prop_map(|(tx_id, commit)| Decision {
+        tx_id: TxId::from_bits(tx_id),
+        commit,
+    })
 }
 
 /// The codec properties of message type `$msg` (with `encode(&self, &mut

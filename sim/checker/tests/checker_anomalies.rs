@@ -239,3 +239,45 @@ fn element_faults_are_reported_per_read() {
     assert_found(&rep, &[K::G1a, K::GarbageRead, K::IncompatibleOrder]);
     assert_eq!(rep.found[&K::GarbageRead], 2, "7 and 3: {rep}");
 }
+
+/// A lost append: T1's append of 1 committed before T2 appended 2, yet a
+/// later read shows 2 and never 1. Only the unseen-append rule orders T1 at
+/// all (after 2's appender, and after the reader): with real-time edges
+/// that is a cycle; serializable as T2, T3, T1.
+#[test]
+fn lost_append_is_a_realtime_cycle() {
+    let mut b = Builder::default();
+    b.ok(0, 10, vec![a(1, 1)])
+        .ok(20, 30, vec![a(1, 2)])
+        .ok(40, 50, vec![r(1, &[2])]);
+    let rep = b.check();
+    assert!(!rep.valid, "report:\n{rep}");
+    let cycle = &rep.anomalies[0];
+    assert!(
+        matches!(cycle.kind, K::G0Realtime | K::GSingleRealtime),
+        "{cycle}"
+    );
+    assert!(
+        cycle.steps.iter().any(|s| s.kind == EdgeKind::Realtime),
+        "{cycle}"
+    );
+    assert_found(&b.check_serializable(), &[]);
+}
+
+/// An append no read shows is no anomaly when nothing read the key after
+/// it completed (the reads ran concurrently with it), nor when its
+/// transaction is indeterminate (it may never have happened).
+#[test]
+fn unseen_appends_that_are_no_anomaly() {
+    let mut b = Builder::default();
+    b.ok(0, 10, vec![a(1, 1)])
+        .ok(5, 100, vec![r(1, &[1])])
+        .ok(20, 30, vec![a(1, 2)])
+        .ok(25, 100, vec![r(1, &[1])]);
+    assert_found(&b.check(), &[]);
+    let mut b = Builder::default();
+    b.txn(0, Some(10), OpType::Info, vec![a(1, 1)])
+        .ok(20, 30, vec![a(1, 2)])
+        .ok(40, 50, vec![r(1, &[2])]);
+    assert_found(&b.check(), &[]);
+}

@@ -6,7 +6,7 @@
 use super::Cluster;
 use splitkv_layout::log_record::LogKind;
 use splitkv_layout::wire::{NodeId, NodeMask, RecordEvidence, RecordKind};
-use splitkv_layout::Key;
+use splitkv_layout::{Key, TxId};
 use splitkv_nic::recovery::{DecisionReason, TxEvidence};
 use splitkv_nic::PlacementView;
 use std::collections::BTreeMap;
@@ -17,7 +17,7 @@ use std::collections::BTreeMap;
 pub fn record_evidence(
     c: &Cluster,
     node: NodeId,
-    tx_id: u64,
+    tx_id: TxId,
     writes: &[Key],
 ) -> Vec<RecordEvidence> {
     let write_shards = writes
@@ -69,12 +69,12 @@ pub fn record_evidence(
 /// The decision (`true` = commit) and its rule for `tx_id`, whose
 /// coordinator crashed, from every live node's host log, in the view where
 /// the crashed nodes have failed.
-pub fn decide_crashed(c: &Cluster, tx_id: u64, writes: &[Key]) -> (bool, DecisionReason) {
+pub fn decide_crashed(c: &Cluster, tx_id: TxId, writes: &[Key]) -> (bool, DecisionReason) {
     let failed = (0..c.nodes.len() as NodeId)
         .filter(|n| !c.nodes[*n as usize].alive)
         .fold(NodeMask::default(), |m, n| m.with(n));
     assert!(
-        failed.contains(super::coordinator_of(tx_id)),
+        failed.contains(tx_id.coordinator()),
         "the coordinator of {tx_id:#x} is alive: its own decision stands"
     );
     let view = PlacementView::new(c.placement, failed).expect("a view with survivors");

@@ -23,7 +23,7 @@ use splitkv_host::{Client, HostWorker};
 use splitkv_layout::host_nic::TxStatus;
 use splitkv_layout::ring::ring_pair;
 use splitkv_layout::wire::NodeId;
-use splitkv_layout::Key;
+use splitkv_layout::{Key, TxId};
 use splitkv_nic::dma::local::LocalDma;
 use splitkv_nic::net::stack::StackConfig;
 use splitkv_nic::{
@@ -328,7 +328,7 @@ impl Cluster {
     }
 
     /// The transaction holding `key`'s lock at `node`, if any.
-    pub fn lock_holder(&self, node: NodeId, key: &Key) -> Option<u64> {
+    pub fn lock_holder(&self, node: NodeId, key: &Key) -> Option<TxId> {
         self.nodes[node as usize].nic.index().lock_holder(key)
     }
 
@@ -336,9 +336,4 @@ impl Cluster {
     pub fn live(&self) -> impl Iterator<Item = NodeId> + '_ {
         (0..NODES as NodeId).filter(|n| self.nodes[*n as usize].alive)
     }
-}
-
-/// The coordinator of transaction `tx_id` (its top 16 bits).
-pub fn coordinator_of(tx_id: u64) -> NodeId {
-    (tx_id >> 48) as NodeId
 }

@@ -1,7 +1,7 @@
 //! The protocol messages of a held packet, as a script matches them.
 
 use splitkv_layout::wire::{decode_packet, Body, MsgKind};
-use splitkv_layout::Key;
+use splitkv_layout::{Key, TxId};
 
 /// One protocol message: kind, transaction id, and the keys of its items
 /// (an EXECUTE's locks, a LOG's or COMMIT's writes; none for replies).
@@ -10,7 +10,7 @@ pub struct Msg {
     /// Message kind.
     pub kind: MsgKind,
     /// Transaction id (coordinator in the top 16 bits).
-    pub tx_id: u64,
+    pub tx_id: TxId,
     /// Keys of its items.
     pub keys: Vec<Key>,
 }
@@ -43,5 +43,5 @@ pub fn decode_msgs(bytes: &[u8]) -> Vec<Msg> {
 /// Whether `m` is a message of `kind` for a transaction coordinated by
 /// `coordinator`.
 pub fn is(m: &Msg, kind: MsgKind, coordinator: u16) -> bool {
-    m.kind == kind && super::coordinator_of(m.tx_id) == coordinator
+    m.kind == kind && m.tx_id.coordinator() == coordinator
 }

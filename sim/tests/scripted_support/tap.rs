@@ -6,7 +6,7 @@
 
 use splitkv_layout::log_record::{LogKind, LogRecords};
 use splitkv_layout::ring::{RingConsumer, RingProducer};
-use splitkv_layout::Key;
+use splitkv_layout::{Key, TxId};
 
 /// One host-log entry, grouped as the spec writes records: the LOG records
 /// of one entry as one record with their keys and values, or one decision.
@@ -15,7 +15,7 @@ pub struct TapRecord {
     /// LOG (pending write), COMMIT or ABORT (decisions, no keys).
     pub kind: LogKind,
     /// Transaction id.
-    pub tx_id: u64,
+    pub tx_id: TxId,
     /// Keys written, with their new values and versions (LOG only).
     pub writes: Vec<(Key, Vec<u8>, u64)>,
 }
@@ -73,14 +73,14 @@ impl LogTap {
     }
 
     /// Whether this log holds a LOG record of `tx_id` writing `key`.
-    pub fn has_log(&self, tx_id: u64, key: &Key) -> bool {
+    pub fn has_log(&self, tx_id: TxId, key: &Key) -> bool {
         self.records.iter().any(|r| {
             r.kind == LogKind::Log && r.tx_id == tx_id && r.writes.iter().any(|w| w.0 == *key)
         })
     }
 
     /// Whether this log holds a decision record `kind` of `tx_id`.
-    pub fn has_decision(&self, tx_id: u64, kind: LogKind) -> bool {
+    pub fn has_decision(&self, tx_id: TxId, kind: LogKind) -> bool {
         self.records
             .iter()
             .any(|r| r.kind == kind && r.tx_id == tx_id)

@@ -78,7 +78,7 @@ pub struct SimArgs {
     /// Seeds run at once, on that many threads (each seed is one thread's deterministic run); default: the cores.
     #[arg(long)]
     pub jobs: Option<usize>,
-    /// Write each seed's client history to DIR/seed-N.jsonl (list-append and register; Jepsen-shaped JSON lines, unknown outcomes as `info`).
+    /// Write each seed's client history to DIR/seed-N.jsonl, or DIR/seed-N.failed.jsonl for a seed that failed a check or stalled (list-append and register; Jepsen-shaped JSON lines, unknown outcomes as `info`).
     #[arg(long, value_name = "DIR")]
     pub history: Option<PathBuf>,
     /// Print the simulator's last events of each failing seed, and each node's state at its end (use it when replaying one seed).

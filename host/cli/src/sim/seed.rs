@@ -172,7 +172,8 @@ fn run<W: Workload>(args: &SimArgs, seed: u64, cfg: SimConfig, workload: W) -> S
         .and_then(|m| m.chaos())
         .map_or([0; 4], |c| chaos_counts(&c));
     let committed = cluster.load_stats().committed;
-    let (failure, undecided_rows) = match ran {
+    let finished = ran.is_ok();
+    let (mut failure, undecided_rows) = match ran {
         Err(e) => (Some(format!("run: {e}")), 0),
         Ok(()) => {
             cluster.finish(sim.now());
@@ -185,6 +186,9 @@ fn run<W: Workload>(args: &SimArgs, seed: u64, cfg: SimConfig, workload: W) -> S
             }
         }
     };
+    if let (Some(why), Some(dir)) = (&mut failure, &args.history) {
+        keep_failed_history(&mut cluster, sim.now(), finished, dir, seed, why);
+    }
     let trace = match (&failure, args.trace) {
         (Some(_), true) => Some(format!(
             "{}\n  state of the run:\n{}",
@@ -204,6 +208,32 @@ fn run<W: Workload>(args: &SimArgs, seed: u64, cfg: SimConfig, workload: W) -> S
         chaos,
         failure,
         trace,
+    }
+}
+
+/// Writes the history of a seed that failed a check or stalled to
+/// `dir/seed-N.failed.jsonl` (every line a valid history line: a stalled
+/// run's transactions in flight become `info`) in place of the
+/// `seed-N.jsonl` its check may have written, and names the file in `why`
+/// (or why it could not be written).
+fn keep_failed_history<W: Workload>(
+    cluster: &mut BenchCluster<W>,
+    now: Nanos,
+    finished: bool,
+    dir: &std::path::Path,
+    seed: u64,
+    why: &mut String,
+) {
+    if !finished {
+        cluster.finish(now);
+    }
+    // The check writes the history before checking it: leave one file.
+    let _ = std::fs::remove_file(dir.join(format!("seed-{seed}.jsonl")));
+    let path = dir.join(format!("seed-{seed}.failed.jsonl"));
+    match cluster.write_history(&path) {
+        Ok(true) => why.push_str(&format!(" (history in {})", path.display())),
+        Ok(false) => {}
+        Err(e) => why.push_str(&format!(" (its history was not written: {e})")),
     }
 }
 
@@ -278,3 +308,7 @@ fn check<W: Workload>(cluster: &BenchCluster<W>) -> Result<u64, String> {
     }
     Ok(replicas.undecided)
 }
+
+#[cfg(test)]
+#[path = "seed_tests.rs"]
+mod tests;

@@ -3,6 +3,7 @@
 
 use super::*;
 use splitkv_layout::wire::{decode_packet, Body, ReplyStatus};
+use splitkv_layout::TxId;
 
 fn template(src: NodeId) -> PacketHeader {
     PacketHeader {
@@ -18,7 +19,7 @@ fn batcher(src: NodeId, nodes: usize, mtu: usize) -> Batcher {
 }
 
 fn ack(w: &mut BodyWriter, tx: u64) {
-    w.ack(MsgKind::LogAck, tx, ReplyStatus::Ok);
+    w.ack(MsgKind::LogAck, TxId::from_bits(tx), ReplyStatus::Ok);
 }
 
 fn sealed(b: &mut Batcher, d: usize) -> Vec<Vec<u8>> {

@@ -5,6 +5,7 @@ use crate::net::{Transport, TxPacket};
 use splitkv_layout::wire::{
     decode_packet, BodyWriter, Messages, MsgHeader, MsgKind, ReplyStatus, PACKET_FLAG_ACK_ONLY,
 };
+use splitkv_layout::TxId;
 
 const CLUSTER: u32 = 7;
 
@@ -63,7 +64,7 @@ fn sessions(node: NodeId, lossy: bool, cfg: SessionConfig) -> Sessions {
 /// fills in seq, ack, epoch and dst incarnation).
 fn sealed(src: NodeId, dst: NodeId, tx: u64) -> Vec<u8> {
     let mut w = BodyWriter::new();
-    w.ack(MsgKind::LogAck, tx, ReplyStatus::Ok);
+    w.ack(MsgKind::LogAck, TxId::from_bits(tx), ReplyStatus::Ok);
     let mut msg = Vec::new();
     MsgHeader::whole(MsgKind::LogAck, w.bytes().len() as u32).encode(&mut msg);
     msg.extend_from_slice(w.bytes());
@@ -96,7 +97,7 @@ fn header(p: &[u8]) -> PacketHeader {
 }
 
 fn tx_of(m: Option<(PacketHeader, Messages<'_>)>) -> Option<u64> {
-    m.map(|(_, mut it)| it.next().unwrap().unwrap().1.tx_id())
+    m.map(|(_, mut it)| it.next().unwrap().unwrap().1.tx_id().to_bits())
 }
 
 #[test]
@@ -583,4 +584,66 @@ fn a_newer_process_of_an_older_epoch_is_dropped_and_renews_nothing() {
     // The same process in this epoch renews the session (a NIC restart).
     assert_eq!(tx_of(b.receive(2, &with(5))), Some(9));
     assert_eq!(b.addressed(0), 7);
+}
+
+/// The gap fence of go-back-N: a packet that arrives after a lost one is
+/// not taken, or its cumulative acknowledgement would cover the lost packet,
+/// which the sender then frees and never resends — its messages gone for
+/// good on a reliable session (the simulator's net mix then stalls: a
+/// transaction waits for a message that never comes).
+#[test]
+fn a_lost_packet_is_resent_and_delivered_before_later_ones() {
+    let mut a = sessions(0, true, cfg());
+    let mut b = sessions(1, true, cfg());
+    let (mut ta, mut tb) = (Capture::new(), Capture::new());
+    a.flush(
+        0,
+        &mut ta,
+        &mut backlogs((0..3).map(|i| (1, sealed(0, 1, i)))),
+    );
+    let sent = ta.take();
+    // Packet 0 is lost; 1 and 2 arrive, and b acknowledges what it took.
+    let mut delivered: Vec<u64> = sent[1..]
+        .iter()
+        .filter_map(|(_, p)| tx_of(b.receive(10, p)))
+        .collect();
+    b.flush(500, &mut tb, &mut backlogs([]));
+    for (_, p) in tb.take() {
+        assert!(a.receive(600, &p).is_none(), "an acknowledgement alone");
+    }
+    // At the timeout a resends what b did not acknowledge.
+    a.flush(1_000, &mut ta, &mut backlogs([]));
+    for (_, p) in ta.take() {
+        delivered.extend(tx_of(b.receive(1_100, &p)));
+    }
+    assert_eq!(delivered, vec![0, 1, 2], "every message once, in order");
+}
+
+/// Why the old-epoch drop is no safety fence (`receive.rs`): a packet sent
+/// in epoch 4, lost, and resent after the sender moved to epoch 5 carries
+/// epoch 5, and a receiver in epoch 5 takes it.
+#[test]
+fn a_retransmission_carries_the_epoch_it_is_resent_in() {
+    let mut a = sessions(0, true, cfg());
+    let mut b = sessions(1, true, cfg());
+    a.set_epoch(4);
+    b.set_epoch(5);
+    let mut t = Capture::new();
+    a.flush(0, &mut t, &mut backlogs([(1, sealed(0, 1, 7))]));
+    let lost = t.take();
+    assert_eq!(header(&lost[0].1).epoch, 4);
+    a.set_epoch(5);
+    a.flush(1_000, &mut t, &mut backlogs([]));
+    let again = t.take();
+    assert_eq!(
+        header(&again[0].1).seq,
+        header(&lost[0].1).seq,
+        "the same packet"
+    );
+    assert_eq!(header(&again[0].1).epoch, 5);
+    assert_eq!(
+        tx_of(b.receive(1_100, &again[0].1)),
+        Some(7),
+        "taken in epoch 5"
+    );
 }

@@ -145,8 +145,9 @@ fn pair() -> (Sessions, Sessions) {
 /// A data packet from node 0 to node 1 (one LogAck).
 fn packet(tx: u64) -> Vec<u8> {
     use splitkv_layout::wire::{BodyWriter, MsgHeader, MsgKind, ReplyStatus};
+    use splitkv_layout::TxId;
     let mut w = BodyWriter::new();
-    w.ack(MsgKind::LogAck, tx, ReplyStatus::Ok);
+    w.ack(MsgKind::LogAck, TxId::from_bits(tx), ReplyStatus::Ok);
     let mut msg = Vec::new();
     MsgHeader::whole(MsgKind::LogAck, w.bytes().len() as u32).encode(&mut msg);
     msg.extend_from_slice(w.bytes());

@@ -9,7 +9,7 @@ use crate::net::fragment::Reassembly;
 use crate::net::session::SessionConfig;
 use crate::net::TxPacket;
 use splitkv_layout::wire::{Body, MsgKind, ReplyStatus, ITEMS_PER_MESSAGE_MAX, MESSAGE_BYTES_MAX};
-use splitkv_layout::VALUE_BYTES_MAX;
+use splitkv_layout::{TxId, VALUE_BYTES_MAX};
 
 /// xoshiro256** (Blackman and Vigna), seeded by SplitMix64.
 struct Xoshiro([u64; 4]);
@@ -139,7 +139,7 @@ impl End {
                     Body::Commit { items, .. } => items.iter().map(|i| i.value.len()).sum(),
                     _ => 0,
                 };
-                self.got.push((body.tx_id(), len));
+                self.got.push((body.tx_id().to_bits(), len));
             }
         }
     }
@@ -161,7 +161,7 @@ fn lossy_cfg() -> StackConfig {
 /// A Commit of `n` items whose values total about `bytes`.
 fn big_commit(tx: u64, n: usize, value: usize) -> BodyWriter {
     let mut w = BodyWriter::new();
-    w.begin_items(MsgKind::Commit, tx);
+    w.begin_items(MsgKind::Commit, TxId::from_bits(tx));
     for i in 0..n {
         let v = vec![(tx as u8).wrapping_add(i as u8); value];
         w.push_item(
@@ -196,7 +196,7 @@ fn every_message_arrives_once_and_in_order_despite_loss_duplication_and_reorderi
             let r = if next_a % 97 == 5 {
                 a.stack.try_insert(1, &big_commit(next_a, 3, 1_000))
             } else {
-                w.ack(MsgKind::LogAck, next_a, ReplyStatus::Ok);
+                w.ack(MsgKind::LogAck, TxId::from_bits(next_a), ReplyStatus::Ok);
                 a.stack.try_insert(1, &w)
             };
             match r {
@@ -206,7 +206,7 @@ fn every_message_arrives_once_and_in_order_despite_loss_duplication_and_reorderi
             }
         }
         if next_b < MESSAGES / 4 && rng.chance(30) {
-            w.ack(MsgKind::CommitAck, next_b, ReplyStatus::Ok);
+            w.ack(MsgKind::CommitAck, TxId::from_bits(next_b), ReplyStatus::Ok);
             if b.stack.try_insert(0, &w).is_ok() {
                 next_b += 1;
             }
@@ -296,7 +296,7 @@ fn batching_off_sends_one_message_per_packet() {
         let (mut a, mut b) = (End::new(0, false, &cfg), End::new(1, false, &cfg));
         let mut w = BodyWriter::new();
         for tx in 0..40 {
-            w.ack(MsgKind::LogAck, tx, ReplyStatus::Ok);
+            w.ack(MsgKind::LogAck, TxId::from_bits(tx), ReplyStatus::Ok);
             a.stack.try_insert(1, &w).unwrap();
         }
         a.stack.flush(0, &mut a.out);

@@ -10,6 +10,7 @@ use crate::procedure::{ReadView, TxPlan, WriteSet};
 use crate::protocol::{Io, ABORT_REPORT_EARLY, LOG_BACKUPS_ONLY};
 use splitkv_layout::host_nic::TxStatus;
 use splitkv_layout::wire::{BodyWriter, MsgKind, NodeId, NodeMask};
+use splitkv_layout::TxId;
 
 impl Coordinator {
     /// Step 4: send the write set to every replica of each written key,
@@ -22,7 +23,7 @@ impl Coordinator {
             // Nothing to replicate: release any write locks and report.
             return self.commit(io, slot);
         }
-        let tx_id = Self::tx_id(io.node, slot, t.gen);
+        let tx_id = TxId::new(io.node, slot, t.gen);
         t.phase = Phase::Log;
         let (writes, reads) = (&t.writes, &t.reads);
         let write_shards = write_shards(writes, &io.placement);
@@ -51,7 +52,7 @@ impl Coordinator {
     pub(super) fn log_again(&mut self, io: &mut Io, slot: usize, refusers: u32) {
         self.stats.log_resends += 1;
         let t = &mut self.txs[slot];
-        let tx_id = Self::tx_id(io.node, slot, t.gen);
+        let tx_id = TxId::new(io.node, slot, t.gen);
         t.answered = t.pending.owe_again(refusers);
         let (writes, reads) = (&t.writes, &t.reads);
         let write_shards = write_shards(writes, &io.placement);
@@ -68,7 +69,7 @@ impl Coordinator {
     pub(super) fn commit(&mut self, io: &mut Io, slot: usize) {
         self.stats.committed += 1;
         let t = &mut self.txs[slot];
-        let tx_id = Self::tx_id(io.node, slot, t.gen);
+        let tx_id = TxId::new(io.node, slot, t.gen);
         t.phase = Phase::Commit;
         let (locked, logged, plan, writes, reads) =
             (t.locked, t.logged, &t.plan, &t.writes, &t.reads);
@@ -111,7 +112,7 @@ impl Coordinator {
     /// goes to every replica that was sent the LOG), and report `status`.
     pub(super) fn abort(&mut self, io: &mut Io, slot: usize, status: TxStatus, why: &[u8]) {
         let t = &mut self.txs[slot];
-        let tx_id = Self::tx_id(io.node, slot, t.gen);
+        let tx_id = TxId::new(io.node, slot, t.gen);
         let (locked, logged, plan) = (t.locked, t.logged, &t.plan);
         send_each(io, |w, placement, p| {
             w.begin_abort(tx_id);
@@ -153,7 +154,7 @@ impl Coordinator {
         self.stats.aborts_after_log += 1;
         let dead = self.excluded_peers();
         let t = &mut self.txs[slot];
-        let tx_id = Self::tx_id(io.node, slot, t.gen);
+        let tx_id = TxId::new(io.node, slot, t.gen);
         t.phase = Phase::AbortLog;
         (t.answered, t.failed, t.refusers) = (0, false, 0);
         t.abort = (status, why);
@@ -181,7 +182,7 @@ impl Coordinator {
     /// mask by node id; those that have not acknowledged), counted.
     pub(super) fn abort_log_again(&mut self, io: &mut Io, slot: usize, nodes: u32) {
         let t = &mut self.txs[slot];
-        let tx_id = Self::tx_id(io.node, slot, t.gen);
+        let tx_id = TxId::new(io.node, slot, t.gen);
         t.abort_resends = t.abort_resends.saturating_add(1);
         t.pending.restart(io.now);
         let sent = send_each(io, |w, _, p| {
@@ -226,7 +227,7 @@ fn write_log(
     w: &mut BodyWriter,
     placement: &Placement,
     b: NodeId,
-    tx_id: u64,
+    tx_id: TxId,
     write_shards: NodeMask,
     writes: &WriteSet,
     reads: &ReadView,
@@ -251,7 +252,7 @@ fn write_log(
 /// so it arrives after it.
 pub(super) fn unlock_unwritten(
     io: &mut Io,
-    tx_id: u64,
+    tx_id: TxId,
     locked: u32,
     plan: &TxPlan,
     writes: &WriteSet,

@@ -7,6 +7,7 @@ use crate::placement::Placement;
 use crate::protocol::Io;
 use splitkv_layout::host_nic::TxStatus;
 use splitkv_layout::wire::{CoordEvidence, CoordPhase, NodeId, NodeMask, Outcome};
+use splitkv_layout::TxId;
 
 impl Coordinator {
     /// Appends one entry per transaction in flight at node `node` to `out`
@@ -36,7 +37,7 @@ impl Coordinator {
                 .iter()
                 .fold(NodeMask::EMPTY, |m, k| m.with(placement.shard(k)));
             out.push(CoordEvidence {
-                tx_id: Coordinator::tx_id(node, slot, t.gen),
+                tx_id: TxId::new(node, slot, t.gen),
                 phase,
                 outcome,
                 reported: matches!(t.told, Some(s) if s != TxStatus::Unknown),
@@ -57,7 +58,7 @@ impl Coordinator {
     /// client hears [`TxStatus::Committed`] or [`TxStatus::Unavailable`]
     /// unless it was told already (an "unknown outcome" stays the only
     /// answer), and the slot is freed. Returns whether `tx_id` was held.
-    pub fn finish_recovered(&mut self, io: &mut Io, tx_id: u64, commit: bool) -> bool {
+    pub fn finish_recovered(&mut self, io: &mut Io, tx_id: TxId, commit: bool) -> bool {
         let Some(slot) = self.lookup(io.node, tx_id) else {
             return false;
         };

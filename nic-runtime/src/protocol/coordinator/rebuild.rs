@@ -7,6 +7,7 @@
 use super::{bit, Coordinator, Phase};
 use crate::protocol::Io;
 use splitkv_layout::wire::{CoordPhase, LockEntry, NodeId, PeerTx};
+use splitkv_layout::TxId;
 
 impl Coordinator {
     /// Appends to `txs` every transaction in flight here that touches node
@@ -44,7 +45,7 @@ impl Coordinator {
             if !waiting && !locked && t.logged & b == 0 {
                 continue;
             }
-            let tx_id = Coordinator::tx_id(io.node, slot, t.gen);
+            let tx_id = TxId::new(io.node, slot, t.gen);
             txs.push(PeerTx {
                 tx_id,
                 phase,

@@ -12,6 +12,7 @@ use crate::index::NicIndex;
 use crate::protocol::Io;
 use splitkv_layout::log_record::LogKind;
 use splitkv_layout::wire::{KeyList, MsgKind, NodeId, RecordKind, ReplyStatus};
+use splitkv_layout::TxId;
 
 impl Server {
     /// ABORT: release the locks and reservations `tx_id` holds on `keys`;
@@ -24,7 +25,7 @@ impl Server {
         io: &mut Io,
         index: &mut NicIndex,
         src: NodeId,
-        tx_id: u64,
+        tx_id: TxId,
         keys: KeyList<'_>,
     ) {
         for k in keys.iter() {
@@ -52,7 +53,13 @@ impl Server {
     /// [`ReplyStatus::Ok`], or [`ReplyStatus::Malformed`] when this node
     /// holds its COMMIT (being appended, or recorded: a coordinator never
     /// sends both) or saw a newer transaction of its slot.
-    pub(super) fn abort_log(&mut self, io: &mut Io, index: &mut NicIndex, src: NodeId, tx_id: u64) {
+    pub(super) fn abort_log(
+        &mut self,
+        io: &mut Io,
+        index: &mut NicIndex,
+        src: NodeId,
+        tx_id: TxId,
+    ) {
         self.stats.abort_log_requests += 1;
         if crate::protocol::ABORT_UNLOCK_EARLY {
             let mut released = Vec::new();

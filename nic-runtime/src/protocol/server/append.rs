@@ -33,6 +33,7 @@ use splitkv_layout::log_record::{
     log_entry_bytes_max, LogKind, LogRecord, LOG_RECORD_HEADER_BYTES,
 };
 use splitkv_layout::wire::{ItemList, MsgKind, NodeId, NodeMask, RecordKind, ReplyStatus};
+use splitkv_layout::TxId;
 
 impl Server {
     /// Steps 4 (every replica, LOG) and 6 (every replica, COMMIT): write the
@@ -50,7 +51,7 @@ impl Server {
         index: &mut NicIndex,
         kind: OpKind,
         src: NodeId,
-        tx: (u64, NodeMask),
+        tx: (TxId, NodeMask),
         items: ItemList<'_>,
     ) {
         let (tx_id, write_shards) = tx;
@@ -122,7 +123,7 @@ impl Server {
     /// host worker applies or drops the pending records (no answer is
     /// sent). Without a free slot it waits in a queue of at most one entry
     /// per coordinator slot, retried with the deferred requests.
-    pub(super) fn append_decision(&mut self, io: &mut Io, src: NodeId, tx_id: u64, kind: LogKind) {
+    pub(super) fn append_decision(&mut self, io: &mut Io, src: NodeId, tx_id: TxId, kind: LogKind) {
         let Some(slot) = self.alloc(OpKind::Decision, src, tx_id) else {
             if self.decisions_waiting.len() < super::SERVER_OPS_MAX {
                 self.decisions_waiting.push_back((src, tx_id, kind));
@@ -146,7 +147,7 @@ impl Server {
         &mut self,
         io: &mut Io,
         src: NodeId,
-        tx_id: u64,
+        tx_id: TxId,
         state: Option<TxState>,
         kind: LogKind,
     ) {
@@ -175,7 +176,7 @@ impl Server {
 
     /// Records that this node's record of `tx_id`, if it holds its LOG, is
     /// now decided `kind` (recovery evidence).
-    pub(super) fn hold_decision(&mut self, tx_id: u64, kind: RecordKind) {
+    pub(super) fn hold_decision(&mut self, tx_id: TxId, kind: RecordKind) {
         if let Some(h) = self.txs.held(tx_id) {
             self.txs.hold(tx_id, kind, NodeMask::EMPTY, NodeMask::EMPTY);
             debug_assert!(self.txs.held(tx_id).is_some_and(|n| n.shards == h.shards));
@@ -188,7 +189,7 @@ impl Server {
         io: &Io,
         index: &NicIndex,
         kind: OpKind,
-        tx_id: u64,
+        tx_id: TxId,
         items: ItemList<'_>,
     ) -> Result<(), ReplyStatus> {
         let mut entry_bytes = 0;
@@ -216,7 +217,7 @@ impl Server {
         io: &mut Io,
         kind: OpKind,
         src: NodeId,
-        tx_id: u64,
+        tx_id: TxId,
         why: ReplyStatus,
     ) {
         let ack = if kind == OpKind::Commit {

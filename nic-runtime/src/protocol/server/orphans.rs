@@ -17,6 +17,7 @@ use crate::index::NicIndex;
 use crate::protocol::Io;
 use splitkv_layout::log_record::LogKind;
 use splitkv_layout::wire::{MsgKind, NodeId, RecordEvidence, RecordKind, ReplyStatus};
+use splitkv_layout::TxId;
 
 impl Server {
     /// A new epoch left the coordinators of `failed` (a mask by node id)
@@ -32,7 +33,7 @@ impl Server {
         let mut released = Vec::new();
         index.unlock_where(
             |tx_id| {
-                let coordinator = (tx_id >> 48) as u32;
+                let coordinator = u32::from(tx_id.coordinator());
                 coordinator < 32
                     && failed & (1 << coordinator) != 0
                     && matches!(txs.state(tx_id), None | Some(TxState::Active))
@@ -50,7 +51,7 @@ impl Server {
     /// A LOG that arrives while this node is in a recovery epoch: refused
     /// with [`ReplyStatus::Busy`] (its evidence is taken; module docs of
     /// the runtime's dispatch).
-    pub fn refuse_log(&mut self, io: &mut Io, src: NodeId, tx_id: u64) {
+    pub fn refuse_log(&mut self, io: &mut Io, src: NodeId, tx_id: TxId) {
         self.stats.refused_recovering += 1;
         io.w.ack(MsgKind::LogAck, tx_id, ReplyStatus::Busy);
         io.send(src);
@@ -100,7 +101,7 @@ impl Server {
         &mut self,
         io: &mut Io,
         index: &mut NicIndex,
-        tx_id: u64,
+        tx_id: TxId,
         commit: bool,
     ) -> bool {
         let state = self.txs.state(tx_id);
@@ -134,7 +135,7 @@ impl Server {
     /// between the rounds): recovery decided it aborted, so its locks here
     /// are released now (`tla/XenicOCCMsgs.tla`: `Resume` clears the locks
     /// of decided transactions). Returns whether any was held.
-    fn release_aborted_after_log(&mut self, index: &mut NicIndex, tx_id: u64) -> bool {
+    fn release_aborted_after_log(&mut self, index: &mut NicIndex, tx_id: TxId) -> bool {
         let recorded = self.txs.state(tx_id) == Some(TxState::Finished)
             && self.txs.held(tx_id).map(|h| h.kind) == Some(RecordKind::Abort);
         if !recorded {

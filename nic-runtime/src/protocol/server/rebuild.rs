@@ -18,6 +18,7 @@ use splitkv_layout::wire::{
     CoordPhase, MsgKind, NodeId, PeerTx, RecordEvidence, RecordKind, ReplyStatus,
 };
 use splitkv_layout::Key;
+use splitkv_layout::TxId;
 
 /// What [`Server::answer_waiting`] did for one waiting transaction.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -85,7 +86,7 @@ impl Server {
     /// it and the locks stay until round 2, whose ABORT releases the lock
     /// given back here (a coordinator reports it only before sending that).
     /// Returns whether the lock is held by `tx_id` now.
-    pub fn reinstall_lock(&mut self, index: &mut NicIndex, tx_id: u64, key: Key) -> bool {
+    pub fn reinstall_lock(&mut self, index: &mut NicIndex, tx_id: TxId, key: Key) -> bool {
         let decided = self.txs.held(tx_id).map(|h| h.kind) == Some(RecordKind::Commit);
         if decided || self.txs.state(tx_id).is_none() {
             return false;
@@ -145,12 +146,12 @@ impl Server {
 
     /// The transactions of coordinator `coordinator` whose LOG records this
     /// node's host log holds undecided, appended to `out`.
-    pub fn logged_of(&self, coordinator: NodeId, out: &mut Vec<u64>) {
+    pub fn logged_of(&self, coordinator: NodeId, out: &mut Vec<TxId>) {
         out.extend(
             self.txs
                 .held_all()
                 .filter(|(tx_id, h)| {
-                    (tx_id >> 48) as NodeId == coordinator
+                    tx_id.coordinator() == coordinator
                         && h.kind == RecordKind::Log
                         && self.txs.state(*tx_id) == Some(TxState::Logged)
                 })
@@ -162,7 +163,7 @@ impl Server {
     /// per `(transaction, shard)`, appended to `out`.
     pub fn records_of(&self, coordinator: NodeId, out: &mut Vec<RecordEvidence>) {
         for (tx_id, held) in self.txs.held_all() {
-            if (tx_id >> 48) as NodeId != coordinator {
+            if tx_id.coordinator() != coordinator {
                 continue;
             }
             for shard in held.shards.iter() {
@@ -212,7 +213,7 @@ impl Server {
     /// [`Server::release_recovered`] once the append completed
     /// ([`Server::appending`]) and the host applied the log through
     /// [`Server::appended_tail`]. Returns whether `tx_id` was undecided here.
-    pub fn commit_recovered_holding_locks(&mut self, io: &mut Io, tx_id: u64) -> bool {
+    pub fn commit_recovered_holding_locks(&mut self, io: &mut Io, tx_id: TxId) -> bool {
         let state = self.txs.state(tx_id);
         if !matches!(state, Some(TxState::Logging | TxState::Logged)) {
             return false;
@@ -224,7 +225,7 @@ impl Server {
 
     /// Whether a host-log append of `tx_id` (its LOG or its decision) is
     /// under way or waiting here.
-    pub fn appending(&self, tx_id: u64) -> bool {
+    pub fn appending(&self, tx_id: TxId) -> bool {
         self.ops.iter().any(|o| {
             o.active
                 && o.tx_id == tx_id
@@ -235,7 +236,7 @@ impl Server {
     /// Releases the locks `tx_id` holds here after its recovered commit
     /// reached the host table ([`Server::commit_recovered_holding_locks`]),
     /// dropping those keys' cached objects; returns the locks released.
-    pub fn release_recovered(&mut self, index: &mut NicIndex, tx_id: u64) -> usize {
+    pub fn release_recovered(&mut self, index: &mut NicIndex, tx_id: TxId) -> usize {
         let mut released = Vec::new();
         index.unlock_where(|holder| holder == tx_id, &mut released);
         for (k, _) in &released {

@@ -56,7 +56,7 @@
 //! the host worker, which stops the node with a typed reason
 //! (`splitkv_host::WorkerError::TableFull`), never a panic or a silent drop.
 
-use splitkv_layout::{FixedState, Key};
+use splitkv_layout::{FixedState, Key, TxId};
 
 /// The quota of a node nobody gave one: every insert fits.
 pub const ROOM_KEYS_UNLIMITED: u64 = u64::MAX;
@@ -110,7 +110,7 @@ pub struct Room {
     count: u64,
     /// Reserved key → the transaction holding the reservation (the NIC
     /// index's hasher: deterministic, and cheaper than SipHash).
-    held: hashbrown::HashMap<Key, u64, FixedState>,
+    held: hashbrown::HashMap<Key, TxId, FixedState>,
     refusals: u64,
 }
 
@@ -173,7 +173,7 @@ impl Room {
     /// is reserved then.
     pub fn reserve<'a>(
         &mut self,
-        tx_id: u64,
+        tx_id: TxId,
         keys: impl Iterator<Item = &'a Key> + Clone,
     ) -> Result<(), RoomError> {
         let n = keys.clone().count();
@@ -201,7 +201,7 @@ impl Room {
 
     /// The reservation of `key` by `tx_id`, if held, leaves the map.
     #[inline]
-    fn take(&mut self, key: &Key, tx_id: u64) -> bool {
+    fn take(&mut self, key: &Key, tx_id: TxId) -> bool {
         if self.held.is_empty() {
             return false;
         }
@@ -217,7 +217,7 @@ impl Room {
     /// `tx_id` committed a write of `key`: a reservation becomes a key.
     /// (A write of a present key holds none and changes nothing.)
     #[inline]
-    pub fn committed(&mut self, key: &Key, tx_id: u64) {
+    pub fn committed(&mut self, key: &Key, tx_id: TxId) {
         if self.take(key, tx_id) {
             self.count += 1;
         }
@@ -226,7 +226,7 @@ impl Room {
     /// `tx_id` released `key` without writing it: its reservation, if any,
     /// is given back.
     #[inline]
-    pub fn released(&mut self, key: &Key, tx_id: u64) {
+    pub fn released(&mut self, key: &Key, tx_id: TxId) {
         self.take(key, tx_id);
     }
 
@@ -263,7 +263,7 @@ mod tests {
         r.add_loaded(1);
         let ks = keys(0..4);
         assert!(matches!(
-            r.reserve(7, ks[..4].iter()),
+            r.reserve(TxId::from_bits(7), ks[..4].iter()),
             Err(RoomError::Full {
                 count: 1,
                 reserved: 0,
@@ -272,11 +272,14 @@ mod tests {
             })
         ));
         assert_eq!((r.reserved(), r.refusals()), (0, 1), "nothing held");
-        r.reserve(7, ks[..2].iter()).unwrap();
-        r.reserve(8, ks[2..3].iter()).unwrap();
+        r.reserve(TxId::from_bits(7), ks[..2].iter()).unwrap();
+        r.reserve(TxId::from_bits(8), ks[2..3].iter()).unwrap();
         assert_eq!((r.count(), r.reserved()), (1, 3));
-        assert!(r.reserve(9, ks[3..4].iter()).is_err(), "the quota is used");
-        r.reserve(9, std::iter::empty()).unwrap();
+        assert!(
+            r.reserve(TxId::from_bits(9), ks[3..4].iter()).is_err(),
+            "the quota is used"
+        );
+        r.reserve(TxId::from_bits(9), std::iter::empty()).unwrap();
     }
 
     #[test]
@@ -284,19 +287,19 @@ mod tests {
         let mut r = Room::new();
         r.set_quota(3);
         let ks = keys(0..3);
-        r.reserve(1, ks[..2].iter()).unwrap();
-        r.released(&ks[0], 2); // another transaction: not its reservation
-        r.committed(&ks[2], 1); // a key it did not reserve (was present)
+        r.reserve(TxId::from_bits(1), ks[..2].iter()).unwrap();
+        r.released(&ks[0], TxId::from_bits(2)); // another transaction: not its reservation
+        r.committed(&ks[2], TxId::from_bits(1)); // a key it did not reserve (was present)
         assert_eq!((r.count(), r.reserved()), (0, 2));
-        r.committed(&ks[0], 1);
-        r.released(&ks[1], 1);
+        r.committed(&ks[0], TxId::from_bits(1));
+        r.released(&ks[1], TxId::from_bits(1));
         assert_eq!((r.count(), r.reserved()), (1, 0));
-        r.committed(&ks[0], 1); // a duplicate COMMIT counts once
+        r.committed(&ks[0], TxId::from_bits(1)); // a duplicate COMMIT counts once
         assert_eq!(r.count(), 1);
-        r.reserve(3, ks[1..3].iter()).unwrap();
-        assert!(r.reserve(4, ks[..1].iter()).is_err());
+        r.reserve(TxId::from_bits(3), ks[1..3].iter()).unwrap();
+        assert!(r.reserve(TxId::from_bits(4), ks[..1].iter()).is_err());
         r.removed();
-        r.reserve(4, ks[..1].iter()).unwrap();
+        r.reserve(TxId::from_bits(4), ks[..1].iter()).unwrap();
         assert_eq!((r.count(), r.reserved()), (0, 3));
     }
 
@@ -305,11 +308,14 @@ mod tests {
         let mut r = Room::new();
         r.add_loaded(u64::MAX);
         assert_eq!(r.count(), u64::MAX);
-        assert!(r.reserve(1, keys(0..1).iter()).is_err(), "no overflow");
+        assert!(
+            r.reserve(TxId::from_bits(1), keys(0..1).iter()).is_err(),
+            "no overflow"
+        );
         let mut r = Room::new();
         r.removed();
         assert_eq!(r.count(), 0);
-        r.reserve(1, keys(0..16).iter()).unwrap();
+        r.reserve(TxId::from_bits(1), keys(0..16).iter()).unwrap();
         assert_eq!(r.reserved(), 16);
     }
 }

@@ -2,7 +2,7 @@
 //! transaction generation it has seen from that slot and how far that
 //! transaction got here (issue 11, "orphan lock").
 //!
-//! Transaction ids are `node | slot | generation` (see
+//! Transaction ids name `coordinator | slot | generation` ([`TxId`], see
 //! [`coordinator`](crate::protocol::coordinator)); a coordinator reuses a slot
 //! only after it decided the slot's previous transaction, so per
 //! (coordinator node, slot) only the newest generation can still be live. A
@@ -20,11 +20,13 @@
 
 use crate::placement::NODES_MAX;
 use crate::protocol::coordinator::TX_INFLIGHT_MAX;
-use splitkv_layout::wire::{NodeMask, RecordKind};
+use splitkv_layout::wire::{NodeId, NodeMask, RecordKind};
+use splitkv_layout::TxId;
 
 /// Slots per coordinator node: its transactions', then the copy
 /// transactions' of re-replication (issue 12, `crate::rereplication`).
 const SLOTS: usize = TX_INFLIGHT_MAX + crate::rereplication::COPY_SLOTS_MAX;
+const _: () = assert!(SLOTS <= TxId::SLOTS);
 
 /// How far the newest transaction of one coordinator slot got at this node.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -84,17 +86,17 @@ impl TxTable {
     /// The entry index and generation of `tx_id`, or `None` when its node or
     /// slot is out of range (a malformed id).
     #[inline]
-    fn at(tx_id: u64) -> Option<(usize, u32)> {
-        let node = (tx_id >> 48) as usize;
-        let slot = ((tx_id >> 32) & 0xFFFF) as usize;
-        (node < NODES_MAX && slot < SLOTS).then_some((node * SLOTS + slot, tx_id as u32))
+    fn at(tx_id: TxId) -> Option<(usize, u32)> {
+        let node = tx_id.coordinator() as usize;
+        let slot = tx_id.slot();
+        (node < NODES_MAX && slot < SLOTS).then_some((node * SLOTS + slot, tx_id.generation()))
     }
 
     /// The state of `tx_id` here: `None` if a newer generation of its slot
     /// was seen or its id is out of range (too late for anything), otherwise
     /// its state (`Active` if never seen).
     #[inline]
-    pub(super) fn state(&self, tx_id: u64) -> Option<TxState> {
+    pub(super) fn state(&self, tx_id: TxId) -> Option<TxState> {
         let (i, gen) = Self::at(tx_id)?;
         let Entry {
             gen: seen, state, ..
@@ -110,14 +112,14 @@ impl TxTable {
 
     /// Whether `tx_id` may still act here: neither superseded nor finished.
     #[inline]
-    pub(super) fn live(&self, tx_id: u64) -> bool {
+    pub(super) fn live(&self, tx_id: TxId) -> bool {
         self.state(tx_id).is_some_and(|s| s != TxState::Finished)
     }
 
     /// Records that `tx_id` reached `state` (ignored for a superseded or
     /// malformed id).
     #[inline]
-    pub(super) fn set(&mut self, tx_id: u64, state: TxState) {
+    pub(super) fn set(&mut self, tx_id: TxId, state: TxState) {
         if let Some((i, gen)) = Self::at(tx_id) {
             let e = &mut self.entries[i];
             if newer(gen, e.gen) {
@@ -134,7 +136,7 @@ impl TxTable {
 
     /// The record this node holds for `tx_id`, if any (none for a
     /// superseded or malformed id).
-    pub(super) fn held(&self, tx_id: u64) -> Option<Held> {
+    pub(super) fn held(&self, tx_id: TxId) -> Option<Held> {
         let (i, gen) = Self::at(tx_id)?;
         let e = &self.entries[i];
         (e.gen == gen).then_some(e.held).flatten()
@@ -145,7 +147,7 @@ impl TxTable {
     /// to those already known. Ignored for a superseded or malformed id.
     pub(super) fn hold(
         &mut self,
-        tx_id: u64,
+        tx_id: TxId,
         kind: RecordKind,
         shards: NodeMask,
         write_shards: NodeMask,
@@ -183,12 +185,11 @@ impl TxTable {
     }
 
     /// Every transaction with a record here, as `(tx_id, held)`.
-    pub(super) fn held_all(&self) -> impl Iterator<Item = (u64, Held)> + '_ {
+    pub(super) fn held_all(&self) -> impl Iterator<Item = (TxId, Held)> + '_ {
         self.entries.iter().enumerate().filter_map(|(i, e)| {
             let held = e.held?;
-            let node = (i / SLOTS) as u64;
-            let slot = (i % SLOTS) as u64;
-            Some(((node << 48) | (slot << 32) | e.gen as u64, held))
+            let node = (i / SLOTS) as NodeId;
+            Some((TxId::new(node, i % SLOTS, e.gen), held))
         })
     }
 }
@@ -197,8 +198,8 @@ impl TxTable {
 mod tests {
     use super::*;
 
-    fn id(node: u64, slot: u64, gen: u32) -> u64 {
-        (node << 48) | (slot << 32) | gen as u64
+    fn id(node: usize, slot: usize, gen: u32) -> TxId {
+        TxId::new(node as NodeId, slot, gen)
     }
 
     #[test]
@@ -246,7 +247,7 @@ mod tests {
         }
         assert!(!t.live(id(0, 0, u32::MAX)));
         assert!(t.live(id(0, 0, 0)), "0 follows u32::MAX");
-        assert!(!t.live(id(NODES_MAX as u64, 0, 1)));
-        assert!(!t.live(id(0, SLOTS as u64, 1)));
+        assert!(!t.live(id(NODES_MAX, 0, 1)));
+        assert!(!t.live(id(0, SLOTS, 1)));
     }
 }

@@ -7,6 +7,7 @@ use crate::recovery::decide::{decide_by_records, LogQuorum};
 use crate::{Nanos, Placement, PlacementView};
 use splitkv_layout::wire::REBUILD_DECISIONS_PER_MESSAGE_MAX;
 use splitkv_layout::wire::{Decision, NodeId, NodeMask, RebuildMsg, RecordEvidence};
+use splitkv_layout::TxId;
 
 impl NicRuntime {
     /// Restarted side (steps 5–6): decide once every report is in; serve
@@ -125,7 +126,7 @@ impl NicRuntime {
 
 /// How many distinct transactions `records` hold.
 fn distinct_txs(records: &[(NodeId, RecordEvidence)]) -> u64 {
-    let mut ids: Vec<u64> = records.iter().map(|(_, r)| r.tx_id).collect();
+    let mut ids: Vec<TxId> = records.iter().map(|(_, r)| r.tx_id).collect();
     ids.sort_unstable();
     ids.dedup();
     ids.len() as u64
@@ -158,7 +159,7 @@ mod tests {
     use super::*;
     use splitkv_layout::wire::{NodeMask, RecordKind};
 
-    fn rec(tx_id: u64, shard: NodeId, kind: RecordKind, writes: u16) -> RecordEvidence {
+    fn rec(tx_id: TxId, shard: NodeId, kind: RecordKind, writes: u16) -> RecordEvidence {
         RecordEvidence {
             tx_id,
             shard,
@@ -171,7 +172,7 @@ mod tests {
     fn the_commit_point_needs_every_live_replica_of_every_written_shard() {
         // 4 nodes, replication 2: shard 1 on nodes 1, 2; shard 3 on 3, 0.
         let p = Placement::new(4, 2).unwrap();
-        let log = |h, s| (h, rec(7, s, RecordKind::Log, 0b1010));
+        let log = |h, s| (h, rec(TxId::from_bits(7), s, RecordKind::Log, 0b1010));
         let all = [log(1, 1), log(2, 1), log(3, 3), log(0, 3)];
         assert!(commit_point_reached(&p, &all));
         assert!(!commit_point_reached(&p, &all[..3]), "node 0 lacks the LOG");
@@ -180,7 +181,7 @@ mod tests {
             "node 1 lacks the LOG of shard 1"
         );
         // A COMMIT anywhere: past the commit point.
-        let c = [(2, rec(7, 1, RecordKind::Commit, 0b1010))];
+        let c = [(2, rec(TxId::from_bits(7), 1, RecordKind::Commit, 0b1010))];
         assert!(commit_point_reached(&p, &c));
         // An ABORT anywhere: no COMMIT was sent.
         let mut a = all.to_vec();

@@ -184,7 +184,7 @@ impl RestartState {
         }
         for rec in records
             .iter()
-            .filter(|x| (x.tx_id >> 48) as NodeId == p.io.node)
+            .filter(|x| x.tx_id.coordinator() == p.io.node)
         {
             if r.records.len() < REBUILD_RECORDS_MAX {
                 r.records.push((from, *rec));

@@ -8,7 +8,14 @@
 //! - `wr`: the appender of the last element of a transaction's external read
 //!   (what it saw before its own appends) precedes the reader;
 //! - `rw`: the reader precedes the appender of the element that follows its
-//!   external read in the version order (it did not see that append).
+//!   external read in the version order (it did not see that append);
+//! - *unseen appends*: a committed append that no committed read contains
+//!   lies after every element the reads observed (had it come before any of
+//!   them, the longest read would hold it). `ww`: the appender of the
+//!   longest read's last element precedes it; `rw`: every committed reader
+//!   of the key precedes it (none saw it). Indeterminate appends stay out
+//!   (they may never have happened). A lost committed append followed by
+//!   later appends that reads do show makes a cycle with real-time edges.
 //!
 //! Also checked: elements appended by a failed transaction and read (`G1a`),
 //! a read ending in a transaction's non-final append to the key (`G1b`),
@@ -78,10 +85,15 @@ pub fn infer(txns: &[Txn], sink: &mut Sink) -> Result<Inference, CheckError> {
             )
         })
         .collect();
+    let committed = committed_appends(txns);
     let mut edges = Vec::new();
     for (key, rs, order) in orders {
         if let Some(longest) = order {
-            key_edges(&ctx, key, rs, reads[longest].full, &included, &mut edges);
+            let order = reads[longest].full;
+            key_edges(&ctx, key, rs, order, &included, &mut edges);
+            if let Some(appends) = committed.get(&key) {
+                unseen_append_edges(&ctx, key, rs, order, appends, &mut edges);
+            }
         }
     }
     Ok(Inference { edges, included })
@@ -136,6 +148,23 @@ fn index_appends(txns: &[Txn]) -> Result<HashMap<(u64, u64), Appender>, CheckErr
         }
     }
     Ok(appenders)
+}
+
+/// Every committed transaction's appends, per key: `(element, appender)` in
+/// history order.
+fn committed_appends(txns: &[Txn]) -> BTreeMap<u64, Vec<(u64, u32)>> {
+    let mut by_key: BTreeMap<u64, Vec<(u64, u32)>> = BTreeMap::new();
+    for (i, t) in txns.iter().enumerate() {
+        if t.outcome != Outcome::Committed {
+            continue;
+        }
+        for m in &t.ops {
+            if let MicroOp::Append { key, element } = *m {
+                by_key.entry(key).or_default().push((element, i as u32));
+            }
+        }
+    }
+    by_key
 }
 
 /// Checks a committed transaction's reads against its own earlier reads and
@@ -355,6 +384,64 @@ fn key_edges(
         }
         if m < order.len() {
             edge(Some(r.txn), writer(m), EdgeKind::Rw);
+        }
+    }
+}
+
+/// The edges of `key`'s committed appends that no committed read contains
+/// (`appends`: the key's committed appends; `order`: its version order, the
+/// longest read, of which every read is a prefix). Such an append lies after
+/// every observed element: `ww` from the appender of `order`'s last element,
+/// `rw` from every committed reader of the key that saw none of the
+/// appender's elements (one that saw some read its intermediate state, which
+/// [`report_read`] names G1b). No edge from a transaction to itself.
+fn unseen_append_edges(
+    ctx: &Ctx<'_>,
+    key: u64,
+    rs: &[usize],
+    order: &[u64],
+    appends: &[(u64, u32)],
+    edges: &mut Vec<Edge>,
+) {
+    let appender = |e: &u64| ctx.appenders.get(&(key, *e)).map(|a| a.txn);
+    let seen: HashSet<u64> = order.iter().copied().collect();
+    // Where each transaction's first element stands in the order: a read
+    // longer than that saw it.
+    let mut first_pos: HashMap<u32, usize> = HashMap::new();
+    for (pos, e) in order.iter().enumerate() {
+        if let Some(t) = appender(e) {
+            first_pos.entry(t).or_insert(pos);
+        }
+    }
+    let last = order.last().and_then(appender);
+    // Each reader once, with the longest of its reads (a transaction's reads
+    // of one key are adjacent in `rs`).
+    let mut readers: Vec<(u32, usize)> = Vec::new();
+    for r in rs.iter().map(|&i| &ctx.reads[i]) {
+        match readers.last_mut() {
+            Some((t, len)) if *t == r.txn => *len = (*len).max(r.full.len()),
+            _ => readers.push((r.txn, r.full.len())),
+        }
+    }
+    for &(_, to) in appends.iter().filter(|(e, _)| !seen.contains(e)) {
+        let mut edge = |from: u32, kind| {
+            if from != to {
+                edges.push(Edge {
+                    from,
+                    to,
+                    kind,
+                    key: Some(key),
+                });
+            }
+        };
+        if let Some(from) = last {
+            edge(from, EdgeKind::Ww);
+        }
+        let saw_to = |len: usize| first_pos.get(&to).is_some_and(|&p| len > p);
+        for &(r, len) in &readers {
+            if !saw_to(len) {
+                edge(r, EdgeKind::Rw);
+            }
         }
     }
 }
