@@ -2,8 +2,8 @@
 //! [`CallObserver`] (`ClusterBuilder::observe_calls`) that turns an
 //! application's own calls of the list-append and register procedures
 //! ([`crate::list_append::ListAppendTxn`], [`crate::register::RegisterTxn`])
-//! into history operations (`splitkv_sim::history`), the input of the
-//! strict-serializability checker (`splitkv_sim::checker`, Elle over Adya's
+//! into history operations (`splitkv_check::history`), the input of the
+//! strict-serializability checker (`splitkv_check::checker`, Elle over Adya's
 //! anomalies) and of the lost-commit accounting. The bench's load generator
 //! records its own ([`crate::history_gen`]); this is for applications that
 //! call `Client::call` / `submit` / `poll` themselves.
@@ -38,11 +38,11 @@ use crate::history_gen::{completion, write_history, Ending};
 use crate::list_append;
 use crate::list_append::codec::{self, OpKind, ResultError};
 use crate::register;
+use splitkv_check::history::{History, HistoryError, MicroOp, Op, OpType, ProcessId};
 use splitkv_host::{CallObserver, CallOutcome, CallRecord};
 use splitkv_layout::host_nic::TxStatus;
 use splitkv_layout::wire::NodeId;
 use splitkv_nic::runtime::CLIENTS_PER_NODE_MAX;
-use splitkv_sim::history::{History, HistoryError, MicroOp, Op, OpType, ProcessId};
 use std::collections::HashMap;
 use std::path::Path;
 use std::sync::{Mutex, MutexGuard};

@@ -1,7 +1,10 @@
 //! # splitkv-bench
 //!
 //! Workloads, load generators and end-of-run checks that the `splitkv` binary
-//! (package `splitkv`, `host/cli/`) and the simulator tests run.
+//! (package `splitkv`, `host/cli/`) and the simulator tests run. It depends on
+//! the checkers (`splitkv-check`) but not on the simulator: the simulator
+//! drives this crate's cluster (`splitkv_sim::cluster`), not the other way
+//! round.
 //!
 //! - [`workload`]: the [`Workload`] trait (procedures, load, generator, check;
 //!   FoundationDB's `fdbserver/workloads/` shape) and the database view checks read;
@@ -9,15 +12,17 @@
 //! - [`list_append`] and [`register`]: Elle's list-append and read-write
 //!   register transactions and generators;
 //! - [`history`]: both as [`Workload`]s on the same cluster path, whose check
-//!   is the strict-serializability checker (`splitkv_sim::checker`) and the
-//!   lost-commit accounting (`splitkv_sim::lost_commits`); checking a
+//!   is the strict-serializability checker (`splitkv_check::checker`) and the
+//!   lost-commit accounting (`splitkv_check::lost_commits`); checking a
 //!   history file;
 //! - [`history_gen`]: the generator that records those histories (Jepsen's shape);
 //! - [`history_observer`]: the same histories recorded from an application's
 //!   own calls through the embedding API (`ClusterBuilder::observe_calls`);
 //! - [`loadgen`]: the closed-loop client (conflict retries with seeded backoff,
 //!   measurement window, outcome trace hash);
-//! - [`cluster`]: n nodes running one workload, the path every driver runs;
+//! - [`cluster`]: n nodes running one workload, the path every driver runs
+//!   (the local threaded driver here; the simulator's, with its faults, in
+//!   `splitkv_sim::cluster`);
 //! - [`replicas`]: the replica check, for any workload;
 //! - [`remote`]: workloads across processes (one node per process), node
 //!   side and driver side;

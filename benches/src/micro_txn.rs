@@ -9,9 +9,9 @@
 //! the helpers here.
 
 use crate::list_append::codec::{self, OpKind, ResultError, ResultReader, TxOps};
+use splitkv_check::history::{MicroOp, ReadValue};
 use splitkv_layout::Key;
 use splitkv_nic::{ProcError, ReadView, TxPlan, UserAbort, WriteSet};
-use splitkv_sim::history::{MicroOp, ReadValue};
 
 /// [`splitkv_nic::Procedure::plan`] of a micro-op transaction over `table`:
 /// reads go to the read set, `write_kind` micro-ops to the write set.
@@ -98,7 +98,7 @@ pub(crate) fn complete_reads(
 #[cfg(test)]
 pub(crate) mod test_support {
     use crate::list_append::codec::{self, ResultError, TxOps};
-    use splitkv_sim::history::{MicroOp, ReadValue};
+    use splitkv_check::history::{MicroOp, ReadValue};
 
     /// The micro-ops `m` as the procedure decodes them.
     pub(crate) fn ops(m: &[MicroOp]) -> TxOps {
@@ -157,9 +157,9 @@ pub(crate) mod test_support {
 mod tests {
     use crate::list_append::{codec, ListAppendTxn, LIST_TABLE};
     use crate::register::{RegisterTxn, REGISTER_TABLE};
+    use splitkv_check::history::MicroOp;
     use splitkv_layout::Key;
     use splitkv_nic::{Procedure, TxPlan};
-    use splitkv_sim::history::MicroOp;
 
     fn args(m: &[MicroOp]) -> Vec<u8> {
         let mut b = Vec::new();

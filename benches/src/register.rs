@@ -17,9 +17,9 @@ use crate::list_append::generator::ELEMENT_COUNTER_BITS;
 use crate::micro_txn;
 use rand::{Rng, SeedableRng};
 use rand_xoshiro::Xoshiro256PlusPlus;
+use splitkv_check::history::{MicroOp, ReadValue};
 use splitkv_layout::host_nic::RESULT_BYTES_MAX;
 use splitkv_nic::{ProcError, Procedure, ReadView, TxPlan, UserAbort, WriteSet};
-use splitkv_sim::history::{MicroOp, ReadValue};
 
 /// Table id of the registers.
 pub const REGISTER_TABLE: u32 = 21;

@@ -17,14 +17,14 @@ use splitkv_bench::list_append::{
     LIST_VALUE_BYTES_MAX,
 };
 use splitkv_bench::Db;
+use splitkv_check::checker::{self, CheckOptions, CheckReport, Model};
+use splitkv_check::history::{History, MicroOp, OpType, ReadValue};
+use splitkv_check::lost_commits::{self, FinalRow, FinalValue};
 use splitkv_host::cluster::LOADED_VERSION;
 use splitkv_host::{Client, Cluster, ClusterParts};
 use splitkv_layout::host_nic::TxStatus;
 use splitkv_layout::Key;
 use splitkv_nic::ProcedureRegistry;
-use splitkv_sim::checker::{self, CheckOptions, CheckReport, Model};
-use splitkv_sim::history::{History, MicroOp, OpType, ReadValue};
-use splitkv_sim::lost_commits::{self, FinalRow, FinalValue};
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 

@@ -12,9 +12,9 @@
 
 use clap::{Parser, ValueEnum};
 use splitkv_bench::history::check_file;
-use splitkv_sim::checker::generate::{serial_history, GenConfig};
-use splitkv_sim::checker::{check, CheckOptions, CheckReport, Model};
-use splitkv_sim::history::History;
+use splitkv_check::checker::generate::{serial_history, GenConfig};
+use splitkv_check::checker::{check, CheckOptions, CheckReport, Model};
+use splitkv_check::history::History;
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Instant;

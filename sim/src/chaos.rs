@@ -2,7 +2,7 @@
 //! placed *inside* a recovery epoch and inside a re-replication copy, and a
 //! second node crash during a copy, on top of the rejoin mix's crash and
 //! restart. The seed draws a [`ChaosPlan`] ([`crate::Sim::chaos_plan`]);
-//! the cluster driver (`benches/src/cluster/sim.rs`) fires each part when
+//! the cluster driver ([`crate::cluster`]) fires each part when
 //! the state it waits for is first seen (it knows the NIC runtimes; the
 //! driver does not), so the overlap happens on every seed rather than by
 //! chance.

@@ -8,11 +8,11 @@
 mod fault_support;
 
 use fault_support::{fault_spec, SILENCE_NS};
-use splitkv_bench::cluster::SimNodesMembership;
 use splitkv_bench::history::HistoryCheck;
 use splitkv_bench::history_gen::TxShape;
 use splitkv_bench::loadgen::RetryPolicy;
 use splitkv_bench::{BenchCluster, Smallbank, SmallbankCluster, Workload};
+use splitkv_sim::cluster::{build_on_sim, SimCluster, SimNodesMembership};
 use splitkv_sim::membership::LeaseConfig;
 use splitkv_sim::{FaultMix, Sim, SimConfig, SimNetwork};
 
@@ -71,7 +71,7 @@ fn chaos_run_of<W: Workload>(
     cfg.nodes.nic_crash_pass_min = CRASH_PASSES.0;
     cfg.nodes.nic_crash_pass_max = CRASH_PASSES.1;
     let (mut cluster, net): (BenchCluster<W>, SimNetwork) =
-        BenchCluster::build_on_sim(spec, w, cfg).expect("build");
+        build_on_sim(spec, w, cfg).expect("build");
     let mut sim = cluster.sim(cfg);
     let mut m = SimNodesMembership::new(LeaseConfig::new(3, 3, seed ^ MEMBERSHIP_SEED_SALT))
         .expect("lease config");
@@ -153,7 +153,7 @@ fn nic_crash_counters() {
         cfg.nodes.nic_crash_pass_max = CRASH_PASSES.1;
         let w = Smallbank::new(1_500, None).expect("accounts");
         let (mut cluster, net): (SmallbankCluster, SimNetwork) =
-            BenchCluster::build_on_sim(spec, w, cfg).expect("build");
+            build_on_sim(spec, w, cfg).expect("build");
         let mut sim = cluster.sim(cfg);
         cluster
             .run_sim_until_quiescent(&mut sim, &net, SLICE, PASSES_MAX)
@@ -221,7 +221,7 @@ fn a_restarted_process_serves_nothing_before_its_admission() {
 }
 
 /// The state a failed seed prints with `splitkv sim --trace`
-/// (`BenchCluster::describe_state`) names every configuration and, per
+/// (`SimCluster::describe_state`) names every configuration and, per
 /// node, what a stall is read from.
 #[test]
 fn the_state_of_a_run_names_its_configurations_and_every_node() {

@@ -7,7 +7,7 @@
 //! (`splitkv_nic::recovery::TxEvidence::decide`).
 //!
 //! The verdict, twice: the project's strict-serializability checker
-//! (`splitkv_sim::checker`, register model) over the history t1 and t2 make
+//! (`splitkv_check::checker`, register model) over the history t1 and t2 make
 //! — t2 as its client saw it, t1 as recovery decides it (its client never
 //! learned) — must find no anomaly; and, directly, a transaction reported
 //! committed that read t1's write has read a write that survives: t1 is
@@ -27,13 +27,13 @@ mod scripted_support;
 use scripted_support::evidence::decide_crashed;
 use scripted_support::packets::Msg;
 use scripted_support::{key_on, Cluster};
+use splitkv_check::checker::{check, AnomalyKind, CheckOptions};
+use splitkv_check::history::{History, MicroOp, Op, OpType, ReadValue};
 use splitkv_layout::host_nic::TxStatus;
 use splitkv_layout::log_record::LogKind;
 use splitkv_layout::wire::{MsgKind, NodeId};
 use splitkv_layout::{Key, TxId};
 use splitkv_nic::recovery::DecisionReason;
-use splitkv_sim::checker::{check, AnomalyKind, CheckOptions};
-use splitkv_sim::history::{History, MicroOp, Op, OpType, ReadValue};
 
 /// Most passes (200 ns each) for one phase of the script.
 const PASSES_MAX: usize = 5_000;

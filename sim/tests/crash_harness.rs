@@ -14,10 +14,10 @@ mod history_support;
 
 use fault_support::{fault_spec, SILENCE_NS};
 use history_support::{list_append, spec, HistoryCluster};
-use splitkv_bench::cluster::SimNodesMembership;
 use splitkv_bench::history_gen::TxShape;
 use splitkv_bench::{BenchCluster, CheckError, Smallbank, SmallbankCluster, Workload};
 use splitkv_layout::{Key, ObjectFlags, ObjectMeta};
+use splitkv_sim::cluster::{build_on_sim, SimCluster, SimNodesMembership};
 use splitkv_sim::membership::LeaseConfig;
 use splitkv_sim::{FaultMix, SimConfig, SimNetwork};
 
@@ -73,7 +73,7 @@ fn smallbank(seed: u64, mix: FaultMix) -> (SmallbankCluster, u16, u64) {
     let spec = fault_spec(seed, BUDGET, Some(SILENCE_NS));
     let cfg = crash_config(mix, seed);
     let w = Smallbank::new(300, Some(20)).expect("accounts");
-    let (mut cluster, net) = SmallbankCluster::build_on_sim(spec, w, cfg).expect("build");
+    let (mut cluster, net) = build_on_sim(spec, w, cfg).expect("build");
     let (crashed, crashed_ns) = run_crashed(&mut cluster, &net, cfg);
     (cluster, crashed, crashed_ns)
 }
@@ -183,7 +183,7 @@ fn crash_mix_list_append_history_passes_and_a_corrupted_row_fails() {
         let mut s = spec(3, 4, BUDGET, seed, 500);
         s.session_silence_ns = Some(SILENCE_NS);
         let (mut cluster, net): (HistoryCluster, SimNetwork) =
-            HistoryCluster::build_on_sim(s, workload, cfg).expect("build");
+            build_on_sim(s, workload, cfg).expect("build");
         _ = run_crashed(&mut cluster, &net, cfg);
         let report = cluster
             .check()

@@ -9,7 +9,8 @@
 //! drop, duplication, partition, clog and crash) and the outcomes repeat
 //! bit for bit for one seed and differ for another.
 
-use splitkv_bench::{ClusterSpec, Smallbank, SmallbankCluster};
+use splitkv_bench::{ClusterSpec, Smallbank};
+use splitkv_sim::cluster::{build_on_sim, SimCluster};
 use splitkv_sim::{FaultMix, NetStats, Sim, SimConfig};
 
 /// Transactions per run (over all clients).
@@ -34,7 +35,7 @@ fn run(seed: u64) -> Trace {
         seed,
         ..SimConfig::default()
     };
-    let (mut cluster, net) = SmallbankCluster::build_on_sim(spec, workload, cfg).expect("build");
+    let (mut cluster, net) = build_on_sim(spec, workload, cfg).expect("build");
     let mut sim = Sim::new(cfg);
     cluster
         .run_sim_until_quiescent(&mut sim, &net, 5_000, 50_000_000)
@@ -92,7 +93,7 @@ fn run_mix_sliced(mix: FaultMix, seed: u64, slice: u64) -> MixTrace {
     spec.seed = seed;
     let workload = Smallbank::new(1_000, Some(20)).expect("accounts");
     let cfg = mix.config(seed);
-    let (mut cluster, net) = SmallbankCluster::build_on_sim(spec, workload, cfg).expect("build");
+    let (mut cluster, net) = build_on_sim(spec, workload, cfg).expect("build");
     let mut sim = cluster.sim(cfg);
     while sim.passes() < MIX_PASSES {
         sim.run_passes(&net, &mut cluster.components(), slice)

@@ -14,8 +14,9 @@ mod history_support;
 
 use history_support::{check_run, list_append, spec, HistoryCluster};
 use splitkv_bench::history_gen::TxShape;
-use splitkv_bench::{ClusterSpec, Smallbank, SmallbankCluster};
+use splitkv_bench::{ClusterSpec, Smallbank};
 use splitkv_nic::net::session::SessionEvent;
+use splitkv_sim::cluster::{build_on_sim, SimCluster};
 use splitkv_sim::{DmaFaults, FaultMix, NetFaults, NetStats, SimConfig, SimNetwork};
 
 /// Passes between checks for the end of a run.
@@ -52,8 +53,7 @@ fn net_mix_smallbank_keeps_money_and_replicas() {
         let cfg = FaultMix::Net.config(seed);
         let workload = Smallbank::new(1_000, Some(20)).expect("accounts");
         let (mut cluster, net) =
-            SmallbankCluster::build_on_sim(smallbank_spec(seed, 1_000), workload, cfg)
-                .expect("build");
+            build_on_sim(smallbank_spec(seed, 1_000), workload, cfg).expect("build");
         let mut sim = cluster.sim(cfg);
         if let Err(e) = cluster.run_sim_until_quiescent(&mut sim, &net, SLICE, PASSES_MAX) {
             panic!("{name}: {e}\n{}", net.trace().tail(40));
@@ -79,7 +79,7 @@ fn dma_latencies_are_wired_into_the_cluster() {
         };
         let workload = Smallbank::new(1_000, Some(20)).expect("accounts");
         let (mut cluster, net) =
-            SmallbankCluster::build_on_sim(smallbank_spec(8, 500), workload, cfg).expect("build");
+            build_on_sim(smallbank_spec(8, 500), workload, cfg).expect("build");
         let mut sim = cluster.sim(cfg);
         cluster
             .run_sim_until_quiescent(&mut sim, &net, SLICE, PASSES_MAX)
@@ -111,8 +111,7 @@ fn full_links_push_back_and_nothing_is_lost() {
         ..SimConfig::default()
     };
     let workload = Smallbank::new(1_000, Some(20)).expect("accounts");
-    let (mut cluster, net) =
-        SmallbankCluster::build_on_sim(smallbank_spec(4, 500), workload, cfg).expect("build");
+    let (mut cluster, net) = build_on_sim(smallbank_spec(4, 500), workload, cfg).expect("build");
     let mut sim = cluster.sim(cfg);
     cluster
         .run_sim_until_quiescent(&mut sim, &net, SLICE, PASSES_MAX)
@@ -133,7 +132,7 @@ fn net_mix_list_append_history_passes_checks() {
         let cfg = FaultMix::Net.config(seed);
         let workload = list_append(12, 3, 1_000, TxShape::Mixed);
         let (mut cluster, net): (HistoryCluster, SimNetwork) =
-            HistoryCluster::build_on_sim(spec(3, 4, 1_000, seed, 0), workload, cfg).expect("build");
+            build_on_sim(spec(3, 4, 1_000, seed, 0), workload, cfg).expect("build");
         let mut sim = cluster.sim(cfg);
         if let Err(e) = cluster.run_sim_until_quiescent(&mut sim, &net, SLICE, PASSES_MAX) {
             panic!("{name}: {e}\n{}", net.trace().tail(40));
@@ -157,7 +156,7 @@ fn crash_contained(mix: FaultMix, seed: u64) {
     let mut spec = smallbank_spec(seed, 100_000);
     spec.session_silence_ns = Some(SILENCE_NS);
     let workload = Smallbank::new(1_000, Some(20)).expect("accounts");
-    let (mut cluster, net) = SmallbankCluster::build_on_sim(spec, workload, cfg).expect("build");
+    let (mut cluster, net) = build_on_sim(spec, workload, cfg).expect("build");
     let mut sim = cluster.sim(cfg);
     let (_, crashed) = sim.planned_crashes()[0];
     let mut failed = Vec::new();

@@ -2,8 +2,8 @@
 //! register runs on 3 nodes (replication 3) with few keys and many
 //! transactions in flight, on several seeds; each history is written as JSON
 //! lines, read back, checked for strict serializability
-//! (`splitkv_sim::checker`) and for lost and phantom commits against the
-//! primaries' final state (`splitkv_sim::lost_commits`).
+//! (`splitkv_check::checker`) and for lost and phantom commits against the
+//! primaries' final state (`splitkv_check::lost_commits`).
 //!
 //! The write-skew runs (read two keys, write one) are the ones
 //! `scripts/mutation` expects to fail when read validation is skipped or a
@@ -14,9 +14,10 @@ mod history_support;
 use history_support::{check_run, list_append, register, spec, HistoryCluster};
 use splitkv_bench::history::{HistoryCheck, HistoryReport as Checked};
 use splitkv_bench::history_gen::TxShape;
+use splitkv_check::checker::EdgeKind;
+use splitkv_check::history::History;
 use splitkv_layout::host_nic::TxStatus;
-use splitkv_sim::checker::EdgeKind;
-use splitkv_sim::history::History;
+use splitkv_sim::cluster::{build_on_sim, SimCluster};
 use splitkv_sim::{Sim, SimConfig};
 
 const NODES: usize = 3;
@@ -42,7 +43,7 @@ fn simulate(workload: HistoryCheck, seed: u64, budget: u64, name: &str) -> (Hist
         ..SimConfig::default()
     };
     let spec = spec(NODES, INFLIGHT, budget, seed, 500);
-    let (mut cluster, net) = HistoryCluster::build_on_sim(spec, workload, cfg).expect("build");
+    let (mut cluster, net) = build_on_sim(spec, workload, cfg).expect("build");
     let mut sim = Sim::new(cfg);
     if let Err(e) = cluster.run_sim_until_quiescent(&mut sim, &net, PASSES_PER_SLICE, PASSES_MAX) {
         panic!("{name}: simulated network healthy, no stall: {e}");

@@ -16,6 +16,7 @@ use history_support::{list_append, spec, HistoryCluster};
 use splitkv_bench::history_gen::TxShape;
 use splitkv_bench::{BenchCluster, Smallbank, SmallbankCluster, Workload};
 use splitkv_nic::runtime::Availability;
+use splitkv_sim::cluster::{build_on_sim, SimCluster};
 use splitkv_sim::{FaultMix, Sim, SimConfig, SimNetwork};
 
 /// Passes between checks for the end of a run.
@@ -63,7 +64,7 @@ fn smallbank(seed: u64) -> (SmallbankCluster, Sim) {
     let spec = fault_spec(seed, BUDGET, None);
     let cfg = nic_config(seed);
     let w = Smallbank::new(300, Some(20)).expect("accounts");
-    let (mut cluster, net) = SmallbankCluster::build_on_sim(spec, w, cfg).expect("build");
+    let (mut cluster, net) = build_on_sim(spec, w, cfg).expect("build");
     let sim = run(&mut cluster, &net, cfg);
     (cluster, sim)
 }
@@ -90,7 +91,7 @@ fn nic_crash_list_append_history_passes() {
         let workload = list_append(12, 3, BUDGET, TxShape::Mixed);
         let s = spec(3, 4, BUDGET, seed, 500);
         let (mut cluster, net): (HistoryCluster, SimNetwork) =
-            HistoryCluster::build_on_sim(s, workload, cfg).expect("build");
+            build_on_sim(s, workload, cfg).expect("build");
         let sim = run(&mut cluster, &net, cfg);
         let report = cluster
             .check()
@@ -144,7 +145,7 @@ fn nic_crash_over_a_lossy_network_keeps_money_and_replicas() {
             ..nic_config(seed)
         };
         let w = Smallbank::new(300, Some(20)).expect("accounts");
-        let (mut cluster, net) = SmallbankCluster::build_on_sim(spec, w, cfg).expect("build");
+        let (mut cluster, net) = build_on_sim(spec, w, cfg).expect("build");
         run(&mut cluster, &net, cfg);
         cluster
             .check()

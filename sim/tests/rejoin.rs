@@ -10,8 +10,8 @@
 mod fault_support;
 
 use fault_support::{fault_spec, SILENCE_NS};
-use splitkv_bench::cluster::SimNodesMembership;
-use splitkv_bench::{BenchCluster, Smallbank, SmallbankCluster};
+use splitkv_bench::{Smallbank, SmallbankCluster};
+use splitkv_sim::cluster::{build_on_sim, SimCluster, SimNodesMembership};
 use splitkv_sim::membership::LeaseConfig;
 use splitkv_sim::{FaultMix, SimConfig, SimNetwork};
 
@@ -33,7 +33,7 @@ fn rejoin_run(seed: u64) -> (SmallbankCluster, u16, [u64; 3], SimNodesMembership
     cfg.nodes.crash_pass_max = CRASH_PASSES.1;
     let w = Smallbank::new(300, Some(20)).expect("accounts");
     let (mut cluster, net): (SmallbankCluster, SimNetwork) =
-        BenchCluster::build_on_sim(spec, w, cfg).expect("build");
+        build_on_sim(spec, w, cfg).expect("build");
     let mut sim = cluster.sim(cfg);
     let mut m = SimNodesMembership::new(LeaseConfig::new(3, 3, seed)).expect("lease config");
     if let Err(e) = cluster.run_sim_with_membership(&mut sim, &net, &mut m, SLICE, PASSES_MAX) {

@@ -5,6 +5,7 @@
 
 use splitkv_bench::{ClusterSpec, Smallbank, SmallbankCluster};
 use splitkv_nic::net::session::SessionEvent;
+use splitkv_sim::cluster::{build_on_sim, SimCluster};
 use splitkv_sim::{EventKind, SimConfig};
 
 const SLICE: u64 = 1_000;
@@ -27,7 +28,7 @@ fn cluster(
         ..SimConfig::default()
     };
     let workload = Smallbank::new(500, Some(20)).expect("accounts");
-    let (c, net) = SmallbankCluster::build_on_sim(spec, workload, cfg).expect("build");
+    let (c, net) = build_on_sim(spec, workload, cfg).expect("build");
     (c, net, cfg)
 }
 

@@ -5,8 +5,9 @@
 
 use splitkv_bench::loadgen::{CommittedTx, LoadStats, RetryPolicy};
 use splitkv_bench::smallbank::{TxType, MIX};
-use splitkv_bench::{ClusterSpec, Smallbank, SmallbankCluster};
+use splitkv_bench::{ClusterSpec, Smallbank};
 use splitkv_host::table::TableKind;
+use splitkv_sim::cluster::{build_on_sim, SimCluster};
 use splitkv_sim::{Sim, SimConfig};
 
 const TXS: u64 = 50_000;
@@ -72,7 +73,7 @@ fn run_shape(
         seed,
         ..SimConfig::default()
     };
-    let (mut cluster, net) = SmallbankCluster::build_on_sim(spec, workload, cfg).expect("build");
+    let (mut cluster, net) = build_on_sim(spec, workload, cfg).expect("build");
     let mut sim = Sim::new(cfg);
     // Run until every budgeted transaction has an outcome and every node is idle.
     cluster

@@ -2,12 +2,14 @@
 //! (`splitkv_host::cluster::Cluster::builder()` → `build_parts`), the
 //! workload's rows loaded through its `load`, and one load generator per node.
 //! The same cluster runs under the deterministic simulator (the sim tests
-//! poll [`BenchCluster::components`]) and the local threaded driver (the
-//! `splitkv` binary, [`BenchCluster::run_threads`], which hands the parts to
-//! the API's polling threads and takes them back with `shutdown`); only the
-//! transports and the clock differ. The checks live apart: the workload's own
-//! ([`Workload::check`], e.g. [`crate::smallbank::check`] or the history
-//! check of [`crate::history`]) and the replica check ([`crate::replicas`]).
+//! and `splitkv sim` poll [`BenchCluster::components`] through
+//! `splitkv_sim::cluster`, which also drives its faults) and the local
+//! threaded driver (the `splitkv` binary, [`BenchCluster::run_threads`],
+//! which hands the parts to the API's polling threads and takes them back
+//! with `shutdown`); only the transports and the clock differ. The checks
+//! live apart: the workload's own ([`Workload::check`], e.g.
+//! [`crate::smallbank::check`] or the history check of [`crate::history`])
+//! and the replica check ([`crate::replicas`]).
 
 use crate::loadgen::{CommittedTx, LoadGen, LoadGenConfig, LoadStats, RetryPolicy};
 use crate::replicas::{check_replicas, ReplicaReport};
@@ -355,7 +357,5 @@ impl<W: Workload> BenchCluster<W> {
     }
 }
 
-mod sim;
 mod threads;
-pub use sim::{ChaosNicRestart, ChaosRecord, SimNodesMembership};
 pub use threads::{ThreadRun, PROGRESS_PERIOD};

@@ -1,10 +1,10 @@
 //! Checking a history file: what `splitkv check history FILE` and the sim's
 //! `check_history` example share. A file is Jepsen-shaped JSON lines
-//! (`splitkv_sim::history`), the same format external checkers (Elle, the
+//! (`splitkv_check::history`), the same format external checkers (Elle, the
 //! `adya` crate) read.
 
-use splitkv_sim::checker::{self, CheckOptions, CheckReport};
-use splitkv_sim::history::History;
+use splitkv_check::checker::{self, CheckOptions, CheckReport};
+use splitkv_check::history::History;
 use std::path::Path;
 
 /// Why a history file could not be checked (bad input, not anomalies: those
@@ -25,7 +25,7 @@ pub enum FileCheckError {
         /// The file.
         path: String,
         /// What was wrong.
-        source: splitkv_sim::history::HistoryError,
+        source: splitkv_check::history::HistoryError,
     },
     /// The history is malformed for the checker (unpaired operations, a
     /// broken precondition of the model).

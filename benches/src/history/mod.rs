@@ -5,9 +5,9 @@
 //!
 //! 1. every client's [`HistoryGen`] recorded a Jepsen history; the histories
 //!    are merged (and written as JSON lines if asked: `--history FILE`);
-//! 2. the strict-serializability checker (`splitkv_sim::checker`, Adya's
+//! 2. the strict-serializability checker (`splitkv_check::checker`, Adya's
 //!    anomalies with real-time edges) finds no anomaly;
-//! 3. the lost-commit accounting (`splitkv_sim::lost_commits`) matches every
+//! 3. the lost-commit accounting (`splitkv_check::lost_commits`) matches every
 //!    key's final version and value at its primary, read from the database,
 //!    to the committed writes, and the fault-free counters (stale records,
 //!    bad entries, decode errors) are zero.
@@ -26,12 +26,12 @@ use crate::list_append::{LIST_TABLE, LIST_VALUE_BYTES_MAX};
 use crate::register::{self, RegisterConfig, RegisterGenerator, RegisterTxn};
 use crate::register::{REGISTER_TABLE, REGISTER_VALUE_BYTES};
 use crate::workload::{CheckError, Db, RowIter, Workload};
+use splitkv_check::checker::{self, CheckOptions, CheckReport, Model};
+use splitkv_check::history::History;
+use splitkv_check::lost_commits::{self, FinalRow, FinalValue, LostCommitReport, NodeCounters};
 use splitkv_host::cluster::LOADED_VERSION;
 use splitkv_layout::Key;
 use splitkv_nic::ProcedureRegistry;
-use splitkv_sim::checker::{self, CheckOptions, CheckReport, Model};
-use splitkv_sim::history::History;
-use splitkv_sim::lost_commits::{self, FinalRow, FinalValue, LostCommitReport, NodeCounters};
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::sync::Arc;

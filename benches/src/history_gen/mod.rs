@@ -1,6 +1,6 @@
 //! The history-recording generator: a [`TxGenerator`] over a
 //! [`MicroOpSource`] (list-append or register micro-op transactions) that
-//! records what its client saw as a Jepsen history (`splitkv_sim::history`),
+//! records what its client saw as a Jepsen history (`splitkv_check::history`),
 //! the input of the strict-serializability checker and of the lost-commit
 //! accounting. It runs inside the ordinary closed-loop load generator
 //! ([`crate::loadgen::LoadGen`]) on the one cluster path
@@ -39,10 +39,10 @@
 use crate::list_append::codec::ResultError;
 use crate::workload::{Outcome, TxCall, TxGenerator};
 use hashbrown::HashMap;
+use splitkv_check::history::{History, HistoryError, MicroOp, Op, OpType, ProcessId};
 use splitkv_layout::host_nic::TxStatus;
 use splitkv_layout::FixedState;
 use splitkv_nic::Nanos;
-use splitkv_sim::history::{History, HistoryError, MicroOp, Op, OpType, ProcessId};
 use std::io::BufWriter;
 use std::path::Path;
 
@@ -439,7 +439,7 @@ impl<W: MicroOpSource> TxGenerator for HistoryGen<W> {
 }
 
 /// Writes `history` to `path` as JSON lines (Jepsen's shape, see
-/// `splitkv_sim::history`), replacing the file: what `--history FILE` calls.
+/// `splitkv_check::history`), replacing the file: what `--history FILE` calls.
 ///
 /// # Errors
 /// [`HistoryError::Io`] if the file cannot be created or written.

@@ -12,9 +12,9 @@
 //! Decoding never allocates (it runs on the NIC runtime for every
 //! transaction) and never panics: bad bytes are [`ProcError::BadArgs`].
 
+use splitkv_check::history::MicroOp;
 use splitkv_layout::host_nic::ARGS_BYTES_MAX;
 use splitkv_nic::ProcError;
-use splitkv_sim::history::MicroOp;
 
 /// Most micro-ops in one transaction (Elle's generator draws 1–4).
 pub const MICRO_OPS_PER_TX_MAX: usize = 4;

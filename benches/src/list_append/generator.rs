@@ -18,7 +18,7 @@ use super::LIST_ELEMENTS_MAX;
 use crate::history_gen::{MicroOpSource, TxShape, WorkloadConfigError};
 use rand::{Rng, SeedableRng};
 use rand_xoshiro::Xoshiro256PlusPlus;
-use splitkv_sim::history::MicroOp;
+use splitkv_check::history::MicroOp;
 
 use super::codec::MICRO_OPS_PER_TX_MAX;
 

@@ -2,7 +2,7 @@
 //! transactions of 1–[`MICRO_OPS_PER_TX_MAX`] micro-ops, each a read of a key or
 //! an append of a unique `u64` element to the list stored at a key. Because
 //! every element is unique, each read names exactly the appends it saw, which
-//! is what lets the strict-serializability checker (`splitkv_sim::checker`)
+//! is what lets the strict-serializability checker (`splitkv_check::checker`)
 //! recover write-write, write-read and read-write dependencies.
 //!
 //! - [`ListAppendTxn`] is the shipped procedure (Xenic §4.2.2): its plan puts
@@ -26,9 +26,9 @@ pub mod generator;
 
 use crate::micro_txn;
 use codec::{OpKind, ResultError, TxOps, MICRO_OPS_PER_TX_MAX};
+use splitkv_check::history::{MicroOp, ReadValue};
 use splitkv_layout::host_nic::RESULT_BYTES_MAX;
 use splitkv_nic::{ProcError, Procedure, ReadView, TxPlan, UserAbort, WriteSet};
-use splitkv_sim::history::{MicroOp, ReadValue};
 
 pub use generator::{ListAppendConfig, ListAppendGenerator};
 

@@ -18,6 +18,9 @@ use crate::history_gen::HistoryStats;
 use crate::replicas::{check_replicas, ReplicaReport};
 use crate::smallbank::{check_money_range, MoneyReport, Smallbank};
 use crate::workload::{CheckError, Db, Workload};
+use splitkv_check::checker::CheckReport;
+use splitkv_check::history::{History, Op};
+use splitkv_check::lost_commits::{self, LostCommitReport};
 use splitkv_host::cluster::ClusterParts;
 use splitkv_layout::wire::{NodeId, NodeMask};
 use splitkv_layout::{Key, ObjectFlags, ObjectMeta};
@@ -25,9 +28,6 @@ use splitkv_nic::net::mem::mem_network;
 use splitkv_nic::net::Transport;
 use splitkv_nic::placement::Roles;
 use splitkv_nic::Placement;
-use splitkv_sim::checker::CheckReport;
-use splitkv_sim::history::{History, Op};
-use splitkv_sim::lost_commits::{self, LostCommitReport};
 use std::path::Path;
 
 /// What the history check of a run across processes found.

@@ -12,8 +12,8 @@ use crate::remote::journal::Journaled;
 use crate::remote::replay::{results_from_journal, JournalError};
 use crate::smallbank::{SmallbankGenerator, TxType};
 use crate::workload::{Outcome, TxCall, TxGenerator};
+use splitkv_check::history::MicroOp;
 use splitkv_layout::host_nic::TxStatus;
-use splitkv_sim::history::MicroOp;
 
 fn tmp(name: &str) -> std::path::PathBuf {
     std::env::temp_dir().join(format!("splitkv-kill-test-{}-{name}", std::process::id()))

@@ -1,5 +1,5 @@
 //! `splitkv check history FILE`: the project's strict-serializability checker
-//! (`splitkv_sim::checker`) over any Jepsen-shaped JSON-lines history, through
+//! (`splitkv_check::checker`) over any Jepsen-shaped JSON-lines history, through
 //! the same code as the sim's `check_history` example
 //! (`splitkv_bench::history::check_file`). Valid: exit 0; anomalies: the
 //! report (every kind, each listed anomaly in full) and exit 1; a file that
@@ -8,7 +8,7 @@
 use crate::cli::{CheckHistoryArgs, HistoryModel};
 use crate::Failure;
 use splitkv_bench::history::check_file;
-use splitkv_sim::checker::{CheckOptions, Model};
+use splitkv_check::checker::{CheckOptions, Model};
 
 /// Checks the file and prints the report.
 pub fn run(args: &CheckHistoryArgs) -> Result<(), Failure> {

@@ -253,16 +253,16 @@ fn list_append_writes_a_history_the_checker_accepts() {
     assert!(v["committed"].as_u64().unwrap() > 0);
     assert!(v["lost_commit_check"].as_str().unwrap().starts_with("ok"));
     // The written file, read and checked by the project's checker.
-    let read = splitkv_sim::history::History::read_jsonl(std::io::BufReader::new(
+    let read = splitkv_check::history::History::read_jsonl(std::io::BufReader::new(
         std::fs::File::open(&path).expect("history written"),
     ))
     .expect("Jepsen-shaped JSON lines");
     assert_eq!(read.len(), 2 * 1_200, "an invoke and a completion each");
-    let opts = splitkv_sim::checker::CheckOptions {
-        model: splitkv_sim::checker::Model::ListAppend,
+    let opts = splitkv_check::checker::CheckOptions {
+        model: splitkv_check::checker::Model::ListAppend,
         ..Default::default()
     };
-    let report = splitkv_sim::checker::check(&read, &opts).expect("well-formed");
+    let report = splitkv_check::checker::check(&read, &opts).expect("well-formed");
     assert!(report.valid, "{report}");
     // And through the binary's own check subcommand.
     let out = splitkv(&["check", "history", file, "--model", "list-append"]);

@@ -11,8 +11,8 @@ use splitkv_bench::history::{HistoryCheck, HistoryReport};
 use splitkv_bench::history_gen::TxShape;
 use splitkv_bench::loadgen::RetryPolicy;
 use splitkv_bench::{BenchCluster, CheckError, ClusterSpec};
+use splitkv_check::history::History;
 use splitkv_nic::Nanos;
-use splitkv_sim::history::History;
 use std::path::PathBuf;
 
 /// A cluster running one history workload.

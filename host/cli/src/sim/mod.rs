@@ -6,7 +6,8 @@
 //! else runs beside it. A failing seed prints what failed and the one command
 //! that replays it alone (with `--trace`, which prints the simulator's last
 //! events and each node's state at the end,
-//! `BenchCluster::describe_state`). Exit code 1 when any seed failed.
+//! `splitkv_sim::cluster::SimCluster::describe_state`). Exit code 1 when any
+//! seed failed.
 
 pub mod args;
 pub mod faults;

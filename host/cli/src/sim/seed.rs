@@ -5,13 +5,15 @@
 //! list-append and register) and replica agreement.
 
 use super::args::{SimArgs, SimWorkload};
-use splitkv_bench::cluster::{ChaosNicRestart, ChaosRecord, SimNodesMembership};
 use splitkv_bench::history::HistoryCheck;
 use splitkv_bench::history_gen::TxShape;
 use splitkv_bench::loadgen::RetryPolicy;
 use splitkv_bench::{BenchCluster, ClusterSpec, Smallbank, Workload};
 use splitkv_nic::membership::Configuration;
 use splitkv_nic::Nanos;
+use splitkv_sim::cluster::{
+    build_on_sim, ChaosNicRestart, ChaosRecord, SimCluster, SimNodesMembership,
+};
 use splitkv_sim::membership::LeaseConfig;
 use splitkv_sim::SimConfig;
 
@@ -140,7 +142,7 @@ fn spec(args: &SimArgs, seed: u64) -> ClusterSpec {
 }
 
 fn run<W: Workload>(args: &SimArgs, seed: u64, cfg: SimConfig, workload: W) -> SeedOutcome {
-    let (mut cluster, net) = match BenchCluster::build_on_sim(spec(args, seed), workload, cfg) {
+    let (mut cluster, net) = match build_on_sim(spec(args, seed), workload, cfg) {
         Ok(c) => c,
         Err(e) => return SeedOutcome::failed(seed, format!("cluster not built: {e}")),
     };

@@ -1,7 +1,7 @@
 //! The history a failing or stalled seed leaves behind.
 
 use super::*;
-use splitkv_sim::history::{History, OpType};
+use splitkv_check::history::{History, OpType};
 
 /// A list-append run stopped long before its budget is done (a stall, as
 /// `run` sees one): its history is written as `seed-N.failed.jsonl`, in
@@ -23,7 +23,7 @@ fn a_stalled_seed_leaves_its_history_as_failed_jsonl() {
         seed: 7,
         ..SimConfig::default()
     };
-    let (mut cluster, net) = BenchCluster::build_on_sim(spec, workload, cfg).expect("cluster");
+    let (mut cluster, net) = build_on_sim(spec, workload, cfg).expect("cluster");
     let mut sim = cluster.sim(cfg);
     let ran = cluster.run_sim_until_quiescent(&mut sim, &net, 100, 2_000);
     assert!(ran.is_err(), "the run must stop before its budget is done");

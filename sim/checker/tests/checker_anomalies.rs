@@ -5,8 +5,8 @@
 mod checker_support;
 
 use checker_support::{a, assert_found, r, rr, w, Builder};
-use splitkv_sim::checker::{AnomalyKind as K, EdgeKind};
-use splitkv_sim::history::OpType;
+use splitkv_check::checker::{AnomalyKind as K, EdgeKind};
+use splitkv_check::history::OpType;
 
 #[test]
 fn g0_write_cycle() {

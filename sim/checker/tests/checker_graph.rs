@@ -7,11 +7,11 @@ mod checker_support;
 
 use checker_support::{a, r, Builder};
 use proptest::prelude::*;
-use splitkv_sim::checker::generate::{serial_history, GenConfig};
-use splitkv_sim::checker::graph::{sccs, shortest_path, Graph, KindMask, Scratch};
-use splitkv_sim::checker::realtime::realtime_edges;
-use splitkv_sim::checker::{check, AnomalyKind, CheckOptions, Edge, EdgeKind, Outcome, Txn};
-use splitkv_sim::history::{MicroOp, OpType, ReadValue};
+use splitkv_check::checker::generate::{serial_history, GenConfig};
+use splitkv_check::checker::graph::{sccs, shortest_path, Graph, KindMask, Scratch};
+use splitkv_check::checker::realtime::realtime_edges;
+use splitkv_check::checker::{check, AnomalyKind, CheckOptions, Edge, EdgeKind, Outcome, Txn};
+use splitkv_check::history::{MicroOp, OpType, ReadValue};
 use std::time::Instant;
 
 fn edge(from: u32, to: u32, kind: EdgeKind) -> Edge {

@@ -5,8 +5,8 @@
 mod checker_support;
 
 use checker_support::{a, assert_found, r, rr, w, Builder};
-use splitkv_sim::checker::{check, CheckError, CheckOptions, Model, Outcome};
-use splitkv_sim::history::{History, Op, OpType};
+use splitkv_check::checker::{check, CheckError, CheckOptions, Model, Outcome};
+use splitkv_check::history::{History, Op, OpType};
 
 #[test]
 fn serial_list_append_history_is_valid() {
@@ -89,7 +89,7 @@ fn failed_writes_never_read_are_accepted() {
     assert_eq!(rep.stats.model, Model::Register);
 }
 
-fn op(process: u64, kind: OpType, value: Vec<splitkv_sim::history::MicroOp>, time_ns: u64) -> Op {
+fn op(process: u64, kind: OpType, value: Vec<splitkv_check::history::MicroOp>, time_ns: u64) -> Op {
     Op {
         index: 0,
         process,

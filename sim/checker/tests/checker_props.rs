@@ -6,10 +6,10 @@
 //! written as JSON lines and read back checks the same.
 
 use proptest::prelude::*;
-use splitkv_sim::checker::generate::{serial_history, GenConfig};
-use splitkv_sim::checker::txn::pair;
-use splitkv_sim::checker::{check, CheckOptions, Model, Outcome, Txn};
-use splitkv_sim::history::{History, MicroOp, ReadValue};
+use splitkv_check::checker::generate::{serial_history, GenConfig};
+use splitkv_check::checker::txn::pair;
+use splitkv_check::checker::{check, CheckOptions, Model, Outcome, Txn};
+use splitkv_check::history::{History, MicroOp, ReadValue};
 use std::collections::HashMap;
 
 fn config(seed: u64, model: Model, serial_times: bool, processes: u64) -> GenConfig {
@@ -210,7 +210,7 @@ fn a_history_written_as_json_lines_checks_the_same() {
             .ops
             .iter()
             .enumerate()
-            .filter(|(_, o)| o.kind == splitkv_sim::history::OpType::Ok)
+            .filter(|(_, o)| o.kind == splitkv_check::history::OpType::Ok)
             .find_map(|(i, o)| {
                 o.value
                     .iter()

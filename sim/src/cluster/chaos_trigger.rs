@@ -1,5 +1,6 @@
-//! The chaos mix's overlapping faults, fired by the cluster driver
-//! (`splitkv_sim::chaos` says what they are and the bound on crashes). The
+//! The chaos mix's overlapping faults, fired by the cluster driver (the
+//! schedule, [`crate::chaos`], says what they are and the bound on
+//! crashes; this is the trigger that fires them). The
 //! NIC restarts are fired from inside a pass, by the node's own component
 //! ([`ChaosState::before_nic`], called by the NIC runtime's wrapper), the
 //! first time the state they wait for is seen past their delay, so they
@@ -8,10 +9,13 @@
 //! the slice ([`ChaosState::wants_driver`]) and the driver crashes the
 //! victim before the next pass ([`ChaosState::second_crash`]).
 
+use super::{crashed_mask, SimNodesMembership, COMPONENTS_PER_NODE};
+use crate::chaos::{second_crash_victim, ChaosPlan, CopyRole};
+use crate::{Sim, SimError, SimNetwork};
+use splitkv_bench::{BenchCluster, Workload};
 use splitkv_layout::wire::NodeId;
 use splitkv_nic::membership::Configuration;
 use splitkv_nic::{Nanos, NicRuntime};
-use splitkv_sim::chaos::{second_crash_victim, ChaosPlan, CopyRole};
 
 /// Why a chaos NIC restart was fired.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -148,4 +152,32 @@ impl ChaosState {
         }
         victim
     }
+}
+
+/// After a slice under the chaos mix: a refused NIC restart is the
+/// run's fault; a second crash that came due is done now.
+pub(super) fn fire_chaos<W: Workload>(
+    cluster: &mut BenchCluster<W>,
+    sim: &mut Sim,
+    net: &SimNetwork,
+    m: &mut SimNodesMembership,
+) -> Result<(), SimError> {
+    let Some(chaos) = m.chaos.as_mut() else {
+        return Ok(());
+    };
+    let chaos = chaos.get_mut().unwrap_or_else(|p| p.into_inner());
+    if let Some((node, now_ns, reason)) = chaos.error.take() {
+        return Err(SimError::ComponentStopped {
+            index: node as usize * COMPONENTS_PER_NODE,
+            now_ns,
+            reason: format!("NIC runtime restart refused: {reason}"),
+        });
+    }
+    let config = m.manager.current();
+    let crashed = u32::from(crashed_mask(sim).0);
+    let (nodes, replication) = (cluster.parts.nodes.len(), cluster.spec.replication);
+    if let Some(victim) = chaos.second_crash(sim.now(), nodes, replication, &config, crashed) {
+        sim.crash_now(net, victim);
+    }
+    Ok(())
 }

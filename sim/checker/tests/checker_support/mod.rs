@@ -2,8 +2,8 @@
 //! hand-made histories.
 #![allow(dead_code)]
 
-use splitkv_sim::checker::{check, AnomalyKind, CheckOptions, CheckReport};
-use splitkv_sim::history::{History, MicroOp, Op, OpType, ReadValue};
+use splitkv_check::checker::{check, AnomalyKind, CheckOptions, CheckReport};
+use splitkv_check::history::{History, MicroOp, Op, OpType, ReadValue};
 
 /// `[append k e]`.
 pub fn a(key: u64, element: u64) -> MicroOp {
