@@ -242,7 +242,7 @@ HasWrite(n, t, k) ==
 \* a live node holds a COMMIT record of t, or every live replica of every
 \* written key (shard) holds t's LOG record (LOG is sent only after
 \* validation passed; "every", not "some", so no surviving replica misses a
-\* committed write: nic-runtime/src/recovery/decide.rs).  A live
+\* committed write: nic-runtime/src/recovery/epoch/decide.rs).  A live
 \* coordinator's decision stands; undecided means abort.
 DecideAll(A) ==
     LET HasLog(n, t, k) == \E r \in rec[n] : r.t = t /\ r.kind = "LOG" /\ k \in r.keys

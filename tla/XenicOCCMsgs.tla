@@ -85,7 +85,7 @@
 (*              LOG records, and decision records only of failed           *)
 (*              coordinators' transactions; a live coordinator reports its *)
 (*              own decision.  With KeepRecovered = TRUE (the design,      *)
-(*              nic-runtime/src/recovery/unresumed.rs) n also reports, until *)
+(*              nic-runtime/src/recovery/epoch/unresumed.rs) n also reports, until *)
 (*              it resumes, the decision records it appended here (rrec)   *)
 (*              and its coordinator the decisions of its own transactions. *)
 (*              KeepRecovered = FALSE (XenicForgetRecovered, 17 steps):    *)
@@ -470,7 +470,7 @@ SeenCommit(n, t) == HasRec(n, t, "COMMIT") /\ Shown(n, t)
 SeenAbort(n, t) == HasRec(n, t, "ABORT") /\ Shown(n, t)
 SeenLog(n, t, k) == HasLog(n, t, k) /\ (~HasRec(n, t, "COMMIT") \/ Shown(n, t))
 
-\* The recovery rule as the code applies it (recovery/decide.rs): a live
+\* The recovery rule as the code applies it (recovery/epoch/decide.rs): a live
 \* coordinator's own decision (commit after its commit point, abort in an
 \* abort after LOG, or, with KeepRecovered, the decision an abandoned
 \* recovery gave it, Apply); else a COMMIT record; else an ABORT record;

@@ -1,5 +1,5 @@
 //! A recovery abandoned after some node recorded its decisions (issue 12):
-//! the next epoch must decide the same way (`recovery/unresumed.rs`;
+//! the next epoch must decide the same way (`recovery/epoch/unresumed.rs`;
 //! `tla/XenicOCCMsgs.tla` with `KeepRecovered`, must-fail model
 //! `XenicForgetRecovered.cfg`). Each scenario loses one recovery message
 //! with its leader, so that what the survivors' servers report

@@ -1,4 +1,4 @@
-//! `Recovery::resend_to` (`recovery/resend.rs`): a session renewed inside
+//! `Recovery::resend_to` (`recovery/epoch/resend.rs`): a session renewed inside
 //! a recovery epoch drops what it held for the peer's old process, and the
 //! machines on both ends send their step's messages again. Driven with the
 //! recovery harness (`recovery/harness.rs`): 4 nodes, replication 3, node 0

@@ -17,7 +17,7 @@
 //!
 //! NIC-runtime-only crashes (issue 12, [`crate::NodeFaults::nic_crashes`])
 //! come from the seed too: the driver only plans them, since restarting a
-//! NIC runtime in place is the cluster's call (its components are opaque
+//! NIC runtime is the cluster's call (its components are opaque
 //! here); a run slice ends early at the pass one is due, and
 //! [`Sim::take_nic_crashes`] hands the caller the ones due, which it
 //! restarts before the next pass.
@@ -229,7 +229,7 @@ impl Sim {
 
     /// The planned NIC-runtime-only crashes whose pass has come, oldest
     /// first, each of a node not crashed: the caller restarts that node's
-    /// NIC runtime in place now. Recorded in [`Sim::nic_crashed`].
+    /// NIC runtime now. Recorded in [`Sim::nic_crashed`].
     pub fn take_nic_crashes(&mut self) -> Vec<NodeId> {
         self.nic_crashes_came_due();
         let mut due = std::mem::take(&mut self.nic_due);

@@ -9,7 +9,7 @@
 //! | crash | as none                                     | one seeded node crashes at a seeded pass in 20,000–100,000 | Xenic §3.5 latencies |
 //! | all   | as net                                      | as crash, and another seeded node runs one pass in 2 | Xenic §3.5 latencies |
 //! | rejoin | as none                                    | as crash, and the crashed node restarts empty after a seeded 2–30 ms and rejoins (re-replication, issue 12) | Xenic §3.5 latencies |
-//! | nic-crash | as none                                 | two seeded NIC-runtime-only crashes (node and pass each seeded, passes 20,000–100,000): the NIC runtime restarts in place, its host and data live (issue 12) | Xenic §3.5 latencies |
+//! | nic-crash | as none                                 | two seeded NIC-runtime-only crashes (node and pass each seeded, passes 20,000–100,000): the NIC runtime restarts, its host and data live (issue 12) | Xenic §3.5 latencies |
 //! | chaos | as none                                     | as rejoin, plus one seeded NIC crash as nic-crash, plus the overlaps of [`crate::chaos`]: a NIC restart inside a recovery epoch, a NIC restart of a copy source or of the copying node during a copy, and (one seed in two) a second node crash during the copy, within f (issue 12) | Xenic §3.5 latencies |
 
 use crate::net::{DelayDist, NetFaults};
@@ -69,7 +69,7 @@ pub struct NodeFaults {
     pub restart_ns_max: u64,
     /// Seeded NIC-runtime-only crashes (issue 12), at most [`CRASHES_MAX`]:
     /// each picks a node and a pass in `nic_crash_pass_min..=nic_crash_pass_max`;
-    /// the node's NIC runtime restarts in place while its host lives
+    /// the node's NIC runtime restarts while its host lives
     /// ([`crate::Sim::take_nic_crashes`]).
     pub nic_crashes: u32,
     /// Earliest pass of a seeded NIC crash.

@@ -236,6 +236,7 @@ fn the_state_of_a_run_names_its_configurations_and_every_node() {
         "{s}"
     );
     assert!(s.matches("recovering false").count() == 3, "{s}");
+    assert!(s.matches(" mode serving ").count() == 3, "{s}");
 }
 
 /// List-append through the chaos mix at seed 103 (sim/README.md's bug

@@ -1,5 +1,5 @@
 //! The nic-crash mix (issue 12, "NIC-runtime-only crash"): NIC runtimes
-//! crash alone at seeded passes and restart in place
+//! crash alone at seeded passes and restart
 //! (`NicRuntime::restart_nic`) while their hosts, data and clients live;
 //! each restarted node rebuilds its locks from its peers and serves again.
 //! Every run ends with every client done, every node serving, and every

@@ -111,7 +111,7 @@ pub struct ClusterArgs {
     /// With --kill: start the killed node again SECS seconds into the run on a new machine (e.g. `2@3.0`): as --restart, but at a fresh data and control address (loopback 127.0.0.2, ports the OS picks) instead of the file's; it publishes them through its membership (the file needs [membership] kind = "etcd"), the peers send to it there once it is admitted, and the bench follows it to its new control address.
     #[arg(long, value_name = "NODE@SECS", requires = "kill", conflicts_with = "restart", value_parser = parse_kill)]
     pub replace: Option<KillAt>,
-    /// With --cluster: crash node NODE's NIC runtime alone SECS seconds into the run (e.g. `1@1.0`): it restarts in place and rebuilds from its peers while its host, data and client live on; the run goes on and every check covers it.
+    /// With --cluster: crash node NODE's NIC runtime alone SECS seconds into the run (e.g. `1@1.0`): it restarts and rebuilds from its peers while its host, data and client live on; the run goes on and every check covers it.
     #[arg(long, value_name = "NODE@SECS", requires = "cluster", value_parser = parse_kill)]
     pub nic_crash: Option<KillAt>,
     /// With --cluster: every node's client journals its invocations and completions to a file in the run's directory before submitting (always on with --kill; the nodes must share this machine's file system).

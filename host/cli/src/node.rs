@@ -54,7 +54,7 @@
 //! `membership.copy` has the copy counters.
 //!
 //! `POST /fault/nic-restart` injects a NIC-runtime-only crash (issue 12):
-//! the polling thread restarts the NIC runtime in place with the next
+//! the polling thread restarts the NIC runtime with the next
 //! incarnation (`splitkv_host::cluster::Cluster::restart_nic`); the host,
 //! its data, the lease and the client live on, the client's transactions
 //! in flight are answered `Unknown`, and `/status`'s `nic` shows the
@@ -154,7 +154,7 @@ impl NodeHandler {
     }
 
     /// `POST /fault/nic-restart`: asks the polling thread to restart the
-    /// NIC runtime in place (a NIC-runtime-only crash, issue 12); answers
+    /// NIC runtime (a NIC-runtime-only crash, issue 12); answers
     /// at once, before the restart (`/status`'s `nic` shows it).
     fn restart_nic(&self) -> Result<Value, CallError> {
         let h = self
@@ -167,7 +167,7 @@ impl NodeHandler {
         Ok(json!({ "restart_requested": true, "restarts_before": before }))
     }
 
-    /// The NIC runtime's incarnation, availability and restarts in place
+    /// The NIC runtime's incarnation, availability and restarts
     /// (`null` before a load).
     fn nic(&self) -> Value {
         let Some(h) = self.stats() else {

@@ -2,7 +2,7 @@
 //! 1@1.0` with etcd membership (feature `etcd`; issue 12 "Tests in CI: the
 //! same with a NIC-runtime-only crash"): three UDP node processes and a
 //! private etcd on loopback; 1 s into the run node 1's NIC runtime crashes
-//! alone (`POST /fault/nic-restart`): it restarts in place with the next
+//! alone (`POST /fault/nic-restart`): it restarts with the next
 //! incarnation and rebuilds its locks from its peers, while its host, data,
 //! lease and client live on (its client's transactions in flight are
 //! `Unknown`). No node is configured out; the run goes on, ends once node 1

@@ -12,7 +12,7 @@
 //! runtime's `Resume` (the runtime asks only once its epoch resumed), which
 //! is what the copy needs: a snapshot newer than `Resume` is fine, the
 //! receiver applies a record only if it is newer than what it holds
-//! ("newest wins", `nic-runtime/src/rereplication`). An answer is tagged
+//! ("newest wins", `nic-runtime/src/recovery/rereplication`). An answer is tagged
 //! with the copy generation it was asked for ([`CopyStats::copies_begun`]
 //! when asked): a scan asked for copies a new configuration abandoned is
 //! never served to the copies begun after it.

@@ -76,8 +76,8 @@ impl Placed {
         }
     }
 
-    /// Restarts this NIC runtime in place if [`Cluster::restart_nic`] asked
-    /// for it (issue 12, NIC-runtime-only crash; `runtime/restart.rs`):
+    /// Restarts this NIC runtime if [`Cluster::restart_nic`] asked
+    /// for it (issue 12, NIC-runtime-only crash; `recovery/restart.rs`):
     /// volatile state dropped, the next incarnation, rebuilt from the peers
     /// while the host worker and clients run on. A refused restart is the
     /// node's fault ([`ClusterError::NodeStopped`]).
@@ -456,7 +456,7 @@ impl Drop for Cluster {
 }
 
 impl Shared {
-    /// Marks `node`'s NIC runtime for a restart in place ([`Cluster::restart_nic`]).
+    /// Marks `node`'s NIC runtime for a NIC restart ([`Cluster::restart_nic`]).
     fn request_nic_restart(&self, node: NodeId) -> Result<(), ClusterError> {
         let entry = self
             .stats

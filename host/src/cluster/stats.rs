@@ -47,15 +47,15 @@ pub struct NodeStats {
     /// The node's membership as its polling thread last saw it (`None`:
     /// static membership).
     pub membership: Option<MembershipView>,
-    /// Its NIC runtime's incarnation (a restart in place takes the next).
+    /// Its NIC runtime's incarnation (a NIC restart takes the next).
     pub nic_incarnation: u32,
     /// Whether its NIC runtime serves (`false` while it rebuilds after a
-    /// restart in place, [`Availability::Rebuilding`]).
+    /// restart, [`Availability::Rebuilding`]).
     pub nic_serving: bool,
     /// Its NIC runtime's mode ([`NicRuntime::mode`]: serving, awaiting
     /// admission, recovering, rebuilding or stopped; `/status`'s `nic.mode`).
     pub nic_mode: NicMode,
-    /// Its NIC runtime's restarts in place and rebuilds.
+    /// Its NIC runtime's restarts and rebuilds.
     pub rebuild: RebuildStats,
     /// Its re-replication counters (issue 12: copies served as a shard's
     /// primary, chunks, `Done`s received as a copying node).

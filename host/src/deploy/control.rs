@@ -71,7 +71,7 @@ pub enum Route {
     /// `POST /drain`: stop taking transactions, finish those in flight.
     Drain,
     /// `POST /fault/nic-restart`: an injected NIC-runtime-only crash (issue
-    /// 12): the node's NIC runtime restarts in place and rebuilds from its
+    /// 12): the node's NIC runtime restarts and rebuilds from its
     /// peers while its host, data and client live on.
     NicRestart,
 }

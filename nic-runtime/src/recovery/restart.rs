@@ -83,7 +83,7 @@
 //!    holder (chaos Smallbank seed 135 of 5 nodes split a transaction
 //!    between the two deciders). Each decision a rebuild does make is
 //!    reported as the coordinator's outcome until the node next resumes
-//!    (`recovery/unresumed.rs`), so a recovery epoch that begins before
+//!    (`recovery/epoch/unresumed.rs`), so a recovery epoch that begins before
 //!    every holder took it makes the same one; and before it decides, a
 //!    COMMIT record a peer reported of a lost transaction is reported the
 //!    same way (`RestartState::lost_commits`: the old NIC sent COMMIT to
@@ -95,7 +95,7 @@
 //!
 //! # Drivers
 //! The simulator restarts a NIC runtime between two passes
-//! (`benches/src/cluster/sim.rs`). A node process's driver restarts the
+//! (`sim/src/cluster/restarts.rs`). A node process's driver restarts the
 //! NIC runtime's thread the same way: stop polling it, call
 //! [`NicRuntime::restart_nic`](crate::NicRuntime::restart_nic) with `now` and one more than
 //! [`NicRuntime::incarnation`](crate::NicRuntime::incarnation) (an incarnation no earlier process or NIC

@@ -1,6 +1,7 @@
 //! What explains a simulated run that failed or stalled: the membership's
-//! configurations and, per node, its incarnation, epoch, whether it serves,
-//! recovers, copies or waits for its admission, whether its client and host
+//! configurations and, per node, its incarnation, epoch, mode
+//! (`NicRuntime::mode`: serving, awaiting admission, recovering, rebuilding
+//! or stopped) with the recovery phase behind it, whether it copies, whether its client and host
 //! are done, and its counters that say where messages went. Printed by
 //! `splitkv sim --trace` for a failed seed, and by the chaos tests.
 
@@ -44,11 +45,11 @@ pub(super) fn describe_state<W: Workload>(
         let nic = &p.nic;
         let _ = writeln!(
             s,
-            "node {n}: incarnation {} epoch {} {:?}, awaiting admission {}, recovering {} ({:?}, refusal {:?}), copying {} sourcing {}, host idle {}, load done {}",
+            "node {n}: incarnation {} epoch {} mode {} {:?}, recovering {} ({:?}, refusal {:?}), copying {} sourcing {}, host idle {}, load done {}",
             nic.incarnation(),
             nic.epoch(),
+            nic.mode(),
             nic.availability(),
-            nic.awaiting_admission(),
             nic.recovering(),
             nic.recovery().phase(),
             nic.recovery_refusal(),

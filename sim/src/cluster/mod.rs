@@ -29,7 +29,7 @@
 //! replica again: the replication degree is restored.
 //!
 //! Under NIC-runtime-only crashes (issue 12, the nic-crash mix) the loop
-//! restarts the due nodes' NIC runtimes in place between slices
+//! restarts the due nodes' NIC runtimes between slices
 //! ([`NicRuntime::restart_nic`] with the next incarnation); their hosts,
 //! data and clients live on, and a run ends only once every restarted node
 //! serves again (its rebuild is part of [`BenchCluster::is_quiescent`]).

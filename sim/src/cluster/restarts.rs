@@ -1,5 +1,5 @@
 //! Restarts and re-replication between the simulator's slices: NIC
-//! runtimes restarted in place (the nic-crash mix), crashed nodes coming
+//! runtimes restarted (the nic-crash mix), crashed nodes coming
 //! back as new processes that rejoin empty (the rejoin mix), the snapshots
 //! a copy reads from the host tables, and when re-replication is over (see
 //! the [module docs](super)).
@@ -13,7 +13,7 @@ use splitkv_nic::membership::MembershipAgent;
 #[cfg(doc)]
 use splitkv_nic::NicRuntime;
 
-/// Restarts in place the NIC runtimes whose NIC-only crash is due
+/// Restarts the NIC runtimes whose NIC-only crash is due
 /// ([`Sim::take_nic_crashes`]), each as its next incarnation.
 ///
 /// # Errors

@@ -22,7 +22,7 @@
 //! node was killed, when, and what the survivors committed after it.
 //!
 //! `--nic-crash NODE@SECS` crashes only that node's NIC runtime SECS into
-//! the run (`POST /fault/nic-restart`): it restarts in place and rebuilds
+//! the run (`POST /fault/nic-restart`): it restarts and rebuilds
 //! from its peers; the node's host, data and client live on (its
 //! transactions in flight are `Unknown`, which the checks allow), every
 //! node's results are collected as usual, and the run ends only once the

@@ -60,7 +60,7 @@ pub struct SimArgs {
     /// Seeds to run: N, A..B (B excluded) or A..=B.
     #[arg(long, default_value = "1", value_parser = parse_seeds)]
     pub seeds: SeedRange,
-    /// Faults injected: none, net (loss, duplication, reordering, partitions, clogging, slow DMA), crash (node crashes), all, rejoin (a crashed node restarts and is re-replicated), nic-crash (NIC runtimes restart in place), chaos (rejoin and nic-crash overlapping: NIC restarts inside recovery epochs and copies, a second crash during a copy).
+    /// Faults injected: none, net (loss, duplication, reordering, partitions, clogging, slow DMA), crash (node crashes), all, rejoin (a crashed node restarts and is re-replicated), nic-crash (a NIC runtime crashes alone and restarts, rebuilding from its peers while its host and data live), chaos (rejoin and nic-crash overlapping: NIC restarts inside recovery epochs and copies, a second crash during a copy).
     #[arg(long, default_value = "none", value_parser = crate::sim::faults::parse)]
     pub faults: FaultMix,
     /// Nodes in the simulated cluster.

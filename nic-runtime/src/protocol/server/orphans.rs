@@ -63,7 +63,7 @@ impl Server {
     /// record table holds (the newest of each coordinator slot), whatever
     /// its coordinator's state: a coordinator whose NIC restarted lost its
     /// transactions, and this replica may not know it yet (the leader's
-    /// rules 2 and 3 come before its "forgot" rule, `recovery/decide.rs`).
+    /// rules 2 and 3 come before its "forgot" rule, `recovery/epoch/decide.rs`).
     /// Returns the records left out for want of room.
     pub fn recovery_evidence(&self, max: usize, out: &mut Vec<RecordEvidence>) -> usize {
         let mut left_out = 0;

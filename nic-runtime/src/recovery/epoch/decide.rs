@@ -18,7 +18,7 @@
 //!
 //! Rules 2–5 are *the* commit-point rule over the replicas' records
 //! ([`decide_by_records`]); a NIC runtime that restarted alone decides the
-//! transactions it coordinated and lost by it too (`runtime/restart/decide.rs`),
+//! transactions it coordinated and lost by it too (`recovery/restart/decide.rs`),
 //! without rule 1 and the leader's "forgot" rule: their coordinator is
 //! that very node, and it lost them.
 //!
@@ -263,7 +263,7 @@ pub enum LogQuorum {
 /// `(holder, record)` from every surviving replica that holds one, in
 /// `view`, rule 4 asking the LOG of the replicas `quorum` names. Used by
 /// crash recovery's leader (through [`TxEvidence::decide`]) and by a NIC
-/// runtime rebuilding after a restart alone (`runtime/restart/decide.rs`),
+/// runtime rebuilding after a restart alone (`recovery/restart/decide.rs`),
 /// so both apply one rule.
 pub fn decide_by_records(
     view: &PlacementView,

@@ -96,7 +96,7 @@ impl NicRuntime {
                 .apply_recovered(&mut self.io, &mut self.index, tx_id, commit);
             // Reported as this coordinator's outcome until it resumes, so a
             // recovery epoch that begins before every holder took the
-            // decision makes the same one (`recovery/unresumed.rs`).
+            // decision makes the same one (`recovery/epoch/unresumed.rs`).
             let write_shards = recs.iter().fold(NodeMask::EMPTY, |m, (_, r)| {
                 NodeMask(m.0 | r.write_shards.0).with(r.shard)
             });
