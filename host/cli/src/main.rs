@@ -65,6 +65,22 @@ impl From<splitkv_bench::BuildError> for Failure {
     }
 }
 
+/// A command-line error of clap's as one line: its paragraph before the
+/// usage text, lines joined ("… were not provided: --spawn"), so the one
+/// line says what is missing.
+fn one_line(clap_error: &str) -> String {
+    let text: Vec<&str> = clap_error
+        .lines()
+        .take_while(|l| !l.trim().is_empty())
+        .map(str::trim)
+        .collect();
+    if text.is_empty() {
+        "error: bad command line".into()
+    } else {
+        text.join(" ")
+    }
+}
+
 fn main() -> ExitCode {
     let cli = match Cli::try_parse() {
         Ok(c) => c,
@@ -74,11 +90,7 @@ fn main() -> ExitCode {
             return ExitCode::SUCCESS;
         }
         Err(e) => {
-            let first = e.to_string();
-            eprintln!(
-                "{}",
-                first.lines().next().unwrap_or("error: bad command line")
-            );
+            eprintln!("{}", one_line(&e.to_string()));
             return ExitCode::from(EXIT_BAD_FLAG);
         }
     };
@@ -155,5 +167,22 @@ fn dispatch(command: &Command) -> Result<(), Failure> {
         Command::Bench(Bench::Register(a)) => bench_register::run(a),
         Command::Check(Check::History(a)) => check_history::run(a),
         Command::Sim(a) => sim::run(a),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn a_clap_error_becomes_one_line_that_names_what_is_missing() {
+        let e = "error: the following required arguments were not provided:\n  --spawn\n\nUsage: splitkv bench smallbank --spawn --kill <NODE@SECS>\n\nFor more information, try '--help'.\n";
+        assert_eq!(
+            super::one_line(e),
+            "error: the following required arguments were not provided: --spawn"
+        );
+        assert_eq!(super::one_line("\n"), "error: bad command line");
+        assert_eq!(
+            super::one_line("error: unexpected value 'x'"),
+            "error: unexpected value 'x'"
+        );
     }
 }

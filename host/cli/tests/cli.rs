@@ -61,6 +61,40 @@ fn bad_flags_exit_2_with_one_line() {
     }
 }
 
+/// Fault flags that need a membership which admits new incarnations are
+/// refused at once on a cluster file without one (the shipped static
+/// example), before any node is reached: one line naming the flag, exit 2.
+#[test]
+fn restart_and_replace_need_etcd_membership() {
+    let file = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../examples/cluster-3-udp.toml"
+    );
+    for (flag, node_flags) in [
+        (
+            "--restart",
+            ["--spawn", "--kill", "1@1", "--restart", "1@2"],
+        ),
+        (
+            "--replace",
+            ["--spawn", "--kill", "1@1", "--replace", "1@2"],
+        ),
+    ] {
+        let mut args = vec!["bench", "smallbank", "--cluster", file];
+        args.extend_from_slice(&node_flags);
+        let started = std::time::Instant::now();
+        let out = splitkv(&args);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
+        assert_eq!(err.trim().lines().count(), 1, "{args:?}: {err}");
+        assert!(err.contains(flag) && err.contains("etcd"), "{err}");
+        assert!(
+            started.elapsed() < std::time::Duration::from_secs(10),
+            "refused before anything starts, not after a timeout"
+        );
+    }
+}
+
 #[test]
 fn a_panicking_polling_thread_exits_3_at_once_with_its_message() {
     let t0 = std::time::Instant::now();

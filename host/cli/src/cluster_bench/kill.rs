@@ -5,7 +5,7 @@ use super::{bad, replace, Deployed};
 use crate::cli::ClusterArgs;
 use crate::Failure;
 use serde_json::Value;
-use splitkv_host::deploy::ClusterConfig;
+use splitkv_host::deploy::{ClusterConfig, MembershipSettings};
 use splitkv_layout::wire::NodeMask;
 use std::path::PathBuf;
 use std::time::Duration;
@@ -16,7 +16,9 @@ use std::time::Duration;
 /// # Errors
 /// One line naming the flag: a node not in the file, a restart or
 /// replacement of another node than the killed one or not after the kill,
-/// a replacement without etcd membership, a NIC crash of the killed node.
+/// a restart or replacement without etcd membership (a static membership
+/// never admits a new incarnation: the run would wait for it until its
+/// timeout), a NIC crash of the killed node.
 pub(super) fn check_flags(args: &ClusterArgs, config: &ClusterConfig) -> Result<(), Failure> {
     let flag = match args.replace {
         Some(_) => "--replace",
@@ -31,6 +33,11 @@ pub(super) fn check_flags(args: &ClusterArgs, config: &ClusterConfig) -> Result<
     }
     if args.replace.is_some() {
         replace::check(config)?;
+    }
+    if args.restart.is_some() && config.membership == MembershipSettings::Static {
+        return Err(bad(
+            "--restart needs [membership] kind = \"etcd\" in the cluster file: a restarted node rejoins through it",
+        ));
     }
     let in_file = |node: u16| config.nodes.iter().any(|n| n.id == node);
     if let Some(k) = args.nic_crash {
