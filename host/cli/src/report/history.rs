@@ -12,6 +12,8 @@ use splitkv_bench::history::HistoryReport;
 use splitkv_bench::history_gen::HistoryStats;
 use splitkv_bench::remote::RemoteHistoryReport;
 use splitkv_bench::CheckError;
+use splitkv_check::checker::CheckReport;
+use splitkv_check::lost_commits::LostCommitReport;
 use std::fmt;
 use std::time::Duration;
 
@@ -52,29 +54,29 @@ pub struct Checked {
     pub values_checked: u64,
 }
 
+impl Checked {
+    /// What a passing check of `ops` history operations found.
+    fn of(ops: usize, checker: &CheckReport, lost: &LostCommitReport) -> Checked {
+        Checked {
+            transactions: checker.stats.txns.values().sum(),
+            edges: checker.stats.edges.values().sum(),
+            ops,
+            keys_checked: lost.keys_checked,
+            committed_key_writes: lost.committed_key_writes,
+            values_checked: lost.values_checked,
+        }
+    }
+}
+
 impl From<&HistoryReport> for Checked {
     fn from(r: &HistoryReport) -> Checked {
-        Checked {
-            transactions: r.checker.stats.txns.values().sum(),
-            edges: r.checker.stats.edges.values().sum(),
-            ops: r.ops,
-            keys_checked: r.lost.keys_checked,
-            committed_key_writes: r.lost.committed_key_writes,
-            values_checked: r.lost.values_checked,
-        }
+        Checked::of(r.ops, &r.checker, &r.lost)
     }
 }
 
 impl From<&RemoteHistoryReport> for Checked {
     fn from(r: &RemoteHistoryReport) -> Checked {
-        Checked {
-            transactions: r.checker.stats.txns.values().sum(),
-            edges: r.checker.stats.edges.values().sum(),
-            ops: r.ops,
-            keys_checked: r.lost.keys_checked,
-            committed_key_writes: r.lost.committed_key_writes,
-            values_checked: r.lost.values_checked,
-        }
+        Checked::of(r.ops, &r.checker, &r.lost)
     }
 }
 
