@@ -1,3 +1,7 @@
+// splitkv's copy of etcd-client 0.21.1 (see README.md): the one change from
+// upstream is `use_vendored_protoc`, so that a machine without a system
+// `protoc` builds this crate (`PROTOC`, when set, still wins).
+
 #[cfg(feature = "build-server")]
 fn should_build_server() -> bool {
     true
@@ -8,7 +12,20 @@ fn should_build_server() -> bool {
     false
 }
 
+/// Points `PROTOC` at the `protoc` binary shipped in the protoc-bin-vendored
+/// crate (one per platform, Linux x86_64 and aarch64 among them) unless the
+/// environment already names one; prost-build reads `PROTOC`.
+fn use_vendored_protoc() {
+    println!("cargo:rerun-if-env-changed=PROTOC");
+    if std::env::var_os("PROTOC").is_none() {
+        let protoc = protoc_bin_vendored::protoc_bin_path()
+            .expect("protoc-bin-vendored has no protoc for this platform: set PROTOC");
+        std::env::set_var("PROTOC", protoc);
+    }
+}
+
 fn main() {
+    use_vendored_protoc();
     let proto_root = "proto";
     println!("cargo:rerun-if-changed={proto_root}");
 
