@@ -89,3 +89,16 @@ fn etcd_settings_are_read_with_their_defaults_and_checked() {
     let slash = "[membership]\nkind = \"etcd\"\nendpoints = [\"http://e:1\"]\nprefix = \"a/b\"\n";
     rejected_naming(&file(slash), "membership.prefix");
 }
+
+/// The etcd client is built without TLS: an `https://` endpoint is refused
+/// when the file is read, in one line naming the endpoint, not at the first
+/// connection.
+#[cfg(feature = "etcd")]
+#[test]
+fn https_endpoints_are_refused_in_one_line() {
+    let text = file(
+        "[membership]\nkind = \"etcd\"\nendpoints = [\"http://127.0.0.1:2379\", \"https://127.0.0.1:2380\"]\n",
+    );
+    let line = rejected_naming(&text, "membership.endpoints[1]");
+    assert!(line.contains("https:// needs TLS"), "{line}");
+}

@@ -20,7 +20,7 @@ mod support_deploy;
 use etcd_support::{membership_toml, Etcd};
 use serde_json::Value;
 use splitkv_layout::wire::{BodyWriter, MsgHeader, MsgKind, PacketHeader};
-use splitkv_layout::{Key, ObjectMeta};
+use splitkv_layout::{Key, ObjectMeta, TxId};
 use std::net::{SocketAddr, UdpSocket};
 use std::time::{Duration, Instant};
 use support_deploy::*;
@@ -154,7 +154,7 @@ fn time_recovery(file: &ClusterFile, survivors: &[usize], t_kill: Instant) -> Ti
 /// node `dst`, numbered `seq` (far from the session's numbers).
 fn stale_packet(src: u16, dst: u16, src_incarnation: u32, seq: u32) -> Vec<u8> {
     let mut w = BodyWriter::new();
-    w.begin_items(MsgKind::Log, u64::from(seq));
+    w.begin_items(MsgKind::Log, TxId::from_bits(u64::from(seq)));
     w.push_item(&Key::new(0, 1), ObjectMeta(1), b"stale");
     let mut msg = Vec::new();
     MsgHeader::whole(w.kind(), w.bytes().len() as u32).encode(&mut msg);

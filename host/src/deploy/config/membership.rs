@@ -3,11 +3,14 @@
 //! file, epoch 1, never changed); `kind = "etcd"` asks for leases and a
 //! configuration key in etcd (`crate::membership_etcd`, cargo feature
 //! `etcd`; a build without it refuses the file with one line).
+//! Endpoints are `http://` only: the etcd client is built without TLS, so an
+//! `https://` endpoint is refused here, with one line, rather than failing
+//! at the first connection.
 //!
 //! ```toml
 //! [membership]
 //! kind = "etcd"                            # or "static" (the default)
-//! endpoints = ["http://127.0.0.1:2379"]    # etcd client URLs, 1 ..= ENDPOINTS_MAX
+//! endpoints = ["http://127.0.0.1:2379"]    # etcd client URLs (http://), 1 ..= ENDPOINTS_MAX
 //! lease_ttl_s = 2                          # whole seconds, 1 ..= LEASE_TTL_S_MAX
 //! prefix = "splitkv-7"                     # etcd key prefix; default splitkv-<cluster_id>
 //! ```
@@ -91,12 +94,18 @@ fn check_etcd(raw: &RawMembership, cluster_id: u32) -> Result<MembershipSettings
         ));
     }
     for (i, e) in endpoints.iter().enumerate() {
-        if !(e.starts_with("http://") || e.starts_with("https://"))
-            || e.contains(char::is_whitespace)
-        {
+        if e.starts_with("https://") {
             return Err(ConfigError::invalid(
                 format!("membership.endpoints[{i}]"),
-                format!("\"{e}\" is not an http:// or https:// URL"),
+                format!(
+                    "\"{e}\": https:// needs TLS, which this build does not support; use http://"
+                ),
+            ));
+        }
+        if !e.starts_with("http://") || e.contains(char::is_whitespace) {
+            return Err(ConfigError::invalid(
+                format!("membership.endpoints[{i}]"),
+                format!("\"{e}\" is not an http:// URL"),
             ));
         }
     }

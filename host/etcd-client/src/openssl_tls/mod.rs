@@ -1,0 +1,6 @@
+#![cfg(feature = "tls-openssl")]
+
+mod backoff;
+mod transport;
+
+pub use self::transport::*;
