@@ -20,7 +20,7 @@
 
 use proptest::prelude::*;
 use splitkv_layout::wire::{
-    CoordEvidence, CoordPhase, NodeId, NodeMask, Outcome, RecordEvidence, RecordKind,
+    CoordEvidence, CoordOutcome, CoordPhase, NodeId, NodeMask, RecordEvidence, RecordKind,
 };
 use splitkv_layout::TxId;
 use splitkv_nic::recovery::TxEvidence;
@@ -169,9 +169,9 @@ fn evidence(c: &Case, h: &History) -> TxEvidence {
             tx_id,
             phase: h.phase.unwrap(),
             outcome: match h.outcome {
-                None => Outcome::Undecided,
-                Some(true) => Outcome::Commit,
-                Some(false) => Outcome::Abort,
+                None => CoordOutcome::Undecided,
+                Some(true) => CoordOutcome::Commit,
+                Some(false) => CoordOutcome::Abort,
             },
             reported: h.reported.is_some(),
             write_shards: c.writes,

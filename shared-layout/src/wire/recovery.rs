@@ -145,7 +145,7 @@ wire_enum!(
 
 wire_enum!(
     /// A transaction's outcome as far as one party knows it.
-    Outcome, "outcome", {
+    CoordOutcome, "outcome", {
         /// Not decided yet.
         Undecided = 0,
         /// Decided commit.
@@ -189,7 +189,7 @@ pub struct CoordEvidence {
     /// How far the commit protocol got.
     pub phase: CoordPhase,
     /// The coordinator's own decision, if it made one.
-    pub outcome: Outcome,
+    pub outcome: CoordOutcome,
     /// Whether the decision was reported to the client.
     pub reported: bool,
     /// The shards the transaction writes (empty for a read-only transaction).
@@ -392,9 +392,9 @@ impl RecoveryMsg {
                 for d in decisions {
                     out.extend_from_slice(&d.tx_id.to_le_bytes());
                     let o = if d.commit {
-                        Outcome::Commit
+                        CoordOutcome::Commit
                     } else {
-                        Outcome::Abort
+                        CoordOutcome::Abort
                     };
                     out.push(o as u8);
                 }
@@ -494,7 +494,7 @@ pub(super) fn check_count(what: &'static str, len: usize, max: usize) -> Result<
 fn read_coord(r: &mut Reader<'_>) -> Result<CoordEvidence, DecodeError> {
     let tx_id = r.tx_id()?;
     let phase = CoordPhase::from_u8(r.u8()?)?;
-    let outcome = Outcome::from_u8(r.u8()?)?;
+    let outcome = CoordOutcome::from_u8(r.u8()?)?;
     let reported = match r.u8()? {
         0 => false,
         1 => true,
@@ -537,10 +537,10 @@ pub(super) fn read_record(r: &mut Reader<'_>) -> Result<RecordEvidence, DecodeEr
 
 pub(super) fn read_decision(r: &mut Reader<'_>) -> Result<Decision, DecodeError> {
     let tx_id = r.tx_id()?;
-    let commit = match Outcome::from_u8(r.u8()?)? {
-        Outcome::Commit => true,
-        Outcome::Abort => false,
-        Outcome::Undecided => {
+    let commit = match CoordOutcome::from_u8(r.u8()?)? {
+        CoordOutcome::Commit => true,
+        CoordOutcome::Abort => false,
+        CoordOutcome::Undecided => {
             return Err(DecodeError::Inconsistent {
                 what: "decision",
                 detail: "a decision must be commit or abort",

@@ -6,7 +6,7 @@ use super::{bit, Coordinator, Phase};
 use crate::placement::Placement;
 use crate::protocol::Io;
 use splitkv_layout::host_nic::TxStatus;
-use splitkv_layout::wire::{CoordEvidence, CoordPhase, NodeId, NodeMask, Outcome};
+use splitkv_layout::wire::{CoordEvidence, CoordOutcome, CoordPhase, NodeId, NodeMask};
 use splitkv_layout::TxId;
 
 impl Coordinator {
@@ -27,9 +27,9 @@ impl Coordinator {
                 Phase::Commit => CoordPhase::Commit,
             };
             let outcome = match t.phase {
-                Phase::Commit => Outcome::Commit,
-                Phase::AbortLog => Outcome::Abort,
-                _ => Outcome::Undecided,
+                Phase::Commit => CoordOutcome::Commit,
+                Phase::AbortLog => CoordOutcome::Abort,
+                _ => CoordOutcome::Undecided,
             };
             let write_shards = t
                 .plan
