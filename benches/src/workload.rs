@@ -261,12 +261,12 @@ pub enum CheckError {
 #[derive(Debug, Clone, Copy)]
 pub struct Db<'a> {
     /// Placement of keys on nodes, with the replica sets being served
-    /// ([`Placement::roles`]; issue 12).
+    /// ([`Placement::roles`]: re-replication may move them).
     pub placement: Placement,
     /// Every node's components (NIC runtime, host worker owning the table), by node.
     pub nodes: &'a [NodeParts],
     /// Crashed nodes: their tables are not read, and a key's primary is its
-    /// first surviving replica ([`PlacementView`], issue 11).
+    /// first surviving replica ([`PlacementView`], crash recovery's placement).
     pub failed: NodeMask,
 }
 

@@ -1,7 +1,7 @@
-//! The recovery decision rule (`recovery::TxEvidence::decide`, issue 11)
-//! against a model of one transaction's messages (Xenic §4.2 with the commit
-//! point of issue 11: LOG to every replica of each written shard, COMMIT
-//! after every LOG acknowledgement).
+//! Crash recovery's decision rule (`recovery::TxEvidence::decide`) against a
+//! model of one transaction's messages (Xenic §4.2 with the commit point at
+//! every replica's LOG acknowledgement: LOG to every replica of each written
+//! shard, COMMIT after every LOG acknowledgement).
 //!
 //! Random histories: the coordinator aborts early or validates; LOG reaches
 //! each replica (appended), is refused, or is lost; with every LOG appended

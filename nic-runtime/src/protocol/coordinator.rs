@@ -123,8 +123,9 @@ impl TxCtx {
     }
 }
 
-/// The abort reason an application sees for a server's refusal (issue 9 §4:
-/// never a wrong reason; a DMA or host-decode failure is not a conflict).
+/// The abort reason an application sees for a server's refusal (a rule the
+/// fuzz targets check: never a wrong reason; a DMA or host-decode failure is
+/// not a conflict).
 fn abort_status(why: ReplyStatus) -> TxStatus {
     match why {
         ReplyStatus::Ok => TxStatus::Committed,

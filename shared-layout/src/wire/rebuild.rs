@@ -1,4 +1,4 @@
-//! NIC-restart rebuild messages (issue 12, "NIC-runtime-only crash"; Xenic
+//! NIC-restart rebuild messages (after a NIC-runtime-only crash; Xenic
 //! §4.2.1 (a): locks live only in the NIC index, so a NIC runtime that
 //! restarts must learn them again from the coordinators that hold them).
 //!

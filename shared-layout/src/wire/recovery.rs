@@ -1,4 +1,4 @@
-//! Recovery messages (issue 11; Xenic §4.2.1, Dandelion §4.4, FaRM-style):
+//! Crash-recovery messages (Xenic §4.2.1, Dandelion §4.4, FaRM-style):
 //! the evidence each surviving node reports for an epoch change and the
 //! decisions the recovery leader broadcasts.
 //!
@@ -25,7 +25,7 @@
 //!   saw (0: none); a Decisions message's `generation` is the newest over
 //!   every live node of the recipient's own ids. A coordinator whose process
 //!   restarted numbers its new transactions above it, so no id is used twice
-//!   and none is refused as late (issue 12).
+//!   and none is refused as late (a restarted node or NIC runtime).
 //!
 //! A node's evidence for one epoch may span several messages (`part` of
 //! `parts`, at most [`RECOVERY_PARTS_MAX`]); so may the leader's decisions.

@@ -1,4 +1,4 @@
-//! Coordinator deadlines and failed peers (Xenic §4.2; issue 11 "Recovery":
+//! Coordinator deadlines and failed peers (Xenic §4.2; crash recovery's
 //! timeouts). Without them one lost participant leaves a transaction's slot
 //! and its locks held forever. Each phase of a `TxCtx` records the nodes it
 //! sent to and when ([`Waiting`]); a phase that outlives its deadline

@@ -1,4 +1,4 @@
-//! What a surviving coordinator reports at an epoch change (issue 11
+//! What a surviving coordinator reports at an epoch change (crash
 //! recovery, Xenic §4.2.1): one [`CoordEvidence`] per transaction in flight,
 //! and how it ends the transactions recovery decided.
 
@@ -49,7 +49,7 @@ impl Coordinator {
 
 impl Coordinator {
     /// Crash recovery decided `tx_id`, which this coordinator still holds
-    /// (issue 11; every live node recorded the decision before this is
+    /// (every live node recorded the decision before this is
     /// called). Commit: the replicas' recovery commits released the locks of
     /// the written keys, so only the keys locked and not written are
     /// released here (an ABORT naming them, as at a normal commit). Abort:

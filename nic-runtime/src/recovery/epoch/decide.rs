@@ -1,4 +1,4 @@
-//! The decision rule (issue 11; Xenic §4.2.1, FaRM-style): from what the
+//! Crash recovery's decision rule (Xenic §4.2.1, FaRM-style): from what the
 //! surviving nodes report about one transaction, commit or abort it so that
 //! no decision already reported to a client is contradicted.
 //!
@@ -13,7 +13,7 @@
 //!    surviving replica): commit (LOG is only sent after validation passed, so
 //!    the transaction may have reached its commit point). In crash recovery
 //!    only the caught-up replicas are asked: not a joining backup, nor a
-//!    restarted member (issue 12, [`LogQuorum`]);
+//!    restarted member ([`LogQuorum`]);
 //! 5. otherwise abort.
 //!
 //! Rules 2–5 are *the* commit-point rule over the replicas' records
@@ -151,7 +151,7 @@ impl TxEvidence {
     /// The decision of transaction `tx_id` at the recovery leader: abort if
     /// its coordinator is live in `view` and did not report it (module
     /// docs), otherwise [`TxEvidence::decide`]. A coordinator being copied
-    /// (issue 12) is a new incarnation: a transaction it did not report is
+    /// (a rejoined node) is a new incarnation: a transaction it did not report is
     /// its old incarnation's, decided by the evidence like a failed
     /// coordinator's (a replica may hold its COMMIT).
     ///
@@ -217,7 +217,7 @@ impl TxEvidence {
     }
 }
 
-/// Whose LOG rule 4 asks for (issue 12).
+/// Whose LOG rule 4 asks for (as re-replication and rejoins change the replicas).
 ///
 /// A transaction still undecided at a recovery epoch began at or after the
 /// last epoch that resumed (every earlier one was decided in that epoch's

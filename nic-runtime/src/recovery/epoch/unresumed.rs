@@ -1,8 +1,8 @@
 //! What this node recorded for a recovery it has not resumed from yet
-//! (issue 12): kept across abandoned epochs and added to the evidence of the
-//! next one, so that a decision one node already recorded is the decision
-//! every later epoch makes (`tla/XenicOCCMsgs.tla`, `KeepRecovered`; the
-//! broken variant `XenicForgetRecovered.cfg` violates
+//! (an abandoned recovery): kept across abandoned epochs and added to the
+//! evidence of the next one, so that a decision one node already recorded is
+//! the decision every later epoch makes (`tla/XenicOCCMsgs.tla`,
+//! `KeepRecovered`; the broken variant `XenicForgetRecovered.cfg` violates
 //! `DecisionRecordsAgree`).
 //!
 //! Why the server's evidence alone is not enough: the machine relies on it
