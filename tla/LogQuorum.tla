@@ -1,7 +1,8 @@
 ------------------------------ MODULE LogQuorum ------------------------------
 (***************************************************************************)
 (* Whom crash recovery's rule 4 asks for the LOG when replicas change      *)
-(* (issue 12; code: nic-runtime/src/recovery/epoch/decide.rs, LogQuorum and      *)
+(* (re-replication and rejoin; code:                                      *)
+(* nic-runtime/src/recovery/epoch/decide.rs, LogQuorum and                *)
 (* TxEvidence::decide_tx_caught_up; PlacementView::renewed and joining).   *)
 (*                                                                         *)
 (* One shard, replicated at the caught-up members (initially InitMembers). *)

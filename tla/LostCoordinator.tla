@@ -2,7 +2,7 @@
 (***************************************************************************)
 (* A coordinator whose NIC runtime restarts while a transaction it         *)
 (* coordinates is past its commit point, and a crash-recovery epoch that   *)
-(* overtakes the restarted node's rebuild (issue 12; code:                 *)
+(* overtakes the restarted node's rebuild (the NIC restart; code:        *)
 (* nic-runtime/src/recovery/epoch/decide.rs, the leader's rules and its          *)
 (* "forgot" rule; protocol/server/orphans.rs recovery_evidence, what a     *)
 (* replica reports; recovery/restart.rs, the rebuild; recovery/epoch/unresumed.rs *)

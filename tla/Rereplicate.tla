@@ -1,6 +1,6 @@
 ----------------------------- MODULE Rereplicate -----------------------------
 (***************************************************************************)
-(* Re-replication (issue 12): after a crash, a shard that lost a replica   *)
+(* Re-replication: after a crash, a shard that lost a replica            *)
 (* gets a new backup, brought up to date while writes keep committing,     *)
 (* from a snapshot of the primary plus the log records that arrive during  *)
 (* the copy; only then does it count as a replica.  Then a later crash     *)

@@ -1,7 +1,8 @@
 -------------------------------- MODULE Room --------------------------------
 (***************************************************************************)
-(* Room for inserts (issue 9 §4; code: nic-runtime/src/protocol/server/    *)
-(* room.rs): one shard, its primary and its backups, transactions that     *)
+(* Room for inserts into a full table (code:                              *)
+(* nic-runtime/src/protocol/server/room.rs): one shard, its primary and    *)
+(* its backups, transactions that                                          *)
 (* write sets of keys, some absent.  At EXECUTE the primary locks the      *)
 (* write set (no-wait), finds which keys are absent, and reserves one key  *)
 (* of room for each, or refuses the transaction (TableFull) when the       *)

@@ -53,7 +53,7 @@ CONSTANTS
 (*     are read-only over k1, k2: t2 reads k1 remotely and k2 from its     *)
 (*     local backup, t3 reads k1 from its local backup and k2 from its     *)
 (*     local primary.                                                      *)
-(*   PartialReadTx (issue 11, the commit point): t1 (at n2) writes k1 and  *)
+(*   PartialReadTx (the commit point): t1 (at n2) writes k1 and           *)
 (*     k2; t2 (at n3) reads and writes only k2, so it reads part of t1's   *)
 (*     writes; t3 (at n1) reads and writes only k1.  t2 and t3 are         *)
 (*     same-key read-modify-writes of t1's keys (write-write edges).       *)

@@ -10,7 +10,7 @@
 (* the handler names without "handle_"; coordinator actions are named      *)
 (* <Step>Done and fire when the last response of a step is in.             *)
 (*                                                                         *)
-(* The commit point (issue 11, LogToAllReplicas = TRUE).  The coordinator *)
+(* The commit point (LogToAllReplicas = TRUE).  The coordinator           *)
 (* sends LOG (t's writes with their new values) to every replica of each   *)
 (* written key, primary and backups; the commit point is "every replica of *)
 (* every written key acknowledged its LOG".  COMMIT then goes to every     *)
@@ -55,8 +55,9 @@
 (* (Validate always passes, ValidateReads = FALSE: the code's mutation     *)
 (* switch splitkv_mutation = "skip_read_validation") must violate          *)
 (* StrictSerializable.  Old design: XenicCommitPoint_bug.cfg (MaxCrashes = *)
-(* 1; issue 11's 16-step counterexample: t2 reads t1's k2 installed by the *)
-(* COMMIT at n2, n2 crashes, t1's k1 survives nowhere, t1 aborts) must     *)
+(* 1; the 16-step commit-point counterexample: t2 reads t1's k2          *)
+(* installed by the COMMIT at n2, n2 crashes, t1's k1 survives nowhere,    *)
+(* t1 aborts) must                                                         *)
 (* violate StrictSerializable; XenicEarlyReport.cfg (report at LOG acks)   *)
 (* must violate DecisionsPreserved.                                        *)
 (*                                                                         *)
@@ -94,8 +95,9 @@ EXTENDS SplitkvCommon
 CONSTANT ReportAtLog   \* BOOLEAN: report commit after the LOG acks (paper) or after COMMIT acks
 CONSTANT ValidateReads \* BOOLEAN: FALSE = Validate always passes (must-fail model)
 CONSTANT LogToAllReplicas
-    \* BOOLEAN: TRUE = issue 11's commit point (LOG and COMMIT to every replica
-    \* of each written key, replicas apply at the decision); FALSE = the old
+    \* BOOLEAN: TRUE = the commit point at every replica's LOG acknowledgement
+    \* (LOG and COMMIT to every replica of each written key, replicas apply
+    \* at the decision); FALSE = the old
     \* design (LOG to backups only, COMMIT to primaries only; must-fail model)
 
 vars == commonVars
@@ -238,7 +240,7 @@ Abort(t, n) ==
 HasWrite(n, t, k) ==
     \E r \in rec[n] : r.t = t /\ r.kind \in {"LOG", "COMMIT"} /\ k \in r.keys
 
-\* Issue 11's rule for a transaction whose coordinator crashed: commit iff
+\* Crash recovery's rule for a transaction whose coordinator crashed: commit iff
 \* a live node holds a COMMIT record of t, or every live replica of every
 \* written key (shard) holds t's LOG record (LOG is sent only after
 \* validation passed; "every", not "some", so no surviving replica misses a

@@ -1,7 +1,7 @@
 ----------------------------- MODULE XenicRestart -----------------------------
 (***************************************************************************)
-(* A NIC runtime that crashes alone and restarts (issue 12,       *)
-(* "NIC-runtime-only crash"; code: nic-runtime/src/recovery/restart.rs,     *)
+(* A NIC runtime that crashes alone and restarts (the NIC restart after a *)
+(* NIC-runtime-only crash; code: nic-runtime/src/recovery/restart.rs,     *)
 (* recovery/restart/{messages,decide}.rs, protocol/server/rebuild.rs,       *)
 (* protocol/coordinator/rebuild.rs; Xenic §4.2.1 (a): locks live only in   *)
 (* the NIC index), on top of the message-bag model XenicOCCMsgs, whose     *)

@@ -1,5 +1,5 @@
 //! Messages per second between two endpoints, batching off vs on (Dandelion §5.1,
-//! Figures 4–5; issue 10, "Measurements" 1). Run with
+//! Figures 4–5; the Dnl network stack's batching layer). Run with
 //! `cargo bench -p splitkv-bench --bench dnl_messages`.
 //!
 //! One thread plays both endpoints, each a whole Dnl [`Stack`] (batcher and
@@ -19,8 +19,8 @@
 //!
 //! Message sizes are body bytes: `ack` is a LOG acknowledgement, the smallest
 //! message the protocol has (a 9-byte body; no message kind has a 16-byte
-//! body, so it stands in for the issue's 16-byte case), and `log64` a LOG with
-//! one item whose 32-byte value makes a 64-byte body.
+//! body, so it stands in for the batching target's 16-byte case), and `log64` a
+//! LOG with one item whose 32-byte value makes a 64-byte body.
 //!
 //! | benchmark | transport | MTU |
 //! |---|---|---|

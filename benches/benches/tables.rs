@@ -1,7 +1,7 @@
 //! Host-table microbenchmarks (criterion). Run with `cargo bench -p splitkv-bench
 //! --bench tables`; benches/README.md has the commands and the current
 //! figures, benches/notes/2026-11-21-host-tables.md the results on the project
-//! machine and the issue targets.
+//! machine and the data store's targets.
 //!
 //! * `robinhood_get/{one_at_a_time,batched}/B`: random Gets of present 8-byte
 //!   keys (8-byte values) on a Robinhood table much larger than the last-level

@@ -47,7 +47,7 @@ pub mod workload;
 
 pub use cluster::{BenchCluster, BuildError, ClusterSpec, ThreadRun};
 pub use smallbank::Smallbank;
-pub use workload::{CheckError, Db, Outcome, TxCall, TxGenerator, Workload};
+pub use workload::{AttemptOutcome, CheckError, Db, TxCall, TxGenerator, Workload};
 
 /// A cluster running Smallbank.
 pub type SmallbankCluster = BenchCluster<Smallbank>;

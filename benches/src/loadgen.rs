@@ -20,7 +20,7 @@
 //!   `until` are not counted at all). Latency is measured from a
 //!   transaction's first submission to its last outcome.
 
-use crate::workload::{Outcome, TxCall, TxGenerator, PROCEDURES_MAX};
+use crate::workload::{AttemptOutcome, TxCall, TxGenerator, PROCEDURES_MAX};
 use hdrhistogram::Histogram;
 use rand::{Rng, SeedableRng};
 use rand_xoshiro::Xoshiro256PlusPlus;
@@ -494,7 +494,7 @@ impl<G: TxGenerator> LoadGen<G> {
         self.trace = fold_trace(h, result);
         let conflict = status.is_conflict();
         let last = !conflict || tx.attempt >= self.cfg.retry.max_tries;
-        self.gen.on_outcome(&Outcome {
+        self.gen.on_outcome(&AttemptOutcome {
             call: &tx.call,
             status,
             result,

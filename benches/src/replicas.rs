@@ -4,16 +4,16 @@
 //! replicates and match the primary's copy, and each node must hold as many
 //! rows as the primaries hold of the keys it replicates (so no row is missing).
 //!
-//! After crashes (issue 11) only the survivors are compared: a crashed node's
-//! table is not read, and a key's primary is its first surviving replica in
-//! replica order ([`splitkv_nic::PlacementView`] of [`Db::failed`]). A
-//! crashed coordinator's transaction may have reached its commit point
-//! (every replica holds its LOG record) with its COMMIT delivered to some
-//! survivors only: until recovery decides it, a survivor without the COMMIT
-//! holds the newer version as a *pending* LOG record. Such a difference is
-//! counted as undecided ([`ReplicaReport::undecided`]), allowed only when
-//! nodes crashed and only when the older side holds exactly the newer
-//! side's version and value pending; any other difference fails.
+//! After crashes (crash recovery) only the survivors are compared: a crashed
+//! node's table is not read, and a key's primary is its first surviving replica
+//! in replica order ([`splitkv_nic::PlacementView`] of [`Db::failed`]). A
+//! crashed coordinator's transaction may have reached its commit point (every
+//! replica holds its LOG record) with its COMMIT delivered to some survivors
+//! only: until recovery decides it, a survivor without the COMMIT holds the
+//! newer version as a *pending* LOG record. Such a difference is counted as
+//! undecided ([`ReplicaReport::undecided`]), allowed only when nodes crashed
+//! and only when the older side holds exactly the newer side's version and
+//! value pending; any other difference fails.
 
 use crate::workload::CheckError;
 use crate::workload::Db;

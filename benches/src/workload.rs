@@ -24,7 +24,7 @@
 //! [`crate::history`], whose check is the strict-serializability checker).
 //! Conflict retries are the load generator's ([`crate::loadgen`]), not the
 //! workload's: a generator sees each attempt's outcome (with
-//! [`Outcome::attempt`] and [`Outcome::last`]) but never resubmits itself.
+//! [`AttemptOutcome::attempt`] and [`AttemptOutcome::last`]) but never resubmits itself.
 //!
 //! # Writing one
 //!
@@ -39,7 +39,7 @@
 //!         call.procedure = INCREMENT;
 //!         call.args.extend_from_slice(&self.rng.gen_range(0..self.keys).to_le_bytes());
 //!     }
-//!     fn on_outcome(&mut self, o: &Outcome<'_>) {
+//!     fn on_outcome(&mut self, o: &AttemptOutcome<'_>) {
 //!         self.committed += (o.status == TxStatus::Committed) as u64;
 //!     }
 //! }
@@ -83,7 +83,7 @@ pub struct TxCall {
 
 /// One attempt's outcome, as the client saw it.
 #[derive(Debug, Clone, Copy)]
-pub struct Outcome<'a> {
+pub struct AttemptOutcome<'a> {
     /// The transaction (the same call on every attempt).
     pub call: &'a TxCall,
     /// How the attempt ended.
@@ -115,7 +115,7 @@ pub trait TxGenerator: Send {
 
     /// Called for every attempt of every transaction this generator drew, in
     /// the order the outcomes arrive.
-    fn on_outcome(&mut self, outcome: &Outcome<'_>);
+    fn on_outcome(&mut self, outcome: &AttemptOutcome<'_>);
 
     /// Called at the start of each of the load generator's iterations with
     /// its `now` (before outcomes are taken or transactions drawn), so a
@@ -261,12 +261,12 @@ pub enum CheckError {
 #[derive(Debug, Clone, Copy)]
 pub struct Db<'a> {
     /// Placement of keys on nodes, with the replica sets being served
-    /// ([`Placement::roles`]; issue 12).
+    /// ([`Placement::roles`]: re-replication may move them).
     pub placement: Placement,
     /// Every node's components (NIC runtime, host worker owning the table), by node.
     pub nodes: &'a [NodeParts],
     /// Crashed nodes: their tables are not read, and a key's primary is its
-    /// first surviving replica ([`PlacementView`], issue 11).
+    /// first surviving replica ([`PlacementView`], crash recovery's placement).
     pub failed: NodeMask,
 }
 

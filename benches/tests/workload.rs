@@ -8,7 +8,7 @@ use rand::{Rng, SeedableRng};
 use rand_xoshiro::Xoshiro256PlusPlus;
 use splitkv_bench::workload::RowIter;
 use splitkv_bench::{
-    BenchCluster, CheckError, ClusterSpec, Db, Outcome, TxCall, TxGenerator, Workload,
+    AttemptOutcome, BenchCluster, CheckError, ClusterSpec, Db, TxCall, TxGenerator, Workload,
 };
 use splitkv_layout::host_nic::TxStatus;
 use splitkv_layout::Key;
@@ -70,7 +70,7 @@ impl TxGenerator for CounterGen {
         let k: u64 = self.rng.gen_range(0..self.keys);
         call.args.extend_from_slice(&k.to_le_bytes());
     }
-    fn on_outcome(&mut self, o: &Outcome<'_>) {
+    fn on_outcome(&mut self, o: &AttemptOutcome<'_>) {
         self.committed += (o.status == TxStatus::Committed) as u64;
     }
 }

@@ -14,9 +14,7 @@
 
 use crate::cluster::Shared;
 use crate::observe::{ClientObservation, Observation};
-use splitkv_layout::host_nic::{
-    HostToNic, NicToHost, TxOutcome, TxRequest, TxStatus, ARGS_BYTES_MAX,
-};
+use splitkv_layout::host_nic::{self, HostToNic, NicToHost, TxRequest, TxStatus, ARGS_BYTES_MAX};
 use splitkv_layout::ring::{RingConsumer, RingError, RingProducer};
 use splitkv_layout::wire::NodeId;
 use splitkv_layout::DecodeError;
@@ -72,9 +70,10 @@ pub enum ClientError {
     },
 }
 
-/// The outcome of one transaction, owned (what [`Client::call`] returns).
+/// The outcome of one transaction, owned (what [`Client::call`] returns): the
+/// owned form of the outcome ring's [`host_nic::TxOutcome`], without its `req_id`.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Outcome {
+pub struct TxOutcome {
     /// How the transaction ended: committed, or why not.
     pub status: TxStatus,
     /// The procedure's result on commit, and on [`TxStatus::Unknown`] the
@@ -84,7 +83,7 @@ pub struct Outcome {
     pub result: Vec<u8>,
 }
 
-impl Outcome {
+impl TxOutcome {
     /// Whether the transaction committed.
     pub fn is_committed(&self) -> bool {
         self.status == TxStatus::Committed
@@ -157,7 +156,7 @@ impl Client {
     /// and `poll`; [`ClientError::ShutDown`] or [`ClientError::Panicked`] when
     /// the client's cluster stopped before the outcome arrived (an observer
     /// is then told the outcome is unknown).
-    pub fn call(&mut self, procedure: u32, args: &[u8]) -> Result<Outcome, ClientError> {
+    pub fn call(&mut self, procedure: u32, args: &[u8]) -> Result<TxOutcome, ClientError> {
         if self.outstanding != 0 {
             return Err(ClientError::Outstanding(self.outstanding));
         }
@@ -174,7 +173,7 @@ impl Client {
         let mut got = None;
         loop {
             self.poll(1, |o| {
-                got = Some(Outcome {
+                got = Some(TxOutcome {
                     status: o.status,
                     result: o.result.to_vec(),
                 })
@@ -261,7 +260,7 @@ impl Client {
     pub fn poll(
         &mut self,
         max: usize,
-        mut f: impl FnMut(&TxOutcome<'_>),
+        mut f: impl FnMut(&host_nic::TxOutcome<'_>),
     ) -> Result<usize, ClientError> {
         let mut n = 0;
         while n < max {

@@ -2,21 +2,22 @@
 //! receiver-placed log, Rowan §4).
 //!
 //! The NIC runtime appends records to one sequential log per node in host
-//! memory, by DMA (issue 11's commit point): a LOG record per write on every
-//! replica of the key (primary and backups), then one decision record per
-//! transaction, COMMIT or ABORT. A [`HostWorker`] drains the log in order and
-//! **applies at the decision**: a LOG record is held pending (copied into a
-//! per-transaction buffer, at most [`PENDING_TXS_MAX`] transactions) until
-//! its transaction's COMMIT record, when its records are applied to the
-//! table if newer than what the table holds (so duplicates and replays are
-//! harmless); an ABORT record drops them. Pending records without a decision
-//! are what crash recovery reads ([`HostWorker::pending_tx_ids`]). The worker
-//! tells the NIC runtime how far it got with a `LogApplied` acknowledgement
-//! ("every decision before this log position is applied"), which lets the
-//! NIC unpin the objects a primary installed at COMMIT (pinned at the end of
-//! its COMMIT record). Under the mutation switch `log_backups_only` LOG
-//! records are applied at once and decisions ignored (the protocol before
-//! the fix).
+//! memory, by DMA (the commit point at every replica's LOG acknowledgement): a
+//! LOG record per write on every replica of the key (primary and backups), then
+//! one decision record per transaction, COMMIT or ABORT. A [`HostWorker`]
+//! drains the log in order and **applies at the decision**: a LOG record is
+//! held pending (copied into a per-transaction buffer, at most
+//! [`PENDING_TXS_MAX`] transactions) until its transaction's COMMIT record,
+//! when its records are applied to the table if newer than what the table holds
+//! (so duplicates and replays are harmless); an ABORT record drops them.
+//! Pending records without a decision are what crash recovery reads
+//! ([`HostWorker::pending_tx_ids`]). The worker tells the NIC runtime how far
+//! it got with a `LogApplied` acknowledgement ("every decision before this log
+//! position is applied"), which lets the NIC unpin the objects a primary
+//! installed at COMMIT (pinned at the end of its COMMIT record). Under the
+//! mutation switch `log_backups_only` LOG records are applied at once and
+//! decisions ignored (the protocol before the commit point moved to every
+//! replica's LOG acknowledgement).
 //!
 //! Records are applied in table batches (Dandelion §6): a worker drains up to
 //! [`LOG_ENTRIES_PER_ITERATION_MAX`] entries, then hands their records to
@@ -33,9 +34,9 @@
 //! because keys collide, a quota set larger than the table, a record that does
 //! not decode, a corrupt log ring) makes the worker **stop** with a
 //! [`WorkerError`] saying why, and it never acknowledges the entry that holds
-//! it (issue 9 §4: never acknowledged while unapplied, never a panic). The
-//! node's driver reads [`HostWorker::error`] and stops the node with that
-//! message.
+//! it (a rule the fuzz targets check: never acknowledged while unapplied,
+//! never a panic). The node's driver reads [`HostWorker::error`] and stops the
+//! node with that message.
 
 use crate::table::dlht::DlhtError;
 use crate::table::robinhood::RobinhoodError;
@@ -63,7 +64,8 @@ const PENDING_TXS_RESERVED: usize = 4096;
 /// not allocate once the worker is warm.
 const SPARE_BUFFERS_MAX: usize = 4096;
 
-/// Mutation switch (issue 11): apply LOG records at once, ignore decisions.
+/// Mutation switch (the commit point before every replica's LOG
+/// acknowledgement): apply LOG records at once, ignore decisions.
 const APPLY_AT_ONCE: bool = cfg!(splitkv_mutation = "log_backups_only");
 
 /// Most log entries applied per iteration before acknowledging.
@@ -106,7 +108,7 @@ pub struct WorkerStats {
     pub stale: u64,
     /// Records skipped because the table held a newer version: the COMMIT
     /// decisions of different coordinators reach a replica in either order
-    /// (issue 11: replicas apply at the decision), so this is no fault.
+    /// (replicas apply at the decision), so this is no fault.
     pub superseded: u64,
     /// Entries that did not decode (the NIC runtime wrote them, so this
     /// indicates memory corruption); the worker stops at the first.
@@ -150,7 +152,7 @@ pub enum WorkerError {
         error: DecodeError,
     },
     /// More than [`PENDING_TXS_MAX`] transactions have undecided LOG records
-    /// (decisions lost: recovery's business, issue 11).
+    /// (decisions lost: crash recovery's business).
     #[error("more than {PENDING_TXS_MAX} transactions with undecided log records")]
     TooManyPending,
     /// The log or acknowledgement ring refused an operation.

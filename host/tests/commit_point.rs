@@ -1,9 +1,10 @@
-//! Issue 11's commit point at one node, NIC server and host worker together,
-//! driven message by message as a coordinator would: a replica's host table
-//! and NIC cache do not change on LOG, only at the COMMIT decision, and an
-//! ABORT after LOG leaves them unchanged; a primary unlocks only once its
-//! COMMIT append completed (Xenic §4.2 step 6); a late or duplicated EXECUTE
-//! or LOG after its transaction finished takes nothing (no orphan lock).
+//! The commit point (every replica's LOG acknowledgement) at one node, NIC
+//! server and host worker together, driven message by message as a coordinator
+//! would: a replica's host table and NIC cache do not change on LOG, only at
+//! the COMMIT decision, and an ABORT after LOG leaves them unchanged; a primary
+//! unlocks only once its COMMIT append completed (Xenic §4.2 step 6); a late or
+//! duplicated EXECUTE or LOG after its transaction finished takes nothing (no
+//! orphan lock).
 
 use splitkv_host::table::{HostTable, TableConfig, TableKind};
 use splitkv_host::HostWorker;
@@ -255,9 +256,9 @@ fn late_executes_and_logs_take_nothing() {
     assert_eq!(r.server.stats().late_requests, 5);
 }
 
-/// The single-read validation skip (issue 11): an EXECUTE read by DMA is
-/// re-checked when the DMA completes, and a version a COMMIT installed in
-/// the NIC index while the read was in flight replaces the older one read.
+/// The single-read validation skip (with the commit point): an EXECUTE read by
+/// DMA is re-checked when the DMA completes, and a version a COMMIT installed
+/// in the NIC index while the read was in flight replaces the older one read.
 #[test]
 fn a_read_completing_after_a_commit_returns_the_committed_version() {
     let mut r = rig();

@@ -272,7 +272,7 @@ fn public_control_address_needs_control_public() {
     assert!(config.nodes[0].control_public);
 }
 
-/// Issue 12, a replacement machine: node 2 moved to other addresses keeps
+/// A replacement machine: node 2 moved to other addresses keeps
 /// every other node and field; a move the file's checks would refuse is one
 /// line naming the node's field, and the file is unchanged by a refusal.
 #[test]

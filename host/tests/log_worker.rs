@@ -2,7 +2,8 @@
 //! batches (Dandelion §6): newest version wins, stale and duplicate records are
 //! skipped, batches and iterations are bounded, and progress is acknowledged;
 //! a record the worker cannot apply (bad bytes, a full table) stops it without
-//! a panic and is never acknowledged (issue 9 §4), while the DLHT grows.
+//! a panic and is never acknowledged (a rule the fuzz targets check), while the
+//! DLHT grows.
 
 use splitkv_host::log::WorkerError;
 use splitkv_host::log::{
@@ -19,7 +20,7 @@ use std::collections::HashMap;
 
 /// Appends a committed write to `out`: a LOG record of a transaction of its
 /// own, then that transaction's COMMIT decision record (the worker applies
-/// at the decision, issue 11).
+/// at the decision, the commit point's rule).
 fn record(id: u64, version: u64, value: &[u8], out: &mut Vec<u8>) {
     static NEXT_TX: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
     let tx_id = TxId::from_bits(NEXT_TX.fetch_add(1, std::sync::atomic::Ordering::Relaxed));

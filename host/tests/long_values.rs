@@ -451,9 +451,9 @@ fn log_ring_too_small_for_the_value_limit_is_a_typed_error() {
     assert!(cluster_with(1024, small).is_ok());
 }
 
-/// A transaction writing 16 values of 4 KiB end to end (issue 10, "Batching
-/// layer"): its LOG and COMMIT messages (~66 KB) are larger than one packet
-/// and travel as fragments, reassembled below the protocol.
+/// A transaction writing 16 values of 4 KiB end to end (the Dnl stack's
+/// batching layer): its LOG and COMMIT messages (~66 KB) are larger than one
+/// packet and travel as fragments, reassembled below the protocol.
 #[test]
 fn sixteen_four_kib_values_in_one_transaction() {
     let mut nodes = cluster(VALUE_BYTES_MAX).unwrap();

@@ -526,10 +526,10 @@ fn a_node_left_out_of_the_stored_configuration_joins_as_copying() {
     assert_eq!(m2.stats().joins, 1);
 }
 
-/// Four nodes, replication 3 (issue 12): node 3 leaves; the survivors that
-/// become new backups of its shards are copied and report caught up, and
-/// the configuration takes them as replicas (before the fix, a survivor
-/// that never restarted, configured as incarnation 0, had every report
+/// Four nodes, replication 3 (re-replication onto survivors): node 3 leaves;
+/// the survivors that become new backups of its shards are copied and report
+/// caught up, and the configuration takes them as replicas (before the fix, a
+/// survivor that never restarted, configured as incarnation 0, had every report
 /// counted stale and stayed joining).
 #[test]
 fn survivors_chosen_as_new_backups_are_taken_as_replicas_when_caught_up() {

@@ -65,7 +65,7 @@ fn config_strategy() -> impl Strategy<Value = TableConfig> {
 
 /// What one request returned, comparable across the two execution paths.
 #[derive(Debug, Clone, PartialEq, Eq)]
-enum Outcome {
+enum RequestOutcome {
     Got(Option<ObjectMeta>, Vec<u8>),
     Upserted(Result<Upserted, RobinhoodError>),
     Removed(bool),
@@ -74,12 +74,12 @@ enum Outcome {
 /// Runs `op` alone, through the single-request API. A conditional upsert is
 /// written the way the host log worker applied records before batching: a Get,
 /// a version comparison, then an upsert.
-fn one_at_a_time(table: &mut RobinhoodTable, op: &Op, value_in: &[u8]) -> Outcome {
+fn one_at_a_time(table: &mut RobinhoodTable, op: &Op, value_in: &[u8]) -> RequestOutcome {
     match *op {
         Op::Get { id } => {
             let mut value = Vec::new();
             let meta = table.get(&key(id), &mut value);
-            Outcome::Got(meta, value)
+            RequestOutcome::Got(meta, value)
         }
         Op::Upsert {
             id,
@@ -92,7 +92,7 @@ fn one_at_a_time(table: &mut RobinhoodTable, op: &Op, value_in: &[u8]) -> Outcom
                 let mut scratch = Vec::new();
                 if let Some(stored) = table.get(&key(id), &mut scratch) {
                     if stored.version() >= version {
-                        return Outcome::Upserted(Ok(Upserted::Stale(stored)));
+                        return RequestOutcome::Upserted(Ok(Upserted::Stale(stored)));
                     }
                 }
             }
@@ -103,9 +103,9 @@ fn one_at_a_time(table: &mut RobinhoodTable, op: &Op, value_in: &[u8]) -> Outcom
                     Upserted::Updated
                 }
             });
-            Outcome::Upserted(result)
+            RequestOutcome::Upserted(result)
         }
-        Op::Remove { id } => Outcome::Removed(table.remove(&key(id))),
+        Op::Remove { id } => RequestOutcome::Removed(table.remove(&key(id))),
     }
 }
 
@@ -137,7 +137,7 @@ proptest! {
                 Op::Upsert { len, fill, .. } => vec![fill; len],
                 _ => Vec::new(),
             }).collect();
-            let expected: Vec<Outcome> = ops.iter().zip(&upsert_values)
+            let expected: Vec<RequestOutcome> = ops.iter().zip(&upsert_values)
                 .map(|(op, v)| one_at_a_time(&mut single, op, v))
                 .collect();
 
@@ -158,10 +158,10 @@ proptest! {
                 });
             }
             batched.batch(&mut reqs);
-            let got: Vec<Outcome> = reqs.into_iter().map(|req| match req {
-                Request::Get { value, result, .. } => Outcome::Got(result, value.clone()),
-                Request::Upsert { result, .. } => Outcome::Upserted(result.expect("executed")),
-                Request::Remove { result, .. } => Outcome::Removed(result),
+            let got: Vec<RequestOutcome> = reqs.into_iter().map(|req| match req {
+                Request::Get { value, result, .. } => RequestOutcome::Got(result, value.clone()),
+                Request::Upsert { result, .. } => RequestOutcome::Upserted(result.expect("executed")),
+                Request::Remove { result, .. } => RequestOutcome::Removed(result),
             }).collect();
             prop_assert_eq!(&got, &expected);
 

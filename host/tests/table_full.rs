@@ -1,4 +1,5 @@
-//! Inserts reserve room before the commit point (issue 9 §4): a transaction
+//! Inserts reserve room before the commit point (the room rule for inserts
+//! into a full table): a transaction
 //! whose inserts would pass its shard's quota aborts with
 //! `TxStatus::TableFull`, the node keeps running, every committed key is on
 //! every replica and no aborted insert is anywhere; out-of-line values are

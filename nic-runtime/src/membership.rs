@@ -9,9 +9,9 @@
 //!
 //! [`Membership`] is the one interface; the simulator implements it with
 //! leases in virtual time (`splitkv_sim::membership`), deployed clusters with
-//! etcd (a later issue). Like every component it is a polled state machine:
-//! time is passed in, nothing blocks, sleeps or reads a clock, and a request
-//! only queues a message to the manager.
+//! etcd (`splitkv_host::membership_etcd`). Like every component it is a polled
+//! state machine: time is passed in, nothing blocks, sleeps or reads a clock,
+//! and a request only queues a message to the manager.
 
 mod configuration;
 mod port;
@@ -100,7 +100,7 @@ pub trait Membership {
     fn poll(&mut self, now: Nanos) -> Option<Configuration>;
 
     /// Reports that this node, being copied since the configuration of
-    /// `epoch`, caught up (re-replication, issue 12): the manager makes it
+    /// `epoch`, caught up (re-replication): the manager makes it
     /// a replica (`Configuration::caught_up`) if `epoch` is still current
     /// when the report arrives, and ignores a stale report.
     ///
@@ -112,11 +112,11 @@ pub trait Membership {
 
     /// The data address (IP and port) that node `node`'s incarnation in
     /// [`Membership::current`] published with its registration, if it
-    /// published one (issue 12: a new machine that replaces a dead node
-    /// sends and receives at another address than the node's first
+    /// published one (a replacement machine: a new machine that replaces a dead
+    /// node sends and receives at another address than the node's first
     /// process). `None` (the default) for a membership that carries no
-    /// addresses, such as the simulator's: every node then keeps the
-    /// address its transport was built with.
+    /// addresses, such as the simulator's: every node then keeps the address
+    /// its transport was built with.
     fn data_address(&self, node: NodeId) -> Option<SocketAddr> {
         let _ = node;
         None
@@ -142,10 +142,10 @@ pub struct AgentStats {
     pub refused: u64,
     /// Times the agent stopped the node because its lease ran out (0 or 1).
     pub lease_expired: u64,
-    /// Caught-up reports the membership took (re-replication, issue 12).
+    /// Caught-up reports the membership took (re-replication).
     pub caught_up_reported: u64,
     /// Peers whose data address a new configuration moved: the transport
-    /// was re-pointed before the configuration was applied (issue 12).
+    /// was re-pointed before the configuration was applied (replacement machines).
     pub peers_repointed: u64,
     /// Published data addresses the transport refused
     /// ([`crate::net::PeerAddressError`]: no addresses, another family, an
@@ -160,7 +160,7 @@ pub struct AgentStats {
 /// ([`MembershipPort::apply_configuration`]: epoch, failed peers),
 /// first re-pointing the transport at each member's published data address
 /// ([`Membership::data_address`], [`MembershipPort::set_peer_address`];
-/// issue 12: a replacement machine), so the configuration's first packets
+/// a replacement machine), so the configuration's first packets
 /// to a node's new incarnation already go to its new machine. A
 /// polled state machine like the runtime; the driver calls
 /// [`MembershipAgent::run_iteration`] next to the runtime's.

@@ -6,12 +6,12 @@
 //! Every node computes the same answer with no coordination.
 //!
 //! After crashes, a [`PlacementView`] (one per epoch) adds the set of failed
-//! nodes (issue 11, Xenic §4.2.1): shards keep their ids (a key's shard never
-//! changes), the primary of a shard is its first surviving replica in replica
-//! order, and its backups are the surviving rest, so the replication degree is
-//! reduced until re-replication restores it.
+//! nodes (crash recovery, Xenic §4.2.1): shards keep their ids (a key's shard
+//! never changes), the primary of a shard is its first surviving replica in
+//! replica order, and its backups are the surviving rest, so the replication
+//! degree is reduced until re-replication restores it.
 //!
-//! Re-replication (issue 12, [`crate::recovery::rereplication`]) replaces the ring
+//! Re-replication ([`crate::recovery::rereplication`]) replaces the ring
 //! by [`Roles`]: per shard, its members in serving order. After a crash,
 //! survivors that were no replica of a shard may become its new backups
 //! (when the cluster has more nodes than the replication degree), and a node
@@ -71,7 +71,7 @@ pub struct Placement {
     /// primary is its shard's first surviving member (Xenic §4.2.1
     /// promotion), and failed nodes are nobody's replica.
     failed: u16,
-    /// Each shard's members in serving order (issue 12); the ring at first.
+    /// Each shard's members in serving order (re-replication); the ring at first.
     roles: Roles,
 }
 
@@ -97,7 +97,7 @@ impl Placement {
         })
     }
 
-    /// This placement with each shard's members given by `roles` (issue 12;
+    /// This placement with each shard's members given by `roles` (re-replication;
     /// see [`Roles`]): a joining backup is sent every LOG of its shard but
     /// is never primary.
     pub fn with_roles(self, roles: Roles) -> Placement {

@@ -92,7 +92,7 @@ pub struct NicStats {
     /// Client-port counters: requests, outcomes by status, closed clients.
     pub clients: ClientPortStats,
     /// The transport's re-pointed peers and packets from their former
-    /// addresses (issue 12; [`NicRuntime::set_peer_address`]).
+    /// addresses (replacement machines; [`NicRuntime::set_peer_address`]).
     pub peer_addresses: crate::net::PeerAddressStats,
     /// Packets or messages dropped because they did not decode or broke a
     /// limit: packets the sessions dropped as malformed or of another format
@@ -230,7 +230,7 @@ pub struct NicRuntime {
     pub(crate) events_fresh: Vec<SessionEvent>,
     pub(crate) events_dropped: u64,
     pub(crate) iterations: u64,
-    /// Crash recovery (issue 11): the machine, its inbox and the pause.
+    /// Crash recovery: the machine, its inbox and the pause.
     pub(crate) recovery: RecoveryRuntime,
     pub(crate) recovery_refusal: Option<crate::recovery::RecoveryError>,
     pub(crate) actions: RecoveryActions,
@@ -238,11 +238,12 @@ pub struct NicRuntime {
     pub(crate) host_applied: u64,
     /// The coordinator's commits when the last recovery epoch resumed.
     pub(crate) committed_at_resume: u64,
-    /// Re-replication (issue 12): copies run here as source or target.
+    /// Re-replication: copies run here as source or target.
     pub(crate) copies: crate::recovery::rereplication::Copies,
-    /// A restart of this NIC runtime alone and the rebuild after it (issue 12).
+    /// The NIC restart: a restart of this NIC runtime alone and the rebuild
+    /// after it.
     pub(crate) restart: RestartState,
-    /// A restarted node's wait for its admission (issue 12).
+    /// A restarted node's wait for its admission (rejoin).
     pub(crate) admission: admission::Admission,
 }
 
@@ -351,7 +352,7 @@ impl NicRuntime {
         &self.index
     }
 
-    /// The room of the shard this node is primary of (issue 9 §4; see
+    /// The room of the shard this node is primary of (the room rule; see
     /// [`Room`](crate::protocol::server::Room)).
     pub fn room(&self) -> &crate::protocol::server::Room {
         self.server.room()

@@ -17,7 +17,7 @@
 
 use splitkv_layout::host_nic::{TxRequest, TxStatus};
 use splitkv_layout::wire::{
-    BodyWriter, CoordPhase, MsgKind, NodeId, NodeMask, Outcome, RecordEvidence, RecordKind,
+    BodyWriter, CoordOutcome, CoordPhase, MsgKind, NodeId, NodeMask, RecordEvidence, RecordKind,
     ReplyStatus,
 };
 use splitkv_layout::{Key, ObjectFlags, ObjectMeta, TxId};
@@ -183,7 +183,7 @@ fn the_live_coordinator_reports_its_abort_decision_to_recovery_between_the_round
     );
     assert_eq!(ev[0].tx_id, tx);
     assert_eq!(ev[0].phase, CoordPhase::Log);
-    assert_eq!(ev[0].outcome, Outcome::Abort, "decided: rule 1 aborts");
+    assert_eq!(ev[0].outcome, CoordOutcome::Abort, "decided: rule 1 aborts");
     assert!(!ev[0].reported, "nothing told yet");
     let mut e = TxEvidence::default();
     e.add_coordinator(ev[0]);

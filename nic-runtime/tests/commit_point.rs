@@ -1,4 +1,4 @@
-//! Issue 11's commit point at the coordinator
+//! The commit point (every replica's LOG acknowledgement) at the coordinator
 //! (`nic-runtime/src/protocol/coordinator.rs`): LOG goes to every replica of
 //! every written key, primary included; no COMMIT leaves before every one of
 //! them acknowledged; then COMMIT goes to every replica sent the LOG, with
@@ -20,7 +20,7 @@ type Rig = CoordinatorRig;
 
 /// The two keys the transaction writes: primaries nodes 1 and 2 (so their
 /// replicas are {1, 2} and {2, 0}: the coordinator's own node is a backup, as
-/// in the issue's trace).
+/// in the TLC counterexample's trace).
 fn written_keys(placement: &Placement) -> Vec<Key> {
     let pick = |p: NodeId| {
         (0..)

@@ -1,4 +1,4 @@
-//! Coordinator deadlines and failed peers (issue 11 "Recovery": timeouts;
+//! Coordinator deadlines and failed peers (crash recovery's timeouts;
 //! `nic-runtime/src/protocol/coordinator/deadline.rs`): a participant that
 //! never answers ends its transaction as `Unavailable` before any LOG (with
 //! ABORT to the primaries that may hold its locks) and, after LOG, by an

@@ -1,9 +1,9 @@
 //! The coordinator (`nic-runtime/src/protocol/coordinator.rs`) tells the
-//! application why a transaction aborted (issue 9 §4): a server's refusal
-//! reason becomes the outcome's status — a DMA or host-decode failure is
-//! `HostFailure`, never a lock conflict — and metadata a peer planted in an
-//! EXECUTE response aborts the transaction (releasing its locks) instead of
-//! being trusted.
+//! application why a transaction aborted (a rule the fuzz targets check): a
+//! server's refusal reason becomes the outcome's status — a DMA or host-decode
+//! failure is `HostFailure`, never a lock conflict — and metadata a peer
+//! planted in an EXECUTE response aborts the transaction (releasing its locks)
+//! instead of being trusted.
 
 use splitkv_layout::host_nic::{TxRequest, TxStatus};
 use splitkv_layout::wire::{BodyWriter, MsgKind, NodeId, ReplyStatus};
@@ -82,7 +82,7 @@ fn a_refused_log_aborts_in_two_rounds_with_the_refusals_reason() {
     w.push_item(&KEY, ObjectMeta::new(3, ObjectFlags::empty()), b"old");
     r.respond(primary, &w);
     let sent = r.sent_kinds();
-    // LOG goes to every replica, primary included (issue 11's commit point).
+    // LOG goes to every replica, primary included (the commit point).
     let mut backups: Vec<NodeId> = r.io.placement.backups(&KEY).collect();
     backups.insert(0, primary);
     assert_eq!(sent.len(), backups.len());

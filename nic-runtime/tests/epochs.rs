@@ -1,4 +1,4 @@
-//! Epochs from membership (issue 11 "Recovery": epochs;
+//! Epochs from membership (crash recovery's epochs;
 //! `NicRuntime::apply_configuration`): a new configuration raises the
 //! runtime's epoch, packets of older epochs are then dropped and counted
 //! (never dispatched or answered), replies carry the new epoch, and the

@@ -6,7 +6,7 @@
 //! ran out (fencing, Xenic §4.2.1): at once, not at its next renewal. A
 //! configuration that admits a peer at a new data address re-points the
 //! transport before it is applied, and packets from the old address are
-//! then dropped and counted (issue 12, a replacement machine).
+//! then dropped and counted (a replacement machine).
 
 mod support;
 

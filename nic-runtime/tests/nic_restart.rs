@@ -1,4 +1,4 @@
-//! A NIC runtime that restarts alone (issue 12; `recovery::restart`), over
+//! A NIC runtime that restarts alone (the NIC restart; `recovery::restart`), over
 //! whole runtimes on the in-memory network (`restart_rig`): four nodes,
 //! replication 2, node 2 restarted with a new incarnation while
 //! transactions commit.

@@ -1,5 +1,5 @@
-//! A NIC runtime that restarts alone while crash recovery runs (issue 12;
-//! `recovery::restart`, `recovery`): a rejoined process, a rebuild a recovery
+//! A NIC runtime that restarts alone while crash recovery runs
+//! (`recovery::restart`, `recovery`): a rejoined process, a rebuild a recovery
 //! epoch overtakes, and a coordinator whose COMMIT reached one replica only
 //! before its NIC restarted (`tla/LostCoordinator.tla`). Same rig as
 //! `nic_restart.rs` (`restart_rig`).

@@ -1,4 +1,4 @@
-//! `PlacementView` (issue 11): the per-epoch placement after crashes.
+//! `PlacementView` (crash recovery): the per-epoch placement after crashes.
 //! Every key has exactly one primary among the live nodes; with at most
 //! `replication − 1` failures every shard keeps a replica; the view is a pure
 //! function of the placement and the failed set.

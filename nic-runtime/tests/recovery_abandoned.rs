@@ -1,4 +1,4 @@
-//! A recovery abandoned after some node recorded its decisions (issue 12):
+//! A recovery abandoned after some node recorded its decisions:
 //! the next epoch must decide the same way (`recovery/epoch/unresumed.rs`;
 //! `tla/XenicOCCMsgs.tla` with `KeepRecovered`, must-fail model
 //! `XenicForgetRecovered.cfg`). Each scenario loses one recovery message

@@ -1,7 +1,7 @@
-//! The recovery decision rule (`recovery::TxEvidence::decide`, issue 11)
-//! against a model of one transaction's messages (Xenic §4.2 with the commit
-//! point of issue 11: LOG to every replica of each written shard, COMMIT
-//! after every LOG acknowledgement).
+//! Crash recovery's decision rule (`recovery::TxEvidence::decide`) against a
+//! model of one transaction's messages (Xenic §4.2 with the commit point at
+//! every replica's LOG acknowledgement: LOG to every replica of each written
+//! shard, COMMIT after every LOG acknowledgement).
 //!
 //! Random histories: the coordinator aborts early or validates; LOG reaches
 //! each replica (appended), is refused, or is lost; with every LOG appended
@@ -20,7 +20,7 @@
 
 use proptest::prelude::*;
 use splitkv_layout::wire::{
-    CoordEvidence, CoordPhase, NodeId, NodeMask, Outcome, RecordEvidence, RecordKind,
+    CoordEvidence, CoordOutcome, CoordPhase, NodeId, NodeMask, RecordEvidence, RecordKind,
 };
 use splitkv_layout::TxId;
 use splitkv_nic::recovery::TxEvidence;
@@ -169,9 +169,9 @@ fn evidence(c: &Case, h: &History) -> TxEvidence {
             tx_id,
             phase: h.phase.unwrap(),
             outcome: match h.outcome {
-                None => Outcome::Undecided,
-                Some(true) => Outcome::Commit,
-                Some(false) => Outcome::Abort,
+                None => CoordOutcome::Undecided,
+                Some(true) => CoordOutcome::Commit,
+                Some(false) => CoordOutcome::Abort,
             },
             reported: h.reported.is_some(),
             write_shards: c.writes,

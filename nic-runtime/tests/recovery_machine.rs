@@ -1,4 +1,4 @@
-//! The recovery state machine (`recovery::Recovery`, issue 11) driven as a
+//! The crash-recovery state machine (`recovery::Recovery`) driven as a
 //! cluster of instances against each other (`recovery/harness.rs`): single
 //! crashes, crashes of the leader during recovery, silent nodes, messages of
 //! other epochs, and seeded random histories.

@@ -1,4 +1,4 @@
-//! Recovery wired into whole runtimes (issue 11): three nodes over the
+//! Crash recovery wired into whole runtimes: three nodes over the
 //! in-memory network with replication 2; node 2 is cut off (never polled).
 //! The survivors take a configuration without it, run a recovery epoch
 //! through the stack (`MsgKind::Recovery` messages: evidence to the leader,

@@ -1,4 +1,4 @@
-//! Re-replication through whole runtimes (issue 12, `tla/Rereplicate.tla`):
+//! Re-replication through whole runtimes (`tla/Rereplicate.tla`):
 //! three nodes over the in-memory network, replication 3, each with a
 //! model host that applies its host log newest-version-wins (as the host
 //! worker does) and serves snapshots. Node 2 crashes, the survivors recover,

@@ -1,5 +1,5 @@
-//! The room rule at a primary's NIC runtime (issue 9 §4,
-//! `protocol/server/room.rs`), driven message by message as a coordinator
+//! The room rule for inserts into a full table at a primary's NIC runtime
+//! (`protocol/server/room.rs`), driven message by message as a coordinator
 //! would: an EXECUTE whose absent write-set keys pass the shard's quota is
 //! refused with `TableFull` and holds no lock; ABORT gives a reservation back;
 //! COMMIT turns it into a key (once, even if duplicated); a present key

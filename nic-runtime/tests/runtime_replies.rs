@@ -1,7 +1,7 @@
 //! A whole NIC runtime (`nic-runtime/src/runtime.rs`) answers a LOG it cannot
-//! apply instead of dropping it while its coordinator waits (issue 9 §4): a
-//! value over the node's limit comes back as `LogAck(TooLarge)`, and nothing
-//! reaches the host log.
+//! apply instead of dropping it while its coordinator waits (a rule the fuzz
+//! targets check): a value over the node's limit comes back as
+//! `LogAck(TooLarge)`, and nothing reaches the host log.
 
 mod support;
 

@@ -1,9 +1,9 @@
 //! The server role (`nic-runtime/src/protocol/server.rs`) driven request by
 //! request: read validation rejects a changed version and a locked key;
-//! every request is answered, with the right reason (issue 9 §4); a failing
-//! DMA engine finishes its requests and releases their locks; COMMITs install
-//! only under their own locks and never move a version backwards; metadata a
-//! peer plants is refused.
+//! every request is answered, with the right reason (a rule the fuzz targets
+//! check); a failing DMA engine finishes its requests and releases their locks;
+//! COMMITs install only under their own locks and never move a version
+//! backwards; metadata a peer plants is refused.
 
 mod support;
 
@@ -204,7 +204,7 @@ fn duplicated_and_stale_commits_never_roll_the_cache_back() {
     );
     assert!(r.server.fatal().is_none(), "a duplicate is not fatal");
     // A LOG (here of an older version) is logged pending, for the host to
-    // apply at a decision; it changes nothing in the NIC cache (issue 11).
+    // apply at a decision; it changes nothing in the NIC cache (the commit point).
     let late = items(MsgKind::Log, 19, &[(key, v(1), b"late")]);
     assert_eq!(r.request(&late), vec![Reply::LogAck(OK)]);
     assert_eq!(r.cached_version(&key), Some(2));

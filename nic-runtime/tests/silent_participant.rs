@@ -1,5 +1,5 @@
-//! Whole runtimes with a participant that never answers (issue 11
-//! "Recovery": timeouts): three nodes over the in-memory network, node 2
+//! Whole runtimes with a participant that never answers (crash
+//! recovery's timeouts): three nodes over the in-memory network, node 2
 //! crashed from the start (never polled). Node 0 coordinates; its session
 //! with node 2 falls silent and suspects it. When node 2 was to lock (before
 //! any LOG) the transaction ends `Unavailable` at once, well before the

@@ -1,5 +1,5 @@
 //! The rule by which a membership manager takes a suspect report
-//! (`Configuration::takes_suspicion`, issue 12): a suspect's own reports do
+//! (`Configuration::takes_suspicion`): a suspect's own reports do
 //! not count, and no suspicion strands a shard.
 
 use splitkv_nic::membership::Configuration;

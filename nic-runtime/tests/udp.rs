@@ -219,7 +219,7 @@ fn strangers_are_dropped_counted_and_disturb_no_peer() {
     assert_eq!(ends[1].stats().packets_received, (n + 10) as u64);
 }
 
-/// Issue 12, a new machine replacing a dead node: node 1 moves from
+/// A replacement machine for a dead node: node 1 moves from
 /// endpoint `old` to endpoint `new`; node 0 sends to the new one, takes its
 /// packets, and drops and counts the packets still coming from the old
 /// address (apart from strangers); bad moves are typed errors that change

@@ -46,7 +46,7 @@ pub const VALUE_BYTES_MAX: usize = 4096;
 /// ([`host_nic::ARGS_BYTES_MAX`], [`host_nic::RESULT_BYTES_MAX`]) and host-log
 /// entries ([`log_record::LOG_ENTRY_BYTES_MAX`]) are sized from it, so that a
 /// transaction writing 16 keys of 4 KiB fits every layer below the network
-/// (issue 10, "Batching layer").
+/// (the Dnl stack's batching layer).
 pub const TX_VALUES_MAX: usize = 16;
 
 /// Value bytes of the largest transaction, [`TX_VALUES_MAX`] ×

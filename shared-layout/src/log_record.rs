@@ -1,4 +1,5 @@
-//! Host-log records (Xenic §4.2 steps 4–7, with issue 11's commit point): the
+//! Host-log records (Xenic §4.2 steps 4–7, with the commit point at every
+//! replica's LOG acknowledgement): the
 //! NIC runtime appends a LOG record per write on every replica of the key,
 //! primary and backups (step 4), held **pending**; at the decision it appends
 //! one COMMIT or ABORT *decision record* for the transaction (step 6). Host

@@ -109,8 +109,8 @@ impl ObjectMeta {
     }
 }
 
-/// Why metadata from a peer is refused (issue 9 §4: metadata from a peer is
-/// validated, never trusted).
+/// Why metadata from a peer is refused (a rule the fuzz targets check: metadata
+/// from a peer is validated, never trusted).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
 pub enum MetaError {
     /// The LOCKED bit, which only a NIC index sets and never sends.

@@ -1,4 +1,4 @@
-//! Re-replication messages (`wire::CopyMsg`, issue 12): encode/decode round
+//! Re-replication messages (`wire::CopyMsg`): encode/decode round
 //! trips, and typed errors (never a panic) for arbitrary or corrupted bytes.
 
 use proptest::prelude::*;

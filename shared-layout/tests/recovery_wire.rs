@@ -6,7 +6,7 @@ mod wire_support;
 
 use proptest::prelude::*;
 use splitkv_layout::wire::{
-    CoordEvidence, CoordPhase, Decision, NodeMask, Outcome, RecoveryEncodeError, RecoveryMsg,
+    CoordEvidence, CoordOutcome, CoordPhase, Decision, NodeMask, RecoveryEncodeError, RecoveryMsg,
     DECISIONS_PER_MESSAGE_MAX, EVIDENCE_ENTRIES_PER_MESSAGE_MAX, MASK_NODES_MAX,
     RECOVERY_MESSAGE_BYTES_MAX, RECOVERY_PARTS_MAX,
 };
@@ -17,14 +17,14 @@ fn coord() -> impl Strategy<Value = CoordEvidence> {
     (
         any::<u64>(),
         0..CoordPhase::ALL.len(),
-        0..Outcome::ALL.len(),
+        0..CoordOutcome::ALL.len(),
         any::<bool>(),
         any::<u16>(),
     )
         .prop_map(|(tx_id, p, o, reported, m)| CoordEvidence {
             tx_id: TxId::from_bits(tx_id),
             phase: CoordPhase::ALL[p],
-            outcome: Outcome::ALL[o],
+            outcome: CoordOutcome::ALL[o],
             reported,
             write_shards: NodeMask(m),
         })
@@ -130,7 +130,7 @@ fn bounds_are_typed_errors() {
     bytes.extend_from_slice(&1u16.to_le_bytes());
     bytes.extend_from_slice(&0u32.to_le_bytes());
     bytes.extend_from_slice(&9u64.to_le_bytes());
-    bytes.push(Outcome::Undecided as u8);
+    bytes.push(CoordOutcome::Undecided as u8);
     assert!(matches!(
         RecoveryMsg::decode(&bytes),
         Err(DecodeError::Inconsistent { .. })

@@ -1,4 +1,4 @@
-//! The chaos mix's overlapping faults (issue 12): NIC-runtime-only restarts
+//! The chaos mix's overlapping faults: NIC-runtime-only restarts
 //! placed *inside* a recovery epoch and inside a re-replication copy, and a
 //! second node crash during a copy, on top of the rejoin mix's crash and
 //! restart. The seed draws a [`ChaosPlan`] ([`crate::Sim::chaos_plan`]);

@@ -15,7 +15,7 @@
 //! endpoint for it, and the caller replaces the node's components with
 //! fresh ones (an empty host, a new incarnation) before the next pass.
 //!
-//! NIC-runtime-only crashes (issue 12, [`crate::NodeFaults::nic_crashes`])
+//! NIC-runtime-only crashes ([`crate::NodeFaults::nic_crashes`])
 //! come from the seed too: the driver only plans them, since restarting a
 //! NIC runtime is the cluster's call (its components are opaque
 //! here); a run slice ends early at the pass one is due, and

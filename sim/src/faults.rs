@@ -8,9 +8,9 @@
 //! | net   | exponential delay, 0.1% loss, 0.1% duplicates, 0.1% reordered (≤ 20 µs), a partition (one in two one-way) with chance 5 ppm per pass lasting 0.2–1 ms, a clog with chance 20 ppm per pass lasting 20–200 µs, 256 packets per link | — | Xenic §3.5 latencies |
 //! | crash | as none                                     | one seeded node crashes at a seeded pass in 20,000–100,000 | Xenic §3.5 latencies |
 //! | all   | as net                                      | as crash, and another seeded node runs one pass in 2 | Xenic §3.5 latencies |
-//! | rejoin | as none                                    | as crash, and the crashed node restarts empty after a seeded 2–30 ms and rejoins (re-replication, issue 12) | Xenic §3.5 latencies |
-//! | nic-crash | as none                                 | two seeded NIC-runtime-only crashes (node and pass each seeded, passes 20,000–100,000): the NIC runtime restarts, its host and data live (issue 12) | Xenic §3.5 latencies |
-//! | chaos | as none                                     | as rejoin, plus one seeded NIC crash as nic-crash, plus the overlaps of [`crate::chaos`]: a NIC restart inside a recovery epoch, a NIC restart of a copy source or of the copying node during a copy, and (one seed in two) a second node crash during the copy, within f (issue 12) | Xenic §3.5 latencies |
+//! | rejoin | as none                                    | as crash, and the crashed node restarts empty after a seeded 2–30 ms and rejoins (re-replication) | Xenic §3.5 latencies |
+//! | nic-crash | as none                                 | two seeded NIC-runtime-only crashes (node and pass each seeded, passes 20,000–100,000): the NIC runtime restarts, its host and data live (the NIC restart) | Xenic §3.5 latencies |
+//! | chaos | as none                                     | as rejoin, plus one seeded NIC crash as nic-crash, plus the overlaps of [`crate::chaos`]: a NIC restart inside a recovery epoch, a NIC restart of a copy source or of the copying node during a copy, and (one seed in two) a second node crash during the copy, within f | Xenic §3.5 latencies |
 
 use crate::net::{DelayDist, NetFaults};
 use crate::SimConfig;
@@ -61,16 +61,16 @@ pub struct NodeFaults {
     /// If at least 2: one seeded node (not a crashed one) runs its
     /// components only every `slow_every`-th pass.
     pub slow_every: u32,
-    /// A crashed node restarts (empty, a new incarnation, issue 12) after a
+    /// A crashed node restarts (empty, a new incarnation, then rejoins) after a
     /// seeded delay in `restart_ns_min..=restart_ns_max` ns of virtual time;
     /// 0 for `restart_ns_max`: crashed nodes never restart.
     pub restart_ns_min: u64,
     /// See `restart_ns_min`.
     pub restart_ns_max: u64,
-    /// Seeded NIC-runtime-only crashes (issue 12), at most [`CRASHES_MAX`]:
-    /// each picks a node and a pass in `nic_crash_pass_min..=nic_crash_pass_max`;
-    /// the node's NIC runtime restarts while its host lives
-    /// ([`crate::Sim::take_nic_crashes`]).
+    /// Seeded NIC-runtime-only crashes (each followed by the NIC restart), at
+    /// most [`CRASHES_MAX`]: each picks a node and a pass in
+    /// `nic_crash_pass_min..=nic_crash_pass_max`; the node's NIC runtime
+    /// restarts while its host lives ([`crate::Sim::take_nic_crashes`]).
     pub nic_crashes: u32,
     /// Earliest pass of a seeded NIC crash.
     pub nic_crash_pass_min: u64,
@@ -146,14 +146,14 @@ pub enum FaultMix {
     Crash,
     /// Network faults, a crash, a slow node and DMA latencies.
     All,
-    /// A crash, the crashed node's restart and rejoin (re-replication,
-    /// issue 12), and DMA latencies.
+    /// A crash, the crashed node's restart and rejoin (re-replication),
+    /// and DMA latencies.
     Rejoin,
     /// NIC-runtime-only crashes and DMA latencies.
     NicCrash,
     /// Rejoin and nic-crash together, with NIC restarts placed inside
     /// recovery epochs and copies and a second crash during a copy
-    /// ([`crate::chaos`], issue 12), and DMA latencies.
+    /// ([`crate::chaos`]), and DMA latencies.
     Chaos,
 }
 

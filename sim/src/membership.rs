@@ -1,7 +1,7 @@
 //! The simulated configuration manager: leases in virtual time, behind the
 //! one membership interface ([`splitkv_nic::membership::Membership`];
-//! DESIGN.md "Faults", issue 11 "Recovery"). The deployed manager (etcd) is
-//! a later issue, on the same interface.
+//! DESIGN.md "Faults"; crash recovery). The deployed manager (etcd,
+//! `splitkv_host::membership_etcd`) is on the same interface.
 //!
 //! - **Leases.** Every node of the first configuration holds a lease of
 //!   [`LeaseConfig::lease_ns`] from time 0. A renewal reaches the manager
@@ -25,7 +25,7 @@
 //!   ones too, learns it after a seeded delay. A removed node's renewals are
 //!   refused ([`MembershipError::Removed`] once it knows).
 //!
-//! - **Rejoin (issue 12).** A restarted node ([`SimMembership::restart`])
+//! - **Rejoin.** A restarted node ([`SimMembership::restart`])
 //!   holds nothing, not even a configuration: it asks to join, and once its
 //!   crashed incarnation is out of the configuration the manager makes the
 //!   next one with the node back in, *copying*
@@ -443,7 +443,7 @@ impl SimMembership {
     }
 
     /// Node `node` restarted at `now` as incarnation `incarnation` (newer
-    /// than any before), holding nothing (issue 12): its view is forgotten
+    /// than any before), holding nothing (rejoin): its view is forgotten
     /// and it asks to join (see the module docs). Returns its fresh handle.
     ///
     /// # Errors

@@ -96,7 +96,7 @@ pub enum EventKind {
         /// The node.
         node: NodeId,
     },
-    /// Node restarted empty as a new incarnation (issue 12): its packets
+    /// Node restarted empty as a new incarnation (rejoin): its packets
     /// flow again.
     Restart {
         /// The node.

@@ -1,4 +1,4 @@
-//! The chaos mix (issue 12): node crashes, restarts and rejoins, and NIC
+//! The chaos mix: node crashes, restarts and rejoins, and NIC
 //! runtime restarts in one run, overlapping on purpose
 //! (`splitkv_sim::chaos`): a NIC restart inside a recovery epoch, one of a
 //! copy source or of the copying node during a copy, and a second crash

@@ -1,4 +1,4 @@
-//! Issue 11's commit-point counterexample, scripted against the real code on
+//! The commit-point counterexample, scripted against the real code on
 //! the simulator: 3 nodes, replication 2 (n1, n2, n3 = nodes 0, 1, 2); t1
 //! coordinated at node 1 writes k1 (primary 0, backup 1) and k2 (primary 1,
 //! backup 2); the link node 1 → node 0 delivers everything but LOG and
@@ -164,7 +164,7 @@ fn check_history(o: &Observed, now: u64) {
     assert!(
         report.valid,
         "the history checker finds {:?}: t2 read a write that never happened \
-         (issue 11's counterexample). {o:?}",
+         (the commit-point counterexample). {o:?}",
         report.found
     );
 }
@@ -179,7 +179,7 @@ fn check_reads_survive(c: &Cluster, o: &Observed) {
         o.t1_decision.0,
         "t2 was reported committed having read t1's k2, but t1 is decided abort \
          ({:?}) after node {CRASHED} crashed: t2 read a write that never happened \
-         (issue 11's counterexample). {o:?}",
+         (the commit-point counterexample). {o:?}",
         o.t1_decision.1
     );
     for k in [o.k1, o.k2] {

@@ -1,4 +1,4 @@
-//! Crash-mix runs end and are checked over the survivors (issue 11): the
+//! Crash-mix runs end and are checked over the survivors (crash recovery): the
 //! simulated lease manager and one membership agent per node run inside the
 //! sim loop, the crashed node is configured out (epoch 2 at every survivor),
 //! the run ends once every surviving client has its outcomes, and the checks
@@ -206,7 +206,7 @@ fn crash_mix_list_append_history_passes_and_a_corrupted_row_fails() {
     }
 }
 
-/// Crash → resumed service in simulated time (issue 11, target under
+/// Crash → resumed service in simulated time (crash recovery's target: under
 /// 100 ms): detection (a lapsed lease or a silent session) and the new
 /// configuration, then the recovery epoch, until every survivor resumed,
 /// and until the first transaction a survivor committed afterwards.

@@ -1,4 +1,4 @@
-//! The nic-crash mix (issue 12, "NIC-runtime-only crash"): NIC runtimes
+//! The nic-crash mix (NIC-runtime-only crashes and the NIC restart): NIC runtimes
 //! crash alone at seeded passes and restart
 //! (`NicRuntime::restart_nic`) while their hosts, data and clients live;
 //! each restarted node rebuilds its locks from its peers and serves again.

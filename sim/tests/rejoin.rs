@@ -1,4 +1,4 @@
-//! The rejoin mix (issue 12, re-replication): a seeded node crashes, is
+//! The rejoin mix (re-replication): a seeded node crashes, is
 //! configured out and recovered from, restarts empty as a new incarnation,
 //! rejoins as a copying backup of its ring shards while the survivors keep
 //! committing, is copied from each shard's primary, and becomes a replica

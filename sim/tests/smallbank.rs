@@ -12,7 +12,7 @@ use splitkv_sim::{Sim, SimConfig};
 
 const TXS: u64 = 50_000;
 
-struct Outcome {
+struct RunOutcome {
     record: Vec<CommittedTx>,
     load: LoadStats,
     committed: u64,
@@ -23,11 +23,11 @@ struct Outcome {
     dma_reads: u64,
 }
 
-fn run(seed: u64, hot_accounts: Option<u64>) -> Outcome {
+fn run(seed: u64, hot_accounts: Option<u64>) -> RunOutcome {
     run_with(seed, hot_accounts, None)
 }
 
-fn run_with(seed: u64, hot_accounts: Option<u64>, cache_objects: Option<usize>) -> Outcome {
+fn run_with(seed: u64, hot_accounts: Option<u64>, cache_objects: Option<usize>) -> RunOutcome {
     run_on(seed, hot_accounts, cache_objects, TableKind::Robinhood)
 }
 
@@ -36,7 +36,7 @@ fn run_on(
     hot_accounts: Option<u64>,
     cache_objects: Option<usize>,
     table: TableKind,
-) -> Outcome {
+) -> RunOutcome {
     run_shape(seed, hot_accounts, cache_objects, table, 3, 3, None)
 }
 
@@ -48,7 +48,7 @@ fn run_shape(
     nodes: usize,
     replication: usize,
     max_tries: Option<u32>,
-) -> Outcome {
+) -> RunOutcome {
     let mut spec = ClusterSpec::new();
     spec.nodes = nodes;
     spec.replication = replication;
@@ -106,7 +106,7 @@ fn run_shape(
     let nics = || cluster.parts.nodes.iter().map(|n| &n.nic);
     let evictions = nics().map(|n| n.stats().cache.evictions).sum();
     let dma_reads = nics().map(|n| n.stats().server.dma_reads).sum();
-    Outcome {
+    RunOutcome {
         record,
         load,
         committed: load.committed,
@@ -161,7 +161,7 @@ fn retries_make_the_committed_mix_the_declared_mix() {
     // often than the one-write transactions; with retries nearly every drawn
     // transaction completes, so each type's share of completions is its share
     // of the mix (SendPayment's insufficient-funds rollbacks count as completed).
-    let share = |o: &Outcome, t: usize| {
+    let share = |o: &RunOutcome, t: usize| {
         let mut done = o.load.committed_by_procedure[t];
         if t == TxType::SendPayment as usize {
             done += o.load.user_aborted;

@@ -1,8 +1,8 @@
-//! A TLC-generated trace replayed through the real protocol code (issue 11):
-//! `tla/traces/xenic_commit_point_goal.trace` (how it was made:
-//! `tla/traces/README.md`) is issue 11's scenario on the fixed commit point
-//! — t1 at n2 logs at every replica, commits at n2 and n3, t2 at n3 reads
-//! t1's k2 at n2 and commits, n2 crashes, t1 is decided commit.
+//! A TLC-generated trace replayed through the real protocol code (the commit
+//! point): `tla/traces/xenic_commit_point_goal.trace` (how it was made:
+//! `tla/traces/README.md`) is the commit-point counterexample's scenario on the
+//! fixed commit point — t1 at n2 logs at every replica, commits at n2 and n3,
+//! t2 at n3 reads t1's k2 at n2 and commits, n2 crashes, t1 is decided commit.
 //!
 //! Each spec step becomes a scripted action of three whole nodes on the
 //! simulated network with every link held (n1, n2, n3 = nodes 0, 1, 2):

@@ -4,7 +4,7 @@
 (* LogToAllReplicas = TRUE) on PartialReadTx, and an "invariant" that is  *)
 (* violated by the step that crashes t1's coordinator n2 after t2 was    *)
 (* reported committed having read t1's k2.  TLC's shortest trace is the   *)
-(* issue 11 scenario on the fixed design, which                           *)
+(* commit-point counterexample's scenario on the fixed design, which     *)
 (* sim/tests/tlc_trace_replay.rs replays through the real code.           *)
 (***************************************************************************)
 EXTENDS XenicOCC

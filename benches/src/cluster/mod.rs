@@ -315,7 +315,7 @@ impl<W: Workload> BenchCluster<W> {
     }
 
     /// The data, for checks (meaningful once quiescent): the placement
-    /// with the replica sets a surviving node serves (issue 12: after
+    /// with the replica sets a surviving node serves (after
     /// re-replication a shard's members may be other nodes than its ring's).
     pub fn db(&self) -> Db<'_> {
         let roles = (0..self.parts.nodes.len())

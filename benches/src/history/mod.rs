@@ -237,7 +237,7 @@ pub fn merged_history(gens: &[&HistoryGenerator]) -> Result<History, CheckError>
 }
 
 /// The host worker's stale records that count as a fault at `node`: none
-/// at a node that was copied (issue 12: a new backup or a rejoined node
+/// at a node that was copied (re-replication: a new backup or a rejoined node
 /// skips the forwarded records its snapshot already held, by design).
 pub fn stale_records_counted(node: &splitkv_host::cluster::NodeParts) -> u64 {
     if node.nic.copy_stats().caught_up > 0 {

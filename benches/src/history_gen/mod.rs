@@ -37,7 +37,7 @@
 //! start on the local cluster.
 
 use crate::list_append::codec::ResultError;
-use crate::workload::{Outcome, TxCall, TxGenerator};
+use crate::workload::{AttemptOutcome, TxCall, TxGenerator};
 use hashbrown::HashMap;
 use splitkv_check::history::{History, HistoryError, MicroOp, Op, OpType, ProcessId};
 use splitkv_layout::host_nic::TxStatus;
@@ -387,7 +387,7 @@ impl<W: MicroOpSource> TxGenerator for HistoryGen<W> {
         );
     }
 
-    fn on_outcome(&mut self, o: &Outcome<'_>) {
+    fn on_outcome(&mut self, o: &AttemptOutcome<'_>) {
         // One attempt per transaction: its first outcome is its completion.
         let Some(tx) = self.outstanding.remove(&o.seq) else {
             return;

@@ -19,7 +19,7 @@ impl TxGenerator for Counting {
         call.args.extend_from_slice(&self.drawn.to_le_bytes());
         self.drawn += 1;
     }
-    fn on_outcome(&mut self, o: &Outcome<'_>) {
+    fn on_outcome(&mut self, o: &AttemptOutcome<'_>) {
         let seq = u64::from_le_bytes(o.call.args[..8].try_into().unwrap());
         self.outcomes.push((seq, o.status, o.attempt, o.last));
     }

@@ -33,7 +33,7 @@
 //! no allocation once the buffer is warm; off, one branch per call.
 
 use super::protocol::ClockOrigin;
-use crate::workload::{Outcome, TxCall, TxGenerator};
+use crate::workload::{AttemptOutcome, TxCall, TxGenerator};
 use splitkv_nic::Nanos;
 use std::fs::File;
 use std::io::Write;
@@ -172,7 +172,7 @@ impl<G: TxGenerator> TxGenerator for Journaled<G> {
         }
     }
 
-    fn on_outcome(&mut self, o: &Outcome<'_>) {
+    fn on_outcome(&mut self, o: &AttemptOutcome<'_>) {
         if let Some(s) = self.sink.as_mut() {
             s.stamp(self.now);
             let _ = write!(

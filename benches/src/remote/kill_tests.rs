@@ -11,7 +11,7 @@ use crate::history_gen::TxShape;
 use crate::remote::journal::Journaled;
 use crate::remote::replay::{results_from_journal, JournalError};
 use crate::smallbank::{SmallbankGenerator, TxType};
-use crate::workload::{Outcome, TxCall, TxGenerator};
+use crate::workload::{AttemptOutcome, TxCall, TxGenerator};
 use splitkv_check::history::MicroOp;
 use splitkv_layout::host_nic::TxStatus;
 
@@ -64,7 +64,7 @@ fn drive_smallbank(g: &mut Journaled<SmallbankGenerator>, draws: u64) {
             1 => TxStatus::LockConflict,
             _ => TxStatus::Committed,
         };
-        g.on_outcome(&Outcome {
+        g.on_outcome(&AttemptOutcome {
             call: &calls[prev as usize],
             status,
             result: &result,

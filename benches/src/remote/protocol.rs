@@ -145,7 +145,7 @@ pub struct LoadRequest {
     pub version: u32,
     /// The workload.
     pub workload: WorkloadSpec,
-    /// A restarted node rejoining (issue 12): build the node empty and load
+    /// A restarted node rejoining: build the node empty and load
     /// no row; re-replication copies its shards once the membership admits
     /// it. Absent: `false`.
     #[serde(default)]
@@ -424,7 +424,7 @@ pub struct Results {
     pub history: Option<HistorySummary>,
     /// Every row of the node's host table (sent once the run is done).
     pub rows: Vec<Row>,
-    /// The replica sets the node served at the end (issue 12: after a
+    /// The replica sets the node served at the end (after a
     /// crash, survivors may replicate shards their ring position does not
     /// give them). Left out by older nodes, by a node that sent no rows,
     /// and in results rebuilt from a journal; the checks then use the ring.

@@ -11,7 +11,7 @@
 
 use super::journal::JOURNAL_VERSION;
 use super::protocol::*;
-use crate::workload::{Outcome, TxCall, TxGenerator, Workload};
+use crate::workload::{AttemptOutcome, TxCall, TxGenerator, Workload};
 use splitkv_layout::host_nic::TxStatus;
 use splitkv_nic::Nanos;
 use std::collections::HashMap;
@@ -187,7 +187,7 @@ pub fn replay<G: TxGenerator>(text: &str, gen: &mut G) -> Result<Replayed, Journ
                 let (tx, invoked_ns) = drawn
                     .get(&seq)
                     .ok_or_else(|| malformed("an outcome of no outstanding draw"))?;
-                gen.on_outcome(&Outcome {
+                gen.on_outcome(&AttemptOutcome {
                     call: tx,
                     status,
                     result: &result,

@@ -1,4 +1,4 @@
-//! The replica sets the nodes report with their rows (issue 12): the mirror
+//! The replica sets the nodes report with their rows (re-replication): the mirror
 //! reads each shard at the members the nodes served, so a cluster that
 //! moved a shard to another node after a crash passes the replica check,
 //! which fails the same rows under the ring's replica sets; and reports

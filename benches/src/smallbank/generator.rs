@@ -4,7 +4,7 @@
 //! (money created, Balance's totals) for the check and the report.
 
 use super::{delta_of, procedures::aux_of, Args, Smallbank, TxType, HOT_TX_PCT, MIX};
-use crate::workload::{Outcome, TxCall, TxGenerator};
+use crate::workload::{AttemptOutcome, TxCall, TxGenerator};
 use rand::{Rng, SeedableRng};
 use rand_xoshiro::Xoshiro256PlusPlus;
 use splitkv_layout::host_nic::TxStatus;
@@ -127,7 +127,7 @@ impl TxGenerator for SmallbankGenerator {
         args.encode(&mut call.args);
     }
 
-    fn on_outcome(&mut self, o: &Outcome<'_>) {
+    fn on_outcome(&mut self, o: &AttemptOutcome<'_>) {
         if o.last {
             let (lo, hi) = money_bounds(TxType::from_id(o.call.procedure));
             self.money_outstanding.0 -= lo;
@@ -172,7 +172,7 @@ mod tests {
         let mut g = SmallbankGenerator::new(w, 0, 1);
         let feed = |g: &mut SmallbankGenerator, status, delta: i64| {
             let (call, result) = (TxCall::default(), delta.to_le_bytes());
-            g.on_outcome(&Outcome {
+            g.on_outcome(&AttemptOutcome {
                 call: &call,
                 status,
                 result: &result,

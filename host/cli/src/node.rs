@@ -30,7 +30,7 @@
 //! again, it rejoins as a new incarnation).
 //!
 //! `--data-address` / `--control-address` start the node elsewhere than
-//! the cluster file says (issue 12: a new machine replaces a dead node).
+//! the cluster file says (a replacement machine for a dead node).
 //! With etcd membership every process publishes its data and control
 //! address with its registration; once a configuration admits this
 //! process, each peer's membership agent re-points its transport at the
@@ -40,7 +40,7 @@
 //! (`sessions.peers_repointed`) and packets still arriving from a former
 //! address (`sessions.drops.stale_address`).
 //!
-//! A node started again after its old process died (issue 12, rejoin)
+//! A node started again after its old process died (rejoin)
 //! connects to etcd as a new incarnation (the membership's, above every
 //! earlier one) and is *joining*: it holds a lease but no configuration
 //! admits it yet. The bench loads it with `rejoin` (its runtime built
@@ -53,7 +53,7 @@
 //! `membership.role` says `joining`, `copying` or `replica`, and
 //! `membership.copy` has the copy counters.
 //!
-//! `POST /fault/nic-restart` injects a NIC-runtime-only crash (issue 12):
+//! `POST /fault/nic-restart` injects a NIC-runtime-only crash (the NIC restart):
 //! the polling thread restarts the NIC runtime with the next
 //! incarnation (`splitkv_host::cluster::Cluster::restart_nic`); the host,
 //! its data, the lease and the client live on, the client's transactions
@@ -125,7 +125,7 @@ impl NodeHandler {
 }
 
 impl NodeHandler {
-    /// Crash recovery (issue 11) as the polling thread last published it:
+    /// Crash recovery as the polling thread last published it:
     /// epochs begun and resumed, and when (ns of the node's clock, the
     /// `now` its components see; `clock_now_ns` is that clock now).
     fn recovery(&self) -> Value {
@@ -154,7 +154,7 @@ impl NodeHandler {
     }
 
     /// `POST /fault/nic-restart`: asks the polling thread to restart the
-    /// NIC runtime (a NIC-runtime-only crash, issue 12); answers
+    /// NIC runtime (a NIC-runtime-only crash); answers
     /// at once, before the restart (`/status`'s `nic` shows it).
     fn restart_nic(&self) -> Result<Value, CallError> {
         let h = self
@@ -350,7 +350,7 @@ fn pin(cores: &[usize]) -> Result<(), Failure> {
 }
 
 /// The cluster file with this node at `--data-address` / `--control-address`
-/// where given (a replacement machine, issue 12); a moved data address
+/// where given (a replacement machine); a moved data address
 /// needs a membership that publishes it (etcd).
 fn moved(config: ClusterConfig, args: &NodeArgs) -> Result<ClusterConfig, Failure> {
     let (data, control) = (args.data_address, args.control_address);
@@ -394,7 +394,7 @@ pub fn run(args: &NodeArgs) -> Result<(), Failure> {
     let mut membership = NodeLease::start(&config, args.id, incarnation_now(), started)?;
     // With etcd the membership raises it above the node's earlier
     // incarnations: the NIC runtime must use that one (a restarted node is
-    // admitted under it, issue 12).
+    // admitted under it when it rejoins).
     let incarnation = membership.incarnation().unwrap_or_else(incarnation_now);
     let transport = node_transport(&config, args.id, args.seed).map_err(|e| bad(&e))?;
     let builder = node_builder(&config, args.threads, args.seed, incarnation);

@@ -1,4 +1,4 @@
-//! `--timeline FILE`: throughput over time (issue 12, "Measurements"), drawn
+//! `--timeline FILE`: throughput over time across faults and recovery, drawn
 //! as PNG and SVG with `plotters`, with the run's events (a kill, an epoch
 //! change, recovery or re-replication done, the end of the warm-up) as
 //! vertical marks, and the samples as CSV next to them.

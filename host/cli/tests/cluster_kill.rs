@@ -1,14 +1,14 @@
 //! `splitkv bench smallbank|list-append --cluster FILE --spawn --kill 2@1.5`
-//! with etcd membership (feature `etcd`; issue 12 "Tests in CI"): three UDP
-//! node processes and a private etcd on loopback; node 2 is SIGKILLed 1.5 s
-//! into a 4 s run (list-append: 0.5 s, before its clients spend their
-//! budget); etcd configures it out once its 1 s lease runs out, the
-//! survivors run the recovery epoch and commit again; the killed node's
-//! client history is replayed from its journal; and every check over the
-//! whole run passes: strict serializability with indeterminate transactions,
-//! lost commits, agreement of the surviving replicas, money within the
-//! unknown transactions' range. Bounded: each run is one `splitkv bench`
-//! that stops its nodes; etcd is stopped by process id when dropped.
+//! with etcd membership (feature `etcd`; a CI test of surviving faults
+//! deployed): three UDP node processes and a private etcd on loopback; node 2
+//! is SIGKILLed 1.5 s into a 4 s run (list-append: 0.5 s, before its clients
+//! spend their budget); etcd configures it out once its 1 s lease runs out, the
+//! survivors run the recovery epoch and commit again; the killed node's client
+//! history is replayed from its journal; and every check over the whole run
+//! passes: strict serializability with indeterminate transactions, lost
+//! commits, agreement of the surviving replicas, money within the unknown
+//! transactions' range. Bounded: each run is one `splitkv bench` that stops its
+//! nodes; etcd is stopped by process id when dropped.
 
 #[path = "../../tests/etcd_support/mod.rs"]
 mod etcd_support;

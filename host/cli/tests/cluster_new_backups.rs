@@ -1,13 +1,13 @@
-//! More nodes than replicas, deployed (issue 12): four UDP node processes,
-//! replication 3, and a private etcd on loopback. Node 2 is SIGKILLed
-//! mid-run; the survivors recover, choose new backups among themselves for
-//! the shards that lost a replica, copy them while transactions keep
-//! running, and every check passes over the replica sets the nodes served
+//! More nodes than replicas, deployed (re-replication onto survivors): four UDP
+//! node processes, replication 3, and a private etcd on loopback. Node 2 is
+//! SIGKILLed mid-run; the survivors recover, choose new backups among
+//! themselves for the shards that lost a replica, copy them while transactions
+//! keep running, and every check passes over the replica sets the nodes served
 //! at the end (Smallbank: every key held by three survivors again). Then
-//! list-append through a kill and a rejoin: node 2 comes back as a spare
-//! (the survivors already hold every shard three times) and the history,
-//! lost-commit and replica checks pass. Bounded like the other deployed
-//! kill tests; etcd is stopped by process id when dropped.
+//! list-append through a kill and a rejoin: node 2 comes back as a spare (the
+//! survivors already hold every shard three times) and the history, lost-commit
+//! and replica checks pass. Bounded like the other deployed kill tests; etcd is
+//! stopped by process id when dropped.
 
 #[path = "../../tests/etcd_support/mod.rs"]
 mod etcd_support;

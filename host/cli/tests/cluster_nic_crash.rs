@@ -1,6 +1,6 @@
 //! `splitkv bench smallbank|list-append --cluster FILE --spawn --nic-crash
-//! 1@1.0` with etcd membership (feature `etcd`; issue 12 "Tests in CI: the
-//! same with a NIC-runtime-only crash"): three UDP node processes and a
+//! 1@1.0` with etcd membership (feature `etcd`; the CI test of a
+//! NIC-runtime-only crash and the NIC restart): three UDP node processes and a
 //! private etcd on loopback; 1 s into the run node 1's NIC runtime crashes
 //! alone (`POST /fault/nic-restart`): it restarts with the next
 //! incarnation and rebuilds its locks from its peers, while its host, data,

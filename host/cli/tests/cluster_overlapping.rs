@@ -1,7 +1,7 @@
 //! Overlapping faults in node processes with etcd membership (feature
-//! `etcd`; issue 12): `splitkv bench smallbank|list-append --cluster FILE
-//! --spawn --kill 2@… --restart 2@… --nic-crash N@…` on three UDP node
-//! processes and a private etcd on loopback. Node 2 is SIGKILLed, a
+//! `etcd`; the chaos mix deployed): `splitkv bench smallbank|list-append
+//! --cluster FILE --spawn --kill 2@… --restart 2@… --nic-crash N@…` on three
+//! UDP node processes and a private etcd on loopback. Node 2 is SIGKILLed, a
 //! survivor's NIC runtime crashes alone while the cluster deals with that
 //! (Smallbank: node 1's, about when the recovery epoch begins, once node
 //! 2's 1 s lease ran out; list-append: node 0's, the copy source, about

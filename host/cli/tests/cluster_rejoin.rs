@@ -1,14 +1,14 @@
 //! `splitkv bench smallbank|list-append --cluster FILE --spawn --kill 2@… --restart 2@…`
-//! with etcd membership (feature `etcd`; issue 12's first CI test): three
-//! UDP node processes and a private etcd on loopback; node 2 is SIGKILLed
-//! mid-run, the survivors recover and keep committing, node 2's process is
-//! started again, rejoins empty as a new incarnation, gets its shards
-//! copied from the primaries and becomes a replica again (the bench waits
-//! for the replication degree to be restored); every check over the whole
-//! run passes, the rejoined node's rows included as a full replica.
-//! Bounded: each run is one `splitkv bench` that stops its nodes (and
-//! fails by itself if the degree is not restored in time); etcd is stopped
-//! by process id when dropped.
+//! with etcd membership (feature `etcd`; the CI test of a restarted node's
+//! rejoin): three UDP node processes and a private etcd on loopback; node 2 is
+//! SIGKILLed mid-run, the survivors recover and keep committing, node 2's
+//! process is started again, rejoins empty as a new incarnation, gets its
+//! shards copied from the primaries and becomes a replica again (the bench
+//! waits for the replication degree to be restored); every check over the whole
+//! run passes, the rejoined node's rows included as a full replica. Bounded:
+//! each run is one `splitkv bench` that stops its nodes (and fails by itself if
+//! the degree is not restored in time); etcd is stopped by process id when
+//! dropped.
 
 #[path = "../../tests/etcd_support/mod.rs"]
 mod etcd_support;

@@ -1,6 +1,6 @@
 //! `splitkv bench smallbank|list-append --cluster FILE --spawn --kill 2@… --replace 2@…`
-//! with etcd membership (feature `etcd`; issue 12: "a restarted or new
-//! node joins this way"): three UDP node processes and a private etcd on
+//! with etcd membership (feature `etcd`; a replacement machine joins the way a
+//! restarted node does): three UDP node processes and a private etcd on
 //! loopback; node 2 is SIGKILLed mid-run and the survivors recover and keep
 //! committing; then a new machine takes its place: node 2's new process
 //! listens at other data and control addresses than the cluster file's

@@ -1,4 +1,4 @@
-//! A peer flooding garbage at a node's data port (issue 10, "Bad input")
+//! A peer flooding garbage at a node's data port (the Dnl stack against bad input)
 //! during a three-process Smallbank run on loopback UDP: random bytes,
 //! truncated packets, well-formed v2 packets of another format version,
 //! from a node outside the configuration, from another cluster, addressed to
@@ -15,7 +15,7 @@
 //! every session drop counter must stay 0 (the transport drops it all first).
 //!
 //! Not flooded: packets of an older membership epoch. A deployed node stays
-//! in epoch 0 until the membership layer (the fault issue) raises it, so no
+//! in epoch 0 until the membership layer raises it, so no
 //! epoch is older than the node's; the stale-incarnation packets carry epoch 0.
 
 mod support_deploy;

@@ -1,6 +1,6 @@
 //! Three node processes in three network namespaces, joined by veth pairs
 //! to a bridge in a fourth namespace, run Smallbank and list-append over UDP
-//! and pass every check (issue 10, "Tests": the same across namespaces).
+//! and pass every check (the deployable cluster across namespaces).
 //!
 //! Each test makes its own namespaces (`skv<pid><tag>b` for the bridge,
 //! `skv<pid><tag>0..2` for the nodes), creates every link inside them (the

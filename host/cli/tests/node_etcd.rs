@@ -156,7 +156,7 @@ fn nodes_hold_leases_configure_out_a_killed_node_and_fail_stop_without_etcd() {
     // The survivors load after the change: their polling threads take the
     // lease over and apply epoch 2 to the runtimes before any transaction.
     // With replication 2 each survivor is also a new backup of a shard node
-    // 2 held; they are copied and reported caught up (issue 12), one more
+    // 2 held; they are copied and reported caught up (re-replication), one more
     // epoch each, before etcd dies: the degree is restored.
     load_and_start(&file, &[0, 1]);
     for i in 0..2 {

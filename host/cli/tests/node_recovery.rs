@@ -1,10 +1,10 @@
 //! Crash recovery across `splitkv node` processes with etcd membership
-//! (feature `etcd`; issue 12 "Tests in CI"): three UDP node processes run
-//! Smallbank, one is SIGKILLed mid-run; the survivors reach the next epoch
-//! (etcd configures the dead node out once its lease of 1 s runs out),
-//! their NIC runtimes run the recovery epoch (Xenic §4.2.1, Dandelion §4.4;
-//! counters in `/status`), and their committed counts grow again after it.
-//! The real time SIGKILL → epoch change → resumed → first commit after the
+//! (feature `etcd`; a CI test of surviving faults deployed): three UDP node
+//! processes run Smallbank, one is SIGKILLed mid-run; the survivors reach the
+//! next epoch (etcd configures the dead node out once its lease of 1 s runs
+//! out), their NIC runtimes run the recovery epoch (Xenic §4.2.1, Dandelion
+//! §4.4; counters in `/status`), and their committed counts grow again after
+//! it. The real time SIGKILL → epoch change → resumed → first commit after the
 //! resume is printed (`--nocapture`), as seen by polling `/status`.
 //!
 //! Then bad input: a sender with a stale epoch (packets of epoch 1 from the

@@ -1,9 +1,9 @@
-//! `splitkv bench ... --timeline FILE` (issue 12, "Measurements"): a short
-//! in-process run writes `FILE.png`, `FILE.svg` and `FILE.csv`; the PNG is a
-//! whole PNG image, the SVG a whole SVG document holding the throughput
-//! series (one polyline point per sampled interval) and the event marks,
-//! and the CSV the samples, at the sampling interval, with commits in them;
-//! a timeline whose directory does not exist is refused before the run.
+//! `splitkv bench ... --timeline FILE` (throughput over time across faults): a
+//! short in-process run writes `FILE.png`, `FILE.svg` and `FILE.csv`; the PNG
+//! is a whole PNG image, the SVG a whole SVG document holding the throughput
+//! series (one polyline point per sampled interval) and the event marks, and
+//! the CSV the samples, at the sampling interval, with commits in them; a
+//! timeline whose directory does not exist is refused before the run.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;

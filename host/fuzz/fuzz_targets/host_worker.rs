@@ -7,11 +7,11 @@
 //! are pushed into the host-log ring (the worker runs whenever it is full),
 //! then the worker runs until it stops making progress.
 //!
-//! Checks (issue 9 §4, "never acknowledged while unapplied"):
+//! Checks (the host worker's rule: "never acknowledged while unapplied"):
 //! - nothing panics;
 //! - every entry the worker acknowledged (its `LogApplied` position is at or
 //!   past the entry's end) decodes completely;
-//! - replicas apply at the decision (issue 11): walking the acknowledged
+//! - replicas apply at the decision (the commit point): walking the acknowledged
 //!   entries in log order, a LOG record joins its transaction's pending set,
 //!   an ABORT record drops the set, and at a COMMIT record every pending
 //!   record of that transaction is reflected in the table (the table's

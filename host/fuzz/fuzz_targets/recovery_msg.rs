@@ -1,4 +1,4 @@
-//! The recovery message decoder (`wire::RecoveryMsg::decode`, issue 11):
+//! The recovery message decoder (`wire::RecoveryMsg::decode`, crash recovery):
 //! arbitrary bytes as one recovery message body.
 //!
 //! Checks: nothing panics; a message that decodes re-encodes to exactly the

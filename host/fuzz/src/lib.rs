@@ -1,6 +1,7 @@
 //! Harness shared by the fuzz targets of the NIC runtime and the host worker
-//! (issue 9 §4), and by the seed-corpus generator (`examples/seed_corpus.rs`,
-//! which holds the encoders of the seeds):
+//! (fuzzing: bad input is refused, never a panic), and by the seed-corpus
+//! generator (`examples/seed_corpus.rs`, which holds the encoders of the
+//! seeds):
 //!
 //! - [`input`] — a cursor that turns fuzz bytes into choices, and the length-
 //!   prefixed chunk framing every multi-part input uses;

@@ -289,7 +289,7 @@ impl ClusterBuilder {
     ) -> Result<NodeParts, ClusterError> {
         let (mut nic, worker, mut clients) =
             build_node(cfg, self.procedures.clone(), transport)?.into_clients();
-        // Inserts reserve room against the shard's quota (issue 9 §4).
+        // Inserts reserve room against the shard's quota (the room rule).
         nic.room_mut().set_quota(quota);
         if let Some(obs) = observation {
             for (i, c) in clients.iter_mut().enumerate() {

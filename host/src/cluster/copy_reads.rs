@@ -1,4 +1,4 @@
-//! Copy reads on a running cluster (issue 12, re-replication's snapshot;
+//! Copy reads on a running cluster (re-replication's snapshot;
 //! [`NicRuntime::serve_copy_reads`]). A node's NIC runtime and host worker
 //! may live on different polling threads, and the host table belongs to the
 //! worker, so the scan is handed over: the NIC runtime's thread asks for a

@@ -77,7 +77,7 @@ impl Placed {
     }
 
     /// Restarts this NIC runtime if [`Cluster::restart_nic`] asked
-    /// for it (issue 12, NIC-runtime-only crash; `recovery/restart.rs`):
+    /// for it (a NIC-runtime-only crash; `recovery/restart.rs`):
     /// volatile state dropped, the next incarnation, rebuilt from the peers
     /// while the host worker and clients run on. A refused restart is the
     /// node's fault ([`ClusterError::NodeStopped`]).
@@ -278,7 +278,7 @@ impl Cluster {
     }
 
     /// Asks the polling thread owning `node`'s NIC runtime to restart it in
-    /// place between two passes (a NIC-runtime-only crash, issue 12;
+    /// place between two passes (a NIC-runtime-only crash;
     /// `NicRuntime::restart_nic` with the next incarnation): its host
     /// worker, host memory and clients live on, the client requests in
     /// flight are answered `Unknown`, and the node serves again once its

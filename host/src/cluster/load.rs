@@ -5,9 +5,10 @@
 //! The load bypasses the protocol, so it also tells each primary how many rows
 //! of its shard it wrote ([`Room::add_loaded`](splitkv_nic::protocol::server::Room::add_loaded)),
 //! and this module computes the per-shard quotas the primaries reserve room
-//! against (issue 9 §4; the rule is in `splitkv_nic::protocol::server::Room`):
-//! [`node_keys_max`] is what one node's table guarantees, [`shard_quotas`]
-//! splits it among the shards each node hosts.
+//! against (the room rule for inserts into a full table; the rule is in
+//! `splitkv_nic::protocol::server::Room`): [`node_keys_max`] is what one node's
+//! table guarantees, [`shard_quotas`] splits it among the shards each node
+//! hosts.
 
 use crate::node::NodeConfig;
 use crate::table::dlht::{BINS_MAX_DEFAULT, LOAD_KEYS_PER_BIN_MAX_DEN, LOAD_KEYS_PER_BIN_MAX_NUM};

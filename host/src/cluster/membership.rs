@@ -1,5 +1,5 @@
 //! A node's membership on the polling thread that runs its NIC runtime
-//! (issue 12 "Membership on etcd"; DESIGN.md "Faults"): the
+//! (etcd membership; DESIGN.md "Faults"): the
 //! [`MembershipAgent`] runs next to the runtime, as the simulator runs it
 //! (`splitkv_bench::cluster::sim`), so a deployed node renews its lease,
 //! reports the peers its sessions declared failed, applies each new

@@ -42,7 +42,7 @@
 //!   [`StatsHandle`] reads the published counters (and the failed peers the
 //!   sessions reported) from another thread. [`Cluster::restart_nic`]
 //!   (or [`StatsHandle::restart_nic`]) restarts a node's NIC runtime in
-//!   place on its polling thread (a NIC-runtime-only crash, issue 12).
+//!   place on its polling thread (a NIC-runtime-only crash).
 //! - [`ClusterBuilder::observe_calls`] registers a
 //!   [`CallObserver`](crate::observe::CallObserver) that every client tells of
 //!   each call and its outcome, with sound times: the way to record a Jepsen

@@ -32,15 +32,15 @@ pub struct NodeStats {
     /// silence, each once, in the order reported (at most
     /// [`NODES_MAX`](splitkv_nic::NODES_MAX)). A running [`Cluster`](super::Cluster)'s
     /// polling threads drain them from the NIC runtime's session events
-    /// (`NicRuntime::drain_session_events`) until the membership layer of the
-    /// fault issue takes them over. With a membership
+    /// (`NicRuntime::drain_session_events`) unless a membership layer takes
+    /// them over. With a membership
     /// ([`NodeStats::membership`]) its agent takes the events, and these are
     /// the peers the coordinator counts as failed (sessions and
     /// configurations).
     pub failed_peers: Vec<NodeId>,
     /// The NIC runtime's membership epoch (0: never set).
     pub epoch: u32,
-    /// Its recovery wiring's counters (issue 11: epochs begun and resumed).
+    /// Its recovery wiring's counters (crash recovery: epochs begun and resumed).
     pub recovery: RecoveryRuntimeStats,
     /// What its recovery did, and when (ns of the cluster's clock).
     pub recovery_actions: RecoveryActions,
@@ -57,7 +57,7 @@ pub struct NodeStats {
     pub nic_mode: NicMode,
     /// Its NIC runtime's restarts and rebuilds.
     pub rebuild: RebuildStats,
-    /// Its re-replication counters (issue 12: copies served as a shard's
+    /// Its re-replication counters (copies served as a shard's
     /// primary, chunks, `Done`s received as a copying node).
     pub copy: CopyStats,
     /// Whether its NIC runtime is being copied and has not finished
@@ -218,7 +218,7 @@ pub(crate) struct Shared {
     /// (`Cluster::restart_nic`; the owning polling thread takes them).
     pub nic_restart: Vec<AtomicBool>,
     /// Copy-read handoffs between each node's NIC runtime and host worker
-    /// threads, by entry (issue 12, [`super::copy_reads`]).
+    /// threads, by entry (re-replication, [`super::copy_reads`]).
     pub copy_reads: Vec<CopyReads>,
 }
 

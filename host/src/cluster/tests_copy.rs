@@ -1,4 +1,4 @@
-//! Copy reads on a running cluster (issue 12): a configuration that makes
+//! Copy reads on a running cluster (re-replication): a configuration that makes
 //! node 2 copying gets a snapshot served by each of its shards' primaries
 //! from their host tables (scanned on the host worker's thread,
 //! [`super::copy_reads`]), node 2 reports itself caught up, and the

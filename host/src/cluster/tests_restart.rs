@@ -1,5 +1,5 @@
 //! [`Cluster::restart_nic`]: a node's NIC runtime restarts on its
-//! polling thread (issue 12, NIC-runtime-only crash), rebuilds from its
+//! polling thread (a NIC-runtime-only crash), rebuilds from its
 //! peers over the in-process network and serves again, under a newer
 //! incarnation; a node the process does not hold is refused.
 

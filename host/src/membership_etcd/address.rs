@@ -1,8 +1,8 @@
 //! The address record a node process publishes under
-//! `/<cluster>/addresses/<node>` with its registration (issue 12: a new
-//! machine replaces a dead node): the incarnation that published it and
-//! that process's data address (where its transport receives packets) and
-//! control address (its HTTP control endpoint). Pure encode/decode, no I/O
+//! `/<cluster>/addresses/<node>` with its registration (a replacement
+//! machine: a new machine replaces a dead node): the incarnation that published
+//! it and that process's data address (where its transport receives packets)
+//! and control address (its HTTP control endpoint). Pure encode/decode, no I/O
 //! (unit- and property-tested without etcd, as [`super::keys::ConfigRecord`]).
 //!
 //! The value is JSON of one version,

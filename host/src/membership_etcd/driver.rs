@@ -24,7 +24,7 @@
 //! suspect's renewals). A restarted node that
 //! is not admitted yet *joins* instead (module `rejoin`).
 //!
-//! **Addresses (issue 12).** Registering publishes this process's
+//! **Addresses (replacement machines).** Registering publishes this process's
 //! addresses (`addresses/<node>`, [`super::address`]) with its member key;
 //! each configuration passed on carries, per node, the data address its
 //! configured incarnation published in the snapshot it came from
@@ -60,7 +60,7 @@ pub(crate) enum Command {
     Suspect { node: NodeId, incarnation: u32 },
     /// Stop the driver; with `revoke`, revoke the lease first (best effort).
     Stop { revoke: bool },
-    /// This node's copy is done as of configuration `epoch` (issue 12).
+    /// This node's copy is done as of configuration `epoch` (re-replication).
     CaughtUp { epoch: u32 },
     /// The member was polled: the node's runtime runs and can answer the
     /// recovery its admission begins (a joining process asks to be
@@ -164,7 +164,7 @@ pub(crate) struct Driver {
     /// [`Command::Serving`] arrived.
     serving: bool,
     /// Per node, the address record and first incarnation in the last
-    /// snapshot (issue 12).
+    /// snapshot (replacement machines).
     records: [Option<AddressRecord>; NODES_MAX],
     first_inc: [Option<u32>; NODES_MAX],
     commands: Receiver<Command>,

@@ -27,7 +27,7 @@ use std::time::{Duration, Instant};
 /// the node (a counter in etcd), so it strictly grows per node even when the
 /// wall clock steps back. The NIC runtime of the process must use this one.
 ///
-/// **A restarted node** (issue 12; the same behaviour as a restarted
+/// **A restarted node** (rejoin; the same behaviour as a restarted
 /// `splitkv_sim::membership::SimMember`): a process whose incarnation the
 /// stored configuration does not hold — the node was configured out, or
 /// its predecessor (a killed process) is still in — connects *joining*
@@ -49,7 +49,7 @@ use std::time::{Duration, Instant};
 /// incarnation 0 is the node's first registered incarnation — is admitted
 /// at once, as before rejoin.
 ///
-/// **Addresses** (issue 12, a new machine replacing a dead node): the
+/// **Addresses** (a replacement machine for a dead node): the
 /// process publishes [`EtcdSettings::addresses`] with its member key, and
 /// [`Membership::data_address`] answers, per node of
 /// [`Membership::current`], the data address that node's configured

@@ -1,5 +1,5 @@
-//! Membership on etcd for deployed node processes (feature `etcd`; issue 12
-//! "Membership on etcd"; DESIGN.md "Faults"): the deployed implementation of
+//! Membership on etcd for deployed node processes (feature `etcd`;
+//! DESIGN.md "Faults"): the deployed implementation of
 //! [`Membership`], next to the simulator's leases in virtual time
 //! (`splitkv_sim::membership`), on the same interface.
 //!
@@ -50,7 +50,7 @@
 //!   once in `/<cluster>/joined/<node>` at its first registration: the
 //!   first process of each node is admitted at once, as before rejoin, and
 //!   every later process is a different one.
-//! - **Rejoin (issue 12).** A process whose incarnation the configuration
+//! - **Rejoin.** A process whose incarnation the configuration
 //!   does not admit *joins* (the simulated manager's join,
 //!   `splitkv_sim::membership`): it holds a lease but no configuration
 //!   ([`EtcdMember`] says how it looks through [`Membership`]). While its
@@ -64,7 +64,7 @@
 //!   A whole cluster restarted on the same etcd prefix has no survivor to
 //!   do that: every process stays joining (its data is gone anyway); start
 //!   it under a fresh cluster name.
-//! - **Addresses (issue 12).** With its member key a process publishes
+//! - **Addresses (replacement machines).** With its member key a process publishes
 //!   where it is ([`EtcdSettings::addresses`]: data and control address,
 //!   [`address::AddressRecord`] under `addresses/<node>`, under its
 //!   lease), and each configuration a member passes on carries the data
@@ -145,7 +145,7 @@ pub struct EtcdSettings {
     /// Nodes in the cluster (1..=[`NODES_MAX`]).
     pub nodes: usize,
     /// Replicas per shard (1..=`nodes`): the degree re-replication
-    /// restores (issue 12).
+    /// restores.
     pub replication: usize,
     /// Lease TTL asked for (whole seconds, 1..=[`LEASE_TTL_S_MAX`]); etcd
     /// may grant more, and the granted TTL is used.
@@ -163,7 +163,7 @@ pub struct EtcdSettings {
     /// incarnations, at most `u32::MAX` ([`EtcdMember::incarnation`]).
     pub incarnation: u64,
     /// Where this process's transport and control endpoint are, published
-    /// under `addresses/<node>` with its member key (issue 12: a
+    /// under `addresses/<node>` with its member key (for a
     /// replacement machine at another address than the cluster file's);
     /// `None` publishes none, and the peers keep the addresses they were
     /// built with.

@@ -76,7 +76,7 @@ pub(crate) struct Snapshot {
     /// a suspicion that would strand a shard do not count.
     pub suspects: u32,
     /// Per node, the address record of the process holding its member key
-    /// (issue 12).
+    /// (replacement machines).
     pub addresses: [Option<AddressRecord>; NODES_MAX],
     /// Nodes whose address record did not decode (left `None` above).
     pub bad_addresses: u32,
@@ -254,7 +254,7 @@ pub(crate) async fn take_member(
 
 /// The operations that make `h` hold `members/<node>` under its lease: the
 /// member key, its address record (`addresses/<node>`, under the same
-/// lease, so it names the member key's holder: issue 12), the end of its
+/// lease, so it names the member key's holder), the end of its
 /// `joining/<node>` wait, and the suspect reports on the node cleared
 /// (they named an earlier incarnation).
 fn member_ops(keys: &ClusterKeys, h: &Holder) -> Vec<TxnOp> {

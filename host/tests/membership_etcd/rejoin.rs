@@ -1,4 +1,4 @@
-//! Rejoin over etcd (issue 12): a killed member's restarted process joins
+//! Rejoin over etcd: a killed member's restarted process joins
 //! as copying once its predecessor is out, and a caught-up report makes it
 //! a replica; a stale report changes nothing; incarnations only grow. A
 //! restarted process on another machine publishes its new address, and
@@ -90,7 +90,7 @@ fn a_restarted_member_rejoins_as_copying_and_catches_up() {
     let old_lease_until = old.lease_until();
     drop(old); // stops renewing without revoking
 
-    // On another machine (issue 12: a replacement).
+    // On another machine (a replacement machine).
     let mut m2 = connect(&etcd, 2, at(2, 2), JOINER_POLL_MS, &clock);
     assert!(m2.incarnation() > old_inc, "incarnations grow");
     assert!(m2.joining(), "the predecessor is still in");

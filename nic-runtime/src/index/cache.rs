@@ -433,7 +433,7 @@ impl ObjectCache {
     }
 
     /// Drops every cached object whose key `drop` picks, pinned or not
-    /// (crash recovery, issue 11: a key a recovery decision changed in the
+    /// (crash recovery: a key a recovery decision changed in the
     /// host table, or a shard this node is promoted to serve, is read from
     /// the host table from then on). Returns the objects dropped.
     pub fn forget_where(&mut self, mut drop: impl FnMut(&Key) -> bool) -> usize {

@@ -211,12 +211,12 @@ impl NicIndex {
     }
 
     /// An empty index like this one (same host table, capacity and seed):
-    /// what a restarted NIC runtime starts from (issue 12, NIC-runtime-only
-    /// crash). Everything here is volatile (module docs): locks come back
-    /// from their coordinators (`recovery::restart`), cached objects and
-    /// versions from the host table by DMA as keys are read again, and the
-    /// displacement hints d_i are learnt again by the lookups, which start
-    /// from d_i = 0 and read further on a miss (Xenic §4.1.3), so a lost
+    /// what a restarted NIC runtime starts from (the NIC restart after a
+    /// NIC-runtime-only crash). Everything here is volatile (module docs):
+    /// locks come back from their coordinators (`recovery::restart`), cached
+    /// objects and versions from the host table by DMA as keys are read again,
+    /// and the displacement hints d_i are learnt again by the lookups, which
+    /// start from d_i = 0 and read further on a miss (Xenic §4.1.3), so a lost
     /// hint costs a longer read, never a wrong one.
     pub fn fresh(&self) -> NicIndex {
         NicIndex::new(self.kind, self.cache_objects, self.seed)
@@ -245,8 +245,8 @@ impl NicIndex {
         }
     }
 
-    /// Releases every lock whose holder `release` picks (crash recovery,
-    /// issue 11) and appends each released `(key, holder)` to `out`.
+    /// Releases every lock whose holder `release` picks (crash recovery)
+    /// and appends each released `(key, holder)` to `out`.
     pub fn unlock_where(
         &mut self,
         mut release: impl FnMut(TxId) -> bool,
@@ -320,8 +320,8 @@ impl NicIndex {
         self.cache.install_committed(key, meta, value)
     }
 
-    /// Drops the cached objects whose key `drop` picks (crash recovery,
-    /// issue 11: see [`ObjectCache::forget_where`]); host reads in flight
+    /// Drops the cached objects whose key `drop` picks (crash recovery:
+    /// see [`ObjectCache::forget_where`]); host reads in flight
     /// will not cache what they return. Returns the objects dropped.
     pub fn forget_where(&mut self, drop: impl FnMut(&Key) -> bool) -> usize {
         self.segment_commits

@@ -1,4 +1,4 @@
-//! The configuration a membership issues (issue 12): epoch, live nodes and
+//! The configuration a membership issues: epoch, live nodes and
 //! every shard's replicas, with its pure transitions, shared by the
 //! simulated manager and the etcd one so both issue the same
 //! configurations; and the rule by which a manager takes a suspect report
@@ -7,7 +7,7 @@
 use crate::placement::{Roles, NODES_MAX};
 use splitkv_layout::wire::{NodeId, NodeMask};
 
-/// A configuration: its epoch, the nodes in it, and (issue 12,
+/// A configuration: its epoch, the nodes in it, and (for
 /// re-replication) every shard's replicas — which of them are still being
 /// copied, and since when each caught-up one is a replica, which fixes the
 /// order of the shard's replicas ([`Configuration::roles`]).
@@ -23,7 +23,7 @@ pub struct Configuration {
     /// The live nodes, a mask by [`NodeId`] (bit `n` for node `n`).
     pub live: u32,
     /// Live nodes that rejoined as a new incarnation (holding nothing) and
-    /// have not reported caught up yet (issue 12). A subset of `live`.
+    /// have not reported caught up yet (re-replication). A subset of `live`.
     pub copying: u32,
     /// Per node id, the incarnation the membership admitted when it last
     /// rejoined (0: its first, never restarted). Peers reset their session
@@ -37,7 +37,7 @@ pub struct Configuration {
     pub shards: [ShardReplicas; NODES_MAX],
 }
 
-/// One shard's replicas in a [`Configuration`] (issue 12).
+/// One shard's replicas in a [`Configuration`] (re-replication).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
 pub struct ShardReplicas {
     /// Its live members (caught-up replicas and joining backups), a mask by
@@ -84,7 +84,7 @@ impl Configuration {
     /// The next configuration: epoch + 1, without the nodes of `gone` (a
     /// mask), and every shard that fell below the replication degree given
     /// new joining backups among the survivors that are not its members yet
-    /// (issue 12; in ring order from the shard's own position), as many as
+    /// (in ring order from the shard's own position), as many as
     /// there are.
     pub fn without(&self, gone: u32) -> Configuration {
         let mut next = Configuration {
@@ -124,7 +124,7 @@ impl Configuration {
     }
 
     /// The next configuration with incarnation `incarnation` of node `node`
-    /// (restarted, holding nothing) back in it (issue 12): epoch + 1,
+    /// (restarted, holding nothing) back in it (rejoin): epoch + 1,
     /// `node` live and copying, and a joining backup of every shard still
     /// below the replication degree (none, when survivors already took its
     /// place). `None` if `node` is outside the cluster or already live.
@@ -147,7 +147,7 @@ impl Configuration {
     }
 
     /// The shards with fewer caught-up replicas than the replication
-    /// degree (issue 12: 0 once re-replication restored the degree).
+    /// degree (0 once re-replication restored the degree).
     pub fn short_shards(&self) -> usize {
         let n = (self.nodes as usize).min(NODES_MAX);
         self.shards[..n]
@@ -169,7 +169,7 @@ impl Configuration {
         bit != 0 && (self.copying & bit != 0 || self.shards.iter().any(|s| s.joining & bit != 0))
     }
 
-    /// The next configuration with node `node`'s copy done (issue 12):
+    /// The next configuration with node `node`'s copy done (re-replication):
     /// epoch + 1, `node` no longer copying and a replica of every shard it
     /// was joining since the new epoch. `None` if `node` is not copying
     /// ([`Configuration::is_copying`]).
@@ -190,7 +190,7 @@ impl Configuration {
         Some(next)
     }
 
-    /// The replica sets and order this configuration fixes (issue 12,
+    /// The replica sets and order this configuration fixes (re-replication,
     /// [`Roles`]): per shard, its caught-up members by (`since`, ring
     /// position from the shard), then its joining backups in ring order;
     /// `copying` nodes as renewed.
@@ -230,7 +230,7 @@ impl Configuration {
 
     /// Whether a manager that already suspects the nodes of `suspected` (a
     /// mask) takes `reporter`'s report that `suspect`'s session fell silent
-    /// (DESIGN.md "Faults", issue 12). It does if `reporter` and `suspect`
+    /// (DESIGN.md "Faults"). It does if `reporter` and `suspect`
     /// are distinct members of this configuration, `reporter` is not a
     /// suspect itself, and leaving out every suspect would not strand a
     /// shard ([`Configuration::strands_a_shard`]). A node cut off from its
@@ -264,7 +264,7 @@ impl Configuration {
     }
 
     /// The recovery leader: the lowest live node id, if any node is live
-    /// (issue 11: decisions are made once per epoch by it).
+    /// (crash recovery: decisions are made once per epoch by it).
     pub fn leader(&self) -> Option<NodeId> {
         (self.live != 0).then(|| self.live.trailing_zeros() as NodeId)
     }

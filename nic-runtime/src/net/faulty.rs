@@ -1,7 +1,7 @@
 //! A fault-injecting transport: wraps any [`Transport`] and, on the send side,
 //! loses, duplicates, reorders or delays packets at configured rates, from a
-//! seed, so "lossy on request" works for `mem` and `udp` alike (issue 10's
-//! tests run at 1% each). The same seed and the same calls give the same
+//! seed, so "lossy on request" works for `mem` and `udp` alike (the deployable
+//! cluster's tests run at 1% each). The same seed and the same calls give the same
 //! faults.
 //!
 //! Each packet offered draws one number in parts per million and meets at
@@ -62,8 +62,8 @@ impl FaultConfig {
         }
     }
 
-    /// Loss, duplication and reordering at `ppm` each, no delay (the issue's
-    /// test option at 1% is `uniform(10_000, seed)`).
+    /// Loss, duplication and reordering at `ppm` each, no delay (the deployable
+    /// cluster's tests at 1% use `uniform(10_000, seed)`).
     pub fn uniform(ppm: u32, seed: u64) -> FaultConfig {
         FaultConfig {
             loss_ppm: ppm,

@@ -7,7 +7,7 @@
 //! simulator supplies its own; kernel UDP and the kernel-bypass transports
 //! implement the same three calls).
 //!
-//! **Peer addresses** (issue 12: a new machine replaces a dead node): a
+//! **Peer addresses** (a replacement machine for a dead node): a
 //! transport that sends to addresses (kernel UDP) knows each node's data
 //! address from its configuration, and the membership may re-point one
 //! node at another address ([`Transport::set_peer_address`]) when a
@@ -90,7 +90,7 @@ pub enum PeerAddressError {
     },
 }
 
-/// Counters of a transport's peer addresses (issue 12).
+/// Counters of a transport's peer addresses (replacement machines).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct PeerAddressStats {
     /// Peers re-pointed at another address ([`Transport::set_peer_address`]

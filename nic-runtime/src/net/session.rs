@@ -408,7 +408,7 @@ impl Sessions {
     /// Raises this node's epoch to `epoch` (never lowers it); packets from
     /// older epochs are dropped from now on (their acknowledgements and
     /// numbers still count, so no session is left with a gap that would
-    /// hold up the new epoch's first messages, crash recovery's: issue 11).
+    /// hold up the new epoch's first messages, crash recovery's).
     pub fn set_epoch(&mut self, epoch: u32) {
         self.epoch = self.epoch.max(epoch);
     }

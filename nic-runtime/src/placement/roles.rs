@@ -1,4 +1,4 @@
-//! Which nodes replicate each shard, and in which order (issue 12,
+//! Which nodes replicate each shard, and in which order (for
 //! re-replication): [`Roles`].
 
 use super::NODES_MAX;
@@ -7,7 +7,7 @@ use splitkv_layout::wire::{NodeId, NodeMask};
 /// Node ids fit a nibble: a shard's serving order packs into one `u64`.
 const _: () = assert!(NODES_MAX <= 16, "node ids are packed four bits each");
 
-/// The replica sets of every shard and their serving order (issue 12).
+/// The replica sets of every shard and their serving order.
 ///
 /// A shard's *members* are its replicas: caught-up replicas first, in
 /// serving order, then its *joining* backups (being copied: sent every LOG

@@ -4,7 +4,7 @@ use super::{Placement, PlacementError, Roles};
 use splitkv_layout::wire::{NodeId, NodeMask};
 use splitkv_layout::Key;
 
-/// One epoch's placement (issue 11, Xenic §4.2.1): a [`Placement`] whose
+/// One epoch's placement (crash recovery, Xenic §4.2.1): a [`Placement`] whose
 /// failed set ([`Placement::with_failed`]) is checked to leave a live node,
 /// with the questions recovery asks of it. There is one rule, in
 /// [`Placement`]: a shard's primary is its first surviving member in
@@ -33,7 +33,7 @@ impl PlacementView {
 
     /// The view of `placement` (its own failed set and roles are replaced)
     /// with the nodes in `failed` crashed and replicas ordered by `roles`
-    /// (issue 12).
+    /// (re-replication).
     ///
     /// # Errors
     /// [`PlacementError::Failed`] as [`PlacementView::new`], or when a
@@ -77,18 +77,18 @@ impl PlacementView {
         self.serving.with_failed(NodeMask::EMPTY).with_roles(ring)
     }
 
-    /// The replica order of this view (issue 12).
+    /// The replica order of this view (re-replication).
     pub fn roles(&self) -> Roles {
         self.serving.roles()
     }
 
-    /// The joining backups of `shard` (issue 12): live members being
+    /// The joining backups of `shard` (re-replication): live members being
     /// copied, not yet counted as replicas, never primary.
     pub fn joining(&self, shard: NodeId) -> NodeMask {
         self.roles().joining(shard)
     }
 
-    /// The restarted incarnations not caught up yet (issue 12): whatever
+    /// The restarted incarnations not caught up yet (rejoin): whatever
     /// their previous incarnation coordinated is orphaned.
     pub fn renewed(&self) -> NodeMask {
         self.roles().renewed()

@@ -123,8 +123,9 @@ impl TxCtx {
     }
 }
 
-/// The abort reason an application sees for a server's refusal (issue 9 §4:
-/// never a wrong reason; a DMA or host-decode failure is not a conflict).
+/// The abort reason an application sees for a server's refusal (a rule the
+/// fuzz targets check: never a wrong reason; a DMA or host-decode failure is
+/// not a conflict).
 fn abort_status(why: ReplyStatus) -> TxStatus {
     match why {
         ReplyStatus::Ok => TxStatus::Committed,
@@ -141,7 +142,7 @@ fn abort_status(why: ReplyStatus) -> TxStatus {
 
 /// An outcome waiting to be returned to the application.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Outcome {
+pub struct QueuedOutcome {
     /// The application's request id.
     pub req_id: u64,
     /// How it ended.
@@ -205,7 +206,7 @@ pub struct CoordinatorStats {
 pub struct Coordinator {
     txs: Vec<TxCtx>,
     free: Vec<usize>,
-    outcomes: VecDeque<Outcome>,
+    outcomes: VecDeque<QueuedOutcome>,
     /// Result buffers handed back by [`Coordinator::recycle`], so reporting a
     /// commit does not allocate.
     spare: Vec<Vec<u8>>,
@@ -288,7 +289,7 @@ impl Coordinator {
     }
 
     /// Outcomes waiting for the application ring.
-    pub fn outcomes(&mut self) -> &mut VecDeque<Outcome> {
+    pub fn outcomes(&mut self) -> &mut VecDeque<QueuedOutcome> {
         &mut self.outcomes
     }
 
@@ -318,7 +319,7 @@ impl Coordinator {
         self.stats.rejected += 1;
         let mut result = why.as_bytes().to_vec();
         result.truncate(RESULT_BYTES_MAX);
-        self.outcomes.push_back(Outcome {
+        self.outcomes.push_back(QueuedOutcome {
             req_id,
             status,
             result,

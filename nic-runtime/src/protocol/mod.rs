@@ -1,5 +1,5 @@
 //! Xenic's OCC commit protocol with primary-backup replication (Xenic §4.2
-//! steps 1–7; DESIGN.md "Commit protocols", row "Xenic OCC"), with issue 11's
+//! steps 1–7; DESIGN.md "Commit protocols", row "Xenic OCC"), with the
 //! crash-safe commit point:
 //!
 //! 1. **Execute** — the coordinator sends one EXECUTE per primary: read the read
@@ -13,7 +13,7 @@
 //!    acknowledges;
 //! 5. the **commit point**: every replica of every written key acknowledged
 //!    its LOG, so every new value is on all f+1 replicas before any of them
-//!    becomes visible (the issue's 16-step TLC counterexample needed the new
+//!    becomes visible (the 16-step TLC commit-point counterexample needed the new
 //!    value of a key only on a replica that crashed);
 //! 6. **Commit** — COMMIT goes to every replica sent the LOG and each appends
 //!    one COMMIT *decision record*; a primary's COMMIT also carries the keys
@@ -87,11 +87,13 @@ pub fn newer_generation(a: u32, b: u32) -> u32 {
     }
 }
 
-/// Mutation switch `log_backups_only` (issue 11): the protocol before the
-/// commit-point fix — LOG to backups only, applied at once by backups (NIC
-/// cache and host table), COMMIT to primaries only, which unlock before
-/// their COMMIT append completed. A simulator test shows the issue's
-/// counterexample failing against it. Declared in `Cargo.toml` check-cfg.
+/// Mutation switch `log_backups_only`: the protocol before the commit point
+/// moved to every replica's LOG acknowledgement — LOG to backups only,
+/// applied at once by backups (NIC cache and host table), COMMIT to
+/// primaries only, which unlock before their COMMIT append completed. A
+/// simulator test (`sim/tests/commit_point_scenario.rs`) shows the
+/// commit-point counterexample failing against it. Declared in `Cargo.toml`
+/// check-cfg.
 pub(crate) const LOG_BACKUPS_ONLY: bool = cfg!(splitkv_mutation = "log_backups_only");
 
 /// Mutation switch `abort_report_early`: the coordinator reports an abort

@@ -16,13 +16,13 @@
 //! submission time. Validation therefore fixes each read at its submission time,
 //! which is after all of the transaction's locks were taken.
 //!
-//! Every request gets exactly one answer (issue 9 §4): `Ok`, or a
-//! [`ReplyStatus`] naming why it was refused — a lock conflict, a failed
+//! Every request gets exactly one answer (a rule the fuzz targets check): `Ok`,
+//! or a [`ReplyStatus`] naming why it was refused — a lock conflict, a failed
 //! validation, a value or response too large, a DMA or host-decode failure, no
 //! free server slot, or a request that breaks a protocol rule. Nothing a peer
 //! sends panics the node. A host log that refuses an append is the one
-//! condition this node cannot continue from: the request is still answered,
-//! and [`Server::fatal`] says why the node must stop.
+//! condition this node cannot continue from: the request is still answered, and
+//! [`Server::fatal`] says why the node must stop.
 
 mod abort;
 mod append;
@@ -163,13 +163,13 @@ pub struct ServerStats {
     /// EXECUTE, LOG or COMMIT requests refused (or, for a duplicate COMMIT
     /// being appended, dropped) because their transaction already finished
     /// here or a newer one of its coordinator slot was seen: late or
-    /// duplicated messages (issue 11, "orphan lock").
+    /// duplicated messages (the orphan lock).
     pub late_requests: u64,
     /// EXECUTE reads by DMA that found, at completion, a newer committed
     /// version installed in the NIC index meanwhile, and returned it.
     pub refreshed_reads: u64,
     /// Locks released because their transaction's coordinator crashed
-    /// before it could reach the commit point (issue 11 recovery).
+    /// before it could reach the commit point (crash recovery).
     pub orphan_locks_released: u64,
     /// Transactions whose LOG was here that crash recovery decided
     /// ([`Server::apply_recovered`]).
@@ -216,7 +216,7 @@ fn untoken(t: u64) -> (usize, u32, usize) {
 /// the lock test of a read at EXECUTE and of VALIDATE (Xenic §4.2 steps 1, 3).
 #[inline]
 fn read_locked(index: &NicIndex, key: &Key, tx_id: TxId) -> bool {
-    // Mutation switches (issue 9 §1's mutation test): the checkers must fail
+    // Mutation switches (the mutation test): the checkers must fail
     // when a read-set lock is ignored or read validation is skipped.
     if cfg!(splitkv_mutation = "ignore_read_locks")
         || cfg!(splitkv_mutation = "skip_read_validation")
@@ -230,7 +230,7 @@ fn read_locked(index: &NicIndex, key: &Key, tx_id: TxId) -> bool {
 /// (VALIDATE, Xenic §4.2 step 3).
 #[inline]
 fn read_version_unchanged(now: u64, read: u64) -> bool {
-    // Mutation switch (issue 9 §1's mutation test): the checkers must fail
+    // Mutation switch (the mutation test): the checkers must fail
     // when read validation is skipped.
     if cfg!(splitkv_mutation = "skip_read_validation") {
         return true;
@@ -265,8 +265,8 @@ fn reserve_inserts(room: &mut Room, stats: &mut ServerStats, op: &mut ServerOp) 
 /// `value_bytes_max` bytes, fits one message of at most
 /// [`MESSAGE_BYTES_MAX`] body bytes (fragmented below the protocol when
 /// larger than a packet). The server checks this before it locks or reads
-/// anything (issue 9 §4: refused with [`ReplyStatus::TooLarge`] before it
-/// runs, not a panic when it answers).
+/// anything (a rule the fuzz targets check: refused with
+/// [`ReplyStatus::TooLarge`] before it runs, not a panic when it answers).
 pub fn execute_resp_fits(keys: usize, value_bytes_max: usize) -> bool {
     let items = keys.saturating_mul(ITEM_FIXED_BYTES + value_bytes_max);
     EXECUTE_RESP_FIXED_BYTES + items <= MESSAGE_BYTES_MAX

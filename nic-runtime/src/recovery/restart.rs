@@ -1,5 +1,5 @@
-//! A NIC runtime that crashes alone and restarts (the NIC restart; issue 12,
-//! "NIC-runtime-only crash"; DESIGN.md "Faults"; Xenic §4.2.1 (a)): the
+//! A NIC runtime that crashes alone and restarts (the NIC restart after a
+//! NIC-runtime-only crash; DESIGN.md "Faults"; Xenic §4.2.1 (a)): the
 //! SmartNIC SoC (or the pinned core running the NIC runtime) dies while its
 //! host, the host's memory and the host's data live.
 //!
@@ -22,7 +22,7 @@
 //! a deployed node's agent holds it outside the NIC runtime.
 //!
 //! # Why not a recovery epoch
-//! Issue 11's recovery excludes a crashed node and promotes its backups;
+//! Crash recovery excludes a crashed node and promotes its backups;
 //! here no data was lost and the node's lease still runs, so excluding it
 //! would only cost re-replication. The restarted node instead asks its
 //! peers directly ([`RebuildMsg`]), which needs no agreement: a lock is
@@ -67,7 +67,7 @@
 //!    recovery epoch is under way here: every pending LOG is then that
 //!    recovery's evidence, and the peer may be a rejoined process that
 //!    never knew its predecessor's transactions, which the recovery may
-//!    commit (issue 12; register chaos seeds 107 and 182 split a decision
+//!    commit (register chaos seeds 107 and 182 split a decision
 //!    this way once rule 4 stopped asking renewed nodes).
 //! 5. **Decide** (all reports in): each transaction this node coordinated
 //!    and some replica holds a record of is decided by the commit-point
@@ -76,7 +76,7 @@
 //!    sent, so no client heard "committed") — recorded here and sent to
 //!    the peers that hold records ([`RebuildMsg::Decisions`]).
 //!    A node that rejoined and is still renewed decides none of them: they
-//!    are its previous process's, crash recovery's to decide (issue 12).
+//!    are its previous process's, crash recovery's to decide.
 //!    Nor does a rebuild a recovery epoch overtook (under way at the
 //!    restart, or begun before the reports were in): every replica gave
 //!    that recovery its records, and its leader's decisions reach every
@@ -111,7 +111,7 @@
 //! configuration excludes it ([`NicRuntime::apply_configuration`](crate::NicRuntime::apply_configuration) calls
 //! [`RestartState::peers_excluded`]).
 //!
-//! # With membership changes (the chaos mix, issue 12)
+//! # With membership changes (the chaos mix)
 //! Packets of an older membership epoch are dropped, so a query and its
 //! report must travel in one epoch: a peer answers a query of an epoch it
 //! has not taken only once it has (`RestartState::on_query`), and the
@@ -228,7 +228,7 @@ pub struct RebuildStats {
     /// Lost transactions this rebuild left undecided for crash recovery to
     /// decide: its previous process's (it rejoined and is still renewed),
     /// or any, when a recovery epoch was under way at the restart or began
-    /// before the reports were in (issue 12).
+    /// before the reports were in.
     pub left_to_recovery: u64,
     /// Decisions of lost transactions not kept for the next recovery's
     /// evidence (over `LOST_DECISIONS_MAX`; the coordinator's outcome

@@ -155,7 +155,7 @@ impl Handlers<'_> {
             // Counted here; the server refuses it with a reply (never a silent drop).
             *self.bad += 1;
         }
-        // During a recovery epoch (issue 11) this node's evidence is taken:
+        // During a recovery epoch this node's evidence is taken:
         // a LOG arriving now (a retransmission stamped with the new epoch)
         // is refused, so no record appears that the evidence lacks, and the
         // coordinator's transactions wait for recovery's decisions.
@@ -167,7 +167,7 @@ impl Handlers<'_> {
         }
         match body {
             Body::Log { tx_id, .. } if recovering => self.server.refuse_log(self.io, src, *tx_id),
-            // Re-replication's copy transactions (issue 12).
+            // Re-replication's copy transactions.
             Body::LogAck { tx_id, status } | Body::CommitAck { tx_id, status }
                 if self.copies.owns(*tx_id) =>
             {

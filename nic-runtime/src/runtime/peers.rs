@@ -1,4 +1,4 @@
-//! The runtime's side of membership (issue 11; `crate::membership`): its
+//! The runtime's side of membership (`crate::membership`): its
 //! epoch, new configurations (which exclude nodes and begin recovery
 //! epochs), and the sessions' suspicions, passed to the coordinator and on
 //! to the membership.
@@ -78,7 +78,7 @@ impl NicRuntime {
         self.admit_if(config);
         self.set_epoch(config.epoch);
         // Every member is at least the incarnation the configuration names:
-        // restarted peers rejoining (issue 12) are addressed as their new
+        // restarted peers rejoining are addressed as their new
         // process from now on (their sessions renewed).
         for n in 0..self.io.placement.nodes() {
             self.io.net.raise_floor(n as u16, config.incarnation[n]);
@@ -88,7 +88,7 @@ impl NicRuntime {
         self.restart.peers_excluded(config.live);
         let all = (1u32 << self.io.placement.nodes()) - 1;
         let failed = NodeMask((all & !config.live) as u16);
-        // A copying node is a new incarnation (issue 12): whatever its old
+        // A copying node is a new incarnation (rejoin): whatever its old
         // one coordinated is orphaned like a failed coordinator's, even when
         // this node never applied the configuration that left it out (a
         // node takes only the newest of several configurations).
@@ -104,7 +104,7 @@ impl NicRuntime {
             .err();
         if self.recovery.paused() {
             self.actions.last_begun_ns = self.io.now;
-            // A new configuration abandons every copy (issue 12); the
+            // A new configuration abandons every copy (re-replication); the
             // epoch's Resume begins them again.
             self.copies.abandon();
         } else if self.recovery_refusal.is_none() && config.epoch > self.copies.epoch() {

@@ -6,7 +6,8 @@
 use std::collections::{BTreeMap, VecDeque};
 
 use splitkv_layout::wire::{
-    CoordEvidence, CoordPhase, NodeId, NodeMask, Outcome, RecordEvidence, RecordKind, RecoveryMsg,
+    CoordEvidence, CoordOutcome, CoordPhase, NodeId, NodeMask, RecordEvidence, RecordKind,
+    RecoveryMsg,
 };
 use splitkv_layout::TxId;
 use splitkv_nic::recovery::{
@@ -135,9 +136,9 @@ impl Cluster {
                     tx_id,
                     phase: c.phase,
                     outcome: match c.outcome {
-                        None => Outcome::Undecided,
-                        Some(true) => Outcome::Commit,
-                        Some(false) => Outcome::Abort,
+                        None => CoordOutcome::Undecided,
+                        Some(true) => CoordOutcome::Commit,
+                        Some(false) => CoordOutcome::Abort,
                     },
                     reported: c.reported,
                     write_shards: self.writes[&tx_id],

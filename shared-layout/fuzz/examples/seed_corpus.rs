@@ -192,7 +192,7 @@ fn ring_consumer() -> Vec<(String, Vec<u8>)> {
     vec![("push-pop".into(), cap0), ("scribble".into(), cap3)]
 }
 
-/// Rebuild messages (a NIC restart, issue 12): a query, a report with one
+/// Rebuild messages (the NIC restart's rebuild): a query, a report with one
 /// entry of each list and the generation its fence saw, and decisions.
 fn rebuild_msg() -> Vec<(String, Vec<u8>)> {
     let tx_id = TxId::new(2, 3, 41);

@@ -8,8 +8,9 @@ use crate::meta::ObjectMeta;
 use crate::{TxId, VALUE_BYTES_MAX};
 
 /// A server's answer to EXECUTE, VALIDATE, LOG or COMMIT: `Ok`, or why it
-/// refused (issue 9 §4: never a silent drop, never a wrong reason). One byte on
-/// the wire; a coordinator turns a refusal into the transaction's abort reason.
+/// refused (a rule the fuzz targets check: never a silent drop, never a wrong
+/// reason). One byte on the wire; a coordinator turns a refusal into the
+/// transaction's abort reason.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 #[repr(u8)]
 pub enum ReplyStatus {
@@ -34,8 +35,9 @@ pub enum ReplyStatus {
     /// transaction does not hold locked).
     Malformed = 7,
     /// The node's NIC runtime restarted and is rebuilding its volatile state
-    /// (locks, cache; issue 12): it serves no EXECUTE or VALIDATE, and
-    /// answers a LOG it does not hold with this, rather than serve stale locks.
+    /// (locks, cache; the NIC restart's rebuild): it serves no EXECUTE or
+    /// VALIDATE, and answers a LOG it does not hold with this, rather than
+    /// serve stale locks.
     Unavailable = 8,
 }
 
@@ -229,7 +231,7 @@ pub enum Body<'a> {
     Log {
         /// Transaction id.
         tx_id: TxId,
-        /// Every shard the transaction writes (issue 11 recovery evidence,
+        /// Every shard the transaction writes (crash recovery's evidence,
         /// FaRM's LOCK records carry the same); empty when the sender did
         /// not say.
         write_shards: NodeMask,

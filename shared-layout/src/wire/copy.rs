@@ -1,4 +1,4 @@
-//! Re-replication messages (issue 12): what a shard's primary tells a node
+//! Re-replication messages: what a shard's primary tells a node
 //! being copied about the snapshot stream. The snapshot's objects
 //! themselves travel as ordinary LOG and COMMIT messages (their records are
 //! appended to the new backup's host log and applied newest-version-wins,

@@ -73,7 +73,7 @@ pub use rebuild::{
     REBUILD_DECISIONS_PER_MESSAGE_MAX, REBUILD_ENTRIES_PER_MESSAGE_MAX, REBUILD_MESSAGE_BYTES_MAX,
 };
 pub use recovery::{
-    CoordEvidence, CoordPhase, Decision, NodeMask, Outcome, RecordEvidence, RecordKind,
+    CoordEvidence, CoordOutcome, CoordPhase, Decision, NodeMask, RecordEvidence, RecordKind,
     RecoveryEncodeError, RecoveryMsg, RecoveryTag, COORD_EVIDENCE_BYTES, DECISIONS_PER_MESSAGE_MAX,
     DECISION_BYTES, EVIDENCE_ENTRIES_PER_MESSAGE_MAX, MASK_NODES_MAX, RECORD_EVIDENCE_BYTES,
     RECOVERY_MESSAGE_BYTES_MAX, RECOVERY_PARTS_MAX,

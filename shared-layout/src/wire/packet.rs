@@ -201,15 +201,15 @@ pub enum MsgKind {
     CommitAck = 8,
     /// Release the locks a transaction took at one primary.
     Abort = 9,
-    /// A crash-recovery message (issue 11): its body is a
+    /// A crash-recovery message: its body is a
     /// [`RecoveryMsg`](super::RecoveryMsg) encoding, decoded with
     /// `RecoveryMsg::decode`, not [`Body::decode`](super::Body::decode).
     Recovery = 10,
-    /// A NIC-restart rebuild message (issue 12): its body is a
+    /// A NIC-restart rebuild message: its body is a
     /// [`RebuildMsg`](super::RebuildMsg) encoding, decoded with
     /// `RebuildMsg::decode`, not [`Body::decode`](super::Body::decode).
     Rebuild = 11,
-    /// A re-replication message (issue 12): its body is a
+    /// A re-replication message: its body is a
     /// [`CopyMsg`](super::CopyMsg) encoding, decoded with `CopyMsg::decode`,
     /// not [`Body::decode`](super::Body::decode).
     Copy = 12,

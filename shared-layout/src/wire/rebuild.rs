@@ -1,4 +1,4 @@
-//! NIC-restart rebuild messages (issue 12, "NIC-runtime-only crash"; Xenic
+//! NIC-restart rebuild messages (after a NIC-runtime-only crash; Xenic
 //! §4.2.1 (a): locks live only in the NIC index, so a NIC runtime that
 //! restarts must learn them again from the coordinators that hold them).
 //!
@@ -32,7 +32,7 @@
 //! - decision entry: as [`super::Decision`] (tx_id u64, outcome u8: Commit or Abort).
 
 use super::recovery::{
-    check_count, read_decision, read_record, CoordPhase, Decision, Outcome, RecordEvidence,
+    check_count, read_decision, read_record, CoordOutcome, CoordPhase, Decision, RecordEvidence,
 };
 use super::{DECISION_BYTES, RECORD_EVIDENCE_BYTES};
 use crate::error::{DecodeError, Reader};
@@ -216,9 +216,9 @@ impl RebuildMsg {
                 for d in decisions {
                     out.extend_from_slice(&d.tx_id.to_le_bytes());
                     let o = if d.commit {
-                        Outcome::Commit
+                        CoordOutcome::Commit
                     } else {
-                        Outcome::Abort
+                        CoordOutcome::Abort
                     };
                     out.push(o as u8);
                 }

@@ -1,4 +1,4 @@
-//! Recovery messages (issue 11; Xenic §4.2.1, Dandelion §4.4, FaRM-style):
+//! Crash-recovery messages (Xenic §4.2.1, Dandelion §4.4, FaRM-style):
 //! the evidence each surviving node reports for an epoch change and the
 //! decisions the recovery leader broadcasts.
 //!
@@ -25,7 +25,7 @@
 //!   saw (0: none); a Decisions message's `generation` is the newest over
 //!   every live node of the recipient's own ids. A coordinator whose process
 //!   restarted numbers its new transactions above it, so no id is used twice
-//!   and none is refused as late (issue 12).
+//!   and none is refused as late (a restarted node or NIC runtime).
 //!
 //! A node's evidence for one epoch may span several messages (`part` of
 //! `parts`, at most [`RECOVERY_PARTS_MAX`]); so may the leader's decisions.
@@ -145,7 +145,7 @@ wire_enum!(
 
 wire_enum!(
     /// A transaction's outcome as far as one party knows it.
-    Outcome, "outcome", {
+    CoordOutcome, "outcome", {
         /// Not decided yet.
         Undecided = 0,
         /// Decided commit.
@@ -189,7 +189,7 @@ pub struct CoordEvidence {
     /// How far the commit protocol got.
     pub phase: CoordPhase,
     /// The coordinator's own decision, if it made one.
-    pub outcome: Outcome,
+    pub outcome: CoordOutcome,
     /// Whether the decision was reported to the client.
     pub reported: bool,
     /// The shards the transaction writes (empty for a read-only transaction).
@@ -392,9 +392,9 @@ impl RecoveryMsg {
                 for d in decisions {
                     out.extend_from_slice(&d.tx_id.to_le_bytes());
                     let o = if d.commit {
-                        Outcome::Commit
+                        CoordOutcome::Commit
                     } else {
-                        Outcome::Abort
+                        CoordOutcome::Abort
                     };
                     out.push(o as u8);
                 }
@@ -494,7 +494,7 @@ pub(super) fn check_count(what: &'static str, len: usize, max: usize) -> Result<
 fn read_coord(r: &mut Reader<'_>) -> Result<CoordEvidence, DecodeError> {
     let tx_id = r.tx_id()?;
     let phase = CoordPhase::from_u8(r.u8()?)?;
-    let outcome = Outcome::from_u8(r.u8()?)?;
+    let outcome = CoordOutcome::from_u8(r.u8()?)?;
     let reported = match r.u8()? {
         0 => false,
         1 => true,
@@ -537,10 +537,10 @@ pub(super) fn read_record(r: &mut Reader<'_>) -> Result<RecordEvidence, DecodeEr
 
 pub(super) fn read_decision(r: &mut Reader<'_>) -> Result<Decision, DecodeError> {
     let tx_id = r.tx_id()?;
-    let commit = match Outcome::from_u8(r.u8()?)? {
-        Outcome::Commit => true,
-        Outcome::Abort => false,
-        Outcome::Undecided => {
+    let commit = match CoordOutcome::from_u8(r.u8()?)? {
+        CoordOutcome::Commit => true,
+        CoordOutcome::Abort => false,
+        CoordOutcome::Undecided => {
             return Err(DecodeError::Inconsistent {
                 what: "decision",
                 detail: "a decision must be commit or abort",

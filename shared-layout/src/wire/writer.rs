@@ -140,7 +140,7 @@ impl BodyWriter {
     }
 
     /// Starts a LOG body naming every shard the transaction writes
-    /// (`write_shards`, the evidence crash recovery needs: issue 11).
+    /// (`write_shards`, the evidence crash recovery needs).
     pub fn begin_log(&mut self, tx_id: TxId, write_shards: NodeMask) {
         self.begin(MsgKind::Log, tx_id);
         self.buf.extend_from_slice(&write_shards.0.to_le_bytes());

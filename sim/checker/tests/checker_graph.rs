@@ -10,7 +10,9 @@ use proptest::prelude::*;
 use splitkv_check::checker::generate::{serial_history, GenConfig};
 use splitkv_check::checker::graph::{sccs, shortest_path, Graph, KindMask, Scratch};
 use splitkv_check::checker::realtime::realtime_edges;
-use splitkv_check::checker::{check, AnomalyKind, CheckOptions, Edge, EdgeKind, Outcome, Txn};
+use splitkv_check::checker::{
+    check, AnomalyKind, CheckOptions, Edge, EdgeKind, HistoryOutcome, Txn,
+};
 use splitkv_check::history::{MicroOp, OpType, ReadValue};
 use std::time::Instant;
 
@@ -73,7 +75,7 @@ fn shortest_cycle_prefers_specific_kinds() {
     );
 }
 
-fn txn(invoke_ns: u64, dur_ns: u64, outcome: Outcome) -> Txn {
+fn txn(invoke_ns: u64, dur_ns: u64, outcome: HistoryOutcome) -> Txn {
     Txn {
         process: 0,
         invoke_index: 0,
@@ -96,9 +98,9 @@ proptest! {
     ) {
         let txns: Vec<Txn> = spec
             .iter()
-            .map(|&(t, d, o)| txn(t, d, [Outcome::Committed, Outcome::Indeterminate, Outcome::Failed][o as usize]))
+            .map(|&(t, d, o)| txn(t, d, [HistoryOutcome::Committed, HistoryOutcome::Indeterminate, HistoryOutcome::Failed][o as usize]))
             .collect();
-        let in_graph: Vec<bool> = txns.iter().map(|t| t.outcome != Outcome::Failed).collect();
+        let in_graph: Vec<bool> = txns.iter().map(|t| t.outcome != HistoryOutcome::Failed).collect();
         let edges = realtime_edges(&txns, &in_graph);
         let n = txns.len();
         let g = Graph::new(n, edges.clone());
@@ -110,7 +112,7 @@ proptest! {
                 let want = i != j
                     && in_graph[i]
                     && in_graph[j]
-                    && txns[i].outcome == Outcome::Committed
+                    && txns[i].outcome == HistoryOutcome::Committed
                     && txns[i].complete_ns.unwrap() < txns[j].invoke_ns;
                 let mut budget = usize::MAX;
                 let got = i != j

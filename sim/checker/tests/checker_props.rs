@@ -8,7 +8,7 @@
 use proptest::prelude::*;
 use splitkv_check::checker::generate::{serial_history, GenConfig};
 use splitkv_check::checker::txn::pair;
-use splitkv_check::checker::{check, CheckOptions, Model, Outcome, Txn};
+use splitkv_check::checker::{check, CheckOptions, HistoryOutcome, Model, Txn};
 use splitkv_check::history::{History, MicroOp, ReadValue};
 use std::collections::HashMap;
 
@@ -34,7 +34,7 @@ fn assert_valid(h: &History) {
 }
 
 /// Who wrote each (key, element or value): transaction and outcome.
-fn writers(txns: &[Txn]) -> HashMap<(u64, u64), (usize, Outcome)> {
+fn writers(txns: &[Txn]) -> HashMap<(u64, u64), (usize, HistoryOutcome)> {
     let mut m = HashMap::new();
     for (i, t) in txns.iter().enumerate() {
         for op in &t.ops {
@@ -53,7 +53,7 @@ fn writers(txns: &[Txn]) -> HashMap<(u64, u64), (usize, Outcome)> {
 fn reads(txns: &[Txn]) -> Vec<(usize, usize, u64, Option<ReadValue>)> {
     let mut out = Vec::new();
     for (i, t) in txns.iter().enumerate() {
-        if t.outcome != Outcome::Committed {
+        if t.outcome != HistoryOutcome::Committed {
             continue;
         }
         for (j, op) in t.ops.iter().enumerate() {
@@ -78,12 +78,12 @@ fn corrupt_list(
     t: usize,
     key: u64,
     l: &[u64],
-    w: &HashMap<(u64, u64), (usize, Outcome)>,
+    w: &HashMap<(u64, u64), (usize, HistoryOutcome)>,
     all: &[(usize, usize, u64, Option<ReadValue>)],
     failed: &HashMap<u64, u64>,
 ) -> Option<Vec<u64>> {
     let committed_other =
-        |e: &u64| matches!(w.get(&(key, *e)), Some(&(x, Outcome::Committed)) if x != t);
+        |e: &u64| matches!(w.get(&(key, *e)), Some(&(x, HistoryOutcome::Committed)) if x != t);
     match which {
         // Drop the last element, which some other committed read also saw.
         0 => {
@@ -130,7 +130,7 @@ proptest! {
         let all = reads(&txns);
         let failed: HashMap<u64, u64> = w
             .iter()
-            .filter(|(_, (_, o))| *o == Outcome::Failed)
+            .filter(|(_, (_, o))| *o == HistoryOutcome::Failed)
             .map(|(&(k, e), _)| (k, e))
             .collect();
         let candidates: Vec<_> = all
@@ -158,7 +158,7 @@ proptest! {
         let all = reads(&txns);
         let failed: HashMap<u64, u64> = w
             .iter()
-            .filter(|(_, (_, o))| *o == Outcome::Failed)
+            .filter(|(_, (_, o))| *o == HistoryOutcome::Failed)
             .map(|(&(k, v), _)| (k, v))
             .collect();
         let candidates: Vec<_> = all
@@ -168,7 +168,7 @@ proptest! {
                     // Read the initial nil instead of a committed write.
                     match v {
                         Some(ReadValue::Register(x)) => match w.get(&(*key, *x)) {
-                            Some(&(wt, Outcome::Committed)) if wt != *t => Some(None),
+                            Some(&(wt, HistoryOutcome::Committed)) if wt != *t => Some(None),
                             _ => None,
                         },
                         _ => None,
@@ -248,6 +248,6 @@ fn a_large_concurrent_history_is_valid() {
     });
     let rep = check(&h, &CheckOptions::default()).unwrap();
     assert!(rep.valid, "{rep}");
-    assert!(rep.stats.txns[&Outcome::Committed] > 18_000);
+    assert!(rep.stats.txns[&HistoryOutcome::Committed] > 18_000);
     assert!(rep.stats.edges.len() == 4, "ww, wr, rw and rt edges: {rep}");
 }

@@ -5,7 +5,7 @@
 mod checker_support;
 
 use checker_support::{a, assert_found, r, rr, w, Builder};
-use splitkv_check::checker::{check, CheckError, CheckOptions, Model, Outcome};
+use splitkv_check::checker::{check, CheckError, CheckOptions, HistoryOutcome, Model};
 use splitkv_check::history::{History, Op, OpType};
 
 #[test]
@@ -17,7 +17,7 @@ fn serial_list_append_history_is_valid() {
         .ok(60, 70, vec![r(2, &[3]), r(1, &[1, 2])]);
     let rep = b.check();
     assert_found(&rep, &[]);
-    assert_eq!(rep.stats.txns[&Outcome::Committed], 4);
+    assert_eq!(rep.stats.txns[&HistoryOutcome::Committed], 4);
     assert!(
         rep.stats.edges.values().sum::<usize>() > 0,
         "edges were inferred: {rep}"
@@ -62,7 +62,7 @@ fn indeterminate_that_never_appeared_is_accepted() {
         .ok(40, 50, vec![r(1, &[3])]);
     let rep = b.check();
     assert_found(&rep, &[]);
-    assert_eq!(rep.stats.txns[&Outcome::Indeterminate], 2);
+    assert_eq!(rep.stats.txns[&HistoryOutcome::Indeterminate], 2);
     assert_eq!(rep.stats.indeterminate_committed, 0);
 }
 

@@ -7,7 +7,7 @@
 //! no packet is in flight ([`SimCluster`], the simulator's methods on a
 //! bench cluster). The sim tests and `splitkv sim` all run this one loop.
 //!
-//! Under crashes (issue 11) the loop also drives the membership
+//! Under crashes (crash recovery) the loop also drives the membership
 //! ([`SimNodesMembership`], `nodes_membership.rs`): a simulated lease
 //! manager and one [`MembershipAgent`] per node, run next to that node's
 //! NIC runtime (so a crashed node stops renewing and is configured out once
@@ -16,7 +16,7 @@
 //! nodes' in-flight transactions stay indeterminate, and the checks read
 //! the survivors only ([`BenchCluster::failed`]).
 //!
-//! Under a restart fault (issue 12, the rejoin mix; `restarts.rs`) a
+//! Under a restart fault (the rejoin mix; `restarts.rs`) a
 //! crashed node comes back after a seeded delay ([`Sim::take_restarts`]):
 //! between two slices it gets fresh components — an empty host table and
 //! worker and a NIC runtime of a new incarnation, built as the deployed
@@ -28,13 +28,13 @@
 //! it reports itself caught up, and the run ends only once every node is a
 //! replica again: the replication degree is restored.
 //!
-//! Under NIC-runtime-only crashes (issue 12, the nic-crash mix) the loop
+//! Under NIC-runtime-only crashes (the nic-crash mix) the loop
 //! restarts the due nodes' NIC runtimes between slices
 //! ([`NicRuntime::restart_nic`] with the next incarnation); their hosts,
 //! data and clients live on, and a run ends only once every restarted node
 //! serves again (its rebuild is part of [`BenchCluster::is_quiescent`]).
 //!
-//! Under the chaos mix (issue 12) all of these come together, and overlap
+//! Under the chaos mix all of these come together, and overlap
 //! on purpose: the membership's loop fires the seed's
 //! [`ChaosPlan`](crate::chaos::ChaosPlan) (the schedule, [`crate::chaos`])
 //! when the state each part waits for is first seen (the trigger,

@@ -13,7 +13,7 @@ use splitkv_nic::membership::{MembershipAgent, RENEW_EVERY_NS_DEFAULT};
 use splitkv_nic::{Component, Nanos, NicRuntime};
 use std::sync::Mutex;
 
-/// The membership of one simulated run (issue 11 "Membership by leases"): the
+/// The membership of one simulated run (membership by leases): the
 /// simulated lease manager and, per node, its handle and the agent that
 /// connects it to the node's NIC runtime.
 #[derive(Debug)]
@@ -153,7 +153,7 @@ impl Component for NicWithAgent<'_> {
             lock(c).before_nic(now, self.node, self.nic);
         }
         let ran = self.nic.run_iteration(now);
-        // The agent also reports the end of this node's copy (issue 12).
+        // The agent also reports the end of this node's copy (re-replication).
         let agent = self.agent.run_iteration(now, self.nic, self.member);
         ran | agent
     }

@@ -37,7 +37,7 @@ pub(super) fn restart_nics<W: Workload>(
     Ok(())
 }
 
-/// Whether re-replication is over (issue 12): no restart is still
+/// Whether re-replication is over: no restart is still
 /// planned, no node is being copied in the manager's configuration (a
 /// restarted node, or a survivor chosen as a shard's new backup: the
 /// replication degree is restored), and if a node restarted, every
@@ -75,7 +75,7 @@ pub(super) fn is_restored<W: Workload>(
 }
 
 /// Takes every snapshot a copy waits for, from its node's host table
-/// (issue 12; see [`NicRuntime::serve_copy_reads`]); returns whether a
+/// (re-replication; see [`NicRuntime::serve_copy_reads`]); returns whether a
 /// copy is under way anywhere.
 pub(super) fn serve_copy_reads<W: Workload>(cluster: &mut BenchCluster<W>) -> bool {
     let mut under_way = false;
@@ -93,7 +93,7 @@ pub(super) fn serve_copy_reads<W: Workload>(cluster: &mut BenchCluster<W>) -> bo
     under_way
 }
 
-/// Restarts the nodes whose restart is due (issue 12): fresh components
+/// Restarts the nodes whose restart is due (rejoin): fresh components
 /// of a new incarnation over a fresh endpoint, a fresh membership
 /// handle and agent, and the old client stopped.
 pub(super) fn restart_due<W: Workload>(

@@ -163,7 +163,7 @@ impl SimNetwork {
         self.lock().crash(node, now);
     }
 
-    /// Restarts crashed node `node` at `now` (issue 12): packets flow to
+    /// Restarts crashed node `node` at `now` (rejoin): packets flow to
     /// and from it again, through the returned endpoint (its old one
     /// belonged to the crashed incarnation). `None` if `node` is outside
     /// the network.

@@ -1,7 +1,7 @@
 //! A crashed coordinator's transaction decided from what the survivors' host
 //! logs hold, by the project's decision rule (`splitkv_nic::recovery`,
-//! issue 11; Xenic §4.2.1) — what the recovery leader will do once recovery
-//! is wired into the runtime, without depending on that wiring.
+//! crash recovery; Xenic §4.2.1) — what the recovery leader will do once
+//! recovery is wired into the runtime, without depending on that wiring.
 
 use super::Cluster;
 use splitkv_layout::log_record::LogKind;

@@ -1,13 +1,13 @@
 //! Whole nodes (NIC runtime, host log, host worker, client) on the simulated
-//! network, driven pass by pass by a test script (issue 11: the commit-point
+//! network, driven pass by pass by a test script (the commit-point
 //! counterexample and TLC trace replay). The script holds links, delivers
 //! chosen held packets, submits transactions and crashes nodes; it reads
 //! what each node's host log received (a [`LogTap`] between the NIC runtime
 //! and the host worker), its locks, its stored values and its client's
 //! outcomes.
 //!
-//! Three nodes, replication 2 (issue 11's cluster): with the spec's names
-//! n1, n2, n3 = nodes 0, 1, 2, key k1 has replicas {0, 1} (primary 0) and
+//! Three nodes, replication 2 (the counterexample's cluster): with the spec's
+//! names n1, n2, n3 = nodes 0, 1, 2, key k1 has replicas {0, 1} (primary 0) and
 //! k2 has replicas {1, 2} (primary 1), found by the placement ([`key_on`]).
 
 #![allow(dead_code)] // each test file uses a part
@@ -35,7 +35,7 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use tap::LogTap;
 
-/// Nodes in the cluster (issue 11's counterexample).
+/// Nodes in the cluster (the commit-point counterexample's).
 pub const NODES: usize = 3;
 /// Replicas per shard.
 pub const REPLICATION: usize = 2;

@@ -100,7 +100,7 @@ impl Deployed {
     /// Notes a survivor's `/status` (`s`), seen `t` into the run: the
     /// first time its configuration leaves the killed node out (not
     /// restarted yet) with every shard at the replication degree and no
-    /// backup still joining (issue 12: survivors that were no replica of a
+    /// backup still joining (re-replication: survivors that were no replica of a
     /// shard became its new backups and were copied) is marked.
     pub(super) fn note_restored_without_killed(&mut self, t: Duration, s: &Value) {
         let Some((n, _)) = self.killed else {

@@ -102,7 +102,7 @@ struct Deployed {
     /// When a survivor's recovery first resumed after the kill.
     resumed_after_kill: Option<Duration>,
     /// When a survivor's configuration first had every shard back at the
-    /// degree without the killed node (issue 12: more nodes than replicas).
+    /// degree without the killed node (with more nodes than replicas).
     restored_without_killed: Option<Duration>,
     /// The `/load` body every node got (a restarted node gets it again).
     load_body: Option<Value>,

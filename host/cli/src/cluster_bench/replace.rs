@@ -1,13 +1,13 @@
-//! `--replace NODE@SECS` (issue 12: a new machine replaces a dead node):
-//! the `--kill`ed node's new process starts as `--restart`'s does, but at
-//! fresh addresses instead of the file's — the loopback address
-//! [`REPLACEMENT_HOST_V4`] (or `::1` for a node of an IPv6 file) with
-//! ports the operating system picks — standing for another machine
-//! (`splitkv node --data-address --control-address`). It publishes them
-//! through its etcd membership; the peers re-point their transports once a
-//! configuration admits it. The bench then reaches it at its new control
-//! address ([`Deployed::control_of`]) for its status, its load and its
-//! results; everything else is the restart's ([`super::restart`]).
+//! `--replace NODE@SECS` (a replacement machine: a new machine replaces a dead
+//! node): the `--kill`ed node's new process starts as `--restart`'s does, but
+//! at fresh addresses instead of the file's — the loopback address
+//! [`REPLACEMENT_HOST_V4`] (or `::1` for a node of an IPv6 file) with ports the
+//! operating system picks — standing for another machine (`splitkv node
+//! --data-address --control-address`). It publishes them through its etcd
+//! membership; the peers re-point their transports once a configuration admits
+//! it. The bench then reaches it at its new control address
+//! ([`Deployed::control_of`]) for its status, its load and its results;
+//! everything else is the restart's ([`super::restart`]).
 
 use super::{bad, Deployed};
 use crate::Failure;

@@ -1,4 +1,4 @@
-//! `--restart NODE@SECS` (issue 12, rejoin): the `--kill`ed node's process
+//! `--restart NODE@SECS` (a restarted node rejoins): the `--kill`ed node's process
 //! is started again; it rejoins empty as a new incarnation (the bench loads
 //! it with `LoadRequest::rejoin`, and starts a client with a budget of 0 so
 //! its rows can be collected), is admitted as copying, gets its shards
@@ -69,7 +69,7 @@ impl Restart {
 
 /// Whether a node's `/status` `membership` (`m`) shows every shard at the
 /// replication degree with no backup still joining, in the configuration
-/// its runtime serves (issue 12).
+/// its runtime serves (re-replication is over).
 pub(super) fn degree_restored(m: &Value) -> bool {
     m["short_shards"].as_u64() == Some(0)
         && m["joining"].as_u64() == Some(0)

@@ -52,7 +52,7 @@ impl Spawned {
         Ok(spawned)
     }
 
-    /// Starts node `id` again after it was killed (`--restart`, issue 12):
+    /// Starts node `id` again after it was killed (`--restart`, rejoin):
     /// a new process of the same node, logging to
     /// `splitkv-node-<bench pid>-<id>-restarted.log`.
     ///
@@ -66,8 +66,8 @@ impl Spawned {
     }
 
     /// Starts node `id` again on a "new machine" after it was killed
-    /// (`--replace`, issue 12): a new process of the same node at data
-    /// address `data` and control address `control` instead of the file's
+    /// (`--replace`, a replacement machine): a new process of the same node at
+    /// data address `data` and control address `control` instead of the file's
     /// (`splitkv node --data-address --control-address`), logging to
     /// `splitkv-node-<bench pid>-<id>-replaced.log`.
     ///

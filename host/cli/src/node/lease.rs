@@ -54,8 +54,9 @@ impl NodeLease {
                 );
                 s.lease_ttl_s = *lease_ttl_s;
                 s.incarnation = u64::from(incarnation);
-                // Published with the registration (issue 12): where this
-                // process is, the file's addresses or the node's moved ones.
+                // Published with the registration (for a replacement
+                // machine): where this process is, the file's addresses or
+                // the node's moved ones.
                 s.addresses = config.node(id).map(|n| NodeAddresses {
                     data: n.data,
                     control: n.control,
@@ -121,7 +122,7 @@ impl NodeLease {
         };
         if let (Some(n), Some(map)) = (node, v.as_object_mut()) {
             map.insert("runtime_epoch".into(), json!(n.epoch));
-            // Re-replication (issue 12): this node's copy (as copying
+            // Re-replication: this node's copy (as copying
             // node) and the copies it serves (as a shard's primary).
             let c = &n.copy;
             map.insert(
@@ -276,14 +277,14 @@ mod etcd_lease {
     }
 
     /// The data address each node's configured incarnation published, by
-    /// node id (issue 12; nodes without one left out).
+    /// node id (nodes without one left out).
     fn data_addresses(m: &EtcdMember) -> Value {
         let by_node = (0..splitkv_nic::NODES_MAX as NodeId)
             .filter_map(|n| Some((n.to_string(), json!(m.data_address(n)?.to_string()))));
         Value::Object(by_node.collect())
     }
 
-    /// This node's part in the configuration (issue 12): `joining` (a
+    /// This node's part in the configuration (rejoin): `joining` (a
     /// restarted node not admitted yet), `copying` (admitted, being
     /// copied), or `replica`.
     fn role(joining: bool, copying: bool) -> &'static str {

@@ -28,7 +28,7 @@ pub fn sim_config(mix: FaultMix, seed: u64) -> SimConfig {
         cfg.nodes.crash_pass_min = CLI_CRASH_PASS_MIN;
         cfg.nodes.crash_pass_max = CLI_CRASH_PASS_MAX;
     }
-    // The same window for NIC-runtime-only crashes (issue 12).
+    // The same window for NIC-runtime-only crashes.
     if cfg.nodes.nic_crashes > 0 {
         cfg.nodes.nic_crash_pass_min = CLI_CRASH_PASS_MIN;
         cfg.nodes.nic_crash_pass_max = CLI_CRASH_PASS_MAX;

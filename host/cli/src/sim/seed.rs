@@ -54,12 +54,12 @@ pub struct SeedOutcome {
     /// transaction's pending LOG record (a crashed coordinator's, before
     /// recovery; see `splitkv_bench::replicas`).
     pub undecided_rows: u64,
-    /// Restarted nodes that rejoined (re-replication, issue 12).
+    /// Restarted nodes that rejoined (re-replication).
     pub rejoins: usize,
     /// Per rejoin, virtual ns from the crash to the configuration that made
     /// the restarted node a replica again (the replication degree restored).
     pub restored_ns: Vec<Nanos>,
-    /// What the chaos mix did (issue 12): NIC restarts inside a recovery
+    /// What the chaos mix did: NIC restarts inside a recovery
     /// epoch, of a copy source, of the copying node; second crashes.
     pub chaos: [usize; 4],
     /// `None` when every check passed; otherwise what failed.
@@ -150,7 +150,7 @@ fn run<W: Workload>(args: &SimArgs, seed: u64, cfg: SimConfig, workload: W) -> S
     let mut sim = cluster.sim(cfg);
     let mut membership = None;
     let ran = if cfg.nodes.crashes > 0 {
-        // Leases, suspects and new configurations in the loop (issue 11).
+        // Leases, suspects and new configurations in the loop (crash recovery).
         let lease = LeaseConfig::new(args.nodes, args.replication, seed ^ MEMBERSHIP_SEED_SALT);
         match SimNodesMembership::new(lease) {
             Ok(m) => {
@@ -263,7 +263,7 @@ fn restored_times(sim: &splitkv_sim::Sim, history: &[(Nanos, Configuration)]) ->
         .collect()
 }
 
-/// The replication-degree check of a run with restarts (issue 12): every
+/// The replication-degree check of a run with restarts (re-replication): every
 /// restarted node was made a replica again, and the final configuration
 /// holds every node not still crashed, none of them being copied (with the
 /// replica check, which reads every live node, that is: every shard has its

@@ -274,13 +274,13 @@ impl ClusterConfig {
     }
 
     /// This cluster with node `id` at other addresses than the file's
-    /// (issue 12: a new machine replaces a dead node): `data` (where its
-    /// transport receives) and `control` (its control endpoint), where
-    /// given, replace the node's, under the file's own checks — a data
+    /// (a replacement machine: a new machine replaces a dead node): `data`
+    /// (where its transport receives) and `control` (its control endpoint),
+    /// where given, replace the node's, under the file's own checks — a data
     /// address peers can send to, fixed ports, a loopback control address
-    /// unless the node has `control_public`, no address another node has.
-    /// Only this process sees the move: its peers learn the new data
-    /// address from the membership (etcd), not from this value.
+    /// unless the node has `control_public`, no address another node has. Only
+    /// this process sees the move: its peers learn the new data address from
+    /// the membership (etcd), not from this value.
     ///
     /// # Errors
     /// [`ConfigError::Invalid`] naming `node[id].data` or

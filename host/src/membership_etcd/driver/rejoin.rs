@@ -1,4 +1,4 @@
-//! The driver's side of rejoin (issue 12; the simulated manager's `Join`
+//! The driver's side of rejoin (the simulated manager's `Join`
 //! and `CaughtUp` requests, `splitkv_sim::membership`), one step per poll:
 //!
 //! 1. A restarted process whose predecessor's lease still holds
@@ -92,8 +92,8 @@ impl Driver {
     /// with this process copying; otherwise the report is stale (counted).
     /// "This process" is the configured incarnation as [`Driver::admits`]
     /// reads it: a node that never restarted is configured as incarnation
-    /// 0, which stands for its first process (a survivor chosen as a new
-    /// backup, issue 12; comparing the raw 0 made every such report stale).
+    /// 0, which stands for its first process (a survivor chosen as a new backup
+    /// in re-replication; comparing the raw 0 made every such report stale).
     pub(super) async fn caught_up(&mut self, epoch: u32) {
         let (rpc, node, nodes) = (self.rpc(), self.s.node, self.s.nodes);
         for _ in 0..CAUGHT_UP_TRIES_MAX {

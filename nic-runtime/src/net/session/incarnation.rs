@@ -1,4 +1,4 @@
-//! Which process of a peer a session talks to (issue 12: restarted nodes
+//! Which process of a peer a session talks to (restarted nodes
 //! and NIC runtimes come back as newer incarnations).
 //!
 //! - **Always a named incarnation.** A session addresses one incarnation of

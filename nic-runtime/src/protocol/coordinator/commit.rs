@@ -1,5 +1,5 @@
 //! Xenic §4.2 steps 4–6 at the coordinator: LOG to every replica of each
-//! written key (issue 11's commit point), COMMIT to every replica once all
+//! written key (the commit point), COMMIT to every replica once all
 //! acknowledged, the report to the application, the abort that releases
 //! locks and drops LOG records, and the two-round abort after LOG
 //! (`abort_after_log`, then `abort_unlock`).
@@ -14,7 +14,7 @@ use splitkv_layout::TxId;
 
 impl Coordinator {
     /// Step 4: send the write set to every replica of each written key,
-    /// primary and backups (issue 11's commit point: before any COMMIT makes
+    /// primary and backups (the commit point: before any COMMIT makes
     /// a write visible, its new value is on every replica). Replicas hold
     /// the records pending until the decision.
     pub(super) fn log(&mut self, io: &mut Io, slot: usize) {
@@ -235,8 +235,8 @@ fn write_log(
     w.begin_log(tx_id, write_shards);
     let mut any = false;
     for (k, v) in writes.iter() {
-        // Mutation switch (issue 11): the old protocol logs at the backups
-        // only.
+        // Mutation switch (the commit point before it moved to every
+        // replica's LOG acknowledgement): LOG at the backups only.
         let primary = !LOG_BACKUPS_ONLY && placement.primary(k) == b;
         if primary || placement.backups(k).any(|n| n == b) {
             w.push_item(k, Coordinator::new_meta(reads, k).unwrap_or_default(), v);

@@ -1,4 +1,4 @@
-//! Coordinator deadlines and failed peers (Xenic §4.2; issue 11 "Recovery":
+//! Coordinator deadlines and failed peers (Xenic §4.2; crash recovery's
 //! timeouts). Without them one lost participant leaves a transaction's slot
 //! and its locks held forever. Each phase of a `TxCtx` records the nodes it
 //! sent to and when ([`Waiting`]); a phase that outlives its deadline
@@ -55,7 +55,7 @@
 //! already told one (the COMMIT acknowledgements after `Unknown`) is counted
 //! and dropped ([`Coordinator::tell`]).
 
-use super::{bit, Coordinator, Outcome, Phase};
+use super::{bit, Coordinator, Phase, QueuedOutcome};
 use crate::net::session::SESSION_SILENCE_NS_DEFAULT;
 use crate::placement::NODES_MAX;
 use crate::procedure::ProcedureRegistry;
@@ -376,7 +376,7 @@ impl Coordinator {
         }
         t.told = Some(status);
         let req_id = t.req_id;
-        self.outcomes.push_back(Outcome {
+        self.outcomes.push_back(QueuedOutcome {
             req_id,
             status,
             result,

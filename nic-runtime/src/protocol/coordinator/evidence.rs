@@ -1,4 +1,4 @@
-//! What a surviving coordinator reports at an epoch change (issue 11
+//! What a surviving coordinator reports at an epoch change (crash
 //! recovery, Xenic §4.2.1): one [`CoordEvidence`] per transaction in flight,
 //! and how it ends the transactions recovery decided.
 
@@ -6,7 +6,7 @@ use super::{bit, Coordinator, Phase};
 use crate::placement::Placement;
 use crate::protocol::Io;
 use splitkv_layout::host_nic::TxStatus;
-use splitkv_layout::wire::{CoordEvidence, CoordPhase, NodeId, NodeMask, Outcome};
+use splitkv_layout::wire::{CoordEvidence, CoordOutcome, CoordPhase, NodeId, NodeMask};
 use splitkv_layout::TxId;
 
 impl Coordinator {
@@ -27,9 +27,9 @@ impl Coordinator {
                 Phase::Commit => CoordPhase::Commit,
             };
             let outcome = match t.phase {
-                Phase::Commit => Outcome::Commit,
-                Phase::AbortLog => Outcome::Abort,
-                _ => Outcome::Undecided,
+                Phase::Commit => CoordOutcome::Commit,
+                Phase::AbortLog => CoordOutcome::Abort,
+                _ => CoordOutcome::Undecided,
             };
             let write_shards = t
                 .plan
@@ -49,7 +49,7 @@ impl Coordinator {
 
 impl Coordinator {
     /// Crash recovery decided `tx_id`, which this coordinator still holds
-    /// (issue 11; every live node recorded the decision before this is
+    /// (every live node recorded the decision before this is
     /// called). Commit: the replicas' recovery commits released the locks of
     /// the written keys, so only the keys locked and not written are
     /// released here (an ABORT naming them, as at a normal commit). Abort:

@@ -1,7 +1,7 @@
 //! What a coordinator tells a peer whose NIC runtime restarted alone
-//! (issue 12; the design is argued in `recovery::restart`): the locks its
-//! transactions hold there live only in that NIC's index (Xenic §4.2.1
-//! (a)), so they are given back from here, with each transaction's phase
+//! (the NIC restart's rebuild; the design is argued in `recovery::restart`):
+//! the locks its transactions hold there live only in that NIC's index (Xenic
+//! §4.2.1 (a)), so they are given back from here, with each transaction's phase
 //! and whether it still waits for that node's answer.
 
 use super::{bit, Coordinator, Phase};
@@ -71,7 +71,7 @@ impl Coordinator {
 }
 
 impl Coordinator {
-    /// A fresh coordinator (issue 12) numbers every free slot's next
+    /// A fresh coordinator (after a NIC restart) numbers every free slot's next
     /// transaction above `generation`, the newest generation of this node's
     /// transaction ids that a peer's per-slot fence (or this node's own) has
     /// seen (`Server::newest_generation`): after a NIC restart, carried by

@@ -1,20 +1,20 @@
-//! The write path (issue 11's commit point): LOG at every replica (Xenic
+//! The write path (the commit point): LOG at every replica (Xenic
 //! §4.2 step 4) appends pending LOG records; COMMIT at every replica (step 6)
 //! appends one decision record, and at a primary also installs the writes in
 //! the NIC index and unlocks once that append completed; an ABORT after LOG
 //! appends an ABORT decision record. All by DMA to the host log.
 //!
-//! Before anything is installed or appended, every item is checked (issue 9
-//! §4): a value over the node's limit, or records that would make a host-log
-//! entry longer than [`log_entry_bytes_max`] (the size the node's host log
-//! is built to take), are refused with [`ReplyStatus::TooLarge`]; metadata
-//! with planted LOCKED or DELETED bits or version 0 with
-//! [`ReplyStatus::Malformed`]; and a COMMIT is installed only for keys its
-//! transaction holds locked here, so a late or duplicated COMMIT (the lock
-//! already released) is refused and never rolls the NIC cache back (a
+//! Before anything is installed or appended, every item is checked (a rule the
+//! fuzz targets check): a value over the node's limit, or records that would
+//! make a host-log entry longer than [`log_entry_bytes_max`] (the size the
+//! node's host log is built to take), are refused with
+//! [`ReplyStatus::TooLarge`]; metadata with planted LOCKED or DELETED bits or
+//! version 0 with [`ReplyStatus::Malformed`]; and a COMMIT is installed only
+//! for keys its transaction holds locked here, so a late or duplicated COMMIT
+//! (the lock already released) is refused and never rolls the NIC cache back (a
 //! duplicate that arrives while the first is still being appended gets no
-//! answer of its own: the first one's acknowledgement answers both).
-//! Installs themselves never move a cached version backwards
+//! answer of its own: the first one's acknowledgement answers both). Installs
+//! themselves never move a cached version backwards
 //! ([`NicIndex::install_committed`]).
 //!
 //! Every LOG and COMMIT is answered: `Ok` once its records are in the host
@@ -82,7 +82,7 @@ impl Server {
         }
         let op = &mut self.ops[slot];
         for it in items.iter() {
-            // Mutation switch (issue 11): the old protocol, LOG to backups
+            // Mutation switch (the old commit point): LOG to backups
             // only, applied at once, and a primary that unlocks before its
             // COMMIT append completed.
             let apply_now = kind == OpKind::Commit || LOG_BACKUPS_ONLY;

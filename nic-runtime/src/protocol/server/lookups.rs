@@ -3,7 +3,8 @@
 //! completion. A DMA request that fails with anything but "queue full" (which
 //! is retried from [`Server::retry_deferred`]) ends its key's lookup with
 //! [`ReplyStatus::HostFailure`], and the request is still answered once every
-//! lookup ended: an EXECUTE then releases its locks (issue 9 §4).
+//! lookup ended: an EXECUTE then releases its locks (a rule the fuzz targets
+//! check).
 
 use super::{token, untoken, OpKind, Server, ServerOp, ServerStats, ABSENT};
 use crate::dma::{DmaCompletion, DmaDone, DmaError, DmaRead, HostMemoryError};
@@ -224,7 +225,7 @@ impl Server {
 }
 
 /// Re-checks, at its completion, read-set key `idx` of an EXECUTE read by
-/// DMA (issue 11, the single-read validation skip): the lock test ran when
+/// DMA (the single-read validation skip): the lock test ran when
 /// the EXECUTE arrived, the DMA read the host table later (possibly
 /// deferred), and a COMMIT may have installed a newer version in the NIC
 /// index in between (its host record not applied yet). That newer committed

@@ -1,4 +1,4 @@
-//! The server's part of crash recovery (issue 11, Xenic §4.2.1): the records
+//! The server's part of crash recovery (Xenic §4.2.1): the records
 //! this node holds as evidence, the decisions recovery makes for them, and
 //! the locks of transactions whose coordinator crashed.
 //!

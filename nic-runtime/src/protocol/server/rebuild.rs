@@ -1,5 +1,5 @@
-//! The server's side of a NIC runtime that restarts alone (issue 12; the
-//! design is argued in `recovery::restart`'s module docs).
+//! The server's side of a NIC runtime that restarts alone (the NIC restart;
+//! the design is argued in `recovery::restart`'s module docs).
 //!
 //! At the restarted node: what of the server survives ([`Server::restarted`]),
 //! locks given back by their coordinators ([`Server::reinstall_lock`]), the

@@ -1,4 +1,4 @@
-//! Room for inserts (issue 9 §4): an insert of an absent key reserves room on
+//! Room for inserts into a full table: an insert of an absent key reserves room on
 //! every replica of its shard **before the commit point**, at the primary's
 //! EXECUTE, and a transaction with no room aborts with
 //! [`ReplyStatus::TableFull`](splitkv_layout::wire::ReplyStatus::TableFull)

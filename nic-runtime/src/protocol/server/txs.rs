@@ -1,6 +1,6 @@
 //! What a server remembers about each coordinator slot: the newest
 //! transaction generation it has seen from that slot and how far that
-//! transaction got here (issue 11, "orphan lock").
+//! transaction got here (against the orphan lock).
 //!
 //! Transaction ids name `coordinator | slot | generation` ([`TxId`], see
 //! [`coordinator`](crate::protocol::coordinator)); a coordinator reuses a slot
@@ -13,8 +13,8 @@
 //! [`NODES_MAX`] × ([`TX_INFLIGHT_MAX`] + copy slots) entries of 16 bytes, allocated once.
 //!
 //! Each entry also says which record this node's host log holds for that
-//! transaction ([`Held`]): the evidence crash recovery reads (issue 11,
-//! Xenic §4.2.1). It is reset when a newer generation of the slot arrives,
+//! transaction ([`Held`]): the evidence crash recovery reads (Xenic
+//! §4.2.1). It is reset when a newer generation of the slot arrives,
 //! which its coordinator starts only after every replica acknowledged the
 //! previous one's decision.
 

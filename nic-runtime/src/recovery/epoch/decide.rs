@@ -1,4 +1,4 @@
-//! The decision rule (issue 11; Xenic §4.2.1, FaRM-style): from what the
+//! Crash recovery's decision rule (Xenic §4.2.1, FaRM-style): from what the
 //! surviving nodes report about one transaction, commit or abort it so that
 //! no decision already reported to a client is contradicted.
 //!
@@ -13,7 +13,7 @@
 //!    surviving replica): commit (LOG is only sent after validation passed, so
 //!    the transaction may have reached its commit point). In crash recovery
 //!    only the caught-up replicas are asked: not a joining backup, nor a
-//!    restarted member (issue 12, [`LogQuorum`]);
+//!    restarted member ([`LogQuorum`]);
 //! 5. otherwise abort.
 //!
 //! Rules 2–5 are *the* commit-point rule over the replicas' records
@@ -63,7 +63,7 @@ use splitkv_layout::TxId;
 use std::collections::BTreeMap;
 
 use splitkv_layout::wire::{
-    CoordEvidence, NodeId, NodeMask, Outcome, RecordEvidence, RecordKind, MASK_NODES_MAX,
+    CoordEvidence, CoordOutcome, NodeId, NodeMask, RecordEvidence, RecordKind, MASK_NODES_MAX,
 };
 
 use crate::placement::PlacementView;
@@ -151,7 +151,7 @@ impl TxEvidence {
     /// The decision of transaction `tx_id` at the recovery leader: abort if
     /// its coordinator is live in `view` and did not report it (module
     /// docs), otherwise [`TxEvidence::decide`]. A coordinator being copied
-    /// (issue 12) is a new incarnation: a transaction it did not report is
+    /// (a rejoined node) is a new incarnation: a transaction it did not report is
     /// its old incarnation's, decided by the evidence like a failed
     /// coordinator's (a replica may hold its COMMIT).
     ///
@@ -199,9 +199,9 @@ impl TxEvidence {
     fn decide_over(&self, view: &PlacementView, quorum: LogQuorum) -> (bool, DecisionReason) {
         if let Some(c) = self.coordinator {
             match c.outcome {
-                Outcome::Commit => return (true, DecisionReason::CoordinatorDecided),
-                Outcome::Abort => return (false, DecisionReason::CoordinatorDecided),
-                Outcome::Undecided => {}
+                CoordOutcome::Commit => return (true, DecisionReason::CoordinatorDecided),
+                CoordOutcome::Abort => return (false, DecisionReason::CoordinatorDecided),
+                CoordOutcome::Undecided => {}
             }
         }
         if self.commit_record {
@@ -217,7 +217,7 @@ impl TxEvidence {
     }
 }
 
-/// Whose LOG rule 4 asks for (issue 12).
+/// Whose LOG rule 4 asks for (as re-replication and rejoins change the replicas).
 ///
 /// A transaction still undecided at a recovery epoch began at or after the
 /// last epoch that resumed (every earlier one was decided in that epoch's
@@ -405,7 +405,7 @@ mod tests {
         assert!(view.joining(3).is_empty() && view.renewed().contains(0));
         let tx = TxId::new(3, 0, 0x8e);
         let mut e = logged_at(tx, 3, &[3, 4]);
-        e.add_coordinator(coord(Outcome::Undecided, 0b1000));
+        e.add_coordinator(coord(CoordOutcome::Undecided, 0b1000));
         assert_eq!(
             e.decide_tx_caught_up(tx, &view),
             (false, DecisionReason::NotLogged),
@@ -452,7 +452,7 @@ mod tests {
         e
     }
 
-    fn coord(outcome: Outcome, shards: u16) -> CoordEvidence {
+    fn coord(outcome: CoordOutcome, shards: u16) -> CoordEvidence {
         CoordEvidence {
             tx_id: TxId::new(0, 0, 1),
             phase: CoordPhase::Log,
@@ -484,9 +484,9 @@ mod tests {
     fn exhaustive_over_two_shards() {
         let coords = [
             None,
-            Some(Outcome::Undecided),
-            Some(Outcome::Commit),
-            Some(Outcome::Abort),
+            Some(CoordOutcome::Undecided),
+            Some(CoordOutcome::Commit),
+            Some(CoordOutcome::Abort),
         ];
         let kinds = [
             None,
@@ -515,8 +515,8 @@ mod tests {
                     .iter()
                     .all(|k| matches!(k, Some(RecordKind::Log | RecordKind::Commit)));
                 let want = match c {
-                    Some(Outcome::Commit) => true,
-                    Some(Outcome::Abort) => false,
+                    Some(CoordOutcome::Commit) => true,
+                    Some(CoordOutcome::Abort) => false,
                     _ if any(RecordKind::Commit) => true,
                     _ if any(RecordKind::Abort) => false,
                     _ => logged,
@@ -562,7 +562,7 @@ mod tests {
     #[test]
     fn read_only_undecided_aborts() {
         let mut e = TxEvidence::default();
-        e.add_coordinator(coord(Outcome::Undecided, 0));
+        e.add_coordinator(coord(CoordOutcome::Undecided, 0));
         assert_eq!(e.decide(&view()), (false, DecisionReason::NotLogged));
     }
 
@@ -584,7 +584,7 @@ mod tests {
             (true, DecisionReason::EveryReplicaLogged),
             "a crashed coordinator's transaction goes by the records"
         );
-        e.add_coordinator(coord(Outcome::Commit, 0b11));
+        e.add_coordinator(coord(CoordOutcome::Commit, 0b11));
         assert_eq!(
             e.decide_tx(by(0), &view()),
             (true, DecisionReason::CoordinatorDecided)

@@ -58,7 +58,7 @@ impl Parts {
     }
 }
 
-/// One node's recovery state machine (issue 11; Xenic §4.2.1, Dandelion §4.4).
+/// One node's crash-recovery state machine (Xenic §4.2.1, Dandelion §4.4).
 #[derive(Debug)]
 pub struct Recovery {
     pub(super) node: NodeId,
@@ -186,7 +186,7 @@ impl Recovery {
     }
 
     /// [`Recovery::begin_epoch`] with the replicas of the new epoch ordered
-    /// by `roles` (issue 12: a configuration that adds a node being copied,
+    /// by `roles` (re-replication: a configuration that adds a node being copied,
     /// or ends a copy). The view's promotions follow that order; a node
     /// being copied is never promoted.
     ///

@@ -1,10 +1,10 @@
-//! Crash recovery (issue 11; Xenic §4.2.1, Dandelion §4.4, FaRM-style): a
+//! Crash recovery (Xenic §4.2.1, Dandelion §4.4, FaRM-style): a
 //! self-contained, polled state machine per node that decides every
 //! transaction in flight after a crash, promotes backups of lost primaries
 //! and resumes service, never contradicting a decision already reported to a
 //! client (replication `f + 1`, at most `f` crashed nodes).
 //!
-//! # Assumptions about the commit protocol (the design fixed for issue 11)
+//! # Assumptions about the commit protocol
 //! - LOG (the write set with its new values) goes to *every* replica of each
 //!   written shard, primary and backups, and carries the set of written
 //!   shards; the commit point is every replica's LOG acknowledgement.
@@ -63,7 +63,7 @@
 //! heard them: every node reports what it recorded for a recovery it has
 //! not resumed from in each later epoch — its decision records, and its
 //! coordinated transactions' decisions as their outcomes — so the next
-//! leader decides those the same way (`unresumed.rs`; issue 12).
+//! leader decides those the same way (`unresumed.rs`).
 //!
 //! Timeouts: the leader suspects every node whose evidence has not arrived
 //! within [`RecoveryConfig::evidence_timeout_ns`], a non-leader suspects the
@@ -129,7 +129,7 @@
 //!   last epoch began and resumed and when the first transaction committed
 //!   after it (crash → resumed service, `sim/tests/crash_harness.rs`).
 //!
-//! Re-replication, restarted nodes and NIC-only restarts (issue 12) live in
+//! Re-replication, restarted nodes and NIC-only restarts live in
 //! `crate::recovery::rereplication`, `crate::membership` and `crate::recovery::restart`;
 //! the steps above are modelled in `tla/XenicOCCMsgs.tla` (three nodes, the
 //! ring's replica sets).

@@ -12,7 +12,7 @@ use crate::Nanos;
 
 /// How long the recovery leader waits for every live node's evidence before
 /// it suspects the silent ones (20 ms; Rowan reports 26 ms to a new
-/// configuration, the issue's target is under 100 ms to resumed service).
+/// configuration, crash recovery's target is under 100 ms to resumed service).
 pub const EVIDENCE_TIMEOUT_NS_DEFAULT: Nanos = 20_000_000;
 /// How long a node waits for the leader's decisions before it suspects the
 /// leader (40 ms: longer than the leader's own evidence wait).
@@ -55,7 +55,7 @@ impl RecoveryConfig {
     /// membership polls its manager: etcd every 100 ms), and a node is
     /// suspected only after it was as silent as a session would allow: a
     /// shorter wait took a leader that learned the configuration late for a
-    /// failed one, and a suspicion configures its node out (issue 12).
+    /// failed one, and a suspicion configures its node out.
     pub fn for_silence(silence_ns: Nanos) -> RecoveryConfig {
         RecoveryConfig {
             evidence_timeout_ns: EVIDENCE_TIMEOUT_NS_DEFAULT.max(silence_ns / 2),

@@ -1,8 +1,8 @@
 //! What this node recorded for a recovery it has not resumed from yet
-//! (issue 12): kept across abandoned epochs and added to the evidence of the
-//! next one, so that a decision one node already recorded is the decision
-//! every later epoch makes (`tla/XenicOCCMsgs.tla`, `KeepRecovered`; the
-//! broken variant `XenicForgetRecovered.cfg` violates
+//! (an abandoned recovery): kept across abandoned epochs and added to the
+//! evidence of the next one, so that a decision one node already recorded is
+//! the decision every later epoch makes (`tla/XenicOCCMsgs.tla`,
+//! `KeepRecovered`; the broken variant `XenicForgetRecovered.cfg` violates
 //! `DecisionRecordsAgree`).
 //!
 //! Why the server's evidence alone is not enough: the machine relies on it
@@ -40,7 +40,7 @@ use splitkv_layout::TxId;
 use std::collections::{BTreeMap, BTreeSet};
 
 use splitkv_layout::wire::{
-    CoordEvidence, CoordPhase, Decision, NodeId, NodeMask, Outcome, RecordEvidence, RecordKind,
+    CoordEvidence, CoordOutcome, CoordPhase, Decision, NodeId, NodeMask, RecordEvidence, RecordKind,
 };
 
 use super::types::LocalEvidence;
@@ -82,9 +82,9 @@ pub(crate) fn lost_outcome(tx_id: TxId, write_shards: NodeMask, commit: bool) ->
             CoordPhase::Log
         },
         outcome: if commit {
-            Outcome::Commit
+            CoordOutcome::Commit
         } else {
-            Outcome::Abort
+            CoordOutcome::Abort
         },
         reported: false,
         write_shards,
@@ -141,12 +141,13 @@ impl Unresumed {
             .iter_mut()
             .filter(|_| !FORGET_RECOVERED_OUTCOME)
         {
-            if let (Outcome::Undecided, Some(&commit)) = (c.outcome, self.coordinated.get(&c.tx_id))
+            if let (CoordOutcome::Undecided, Some(&commit)) =
+                (c.outcome, self.coordinated.get(&c.tx_id))
             {
                 c.outcome = if commit {
-                    Outcome::Commit
+                    CoordOutcome::Commit
                 } else {
-                    Outcome::Abort
+                    CoordOutcome::Abort
                 };
             }
         }
@@ -194,7 +195,7 @@ mod tests {
         local.coordinated.push(CoordEvidence {
             tx_id: t8,
             phase: CoordPhase::Log,
-            outcome: Outcome::Undecided,
+            outcome: CoordOutcome::Undecided,
             reported: false,
             write_shards: NodeMask(0b010),
         });
@@ -204,7 +205,10 @@ mod tests {
             .iter()
             .map(|c| (c.tx_id, c.outcome))
             .collect();
-        assert_eq!(got, vec![(t8, Outcome::Undecided), (t7, Outcome::Commit)]);
+        assert_eq!(
+            got,
+            vec![(t8, CoordOutcome::Undecided), (t7, CoordOutcome::Commit)]
+        );
         assert_eq!(local.coordinated[1].write_shards, NodeMask(0b110));
         u.clear();
         let mut after = LocalEvidence::default();

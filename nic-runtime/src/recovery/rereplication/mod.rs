@@ -1,10 +1,11 @@
-//! Re-replication (issue 12): a shard that lost a replica gets a new backup
-//! — a survivor that was no replica of it (`Configuration::without`, when
-//! the cluster has more nodes than the replication degree), or a node that
-//! rejoins after a crash, a new incarnation holding nothing — which is
-//! brought up to date while transactions keep running, and only then counts
-//! as a replica, restoring the replication degree. The protocol follows
-//! `tla/Rereplicate.tla` (whose `JoinStart` takes any live non-replica):
+//! Re-replication (restoring the replication degree): a shard that lost a
+//! replica gets a new backup — a survivor that was no replica of it
+//! (`Configuration::without`, when the cluster has more nodes than the
+//! replication degree), or a node that rejoins after a crash, a new incarnation
+//! holding nothing — which is brought up to date while transactions keep
+//! running, and only then counts as a replica, restoring the replication
+//! degree. The protocol follows `tla/Rereplicate.tla` (whose `JoinStart` takes
+//! any live non-replica):
 //!
 //! - **Join start.** The membership's configuration names the node a
 //!   *joining* backup of the shard (`ShardReplicas::joining`). Every node takes it through a

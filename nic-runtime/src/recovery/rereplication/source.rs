@@ -12,7 +12,7 @@ use crate::slots::TX_INFLIGHT_MAX;
 use splitkv_layout::wire::{CopyMsg, Flow, MsgKind, NodeId, NodeMask, ReplyStatus};
 use splitkv_layout::{Key, ObjectMeta, TxId};
 
-/// The host side of a snapshot (issue 12): a scan of the host table as it
+/// The host side of a re-replication snapshot: a scan of the host table as it
 /// is at the call. In-process drivers implement it over their host table;
 /// a node whose NIC runtime runs apart from its host serves it over the
 /// host rings (not yet).
@@ -114,7 +114,7 @@ enum Slot {
     },
 }
 
-/// One node's copies (issue 12): as source (a shard's primary) and as the
+/// One node's re-replication copies: as source (a shard's primary) and as the
 /// node being copied. A polled state machine; the runtime feeds it.
 #[derive(Debug)]
 pub struct Copies {
@@ -194,7 +194,7 @@ impl Copies {
     }
 
     /// The NIC runtime of every node in `to` (a mask by node id; this node
-    /// itself for a restart here) restarted (a NIC restart, issue 12): every copy
+    /// itself for a restart here) restarted (a NIC restart): every copy
     /// under way from here to such a node — or every copy from here, if
     /// this node restarted — begins again from a new snapshot in the same
     /// epoch, since chunks and acknowledgements in flight were lost with the

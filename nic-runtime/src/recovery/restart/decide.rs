@@ -40,7 +40,7 @@ impl NicRuntime {
     /// records (the peers' and its own) and sends each decision to the
     /// peers holding records of it.
     ///
-    /// A node that rejoined and is still renewed (issue 12) decides none:
+    /// A node that rejoined and is still renewed decides none:
     /// transaction ids name the node, not its process, so the records
     /// reported of "its" transactions are its previous process's, which
     /// crash recovery decides in the epoch that admitted the rejoin (by its

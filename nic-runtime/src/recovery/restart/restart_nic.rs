@@ -5,7 +5,7 @@
 use super::{Availability, Parts, Rebuild, RebuildStats, RestartError, RESTART_DRAIN_ROUNDS_MAX};
 use crate::net::fragment::Reassembly;
 use crate::net::stack::{Stack, StackConfig};
-use crate::protocol::coordinator::{phase_deadline_ns, Coordinator, Outcome};
+use crate::protocol::coordinator::{phase_deadline_ns, Coordinator, QueuedOutcome};
 use crate::runtime::NicRuntime;
 use crate::Nanos;
 use splitkv_layout::host_nic::TxStatus;
@@ -151,7 +151,7 @@ impl NicRuntime {
         c.number_above(self.server.newest_generation(self.io.node));
         for ticket in self.clients.live_tickets() {
             self.restart.stats.outcomes_unknown += 1;
-            c.outcomes().push_back(Outcome {
+            c.outcomes().push_back(QueuedOutcome {
                 req_id: ticket,
                 status: TxStatus::Unknown,
                 // Empty: the procedure's result is not known (an

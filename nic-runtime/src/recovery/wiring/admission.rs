@@ -51,8 +51,8 @@ impl Admission {
 }
 
 impl NicRuntime {
-    /// Marks this runtime as a restarted node's new process (issue 12,
-    /// rejoin; call it right after building the runtime, before its first
+    /// Marks this runtime as a restarted node's new process (rejoin;
+    /// call it right after building the runtime, before its first
     /// iteration): until a configuration applied here
     /// ([`NicRuntime::apply_configuration`]) lists this node live with an
     /// incarnation at or above this runtime's current one

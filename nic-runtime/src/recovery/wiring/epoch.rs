@@ -1,8 +1,8 @@
-//! The runtime's side of crash recovery (issue 11; Xenic §4.2.1, Dandelion
-//! §4.4): it owns one [`Recovery`] state machine, feeds it the recovery
-//! messages the dispatcher received ([`MsgKind::Recovery`]), sends the
-//! messages it asks for, and keeps the node paused (no new transactions)
-//! from a new configuration with failed nodes until the machine's `Resume`.
+//! The runtime's side of crash recovery (Xenic §4.2.1, Dandelion §4.4): it owns
+//! one [`Recovery`] state machine, feeds it the recovery messages the
+//! dispatcher received ([`MsgKind::Recovery`]), sends the messages it asks for,
+//! and keeps the node paused (no new transactions) from a new configuration
+//! with failed nodes until the machine's `Resume`.
 //!
 //! The runtime carries out every command: `Send` and `SuspectNode` here,
 //! the others in `NicRuntime::recovery_command` — decisions recorded in the
@@ -132,7 +132,7 @@ impl RecoveryRuntime {
     }
 
     /// A new configuration `config` with the nodes of `failed` crashed
-    /// (a mask by node id) and replicas ordered by its roles (issue 12):
+    /// (a mask by node id) and replicas ordered by its roles (re-replication):
     /// pauses the node and starts the machine's epoch with `local` evidence.
     /// A configuration without failed nodes whose order is the current
     /// view's, after a view without failed nodes, changes nothing here.
@@ -145,7 +145,7 @@ impl RecoveryRuntime {
     /// node crashed (configured out, so the others began an epoch) and
     /// rejoined as a newer incarnation — sees the same members and order as
     /// before, yet the others are in that epoch and wait for its evidence
-    /// (chaos seeds, issue 12).
+    /// (the chaos mix's seeds).
     ///
     /// # Errors
     /// [`RecoveryError`] from [`Recovery::begin_epoch`]; the node is not
@@ -259,7 +259,7 @@ impl RecoveryRuntime {
 
 /// What the runtime did with the recovery machine's commands, and when
 /// (simulated or real time as passed to `run_iteration`, ns), to measure
-/// crash → resumed service (issue 11).
+/// crash → resumed service.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct RecoveryActions {
     /// `CommitPending`: decided commit, and this node held the LOG undecided.
@@ -415,7 +415,7 @@ impl crate::runtime::NicRuntime {
                 self.coordinator.number_above(generation);
                 self.io.placement = self.recovery.machine().view().serving();
                 self.recovery.resume();
-                // Re-replication (issue 12) begins here, from scratch.
+                // Re-replication begins here, from scratch.
                 let (epoch, view) = (
                     self.recovery.machine().epoch(),
                     *self.recovery.machine().view(),

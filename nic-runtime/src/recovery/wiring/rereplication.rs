@@ -1,4 +1,4 @@
-//! The runtime's side of re-replication (issue 12, [`crate::recovery::rereplication`]):
+//! The runtime's side of re-replication ([`crate::recovery::rereplication`]):
 //! copies begin at a recovery epoch's `Resume`, are abandoned by a new
 //! configuration, read their snapshots through the driver's host scan, and
 //! report the end of this node's own copy to the membership layer.

@@ -28,7 +28,7 @@
 
 use super::anomaly::{list_text, Anomaly, AnomalyKind, Sink};
 use super::graph::{Edge, EdgeKind};
-use super::txn::{CheckError, Outcome, Txn};
+use super::txn::{CheckError, HistoryOutcome, Txn};
 use super::Inference;
 use crate::history::{MicroOp, ReadValue};
 use std::collections::{BTreeMap, HashMap, HashSet};
@@ -57,7 +57,7 @@ pub fn infer(txns: &[Txn], sink: &mut Sink) -> Result<Inference, CheckError> {
     let appenders = index_appends(txns)?;
     let mut reads = Vec::new();
     for (i, t) in txns.iter().enumerate() {
-        if t.outcome == Outcome::Committed {
+        if t.outcome == HistoryOutcome::Committed {
             internal(i as u32, t, txns, sink, &mut reads);
         }
     }
@@ -67,7 +67,7 @@ pub fn infer(txns: &[Txn], sink: &mut Sink) -> Result<Inference, CheckError> {
     }
     let mut included: Vec<bool> = txns
         .iter()
-        .map(|t| t.outcome == Outcome::Committed)
+        .map(|t| t.outcome == HistoryOutcome::Committed)
         .collect();
     let ctx = Ctx {
         txns,
@@ -137,7 +137,7 @@ fn index_appends(txns: &[Txn]) -> Result<HashMap<(u64, u64), Appender>, CheckErr
                 MicroOp::Read {
                     value: Some(ReadValue::Register(_)),
                     ..
-                } if t.outcome == Outcome::Committed => {
+                } if t.outcome == HistoryOutcome::Committed => {
                     return Err(CheckError::WrongModel {
                         index: t.complete_index.unwrap_or(t.invoke_index),
                         why: "a register read in a list-append history".into(),
@@ -155,7 +155,7 @@ fn index_appends(txns: &[Txn]) -> Result<HashMap<(u64, u64), Appender>, CheckErr
 fn committed_appends(txns: &[Txn]) -> BTreeMap<u64, Vec<(u64, u32)>> {
     let mut by_key: BTreeMap<u64, Vec<(u64, u32)>> = BTreeMap::new();
     for (i, t) in txns.iter().enumerate() {
-        if t.outcome != Outcome::Committed {
+        if t.outcome != HistoryOutcome::Committed {
             continue;
         }
         for m in &t.ops {
@@ -261,9 +261,9 @@ fn element_marks(
         match ctx.appenders.get(&(key, *e)) {
             None => marks.push((pos, Mark::Garbage)),
             Some(a) => match ctx.txns[a.txn as usize].outcome {
-                Outcome::Failed => marks.push((pos, Mark::Aborted(a.txn))),
-                Outcome::Indeterminate => included[a.txn as usize] = true,
-                Outcome::Committed => {}
+                HistoryOutcome::Failed => marks.push((pos, Mark::Aborted(a.txn))),
+                HistoryOutcome::Indeterminate => included[a.txn as usize] = true,
+                HistoryOutcome::Committed => {}
             },
         }
     }

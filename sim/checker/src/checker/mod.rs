@@ -41,7 +41,7 @@ pub mod txn;
 
 pub use anomaly::{Anomaly, AnomalyKind, Step};
 pub use graph::{Edge, EdgeKind};
-pub use txn::{CheckError, Outcome, Txn};
+pub use txn::{CheckError, HistoryOutcome, Txn};
 
 use crate::history::{History, MicroOp, ReadValue};
 use std::collections::BTreeMap;
@@ -102,7 +102,7 @@ pub struct CheckStats {
     /// The model the history was checked under (never [`Model::Infer`]).
     pub model: Model,
     /// Transactions by outcome.
-    pub txns: BTreeMap<Outcome, usize>,
+    pub txns: BTreeMap<HistoryOutcome, usize>,
     /// Indeterminate transactions counted as committed (a read saw them).
     pub indeterminate_committed: usize,
     /// Graph edges by kind (after removing duplicates).
@@ -160,7 +160,8 @@ pub fn check(history: &History, opts: &CheckOptions) -> Result<CheckReport, Chec
     };
     for (t, &inc) in txns.iter().zip(&inf.included) {
         *stats.txns.entry(t.outcome).or_insert(0) += 1;
-        stats.indeterminate_committed += usize::from(inc && t.outcome == Outcome::Indeterminate);
+        stats.indeterminate_committed +=
+            usize::from(inc && t.outcome == HistoryOutcome::Indeterminate);
     }
     for e in g.edges() {
         *stats.edges.entry(e.kind).or_insert(0) += 1;

@@ -17,7 +17,7 @@
 //! across machines need synchronised clocks, or they may be wrong.
 
 use super::graph::{Edge, EdgeKind};
-use super::txn::{Outcome, Txn};
+use super::txn::{HistoryOutcome, Txn};
 
 /// Real-time edges among the transactions for which `in_graph` holds (a
 /// transitive reduction of "completed before invoked"). Equal times give no
@@ -30,7 +30,7 @@ pub fn realtime_edges(txns: &[Txn], in_graph: &[bool]) -> Vec<Edge> {
             continue;
         }
         events.push((t.invoke_ns, 0, i as u32));
-        if let (Outcome::Committed, Some(done)) = (t.outcome, t.complete_ns) {
+        if let (HistoryOutcome::Committed, Some(done)) = (t.outcome, t.complete_ns) {
             events.push((done, 1, i as u32));
         }
     }
@@ -49,7 +49,7 @@ pub fn realtime_edges(txns: &[Txn], in_graph: &[bool]) -> Vec<Edge> {
                     key: None,
                 });
             }
-            if txns[t as usize].outcome == Outcome::Committed {
+            if txns[t as usize].outcome == HistoryOutcome::Committed {
                 preds[t as usize] = frontier.clone();
             }
         } else {

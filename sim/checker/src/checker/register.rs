@@ -33,7 +33,7 @@
 
 use super::anomaly::{Anomaly, AnomalyKind, Sink};
 use super::graph::{Edge, EdgeKind};
-use super::txn::{CheckError, Outcome, Txn};
+use super::txn::{CheckError, HistoryOutcome, Txn};
 use super::Inference;
 use crate::history::{MicroOp, ReadValue};
 use std::collections::{BTreeMap, HashMap};
@@ -62,7 +62,7 @@ pub fn infer(txns: &[Txn], sink: &mut Sink) -> Result<Inference, CheckError> {
     let (writers, by_key) = index_writes(txns)?;
     let mut seen = Seen::default();
     for (i, t) in txns.iter().enumerate() {
-        if t.outcome == Outcome::Committed {
+        if t.outcome == HistoryOutcome::Committed {
             internal(i as u32, t, sink, &mut seen);
         }
     }
@@ -82,7 +82,7 @@ fn check_reads(
 ) -> Vec<bool> {
     let mut included: Vec<bool> = txns
         .iter()
-        .map(|t| t.outcome == Outcome::Committed)
+        .map(|t| t.outcome == HistoryOutcome::Committed)
         .collect();
     for (&(key, value), readers) in &seen.readers {
         let Some(v) = value else { continue };
@@ -102,7 +102,7 @@ fn check_reads(
         let wt = &txns[w.txn as usize];
         for &r in readers {
             let pair = || vec![txns[r as usize].clone(), wt.clone()];
-            if wt.outcome == Outcome::Failed {
+            if wt.outcome == HistoryOutcome::Failed {
                 let detail = format!("key {key}: read {v}, written by a failed transaction");
                 sink.push(AnomalyKind::G1a, || {
                     Anomaly::new(AnomalyKind::G1a, pair(), detail)
@@ -118,7 +118,7 @@ fn check_reads(
                     Anomaly::new(AnomalyKind::G1b, pair(), detail)
                 });
             }
-            if wt.outcome == Outcome::Indeterminate {
+            if wt.outcome == HistoryOutcome::Indeterminate {
                 included[w.txn as usize] = true;
             }
         }
@@ -220,7 +220,7 @@ fn index_writes(txns: &[Txn]) -> Result<WriteIndex, CheckError> {
                 MicroOp::Read {
                     value: Some(ReadValue::List(_)),
                     ..
-                } if t.outcome == Outcome::Committed => {
+                } if t.outcome == HistoryOutcome::Committed => {
                     return Err(CheckError::WrongModel {
                         index: t.complete_index.unwrap_or(t.invoke_index),
                         why: "a list read in a register history".into(),

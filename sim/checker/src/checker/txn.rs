@@ -1,5 +1,5 @@
 //! Pairing: each process's `invoke` with its completion, giving one
-//! [`Txn`] per transaction with its [`Outcome`]. A malformed history (a
+//! [`Txn`] per transaction with its [`HistoryOutcome`]. A malformed history (a
 //! completion without an invoke, two outstanding invokes on one process, a
 //! completion whose micro-ops do not match its invoke's, time running
 //! backwards) is a [`CheckError`], never a panic.
@@ -9,7 +9,7 @@ use std::collections::HashMap;
 
 /// What the client learned about a transaction.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub enum Outcome {
+pub enum HistoryOutcome {
     /// `ok`: committed; its reads carry the values they returned.
     Committed,
     /// `fail`: certainly never committed.
@@ -18,13 +18,13 @@ pub enum Outcome {
     Indeterminate,
 }
 
-impl Outcome {
+impl HistoryOutcome {
     /// The Jepsen name of the completion: `ok`, `fail`, `info`.
     pub fn name(self) -> &'static str {
         match self {
-            Outcome::Committed => "ok",
-            Outcome::Failed => "fail",
-            Outcome::Indeterminate => "info",
+            HistoryOutcome::Committed => "ok",
+            HistoryOutcome::Failed => "fail",
+            HistoryOutcome::Indeterminate => "info",
         }
     }
 }
@@ -39,7 +39,7 @@ pub struct Txn {
     /// History `index` of the completion; `None` if the history ends first.
     pub complete_index: Option<u64>,
     /// What the client learned.
-    pub outcome: Outcome,
+    pub outcome: HistoryOutcome,
     /// The micro-ops: the completion's for `ok` (reads carry their values),
     /// the invoke's otherwise (reads unknown).
     pub ops: Vec<MicroOp>,
@@ -155,7 +155,7 @@ pub fn pair(history: &History) -> Result<Vec<Txn>, CheckError> {
                 process: op.process,
                 invoke_index: op.index,
                 complete_index: None,
-                outcome: Outcome::Indeterminate,
+                outcome: HistoryOutcome::Indeterminate,
                 ops: op.value.clone(),
                 invoke_ns: op.time_ns,
                 complete_ns: None,
@@ -190,10 +190,10 @@ pub fn pair(history: &History) -> Result<Vec<Txn>, CheckError> {
         txn.outcome = match op.kind {
             OpType::Ok => {
                 txn.ops = op.value.clone();
-                Outcome::Committed
+                HistoryOutcome::Committed
             }
-            OpType::Fail => Outcome::Failed,
-            _ => Outcome::Indeterminate,
+            OpType::Fail => HistoryOutcome::Failed,
+            _ => HistoryOutcome::Indeterminate,
         };
     }
     Ok(txns)

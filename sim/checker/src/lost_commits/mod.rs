@@ -28,6 +28,7 @@
 //! Every problem found is reported ([`Violation`]), naming the key and, where
 //! one transaction is to blame, the transaction ([`TxRef`]).
 
+use crate::checker::HistoryOutcome;
 use crate::history::{History, MicroOp, OpType, ProcessId};
 use std::collections::{BTreeMap, HashMap};
 
@@ -174,21 +175,13 @@ pub struct LostCommitError {
     pub total: u64,
 }
 
-/// How a transaction ended.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Outcome {
-    Committed,
-    Failed,
-    Indeterminate,
-}
-
 /// A write of one transaction: (key, element or value, list append?).
 #[derive(Debug, Clone, Copy)]
 struct Write {
     key: u64,
     value: u64,
     tx: TxRef,
-    outcome: Outcome,
+    outcome: HistoryOutcome,
 }
 
 /// Per-key writer counts and every write of the history.
@@ -204,11 +197,11 @@ struct Writes {
 }
 
 impl Writes {
-    fn add_tx(&mut self, ops: &[MicroOp], tx: TxRef, outcome: Outcome) {
+    fn add_tx(&mut self, ops: &[MicroOp], tx: TxRef, outcome: HistoryOutcome) {
         match outcome {
-            Outcome::Committed => self.report.committed += 1,
-            Outcome::Failed => self.report.failed += 1,
-            Outcome::Indeterminate => self.report.indeterminate += 1,
+            HistoryOutcome::Committed => self.report.committed += 1,
+            HistoryOutcome::Failed => self.report.failed += 1,
+            HistoryOutcome::Indeterminate => self.report.indeterminate += 1,
         }
         let mut keys: Vec<u64> = Vec::with_capacity(ops.len());
         for op in ops {
@@ -234,12 +227,12 @@ impl Writes {
         for key in keys {
             let e = self.writers.entry(key).or_default();
             match outcome {
-                Outcome::Committed => {
+                HistoryOutcome::Committed => {
                     e.0 += 1;
                     self.report.committed_key_writes += 1;
                 }
-                Outcome::Indeterminate => e.1 += 1,
-                Outcome::Failed => {}
+                HistoryOutcome::Indeterminate => e.1 += 1,
+                HistoryOutcome::Failed => {}
             }
         }
     }
@@ -258,19 +251,19 @@ impl Writes {
                 OpType::Invoke => {
                     if let Some((index, ops)) = open.insert(op.process, (op.index, &op.value)) {
                         let tx = TxRef { index, ..tx };
-                        w.add_tx(ops, tx, Outcome::Indeterminate);
+                        w.add_tx(ops, tx, HistoryOutcome::Indeterminate);
                     }
                     continue;
                 }
-                OpType::Ok => Outcome::Committed,
-                OpType::Fail => Outcome::Failed,
-                OpType::Info => Outcome::Indeterminate,
+                OpType::Ok => HistoryOutcome::Committed,
+                OpType::Fail => HistoryOutcome::Failed,
+                OpType::Info => HistoryOutcome::Indeterminate,
             };
             open.remove(&op.process);
             w.add_tx(&op.value, tx, outcome);
         }
         for (process, (index, ops)) in open {
-            w.add_tx(ops, TxRef { process, index }, Outcome::Indeterminate);
+            w.add_tx(ops, TxRef { process, index }, HistoryOutcome::Indeterminate);
         }
         w
     }
@@ -372,7 +365,7 @@ fn check_register(
             let tx = writes
                 .by_value
                 .values()
-                .filter(|w| w.key == key && w.outcome == Outcome::Committed)
+                .filter(|w| w.key == key && w.outcome == HistoryOutcome::Committed)
                 .map(|w| w.tx)
                 .min_by_key(|t| t.index)
                 .expect("a committed writer exists");
@@ -381,7 +374,7 @@ fn check_register(
         return 0;
     };
     match writes.by_value.get(&(key, value)) {
-        Some(w) if w.outcome == Outcome::Failed => {
+        Some(w) if w.outcome == HistoryOutcome::Failed => {
             found.push(Violation::AbortedWriteVisible {
                 key,
                 value,
@@ -411,7 +404,7 @@ fn check_lists(writes: &Writes, final_rows: &BTreeMap<u64, FinalRow>, found: &mu
                 continue;
             }
             match writes.by_element.get(&element) {
-                Some(w) if w.outcome == Outcome::Failed => {
+                Some(w) if w.outcome == HistoryOutcome::Failed => {
                     found.push(Violation::AbortedWriteVisible {
                         key,
                         value: element,
@@ -433,7 +426,7 @@ fn check_lists(writes: &Writes, final_rows: &BTreeMap<u64, FinalRow>, found: &mu
     let mut lost: Vec<&Write> = writes
         .by_element
         .values()
-        .filter(|w| w.outcome == Outcome::Committed && seen.get(&w.value) != Some(&w.key))
+        .filter(|w| w.outcome == HistoryOutcome::Committed && seen.get(&w.value) != Some(&w.key))
         .collect();
     lost.sort_by_key(|w| (w.tx.index, w.value));
     for w in lost {
