@@ -73,7 +73,7 @@ pub enum ClientError {
 /// The outcome of one transaction, owned (what [`Client::call`] returns): the
 /// owned form of the outcome ring's [`host_nic::TxOutcome`], without its `req_id`.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct TxOutcome {
+pub struct ClientOutcome {
     /// How the transaction ended: committed, or why not.
     pub status: TxStatus,
     /// The procedure's result on commit, and on [`TxStatus::Unknown`] the
@@ -83,7 +83,7 @@ pub struct TxOutcome {
     pub result: Vec<u8>,
 }
 
-impl TxOutcome {
+impl ClientOutcome {
     /// Whether the transaction committed.
     pub fn is_committed(&self) -> bool {
         self.status == TxStatus::Committed
@@ -156,7 +156,7 @@ impl Client {
     /// and `poll`; [`ClientError::ShutDown`] or [`ClientError::Panicked`] when
     /// the client's cluster stopped before the outcome arrived (an observer
     /// is then told the outcome is unknown).
-    pub fn call(&mut self, procedure: u32, args: &[u8]) -> Result<TxOutcome, ClientError> {
+    pub fn call(&mut self, procedure: u32, args: &[u8]) -> Result<ClientOutcome, ClientError> {
         if self.outstanding != 0 {
             return Err(ClientError::Outstanding(self.outstanding));
         }
@@ -173,7 +173,7 @@ impl Client {
         let mut got = None;
         loop {
             self.poll(1, |o| {
-                got = Some(TxOutcome {
+                got = Some(ClientOutcome {
                     status: o.status,
                     result: o.result.to_vec(),
                 })

@@ -35,7 +35,7 @@ pub mod node;
 pub mod observe;
 pub mod table;
 
-pub use client::{Client, ClientError, TxOutcome};
+pub use client::{Client, ClientError, ClientOutcome};
 pub use cluster::{
     Cluster, ClusterBuilder, ClusterError, ClusterParts, ClusterStats, LoadError, LoadProgress,
     NodeParts, NodeStats,
