@@ -102,3 +102,22 @@ fn https_endpoints_are_refused_in_one_line() {
     let line = rejected_naming(&text, "membership.endpoints[1]");
     assert!(line.contains("https:// needs TLS"), "{line}");
 }
+
+/// The shipped etcd example (`examples/cluster-3-etcd.toml`) parses, with
+/// its membership on etcd at the default client URL.
+#[cfg(feature = "etcd")]
+#[test]
+fn the_shipped_etcd_example_parses() {
+    let path =
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/cluster-3-etcd.toml");
+    let config = ClusterConfig::from_file(path).expect("the example parses");
+    assert_eq!(config.nodes.len(), 3);
+    assert_eq!(
+        config.membership,
+        MembershipSettings::Etcd {
+            endpoints: vec!["http://127.0.0.1:2379".into()],
+            lease_ttl_s: 2,
+            prefix: "splitkv-3".into(),
+        }
+    );
+}
