@@ -16,6 +16,7 @@ use crate::replicas::{check_replicas, ReplicaReport};
 use crate::workload::{CheckError, Db, Workload};
 use hdrhistogram::Histogram;
 use splitkv_host::cluster::{Cluster, ClusterBuilder, ClusterError, ClusterParts, LoadError};
+use splitkv_host::node::NodeConfig;
 use splitkv_host::table::TableKind;
 use splitkv_layout::wire::{NodeId, NodeMask};
 use splitkv_nic::net::Transport;
@@ -131,8 +132,6 @@ impl<W: Workload> std::fmt::Debug for BenchCluster<W> {
 pub fn builder<W: Workload>(spec: &ClusterSpec, workload: &W) -> ClusterBuilder {
     let mut procedures = ProcedureRegistry::new();
     workload.register(&mut procedures);
-    let (d_max, prefetch, cache) = (spec.d_max, spec.dma_prefetch, spec.cache_objects);
-    let silence = spec.session_silence_ns;
     Cluster::builder()
         .nodes(spec.nodes)
         .replication(spec.replication)
@@ -144,14 +143,23 @@ pub fn builder<W: Workload>(spec: &ClusterSpec, workload: &W) -> ClusterBuilder 
         .threads(spec.threads)
         .seed(spec.seed)
         .dma_latency_ns(spec.dma_latency_ns)
-        .configure(move |cfg| {
-            cfg.table.d_max = d_max;
-            cfg.dma_prefetch = prefetch;
-            cfg.cache_objects = cache;
-            if let Some(ns) = silence {
-                cfg.net.session.silence_ns = ns;
-            }
-        })
+        .configure(node_settings(spec))
+}
+
+/// The per-node settings `spec` makes beyond the builder's calls (D_m, DMA
+/// prefetch, NIC cache, session silence): what [`builder`] configures, for a
+/// driver that configures a node again (a restarted node's new incarnation).
+pub fn node_settings(spec: &ClusterSpec) -> impl Fn(&mut NodeConfig) + Send + Sync + 'static {
+    let (d_max, prefetch, cache) = (spec.d_max, spec.dma_prefetch, spec.cache_objects);
+    let silence = spec.session_silence_ns;
+    move |cfg| {
+        cfg.table.d_max = d_max;
+        cfg.dma_prefetch = prefetch;
+        cfg.cache_objects = cache;
+        if let Some(ns) = silence {
+            cfg.net.session.silence_ns = ns;
+        }
+    }
 }
 
 impl<W: Workload> BenchCluster<W> {

@@ -114,8 +114,7 @@ pub(super) fn restart_due<W: Workload>(
             .saturating_add(1);
         m.incarnations[n] = incarnation;
         let spec = &cluster.spec;
-        let (d_max, prefetch, cache) = (spec.d_max, spec.dma_prefetch, spec.cache_objects);
-        let silence = spec.session_silence_ns;
+        let settings = splitkv_bench::cluster::node_settings(spec);
         let fail = |reason: String| SimError::ComponentStopped {
             index: n * COMPONENTS_PER_NODE,
             now_ns: sim.now(),
@@ -123,12 +122,7 @@ pub(super) fn restart_due<W: Workload>(
         };
         let mut parts = splitkv_bench::cluster::builder(spec, &cluster.workload)
             .configure(move |c| {
-                c.table.d_max = d_max;
-                c.dma_prefetch = prefetch;
-                c.cache_objects = cache;
-                if let Some(ns) = silence {
-                    c.net.session.silence_ns = ns;
-                }
+                settings(c);
                 c.net.incarnation = incarnation;
             })
             .build_local_parts(node, Box::new(transport))
