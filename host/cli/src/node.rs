@@ -74,6 +74,7 @@ use splitkv_host::deploy::{
     ControlServer, LogTarget, MembershipSettings, NodeMetrics, Route, SessionCounters,
 };
 use splitkv_layout::host_nic::TxStatus;
+use splitkv_layout::wire::generation_cluster_id;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -397,7 +398,13 @@ pub fn run(args: &NodeArgs) -> Result<(), Failure> {
     // admitted under it when it rejoins).
     let incarnation = membership.incarnation().unwrap_or_else(incarnation_now);
     let transport = node_transport(&config, args.id, args.seed).map_err(|e| bad(&e))?;
-    let builder = node_builder(&config, args.threads, args.seed, incarnation);
+    // A later cluster generation's packets carry another cluster id, so
+    // an earlier generation's stragglers are dropped (and counted).
+    let wire = ClusterConfig {
+        cluster_id: generation_cluster_id(config.cluster_id, membership.generation()),
+        ..config.clone()
+    };
+    let builder = node_builder(&wire, args.threads, args.seed, incarnation);
     let drain = Arc::new(AtomicBool::new(false));
     for signal in [signal_hook::consts::SIGTERM, signal_hook::consts::SIGINT] {
         signal_hook::flag::register(signal, drain.clone())

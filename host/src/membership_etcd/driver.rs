@@ -31,11 +31,12 @@
 //! ([`super::address::published_data_addresses`]), so a node replaced by
 //! a machine at another address is reached there.
 
+pub(crate) mod lifecycle;
 mod rejoin;
 mod renewal;
 
 use super::address::{published_data_addresses, AddressRecord};
-use super::keys::{configured_incarnation, ClusterKeys};
+use super::keys::{configured_incarnation, ClusterKeys, Lineage, RecordHeader};
 use super::store::{self, timed, StoreError};
 use super::{EtcdError, EtcdSettings};
 use crossbeam::channel::{Receiver, Sender, TryRecvError};
@@ -78,6 +79,12 @@ pub(crate) enum Notice {
     RenewFailed,
     /// etcd says the lease no longer exists: this node is out.
     LeaseGone,
+    /// The stored configuration belongs to a later generation of the
+    /// cluster than this process's: this process's generation ended.
+    GenerationEnded { generation: u32 },
+    /// This joining process waits for a configuration that cannot come: no
+    /// configured member of epoch `epoch` is alive to admit it.
+    Stranded { epoch: u32 },
     /// A configuration read from (or installed in) etcd, and per node the
     /// data address its configured incarnation published (boxed: both are
     /// large).
@@ -135,6 +142,7 @@ fn notify(notices: &Sender<Notice>, counters: &Counters, n: Notice) -> bool {
 pub(crate) struct Ready {
     pub ttl_s: i64,
     pub config: Configuration,
+    pub lineage: Lineage,
     pub incarnation: u32,
     pub joining: bool,
     pub first: Option<u32>,
@@ -157,6 +165,9 @@ pub(crate) struct Driver {
     /// The lease's renewals (a task of their own).
     renewal: RenewalHandle,
     known_epoch: u32,
+    /// The cluster and generation this process serves in (fixed: its
+    /// packets carry the generation).
+    lineage: Lineage,
     /// This process's incarnation.
     inc: u32,
     /// Not admitted yet: waiting for the member key or the configuration.
@@ -167,6 +178,8 @@ pub(crate) struct Driver {
     /// snapshot (replacement machines).
     records: [Option<AddressRecord>; NODES_MAX],
     first_inc: [Option<u32>; NODES_MAX],
+    /// Per node, the probe this process answered last (module `lifecycle`).
+    acked: [Option<u32>; NODES_MAX],
     commands: Receiver<Command>,
     notices: Sender<Notice>,
     counters: Arc<Counters>,
@@ -228,11 +241,13 @@ impl Driver {
             lease,
             renewal,
             known_epoch: if ready.joining { 0 } else { ready.config.epoch },
+            lineage: ready.lineage,
             inc: ready.incarnation,
             joining: ready.joining,
             serving: false,
             records: [None; NODES_MAX],
             first_inc: [None; NODES_MAX],
+            acked: [None; NODES_MAX],
             commands,
             notices,
             counters,
@@ -312,12 +327,19 @@ impl Driver {
                 Err(e) => return self.counters.error("snapshot", &e),
             };
         self.note_addresses(&snap);
+        if snap.lineage.generation != self.lineage.generation {
+            self.notify(Notice::GenerationEnded {
+                generation: snap.lineage.generation,
+            });
+            return;
+        }
         if self.joining {
             // Reports on this node named its predecessor.
             return self.join_step(&snap).await;
         }
         self.renewal.set_suspected(snap.suspects & (1 << node) != 0);
         self.learn(snap.config);
+        self.answer_probes(&snap).await;
         if snap.member_inc[node as usize] != Some(self.inc) {
             // etcd deleted this node's member key (its lease ran out), or a
             // later incarnation took it after that.
@@ -332,6 +354,22 @@ impl Driver {
         self.install(snap.rev, next, |c| &c.installs_won).await;
     }
 
+    /// Answers each new probe of a starting process (module `lifecycle`):
+    /// this member, admitted in the stored generation, is alive.
+    async fn answer_probes(&mut self, snap: &store::Snapshot) {
+        let (me, rpc) = (self.s.node, self.rpc());
+        for p in (0..NODES_MAX).filter(|&p| p != me as usize) {
+            let Some(inc) = snap.probes[p].filter(|&i| self.acked[p] != Some(i)) else {
+                continue;
+            };
+            let ack = (self.keys.ack(p as NodeId, me), inc.to_string());
+            match store::put_leased(&mut self.client, ack, self.lease, rpc).await {
+                Ok(()) => self.acked[p] = Some(inc),
+                Err(e) => self.counters.error("probe answer", &e),
+            }
+        }
+    }
+
     /// Installs `next` over mod revision `rev`; on a win counts `won` and
     /// passes it on. Returns whether this call installed it (a loss is
     /// counted in `installs_lost`: the next snapshot shows the winner).
@@ -342,7 +380,8 @@ impl Driver {
         won: fn(&Counters) -> &AtomicU64,
     ) -> bool {
         let rpc = self.rpc();
-        match store::install(&mut self.client, &self.keys, rev, &next, rpc).await {
+        let (keys, lineage) = (&self.keys, self.lineage);
+        match store::install(&mut self.client, keys, rev, (&next, lineage), rpc).await {
             Ok(true) => {
                 bump(won(&self.counters));
                 self.learn(next);
@@ -416,10 +455,10 @@ fn gone(snap: &store::Snapshot) -> u32 {
     gone
 }
 
-/// Takes this process's incarnation, registers it under `lease` and creates
-/// or reads the configuration; the process is admitted (not joining) if
-/// that configuration holds this node with this incarnation and it holds
-/// the member key (`ttl_s` of the answer is left 0).
+/// Creates or reads the configuration (refusing another cluster's, or one
+/// of another shape), takes this process's incarnation, registers it under
+/// `lease` and settles its generation (module `lifecycle`): admitted, or
+/// joining a live generation (`ttl_s` of the answer is left 0).
 async fn join(
     client: &mut Client,
     keys: &ClusterKeys,
@@ -427,9 +466,11 @@ async fn join(
     lease: i64,
     rpc: Duration,
 ) -> Result<Ready, EtcdError> {
-    let (config, _) = store::init_config(client, keys, s.nodes, s.replication, rpc)
+    let shape = (s.nodes, s.replication);
+    let header = store::init_config(client, keys, shape, s.cluster_id, rpc)
         .await
         .map_err(EtcdError::store)?;
+    ours(s, &header)?;
     let inc = store::next_incarnation(client, keys, s.node, s.incarnation, rpc)
         .await
         .map_err(EtcdError::store)?;
@@ -439,18 +480,32 @@ async fn join(
         incarnation: inc,
         addresses: s.addresses,
     };
-    let reg = store::register(client, keys, &holder, rpc)
-        .await
-        .map_err(EtcdError::store)?;
-    let admitted =
-        reg.holds_member && configured_incarnation(&config, s.node, reg.first) == Some(inc);
-    Ok(Ready {
-        ttl_s: 0,
-        config,
-        incarnation: inc,
-        joining: !admitted,
-        first: reg.first,
-    })
+    lifecycle::settle(client, keys, s, &holder, rpc).await
+}
+
+/// Refuses a stored configuration that cannot be this cluster's: written
+/// by another `cluster_id`, or for another number of nodes or replication.
+fn ours(s: &EtcdSettings, h: &RecordHeader) -> Result<(), EtcdError> {
+    let prefix = ClusterKeys::new(&s.cluster).config();
+    if !h.lineage.belongs_to(s.cluster_id) {
+        return Err(EtcdError::Foreign {
+            key: prefix,
+            stored: h.lineage.cluster_id.unwrap_or_default(),
+            ours: s.cluster_id,
+        });
+    }
+    let stored = (
+        h.nodes.unwrap_or(s.nodes),
+        h.replication.unwrap_or(s.replication),
+    );
+    if stored != (s.nodes, s.replication) {
+        return Err(EtcdError::OtherShape {
+            key: prefix,
+            stored,
+            ours: (s.nodes, s.replication),
+        });
+    }
+    Ok(())
 }
 
 #[cfg(test)]
@@ -462,13 +517,16 @@ mod tests {
         let mut s = store::Snapshot {
             config: Configuration::initial(3, 3),
             rev: 1,
+            lineage: Lineage::first(7),
             members: 0,
+            member_lease: [0; NODES_MAX],
             joined: 0b111,
             member_inc: [None; NODES_MAX],
             first_inc: [None; NODES_MAX],
             suspects: 0,
             addresses: [None; NODES_MAX],
             bad_addresses: 0,
+            probes: [None; NODES_MAX],
         };
         for n in 0..3 {
             s.member_inc[n] = member_inc[n];

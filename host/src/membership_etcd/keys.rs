@@ -5,12 +5,14 @@
 //!
 //! | key | value | lease |
 //! |---|---|---|
-//! | `config` | [`ConfigRecord`] as JSON `{"epoch":E,"live":MASK,"copying":MASK,"since":[..],"incarnation":[..]}` (the last three optional) | none; changed only by a transaction comparing its mod revision |
+//! | `config` | [`ConfigRecord`] as JSON `{"epoch":E,"live":MASK,"copying":MASK,"incarnation":[..],"shards":[..],"generation":G,"cluster_id":ID,"nodes":N,"replication":R}` (all but `epoch` and `live` optional in older records) | none; changed only by a transaction comparing its mod revision |
 //! | `members/<node>` | the incarnation of the process holding it (decimal) | that process's lease: deleted by etcd when the lease runs out; created only while absent, so a restarted process takes it only once its predecessor's lease ran out |
 //! | `joined/<node>` | the node's *first* incarnation (decimal; empty in clusters older than rejoin) | none: created once, at the first registration; a configuration's `incarnation[node] = 0` means this one |
 //! | `joining/<node>` | the incarnation of a restarted process waiting for `members/<node>` | that process's lease |
 //! | `incarnations/<node>` | the last incarnation handed out for the node (decimal) | none; raised by compare-and-swap at every connect, so incarnations only grow |
 //! | `suspects/<suspect>/<reporter>` | the suspect's incarnation in the reporter's configuration, raw (`incarnation[suspect]`, decimal; 0 stands for its first) | the reporter's lease; a report counts only while the stored configuration holds the suspect with that incarnation ([`current_suspicions`]) |
+//! | `probes/<node>` | the incarnation of a starting process the stored configuration does not admit, asking whether its members are alive ("Lifecycle" in the parent module's docs) | that process's lease |
+//! | `acks/<prober>/<member>` | the incarnation `probes/<prober>` named, written by a live member that saw it | the member's lease |
 //! | `addresses/<node>` | the [`AddressRecord`](super::address::AddressRecord) of the process holding `members/<node>`: its incarnation, data and control addresses (versioned JSON) | that process's lease: written in the transaction that takes the member key, so it names the member key's holder |
 
 use splitkv_layout::wire::NodeId;
@@ -83,6 +85,26 @@ impl ClusterKeys {
     /// `/<cluster>/addresses/<node>`.
     pub fn address(&self, node: NodeId) -> String {
         format!("{}addresses/{node}", self.prefix)
+    }
+
+    /// `/<cluster>/probes/` (the prefix of every liveness probe).
+    pub fn probes(&self) -> String {
+        format!("{}probes/", self.prefix)
+    }
+
+    /// `/<cluster>/probes/<node>`.
+    pub fn probe(&self, node: NodeId) -> String {
+        format!("{}probes/{node}", self.prefix)
+    }
+
+    /// `/<cluster>/acks/<prober>/` (the prefix of the answers to a probe).
+    pub fn acks_of(&self, prober: NodeId) -> String {
+        format!("{}acks/{prober}/", self.prefix)
+    }
+
+    /// `/<cluster>/acks/<prober>/<member>`.
+    pub fn ack(&self, prober: NodeId, member: NodeId) -> String {
+        format!("{}acks/{prober}/{member}", self.prefix)
     }
 
     /// `/<cluster>/suspects/` (the prefix of every suspect report).
@@ -238,6 +260,21 @@ pub enum RecordError {
         /// The record's epoch.
         epoch: u32,
     },
+    /// Generation 0 (the first is 1).
+    #[error("generation 0 (the first is 1)")]
+    GenerationZero,
+    /// A record of a cluster of another shape than the reader's.
+    #[error("a configuration of {stored_nodes} nodes with replication {stored_replication}, not {nodes} with {replication}")]
+    OtherShape {
+        /// Nodes in the stored record.
+        stored_nodes: usize,
+        /// Replicas per shard in the stored record.
+        stored_replication: usize,
+        /// Nodes the reader expects.
+        nodes: usize,
+        /// Replicas per shard the reader expects.
+        replication: usize,
+    },
     /// A shard whose members are not live, or whose joining backups are
     /// not members.
     #[error("shard {shard}: members {members:#x} not within the live set {live:#x}, or joining {joining:#x} not within the members")]
@@ -253,10 +290,55 @@ pub enum RecordError {
     },
 }
 
+/// Which cluster a stored configuration belongs to, and which of its lives
+/// (the cluster lifecycle, module `lifecycle`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct Lineage {
+    /// The cluster file's `cluster_id` (`None` in records older than
+    /// cluster generations: taken as anyone's).
+    pub cluster_id: Option<u32>,
+    /// The cluster generation: 1 for the configuration created on an empty
+    /// prefix, one more each time the starting processes of a cluster none
+    /// of whose configured members is alive form a new one.
+    pub generation: u32,
+}
+
+impl Lineage {
+    /// The first generation of cluster `cluster_id`.
+    pub fn first(cluster_id: u32) -> Lineage {
+        Lineage {
+            cluster_id: Some(cluster_id),
+            generation: 1,
+        }
+    }
+
+    /// Whether a record of this lineage may be read by cluster `cluster_id`.
+    pub fn belongs_to(&self, cluster_id: u32) -> bool {
+        self.cluster_id.is_none_or(|id| id == cluster_id)
+    }
+}
+
+/// What a stored record says before it is decoded for a cluster's shape:
+/// its epoch, lineage and the shape it was written for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RecordHeader {
+    /// [`Configuration::epoch`].
+    pub epoch: u32,
+    /// The cluster and generation.
+    pub lineage: Lineage,
+    /// Nodes (`None` in records older than cluster generations).
+    pub nodes: Option<usize>,
+    /// Replicas per shard (`None` as `nodes`).
+    pub replication: Option<usize>,
+}
+
 /// The configuration as stored under `/<cluster>/config`: every field of
-/// [`Configuration`] but the cluster's shape (nodes, replication degree:
-/// `cluster.toml`), the arrays cut after the last entry that is not 0.
-/// Records of clusters older than re-replication onto survivors have no
+/// [`Configuration`], the arrays cut after the last entry that is not 0,
+/// with its [`Lineage`] and the cluster's shape (nodes, replication degree)
+/// it was written for.
+/// Records of clusters older than cluster generations have no lineage
+/// and no shape (generation 1, any cluster id, the reader's shape);
+/// records of clusters older than re-replication onto survivors have no
 /// `shards` (each shard's replicas are then its ring members, a per-node
 /// `since`); records older than rejoin also lack `copying`, `since` and
 /// `incarnation` (none copying, since 0, incarnation 0).
@@ -281,6 +363,22 @@ pub struct ConfigRecord {
     /// [`Configuration::shards`], per shard id (at most the cluster's nodes).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub shards: Option<Vec<ShardRecord>>,
+    /// [`Lineage::generation`] (1 in older records).
+    #[serde(default = "first_generation")]
+    pub generation: u32,
+    /// [`Lineage::cluster_id`].
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cluster_id: Option<u32>,
+    /// [`Configuration::nodes`] (absent in older records).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub nodes: Option<u32>,
+    /// [`Configuration::replication`] (absent in older records).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub replication: Option<u32>,
+}
+
+fn first_generation() -> u32 {
+    1
 }
 
 /// One shard of a [`ConfigRecord`]: [`splitkv_nic::membership::ShardReplicas`].
@@ -323,8 +421,8 @@ fn per_node(
 }
 
 impl ConfigRecord {
-    /// The JSON bytes stored in etcd.
-    pub fn encode(c: &Configuration) -> Vec<u8> {
+    /// The JSON bytes stored in etcd for `c` of `lineage`.
+    pub fn encode(c: &Configuration, lineage: Lineage) -> Vec<u8> {
         let nodes = (c.nodes as usize).min(NODES_MAX);
         let r = ConfigRecord {
             epoch: c.epoch,
@@ -342,16 +440,51 @@ impl ConfigRecord {
                     })
                     .collect(),
             ),
+            generation: lineage.generation,
+            cluster_id: lineage.cluster_id,
+            nodes: Some(c.nodes.into()),
+            replication: Some(c.replication.into()),
         };
         // Integers and arrays of integers always serialize.
         serde_json::to_vec(&r).unwrap_or_default()
+    }
+
+    /// The epoch, lineage and shape of a stored record, whatever cluster
+    /// it was written for.
+    ///
+    /// # Errors
+    /// [`RecordError::Shape`] if it is not a record;
+    /// [`RecordError::EpochZero`], [`RecordError::GenerationZero`].
+    pub fn header(bytes: &[u8]) -> Result<RecordHeader, RecordError> {
+        let r: ConfigRecord =
+            serde_json::from_slice(bytes).map_err(|e| RecordError::Shape(e.to_string()))?;
+        r.checked_header()
+    }
+
+    fn checked_header(&self) -> Result<RecordHeader, RecordError> {
+        if self.epoch == 0 {
+            return Err(RecordError::EpochZero);
+        }
+        if self.generation == 0 {
+            return Err(RecordError::GenerationZero);
+        }
+        Ok(RecordHeader {
+            epoch: self.epoch,
+            lineage: Lineage {
+                cluster_id: self.cluster_id,
+                generation: self.generation,
+            },
+            nodes: self.nodes.map(|n| n as usize),
+            replication: self.replication.map(|r| r as usize),
+        })
     }
 
     /// Decodes a stored record for a cluster of `nodes` nodes with
     /// `replication` replicas per shard.
     ///
     /// # Errors
-    /// [`RecordError`]: not JSON of this shape, epoch 0, node sets outside
+    /// [`RecordError`]: not JSON of this shape, epoch or generation 0, a
+    /// record written for another shape, node sets outside
     /// the cluster or copying nodes not live, arrays longer than the
     /// cluster, a `since` later than the epoch, or shard members that are
     /// not live.
@@ -362,8 +495,16 @@ impl ConfigRecord {
     ) -> Result<Configuration, RecordError> {
         let r: ConfigRecord =
             serde_json::from_slice(bytes).map_err(|e| RecordError::Shape(e.to_string()))?;
-        if r.epoch == 0 {
-            return Err(RecordError::EpochZero);
+        let h = r.checked_header()?;
+        let (stored_nodes, stored_replication) =
+            (h.nodes.unwrap_or(nodes), h.replication.unwrap_or(replication));
+        if (stored_nodes, stored_replication) != (nodes, replication) {
+            return Err(RecordError::OtherShape {
+                stored_nodes,
+                stored_replication,
+                nodes,
+                replication,
+            });
         }
         let nodes = nodes.clamp(1, NODES_MAX);
         let ring = Configuration::initial(nodes, replication);

@@ -5,6 +5,12 @@
 use super::*;
 use proptest::prelude::*;
 
+/// The lineage the tests write.
+const L: Lineage = Lineage {
+    cluster_id: Some(7),
+    generation: 3,
+};
+
 fn rejoined() -> Configuration {
     // 3 nodes: node 2 restarted as incarnation 7, copied, then caught up at 5.
     let c = Configuration::initial(3, 3).without(1 << 2);
@@ -40,7 +46,7 @@ fn older_forms_decode_as_ring_members() {
     assert_eq!((c.shards[0].since[1], c.shards[1].since[1]), (5, 5));
     assert_eq!(c.shards[3].members, 0b1, "node 3 is not live");
     // Written in the current form, which reads back the same.
-    let bytes = ConfigRecord::encode(&c);
+    let bytes = ConfigRecord::encode(&c, L);
     assert!(String::from_utf8_lossy(&bytes).contains(r#""shards":["#));
     assert_eq!(ConfigRecord::decode(&bytes, 4, 2), Ok(c));
 }
@@ -48,12 +54,12 @@ fn older_forms_decode_as_ring_members() {
 #[test]
 fn every_field_round_trips() {
     let c = rejoined();
-    assert_eq!(ConfigRecord::decode(&ConfigRecord::encode(&c), 3, 3), Ok(c));
+    assert_eq!(ConfigRecord::decode(&ConfigRecord::encode(&c, L), 3, 3), Ok(c));
     let copying = Configuration::initial(3, 3)
         .without(1)
         .rejoining(0, 9)
         .expect("0 is out");
-    let bytes = ConfigRecord::encode(&copying);
+    let bytes = ConfigRecord::encode(&copying, L);
     let text = String::from_utf8(bytes.clone()).expect("JSON text");
     assert!(text.contains(r#""copying":1"#), "{text}");
     assert!(text.contains(r#""incarnation":[9]"#), "{text}");
@@ -63,8 +69,39 @@ fn every_field_round_trips() {
     let spare = Configuration::initial(4, 3).without(1);
     assert_eq!(spare.shards[0].joining, 0b1000);
     assert_eq!(
-        ConfigRecord::decode(&ConfigRecord::encode(&spare), 4, 3),
+        ConfigRecord::decode(&ConfigRecord::encode(&spare, L), 4, 3),
         Ok(spare)
+    );
+}
+
+#[test]
+fn a_record_carries_its_lineage_and_shape() {
+    let c = Configuration::initial(4, 3);
+    let bytes = ConfigRecord::encode(&c, L);
+    let h = ConfigRecord::header(&bytes).expect("a record");
+    assert_eq!((h.epoch, h.lineage, h.nodes, h.replication), (1, L, Some(4), Some(3)));
+    assert!(L.belongs_to(7) && !L.belongs_to(8));
+    // Read for another shape: a typed error naming both.
+    assert_eq!(
+        ConfigRecord::decode(&bytes, 5, 3),
+        Err(RecordError::OtherShape {
+            stored_nodes: 4,
+            stored_replication: 3,
+            nodes: 5,
+            replication: 3
+        })
+    );
+    assert!(matches!(
+        ConfigRecord::decode(&bytes, 4, 2),
+        Err(RecordError::OtherShape { .. })
+    ));
+    // Older records: generation 1, anyone's, the reader's shape.
+    let old = ConfigRecord::header(br#"{"epoch":4,"live":5}"#).expect("old form");
+    assert_eq!(old.lineage, Lineage { cluster_id: None, generation: 1 });
+    assert!(old.lineage.belongs_to(9));
+    assert_eq!(
+        ConfigRecord::header(br#"{"epoch":4,"live":5,"generation":0}"#),
+        Err(RecordError::GenerationZero)
     );
 }
 
@@ -255,7 +292,7 @@ proptest! {
             .prop_flat_map(|n| (Just(n), 1..=n))
             .prop_flat_map(|(n, r)| (Just(n), Just(r), configuration(n, r)))
     ) {
-        prop_assert_eq!(ConfigRecord::decode(&ConfigRecord::encode(&c), nodes, r), Ok(c));
+        prop_assert_eq!(ConfigRecord::decode(&ConfigRecord::encode(&c, L), nodes, r), Ok(c));
         for s in &c.shards[..nodes] {
             prop_assert_eq!(s.members & !c.live, 0);
             prop_assert_eq!(s.joining & !s.members, 0);
@@ -297,7 +334,10 @@ proptest! {
                 .map(|(members, joining, since)| ShardRecord { members, joining, since })
                 .collect()
         });
-        let r = ConfigRecord { epoch, live, copying, since, incarnation, shards };
+        let r = ConfigRecord {
+            epoch, live, copying, since, incarnation, shards,
+            generation: 1, cluster_id: None, nodes: None, replication: None,
+        };
         let bytes = serde_json::to_vec(&r).expect("serializes");
         if let Ok(c) = ConfigRecord::decode(&bytes, nodes, 3) {
             prop_assert_eq!(c.copying & !c.live, 0);

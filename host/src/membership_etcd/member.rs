@@ -2,7 +2,7 @@
 //! [`Membership`] a [`splitkv_nic::membership::MembershipAgent`] drives).
 
 use super::driver::{self, Command, Counters, DataAddresses, Notice};
-use super::keys::configured_incarnation;
+use super::keys::{configured_incarnation, Lineage};
 use super::{believed_lease_ns, EtcdError, EtcdSettings, EtcdStats, FailStop};
 use super::{COMMANDS_MAX, NOTICES_MAX};
 use crossbeam::channel::{bounded, Receiver, Sender, TrySendError};
@@ -67,6 +67,10 @@ pub struct EtcdMember {
     data: DataAddresses,
     incarnation: u32,
     first: Option<u32>,
+    lineage: Lineage,
+    /// Set by the driver: why this process's generation is over for it
+    /// ([`FailStop::GenerationEnded`] or [`FailStop::Stranded`]).
+    ended: Option<FailStop>,
     joining: bool,
     returned_epoch: u32,
     lease_until: Nanos,
@@ -142,7 +146,8 @@ impl EtcdMember {
                 });
             })
             .map_err(|e| EtcdError::Thread(e.to_string()))?;
-        let wait = Duration::from_millis(start_ms + 1_000);
+        // Start-up, then settling the generation (module `driver::lifecycle`).
+        let wait = Duration::from_millis(start_ms + 1_000 + super::SETTLE_WAIT_MS_MAX);
         let ready = match ready_rx.recv_timeout(wait) {
             Ok(Ok(r)) => r,
             Ok(Err(e)) => return Err(EtcdError::join(thread, e)),
@@ -167,6 +172,8 @@ impl EtcdMember {
             data: [None; NODES_MAX],
             incarnation: ready.incarnation,
             first: ready.first,
+            lineage: ready.lineage,
+            ended: None,
             joining: ready.joining,
             returned_epoch: Configuration::initial(1, 1).epoch,
             lease_until: now.saturating_add(believed_ns),
@@ -195,6 +202,9 @@ impl EtcdMember {
     /// lease ran out, etcd reported it gone, or a configuration left it out.
     /// A joining node is not removed: only its lease counts.
     pub fn fail_stop(&self, now: Nanos) -> Option<FailStop> {
+        if let Some(why) = self.ended {
+            return Some(why);
+        }
         if !self.joining && !self.admits(&self.config) {
             return Some(FailStop::Removed {
                 epoch: self.config.epoch,
@@ -206,6 +216,13 @@ impl EtcdMember {
         (now >= self.lease_until).then_some(FailStop::LeaseExpired {
             lease_until: self.lease_until,
         })
+    }
+
+    /// The cluster and generation this process serves in (see the module
+    /// docs of `membership_etcd`, "Lifecycle"): its transport must carry
+    /// [`splitkv_layout::wire::generation_cluster_id`] of it.
+    pub fn lineage(&self) -> Lineage {
+        self.lineage
     }
 
     /// This process's incarnation (strictly greater than every earlier
@@ -287,6 +304,15 @@ impl EtcdMember {
                 }
                 Notice::RenewFailed => self.renew_sent = None,
                 Notice::LeaseGone => self.lease_lost = true,
+                Notice::GenerationEnded { generation } => {
+                    self.ended.get_or_insert(FailStop::GenerationEnded {
+                        ours: self.lineage.generation,
+                        stored: generation,
+                    });
+                }
+                Notice::Stranded { epoch } => {
+                    self.ended.get_or_insert(FailStop::Stranded { epoch });
+                }
                 // A restarted node takes no configuration before one that
                 // admits it.
                 Notice::Config(cd) if self.joining && !self.admits(&cd.0) => {}

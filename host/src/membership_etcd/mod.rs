@@ -62,8 +62,32 @@
 //!   `Configuration::rejoining(node, incarnation)`: live, copying, by
 //!   compare-and-swap (a conflict is counted and retried at the next poll).
 //!   A whole cluster restarted on the same etcd prefix has no survivor to
-//!   do that: every process stays joining (its data is gone anyway); start
-//!   it under a fresh cluster name.
+//!   do that: see "Lifecycle".
+//! - **Lifecycle (cluster generations).** The store is main-memory: when
+//!   every configured member of the stored configuration has stopped
+//!   (drained, fenced or killed: its member key is gone), the cluster's rows
+//!   are gone. A starting process that finds such a configuration *forms
+//!   the next generation*: a configuration one epoch higher with every node
+//!   of the file a member and the generation one higher, by
+//!   compare-and-swap, clearing the old generation's first incarnations and
+//!   suspect reports, so every starting process is admitted as its node's
+//!   first ([`keys::Lineage`]; module `driver::lifecycle`). Epochs and
+//!   incarnations keep rising. The generation is folded into the cluster id
+//!   every packet carries
+//!   ([`splitkv_layout::wire::generation_cluster_id`]), so packets of an
+//!   earlier generation are dropped and counted (`other_cluster`). While
+//!   configured members' keys are still held (the whole cluster killed and
+//!   started again within the lease TTL) a starting process waits until
+//!   they are gone or show that their holders renew (a configuration
+//!   change, or a key outliving its lease's remaining TTL by
+//!   [`GENERATION_GUARD_MS`] and a second): then it joins that live
+//!   generation. A running process that sees a later generation stored
+//!   stops ([`FailStop::GenerationEnded`]); a joining one that finds no
+//!   configured member alive stops too ([`FailStop::Stranded`]): started
+//!   again, it forms the next generation. The stored record names its
+//!   cluster id and shape: a prefix holding another cluster's
+//!   ([`EtcdError::Foreign`]) or a configuration of other nodes or
+//!   replication ([`EtcdError::OtherShape`]) is refused at start.
 //! - **Addresses (replacement machines).** With its member key a process publishes
 //!   where it is ([`EtcdSettings::addresses`]: data and control address,
 //!   [`address::AddressRecord`] under `addresses/<node>`, under its
@@ -131,6 +155,15 @@ pub const CAUGHT_UP_TRIES_MAX: u32 = 2;
 pub const START_TIMEOUT_MS_DEFAULT: u64 = 5_000;
 /// Longest start-up bound accepted (ms).
 pub const START_TIMEOUT_MS_MAX: u64 = 60_000;
+/// Added to a configured member's remaining lease before a starting
+/// process takes a key still held as proof that its holder renews (ms):
+/// etcd rounds the remaining TTL down to whole seconds (one more second is
+/// added for that) and its lessor revokes expired leases every 500 ms.
+pub const GENERATION_GUARD_MS: u64 = 500;
+/// Longest a starting process waits to learn whether the stored
+/// configuration's members are alive (ms): the longest lease, its rounding
+/// and the guard.
+pub const SETTLE_WAIT_MS_MAX: u64 = (LEASE_TTL_S_MAX as u64 + 1) * 1_000 + GENERATION_GUARD_MS;
 
 /// How to reach etcd and which member this is.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -140,6 +173,10 @@ pub struct EtcdSettings {
     /// The cluster's name: the key prefix `/<cluster>/` (no `/`, at most
     /// [`keys::CLUSTER_NAME_BYTES_MAX`] bytes).
     pub cluster: String,
+    /// The cluster's id (the cluster file's `cluster_id`), stored with the
+    /// configuration: a prefix holding another cluster's is refused
+    /// ([`EtcdError::Foreign`]).
+    pub cluster_id: u32,
     /// This node.
     pub node: NodeId,
     /// Nodes in the cluster (1..=[`NODES_MAX`]).
@@ -183,6 +220,7 @@ impl EtcdSettings {
         EtcdSettings {
             endpoints,
             cluster: cluster.to_string(),
+            cluster_id: 0,
             node,
             nodes,
             replication,
@@ -291,6 +329,27 @@ pub enum EtcdError {
         /// The stored epoch.
         epoch: u32,
     },
+    /// The prefix holds the configuration of another cluster.
+    #[error("{key} holds the configuration of cluster {stored}, not of cluster {ours}")]
+    Foreign {
+        /// The configuration key.
+        key: String,
+        /// The stored record's cluster id.
+        stored: u32,
+        /// This cluster's.
+        ours: u32,
+    },
+    /// The prefix holds a configuration for another number of nodes or
+    /// replication degree than this process's.
+    #[error("{key} holds a configuration of {} nodes with replication {}, not {} with {}", stored.0, stored.1, ours.0, ours.1)]
+    OtherShape {
+        /// The configuration key.
+        key: String,
+        /// The stored (nodes, replication).
+        stored: (usize, usize),
+        /// This process's (nodes, replication).
+        ours: (usize, usize),
+    },
     /// The driver thread or its runtime could not start, or it stopped
     /// before reporting.
     #[error("etcd driver: {0}")]
@@ -327,6 +386,22 @@ pub enum FailStop {
     #[error("configuration epoch {epoch} leaves this node out: stopped serving")]
     Removed {
         /// That configuration's epoch.
+        epoch: u32,
+    },
+    /// The cluster formed a later generation (this process's had no live
+    /// member left, as seen by a starting process).
+    #[error("the cluster formed generation {stored} after this process's generation {ours}: stopped serving")]
+    GenerationEnded {
+        /// This process's generation.
+        ours: u32,
+        /// The stored one.
+        stored: u32,
+    },
+    /// This joining process has no live member to admit it: its
+    /// generation's data is gone (started again, it forms the next one).
+    #[error("no configured member of epoch {epoch} is alive to admit this node: stopped (started again, it forms a new cluster generation)")]
+    Stranded {
+        /// The stored configuration's epoch.
         epoch: u32,
     },
 }

@@ -7,7 +7,9 @@
 //! revision, so two nodes never install two configurations for one epoch.
 
 use super::address::{address_records, AddressRecord, NodeAddresses};
-use super::keys::{current_suspicions, parse_incarnation, ClusterKeys, ConfigRecord};
+use super::keys::{
+    current_suspicions, parse_incarnation, ClusterKeys, ConfigRecord, Lineage, RecordHeader,
+};
 use super::{EtcdError, INCARNATION_TRIES_MAX};
 use etcd_client::{
     Client, Compare, CompareOp, ConnectOptions, DeleteOptions, GetOptions, PutOptions, Txn, TxnOp,
@@ -62,8 +64,12 @@ pub(crate) struct Snapshot {
     pub config: Configuration,
     /// The configuration key's mod revision (the compare of the next install).
     pub rev: i64,
+    /// The configuration's cluster and generation.
+    pub lineage: Lineage,
     /// Nodes whose member key exists (their lease is alive).
     pub members: u32,
+    /// Per node, the lease holding its member key (0: none).
+    pub member_lease: [i64; NODES_MAX],
     /// Nodes that registered once.
     pub joined: u32,
     /// Per node, the incarnation holding its member key.
@@ -80,6 +86,9 @@ pub(crate) struct Snapshot {
     pub addresses: [Option<AddressRecord>; NODES_MAX],
     /// Nodes whose address record did not decode (left `None` above).
     pub bad_addresses: u32,
+    /// Per node, the incarnation of a starting process of it probing
+    /// whether the configured members are alive (`probes/<node>`).
+    pub probes: [Option<u32>; NODES_MAX],
 }
 
 /// A process registering: node, lease, incarnation, and the addresses it
@@ -92,39 +101,135 @@ pub(crate) struct Holder {
     pub addresses: Option<NodeAddresses>,
 }
 
-/// Creates the first configuration (epoch 1, all `nodes` live) unless one
-/// exists, and returns the stored one with its mod revision.
+/// Creates the first configuration of cluster `cluster_id` (epoch 1,
+/// generation 1, all `nodes` live) unless one exists, and returns the
+/// stored record's header (whatever cluster it was written for).
 pub(crate) async fn init_config(
     client: &mut Client,
     keys: &ClusterKeys,
-    nodes: usize,
-    replication: usize,
+    (nodes, replication): (usize, usize),
+    cluster_id: u32,
     rpc: Duration,
-) -> Result<(Configuration, i64), StoreError> {
-    let first = ConfigRecord::encode(&Configuration::initial(nodes, replication));
+) -> Result<RecordHeader, StoreError> {
+    let initial = Configuration::initial(nodes, replication);
+    let first = ConfigRecord::encode(&initial, Lineage::first(cluster_id));
     let txn = Txn::new()
         .when([Compare::create_revision(keys.config(), CompareOp::Equal, 0)])
         .and_then([TxnOp::put(keys.config(), first, None)]);
     timed(rpc, client.txn(txn)).await?;
-    read_config(client, keys, nodes, replication, rpc).await
+    let r = timed(rpc, client.get(keys.config(), None)).await?;
+    let kv = r
+        .kvs()
+        .first()
+        .ok_or_else(|| StoreError::Corrupt(format!("{} is missing", keys.config())))?;
+    ConfigRecord::header(kv.value())
+        .map_err(|e| StoreError::Corrupt(format!("{}: {e}", keys.config())))
 }
 
-/// Reads the stored configuration and its mod revision.
+/// A stored configuration: the record decoded, its lineage and its mod
+/// revision.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Stored {
+    pub config: Configuration,
+    pub lineage: Lineage,
+    pub rev: i64,
+}
+
+/// Reads the stored configuration, its lineage and its mod revision.
 pub(crate) async fn read_config(
     client: &mut Client,
     keys: &ClusterKeys,
     nodes: usize,
     replication: usize,
     rpc: Duration,
-) -> Result<(Configuration, i64), StoreError> {
+) -> Result<Stored, StoreError> {
     let r = timed(rpc, client.get(keys.config(), None)).await?;
     let kv = r
         .kvs()
         .first()
         .ok_or_else(|| StoreError::Corrupt(format!("{} is missing", keys.config())))?;
-    let c = ConfigRecord::decode(kv.value(), nodes, replication)
-        .map_err(|e| StoreError::Corrupt(format!("{}: {e}", keys.config())))?;
-    Ok((c, kv.mod_revision()))
+    decode_stored(keys, kv.value(), nodes, replication).map(|(config, lineage)| Stored {
+        config,
+        lineage,
+        rev: kv.mod_revision(),
+    })
+}
+
+/// A stored record decoded for a cluster of `nodes` with `replication`.
+fn decode_stored(
+    keys: &ClusterKeys,
+    bytes: &[u8],
+    nodes: usize,
+    replication: usize,
+) -> Result<(Configuration, Lineage), StoreError> {
+    let corrupt = |e: super::keys::RecordError| StoreError::Corrupt(format!("{}: {e}", keys.config()));
+    let h = ConfigRecord::header(bytes).map_err(corrupt)?;
+    let c = ConfigRecord::decode(bytes, nodes, replication).map_err(corrupt)?;
+    Ok((c, h.lineage))
+}
+
+/// Forms the next cluster generation if the configuration key's mod
+/// revision is still `rev` (module `lifecycle`): stores `next` (every node
+/// of the file a member, nothing copying) under `lineage`, and in the same
+/// transaction clears the old generation's first incarnations
+/// (`joined/`) and suspect reports, so the first process of each node in
+/// the new generation is admitted as it registers. Returns whether this
+/// call formed it.
+pub(crate) async fn form_generation(
+    client: &mut Client,
+    keys: &ClusterKeys,
+    rev: i64,
+    (next, lineage): (&Configuration, Lineage),
+    rpc: Duration,
+) -> Result<bool, StoreError> {
+    let prefix = || Some(DeleteOptions::new().with_prefix());
+    let txn = Txn::new()
+        .when([Compare::mod_revision(keys.config(), CompareOp::Equal, rev)])
+        .and_then([
+            TxnOp::put(keys.config(), ConfigRecord::encode(next, lineage), None),
+            TxnOp::delete(keys.joined(), prefix()),
+            TxnOp::delete(keys.suspects(), prefix()),
+        ]);
+    Ok(timed(rpc, client.txn(txn)).await?.succeeded())
+}
+
+/// Puts `value` at `key` under `lease` (a probe, an ack).
+pub(crate) async fn put_leased(
+    client: &mut Client,
+    (key, value): (String, String),
+    lease: i64,
+    rpc: Duration,
+) -> Result<(), StoreError> {
+    let opts = PutOptions::new().with_lease(lease);
+    timed(rpc, client.put(key, value, Some(opts))).await?;
+    Ok(())
+}
+
+/// The members that answered `prober`'s probe of incarnation `incarnation`
+/// (a mask by node id).
+pub(crate) async fn acks(
+    client: &mut Client,
+    keys: &ClusterKeys,
+    (prober, incarnation): (NodeId, u32),
+    rpc: Duration,
+) -> Result<u32, StoreError> {
+    let prefix = keys.acks_of(prober);
+    let r = timed(rpc, client.get(prefix.clone(), Some(GetOptions::new().with_prefix()))).await?;
+    let by_node = ClusterKeys::incarnations_of(&prefix, r.kvs().iter().map(|kv| (kv.key(), kv.value())));
+    Ok((0..NODES_MAX)
+        .filter(|&n| by_node[n] == Some(incarnation))
+        .fold(0, |m, n| m | 1 << n))
+}
+
+/// The remaining and granted TTL of lease `lease` (s); `None` once etcd
+/// no longer has it.
+pub(crate) async fn lease_ttl(
+    client: &mut Client,
+    lease: i64,
+    rpc: Duration,
+) -> Result<Option<(i64, i64)>, StoreError> {
+    let r = timed(rpc, client.lease_time_to_live(lease, None)).await?;
+    Ok((r.ttl() >= 0).then(|| (r.ttl(), r.granted_ttl())))
 }
 
 /// Hands out node `node`'s next incarnation: `max(last + 1, given, 1)`
@@ -217,7 +322,13 @@ pub(crate) async fn register(
         )])
         .and_then([TxnOp::put(joined.clone(), incarnation.to_string(), None)]);
     timed(rpc, client.txn(txn)).await?;
-    let holds_member = take_member(client, keys, h, rpc).await?;
+    let holds_member = take_member(client, keys, h, rpc).await? || {
+        // Registering again in a new generation (module `lifecycle`): this
+        // process may hold the key already.
+        let r = timed(rpc, client.get(keys.member(node), None)).await?;
+        let held = r.kvs().first().and_then(|kv| parse_incarnation(kv.value()));
+        held == Some(incarnation)
+    };
     if !holds_member {
         let opts = PutOptions::new().with_lease(lease);
         let put = client.put(keys.joining(node), incarnation.to_string(), Some(opts));
@@ -317,6 +428,7 @@ pub(crate) async fn snapshot(
         TxnOp::get(keys.joined(), prefix()),
         TxnOp::get(keys.suspects(), prefix()),
         TxnOp::get(keys.addresses(), prefix()),
+        TxnOp::get(keys.probes(), prefix()),
     ]);
     let r = timed(rpc, client.txn(txn)).await?;
     let gets: Vec<_> = r
@@ -327,9 +439,9 @@ pub(crate) async fn snapshot(
             _ => None,
         })
         .collect();
-    let [config, members, joined, suspects, addresses] = &gets[..] else {
+    let [config, members, joined, suspects, addresses, probes] = &gets[..] else {
         return Err(StoreError::Corrupt(format!(
-            "snapshot: {} answers to 5 reads",
+            "snapshot: {} answers to 6 reads",
             gets.len()
         )));
     };
@@ -337,8 +449,7 @@ pub(crate) async fn snapshot(
         .kvs()
         .first()
         .ok_or_else(|| StoreError::Corrupt(format!("{} is missing", keys.config())))?;
-    let c = ConfigRecord::decode(kv.value(), nodes, replication)
-        .map_err(|e| StoreError::Corrupt(format!("{}: {e}", keys.config())))?;
+    let (c, lineage) = decode_stored(keys, kv.value(), nodes, replication)?;
     let mask = |prefix: String, g: &etcd_client::GetResponse| {
         ClusterKeys::node_mask(&prefix, g.kvs().iter().map(|kv| kv.key()))
     };
@@ -352,7 +463,9 @@ pub(crate) async fn snapshot(
     Ok(Snapshot {
         config: c,
         rev: kv.mod_revision(),
+        lineage,
         members: mask(keys.members(), members),
+        member_lease: member_leases(keys, members),
         joined: mask(keys.joined(), joined),
         member_inc: incs(keys.members(), members),
         first_inc: incs(keys.joined(), joined),
@@ -366,21 +479,34 @@ pub(crate) async fn snapshot(
         ),
         addresses: records.0,
         bad_addresses: records.1,
+        probes: incs(keys.probes(), probes),
     })
 }
 
-/// Installs `next` if the configuration key's mod revision is still `rev`
-/// (compare-and-swap). Returns whether this call installed it.
+/// Per node, the lease holding its member key in `members` (0: none).
+fn member_leases(keys: &ClusterKeys, members: &etcd_client::GetResponse) -> [i64; NODES_MAX] {
+    let mut out = [0; NODES_MAX];
+    for kv in members.kvs() {
+        if let Some(n) = ClusterKeys::node_of(&keys.members(), kv.key()) {
+            out[n] = kv.lease();
+        }
+    }
+    out
+}
+
+/// Installs `next` of `lineage` if the configuration key's mod revision is
+/// still `rev` (compare-and-swap). Returns whether this call installed it.
 pub(crate) async fn install(
     client: &mut Client,
     keys: &ClusterKeys,
     rev: i64,
-    next: &Configuration,
+    (next, lineage): (&Configuration, Lineage),
     rpc: Duration,
 ) -> Result<bool, StoreError> {
+    let record = ConfigRecord::encode(next, lineage);
     let txn = Txn::new()
         .when([Compare::mod_revision(keys.config(), CompareOp::Equal, rev)])
-        .and_then([TxnOp::put(keys.config(), ConfigRecord::encode(next), None)]);
+        .and_then([TxnOp::put(keys.config(), record, None)]);
     Ok(timed(rpc, client.txn(txn)).await?.succeeded())
 }
 
@@ -434,21 +560,31 @@ impl ConfigStore {
     /// # Errors
     /// [`EtcdError::Store`] if etcd failed or the record is unreadable.
     pub fn read(&mut self) -> Result<(Configuration, i64), EtcdError> {
+        self.read_lineage().map(|(c, _, rev)| (c, rev))
+    }
+
+    /// The stored configuration, its lineage and its mod revision.
+    ///
+    /// # Errors
+    /// [`EtcdError::Store`] if etcd failed or the record is unreadable.
+    pub fn read_lineage(&mut self) -> Result<(Configuration, Lineage, i64), EtcdError> {
         let (c, k, n, r) = (&mut self.client, &self.keys, self.nodes, self.rpc);
         self.rt
             .block_on(read_config(c, k, n, self.replication, r))
+            .map(|s| (s.config, s.lineage, s.rev))
             .map_err(EtcdError::store)
     }
 
-    /// Installs `next` if the configuration key's mod revision is still
-    /// `rev`. Returns whether this call won.
+    /// Installs `next` (keeping the stored lineage) if the configuration
+    /// key's mod revision is still `rev`. Returns whether this call won.
     ///
     /// # Errors
-    /// [`EtcdError::Store`] if etcd failed.
+    /// [`EtcdError::Store`] if etcd failed or the record is unreadable.
     pub fn try_install(&mut self, rev: i64, next: &Configuration) -> Result<bool, EtcdError> {
+        let (_, lineage, _) = self.read_lineage()?;
         let (c, k, r) = (&mut self.client, &self.keys, self.rpc);
         self.rt
-            .block_on(install(c, k, rev, next, r))
+            .block_on(install(c, k, rev, (next, lineage), r))
             .map_err(EtcdError::store)
     }
 }

@@ -65,7 +65,7 @@ mod writer;
 pub use body::{Body, Item, ItemIter, ItemList, KeyList, ReplyStatus, VersionList};
 pub use copy::{CopyMsg, COPY_MESSAGE_BYTES};
 pub use packet::{
-    decode_packet, Flow, Messages, MsgHeader, MsgKind, PacketHeader, MSG_FLAGS_KNOWN,
+    decode_packet, generation_cluster_id, Flow, Messages, MsgHeader, MsgKind, PacketHeader, MSG_FLAGS_KNOWN,
     MSG_FLAG_FRAG_MORE, PACKET_FLAGS_KNOWN, PACKET_FLAG_ACK_ONLY,
 };
 pub use rebuild::{

@@ -25,6 +25,18 @@ pub const MSG_FLAG_FRAG_MORE: u8 = 1;
 /// Every message flag bit this format defines; any other bit is refused.
 pub const MSG_FLAGS_KNOWN: u8 = MSG_FLAG_FRAG_MORE;
 
+/// The cluster id a packet of cluster `cluster_id` carries in its
+/// `generation`th life (a cluster's lives: `splitkv_host::membership_etcd`,
+/// "Lifecycle"): `cluster_id` itself in the first generation (so a
+/// static cluster's packets are unchanged), and for later ones
+/// `cluster_id` XOR `(generation - 1)` times an odd constant — a bijection
+/// of the generation, so two generations of one cluster never share an id
+/// and a straggler of an earlier generation is dropped as another
+/// cluster's.
+pub const fn generation_cluster_id(cluster_id: u32, generation: u32) -> u32 {
+    cluster_id ^ generation.wrapping_sub(1).wrapping_mul(0x9E37_79B1)
+}
+
 /// Header opening a packet: 40 bytes, little-endian, in this field order:
 /// magic u32 ([`PACKET_MAGIC`]), format version u8
 /// ([`PACKET_FORMAT_VERSION`]), flags u8, count u16, cluster_id u32, src u16,

@@ -44,7 +44,9 @@ impl NodeLease {
                 lease_ttl_s,
                 prefix,
             } => {
-                use splitkv_host::membership_etcd::{EtcdMember, EtcdSettings, NodeAddresses};
+                use splitkv_host::membership_etcd::{
+                    EtcdError, EtcdMember, EtcdSettings, NodeAddresses,
+                };
                 let mut s = EtcdSettings::new(
                     endpoints.clone(),
                     prefix,
@@ -53,6 +55,7 @@ impl NodeLease {
                     config.replication,
                 );
                 s.lease_ttl_s = *lease_ttl_s;
+                s.cluster_id = config.cluster_id;
                 s.incarnation = u64::from(incarnation);
                 // Published with the registration (for a replacement
                 // machine): where this process is, the file's addresses or
@@ -62,10 +65,21 @@ impl NodeLease {
                     control: n.control,
                 });
                 let now = started.elapsed().as_nanos() as u64;
-                let member = EtcdMember::connect(s, now)
-                    .map_err(|e| Failure::BadInput(format!("membership: {e}")))?;
+                let member = EtcdMember::connect(s, now).map_err(|e| {
+                    let fix = match e {
+                        EtcdError::Foreign { .. } | EtcdError::OtherShape { .. } => {
+                            "; if that cluster is stopped for good, `splitkv etcd clear --config FILE` deletes its state"
+                        }
+                        _ => "",
+                    };
+                    Failure::BadInput(format!("membership: {e}{fix}"))
+                })?;
                 let shared = etcd_lease::Shared::new(member);
-                tracing::info!(epoch = shared.epoch(), "membership: etcd lease held");
+                tracing::info!(
+                    epoch = shared.epoch(),
+                    generation = shared.generation(),
+                    "membership: etcd lease held"
+                );
                 Ok(NodeLease::Etcd(shared))
             }
             #[cfg(not(feature = "etcd"))]
@@ -86,6 +100,17 @@ impl NodeLease {
             NodeLease::Static => None,
             #[cfg(feature = "etcd")]
             NodeLease::Etcd(shared) => Some(shared.incarnation()),
+        }
+    }
+
+    /// The cluster generation this process serves in (etcd: the
+    /// membership's lifecycle, folded into the cluster id its packets
+    /// carry; static: always the first).
+    pub(super) fn generation(&self) -> u32 {
+        match self {
+            NodeLease::Static => 1,
+            #[cfg(feature = "etcd")]
+            NodeLease::Etcd(shared) => shared.generation(),
         }
     }
 
@@ -211,6 +236,10 @@ mod etcd_lease {
             self.lock().member.incarnation()
         }
 
+        pub(super) fn generation(&self) -> u32 {
+            self.lock().member.lineage().generation
+        }
+
         /// A handle for the polling thread; its clock counts from `started`.
         pub(super) fn hand_over(&self, started: Instant) -> NodeMembership {
             let renew = self.lock().member.renew_every_ns();
@@ -252,6 +281,7 @@ mod etcd_lease {
             let etcd = m.stats();
             json!({
                 "kind": "etcd",
+                "generation": m.lineage().generation,
                 "epoch": c.epoch,
                 "live": c.live,
                 "copying": c.copying,

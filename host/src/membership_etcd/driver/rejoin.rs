@@ -21,7 +21,10 @@
 //!    is counted and retried at the next poll (one try per poll).
 //!
 //! A process that sees a later incarnation of its node holding the member
-//! key gives up (reported as its lease gone: it must stop).
+//! key gives up (reported as its lease gone: it must stop), as does one
+//! that finds no configured member but its own predecessor alive (module
+//! `lifecycle`: nobody is left to admit it; started again, it forms the
+//! next generation).
 //!
 //! A caught-up report installs `config.caught_up(node)` if the stored
 //! configuration still has the report's epoch and this node copying.
@@ -62,6 +65,12 @@ impl Driver {
             self.admitted(c);
             return;
         }
+        if super::lifecycle::configured_holders(snap) & !(1 << me) == 0 {
+            // No survivor is left to configure the predecessor out or to
+            // copy this node from: this generation's data is gone.
+            self.notify(Notice::Stranded { epoch: c.epoch });
+            return;
+        }
         if c.contains(node) {
             // The predecessor is still in: the survivors configure it out.
             bump(&self.counters.joins_deferred);
@@ -100,7 +109,11 @@ impl Driver {
             if self.joining {
                 break;
             }
-            let (c, rev) = match store::read_config(
+            let store::Stored {
+                config: c,
+                rev,
+                lineage,
+            } = match store::read_config(
                 &mut self.client,
                 &self.keys,
                 nodes,
@@ -114,7 +127,8 @@ impl Driver {
             };
             let next = c
                 .caught_up(node)
-                .filter(|_| c.epoch == epoch && self.admits(&c, self.first_inc[node as usize]));
+                .filter(|_| lineage == self.lineage && c.epoch == epoch)
+                .filter(|_| self.admits(&c, self.first_inc[node as usize]));
             let Some(next) = next else { break };
             if self.install(rev, next, |c| &c.caught_up_taken).await {
                 return;
