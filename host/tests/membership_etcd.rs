@@ -11,6 +11,8 @@
 //! bounded by [`DEADLINE_MS`].
 
 mod etcd_support;
+#[path = "membership_etcd/lifecycle.rs"]
+mod lifecycle;
 #[path = "membership_etcd/rejoin.rs"]
 mod rejoin;
 #[path = "membership_etcd/slow_sync.rs"]

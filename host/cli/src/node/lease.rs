@@ -68,9 +68,9 @@ impl NodeLease {
                 let member = EtcdMember::connect(s, now).map_err(|e| {
                     let fix = match e {
                         EtcdError::Foreign { .. } | EtcdError::OtherShape { .. } => {
-                            "; if that cluster is stopped for good, `splitkv etcd clear --config FILE` deletes its state"
+                            format!("; if that cluster is stopped for good, delete its keys (etcdctl del --prefix /{prefix}/) or give this one another prefix")
                         }
-                        _ => "",
+                        _ => String::new(),
                     };
                     Failure::BadInput(format!("membership: {e}{fix}"))
                 })?;

@@ -126,7 +126,6 @@ pub(crate) async fn settle(
     let mut reg = store::register(client, keys, h, rpc)
         .await
         .map_err(EtcdError::store)?;
-    let mut registered_in = None;
     let mut deadlines = Deadlines {
         by_node: [None; NODES_MAX],
     };
@@ -137,16 +136,14 @@ pub(crate) async fn settle(
         let snap = store::snapshot(client, keys, s.nodes, s.replication, rpc)
             .await
             .map_err(EtcdError::store)?;
-        let generation = snap.lineage.generation;
-        if registered_in.is_some_and(|g| g != generation) {
-            // A new generation formed since this process registered.
+        if snap.joined & (1 << me) == 0 {
+            // A new generation formed (clearing `joined/`) since this
+            // process registered: its first process of this node is this one.
             reg = store::register(client, keys, h, rpc)
                 .await
                 .map_err(EtcdError::store)?;
-            registered_in = Some(generation);
             continue;
         }
-        registered_in = Some(generation);
         let first = snap.first_inc[me].or(reg.first);
         let ready = |joining| Ready {
             ttl_s: 0,
@@ -157,8 +154,17 @@ pub(crate) async fn settle(
             first,
         };
         let holds = snap.member_inc[me] == Some(h.incarnation);
-        if holds && configured_incarnation(&snap.config, node, first) == Some(h.incarnation) {
-            return Ok(ready(false));
+        if configured_incarnation(&snap.config, node, first) == Some(h.incarnation) {
+            if holds {
+                return Ok(ready(false));
+            }
+            // Admitted, but an earlier process of this node that was never
+            // admitted still holds the member key: wait for its lease.
+            store::take_member(client, keys, h, rpc)
+                .await
+                .map_err(EtcdError::store)?;
+            tokio::time::sleep(Duration::from_millis(s.poll_every_ms)).await;
+            continue;
         }
         // A configured predecessor of this node counts: two live
         // processes of one node are an operator's error, and a dead one's
