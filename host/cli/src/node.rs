@@ -450,6 +450,10 @@ pub fn run(args: &NodeArgs) -> Result<(), Failure> {
         .unwrap_or_else(|e| e.into_inner())
         .drain(DRAIN_TIMEOUT);
     let _ = control.shutdown();
+    if failed.is_none() {
+        // After the drain: no transaction is in flight, nothing is served.
+        membership.leave();
+    }
     if let Some(f) = failed {
         return Err(f);
     }

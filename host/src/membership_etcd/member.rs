@@ -275,12 +275,25 @@ impl EtcdMember {
     /// the RPC timeout), so the others configure it out without waiting for
     /// the lease to run out; then stops the driver.
     pub fn leave(mut self) {
+        self.revoke();
+        // Drop joins the driver.
+    }
+
+    /// Stops serving and revokes this node's lease (best effort, bounded by
+    /// the RPC timeout): what [`EtcdMember::leave`] does, for a member
+    /// shared with other threads (a drained node: a cluster stopped whole
+    /// and started again then forms its next generation at once, not after
+    /// its leases ran out). Afterwards [`EtcdMember::fail_stop`] holds.
+    pub fn revoke(&mut self) {
+        if self.stopped {
+            return;
+        }
         let wait = Duration::from_nanos(self.rpc_ns * 4);
         self.stopped = true;
+        self.lease_lost = true;
         _ = self
             .commands
             .send_timeout(Command::Stop { revoke: true }, wait);
-        // Drop joins the driver.
     }
 
     fn send(&mut self, c: Command) -> Result<(), MembershipError> {

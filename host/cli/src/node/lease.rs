@@ -114,6 +114,17 @@ impl NodeLease {
         }
     }
 
+    /// Leaves the membership after a drain: revokes the etcd lease, so a
+    /// cluster stopped whole and started again forms its next generation
+    /// without waiting for the lease to run out.
+    pub(super) fn leave(&self) {
+        match self {
+            NodeLease::Static => {}
+            #[cfg(feature = "etcd")]
+            NodeLease::Etcd(shared) => shared.leave(),
+        }
+    }
+
     /// The membership for the node's polling thread (`None`: static).
     pub(super) fn hand_over(&self, started: Instant) -> Option<NodeMembership> {
         let _ = started; // read only with etcd
@@ -238,6 +249,10 @@ mod etcd_lease {
 
         pub(super) fn generation(&self) -> u32 {
             self.lock().member.lineage().generation
+        }
+
+        pub(super) fn leave(&self) {
+            self.lock().member.revoke();
         }
 
         /// A handle for the polling thread; its clock counts from `started`.
