@@ -27,7 +27,11 @@ fn a_cluster_stopped_and_started_again_on_one_etcd_passes_every_check_each_time(
     let etcd = Etcd::start();
     let same_etcd = || (membership_toml(&etcd.endpoint), ());
     let keys = Some(KILL_CAPACITY_KEYS);
-    let rejoin = [&["--kill", "2@1.0", "--restart", "2@3.0"][..], &KILL_SMALLBANK_ARGS[..]].concat();
+    let rejoin = [
+        &["--kill", "2@1.0", "--restart", "2@3.0"][..],
+        &KILL_SMALLBANK_ARGS[..],
+    ]
+    .concat();
     let out = bench_on_three_within("smallbank", &rejoin, keys, RUN_MAX, same_etcd);
     assert_rejoined(&out, "restart");
 

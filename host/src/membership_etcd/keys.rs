@@ -496,8 +496,10 @@ impl ConfigRecord {
         let r: ConfigRecord =
             serde_json::from_slice(bytes).map_err(|e| RecordError::Shape(e.to_string()))?;
         let h = r.checked_header()?;
-        let (stored_nodes, stored_replication) =
-            (h.nodes.unwrap_or(nodes), h.replication.unwrap_or(replication));
+        let (stored_nodes, stored_replication) = (
+            h.nodes.unwrap_or(nodes),
+            h.replication.unwrap_or(replication),
+        );
         if (stored_nodes, stored_replication) != (nodes, replication) {
             return Err(RecordError::OtherShape {
                 stored_nodes,

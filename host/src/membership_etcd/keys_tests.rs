@@ -54,7 +54,10 @@ fn older_forms_decode_as_ring_members() {
 #[test]
 fn every_field_round_trips() {
     let c = rejoined();
-    assert_eq!(ConfigRecord::decode(&ConfigRecord::encode(&c, L), 3, 3), Ok(c));
+    assert_eq!(
+        ConfigRecord::decode(&ConfigRecord::encode(&c, L), 3, 3),
+        Ok(c)
+    );
     let copying = Configuration::initial(3, 3)
         .without(1)
         .rejoining(0, 9)
@@ -79,7 +82,10 @@ fn a_record_carries_its_lineage_and_shape() {
     let c = Configuration::initial(4, 3);
     let bytes = ConfigRecord::encode(&c, L);
     let h = ConfigRecord::header(&bytes).expect("a record");
-    assert_eq!((h.epoch, h.lineage, h.nodes, h.replication), (1, L, Some(4), Some(3)));
+    assert_eq!(
+        (h.epoch, h.lineage, h.nodes, h.replication),
+        (1, L, Some(4), Some(3))
+    );
     assert!(L.belongs_to(7) && !L.belongs_to(8));
     // Read for another shape: a typed error naming both.
     assert_eq!(
@@ -97,7 +103,13 @@ fn a_record_carries_its_lineage_and_shape() {
     ));
     // Older records: generation 1, anyone's, the reader's shape.
     let old = ConfigRecord::header(br#"{"epoch":4,"live":5}"#).expect("old form");
-    assert_eq!(old.lineage, Lineage { cluster_id: None, generation: 1 });
+    assert_eq!(
+        old.lineage,
+        Lineage {
+            cluster_id: None,
+            generation: 1
+        }
+    );
     assert!(old.lineage.belongs_to(9));
     assert_eq!(
         ConfigRecord::header(br#"{"epoch":4,"live":5,"generation":0}"#),

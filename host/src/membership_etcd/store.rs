@@ -162,7 +162,8 @@ fn decode_stored(
     nodes: usize,
     replication: usize,
 ) -> Result<(Configuration, Lineage), StoreError> {
-    let corrupt = |e: super::keys::RecordError| StoreError::Corrupt(format!("{}: {e}", keys.config()));
+    let corrupt =
+        |e: super::keys::RecordError| StoreError::Corrupt(format!("{}: {e}", keys.config()));
     let h = ConfigRecord::header(bytes).map_err(corrupt)?;
     let c = ConfigRecord::decode(bytes, nodes, replication).map_err(corrupt)?;
     Ok((c, h.lineage))
@@ -214,8 +215,13 @@ pub(crate) async fn acks(
     rpc: Duration,
 ) -> Result<u32, StoreError> {
     let prefix = keys.acks_of(prober);
-    let r = timed(rpc, client.get(prefix.clone(), Some(GetOptions::new().with_prefix()))).await?;
-    let by_node = ClusterKeys::incarnations_of(&prefix, r.kvs().iter().map(|kv| (kv.key(), kv.value())));
+    let r = timed(
+        rpc,
+        client.get(prefix.clone(), Some(GetOptions::new().with_prefix())),
+    )
+    .await?;
+    let by_node =
+        ClusterKeys::incarnations_of(&prefix, r.kvs().iter().map(|kv| (kv.key(), kv.value())));
     Ok((0..NODES_MAX)
         .filter(|&n| by_node[n] == Some(incarnation))
         .fold(0, |m, n| m | 1 << n))

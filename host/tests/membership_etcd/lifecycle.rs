@@ -147,7 +147,10 @@ fn a_process_of_an_ended_generation_and_a_stranded_joiner_fail_stop() {
         ms[0].fail_stop(clock.now()).is_some()
     });
     assert!(ok, "the old process stopped");
-    assert!(polled[0].is_empty(), "it took no configuration of generation 2");
+    assert!(
+        polled[0].is_empty(),
+        "it took no configuration of generation 2"
+    );
     drop((old, new));
 
     let mut ms = start_all(&etcd, "stranded", 2, &clock);
@@ -158,7 +161,9 @@ fn a_process_of_an_ended_generation_and_a_stranded_joiner_fail_stop() {
     drop(ms); // node 0, the last live member, killed
     let mut polled = vec![Vec::new()];
     let ok = drive(&clock, &mut [&mut joiner], &mut polled, |ms, _, _| {
-        ms[0].fail_stop(clock.now()).is_some_and(|f| matches!(f, FailStop::Stranded { .. }))
+        ms[0]
+            .fail_stop(clock.now())
+            .is_some_and(|f| matches!(f, FailStop::Stranded { .. }))
     });
     assert!(ok, "stranded: {:?}", joiner.fail_stop(clock.now()));
     drop(joiner);
@@ -176,13 +181,23 @@ fn another_clusters_or_shapes_configuration_is_refused_at_start() {
     let mut other = lifecycle_settings(&etcd, "mine", 0, 3);
     other.cluster_id = 8;
     match EtcdMember::connect(other, clock.now()) {
-        Err(EtcdError::Foreign { stored: 7, ours: 8, key }) => assert_eq!(key, "/mine/config"),
+        Err(EtcdError::Foreign {
+            stored: 7,
+            ours: 8,
+            key,
+        }) => assert_eq!(key, "/mine/config"),
         r => panic!("refused as another cluster's: {r:?}"),
     }
     let mut four = lifecycle_settings(&etcd, "mine", 0, 4);
     four.replication = 3;
     match EtcdMember::connect(four, clock.now()) {
-        Err(e @ EtcdError::OtherShape { stored: (3, 3), ours: (4, 3), .. }) => {
+        Err(
+            e @ EtcdError::OtherShape {
+                stored: (3, 3),
+                ours: (4, 3),
+                ..
+            },
+        ) => {
             assert!(e.to_string().contains("3 nodes with replication 3"), "{e}")
         }
         r => panic!("refused as another shape: {r:?}"),

@@ -65,8 +65,8 @@ mod writer;
 pub use body::{Body, Item, ItemIter, ItemList, KeyList, ReplyStatus, VersionList};
 pub use copy::{CopyMsg, COPY_MESSAGE_BYTES};
 pub use packet::{
-    decode_packet, generation_cluster_id, Flow, Messages, MsgHeader, MsgKind, PacketHeader, MSG_FLAGS_KNOWN,
-    MSG_FLAG_FRAG_MORE, PACKET_FLAGS_KNOWN, PACKET_FLAG_ACK_ONLY,
+    decode_packet, generation_cluster_id, Flow, Messages, MsgHeader, MsgKind, PacketHeader,
+    MSG_FLAGS_KNOWN, MSG_FLAG_FRAG_MORE, PACKET_FLAGS_KNOWN, PACKET_FLAG_ACK_ONLY,
 };
 pub use rebuild::{
     LockEntry, PeerTx, RebuildEncodeError, RebuildMsg, LOCK_ENTRY_BYTES, PEER_TX_BYTES,

@@ -201,7 +201,11 @@ fn message_header_v2_refuses_unknown_flags_and_reserved_bits() {
 
 #[test]
 fn each_generation_of_a_cluster_carries_its_own_cluster_id() {
-    assert_eq!(generation_cluster_id(7, 1), 7, "the first generation is the file's id");
+    assert_eq!(
+        generation_cluster_id(7, 1),
+        7,
+        "the first generation is the file's id"
+    );
     let ids: std::collections::HashSet<u32> =
         (1..=1_000).map(|g| generation_cluster_id(7, g)).collect();
     assert_eq!(ids.len(), 1_000, "no two generations share an id");

@@ -102,7 +102,8 @@ impl Deadlines {
                         .await
                         .map_err(EtcdError::store)?;
                     let remaining_s = ttl.map_or(0, |(r, _)| r.max(0) as u64);
-                    let wait = Duration::from_millis((remaining_s + 1) * 1_000 + GENERATION_GUARD_MS);
+                    let wait =
+                        Duration::from_millis((remaining_s + 1) * 1_000 + GENERATION_GUARD_MS);
                     self.by_node[n] = Some((lease, now + wait));
                 }
             }
