@@ -291,10 +291,11 @@ pub(crate) struct Registered {
 }
 
 /// Registers `h` (incarnation `h.incarnation` of `h.node` under
-/// `h.lease`). The node's first registration ever creates `joined/<node>`
-/// with it and takes the member key in one transaction; a later one takes
-/// the member key ([`take_member`]) or, while an earlier incarnation's
-/// lease still holds it, waits under `joining/<node>`.
+/// `h.lease`). The node's first registration (in a cluster generation)
+/// creates `joined/<node>` with it and takes the member key in one
+/// transaction; a later one takes the member key ([`take_member`]) or,
+/// while an earlier incarnation's lease still holds it, waits under
+/// `joining/<node>` (and a first one then registers again later).
 pub(crate) async fn register(
     client: &mut Client,
     keys: &ClusterKeys,
@@ -320,14 +321,10 @@ pub(crate) async fn register(
             holds_member: true,
         });
     }
-    let txn = Txn::new()
-        .when([Compare::create_revision(
-            joined.clone(),
-            CompareOp::Equal,
-            0,
-        )])
-        .and_then([TxnOp::put(joined.clone(), incarnation.to_string(), None)]);
-    timed(rpc, client.txn(txn)).await?;
+    // `joined/<node>` is never written without the member key: a node
+    // whose first process of a generation (module `driver::lifecycle`) finds
+    // the key still held by an earlier process that was never admitted
+    // would otherwise look restarted, and be configured out.
     let holds_member = take_member(client, keys, h, rpc).await? || {
         // Registering again in a new generation (module `lifecycle`): this
         // process may hold the key already.
@@ -335,7 +332,18 @@ pub(crate) async fn register(
         let held = r.kvs().first().and_then(|kv| parse_incarnation(kv.value()));
         held == Some(incarnation)
     };
-    if !holds_member {
+    if holds_member {
+        // This process holds the member key: in a new generation (its
+        // `joined/` cleared) it is the node's first process.
+        let txn = Txn::new()
+            .when([Compare::create_revision(
+                joined.clone(),
+                CompareOp::Equal,
+                0,
+            )])
+            .and_then([TxnOp::put(joined.clone(), incarnation.to_string(), None)]);
+        timed(rpc, client.txn(txn)).await?;
+    } else {
         let opts = PutOptions::new().with_lease(lease);
         let put = client.put(keys.joining(node), incarnation.to_string(), Some(opts));
         timed(rpc, put).await?;

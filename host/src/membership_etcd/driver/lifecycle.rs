@@ -112,6 +112,69 @@ impl Deadlines {
     }
 }
 
+/// Forms the generation after `snap`'s (a lost compare-and-swap is no
+/// error: the next snapshot shows the winner's).
+async fn form_next(
+    client: &mut Client,
+    keys: &ClusterKeys,
+    s: &EtcdSettings,
+    snap: &Snapshot,
+    rpc: Duration,
+) -> Result<(), EtcdError> {
+    let (next, lineage) = next_generation(snap, s);
+    tracing::warn!(
+        generation = lineage.generation,
+        epoch = next.epoch,
+        "membership: no member of configuration epoch {} is alive: forming cluster generation {} (the earlier generation's data is gone)",
+        snap.config.epoch,
+        lineage.generation
+    );
+    store::form_generation(client, keys, snap.rev, (&next, lineage), rpc)
+        .await
+        .map_err(EtcdError::store)?;
+    Ok(())
+}
+
+/// What a starting process has seen of the stored generation's members.
+struct Liveness {
+    deadlines: Deadlines,
+    /// The configuration's mod revision when first read.
+    first_rev: Option<i64>,
+    /// This process's probe is stored.
+    probed: bool,
+}
+
+impl Liveness {
+    /// Whether the configured members `configured_holders(snap)` showed
+    /// that the generation lives: one answered this process's probe, the
+    /// configuration changed, or a member's key outlived its lease.
+    async fn shown(
+        &mut self,
+        client: &mut Client,
+        keys: &ClusterKeys,
+        h: &Holder,
+        snap: &Snapshot,
+        rpc: Duration,
+    ) -> Result<bool, EtcdError> {
+        let holders = configured_holders(snap);
+        if !self.probed {
+            let probe = (keys.probe(h.node), h.incarnation.to_string());
+            store::put_leased(client, probe, h.lease, rpc)
+                .await
+                .map_err(EtcdError::store)?;
+            self.probed = true;
+        }
+        let answered = store::acks(client, keys, (h.node, h.incarnation), rpc)
+            .await
+            .map_err(EtcdError::store)?;
+        let changed = self.first_rev.is_some_and(|r| r != snap.rev);
+        self.first_rev.get_or_insert(snap.rev);
+        Ok(answered & holders != 0
+            || changed
+            || self.deadlines.outlived(client, snap, holders, rpc).await?)
+    }
+}
+
 /// Registers `h` and settles which generation it serves in (module docs):
 /// admitted at once, joining a live generation, or admitted in the next
 /// generation it or another starting process formed. Bounded by
@@ -127,11 +190,14 @@ pub(crate) async fn settle(
     let mut reg = store::register(client, keys, h, rpc)
         .await
         .map_err(EtcdError::store)?;
-    let mut deadlines = Deadlines {
-        by_node: [None; NODES_MAX],
+    let mut liveness = Liveness {
+        deadlines: Deadlines {
+            by_node: [None; NODES_MAX],
+        },
+        first_rev: None,
+        probed: false,
     };
-    let mut first_rev = None;
-    let (mut logged, mut probed) = (false, false);
+    let mut logged = false;
     let give_up = Instant::now() + Duration::from_millis(SETTLE_WAIT_MS_MAX);
     loop {
         let snap = store::snapshot(client, keys, s.nodes, s.replication, rpc)
@@ -139,10 +205,15 @@ pub(crate) async fn settle(
             .map_err(EtcdError::store)?;
         if snap.joined & (1 << me) == 0 {
             // A new generation formed (clearing `joined/`) since this
-            // process registered: its first process of this node is this one.
+            // process registered: its first process of this node is this
+            // one, once an earlier process that was never admitted lets
+            // go of the member key.
             reg = store::register(client, keys, h, rpc)
                 .await
                 .map_err(EtcdError::store)?;
+            if !reg.holds_member {
+                tokio::time::sleep(Duration::from_millis(s.poll_every_ms)).await;
+            }
             continue;
         }
         let first = snap.first_inc[me].or(reg.first);
@@ -172,38 +243,10 @@ pub(crate) async fn settle(
         // key is waited out like any other.
         let holders = configured_holders(&snap);
         if holders == 0 {
-            let (next, lineage) = next_generation(&snap, s);
-            tracing::warn!(
-                generation = lineage.generation,
-                epoch = next.epoch,
-                "membership: no member of configuration epoch {} is alive: forming cluster generation {} (the earlier generation's data is gone)",
-                snap.config.epoch,
-                lineage.generation
-            );
-            store::form_generation(client, keys, snap.rev, (&next, lineage), rpc)
-                .await
-                .map_err(EtcdError::store)?;
+            form_next(client, keys, s, &snap, rpc).await?;
             continue;
         }
-        // Evidence of a live generation: a configured member answered this
-        // process's probe, the configuration changed, or a configured
-        // member's key outlived its lease.
-        if !probed {
-            let probe = (keys.probe(node), h.incarnation.to_string());
-            store::put_leased(client, probe, h.lease, rpc)
-                .await
-                .map_err(EtcdError::store)?;
-            probed = true;
-        }
-        let answered = store::acks(client, keys, (node, h.incarnation), rpc)
-            .await
-            .map_err(EtcdError::store)?;
-        let changed = first_rev.is_some_and(|r| r != snap.rev);
-        first_rev.get_or_insert(snap.rev);
-        if answered & holders != 0
-            || changed
-            || deadlines.outlived(client, &snap, holders, rpc).await?
-        {
+        if liveness.shown(client, keys, h, &snap, rpc).await? {
             return Ok(ready(true));
         }
         if Instant::now() >= give_up {
