@@ -46,6 +46,40 @@ pub enum Command {
     Check(Check),
     /// Run many seeds of a workload under the deterministic simulator, with injected faults, and check every run.
     Sim(crate::sim::args::SimArgs),
+    /// Show or clear a deployed cluster's state in etcd (its `[membership]` prefix).
+    #[command(subcommand)]
+    Etcd(Etcd),
+}
+
+/// `splitkv etcd ...`.
+#[derive(Subcommand, Debug)]
+pub enum Etcd {
+    /// Print the cluster's state under its etcd prefix: the configuration (epoch, cluster generation, members, copying) and each member's key and lease; exit 0, 2 on a bad file or etcd unreachable.
+    Show(EtcdArgs),
+    /// Delete every key under the cluster's etcd prefix (the next start forms a fresh cluster); refused while a member holds a lease, unless --force; exit 0 cleared, 1 refused, 2 on a bad file or etcd unreachable.
+    Clear(EtcdClearArgs),
+}
+
+/// `splitkv etcd show`.
+#[derive(Args, Debug)]
+pub struct EtcdArgs {
+    /// The cluster file (its `[membership]` section names etcd and the prefix).
+    #[arg(long)]
+    pub config: PathBuf,
+    /// Print one JSON object instead of text.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// `splitkv etcd clear`.
+#[derive(Args, Debug)]
+pub struct EtcdClearArgs {
+    /// The cluster file (its `[membership]` section names etcd and the prefix).
+    #[arg(long)]
+    pub config: PathBuf,
+    /// Clear even while members hold leases (their processes then run on a cleared prefix: stop them first).
+    #[arg(long)]
+    pub force: bool,
 }
 
 /// `splitkv check ...`.

@@ -23,13 +23,14 @@ mod bench_smallbank;
 mod check_history;
 mod cli;
 mod cluster_bench;
+mod etcd_admin;
 mod node;
 mod report;
 mod sim;
 mod timeline;
 
 use clap::Parser;
-use cli::{Bench, Check, Cli, Command};
+use cli::{Bench, Check, Cli, Command, Etcd};
 use std::process::ExitCode;
 
 /// Exit code: a check failed.
@@ -101,6 +102,7 @@ fn main() -> ExitCode {
         Command::Check(Check::History(_)) => Ok(()),
         Command::Node(a) => a.validate(),
         Command::Sim(a) => a.validate(),
+        Command::Etcd(_) => Ok(()),
     };
     if let Err(e) = valid {
         eprintln!("error: {e}");
@@ -167,6 +169,8 @@ fn dispatch(command: &Command) -> Result<(), Failure> {
         Command::Bench(Bench::Register(a)) => bench_register::run(a),
         Command::Check(Check::History(a)) => check_history::run(a),
         Command::Sim(a) => sim::run(a),
+        Command::Etcd(Etcd::Show(a)) => etcd_admin::show(a),
+        Command::Etcd(Etcd::Clear(a)) => etcd_admin::clear(a),
     }
 }
 

@@ -207,3 +207,83 @@ fn nodes_hold_leases_configure_out_a_killed_node_and_fail_stop_without_etcd() {
         t_kill.elapsed()
     );
 }
+
+/// `splitkv etcd show|clear` on a running then stopped cluster, and a node
+/// of another cluster id pointed at this cluster's prefix: `show` names
+/// the configuration (epoch, generation, cluster) and each member's lease;
+/// `clear` is refused (exit 1) while members hold leases and deletes
+/// everything once the nodes drained (exit 0); a node whose file has
+/// another `cluster_id` on the same prefix is refused at start with one
+/// line naming both (exit 2).
+#[test]
+fn etcd_show_and_clear_and_another_clusters_node_refused() {
+    let etcd = Etcd::start();
+    let file = cluster_file(3, 3, &membership_toml(&etcd.endpoint));
+    let path = file.path.to_str().unwrap();
+    let mut nodes: Vec<NodeProc> = (0..3).map(|i| spawn_node(&file, i)).collect();
+    for i in 0..3 {
+        wait_membership(&file, i, |m| m["generation"] == 1 && m["epoch"] == 1);
+    }
+    let out = splitkv(&["etcd", "show", "--config", path]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(0), "{text}");
+    assert!(
+        text.contains("configuration: epoch 1, generation 1, cluster 5, 3 nodes, replication 3"),
+        "{text}"
+    );
+    assert_eq!(text.matches("lease ").count(), 3, "{text}");
+    let out = splitkv(&["etcd", "show", "--config", path, "--json"]);
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("JSON");
+    assert_eq!(v["configuration"]["ours"], true, "{v}");
+    assert_eq!(v["members"].as_array().map(Vec::len), Some(3), "{v}");
+
+    // Another cluster's node on this prefix.
+    let other = std::fs::read_to_string(&file.path)
+        .unwrap()
+        .replace("cluster_id = 5", "cluster_id = 6")
+        .replace("lease_ttl_s = 1", "lease_ttl_s = 1\nprefix = \"splitkv-5\"");
+    let other_path = file.dir.path().join("other.toml");
+    std::fs::write(&other_path, other).unwrap();
+    let out = splitkv(&[
+        "node",
+        "--config",
+        other_path.to_str().unwrap(),
+        "--id",
+        "0",
+    ]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    let line = err
+        .lines()
+        .find(|l| l.contains("holds the configuration of cluster 5, not of cluster 6"))
+        .unwrap_or_else(|| panic!("{err}"));
+    assert!(line.contains("etcdctl del --prefix /splitkv-5/"), "{line}");
+
+    let out = splitkv(&["etcd", "clear", "--config", path]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "refused while running: {err}");
+    assert!(
+        err.contains("hold leases") && err.contains("nothing deleted"),
+        "{err}"
+    );
+    for node in &nodes {
+        signal(node, libc::SIGTERM);
+    }
+    for node in nodes.iter_mut() {
+        assert_eq!(wait_exit(node, STARTUP).code(), Some(0));
+    }
+    // Drained nodes revoked their leases: cleared at once.
+    let out = splitkv(&["etcd", "clear", "--config", path]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{text}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(text.contains("keys deleted"), "{text}");
+    let out = splitkv(&["etcd", "show", "--config", path]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("configuration: none stored"), "{text}");
+    assert!(text.contains("none: no process holds a lease"), "{text}");
+}

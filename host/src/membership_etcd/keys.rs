@@ -72,6 +72,11 @@ impl ClusterKeys {
         format!("{}joining/{node}", self.prefix)
     }
 
+    /// `/<cluster>/incarnations/` (the prefix of every incarnation counter).
+    pub fn incarnations_all(&self) -> String {
+        format!("{}incarnations/", self.prefix)
+    }
+
     /// `/<cluster>/incarnations/<node>` (the node's incarnation counter).
     pub fn incarnations(&self, node: NodeId) -> String {
         format!("{}incarnations/{node}", self.prefix)

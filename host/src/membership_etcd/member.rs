@@ -61,6 +61,8 @@ pub struct EtcdMember {
     node: NodeId,
     nodes: usize,
     rpc_ns: Nanos,
+    /// The lease TTL etcd granted (s).
+    granted_ttl_s: i64,
     believed_ns: Nanos,
     config: Configuration,
     /// Per node, the data address its incarnation in `config` published.
@@ -163,6 +165,7 @@ impl EtcdMember {
             node,
             nodes,
             rpc_ns: rpc_ms * 1_000_000,
+            granted_ttl_s: ready.ttl_s,
             believed_ns,
             config: if ready.joining {
                 Configuration::default()
@@ -216,6 +219,12 @@ impl EtcdMember {
         (now >= self.lease_until).then_some(FailStop::LeaseExpired {
             lease_until: self.lease_until,
         })
+    }
+
+    /// The lease TTL etcd granted (whole seconds): at least the one asked
+    /// for, raised by etcd to 3/2 of its election timeout if below.
+    pub fn lease_ttl_granted_s(&self) -> i64 {
+        self.granted_ttl_s
     }
 
     /// The cluster and generation this process serves in (see the module

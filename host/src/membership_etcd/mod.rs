@@ -108,6 +108,7 @@
 //! driver). Its `now` is the caller's clock (ns, any origin, monotonic).
 
 pub mod address;
+pub mod admin;
 mod driver;
 pub mod keys;
 mod store;
@@ -281,6 +282,18 @@ fn check_name(cluster: &str) -> Result<(), EtcdError> {
     Err(EtcdError::ClusterName(cluster.to_string()))
 }
 
+/// The nodes of `mask`, comma-separated (`-` for none).
+pub fn node_list(mask: u32) -> String {
+    let nodes: Vec<String> = (0..32)
+        .filter(|n| mask & (1 << n) != 0)
+        .map(|n| n.to_string())
+        .collect();
+    match nodes.is_empty() {
+        true => "-".into(),
+        false => nodes.join(","),
+    }
+}
+
 /// How long (ns) a node believes in a lease of `ttl_s` seconds counted from
 /// its renewal request: the TTL less the drift bound and the guard.
 pub fn believed_lease_ns(ttl_s: u64) -> Nanos {
@@ -349,6 +362,15 @@ pub enum EtcdError {
         stored: (usize, usize),
         /// This process's (nodes, replication).
         ours: (usize, usize),
+    },
+    /// Members hold their keys under live leases: the cluster still runs,
+    /// so its state is not cleared.
+    #[error("{prefix}: node(s) {} hold leases: the cluster still runs", node_list(*nodes))]
+    MembersAlive {
+        /// The prefix.
+        prefix: String,
+        /// The nodes holding their member keys (a mask by node id).
+        nodes: u32,
     },
     /// The driver thread or its runtime could not start, or it stopped
     /// before reporting.

@@ -305,6 +305,7 @@ mod etcd_lease {
                 "role": role(m.joining(), c.copying & (1 << m.node()) != 0),
                 "polled_by_node": g.handed_over,
                 "lease_remaining_ms": m.lease_until().saturating_sub(now) / 1_000_000,
+                "lease_ttl_granted_s": m.lease_ttl_granted_s(),
                 "fail_stop": m.fail_stop(now).map(|f| f.to_string()),
                 "last_error": m.last_error(),
                 "data_addresses": data_addresses(m),
