@@ -258,6 +258,7 @@ fn etcd_show_and_clear_and_another_clusters_node_refused() {
         .find(|l| l.contains("holds the configuration of cluster 5, not of cluster 6"))
         .unwrap_or_else(|| panic!("{err}"));
     assert!(line.contains("etcdctl del --prefix /splitkv-5/"), "{line}");
+    assert!(line.contains("splitkv etcd clear --config FILE"), "{line}");
 
     let out = splitkv(&["etcd", "clear", "--config", path]);
     let err = String::from_utf8_lossy(&out.stderr);

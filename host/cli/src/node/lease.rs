@@ -68,7 +68,7 @@ impl NodeLease {
                 let member = EtcdMember::connect(s, now).map_err(|e| {
                     let fix = match e {
                         EtcdError::Foreign { .. } | EtcdError::OtherShape { .. } => {
-                            format!("; if that cluster is stopped for good, delete its keys (etcdctl del --prefix /{prefix}/) or give this one another prefix")
+                            format!("; if that cluster is stopped for good, clear its state (`splitkv etcd clear --config FILE` with its file, or etcdctl del --prefix /{prefix}/) or give this one another prefix")
                         }
                         _ => String::new(),
                     };
