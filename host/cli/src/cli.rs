@@ -46,6 +46,8 @@ pub enum Command {
     Check(Check),
     /// Run many seeds of a workload under the deterministic simulator, with injected faults, and check every run.
     Sim(crate::sim::args::SimArgs),
+    /// One screen about a deployed cluster: members, configuration, shards, recovery, transactions over an interval, faults; exit 0 healthy, 1 degraded, 2 bad file, 3 no node answers.
+    Status(StatusArgs),
     /// Show or clear a deployed cluster's state in etcd (its `[membership]` prefix).
     #[command(subcommand)]
     Etcd(Etcd),
@@ -58,6 +60,36 @@ pub enum Etcd {
     Show(EtcdArgs),
     /// Delete every key under the cluster's etcd prefix (the next start forms a fresh cluster); refused while a member holds a lease, unless --force; exit 0 cleared, 1 refused, 2 on a bad file or etcd unreachable.
     Clear(EtcdClearArgs),
+}
+
+/// `splitkv status`.
+#[derive(Args, Debug)]
+pub struct StatusArgs {
+    /// The cluster file (its nodes' control addresses; with etcd membership, where the configuration is).
+    #[arg(long)]
+    pub config: PathBuf,
+    /// Seconds between the two reads of every node's status: the transactions shown are those of this interval.
+    #[arg(long, default_value_t = 1.0)]
+    pub interval: f64,
+    /// Print one JSON object instead of text.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// Longest `splitkv status --interval` (s).
+pub const STATUS_INTERVAL_S_MAX: f64 = 60.0;
+
+impl StatusArgs {
+    /// Checks the interval.
+    pub fn validate(&self) -> Result<(), String> {
+        if !(self.interval > 0.0 && self.interval <= STATUS_INTERVAL_S_MAX) {
+            return Err(format!(
+                "--interval {}: must be above 0 and at most {STATUS_INTERVAL_S_MAX} s",
+                self.interval
+            ));
+        }
+        Ok(())
+    }
 }
 
 /// `splitkv etcd show`.

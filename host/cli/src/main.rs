@@ -27,6 +27,7 @@ mod etcd_admin;
 mod node;
 mod report;
 mod sim;
+mod status;
 mod timeline;
 
 use clap::Parser;
@@ -58,6 +59,8 @@ pub enum Failure {
     /// membership fenced it (lease run out, configured out), so starting
     /// it again is safe (it rejoins empty as a new incarnation).
     FailStop(String),
+    /// Nothing answered where the input said to ask (exit 3).
+    Unreachable(String),
 }
 
 impl From<splitkv_bench::BuildError> for Failure {
@@ -103,6 +106,7 @@ fn main() -> ExitCode {
         Command::Node(a) => a.validate(),
         Command::Sim(a) => a.validate(),
         Command::Etcd(_) => Ok(()),
+        Command::Status(a) => a.validate(),
     };
     if let Err(e) = valid {
         eprintln!("error: {e}");
@@ -130,6 +134,10 @@ fn main() -> ExitCode {
         Err(Failure::BadInput(e)) => {
             eprintln!("error: {e}");
             ExitCode::from(EXIT_BAD_FLAG)
+        }
+        Err(Failure::Unreachable(e)) => {
+            eprintln!("error: {e}");
+            ExitCode::from(EXIT_INTERNAL)
         }
         Err(Failure::FailStop(e)) => {
             eprintln!("stopped: {e}");
@@ -169,6 +177,7 @@ fn dispatch(command: &Command) -> Result<(), Failure> {
         Command::Bench(Bench::Register(a)) => bench_register::run(a),
         Command::Check(Check::History(a)) => check_history::run(a),
         Command::Sim(a) => sim::run(a),
+        Command::Status(a) => status::run(a),
         Command::Etcd(Etcd::Show(a)) => etcd_admin::show(a),
         Command::Etcd(Etcd::Clear(a)) => etcd_admin::clear(a),
     }

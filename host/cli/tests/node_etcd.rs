@@ -288,3 +288,81 @@ fn etcd_show_and_clear_and_another_clusters_node_refused() {
     assert!(text.contains("configuration: none stored"), "{text}");
     assert!(text.contains("none: no process holds a lease"), "{text}");
 }
+
+/// `splitkv status`: exit 0 and "healthy" on three serving nodes (one
+/// configuration, every shard at its degree), exit 1 and the reasons once
+/// node 2 is SIGKILLed and configured out (it does not answer, shards are
+/// short of replicas), `--json` the same as an object, exit 2 on a bad
+/// interval, exit 3 once no node answers.
+#[test]
+fn status_is_healthy_then_degraded_then_unreachable() {
+    let etcd = Etcd::start();
+    let file = cluster_file(3, 3, &membership_toml(&etcd.endpoint));
+    let path = file.path.to_str().unwrap();
+    let mut nodes: Vec<NodeProc> = (0..3).map(|i| spawn_node(&file, i)).collect();
+    for i in 0..3 {
+        wait_membership(&file, i, |m| m["epoch"] == 1);
+    }
+    let status = |extra: &[&str]| {
+        let mut args = vec!["status", "--config", path, "--interval", "0.2"];
+        args.extend_from_slice(extra);
+        splitkv(&args)
+    };
+    let out = status(&[]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{text}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        text.contains("configuration: etcd, epoch 1, cluster generation 1"),
+        "{text}"
+    );
+    assert!(
+        text.contains("shard 2  primary 2  backups 0,1  replicas 3/3"),
+        "{text}"
+    );
+    assert!(text.contains("status: healthy"), "{text}");
+    assert_eq!(text.matches("  replica  lease").count(), 3, "{text}");
+
+    signal(&nodes[2], libc::SIGKILL);
+    let _ = wait_exit(&mut nodes[2], STARTUP);
+    for i in 0..2 {
+        wait_membership(&file, i, |m| m["epoch"] == 2);
+    }
+    let out = status(&[]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{text}{err}");
+    assert!(text.contains("status: DEGRADED"), "{text}");
+    assert!(err.contains("node 2 is not a member"), "{err}");
+    assert!(err.contains("short of replicas"), "{err}");
+    let out = status(&["--json"]);
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("JSON");
+    assert_eq!(v["healthy"], false, "{v}");
+    assert_eq!(v["configuration"]["epoch"], 2, "{v}");
+    assert_eq!(v["members"][2]["answered"], false, "{v}");
+    assert!(
+        v["shards"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|s| s["short"] == true),
+        "{v}"
+    );
+
+    let out = status(&["--interval", "0"]);
+    assert_eq!(out.status.code(), Some(2));
+    for node in nodes.iter().take(2) {
+        signal(node, libc::SIGTERM);
+    }
+    for node in nodes.iter_mut().take(2) {
+        let _ = wait_exit(node, STARTUP);
+    }
+    let out = status(&[]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(3), "{err}");
+    assert!(err.contains("no node of"), "{err}");
+}

@@ -37,7 +37,7 @@
 //! ([`replace`]).
 
 mod end;
-mod http;
+pub(crate) mod http;
 mod kill;
 mod nic_crash;
 mod replace;
