@@ -584,3 +584,34 @@ fn survivors_chosen_as_new_backups_are_taken_as_replicas_when_caught_up() {
     let taken: u64 = stats.iter().map(|s| s.caught_up_taken).sum();
     assert_eq!(taken, u64::from(joining.count_ones()), "{stats:?}");
 }
+
+/// A member renewed only at a backup thread's cadence (half an interval
+/// late, as `splitkv node`'s main thread renews while the polling thread
+/// is paused or late, and checked every 20 ms as it does) keeps its lease
+/// as long as every check counts the grants received so far
+/// ([`EtcdMember::refresh`]). Checked to fail with the `refresh` call
+/// removed: the lease's end then lags one renewal behind, and the member
+/// fences itself within a few renewals while it and etcd are healthy (a
+/// deployed node did, "lease ran out … without a renewal", with no failed
+/// renewal in its counters).
+#[test]
+fn a_member_renewed_at_the_backup_cadence_keeps_its_lease() {
+    let etcd = Etcd::start();
+    let clock = Clock(Instant::now());
+    let mut m = EtcdMember::connect(settings(&etcd.endpoint, "backup", 0, 1), clock.now())
+        .expect("connects");
+    let every = m.renew_every_ns();
+    let mut next = 0;
+    let until = clock.now() + 4_000_000_000;
+    while clock.now() < until {
+        let now = clock.now();
+        if now >= next + every / 2 {
+            next = now + every;
+            let _ = m.renew(now);
+        }
+        m.refresh();
+        assert_eq!(m.fail_stop(clock.now()), None, "{:?}", m.stats());
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert!(m.stats().grants >= 4, "{:?}", m.stats());
+}

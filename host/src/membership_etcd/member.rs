@@ -201,9 +201,22 @@ impl EtcdMember {
         (self.believed_ns / 3).max(1)
     }
 
+    /// Takes every notice the driver sent (lease grants, a lost lease,
+    /// configurations): [`EtcdMember::fail_stop`] and
+    /// [`Membership::lease_until`] answer as of the last call of this,
+    /// [`Membership::renew`], [`Membership::poll`] or
+    /// [`Membership::report_caught_up`]. A thread that checks the lease
+    /// without renewing must call it first: a grant left in the channel
+    /// leaves the lease's end one renewal behind, and a node renewed at a
+    /// slower cadence (a backup thread's) then fenced itself while healthy.
+    pub fn refresh(&mut self) {
+        self.drain();
+    }
+
     /// Why this node must stop serving at `now`, if it must: its believed
     /// lease ran out, etcd reported it gone, or a configuration left it out.
-    /// A joining node is not removed: only its lease counts.
+    /// A joining node is not removed: only its lease counts. As of the last
+    /// [`EtcdMember::refresh`] (or renewal, poll, report).
     pub fn fail_stop(&self, now: Nanos) -> Option<FailStop> {
         if let Some(why) = self.ended {
             return Some(why);

@@ -274,6 +274,8 @@ mod etcd_lease {
                 inner.next_renew_ns = now + every;
                 let _ = inner.member.renew(now);
             }
+            // Every grant so far counts before the lease is judged.
+            inner.member.refresh();
             let c = inner.member.current();
             if c.epoch > inner.logged_epoch {
                 inner.logged_epoch = c.epoch;
@@ -360,7 +362,10 @@ mod etcd_lease {
             self.0.lock().member.current()
         }
         fn lease_until(&self) -> Nanos {
-            self.0.lock().member.lease_until()
+            // Grants the main thread's backup renewals got count too.
+            let mut g = self.0.lock();
+            g.member.refresh();
+            g.member.lease_until()
         }
         fn renew(&mut self, now: Nanos) -> Result<(), MembershipError> {
             let mut g = self.taken();
