@@ -330,13 +330,13 @@ pub const SAMPLE_GAP_MAX: Duration = Duration::from_millis(300);
 /// The two runs of `cluster_rejoin` and `cluster_replace`, checked: node 2
 /// killed, then brought back by `--{verb}` (`restart` or `replace`), each
 /// run on a fresh three-node file from `setup` (a fresh etcd), at most
-/// `run_max`: Smallbank (kill at 1.0 s, back at 1.2 s: the new process
-/// waits out its predecessor's lease, about a second, before its control
-/// endpoint answers) with its money and replica checks and a timeline that
-/// marks the kill, node 2 `how` (`restarted`, `replaced`), its admission
-/// and the restored degree in order, and was sampled throughout
-/// ([`assert_timeline_sampled_throughout`]: a bench that waited for the
-/// new process in its sampling loop left a gap of that second); then
+/// `run_max`: Smallbank (kill at 1.0 s, back at 1.2 s, before the
+/// survivors' recovery) with its money and replica checks and a timeline
+/// that marks the kill, node 2 `how` (`restarted`, `replaced`), its
+/// admission and the restored degree in order, and was sampled throughout
+/// ([`assert_timeline_sampled_throughout`]: a bench that waited in its
+/// sampling loop for the new process's endpoint, load and client start
+/// left a gap of 405 ms); then
 /// list-append (kill at 0.5 s, back at 2.0 s) with its history and
 /// lost-commit checks. Each run passes [`assert_rejoined`], and `line`
 /// asserts what else its report line says.
