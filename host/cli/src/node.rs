@@ -59,6 +59,13 @@
 //! its data, the lease and the client live on, the client's transactions
 //! in flight are answered `Unknown`, and `/status`'s `nic` shows the
 //! restarts and whether the NIC runtime serves again.
+//!
+//! `/status`'s `events_unix_ms` says when the node's runtime installed its
+//! epoch, when its last recovery epoch began and resumed, its first commit
+//! after that resume, and when its copy completed, as Unix-epoch
+//! milliseconds of the node's wall clock: a monitor (`splitkv bench
+//! --cluster`) places them on its own time line by its own wall clock, not
+//! by when its poll noticed them.
 
 mod lease;
 
@@ -77,7 +84,7 @@ use splitkv_layout::host_nic::TxStatus;
 use splitkv_layout::wire::generation_cluster_id;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 /// Longest a drain waits for the transactions in flight to finish.
 pub const DRAIN_TIMEOUT: Duration = Duration::from_secs(10);
@@ -151,6 +158,44 @@ impl NodeHandler {
             "last_begun_ns": a.last_begun_ns,
             "last_resumed_ns": a.last_resumed_ns,
             "first_commit_after_resume_ns": a.first_commit_after_resume_ns,
+        })
+    }
+
+    /// When things last happened at this node, as Unix-epoch milliseconds
+    /// of its wall clock (times of the node's clock, shifted by the wall
+    /// time of its origin), for a monitor to place them on its own time
+    /// line: `now` (this answer), and, once a workload is loaded (`null`
+    /// for what never happened), when its runtime installed its current
+    /// `epoch`, when its last recovery epoch began and resumed, its
+    /// coordinator's first commit after that resume, and when it last
+    /// finished being copied (re-replication, a rejoined node).
+    fn events_unix_ms(&self) -> Value {
+        let wall = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map_or(0, |d| d.as_nanos());
+        let now_ms = (wall / 1_000_000) as u64;
+        let Some(h) = self.stats() else {
+            return json!({ "now": now_ms });
+        };
+        let (Some(origin), Some(n)) = (h.clock_origin(), h.snapshot().nodes.into_iter().next())
+        else {
+            return json!({ "now": now_ms });
+        };
+        let origin_ns = wall.saturating_sub(origin.elapsed().as_nanos());
+        let at = |ns: u64| match ns {
+            0 => Value::Null,
+            ns => json!(((origin_ns + u128::from(ns)) / 1_000_000) as u64),
+        };
+        let a = &n.recovery_actions;
+        let installed = n.membership.map_or(0, |m| m.epoch_installed_ns);
+        json!({
+            "now": now_ms,
+            "epoch": n.epoch,
+            "epoch_installed": at(installed),
+            "recovery_begun": at(a.last_begun_ns),
+            "recovery_resumed": at(a.last_resumed_ns),
+            "first_commit_after_resume": at(a.first_commit_after_resume_ns),
+            "copy_caught_up": at(a.copy_caught_up_ns),
         })
     }
 
@@ -259,6 +304,7 @@ impl ControlHandler for NodeHandler {
             "recovery": self.recovery(),
             "nic": self.nic(),
             "membership": self.membership.view(self.started, self.stats().as_ref()),
+            "events_unix_ms": self.events_unix_ms(),
         })
     }
 

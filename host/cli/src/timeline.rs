@@ -8,13 +8,22 @@
 //! with [`Timeline::event`], and calls [`Timeline::write`] once at the end;
 //! the plot shows committed transactions per second over each interval
 //! between two samples. Times are from the start of the run (the cluster's
-//! clock), in seconds on the plot.
+//! clock), in seconds on the plot. Events are kept in time order, whatever
+//! the order they were marked in.
+//!
+//! Labels never overlap: each event's vertical mark gets a numbered marker
+//! at the top of the plot, staggered over rows when events are close, and
+//! its number, time and label are listed in a legend beside the plot
+//! ([`labels`]).
 //!
 //! No system fonts: text is drawn with `ab_glyph` from DejaVu Sans Mono,
 //! bundled in `host/cli/assets/` (its licence beside it) and registered with
 //! plotters at the first write.
 
+mod labels;
+
 use crate::Failure;
+use plotters::coord::types::RangedCoordf64;
 use plotters::coord::Shift;
 use plotters::prelude::*;
 use plotters::style::text_anchor::{HPos, Pos, VPos};
@@ -35,6 +44,8 @@ pub const EVENTS_MAX: usize = 256;
 pub const LABEL_BYTES_MAX: usize = 48;
 /// Size of the PNG (pixels) and of the SVG's view box.
 pub const PLOT_SIZE_PX: (u32, u32) = (1200, 600);
+/// Width of the legend of events beside the plot (px).
+pub const LEGEND_WIDTH_PX: u32 = 380;
 /// Font size of the caption, and of labels and event marks (px).
 const CAPTION_FONT_PX: u32 = 22;
 const LABEL_FONT_PX: u32 = 14;
@@ -131,8 +142,11 @@ impl Timeline {
         while !label.is_char_boundary(cut) {
             cut -= 1;
         }
-        self.events
-            .push((t.as_secs_f64(), label[..cut].to_string()));
+        let secs = t.as_secs_f64();
+        // Kept in time order (a node's clock may date an event before
+        // one marked earlier); equal times keep their order of marking.
+        let at = self.events.partition_point(|e| e.0 <= secs);
+        self.events.insert(at, (secs, label[..cut].to_string()));
     }
 
     /// Samples kept.
@@ -242,8 +256,10 @@ impl Timeline {
         out
     }
 
-    /// Draws the throughput line and the event marks on `root`, then
-    /// writes it out (plotters' `present`).
+    /// Draws the throughput line and the event marks on `root`, the
+    /// events' numbered markers and their legend beside the plot (placed
+    /// by [`labels::layout`], so no two labels overlap), then writes it
+    /// out (plotters' `present`).
     fn draw<DB: DrawingBackend>(
         &self,
         root: DrawingArea<DB, Shift>,
@@ -254,14 +270,16 @@ impl Timeline {
     {
         let e = |e: DrawingAreaErrorKind<DB::ErrorType>| e.to_string();
         root.fill(&WHITE).map_err(e)?;
+        let (plot_area, _) = root.split_horizontally(PLOT_SIZE_PX.0 - LEGEND_WIDTH_PX);
         let t_end = rates
             .iter()
             .map(|r| r.0)
             .chain(self.events.iter().map(|ev| ev.0))
             .fold(SAMPLE_INTERVAL.as_secs_f64(), f64::max)
             * 1.02;
-        let rate_max = rates.iter().map(|r| r.1).fold(1.0, f64::max) * 1.15;
-        let mut chart = ChartBuilder::on(&root)
+        // Headroom above the highest rate for the rows of markers.
+        let rate_max = rates.iter().map(|r| r.1).fold(1.0, f64::max) * 1.3;
+        let mut chart = ChartBuilder::on(&plot_area)
             .caption(&self.title, (FONT_FAMILY, CAPTION_FONT_PX))
             .margin(16)
             .x_label_area_size(44)
@@ -283,22 +301,12 @@ impl Timeline {
             .label(SERIES_NAME)
             .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 24, y)], line));
         let mark = RED.stroke_width(1);
-        for (i, (t, label)) in self.events.iter().enumerate() {
-            // Labels staggered over four heights so neighbours do not overlap.
-            // Those in the right half are written to the left of their mark.
-            let y = rate_max * (0.96 - 0.05 * (i % 4) as f64);
-            let (h, text) = if *t > t_end / 2.0 {
-                (HPos::Right, format!("{label} "))
-            } else {
-                (HPos::Left, format!(" {label}"))
-            };
-            let font = (FONT_FAMILY, LABEL_FONT_PX).into_font().color(&RED);
-            let text = Text::new(text, (*t, y), font.pos(Pos::new(h, VPos::Top)));
-            chart
-                .draw_series([PathElement::new(vec![(*t, 0.0), (*t, rate_max)], mark)])
-                .map_err(e)?;
-            chart.draw_series([text]).map_err(e)?;
-        }
+        chart
+            .draw_series(
+                (self.events.iter())
+                    .map(|(t, _)| PathElement::new(vec![(*t, 0.0), (*t, rate_max)], mark)),
+            )
+            .map_err(e)?;
         chart
             .configure_series_labels()
             .position(SeriesLabelPosition::LowerRight)
@@ -307,8 +315,72 @@ impl Timeline {
             .border_style(BLACK)
             .draw()
             .map_err(e)?;
+        let layout = self.label_layout(chart.plotting_area());
+        draw_labels(&root, &layout).map_err(e)?;
         root.present().map_err(e)
     }
+}
+
+impl Timeline {
+    /// Where the events' labels go ([`labels::layout`]): markers in the
+    /// plotting `area`, the legend right of the chart.
+    fn label_layout<DB: DrawingBackend>(
+        &self,
+        area: &DrawingArea<DB, Cartesian2d<RangedCoordf64, RangedCoordf64>>,
+    ) -> labels::LabelLayout {
+        let (xs, ys) = area.get_pixel_range();
+        let plot = labels::Rect {
+            x0: xs.start,
+            y0: ys.start,
+            x1: xs.end,
+            y1: ys.end,
+        };
+        let marks: Vec<labels::Mark> = (self.events.iter())
+            .map(|(t, label)| labels::Mark {
+                t: *t,
+                x: area.map_coordinate(&(*t, 0.0)).0,
+                label,
+            })
+            .collect();
+        let legend = labels::Rect {
+            x0: (PLOT_SIZE_PX.0 - LEGEND_WIDTH_PX) as i32 + 8,
+            y0: plot.y0,
+            x1: PLOT_SIZE_PX.0 as i32 - 8,
+            y1: PLOT_SIZE_PX.1 as i32 - 8,
+        };
+        labels::layout(&marks, plot, legend)
+    }
+}
+
+/// Draws the markers (number in a white box edged red) and the legend's
+/// lines of `layout` on `root` (pixel coordinates).
+fn draw_labels<DB: DrawingBackend>(
+    root: &DrawingArea<DB, Shift>,
+    layout: &labels::LabelLayout,
+) -> Result<(), DrawingAreaErrorKind<DB::ErrorType>> {
+    let font = |c: &RGBColor| {
+        (FONT_FAMILY, LABEL_FONT_PX)
+            .into_font()
+            .color(c)
+            .pos(Pos::new(HPos::Left, VPos::Top))
+    };
+    let text = |r: &labels::Rect, s: &str, c: &RGBColor| {
+        Text::new(s.to_string(), (r.x0 + 3, r.y0 + 2), font(c))
+    };
+    root.draw(&text(&layout.heading.0, &layout.heading.1, &BLACK))?;
+    for p in &layout.placed {
+        if let Some(r) = &p.marker {
+            let corners = [(r.x0, r.y0), (r.x1 - 1, r.y1 - 1)];
+            root.draw(&Rectangle::new(corners, WHITE.filled()))?;
+            root.draw(&Rectangle::new(corners, RED.stroke_width(1)))?;
+            root.draw(&text(r, &p.number.to_string(), &RED))?;
+        }
+        root.draw(&text(&p.entry, &p.text, &BLACK))?;
+    }
+    if let Some((r, s)) = &layout.more {
+        root.draw(&text(r, s, &BLACK))?;
+    }
+    Ok(())
 }
 
 /// Checks, before a run, that `path`'s directory exists, so a bad

@@ -162,6 +162,7 @@ impl Cluster {
         let nodes = parts.nodes.len();
         let clock_origin = parts.settle_clock_origin(Instant::now());
         let shared = parts.shared;
+        let _ = shared.clock_origin.set(clock_origin);
         shared.set_running();
         let components = 2 * nodes + parts.apps.len();
         let thread_count = parts.threads.clamp(1, components.max(1));

@@ -49,6 +49,9 @@ pub struct NodeMembership {
     agent: MembershipAgent,
     agent_every_ns: Nanos,
     next_agent_ns: Nanos,
+    /// When the agent last installed a new epoch in the runtime (ns of the
+    /// cluster's clock; 0: never).
+    epoch_installed_ns: Nanos,
 }
 
 impl std::fmt::Debug for NodeMembership {
@@ -72,6 +75,11 @@ pub struct MembershipView {
     pub agent: AgentStats,
     /// Why the node stopped serving, once it did (fencing).
     pub stopped: Option<MembershipError>,
+    /// When the agent last installed a configuration of a new epoch in the
+    /// node's runtime (ns of the cluster's clock; 0: never since the
+    /// threads started), the epoch being the runtime's
+    /// ([`NodeStats::epoch`](super::NodeStats::epoch)).
+    pub epoch_installed_ns: Nanos,
 }
 
 impl NodeMembership {
@@ -90,6 +98,7 @@ impl NodeMembership {
             agent: MembershipAgent::new(renew_every_ns),
             agent_every_ns: AGENT_EVERY_NS_DEFAULT,
             next_agent_ns: 0,
+            epoch_installed_ns: 0,
         }
     }
 
@@ -110,6 +119,7 @@ impl NodeMembership {
             lease_until_ns: self.agent.lease_until(),
             agent: self.agent.stats(),
             stopped: self.agent.removed().copied(),
+            epoch_installed_ns: self.epoch_installed_ns,
         }
     }
 
@@ -150,7 +160,12 @@ impl NodeMembership {
             inner: self.member.as_mut(),
             shift_ns: self.shift_ns,
         };
-        self.agent.run_iteration(now, nic, &mut shifted)
+        let epoch = nic.epoch();
+        let work = self.agent.run_iteration(now, nic, &mut shifted);
+        if nic.epoch() != epoch {
+            self.epoch_installed_ns = now;
+        }
+        work
     }
 }
 

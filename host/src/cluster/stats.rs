@@ -14,7 +14,8 @@ use splitkv_nic::recovery::rereplication::CopyStats;
 use splitkv_nic::runtime::{Availability, RebuildStats, RecoveryActions, RecoveryRuntimeStats};
 use splitkv_nic::{ClientClosed, NicMode, NicRuntime, NicStats, NODES_MAX};
 use std::sync::atomic::{AtomicBool, AtomicU8, Ordering};
-use std::sync::Mutex;
+use std::sync::{Mutex, OnceLock};
+use std::time::Instant;
 
 /// Counters of one node.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -220,6 +221,9 @@ pub(crate) struct Shared {
     /// Copy-read handoffs between each node's NIC runtime and host worker
     /// threads, by entry (re-replication, [`super::copy_reads`]).
     pub copy_reads: Vec<CopyReads>,
+    /// The origin of the cluster's clock (the `now` of every time in the
+    /// counters), set when the polling threads first start.
+    pub clock_origin: OnceLock<Instant>,
 }
 
 impl Shared {
@@ -240,6 +244,7 @@ impl Shared {
                 .collect(),
             nic_restart: ids.iter().map(|_| AtomicBool::new(false)).collect(),
             copy_reads: ids.iter().map(|_| CopyReads::default()).collect(),
+            clock_origin: OnceLock::new(),
         }
     }
 
@@ -346,5 +351,13 @@ impl StatsHandle {
     /// ([`ClusterError::Panicked`] or [`ClusterError::NodeStopped`]).
     pub fn failure(&self) -> Option<ClusterError> {
         self.shared.failure()
+    }
+
+    /// The instant the cluster's clock counts from: every time in the
+    /// counters (ns, such as [`NodeStats::recovery_actions`]' or
+    /// [`MembershipView::epoch_installed_ns`]) is nanoseconds since it.
+    /// `None` until the polling threads first started.
+    pub fn clock_origin(&self) -> Option<Instant> {
+        self.shared.clock_origin.get().copied()
     }
 }

@@ -27,7 +27,7 @@ pub(super) struct RunEnd {
 impl Deployed {
     /// Writes the timeline (if asked for), takes what the report needs,
     /// and stops spawned nodes.
-    pub(super) fn end(self, timeline: Option<&Path>) -> Result<RunEnd, Failure> {
+    pub(super) fn end(mut self, timeline: Option<&Path>) -> Result<RunEnd, Failure> {
         self.write_timeline(timeline)?;
         let end = RunEnd {
             failed: self.failed(),

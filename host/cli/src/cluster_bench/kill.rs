@@ -97,12 +97,13 @@ impl Deployed {
         Ok(())
     }
 
-    /// Notes a survivor's `/status` (`s`), seen `t` into the run: the
-    /// first time its configuration leaves the killed node out (not
-    /// restarted yet) with every shard at the replication degree and no
-    /// backup still joining (re-replication: survivors that were no replica of a
-    /// shard became its new backups and were copied) is marked.
-    pub(super) fn note_restored_without_killed(&mut self, t: Duration, s: &Value) {
+    /// Notes a survivor's `/status` (`s`): the first configuration its
+    /// runtime serves that leaves the killed node out (not restarted yet)
+    /// with every shard at the replication degree and no backup still
+    /// joining (re-replication: survivors that were no replica of a shard
+    /// became its new backups and were copied); it is dated at the end by
+    /// the nodes' earliest install of its epoch.
+    pub(super) fn note_restored_without_killed(&mut self, s: &Value) {
         let Some((n, _)) = self.killed else {
             return;
         };
@@ -112,35 +113,77 @@ impl Deployed {
         if !restored || self.restored_without_killed.is_some() || self.is_restarted(n) {
             return;
         }
-        self.restored_without_killed = Some(t);
-        if let Some(tl) = self.timeline.as_mut() {
-            tl.event(t, &format!("replication restored without node {n}"));
-        }
+        self.restored_without_killed = m["runtime_epoch"].as_u64();
     }
 
-    /// The line that says which node was killed and when, if one was.
+    /// When the degree was restored without the killed node, by the nodes'
+    /// clocks.
+    pub(super) fn restored_without_killed_at(&self) -> Option<Duration> {
+        let ms = self.node_clock.installed(self.restored_without_killed?)?;
+        self.run_clock.run_time(ms)
+    }
+
+    /// The line that says which node was killed and when (the bench's
+    /// clock: it sent the SIGKILL), if one was; then, by the nodes' clocks,
+    /// when service resumed (a survivor's first commit after its recovery
+    /// epoch resumed) and when the replication degree was restored, each
+    /// beside the kill, and the lease TTL etcd granted ("?" when the
+    /// nodes' `/status` does not say).
     pub(super) fn killed_line(&self) -> Option<String> {
         let (n, at) = self.killed?;
         let (at_kill, end) = self.committed_around_kill;
-        // "; WHAT at T s (N ms after the kill)", or nothing if it never came.
-        let when = |what: &str, t: Option<Duration>| {
-            t.map_or(String::new(), |t| {
-                let after = t.saturating_sub(at).as_millis();
-                format!(
-                    "; {what} at {:.2} s ({after} ms after the kill)",
-                    t.as_secs_f64()
-                )
-            })
-        };
-        let resumed = when("service resumed", self.resumed_after_kill);
-        let restored = when(
-            "replication degree restored without it",
-            self.restored_without_killed,
-        );
-        Some(format!(
-            "killed: node {n} (SIGKILL) at {:.2} s into the run; survivors committed {} transactions after it; its client's history from its journal{resumed}{restored}",
+        let after = |t: Duration| t.saturating_sub(at).as_millis();
+        let mut line = format!(
+            "killed: node {n} (SIGKILL) at {:.2} s into the run (the bench's clock, which sent it); survivors committed {} transactions after it; its client's history from its journal",
             at.as_secs_f64(),
             end.saturating_sub(at_kill.unwrap_or(end)),
-        ))
+        );
+        if let Some((first, node, resumed)) = self.node_clock.service_resumed() {
+            let clock = &self.run_clock;
+            if let (Some(t), Some(r)) = (clock.run_time(first), clock.run_time(resumed)) {
+                line += &format!(
+                    "; service resumed at {:.3} s ({} ms after the kill: node {node}'s first commit after its recovery epoch resumed at {:.3} s, by its clock)",
+                    t.as_secs_f64(),
+                    after(t),
+                    r.as_secs_f64(),
+                );
+            }
+        }
+        let restored = match self.restart.is_some() {
+            true => (self.restored_at()).map(|t| (format!("(node {n} a replica again)"), t)),
+            false => (self.restored_without_killed_at()).map(|t| ("without it".to_string(), t)),
+        };
+        if let Some((how, t)) = restored {
+            line += &format!(
+                "; replication degree restored {} at {:.3} s ({} ms after the kill, by the nodes' clocks)",
+                how,
+                t.as_secs_f64(),
+                after(t),
+            );
+        }
+        if self.config.membership != MembershipSettings::Static {
+            line += &format!(
+                "; lease TTL granted by etcd {} (asked {})",
+                self.ttl_granted(),
+                self.ttl_asked()
+            );
+        }
+        Some(line)
+    }
+
+    /// The lease TTL etcd granted, as the nodes' `/status` shows it
+    /// (`membership.lease_ttl_granted_s`), or "?".
+    fn ttl_granted(&self) -> String {
+        self.node_clock
+            .ttl_granted_s
+            .map_or("?".into(), |s| format!("{s} s"))
+    }
+
+    /// The lease TTL the cluster file asks for.
+    fn ttl_asked(&self) -> String {
+        match &self.config.membership {
+            MembershipSettings::Etcd { lease_ttl_s, .. } => format!("{lease_ttl_s} s"),
+            MembershipSettings::Static => "none".into(),
+        }
     }
 }

@@ -34,8 +34,17 @@
 //! a replica again; its rows are then checked like every node's.
 //! `--replace NODE@SECS` does the same on a "new machine": the new process
 //! listens at fresh addresses, which the peers learn through etcd
-//! ([`replace`]).
+//! ([`replace`]). The new process is brought up (control endpoint, `/load`,
+//! client) on a thread of its own, so the loop keeps polling and sampling.
+//!
+//! Times: what the bench does (the kill, the restart) is on its own clock,
+//! from the run's start; what happens at the nodes (a new epoch installed,
+//! a recovery's resume and first commit, a copy done, the degree restored)
+//! is dated by the nodes' clocks (`/status` `events_unix_ms`, [`clock`]),
+//! not by when the loop's poll saw it. The timeline is sampled every
+//! [`SAMPLE_INTERVAL`] throughout.
 
+mod clock;
 mod end;
 pub(crate) mod http;
 mod kill;
@@ -47,8 +56,9 @@ mod spawn;
 use crate::cli::{ClusterArgs, HistoryBenchArgs, KillAt, SmallbankArgs};
 use crate::report::{history, replica_line, NicTotals, SessionTotals};
 use crate::report::{Report, RunFigures, SmallbankReport};
-use crate::timeline::Timeline;
+use crate::timeline::{Timeline, SAMPLE_INTERVAL};
 use crate::Failure;
+use clock::{NodeClock, RunClock};
 use indicatif::{ProgressBar, ProgressStyle};
 use nic_crash::NicCrash;
 use serde::de::DeserializeOwned;
@@ -90,8 +100,13 @@ struct Deployed {
     /// `--timeline`: the survivors' committed count over the run, with the
     /// kill, each new epoch and each recovery's resume marked.
     timeline: Option<Timeline>,
-    /// Highest epoch and recovery resumes seen in any survivor's `/status`.
-    seen: (u64, u64),
+    /// When the next timeline sample is due (every [`SAMPLE_INTERVAL`]).
+    next_sample: Duration,
+    /// The bench's wall clock at the run's start, to place the nodes'
+    /// event times ([`clock`]).
+    run_clock: RunClock,
+    /// What happened at the nodes and when, by their clocks.
+    node_clock: NodeClock,
     /// Each node's committed count as last seen (a killed node's stays at
     /// its last value, so the timeline's total never drops at the kill).
     committed_by_node: Vec<u64>,
@@ -99,11 +114,10 @@ struct Deployed {
     nic_crash: Option<NicCrash>,
     /// `--restart`, and what came of it.
     restart: Option<restart::Restart>,
-    /// When a survivor's recovery first resumed after the kill.
-    resumed_after_kill: Option<Duration>,
-    /// When a survivor's configuration first had every shard back at the
-    /// degree without the killed node (with more nodes than replicas).
-    restored_without_killed: Option<Duration>,
+    /// The epoch of the first configuration a survivor served with every
+    /// shard back at the degree without the killed node (with more nodes
+    /// than replicas).
+    restored_without_killed: Option<u64>,
     /// The `/load` body every node got (a restarted node gets it again).
     load_body: Option<Value>,
 }
@@ -130,7 +144,9 @@ impl Deployed {
             committed_around_kill: (None, 0),
             run_dir: None,
             timeline: None,
-            seen: (1, 0),
+            next_sample: Duration::ZERO,
+            run_clock: RunClock::start().1,
+            node_clock: NodeClock::default(),
             committed_by_node: Vec::new(),
             nic_crash: args.nic_crash.map(|at| NicCrash {
                 at,
@@ -142,7 +158,6 @@ impl Deployed {
             }),
             restart: (args.restart.map(|at| restart::Restart::new(at, false)))
                 .or(args.replace.map(|at| restart::Restart::new(at, true))),
-            resumed_after_kill: None,
             restored_without_killed: None,
             load_body: None,
         };
@@ -254,7 +269,8 @@ impl Deployed {
             bar.inc(1);
         }
         bar.finish_and_clear();
-        let t0 = Instant::now();
+        let (t0, run_clock) = RunClock::start();
+        self.run_clock = run_clock;
         for n in 0..self.nodes() {
             let mut start = start.clone();
             start.journal = self.journal(n).map(|p| p.display().to_string());
@@ -319,9 +335,9 @@ impl Deployed {
             self.kill_if_due(t0.elapsed())?;
             self.nic_crash_if_due(t0.elapsed())?;
             self.restart_if_due(t0.elapsed(), start)?;
+            self.restart_progress(t0.elapsed())?;
             let mut all = self.kill.is_none() || self.killed.is_some();
             let mut committed = 0;
-            let mut seen = self.seen;
             for n in 0..self.nodes() {
                 if self.is_killed(n) && !self.is_restarted(n) {
                     continue;
@@ -330,6 +346,9 @@ impl Deployed {
                 if let Some(f) = s.get("failure").and_then(Value::as_str) {
                     return Err(bad(format!("node {n} failed: {f}")));
                 }
+                let kill_ms = (self.killed.filter(|(k, _)| *k != n))
+                    .map(|(_, at)| self.run_clock.unix_ms(at));
+                self.node_clock.note(n, &s, kill_ms);
                 if self.is_killed(n) {
                     // Restarted: no client; its count stays its old one's.
                     self.note_restart(t0.elapsed(), &s);
@@ -337,19 +356,16 @@ impl Deployed {
                 }
                 all &= s.get("run_done").and_then(Value::as_bool) == Some(true);
                 all &= self.note_nic_crash(t0.elapsed(), n, &s, None);
-                self.note_restored_without_killed(t0.elapsed(), &s);
+                self.note_restored_without_killed(&s);
                 let c = s["transactions"]["committed"].as_u64().unwrap_or(0);
                 committed += c;
                 if self.committed_by_node.len() <= n as usize {
                     self.committed_by_node.resize(n as usize + 1, 0);
                 }
                 self.committed_by_node[n as usize] = c;
-                let r = &s["recovery"];
-                seen.0 = seen.0.max(r["epoch"].as_u64().unwrap_or(0));
-                seen.1 = seen.1.max(r["epochs_resumed"].as_u64().unwrap_or(0));
             }
             let total = self.committed_by_node.iter().sum();
-            self.mark(t0.elapsed(), total, seen);
+            self.sample(t0.elapsed(), total);
             if self.killed.is_some() {
                 self.committed_around_kill.0.get_or_insert(committed);
             }
@@ -369,27 +385,39 @@ impl Deployed {
         Ok(())
     }
 
-    /// Samples the timeline (if any) and marks a new epoch or resume.
-    fn mark(&mut self, t: Duration, committed: u64, seen: (u64, u64)) {
-        if seen.1 > self.seen.1 && self.killed.is_some() {
-            self.resumed_after_kill.get_or_insert(t);
-        }
+    /// Samples the timeline (if any) when [`SAMPLE_INTERVAL`] has passed
+    /// since the last sample, keeping to the interval's grid unless a pass
+    /// came late.
+    fn sample(&mut self, t: Duration, committed: u64) {
         let Some(tl) = self.timeline.as_mut() else {
-            self.seen = seen;
             return;
         };
+        if t < self.next_sample {
+            return;
+        }
+        self.next_sample = (self.next_sample + SAMPLE_INTERVAL).max(t);
         tl.sample(t, committed);
-        if seen.0 > self.seen.0 {
-            tl.event(t, &format!("epoch {}", seen.0));
-        }
-        if seen.1 > self.seen.1 {
-            tl.event(t, "recovery resumed");
-        }
-        self.seen = seen;
     }
 
-    /// Writes the timeline, if one was asked for.
-    fn write_timeline(&self, path: Option<&Path>) -> Result<(), Failure> {
+    /// Marks on the timeline what the nodes' clocks dated: each new epoch
+    /// and each recovery's resume, the restored degree (with or without
+    /// the killed node).
+    fn mark_node_events(&mut self) {
+        let mut events = self.node_clock.events(&self.run_clock);
+        if let Some(t) = self.restored_at() {
+            events.push((t, "replication restored".into()));
+        }
+        if let (Some(t), Some((n, _))) = (self.restored_without_killed_at(), self.killed) {
+            events.push((t, format!("replication restored without node {n}")));
+        }
+        if let Some(tl) = self.timeline.as_mut() {
+            events.iter().for_each(|(t, label)| tl.event(*t, label));
+        }
+    }
+
+    /// Writes the timeline, if one was asked for, with the nodes' events.
+    fn write_timeline(&mut self, path: Option<&Path>) -> Result<(), Failure> {
+        self.mark_node_events();
         match (&self.timeline, path) {
             (Some(t), Some(p)) => t.write_reported(p).map(|_| ()),
             _ => Ok(()),

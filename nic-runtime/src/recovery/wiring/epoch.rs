@@ -287,6 +287,10 @@ pub struct RecoveryActions {
     /// When this node's coordinator first committed a transaction after the
     /// last resume (ns); 0 until it did.
     pub first_commit_after_resume_ns: Nanos,
+    /// When this node, being copied (re-replication), last had every shard
+    /// it joins from their primaries and handed its caught-up report to the
+    /// membership layer (ns); 0 if it never was.
+    pub copy_caught_up_ns: Nanos,
     /// Host-log records left out of this node's evidence for want of room
     /// ([`LOCAL_EVIDENCE_ENTRIES_MAX`]; pending LOG records go first).
     pub evidence_left_out: u64,

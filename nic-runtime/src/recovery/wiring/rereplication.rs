@@ -38,7 +38,11 @@ impl NicRuntime {
     /// asks for a configuration in which it is a replica
     /// (`Configuration::caught_up`).
     pub fn take_caught_up(&mut self) -> Option<u32> {
-        self.copies.take_caught_up()
+        let epoch = self.copies.take_caught_up();
+        if epoch.is_some() {
+            self.actions.copy_caught_up_ns = self.io.now;
+        }
+        epoch
     }
 
     /// Whether this node is being copied and has not finished.
