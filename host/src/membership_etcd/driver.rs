@@ -10,7 +10,8 @@
 //! commands, hands renewal requests to the renewal task (module `renewal`:
 //! one keep-alive on a stream it keeps open, never waiting behind the
 //! loop's other etcd calls), records suspect reports, and every
-//! `poll_every_ms` reads a
+//! `poll_every_ms` (every [`super::POLL_AFTER_SUSPICION_MS`] for two
+//! leases after this node reported a suspect) reads a
 //! snapshot of the cluster's keys: a newer configuration is passed on; a
 //! joined node of the configuration whose member key is gone (its lease ran
 //! out in etcd) or held by another incarnation than the configured one (a
@@ -162,6 +163,8 @@ pub(crate) struct Driver {
     keys: ClusterKeys,
     client: Client,
     lease: i64,
+    /// The lease TTL etcd granted (s).
+    ttl_s: i64,
     /// The lease's renewals (a task of their own).
     renewal: RenewalHandle,
     known_epoch: u32,
@@ -239,6 +242,7 @@ impl Driver {
             keys,
             client,
             lease,
+            ttl_s,
             renewal,
             known_epoch: if ready.joining { 0 } else { ready.config.epoch },
             lineage: ready.lineage,
@@ -260,6 +264,12 @@ impl Driver {
         let tick = Duration::from_millis(super::DRIVER_TICK_MS);
         self.renewal.started();
         let poll_every = Duration::from_millis(self.s.poll_every_ms);
+        let poll_fast = poll_every.min(Duration::from_millis(super::POLL_AFTER_SUSPICION_MS));
+        // Until when polls come at `poll_fast`: two leases after a suspect
+        // report, the suspect's lease runs out meanwhile, and the sooner a
+        // survivor sees its key gone the sooner service resumes.
+        let fast_for = Duration::from_secs(2 * self.ttl_s.max(1) as u64);
+        let mut fast_until = Instant::now();
         let mut next_poll = Instant::now();
         loop {
             let mut suspects = [None; NODES_MAX];
@@ -279,11 +289,13 @@ impl Driver {
             for (n, inc) in suspects.iter().enumerate() {
                 if let Some(inc) = *inc {
                     self.suspect(n as NodeId, inc).await;
+                    fast_until = Instant::now() + fast_for;
                 }
             }
             if Instant::now() >= next_poll {
                 self.poll().await;
-                next_poll = Instant::now() + poll_every;
+                let every = if Instant::now() < fast_until { poll_fast } else { poll_every };
+                next_poll = Instant::now() + every;
             }
             tokio::time::sleep(tick).await;
         }

@@ -134,6 +134,10 @@ pub const CLOCK_DRIFT_PPM_MAX: u64 = 1_000;
 pub const LEASE_GUARD_NS: Nanos = 100_000_000;
 /// Default interval between reads of the cluster's keys (ms).
 pub const POLL_EVERY_MS_DEFAULT: u64 = 100;
+/// Interval between reads of the cluster's keys (ms) for two leases after
+/// the node reported a suspect (at most `poll_every_ms`): the survivors
+/// see a dead member's key gone within this of etcd deleting it.
+pub const POLL_AFTER_SUSPICION_MS: u64 = 20;
 /// Default bound on one etcd call (ms).
 pub const RPC_TIMEOUT_MS_DEFAULT: u64 = 250;
 /// The driver's iteration period (ms).
