@@ -1,8 +1,8 @@
 //! One node's side of the simulated manager: its handle ([`SimMember`],
 //! the [`Membership`] a node's agent uses) over its view (`View`): the
 //! configuration it knows, its lease as it believes it, the notices on
-//! their way to it, and whether it is still joining (the module docs of
-//! `membership`, "Rejoin").
+//! their way to it, and whether it is still joining or its generation
+//! ended (the module docs of `membership`, "Rejoin" and "Lifecycle").
 
 use super::{Notice, Request, SimMembership};
 use splitkv_layout::wire::NodeId;
@@ -21,6 +21,11 @@ pub(super) struct View {
     pub(super) joining: bool,
     /// The incarnation of the process that restarted (0: the first).
     pub(super) incarnation: u32,
+    /// The generation of `config` (0 while joining).
+    pub(super) generation: u32,
+    /// The epoch of a later generation's configuration this process
+    /// learned: its generation ended, it is removed.
+    pub(super) ended: Option<u32>,
 }
 
 /// One node's handle on the simulated manager.
@@ -43,12 +48,22 @@ impl Membership for SimMember {
         self.manager.lock().views[self.node as usize].lease_until
     }
 
+    /// # Errors
+    /// [`MembershipError::Removed`] if this node knows it is out of its
+    /// configuration, or that its generation ended (with the epoch of the
+    /// later generation's configuration it learned); `Busy` as the trait.
     fn renew(&mut self, now: Nanos) -> Result<(), MembershipError> {
         let mut m = self.manager.lock();
         let view = &m.views[self.node as usize];
         if view.joining {
             // The join request carries the first lease.
             return Ok(());
+        }
+        if let Some(epoch) = view.ended {
+            return Err(MembershipError::Removed {
+                node: self.node,
+                epoch,
+            });
         }
         if !view.config.contains(self.node) {
             let epoch = view.config.epoch;
@@ -57,7 +72,15 @@ impl Membership for SimMember {
                 epoch,
             });
         }
-        m.request(self.node, now, Request::Renew { sent: now })
+        let generation = view.generation;
+        m.request(
+            self.node,
+            now,
+            Request::Renew {
+                sent: now,
+                generation,
+            },
+        )
     }
 
     fn report_suspect(&mut self, suspect: NodeId, now: Nanos) -> Result<(), MembershipError> {
@@ -69,10 +92,11 @@ impl Membership for SimMember {
                 nodes,
             });
         }
-        let incarnation = m.views[self.node as usize].config.incarnation[suspect as usize];
+        let view = &m.views[self.node as usize];
         let r = Request::Suspect {
             node: suspect,
-            incarnation,
+            incarnation: view.config.incarnation[suspect as usize],
+            generation: view.generation,
         };
         m.request(self.node, now, r)
     }
@@ -88,21 +112,29 @@ impl Membership for SimMember {
             }
             match view.notices.swap_remove(i).1 {
                 Notice::Grant { until } => view.lease_until = view.lease_until.max(until),
+                // A process of an ended generation takes nothing more.
+                Notice::Config(..) if view.ended.is_some() => {}
                 // A restarted node takes no configuration before one that
                 // admits it: one with its node id in is not enough while
                 // that is its old incarnation (chaos Smallbank seed 10 of 4
                 // nodes: the new process took such a configuration, renewed
                 // the old incarnation's lease for good and was never
                 // admitted).
-                Notice::Config(c)
+                Notice::Config(c, _)
                     if view.joining
                         && !(c.contains(self.node)
                             && c.incarnation[self.node as usize] == view.incarnation) => {}
-                Notice::Config(c) if c.epoch > view.config.epoch => {
+                // A later generation formed: this process's ended (its
+                // node is in the new configuration, this process is not).
+                Notice::Config(c, g) if !view.joining && g > view.generation => {
+                    view.ended = Some(c.epoch);
+                }
+                Notice::Config(c, g) if c.epoch > view.config.epoch => {
                     view.config = c;
+                    view.generation = g;
                     view.joining = false;
                 }
-                Notice::Config(_) => {}
+                Notice::Config(..) => {}
             }
         }
         (view.config.epoch > view.returned_epoch).then(|| {
