@@ -6,7 +6,11 @@
 //! sequence of configurations; a restarted node whose join was put off
 //! until its old incarnation's lease ran out is admitted with a lease it
 //! can renew in time, and takes no configuration of its old incarnation;
-//! a late report on its predecessor does not count against it.
+//! a late report on its predecessor does not count against it. A whole
+//! cluster restarted with the manager's state kept forms the next
+//! generation (every node a member, nothing copying), while a node of a
+//! live cluster still rejoins copying; a process of the ended generation
+//! still running is never served.
 
 use splitkv_nic::membership::{Configuration, Membership, MembershipError};
 use splitkv_nic::{Component, Nanos};
@@ -200,11 +204,18 @@ fn a_join_put_off_for_most_of_a_lease_is_admitted_with_a_lease_to_renew() {
             }
         }
     }
-    assert!(r.manager.stats().joins_deferred > 0, "the join was put off");
+    let s = r.manager.stats();
+    assert!(s.joins_deferred > 0, "the join was put off");
     let admitted = admitted.expect("node 1 admitted");
     assert!(admitted >= LEASE_NS_DEFAULT, "not under the old lease");
     let c = r.manager.current();
     assert_eq!((c.live, c.incarnation[1]), (0b111, 2), "{c:?}");
+    // The survivors were alive: node 1 rejoined copying, in generation 1.
+    assert_eq!(c.copying, 0b010, "{c:?}");
+    assert_eq!(
+        (r.manager.generation(), s.joins, s.generation_joins),
+        (1, 1, 0)
+    );
 }
 
 /// Chaos Smallbank seed 10 of 4 nodes: while a restarted node's old
@@ -283,6 +294,183 @@ fn a_late_report_on_a_predecessor_does_not_count_against_its_successor() {
     assert!(c.contains(1) && c.incarnation[1] == 2, "still in: {c:?}");
     let s = r.manager.stats();
     assert_eq!((s.suspects, s.suspects_ignored), (0, 1), "{s:?}");
+}
+
+/// Every node of the rig restarts (the manager's state kept): node `n`
+/// at `at` plus `n` × 0.3 ms, as incarnation `incarnation + n`. Runs until
+/// then; every node renews meanwhile (the new processes once admitted).
+fn restart_all(r: &mut Rig, at: Nanos, incarnation: u32) {
+    for n in 0..r.members.len() {
+        r.run(at + n as Nanos * 300_000, |_, _| true);
+        let inc = incarnation + n as u32;
+        r.members[n] = r.manager.restart(n as u16, r.now, inc).unwrap();
+    }
+}
+
+/// Checks that the whole restart after configuration `before` formed
+/// generation `generation`: every node admitted as a member (incarnation
+/// `incarnation + n`), nothing copying in any configuration after
+/// `before`, the epoch higher, every node knowing the configuration and
+/// holding a lease.
+fn check_generation(r: &Rig, before: Configuration, generation: u32, incarnation: u32) {
+    let c = r.manager.current();
+    let incs: Vec<u32> = (0..3).map(|n| incarnation + n).collect();
+    assert_eq!((c.live, &c.incarnation[..3]), (0b111, &incs[..]), "{c:?}");
+    assert!(c.epoch > before.epoch, "{} after {}", c.epoch, before.epoch);
+    assert_eq!((c.short_shards(), c.joining_any()), (0, 0), "{c:?}");
+    for (t, h) in r
+        .manager
+        .history()
+        .iter()
+        .filter(|(_, h)| h.epoch > before.epoch)
+    {
+        assert_eq!(
+            (h.copying, h.joining_any()),
+            (0, 0),
+            "copying at {t}: {h:?}"
+        );
+    }
+    assert_eq!(r.manager.generation(), generation);
+    for (n, m) in r.members.iter().enumerate() {
+        assert_eq!(m.current(), c, "node {n} knows the configuration");
+        assert!(m.lease_until() > r.now, "node {n} holds a lease");
+    }
+}
+
+/// The manager's configurations and counters when every node of a 3-node
+/// cluster restarts, twice, after a rejoin and its copy (generation 1).
+fn whole_restarts(seed: u64) -> Vec<(Nanos, Configuration)> {
+    let (mut r, _) = node_1_restarted(seed);
+    r.run(2 * LEASE_NS_DEFAULT, |_, _| true);
+    let copied = r.members[1].current().epoch;
+    r.members[1].report_caught_up(copied, r.now).unwrap();
+    r.run(3 * LEASE_NS_DEFAULT, |_, _| true);
+    let first = r.manager.current();
+    assert_eq!((first.live, first.copying, first.epoch), (0b111, 0, 4));
+    assert_eq!(r.manager.generation(), 1);
+
+    restart_all(&mut r, 4 * LEASE_NS_DEFAULT, 10);
+    r.run(8 * LEASE_NS_DEFAULT, |_, _| true);
+    check_generation(&r, first, 2, 10);
+    let second = r.manager.current();
+
+    restart_all(&mut r, 9 * LEASE_NS_DEFAULT, 20);
+    r.run(13 * LEASE_NS_DEFAULT, |_, _| true);
+    check_generation(&r, second, 3, 20);
+    let s = r.manager.stats();
+    assert_eq!(
+        (s.generations, s.generation_joins, s.joins),
+        (2, 6, 1),
+        "{s:?}"
+    );
+    r.manager.history()
+}
+
+/// A whole-cluster restart with the manager's state kept: without
+/// generations each join was put off until its old lease ran out, every
+/// node was configured out, and all three were admitted copying with no
+/// caught-up replica of any shard left. Now the first join forms the next
+/// generation and every node is admitted a member. Checked to fail with the
+/// formation disabled (`Manager::holders` never 0): every node configured
+/// out and none admitted (epoch 7, nothing live); with the formation but
+/// without the evidence of life (`Manager::showing_life`), and with neither
+/// (the manager before generations): every node admitted copying (epoch 10,
+/// three shards short of replicas), generation 1.
+#[test]
+fn a_whole_cluster_restart_forms_the_next_generation() {
+    let history = whole_restarts(21);
+    assert_eq!(history, whole_restarts(21), "one seed, one run");
+}
+
+/// A node of a live cluster that restarts long after its old incarnation
+/// went out rejoins copying at its first ask, in generation 1: the
+/// survivors show they are alive (a join is put off only when no member
+/// renewed within half a lease).
+#[test]
+fn a_restarted_node_of_a_live_cluster_rejoins_copying_at_once() {
+    let mut r = rig(3, 8);
+    r.run(3 * LEASE_NS_DEFAULT, |n, _| n != 2);
+    assert_eq!(r.manager.current().live, 0b011, "node 2 went out");
+    r.members[2] = r.manager.restart(2, r.now, 4).unwrap();
+    r.run(4 * LEASE_NS_DEFAULT, |_, _| true);
+    let c = r.manager.current();
+    assert_eq!((c.live, c.copying, c.incarnation[2]), (0b111, 0b100, 4));
+    let s = r.manager.stats();
+    assert_eq!((s.joins, s.joins_deferred, s.generation_joins), (1, 0, 0));
+    assert_eq!(r.manager.generation(), 1);
+}
+
+/// A process of the ended generation still running (node 2 paused from
+/// the moment nodes 0 and 1 crashed until after their restart formed
+/// generation 2) is never served: its node is a member of the new
+/// configuration, the process is not. Then node 2's new process is
+/// admitted at once, a member. Checked to fail with the manager's
+/// generation check on renewals removed (its renewals are granted) and with
+/// the view's removed (its renewal succeeds after it learned generation 2).
+#[test]
+fn a_process_of_an_ended_generation_is_never_served() {
+    let mut r = rig(3, 33);
+    let crash = 2 * LEASE_NS_DEFAULT;
+    let resume = 5 * LEASE_NS_DEFAULT;
+    r.run(crash, |_, _| true);
+    let refused = r.manager.stats().renewals_refused;
+    r.members[0] = r.manager.restart(0, crash, 5).unwrap();
+    r.members[1] = r.manager.restart(1, crash, 6).unwrap();
+    while r.now < 8 * LEASE_NS_DEFAULT {
+        r.now += STEP_NS;
+        let now = r.now;
+        r.manager.run_iteration(now);
+        for (n, m) in r.members.iter_mut().enumerate() {
+            if n == 2 && now < resume {
+                continue;
+            }
+            if now.is_multiple_of(RENEW_EVERY_NS) {
+                let _ = m.renew(now);
+            }
+            let _ = m.poll(now);
+        }
+        if now == resume {
+            assert_eq!(r.manager.generation(), 2, "formed during the pause");
+        }
+    }
+    // Its last renewal was sent at the crash, as the pause began.
+    let lease = r.members[2].lease_until();
+    assert_eq!(lease, crash + LEASE_NS_DEFAULT, "no grant after the pause");
+    assert!(r.manager.stats().renewals_refused > refused);
+    assert!(matches!(
+        r.members[2].renew(r.now),
+        Err(MembershipError::Removed { node: 2, .. })
+    ));
+    let history = r.manager.history();
+    let (_, formed) = history
+        .iter()
+        .find(|(_, h)| h.incarnation[0] == 5 || h.incarnation[1] == 6)
+        .expect("generation 2 formed");
+    assert_eq!((formed.live, formed.copying), (0b111, 0), "{formed:?}");
+    let kept = r.members[2].current();
+    assert!(kept.epoch < formed.epoch, "took generation 2's {kept:?}");
+    let c = r.manager.current();
+    assert_eq!(
+        (c.live, &c.incarnation[..3]),
+        (0b111, &[5, 6, 0][..]),
+        "{c:?}"
+    );
+
+    // Its supervisor starts it again: admitted at once, not copying.
+    r.members[2] = r.manager.restart(2, r.now, 7).unwrap();
+    r.run(10 * LEASE_NS_DEFAULT, |_, _| true);
+    let c = r.manager.current();
+    assert_eq!(
+        (c.live, c.copying, c.incarnation[2]),
+        (0b111, 0, 7),
+        "{c:?}"
+    );
+    assert_eq!(r.members[2].current(), c);
+    let s = r.manager.stats();
+    assert_eq!(
+        (r.manager.generation(), s.generation_joins, s.joins),
+        (2, 3, 0)
+    );
 }
 
 #[test]

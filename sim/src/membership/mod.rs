@@ -40,6 +40,28 @@
 //!   ([`SimMember::report_caught_up`], with the epoch of its copy); if that
 //!   is still the current epoch the manager makes the next configuration
 //!   with the node a replica (`Configuration::caught_up`).
+//! - **Lifecycle (cluster generations; module `lifecycle`).** A node's rows
+//!   live in its memory only, so once no configured member holds a lease
+//!   (every node crashed or was fenced, its lease ran out) nothing is left
+//!   to copy from. The first join the manager takes then forms the *next
+//!   generation* ([`SimMembership::generation`] one higher): epoch one
+//!   higher (epochs keep rising), every node of the cluster a member,
+//!   nothing copying, suspicions cleared, the joining process admitted. Each
+//!   other node's first process of the generation is admitted at once as
+//!   its join arrives (a configuration one epoch higher naming its
+//!   incarnation), a member, not copying; a node not yet admitted holds no
+//!   lease that could run out. Until then a join whose old incarnation is
+//!   out is admitted copying only while some configured member shows it is
+//!   alive (renewed within half a lease): otherwise it is put off, so a node
+//!   whose old lease ran out first is not admitted copying into a
+//!   generation whose other members crashed too and hold leases only until
+//!   they run out. A process of an ended generation is never
+//!   served: its renewals are refused, its reports ignored, and once it
+//!   learns the later generation its renewals fail with
+//!   [`MembershipError::Removed`]. As deployed (etcd's cluster generations,
+//!   where a starting process likewise waits for evidence of life); unlike
+//!   etcd, a join is never stranded: the join that finds the generation
+//!   dead forms the next one.
 //!
 //! Every delay is drawn from one seeded generator, so one seed gives one
 //! sequence of configurations. Nothing here reads a clock: callers pass
@@ -47,10 +69,18 @@
 //! to the manager, [`NODE_NOTICES_MAX`] undelivered notices per node (more
 //! are dropped and counted, as lost messages).
 
+mod lifecycle;
+mod member;
+
+pub use member::SimMember;
+use member::View;
+
 use rand::{Rng, SeedableRng};
 use rand_xoshiro::Xoshiro256PlusPlus;
 use splitkv_layout::wire::NodeId;
-use splitkv_nic::membership::{Configuration, Membership, MembershipError};
+#[cfg(doc)]
+use splitkv_nic::membership::Membership;
+use splitkv_nic::membership::{Configuration, MembershipError};
 use splitkv_nic::{Component, Nanos, NODES_MAX};
 use std::sync::{Arc, Mutex, MutexGuard};
 
@@ -136,23 +166,36 @@ pub struct ManagerStats {
     pub dropped: u64,
     /// Restarted nodes admitted back (copying).
     pub joins: u64,
-    /// Join requests put off until the node's old incarnation was out.
+    /// Join requests put off until the node's old incarnation was out (or,
+    /// with it out, until a member showed it is alive: module docs,
+    /// "Lifecycle").
     pub joins_deferred: u64,
     /// Caught-up reports taken (configurations with the node a replica).
     pub caught_up: u64,
     /// Caught-up reports of an older epoch or from a node not copying.
     pub caught_up_stale: u64,
+    /// Cluster generations formed after the first (module docs,
+    /// "Lifecycle"; [`SimMembership::generation`]).
+    pub generations: u64,
+    /// Restarted nodes admitted at once as their node's first process of a
+    /// new generation (members, not copying), the one whose join formed
+    /// it included.
+    pub generation_joins: u64,
 }
 
 #[derive(Debug, Clone, Copy)]
 enum Request {
+    /// Sent at `sent` by a process of generation `generation`.
     Renew {
         sent: Nanos,
+        generation: u32,
     },
-    /// `node`, as incarnation `incarnation` (raw) in the reporter's view.
+    /// `node`, as incarnation `incarnation` (raw) in the view of the
+    /// reporter, a process of generation `generation`.
     Suspect {
         node: NodeId,
         incarnation: u32,
+        generation: u32,
     },
     Join {
         sent: Nanos,
@@ -168,25 +211,17 @@ enum Request {
 #[allow(clippy::large_enum_variant)]
 #[derive(Debug, Clone, Copy)]
 enum Notice {
-    Grant { until: Nanos },
-    Config(Configuration),
+    Grant {
+        until: Nanos,
+    },
+    /// A configuration of generation `.1`.
+    Config(Configuration, u32),
 }
 
-/// One node's side: what it knows, and what is on its way to it.
-#[derive(Debug, Default)]
-struct View {
-    config: Configuration,
-    returned_epoch: u32,
-    lease_until: Nanos,
-    notices: Vec<(Nanos, Notice)>,
-    /// Restarted and not yet admitted: renews nothing, takes only a
-    /// configuration that admits its incarnation.
-    joining: bool,
-    /// The incarnation of the process that restarted (0: the first).
-    incarnation: u32,
-}
-
-/// The manager's state (shared by the handles of [`SimMembership`]).
+/// The manager's state (shared by the handles of [`SimMembership`]). Its
+/// methods: requests, leases, expiry and joins here; the generations in
+/// `lifecycle.rs` (`holders`, `showing_life`, `form_generation`,
+/// `admit_first`); the nodes' views in `member.rs`.
 #[derive(Debug)]
 struct Manager {
     cfg: LeaseConfig,
@@ -200,6 +235,13 @@ struct Manager {
     history: Vec<(Nanos, Configuration)>,
     rng: Xoshiro256PlusPlus,
     stats: ManagerStats,
+    /// The cluster generation (1 for the first configuration's).
+    generation: u32,
+    /// The members of `config` whose process of the current generation
+    /// was admitted (every node of the first configuration; in a later
+    /// one, those that registered): only they hold leases that can run
+    /// out.
+    registered: u32,
 }
 
 impl Manager {
@@ -237,28 +279,15 @@ impl Manager {
         let taken: Vec<_> = self.requests.drain(..due).collect();
         for (at, _, from, r) in taken {
             match r {
-                Request::Join { incarnation, .. } if self.config.contains(from) => {
-                    // The old incarnation is still in: the node asks again,
-                    // a join sent now. Its first lease counts from the ask
-                    // that is taken, not from the first one: a join can be
-                    // put off for up to a lease (until the old incarnation's
-                    // runs out), and a lease counted from its first ask could
-                    // end right after the admission, before the node's first
-                    // renewal (chaos Smallbank seed 157).
-                    self.stats.joins_deferred += 1;
-                    let again = now.saturating_add(self.delay());
-                    self.order += 1;
-                    let r = Request::Join {
-                        sent: now,
-                        incarnation,
-                    };
-                    self.requests.push((again, self.order, from, r));
+                Request::Join { sent, incarnation } => {
+                    self.join(at, now, from, (sent, incarnation));
                 }
                 _ => self.take(at, from, r),
             }
         }
         let gone = (0..self.cfg.nodes)
-            .filter(|&n| self.config.contains(n as NodeId) && self.lease_until[n] <= now)
+            .filter(|&n| self.config.contains(n as NodeId) && self.registered & (1 << n) != 0)
+            .filter(|&n| self.lease_until[n] <= now)
             .fold(0u32, |m, n| m | 1 << n);
         if gone == 0 {
             return work;
@@ -270,19 +299,79 @@ impl Manager {
         self.history.push((now, self.config));
         for n in 0..self.cfg.nodes as NodeId {
             let at = now.saturating_add(self.delay());
-            self.notify(n, at, Notice::Config(self.config));
+            self.notify(n, at, Notice::Config(self.config, self.generation));
         }
         true
     }
 
+    /// Takes node `from`'s join (sent at `.0` by incarnation `.1`) that
+    /// arrived at `at`, in the run at `now`: forms the next generation when
+    /// no configured member holds a lease, admits a node's first process
+    /// of the generation at once, puts the join off while the node's old
+    /// incarnation is in, or admits the node copying (module docs).
+    fn join(&mut self, at: Nanos, now: Nanos, from: NodeId, (sent, incarnation): (Nanos, u32)) {
+        if self.holders(at) == 0 {
+            return self.form_generation(at, from, sent, incarnation);
+        }
+        let in_config = self.config.contains(from);
+        if in_config && self.registered & (1 << from) == 0 {
+            return self.admit_first(at, from, sent, incarnation);
+        }
+        // The old incarnation is still in, or no member shows it is alive
+        // (module `lifecycle`: the generation may be dying, the rest of
+        // the cluster crashed too): the node asks again.
+        if in_config || self.showing_life(at) == 0 {
+            return self.ask_again(now, from, incarnation);
+        }
+        let Some(next) = self.config.rejoining(from, incarnation) else {
+            return;
+        };
+        self.stats.joins += 1;
+        self.admit(at, from, sent, next);
+    }
+
+    /// Puts node `from`'s join (incarnation `incarnation`) off in the run at
+    /// `now`: the node asks again, a join sent now. Its first lease counts
+    /// from the ask that is taken, not from the first one: a join can be put
+    /// off for up to a lease (until the old incarnation's runs out), and a
+    /// lease counted from its first ask could end right after the
+    /// admission, before the node's first renewal (chaos Smallbank seed
+    /// 157).
+    fn ask_again(&mut self, now: Nanos, from: NodeId, incarnation: u32) {
+        self.stats.joins_deferred += 1;
+        let again = now.saturating_add(self.delay());
+        self.order += 1;
+        let r = Request::Join {
+            sent: now,
+            incarnation,
+        };
+        self.requests.push((again, self.order, from, r));
+    }
+
+    /// Admits node `from` (its join sent at `sent`, taken at `at`) in
+    /// `next`: grants it its first lease and installs `next`.
+    fn admit(&mut self, at: Nanos, from: NodeId, sent: Nanos, next: Configuration) {
+        self.suspected &= !(1 << from);
+        self.registered |= 1 << from;
+        self.lease_until[from as usize] = at.saturating_add(self.cfg.lease_ns);
+        let back = at.saturating_add(self.delay());
+        let until = sent.saturating_add(self.cfg.lease_ns);
+        self.notify(from, back, Notice::Grant { until });
+        self.install(at, next);
+    }
+
     fn take(&mut self, at: Nanos, from: NodeId, r: Request) {
         match r {
-            Request::Renew { sent } => {
+            Request::Renew { sent, generation } => {
                 let bit = 1u32 << from;
-                if !self.config.contains(from) || self.suspected & bit != 0 {
+                // A process of an ended generation is never served (its
+                // node may be in the new configuration; the process is not).
+                let ended = generation != self.generation;
+                if ended || !self.config.contains(from) || self.suspected & bit != 0 {
                     self.stats.renewals_refused += 1;
                     let back = at.saturating_add(self.delay());
-                    self.notify(from, back, Notice::Config(self.config));
+                    let notice = Notice::Config(self.config, self.generation);
+                    self.notify(from, back, notice);
                     return;
                 }
                 self.stats.renewals += 1;
@@ -294,10 +383,13 @@ impl Manager {
             Request::Suspect {
                 node: s,
                 incarnation,
+                generation,
             } => {
                 // Configuration::takes_suspicion: a suspect's own reports do
-                // not count, and no suspicion strands a shard.
-                let current = self.config.incarnation[s as usize] == incarnation;
+                // not count, and no suspicion strands a shard. Nor does a
+                // report from a process of an ended generation.
+                let current = generation == self.generation
+                    && self.config.incarnation[s as usize] == incarnation;
                 if current && self.config.takes_suspicion(self.suspected, from, s) {
                     self.stats.suspects += 1;
                     self.suspected |= 1 << s;
@@ -305,18 +397,8 @@ impl Manager {
                     self.stats.suspects_ignored += 1;
                 }
             }
-            Request::Join { sent, incarnation } => {
-                let Some(next) = self.config.rejoining(from, incarnation) else {
-                    return;
-                };
-                self.stats.joins += 1;
-                self.suspected &= !(1 << from);
-                self.lease_until[from as usize] = at.saturating_add(self.cfg.lease_ns);
-                let back = at.saturating_add(self.delay());
-                let until = sent.saturating_add(self.cfg.lease_ns);
-                self.notify(from, back, Notice::Grant { until });
-                self.install(at, next);
-            }
+            // Taken by `run` (`Manager::join`).
+            Request::Join { .. } => {}
             Request::CaughtUp { epoch } => {
                 match self
                     .config
@@ -340,7 +422,7 @@ impl Manager {
         self.history.push((at, next));
         for n in 0..self.cfg.nodes as NodeId {
             let when = at.saturating_add(self.delay());
-            self.notify(n, when, Notice::Config(next));
+            self.notify(n, when, Notice::Config(next, self.generation));
         }
     }
 }
@@ -385,6 +467,8 @@ impl SimMembership {
                 notices: Vec::with_capacity(NODE_NOTICES_MAX),
                 joining: false,
                 incarnation: 0,
+                generation: 1,
+                ended: None,
             })
             .collect();
         let mut lease_until = [0; NODES_MAX];
@@ -400,6 +484,8 @@ impl SimMembership {
             history: vec![(0, config)],
             rng: Xoshiro256PlusPlus::seed_from_u64(cfg.seed),
             stats: ManagerStats::default(),
+            generation: 1,
+            registered: config.live,
         };
         Ok(SimMembership {
             inner: Arc::new(Mutex::new(manager)),
@@ -442,9 +528,18 @@ impl SimMembership {
         self.lock().stats
     }
 
+    /// The current cluster generation: 1 for the first configuration's,
+    /// one more for each generation formed since (module docs,
+    /// "Lifecycle").
+    pub fn generation(&self) -> u32 {
+        self.lock().generation
+    }
+
     /// Node `node` restarted at `now` as incarnation `incarnation` (newer
     /// than any before), holding nothing (rejoin): its view is forgotten
-    /// and it asks to join (see the module docs). Returns its fresh handle.
+    /// and it asks to join (see the module docs: admitted copying into a
+    /// live generation, or as a member into the next one when none is
+    /// live). Returns its fresh handle.
     ///
     /// # Errors
     /// [`MembershipError::UnknownNode`] for a node outside the cluster;
@@ -478,102 +573,5 @@ impl SimMembership {
 impl Component for SimMembership {
     fn run_iteration(&mut self, now: Nanos) -> bool {
         self.lock().run(now)
-    }
-}
-
-/// One node's handle on the simulated manager.
-#[derive(Debug, Clone)]
-pub struct SimMember {
-    node: NodeId,
-    manager: SimMembership,
-}
-
-impl Membership for SimMember {
-    fn node(&self) -> NodeId {
-        self.node
-    }
-
-    fn current(&self) -> Configuration {
-        self.manager.lock().views[self.node as usize].config
-    }
-
-    fn lease_until(&self) -> Nanos {
-        self.manager.lock().views[self.node as usize].lease_until
-    }
-
-    fn renew(&mut self, now: Nanos) -> Result<(), MembershipError> {
-        let mut m = self.manager.lock();
-        let view = &m.views[self.node as usize];
-        if view.joining {
-            // The join request carries the first lease.
-            return Ok(());
-        }
-        if !view.config.contains(self.node) {
-            let epoch = view.config.epoch;
-            return Err(MembershipError::Removed {
-                node: self.node,
-                epoch,
-            });
-        }
-        m.request(self.node, now, Request::Renew { sent: now })
-    }
-
-    fn report_suspect(&mut self, suspect: NodeId, now: Nanos) -> Result<(), MembershipError> {
-        let mut m = self.manager.lock();
-        let nodes = m.cfg.nodes;
-        if suspect as usize >= nodes {
-            return Err(MembershipError::UnknownNode {
-                node: suspect,
-                nodes,
-            });
-        }
-        let incarnation = m.views[self.node as usize].config.incarnation[suspect as usize];
-        let r = Request::Suspect {
-            node: suspect,
-            incarnation,
-        };
-        m.request(self.node, now, r)
-    }
-
-    fn poll(&mut self, now: Nanos) -> Option<Configuration> {
-        let mut m = self.manager.lock();
-        let view = &mut m.views[self.node as usize];
-        let mut i = 0;
-        while i < view.notices.len() {
-            if view.notices[i].0 > now {
-                i += 1;
-                continue;
-            }
-            match view.notices.swap_remove(i).1 {
-                Notice::Grant { until } => view.lease_until = view.lease_until.max(until),
-                // A restarted node takes no configuration before one that
-                // admits it: one with its node id in is not enough while
-                // that is its old incarnation (chaos Smallbank seed 10 of 4
-                // nodes: the new process took such a configuration, renewed
-                // the old incarnation's lease for good and was never
-                // admitted).
-                Notice::Config(c)
-                    if view.joining
-                        && !(c.contains(self.node)
-                            && c.incarnation[self.node as usize] == view.incarnation) => {}
-                Notice::Config(c) if c.epoch > view.config.epoch => {
-                    view.config = c;
-                    view.joining = false;
-                }
-                Notice::Config(_) => {}
-            }
-        }
-        (view.config.epoch > view.returned_epoch).then(|| {
-            view.returned_epoch = view.config.epoch;
-            view.config
-        })
-    }
-
-    /// The report reaches the manager after a seeded delay; the manager
-    /// makes this node a replica if `epoch` is still current then.
-    fn report_caught_up(&mut self, epoch: u32, now: Nanos) -> Result<(), MembershipError> {
-        self.manager
-            .lock()
-            .request(self.node, now, Request::CaughtUp { epoch })
     }
 }
