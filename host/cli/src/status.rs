@@ -76,15 +76,16 @@ pub fn run(args: &StatusArgs) -> Result<(), Failure> {
         Stored::Unknown(_) => Vec::new(),
     };
     let degraded = degraded(&views, &stored, &shards);
+    let screen = Screen {
+        config: &config,
+        views: &views,
+        stored: &stored,
+        shards: &shards,
+        interval,
+    };
     match args.json {
-        true => println!(
-            "{}",
-            to_json(&config, &views, &stored, &shards, interval, &degraded)
-        ),
-        false => print!(
-            "{}",
-            to_text(&config, &views, &stored, &shards, interval, &degraded)
-        ),
+        true => println!("{}", screen.to_json(&degraded)),
+        false => print!("{}", screen.to_text(&degraded)),
     }
     match degraded.is_empty() {
         true => Ok(()),
@@ -92,7 +93,7 @@ pub fn run(args: &StatusArgs) -> Result<(), Failure> {
     }
 }
 
-/// Every node's `/status`, read twice `interval` apart (in parallel).
+/// Every node's `/status`, read twice `interval` apart.
 fn read_nodes(config: &ClusterConfig, interval: Duration) -> Vec<NodeView> {
     let read = |addr| call(addr, "GET", "/status", "", None).map_err(|e| e.to_string());
     let first: Vec<_> = config.nodes.iter().map(|n| read(n.control)).collect();
@@ -224,76 +225,88 @@ fn member_line(v: &NodeView) -> String {
     line + "\n"
 }
 
-/// The screen.
-fn to_text(
-    config: &ClusterConfig,
-    views: &[NodeView],
-    stored: &Stored,
-    shards: &[ShardRow],
+/// What `splitkv status` shows.
+struct Screen<'a> {
+    config: &'a ClusterConfig,
+    views: &'a [NodeView],
+    stored: &'a Stored,
+    shards: &'a [ShardRow],
+    /// Between the two reads of every node.
     interval: Duration,
-    degraded: &[String],
-) -> String {
-    let mut out = format!(
-        "cluster {} ({} nodes, replication {})\n",
-        config.cluster_id,
-        config.nodes.len(),
-        config.replication
-    );
-    out.push_str(&match stored {
-        Stored::Static(c) => format!("configuration: static, epoch {}\n", c.epoch),
-        Stored::Etcd(c, g) => format!(
-            "configuration: etcd, epoch {}, cluster generation {g}\n",
-            c.epoch
-        ),
-        Stored::Unknown(e) => format!("configuration: unknown ({e})\n"),
-    });
-    out.push_str("members:\n");
-    views.iter().for_each(|v| out.push_str(&member_line(v)));
-    out.push_str("shards:\n");
-    for s in shards {
-        out.push_str(&format!("  {s}\n"));
-    }
-    let under_way: Vec<String> = views
-        .iter()
-        .filter_map(|v| {
-            let s = v.answered()?;
-            let mode = s["nic"]["mode"].as_str().filter(|m| *m != "serving");
-            let copying = s["membership"]["copy"]["copying"].as_bool() == Some(true);
-            let what = [mode.map(str::to_string), copying.then(|| "copying".into())];
-            let what: Vec<String> = what.into_iter().flatten().collect();
-            (!what.is_empty()).then(|| format!("node {} {}", v.id, what.join(", ")))
-        })
-        .collect();
-    let under_way = if under_way.is_empty() {
-        "none".into()
-    } else {
-        under_way.join("; ")
-    };
-    out.push_str(&format!("recovery and copies under way: {under_way}\n"));
-    let failed: u64 = views
-        .iter()
-        .filter_map(|v| v.answered()?["sessions"]["sessions_failed"].as_u64())
-        .sum();
-    out.push_str(&format!("sessions failed: {failed}\n"));
-    let by_outcome: Vec<String> = outcomes(views)
-        .iter()
-        .map(|(k, v)| format!("{k} {v}"))
-        .collect();
-    out.push_str(&format!(
-        "transactions over the last {:.1} s: {}\n",
-        interval.as_secs_f64(),
-        if by_outcome.is_empty() {
+}
+
+impl Screen<'_> {
+    /// The screen as text.
+    fn to_text(&self, degraded: &[String]) -> String {
+        let Screen {
+            config,
+            views,
+            stored,
+            shards,
+            interval,
+        } = *self;
+        let mut out = format!(
+            "cluster {} ({} nodes, replication {})\n",
+            config.cluster_id,
+            config.nodes.len(),
+            config.replication
+        );
+        out.push_str(&match stored {
+            Stored::Static(c) => format!("configuration: static, epoch {}\n", c.epoch),
+            Stored::Etcd(c, g) => format!(
+                "configuration: etcd, epoch {}, cluster generation {g}\n",
+                c.epoch
+            ),
+            Stored::Unknown(e) => format!("configuration: unknown ({e})\n"),
+        });
+        out.push_str("members:\n");
+        views.iter().for_each(|v| out.push_str(&member_line(v)));
+        out.push_str("shards:\n");
+        for s in shards {
+            out.push_str(&format!("  {s}\n"));
+        }
+        let under_way: Vec<String> = views
+            .iter()
+            .filter_map(|v| {
+                let s = v.answered()?;
+                let mode = s["nic"]["mode"].as_str().filter(|m| *m != "serving");
+                let copying = s["membership"]["copy"]["copying"].as_bool() == Some(true);
+                let what = [mode.map(str::to_string), copying.then(|| "copying".into())];
+                let what: Vec<String> = what.into_iter().flatten().collect();
+                (!what.is_empty()).then(|| format!("node {} {}", v.id, what.join(", ")))
+            })
+            .collect();
+        let under_way = if under_way.is_empty() {
             "none".into()
         } else {
-            by_outcome.join(", ")
-        }
-    ));
-    out.push_str(&format!("last faults: {}\n", faults(views).join("; ")));
-    out.push_str(&match degraded.is_empty() {
-        true => "status: healthy\n".into(),
-        false => format!("status: DEGRADED ({})\n", degraded.join("; ")),
-    });
-    out
+            under_way.join("; ")
+        };
+        out.push_str(&format!("recovery and copies under way: {under_way}\n"));
+        let failed: u64 = views
+            .iter()
+            .filter_map(|v| v.answered()?["sessions"]["sessions_failed"].as_u64())
+            .sum();
+        out.push_str(&format!("sessions failed: {failed}\n"));
+        let by_outcome: Vec<String> = outcomes(views)
+            .iter()
+            .map(|(k, v)| format!("{k} {v}"))
+            .collect();
+        out.push_str(&format!(
+            "transactions over the last {:.1} s: {}\n",
+            interval.as_secs_f64(),
+            if by_outcome.is_empty() {
+                "none".into()
+            } else {
+                by_outcome.join(", ")
+            }
+        ));
+        out.push_str(&format!("last faults: {}\n", faults(views).join("; ")));
+        out.push_str(&match degraded.is_empty() {
+            true => "status: healthy\n".into(),
+            false => format!("status: DEGRADED ({})\n", degraded.join("; ")),
+        });
+        out
+    }
 }
 
 /// The faults the nodes' counters show (recovery epochs, NIC restarts,
@@ -320,44 +333,46 @@ fn faults(views: &[NodeView]) -> Vec<String> {
     seen
 }
 
-/// `--json`: one object.
-fn to_json(
-    config: &ClusterConfig,
-    views: &[NodeView],
-    stored: &Stored,
-    shards: &[ShardRow],
-    interval: Duration,
-    degraded: &[String],
-) -> Value {
-    let (epoch, generation, error) = match stored {
-        Stored::Static(c) => (Some(c.epoch), Some(1), None),
-        Stored::Etcd(c, g) => (Some(c.epoch), Some(*g), None),
-        Stored::Unknown(e) => (None, None, Some(e.clone())),
-    };
-    let members: Vec<Value> = views
-        .iter()
-        .map(|v| {
-            json!({
-                "node": v.id,
-                "control": v.control.to_string(),
-                "answered": v.answered().is_some(),
-                "serves": v.serves(),
-                "status": v.answered(),
-                "error": v.last.as_ref().err(),
+impl Screen<'_> {
+    /// `--json`: one object.
+    fn to_json(&self, degraded: &[String]) -> Value {
+        let Screen {
+            config,
+            views,
+            stored,
+            shards,
+            interval,
+        } = *self;
+        let (epoch, generation, error) = match stored {
+            Stored::Static(c) => (Some(c.epoch), Some(1), None),
+            Stored::Etcd(c, g) => (Some(c.epoch), Some(*g), None),
+            Stored::Unknown(e) => (None, None, Some(e.clone())),
+        };
+        let members: Vec<Value> = views
+            .iter()
+            .map(|v| {
+                json!({
+                    "node": v.id,
+                    "control": v.control.to_string(),
+                    "answered": v.answered().is_some(),
+                    "serves": v.serves(),
+                    "status": v.answered(),
+                    "error": v.last.as_ref().err(),
+                })
             })
+            .collect();
+        json!({
+            "cluster": config.cluster_id,
+            "nodes": config.nodes.len(),
+            "replication": config.replication,
+            "configuration": { "epoch": epoch, "generation": generation, "error": error },
+            "members": members,
+            "shards": shards.iter().map(ShardRow::to_json).collect::<Vec<_>>(),
+            "interval_s": interval.as_secs_f64(),
+            "transactions": outcomes(views),
+            "faults": faults(views),
+            "healthy": degraded.is_empty(),
+            "degraded": degraded,
         })
-        .collect();
-    json!({
-        "cluster": config.cluster_id,
-        "nodes": config.nodes.len(),
-        "replication": config.replication,
-        "configuration": { "epoch": epoch, "generation": generation, "error": error },
-        "members": members,
-        "shards": shards.iter().map(ShardRow::to_json).collect::<Vec<_>>(),
-        "interval_s": interval.as_secs_f64(),
-        "transactions": outcomes(views),
-        "faults": faults(views),
-        "healthy": degraded.is_empty(),
-        "degraded": degraded,
-    })
+    }
 }

@@ -208,6 +208,17 @@ fn nodes_hold_leases_configure_out_a_killed_node_and_fail_stop_without_etcd() {
     );
 }
 
+/// Three node processes of a fresh file (replication 3) on `etcd`, each
+/// holding its lease in generation 1, epoch 1.
+fn three_serving_on(etcd: &Etcd) -> (ClusterFile, Vec<NodeProc>) {
+    let file = cluster_file(3, 3, &membership_toml(&etcd.endpoint));
+    let nodes: Vec<NodeProc> = (0..3).map(|i| spawn_node(&file, i)).collect();
+    for i in 0..3 {
+        wait_membership(&file, i, |m| m["generation"] == 1 && m["epoch"] == 1);
+    }
+    (file, nodes)
+}
+
 /// `splitkv etcd show|clear` on a running then stopped cluster, and a node
 /// of another cluster id pointed at this cluster's prefix: `show` names
 /// the configuration (epoch, generation, cluster) and each member's lease;
@@ -218,12 +229,8 @@ fn nodes_hold_leases_configure_out_a_killed_node_and_fail_stop_without_etcd() {
 #[test]
 fn etcd_show_and_clear_and_another_clusters_node_refused() {
     let etcd = Etcd::start();
-    let file = cluster_file(3, 3, &membership_toml(&etcd.endpoint));
+    let (file, mut nodes) = three_serving_on(&etcd);
     let path = file.path.to_str().unwrap();
-    let mut nodes: Vec<NodeProc> = (0..3).map(|i| spawn_node(&file, i)).collect();
-    for i in 0..3 {
-        wait_membership(&file, i, |m| m["generation"] == 1 && m["epoch"] == 1);
-    }
     let out = splitkv(&["etcd", "show", "--config", path]);
     let text = String::from_utf8_lossy(&out.stdout);
     assert_eq!(out.status.code(), Some(0), "{text}");
@@ -297,12 +304,8 @@ fn etcd_show_and_clear_and_another_clusters_node_refused() {
 #[test]
 fn status_is_healthy_then_degraded_then_unreachable() {
     let etcd = Etcd::start();
-    let file = cluster_file(3, 3, &membership_toml(&etcd.endpoint));
+    let (file, mut nodes) = three_serving_on(&etcd);
     let path = file.path.to_str().unwrap();
-    let mut nodes: Vec<NodeProc> = (0..3).map(|i| spawn_node(&file, i)).collect();
-    for i in 0..3 {
-        wait_membership(&file, i, |m| m["epoch"] == 1);
-    }
     let status = |extra: &[&str]| {
         let mut args = vec!["status", "--config", path, "--interval", "0.2"];
         args.extend_from_slice(extra);

@@ -294,7 +294,11 @@ impl Driver {
             }
             if Instant::now() >= next_poll {
                 self.poll().await;
-                let every = if Instant::now() < fast_until { poll_fast } else { poll_every };
+                let every = if Instant::now() < fast_until {
+                    poll_fast
+                } else {
+                    poll_every
+                };
                 next_poll = Instant::now() + every;
             }
             tokio::time::sleep(tick).await;
