@@ -284,9 +284,31 @@ impl Deployed {
         let built = workload.build().map_err(bad)?;
         let mut results = Vec::with_capacity(self.nodes() as usize);
         for n in 0..self.nodes() {
+            self.not_fenced(n)?;
             results.push(self.results_of(n, &built)?);
         }
         Ok((results, elapsed))
+    }
+
+    /// A node that is not the `--kill` one and stopped serving by its
+    /// membership (a fail-stop: its lease ran out, or a configuration left
+    /// it out) is named with its reason, as what it is, before any check
+    /// reads its rows (which it no longer serves: a replica check would
+    /// blame the rows, not the fence).
+    fn not_fenced(&mut self, n: u16) -> Result<(), Failure> {
+        if self.is_killed(n) {
+            return Ok(());
+        }
+        let s: Value = self.call(n, "GET", "/status", None)?;
+        let m = &s["membership"];
+        let why = m["fail_stop"].as_str().or(m["agent"]["stopped"].as_str());
+        match why {
+            Some(why) => Err(Failure::Check(format!(
+                "node {n} stopped serving during the run (membership fail-stop: {why}); last etcd error: {}",
+                m["last_error"].as_str().unwrap_or("none")
+            ))),
+            None => Ok(()),
+        }
     }
 
     /// `node`'s results: from its control endpoint, or replayed from its
