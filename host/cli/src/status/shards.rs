@@ -72,23 +72,20 @@ impl std::fmt::Display for ShardRow {
     }
 }
 
-/// The rows of every shard of `c`.
+/// The rows of every shard of `c`, in the serving order
+/// `Configuration::roles` fixes.
 pub fn shard_rows(c: &Configuration) -> Vec<ShardRow> {
+    let roles = c.roles();
     let n = (c.nodes as usize).min(NODES_MAX);
-    (0..n)
+    (0..n as NodeId)
         .map(|s| {
-            let sh = &c.shards[s];
-            let ring = |i: usize| (s + i) % n;
-            let mut replicas: Vec<usize> = (0..n)
-                .map(ring)
-                .filter(|&m| (sh.members & !sh.joining) & (1 << m) != 0)
-                .collect();
-            replicas.sort_by_key(|&m| sh.since[m]);
-            let joining = (0..n).map(ring).filter(|&m| sh.joining & (1 << m) != 0);
+            let joining = roles.joining(s);
+            let (joining, replicas): (Vec<NodeId>, Vec<NodeId>) =
+                roles.members(s).partition(|&m| joining.contains(m));
             ShardRow {
-                shard: s,
-                replicas: replicas.into_iter().map(|m| m as NodeId).collect(),
-                joining: joining.map(|m| m as NodeId).collect(),
+                shard: s as usize,
+                replicas,
+                joining,
                 replication: c.replication as usize,
             }
         })
