@@ -111,6 +111,7 @@ pub mod address;
 pub mod admin;
 mod driver;
 pub mod keys;
+mod record;
 mod store;
 
 pub use address::NodeAddresses;
