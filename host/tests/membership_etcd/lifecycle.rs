@@ -207,3 +207,30 @@ fn another_clusters_or_shapes_configuration_is_refused_at_start() {
         assert_eq!(m.fail_stop(clock.now()), None);
     }
 }
+
+/// Two clusters side by side on one etcd, under their own prefixes: a
+/// node of one dies and is configured out; the other's configuration does
+/// not move, and each prefix names its own cluster.
+#[test]
+fn two_clusters_on_one_etcd_do_not_see_each_other() {
+    let etcd = Etcd::start();
+    let clock = Clock(Instant::now());
+    let mut a = start_all(&etcd, "side-a", 3, &clock);
+    let mut b = start_all(&etcd, "side-b", 3, &clock);
+    drop(a.pop()); // node 2 of cluster a killed
+    let [mut a0, mut a1] = <[EtcdMember; 2]>::try_from(a).expect("two survivors");
+    let [mut b0, mut b1, mut b2] = <[EtcdMember; 3]>::try_from(b).expect("three");
+    let mut polled = vec![Vec::new(); 5];
+    let ok = drive(
+        &clock,
+        &mut [&mut a0, &mut a1, &mut b0, &mut b1, &mut b2],
+        &mut polled,
+        |ms, _, _| !ms[0].current().contains(2) && !ms[1].current().contains(2),
+    );
+    assert!(ok, "cluster a configured its dead node out");
+    for m in [&b0, &b1, &b2] {
+        assert_eq!(m.current().epoch, 1, "cluster b did not move");
+        assert_eq!(m.fail_stop(clock.now()), None);
+    }
+    assert!(polled[2..].iter().all(Vec::is_empty), "{polled:?}");
+}
