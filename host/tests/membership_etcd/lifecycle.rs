@@ -216,7 +216,7 @@ fn two_clusters_on_one_etcd_do_not_see_each_other() {
     let etcd = Etcd::start();
     let clock = Clock(Instant::now());
     let mut a = start_all(&etcd, "side-a", 3, &clock);
-    let mut b = start_all(&etcd, "side-b", 3, &clock);
+    let b = start_all(&etcd, "side-b", 3, &clock);
     drop(a.pop()); // node 2 of cluster a killed
     let [mut a0, mut a1] = <[EtcdMember; 2]>::try_from(a).expect("two survivors");
     let [mut b0, mut b1, mut b2] = <[EtcdMember; 3]>::try_from(b).expect("three");
