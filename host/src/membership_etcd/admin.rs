@@ -78,7 +78,7 @@ impl EtcdAdmin {
         rpc: Duration,
     ) -> Result<EtcdAdmin, EtcdError> {
         super::check_name(cluster)?;
-        let rt = super::driver::runtime()?;
+        let rt = store::runtime()?;
         let mut client = rt
             .block_on(store::connect(endpoints, rpc))
             .map_err(|e| EtcdError::unreachable(endpoints, e))?;

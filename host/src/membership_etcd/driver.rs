@@ -149,13 +149,7 @@ pub(crate) struct Ready {
     pub first: Option<u32>,
 }
 
-/// A current-thread tokio runtime with time and I/O.
-pub(crate) fn runtime() -> Result<tokio::runtime::Runtime, EtcdError> {
-    tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .map_err(|e| EtcdError::Thread(e.to_string()))
-}
+pub(crate) use super::store::runtime;
 
 /// The driver's state (lives on its thread).
 pub(crate) struct Driver {

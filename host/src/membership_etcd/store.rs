@@ -36,6 +36,14 @@ pub(crate) enum StoreError {
     Corrupt(String),
 }
 
+/// A current-thread tokio runtime with time and I/O.
+pub(crate) fn runtime() -> Result<tokio::runtime::Runtime, EtcdError> {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| EtcdError::Thread(e.to_string()))
+}
+
 /// Runs `f` with a deadline of `limit`.
 pub(crate) async fn timed<T, E: Into<StoreError>>(
     limit: Duration,
@@ -552,7 +560,7 @@ impl ConfigStore {
         rpc: Duration,
     ) -> Result<ConfigStore, EtcdError> {
         super::check_name(cluster)?;
-        let rt = super::driver::runtime()?;
+        let rt = runtime()?;
         let client = rt
             .block_on(connect(endpoints, rpc))
             .map_err(|e| EtcdError::unreachable(endpoints, e))?;
