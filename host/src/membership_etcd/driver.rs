@@ -99,6 +99,10 @@ pub(crate) type DataAddresses = [Option<SocketAddr>; NODES_MAX];
 #[derive(Debug, Default)]
 pub(crate) struct Counters {
     pub grants: AtomicU64,
+    /// The end of the lease the grants so far give (member's ns): written
+    /// by the renewal task as each grant arrives, so the member judges its
+    /// lease on every grant, whether or not it has taken the notice yet.
+    pub granted_until: AtomicU64,
     pub renewals_failed: AtomicU64,
     pub etcd_errors: AtomicU64,
     pub installs_won: AtomicU64,

@@ -201,14 +201,11 @@ impl EtcdMember {
         (self.believed_ns / 3).max(1)
     }
 
-    /// Takes every notice the driver sent (lease grants, a lost lease,
-    /// configurations): [`EtcdMember::fail_stop`] and
-    /// [`Membership::lease_until`] answer as of the last call of this,
-    /// [`Membership::renew`], [`Membership::poll`] or
-    /// [`Membership::report_caught_up`]. A thread that checks the lease
-    /// without renewing must call it first: a grant left in the channel
-    /// leaves the lease's end one renewal behind, and a node renewed at a
-    /// slower cadence (a backup thread's) then fenced itself while healthy.
+    /// Takes every notice the driver sent (a lost lease, configurations,
+    /// the end of a pending renewal): [`EtcdMember::fail_stop`] answers as
+    /// of the last call of this, [`Membership::renew`], [`Membership::poll`]
+    /// or [`Membership::report_caught_up`] — except for the lease's end,
+    /// which counts every grant as soon as the driver has it.
     pub fn refresh(&mut self) {
         self.drain();
     }
@@ -229,9 +226,8 @@ impl EtcdMember {
         if self.lease_lost {
             return Some(FailStop::LeaseLost);
         }
-        (now >= self.lease_until).then_some(FailStop::LeaseExpired {
-            lease_until: self.lease_until,
-        })
+        let lease_until = self.lease_end();
+        (now >= lease_until).then_some(FailStop::LeaseExpired { lease_until })
     }
 
     /// The lease TTL etcd granted (whole seconds): at least the one asked
@@ -328,15 +324,22 @@ impl EtcdMember {
         }
     }
 
+    /// The end of the believed lease (member's ns): the one counted at
+    /// connect or the latest any grant gave, as soon as the renewal task
+    /// has it (not only once its notice is taken: a grant left in the
+    /// channel kept the end one renewal behind, and a node renewed at a
+    /// backup thread's cadence fenced itself while healthy).
+    fn lease_end(&self) -> Nanos {
+        let granted = self.counters.granted_until.load(Ordering::Acquire);
+        self.lease_until.max(granted)
+    }
+
     /// Takes every notice the driver sent.
     fn drain(&mut self) {
         while let Ok(n) = self.notices.try_recv() {
             match n {
-                Notice::Grant { sent, ttl_s } => {
-                    self.renew_sent = None;
-                    let until = sent.saturating_add(believed_lease_ns(ttl_s.max(0) as u64));
-                    self.lease_until = self.lease_until.max(until);
-                }
+                // The lease's end is read from the counters (`lease_end`).
+                Notice::Grant { .. } => self.renew_sent = None,
                 Notice::RenewFailed => self.renew_sent = None,
                 Notice::LeaseGone => self.lease_lost = true,
                 Notice::GenerationEnded { generation } => {
@@ -381,7 +384,7 @@ impl Membership for EtcdMember {
         if self.lease_lost {
             return 0;
         }
-        self.lease_until
+        self.lease_end()
     }
 
     fn renew(&mut self, now: Nanos) -> Result<(), MembershipError> {

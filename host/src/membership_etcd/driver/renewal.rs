@@ -179,6 +179,10 @@ impl Renewal {
             match self.keep_alive().await {
                 Ok(ttl_s) if ttl_s > 0 => {
                     bump(&self.counters.grants);
+                    let until = sent.saturating_add(believed_lease_ns(ttl_s as u64));
+                    self.counters
+                        .granted_until
+                        .fetch_max(until, Ordering::AcqRel);
                     Notice::Grant { sent, ttl_s }
                 }
                 Ok(_) => Notice::LeaseGone,
