@@ -362,10 +362,9 @@ mod etcd_lease {
             self.0.lock().member.current()
         }
         fn lease_until(&self) -> Nanos {
-            // Grants the main thread's backup renewals got count too.
-            let mut g = self.0.lock();
-            g.member.refresh();
-            g.member.lease_until()
+            // Counts every grant the driver has, the main thread's backup
+            // renewals' too (`EtcdMember`'s lease end).
+            self.0.lock().member.lease_until()
         }
         fn renew(&mut self, now: Nanos) -> Result<(), MembershipError> {
             let mut g = self.taken();
