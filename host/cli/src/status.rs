@@ -11,7 +11,7 @@
 mod shards;
 
 use crate::cli::StatusArgs;
-use crate::cluster_bench::http::call;
+use crate::http::call;
 use crate::Failure;
 use serde_json::{json, Value};
 use shards::{shard_rows, ShardRow};
@@ -322,6 +322,15 @@ fn faults(views: &[NodeView]) -> Vec<String> {
         let restarts = s["nic"]["restarts"].as_u64().unwrap_or(0);
         if restarts > 0 {
             seen.push(format!("node {}: {restarts} NIC restart(s)", v.id));
+        }
+        let refused = s["membership"]["etcd"]["configs_refused"]
+            .as_u64()
+            .unwrap_or(0);
+        if refused > 0 {
+            seen.push(format!(
+                "node {}: {refused} stored configuration(s) refused",
+                v.id
+            ));
         }
         if let Some(peers) = s["sessions"]["failed_peers"].as_u64().filter(|&p| p != 0) {
             seen.push(format!("node {}: failed peers {peers:#x}", v.id));

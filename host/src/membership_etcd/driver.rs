@@ -39,7 +39,7 @@ mod renewal;
 use super::address::{published_data_addresses, AddressRecord};
 use super::keys::{configured_incarnation, ClusterKeys, Lineage, RecordHeader};
 use super::store::{self, timed, StoreError};
-use super::{EtcdError, EtcdSettings};
+use super::{Displacement, EtcdError, EtcdSettings};
 use crossbeam::channel::{Receiver, Sender, TryRecvError};
 use etcd_client::Client;
 pub(crate) use renewal::MemberClock;
@@ -86,6 +86,10 @@ pub(crate) enum Notice {
     /// This joining process waits for a configuration that cannot come: no
     /// configured member of epoch `epoch` is alive to admit it.
     Stranded { epoch: u32 },
+    /// The prefix no longer holds this process's cluster: its configuration
+    /// is gone or unreadable (cleared by force), another cluster's, or of
+    /// an earlier generation.
+    Displaced(Displacement),
     /// A configuration read from (or installed in) etcd, and per node the
     /// data address its configured incarnation published (boxed: both are
     /// large).
@@ -113,6 +117,7 @@ pub(crate) struct Counters {
     pub join_conflicts: AtomicU64,
     pub caught_up_taken: AtomicU64,
     pub caught_up_stale: AtomicU64,
+    pub configs_refused: AtomicU64,
     pub address_records_bad: AtomicU64,
     pub last_error: Mutex<Option<String>>,
 }
@@ -338,10 +343,25 @@ impl Driver {
         let snap =
             match store::snapshot(&mut self.client, &self.keys, nodes, replication, rpc).await {
                 Ok(s) => s,
+                Err(e @ StoreError::Corrupt(_)) => {
+                    self.counters.error("snapshot", &e);
+                    return self.displaced(Displacement::Gone);
+                }
                 Err(e) => return self.counters.error("snapshot", &e),
             };
+        if !snap.lineage.belongs_to(self.s.cluster_id) {
+            let stored = snap.lineage.cluster_id.unwrap_or_default();
+            return self.displaced(Displacement::Foreign { stored });
+        }
+        if snap.lineage.generation < self.lineage.generation {
+            return self.displaced(Displacement::EarlierGeneration {
+                ours: self.lineage.generation,
+                stored: snap.lineage.generation,
+            });
+        }
         self.note_addresses(&snap);
         if snap.lineage.generation != self.lineage.generation {
+            bump(&self.counters.configs_refused);
             self.notify(Notice::GenerationEnded {
                 generation: snap.lineage.generation,
             });
@@ -366,6 +386,17 @@ impl Driver {
         }
         let next = snap.config.without(gone);
         self.install(snap.rev, next, |c| &c.installs_won).await;
+    }
+
+    /// Counts a stored state this process refuses to serve under and tells
+    /// the member (a fail-stop): its cluster's state under the prefix is
+    /// gone or another's.
+    fn displaced(&mut self, why: Displacement) {
+        bump(&self.counters.configs_refused);
+        let mut last = (self.counters.last_error.lock()).unwrap_or_else(|p| p.into_inner());
+        *last = Some(format!("snapshot: {why}"));
+        drop(last);
+        self.notify(Notice::Displaced(why));
     }
 
     /// Answers each new probe of a starting process (module `lifecycle`):

@@ -279,6 +279,7 @@ impl EtcdMember {
             join_conflicts: get(&c.join_conflicts),
             caught_up_taken: get(&c.caught_up_taken),
             caught_up_stale: get(&c.caught_up_stale),
+            configs_refused: get(&c.configs_refused),
             address_records_bad: get(&c.address_records_bad),
         }
     }
@@ -350,6 +351,9 @@ impl EtcdMember {
                 }
                 Notice::Stranded { epoch } => {
                     self.ended.get_or_insert(FailStop::Stranded { epoch });
+                }
+                Notice::Displaced(why) => {
+                    self.ended.get_or_insert(FailStop::Displaced(why));
                 }
                 // A restarted node takes no configuration before one that
                 // admits it.

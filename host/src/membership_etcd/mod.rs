@@ -87,7 +87,13 @@
 //!   again, it forms the next generation. The stored record names its
 //!   cluster id and shape: a prefix holding another cluster's
 //!   ([`EtcdError::Foreign`]) or a configuration of other nodes or
-//!   replication ([`EtcdError::OtherShape`]) is refused at start.
+//!   replication ([`EtcdError::OtherShape`]) is refused at start. A running
+//!   process whose prefix no longer holds its cluster (the configuration
+//!   gone or unreadable after `splitkv etcd clear --force`, another
+//!   cluster's, or an earlier generation's) stops
+//!   ([`FailStop::Displaced`]): clearing deletes keys, not leases, so its
+//!   renewals alone would not stop it. Every stored configuration refused
+//!   while running is counted ([`EtcdStats::configs_refused`]).
 //! - **Addresses (replacement machines).** With its member key a process publishes
 //!   where it is ([`EtcdSettings::addresses`]: data and control address,
 //!   [`address::AddressRecord`] under `addresses/<node>`, under its
@@ -431,6 +437,37 @@ pub enum FailStop {
         /// The stored configuration's epoch.
         epoch: u32,
     },
+    /// The prefix no longer holds this process's cluster: its configuration
+    /// is gone or unreadable (the prefix was cleared by force), another
+    /// cluster's, or of an earlier generation. Counted in
+    /// [`EtcdStats::configs_refused`].
+    #[error("{0}: stopped serving")]
+    Displaced(Displacement),
+}
+
+/// What a running process found under its prefix instead of its cluster
+/// ([`FailStop::Displaced`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+pub enum Displacement {
+    /// No configuration, or one that does not decode for this cluster's
+    /// shape (the prefix was cleared by force, perhaps reused).
+    #[error("the cluster's configuration in etcd is gone or unreadable")]
+    Gone,
+    /// Another cluster id's configuration.
+    #[error("etcd holds cluster {stored}'s configuration under this cluster's prefix")]
+    Foreign {
+        /// The stored cluster id.
+        stored: u32,
+    },
+    /// A configuration of an earlier generation than this process's (the
+    /// prefix was cleared by force and a new cluster formed).
+    #[error("etcd holds a configuration of generation {stored}, before this process's {ours}")]
+    EarlierGeneration {
+        /// This process's generation.
+        ours: u32,
+        /// The stored one.
+        stored: u32,
+    },
 }
 
 /// Counters of one [`EtcdMember`] and its driver.
@@ -465,6 +502,11 @@ pub struct EtcdStats {
     /// Caught-up reports ignored: the epoch had moved on, or this node was
     /// not copying (or not admitted) then.
     pub caught_up_stale: u64,
+    /// Stored configurations this process refused to serve under: a later
+    /// generation's ([`FailStop::GenerationEnded`]), or one that is gone,
+    /// unreadable, another cluster's or an earlier generation's
+    /// ([`FailStop::Displaced`]); the reason in [`EtcdMember::last_error`].
+    pub configs_refused: u64,
     /// Snapshots that held an address record that did not decode (its node
     /// keeps the address its peers had; the reason in
     /// [`EtcdMember::last_error`]).

@@ -4,15 +4,17 @@
 //! drained node's are, or still held, as a killed one's); a restarted node
 //! of a live cluster joins it; a running process of an ended generation
 //! and a joiner nobody alive can admit fail-stop; another cluster's
-//! configuration, or one of another shape, is refused at start.
+//! configuration, or one of another shape, is refused at start; a running
+//! cluster whose prefix is cleared by force (and reused) stops.
 
 use super::{drive, settings, Clock, DEADLINE_MS};
 use crate::etcd_support::Etcd;
+use splitkv_host::membership_etcd::admin::EtcdAdmin;
 use splitkv_host::membership_etcd::keys::Lineage;
-use splitkv_host::membership_etcd::{EtcdError, EtcdMember, EtcdSettings, FailStop};
+use splitkv_host::membership_etcd::{Displacement, EtcdError, EtcdMember, EtcdSettings, FailStop};
 use splitkv_layout::wire::NodeId;
 use splitkv_nic::membership::{Configuration, Membership};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 /// The test cluster's id.
 const CLUSTER_ID: u32 = 7;
@@ -233,4 +235,107 @@ fn two_clusters_on_one_etcd_do_not_see_each_other() {
         assert_eq!(m.fail_stop(clock.now()), None);
     }
     assert!(polled[2..].iter().all(Vec::is_empty), "{polled:?}");
+}
+
+/// Clearing a running cluster's prefix by force deletes its keys, not its
+/// leases: renewals alone would keep its processes serving, so each stops
+/// on finding its configuration gone (or, once the prefix is reused,
+/// another cluster's), and counts the configuration it refused.
+#[test]
+fn a_running_cluster_whose_prefix_is_cleared_by_force_stops() {
+    let etcd = Etcd::start();
+    let clock = Clock(Instant::now());
+    let rpc = Duration::from_secs(2);
+    for reuse in [false, true] {
+        let [mut a, mut b] = <[EtcdMember; 2]>::try_from(start_all(&etcd, "cleared", 2, &clock))
+            .expect("two members");
+        let mut admin = EtcdAdmin::connect(std::slice::from_ref(&etcd.endpoint), "cleared", rpc)
+            .expect("admin connects");
+        assert!(admin.clear(true).expect("forced clear") > 0, "keys deleted");
+        // Reused at once by another cluster (its first process registers).
+        let other = reuse.then(|| {
+            let mut s = lifecycle_settings(&etcd, "cleared", 0, 2);
+            s.cluster_id = CLUSTER_ID + 1;
+            EtcdMember::connect(s, clock.now()).expect("another cluster starts")
+        });
+        let mut polled = vec![Vec::new(); 2];
+        let ok = drive(&clock, &mut [&mut a, &mut b], &mut polled, |ms, _, _| {
+            ms.iter().all(|m| m.fail_stop(clock.now()).is_some())
+        });
+        assert!(ok, "both stopped (reuse {reuse})");
+        for m in [&a, &b] {
+            match m.fail_stop(clock.now()) {
+                Some(FailStop::Displaced(Displacement::Gone)) => {}
+                Some(FailStop::Displaced(Displacement::Foreign { stored })) if reuse => {
+                    assert_eq!(stored, CLUSTER_ID + 1)
+                }
+                f => panic!(
+                    "node {} stopped as displaced (reuse {reuse}): {f:?}",
+                    m.node()
+                ),
+            }
+            assert!(m.stats().configs_refused >= 1, "counted: {:?}", m.stats());
+        }
+        assert!(polled.iter().all(Vec::is_empty), "{polled:?}");
+        drop((a, b, other));
+        admin.clear(true).expect("cleared for the next round");
+    }
+}
+
+/// A whole cluster stopped in the middle of a change: killed right after a
+/// recovery epoch's configuration left a dead node out, or drained while
+/// a restarted node was being copied. Started again, it forms the next
+/// generation with every node a member and nothing copying: no state of
+/// the interrupted change carries over.
+#[test]
+fn a_cluster_stopped_during_a_recovery_or_a_copy_forms_the_next_generation() {
+    let etcd = Etcd::start();
+    let clock = Clock(Instant::now());
+    // Killed during a recovery epoch.
+    let mut ms = start_all(&etcd, "midrecovery", 3, &clock);
+    drop(ms.pop()); // node 2 killed
+    let [mut m0, mut m1] = <[EtcdMember; 2]>::try_from(ms).expect("two survivors");
+    let mut polled = vec![Vec::new(); 2];
+    let ok = drive(&clock, &mut [&mut m0, &mut m1], &mut polled, |ms, _, _| {
+        ms.iter().all(|m| !m.current().contains(2))
+    });
+    assert!(ok, "node 2 configured out: {:?}", m0.current());
+    let epoch = m0.current().epoch;
+    drop((m0, m1)); // the rest killed, leases held
+    let again = start_all(&etcd, "midrecovery", 3, &clock);
+    let c = assert_admitted_in(&again, 2);
+    assert!(
+        c.epoch > epoch,
+        "epochs keep rising: {} after {epoch}",
+        c.epoch
+    );
+    drop(again);
+
+    // Drained during a copy.
+    let mut ms = start_all(&etcd, "midcopy", 3, &clock);
+    drop(ms.pop()); // node 2 killed
+    let s = lifecycle_settings(&etcd, "midcopy", 2, 3);
+    let mut restarted = EtcdMember::connect(s, clock.now()).expect("node 2 restarts");
+    let [mut m0, mut m1] = <[EtcdMember; 2]>::try_from(ms).expect("two survivors");
+    let mut polled = vec![Vec::new(); 3];
+    let ok = drive(
+        &clock,
+        &mut [&mut m0, &mut m1, &mut restarted],
+        &mut polled,
+        |ms, _, _| !ms[2].joining(),
+    );
+    assert!(ok, "admitted: {:?}", restarted.stats());
+    let copying = restarted.current();
+    assert_ne!(copying.copying & (1 << 2), 0, "copying: {copying:?}");
+    for m in [m0, m1, restarted] {
+        m.leave();
+    }
+    let again = start_all(&etcd, "midcopy", 3, &clock);
+    let c = assert_admitted_in(&again, 2);
+    assert!(
+        c.epoch > copying.epoch,
+        "{} after {}",
+        c.epoch,
+        copying.epoch
+    );
 }

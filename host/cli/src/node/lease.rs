@@ -114,6 +114,17 @@ impl NodeLease {
         }
     }
 
+    /// Whether this process is not admitted by the stored configuration
+    /// yet (etcd: a restarted node joining a live generation; static:
+    /// never).
+    pub(super) fn joining(&self) -> bool {
+        match self {
+            NodeLease::Static => false,
+            #[cfg(feature = "etcd")]
+            NodeLease::Etcd(shared) => shared.joining(),
+        }
+    }
+
     /// Leaves the membership after a drain: revokes the etcd lease, so a
     /// cluster stopped whole and started again forms its next generation
     /// without waiting for the lease to run out.
@@ -251,6 +262,10 @@ mod etcd_lease {
             self.lock().member.lineage().generation
         }
 
+        pub(super) fn joining(&self) -> bool {
+            self.lock().member.joining()
+        }
+
         pub(super) fn leave(&self) {
             self.lock().member.revoke();
         }
@@ -319,6 +334,7 @@ mod etcd_lease {
                     "installs_lost": etcd.installs_lost,
                     "caught_up_taken": etcd.caught_up_taken,
                     "caught_up_stale": etcd.caught_up_stale,
+                    "configs_refused": etcd.configs_refused,
                 },
             })
         }
