@@ -65,6 +65,8 @@ struct Run {
 
 /// A loaded node.
 struct Loaded {
+    /// What `/load` asked for (served by [`RemoteNode::workload`]).
+    spec: WorkloadSpec,
     workload: BuiltWorkload,
     cluster: Cluster,
     clock: ClockOrigin,
@@ -213,6 +215,7 @@ impl RemoteNode {
         let cluster = parts.start().map_err(internal)?;
         let handle = cluster.stats_handle();
         self.loaded = Some(Loaded {
+            spec: req.workload,
             workload,
             cluster,
             clock: ClockOrigin { lo_ns, hi_ns },
@@ -224,6 +227,22 @@ impl RemoteNode {
             rows: loaded.rows,
         };
         Ok((answer, handle))
+    }
+
+    /// `GET /workload`: the load this node took, as a body for another
+    /// node's `/load` (without `rejoin`): a restarted peer loads the same
+    /// workload by itself.
+    ///
+    /// # Errors
+    /// [`CallError::Conflict`] before a load.
+    pub fn workload(&self) -> Result<LoadRequest, CallError> {
+        let l = (self.loaded.as_ref())
+            .ok_or_else(|| CallError::Conflict("no workload is loaded".into()))?;
+        Ok(LoadRequest {
+            version: PROTOCOL_VERSION,
+            workload: l.spec,
+            rejoin: false,
+        })
     }
 
     fn loaded(&mut self) -> Result<&mut Loaded, CallError> {

@@ -1,4 +1,5 @@
-//! The driver's calls to a node's control endpoint: one HTTP/1.0 request
+//! Calls to a node's control endpoint (the bench, `splitkv status`, a restarted
+//! node asking its peers for their workload): one HTTP/1.0 request
 //! per connection (the endpoint answers with a plain body and closes), JSON
 //! in and out, the bearer token on every call. Every wait is bounded.
 

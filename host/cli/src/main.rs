@@ -24,6 +24,7 @@ mod check_history;
 mod cli;
 mod cluster_bench;
 mod etcd_admin;
+mod http;
 mod node;
 mod report;
 mod sim;

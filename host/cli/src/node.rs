@@ -43,9 +43,11 @@
 //! A node started again after its old process died (rejoin)
 //! connects to etcd as a new incarnation (the membership's, above every
 //! earlier one) and is *joining*: it holds a lease but no configuration
-//! admits it yet. The bench loads it with `rejoin` (its runtime built
-//! empty, no row loaded); it asks to be admitted only once its runtime
-//! runs (so it answers the recovery epoch its admission begins). Once a
+//! admits it yet. It loads itself (module `rejoin`): it asks its peers
+//! for the workload they run (`GET /workload`) and loads it with `rejoin`
+//! (its runtime built empty, no row loaded); it asks to be admitted only
+//! once its runtime runs (so it answers the recovery epoch its admission
+//! begins). Once a
 //! configuration admits it as *copying*, the
 //! primaries of its shards stream their snapshots to it
 //! (`splitkv_host::cluster`'s copy reads), its agent reports it caught up,
@@ -68,6 +70,7 @@
 //! by when its poll noticed them.
 
 mod lease;
+mod rejoin;
 
 use crate::cli::NodeArgs;
 use crate::Failure;
@@ -350,6 +353,7 @@ impl ControlHandler for NodeHandler {
                 Ok(json!({ "draining": true }))
             }
             Route::NicRestart => self.restart_nic(),
+            Route::Workload => to_json(serde_json::to_value(remote.workload()?)),
         }
     }
 }
@@ -483,6 +487,15 @@ pub fn run(args: &NodeArgs) -> Result<(), Failure> {
         threads = args.threads,
         "node started"
     );
+    if membership.joining() {
+        let peers = (config.nodes.iter())
+            .filter(|n| n.id != args.id)
+            .map(|n| (n.id, n.control))
+            .collect();
+        rejoin::spawn(handler.clone(), peers, config.token.clone())
+            .map_err(|e| Failure::Internal(format!("cannot start a thread: {e}")))?;
+        tracing::info!("joining a live cluster: loading the workload its nodes run");
+    }
     let failed = wait_for_drain(&handler, &mut membership);
     if failed.is_some() {
         // Keep answering `/status` (which shows why) a little longer, so a

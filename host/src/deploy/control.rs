@@ -10,6 +10,7 @@
 //! | POST | `/workload/start` | yes | … [`Route::WorkloadStart`] |
 //! | POST | `/workload/stop` | yes | … [`Route::WorkloadStop`] |
 //! | GET | `/results` | yes | … [`Route::Results`] |
+//! | GET | `/workload` | yes | … [`Route::Workload`] |
 //! | POST | `/drain` | yes | … [`Route::Drain`] |
 //! | POST | `/fault/nic-restart` | yes | … [`Route::NicRestart`] |
 //!
@@ -70,21 +71,25 @@ pub enum Route {
     Results,
     /// `POST /drain`: stop taking transactions, finish those in flight.
     Drain,
-    /// `POST /fault/nic-restart`: an injected NIC-runtime-only crash (issue
-    /// 12): the node's NIC runtime restarts and rebuilds from its
+    /// `POST /fault/nic-restart`: an injected NIC-runtime-only crash (the
+    /// NIC restart): the node's NIC runtime restarts and rebuilds from its
     /// peers while its host, data and client live on.
     NicRestart,
+    /// `GET /workload`: the workload this node was loaded with (the body
+    /// of its `/load`), so a restarted peer loads the same one by itself.
+    Workload,
 }
 
 impl Route {
     /// Every route.
-    pub const ALL: [Route; 6] = [
+    pub const ALL: [Route; 7] = [
         Route::Load,
         Route::WorkloadStart,
         Route::WorkloadStop,
         Route::Results,
         Route::Drain,
         Route::NicRestart,
+        Route::Workload,
     ];
 
     /// The URL path of the route.
@@ -96,12 +101,13 @@ impl Route {
             Route::Results => "/results",
             Route::Drain => "/drain",
             Route::NicRestart => "/fault/nic-restart",
+            Route::Workload => "/workload",
         }
     }
 
     /// Whether the route is called with POST (else GET).
     pub fn is_post(self) -> bool {
-        self != Route::Results
+        !matches!(self, Route::Results | Route::Workload)
     }
 
     /// The route of a URL path (without query).

@@ -46,7 +46,6 @@
 
 mod clock;
 mod end;
-pub(crate) mod http;
 mod kill;
 mod nic_crash;
 mod replace;
@@ -118,8 +117,6 @@ struct Deployed {
     /// shard back at the degree without the killed node (with more nodes
     /// than replicas).
     restored_without_killed: Option<u64>,
-    /// The `/load` body every node got (a restarted node gets it again).
-    load_body: Option<Value>,
 }
 
 fn bad(e: impl std::fmt::Display) -> Failure {
@@ -159,7 +156,6 @@ impl Deployed {
             restart: (args.restart.map(|at| restart::Restart::new(at, false)))
                 .or(args.replace.map(|at| restart::Restart::new(at, true))),
             restored_without_killed: None,
-            load_body: None,
         };
         kill::check_flags(args, &d.config)?;
         if args.journal || args.kill.is_some() {
@@ -205,7 +201,7 @@ impl Deployed {
         Some(Some(bad(format!("node {id} exited ({status})"))))
     }
 
-    fn dead(&mut self, node: u16, e: http::CallFailed) -> Failure {
+    fn dead(&mut self, node: u16, e: crate::http::CallFailed) -> Failure {
         match self.exited() {
             Some(Some(f)) => f,
             _ => bad(format!("node {node}: {e}")),
@@ -218,8 +214,8 @@ impl Deployed {
         method: &str,
         path: &str,
         body: Option<&Value>,
-    ) -> Result<Value, http::CallFailed> {
-        http::call(
+    ) -> Result<Value, crate::http::CallFailed> {
+        crate::http::call(
             self.control_of(node),
             method,
             path,
@@ -263,7 +259,6 @@ impl Deployed {
             ProgressStyle::with_template("loading  {bar:40} {pos}/{len} nodes {elapsed}")
                 .expect("valid template"),
         );
-        self.load_body = Some(load.clone());
         for n in 0..self.nodes() {
             let _: LoadAnswer = self.call(n, "POST", "/load", Some(&load))?;
             bar.inc(1);

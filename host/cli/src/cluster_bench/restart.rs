@@ -1,7 +1,8 @@
 //! `--restart NODE@SECS` (a restarted node rejoins): the `--kill`ed node's process
-//! is started again; it rejoins empty as a new incarnation (the bench loads
-//! it with `LoadRequest::rejoin`, and starts a client with a budget of 0 so
-//! its rows can be collected: both on a thread, [`bring_up`], while the
+//! is started again; it rejoins empty as a new incarnation (it loads itself
+//! with `LoadRequest::rejoin`, asking its peers for their workload; the
+//! bench waits for that and starts a client with a budget of 0 so
+//! its rows can be collected: on a thread, [`bring_up`], while the
 //! run's loop goes on sampling), is admitted as copying, gets its shards
 //! copied and becomes a replica again. The run ends only once the
 //! replication degree is restored: every node live and none copying in the
@@ -10,11 +11,12 @@
 //! latest, or the run fails with a clear error. `--replace NODE@SECS` is
 //! the same at fresh addresses, as a new machine ([`super::replace`]).
 
-use super::{bad, http, Deployed, POLL_PERIOD, READY_TIMEOUT};
+use super::{bad, Deployed, POLL_PERIOD, READY_TIMEOUT};
 use crate::cli::KillAt;
+use crate::http;
 use crate::Failure;
 use serde_json::Value;
-use splitkv_bench::remote::protocol::{LoadAnswer, StartAnswer, StartRequest};
+use splitkv_bench::remote::protocol::{StartAnswer, StartRequest};
 use std::net::SocketAddr;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
@@ -94,21 +96,28 @@ pub(super) fn degree_restored(m: &Value) -> bool {
 }
 
 /// Brings a started node process up: waits (at most [`READY_TIMEOUT`])
-/// until its control endpoint at `addr` answers, loads it with `load` and
-/// starts its client with `start`. Runs on a thread of its own.
+/// until its control endpoint at `addr` answers and it has loaded itself
+/// (a joining node asks its peers for their workload: `splitkv node`'s
+/// module docs), then starts its client with `start`. Runs on a thread of
+/// its own.
 ///
 /// # Errors
-/// One line: the endpoint never answered, or a call failed.
-fn bring_up(addr: SocketAddr, token: &str, load: &Value, start: &Value) -> Result<(), String> {
+/// One line: the endpoint never answered, the node never loaded, or a
+/// call failed.
+fn bring_up(addr: SocketAddr, token: &str, start: &Value) -> Result<(), String> {
     let t = Instant::now();
-    while let Err(e) = http::call(addr, "GET", "/status", token, None) {
+    loop {
+        let last = match http::call(addr, "GET", "/status", token, None) {
+            Ok(s) if s["state"] == "loaded" => break,
+            Ok(s) if s["failure"].is_string() => return Err(format!("failed: {}", s["failure"])),
+            Ok(s) => format!("state {}", s["state"]),
+            Err(e) => e.to_string(),
+        };
         if t.elapsed() >= READY_TIMEOUT {
-            return Err(format!("no answer within {READY_TIMEOUT:?}: {e}"));
+            return Err(format!("not loaded within {READY_TIMEOUT:?}: {last}"));
         }
         std::thread::sleep(POLL_PERIOD);
     }
-    let answer = http::call(addr, "POST", "/load", token, Some(load)).map_err(|e| e.to_string())?;
-    serde_json::from_value::<LoadAnswer>(answer).map_err(|e| format!("/load: {e}"))?;
     let answer = (http::call(addr, "POST", "/workload/start", token, Some(start)))
         .map_err(|e| e.to_string())?;
     serde_json::from_value::<StartAnswer>(answer).map_err(|e| format!("/workload/start: {e}"))?;
@@ -118,8 +127,8 @@ fn bring_up(addr: SocketAddr, token: &str, load: &Value, start: &Value) -> Resul
 impl Deployed {
     /// Starts the `--restart` (`--replace`) node again if it is due
     /// (`elapsed` into the run, after the kill): a new process (at fresh
-    /// addresses), then, on a thread ([`bring_up`]), `/load` with `rejoin`
-    /// and a client with nothing to do. Returns at once: the loop polls the
+    /// addresses), which loads itself with `rejoin`; then, on a thread
+    /// ([`bring_up`]), a client with nothing to do. Returns at once: the loop polls the
     /// thread ([`Deployed::restart_progress`]).
     pub(super) fn restart_if_due(
         &mut self,
@@ -139,11 +148,6 @@ impl Deployed {
                 "--restart {node}: only the --kill node restarts"
             )));
         }
-        let mut load = self
-            .load_body
-            .clone()
-            .ok_or_else(|| bad("nothing loaded"))?;
-        load["rejoin"] = Value::Bool(true);
         let idle = StartRequest {
             budget: Some(0),
             journal: None,
@@ -154,7 +158,7 @@ impl Deployed {
         let (addr, token) = (self.control_of(node), self.config.token.clone());
         let thread = std::thread::Builder::new()
             .name(format!("bring-up-{node}"))
-            .spawn(move || bring_up(addr, &token, &load, &body))
+            .spawn(move || bring_up(addr, &token, &body))
             .map_err(|e| Failure::Internal(format!("cannot start a thread: {e}")))?;
         let what = match self.restart.as_ref().is_some_and(|r| r.replace) {
             true => "replaced",
