@@ -43,8 +43,8 @@ pub mod metrics;
 pub mod node;
 
 pub use config::{
-    ClusterConfig, ConfigError, LogTarget, MembershipSettings, NodeSettings, ProtocolSettings,
-    TableSettings, TransportKind, TransportSettings,
+    ClientSettings, ClusterConfig, ConfigError, LogTarget, MembershipSettings, NodeSettings,
+    ProtocolSettings, TableSettings, TransportKind, TransportSettings,
 };
 pub use control::{CallError, ControlError, ControlHandler, ControlServer, Route};
 pub use metrics::{NodeMetrics, SessionCounters};

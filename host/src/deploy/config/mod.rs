@@ -32,6 +32,9 @@
 //! kind = "etcd"                  # or "static" (the default)
 //! endpoints = ["http://127.0.0.1:2379"]
 //! lease_ttl_s = 2
+//!
+//! [clients]                      # optional; see [`clients`]
+//! socket_dir = "/tmp/splitkv-7"  # node N listens on node-N.sock in it
 //! ```
 //!
 //! [`ClusterConfig::from_file`] and [`str::parse`] read the file with serde
@@ -41,10 +44,12 @@
 //! column. Named bounds and defaults are the `*_MAX`, `*_MIN` and `*_DEFAULT`
 //! constants of this module.
 
+pub mod clients;
 pub mod membership;
 mod raw;
 mod validate;
 
+pub use clients::ClientSettings;
 pub use membership::MembershipSettings;
 
 use std::net::SocketAddr;
@@ -252,6 +257,8 @@ pub struct ClusterConfig {
     pub nodes: Vec<NodeSettings>,
     /// How the node processes agree on membership (`[membership]`).
     pub membership: MembershipSettings,
+    /// Application connections (`[clients]`; `None`: none taken).
+    pub clients: Option<ClientSettings>,
 }
 
 impl ClusterConfig {

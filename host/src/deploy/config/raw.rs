@@ -26,6 +26,21 @@ pub(crate) struct RawCluster {
     pub nodes: Vec<RawNode>,
     #[serde(default)]
     pub membership: Option<RawMembership>,
+    #[serde(default)]
+    pub clients: Option<RawClients>,
+}
+
+/// `[clients]`.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct RawClients {
+    pub socket_dir: Option<String>,
+    pub allowed_uids: Option<Vec<u32>>,
+    pub request_ring_bytes: Option<u64>,
+    pub outcome_ring_bytes: Option<u64>,
+    pub in_flight_max: Option<u64>,
+    pub connections_max: Option<u64>,
+    pub outcome_full_ms_max: Option<u64>,
 }
 
 /// `[membership]`.

@@ -37,6 +37,7 @@ pub(super) fn check(raw: RawCluster) -> Result<ClusterConfig, ConfigError> {
         protocol,
         nodes,
         membership: super::membership::check(raw.membership.as_ref(), raw.cluster_id)?,
+        clients: super::clients::check(raw.clients.as_ref(), raw.cluster_id)?,
     })
 }
 
