@@ -18,7 +18,7 @@
 //! Everything here is read by the node from memory or a socket the client
 //! controls, so every decoder treats its input as hostile: it borrows byte
 //! strings from the input (zero copy, no allocation), returns
-//! [`DecodeError`](crate::DecodeError) for unknown tags, truncation, lengths
+//! [`DecodeError`] for unknown tags, truncation, lengths
 //! and counts over their named bounds, trailing bytes and fields that
 //! contradict each other, and never panics. A value that decodes is within
 //! every bound the node enforces, so the node refuses an oversized request
@@ -27,7 +27,7 @@
 //!
 //! Tags: request kinds are `0x21..=0x26` and the outcome is `0xA1`, disjoint
 //! from the host↔NIC messages' tags ([`crate::host_nic`]), so an entry put on
-//! the wrong ring fails with [`DecodeError::BadTag`](crate::DecodeError::BadTag).
+//! the wrong ring fails with [`DecodeError::BadTag`].
 
 pub mod handshake;
 pub mod memory;

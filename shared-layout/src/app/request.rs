@@ -17,7 +17,10 @@
 //! ([`DecodeError::Inconsistent`]).
 //!
 //! The single-key calls are Dandelion §3's `GetOne`, `PutOne`, `InsertOne`
-//! and `DeleteOne`: a get with no commit phase; a put that writes the key
+//! and `DeleteOne`: a get with no commit phase (a key that is locked or not
+//! yet readable, Dandelion §4.2.1, answers
+//! [`crate::app::AbortReason::LockConflict`], which is retryable, rather than
+//! wait); a put that writes the key
 //! whether or not it exists; an insert that writes it only if it is absent
 //! (else the outcome is [`crate::app::AbortReason::CompareFailed`]); a delete
 //! of a present key (else [`crate::app::Status::KeyNotFound`]).
