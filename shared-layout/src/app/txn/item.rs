@@ -6,6 +6,7 @@ use crate::error::{DecodeError, Reader};
 use crate::{Key, KEY_BYTES, VALUE_BYTES_MAX, VERSION_MAX};
 
 use super::check_len;
+
 const TARGET_VALUE: u8 = 0;
 const TARGET_VERSION: u8 = 1;
 const TARGET_EXISTENCE: u8 = 2;
