@@ -249,7 +249,8 @@ pub fn branch(max: usize) -> impl Strategy<Value = Vec<OpOwned>> {
         })
 }
 
-/// Any transaction within the count fields' ranges, valid or not.
+/// Any transaction within the count fields' ranges, valid or not; now and
+/// then a branch names one key twice.
 pub fn txn_any() -> impl Strategy<Value = TxnOwned> {
     let sizes = prop_oneof![4 => Just(6usize), 1 => Just(TXN_BRANCH_OPS_MAX)];
     sizes.prop_flat_map(|n| {
@@ -257,11 +258,19 @@ pub fn txn_any() -> impl Strategy<Value = TxnOwned> {
             prop::collection::vec((key(), condition()), 0..=n),
             branch(n),
             branch(n),
+            prop::bool::weighted(0.1),
         )
-            .prop_map(|(compares, success, failure)| TxnOwned {
-                compares,
-                success,
-                failure,
+            .prop_map(|(compares, mut success, failure, twice)| {
+                if let (true, Some(first)) = (twice, success.first()) {
+                    if success.len() < TXN_BRANCH_OPS_MAX {
+                        success.push(OpOwned::Delete(first.key()));
+                    }
+                }
+                TxnOwned {
+                    compares,
+                    success,
+                    failure,
+                }
             })
     })
 }
