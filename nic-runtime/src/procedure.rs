@@ -14,6 +14,11 @@ pub const READ_SET_MAX: usize = 16;
 /// Most keys in a write set: the transaction size every layer below the
 /// network is built for ([`splitkv_layout::TX_VALUES_MAX`]).
 pub const WRITE_SET_MAX: usize = splitkv_layout::TX_VALUES_MAX;
+// The one-shot transaction's bounds (checked when it decodes) are these.
+const _: () = assert!(
+    READ_SET_MAX == splitkv_layout::app::TXN_READS_MAX
+        && WRITE_SET_MAX == splitkv_layout::app::TXN_WRITES_MAX
+);
 
 /// Why a request cannot run.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]

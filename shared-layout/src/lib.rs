@@ -11,6 +11,7 @@
 //! NIC runtime's DMA engine can share it without data races.
 #![warn(missing_docs)]
 
+pub mod app;
 pub mod dlht_layout;
 pub mod error;
 pub mod host_nic;

@@ -4,6 +4,11 @@
 //! (default: this package's folder). Run from the repository root with
 //! `cargo run --manifest-path shared-layout/fuzz/Cargo.toml --example seed_corpus`.
 
+use splitkv_layout::app::{
+    AbortReason, AppLimits, AppMemoryLayout, Branch, CmpOp, Compare, Condition, GetResult,
+    GetValue, Hello, Op, Outcome, Refused, RefusedReason, Request, Status, Txn, TxnResult,
+    UnavailableReason, Welcome, APP_RING_CAPACITY_MIN_BYTES,
+};
 use splitkv_layout::host_nic::{HostToNic, LogApplied, NicToHost, TxOutcome, TxRequest, TxStatus};
 use splitkv_layout::log_record::{LogKind, LogRecord};
 use splitkv_layout::wire::{
@@ -242,6 +247,183 @@ fn rebuild_msg() -> Vec<(String, Vec<u8>)> {
         .collect()
 }
 
+/// A one-shot transaction with every compare target and operation kind:
+/// compare-and-swap on key 1, a read of key 2, a delete on failure.
+fn cas_txn() -> Vec<u8> {
+    let k = |id| Key::new(0, id);
+    let compares = [
+        Compare {
+            key: k(1),
+            condition: Condition::Version {
+                op: CmpOp::Equal,
+                operand: 3,
+            },
+        },
+        Compare {
+            key: k(1),
+            condition: Condition::Value {
+                op: CmpOp::Less,
+                operand: b"old",
+            },
+        },
+        Compare {
+            key: k(2),
+            condition: Condition::Present,
+        },
+        Compare {
+            key: k(3),
+            condition: Condition::Absent,
+        },
+    ];
+    let success = [
+        Op::Put {
+            key: k(1),
+            value: b"new",
+        },
+        Op::Get(k(2)),
+    ];
+    let failure = [Op::Get(k(1)), Op::Delete(k(3))];
+    let mut out = Vec::new();
+    Txn::encode(&compares, &success, &failure, &mut out).expect("within bounds");
+    out
+}
+
+fn app_txn() -> Vec<(String, Vec<u8>)> {
+    let mut empty = Vec::new();
+    Txn::encode(&[], &[], &[], &mut empty).expect("within bounds");
+    vec![("cas".into(), cas_txn()), ("empty".into(), empty)]
+}
+
+fn app_request() -> Vec<(String, Vec<u8>)> {
+    let key = Key::new(1, 7);
+    let txn_bytes = cas_txn();
+    let txn = Txn::decode(&txn_bytes).expect("valid");
+    let requests = [
+        ("get", Request::Get { req_id: 1, key }),
+        (
+            "put",
+            Request::Put {
+                req_id: 2,
+                key,
+                value: b"value",
+            },
+        ),
+        (
+            "insert",
+            Request::Insert {
+                req_id: 3,
+                key,
+                value: b"",
+            },
+        ),
+        ("delete", Request::Delete { req_id: 4, key }),
+        ("txn", Request::Txn { req_id: 5, txn }),
+        (
+            "call",
+            Request::Call {
+                req_id: 6,
+                procedure: 2,
+                args: b"args",
+            },
+        ),
+    ];
+    requests
+        .into_iter()
+        .map(|(name, r)| {
+            let mut out = Vec::new();
+            r.encode(&mut out).expect("within bounds");
+            (name.to_string(), out)
+        })
+        .collect()
+}
+
+fn app_outcome() -> Vec<(String, Vec<u8>)> {
+    let mut get = Vec::new();
+    GetValue {
+        version: 4,
+        value: b"value",
+    }
+    .encode(&mut get)
+    .expect("within bounds");
+    let mut result = Vec::new();
+    TxnResult::encode(
+        Branch::Failure,
+        &[
+            GetResult::Found {
+                version: 3,
+                value: b"old",
+            },
+            GetResult::NotFound,
+        ],
+        &mut result,
+    )
+    .expect("within bounds");
+    let outcomes = [
+        ("get", Status::Committed, &get[..]),
+        ("txn", Status::Committed, &result[..]),
+        (
+            "compare-failed",
+            Status::Aborted(AbortReason::CompareFailed),
+            b"key exists",
+        ),
+        (
+            "draining",
+            Status::Unavailable(UnavailableReason::Draining),
+            b"",
+        ),
+        ("not-found", Status::KeyNotFound, b""),
+    ];
+    let mut seeds: Vec<(String, Vec<u8>)> = outcomes
+        .into_iter()
+        .map(|(name, status, body)| {
+            let mut out = Vec::new();
+            Outcome {
+                req_id: 9,
+                status,
+                body,
+            }
+            .encode(&mut out)
+            .expect("within bounds");
+            (name.to_string(), out)
+        })
+        .collect();
+    // The committed bodies alone (the target decodes those too).
+    seeds.push(("body-get-value".into(), get));
+    seeds.push(("body-txn-result".into(), result));
+    seeds
+}
+
+fn app_handshake() -> Vec<(String, Vec<u8>)> {
+    let cap = APP_RING_CAPACITY_MIN_BYTES as u64;
+    let layout = AppMemoryLayout::new(cap, 2 * cap).expect("valid capacities");
+    let mut hello = Vec::new();
+    Hello::encode(
+        &layout,
+        32,
+        &["smallbank.amalgamate", "register.write"],
+        &mut hello,
+    )
+    .expect("within bounds");
+    let mut welcome = Vec::new();
+    let limits = AppLimits {
+        in_flight_max: 16,
+        value_bytes_max: 4096,
+        args_bytes_max: 66560,
+        result_bytes_max: 66560,
+    };
+    Welcome::encode(2, &limits, &[Some(3), None], &mut welcome).expect("within bounds");
+    let mut refused = Vec::new();
+    Refused {
+        reason: RefusedReason::VersionMismatch,
+    }
+    .encode(&mut refused);
+    vec![
+        ("hello".into(), hello),
+        ("welcome".into(), welcome),
+        ("refused".into(), refused),
+    ]
+}
+
 fn main() -> std::io::Result<()> {
     let root = std::env::args()
         .nth(1)
@@ -254,6 +436,10 @@ fn main() -> std::io::Result<()> {
         ("log_record", log_record()),
         ("ring_consumer", ring_consumer()),
         ("rebuild_msg", rebuild_msg()),
+        ("app_request", app_request()),
+        ("app_outcome", app_outcome()),
+        ("app_txn", app_txn()),
+        ("app_handshake", app_handshake()),
     ];
     for (target, seeds) in sets {
         let dir = root.join("corpus").join(target);
