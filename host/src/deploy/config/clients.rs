@@ -10,8 +10,8 @@
 //! [clients]
 //! socket_dir = "/tmp/splitkv-7"    # absolute; default /tmp/splitkv-<cluster_id>
 //! allowed_uids = [1000]            # default: only the node process's own user
-//! request_ring_bytes = 262144      # power of two, RING_BYTES_MIN ..= RING_BYTES_MAX
-//! outcome_ring_bytes = 262144      # power of two, RING_BYTES_MIN ..= RING_BYTES_MAX
+//! request_ring_bytes = 262144      # power of two, RING_BYTES_MIN (128 KiB) ..= RING_BYTES_MAX (64 MiB)
+//! outcome_ring_bytes = 262144      # power of two, RING_BYTES_MIN (128 KiB) ..= RING_BYTES_MAX (64 MiB)
 //! in_flight_max = 32               # transactions in flight per connection
 //! connections_max = 64             # connections open at once, per node
 //! outcome_full_ms_max = 1000       # a client leaving its outcome ring full longer is disconnected
@@ -19,20 +19,23 @@
 
 use super::raw::RawClients;
 use super::ConfigError;
+use splitkv_layout::app::memory::{APP_RING_CAPACITY_MAX_BYTES, APP_RING_CAPACITY_MIN_BYTES};
 use splitkv_nic::NODES_MAX;
 use std::path::{Path, PathBuf};
 
 /// Bytes of a Unix socket path, without its terminating NUL
 /// (`sockaddr_un.sun_path` holds 108 on Linux).
 pub const SOCKET_PATH_BYTES_MAX: usize = 107;
-/// Smallest ring a connection may use (bytes of its data area): room for
-/// a few small calls.
-pub const RING_BYTES_MIN: usize = 4 << 10;
-/// Largest ring a connection may use (bytes of its data area).
-pub const RING_BYTES_MAX: usize = 64 << 20;
-/// Default size of each of a connection's rings (bytes): one entry of the
-/// largest transaction (16 values of 4 KiB) fits with room to spare.
-pub const RING_BYTES_DEFAULT: usize = 256 << 10;
+/// Smallest ring a connection may use (bytes of its data area): one entry
+/// of the largest request or outcome fits
+/// ([`APP_RING_CAPACITY_MIN_BYTES`], 128 KiB).
+pub const RING_BYTES_MIN: usize = APP_RING_CAPACITY_MIN_BYTES;
+/// Largest ring a connection may use (bytes of its data area,
+/// [`APP_RING_CAPACITY_MAX_BYTES`], 64 MiB).
+pub const RING_BYTES_MAX: usize = APP_RING_CAPACITY_MAX_BYTES;
+/// Default size of each of a connection's rings (bytes): two entries of
+/// the largest transaction (16 values of 4 KiB) fit.
+pub const RING_BYTES_DEFAULT: usize = 2 * APP_RING_CAPACITY_MIN_BYTES;
 /// Most transactions in flight per connection a file may allow.
 pub const IN_FLIGHT_MAX_MAX: usize = 4096;
 /// Default transactions in flight per connection.
@@ -48,10 +51,8 @@ pub const OUTCOME_FULL_MS_MAX: u64 = 600_000;
 /// Most user ids `allowed_uids` may list.
 pub const ALLOWED_UIDS_MAX: usize = 64;
 
-const _: () = assert!(RING_BYTES_MIN.is_power_of_two() && RING_BYTES_MAX.is_power_of_two());
-const _: () = assert!(RING_BYTES_MIN >= splitkv_layout::ring::RING_CAPACITY_MIN_BYTES);
-const _: () = assert!(RING_BYTES_MAX <= splitkv_layout::ring::RING_CAPACITY_MAX_BYTES);
-const _: () = assert!(RING_BYTES_DEFAULT > splitkv_layout::host_nic::HOST_TO_NIC_BYTES_MAX);
+const _: () = assert!(RING_BYTES_DEFAULT.is_power_of_two());
+const _: () = assert!(RING_BYTES_DEFAULT <= RING_BYTES_MAX);
 
 /// Application connections of a node (`[clients]`).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -222,7 +223,12 @@ mod tests {
         let mut r = raw();
         r.allowed_uids = Some(vec![]);
         assert_eq!(field(r), f("clients.allowed_uids"));
-        for bad in [0, 3000, 1 << 12 >> 1, RING_BYTES_MAX as u64 * 2] {
+        for bad in [
+            0,
+            3000,
+            RING_BYTES_MIN as u64 / 2,
+            RING_BYTES_MAX as u64 * 2,
+        ] {
             let mut r = raw();
             r.request_ring_bytes = Some(bad);
             assert_eq!(field(r), f("clients.request_ring_bytes"), "{bad}");
