@@ -50,7 +50,9 @@ fn region_64b(c: &mut Criterion) {
         let mut at = 0usize;
         b.iter(|| {
             region.write_bytes(black_box(at), &src).expect("in range");
-            region.read_bytes(black_box(at), &mut dst).expect("in range");
+            region
+                .read_bytes(black_box(at), &mut dst)
+                .expect("in range");
             at = (at + 64) & ((1 << 16) - 1);
             black_box(&dst);
         })
