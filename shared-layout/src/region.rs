@@ -56,8 +56,9 @@ pub struct RegionError {
 /// dropping the last [`Region`] over it drops it (which may unmap it).
 ///
 /// Implementing the trait is safe; what makes a region sound is promised at
-/// [`Region::from_memory`], which is `unsafe`.
-pub trait RegionMemory: Send + Sync {
+/// [`Region::from_memory`], which is `unsafe`. (`RefUnwindSafe` keeps
+/// [`Region`] unwind safe whatever its backing.)
+pub trait RegionMemory: Send + Sync + std::panic::RefUnwindSafe {
     /// Address of the first byte; must be [`CACHE_LINE_BYTES`]-aligned and the
     /// same on every call.
     fn base(&self) -> *mut u8;
@@ -341,6 +342,13 @@ impl Region {
 #[cfg(all(test, not(loom)))]
 mod tests {
     use super::*;
+
+    /// Regions cross threads and `catch_unwind` boundaries whatever backs them.
+    #[allow(dead_code)]
+    fn auto_traits() {
+        fn check<T: Send + Sync + std::panic::UnwindSafe + std::panic::RefUnwindSafe>() {}
+        check::<Region>();
+    }
 
     #[test]
     fn rounds_up_and_is_aligned() {

@@ -8,7 +8,10 @@
 //! 2) sets the seconds per case, `SPLITKV_ECHO_ROUNDS` (default 2) the
 //! alternating rounds, `SPLITKV_ECHO_IDLE_SECS` (default 2) the idle interval;
 //! `SPLITKV_ECHO_SPINS`, `SPLITKV_ECHO_YIELDS` and `SPLITKV_ECHO_SLEEP_MS`
-//! override the waiting policy of both processes (children inherit them).
+//! override the waiting policy of both processes (children inherit them);
+//! `SPLITKV_ECHO_PIN=1` pins this process to CPU 0 and each child to CPU 1
+//! (dedicated cores, as L5 measured), so the scheduler cannot place both
+//! ends on one core.
 
 #[path = "../tests/support/mod.rs"]
 mod support;
@@ -66,8 +69,18 @@ fn process_cpu_ns() -> u64 {
     ns(usage.ru_utime) + ns(usage.ru_stime)
 }
 
+/// Pins the calling process to `cpu` if `SPLITKV_ECHO_PIN=1`.
+fn pin(cpu: usize) {
+    if env_or("SPLITKV_ECHO_PIN", 0) == 1 {
+        let mut set = rustix::thread::CpuSet::new();
+        set.set(cpu);
+        rustix::thread::sched_setaffinity(None, &set).expect("sched_setaffinity");
+    }
+}
+
 fn main() {
     if let Some((role, socket)) = child_socket() {
+        pin(1);
         let result = match role.as_str() {
             "shm" => child_shm(&socket),
             "uds" => child_stream(socket),
@@ -88,16 +101,18 @@ fn main() {
         }
         return;
     }
+    pin(0);
     let secs = env_or("SPLITKV_ECHO_SECS", 2);
     let rounds = env_or("SPLITKV_ECHO_ROUNDS", 2);
     let idle_secs = env_or("SPLITKV_ECHO_IDLE_SECS", 2);
     let case = Duration::from_secs(secs);
     let p = policy();
     println!(
-        "two-process echo, {secs} s per case, {rounds} alternating rounds; waiting policy {} spins, {} yields, {} ms sleeps; load average {}",
+        "two-process echo, {secs} s per case, {rounds} alternating rounds; waiting policy {} spins, {} yields, {} ms sleeps; pinned {}; load average {}",
         p.spins(),
         p.yields(),
         p.sleep_ms(),
+        env_or("SPLITKV_ECHO_PIN", 0) == 1,
         std::fs::read_to_string("/proc/loadavg").unwrap_or_default().trim()
     );
     println!("| size | round | shm rings rt/s | Unix socket rt/s | loopback TCP rt/s | shm/UDS | shm/TCP |");

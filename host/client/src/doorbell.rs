@@ -73,11 +73,15 @@ pub struct WaitPolicy {
 }
 
 impl Default for WaitPolicy {
-    /// 4096 spins (a few µs to tens of µs), 256 yields, sleeps of 50 ms.
+    /// 256 spins (about 8 µs on the 2-core AMD EPYC test machine, ten times
+    /// a hot two-process round trip), 16 yields, sleeps of 50 ms. Longer
+    /// spinning only pays off when both ends own a core: when the scheduler
+    /// puts them on one core, every spin delays the peer it waits for
+    /// (benches/README.md, "Ring API across processes").
     fn default() -> Self {
         WaitPolicy {
-            spins: 4096,
-            yields: 256,
+            spins: 256,
+            yields: 16,
             sleep_ms: 50,
         }
     }
