@@ -2,7 +2,10 @@
 //! waiting side spins a bounded number of times, then yields a bounded number
 //! of times, then sleeps on a futex in the shared doorbell word
 //! ([`splitkv_layout::doorbell`]) with a timeout; the producer wakes it only
-//! when it asked to be woken.
+//! when it asked to be woken. The spin phase's length adapts to whether
+//! spinning has been paying ([`Doorbell::wait`]): on a machine with fewer
+//! cores than busy threads, the peer a waiter spins for may need the very
+//! core it spins on.
 //!
 //! The futex is a shared one (no `FUTEX_PRIVATE_FLAG`): the word lives in
 //! memory that two processes map, possibly at different addresses, and only a
@@ -63,6 +66,9 @@ pub const DOORBELL_SPINS_MAX: u32 = 1 << 20;
 pub const DOORBELL_YIELDS_MAX: u32 = 1 << 16;
 /// Longest single futex sleep [`WaitPolicy::sleep_ms`] allows, in ms.
 pub const DOORBELL_SLEEP_MS_MAX: u32 = 10_000;
+/// Fewest spins the adaptive spin budget falls to (if the policy allows that
+/// many): enough to catch a reply that is already on its way.
+pub const DOORBELL_SPINS_FLOOR: u32 = 8;
 
 /// How long a waiter spins, yields and sleeps before it checks again.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -73,11 +79,10 @@ pub struct WaitPolicy {
 }
 
 impl Default for WaitPolicy {
-    /// 256 spins (about 8 µs on the 2-core AMD EPYC test machine, ten times
-    /// a hot two-process round trip), 16 yields, sleeps of 50 ms. Longer
-    /// spinning only pays off when both ends own a core: when the scheduler
-    /// puts them on one core, every spin delays the peer it waits for
-    /// (benches/README.md, "Ring API across processes").
+    /// At most 256 spins (about 8 µs on the 2-core AMD EPYC test machine,
+    /// ten times a hot two-process round trip; the adaptive budget of
+    /// [`Doorbell::wait`] uses fewer while spinning does not pay), 16 yields,
+    /// sleeps of 50 ms (benches/README.md, "Ring API across processes").
     fn default() -> Self {
         WaitPolicy {
             spins: 256,
@@ -229,21 +234,26 @@ fn yield_now() {
     std::thread::yield_now();
 }
 
-/// The waiter's side of the protocol (module docs) on `word`.
+/// The waiter's side of the protocol (module docs) on `word`, spinning at
+/// most `*spin_budget` (capped by the policy) times and adapting the budget.
 #[cfg_attr(loom, allow(dead_code))]
 fn wait_on<F: Futex>(
     futex: &F,
     word: &AtomicU64,
     policy: &WaitPolicy,
+    spin_budget: &mut u32,
     mut ready: impl FnMut() -> bool,
     deadline: Option<Instant>,
 ) -> WaitOutcome {
-    for _ in 0..policy.spins {
+    let spins = (*spin_budget).min(policy.spins);
+    for _ in 0..spins {
         if ready() {
+            *spin_budget = spins.saturating_mul(2).max(DOORBELL_SPINS_FLOOR);
             return WaitOutcome::Ready;
         }
         spin_hint();
     }
+    *spin_budget = (spins / 2).max(DOORBELL_SPINS_FLOOR);
     for _ in 0..policy.yields {
         if ready() {
             return WaitOutcome::Ready;
@@ -293,6 +303,9 @@ pub struct Doorbell {
     region: Region,
     /// Byte offset of the doorbell word in the region.
     word_offset: usize,
+    /// Spins the next wait may use (before the policy's cap); this side's
+    /// own state, not shared.
+    spin_budget: u32,
 }
 
 impl Doorbell {
@@ -311,6 +324,7 @@ impl Doorbell {
         Ok(Doorbell {
             region,
             word_offset: offset + DOORBELL_WORD_OFFSET,
+            spin_budget: DOORBELL_SPINS_MAX,
         })
     }
 
@@ -323,14 +337,35 @@ impl Doorbell {
     /// Waits until `ready()` returns true (checked first, then between spins,
     /// yields and sleeps as `policy` says) or until `deadline` passes. `ready`
     /// must observe the ring with Acquire (e.g. `!consumer.is_empty()`).
+    ///
+    /// The spin phase adapts: it lasts at most [`Self::spin_budget`] spins
+    /// (capped by `policy`); a wait that spinning satisfies doubles the
+    /// budget, one that spinning does not halves it (down to
+    /// [`DOORBELL_SPINS_FLOOR`]). Spinning pays when the peer runs on another
+    /// core and answers within the budget; when it does not (it shares this
+    /// core, or is slow), spinning only delays it, and the budget shrinks.
     #[cfg(not(loom))]
     pub fn wait(
-        &self,
+        &mut self,
         policy: &WaitPolicy,
         ready: impl FnMut() -> bool,
         deadline: Option<Instant>,
     ) -> WaitOutcome {
-        wait_on(&SharedFutex, self.word(), policy, ready, deadline)
+        let word = self.region.word(self.word_offset);
+        wait_on(
+            &SharedFutex,
+            word,
+            policy,
+            &mut self.spin_budget,
+            ready,
+            deadline,
+        )
+    }
+
+    /// Spins the next [`Self::wait`] uses at most, before the policy's cap
+    /// (starts at [`DOORBELL_SPINS_MAX`]).
+    pub fn spin_budget(&self) -> u32 {
+        self.spin_budget
     }
 
     /// Wakes the waiter if it is asleep or about to sleep; call after every
@@ -391,9 +426,44 @@ mod tests {
     }
 
     #[test]
+    fn spin_budget_shrinks_when_spinning_fails_and_grows_when_it_works() {
+        let region = Region::new(64);
+        let mut bell = Doorbell::attach(region, 0).unwrap();
+        let policy = WaitPolicy::new(64, 1000, 5).unwrap();
+        assert_eq!(bell.spin_budget(), DOORBELL_SPINS_MAX);
+        // Ready only after the spin phase: each wait halves the budget.
+        let mut budgets = Vec::new();
+        for _ in 0..5 {
+            let mut checks = 0u32;
+            let spins = bell.spin_budget().min(64);
+            let got = bell.wait(
+                &policy,
+                || {
+                    checks += 1;
+                    checks > spins + 1
+                },
+                None,
+            );
+            assert_eq!(got, WaitOutcome::Ready);
+            budgets.push(bell.spin_budget());
+        }
+        assert_eq!(
+            budgets,
+            [32, 16, 8, DOORBELL_SPINS_FLOOR, DOORBELL_SPINS_FLOOR]
+        );
+        // Ready at once: each wait doubles it, and the policy caps its use.
+        let mut budgets = Vec::new();
+        for _ in 0..5 {
+            assert_eq!(bell.wait(&policy, || true, None), WaitOutcome::Ready);
+            budgets.push(bell.spin_budget());
+        }
+        assert_eq!(budgets, [16, 32, 64, 128, 128]);
+    }
+
+    #[test]
     fn wait_times_out_and_leaves_the_flag_clear() {
         let region = Region::new(64);
-        let bell = Doorbell::attach(region.clone(), 0).unwrap();
+        let mut bell = Doorbell::attach(region.clone(), 0).unwrap();
         let policy = WaitPolicy::new(10, 2, 5).unwrap();
         let start = Instant::now();
         let end = start + Duration::from_millis(30);
@@ -425,7 +495,7 @@ mod tests {
         let deadline = Instant::now() + Duration::from_secs(5);
         let consumer = std::thread::spawn(move || {
             let mut c = RingConsumer::attach(consumer_region.clone(), 0).unwrap();
-            let bell = Doorbell::attach(consumer_region, at).unwrap();
+            let mut bell = Doorbell::attach(consumer_region, at).unwrap();
             let mut out = Vec::new();
             for i in 0..ENTRIES {
                 let got = bell.wait(&policy, || !c.is_empty(), Some(deadline));
@@ -529,7 +599,15 @@ mod loom_tests {
                 loom::thread::spawn(move || {
                     let mut c = RingConsumer::attach(region.clone(), 0).unwrap();
                     let policy = WaitPolicy::new(0, 0, 1).unwrap();
-                    let got = wait_on(&*futex, region.word(at), &policy, || !c.is_empty(), None);
+                    let mut spins = 0;
+                    let got = wait_on(
+                        &*futex,
+                        region.word(at),
+                        &policy,
+                        &mut spins,
+                        || !c.is_empty(),
+                        None,
+                    );
                     assert_eq!(got, WaitOutcome::Ready);
                     let mut out = Vec::new();
                     assert!(c.try_pop(&mut out).unwrap());
