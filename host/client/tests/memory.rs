@@ -1,5 +1,7 @@
 //! Shared memory in one process: what `create` makes, and the size bound.
 //! (Hostile descriptors handed to another process: `two_process.rs`.)
+// Shared memory is not modelled under loom (see `Region::from_memory`).
+#![cfg(not(loom))]
 
 use rustix::fs::SealFlags;
 use splitkv_client::{MemoryError, SharedMemory, SHARED_MEMORY_BYTES_MAX};
