@@ -138,8 +138,9 @@ impl Region {
         {
             let lines: Arc<[Line]> = (0..n).map(|_| Line(Default::default())).collect();
             // `Line` is `repr(C)` with only `AtomicU64` fields and no padding,
-            // so `n` lines are exactly `8 n` contiguous `AtomicU64`s.
-            let words = NonNull::from(&lines[0]).cast::<AtomicU64>();
+            // so `n` lines are exactly `8 n` contiguous `AtomicU64`s. The
+            // pointer comes from the whole slice, so it may reach every line.
+            let words = NonNull::from(&*lines).cast::<AtomicU64>();
             Region {
                 words,
                 len_words: n * (CACHE_LINE_BYTES / 8),
