@@ -23,6 +23,7 @@ use support::*;
 const CASE_DEADLINE: Duration = Duration::from_secs(30);
 const CHILD_ARGS: &[&str] = &["--exact", "child_entry", "--nocapture", "--test-threads=1"];
 const ENV_EXPECTED_BYTES: &str = "SPLITKV_CLIENT_TEST_EXPECTED_BYTES";
+const ENV_SOCKET_PATH: &str = "SPLITKV_CLIENT_TEST_SOCKET_PATH";
 
 /// Runs the child's role when this binary was started as a child; a no-op test
 /// otherwise.
@@ -34,6 +35,7 @@ fn child_entry() {
     let result = match role.as_str() {
         "echo" => child_echo(&socket),
         "attach-report" => child_attach_report(socket),
+        "connect" => child_connect(),
         other => Err(format!("unknown role {other}")),
     };
     if let Err(why) = result {
@@ -98,6 +100,17 @@ fn child_attach_report(socket: UnixStream) -> Result<(), String> {
         };
         writeln!(out, "{line}").map_err(|e| e.to_string())?;
     }
+}
+
+/// Connect: connect to the listening socket at the given path, send one
+/// byte, wait for the parent to close.
+fn child_connect() -> Result<(), String> {
+    let path = std::env::var(ENV_SOCKET_PATH).map_err(|_| "socket path unset")?;
+    let mut stream = UnixStream::connect(path).map_err(|e| e.to_string())?;
+    stream.write_all(b"c").map_err(|e| e.to_string())?;
+    let mut rest = Vec::new();
+    std::io::Read::read_to_end(&mut stream, &mut rest).map_err(|e| e.to_string())?;
+    Ok(())
 }
 
 fn socketpair() -> (UnixStream, OwnedFd) {
@@ -314,4 +327,33 @@ fn child_refuses_hostile_memory() {
     drop(lines);
     drop(socket);
     wait_child(&mut child, Instant::now() + CASE_DEADLINE).unwrap();
+}
+
+/// The node side of set-up learns who connected: `SO_PEERCRED` on an
+/// accepted connection names the connecting process, not the listener.
+#[test]
+fn peer_credentials_name_the_connecting_process() {
+    let dir = std::env::temp_dir().join(format!("splitkv-client-test-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("peercred.sock");
+    let _ = std::fs::remove_file(&path);
+    let listener = std::os::unix::net::UnixListener::bind(&path).unwrap();
+    let (_control, child_end) = socketpair();
+    let mut child = spawn_child(
+        "connect",
+        &child_end,
+        CHILD_ARGS,
+        &[(ENV_SOCKET_PATH, path.display().to_string())],
+    );
+    drop(child_end);
+    let (mut stream, _) = listener.accept().unwrap();
+    let mut byte = [0u8; 1];
+    std::io::Read::read_exact(&mut stream, &mut byte).unwrap();
+    let cred = splitkv_client::peer_credentials(&stream).unwrap();
+    assert_eq!(cred.pid, child.0.id() as i32);
+    assert_ne!(cred.pid, std::process::id() as i32);
+    assert_eq!(cred.uid, rustix::process::getuid().as_raw());
+    drop(stream);
+    wait_child(&mut child, Instant::now() + CASE_DEADLINE).unwrap();
+    std::fs::remove_dir_all(&dir).unwrap();
 }
