@@ -13,6 +13,7 @@
 
 pub mod app;
 pub mod dlht_layout;
+pub mod doorbell;
 pub mod error;
 pub mod host_nic;
 pub mod key;
@@ -28,7 +29,7 @@ pub mod wire;
 pub use error::{DecodeError, Reader};
 pub use key::{FixedHasher, FixedState, Key, KEY_BYTES};
 pub use meta::{ObjectFlags, ObjectMeta, VERSION_MAX};
-pub use region::{Region, RegionError, CACHE_LINE_BYTES};
+pub use region::{Region, RegionError, RegionMemory, RegionMemoryError, CACHE_LINE_BYTES};
 pub use tx_id::{TxId, TX_ID_BYTES};
 
 /// Largest value of an object, in bytes: what one wire item

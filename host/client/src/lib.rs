@@ -1,0 +1,36 @@
+//! # splitkv-client
+//!
+//! The library an application in its own process links to reach its splitkv
+//! node over the shared-memory ring API (L5 §III-A). It depends on the formats
+//! of `splitkv-layout` and on small crates only, never on the store itself.
+//!
+//! This is the transport layer of that API, which the connection handshake,
+//! the node's acceptor and the calls are built on:
+//!
+//! - [`memory`]: shared memory the client creates — a sealed memfd mapped
+//!   `MAP_SHARED` and seen as a [`splitkv_layout::Region`] — and the receiving
+//!   side's checks (a memfd, sealed against shrinking and growing, of the
+//!   expected size) before it maps a descriptor it was handed
+//!   (L5 §III-A.1);
+//! - [`doorbell`]: adaptive waiting for a ring to fill — spin, then yield, then
+//!   sleep on a shared futex that the producer wakes only when the sleeper
+//!   asked for it (L5 §III-A.3);
+//! - [`fd_pass`]: one descriptor sent or received with `SCM_RIGHTS` over a Unix
+//!   stream socket, and the peer's credentials (`SO_PEERCRED`).
+//!
+//! Linux only (memfd, seals and futexes are Linux system calls), and
+//! little-endian only (the futex watches the low half of a 64-bit word).
+#![warn(missing_docs)]
+
+#[cfg(not(target_endian = "little"))]
+compile_error!("splitkv-client's doorbell futex watches the low half of a little-endian word");
+
+pub mod doorbell;
+pub mod fd_pass;
+#[cfg(not(loom))]
+pub mod memory;
+
+pub use doorbell::{Doorbell, DoorbellError, WaitOutcome, WaitPolicy};
+pub use fd_pass::{peer_credentials, recv_fd, send_fd, FdPassError, PeerCredentials};
+#[cfg(not(loom))]
+pub use memory::{MemoryError, SharedMemory, SHARED_MEMORY_BYTES_MAX};
