@@ -9,9 +9,9 @@
 //! | offset from the memory's start | bytes | contents |
 //! |---|---|---|
 //! | 0 | [`ring_region_bytes`]`(request capacity)` | request ring (client → node), [`crate::ring`] layout |
-//! | `request_doorbell_offset` | [`APP_DOORBELL_BYTES`] | request doorbell line: the node sleeps on it, the client wakes it |
+//! | `request_doorbell_offset` | [`DOORBELL_BYTES`] | request doorbell line: the node sleeps on it, the client wakes it |
 //! | `outcome_ring_offset` | [`ring_region_bytes`]`(outcome capacity)` | outcome ring (node → client) |
-//! | `outcome_doorbell_offset` | [`APP_DOORBELL_BYTES`] | outcome doorbell line: the client sleeps on it, the node wakes it |
+//! | `outcome_doorbell_offset` | [`DOORBELL_BYTES`] | outcome doorbell line: the client sleeps on it, the node wakes it |
 //!
 //! Every part starts on a 64-byte line and the parts do not overlap; the
 //! memory is exactly `memory_bytes` long. A capacity is a power of two in
@@ -22,15 +22,13 @@
 //! offset outside the memory. The doorbell lines' contents belong to the
 //! doorbell (its words and their protocol are defined beside it).
 
+use crate::doorbell::DOORBELL_BYTES;
 use crate::error::DecodeError;
 use crate::region::CACHE_LINE_BYTES;
 use crate::ring::{ring_entry_bytes, ring_region_bytes};
 
 use super::outcome::OUTCOME_BYTES_MAX;
 use super::request::REQUEST_BYTES_MAX;
-
-/// Bytes of one doorbell line: a cache line.
-pub const APP_DOORBELL_BYTES: usize = CACHE_LINE_BYTES;
 
 /// Smallest ring capacity, in bytes: the smallest power of two that holds one
 /// entry of the largest request or outcome (128 KiB).
@@ -49,7 +47,7 @@ pub const APP_RING_CAPACITY_MAX_BYTES: usize = 1 << 26;
 /// Largest memory of one connection, in bytes: both rings at
 /// [`APP_RING_CAPACITY_MAX_BYTES`] with their headers and doorbell lines.
 pub const APP_MEMORY_BYTES_MAX: usize =
-    2 * (crate::ring::RING_HEADER_BYTES + APP_RING_CAPACITY_MAX_BYTES + APP_DOORBELL_BYTES);
+    2 * (crate::ring::RING_HEADER_BYTES + APP_RING_CAPACITY_MAX_BYTES + DOORBELL_BYTES);
 
 const _: () = assert!(APP_RING_CAPACITY_MIN_BYTES.is_power_of_two());
 const _: () = assert!(APP_RING_CAPACITY_MIN_BYTES >= crate::ring::RING_CAPACITY_MIN_BYTES);
@@ -94,15 +92,16 @@ impl AppMemoryLayout {
             what: "connection memory layout",
             detail: "offsets overflow",
         };
-        let request_doorbell_offset = ring_region_bytes(request);
+        // Each doorbell line right after its ring (`doorbell_offset`).
+        let request_doorbell_offset = crate::doorbell::doorbell_offset(0, request);
         let outcome_ring_offset = request_doorbell_offset
-            .checked_add(APP_DOORBELL_BYTES)
+            .checked_add(DOORBELL_BYTES)
             .ok_or(overflow)?;
         let outcome_doorbell_offset = outcome_ring_offset
             .checked_add(ring_region_bytes(outcome))
             .ok_or(overflow)?;
         let memory_bytes = outcome_doorbell_offset
-            .checked_add(APP_DOORBELL_BYTES)
+            .checked_add(DOORBELL_BYTES)
             .ok_or(overflow)?;
         Ok(AppMemoryLayout {
             request_ring_offset: 0,
@@ -123,12 +122,12 @@ impl AppMemoryLayout {
                 self.request_ring_offset,
                 ring_region_bytes(self.request_ring_capacity_bytes),
             ),
-            (self.request_doorbell_offset, APP_DOORBELL_BYTES),
+            (self.request_doorbell_offset, DOORBELL_BYTES),
             (
                 self.outcome_ring_offset,
                 ring_region_bytes(self.outcome_ring_capacity_bytes),
             ),
-            (self.outcome_doorbell_offset, APP_DOORBELL_BYTES),
+            (self.outcome_doorbell_offset, DOORBELL_BYTES),
         ]
     }
 
