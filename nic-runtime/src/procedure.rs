@@ -9,6 +9,8 @@
 use splitkv_layout::{Key, ObjectMeta};
 use std::sync::Arc;
 
+pub mod txn;
+
 /// Most keys in a read set (write-set keys excluded).
 pub const READ_SET_MAX: usize = 16;
 /// Most keys in a write set: the transaction size every layer below the
