@@ -80,6 +80,7 @@ fn main() {
         // ethdev
         .allowlist_function("rte_eth_dev_count_avail")
         .allowlist_function("rte_eth_dev_get_port_by_name")
+        .allowlist_function("rte_eth_dev_get_name_by_port")
         .allowlist_function("rte_eth_dev_info_get")
         .allowlist_function("rte_eth_dev_socket_id")
         .allowlist_function("rte_eth_dev_adjust_nb_rx_tx_desc")
