@@ -2,8 +2,9 @@
 //! process on ports joined back to back by rings (net_ring), exchanging
 //! single packets and bursts; the send queue and pool limits; malformed,
 //! truncated, chained and misaddressed frames injected and counted by
-//! reason; peer re-pointing; and EAL's typed errors (in child processes,
-//! since EAL runs once per process).
+//! reason; peer re-pointing; EAL's typed errors (in child processes, since
+//! EAL runs once per process); and two processes exchanging bursts over
+//! net_memif (a server and a client child, point to point).
 //!
 //! EAL runs once per process: this binary has one test function, and the
 //! scenarios are steps of it. net_ring moves mbufs synchronously (what one
@@ -18,7 +19,10 @@ use splitkv_nic::net::dpdk::{
 };
 use splitkv_nic::net::{send_ready, OutPacket, PeerAddressError, Transport, TxPacket};
 use std::collections::VecDeque;
+use std::io::{BufRead, BufReader, Read};
 use std::net::{Ipv4Addr, SocketAddr, SocketAddrV4};
+use std::process::{Child, ChildStdout, Command, Stdio};
+use std::time::{Duration, Instant};
 
 /// EAL arguments of this test: no PCI scan, no hugepages (`--in-memory`
 /// refuses `--no-huge`), no shared files,
@@ -38,6 +42,10 @@ const EAL_ARGS: &[&str] = &[
 const CHILD_ENV: &str = "SPLITKV_DPDK_TEST_CHILD";
 /// Most polls while waiting for packets already in the peer's ring.
 const POLLS_MAX: usize = 100;
+/// Packets each memif process sends the other.
+const MEMIF_PACKETS: u32 = 2000;
+/// Longest a memif child runs (the link comes up in milliseconds).
+const MEMIF_WAIT: Duration = Duration::from_secs(20);
 
 fn peer(last: u8) -> DpdkPeer {
     DpdkPeer {
@@ -108,8 +116,12 @@ fn frame(src: &DpdkPeer, dst: &DpdkPeer, payload: &[u8]) -> Vec<u8> {
 #[test]
 fn dpdk_transport_on_virtual_devices() {
     if let Ok(which) = std::env::var(CHILD_ENV) {
-        return eal_failure_child(&which);
+        return match which.strip_prefix("memif-") {
+            Some(role) => memif_child(role),
+            None => eal_failure_child(&which),
+        };
     }
+    let memif = start_memif_children();
     eal_failures_are_typed();
     let eal = Eal::init(EAL_ARGS).expect("EAL on virtual devices");
     eal_runs_once(eal);
@@ -122,6 +134,7 @@ fn dpdk_transport_on_virtual_devices() {
     peers_are_repointed(&mut a, &mut b);
     let (mut c, mut d) = pair(eal, DPDK_MBUFS_MIN);
     an_empty_pool_is_congestion(&mut c, &mut d);
+    two_processes_over_memif(memif);
 }
 
 fn eal_runs_once(eal: &'static Eal) {
@@ -410,23 +423,10 @@ fn eal_failures_are_typed() {
         ("bad-device", "NoDevice"),
     ];
     for (which, want) in children {
-        let out = std::process::Command::new(std::env::current_exe().unwrap())
-            .args([
-                "dpdk_transport_on_virtual_devices",
-                "--exact",
-                "--nocapture",
-            ])
-            .env(CHILD_ENV, which)
-            .output()
+        let out = child(which, &[])
+            .wait_with_output()
             .expect("child test process");
-        let stdout = String::from_utf8_lossy(&out.stdout);
-        // DPDK's usage text (C stdio, buffered) may land inside the line.
-        let cause = stdout
-            .split("EAL_CAUSE=")
-            .nth(1)
-            .and_then(|rest| rest.split(';').next())
-            .unwrap_or_else(|| panic!("{which}: no cause reported:\n{stdout}"));
-        assert_eq!(cause, want, "{which}");
+        assert_eq!(reported(&out.stdout, "EAL_CAUSE"), want, "{which}");
     }
 }
 
@@ -452,4 +452,136 @@ fn eal_failure_child(which: &str) {
         }
     };
     println!("EAL_CAUSE={cause};");
+}
+
+/// Starts this test binary again as child `which` (stdout piped), with
+/// `envs` set.
+fn child(which: &str, envs: &[(&str, &str)]) -> Child {
+    Command::new(std::env::current_exe().unwrap())
+        .args([
+            "dpdk_transport_on_virtual_devices",
+            "--exact",
+            "--nocapture",
+        ])
+        .env(CHILD_ENV, which)
+        .envs(envs.iter().copied())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("child test process")
+}
+
+/// What a child printed as `KEY=value;` (DPDK's C output, buffered, may
+/// land inside the line).
+fn reported(stdout: &[u8], key: &str) -> String {
+    let stdout = String::from_utf8_lossy(stdout);
+    stdout
+        .split(&format!("{key}="))
+        .nth(1)
+        .and_then(|rest| rest.split(';').next())
+        .unwrap_or_else(|| panic!("no {key} reported:\n{stdout}"))
+        .to_string()
+}
+
+/// The memif socket the two children share (unique to this run).
+const MEMIF_SOCKET_ENV: &str = "SPLITKV_DPDK_TEST_MEMIF_SOCKET";
+/// What the memif server prints once its port listens.
+const MEMIF_READY: &str = "MEMIF_READY";
+
+/// A memif child and its stdout (the server's partly read already).
+type MemifChild = (Child, BufReader<ChildStdout>);
+
+/// Starts the memif server (node 0), waits until it listens (a client
+/// started earlier finds no socket and its link stays down), then the
+/// client (node 1).
+fn start_memif_children() -> [MemifChild; 2] {
+    let socket = format!("/tmp/splitkv-dpdk-test-{}.sock", std::process::id());
+    let start = |role| {
+        let mut c = child(role, &[(MEMIF_SOCKET_ENV, &socket)]);
+        let out = BufReader::new(c.stdout.take().expect("piped stdout"));
+        (c, out)
+    };
+    let mut server = start("memif-server");
+    // Bounded: the child ends within MEMIF_WAIT, closing its stdout.
+    let mut line = String::new();
+    while !line.contains(MEMIF_READY) {
+        line.clear();
+        if server.1.read_line(&mut line).expect("server stdout") == 0 {
+            break;
+        }
+    }
+    [server, start("memif-client")]
+}
+
+/// Waits (bounded) for both memif children; each must have received every
+/// packet of the other, whole and in order.
+fn two_processes_over_memif(children: [MemifChild; 2]) {
+    let deadline = Instant::now() + MEMIF_WAIT + Duration::from_secs(10);
+    for (mut c, mut stdout) in children {
+        while c.try_wait().expect("child state").is_none() {
+            if Instant::now() > deadline {
+                let _ = c.kill();
+                panic!("a memif child did not finish");
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        let mut out = Vec::new();
+        stdout.read_to_end(&mut out).expect("child output");
+        assert_eq!(reported(&out, "MEMIF"), format!("ok {MEMIF_PACKETS}"));
+    }
+}
+
+/// One memif process: node 0 (`server`) or 1 (`client`) sends
+/// [`MEMIF_PACKETS`] tagged packets of 16 to 1472 B to the other in bursts
+/// while receiving the other's, then checks them; prints `MEMIF=ok N;` or
+/// what went wrong. Packets sent before the link is up stay queued (the
+/// port takes none), so none is lost.
+fn memif_child(role: &str) {
+    let socket = std::env::var(MEMIF_SOCKET_ENV).expect("the socket path");
+    let vdev = format!("--vdev=net_memif0,role={role},id=0,socket={socket}");
+    let mut args = EAL_ARGS.to_vec();
+    args.push(&vdev);
+    let eal = Eal::init(&args).expect("EAL with a memif port");
+    let me = usize::from(role == "client");
+    let peers = vec![peer(1), peer(2)];
+    let cfg = DpdkConfig::new("net_memif0", peers[me].addr, peers.clone()).with_mac(peers[me].mac);
+    let mut ep = DpdkTransport::new(eal, cfg).expect("a memif endpoint");
+    println!("{MEMIF_READY}");
+    let dst = (1 - me) as u16;
+    let packets: Vec<Vec<u8>> = (0..MEMIF_PACKETS)
+        .map(|i| tagged(i, 16 + (i as usize * 37) % (DPDK_MTU_DEFAULT - 15)))
+        .collect();
+    let (mut sent, mut got) = (0, Vec::new());
+    let deadline = Instant::now() + MEMIF_WAIT;
+    while (sent < packets.len() || ep.tx_queued() > 0 || got.len() < packets.len())
+        && Instant::now() < deadline
+    {
+        let burst: Vec<TxPacket> = packets[sent..packets.len().min(sent + DPDK_BURST_MAX)]
+            .iter()
+            .map(|b| TxPacket { dst, bytes: b })
+            .collect();
+        sent += ep.tx_burst(0, &burst);
+        ep.tx_flush(0);
+        if ep.rx_burst(0, 64, &mut |p| got.push(p.to_vec())) == 0 {
+            std::thread::sleep(Duration::from_micros(100));
+        }
+    }
+    // Keep polling a little so the peer's last packets are taken.
+    let linger = Instant::now() + Duration::from_millis(200);
+    while Instant::now() < linger {
+        ep.tx_flush(0);
+        ep.rx_burst(0, 64, &mut |p| got.push(p.to_vec()));
+    }
+    let verdict = if got == packets {
+        format!("ok {}", got.len())
+    } else {
+        let first_bad = got.iter().zip(&packets).position(|(a, b)| a != b);
+        format!(
+            "got {} of {} (first difference at {first_bad:?}), sent {sent}, stats {:?}",
+            got.len(),
+            packets.len(),
+            ep.stats()
+        )
+    };
+    println!("MEMIF={verdict};");
 }
