@@ -3,13 +3,18 @@
 //! single packets and bursts; the send queue and pool limits; malformed,
 //! truncated, chained and misaddressed frames injected and counted by
 //! reason; peer re-pointing; EAL's typed errors (in child processes, since
-//! EAL runs once per process); and two processes exchanging bursts over
-//! net_memif (a server and a client child, point to point).
+//! EAL runs once per process); two processes exchanging bursts over
+//! net_memif (a server and a client child, point to point); and three
+//! processes in network namespaces exchanging packets over net_af_packet on
+//! veths joined by a bridge (where the machine allows namespaces).
 //!
 //! EAL runs once per process: this binary has one test function, and the
 //! scenarios are steps of it. net_ring moves mbufs synchronously (what one
 //! port sends is in the other's ring when the flush returns), so every
 //! receive is a bounded number of polls.
+
+mod dpdk_af_packet;
+mod dpdk_memif;
 
 use splitkv_nic::net::dpdk::frame::{write_headers, FrameEnd};
 use splitkv_nic::net::dpdk::{
@@ -19,14 +24,13 @@ use splitkv_nic::net::dpdk::{
 };
 use splitkv_nic::net::{send_ready, OutPacket, PeerAddressError, Transport, TxPacket};
 use std::collections::VecDeque;
-use std::io::{BufRead, BufReader, Read};
 use std::net::{Ipv4Addr, SocketAddr, SocketAddrV4};
-use std::process::{Child, ChildStdout, Command, Stdio};
-use std::time::{Duration, Instant};
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
 
-/// EAL arguments of this test: no PCI scan, no hugepages (`--in-memory`
-/// refuses `--no-huge`), no shared files,
-/// no telemetry thread, one lcore.
+/// EAL arguments of this test (and its children): no PCI scan, no
+/// hugepages, no shared files (`--no-shconf`: DPDK 22.11's `--in-memory`
+/// refuses `--no-huge`), no telemetry thread, one lcore.
 const EAL_ARGS: &[&str] = &[
     "--no-telemetry",
     "--no-shconf",
@@ -38,15 +42,17 @@ const EAL_ARGS: &[&str] = &[
     "0",
     "--log-level=lib.eal:error",
 ];
-/// Set in a child process: which EAL failure to provoke.
+/// This file's one test function (children run it again).
+const TEST_NAME: &str = "dpdk_transport_on_virtual_devices";
+/// Set in a child process: which step it runs.
 const CHILD_ENV: &str = "SPLITKV_DPDK_TEST_CHILD";
 /// Most polls while waiting for packets already in the peer's ring.
 const POLLS_MAX: usize = 100;
-/// Packets each memif process sends the other.
-const MEMIF_PACKETS: u32 = 2000;
-/// Longest a memif child runs (the link comes up in milliseconds).
-const MEMIF_WAIT: Duration = Duration::from_secs(20);
+/// Longest a child process exchanging packets runs (links come up in
+/// milliseconds).
+const CHILD_WAIT: Duration = Duration::from_secs(20);
 
+/// Node `last - 1`'s address: MAC 02:00:00:00:00:`last`, 10.0.0.`last`:7000.
 fn peer(last: u8) -> DpdkPeer {
     DpdkPeer {
         mac: MacAddr([2, 0, 0, 0, 0, last]),
@@ -116,12 +122,16 @@ fn frame(src: &DpdkPeer, dst: &DpdkPeer, payload: &[u8]) -> Vec<u8> {
 #[test]
 fn dpdk_transport_on_virtual_devices() {
     if let Ok(which) = std::env::var(CHILD_ENV) {
+        if let Some(i) = which.strip_prefix("af-packet-") {
+            return dpdk_af_packet::af_packet_child(i.parse().expect("a node index"));
+        }
         return match which.strip_prefix("memif-") {
-            Some(role) => memif_child(role),
+            Some(role) => dpdk_memif::memif_child(role),
             None => eal_failure_child(&which),
         };
     }
-    let memif = start_memif_children();
+    let af_packet = dpdk_af_packet::AfPacketRun::start(TEST_NAME, CHILD_ENV);
+    let memif = dpdk_memif::start_memif_children();
     eal_failures_are_typed();
     let eal = Eal::init(EAL_ARGS).expect("EAL on virtual devices");
     eal_runs_once(eal);
@@ -134,7 +144,13 @@ fn dpdk_transport_on_virtual_devices() {
     peers_are_repointed(&mut a, &mut b);
     let (mut c, mut d) = pair(eal, DPDK_MBUFS_MIN);
     an_empty_pool_is_congestion(&mut c, &mut d);
-    two_processes_over_memif(memif);
+    dpdk_memif::two_processes_over_memif(memif);
+    match af_packet {
+        Ok(run) => dpdk_af_packet::three_namespaced_processes_over_af_packet(run),
+        Err(dpdk_af_packet::Refused(why)) => {
+            eprintln!("dpdk test: the net_af_packet step is skipped: {why}")
+        }
+    }
 }
 
 fn eal_runs_once(eal: &'static Eal) {
@@ -458,11 +474,7 @@ fn eal_failure_child(which: &str) {
 /// `envs` set.
 fn child(which: &str, envs: &[(&str, &str)]) -> Child {
     Command::new(std::env::current_exe().unwrap())
-        .args([
-            "dpdk_transport_on_virtual_devices",
-            "--exact",
-            "--nocapture",
-        ])
+        .args([TEST_NAME, "--exact", "--nocapture"])
         .env(CHILD_ENV, which)
         .envs(envs.iter().copied())
         .stdout(Stdio::piped())
@@ -481,107 +493,4 @@ fn reported(stdout: &[u8], key: &str) -> String {
         .and_then(|rest| rest.split(';').next())
         .unwrap_or_else(|| panic!("no {key} reported:\n{stdout}"))
         .to_string()
-}
-
-/// The memif socket the two children share (unique to this run).
-const MEMIF_SOCKET_ENV: &str = "SPLITKV_DPDK_TEST_MEMIF_SOCKET";
-/// What the memif server prints once its port listens.
-const MEMIF_READY: &str = "MEMIF_READY";
-
-/// A memif child and its stdout (the server's partly read already).
-type MemifChild = (Child, BufReader<ChildStdout>);
-
-/// Starts the memif server (node 0), waits until it listens (a client
-/// started earlier finds no socket and its link stays down), then the
-/// client (node 1).
-fn start_memif_children() -> [MemifChild; 2] {
-    let socket = format!("/tmp/splitkv-dpdk-test-{}.sock", std::process::id());
-    let start = |role| {
-        let mut c = child(role, &[(MEMIF_SOCKET_ENV, &socket)]);
-        let out = BufReader::new(c.stdout.take().expect("piped stdout"));
-        (c, out)
-    };
-    let mut server = start("memif-server");
-    // Bounded: the child ends within MEMIF_WAIT, closing its stdout.
-    let mut line = String::new();
-    while !line.contains(MEMIF_READY) {
-        line.clear();
-        if server.1.read_line(&mut line).expect("server stdout") == 0 {
-            break;
-        }
-    }
-    [server, start("memif-client")]
-}
-
-/// Waits (bounded) for both memif children; each must have received every
-/// packet of the other, whole and in order.
-fn two_processes_over_memif(children: [MemifChild; 2]) {
-    let deadline = Instant::now() + MEMIF_WAIT + Duration::from_secs(10);
-    for (mut c, mut stdout) in children {
-        while c.try_wait().expect("child state").is_none() {
-            if Instant::now() > deadline {
-                let _ = c.kill();
-                panic!("a memif child did not finish");
-            }
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        let mut out = Vec::new();
-        stdout.read_to_end(&mut out).expect("child output");
-        assert_eq!(reported(&out, "MEMIF"), format!("ok {MEMIF_PACKETS}"));
-    }
-}
-
-/// One memif process: node 0 (`server`) or 1 (`client`) sends
-/// [`MEMIF_PACKETS`] tagged packets of 16 to 1472 B to the other in bursts
-/// while receiving the other's, then checks them; prints `MEMIF=ok N;` or
-/// what went wrong. Packets sent before the link is up stay queued (the
-/// port takes none), so none is lost.
-fn memif_child(role: &str) {
-    let socket = std::env::var(MEMIF_SOCKET_ENV).expect("the socket path");
-    let vdev = format!("--vdev=net_memif0,role={role},id=0,socket={socket}");
-    let mut args = EAL_ARGS.to_vec();
-    args.push(&vdev);
-    let eal = Eal::init(&args).expect("EAL with a memif port");
-    let me = usize::from(role == "client");
-    let peers = vec![peer(1), peer(2)];
-    let cfg = DpdkConfig::new("net_memif0", peers[me].addr, peers.clone()).with_mac(peers[me].mac);
-    let mut ep = DpdkTransport::new(eal, cfg).expect("a memif endpoint");
-    println!("{MEMIF_READY}");
-    let dst = (1 - me) as u16;
-    let packets: Vec<Vec<u8>> = (0..MEMIF_PACKETS)
-        .map(|i| tagged(i, 16 + (i as usize * 37) % (DPDK_MTU_DEFAULT - 15)))
-        .collect();
-    let (mut sent, mut got) = (0, Vec::new());
-    let deadline = Instant::now() + MEMIF_WAIT;
-    while (sent < packets.len() || ep.tx_queued() > 0 || got.len() < packets.len())
-        && Instant::now() < deadline
-    {
-        let burst: Vec<TxPacket> = packets[sent..packets.len().min(sent + DPDK_BURST_MAX)]
-            .iter()
-            .map(|b| TxPacket { dst, bytes: b })
-            .collect();
-        sent += ep.tx_burst(0, &burst);
-        ep.tx_flush(0);
-        if ep.rx_burst(0, 64, &mut |p| got.push(p.to_vec())) == 0 {
-            std::thread::sleep(Duration::from_micros(100));
-        }
-    }
-    // Keep polling a little so the peer's last packets are taken.
-    let linger = Instant::now() + Duration::from_millis(200);
-    while Instant::now() < linger {
-        ep.tx_flush(0);
-        ep.rx_burst(0, 64, &mut |p| got.push(p.to_vec()));
-    }
-    let verdict = if got == packets {
-        format!("ok {}", got.len())
-    } else {
-        let first_bad = got.iter().zip(&packets).position(|(a, b)| a != b);
-        format!(
-            "got {} of {} (first difference at {first_bad:?}), sent {sent}, stats {:?}",
-            got.len(),
-            packets.len(),
-            ep.stats()
-        )
-    };
-    println!("MEMIF={verdict};");
 }
