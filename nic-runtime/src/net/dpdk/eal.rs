@@ -12,7 +12,8 @@
 //! processes on one machine are both primaries), `--lcores` or `-l` to
 //! limit the lcores EAL creates, `--vdev` for virtual devices
 //! (`net_ring`, `net_memif`, `net_af_packet`), and, without hugepages,
-//! `--no-huge -m MEGABYTES`.
+//! `--no-huge -m MEGABYTES` (DPDK 22.11 refuses `--in-memory` with
+//! `--no-huge`: use `--no-shconf` or a `--file-prefix` then).
 //!
 //! `rte_eal_init` pins the calling thread to its main lcore's CPUs; drivers
 //! own thread placement in splitkv, so [`Eal::init`] restores the calling
