@@ -86,10 +86,13 @@
 //! - **Transports**: in-process (`mem`, bounded), simulated, kernel UDP
 //!   (`sendmmsg`/`recvmmsg`) and a fault-injecting wrapper (loss,
 //!   duplication, reordering, delay). DPDK (`net::dpdk`, feature `dpdk`,
-//!   system DPDK 22.11 through `dpdk-sys`): the transport works and is
-//!   tested on net_ring ports in one process; `tx_burst` copies into mbufs
-//!   (no reserve/commit yet), and `splitkv node` cannot select it yet
-//!   (`[transport] kind = "dpdk"` is not wired). Verbs: not yet.
+//!   system DPDK 22.11 through `dpdk-sys`): the transport works, tested
+//!   without hardware on net_ring ports in one process, net_memif between
+//!   two processes and net_af_packet between three processes in network
+//!   namespaces (`tests/dpdk.rs`); `tx_burst` copies into mbufs (no
+//!   reserve/commit yet), one queue pair per port, and `splitkv node`
+//!   cannot select it yet (`[transport] kind = "dpdk"` is not wired).
+//!   Verbs: not yet.
 //! - **Crash recovery** ([`recovery`]): a silent peer is suspected, which
 //!   ends transactions before LOG as `Unavailable`; a configuration that
 //!   excludes it raises the epoch (older-epoch packets are dropped) and
