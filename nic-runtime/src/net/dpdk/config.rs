@@ -22,8 +22,9 @@ pub const DPDK_MTU_MAX: usize = if PACKET_BYTES_MAX < 9000 - 28 {
 /// An mbuf's buffer after its headroom unless the MTU needs more (DPDK's
 /// `RTE_MBUF_DEFAULT_DATAROOM`).
 const MBUF_BUFFER_BYTES: usize = 2048;
-/// Most packets one `rte_eth_rx_burst` or `rte_eth_tx_burst` call moves.
-pub const DPDK_BURST_MAX: usize = 32;
+/// Most packets one `rte_eth_rx_burst` or `rte_eth_tx_burst` call moves:
+/// the bursts the batching layer offers ([`TX_BURST_MAX`](crate::net::TX_BURST_MAX)).
+pub const DPDK_BURST_MAX: usize = crate::net::TX_BURST_MAX;
 /// Packets `tx_burst` queues (in mbufs) before `tx_flush` hands them to the
 /// port; when all are queued `tx_burst` takes fewer.
 pub const DPDK_TX_QUEUED_MAX: usize = 1024;
