@@ -98,6 +98,7 @@ fn main() {
         .allowlist_function("rte_eth_dev_stop")
         .allowlist_function("rte_eth_dev_close")
         .allowlist_function("rte_eth_macaddr_get")
+        .allowlist_function("rte_eth_stats_get")
         .allowlist_function("rte_eth_from_rings")
         // mbufs, mempools, rings
         .allowlist_function("rte_pktmbuf_pool_create")
@@ -111,6 +112,7 @@ fn main() {
         .allowlist_type("rte_eth_conf")
         .allowlist_type("rte_eth_dev_info")
         .allowlist_type("rte_ether_addr")
+        .allowlist_type("rte_eth_stats")
         .allowlist_var("RTE_PKTMBUF_HEADROOM")
         .allowlist_var("RTE_MBUF_DEFAULT_BUF_SIZE")
         .allowlist_var("RTE_MAX_ETHPORTS")

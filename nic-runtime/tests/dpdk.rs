@@ -142,6 +142,7 @@ fn dpdk_transport_on_virtual_devices() {
     the_send_queue_is_bounded(&mut a, &mut b);
     bad_frames_are_dropped_by_reason(&mut a, &mut b);
     peers_are_repointed(&mut a, &mut b);
+    port_counters_agree(&a, &b);
     let (mut c, mut d) = pair(eal, DPDK_MBUFS_MIN);
     an_empty_pool_is_congestion(&mut c, &mut d);
     dpdk_memif::two_processes_over_memif(memif);
@@ -392,6 +393,20 @@ fn peers_are_repointed(a: &mut DpdkTransport, b: &mut DpdkTransport) {
     b.tx_flush(0);
     assert_eq!(receive(a, 1), vec![b"back".to_vec()]);
     assert_eq!(b.stats().broadcast_frames, 1);
+}
+
+/// The driver's counters match the transport's: every frame one port sent
+/// the other received, and each was lent or dropped with a reason.
+fn port_counters_agree(a: &DpdkTransport, b: &DpdkTransport) {
+    for (from, to) in [(a, b), (b, a)] {
+        let (sent, got) = (from.port_stats(), to.port_stats());
+        assert_eq!(sent.tx_packets, from.stats().packets_sent);
+        assert!(sent.tx_packets > 0);
+        assert_eq!(got.rx_packets, sent.tx_packets);
+        let st = to.stats();
+        assert_eq!(got.rx_packets, st.packets_received + st.rx_dropped.total());
+        assert_eq!((got.rx_missed, got.rx_no_mbuf, sent.tx_errors), (0, 0, 0));
+    }
 }
 
 fn an_empty_pool_is_congestion(c: &mut DpdkTransport, d: &mut DpdkTransport) {

@@ -284,9 +284,10 @@ pub fn af_packet_child(me: usize) {
         println!("AF_PACKET=ok {total};");
     } else {
         println!(
-            "AF_PACKET={} sent {sent:?} stats {:?};",
+            "AF_PACKET={} sent {sent:?} stats {:?} port {:?};",
             bad.join(", "),
-            ep.stats()
+            ep.stats(),
+            ep.port_stats()
         );
     }
 }

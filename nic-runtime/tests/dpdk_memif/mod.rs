@@ -105,10 +105,11 @@ pub fn memif_child(role: &str) {
     } else {
         let first_bad = got.iter().zip(&packets).position(|(a, b)| a != b);
         format!(
-            "got {} of {} (first difference at {first_bad:?}), sent {sent}, stats {:?}",
+            "got {} of {} (first difference at {first_bad:?}), sent {sent}, stats {:?} port {:?}",
             got.len(),
             packets.len(),
-            ep.stats()
+            ep.stats(),
+            ep.port_stats()
         )
     };
     println!("MEMIF={verdict};");

@@ -318,3 +318,24 @@ pub struct DpdkStats {
     /// Received frames dropped, by reason.
     pub rx_dropped: RxDropCounts,
 }
+
+/// The port driver's own counters (`rte_eth_stats`): what the device or
+/// driver did below the transport, including frames it dropped before the
+/// transport saw them.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct DpdkPortStats {
+    /// Frames received.
+    pub rx_packets: u64,
+    /// Frames sent.
+    pub tx_packets: u64,
+    /// Frames dropped on receive because the RX queue was full (the
+    /// transport was not polled fast enough).
+    pub rx_missed: u64,
+    /// Erroneous frames received (bad FCS, ...), dropped by the device.
+    pub rx_errors: u64,
+    /// Receive buffers the driver could not allocate (the mempool was
+    /// empty): frames dropped.
+    pub rx_no_mbuf: u64,
+    /// Frames the device failed to send.
+    pub tx_errors: u64,
+}

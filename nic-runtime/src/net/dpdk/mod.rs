@@ -53,7 +53,7 @@ mod config;
 mod sys;
 
 pub use config::{
-    DpdkConfig, DpdkError, DpdkPeer, DpdkStats, RxDropCounts, DPDK_BURST_MAX,
+    DpdkConfig, DpdkError, DpdkPeer, DpdkPortStats, DpdkStats, RxDropCounts, DPDK_BURST_MAX,
     DPDK_DESCRIPTORS_DEFAULT, DPDK_DESCRIPTORS_MAX, DPDK_FORMER_ADDRESSES_MAX, DPDK_MBUFS_DEFAULT,
     DPDK_MBUFS_MAX, DPDK_MBUFS_MIN, DPDK_MTU_DEFAULT, DPDK_MTU_MAX, DPDK_MTU_MIN,
     DPDK_NEIGHBOURS_MAX, DPDK_PEERS_MAX, DPDK_RING_SLOTS, DPDK_TX_QUEUED_MAX,
@@ -163,6 +163,23 @@ impl DpdkTransport {
     /// Counters so far.
     pub fn stats(&self) -> DpdkStats {
         self.stats
+    }
+
+    /// The port driver's counters (frames the device or driver dropped
+    /// before this transport saw them among them); zeroes when the driver
+    /// cannot report them.
+    pub fn port_stats(&self) -> DpdkPortStats {
+        self.port
+            .stats()
+            .map(|s| DpdkPortStats {
+                rx_packets: s.ipackets,
+                tx_packets: s.opackets,
+                rx_missed: s.imissed,
+                rx_errors: s.ierrors,
+                rx_no_mbuf: s.rx_nombuf,
+                tx_errors: s.oerrors,
+            })
+            .unwrap_or_default()
     }
 
     /// Packets queued by `tx_burst` that the port has not taken yet.

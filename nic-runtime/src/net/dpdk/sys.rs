@@ -269,6 +269,17 @@ impl Port {
         Ok(MacAddr(a.addr_bytes))
     }
 
+    /// The driver's counters of the port.
+    pub fn stats(&self) -> Result<sys::rte_eth_stats, SysError> {
+        let mut st = sys::rte_eth_stats::default();
+        // SAFETY: valid port and out-pointer.
+        let rc = unsafe { sys::rte_eth_stats_get(self.id, &mut st) };
+        if rc < 0 {
+            return Err(sys_error("rte_eth_stats_get", -rc));
+        }
+        Ok(st)
+    }
+
     /// Receives up to `n` (≤ `out`'s spare capacity) packets into `out`.
     /// Returns how many.
     pub fn rx_burst(&mut self, out: &mut Vec<Mbuf>, n: usize) -> usize {
