@@ -19,8 +19,8 @@ mod dpdk_memif;
 use splitkv_nic::net::dpdk::frame::{write_headers, FrameEnd};
 use splitkv_nic::net::dpdk::{
     dpdk_ring_pair, DpdkConfig, DpdkError, DpdkPeer, DpdkTransport, Eal, EalError, MacAddr, RxDrop,
-    DPDK_BURST_MAX, DPDK_MBUFS_DEFAULT, DPDK_MBUFS_MIN, DPDK_MTU_DEFAULT, DPDK_TX_QUEUED_MAX,
-    FRAME_HEADER_BYTES,
+    DPDK_BURST_MAX, DPDK_MBUFS_DEFAULT, DPDK_MBUFS_MIN, DPDK_MTU_DEFAULT, DPDK_NEIGHBOURS_MAX,
+    DPDK_TX_QUEUED_MAX, FRAME_HEADER_BYTES,
 };
 use splitkv_nic::net::{send_ready, OutPacket, PeerAddressError, Transport, TxPacket};
 use std::collections::VecDeque;
@@ -169,11 +169,63 @@ fn no_device(eal: &Eal) {
         Err(DpdkError::NoDevice { device, .. }) => assert_eq!(device, "net_nothing9"),
         other => panic!("expected NoDevice, got {other:?}"),
     }
-    let cfg = DpdkConfig::new("net_nothing9", peer(1).addr, vec![]).with_mtu(10);
-    assert!(matches!(
-        DpdkTransport::new(eal, cfg),
-        Err(DpdkError::BadMtu { mtu: 10, .. })
-    ));
+    // Bad configurations are refused before any device is looked up.
+    let base = DpdkConfig::new("net_nothing9", peer(1).addr, vec![peer(1), peer(2)]);
+    let bad: Vec<(DpdkConfig, fn(&DpdkError) -> bool)> = vec![
+        (base.clone().with_mtu(10), |e| {
+            matches!(e, DpdkError::BadMtu { mtu: 10, .. })
+        }),
+        (
+            DpdkConfig {
+                mbufs: 10,
+                ..base.clone()
+            },
+            |e| matches!(e, DpdkError::BadMbufs { mbufs: 10, .. }),
+        ),
+        (
+            DpdkConfig {
+                tx_descriptors: 0,
+                ..base.clone()
+            },
+            |e| matches!(e, DpdkError::BadDescriptors { what: "TX", .. }),
+        ),
+        (
+            DpdkConfig {
+                local: SocketAddrV4::new(Ipv4Addr::new(10, 0, 0, 1), 0),
+                ..base.clone()
+            },
+            |e| matches!(e, DpdkError::NoLocalPort { .. }),
+        ),
+        (
+            DpdkConfig {
+                peers: (1..=17).map(peer).collect(),
+                ..base.clone()
+            },
+            |e| matches!(e, DpdkError::TooManyPeers { peers: 17, .. }),
+        ),
+        (
+            DpdkConfig {
+                peers: vec![peer(1), peer(2), peer(1)],
+                ..base.clone()
+            },
+            |e| {
+                matches!(
+                    e,
+                    DpdkError::DuplicatePeer {
+                        first: 0,
+                        second: 2,
+                        ..
+                    }
+                )
+            },
+        ),
+    ];
+    for (i, (cfg, want)) in bad.into_iter().enumerate() {
+        match DpdkTransport::new(eal, cfg) {
+            Err(e) => assert!(want(&e), "case {i}: {e}"),
+            Ok(_) => panic!("case {i}: a bad configuration was accepted"),
+        }
+    }
 }
 
 fn single_packets_both_ways(a: &mut DpdkTransport, b: &mut DpdkTransport) {
@@ -374,6 +426,17 @@ fn peers_are_repointed(a: &mut DpdkTransport, b: &mut DpdkTransport) {
     assert_eq!(b.stats().broadcast_frames, 1);
     assert!(receive(a, 1).is_empty());
     assert_eq!(a.stats().rx_dropped.get(RxDrop::OtherHost), other_host + 1);
+    // The neighbour table is bounded; an address already in it is updated.
+    b.set_neighbour(*peer(1).addr.ip(), MacAddr([2, 9, 9, 9, 9, 9]))
+        .unwrap();
+    for n in 1..DPDK_NEIGHBOURS_MAX as u8 {
+        b.set_neighbour(Ipv4Addr::new(10, 1, 0, n), MacAddr([2, 1, 0, 0, 0, n]))
+            .unwrap();
+    }
+    assert!(matches!(
+        b.set_neighbour(Ipv4Addr::new(10, 2, 0, 0), peer(1).mac),
+        Err(DpdkError::TooManyNeighbours { .. })
+    ));
     // Back to the old address with its MAC from the neighbour table.
     b.set_neighbour(*peer(1).addr.ip(), peer(1).mac).unwrap();
     assert_eq!(
