@@ -171,7 +171,8 @@ fn no_device(eal: &Eal) {
     }
     // Bad configurations are refused before any device is looked up.
     let base = DpdkConfig::new("net_nothing9", peer(1).addr, vec![peer(1), peer(2)]);
-    let bad: Vec<(DpdkConfig, fn(&DpdkError) -> bool)> = vec![
+    type Expect = fn(&DpdkError) -> bool;
+    let bad: Vec<(DpdkConfig, Expect)> = vec![
         (base.clone().with_mtu(10), |e| {
             matches!(e, DpdkError::BadMtu { mtu: 10, .. })
         }),
