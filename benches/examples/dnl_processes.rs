@@ -8,11 +8,11 @@
 //! ```
 //!
 //! The parent runs each case (transport × message size × batching) as two
-//! child processes of this binary: node 0 keeps its Dnl [`Stack`] full of
-//! messages for node 1 (as many as the sessions' window and backlog take,
-//! inserted in batches of [`INSERT_BATCH`] and flushed after each), node 1
-//! receives, decodes and acknowledges. Both busy-poll on a real clock
-//! (retransmission works if UDP drops). Node 1 counts the messages it
+//! child processes of this binary: node 0 sends rounds of
+//! [`ROUND_MESSAGES`] messages through its Dnl [`Stack`], each round
+//! acknowledged in full before the next (closed loop, as `dnl_messages`),
+//! node 1 receives, decodes and acknowledges. Both busy-poll on a real
+//! clock (retransmission works if UDP drops). Node 1 counts the messages it
 //! decodes during a [`WINDOW`] that starts [`WARM_UP`] after its first
 //! message; the figure is those messages per second of wall time, with each
 //! process's CPU time (user + system) over the same stretch. Cases run one
@@ -46,8 +46,8 @@ const FIRST_MESSAGE_WAIT: Duration = Duration::from_secs(10);
 /// How long node 0 keeps sending after its start: node 1's first-message
 /// wait, warm-up and window all fit.
 const SEND_FOR: Duration = Duration::from_secs(14);
-/// Messages node 0 inserts between flushes.
-const INSERT_BATCH: usize = 256;
+/// Messages node 0 sends per round (acknowledged before the next).
+const ROUND_MESSAGES: usize = 256;
 /// Packets lent per receive poll.
 const RX_BURST: usize = 64;
 /// Marker the memif server prints once its port listens.
@@ -89,24 +89,29 @@ fn process_cpu() -> Duration {
     Duration::new(ts.tv_sec as u64, ts.tv_nsec as u32)
 }
 
-/// Node 0: keeps node 1's backlog full until [`SEND_FOR`] has passed.
-/// Prints its CPU time per second of its run.
+/// Node 0: rounds of [`ROUND_MESSAGES`] messages for node 1, each sent
+/// (flushed) and then acknowledged in full before the next (closed loop,
+/// as in `dnl_messages`: the sessions' window never overflows, so nothing
+/// is retransmitted unless a process is descheduled past the timeout),
+/// until [`SEND_FOR`] has passed. Prints its CPU time per second of its run.
 fn sender(t: &mut dyn Transport, batching: bool, size: &str) {
     let mut s = stack(0, t, batching);
     let w = body(size);
     let start = Instant::now();
     let cpu0 = process_cpu();
+    let now = |start: Instant| start.elapsed().as_nanos() as u64;
     while start.elapsed() < SEND_FOR {
-        let now = start.elapsed().as_nanos() as u64;
-        t.rx_burst(now, RX_BURST, &mut |p| {
-            std::hint::black_box(s.receive(now, p).is_some());
-        });
-        for _ in 0..INSERT_BATCH {
-            if s.congested() || s.try_insert(1, &w).is_err() {
-                break;
-            }
+        for _ in 0..ROUND_MESSAGES {
+            s.try_insert(1, &w).expect("the backlog holds a round");
         }
-        s.flush(now, t);
+        s.flush(now(start), t);
+        while !s.is_idle() && start.elapsed() < SEND_FOR {
+            let n = now(start);
+            t.rx_burst(n, RX_BURST, &mut |p| {
+                std::hint::black_box(s.receive(n, p).is_some());
+            });
+            s.flush(n, t);
+        }
     }
     let cpu = process_cpu() - cpu0;
     let st = s.stats();
