@@ -20,12 +20,21 @@
 //! Message sizes are body bytes: `ack` is a LOG acknowledgement, the smallest
 //! message the protocol has (a 9-byte body; no message kind has a 16-byte
 //! body, so it stands in for the batching target's 16-byte case), and `log64` a
-//! LOG with one item whose 32-byte value makes a 64-byte body.
+//! LOG with one item whose 30-byte value makes a 64-byte body.
 //!
 //! | benchmark | transport | MTU |
 //! |---|---|---|
 //! | `dnl_messages/mem/<size>/<off or on>` | in-process channels | 9000 B |
 //! | `dnl_messages/udp/<size>/<off or on>` | kernel UDP over 127.0.0.1, `sendmmsg`/`recvmmsg` | 1472 B (standard Ethernet) |
+//! | `dnl_messages/dpdk_ring/<size>/<off or on>` | DPDK, two ports joined by rings (net_ring), feature `dpdk` | 1472 B |
+//! | `dnl_messages/dpdk_memif/<size>/<off or on>` | DPDK, a net_memif server and client port in this process, feature `dpdk` | 1472 B |
+//!
+//! The DPDK cases (`cargo bench -p splitkv-bench --features dpdk --bench
+//! dnl_messages`) start EAL without hugepages or PCI (`--no-huge --no-pci`);
+//! the calls per message they print are `rte_eth_tx_burst` and
+//! `rte_eth_rx_burst` calls. Both memif ports live in this one process, so
+//! the figure is the transport's CPU cost (each frame copied into the shared
+//! ring and out again), not two processes on two cores.
 //!
 //! A round whose messages do not all arrive within [`RECEIVE_POLLS_MAX`]
 //! polls (a receive buffer overflowed) is counted and reported on stderr;
@@ -58,7 +67,7 @@ fn bodies() -> [(&'static str, BodyWriter); 2] {
     ack.ack(MsgKind::LogAck, TxId::from_bits(7), ReplyStatus::Ok);
     let mut log = BodyWriter::new();
     log.begin_items(MsgKind::Log, TxId::from_bits(7));
-    log.push_item(&Key::new(1, 42), ObjectMeta::default(), &[0xAB; 32]);
+    log.push_item(&Key::new(1, 42), ObjectMeta::default(), &[0xAB; 30]);
     assert_eq!(ack.bytes().len(), 9);
     assert_eq!(log.bytes().len(), 64);
     [("ack", ack), ("log64", log)]
@@ -117,8 +126,9 @@ fn receive_round(receiver: &mut Stack, rx: &mut impl Transport, want: usize) -> 
     got
 }
 
-/// Syscall counters of an endpoint, `(sendmmsg, recvmmsg)` calls so far, for
-/// the per-message figures printed after each case (zero for `mem`).
+/// Call counters of an endpoint, `(send, receive)` calls so far
+/// (`sendmmsg`/`recvmmsg` on udp, `rte_eth_tx_burst`/`rte_eth_rx_burst` on
+/// DPDK), for the per-message figures printed after each case (zero for `mem`).
 type Syscalls<T> = fn(&T) -> (u64, u64);
 
 /// Benchmarks one transport pair for both sizes, batching off and on.
@@ -155,7 +165,7 @@ fn bench_transport<T: Transport>(c: &mut Criterion, name: &str, pair: [T; 2], ca
             let per_msg = |n: u64| n as f64 / s.messages.max(1) as f64;
             eprintln!(
                 "dnl_messages/{name}/{size}/{mode}: {:.1} messages per packet, \
-                 {:.4} sendmmsg and {:.4} recvmmsg calls per message, {short_rounds} short rounds",
+                 {:.4} send and {:.4} receive calls per message, {short_rounds} short rounds",
                 s.messages as f64 / s.packets.max(1) as f64,
                 per_msg(calls(&tx).0 - sends0),
                 per_msg(calls(&rx).1 - recvs0),
@@ -175,6 +185,95 @@ fn dnl_messages(c: &mut Criterion) {
     bench_transport(c, "udp", [a, b], |t| {
         (t.stats().sendmmsg_calls, t.stats().recvmmsg_calls)
     });
+    #[cfg(feature = "dpdk")]
+    dpdk_cases::bench(c);
+}
+
+/// The DPDK cases: net_ring and net_memif endpoint pairs in this process.
+#[cfg(feature = "dpdk")]
+mod dpdk_cases {
+    use super::bench_transport;
+    use criterion::Criterion;
+    use splitkv_nic::net::dpdk::{
+        dpdk_ring_pair, DpdkConfig, DpdkPeer, DpdkTransport, Eal, MacAddr,
+    };
+    use splitkv_nic::net::{Transport, TxPacket};
+    use std::net::{Ipv4Addr, SocketAddrV4};
+
+    /// Most polls while waiting for a memif link to come up (the server
+    /// and client connect over a Unix socket in EAL's interrupt thread).
+    const LINK_POLLS_MAX: usize = 10_000;
+
+    fn peer(last: u8) -> DpdkPeer {
+        DpdkPeer {
+            mac: MacAddr([2, 0, 0, 0, 0, last]),
+            addr: SocketAddrV4::new(Ipv4Addr::new(10, 0, 0, last), 7000),
+        }
+    }
+
+    /// Endpoints for nodes 0 and 1 on the ports named `devices`.
+    fn pair(eal: &Eal, devices: [&str; 2]) -> [DpdkTransport; 2] {
+        let peers = vec![peer(1), peer(2)];
+        [0, 1].map(|i| {
+            let cfg =
+                DpdkConfig::new(devices[i], peers[i].addr, peers.clone()).with_mac(peers[i].mac);
+            DpdkTransport::new(eal, cfg).expect("a DPDK endpoint")
+        })
+    }
+
+    /// Sends probes from `from` to node `dst` (`to`) until one arrives (the
+    /// link is up); panics after [`LINK_POLLS_MAX`] polls.
+    fn wait_link(from: &mut DpdkTransport, to: &mut DpdkTransport, dst: u16) {
+        for _ in 0..LINK_POLLS_MAX {
+            if from.tx_queued() == 0 {
+                from.tx_burst(
+                    0,
+                    &[TxPacket {
+                        dst,
+                        bytes: b"probe",
+                    }],
+                );
+            }
+            from.tx_flush(0);
+            if to.rx_burst(0, 32, &mut |_| {}) > 0 {
+                return;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(1));
+        }
+        panic!("the memif link did not come up");
+    }
+
+    pub(super) fn bench(c: &mut Criterion) {
+        let socket = format!(
+            "socket=/tmp/splitkv-bench-memif-{}.sock",
+            std::process::id()
+        );
+        let server = format!("--vdev=net_memif0,role=server,id=0,{socket}");
+        let client = format!("--vdev=net_memif1,role=client,id=0,{socket}");
+        let args = [
+            "--no-telemetry",
+            "--no-shconf",
+            "--no-pci",
+            "--no-huge",
+            "-m",
+            "512",
+            "-l",
+            "0",
+            "--log-level=lib.eal:error",
+            "--log-level=pmd.net.memif:error",
+            &server,
+            &client,
+        ];
+        let eal = Eal::init(&args).expect("EAL for the DPDK cases");
+        let calls = |t: &DpdkTransport| (t.stats().tx_bursts, t.stats().rx_bursts);
+        let names = dpdk_ring_pair(eal).expect("a net_ring pair");
+        let ring = pair(eal, [&names[0], &names[1]]);
+        bench_transport(c, "dpdk_ring", ring, calls);
+        let [mut a, mut b] = pair(eal, ["net_memif0", "net_memif1"]);
+        wait_link(&mut a, &mut b, 1);
+        wait_link(&mut b, &mut a, 0);
+        bench_transport(c, "dpdk_memif", [a, b], calls);
+    }
 }
 
 criterion_group!(benches, dnl_messages);

@@ -25,6 +25,8 @@
 //! buffer can back packets without an allocation per packet.
 
 pub mod batch;
+#[cfg(all(feature = "dpdk", target_os = "linux"))]
+pub mod dpdk;
 pub mod faulty;
 pub mod fragment;
 pub mod mem;
