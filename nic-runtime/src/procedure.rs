@@ -202,10 +202,23 @@ pub trait Procedure: Send + Sync {
     ) -> Result<(), UserAbort>;
 }
 
-/// Procedures by id (the index of registration).
-#[derive(Clone, Default)]
+/// Procedures by id: the index of registration, and the built-ins at
+/// reserved ids at the top of the id space ([`txn::TXN_PROCEDURE_ID`]: the
+/// one-shot transaction), which every registry has, so an application
+/// reaches them with no code in the node.
+#[derive(Clone)]
 pub struct ProcedureRegistry {
     procs: Vec<Arc<dyn Procedure>>,
+    txn: Arc<dyn Procedure>,
+}
+
+impl Default for ProcedureRegistry {
+    fn default() -> ProcedureRegistry {
+        ProcedureRegistry {
+            procs: Vec::new(),
+            txn: Arc::new(txn::TxnProcedure),
+        }
+    }
 }
 
 impl std::fmt::Debug for ProcedureRegistry {
@@ -217,19 +230,22 @@ impl std::fmt::Debug for ProcedureRegistry {
 }
 
 impl ProcedureRegistry {
-    /// An empty registry.
+    /// A registry with only the built-ins.
     pub fn new() -> ProcedureRegistry {
         ProcedureRegistry::default()
     }
 
-    /// Registers `p` and returns its id.
+    /// Registers `p` and returns its id (below the built-ins' reserved ids).
     pub fn register(&mut self, p: Arc<dyn Procedure>) -> u32 {
         self.procs.push(p);
         (self.procs.len() - 1) as u32
     }
 
-    /// The procedure with id `id`.
+    /// The procedure with id `id` (a registered one, or a built-in).
     pub fn get(&self, id: u32) -> Result<&Arc<dyn Procedure>, ProcError> {
+        if id == txn::TXN_PROCEDURE_ID {
+            return Ok(&self.txn);
+        }
         self.procs.get(id as usize).ok_or(ProcError::Unknown(id))
     }
 }

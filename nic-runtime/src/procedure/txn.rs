@@ -3,7 +3,8 @@
 //! etcd's `Txn`; `splitkv_layout::app::txn`) runs on the commit protocol
 //! like any shipped procedure (Xenic §4.2.2), so it needs no code compiled
 //! into the node. Its arguments are the `Txn`'s encoding as it is; its
-//! result is a [`TxnResult`].
+//! result is a [`TxnResult`]. Every procedure registry has it, at
+//! [`TXN_PROCEDURE_ID`].
 //!
 //! **Plan.** The write set is the union of the keys both branches put (the
 //! branch is known only once the reads are in, so both are locked); the
@@ -29,6 +30,14 @@ use splitkv_layout::app::txn::{Branch, Compare, Condition, GetResult, Op, Txn, T
 
 /// The name the built-in registers under (what a client resolves).
 pub const TXN_PROCEDURE_NAME: &str = "txn";
+
+/// The built-in's id in every [`super::ProcedureRegistry`]: reserved at the
+/// top of the id space, below the handshake's "unknown procedure" id
+/// (`splitkv_layout::app::PROCEDURE_ID_UNKNOWN`), so registered procedures
+/// keep their ids.
+pub const TXN_PROCEDURE_ID: u32 = u32::MAX - 1;
+
+const _: () = assert!(TXN_PROCEDURE_ID != splitkv_layout::app::PROCEDURE_ID_UNKNOWN);
 
 /// The one-shot transaction procedure (module docs). Stateless.
 #[derive(Debug, Clone, Copy, Default)]
