@@ -200,17 +200,20 @@ impl Connection {
         })?;
         let memory = SharedMemory::create(layout.memory_bytes)?;
         init_memory(&memory, &layout)?;
-        write_frame(&mut socket, &hello, deadline)?;
-        // A node that refuses early (user, connection count, Hello) may close
-        // before the descriptor arrives: its answer still comes first.
-        socket
-            .set_write_timeout(Some(options.timeout))
-            .map_err(FrameError::Io)?;
-        let sent = send_fd(&socket, memory.fd());
+        // A node that refuses early (user, connection count, Hello) may
+        // close before the Hello or the descriptor arrive: its answer is
+        // still in the socket, so it is read even after a failed send.
+        let sent = write_frame(&mut socket, &hello, deadline)
+            .map_err(ConnectError::from)
+            .and_then(|()| {
+                socket
+                    .set_write_timeout(Some(options.timeout))
+                    .map_err(|e| FrameError::Io(e).into())
+            })
+            .and_then(|()| send_fd(&socket, memory.fd()).map_err(ConnectError::from));
         let mut answer = Vec::new();
-        match read_frame(&mut socket, &mut answer, deadline) {
-            Ok(()) => {}
-            Err(e) => return Err(sent.err().map(ConnectError::from).unwrap_or(e.into())),
+        if let Err(e) = read_frame(&mut socket, &mut answer, deadline) {
+            return Err(sent.err().unwrap_or(e.into()));
         }
         let welcome = match HandshakeMsg::decode(&answer) {
             Ok(HandshakeMsg::Welcome(w)) => w,

@@ -13,7 +13,7 @@
 use splitkv_layout::app::handshake::handshake_frame_len;
 use splitkv_layout::app::HANDSHAKE_HEADER_BYTES;
 use splitkv_layout::DecodeError;
-use std::io::{ErrorKind, Read, Write};
+use std::io::{ErrorKind, Read};
 use std::os::unix::net::UnixStream;
 use std::time::{Duration, Instant};
 
@@ -114,11 +114,13 @@ pub fn write_frame(
         stream
             .set_write_timeout(Some(left(deadline)?))
             .map_err(FrameError::Io)?;
-        match stream.write(&bytes[done..]) {
+        // MSG_NOSIGNAL: a peer that closed is an error here, never a
+        // SIGPIPE in a process that did not ignore it.
+        match rustix::net::send(&*stream, &bytes[done..], rustix::net::SendFlags::NOSIGNAL) {
             Ok(0) => return Err(FrameError::PeerClosed),
             Ok(n) => done += n,
-            Err(e) if e.kind() == ErrorKind::Interrupted => {}
-            Err(e) => return Err(io_error(e)),
+            Err(rustix::io::Errno::INTR) => {}
+            Err(e) => return Err(io_error(e.into())),
         }
     }
     Ok(())
@@ -130,6 +132,7 @@ mod tests {
     use splitkv_layout::app::{
         AppMemoryLayout, Hello, APP_RING_CAPACITY_MIN_BYTES, HANDSHAKE_BYTES_MAX,
     };
+    use std::io::Write;
 
     fn soon() -> Instant {
         Instant::now() + Duration::from_secs(5)
