@@ -33,6 +33,7 @@ compile_error!("splitkv-client's doorbell futex watches the low half of a little
 pub mod connection;
 pub mod doorbell;
 pub mod fd_pass;
+#[cfg(not(loom))]
 pub mod handshake_io;
 #[cfg(not(loom))]
 pub mod memory;
@@ -41,6 +42,7 @@ pub mod memory;
 pub use connection::{ConnectError, ConnectOptions, Connection, ConnectionError};
 pub use doorbell::{Doorbell, DoorbellError, WaitOutcome, WaitPolicy};
 pub use fd_pass::{peer_credentials, recv_fd, send_fd, FdPassError, PeerCredentials};
+#[cfg(not(loom))]
 pub use handshake_io::FrameError;
 #[cfg(not(loom))]
 pub use memory::{MemoryError, SharedMemory, SHARED_MEMORY_BYTES_MAX};

@@ -241,12 +241,8 @@ pub fn attach(
 ) -> Result<AttachedConnection, AttachFailure> {
     let deadline = Instant::now() + policy.handshake_timeout;
     match set_up(&mut socket, policy, slots, deadline) {
-        Ok(parts) => {
-            let ids: Vec<Option<u32>> = parts.procedure_ids.clone();
-            let mut msg = Vec::new();
-            Welcome::encode(policy.node_id, &parts.limits, &ids, &mut msg)
-                .map_err(|e| refused(RefusedReason::Unavailable, e))?;
-            write_frame(&mut socket, &msg, deadline).map_err(dropped)?;
+        Ok((parts, welcome)) => {
+            write_frame(&mut socket, &welcome, deadline).map_err(dropped)?;
             Ok(parts.into_connection(socket))
         }
         Err(failure) => {
@@ -296,7 +292,7 @@ fn set_up(
     policy: &AttachPolicy,
     slots: &ConnectionSlots,
     deadline: Instant,
-) -> Result<Parts, AttachFailure> {
+) -> Result<(Parts, Vec<u8>), AttachFailure> {
     let peer = peer_credentials(&*socket).map_err(|e| AttachFailure::Dropped {
         reason: DropReason::Io,
         detail: e.to_string(),
@@ -328,10 +324,15 @@ fn set_up(
     };
     check_hello(&hello, policy)?;
     let limits = policy.limits(hello.in_flight_max);
-    let procedure_ids = hello.names().map(|n| (policy.resolve)(n)).collect();
+    let procedure_ids: Vec<Option<u32>> = hello.names().map(|n| (policy.resolve)(n)).collect();
     let memory = receive_memory(socket, &hello.layout, deadline)?;
     let (requests, request_bell, outcomes, outcome_bell) = attach_rings(&memory, &hello.layout)?;
-    Ok(Parts {
+    let mut welcome = Vec::new();
+    // Fails only for a resolver that returns the id reserved for unknown
+    // names: the node's fault, answered as "not serving".
+    Welcome::encode(policy.node_id, &limits, &procedure_ids, &mut welcome)
+        .map_err(|e| refused(RefusedReason::Unavailable, e))?;
+    let parts = Parts {
         peer,
         limits,
         procedure_ids,
@@ -341,7 +342,8 @@ fn set_up(
         outcome_bell,
         memory,
         slot,
-    })
+    };
+    Ok((parts, welcome))
 }
 
 fn check_hello(hello: &Hello<'_>, policy: &AttachPolicy) -> Result<(), AttachFailure> {

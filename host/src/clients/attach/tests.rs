@@ -188,6 +188,18 @@ fn bad_memory_is_refused_before_it_is_used() {
 }
 
 #[test]
+fn a_resolver_that_returns_the_reserved_id_is_answered_unavailable() {
+    let l = layout(CAP, CAP);
+    let m = memory(&l);
+    let mut p = policy();
+    p.resolve = Arc::new(|_: &str| Some(splitkv_layout::app::PROCEDURE_ID_UNKNOWN));
+    let slots = ConnectionSlots::new(4);
+    let (r, mut c) = run(&hello(&l, 4), Some(m.fd()), &p, &slots);
+    assert_eq!(refusal(r, &mut c), RefusedReason::Unavailable);
+    assert_eq!(slots.open(), 0);
+}
+
+#[test]
 fn clients_that_leave_or_stall_get_no_answer() {
     let l = layout(CAP, CAP);
     let slots = ConnectionSlots::new(4);
