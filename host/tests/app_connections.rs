@@ -435,3 +435,55 @@ fn stale_sockets_are_replaced_and_live_ones_kept() {
     );
     assert!(path.exists(), "a file that is not a socket is left alone");
 }
+
+#[test]
+fn stalled_clients_hold_up_neither_others_nor_the_listener() {
+    use splitkv_host::clients::listener::HANDSHAKE_THREADS;
+    let (_dir, s) = settings("stall");
+    let mut policy = AttachPolicy::from_settings(&s, 1, Arc::new(|_: &str| None));
+    policy.handshake_timeout = Duration::from_secs(5);
+    let (listener, attached) = ClientListener::start(&s, policy).unwrap();
+    let (_, good) = hello(CAP);
+    let stall = || {
+        let mut c = UnixStream::connect(listener.path()).unwrap();
+        c.write_all(&good).unwrap();
+        c
+    };
+    // One stalled client: another connects well within the stall's bound.
+    let first = stall();
+    let start = Instant::now();
+    let _ok = Connection::connect(listener.path(), &ConnectOptions::default()).unwrap();
+    assert!(
+        start.elapsed() < Duration::from_secs(4),
+        "the good client waited for the stalled one"
+    );
+    let _node = attached.recv_timeout(CASE_DEADLINE).unwrap();
+    // Stall every set-up thread and queue place: the next is told at once.
+    let mut stalled = vec![first];
+    let mut busy_at = None;
+    for i in 1..=2 * HANDSHAKE_THREADS + 1 {
+        let mut c = stall();
+        let mut answer = Vec::new();
+        let quick = Instant::now() + Duration::from_millis(200);
+        if read_frame(&mut c, &mut answer, quick).is_ok() {
+            assert!(matches!(
+                HandshakeMsg::decode(&answer),
+                Ok(HandshakeMsg::Refused(r)) if r.reason == RefusedReason::Unavailable
+            ));
+            busy_at = Some(i);
+            break;
+        }
+        stalled.push(c);
+    }
+    let busy_at = busy_at.expect("a client past every set-up thread and queue place is refused");
+    assert!(
+        busy_at > HANDSHAKE_THREADS,
+        "refused at {busy_at} while threads were free"
+    );
+    drop(stalled);
+    wait_for("the stalled clients to be counted", || {
+        listener.stats().dropped(DropReason::PeerClosed) == busy_at as u64
+    });
+    let _again = Connection::connect(listener.path(), &ConnectOptions::default()).unwrap();
+    assert_eq!(listener.stats().refused(RefusedReason::Unavailable), 1);
+}

@@ -18,18 +18,28 @@
 //! - when the listener stops, it removes the socket file if it is still the
 //!   one it bound.
 //!
-//! The thread waits for a connection at most [`LISTENER_POLL_MS`] at a time
-//! (so a stop takes effect within that), sets up each connection in turn
-//! (each bounded by `AttachPolicy::handshake_timeout`), counts the result in
-//! [`AttachStats`](super::AttachStats) and hands attached connections to the
+//! Threads: one accepts, waiting for a connection at most
+//! [`LISTENER_POLL_MS`] at a time (so a stop takes effect within that), and
+//! hands each accepted socket through a queue of [`HANDSHAKE_THREADS`]
+//! places to one of [`HANDSHAKE_THREADS`] set-up threads, which run
+//! [`super::attach()`] (each set-up bounded by
+//! `AttachPolicy::handshake_timeout`). A client that stalls its handshake
+//! thus holds one set-up thread for at most that bound, and the others keep
+//! serving; when every thread and queue place is busy, a new connection is
+//! answered `Refused(Unavailable)` at once. Every result is counted in
+//! [`AttachStats`](super::AttachStats); attached connections reach the
 //! owner through a bounded channel of `connections_max` places. Every
 //! attached connection holds one of `connections_max` places until dropped,
 //! so the channel cannot be full when one is handed over; a connection
 //! handed to an owner that dropped its receiver is closed.
 
-use super::{attach, AttachPolicy, AttachStats, AttachedConnection, ConnectionSlots};
+use super::{
+    attach, AttachFailure, AttachPolicy, AttachStats, AttachedConnection, ConnectionSlots,
+};
 use crate::deploy::config::ClientSettings;
-use crossbeam::channel::{bounded, Receiver, Sender};
+use crossbeam::channel::{bounded, Receiver, RecvTimeoutError, Sender, TrySendError};
+use splitkv_client::handshake_io::write_frame;
+use splitkv_layout::app::{HandshakeMsg, Refused, RefusedReason};
 use std::io::ErrorKind;
 use std::os::unix::fs::{DirBuilderExt, FileTypeExt, MetadataExt, PermissionsExt};
 use std::os::unix::net::{UnixListener, UnixStream};
@@ -37,11 +47,15 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::thread::JoinHandle;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 /// Longest wait for a connection before the listener thread checks whether
 /// it should stop, ms.
 pub const LISTENER_POLL_MS: u64 = 50;
+
+/// Connection set-ups a listener runs at once (threads), and accepted
+/// sockets it queues for them.
+pub const HANDSHAKE_THREADS: usize = 4;
 
 /// Why a listener could not start.
 #[derive(Debug, thiserror::Error)]
@@ -85,7 +99,7 @@ pub struct ClientListener {
     path: PathBuf,
     inode: u64,
     stop: Arc<AtomicBool>,
-    thread: Option<JoinHandle<()>>,
+    threads: Vec<JoinHandle<()>>,
     stats: Arc<AttachStats>,
     slots: ConnectionSlots,
 }
@@ -171,24 +185,21 @@ impl ClientListener {
         let (tx, rx) = bounded(settings.connections_max);
         let stop = Arc::new(AtomicBool::new(false));
         let stats = Arc::new(AttachStats::default());
-        let worker = Worker {
-            listener,
+        let shared = Arc::new(Shared {
             policy,
             slots: slots.clone(),
             stats: stats.clone(),
             stop: stop.clone(),
             tx,
-        };
-        let thread = std::thread::Builder::new()
-            .name(format!("clients-listen-{}", worker.policy.node_id))
-            .spawn(move || worker.run())
-            .map_err(io("spawn the listener thread for", &path))?;
+        });
+        let threads = spawn_threads(listener, &shared)
+            .map_err(io("spawn the listener threads for", &path))?;
         Ok((
             ClientListener {
                 path,
                 inode,
                 stop,
-                thread: Some(thread),
+                threads,
                 stats,
                 slots,
             },
@@ -211,7 +222,7 @@ impl ClientListener {
         self.slots.open()
     }
 
-    /// Stops the thread (within [`LISTENER_POLL_MS`] plus one set-up's
+    /// Stops the threads (within [`LISTENER_POLL_MS`] plus one set-up's
     /// bound) and removes the socket file.
     pub fn stop(mut self) {
         self.shut_down();
@@ -219,7 +230,7 @@ impl ClientListener {
 
     fn shut_down(&mut self) {
         self.stop.store(true, Ordering::Release);
-        if let Some(t) = self.thread.take() {
+        for t in self.threads.drain(..) {
             let _ = t.join();
         }
         if std::fs::symlink_metadata(&self.path).is_ok_and(|m| m.ino() == self.inode) {
@@ -234,9 +245,8 @@ impl Drop for ClientListener {
     }
 }
 
-/// The listener thread's state.
-struct Worker {
-    listener: UnixListener,
+/// What the listener's threads share.
+struct Shared {
     policy: AttachPolicy,
     slots: ConnectionSlots,
     stats: Arc<AttachStats>,
@@ -244,59 +254,126 @@ struct Worker {
     tx: Sender<AttachedConnection>,
 }
 
-impl Worker {
-    fn run(self) {
-        while !self.stop.load(Ordering::Acquire) {
-            let stream = match self.listener.accept() {
-                Ok((stream, _)) => stream,
-                Err(e) if e.kind() == ErrorKind::WouldBlock => {
-                    self.wait_readable();
-                    continue;
-                }
-                Err(e) if e.kind() == ErrorKind::Interrupted => continue,
-                Err(e) => {
-                    // EMFILE and the like: back off, then try again.
-                    tracing::warn!(error = %e, "application socket accept failed");
-                    std::thread::sleep(Duration::from_millis(LISTENER_POLL_MS));
-                    continue;
-                }
-            };
-            self.serve(stream);
+/// Starts the accepting thread and the set-up threads. On an error, the
+/// threads already started stop (the stop flag is set) and are joined.
+fn spawn_threads(
+    listener: UnixListener,
+    shared: &Arc<Shared>,
+) -> std::io::Result<Vec<JoinHandle<()>>> {
+    let node = shared.policy.node_id;
+    let (pending_tx, pending_rx) = bounded::<UnixStream>(HANDSHAKE_THREADS);
+    let mut threads = Vec::with_capacity(HANDSHAKE_THREADS + 1);
+    let mut spawn = |name: String, body: Box<dyn FnOnce() + Send>| match std::thread::Builder::new()
+        .name(name)
+        .spawn(body)
+    {
+        Ok(t) => {
+            threads.push(t);
+            Ok(())
         }
+        Err(e) => {
+            shared.stop.store(true, Ordering::Release);
+            for t in threads.drain(..) {
+                let _ = t.join();
+            }
+            Err(e)
+        }
+    };
+    for i in 0..HANDSHAKE_THREADS {
+        let (shared, pending) = (shared.clone(), pending_rx.clone());
+        spawn(
+            format!("clients-setup-{node}-{i}"),
+            Box::new(move || set_up_loop(&shared, &pending)),
+        )?;
     }
+    let shared = shared.clone();
+    spawn(
+        format!("clients-listen-{node}"),
+        Box::new(move || accept_loop(&listener, &shared, &pending_tx)),
+    )?;
+    Ok(threads)
+}
 
-    fn wait_readable(&self) {
-        use rustix::event::{poll, PollFd, PollFlags, Timespec};
-        let mut fds = [PollFd::new(&self.listener, PollFlags::IN)];
-        let timeout = Timespec {
-            tv_sec: 0,
-            tv_nsec: (LISTENER_POLL_MS * 1_000_000) as _,
+fn accept_loop(listener: &UnixListener, shared: &Shared, pending: &Sender<UnixStream>) {
+    while !shared.stop.load(Ordering::Acquire) {
+        let stream = match listener.accept() {
+            Ok((stream, _)) => stream,
+            Err(e) if e.kind() == ErrorKind::WouldBlock => {
+                wait_readable(listener);
+                continue;
+            }
+            Err(e) if e.kind() == ErrorKind::Interrupted => continue,
+            Err(e) => {
+                // EMFILE and the like: back off, then try again.
+                tracing::warn!(error = %e, "application socket accept failed");
+                std::thread::sleep(Duration::from_millis(LISTENER_POLL_MS));
+                continue;
+            }
         };
-        let _ = poll(&mut fds, Some(&timeout));
+        if let Err(TrySendError::Full(stream) | TrySendError::Disconnected(stream)) =
+            pending.try_send(stream)
+        {
+            refuse_busy(stream, &shared.stats);
+        }
     }
+}
 
-    fn serve(&self, stream: UnixStream) {
-        if stream.set_nonblocking(false).is_err() {
-            return;
+/// Answers `Refused(Unavailable)` without reading anything (a few bytes into
+/// an empty socket buffer: the write does not block) and closes.
+fn refuse_busy(mut stream: UnixStream, stats: &AttachStats) {
+    let mut msg = Vec::new();
+    HandshakeMsg::Refused(Refused {
+        reason: RefusedReason::Unavailable,
+    })
+    .encode(&mut msg);
+    let _ = write_frame(
+        &mut stream,
+        &msg,
+        Instant::now() + Duration::from_millis(LISTENER_POLL_MS),
+    );
+    let result: Result<(), AttachFailure> = Err(AttachFailure::Refused {
+        reason: RefusedReason::Unavailable,
+        detail: "every set-up thread busy".into(),
+    });
+    tracing::info!("application refused: every set-up thread busy");
+    stats.count(&result);
+}
+
+fn wait_readable(listener: &UnixListener) {
+    use rustix::event::{poll, PollFd, PollFlags, Timespec};
+    let mut fds = [PollFd::new(listener, PollFlags::IN)];
+    let timeout = Timespec {
+        tv_sec: 0,
+        tv_nsec: (LISTENER_POLL_MS * 1_000_000) as _,
+    };
+    let _ = poll(&mut fds, Some(&timeout));
+}
+
+fn set_up_loop(shared: &Shared, pending: &Receiver<UnixStream>) {
+    while !shared.stop.load(Ordering::Acquire) {
+        match pending.recv_timeout(Duration::from_millis(LISTENER_POLL_MS)) {
+            Ok(stream) => serve(shared, stream),
+            Err(RecvTimeoutError::Timeout) => {}
+            Err(RecvTimeoutError::Disconnected) => return,
         }
-        let result = attach(stream, &self.policy, &self.slots);
-        self.stats.count(&result);
-        match result {
-            Ok(conn) => {
-                let peer = conn.peer();
-                tracing::info!(
-                    node = self.policy.node_id,
-                    pid = peer.pid,
-                    uid = peer.uid,
-                    "application attached"
-                );
-                if self.tx.try_send(conn).is_err() {
-                    tracing::warn!("attached application dropped: its owner is gone");
-                }
-            }
-            Err(why) => {
-                tracing::info!(node = self.policy.node_id, reason = %why, "application not attached");
+    }
+}
+
+fn serve(shared: &Shared, stream: UnixStream) {
+    if stream.set_nonblocking(false).is_err() {
+        return;
+    }
+    let node = shared.policy.node_id;
+    let result = attach(stream, &shared.policy, &shared.slots);
+    shared.stats.count(&result);
+    match result {
+        Ok(conn) => {
+            let peer = conn.peer();
+            tracing::info!(node, pid = peer.pid, uid = peer.uid, "application attached");
+            if shared.tx.try_send(conn).is_err() {
+                tracing::warn!(node, "attached application dropped: its owner is gone");
             }
         }
+        Err(why) => tracing::info!(node, reason = %why, "application not attached"),
     }
 }

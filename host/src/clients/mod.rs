@@ -23,7 +23,7 @@ pub mod attach;
 pub mod listener;
 
 pub use attach::{attach, AttachFailure, AttachPolicy, AttachedConnection, ProcedureResolver};
-pub use listener::{ClientListener, ListenerError};
+pub use listener::{ClientListener, ListenerError, HANDSHAKE_THREADS};
 
 use splitkv_layout::app::RefusedReason;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
