@@ -2,7 +2,7 @@
 //! socket, create the shared memory for an [`AppMemoryLayout`] of the chosen
 //! ring sizes, initialise both rings and both doorbells, send the
 //! [`Hello`] and then the memory's descriptor (`SCM_RIGHTS`), and read the
-//! node's [`Welcome`] or [`Refused`]. Every wait is bounded by
+//! node's `Welcome` or `Refused`. Every wait is bounded by
 //! [`ConnectOptions::timeout`].
 //!
 //! A [`Connection`] owns the producing end of the request ring, the consuming

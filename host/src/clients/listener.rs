@@ -27,7 +27,7 @@
 //! thus holds one set-up thread for at most that bound, and the others keep
 //! serving; when every thread and queue place is busy, a new connection is
 //! answered `Refused(Unavailable)` at once. Every result is counted in
-//! [`AttachStats`](super::AttachStats); attached connections reach the
+//! [`super::AttachStats`]; attached connections reach the
 //! owner through a bounded channel of `connections_max` places. Every
 //! attached connection holds one of `connections_max` places until dropped,
 //! so the channel cannot be full when one is handed over; a connection

@@ -1,11 +1,12 @@
 //! Applications in their own processes: the node's side of the connection
 //! set-up (L5 §III-B; DESIGN.md "Process boundaries and placements").
 //!
-//! - [`listener`]: [`ClientListener`], a driver that owns one thread. It
-//!   listens on `ClientSettings::socket_path(node)`, accepts connections and
-//!   runs [`attach`] on each, one at a time, handing every attached
-//!   connection to its owner through a bounded channel.
-//! - [`attach`]: [`attach()`], the set-up of one accepted socket as a plain
+//! - [`listener`]: [`ClientListener`], a driver that owns its threads (one
+//!   accepting, [`HANDSHAKE_THREADS`] running set-ups). It listens on
+//!   `ClientSettings::socket_path(node)`, runs [`attach()`] on each
+//!   accepted connection and hands every attached one to its owner through
+//!   a bounded channel.
+//! - [`mod@attach`]: [`attach()`], the set-up of one accepted socket as a plain
 //!   function (no thread of its own): peer credentials, the Hello, the
 //!   memory's descriptor, the ring headers, and the answer.
 //!
