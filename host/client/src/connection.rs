@@ -32,6 +32,10 @@ use std::time::{Duration, Instant};
 /// Default bound on the whole set-up (connect, Hello, descriptor, answer), ms.
 pub const CONNECT_TIMEOUT_MS_DEFAULT: u64 = 5_000;
 
+/// Sleep between tries of [`Connection::send`] on a request ring that stays
+/// full past the wait policy's spins and yields, µs.
+pub const RING_FULL_SLEEP_US: u64 = 100;
+
 /// What a client asks for when it connects.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ConnectOptions {
@@ -321,18 +325,32 @@ impl Connection {
         Ok(pushed)
     }
 
-    /// Pushes one request entry, yielding while the ring is full, until
-    /// `deadline` (`None`: no bound).
+    /// Pushes one request entry, waiting while the ring is full, until
+    /// `deadline` (`None`: no bound). The node rings no doorbell when it
+    /// frees room, so a full ring is polled: spins and yields as
+    /// [`ConnectOptions::wait`] says, then sleeps of
+    /// [`RING_FULL_SLEEP_US`] between tries (a node that stalls costs the
+    /// client little CPU).
     ///
     /// # Errors
     /// [`ConnectionError::TimedOut`] if the ring stayed full;
     /// [`ConnectionError::Ring`] as [`Connection::try_send`].
     pub fn send(&mut self, entry: &[u8], deadline: Option<Instant>) -> Result<(), ConnectionError> {
+        let mut tries: u64 = 0;
+        let spins = u64::from(self.wait.spins());
+        let yields = spins + u64::from(self.wait.yields());
         while !self.try_send(entry)? {
             if deadline.is_some_and(|d| Instant::now() >= d) {
                 return Err(ConnectionError::TimedOut);
             }
-            std::thread::yield_now();
+            tries += 1;
+            if tries <= spins {
+                std::hint::spin_loop();
+            } else if tries <= yields {
+                std::thread::yield_now();
+            } else {
+                std::thread::sleep(Duration::from_micros(RING_FULL_SLEEP_US));
+            }
         }
         Ok(())
     }

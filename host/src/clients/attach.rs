@@ -80,7 +80,8 @@ impl AttachPolicy {
     /// The policy of node `node_id` under `[clients]` `settings`: the
     /// configured ring sizes are the largest a client may bring (any power
     /// of two from the minimum up to them is accepted); `allowed_uids`
-    /// unset means the node process's own user; a set-up bound of
+    /// unset means the node process's own (effective) user, which is what
+    /// `SO_PEERCRED` reports of a peer; a set-up bound of
     /// [`HANDSHAKE_MS_DEFAULT`].
     pub fn from_settings(
         settings: &ClientSettings,
@@ -92,7 +93,7 @@ impl AttachPolicy {
             allowed_uids: settings
                 .allowed_uids
                 .clone()
-                .unwrap_or_else(|| vec![rustix::process::getuid().as_raw()]),
+                .unwrap_or_else(|| vec![rustix::process::geteuid().as_raw()]),
             request_ring_bytes_max: settings.request_ring_bytes,
             outcome_ring_bytes_max: settings.outcome_ring_bytes,
             in_flight_max: settings.in_flight_max.min(u32::MAX as usize) as u32,

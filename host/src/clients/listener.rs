@@ -173,6 +173,22 @@ impl ClientListener {
         let path = settings.socket_path(policy.node_id);
         clear_stale(&path)?;
         let listener = UnixListener::bind(&path).map_err(io("bind", &path))?;
+        let started = Self::serve_on(listener, path.clone(), socket_mode, settings, policy);
+        if started.is_err() {
+            // Bound but not serving: leave no socket behind.
+            let _ = std::fs::remove_file(&path);
+        }
+        started
+    }
+
+    /// Sets the bound socket's mode and starts the threads on it.
+    fn serve_on(
+        listener: UnixListener,
+        path: PathBuf,
+        socket_mode: u32,
+        settings: &ClientSettings,
+        policy: AttachPolicy,
+    ) -> Result<(ClientListener, Receiver<AttachedConnection>), ListenerError> {
         std::fs::set_permissions(&path, std::fs::Permissions::from_mode(socket_mode))
             .map_err(io("set the mode of", &path))?;
         let inode = std::fs::symlink_metadata(&path)

@@ -14,7 +14,7 @@ use std::io::Write;
 const CAP: usize = APP_RING_CAPACITY_MIN_BYTES;
 
 fn own_uid() -> u32 {
-    rustix::process::getuid().as_raw()
+    rustix::process::geteuid().as_raw()
 }
 
 fn policy() -> AttachPolicy {
