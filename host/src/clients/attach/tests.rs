@@ -250,3 +250,44 @@ fn clients_that_leave_or_stall_get_no_answer() {
     drop(client);
     assert_eq!(slots.open(), 0);
 }
+
+proptest::proptest! {
+    #![proptest_config(proptest::prelude::ProptestConfig::with_cases(64))]
+
+    /// Any bytes a client sends before closing its side, after a valid
+    /// header prefix or not, end in a refusal or a drop: never a panic, a
+    /// hang, a place held, or an attached connection.
+    #[test]
+    fn arbitrary_hellos_never_attach(
+        body in proptest::collection::vec(proptest::prelude::any::<u8>(), 0..300),
+        framed in proptest::prelude::any::<bool>(),
+    ) {
+        let mut bytes = Vec::new();
+        if framed {
+            bytes.extend_from_slice(&splitkv_layout::app::HANDSHAKE_MAGIC.to_le_bytes());
+            bytes.extend_from_slice(&APP_LAYOUT_VERSION.to_le_bytes());
+            bytes.extend_from_slice(&((body.len() + 13) as u32).to_le_bytes());
+            bytes.push(1);
+        }
+        bytes.extend_from_slice(&body);
+        let slots = ConnectionSlots::new(1);
+        let (client, node) = UnixStream::pair().unwrap();
+        (&client).write_all(&bytes).unwrap();
+        client.shutdown(std::net::Shutdown::Write).unwrap();
+        let start = Instant::now();
+        let r = attach(node, &policy(), &slots);
+        let refused_or_dropped = matches!(
+            r,
+            Err(AttachFailure::Refused {
+                reason: RefusedReason::BadHello | RefusedReason::VersionMismatch,
+                ..
+            }) | Err(AttachFailure::Dropped {
+                reason: DropReason::PeerClosed,
+                ..
+            })
+        );
+        proptest::prop_assert!(refused_or_dropped, "{:?}", r);
+        proptest::prop_assert!(start.elapsed() < Duration::from_millis(400), "waited for the timeout");
+        proptest::prop_assert_eq!(slots.open(), 0);
+    }
+}
