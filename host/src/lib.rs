@@ -10,6 +10,8 @@
 //!   step 7; Rowan's receiver-placed log);
 //! - [`client`]: the application API over the request and outcome rings
 //!   (L5 §3): [`Client`], blocking or submit-then-poll;
+//! - [`clients`]: applications in their own processes — the node's listener
+//!   on its Unix socket and the connection set-up ([`clients::attach()`]);
 //! - [`observe`]: a hook that sees every call of an observed cluster's
 //!   clients and its outcome ([`CallObserver`]), for recording histories;
 //! - [`node`]: one node's assembly — table, log, rings, NIC runtime
@@ -99,6 +101,7 @@
 #![warn(missing_docs)]
 
 pub mod client;
+pub mod clients;
 pub mod cluster;
 pub mod deploy;
 pub mod log;

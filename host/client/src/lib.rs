@@ -15,6 +15,10 @@
 //! - [`doorbell`]: adaptive waiting for a ring to fill — spin, then yield, then
 //!   sleep on a shared futex that the producer wakes only when the sleeper
 //!   asked for it (L5 §III-A.3);
+//! - [`handshake_io`]: one set-up message read or written on the node's
+//!   socket within a deadline, for both ends;
+//! - [`connection`]: [`Connection::connect`], the client's side of the
+//!   set-up, and entry-level `send` / `recv` on the connected rings;
 //! - [`fd_pass`]: one descriptor sent or received with `SCM_RIGHTS` over a Unix
 //!   stream socket, and the peer's credentials (`SO_PEERCRED`).
 //!
@@ -25,12 +29,20 @@
 #[cfg(not(target_endian = "little"))]
 compile_error!("splitkv-client's doorbell futex watches the low half of a little-endian word");
 
+#[cfg(not(loom))]
+pub mod connection;
 pub mod doorbell;
 pub mod fd_pass;
 #[cfg(not(loom))]
+pub mod handshake_io;
+#[cfg(not(loom))]
 pub mod memory;
 
+#[cfg(not(loom))]
+pub use connection::{ConnectError, ConnectOptions, Connection, ConnectionError};
 pub use doorbell::{Doorbell, DoorbellError, WaitOutcome, WaitPolicy};
 pub use fd_pass::{peer_credentials, recv_fd, send_fd, FdPassError, PeerCredentials};
+#[cfg(not(loom))]
+pub use handshake_io::FrameError;
 #[cfg(not(loom))]
 pub use memory::{MemoryError, SharedMemory, SHARED_MEMORY_BYTES_MAX};

@@ -61,11 +61,15 @@ pub struct ClientSettings {
     pub socket_dir: PathBuf,
     /// User ids allowed to connect; `None`: only the node process's own.
     pub allowed_uids: Option<Vec<u32>>,
-    /// Data-area bytes of a connection's request ring (power of two).
+    /// Data-area bytes of a connection's request ring (power of two): the
+    /// largest a client may bring; smaller powers of two down to
+    /// [`RING_BYTES_MIN`] are accepted too.
     pub request_ring_bytes: usize,
-    /// Data-area bytes of a connection's outcome ring (power of two).
+    /// Data-area bytes of a connection's outcome ring (power of two), the
+    /// largest a client may bring, as `request_ring_bytes`.
     pub outcome_ring_bytes: usize,
-    /// Transactions in flight per connection, 1 ..= [`IN_FLIGHT_MAX_MAX`].
+    /// Transactions in flight per connection, 1 ..= [`IN_FLIGHT_MAX_MAX`]:
+    /// a client asking for more is granted this many.
     pub in_flight_max: usize,
     /// Connections open at once, 1 ..= [`CONNECTIONS_MAX_MAX`].
     pub connections_max: usize,
