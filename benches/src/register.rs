@@ -1,5 +1,6 @@
 //! The read-write register workload of Jepsen's Elle (Kingsbury & Alvaro,
-//! VLDB'20 §4): transactions of 1–[`MICRO_OPS_PER_TX_MAX`] micro-ops, each a
+//! VLDB'20 §4): transactions of 1–[`MICRO_OPS_PER_TX_MAX`] micro-ops (their
+//! shape: [`TxShape`]; Dandelion §7's O(G,P) is one), each a
 //! read of a register or a write of a unique `u64` value, over a small fixed
 //! set of keys. Unique values let the checker tell which write a read saw
 //! (write-read edges); unlike list-append, a register read does not reveal the
@@ -11,7 +12,7 @@
 //! read set, written keys to the write set, and the micro-ops run in order on
 //! the values read, so a read after the transaction's own write returns it.
 
-use crate::history_gen::{MicroOpSource, TxShape, WorkloadConfigError};
+use crate::history_gen::{MicroOpSource, TxShape, WorkloadConfigError, MIXED_OPS_MAX};
 use crate::list_append::codec::{self, OpKind, ResultError, TxOps, MICRO_OPS_PER_TX_MAX};
 use crate::list_append::generator::ELEMENT_COUNTER_BITS;
 use crate::micro_txn;
@@ -159,11 +160,10 @@ impl RegisterConfig {
     /// A configuration over `keys` keys.
     ///
     /// # Errors
-    /// [`WorkloadConfigError::TooFewKeys`] if `keys < 2`.
+    /// [`WorkloadConfigError::TooFewKeys`] if `keys` is below what one
+    /// transaction of `shape` needs ([`TxShape::keys_min`]).
     pub fn new(keys: u64, shape: TxShape) -> Result<RegisterConfig, WorkloadConfigError> {
-        if keys < 2 {
-            return Err(WorkloadConfigError::TooFewKeys(keys));
-        }
+        shape.check(keys)?;
         Ok(RegisterConfig { keys, shape })
     }
 }
@@ -203,7 +203,7 @@ impl RegisterGenerator {
         let keys = self.cfg.keys;
         match self.cfg.shape {
             TxShape::Mixed => {
-                let n = self.rng.gen_range(1..=MICRO_OPS_PER_TX_MAX);
+                let n = self.rng.gen_range(1..=MIXED_OPS_MAX);
                 (0..n)
                     .map(|_| {
                         let key = self.rng.gen_range(0..keys);
@@ -232,8 +232,32 @@ impl RegisterGenerator {
                     write,
                 ]
             }
+            TxShape::GetsPuts { gets, puts } => {
+                let keys = distinct_keys(&mut self.rng, keys, gets as usize + puts as usize);
+                let (read, written) = keys.split_at(gets as usize);
+                let mut ops: Vec<MicroOp> = read
+                    .iter()
+                    .map(|&key| MicroOp::Read { key, value: None })
+                    .collect();
+                ops.extend(written.iter().map(|&key| self.write(key)));
+                ops
+            }
         }
     }
+}
+
+/// `n` distinct keys drawn uniformly from `0..keys` (`n <= keys`, at most
+/// [`MICRO_OPS_PER_TX_MAX`]), in drawing order.
+pub(crate) fn distinct_keys(rng: &mut impl Rng, keys: u64, n: usize) -> Vec<u64> {
+    debug_assert!(n as u64 <= keys && n <= MICRO_OPS_PER_TX_MAX);
+    let mut drawn = Vec::with_capacity(n);
+    while drawn.len() < n {
+        let key = rng.gen_range(0..keys);
+        if !drawn.contains(&key) {
+            drawn.push(key);
+        }
+    }
+    drawn
 }
 
 impl MicroOpSource for RegisterGenerator {

@@ -36,7 +36,7 @@
 //! history: virtual time in the simulator, nanoseconds since the cluster's
 //! start on the local cluster.
 
-use crate::list_append::codec::ResultError;
+use crate::list_append::codec::{ResultError, MICRO_OPS_PER_TX_MAX};
 use crate::workload::{AttemptOutcome, TxCall, TxGenerator};
 use hashbrown::HashMap;
 use splitkv_check::history::{History, HistoryError, MicroOp, Op, OpType, ProcessId};
@@ -46,25 +46,113 @@ use splitkv_nic::Nanos;
 use std::io::BufWriter;
 use std::path::Path;
 
+/// Micro-ops Elle's default generator draws per transaction at most
+/// ([`TxShape::Mixed`]).
+pub const MIXED_OPS_MAX: usize = 4;
+
+const _: () = assert!(MIXED_OPS_MAX <= MICRO_OPS_PER_TX_MAX);
+
 /// What the drawn transactions look like.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum TxShape {
-    /// Elle's default: 1–4 micro-ops, each a read or a write/append of a
-    /// random active key with equal odds.
+    /// Elle's default: 1–[`MIXED_OPS_MAX`] micro-ops, each a read or a
+    /// write/append of a random active key with equal odds.
     Mixed,
     /// Write-skew shape: read two distinct keys, then write (append to) one of
     /// them. Two such transactions on the same pair form a read-write cycle
     /// (G2-item) unless read validation stops one: the shape the mutation test
     /// uses.
     WriteSkew,
+    /// Dandelion §7's O(G,P) micro-benchmark: `gets` reads, then `puts`
+    /// writes (appends, in list-append), every key of a transaction distinct
+    /// and drawn uniformly. Built by [`TxShape::gets_puts`].
+    GetsPuts {
+        /// Reads per transaction.
+        gets: u8,
+        /// Writes per transaction.
+        puts: u8,
+    },
+}
+
+impl TxShape {
+    /// Dandelion §7's O(`gets`,`puts`).
+    ///
+    /// # Errors
+    /// [`WorkloadConfigError::OpsPerTx`] unless
+    /// `1 <= gets + puts <= MICRO_OPS_PER_TX_MAX`.
+    pub fn gets_puts(gets: u8, puts: u8) -> Result<TxShape, WorkloadConfigError> {
+        let ops = gets as usize + puts as usize;
+        if ops == 0 || ops > MICRO_OPS_PER_TX_MAX {
+            return Err(WorkloadConfigError::OpsPerTx {
+                gets,
+                puts,
+                max: MICRO_OPS_PER_TX_MAX,
+            });
+        }
+        Ok(TxShape::GetsPuts { gets, puts })
+    }
+
+    /// Distinct keys one transaction needs: 2 for the write-skew shape, every
+    /// micro-op's own key for O(G,P), 2 for Elle's mix (so that a workload
+    /// has some contention to speak of).
+    pub fn keys_min(self) -> u64 {
+        match self {
+            TxShape::Mixed | TxShape::WriteSkew => 2,
+            TxShape::GetsPuts { gets, puts } => (gets as u64 + puts as u64).max(2),
+        }
+    }
+
+    /// Checks the shape (an O(G,P) built without [`TxShape::gets_puts`]
+    /// too) and that `keys` keys are enough for it.
+    ///
+    /// # Errors
+    /// [`WorkloadConfigError::OpsPerTx`] as [`TxShape::gets_puts`];
+    /// [`WorkloadConfigError::TooFewKeys`] if `keys < self.keys_min()`.
+    pub fn check(self, keys: u64) -> Result<(), WorkloadConfigError> {
+        if let TxShape::GetsPuts { gets, puts } = self {
+            TxShape::gets_puts(gets, puts)?;
+        }
+        let min = self.keys_min();
+        if keys < min {
+            return Err(WorkloadConfigError::TooFewKeys { keys, min });
+        }
+        Ok(())
+    }
+}
+
+/// `mixed`, `write-skew`, or Dandelion's `O(G,P)`.
+impl std::fmt::Display for TxShape {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            TxShape::Mixed => f.write_str("mixed"),
+            TxShape::WriteSkew => f.write_str("write-skew"),
+            TxShape::GetsPuts { gets, puts } => write!(f, "O({gets},{puts})"),
+        }
+    }
 }
 
 /// Why a workload's generator configuration is unusable.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum WorkloadConfigError {
-    /// Fewer than two keys (the write-skew shape needs two).
-    #[error("{0} keys: a history workload needs at least 2")]
-    TooFewKeys(u64),
+    /// Fewer keys than one transaction of the shape needs
+    /// ([`TxShape::keys_min`]).
+    #[error("{keys} keys: this workload's transactions need at least {min}")]
+    TooFewKeys {
+        /// Keys given.
+        keys: u64,
+        /// Keys needed.
+        min: u64,
+    },
+    /// An O(G,P) shape with no micro-op or more than a transaction holds.
+    #[error("{gets} gets and {puts} puts: a transaction holds 1 to {max} micro-ops")]
+    OpsPerTx {
+        /// Reads asked for.
+        gets: u8,
+        /// Writes asked for.
+        puts: u8,
+        /// [`MICRO_OPS_PER_TX_MAX`].
+        max: usize,
+    },
     /// More clients than appends a key may take, or none.
     #[error("{clients} clients: between 1 and {max} clients may share the keys")]
     Clients {

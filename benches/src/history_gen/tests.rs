@@ -289,3 +289,91 @@ fn completion_maps_each_outcome_to_ok_info_or_fail() {
         )
     );
 }
+
+#[test]
+fn gets_puts_shapes_are_checked_and_named() {
+    assert_eq!(
+        TxShape::gets_puts(4, 2),
+        Ok(TxShape::GetsPuts { gets: 4, puts: 2 })
+    );
+    assert_eq!(
+        TxShape::gets_puts(0, 0),
+        Err(WorkloadConfigError::OpsPerTx {
+            gets: 0,
+            puts: 0,
+            max: codec::MICRO_OPS_PER_TX_MAX
+        })
+    );
+    assert!(TxShape::gets_puts(5, 4).is_err());
+    assert!(TxShape::gets_puts(8, 0).is_ok());
+    assert_eq!(TxShape::GetsPuts { gets: 4, puts: 2 }.to_string(), "O(4,2)");
+    assert_eq!(TxShape::Mixed.to_string(), "mixed");
+    // A shape built without gets_puts is checked when a workload takes it.
+    let unchecked = TxShape::GetsPuts { gets: 9, puts: 0 };
+    assert!(matches!(
+        unchecked.check(100),
+        Err(WorkloadConfigError::OpsPerTx { .. })
+    ));
+    assert_eq!(
+        TxShape::GetsPuts { gets: 4, puts: 2 }.check(5),
+        Err(WorkloadConfigError::TooFewKeys { keys: 5, min: 6 })
+    );
+    assert!(RegisterConfig::new(6, TxShape::GetsPuts { gets: 4, puts: 2 }).is_ok());
+    assert!(RegisterConfig::new(5, TxShape::GetsPuts { gets: 4, puts: 2 }).is_err());
+}
+
+#[test]
+fn gets_puts_transactions_read_then_write_distinct_keys() {
+    let cfg = RegisterConfig::new(6, TxShape::gets_puts(4, 2).unwrap()).unwrap();
+    let mut g = RegisterGenerator::new(cfg, 0, 3);
+    let mut first_keys = std::collections::HashSet::new();
+    for _ in 0..500 {
+        let tx = g.draw();
+        assert_eq!(tx.len(), 6);
+        assert!(tx[..4]
+            .iter()
+            .all(|m| matches!(m, MicroOp::Read { value: None, .. })));
+        assert!(tx[4..].iter().all(|m| matches!(m, MicroOp::Write { .. })));
+        let keys: std::collections::HashSet<u64> = tx.iter().map(|m| m.key()).collect();
+        assert_eq!(
+            keys.len(),
+            6,
+            "every key of a transaction is distinct: {tx:?}"
+        );
+        assert!(keys.iter().all(|&k| k < 6));
+        first_keys.insert(tx[0].key());
+    }
+    assert_eq!(
+        first_keys.len(),
+        6,
+        "keys are drawn over the whole key space"
+    );
+    // Read-only and write-only shapes.
+    let mut reads = RegisterGenerator::new(
+        RegisterConfig::new(50, TxShape::gets_puts(1, 0).unwrap()).unwrap(),
+        1,
+        3,
+    );
+    assert!(matches!(reads.draw()[..], [MicroOp::Read { .. }]));
+    let mut writes = RegisterGenerator::new(
+        RegisterConfig::new(50, TxShape::gets_puts(0, 1).unwrap()).unwrap(),
+        1,
+        3,
+    );
+    assert!(matches!(writes.draw()[..], [MicroOp::Write { .. }]));
+}
+
+#[test]
+fn gets_puts_list_append_transactions_read_then_append() {
+    use crate::list_append::{ListAppendConfig, ListAppendGenerator};
+    let cfg = ListAppendConfig::new(8, 2, 100, TxShape::gets_puts(2, 2).unwrap()).unwrap();
+    let mut g = ListAppendGenerator::new(cfg, 1, 4);
+    for _ in 0..100 {
+        let tx = g.draw().expect("the key space covers the budget");
+        assert_eq!(tx.len(), 4);
+        assert!(tx[..2].iter().all(|m| matches!(m, MicroOp::Read { .. })));
+        assert!(tx[2..].iter().all(|m| matches!(m, MicroOp::Append { .. })));
+        let keys: std::collections::HashSet<u64> = tx.iter().map(|m| m.key()).collect();
+        assert_eq!(keys.len(), 4);
+    }
+}

@@ -16,8 +16,9 @@ use splitkv_check::history::MicroOp;
 use splitkv_layout::host_nic::ARGS_BYTES_MAX;
 use splitkv_nic::ProcError;
 
-/// Most micro-ops in one transaction (Elle's generator draws 1–4).
-pub const MICRO_OPS_PER_TX_MAX: usize = 4;
+/// Most micro-ops in one transaction: Elle's generator draws 1–4
+/// ([`crate::history_gen::MIXED_OPS_MAX`]); Dandelion §7's O(4,2) takes 6.
+pub const MICRO_OPS_PER_TX_MAX: usize = 8;
 
 /// Encoded bytes of one micro-op: `f`, key, value.
 pub const TX_OP_BYTES: usize = 1 + 8 + 8;

@@ -15,12 +15,10 @@
 //! draws nothing more.
 
 use super::LIST_ELEMENTS_MAX;
-use crate::history_gen::{MicroOpSource, TxShape, WorkloadConfigError};
+use crate::history_gen::{MicroOpSource, TxShape, WorkloadConfigError, MIXED_OPS_MAX};
 use rand::{Rng, SeedableRng};
 use rand_xoshiro::Xoshiro256PlusPlus;
 use splitkv_check::history::MicroOp;
-
-use super::codec::MICRO_OPS_PER_TX_MAX;
 
 /// Bits of an element below the client id (the client's counter).
 pub const ELEMENT_COUNTER_BITS: u32 = 40;
@@ -45,7 +43,8 @@ impl ListAppendConfig {
     /// one client fell on one window slot.
     ///
     /// # Errors
-    /// [`WorkloadConfigError`] if `active_keys < 2` or there are more clients
+    /// [`WorkloadConfigError`] if `active_keys` is below what one transaction
+    /// of `shape` needs ([`TxShape::keys_min`]) or there are more clients
     /// than [`LIST_ELEMENTS_MAX`] (each needs a share of every key's appends).
     pub fn new(
         active_keys: u64,
@@ -53,9 +52,7 @@ impl ListAppendConfig {
         budget_per_client: u64,
         shape: TxShape,
     ) -> Result<ListAppendConfig, WorkloadConfigError> {
-        if active_keys < 2 {
-            return Err(WorkloadConfigError::TooFewKeys(active_keys));
-        }
+        shape.check(active_keys)?;
         if clients == 0 || clients > LIST_ELEMENTS_MAX as u64 {
             return Err(WorkloadConfigError::Clients {
                 clients,
@@ -63,7 +60,13 @@ impl ListAppendConfig {
             });
         }
         let share = LIST_ELEMENTS_MAX as u64 / clients;
-        let appends_max = budget_per_client * MICRO_OPS_PER_TX_MAX as u64;
+        // Elle's shapes keep the bound they were sized with (the mix's most
+        // micro-ops per transaction), so that their runs stay as they were.
+        let appends_per_tx = match shape {
+            TxShape::GetsPuts { puts, .. } => puts as u64,
+            TxShape::Mixed | TxShape::WriteSkew => MIXED_OPS_MAX as u64,
+        };
+        let appends_max = budget_per_client * appends_per_tx;
         Ok(ListAppendConfig {
             active_keys,
             clients,
@@ -144,7 +147,7 @@ impl ListAppendGenerator {
         let slots = self.cfg.active_keys as usize;
         match self.cfg.shape {
             TxShape::Mixed => {
-                let n = self.rng.gen_range(1..=MICRO_OPS_PER_TX_MAX);
+                let n = self.rng.gen_range(1..=MIXED_OPS_MAX);
                 let mut ops = Vec::with_capacity(n);
                 for _ in 0..n {
                     let slot = self.rng.gen_range(0..slots);
@@ -163,6 +166,16 @@ impl ListAppendGenerator {
                 let w = if self.rng.gen_bool(0.5) { a } else { b };
                 let append = self.append(w)?;
                 Some(vec![ra, rb, append])
+            }
+            TxShape::GetsPuts { gets, puts } => {
+                let n = gets as usize + puts as usize;
+                let slots = crate::register::distinct_keys(&mut self.rng, slots as u64, n);
+                let (read, appended) = slots.split_at(gets as usize);
+                let mut ops: Vec<MicroOp> = read.iter().map(|&s| self.read(s as usize)).collect();
+                for &slot in appended {
+                    ops.push(self.append(slot as usize)?);
+                }
+                Some(ops)
             }
         }
     }

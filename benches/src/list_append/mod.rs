@@ -1,5 +1,6 @@
 //! The list-append workload of Jepsen's Elle (Kingsbury & Alvaro, VLDB'20 §4):
-//! transactions of 1–[`MICRO_OPS_PER_TX_MAX`] micro-ops, each a read of a key or
+//! transactions of 1–[`MICRO_OPS_PER_TX_MAX`] micro-ops (their shape:
+//! [`crate::history_gen::TxShape`]), each a read of a key or
 //! an append of a unique `u64` element to the list stored at a key. Because
 //! every element is unique, each read names exactly the appends it saw, which
 //! is what lets the strict-serializability checker (`splitkv_check::checker`)

@@ -72,7 +72,7 @@ fn generator_never_overfills_a_key_and_elements_are_unique() {
         let mut g = ListAppendGenerator::new(cfg, c, 9);
         for _ in 0..budget {
             let tx = g.draw().expect("the key space covers the budget");
-            assert!((1..=codec::MICRO_OPS_PER_TX_MAX).contains(&tx.len()));
+            assert!((1..=crate::history_gen::MIXED_OPS_MAX).contains(&tx.len()));
             for m in tx {
                 assert!(m.key() < cfg.keys_total());
                 if let MicroOp::Append { key, element } = m {

@@ -33,13 +33,32 @@ pub enum ShapeSpec {
     Mixed,
     /// Read two keys, write one.
     WriteSkew,
+    /// Dandelion §7's O(G,P): `gets` reads, then `puts` writes.
+    GetsPuts {
+        /// Reads per transaction.
+        gets: u8,
+        /// Writes per transaction.
+        puts: u8,
+    },
 }
 
+impl From<TxShape> for ShapeSpec {
+    fn from(s: TxShape) -> ShapeSpec {
+        match s {
+            TxShape::Mixed => ShapeSpec::Mixed,
+            TxShape::WriteSkew => ShapeSpec::WriteSkew,
+            TxShape::GetsPuts { gets, puts } => ShapeSpec::GetsPuts { gets, puts },
+        }
+    }
+}
+
+/// Checked when the workload is built (`TxShape::check`).
 impl From<ShapeSpec> for TxShape {
     fn from(s: ShapeSpec) -> TxShape {
         match s {
             ShapeSpec::Mixed => TxShape::Mixed,
             ShapeSpec::WriteSkew => TxShape::WriteSkew,
+            ShapeSpec::GetsPuts { gets, puts } => TxShape::GetsPuts { gets, puts },
         }
     }
 }

@@ -5,7 +5,7 @@
 //! written with `--history`, strict-serializability checker, lost-commit
 //! accounting) and print counts, throughput and the verdict.
 
-use crate::cli::{HistoryBenchArgs, Shape};
+use crate::cli::HistoryRunArgs;
 use crate::report::history::{Checked, Summary};
 use crate::timeline::{ClusterSampler, Timeline};
 use crate::Failure;
@@ -27,17 +27,15 @@ const RUN_TIMEOUT: Duration = Duration::from_secs(600);
 /// How long the transactions in flight when `--duration` ends may take.
 const DRAIN_TIMEOUT: Duration = Duration::from_secs(10);
 
-/// The generator shape of `shape`.
-pub fn tx_shape(shape: Shape) -> TxShape {
-    match shape {
-        Shape::Mixed => TxShape::Mixed,
-        Shape::WriteSkew => TxShape::WriteSkew,
-    }
-}
-
-/// Runs `workload` as `args` say and prints the report; a failed check is
-/// [`Failure::Check`], a panicking polling thread [`Failure::Internal`].
-pub fn run(mut workload: HistoryCheck, args: &HistoryBenchArgs) -> Result<(), Failure> {
+/// Runs `workload` (over `keys` keys, transactions of `shape`) as `args`
+/// say and prints the report; a failed check is [`Failure::Check`], a
+/// panicking polling thread [`Failure::Internal`].
+pub fn run(
+    mut workload: HistoryCheck,
+    args: &HistoryRunArgs,
+    keys: u64,
+    shape: TxShape,
+) -> Result<(), Failure> {
     if let Some(p) = &args.timeline {
         crate::timeline::check_path(p)?;
     }
@@ -94,6 +92,8 @@ pub fn run(mut workload: HistoryCheck, args: &HistoryBenchArgs) -> Result<(), Fa
     Summary {
         workload: cluster.workload.name(),
         args,
+        keys,
+        shape,
         nodes: args.nodes,
         replication: args.replication,
         stats,

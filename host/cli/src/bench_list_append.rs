@@ -9,9 +9,8 @@ use splitkv_bench::history::HistoryCheck;
 
 /// Runs the bench; a failed check is [`Failure::Check`].
 pub fn run(args: &HistoryBenchArgs) -> Result<(), Failure> {
-    let shape = crate::bench_history::tx_shape(args.shape);
-    let workload =
-        HistoryCheck::list_append(args.keys, args.nodes as u64, args.transactions, shape)
-            .map_err(|e| Failure::BadInput(e.to_string()))?;
-    crate::bench_history::run(workload, args)
+    let (shape, run) = (args.shape(), &args.run);
+    let workload = HistoryCheck::list_append(args.keys, run.nodes as u64, run.transactions, shape)
+        .map_err(|e| Failure::BadInput(e.to_string()))?;
+    crate::bench_history::run(workload, run, args.keys, shape)
 }

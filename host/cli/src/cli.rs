@@ -4,6 +4,8 @@
 
 use clap::builder::{PossibleValuesParser, TypedValueParser};
 use clap::{Args, Parser, Subcommand, ValueEnum};
+use splitkv_bench::history_gen::TxShape;
+use splitkv_bench::list_append::codec::MICRO_OPS_PER_TX_MAX;
 use splitkv_bench::loadgen::MAX_TRIES_LIMIT;
 use splitkv_bench::lookup_report::D_MAX_UNLIMITED;
 use splitkv_host::table::TableKind;
@@ -253,15 +255,43 @@ pub enum Shape {
 /// `splitkv bench list-append` and `splitkv bench register`.
 #[derive(Args, Debug)]
 pub struct HistoryBenchArgs {
+    /// Keys (list-append: keys in the active window, each retired after a bounded number of appends); fewer is hotter.
+    #[arg(long, default_value_t = 8)]
+    pub keys: u64,
+    /// What the transactions look like.
+    #[arg(long, value_enum, default_value = "mixed")]
+    pub shape: Shape,
+    /// What every history bench takes.
+    #[command(flatten)]
+    pub run: HistoryRunArgs,
+}
+
+/// `splitkv bench micro`: Dandelion §7's O(G,P) on read-write registers.
+#[derive(Args, Debug)]
+pub struct MicroArgs {
+    /// Reads per transaction (the G of O(G,P)).
+    #[arg(long, default_value_t = 1)]
+    pub gets: u8,
+    /// Writes per transaction (the P of O(G,P)); gets + puts is 1..=8.
+    #[arg(long, default_value_t = 0)]
+    pub puts: u8,
+    /// Keys, each a register; a transaction's keys are distinct and drawn uniformly.
+    #[arg(long, default_value_t = 100_000)]
+    pub keys: u64,
+    /// What every history bench takes.
+    #[command(flatten)]
+    pub run: HistoryRunArgs,
+}
+
+/// What every history bench (`list-append`, `register`, `micro`) takes.
+#[derive(Args, Debug)]
+pub struct HistoryRunArgs {
     /// Nodes in the cluster (1..=16; list-append at most 30).
     #[arg(long, default_value_t = 3)]
     pub nodes: usize,
     /// Replicas per shard: primary plus backups (1..=nodes).
     #[arg(long, default_value_t = 3)]
     pub replication: usize,
-    /// Keys (list-append: keys in the active window, each retired after a bounded number of appends); fewer is hotter.
-    #[arg(long, default_value_t = 8)]
-    pub keys: u64,
     /// Transactions each node's client keeps outstanding (each a Jepsen process).
     #[arg(long, default_value_t = 4)]
     pub inflight: usize,
@@ -277,9 +307,6 @@ pub struct HistoryBenchArgs {
     /// Polling threads the cluster's components are spread over.
     #[arg(long, default_value_t = 2)]
     pub threads: usize,
-    /// What the transactions look like.
-    #[arg(long, value_enum, default_value = "mixed")]
-    pub shape: Shape,
     /// Write the run's history to FILE as Jepsen-shaped JSON lines (checkable by `splitkv check history` or Elle).
     #[arg(long, value_name = "FILE")]
     pub history: Option<PathBuf>,
@@ -305,6 +332,8 @@ pub enum Bench {
     ListAppend(HistoryBenchArgs),
     /// Read-write registers with unique values, then the strict-serializability and lost-commit checks.
     Register(HistoryBenchArgs),
+    /// Dandelion's O(G,P): G gets and P puts of random keys per transaction (registers), then the history checks.
+    Micro(MicroArgs),
 }
 
 /// `splitkv bench smallbank`.
@@ -496,7 +525,7 @@ impl LookupArgs {
     }
 }
 
-impl HistoryBenchArgs {
+impl HistoryRunArgs {
     /// Checks the values clap cannot: one line per failure.
     pub fn validate(&self) -> Result<(), String> {
         let (n, r) = (self.nodes, self.replication);
@@ -505,12 +534,6 @@ impl HistoryBenchArgs {
         })?;
         ensure((1..=n).contains(&r), || {
             format!("--replication must be between 1 and --nodes ({n}), got {r}")
-        })?;
-        ensure((2..=HISTORY_KEYS_MAX).contains(&self.keys), || {
-            format!(
-                "--keys must be between 2 and {HISTORY_KEYS_MAX}, got {}",
-                self.keys
-            )
         })?;
         ensure((1..=HISTORY_INFLIGHT_MAX).contains(&self.inflight), || {
             format!(
@@ -537,6 +560,54 @@ impl HistoryBenchArgs {
             )
         })
     }
+}
+
+impl HistoryBenchArgs {
+    /// Checks the values clap cannot: one line per failure.
+    pub fn validate(&self) -> Result<(), String> {
+        check_history_keys(self.keys)?;
+        self.run.validate()
+    }
+
+    /// The generator shape `--shape` names.
+    pub fn shape(&self) -> TxShape {
+        match self.shape {
+            Shape::Mixed => TxShape::Mixed,
+            Shape::WriteSkew => TxShape::WriteSkew,
+        }
+    }
+}
+
+impl MicroArgs {
+    /// Checks the values clap cannot: one line per failure.
+    pub fn validate(&self) -> Result<(), String> {
+        check_history_keys(self.keys)?;
+        let shape = self.shape()?;
+        ensure(shape.keys_min() <= self.keys, || {
+            format!(
+                "--keys must be at least --gets + --puts ({}), got {}",
+                shape.keys_min(),
+                self.keys
+            )
+        })?;
+        self.run.validate()
+    }
+
+    /// O(`--gets`, `--puts`).
+    pub fn shape(&self) -> Result<TxShape, String> {
+        TxShape::gets_puts(self.gets, self.puts).map_err(|_| {
+            format!(
+                "--gets + --puts must be between 1 and {MICRO_OPS_PER_TX_MAX}, got {} + {}",
+                self.gets, self.puts
+            )
+        })
+    }
+}
+
+fn check_history_keys(keys: u64) -> Result<(), String> {
+    ensure((2..=HISTORY_KEYS_MAX).contains(&keys), || {
+        format!("--keys must be between 2 and {HISTORY_KEYS_MAX}, got {keys}")
+    })
 }
 
 /// Most keys of a history bench (the checker's graph grows with the history,

@@ -103,6 +103,7 @@ fn main() -> ExitCode {
         Command::Bench(Bench::Smallbank(a)) => a.validate(),
         Command::Bench(Bench::Lookup(a)) => a.validate(),
         Command::Bench(Bench::ListAppend(a) | Bench::Register(a)) => a.validate(),
+        Command::Bench(Bench::Micro(a)) => a.validate(),
         Command::Check(Check::History(_)) => Ok(()),
         Command::Node(a) => a.validate(),
         Command::Sim(a) => a.validate(),
@@ -163,11 +164,15 @@ fn dispatch(command: &Command) -> Result<(), Failure> {
         Command::Bench(Bench::Smallbank(a)) if a.deployed.cluster.is_some() => {
             cluster_bench::smallbank(a)
         }
-        Command::Bench(Bench::ListAppend(a)) if a.deployed.cluster.is_some() => {
-            cluster_bench::history(a, false)
+        Command::Bench(Bench::ListAppend(a)) if a.run.deployed.cluster.is_some() => {
+            cluster_bench::history(&a.run, a.keys, a.shape(), false)
         }
-        Command::Bench(Bench::Register(a)) if a.deployed.cluster.is_some() => {
-            cluster_bench::history(a, true)
+        Command::Bench(Bench::Register(a)) if a.run.deployed.cluster.is_some() => {
+            cluster_bench::history(&a.run, a.keys, a.shape(), true)
+        }
+        Command::Bench(Bench::Micro(a)) if a.run.deployed.cluster.is_some() => {
+            let shape = a.shape().map_err(Failure::BadInput)?;
+            cluster_bench::history(&a.run, a.keys, shape, true)
         }
         Command::Node(a) => node::run(a),
         Command::Bench(Bench::Smallbank(a)) => bench_smallbank::run(a),
@@ -176,6 +181,7 @@ fn dispatch(command: &Command) -> Result<(), Failure> {
         }
         Command::Bench(Bench::ListAppend(a)) => bench_list_append::run(a),
         Command::Bench(Bench::Register(a)) => bench_register::run(a),
+        Command::Bench(Bench::Micro(a)) => bench_register::run_micro(a),
         Command::Check(Check::History(a)) => check_history::run(a),
         Command::Sim(a) => sim::run(a),
         Command::Status(a) => status::run(a),

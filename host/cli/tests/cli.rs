@@ -51,6 +51,12 @@ fn bad_flags_exit_2_with_one_line() {
         &["bench", "list-append", "--nodes", "3", "--replication", "4"],
         &["bench", "register", "--inflight", "0"],
         &["bench", "register", "--shape", "zigzag"],
+        &["bench", "micro", "--gets", "0"],
+        &["bench", "micro", "--gets", "5", "--puts", "4"],
+        &[
+            "bench", "micro", "--gets", "4", "--puts", "2", "--keys", "5",
+        ],
+        &["bench", "micro", "--shape", "mixed"],
         &["check", "history"],
         &["check", "history", "f.jsonl", "--model", "graph"],
     ] {
@@ -202,6 +208,7 @@ fn readme_usage_matches_help() {
         "bench smallbank",
         "bench list-append",
         "bench register",
+        "bench micro",
         "bench lookup",
         "check history",
     ] {
@@ -260,6 +267,55 @@ fn readme_usage_matches_help() {
 /// A fresh path in the test's temporary directory.
 fn tmp(name: &str) -> std::path::PathBuf {
     std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join(name)
+}
+
+/// Dandelion's O(4,2): every transaction of the history reads four
+/// registers and then writes two others, and the run passes its checks.
+#[test]
+fn micro_runs_gets_then_puts_and_passes_the_history_checks() {
+    let path = tmp("cli-micro.jsonl");
+    let _ = std::fs::remove_file(&path);
+    let file = path.to_str().unwrap();
+    let out = splitkv(&[
+        "bench",
+        "micro",
+        "--gets",
+        "4",
+        "--puts",
+        "2",
+        "--keys",
+        "64",
+        "--transactions",
+        "300",
+        "--history",
+        file,
+        "--json",
+    ]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{err}");
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("one JSON object");
+    assert_eq!(v["workload"], "register");
+    assert_eq!(v["shape"], "O(4,2)");
+    assert_eq!(v["keys"], 64);
+    assert_eq!(v["submitted"].as_u64(), Some(900));
+    assert_eq!(v["history_valid"], true);
+    assert!(v["committed"].as_u64().unwrap() > 0);
+    let read = splitkv_check::history::History::read_jsonl(std::io::BufReader::new(
+        std::fs::File::open(&path).expect("history written"),
+    ))
+    .expect("Jepsen-shaped JSON lines");
+    for op in read
+        .ops
+        .iter()
+        .filter(|o| o.kind == splitkv_check::history::OpType::Invoke)
+    {
+        let kinds: Vec<bool> = op
+            .value
+            .iter()
+            .map(|m| matches!(m, splitkv_check::history::MicroOp::Read { .. }))
+            .collect();
+        assert_eq!(kinds, [true, true, true, true, false, false], "{op:?}");
+    }
 }
 
 #[test]

@@ -13,7 +13,7 @@ fn splitkv(args: &[&str]) -> std::process::Output {
 
 #[test]
 fn seeds_of_every_workload_pass_their_checks() {
-    for workload in ["smallbank", "list-append", "register"] {
+    for workload in ["smallbank", "list-append", "register", "micro"] {
         let out = splitkv(&[
             "sim",
             "--workload",
@@ -77,6 +77,14 @@ fn bad_flags_exit_2_with_one_line() {
         (&["sim", "--replication", "4"], "--replication"),
         (&["sim", "--jobs", "0"], "--jobs"),
         (&["sim", "--workload", "tpcc"], "tpcc"),
+        (
+            &["sim", "--workload", "register", "--gets", "2"],
+            "--workload micro",
+        ),
+        (
+            &["sim", "--workload", "micro", "--gets", "9"],
+            "--gets + --puts",
+        ),
     ] {
         let out = splitkv(args);
         let err = String::from_utf8_lossy(&out.stderr);

@@ -52,7 +52,7 @@ mod replace;
 mod restart;
 mod spawn;
 
-use crate::cli::{ClusterArgs, HistoryBenchArgs, KillAt, SmallbankArgs};
+use crate::cli::{ClusterArgs, HistoryRunArgs, KillAt, SmallbankArgs};
 use crate::report::{history, replica_line, NicTotals, SessionTotals};
 use crate::report::{Report, RunFigures, SmallbankReport};
 use crate::timeline::{Timeline, SAMPLE_INTERVAL};
@@ -62,6 +62,7 @@ use indicatif::{ProgressBar, ProgressStyle};
 use nic_crash::NicCrash;
 use serde::de::DeserializeOwned;
 use serde_json::Value;
+use splitkv_bench::history_gen::TxShape;
 use splitkv_bench::remote::check::history_stats;
 use splitkv_bench::remote::protocol::*;
 use splitkv_bench::remote::replay::results_from_journal;
@@ -507,8 +508,14 @@ pub fn smallbank(args: &SmallbankArgs) -> Result<(), Failure> {
     end.finish(args.json, [money.map(drop), replicas.map(drop)])
 }
 
-/// `bench list-append|register --cluster`.
-pub fn history(args: &HistoryBenchArgs, register: bool) -> Result<(), Failure> {
+/// `bench list-append|register|micro --cluster`: `keys` keys, transactions
+/// of `shape`, on registers if `register` (else lists).
+pub fn history(
+    args: &HistoryRunArgs,
+    keys: u64,
+    shape: TxShape,
+    register: bool,
+) -> Result<(), Failure> {
     if let Some(p) = &args.timeline {
         crate::timeline::check_path(p)?;
     }
@@ -519,18 +526,12 @@ pub fn history(args: &HistoryBenchArgs, register: bool) -> Result<(), Failure> {
     });
     let nodes = d.config.nodes.len();
     let replication = d.config.replication;
-    let shape = match args.shape {
-        crate::cli::Shape::Mixed => ShapeSpec::Mixed,
-        crate::cli::Shape::WriteSkew => ShapeSpec::WriteSkew,
-    };
+    let shape = ShapeSpec::from(shape);
     let spec = if register {
-        WorkloadSpec::Register {
-            keys: args.keys,
-            shape,
-        }
+        WorkloadSpec::Register { keys, shape }
     } else {
         WorkloadSpec::ListAppend {
-            keys: args.keys,
+            keys,
             clients: nodes as u64,
             transactions_per_client: args.transactions,
             shape,
@@ -558,6 +559,8 @@ pub fn history(args: &HistoryBenchArgs, register: bool) -> Result<(), Failure> {
     history::Summary {
         workload: spec.name(),
         args,
+        keys,
+        shape: TxShape::from(shape),
         nodes,
         replication,
         stats: history_stats(&results),

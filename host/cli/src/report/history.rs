@@ -7,9 +7,10 @@
 //! ([`Deployed`]); an in-process run prints none of them.
 
 use super::{ratio, NicTotals, SessionTotals};
-use crate::cli::HistoryBenchArgs;
+use crate::cli::HistoryRunArgs;
 use splitkv_bench::history::HistoryReport;
 use splitkv_bench::history_gen::HistoryStats;
+use splitkv_bench::history_gen::TxShape;
 use splitkv_bench::remote::RemoteHistoryReport;
 use splitkv_bench::CheckError;
 use splitkv_check::checker::CheckReport;
@@ -21,8 +22,12 @@ use std::time::Duration;
 pub struct Summary<'a> {
     /// The workload's name (`list-append`, `register`).
     pub workload: &'a str,
-    /// The command line.
-    pub args: &'a HistoryBenchArgs,
+    /// The command line's options every history bench takes.
+    pub args: &'a HistoryRunArgs,
+    /// Keys of the workload.
+    pub keys: u64,
+    /// What its transactions looked like.
+    pub shape: TxShape,
     /// Nodes in the cluster.
     pub nodes: usize,
     /// Replicas per shard.
@@ -135,7 +140,8 @@ impl Summary<'_> {
             "workload": self.workload,
             "nodes": self.nodes,
             "replication": self.replication,
-            "keys": self.args.keys,
+            "keys": self.keys,
+            "shape": self.shape.to_string(),
             "inflight": self.args.inflight,
             "seed": self.args.seed,
             "threads": self.args.threads,
@@ -164,8 +170,8 @@ impl fmt::Display for Summary<'_> {
         };
         writeln!(
             f,
-            "{} on {} {on} (replication {}), {} keys, {} in flight per node, seed {}",
-            self.workload, self.nodes, self.replication, a.keys, a.inflight, a.seed
+            "{} ({}) on {} {on} (replication {}), {} keys, {} in flight per node, seed {}",
+            self.workload, self.shape, self.nodes, self.replication, self.keys, a.inflight, a.seed
         )?;
         writeln!(
             f,
@@ -214,7 +220,7 @@ mod tests {
 
     /// `splitkv bench list-append --history /tmp/h.jsonl` (3 nodes,
     /// replication 3, 8 keys, 4 in flight, seed 1).
-    fn args() -> HistoryBenchArgs {
+    fn args() -> crate::cli::HistoryBenchArgs {
         let argv = [
             "splitkv",
             "bench",
@@ -231,7 +237,7 @@ mod tests {
     /// 10 submitted: 6 committed, 3 failed (2 of them conflicts), 1
     /// indeterminate, over 2 s.
     fn summary<'a>(
-        args: &'a HistoryBenchArgs,
+        args: &'a crate::cli::HistoryBenchArgs,
         checked: Result<Checked, &'a CheckError>,
         deployed: Option<Deployed>,
     ) -> Summary<'a> {
@@ -250,7 +256,9 @@ mod tests {
         }
         Summary {
             workload: "list-append",
-            args,
+            args: &args.run,
+            keys: args.keys,
+            shape: args.shape(),
             nodes: 3,
             replication: 3,
             stats,
@@ -302,7 +310,7 @@ mod tests {
         assert_eq!(
             summary(&args, Ok(CHECKED), None).to_string(),
             lines(&[
-                "list-append on 3 nodes (replication 3), 8 keys, 4 in flight per node, seed 1",
+                "list-append (mixed) on 3 nodes (replication 3), 8 keys, 4 in flight per node, seed 1",
                 head,
                 "throughput: 3 committed tx/s over 2.00 s",
                 verdict,
@@ -313,7 +321,7 @@ mod tests {
         assert_eq!(
             summary(&args, Ok(CHECKED), Some(deployed())).to_string(),
             lines(&[
-                "list-append on 3 node processes (replication 3), 8 keys, 4 in flight per node, seed 1",
+                "list-append (mixed) on 3 node processes (replication 3), 8 keys, 4 in flight per node, seed 1",
                 head,
                 "throughput: 3 committed tx/s over 2.00 s; 1000 packets, 2.50 messages/packet",
                 verdict,
@@ -342,6 +350,7 @@ mod tests {
             "nodes",
             "replication",
             "keys",
+            "shape",
             "inflight",
             "seed",
             "threads",

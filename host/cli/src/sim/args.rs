@@ -1,6 +1,8 @@
 //! The flags of `splitkv sim` and the seed-range syntax.
 
 use clap::{Args, ValueEnum};
+use splitkv_bench::history_gen::TxShape;
+use splitkv_bench::list_append::codec::MICRO_OPS_PER_TX_MAX;
 use splitkv_sim::faults::FaultMix;
 use std::ops::Range;
 use std::path::PathBuf;
@@ -19,6 +21,8 @@ pub enum SimWorkload {
     ListAppend,
     /// Read/write registers: every history checked for strict serializability.
     Register,
+    /// Dandelion §7's O(G,P) on read/write registers (G = --gets reads, P = --puts writes per transaction): every history checked.
+    Micro,
 }
 
 impl SimWorkload {
@@ -28,6 +32,7 @@ impl SimWorkload {
             SimWorkload::Smallbank => "smallbank",
             SimWorkload::ListAppend => "list-append",
             SimWorkload::Register => "register",
+            SimWorkload::Micro => "micro",
         }
     }
 }
@@ -54,6 +59,12 @@ pub struct SimArgs {
     /// The workload.
     #[arg(long, value_enum, default_value = "smallbank")]
     pub workload: SimWorkload,
+    /// Reads per transaction of --workload micro (default 4).
+    #[arg(long)]
+    pub gets: Option<u8>,
+    /// Writes per transaction of --workload micro (default 2).
+    #[arg(long)]
+    pub puts: Option<u8>,
     /// The commit protocol.
     #[arg(long, value_enum, default_value = "xenic-occ")]
     pub protocol: SimProtocol,
@@ -162,7 +173,21 @@ impl SimArgs {
         if self.jobs == Some(0) {
             return Err("--jobs must be at least 1".into());
         }
-        Ok(())
+        if self.workload != SimWorkload::Micro && (self.gets.is_some() || self.puts.is_some()) {
+            return Err("--gets and --puts are options of --workload micro".into());
+        }
+        self.micro_shape().map(drop)
+    }
+
+    /// The transactions' shape of `--workload micro`: O(`--gets`, `--puts`),
+    /// O(4,2) by default.
+    pub fn micro_shape(&self) -> Result<TxShape, String> {
+        let (gets, puts) = (self.gets.unwrap_or(4), self.puts.unwrap_or(2));
+        TxShape::gets_puts(gets, puts).map_err(|_| {
+            format!(
+                "--gets + --puts must be between 1 and {MICRO_OPS_PER_TX_MAX}, got {gets} + {puts}"
+            )
+        })
     }
 
     /// The command that replays seed `seed` alone, with its event trace.
@@ -177,6 +202,11 @@ impl SimArgs {
             self.transactions,
             self.inflight
         );
+        if self.workload == SimWorkload::Micro {
+            if let Ok(TxShape::GetsPuts { gets, puts }) = self.micro_shape() {
+                cmd.push_str(&format!(" --gets {gets} --puts {puts}"));
+            }
+        }
         if let Some(dir) = &self.history {
             cmd.push_str(&format!(" --history {}", dir.display()));
         }

@@ -31,6 +31,10 @@ const SESSION_SILENCE_NS: u64 = 30_000_000;
 const TRACE_EVENTS_PRINTED: usize = 60;
 /// Keys of the history workloads (few, so transactions conflict).
 const HISTORY_KEYS: u64 = 12;
+/// Registers of `--workload micro`: an O(4,2) transaction takes 6 distinct
+/// keys, so fewer would abort nearly every transaction (with 12 keys, about
+/// one in 70 commits).
+const MICRO_KEYS: u64 = 64;
 /// Smallbank accounts per node.
 const SMALLBANK_ACCOUNTS_PER_NODE: u64 = 500;
 /// Mixed into the seed for the lease manager's delays (a stream apart from
@@ -80,16 +84,19 @@ pub fn run_seed(args: &SimArgs, seed: u64) -> SeedOutcome {
                 Err(e) => SeedOutcome::failed(seed, e.to_string()),
             }
         }
-        SimWorkload::ListAppend | SimWorkload::Register => {
-            let w = if args.workload == SimWorkload::ListAppend {
-                HistoryCheck::list_append(
+        SimWorkload::ListAppend | SimWorkload::Register | SimWorkload::Micro => {
+            let w = match args.workload {
+                SimWorkload::ListAppend => HistoryCheck::list_append(
                     HISTORY_KEYS,
                     args.nodes as u64,
                     args.transactions,
                     TxShape::Mixed,
-                )
-            } else {
-                HistoryCheck::register(HISTORY_KEYS, TxShape::Mixed)
+                ),
+                SimWorkload::Micro => match args.micro_shape() {
+                    Ok(shape) => HistoryCheck::register(MICRO_KEYS, shape),
+                    Err(e) => return SeedOutcome::failed(seed, e),
+                },
+                _ => HistoryCheck::register(HISTORY_KEYS, TxShape::Mixed),
             };
             match w {
                 Ok(mut w) => {
