@@ -309,6 +309,22 @@ impl Connection {
         &self.socket
     }
 
+    /// Whether the node closed its end of the socket (it stopped, or dropped
+    /// this connection): a non-blocking peek that reads nothing. A socket
+    /// error counts as closed.
+    pub fn peer_closed(&self) -> bool {
+        use rustix::net::{recv, RecvFlags};
+        let mut byte = [0u8; 1];
+        match recv(
+            &self.socket,
+            &mut byte[..],
+            RecvFlags::PEEK | RecvFlags::DONTWAIT,
+        ) {
+            Ok((n, _)) => n == 0,
+            Err(e) => e != rustix::io::Errno::AGAIN && e != rustix::io::Errno::INTR,
+        }
+    }
+
     /// Pushes one request entry of `entry.len()` bytes and rings the node;
     /// `Ok(false)` if the ring has no room now.
     ///

@@ -29,14 +29,29 @@
 #[cfg(not(target_endian = "little"))]
 compile_error!("splitkv-client's doorbell futex watches the low half of a little-endian word");
 
+pub mod calls;
+#[cfg(not(loom))]
+pub mod client;
 #[cfg(not(loom))]
 pub mod connection;
 pub mod doorbell;
+pub mod error;
 pub mod fd_pass;
 #[cfg(not(loom))]
 pub mod handshake_io;
 #[cfg(not(loom))]
 pub mod memory;
+pub mod txn_builder;
+
+pub use calls::{
+    Call, Completion, Expect, KvClient, ProcedureRef, Reply, TxnOutput, Versioned,
+    CALL_TIMEOUT_MS_DEFAULT,
+};
+#[cfg(not(loom))]
+pub use client::Client;
+pub use error::{CallError, Ticket, TxnError};
+pub use splitkv_layout::app::{AbortReason, Branch, CmpOp, UnavailableReason};
+pub use txn_builder::{Cmp, CmpTarget, Txn, TxnOp};
 
 #[cfg(not(loom))]
 pub use connection::{ConnectError, ConnectOptions, Connection, ConnectionError};
