@@ -10,8 +10,8 @@
 //! [`Connection::send`] pushes one request entry and rings the node;
 //! [`Connection::recv`] waits adaptively (spin, yield, futex sleep;
 //! [`crate::doorbell`]) for one outcome entry. The entries' formats are
-//! `splitkv_layout::app::{Request, Outcome}`; the calls built on them come
-//! later. The socket stays open for the connection's life: the node learns
+//! `splitkv_layout::app::{Request, Outcome}`; the calls built on them are
+//! [`crate::Client`]'s. The socket stays open for the connection's life: the node learns
 //! that the client is gone when it closes.
 
 use crate::doorbell::{Doorbell, DoorbellError, WaitOutcome, WaitPolicy};

@@ -10,11 +10,17 @@ fn k(id: u64) -> Key {
     Key::new(1, id)
 }
 
+/// A transaction and a test of the error it must get.
+type Case = (Txn, fn(&TxnError) -> bool);
+
+// The last case below is over the encoding bound.
+const _: () = assert!((TXN_WRITES_MAX + 1) * VALUE_BYTES_MAX > TXN_BYTES_MAX);
+
 #[test]
 fn each_bound_has_its_error() {
     let max = VALUE_BYTES_MAX;
     let many = |n: u64| (0..n).map(k);
-    let cases: Vec<(Txn, fn(&TxnError) -> bool)> = vec![
+    let cases: Vec<Case> = vec![
         (
             Txn::new().when(many(TXN_COMPARES_MAX as u64 + 1).map(Cmp::present)),
             |e| matches!(e, TxnError::TooManyCompares { .. }),
@@ -74,7 +80,6 @@ fn each_bound_has_its_error() {
         assert_eq!(txn.encode(max, &mut out), Err(err));
         assert_eq!(out, vec![9], "nothing appended");
     }
-    assert!((TXN_WRITES_MAX + 1) * VALUE_BYTES_MAX > TXN_BYTES_MAX);
 }
 
 #[test]
