@@ -271,19 +271,10 @@ impl Txn {
                 max: TXN_COMPARES_MAX,
             });
         }
-        let value_ok = |len: usize| {
-            if len > value_bytes_max {
-                return Err(TxnError::ValueTooLarge {
-                    len,
-                    max: value_bytes_max,
-                });
-            }
-            Ok(())
-        };
         let mut read: Vec<Key> = Vec::new();
         for c in &self.compares {
             match &c.target {
-                CmpTarget::Value(_, v) => value_ok(v.len())?,
+                CmpTarget::Value(_, v) => check_value(v.len(), value_bytes_max)?,
                 CmpTarget::Version(_, v) if *v > VERSION_MAX => {
                     return Err(TxnError::VersionTooLarge {
                         version: *v,
@@ -296,39 +287,7 @@ impl Txn {
         }
         let mut written: Vec<Key> = Vec::new();
         for branch in [Branch::Success, Branch::Failure] {
-            let ops = self.ops(branch);
-            if ops.len() > TXN_BRANCH_OPS_MAX {
-                return Err(TxnError::TooManyOps {
-                    branch,
-                    count: ops.len(),
-                    max: TXN_BRANCH_OPS_MAX,
-                });
-            }
-            let gets = self.get_count(branch);
-            if gets > TXN_BRANCH_GETS_MAX {
-                return Err(TxnError::TooManyGets {
-                    branch,
-                    count: gets,
-                    max: TXN_BRANCH_GETS_MAX,
-                });
-            }
-            let mut here: Vec<Key> = Vec::with_capacity(ops.len());
-            for op in ops {
-                if !push_distinct(&mut here, op.key()) {
-                    return Err(TxnError::KeyTwiceInBranch {
-                        branch,
-                        key: op.key(),
-                    });
-                }
-                match op {
-                    TxnOp::Get(k) => push_distinct(&mut read, *k),
-                    TxnOp::Put(k, v) => {
-                        value_ok(v.len())?;
-                        push_distinct(&mut written, *k)
-                    }
-                    TxnOp::Delete(k) => push_distinct(&mut written, *k),
-                };
-            }
+            self.check_branch(branch, value_bytes_max, &mut read, &mut written)?;
         }
         if written.len() > TXN_WRITES_MAX {
             return Err(TxnError::WriteSetTooLarge {
@@ -345,6 +304,60 @@ impl Txn {
         }
         Ok(())
     }
+
+    /// Checks one branch's counts, distinct keys and values; adds its keys
+    /// to `read` (gets) and `written` (puts and deletes).
+    fn check_branch(
+        &self,
+        branch: Branch,
+        value_bytes_max: usize,
+        read: &mut Vec<Key>,
+        written: &mut Vec<Key>,
+    ) -> Result<(), TxnError> {
+        let ops = self.ops(branch);
+        if ops.len() > TXN_BRANCH_OPS_MAX {
+            return Err(TxnError::TooManyOps {
+                branch,
+                count: ops.len(),
+                max: TXN_BRANCH_OPS_MAX,
+            });
+        }
+        let gets = self.get_count(branch);
+        if gets > TXN_BRANCH_GETS_MAX {
+            return Err(TxnError::TooManyGets {
+                branch,
+                count: gets,
+                max: TXN_BRANCH_GETS_MAX,
+            });
+        }
+        let mut here: Vec<Key> = Vec::with_capacity(ops.len());
+        for op in ops {
+            if !push_distinct(&mut here, op.key()) {
+                return Err(TxnError::KeyTwiceInBranch {
+                    branch,
+                    key: op.key(),
+                });
+            }
+            match op {
+                TxnOp::Get(k) => push_distinct(read, *k),
+                TxnOp::Put(k, v) => {
+                    check_value(v.len(), value_bytes_max)?;
+                    push_distinct(written, *k)
+                }
+                TxnOp::Delete(k) => push_distinct(written, *k),
+            };
+        }
+        Ok(())
+    }
+}
+
+/// Fails with [`TxnError::ValueTooLarge`] for a value of `len` bytes over
+/// `max`.
+fn check_value(len: usize, max: usize) -> Result<(), TxnError> {
+    if len > max {
+        return Err(TxnError::ValueTooLarge { len, max });
+    }
+    Ok(())
 }
 
 /// Adds `key` to `keys` unless it is there; whether it was added. Linear:

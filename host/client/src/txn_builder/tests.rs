@@ -117,23 +117,42 @@ fn cmp(keys: u64) -> impl Strategy<Value = Cmp> {
     ]
 }
 
-fn op(keys: u64) -> impl Strategy<Value = TxnOp> {
-    let key = (0..keys).prop_map(k);
-    prop_oneof![
-        key.clone().prop_map(TxnOp::get),
-        (key.clone(), prop::collection::vec(any::<u8>(), 0..8)).prop_map(|(k, v)| TxnOp::put(k, v)),
-        key.prop_map(TxnOp::delete),
-    ]
+/// One branch: distinct keys of `0..keys` in order, each with a random
+/// operation, and now and then a key named a second time.
+fn branch(keys: u64) -> impl Strategy<Value = Vec<TxnOp>> {
+    let all: Vec<u64> = (0..keys).collect();
+    let n = TXN_BRANCH_OPS_MAX.min(keys as usize);
+    (
+        prop::sample::subsequence(all, 0..=n),
+        prop::collection::vec((0u8..3, prop::collection::vec(any::<u8>(), 0..8)), n),
+        prop::bool::weighted(0.1),
+    )
+        .prop_map(|(ids, kinds, twice)| {
+            let mut ops: Vec<TxnOp> = ids
+                .into_iter()
+                .zip(kinds)
+                .map(|(id, (kind, v))| match kind {
+                    0 => TxnOp::get(k(id)),
+                    1 => TxnOp::put(k(id), v),
+                    _ => TxnOp::delete(k(id)),
+                })
+                .collect();
+            if let (true, Some(first)) = (twice, ops.first()) {
+                ops.push(TxnOp::get(first.key()));
+            }
+            ops
+        })
 }
 
-/// Transactions around the bounds: key spaces small enough to repeat keys
-/// in a branch and large enough to overflow the read and write sets.
+/// Transactions around the bounds: key spaces small enough to share keys
+/// between compares and branches and large enough to overflow the read and
+/// write sets and the gets of a branch.
 fn txn() -> impl Strategy<Value = Txn> {
-    (8u64..48).prop_flat_map(|keys| {
+    (4u64..48).prop_flat_map(|keys| {
         (
-            prop::collection::vec(cmp(keys), 0..36),
-            prop::collection::vec(op(keys), 0..24),
-            prop::collection::vec(op(keys), 0..24),
+            prop::collection::vec(cmp(keys), 0..(TXN_COMPARES_MAX + 2)),
+            branch(keys),
+            branch(keys),
         )
             .prop_map(|(c, s, f)| Txn::new().when(c).then(s).otherwise(f))
     })
