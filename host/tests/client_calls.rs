@@ -181,8 +181,9 @@ fn submit_then_poll_or_wait() {
 }
 
 /// Increments `counter` `times` times by compare-and-swap on its version,
-/// retrying failed compares and conflicts; returns the retries.
-fn increment(client: &mut Client, counter: Key, times: u64) -> u64 {
+/// retrying failed compares and conflicts; returns the retries. Generic: the
+/// out-of-process client runs the same code (examples/cas.rs).
+fn increment(client: &mut dyn KvClient, counter: Key, times: u64) -> u64 {
     let deadline = Instant::now() + Duration::from_secs(60);
     let mut retries = 0;
     let mut done = 0;
@@ -224,6 +225,7 @@ fn concurrent_compare_and_swap_increments_lose_none() {
     });
     let end = b.get(counter).unwrap();
     assert_eq!(end.value, (2 * per_thread).to_le_bytes());
+    assert!(end.version >= 2 * per_thread, "one version per committed write");
     c.shutdown().unwrap();
 }
 
