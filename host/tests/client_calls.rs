@@ -225,7 +225,10 @@ fn concurrent_compare_and_swap_increments_lose_none() {
     });
     let end = b.get(counter).unwrap();
     assert_eq!(end.value, (2 * per_thread).to_le_bytes());
-    assert!(end.version >= 2 * per_thread, "one version per committed write");
+    assert!(
+        end.version >= 2 * per_thread,
+        "one version per committed write"
+    );
     c.shutdown().unwrap();
 }
 

@@ -45,8 +45,11 @@ pub struct Client {
     pending: HashMap<u64, Expect>,
     /// Calls whose outcomes arrived and were not handed back yet.
     ready: VecDeque<Completion>,
+    /// Reused buffers: the request entry, the outcome entry, a
+    /// transaction's encoding.
     enc: Vec<u8>,
     dec: Vec<u8>,
+    txn_enc: Vec<u8>,
     call_timeout: Option<Duration>,
     /// Why the connection is gone, once it is.
     lost: Option<String>,
@@ -75,14 +78,17 @@ impl Client {
             .cloned()
             .zip(conn.procedure_ids().iter().copied())
             .collect();
+        // Sized once for the granted bound: calls do not grow them.
+        let in_flight_max = conn.limits().in_flight_max as usize;
         Client {
             conn,
             names,
             next_req_id: 0,
-            pending: HashMap::new(),
-            ready: VecDeque::new(),
+            pending: HashMap::with_capacity(in_flight_max),
+            ready: VecDeque::with_capacity(in_flight_max),
             enc: Vec::new(),
             dec: Vec::new(),
+            txn_enc: Vec::new(),
             call_timeout: Some(Duration::from_millis(crate::calls::CALL_TIMEOUT_MS_DEFAULT)),
             lost: None,
         }
@@ -157,7 +163,8 @@ impl Client {
         let too_large = |what: &str, len: usize, max: usize| CallError::TooLarge {
             detail: format!("{what} of {len} B exceeds the node's maximum {max} B"),
         };
-        let mut txn_bytes = Vec::new();
+        let mut txn_bytes = std::mem::take(&mut self.txn_enc);
+        txn_bytes.clear();
         let request = match *call {
             Call::Get(key) => Request::Get { req_id, key },
             Call::Delete(key) => Request::Delete { req_id, key },
