@@ -3,9 +3,12 @@
 //! each decoded request with outcome entries of its choosing — right,
 //! reordered, late, malformed or unmatched. Proves the encoding of every
 //! call, request-id matching, the in-flight bound, typed errors for bad
-//! outcomes and a lost node, and many calls wrapping both rings.
+//! outcomes and a lost node, and many calls wrapping both rings; [`model`]:
+//! random pipelined calls answered out of order, against a model.
 
 use super::*;
+
+mod model;
 use crate::calls::Versioned;
 use crate::doorbell::Doorbell;
 use crate::handshake_io::read_frame;
