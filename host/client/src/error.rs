@@ -127,7 +127,8 @@ pub enum CallError {
     /// connection time, or an id the node does not know.
     #[error("unknown procedure {name}")]
     UnknownProcedure {
-        /// The name, or `#id`.
+        /// The name the client could not resolve, or the node's reason text
+        /// when the node did not know the id.
         name: String,
     },
     /// The node refused the call: the procedure refused its arguments, or
