@@ -2,6 +2,12 @@
 //! shared-memory rings): submit a shipped-procedure request, poll outcomes —
 //! or [`Client::call`], which does both and waits.
 //!
+//! The same client also offers the calls of an application in its own
+//! process ([`splitkv_client::KvClient`]: get, put, insert, delete, the
+//! one-shot transaction, procedures by name), with the same typed results
+//! (`calls` module docs). Its inherent `submit` and `call` take a procedure
+//! id; the trait's are reached as `KvClient::submit(&mut client, ..)`.
+//!
 //! Each application thread has a client of its own (its own request and
 //! outcome ring); the node's NIC runtime serves its clients fairly and returns
 //! each outcome to the client that submitted the request.
@@ -19,6 +25,8 @@ use splitkv_layout::ring::{RingConsumer, RingError, RingProducer};
 use splitkv_layout::wire::NodeId;
 use splitkv_layout::DecodeError;
 use std::sync::Arc;
+
+mod calls;
 
 /// Polls of an empty outcome ring in [`Client::call`] before the waiting
 /// thread yields the CPU to the cluster's polling threads.
@@ -111,6 +119,8 @@ pub struct Client {
     cluster: Option<Arc<Shared>>,
     /// Set when the cluster observes calls ([`crate::observe`]).
     observed: Option<Box<ClientObservation>>,
+    /// The calls of [`splitkv_client::KvClient`] in flight ([`calls`]).
+    calls: calls::CallState,
 }
 
 impl Client {
@@ -125,6 +135,7 @@ impl Client {
             next_call_id: 0,
             cluster: None,
             observed: None,
+            calls: calls::CallState::default(),
         }
     }
 
@@ -166,7 +177,7 @@ impl Client {
         loop {
             match self.submit(id, procedure, args) {
                 Ok(()) => break,
-                Err(ClientError::Busy) => self.wait(&mut spins)?,
+                Err(ClientError::Busy) => self.wait_step(&mut spins)?,
                 Err(e) => return Err(e),
             }
         }
@@ -181,7 +192,7 @@ impl Client {
             if let Some(o) = got.take() {
                 return Ok(o);
             }
-            if let Err(e) = self.wait(&mut spins) {
+            if let Err(e) = self.wait_step(&mut spins) {
                 if let Some(obs) = &mut self.observed {
                     obs.abandon_all();
                 }
@@ -192,7 +203,7 @@ impl Client {
 
     /// One wait step of [`Client::call`]: spin, then yield; fails when the
     /// cluster has stopped.
-    fn wait(&self, spins: &mut u32) -> Result<(), ClientError> {
+    fn wait_step(&self, spins: &mut u32) -> Result<(), ClientError> {
         if let Some(c) = &self.cluster {
             c.client_check()?;
         }

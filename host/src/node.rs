@@ -238,7 +238,9 @@ pub fn build_node(
             requests: req_rx,
             outcomes: out_tx,
         });
-        clients.push(Client::new(req_tx, out_rx));
+        let mut client = Client::new(req_tx, out_rx);
+        client.resolve_procedures(&procedures, value_bytes_max);
+        clients.push(client);
     }
     let (ack_tx, ack_rx) = ring_pair(cfg.ack_ring_bytes)?;
     let mut dma = LocalDma::new(memory, log_tx, cfg.dma_latency_ns);

@@ -10,8 +10,8 @@
 //! [`Connection::send`] pushes one request entry and rings the node;
 //! [`Connection::recv`] waits adaptively (spin, yield, futex sleep;
 //! [`crate::doorbell`]) for one outcome entry. The entries' formats are
-//! `splitkv_layout::app::{Request, Outcome}`; the calls built on them come
-//! later. The socket stays open for the connection's life: the node learns
+//! `splitkv_layout::app::{Request, Outcome}`; the calls built on them are
+//! [`crate::Client`]'s. The socket stays open for the connection's life: the node learns
 //! that the client is gone when it closes.
 
 use crate::doorbell::{Doorbell, DoorbellError, WaitOutcome, WaitPolicy};
@@ -307,6 +307,22 @@ impl Connection {
     /// The socket to the node (open for the connection's life).
     pub fn socket(&self) -> &UnixStream {
         &self.socket
+    }
+
+    /// Whether the node closed its end of the socket (it stopped, or dropped
+    /// this connection): a non-blocking peek that reads nothing. A socket
+    /// error counts as closed.
+    pub fn peer_closed(&self) -> bool {
+        use rustix::net::{recv, RecvFlags};
+        let mut byte = [0u8; 1];
+        match recv(
+            &self.socket,
+            &mut byte[..],
+            RecvFlags::PEEK | RecvFlags::DONTWAIT,
+        ) {
+            Ok((n, _)) => n == 0,
+            Err(e) => e != rustix::io::Errno::AGAIN && e != rustix::io::Errno::INTR,
+        }
     }
 
     /// Pushes one request entry of `entry.len()` bytes and rings the node;
