@@ -78,8 +78,14 @@ fn every_dpdk_field_is_read_and_a_node_overrides_them() {
     text.push_str("transport = { mbufs = 2047, device = \"net_memif0\" }\n");
     let config: ClusterConfig = text.parse().unwrap();
     let d0 = config.nodes[0].dpdk.as_ref().unwrap();
-    assert_eq!(d0.eal_args, ["--no-pci", "--vdev=net_af_packet0,iface=eth0"]);
-    assert_eq!((d0.mbufs, d0.rx_descriptors, d0.tx_descriptors), (8191, 512, 256));
+    assert_eq!(
+        d0.eal_args,
+        ["--no-pci", "--vdev=net_af_packet0,iface=eth0"]
+    );
+    assert_eq!(
+        (d0.mbufs, d0.rx_descriptors, d0.tx_descriptors),
+        (8191, 512, 256)
+    );
     assert_eq!(config.nodes[0].transport.mtu, 8000);
     assert_eq!(
         d0.neighbour(Ipv4Addr::new(10, 0, 0, 9)),
@@ -103,7 +109,12 @@ fn the_node_eal_arguments_are_its_defaults_then_the_file_s() {
     };
     assert_eq!(
         d.eal_args_for(&[2, 3]),
-        ["--no-telemetry", "--in-memory", "--lcores=0@(2,3)", "--vdev=net_ring0"]
+        [
+            "--no-telemetry",
+            "--in-memory",
+            "--lcores=0@(2,3)",
+            "--vdev=net_ring0"
+        ]
     );
     assert_eq!(d.eal_args_for(&[1])[2], "--lcores=0@1");
     assert_eq!(d.eal_args_for(&[])[2], "-l0");
@@ -114,7 +125,11 @@ fn the_node_eal_arguments_are_its_defaults_then_the_file_s() {
         ["--no-telemetry", "--no-shconf", "--no-huge", "-l", "4"]
     );
     // What the file says is not said twice.
-    d.eal_args = vec!["--telemetry".into(), "--file-prefix=n0".into(), "--lcores=1".into()];
+    d.eal_args = vec![
+        "--telemetry".into(),
+        "--file-prefix=n0".into(),
+        "--lcores=1".into(),
+    ];
     assert_eq!(d.eal_args_for(&[0]), d.eal_args);
 }
 
@@ -138,14 +153,20 @@ fn macs_are_checked_and_required_with_dpdk() {
     // A UDP cluster needs none, and may carry them.
     let udp = dpdk_file("", true).replace("kind = \"dpdk\"", "kind = \"udp\"");
     let config: ClusterConfig = udp.parse().unwrap();
-    assert!(config.nodes.iter().all(|n| n.dpdk.is_none() && n.mac.is_some()));
+    assert!(config
+        .nodes
+        .iter()
+        .all(|n| n.dpdk.is_none() && n.mac.is_some()));
 }
 
 #[test]
 fn numbers_out_of_range_are_refused_by_name() {
     let cases = [
         (format!("mbufs = {}", DPDK_MBUFS_MIN - 1), "transport.mbufs"),
-        (format!("mbufs = {}", u64::from(DPDK_MBUFS_MAX) + 1), "transport.mbufs"),
+        (
+            format!("mbufs = {}", u64::from(DPDK_MBUFS_MAX) + 1),
+            "transport.mbufs",
+        ),
         ("rx_descriptors = 0".to_string(), "transport.rx_descriptors"),
         (
             format!("tx_descriptors = {}", u32::from(DPDK_DESCRIPTORS_MAX) + 1),
@@ -153,7 +174,10 @@ fn numbers_out_of_range_are_refused_by_name() {
         ),
         (format!("mtu = {}", DPDK_MTU_MAX + 1), "transport.mtu"),
         (
-            format!("eal_args = [{}]", vec!["\"-v\""; EAL_ARGS_MAX + 1].join(", ")),
+            format!(
+                "eal_args = [{}]",
+                vec!["\"-v\""; EAL_ARGS_MAX + 1].join(", ")
+            ),
             "transport.eal_args",
         ),
         ("eal_args = [\"\"]".to_string(), "transport.eal_args[0]"),
@@ -161,7 +185,11 @@ fn numbers_out_of_range_are_refused_by_name() {
             format!(
                 "neighbours = [{}]",
                 (0..=DPDK_NEIGHBOURS_MAX)
-                    .map(|i| format!("{{ ip = \"10.1.{}.{}\", mac = \"02:00:00:00:01:01\" }}", i / 250, i % 250))
+                    .map(|i| format!(
+                        "{{ ip = \"10.1.{}.{}\", mac = \"02:00:00:00:01:01\" }}",
+                        i / 250,
+                        i % 250
+                    ))
                     .collect::<Vec<_>>()
                     .join(", ")
             ),
@@ -198,9 +226,15 @@ fn without_the_dpdk_feature_a_dpdk_node_is_refused_in_one_line() {
     use splitkv_host::deploy::{node_transport, NodeSetupError};
     let config: ClusterConfig = dpdk_file("", true).parse().unwrap();
     let err = node_transport(&config, 1, 7).err().expect("refused");
-    assert!(matches!(err, NodeSetupError::DpdkNotBuilt { node: 1 }), "{err:?}");
+    assert!(
+        matches!(err, NodeSetupError::DpdkNotBuilt { node: 1 }),
+        "{err:?}"
+    );
     let line = err.to_string();
-    assert!(line.starts_with("node[1].transport.kind: \"dpdk\" needs a build with DPDK"), "{line}");
+    assert!(
+        line.starts_with("node[1].transport.kind: \"dpdk\" needs a build with DPDK"),
+        "{line}"
+    );
     assert!(!line.contains('\n'));
 }
 
@@ -218,7 +252,10 @@ fn dpdk_counters_appear_in_status_and_metrics() {
     assert_eq!(json["rx"]["dropped"]["stranger"], 3);
     assert_eq!(json["rx"]["dropped_total"], 4);
     assert_eq!(json["port"]["rx_missed"], 2);
-    assert_eq!(json["rx"]["dropped"].as_object().unwrap().len(), RxDrop::COUNT);
+    assert_eq!(
+        json["rx"]["dropped"].as_object().unwrap().len(),
+        RxDrop::COUNT
+    );
 
     let plain = NodeMetrics::new(4, 1);
     plain.update_dpdk(&snap);
@@ -231,10 +268,18 @@ fn dpdk_counters_appear_in_status_and_metrics() {
     metrics.update_dpdk(&snap); // cumulative: the same snapshot adds nothing
     let mut out = String::new();
     metrics.encode(&mut out).unwrap();
-    assert!(out.contains("splitkv_dpdk_packets_sent_total{cluster=\"4\",node=\"1\"} 5"), "{out}");
     assert!(
-        out.contains("splitkv_dpdk_rx_dropped_total{cluster=\"4\",node=\"1\",reason=\"stranger\"} 3"),
+        out.contains("splitkv_dpdk_packets_sent_total{cluster=\"4\",node=\"1\"} 5"),
         "{out}"
     );
-    assert!(out.contains("splitkv_dpdk_port_rx_missed_total{cluster=\"4\",node=\"1\"} 2"), "{out}");
+    assert!(
+        out.contains(
+            "splitkv_dpdk_rx_dropped_total{cluster=\"4\",node=\"1\",reason=\"stranger\"} 3"
+        ),
+        "{out}"
+    );
+    assert!(
+        out.contains("splitkv_dpdk_port_rx_missed_total{cluster=\"4\",node=\"1\"} 2"),
+        "{out}"
+    );
 }

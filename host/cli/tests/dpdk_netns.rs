@@ -114,8 +114,14 @@ fn bench_on_dpdk(
     });
     for (i, s) in statuses.iter().enumerate() {
         let dpdk = &s["dpdk"];
-        assert!(dpdk["rx"]["packets"].as_u64().unwrap_or(0) > 0, "node {i}: {dpdk}");
-        assert!(dpdk["tx"]["packets"].as_u64().unwrap_or(0) > 0, "node {i}: {dpdk}");
+        assert!(
+            dpdk["rx"]["packets"].as_u64().unwrap_or(0) > 0,
+            "node {i}: {dpdk}"
+        );
+        assert!(
+            dpdk["tx"]["packets"].as_u64().unwrap_or(0) > 0,
+            "node {i}: {dpdk}"
+        );
         // Every peer's MAC came from the file: nothing went to broadcast,
         // and no splitkv frame came from an unknown address.
         assert_eq!(dpdk["tx"]["broadcast_frames"], 0, "node {i}: {dpdk}");
@@ -125,7 +131,10 @@ fn bench_on_dpdk(
     }
     let (code, body) = metrics;
     assert_eq!(code, 200, "{body}");
-    assert!(body.contains("splitkv_dpdk_packets_received_total{"), "{body}");
+    assert!(
+        body.contains("splitkv_dpdk_packets_received_total{"),
+        "{body}"
+    );
     assert!(body.contains("splitkv_dpdk_rx_dropped_total{"), "{body}");
     let names = net.made.clone();
     drop(net);
@@ -174,8 +183,7 @@ fn three_dpdk_node_processes_run_list_append_over_af_packet_and_pass_every_check
 #[test]
 fn smallbank_on_dpdk_with_injected_loss_passes_every_check() {
     let extra = format!("loss_ppm = {LOSS_PPM}");
-    let Some((stdout, statuses)) = bench_on_dpdk("x", &extra, "smallbank", &SMALLBANK_ARGS)
-    else {
+    let Some((stdout, statuses)) = bench_on_dpdk("x", &extra, "smallbank", &SMALLBANK_ARGS) else {
         return;
     };
     assert!(stdout.contains("money check    ok"), "{stdout}");
@@ -184,7 +192,10 @@ fn smallbank_on_dpdk_with_injected_loss_passes_every_check() {
         .iter()
         .map(|s| s["sessions"]["retransmissions"].as_u64().unwrap_or(0))
         .sum();
-    assert!(retransmissions > 0, "2% loss and no retransmission: {statuses:?}");
+    assert!(
+        retransmissions > 0,
+        "2% loss and no retransmission: {statuses:?}"
+    );
 }
 
 #[test]

@@ -21,13 +21,10 @@ use std::process::Command;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 use support_deploy::{wait_exit, wait_status, TOKEN};
-use support_netns::{
-    in_netns, namespace_exists, Netns, Refused, CONTROL_PORT, DATA_PORT, NODES,
-};
+use support_netns::{in_netns, namespace_exists, Netns, Refused, CONTROL_PORT, DATA_PORT, NODES};
 
 /// Longest one bench may take.
 const BENCH_TIMEOUT: Duration = Duration::from_secs(60);
-
 
 /// One namespaced cluster at a time: six node processes and two benches at
 /// once would crowd a two-core machine.

@@ -115,15 +115,42 @@ struct DpdkMetrics {
 
 /// Names and help of the DPDK counters, in the order of [`dpdk_values`].
 const DPDK_METRICS: [(&str, &str); DPDK_COUNTERS] = [
-    ("dpdk_packets_sent", "Packets the DPDK port took for sending"),
-    ("dpdk_packets_received", "Packets the DPDK transport received and passed on"),
-    ("dpdk_tx_port_full", "DPDK flushes stopped by a full TX queue"),
-    ("dpdk_mempool_empty", "DPDK sends held back by an empty mempool"),
-    ("dpdk_unknown_destination", "Packets offered for a node with no DPDK address (dropped)"),
-    ("dpdk_oversized", "Packets offered longer than the MTU (dropped)"),
-    ("dpdk_broadcast_frames", "Frames sent to the broadcast MAC (destination MAC unknown)"),
-    ("dpdk_port_rx_missed", "Frames the DPDK port dropped: RX queue full"),
-    ("dpdk_port_rx_no_mbuf", "Frames the DPDK port dropped: no mbuf free"),
+    (
+        "dpdk_packets_sent",
+        "Packets the DPDK port took for sending",
+    ),
+    (
+        "dpdk_packets_received",
+        "Packets the DPDK transport received and passed on",
+    ),
+    (
+        "dpdk_tx_port_full",
+        "DPDK flushes stopped by a full TX queue",
+    ),
+    (
+        "dpdk_mempool_empty",
+        "DPDK sends held back by an empty mempool",
+    ),
+    (
+        "dpdk_unknown_destination",
+        "Packets offered for a node with no DPDK address (dropped)",
+    ),
+    (
+        "dpdk_oversized",
+        "Packets offered longer than the MTU (dropped)",
+    ),
+    (
+        "dpdk_broadcast_frames",
+        "Frames sent to the broadcast MAC (destination MAC unknown)",
+    ),
+    (
+        "dpdk_port_rx_missed",
+        "Frames the DPDK port dropped: RX queue full",
+    ),
+    (
+        "dpdk_port_rx_no_mbuf",
+        "Frames the DPDK port dropped: no mbuf free",
+    ),
 ];
 
 fn dpdk_values(s: &DpdkSnapshot) -> [u64; DPDK_COUNTERS] {
@@ -278,7 +305,8 @@ impl NodeMetrics {
         let registry = &mut self.registry;
         let counters = DPDK_METRICS.map(|(name, help)| register_counter(registry, name, help));
         let family = Family::<ReasonLabels, Counter>::default();
-        let rx_dropped = RxDrop::ALL.map(|r| family.get_or_create_owned(&ReasonLabels { reason: r.name() }));
+        let rx_dropped =
+            RxDrop::ALL.map(|r| family.get_or_create_owned(&ReasonLabels { reason: r.name() }));
         registry.register(
             "dpdk_rx_dropped",
             "Frames the DPDK transport dropped on receive, by reason",
@@ -300,7 +328,11 @@ impl NodeMetrics {
         let mut seen = self.seen.lock().unwrap_or_else(|e| e.into_inner());
         let seen = &mut *seen;
         advance(&d.counters, &mut seen.dpdk, &dpdk_values(snapshot));
-        advance(&d.rx_dropped, &mut seen.dpdk_rx_dropped, &snapshot.transport.rx_dropped.0);
+        advance(
+            &d.rx_dropped,
+            &mut seen.dpdk_rx_dropped,
+            &snapshot.transport.rx_dropped.0,
+        );
     }
 
     /// Copies the NIC runtime's cumulative counters: outcomes by status,

@@ -48,8 +48,8 @@ pub use config::{
     Neighbour, NodeSettings, ProtocolSettings, TableSettings, TransportKind, TransportSettings,
 };
 pub use control::{CallError, ControlError, ControlHandler, ControlServer, Route};
-pub use metrics::{NodeMetrics, SessionCounters};
 pub use dpdk::{DpdkCounters, DpdkSnapshot};
+pub use metrics::{NodeMetrics, SessionCounters};
 pub use node::{
     incarnation_now, node_builder, node_transport, node_transport_counted, NodeSetupError,
     NodeTransport,

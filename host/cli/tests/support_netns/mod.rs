@@ -191,4 +191,3 @@ pub fn in_netns<T: Send>(ns: &str, f: impl FnOnce() -> T + Send) -> T {
 pub fn namespace_exists(ns: &str) -> bool {
     Path::new("/run/netns").join(ns).exists()
 }
-

@@ -54,9 +54,9 @@ mod validate;
 pub use clients::ClientSettings;
 pub use membership::MembershipSettings;
 pub use transport::{
-    DpdkSettings, Neighbour, TransportKind, TransportSettings, DPDK_DEVICE_BYTES_MAX,
-    EAL_ARGS_MAX, EAL_ARG_BYTES_MAX, FAULT_PPM_MAX, MTU_DEFAULT, MTU_MAX, MTU_MIN,
-    SOCKET_BUFFER_BYTES_DEFAULT, SOCKET_BUFFER_BYTES_MAX, SOCKET_BUFFER_BYTES_MIN,
+    DpdkSettings, Neighbour, TransportKind, TransportSettings, DPDK_DEVICE_BYTES_MAX, EAL_ARGS_MAX,
+    EAL_ARG_BYTES_MAX, FAULT_PPM_MAX, MTU_DEFAULT, MTU_MAX, MTU_MIN, SOCKET_BUFFER_BYTES_DEFAULT,
+    SOCKET_BUFFER_BYTES_MAX, SOCKET_BUFFER_BYTES_MIN,
 };
 
 use std::net::SocketAddr;

@@ -157,9 +157,7 @@ impl DpdkSettings {
         let given = |names: &[&str]| {
             self.eal_args.iter().any(|a| {
                 names.iter().any(|n| {
-                    a == n
-                        || a.starts_with(&format!("{n}="))
-                        || (n.len() == 2 && a.starts_with(n))
+                    a == n || a.starts_with(&format!("{n}=")) || (n.len() == 2 && a.starts_with(n))
                 })
             })
         };

@@ -57,9 +57,9 @@ mod limits;
 mod stats;
 
 #[cfg(all(feature = "dpdk", target_os = "linux"))]
-pub mod eal;
-#[cfg(all(feature = "dpdk", target_os = "linux"))]
 mod config;
+#[cfg(all(feature = "dpdk", target_os = "linux"))]
+pub mod eal;
 #[cfg(all(feature = "dpdk", target_os = "linux"))]
 mod sys;
 #[cfg(all(feature = "dpdk", target_os = "linux"))]
