@@ -1,14 +1,15 @@
 //! A node's DPDK transport built from its cluster file
 //! (splitkv_host::deploy::dpdk), in one process on a looped-back `net_ring`
 //! port (what the port sends it receives; no hardware, no hugepages): the
-//! file's MACs and addresses, a packet to itself carried through the port,
+//! file's MACs and addresses (a node moved to a machine the file's
+//! `neighbours` lists takes that machine's MAC), a packet to itself carried through the port,
 //! a peer re-pointed at a machine the file's `neighbours` lists (its MAC,
 //! no broadcast) and at one it does not (broadcast, counted), and the
 //! counters published for `/status`. EAL runs once per process: this
 //! binary has one test. Built only with the feature `dpdk`.
 
 use splitkv_host::deploy::config::ClusterConfig;
-use splitkv_host::deploy::dpdk::{dpdk_transport, DPDK_COUNTERS_PUBLISH_NS};
+use splitkv_host::deploy::dpdk::{dpdk_config, dpdk_transport, DPDK_COUNTERS_PUBLISH_NS};
 use splitkv_nic::net::dpdk::{MacAddr, RxDrop};
 use splitkv_nic::net::{Transport, TxPacket};
 
@@ -66,6 +67,7 @@ fn drain(t: &mut impl Transport, now: u64) -> Vec<Vec<u8>> {
 #[test]
 fn a_dpdk_node_transport_from_the_cluster_file_uses_its_macs_and_neighbours() {
     let config: ClusterConfig = FILE.parse().expect("the file parses");
+    addresses_come_from_the_file(&config);
     let (mut t, counters) = dpdk_transport(&config, 0).expect("EAL and a net_ring port");
     assert_eq!(t.inner().local().mac, MacAddr([2, 0, 0, 0, 0, 1]));
     assert_eq!(t.mtu(), config.nodes[0].transport.mtu);
@@ -100,4 +102,38 @@ fn a_dpdk_node_transport_from_the_cluster_file_uses_its_macs_and_neighbours() {
     let json = counters.to_json();
     assert_eq!(json["tx"]["broadcast_frames"], 1);
     assert_eq!(json["rx"]["dropped"]["other_host"], 2);
+}
+
+/// The port's set-up from the file: every node's MAC and address, and a
+/// node started on a listed replacement machine takes that machine's MAC.
+fn addresses_come_from_the_file(config: &ClusterConfig) {
+    let cfg = dpdk_config(config, 1).expect("a DPDK node");
+    assert_eq!(cfg.device, "net_ring0");
+    assert_eq!(cfg.mbufs, 2047);
+    assert_eq!(cfg.local, "10.0.0.2:7100".parse().unwrap());
+    assert_eq!(cfg.mac, Some(MacAddr([2, 0, 0, 0, 0, 2])));
+    let peers: Vec<_> = cfg
+        .peers
+        .iter()
+        .map(|p| (p.mac.0[5], p.addr.to_string()))
+        .collect();
+    assert_eq!(
+        peers,
+        [
+            (1, "10.0.0.1:7100".into()),
+            (2, "10.0.0.2:7100".into()),
+            (3, "10.0.0.3:7100".into())
+        ]
+    );
+    let moved = config
+        .clone()
+        .with_node_moved(1, Some("10.0.0.9:7100".parse().unwrap()), None)
+        .expect("a free address");
+    let cfg = dpdk_config(&moved, 1).expect("a DPDK node");
+    assert_eq!(cfg.local, "10.0.0.9:7100".parse().unwrap());
+    assert_eq!(
+        cfg.mac,
+        Some(MacAddr([2, 0, 0, 0, 0, 9])),
+        "the neighbour's MAC"
+    );
 }

@@ -112,7 +112,7 @@ impl DpdkCounters {
 }
 
 #[cfg(all(feature = "dpdk", target_os = "linux"))]
-pub use built::{dpdk_transport, CountedDpdk};
+pub use built::{dpdk_config, dpdk_transport, CountedDpdk};
 
 #[cfg(all(feature = "dpdk", target_os = "linux"))]
 mod built {
@@ -214,23 +214,16 @@ mod built {
         )
     }
 
-    /// Node `node`'s DPDK transport: EAL initialised with the node's
-    /// arguments ([`crate::deploy::DpdkSettings::eal_args_for`] on the CPUs
-    /// this thread may use), the file's port, pool, descriptors, MTU, every
-    /// node's MAC and data address, and the neighbour table; counters
-    /// published to the returned [`DpdkCounters`].
+    /// How node `node`'s DPDK port is set up, from the file: its device,
+    /// MTU, pool and descriptors, every node's MAC and data address as the
+    /// peers, and its own address and MAC (the `neighbours` entry of its
+    /// data IPv4 address if any, a replacement machine; else its `mac`).
     ///
     /// # Errors
     /// [`NodeSetupError::NoSuchNode`]; [`NodeSetupError::NotDpdk`] when the
     /// node's transport is not DPDK or a node lacks an IPv4 data address or
-    /// a MAC (a file that did not pass the checks);
-    /// [`NodeSetupError::Dpdk`] when EAL refuses its arguments (no
-    /// hugepages, no device, a driver's arguments refused) or the port,
-    /// pool or queues cannot be set up.
-    pub fn dpdk_transport(
-        config: &ClusterConfig,
-        node: NodeId,
-    ) -> Result<(CountedDpdk, DpdkCounters), NodeSetupError> {
+    /// a MAC (a file that did not pass the checks).
+    pub fn dpdk_config(config: &ClusterConfig, node: NodeId) -> Result<DpdkConfig, NodeSetupError> {
         let me = config.node(node).ok_or(NodeSetupError::NoSuchNode {
             node,
             max: config.nodes.len().saturating_sub(1),
@@ -257,15 +250,36 @@ mod built {
             .neighbour(*local.ip())
             .or(me.mac)
             .ok_or_else(not_dpdk)?;
-        let dpdk_err = |source| NodeSetupError::Dpdk { node, source };
-        let args = settings.eal_args_for(&allowed_cpus());
-        let eal = Eal::init(&args).map_err(|e| dpdk_err(e.into()))?;
         let mut cfg = DpdkConfig::new(settings.device.clone(), local, peers)
             .with_mac(mac)
             .with_mtu(me.transport.mtu);
         cfg.mbufs = settings.mbufs;
         cfg.rx_descriptors = settings.rx_descriptors;
         cfg.tx_descriptors = settings.tx_descriptors;
+        Ok(cfg)
+    }
+
+    /// Node `node`'s DPDK transport: EAL initialised with the node's
+    /// arguments ([`crate::deploy::DpdkSettings::eal_args_for`] on the CPUs
+    /// this thread may use), the port as [`dpdk_config`] says, and the
+    /// neighbour table; counters published to the returned [`DpdkCounters`].
+    ///
+    /// # Errors
+    /// As [`dpdk_config`]; [`NodeSetupError::Dpdk`] when EAL refuses its
+    /// arguments (no hugepages, no device, a driver's arguments refused) or
+    /// the port, pool or queues cannot be set up.
+    pub fn dpdk_transport(
+        config: &ClusterConfig,
+        node: NodeId,
+    ) -> Result<(CountedDpdk, DpdkCounters), NodeSetupError> {
+        let cfg = dpdk_config(config, node)?;
+        let settings = config.nodes[usize::from(node)]
+            .dpdk
+            .as_ref()
+            .ok_or(NodeSetupError::NotDpdk { node })?;
+        let dpdk_err = |source| NodeSetupError::Dpdk { node, source };
+        let args = settings.eal_args_for(&allowed_cpus());
+        let eal = Eal::init(&args).map_err(|e| dpdk_err(e.into()))?;
         let mut transport = DpdkTransport::new(eal, cfg).map_err(dpdk_err)?;
         for n in &settings.neighbours {
             transport.set_neighbour(n.ip, n.mac).map_err(dpdk_err)?;
