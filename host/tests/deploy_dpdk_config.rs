@@ -68,6 +68,21 @@ fn a_dpdk_file_parses_with_the_named_defaults() {
 }
 
 #[test]
+fn the_shipped_dpdk_example_parses() {
+    let path =
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/cluster-3-dpdk.toml");
+    let config = ClusterConfig::from_file(path).expect("the example parses");
+    assert_eq!(config.nodes.len(), 3);
+    for (i, n) in config.nodes.iter().enumerate() {
+        assert_eq!(n.transport.kind, TransportKind::Dpdk);
+        assert_eq!(n.mac, Some(MacAddr([2, 0, 0, 0, 0, i as u8 + 1])));
+        let d = n.dpdk.as_ref().unwrap();
+        assert_eq!(d.device, "net_af_packet0");
+        assert_eq!(d.neighbours.len(), 1);
+    }
+}
+
+#[test]
 fn every_dpdk_field_is_read_and_a_node_overrides_them() {
     let mut text = dpdk_file(
         "eal_args = [\"--no-pci\", \"--vdev=net_af_packet0,iface=eth0\"]\nmbufs = 8191\n\

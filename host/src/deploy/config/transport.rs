@@ -31,7 +31,7 @@ use std::net::Ipv4Addr;
 
 use splitkv_nic::net::dpdk::{
     MacAddr, DPDK_DESCRIPTORS_DEFAULT, DPDK_DESCRIPTORS_MAX, DPDK_MBUFS_DEFAULT, DPDK_MBUFS_MAX,
-    DPDK_MBUFS_MIN, DPDK_MTU_MAX, DPDK_NEIGHBOURS_MAX,
+    DPDK_MBUFS_MIN, DPDK_MTU_DEFAULT, DPDK_MTU_MAX, DPDK_MTU_MIN, DPDK_NEIGHBOURS_MAX,
 };
 
 use super::raw::{RawNeighbour, RawTransport};
@@ -60,6 +60,11 @@ pub const EAL_ARGS_MAX: usize = 64;
 pub const EAL_ARG_BYTES_MAX: usize = 1024;
 /// Longest DPDK `device` name (bytes; DPDK's `RTE_ETH_NAME_MAX_LEN` less its NUL).
 pub const DPDK_DEVICE_BYTES_MAX: usize = 63;
+
+// Every MTU the file accepts for a DPDK node is one the transport accepts,
+// and both default to a standard frame's UDP payload.
+const _: () = assert!(MTU_MIN >= DPDK_MTU_MIN && DPDK_MTU_MAX <= MTU_MAX);
+const _: () = assert!(MTU_DEFAULT == DPDK_MTU_DEFAULT);
 
 /// Which transport a node sends packets with.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
