@@ -90,8 +90,11 @@
 //!   without hardware on net_ring ports in one process, net_memif between
 //!   two processes and net_af_packet between three processes in network
 //!   namespaces (`tests/dpdk.rs`); `tx_burst` copies into mbufs (no
-//!   reserve/commit yet), one queue pair per port, and `splitkv node`
-//!   cannot select it yet (`[transport] kind = "dpdk"` is not wired).
+//!   reserve/commit yet), one queue pair per port. `splitkv node` selects
+//!   it with `[transport] kind = "dpdk"` (splitkv-host's `deploy::dpdk`;
+//!   three node processes on net_af_packet pass Smallbank and list-append,
+//!   with loss too). Its frame codec, bounds and counters build without the
+//!   feature, so a cluster file naming DPDK is checked anywhere.
 //!   Verbs: not yet.
 //! - **Crash recovery** ([`recovery`]): a silent peer is suspected, which
 //!   ends transactions before LOG as `Unavailable`; a configuration that

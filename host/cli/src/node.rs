@@ -1,6 +1,9 @@
 //! `splitkv node --config FILE --id N`: one node of a deployed cluster in
 //! this process (DESIGN.md driver 3). It reads and checks the cluster file,
-//! binds its transport (UDP, with injected faults when the file asks),
+//! binds its transport (UDP, or DPDK for `[transport] kind = "dpdk"` in a
+//! build with the feature `dpdk`: `splitkv_host::deploy::dpdk`, whose
+//! counters `/status` shows as `dpdk` and `/metrics` as `dpdk_*`; with
+//! injected faults when the file asks),
 //! serves its control endpoint from a thread of its own
 //! (`splitkv_host::deploy::control`), builds and runs its node when a
 //! workload is loaded (`splitkv_bench::remote::RemoteNode`), and on SIGTERM
@@ -80,8 +83,9 @@ use splitkv_bench::remote::RemoteNode;
 use splitkv_host::cluster::{ClusterError, NodeMembership, StatsHandle};
 use splitkv_host::deploy::metrics::outcome_label;
 use splitkv_host::deploy::{
-    incarnation_now, node_builder, node_transport, CallError, ClusterConfig, ControlHandler,
-    ControlServer, LogTarget, MembershipSettings, NodeMetrics, Route, SessionCounters,
+    incarnation_now, node_builder, node_transport_counted, CallError, ClusterConfig,
+    ControlHandler, ControlServer, DpdkCounters, LogTarget, MembershipSettings, NodeMetrics,
+    NodeTransport, Route, SessionCounters,
 };
 use splitkv_layout::host_nic::TxStatus;
 use splitkv_layout::wire::generation_cluster_id;
@@ -110,6 +114,8 @@ struct NodeHandler {
     drain: Arc<AtomicBool>,
     /// The membership (read for `/status`; the main thread drives it).
     membership: NodeLease,
+    /// A DPDK transport's published counters (`None` on UDP).
+    dpdk: Option<DpdkCounters>,
 }
 
 impl NodeHandler {
@@ -308,6 +314,7 @@ impl ControlHandler for NodeHandler {
             "nic": self.nic(),
             "membership": self.membership.view(self.started, self.stats().as_ref()),
             "events_unix_ms": self.events_unix_ms(),
+            "dpdk": self.dpdk.as_ref().map(DpdkCounters::to_json),
         })
     }
 
@@ -323,6 +330,9 @@ impl ControlHandler for NodeHandler {
                     sessions_failed: s.sessions_failed,
                 });
             }
+        }
+        if let Some(d) = &self.dpdk {
+            self.metrics.update_dpdk(&d.snapshot());
         }
         let _ = self.metrics.encode(out);
     }
@@ -447,7 +457,10 @@ pub fn run(args: &NodeArgs) -> Result<(), Failure> {
     // incarnations: the NIC runtime must use that one (a restarted node is
     // admitted under it when it rejoins).
     let incarnation = membership.incarnation().unwrap_or_else(incarnation_now);
-    let transport = node_transport(&config, args.id, args.seed).map_err(|e| bad(&e))?;
+    // On DPDK this starts EAL; a refusal (no device, bad arguments, no
+    // DPDK in this build) is one line and exit 2.
+    let NodeTransport { transport, dpdk } =
+        node_transport_counted(&config, args.id, args.seed).map_err(|e| bad(&e))?;
     // A later cluster generation's packets carry another cluster id, so
     // an earlier generation's stragglers are dropped (and counted).
     let wire = ClusterConfig {
@@ -462,7 +475,11 @@ pub fn run(args: &NodeArgs) -> Result<(), Failure> {
     }
     // Fed by the polling side (the client's latencies) and the control
     // thread (counters copied from the published snapshot at each scrape).
-    let metrics = Arc::new(NodeMetrics::new(config.cluster_id, args.id));
+    let metrics = NodeMetrics::new(config.cluster_id, args.id);
+    let metrics = Arc::new(match dpdk {
+        Some(_) => metrics.with_dpdk(),
+        None => metrics,
+    });
     let handler = Arc::new(NodeHandler {
         node: args.id,
         cluster_id: config.cluster_id,
@@ -476,6 +493,7 @@ pub fn run(args: &NodeArgs) -> Result<(), Failure> {
         metrics,
         drain: drain.clone(),
         membership: membership.clone(),
+        dpdk,
     });
     let control = ControlServer::start(me.control, &config.token, handler.clone())
         .map_err(|e| bad(&format_args!("node[{}].control: {e}", args.id)))?;

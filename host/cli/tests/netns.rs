@@ -14,201 +14,37 @@
 //! saying why and passes.
 
 mod support_deploy;
+mod support_netns;
 
-use std::fs::File;
-use std::net::SocketAddr;
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
+use std::process::Command;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 use support_deploy::{wait_exit, wait_status, TOKEN};
+use support_netns::{in_netns, namespace_exists, Netns, Refused, CONTROL_PORT, DATA_PORT, NODES};
 
-/// Data port of every node (each node has a namespace, so ports never collide).
-const DATA_PORT: u16 = 7100;
-/// Control port of every node.
-const CONTROL_PORT: u16 = 7200;
-/// Longest the nodes may take to answer their first `/status`.
-const READY_TIMEOUT: Duration = Duration::from_secs(20);
 /// Longest one bench may take.
 const BENCH_TIMEOUT: Duration = Duration::from_secs(60);
-/// Longest one `ip` command may take.
-const IP_TIMEOUT: Duration = Duration::from_secs(10);
-/// Nodes of the cluster.
-const NODES: usize = 3;
 
 /// One namespaced cluster at a time: six node processes and two benches at
 /// once would crowd a two-core machine.
 static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
 
-/// Why a namespace step failed: the machine does not allow it.
-struct Refused(String);
-
-/// Runs `ip ARGS`, bounded; `Err` with the command and its reason if it fails.
-fn ip(args: &[&str]) -> Result<(), Refused> {
-    let refused = |why: String| Refused(format!("`ip {}` failed: {why}", args.join(" ")));
-    let mut child = Command::new("ip")
-        .args(args)
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .map_err(|e| refused(e.to_string()))?;
-    let status = wait_exit(&mut child, IP_TIMEOUT);
-    if status.success() {
-        return Ok(());
+/// A three-node cluster file on `net`'s addresses, in `dir`.
+fn cluster_file(net: &Netns, dir: &Path) -> std::path::PathBuf {
+    let mut text = format!(
+        "cluster_id = 5\ntoken = \"{TOKEN}\"\nreplication = {NODES}\n\n[table]\ncapacity_keys = 20000\nvalue_bytes_max = 256\n"
+    );
+    for i in 0..NODES {
+        text.push_str(&format!(
+            "\n[[node]]\nid = {i}\ndata = \"{}\"\ncontrol = \"{}\"\ncontrol_public = true\n",
+            net.addr(i, DATA_PORT),
+            net.addr(i, CONTROL_PORT)
+        ));
     }
-    let mut err = String::new();
-    if let Some(mut s) = child.stderr.take() {
-        let _ = std::io::Read::read_to_string(&mut s, &mut err);
-    }
-    Err(refused(err.trim().to_string()))
-}
-
-/// The namespaces, links and node processes of one test; torn down on drop.
-struct Netns {
-    bridge: String,
-    nodes: Vec<String>,
-    /// Every namespace created so far (deleted on drop).
-    made: Vec<String>,
-    /// Node processes (killed by pid on drop).
-    procs: Vec<Child>,
-    subnet: u8,
-}
-
-impl Netns {
-    /// Makes the bridge namespace and `NODES` node namespaces, each node
-    /// joined to the bridge by a veth pair and given its address.
-    fn build(tag: &str) -> Result<Netns, Refused> {
-        // SAFETY: geteuid has no preconditions.
-        if unsafe { libc::geteuid() } != 0 {
-            return Err(Refused("not root".into()));
-        }
-        let pid = std::process::id();
-        let base = format!("skv{pid}{tag}");
-        let mut n = Netns {
-            bridge: format!("{base}b"),
-            nodes: (0..NODES).map(|i| format!("{base}{i}")).collect(),
-            made: Vec::new(),
-            procs: Vec::new(),
-            subnet: (pid % 256) as u8,
-        };
-        let b = n.bridge.clone();
-        n.add(&b)?;
-        ip(&["-n", &b, "link", "add", "br0", "type", "bridge"])?;
-        ip(&["-n", &b, "link", "set", "br0", "up"])?;
-        for (i, ns) in n.nodes.clone().iter().enumerate() {
-            n.add(ns)?;
-            let port = format!("p{i}");
-            // Created inside the bridge namespace, its peer moved straight
-            // into the node's: nothing passes through the root namespace.
-            ip(&[
-                "-n", &b, "link", "add", &port, "type", "veth", "peer", "name", "eth0", "netns", ns,
-            ])?;
-            ip(&["-n", &b, "link", "set", &port, "master", "br0"])?;
-            ip(&["-n", &b, "link", "set", &port, "up"])?;
-            let addr = format!("10.77.{}.{}/24", n.subnet, i + 1);
-            ip(&["-n", ns, "addr", "add", &addr, "dev", "eth0"])?;
-            ip(&["-n", ns, "link", "set", "eth0", "up"])?;
-            ip(&["-n", ns, "link", "set", "lo", "up"])?;
-        }
-        Ok(n)
-    }
-
-    fn add(&mut self, ns: &str) -> Result<(), Refused> {
-        ip(&["netns", "add", ns])?;
-        self.made.push(ns.to_string());
-        Ok(())
-    }
-
-    /// Node `i`'s address with `port`.
-    fn addr(&self, i: usize, port: u16) -> SocketAddr {
-        SocketAddr::from(([10, 77, self.subnet, i as u8 + 1], port))
-    }
-
-    /// A three-node cluster file on the namespaces' addresses, in `dir`.
-    fn cluster_file(&self, dir: &Path) -> std::path::PathBuf {
-        let mut text = format!(
-            "cluster_id = 5\ntoken = \"{TOKEN}\"\nreplication = {NODES}\n\n[table]\ncapacity_keys = 20000\nvalue_bytes_max = 256\n"
-        );
-        for i in 0..NODES {
-            text.push_str(&format!(
-                "\n[[node]]\nid = {i}\ndata = \"{}\"\ncontrol = \"{}\"\ncontrol_public = true\n",
-                self.addr(i, DATA_PORT),
-                self.addr(i, CONTROL_PORT)
-            ));
-        }
-        let path = dir.join("cluster.toml");
-        std::fs::write(&path, text).expect("write the cluster file");
-        path
-    }
-
-    /// `ip netns exec NS splitkv ARGS`, output to `DIR/NAME.out` and `.err`
-    /// (`ip netns exec` execs the binary, so the child's pid is the node's).
-    fn exec(&self, ns: &str, args: &[&str], dir: &Path, name: &str) -> Child {
-        let out = File::create(dir.join(format!("{name}.out"))).expect("create a log");
-        let err = File::create(dir.join(format!("{name}.err"))).expect("create a log");
-        Command::new("ip")
-            .args(["netns", "exec", ns, env!("CARGO_BIN_EXE_splitkv")])
-            .args(args)
-            .stdout(out)
-            .stderr(err)
-            .spawn()
-            .expect("start ip netns exec")
-    }
-
-    /// Starts every node (`--threads 1`) and waits until each answers.
-    fn start_nodes(&mut self, config: &Path, dir: &Path) {
-        let config = config.to_str().unwrap();
-        for (i, ns) in self.nodes.iter().enumerate() {
-            let id = i.to_string();
-            let args = ["node", "--config", config, "--id", &id, "--threads", "1"];
-            let child = self.exec(ns, &args, dir, &format!("node{i}"));
-            self.procs.push(child);
-        }
-        let controls: Vec<_> = (0..NODES).map(|i| self.addr(i, CONTROL_PORT)).collect();
-        in_netns(&self.nodes[0], || {
-            for a in controls {
-                wait_status(a, READY_TIMEOUT);
-            }
-        });
-    }
-}
-
-impl Drop for Netns {
-    fn drop(&mut self) {
-        for p in &mut self.procs {
-            if let Ok(None) = p.try_wait() {
-                let _ = p.kill();
-                let _ = p.wait();
-            }
-        }
-        for ns in self.made.iter().rev() {
-            if let Err(Refused(why)) = ip(&["netns", "del", ns]) {
-                eprintln!("netns teardown: {why}");
-            }
-        }
-    }
-}
-
-/// Runs `f` on a thread that has entered network namespace `ns` (its sockets
-/// live there); the test's other threads stay where they are.
-fn in_netns<T: Send>(ns: &str, f: impl FnOnce() -> T + Send) -> T {
-    let file = File::open(format!("/run/netns/{ns}")).expect("open the namespace");
-    std::thread::scope(|s| {
-        s.spawn(|| {
-            use std::os::fd::AsRawFd;
-            // SAFETY: a valid namespace descriptor; only this thread moves.
-            let r = unsafe { libc::setns(file.as_raw_fd(), libc::CLONE_NEWNET) };
-            assert_eq!(r, 0, "setns: {}", std::io::Error::last_os_error());
-            f()
-        })
-        .join()
-        .expect("the namespaced thread")
-    })
-}
-
-/// Whether network namespace `ns` exists (is named under `/run/netns`).
-fn namespace_exists(ns: &str) -> bool {
-    Path::new("/run/netns").join(ns).exists()
+    let path = dir.join("cluster.toml");
+    std::fs::write(&path, text).expect("write the cluster file");
+    path
 }
 
 /// Builds the namespaces and nodes, runs `bench WORKLOAD ARGS` from node 0's
@@ -225,7 +61,7 @@ fn bench_in_namespaces(tag: &str, workload: &str, args: &[&str]) -> Option<Strin
         }
     };
     let dir = tempfile::tempdir().expect("tempdir");
-    let config = net.cluster_file(dir.path());
+    let config = cluster_file(&net, dir.path());
     net.start_nodes(&config, dir.path());
     let mut all = vec!["bench", workload, "--cluster", config.to_str().unwrap()];
     all.extend_from_slice(args);

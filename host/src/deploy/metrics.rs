@@ -13,6 +13,8 @@
 //! | `cache_hits`, `cache_misses`, `cache_evictions` | | `update_from` (NIC object cache) |
 //! | `iterations` | | `update_from` |
 //! | `packets_received`, `retransmissions`, `duplicates_dropped`, `sessions_failed` | | [`NodeMetrics::update_sessions`] (the session layer) |
+//! | `dpdk_packets_sent`, `dpdk_packets_received`, `dpdk_tx_port_full`, `dpdk_mempool_empty`, `dpdk_unknown_destination`, `dpdk_oversized`, `dpdk_broadcast_frames`, `dpdk_port_rx_missed`, `dpdk_port_rx_no_mbuf` | | [`NodeMetrics::update_dpdk`] (a DPDK node only: [`NodeMetrics::with_dpdk`]) |
+//! | `dpdk_rx_dropped` | `reason`: an [`RxDrop`] name | `update_dpdk` |
 //!
 //! and the histogram `transaction_latency_us` (µs, buckets
 //! [`LATENCY_BUCKET_FIRST_US`] × 2ⁱ for i < [`LATENCY_BUCKETS`]), fed by
@@ -37,7 +39,10 @@ use prometheus_client::metrics::histogram::{exponential_buckets, Histogram};
 use prometheus_client::registry::Registry;
 use splitkv_layout::host_nic::TxStatus;
 use splitkv_layout::wire::NodeId;
+use splitkv_nic::net::dpdk::RxDrop;
 use splitkv_nic::NicStats;
+
+use super::dpdk::DpdkSnapshot;
 
 /// Upper bound of the latency histogram's first bucket (µs).
 pub const LATENCY_BUCKET_FIRST_US: f64 = 1.0;
@@ -67,6 +72,11 @@ struct OutcomeLabels {
     outcome: &'static str,
 }
 
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct ReasonLabels {
+    reason: &'static str,
+}
+
 /// The session layer's cumulative counters (eRPC-style reliable sessions
 /// below the batching layer), passed as plain numbers so the session layer
 /// need not know this module.
@@ -88,10 +98,75 @@ struct Seen {
     outcomes: [u64; TxStatus::ALL.len()],
     nic: [u64; NIC_COUNTERS],
     sessions: [u64; SESSION_COUNTERS],
+    dpdk: [u64; DPDK_COUNTERS],
+    dpdk_rx_dropped: [u64; RxDrop::COUNT],
 }
 
 const NIC_COUNTERS: usize = 8;
 const SESSION_COUNTERS: usize = 4;
+const DPDK_COUNTERS: usize = 9;
+
+/// A DPDK node's counters ([`NodeMetrics::with_dpdk`]).
+#[derive(Debug)]
+struct DpdkMetrics {
+    counters: [Counter; DPDK_COUNTERS],
+    rx_dropped: [Counter; RxDrop::COUNT],
+}
+
+/// Names and help of the DPDK counters, in the order of [`dpdk_values`].
+const DPDK_METRICS: [(&str, &str); DPDK_COUNTERS] = [
+    (
+        "dpdk_packets_sent",
+        "Packets the DPDK port took for sending",
+    ),
+    (
+        "dpdk_packets_received",
+        "Packets the DPDK transport received and passed on",
+    ),
+    (
+        "dpdk_tx_port_full",
+        "DPDK flushes stopped by a full TX queue",
+    ),
+    (
+        "dpdk_mempool_empty",
+        "DPDK sends held back by an empty mempool",
+    ),
+    (
+        "dpdk_unknown_destination",
+        "Packets offered for a node with no DPDK address (dropped)",
+    ),
+    (
+        "dpdk_oversized",
+        "Packets offered longer than the MTU (dropped)",
+    ),
+    (
+        "dpdk_broadcast_frames",
+        "Frames sent to the broadcast MAC (destination MAC unknown)",
+    ),
+    (
+        "dpdk_port_rx_missed",
+        "Frames the DPDK port dropped: RX queue full",
+    ),
+    (
+        "dpdk_port_rx_no_mbuf",
+        "Frames the DPDK port dropped: no mbuf free",
+    ),
+];
+
+fn dpdk_values(s: &DpdkSnapshot) -> [u64; DPDK_COUNTERS] {
+    let t = &s.transport;
+    [
+        t.packets_sent,
+        t.packets_received,
+        t.tx_port_full,
+        t.mempool_empty,
+        t.unknown_destination,
+        t.oversized,
+        t.broadcast_frames,
+        s.port.rx_missed,
+        s.port.rx_no_mbuf,
+    ]
+}
 
 /// One node's metrics and the registry that exposes them. `Sync`: the
 /// polling side updates it while the control thread encodes it.
@@ -102,6 +177,7 @@ pub struct NodeMetrics {
     nic: [Counter; NIC_COUNTERS],
     sessions: [Counter; SESSION_COUNTERS],
     latency_us: Histogram,
+    dpdk: Option<DpdkMetrics>,
     seen: Mutex<Seen>,
 }
 
@@ -218,8 +294,45 @@ impl NodeMetrics {
             nic,
             sessions,
             latency_us,
+            dpdk: None,
             seen: Mutex::new(Seen::default()),
         }
+    }
+
+    /// The same metrics with a DPDK node's counters registered too (see the
+    /// module table), fed by [`NodeMetrics::update_dpdk`].
+    pub fn with_dpdk(mut self) -> NodeMetrics {
+        let registry = &mut self.registry;
+        let counters = DPDK_METRICS.map(|(name, help)| register_counter(registry, name, help));
+        let family = Family::<ReasonLabels, Counter>::default();
+        let rx_dropped =
+            RxDrop::ALL.map(|r| family.get_or_create_owned(&ReasonLabels { reason: r.name() }));
+        registry.register(
+            "dpdk_rx_dropped",
+            "Frames the DPDK transport dropped on receive, by reason",
+            family,
+        );
+        self.dpdk = Some(DpdkMetrics {
+            counters,
+            rx_dropped,
+        });
+        self
+    }
+
+    /// Copies a DPDK transport's cumulative counters (nothing unless
+    /// [`NodeMetrics::with_dpdk`] registered them).
+    pub fn update_dpdk(&self, snapshot: &DpdkSnapshot) {
+        let Some(d) = &self.dpdk else {
+            return;
+        };
+        let mut seen = self.seen.lock().unwrap_or_else(|e| e.into_inner());
+        let seen = &mut *seen;
+        advance(&d.counters, &mut seen.dpdk, &dpdk_values(snapshot));
+        advance(
+            &d.rx_dropped,
+            &mut seen.dpdk_rx_dropped,
+            &snapshot.transport.rx_dropped.0,
+        );
     }
 
     /// Copies the NIC runtime's cumulative counters: outcomes by status,

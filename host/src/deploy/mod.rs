@@ -1,7 +1,7 @@
 //! Deploying a cluster one node per process: the cluster file every node
 //! reads ([`config`]), the HTTP control endpoint each node serves on a thread
-//! of its own ([`control`]), and the Prometheus metrics it exposes
-//! ([`metrics`]).
+//! of its own ([`control`]), the Prometheus metrics it exposes
+//! ([`metrics`]), and a node's DPDK start-up and counters ([`dpdk`]).
 //!
 //! The node process (the `splitkv node` subcommand) ties them together: it
 //! reads a [`ClusterConfig`], builds its node, implements [`ControlHandler`]
@@ -39,13 +39,18 @@
 
 pub mod config;
 pub mod control;
+pub mod dpdk;
 pub mod metrics;
 pub mod node;
 
 pub use config::{
-    ClientSettings, ClusterConfig, ConfigError, LogTarget, MembershipSettings, NodeSettings,
-    ProtocolSettings, TableSettings, TransportKind, TransportSettings,
+    ClientSettings, ClusterConfig, ConfigError, DpdkSettings, LogTarget, MembershipSettings,
+    Neighbour, NodeSettings, ProtocolSettings, TableSettings, TransportKind, TransportSettings,
 };
 pub use control::{CallError, ControlError, ControlHandler, ControlServer, Route};
+pub use dpdk::{DpdkCounters, DpdkSnapshot};
 pub use metrics::{NodeMetrics, SessionCounters};
-pub use node::{incarnation_now, node_builder, node_transport, NodeSetupError};
+pub use node::{
+    incarnation_now, node_builder, node_transport, node_transport_counted, NodeSetupError,
+    NodeTransport,
+};

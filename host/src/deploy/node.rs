@@ -2,11 +2,13 @@
 //! per process): the builder that makes its node as the in-process cluster
 //! would ([`node_builder`], then
 //! [`ClusterBuilder::build_local_parts`]), the transport it sends with
-//! ([`node_transport`]: UDP from the data addresses, wrapped in the
-//! fault-injecting transport when the file asks for injected faults), and
-//! its incarnation ([`incarnation_now`]).
+//! ([`node_transport`]: UDP from the data addresses, or DPDK from the file's
+//! `[transport] kind = "dpdk"` fields ([`super::dpdk`], cargo feature
+//! `dpdk`), wrapped in the fault-injecting transport when the file asks for
+//! injected faults), and its incarnation ([`incarnation_now`]).
 
 use super::config::{ClusterConfig, TransportKind};
+use super::dpdk::DpdkCounters;
 use crate::cluster::{Cluster, ClusterBuilder};
 use splitkv_layout::wire::NodeId;
 use splitkv_nic::net::faulty::{FaultConfig, FaultError, FaultyTransport};
@@ -26,7 +28,7 @@ pub enum NodeSetupError {
         max: usize,
     },
     /// The node's transport cannot connect processes.
-    #[error("node[{node}].transport.kind: \"mem\" connects nodes of one process only; a node process needs \"udp\"")]
+    #[error("node[{node}].transport.kind: \"mem\" connects nodes of one process only; a node process needs \"udp\" or \"dpdk\"")]
     MemTransport {
         /// The node.
         node: NodeId,
@@ -44,6 +46,30 @@ pub enum NodeSetupError {
     /// UDP is not built on this platform.
     #[error("the udp transport is built on Linux only")]
     NoUdp,
+    /// The file asks for DPDK but this build has no DPDK (cargo feature
+    /// `dpdk`, Linux only).
+    #[error("node[{node}].transport.kind: \"dpdk\" needs a build with DPDK (cargo build -p splitkv --features dpdk, DPDK 22.11 installed)")]
+    DpdkNotBuilt {
+        /// The node.
+        node: NodeId,
+    },
+    /// DPDK fields missing from a file that did not pass the checks (its
+    /// kind is not `"dpdk"`, or a node has no MAC or IPv4 data address).
+    #[error("node[{node}].transport: not a checked DPDK transport (kind, MAC or IPv4 data address missing)")]
+    NotDpdk {
+        /// The node.
+        node: NodeId,
+    },
+    /// EAL or the DPDK port could not be set up.
+    #[cfg(all(feature = "dpdk", target_os = "linux"))]
+    #[error("node[{node}].transport: {source}")]
+    Dpdk {
+        /// The node.
+        node: NodeId,
+        /// What DPDK said.
+        #[source]
+        source: splitkv_nic::net::dpdk::DpdkError,
+    },
     /// The injected fault rates cannot be honoured.
     #[error("node[{node}].transport: {source}")]
     Faults {
@@ -102,25 +128,76 @@ pub fn injects_faults(config: &ClusterConfig, node: NodeId) -> bool {
 
 /// The transport of node `node`: a UDP socket bound to its data address
 /// with every node's data address as its peers, MTU and socket buffers
-/// from the file; wrapped in a [`FaultyTransport`] seeded from `seed` and
-/// the node id when the file's injected fault rates are not all zero.
+/// from the file, or, for `kind = "dpdk"`, a DPDK port
+/// ([`super::dpdk::dpdk_transport`]); wrapped in a [`FaultyTransport`]
+/// seeded from `seed` and the node id when the file's injected fault rates
+/// are not all zero. [`node_transport_counted`] also returns the DPDK
+/// counters.
 ///
 /// # Errors
 /// [`NodeSetupError`]: an unknown node, a `mem` transport, a socket that
-/// cannot be bound, or fault rates over one.
+/// cannot be bound, DPDK not built or refusing to start, or fault rates
+/// over one.
 pub fn node_transport(
     config: &ClusterConfig,
     node: NodeId,
     seed: u64,
 ) -> Result<Box<dyn Transport>, NodeSetupError> {
+    node_transport_counted(config, node, seed).map(|t| t.transport)
+}
+
+/// A node's transport and, on DPDK, the counters its polling thread
+/// publishes for `/status` and `/metrics`.
+pub struct NodeTransport {
+    /// The transport (boxed; with injected faults when the file asks).
+    pub transport: Box<dyn Transport>,
+    /// The DPDK transport's counters (`None` on UDP).
+    pub dpdk: Option<DpdkCounters>,
+}
+
+/// [`node_transport`], with the DPDK counters.
+///
+/// # Errors
+/// As [`node_transport`].
+pub fn node_transport_counted(
+    config: &ClusterConfig,
+    node: NodeId,
+    seed: u64,
+) -> Result<NodeTransport, NodeSetupError> {
     let me = config.node(node).ok_or(NodeSetupError::NoSuchNode {
         node,
         max: config.nodes.len().saturating_sub(1),
     })?;
-    if me.transport.kind == TransportKind::Mem {
-        return Err(NodeSetupError::MemTransport { node });
+    match me.transport.kind {
+        TransportKind::Mem => Err(NodeSetupError::MemTransport { node }),
+        TransportKind::Udp => Ok(NodeTransport {
+            transport: with_faults(config, node, seed, udp_transport(config, node)?)?,
+            dpdk: None,
+        }),
+        TransportKind::Dpdk => dpdk_node_transport(config, node, seed),
     }
-    with_faults(config, node, seed, udp_transport(config, node)?)
+}
+
+#[cfg(all(feature = "dpdk", target_os = "linux"))]
+fn dpdk_node_transport(
+    config: &ClusterConfig,
+    node: NodeId,
+    seed: u64,
+) -> Result<NodeTransport, NodeSetupError> {
+    let (transport, counters) = super::dpdk::dpdk_transport(config, node)?;
+    Ok(NodeTransport {
+        transport: with_faults(config, node, seed, transport)?,
+        dpdk: Some(counters),
+    })
+}
+
+#[cfg(not(all(feature = "dpdk", target_os = "linux")))]
+fn dpdk_node_transport(
+    _: &ClusterConfig,
+    node: NodeId,
+    _: u64,
+) -> Result<NodeTransport, NodeSetupError> {
+    Err(NodeSetupError::DpdkNotBuilt { node })
 }
 
 /// `udp`, wrapped in a [`FaultyTransport`] if the file asks for faults.

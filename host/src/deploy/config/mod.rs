@@ -18,7 +18,7 @@
 //! retransmit_timeout_us = 5000
 //!
 //! [transport]                    # the default of every node; every field optional
-//! kind = "udp"                   # or "mem"
+//! kind = "udp"                   # or "mem", or "dpdk" (see [`transport`])
 //! mtu = 1472
 //!
 //! [[node]]                       # ids 0 ..= n-1, each once
@@ -27,6 +27,7 @@
 //! control = "127.0.0.1:7200"     # loopback unless control_public = true
 //! cores = [0]                    # optional
 //! transport = { mtu = 9000 }     # optional, overrides [transport] field by field
+//! mac = "02:00:00:00:00:01"      # required for every node when any node's kind is "dpdk"
 //!
 //! [membership]                   # optional; see [`membership`]
 //! kind = "etcd"                  # or "static" (the default)
@@ -47,10 +48,16 @@
 pub mod clients;
 pub mod membership;
 mod raw;
+pub mod transport;
 mod validate;
 
 pub use clients::ClientSettings;
 pub use membership::MembershipSettings;
+pub use transport::{
+    DpdkSettings, Neighbour, TransportKind, TransportSettings, DPDK_DEVICE_BYTES_MAX, EAL_ARGS_MAX,
+    EAL_ARG_BYTES_MAX, FAULT_PPM_MAX, MTU_DEFAULT, MTU_MAX, MTU_MIN, SOCKET_BUFFER_BYTES_DEFAULT,
+    SOCKET_BUFFER_BYTES_MAX, SOCKET_BUFFER_BYTES_MIN,
+};
 
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
@@ -61,6 +68,7 @@ use thiserror::Error;
 
 use crate::node::NodeConfig;
 use crate::table::TableKind;
+use splitkv_nic::net::dpdk::MacAddr;
 use splitkv_nic::Placement;
 
 /// Keys a node's host table is sized for when `[table] capacity_keys` is absent.
@@ -69,22 +77,6 @@ pub const CAPACITY_KEYS_DEFAULT: usize = 1 << 20;
 pub const CAPACITY_KEYS_MAX: usize = 1 << 30;
 /// Largest `[table] cache_objects` a cluster file may ask for.
 pub const CACHE_OBJECTS_MAX: usize = 1 << 26;
-/// Smallest transport MTU (bytes of one splitkv packet, headers included):
-/// below it a packet holds too few messages to be worth sending.
-pub const MTU_MIN: usize = 512;
-/// Largest transport MTU: [`splitkv_layout::wire::PACKET_BYTES_MAX`] (a jumbo frame's payload).
-pub const MTU_MAX: usize = splitkv_layout::wire::PACKET_BYTES_MAX;
-/// Default MTU: a standard 1500-byte Ethernet frame less its IPv4 (20 B) and
-/// UDP (8 B) headers.
-pub const MTU_DEFAULT: usize = 1500 - 20 - 8;
-/// Default socket send and receive buffer size (bytes, `SO_SNDBUF`/`SO_RCVBUF`).
-pub const SOCKET_BUFFER_BYTES_DEFAULT: usize = 4 << 20;
-/// Smallest socket buffer size a cluster file may ask for (bytes).
-pub const SOCKET_BUFFER_BYTES_MIN: usize = 64 << 10;
-/// Largest socket buffer size a cluster file may ask for (bytes).
-pub const SOCKET_BUFFER_BYTES_MAX: usize = 1 << 30;
-/// Largest injected fault rate, in parts per million (every packet).
-pub const FAULT_PPM_MAX: u32 = 1_000_000;
 /// Default silence after which a peer's session is declared failed (ms).
 pub const SESSION_SILENCE_MS_DEFAULT: u64 = 1_000;
 /// Shortest session silence a cluster file may ask for (ms).
@@ -132,13 +124,30 @@ pub enum ConfigError {
         /// Why it is unusable.
         reason: String,
     },
+    /// A MAC address that is not six hex bytes separated by `:`.
+    #[error("{field}: \"{text}\" is not a MAC address (six hex bytes separated by ':', e.g. \"02:00:00:00:00:01\")")]
+    BadMac {
+        /// Path of the field, e.g. `node[1].mac`.
+        field: String,
+        /// The text given.
+        text: String,
+    },
+    /// A node without the MAC its DPDK peers address their frames to.
+    #[error("{field}: required when a node's transport is \"dpdk\" (its peers address their frames to it), e.g. mac = \"02:00:00:00:00:01\"")]
+    MissingMac {
+        /// Path of the field, e.g. `node[1].mac`.
+        field: String,
+    },
 }
 
 impl ConfigError {
-    /// The field an [`ConfigError::Invalid`] names (`None` for other errors).
+    /// The field an [`ConfigError::Invalid`], [`ConfigError::BadMac`] or
+    /// [`ConfigError::MissingMac`] names (`None` for other errors).
     pub fn field(&self) -> Option<&str> {
         match self {
-            ConfigError::Invalid { field, .. } => Some(field),
+            ConfigError::Invalid { field, .. }
+            | ConfigError::BadMac { field, .. }
+            | ConfigError::MissingMac { field } => Some(field),
             _ => None,
         }
     }
@@ -158,15 +167,6 @@ pub enum LogTarget {
     Stderr,
     /// This file, appended to.
     File(PathBuf),
-}
-
-/// Which transport a node sends packets with.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum TransportKind {
-    /// Kernel UDP sockets.
-    Udp,
-    /// In-process channels (every node in one process; tests).
-    Mem,
 }
 
 /// `[table]`: the host table of every node.
@@ -199,26 +199,6 @@ pub struct ProtocolSettings {
     pub retransmit_timeout_us: u64,
 }
 
-/// `[transport]` (and a node's override): how a node sends packets.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct TransportSettings {
-    /// Transport; default UDP.
-    pub kind: TransportKind,
-    /// Largest packet (bytes, splitkv headers included, IP/UDP excluded):
-    /// [`MTU_MIN`] ..= [`MTU_MAX`], default [`MTU_DEFAULT`].
-    pub mtu: usize,
-    /// `SO_SNDBUF` (bytes): [`SOCKET_BUFFER_BYTES_MIN`] ..= [`SOCKET_BUFFER_BYTES_MAX`].
-    pub socket_send_buffer_bytes: usize,
-    /// `SO_RCVBUF` (bytes): [`SOCKET_BUFFER_BYTES_MIN`] ..= [`SOCKET_BUFFER_BYTES_MAX`].
-    pub socket_recv_buffer_bytes: usize,
-    /// Injected loss (tests): packets dropped per million, ≤ [`FAULT_PPM_MAX`]. Default 0.
-    pub loss_ppm: u32,
-    /// Injected duplication (tests): packets sent twice per million. Default 0.
-    pub duplicate_ppm: u32,
-    /// Injected reordering (tests): packets held back per million. Default 0.
-    pub reorder_ppm: u32,
-}
-
 /// One `[[node]]`, with its transport resolved (node override over
 /// `[transport]` over the defaults).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -235,6 +215,12 @@ pub struct NodeSettings {
     pub cores: Vec<usize>,
     /// The node's transport.
     pub transport: TransportSettings,
+    /// The node's MAC (`mac`): where DPDK peers send its frames. Required
+    /// for every node when any node's transport is DPDK; optional otherwise.
+    pub mac: Option<MacAddr>,
+    /// The DPDK fields of its transport, when `transport.kind` is
+    /// [`TransportKind::Dpdk`] (`None` otherwise).
+    pub dpdk: Option<DpdkSettings>,
 }
 
 /// A checked cluster file: every node's view of the cluster.

@@ -85,6 +85,20 @@ pub(crate) struct RawTransport {
     pub loss_ppm: Option<u32>,
     pub duplicate_ppm: Option<u32>,
     pub reorder_ppm: Option<u32>,
+    pub device: Option<String>,
+    pub eal_args: Option<Vec<String>>,
+    pub mbufs: Option<u64>,
+    pub rx_descriptors: Option<u64>,
+    pub tx_descriptors: Option<u64>,
+    pub neighbours: Option<Vec<RawNeighbour>>,
+}
+
+/// One `neighbours = [{ ip = "…", mac = "…" }]` entry of `[transport]`.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct RawNeighbour {
+    pub ip: String,
+    pub mac: String,
 }
 
 impl RawTransport {
@@ -102,6 +116,12 @@ impl RawTransport {
             loss_ppm: over.loss_ppm.or(self.loss_ppm),
             duplicate_ppm: over.duplicate_ppm.or(self.duplicate_ppm),
             reorder_ppm: over.reorder_ppm.or(self.reorder_ppm),
+            device: over.device.clone().or_else(|| self.device.clone()),
+            eal_args: over.eal_args.clone().or_else(|| self.eal_args.clone()),
+            mbufs: over.mbufs.or(self.mbufs),
+            rx_descriptors: over.rx_descriptors.or(self.rx_descriptors),
+            tx_descriptors: over.tx_descriptors.or(self.tx_descriptors),
+            neighbours: over.neighbours.clone().or_else(|| self.neighbours.clone()),
         }
     }
 }
@@ -117,6 +137,8 @@ pub(crate) struct RawNode {
     pub control_public: bool,
     #[serde(default)]
     pub cores: Vec<u64>,
+    #[serde(default)]
+    pub mac: Option<String>,
     #[serde(default)]
     pub transport: Option<RawTransport>,
 }

@@ -9,6 +9,7 @@ use splitkv_nic::index::CACHE_OBJECTS_DEFAULT;
 use splitkv_nic::NODES_MAX;
 
 use super::raw::{RawCluster, RawNode, RawProtocol, RawTable, RawTransport};
+use super::transport::in_range;
 use super::*;
 
 /// Checks `raw` as a whole; the first problem found is the error.
@@ -16,7 +17,7 @@ pub(super) fn check(raw: RawCluster) -> Result<ClusterConfig, ConfigError> {
     check_token(&raw.token)?;
     let table = check_table(&raw.table)?;
     let protocol = check_protocol(&raw.protocol)?;
-    check_transport("transport", &raw.transport)?;
+    transport::check("transport", &raw.transport)?;
     let nodes = check_nodes(&raw.nodes, &raw.transport)?;
     if raw.replication == 0 || raw.replication > nodes.len() {
         return Err(ConfigError::invalid(
@@ -68,18 +69,6 @@ fn check_log(log: Option<&str>) -> Result<LogTarget, ConfigError> {
             "must be \"stderr\" or a file path, got an empty string",
         )),
         Some(path) => Ok(LogTarget::File(PathBuf::from(path))),
-    }
-}
-
-/// `value` if it lies in `min ..= max`, else an error naming `field`.
-fn in_range(field: &str, value: u64, min: u64, max: u64) -> Result<u64, ConfigError> {
-    if (min..=max).contains(&value) {
-        Ok(value)
-    } else {
-        Err(ConfigError::invalid(
-            field,
-            format!("must be between {min} and {max}, got {value}"),
-        ))
     }
 }
 
@@ -150,47 +139,6 @@ fn check_protocol(raw: &RawProtocol) -> Result<ProtocolSettings, ConfigError> {
     })
 }
 
-/// Checks a `[transport]` table (or a node's merged one) whose fields are
-/// named under `prefix`, filling in the defaults.
-fn check_transport(prefix: &str, raw: &RawTransport) -> Result<TransportSettings, ConfigError> {
-    let kind = match raw.kind.as_deref() {
-        None | Some("udp") => TransportKind::Udp,
-        Some("mem") => TransportKind::Mem,
-        Some(other) => {
-            return Err(ConfigError::invalid(
-                format!("{prefix}.kind"),
-                format!("unknown transport \"{other}\" (expected \"udp\" or \"mem\")"),
-            ))
-        }
-    };
-    let mtu = raw.mtu.unwrap_or(MTU_DEFAULT as u64);
-    let mtu = in_range(
-        &format!("{prefix}.mtu"),
-        mtu,
-        MTU_MIN as u64,
-        MTU_MAX as u64,
-    )?;
-    let buffer = |name: &str, value: Option<u64>| {
-        let field = format!("{prefix}.{name}");
-        let value = value.unwrap_or(SOCKET_BUFFER_BYTES_DEFAULT as u64);
-        let min = SOCKET_BUFFER_BYTES_MIN as u64;
-        in_range(&field, value, min, SOCKET_BUFFER_BYTES_MAX as u64).map(|v| v as usize)
-    };
-    let ppm = |name: &str, value: Option<u32>| {
-        let field = format!("{prefix}.{name}");
-        in_range(&field, value.unwrap_or(0).into(), 0, FAULT_PPM_MAX.into()).map(|v| v as u32)
-    };
-    Ok(TransportSettings {
-        kind,
-        mtu: mtu as usize,
-        socket_send_buffer_bytes: buffer("socket_send_buffer_bytes", raw.socket_send_buffer_bytes)?,
-        socket_recv_buffer_bytes: buffer("socket_recv_buffer_bytes", raw.socket_recv_buffer_bytes)?,
-        loss_ppm: ppm("loss_ppm", raw.loss_ppm)?,
-        duplicate_ppm: ppm("duplicate_ppm", raw.duplicate_ppm)?,
-        reorder_ppm: ppm("reorder_ppm", raw.reorder_ppm)?,
-    })
-}
-
 fn check_nodes(
     raw: &[RawNode],
     transport: &RawTransport,
@@ -230,7 +178,40 @@ fn check_nodes(
         *slot = Some(settings);
     }
     // n distinct ids in 0..n: every slot is filled.
-    Ok(by_id.into_iter().flatten().collect())
+    let nodes: Vec<NodeSettings> = by_id.into_iter().flatten().collect();
+    check_dpdk_addresses(raw, &nodes)?;
+    Ok(nodes)
+}
+
+/// With any node on DPDK: every node has a MAC (its DPDK peers address
+/// frames to it), no two share one, and every data address is IPv4 (its frames are Ethernet + IPv4 + UDP). Errors name the file's
+/// `[[node]]` entry.
+fn check_dpdk_addresses(raw: &[RawNode], nodes: &[NodeSettings]) -> Result<(), ConfigError> {
+    if nodes.iter().all(|n| n.dpdk.is_none()) {
+        return Ok(());
+    }
+    // Index in the file of node `id`.
+    let at = |id: NodeId| raw.iter().position(|r| r.id == u64::from(id)).unwrap_or(0);
+    let mut seen: HashMap<MacAddr, usize> = HashMap::new();
+    for n in nodes {
+        let i = at(n.id);
+        let mac = n.mac.ok_or_else(|| ConfigError::MissingMac {
+            field: format!("node[{i}].mac"),
+        })?;
+        if let Some(first) = seen.insert(mac, i) {
+            return Err(ConfigError::invalid(
+                format!("node[{i}].mac"),
+                format!("{mac} is already node[{first}].mac"),
+            ));
+        }
+        if !n.data.is_ipv4() {
+            return Err(ConfigError::invalid(
+                format!("node[{i}].data"),
+                format!("{} is not IPv4: DPDK frames carry IPv4 + UDP", n.data),
+            ));
+        }
+    }
+    Ok(())
 }
 
 /// Records `addr` as node `i`'s `name` address, refusing one seen before.
@@ -282,13 +263,20 @@ fn check_node(
     } else {
         "transport".to_string()
     };
+    let (transport, dpdk) = transport::check(&prefix, &merged)?;
+    let mac = match &raw.mac {
+        Some(text) => Some(transport::mac(&format!("node[{i}].mac"), text)?),
+        None => None,
+    };
     Ok(NodeSettings {
         id,
         data,
         control,
         control_public: raw.control_public,
         cores,
-        transport: check_transport(&prefix, &merged)?,
+        transport,
+        mac,
+        dpdk,
     })
 }
 

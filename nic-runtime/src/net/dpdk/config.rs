@@ -1,54 +1,14 @@
-//! Configuration, bounds, errors and counters of the DPDK transport.
+//! Configuration and errors of the DPDK transport (its bounds are in
+//! [`super::limits`], its counters in [`super::stats`]).
 
 use super::eal::EalError;
-use super::frame::{MacAddr, RxDrop, FRAME_HEADER_BYTES};
-use crate::placement::NODES_MAX;
-use splitkv_layout::wire::{MSG_HEADER_BYTES, PACKET_BYTES_MAX, PACKET_HEADER_BYTES};
+use super::frame::{MacAddr, FRAME_HEADER_BYTES};
+use super::limits::*;
 use std::net::{Ipv4Addr, SocketAddrV4};
 
-/// Default packet size: the UDP payload of a standard 1500-byte Ethernet
-/// frame (1500 − 20 B IPv4 − 8 B UDP), as on kernel UDP.
-pub const DPDK_MTU_DEFAULT: usize = 1500 - 20 - 8;
-/// Smallest packet size accepted: one packet header and one message header
-/// with a 36-byte body (as on kernel UDP).
-pub const DPDK_MTU_MIN: usize = PACKET_HEADER_BYTES + MSG_HEADER_BYTES + 36;
-/// Largest packet size accepted: the UDP payload of a 9000-byte jumbo frame,
-/// and no more than a splitkv packet.
-pub const DPDK_MTU_MAX: usize = if PACKET_BYTES_MAX < 9000 - 28 {
-    PACKET_BYTES_MAX
-} else {
-    9000 - 28
-};
 /// An mbuf's buffer after its headroom unless the MTU needs more (DPDK's
 /// `RTE_MBUF_DEFAULT_DATAROOM`).
 const MBUF_BUFFER_BYTES: usize = 2048;
-/// Most packets one `rte_eth_rx_burst` or `rte_eth_tx_burst` call moves:
-/// the bursts the batching layer offers ([`TX_BURST_MAX`](crate::net::TX_BURST_MAX)).
-pub const DPDK_BURST_MAX: usize = crate::net::TX_BURST_MAX;
-/// Packets `tx_burst` queues (in mbufs) before `tx_flush` hands them to the
-/// port; when all are queued `tx_burst` takes fewer.
-pub const DPDK_TX_QUEUED_MAX: usize = 1024;
-/// Default mbufs in a transport's pool (2^q − 1 suits DPDK's ring pool).
-pub const DPDK_MBUFS_DEFAULT: u32 = 4095;
-/// Fewest mbufs in a pool: the queued sends, a receive burst and some room
-/// for the receive descriptors.
-pub const DPDK_MBUFS_MIN: u32 = (DPDK_TX_QUEUED_MAX + 2 * DPDK_BURST_MAX) as u32 + 1;
-/// Most mbufs in a pool.
-pub const DPDK_MBUFS_MAX: u32 = 1 << 20;
-/// Default RX and TX descriptors (the driver may adjust them).
-pub const DPDK_DESCRIPTORS_DEFAULT: u16 = 1024;
-/// Most RX or TX descriptors asked for.
-pub const DPDK_DESCRIPTORS_MAX: u16 = 1 << 14;
-/// Most configured peers (the cluster's node bound).
-pub const DPDK_PEERS_MAX: usize = NODES_MAX;
-/// Most IPv4 → MAC entries beyond the peers' (machines that may replace a
-/// node; [`DpdkTransport::set_neighbour`](super::DpdkTransport::set_neighbour)).
-pub const DPDK_NEIGHBOURS_MAX: usize = 4 * NODES_MAX;
-/// Former addresses of re-pointed peers remembered (the oldest is forgotten
-/// first; frames from a forgotten one count as strangers).
-pub const DPDK_FORMER_ADDRESSES_MAX: usize = NODES_MAX;
-/// Slots of each ring of a [`dpdk_ring_pair`](super::dpdk_ring_pair).
-pub const DPDK_RING_SLOTS: u32 = 4096;
 
 /// A node's data address on the DPDK transport: the MAC its frames go to
 /// and its IPv4 address and UDP port.
@@ -264,78 +224,4 @@ pub enum DpdkError {
         /// DPDK's text for it.
         message: String,
     },
-}
-
-/// Received frames dropped, by [`RxDrop`] reason.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct RxDropCounts(pub [u64; RxDrop::COUNT]);
-
-impl RxDropCounts {
-    /// Frames dropped for `reason`.
-    pub fn get(&self, reason: RxDrop) -> u64 {
-        self.0[reason as usize]
-    }
-
-    /// Frames dropped for any reason.
-    pub fn total(&self) -> u64 {
-        self.0.iter().sum()
-    }
-
-    pub(super) fn count(&mut self, reason: RxDrop) {
-        self.0[reason as usize] += 1;
-    }
-}
-
-/// Counters of one DPDK endpoint, since it was built.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct DpdkStats {
-    /// Packets the port took for sending.
-    pub packets_sent: u64,
-    /// splitkv bytes in them (frame headers excluded).
-    pub bytes_sent: u64,
-    /// Packets lent to the caller.
-    pub packets_received: u64,
-    /// splitkv bytes in them.
-    pub bytes_received: u64,
-    /// `rte_eth_tx_burst` calls.
-    pub tx_bursts: u64,
-    /// `rte_eth_rx_burst` calls.
-    pub rx_bursts: u64,
-    /// Flushes stopped because the port's TX queue was full (the packets
-    /// stayed queued for the next flush).
-    pub tx_port_full: u64,
-    /// `tx_burst` calls that took fewer packets because the pool had no mbuf.
-    pub mempool_empty: u64,
-    /// Packets offered for a node with no configured address (dropped).
-    pub unknown_destination: u64,
-    /// Packets offered that were longer than the MTU (dropped).
-    pub oversized: u64,
-    /// Frames sent to the broadcast MAC because the destination's MAC is
-    /// unknown (a peer re-pointed at an IPv4 address with no neighbour entry).
-    pub broadcast_frames: u64,
-    /// Peers re-pointed at another address.
-    pub peers_repointed: u64,
-    /// Received frames dropped, by reason.
-    pub rx_dropped: RxDropCounts,
-}
-
-/// The port driver's own counters (`rte_eth_stats`): what the device or
-/// driver did below the transport, including frames it dropped before the
-/// transport saw them.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct DpdkPortStats {
-    /// Frames received.
-    pub rx_packets: u64,
-    /// Frames sent.
-    pub tx_packets: u64,
-    /// Frames dropped on receive because the RX queue was full (the
-    /// transport was not polled fast enough).
-    pub rx_missed: u64,
-    /// Erroneous frames received (bad FCS, ...), dropped by the device.
-    pub rx_errors: u64,
-    /// Receive buffers the driver could not allocate (the mempool was
-    /// empty): frames dropped.
-    pub rx_no_mbuf: u64,
-    /// Frames the device failed to send.
-    pub tx_errors: u64,
 }
