@@ -241,6 +241,18 @@ impl ProcedureRegistry {
         (self.procs.len() - 1) as u32
     }
 
+    /// The id of the procedure registered as `name` (the first, if several
+    /// share it), or of the built-in of that name
+    /// ([`txn::TXN_PROCEDURE_NAME`]); `None` for an unknown name. What a
+    /// node resolves an application's procedure names with at connection
+    /// time.
+    pub fn id_of(&self, name: &str) -> Option<u32> {
+        if let Some(i) = self.procs.iter().position(|p| p.name() == name) {
+            return Some(i as u32);
+        }
+        (name == txn::TXN_PROCEDURE_NAME).then_some(txn::TXN_PROCEDURE_ID)
+    }
+
     /// The procedure with id `id` (a registered one, or a built-in).
     pub fn get(&self, id: u32) -> Result<&Arc<dyn Procedure>, ProcError> {
         if id == txn::TXN_PROCEDURE_ID {

@@ -1,0 +1,186 @@
+//! [`ClientService`]: the driver that serves a node's application socket —
+//! it owns the [`ClientListener`] (and so its threads) and one gateway
+//! thread that polls a [`Gateway`] (DESIGN.md: drivers own threads).
+//!
+//! The gateway thread waits adaptively (L5 §III-A.3's shape, on the node's
+//! side): after a step that did nothing it spins up to [`GATEWAY_SPINS`]
+//! times, then yields up to [`GATEWAY_YIELDS`] times, then — only when no
+//! request of its own is at the NIC runtime — sleeps up to
+//! [`GATEWAY_IDLE_SLEEP_US`] at a time, waking early for a new connection.
+//! It never sleeps on a client's doorbell (a client must not be able to
+//! hold the node's thread), so an idle node pays one short step per sleep:
+//! a few microseconds every [`GATEWAY_IDLE_SLEEP_US`], well under 1% of a
+//! core. A request that arrives while it sleeps waits at most that long.
+//!
+//! Stopping ([`ClientService::stop`], or dropping it) stops the listener,
+//! which removes the socket file, then the gateway thread, which closes
+//! every connection ([`CloseReason::Stopped`](super::CloseReason::Stopped)).
+
+use super::{Gateway, GatewayConfig, GatewayCounts, GatewayError, GatewayStats};
+use crate::client::Client;
+use crate::clients::{
+    AttachCounts, AttachPolicy, AttachedConnection, ClientListener, ListenerError,
+    ProcedureResolver,
+};
+use crate::deploy::config::ClientSettings;
+use crossbeam::channel::{Receiver, RecvTimeoutError, TryRecvError};
+use std::path::Path;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+/// Idle steps the gateway thread spins through before it yields.
+pub const GATEWAY_SPINS: u32 = 256;
+/// Idle steps it yields through (after spinning) before it sleeps.
+pub const GATEWAY_YIELDS: u32 = 64;
+/// Longest sleep of an idle gateway thread, µs.
+pub const GATEWAY_IDLE_SLEEP_US: u64 = 1_000;
+
+/// Why a service could not start.
+#[derive(Debug, thiserror::Error)]
+pub enum ServiceError {
+    /// The listener could not start.
+    #[error("application socket: {0}")]
+    Listener(#[from] ListenerError),
+    /// The gateway could not be built.
+    #[error("gateway: {0}")]
+    Gateway(#[from] GatewayError),
+    /// The gateway thread could not be started.
+    #[error("cannot start the gateway thread: {0}")]
+    Spawn(std::io::Error),
+}
+
+/// A node's application service (module docs).
+#[derive(Debug)]
+pub struct ClientService {
+    listener: Option<ClientListener>,
+    stop: Arc<AtomicBool>,
+    thread: Option<JoinHandle<()>>,
+    stats: Arc<GatewayStats>,
+}
+
+impl ClientService {
+    /// Listens for node `node` under `settings` (at
+    /// `settings.socket_path(node)`) and serves attached connections
+    /// through the NIC client ports `ports`, resolving procedure names with
+    /// `resolve`.
+    ///
+    /// # Errors
+    /// [`ServiceError::Listener`] (the socket cannot be served),
+    /// [`ServiceError::Gateway`] (no port), [`ServiceError::Spawn`]; the
+    /// socket is removed again on an error after the listener started.
+    pub fn start(
+        settings: &ClientSettings,
+        node: u16,
+        ports: Vec<Client>,
+        resolve: ProcedureResolver,
+    ) -> Result<ClientService, ServiceError> {
+        let stats = Arc::new(GatewayStats::default());
+        let config = GatewayConfig {
+            node,
+            outcome_full_ms_max: settings.outcome_full_ms_max,
+        };
+        let gateway = Gateway::new(config, ports, stats.clone())?;
+        let policy = AttachPolicy::from_settings(settings, node, resolve);
+        let (listener, attached) = ClientListener::start(settings, policy)?;
+        let stop = Arc::new(AtomicBool::new(false));
+        let flag = stop.clone();
+        let thread = std::thread::Builder::new()
+            .name(format!("clients-gateway-{node}"))
+            .spawn(move || drive(gateway, &attached, &flag))
+            .map_err(ServiceError::Spawn)?;
+        Ok(ClientService {
+            listener: Some(listener),
+            stop,
+            thread: Some(thread),
+            stats,
+        })
+    }
+
+    /// The socket path.
+    pub fn path(&self) -> Option<&Path> {
+        self.listener.as_ref().map(ClientListener::path)
+    }
+
+    /// The gateway's counters now.
+    pub fn counts(&self) -> GatewayCounts {
+        self.stats.snapshot()
+    }
+
+    /// The gateway's counters, for readers on other threads.
+    pub fn stats(&self) -> Arc<GatewayStats> {
+        self.stats.clone()
+    }
+
+    /// The listener's set-up counters now.
+    pub fn attach_counts(&self) -> AttachCounts {
+        self.listener
+            .as_ref()
+            .map(ClientListener::stats)
+            .unwrap_or_default()
+    }
+
+    /// Stops serving: the socket is removed, every connection closed.
+    pub fn stop(mut self) {
+        self.shut_down();
+    }
+
+    fn shut_down(&mut self) {
+        if let Some(l) = self.listener.take() {
+            l.stop();
+        }
+        self.stop.store(true, Ordering::Release);
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+impl Drop for ClientService {
+    fn drop(&mut self) {
+        self.shut_down();
+    }
+}
+
+/// The gateway thread's loop (module docs).
+fn drive(mut gateway: Gateway, attached: &Receiver<AttachedConnection>, stop: &AtomicBool) {
+    let origin = Instant::now();
+    let mut idle: u32 = 0;
+    while !stop.load(Ordering::Acquire) {
+        let mut work = false;
+        loop {
+            match attached.try_recv() {
+                Ok(c) => {
+                    gateway.add(c);
+                    work = true;
+                }
+                Err(TryRecvError::Empty | TryRecvError::Disconnected) => break,
+            }
+        }
+        work |= gateway.run_iteration(origin.elapsed().as_nanos() as u64);
+        if work {
+            idle = 0;
+            continue;
+        }
+        idle = idle.saturating_add(1);
+        if idle <= GATEWAY_SPINS {
+            std::hint::spin_loop();
+        } else if idle <= GATEWAY_SPINS + GATEWAY_YIELDS || gateway.in_flight() > 0 {
+            std::thread::yield_now();
+        } else {
+            match attached.recv_timeout(Duration::from_micros(GATEWAY_IDLE_SLEEP_US)) {
+                Ok(c) => {
+                    gateway.add(c);
+                    idle = 0;
+                }
+                Err(RecvTimeoutError::Timeout) => {}
+                // The listener is gone (stopping): sleep without it.
+                Err(RecvTimeoutError::Disconnected) => {
+                    std::thread::sleep(Duration::from_micros(GATEWAY_IDLE_SLEEP_US))
+                }
+            }
+        }
+    }
+    gateway.close_all();
+}
