@@ -29,8 +29,8 @@ pub mod listener;
 
 pub use attach::{attach, AttachFailure, AttachPolicy, AttachedConnection, ProcedureResolver};
 pub use gateway::{
-    ClientService, CloseReason, Gateway, GatewayConfig, GatewayCounts, GatewayError,
-    GatewayStats, ServiceError,
+    ClientService, CloseReason, Gateway, GatewayConfig, GatewayCounts, GatewayError, GatewayStats,
+    ServiceError,
 };
 pub use listener::{ClientListener, ListenerError, HANDSHAKE_THREADS};
 

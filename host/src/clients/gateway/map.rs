@@ -28,8 +28,7 @@
 
 use splitkv_layout::app::txn::{Compare, Condition, Op, Txn};
 use splitkv_layout::app::{
-    AbortReason, Branch, GetResult, GetValue, Request, Status, TxnResult,
-    OUTCOME_REASON_BYTES_MAX,
+    AbortReason, Branch, GetResult, GetValue, Request, Status, TxnResult, OUTCOME_REASON_BYTES_MAX,
 };
 use splitkv_layout::host_nic::TxStatus;
 use splitkv_nic::procedure::txn::TXN_PROCEDURE_ID;
@@ -184,10 +183,19 @@ mod tests {
             key: K,
             value: b"v",
         };
-        assert_eq!(to_nic(&insert, &mut args), Ok((TXN_PROCEDURE_ID, Kind::Insert)));
+        assert_eq!(
+            to_nic(&insert, &mut args),
+            Ok((TXN_PROCEDURE_ID, Kind::Insert))
+        );
         let txn = Txn::decode(&args).unwrap();
         let c: Vec<_> = txn.compares().collect();
-        assert_eq!(c, vec![Compare { key: K, condition: Condition::Absent }]);
+        assert_eq!(
+            c,
+            vec![Compare {
+                key: K,
+                condition: Condition::Absent
+            }]
+        );
         assert_eq!(txn.op_count(Branch::Success), 1);
         assert_eq!(txn.op_count(Branch::Failure), 0);
         let call = Request::Call {
@@ -209,8 +217,17 @@ mod tests {
                 value: b"x",
             }],
         );
-        assert_eq!(to_app(Kind::Get, TxStatus::Committed, &found, &mut body), Status::Committed);
-        assert_eq!(GetValue::decode(&body).unwrap(), GetValue { version: 4, value: b"x" });
+        assert_eq!(
+            to_app(Kind::Get, TxStatus::Committed, &found, &mut body),
+            Status::Committed
+        );
+        assert_eq!(
+            GetValue::decode(&body).unwrap(),
+            GetValue {
+                version: 4,
+                value: b"x"
+            }
+        );
         let absent = result(Branch::Success, &[GetResult::NotFound]);
         assert_eq!(
             to_app(Kind::Get, TxStatus::Committed, &absent, &mut body),
@@ -225,8 +242,14 @@ mod tests {
             to_app(Kind::Delete, TxStatus::Committed, &failed, &mut body),
             Status::KeyNotFound
         );
-        assert_eq!(to_app(Kind::Txn, TxStatus::Committed, &failed, &mut body), Status::Committed);
-        assert_eq!(body, failed, "a Txn's result passes through with its branch");
+        assert_eq!(
+            to_app(Kind::Txn, TxStatus::Committed, &failed, &mut body),
+            Status::Committed
+        );
+        assert_eq!(
+            body, failed,
+            "a Txn's result passes through with its branch"
+        );
         assert_eq!(
             to_app(Kind::Put, TxStatus::LockConflict, b"busy", &mut body),
             Status::Aborted(AbortReason::LockConflict)

@@ -46,7 +46,9 @@ pub mod map;
 mod service;
 pub mod stats;
 
-pub use service::{ClientService, ServiceError, GATEWAY_IDLE_SLEEP_US, GATEWAY_SPINS, GATEWAY_YIELDS};
+pub use service::{
+    ClientService, ServiceError, GATEWAY_IDLE_SLEEP_US, GATEWAY_SPINS, GATEWAY_YIELDS,
+};
 pub use stats::{status_label, CloseReason, GatewayCounts, GatewayStats};
 
 use super::AttachedConnection;
@@ -369,7 +371,11 @@ impl Gateway {
             for (id, status, result) in taken.drain(..) {
                 work = true;
                 let Some(p) = self.pending.remove(&id) else {
-                    tracing::error!(node = self.config.node, id, "gateway: outcome of no request");
+                    tracing::error!(
+                        node = self.config.node,
+                        id,
+                        "gateway: outcome of no request"
+                    );
                     continue;
                 };
                 let mut body = std::mem::take(&mut self.body);
@@ -402,7 +408,10 @@ impl Gateway {
         if let Err(e) = outcome.encode(&mut self.out) {
             // Only a reason text over its bound can fail: send none.
             tracing::warn!(node = self.config.node, error = %e, "gateway: outcome body dropped");
-            let bare = Outcome { body: &[], ..outcome };
+            let bare = Outcome {
+                body: &[],
+                ..outcome
+            };
             if bare.encode(&mut self.out).is_err() {
                 return;
             }
