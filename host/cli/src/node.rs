@@ -62,6 +62,12 @@
 //! in flight are answered `Unknown`, and `/status`'s `nic` shows the
 //! restarts and whether the NIC runtime serves again.
 //!
+//! With a `[clients]` section the node serves applications in other
+//! processes on `<socket_dir>/node-N.sock` once a workload is loaded (its
+//! runtime then runs; `splitkv_host::clients::ClientService`), and removes
+//! the socket on drain; `/status`'s `applications` and `/metrics`'
+//! `application_*` show the gateway's counters.
+//!
 //! `/status`'s `events_unix_ms` says when the node's runtime installed its
 //! epoch, when its last recovery epoch began and resumed, its first commit
 //! after that resume, and when its copy completed, as Unix-epoch
@@ -77,12 +83,15 @@ use crate::Failure;
 use lease::NodeLease;
 use serde_json::{json, Value};
 use splitkv_bench::remote::RemoteNode;
+use splitkv_host::clients::gateway::status_label;
+use splitkv_host::clients::CloseReason;
 use splitkv_host::cluster::{ClusterError, NodeMembership, StatsHandle};
 use splitkv_host::deploy::metrics::outcome_label;
 use splitkv_host::deploy::{
     incarnation_now, node_builder, node_transport, CallError, ClusterConfig, ControlHandler,
     ControlServer, LogTarget, MembershipSettings, NodeMetrics, Route, SessionCounters,
 };
+use splitkv_layout::app::Status as AppStatus;
 use splitkv_layout::host_nic::TxStatus;
 use splitkv_layout::wire::generation_cluster_id;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -242,6 +251,31 @@ impl NodeHandler {
         })
     }
 
+    /// The application gateway's counters (`[clients]`; `null` before a
+    /// load or without the section).
+    fn applications(&self) -> Value {
+        let Some((_, c)) = self
+            .stats()
+            .and_then(|h| h.applications().into_iter().next())
+        else {
+            return Value::Null;
+        };
+        let closed: serde_json::Map<String, Value> = (CloseReason::ALL.iter())
+            .map(|r| (r.label().to_string(), json!(c.closed(*r))))
+            .collect();
+        let outcomes: serde_json::Map<String, Value> = (AppStatus::ALL.iter())
+            .map(|s| (status_label(*s).to_string(), json!(c.outcomes(*s))))
+            .collect();
+        json!({
+            "attached": c.attached,
+            "open": c.open,
+            "closed": closed,
+            "requests": c.requests,
+            "outcomes": outcomes,
+            "outcomes_discarded": c.outcomes_discarded,
+        })
+    }
+
     /// The session layer's view: failed peers and counters (`null` before a load).
     fn sessions(&self) -> Value {
         let Some(h) = self.stats() else {
@@ -306,6 +340,7 @@ impl ControlHandler for NodeHandler {
             "sessions": self.sessions(),
             "recovery": self.recovery(),
             "nic": self.nic(),
+            "applications": self.applications(),
             "membership": self.membership.view(self.started, self.stats().as_ref()),
             "events_unix_ms": self.events_unix_ms(),
         })
@@ -322,6 +357,9 @@ impl ControlHandler for NodeHandler {
                     duplicates_dropped: s.duplicates_dropped,
                     sessions_failed: s.sessions_failed,
                 });
+            }
+            for (_, c) in h.applications() {
+                self.metrics.update_applications(&c);
             }
         }
         let _ = self.metrics.encode(out);
