@@ -476,7 +476,7 @@ impl Gateway {
         use std::io::Read;
         let mut byte = [0u8; 1];
         for c in self.conns.iter_mut().flatten() {
-            let why = match (&mut &*c.conn.socket()).read(&mut byte) {
+            let why = match (&mut c.conn.socket()).read(&mut byte) {
                 Err(e) if e.kind() == ErrorKind::WouldBlock => continue,
                 Err(e) if e.kind() == ErrorKind::Interrupted => continue,
                 Ok(0) => (CloseReason::PeerClosed, "socket closed".to_string()),

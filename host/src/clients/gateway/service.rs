@@ -23,7 +23,7 @@ use crate::clients::{
     ProcedureResolver,
 };
 use crate::deploy::config::ClientSettings;
-use crossbeam::channel::{Receiver, RecvTimeoutError, TryRecvError};
+use crossbeam::channel::{Receiver, RecvTimeoutError};
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -149,14 +149,9 @@ fn drive(mut gateway: Gateway, attached: &Receiver<AttachedConnection>, stop: &A
     let mut idle: u32 = 0;
     while !stop.load(Ordering::Acquire) {
         let mut work = false;
-        loop {
-            match attached.try_recv() {
-                Ok(c) => {
-                    gateway.add(c);
-                    work = true;
-                }
-                Err(TryRecvError::Empty | TryRecvError::Disconnected) => break,
-            }
+        while let Ok(c) = attached.try_recv() {
+            gateway.add(c);
+            work = true;
         }
         work |= gateway.run_iteration(origin.elapsed().as_nanos() as u64);
         if work {
