@@ -90,7 +90,9 @@ pub struct ClusterParts {
 }
 
 /// The settings, procedures and NIC client ports of the gateways a started
-/// cluster runs (one per node it holds).
+/// cluster runs (one per node it holds). (Unused in `--cfg loom` builds,
+/// which leave the application socket out.)
+#[cfg_attr(loom, allow(dead_code))]
 pub(crate) struct Applications {
     /// `[clients]` settings: the socket directory and the bounds.
     pub settings: crate::deploy::config::ClientSettings,

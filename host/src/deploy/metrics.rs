@@ -72,11 +72,13 @@ struct OutcomeLabels {
     outcome: &'static str,
 }
 
+#[cfg(not(loom))]
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct ReasonLabels {
     reason: &'static str,
 }
 
+#[cfg(not(loom))]
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct StatusLabels {
     status: &'static str,
