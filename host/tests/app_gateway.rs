@@ -19,7 +19,8 @@ use splitkv_layout::app::{
 use splitkv_layout::Key;
 use splitkv_nic::procedure::{ProcError, Procedure, ReadView, TxPlan, UserAbort, WriteSet};
 use splitkv_nic::ProcedureRegistry;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -28,6 +29,12 @@ const WAIT: Duration = Duration::from_secs(20);
 const CAP: usize = APP_RING_CAPACITY_MIN_BYTES;
 /// Values up to this size (the stalled-client case fills a ring with them).
 const VALUE_BYTES: usize = 4000;
+const ENV_ROLE: &str = "SPLITKV_APP_GATEWAY_ROLE";
+const ENV_SOCKET: &str = "SPLITKV_APP_GATEWAY_SOCKET";
+/// The key the killed child writes and the survivor then writes again.
+const CONTESTED: Key = Key::new(0, 11);
+/// Puts the killed child leaves in flight.
+const CHILD_PUTS: u64 = 8;
 
 /// `peek(id)`: returns `[1] ++ value` of key (0, id), or `[0]`.
 struct Peek;
@@ -382,4 +389,151 @@ fn garbage_and_oversized_entries_close_only_their_connection() {
     };
     assert_eq!(call_until_final(&mut good, &put).0, Status::Committed);
     assert_eq!(s.counts().open, 1);
+}
+
+/// Not a test of its own: the body of the child process
+/// [`a_killed_client_process_leaves_no_lock_held`] spawns (it returns at
+/// once in a normal run).
+#[test]
+fn child_entry() {
+    let Ok(role) = std::env::var(ENV_ROLE) else {
+        return;
+    };
+    let path = PathBuf::from(std::env::var(ENV_SOCKET).expect("socket path"));
+    if role != "puts" {
+        eprintln!("unknown role {role}");
+        std::process::exit(3);
+    }
+    let options = ConnectOptions {
+        in_flight_max: CHILD_PUTS as u32,
+        request_ring_bytes: CAP,
+        outcome_ring_bytes: CAP,
+        timeout: Duration::from_secs(5),
+        ..ConnectOptions::default()
+    };
+    let mut c = Connection::connect(&path, &options).expect("connect");
+    let end = Instant::now() + WAIT;
+    for i in 0..CHILD_PUTS {
+        let put = Request::Put {
+            req_id: i,
+            key: CONTESTED,
+            value: b"from the killed",
+        };
+        c.send(&encode(&put), Some(end)).expect("send");
+    }
+    // Wait to be killed (bounded: the parent's deadline is shorter).
+    std::thread::sleep(WAIT * 2);
+    std::process::exit(0);
+}
+
+/// A child process, killed and reaped when dropped.
+struct ChildGuard(Child);
+
+impl Drop for ChildGuard {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+fn spawn_child(role: &str, path: &Path) -> ChildGuard {
+    let child = Command::new(std::env::current_exe().unwrap())
+        .args(["--exact", "child_entry", "--nocapture", "--test-threads=1"])
+        .env(ENV_ROLE, role)
+        .env(ENV_SOCKET, path)
+        .stdout(Stdio::null())
+        .spawn()
+        .unwrap();
+    ChildGuard(child)
+}
+
+#[test]
+fn a_killed_client_process_leaves_no_lock_held() {
+    let s = serve("killed", 8, 1000);
+    let mut child = spawn_child("puts", &s.socket);
+    s.wait_counts("the child's puts", |n| n.requests >= CHILD_PUTS);
+    child.0.kill().unwrap(); // SIGKILL, its puts in flight or just answered
+    let _ = child.0.wait();
+    s.wait_counts("the killed client", |n| {
+        n.closed(CloseReason::PeerClosed) == 1 && n.open == 0
+    });
+    let mut c = s.connect(8);
+    let put = Request::Put {
+        req_id: 1,
+        key: CONTESTED,
+        value: b"survivor",
+    };
+    assert_eq!(
+        call_until_final(&mut c, &put).0,
+        Status::Committed,
+        "no lock held"
+    );
+    let (status, body) = call_until_final(
+        &mut c,
+        &Request::Get {
+            req_id: 2,
+            key: CONTESTED,
+        },
+    );
+    assert_eq!(status, Status::Committed);
+    assert_eq!(GetValue::decode(&body).unwrap().value, b"survivor");
+}
+
+/// CPU time (clock ticks) of this process's threads whose names start
+/// with `prefix`, summed, and how many there are.
+fn thread_ticks(prefix: &str) -> (u64, usize) {
+    let (mut ticks, mut threads) = (0, 0);
+    let tasks = std::fs::read_dir("/proc/self/task").expect("/proc");
+    for task in tasks.flatten() {
+        let comm = std::fs::read_to_string(task.path().join("comm")).unwrap_or_default();
+        if !comm.starts_with(prefix) {
+            continue;
+        }
+        let stat = std::fs::read_to_string(task.path().join("stat")).unwrap_or_default();
+        let Some(rest) = stat.rsplit(") ").next() else {
+            continue;
+        };
+        let fields: Vec<&str> = rest.split(' ').collect();
+        // utime and stime: fields 14 and 15 of stat, 12 and 13 after "(comm) ".
+        let field = |i: usize| {
+            fields
+                .get(i)
+                .and_then(|f| f.parse::<u64>().ok())
+                .unwrap_or(0)
+        };
+        ticks += field(11) + field(12);
+        threads += 1;
+    }
+    (ticks, threads)
+}
+
+/// Clock ticks per second of /proc's times (USER_HZ, 100 on Linux).
+const USER_HZ: f64 = 100.0;
+
+/// A measurement, not a check (run with `--ignored --nocapture`): the CPU
+/// the gateway threads spend over a few seconds with no connection, then
+/// with one idle connection open (at node 0), as a share of one core each.
+#[test]
+#[ignore]
+fn idle_gateway_cpu_share() {
+    let s = serve("idle", 8, 1000);
+    let window = Duration::from_secs(5);
+    let measure = |what: &str| {
+        std::thread::sleep(Duration::from_millis(200));
+        // Thread names are cut to 15 bytes: the three nodes' gateway
+        // threads all read "clients-gateway".
+        let (before, threads) = thread_ticks("clients-gateway");
+        assert_eq!(threads, 3, "one gateway thread per node");
+        std::thread::sleep(window);
+        let (after, _) = thread_ticks("clients-gateway");
+        let share = (after - before) as f64 / USER_HZ / window.as_secs_f64() / threads as f64;
+        println!(
+            "idle gateway threads, {what}: {} ticks over {threads} threads in {window:?} = {:.3}% of a core each",
+            after - before,
+            share * 100.0
+        );
+    };
+    measure("no connection");
+    let _idle = s.connect(8);
+    measure("one idle connection at node 0");
 }

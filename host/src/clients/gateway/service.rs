@@ -5,12 +5,15 @@
 //! The gateway thread waits adaptively (L5 §III-A.3's shape, on the node's
 //! side): after a step that did nothing it spins up to [`GATEWAY_SPINS`]
 //! times, then yields up to [`GATEWAY_YIELDS`] times, then — only when no
-//! request of its own is at the NIC runtime — sleeps up to
-//! [`GATEWAY_IDLE_SLEEP_US`] at a time, waking early for a new connection.
-//! It never sleeps on a client's doorbell (a client must not be able to
-//! hold the node's thread), so an idle node pays one short step per sleep:
-//! a few microseconds every [`GATEWAY_IDLE_SLEEP_US`], well under 1% of a
-//! core. A request that arrives while it sleeps waits at most that long.
+//! request of its own is at the NIC runtime — sleeps, waking at once for a
+//! new connection (it waits on the listener's channel). With no connection
+//! open it sleeps [`GATEWAY_UNCONNECTED_SLEEP_MS`] at a time; with
+//! connections, sleeps that start at [`GATEWAY_IDLE_SLEEP_US`] and double
+//! while nothing happens, up to [`GATEWAY_IDLE_SLEEP_MAX_US`]. It never
+//! sleeps on a client's doorbell (a client must not be able to hold the
+//! node's thread), so a request that arrives while it sleeps waits at most
+//! the current sleep: up to [`GATEWAY_IDLE_SLEEP_MAX_US`] after a long
+//! idle spell, and an idle node pays one short step per sleep.
 //!
 //! Stopping ([`ClientService::stop`], or dropping it) stops the listener,
 //! which removes the socket file, then the gateway thread, which closes
@@ -34,8 +37,13 @@ use std::time::{Duration, Instant};
 pub const GATEWAY_SPINS: u32 = 256;
 /// Idle steps it yields through (after spinning) before it sleeps.
 pub const GATEWAY_YIELDS: u32 = 64;
-/// Longest sleep of an idle gateway thread, µs.
-pub const GATEWAY_IDLE_SLEEP_US: u64 = 1_000;
+/// First sleep of an idle gateway thread with connections open, µs.
+pub const GATEWAY_IDLE_SLEEP_US: u64 = 50;
+/// Longest sleep of an idle gateway thread with connections open, µs.
+pub const GATEWAY_IDLE_SLEEP_MAX_US: u64 = 4_000;
+/// Sleep of a gateway thread with no connection open, ms (a new
+/// connection ends it at once).
+pub const GATEWAY_UNCONNECTED_SLEEP_MS: u64 = 100;
 
 /// Why a service could not start.
 #[derive(Debug, thiserror::Error)]
@@ -147,6 +155,7 @@ impl Drop for ClientService {
 fn drive(mut gateway: Gateway, attached: &Receiver<AttachedConnection>, stop: &AtomicBool) {
     let origin = Instant::now();
     let mut idle: u32 = 0;
+    let mut sleep_us = GATEWAY_IDLE_SLEEP_US;
     while !stop.load(Ordering::Acquire) {
         let mut work = false;
         while let Ok(c) = attached.try_recv() {
@@ -156,6 +165,7 @@ fn drive(mut gateway: Gateway, attached: &Receiver<AttachedConnection>, stop: &A
         work |= gateway.run_iteration(origin.elapsed().as_nanos() as u64);
         if work {
             idle = 0;
+            sleep_us = GATEWAY_IDLE_SLEEP_US;
             continue;
         }
         idle = idle.saturating_add(1);
@@ -164,16 +174,20 @@ fn drive(mut gateway: Gateway, attached: &Receiver<AttachedConnection>, stop: &A
         } else if idle <= GATEWAY_SPINS + GATEWAY_YIELDS || gateway.in_flight() > 0 {
             std::thread::yield_now();
         } else {
-            match attached.recv_timeout(Duration::from_micros(GATEWAY_IDLE_SLEEP_US)) {
+            let sleep = match gateway.connections() {
+                0 => Duration::from_millis(GATEWAY_UNCONNECTED_SLEEP_MS),
+                _ => Duration::from_micros(sleep_us),
+            };
+            sleep_us = (sleep_us * 2).min(GATEWAY_IDLE_SLEEP_MAX_US);
+            match attached.recv_timeout(sleep) {
                 Ok(c) => {
                     gateway.add(c);
                     idle = 0;
+                    sleep_us = GATEWAY_IDLE_SLEEP_US;
                 }
                 Err(RecvTimeoutError::Timeout) => {}
                 // The listener is gone (stopping): sleep without it.
-                Err(RecvTimeoutError::Disconnected) => {
-                    std::thread::sleep(Duration::from_micros(GATEWAY_IDLE_SLEEP_US))
-                }
+                Err(RecvTimeoutError::Disconnected) => std::thread::sleep(sleep),
             }
         }
     }
