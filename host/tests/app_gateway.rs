@@ -360,6 +360,38 @@ fn a_client_that_never_reads_its_outcomes_is_disconnected_alone() {
 }
 
 #[test]
+fn a_client_over_its_granted_in_flight_bound_is_disconnected_alone() {
+    // Granted 4 in flight; outcome rings that hold 32 of the big outcomes.
+    let s = serve("inflight", 4, 10_000);
+    let key = Key::new(0, 13);
+    let mut writer = s.connect(4);
+    let big = vec![3u8; VALUE_BYTES];
+    let put = Request::Put {
+        req_id: 1,
+        key,
+        value: &big,
+    };
+    assert_eq!(call_until_final(&mut writer, &put).0, Status::Committed);
+    let mut greedy = s.connect(64);
+    assert_eq!(greedy.limits().in_flight_max, 4, "the node grants its bound");
+    // 40 gets, none of their outcomes read: at least 8 cannot leave the
+    // gateway, twice the grant.
+    let end = Instant::now() + WAIT;
+    for i in 0..40u64 {
+        let get = Request::Get { req_id: i, key };
+        if greedy.send(&encode(&get), Some(end)).is_err() {
+            break; // closed already: its request ring no longer drains
+        }
+    }
+    s.wait_counts("the greedy client", |n| {
+        n.closed(CloseReason::InFlightExceeded) == 1
+    });
+    let (status, _) = call_until_final(&mut writer, &Request::Get { req_id: 2, key });
+    assert_eq!(status, Status::Committed, "the other client is unaffected");
+    assert_eq!(s.counts().open, 1);
+}
+
+#[test]
 fn garbage_and_oversized_entries_close_only_their_connection() {
     let s = serve("garbage", 8, 1000);
     let mut good = s.connect(8);
