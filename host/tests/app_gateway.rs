@@ -373,7 +373,11 @@ fn a_client_over_its_granted_in_flight_bound_is_disconnected_alone() {
     };
     assert_eq!(call_until_final(&mut writer, &put).0, Status::Committed);
     let mut greedy = s.connect(64);
-    assert_eq!(greedy.limits().in_flight_max, 4, "the node grants its bound");
+    assert_eq!(
+        greedy.limits().in_flight_max,
+        4,
+        "the node grants its bound"
+    );
     // 40 gets, none of their outcomes read: at least 8 cannot leave the
     // gateway, twice the grant.
     let end = Instant::now() + WAIT;
