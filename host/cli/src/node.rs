@@ -83,15 +83,12 @@ use crate::Failure;
 use lease::NodeLease;
 use serde_json::{json, Value};
 use splitkv_bench::remote::RemoteNode;
-use splitkv_host::clients::gateway::status_label;
-use splitkv_host::clients::CloseReason;
 use splitkv_host::cluster::{ClusterError, NodeMembership, StatsHandle};
 use splitkv_host::deploy::metrics::outcome_label;
 use splitkv_host::deploy::{
     incarnation_now, node_builder, node_transport, CallError, ClusterConfig, ControlHandler,
     ControlServer, LogTarget, MembershipSettings, NodeMetrics, Route, SessionCounters,
 };
-use splitkv_layout::app::Status as AppStatus;
 use splitkv_layout::host_nic::TxStatus;
 use splitkv_layout::wire::generation_cluster_id;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -254,26 +251,10 @@ impl NodeHandler {
     /// The application gateway's counters (`[clients]`; `null` before a
     /// load or without the section).
     fn applications(&self) -> Value {
-        let Some((_, c)) = self
+        let counts = self
             .stats()
-            .and_then(|h| h.applications().into_iter().next())
-        else {
-            return Value::Null;
-        };
-        let closed: serde_json::Map<String, Value> = (CloseReason::ALL.iter())
-            .map(|r| (r.label().to_string(), json!(c.closed(*r))))
-            .collect();
-        let outcomes: serde_json::Map<String, Value> = (AppStatus::ALL.iter())
-            .map(|s| (status_label(*s).to_string(), json!(c.outcomes(*s))))
-            .collect();
-        json!({
-            "attached": c.attached,
-            "open": c.open,
-            "closed": closed,
-            "requests": c.requests,
-            "outcomes": outcomes,
-            "outcomes_discarded": c.outcomes_discarded,
-        })
+            .and_then(|h| h.applications().into_iter().next());
+        counts.map_or(Value::Null, |(_, c)| c.to_json())
     }
 
     /// The session layer's view: failed peers and counters (`null` before a load).

@@ -119,6 +119,26 @@ impl GatewayCounts {
     pub fn outcomes(&self, status: Status) -> u64 {
         self.outcomes[status_index(status)]
     }
+
+    /// The counts as `/status` shows them: `attached`, `open`, `closed`
+    /// (by [`CloseReason::label`]), `requests`, `outcomes` (by
+    /// [`status_label`]) and `outcomes_discarded`.
+    pub fn to_json(&self) -> serde_json::Value {
+        let closed: serde_json::Map<String, serde_json::Value> = (CloseReason::ALL.iter())
+            .map(|r| (r.label().to_string(), self.closed(*r).into()))
+            .collect();
+        let outcomes: serde_json::Map<String, serde_json::Value> = (Status::ALL.iter())
+            .map(|s| (status_label(*s).to_string(), self.outcomes(*s).into()))
+            .collect();
+        serde_json::json!({
+            "attached": self.attached,
+            "open": self.open,
+            "closed": closed,
+            "requests": self.requests,
+            "outcomes": outcomes,
+            "outcomes_discarded": self.outcomes_discarded,
+        })
+    }
 }
 
 fn bump(c: &AtomicU64) {
