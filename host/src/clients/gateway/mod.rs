@@ -357,78 +357,53 @@ impl Gateway {
         true
     }
 
-    /// Step 2: the NIC runtime's outcomes, answered to their connections.
+    /// Step 2: the NIC runtime's outcomes, answered to their connections
+    /// straight from the port's ring (no copy of the result).
     fn take_outcomes(&mut self) -> bool {
-        let mut taken = Vec::new();
+        let Gateway {
+            config,
+            ports,
+            pending,
+            conns,
+            stats,
+            body,
+            out,
+            ..
+        } = self;
+        let node = config.node;
+        let mut answering = Answering {
+            node,
+            conns,
+            stats,
+            out,
+        };
         let mut work = false;
-        for port in 0..self.ports.len() {
-            let polled = self.ports[port].poll(OUTCOMES_PER_STEP, |o: &TxOutcome<'_>| {
-                taken.push((o.req_id, o.status, o.result.to_vec()));
+        for port in ports.iter_mut() {
+            let polled = port.poll(OUTCOMES_PER_STEP, |o: &TxOutcome<'_>| {
+                work = true;
+                let Some(p) = pending.remove(&o.req_id) else {
+                    tracing::error!(node, id = o.req_id, "gateway: outcome of no request");
+                    return;
+                };
+                let status = map::to_app(p.kind, o.status, o.result, body);
+                answering.answer(p, status, body);
             });
             if let Err(e) = polled {
-                tracing::error!(node = self.config.node, error = %e, "gateway: NIC outcome unreadable");
-            }
-            for (id, status, result) in taken.drain(..) {
-                work = true;
-                let Some(p) = self.pending.remove(&id) else {
-                    tracing::error!(
-                        node = self.config.node,
-                        id,
-                        "gateway: outcome of no request"
-                    );
-                    continue;
-                };
-                let mut body = std::mem::take(&mut self.body);
-                let app = map::to_app(p.kind, status, &result, &mut body);
-                self.answer(p, app, &body);
-                self.body = body;
+                tracing::error!(node, error = %e, "gateway: NIC outcome unreadable");
             }
         }
         work
     }
 
-    /// Writes the outcome of `p` (or queues it behind its connection's
-    /// backlog); a closed connection's outcome is discarded.
+    /// Writes the outcome of `p`, as [`Answering::answer`].
     fn answer(&mut self, p: Pending, status: Status, body: &[u8]) {
-        let Some(c) = self
-            .conns
-            .get_mut(p.place)
-            .and_then(Option::as_mut)
-            .filter(|c| c.generation == p.generation && c.doomed.is_none())
-        else {
-            self.stats.discarded();
-            return;
-        };
-        self.out.clear();
-        let outcome = Outcome {
-            req_id: p.req_id,
-            status,
-            body,
-        };
-        if let Err(e) = outcome.encode(&mut self.out) {
-            // Only a reason text over its bound can fail: send none.
-            tracing::warn!(node = self.config.node, error = %e, "gateway: outcome body dropped");
-            let bare = Outcome {
-                body: &[],
-                ..outcome
-            };
-            if bare.encode(&mut self.out).is_err() {
-                return;
-            }
+        Answering {
+            node: self.config.node,
+            conns: &mut self.conns,
+            stats: &self.stats,
+            out: &mut self.out,
         }
-        self.stats.outcome(status);
-        if !c.backlog.is_empty() {
-            c.backlog.push_back(self.out.clone());
-            return;
-        }
-        match c.conn.try_send(&self.out) {
-            Ok(true) => {
-                c.in_flight = c.in_flight.saturating_sub(1);
-                c.full_since_ns = None;
-            }
-            Ok(false) => c.backlog.push_back(self.out.clone()),
-            Err(e) => c.doomed = Some((CloseReason::Malformed, format!("outcome ring: {e}"))),
-        }
+        .answer(p, status, body)
     }
 
     /// Moves backlogged outcomes into their rings; dooms a connection whose
@@ -509,6 +484,61 @@ impl Gateway {
                 "application disconnected"
             );
             self.stats.closed(reason);
+        }
+    }
+}
+
+/// What writing an outcome needs of the gateway, borrowed apart from its
+/// ports (so outcomes are answered while a port's ring is being read).
+struct Answering<'g> {
+    node: u16,
+    conns: &'g mut Vec<Option<Conn>>,
+    stats: &'g GatewayStats,
+    out: &'g mut Vec<u8>,
+}
+
+impl Answering<'_> {
+    /// Writes the outcome of `p` (or queues it behind its connection's
+    /// backlog); a closed connection's outcome is discarded.
+    fn answer(&mut self, p: Pending, status: Status, body: &[u8]) {
+        let Some(c) = self
+            .conns
+            .get_mut(p.place)
+            .and_then(Option::as_mut)
+            .filter(|c| c.generation == p.generation && c.doomed.is_none())
+        else {
+            self.stats.discarded();
+            return;
+        };
+        self.out.clear();
+        let outcome = Outcome {
+            req_id: p.req_id,
+            status,
+            body,
+        };
+        if let Err(e) = outcome.encode(self.out) {
+            // Only a reason text over its bound can fail: send none.
+            tracing::warn!(node = self.node, error = %e, "gateway: outcome body dropped");
+            let bare = Outcome {
+                body: &[],
+                ..outcome
+            };
+            if bare.encode(self.out).is_err() {
+                return;
+            }
+        }
+        self.stats.outcome(status);
+        if !c.backlog.is_empty() {
+            c.backlog.push_back(self.out.clone());
+            return;
+        }
+        match c.conn.try_send(self.out) {
+            Ok(true) => {
+                c.in_flight = c.in_flight.saturating_sub(1);
+                c.full_since_ns = None;
+            }
+            Ok(false) => c.backlog.push_back(self.out.clone()),
+            Err(e) => c.doomed = Some((CloseReason::Malformed, format!("outcome ring: {e}"))),
         }
     }
 }
