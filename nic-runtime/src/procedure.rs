@@ -266,6 +266,40 @@ impl ProcedureRegistry {
 mod tests {
     use super::*;
 
+    struct Named(&'static str);
+
+    impl Procedure for Named {
+        fn name(&self) -> &'static str {
+            self.0
+        }
+        fn plan(&self, _: &[u8], _: &mut TxPlan) -> Result<(), ProcError> {
+            Ok(())
+        }
+        fn execute(
+            &self,
+            _: &[u8],
+            _: &ReadView,
+            _: &mut WriteSet,
+            _: &mut Vec<u8>,
+        ) -> Result<(), UserAbort> {
+            Ok(())
+        }
+    }
+
+    #[test]
+    fn names_resolve_to_registration_ids_and_the_built_in() {
+        let mut r = ProcedureRegistry::new();
+        assert_eq!(
+            r.id_of(txn::TXN_PROCEDURE_NAME),
+            Some(txn::TXN_PROCEDURE_ID)
+        );
+        assert_eq!(r.register(Arc::new(Named("a"))), 0);
+        assert_eq!(r.register(Arc::new(Named("b"))), 1);
+        assert_eq!(r.id_of("b"), Some(1));
+        assert_eq!(r.id_of("a"), Some(0));
+        assert_eq!(r.id_of("missing"), None);
+    }
+
     #[test]
     fn plan_keeps_sets_disjoint() {
         let mut p = TxPlan::default();

@@ -94,6 +94,14 @@ fn a_node_serves_an_application_process_and_removes_its_socket_on_drain() {
         apps["outcomes"]["committed"].as_u64().unwrap() >= 2,
         "{apps}"
     );
+    let (code, metrics) = http(file.controls[0], "GET", "/metrics", None, "").unwrap();
+    assert_eq!(code, 200);
+    let requests = metrics
+        .lines()
+        .find(|l| l.starts_with("splitkv_application_requests_total"))
+        .and_then(|l| l.rsplit(' ').next())
+        .and_then(|v| v.parse::<f64>().ok());
+    assert!(requests.is_some_and(|n| n >= 2.0), "{metrics}");
     drop(c);
 
     for node in &mut nodes {
