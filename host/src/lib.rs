@@ -11,7 +11,9 @@
 //! - [`client`]: the application API over the request and outcome rings
 //!   (L5 §3): [`Client`], blocking or submit-then-poll;
 //! - [`clients`]: applications in their own processes — the node's listener
-//!   on its Unix socket and the connection set-up ([`clients::attach()`]);
+//!   on its Unix socket, the connection set-up ([`clients::attach()`]), and
+//!   the gateway that runs their requests on NIC client ports of its own
+//!   ([`clients::ClientService`]; `ClusterBuilder::serve_applications`);
 //! - [`observe`]: a hook that sees every call of an observed cluster's
 //!   clients and its outcome ([`CallObserver`]), for recording histories;
 //! - [`node`]: one node's assembly — table, log, rings, NIC runtime

@@ -241,6 +241,18 @@ impl ProcedureRegistry {
         (self.procs.len() - 1) as u32
     }
 
+    /// The id of the procedure registered as `name` (the first, if several
+    /// share it), or of the built-in of that name
+    /// ([`txn::TXN_PROCEDURE_NAME`]); `None` for an unknown name. What a
+    /// node resolves an application's procedure names with at connection
+    /// time.
+    pub fn id_of(&self, name: &str) -> Option<u32> {
+        if let Some(i) = self.procs.iter().position(|p| p.name() == name) {
+            return Some(i as u32);
+        }
+        (name == txn::TXN_PROCEDURE_NAME).then_some(txn::TXN_PROCEDURE_ID)
+    }
+
     /// The procedure with id `id` (a registered one, or a built-in).
     pub fn get(&self, id: u32) -> Result<&Arc<dyn Procedure>, ProcError> {
         if id == txn::TXN_PROCEDURE_ID {
@@ -253,6 +265,40 @@ impl ProcedureRegistry {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    struct Named(&'static str);
+
+    impl Procedure for Named {
+        fn name(&self) -> &'static str {
+            self.0
+        }
+        fn plan(&self, _: &[u8], _: &mut TxPlan) -> Result<(), ProcError> {
+            Ok(())
+        }
+        fn execute(
+            &self,
+            _: &[u8],
+            _: &ReadView,
+            _: &mut WriteSet,
+            _: &mut Vec<u8>,
+        ) -> Result<(), UserAbort> {
+            Ok(())
+        }
+    }
+
+    #[test]
+    fn names_resolve_to_registration_ids_and_the_built_in() {
+        let mut r = ProcedureRegistry::new();
+        assert_eq!(
+            r.id_of(txn::TXN_PROCEDURE_NAME),
+            Some(txn::TXN_PROCEDURE_ID)
+        );
+        assert_eq!(r.register(Arc::new(Named("a"))), 0);
+        assert_eq!(r.register(Arc::new(Named("b"))), 1);
+        assert_eq!(r.id_of("b"), Some(1));
+        assert_eq!(r.id_of("a"), Some(0));
+        assert_eq!(r.id_of("missing"), None);
+    }
 
     #[test]
     fn plan_keeps_sets_disjoint() {

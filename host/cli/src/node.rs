@@ -65,6 +65,12 @@
 //! in flight are answered `Unknown`, and `/status`'s `nic` shows the
 //! restarts and whether the NIC runtime serves again.
 //!
+//! With a `[clients]` section the node serves applications in other
+//! processes on `<socket_dir>/node-N.sock` once a workload is loaded (its
+//! runtime then runs; `splitkv_host::clients::ClientService`), and removes
+//! the socket on drain; `/status`'s `applications` and `/metrics`'
+//! `application_*` show the gateway's counters.
+//!
 //! `/status`'s `events_unix_ms` says when the node's runtime installed its
 //! epoch, when its last recovery epoch began and resumed, its first commit
 //! after that resume, and when its copy completed, as Unix-epoch
@@ -248,6 +254,15 @@ impl NodeHandler {
         })
     }
 
+    /// The application gateway's counters (`[clients]`; `null` before a
+    /// load or without the section).
+    fn applications(&self) -> Value {
+        let counts = self
+            .stats()
+            .and_then(|h| h.applications().into_iter().next());
+        counts.map_or(Value::Null, |(_, c)| c.to_json())
+    }
+
     /// The session layer's view: failed peers and counters (`null` before a load).
     fn sessions(&self) -> Value {
         let Some(h) = self.stats() else {
@@ -312,6 +327,7 @@ impl ControlHandler for NodeHandler {
             "sessions": self.sessions(),
             "recovery": self.recovery(),
             "nic": self.nic(),
+            "applications": self.applications(),
             "membership": self.membership.view(self.started, self.stats().as_ref()),
             "events_unix_ms": self.events_unix_ms(),
             "dpdk": self.dpdk.as_ref().map(DpdkCounters::to_json),
@@ -329,6 +345,9 @@ impl ControlHandler for NodeHandler {
                     duplicates_dropped: s.duplicates_dropped,
                     sessions_failed: s.sessions_failed,
                 });
+            }
+            for (_, c) in h.applications() {
+                self.metrics.update_applications(&c);
             }
         }
         if let Some(d) = &self.dpdk {

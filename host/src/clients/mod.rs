@@ -17,13 +17,21 @@
 //! headers the client wrote are checked against the Hello before any ring
 //! end is used. Each refusal is answered with its [`RefusedReason`] and
 //! counted ([`AttachCounts`]); a client that closes or stalls mid-handshake
-//! gets no answer and is counted apart. Turning requests into transactions
-//! is the gateway's job, built on [`AttachedConnection`].
+//! gets no answer and is counted apart.
+//! - [`gateway`]: [`Gateway`], the state machine that turns the attached
+//!   connections' requests into transactions on NIC client ports reserved
+//!   for it and writes their outcomes back, and [`ClientService`], the
+//!   driver that owns the listener and the gateway's thread.
 
 pub mod attach;
+pub mod gateway;
 pub mod listener;
 
 pub use attach::{attach, AttachFailure, AttachPolicy, AttachedConnection, ProcedureResolver};
+pub use gateway::{
+    ClientService, CloseReason, Gateway, GatewayConfig, GatewayCounts, GatewayError, GatewayStats,
+    ServiceError,
+};
 pub use listener::{ClientListener, ListenerError, HANDSHAKE_THREADS};
 
 use splitkv_layout::app::RefusedReason;

@@ -3,9 +3,11 @@
 
 use super::driver::Cluster;
 use super::load::{node_keys_max, shard_quotas};
-use super::parts::{ClusterParts, NodeParts};
+use super::parts::{Applications, ClusterParts, NodeParts};
 use super::stats::Shared;
 use super::ClusterError;
+use crate::client::Client;
+use crate::deploy::config::ClientSettings;
 use crate::node::{build_node, NodeConfig};
 use crate::observe::{CallObserver, Observation};
 use crate::table::TableKind;
@@ -51,6 +53,7 @@ pub struct ClusterBuilder {
     dma_latency_ns: Nanos,
     configure: Option<Configure>,
     observer: Option<Arc<dyn CallObserver>>,
+    applications: Option<ClientSettings>,
 }
 
 impl std::fmt::Debug for ClusterBuilder {
@@ -66,6 +69,7 @@ impl std::fmt::Debug for ClusterBuilder {
             .field("threads", &self.threads)
             .field("seed", &self.seed)
             .field("observed", &self.observer.is_some())
+            .field("applications", &self.applications)
             .finish_non_exhaustive()
     }
 }
@@ -95,6 +99,7 @@ impl ClusterBuilder {
             dma_latency_ns: 0,
             configure: None,
             observer: None,
+            applications: None,
         }
     }
 
@@ -187,6 +192,33 @@ impl ClusterBuilder {
         self
     }
 
+    /// Serves applications in other processes: once started, each node of
+    /// the cluster (or the one node of [`ClusterBuilder::build_local`])
+    /// listens on `settings.socket_path(node)` and serves the connections
+    /// attached there through a gateway
+    /// ([`ClientService`](crate::clients::ClientService), L5 §III-B) on a
+    /// NIC client port of its own, beside the
+    /// [`ClusterBuilder::clients_per_node`] ones [`Cluster::client`] hands
+    /// out (so `clients_per_node + 1` ≤
+    /// [`CLIENTS_PER_NODE_MAX`](splitkv_nic::runtime::CLIENTS_PER_NODE_MAX)).
+    /// The sockets are removed when the cluster shuts down or is dropped;
+    /// a cluster started again from its parts serves no applications.
+    /// Not in `--cfg loom` builds (the socket code is left out there).
+    pub fn serve_applications(mut self, settings: ClientSettings) -> Self {
+        self.applications = Some(settings);
+        self
+    }
+
+    /// The gateways' ports (one per node built) and what they serve with.
+    fn applications(&self, ports: Vec<(NodeId, Client)>) -> Option<Applications> {
+        let settings = self.applications.clone()?;
+        Some(Applications {
+            settings,
+            procedures: self.procedures.clone(),
+            ports,
+        })
+    }
+
     /// A fresh observation for one built cluster (its own clock origin).
     fn observation(&self) -> Option<Arc<Observation>> {
         self.observer
@@ -221,7 +253,8 @@ impl ClusterBuilder {
         let capacity = share + share / CAPACITY_HEADROOM_DIVISOR + CAPACITY_HEADROOM_KEYS;
         let mut cfg = NodeConfig::new(node as u16, placement, capacity, self.value_bytes_max);
         cfg.table_kind = self.table;
-        cfg.clients = self.clients_per_node;
+        // One more port for the gateway, if applications are served.
+        cfg.clients = self.clients_per_node + usize::from(self.applications.is_some());
         cfg.seed = self.seed;
         cfg.dma_latency_ns = self.dma_latency_ns;
         if let Some(f) = &self.configure {
@@ -261,8 +294,11 @@ impl ClusterBuilder {
             .collect();
         let node_keys: Vec<u64> = configs.iter().map(node_keys_max).collect();
         let quotas = shard_quotas(&placement, &node_keys);
+        let mut ports = Vec::new();
         for ((t, cfg), quota) in transports.into_iter().zip(&configs).zip(quotas) {
-            nodes.push(self.node_parts(cfg, quota, t, &shared, observation.as_ref())?);
+            let (parts, port) = self.node_parts(cfg, quota, t, &shared, observation.as_ref())?;
+            nodes.push(parts);
+            ports.extend(port.map(|p| (cfg.node, p)));
         }
         Ok(ClusterParts {
             placement,
@@ -274,11 +310,13 @@ impl ClusterBuilder {
             shared,
             clock_origin: None,
             observation,
+            applications: self.applications(ports),
         })
     }
 
     /// Assembles one node with its shard's quota and attaches its clients
-    /// (to `observation` too, if calls are observed).
+    /// (to `observation` too, if calls are observed); the gateway's port
+    /// (the last client, not observed) apart when applications are served.
     fn node_parts(
         &self,
         cfg: &NodeConfig,
@@ -286,9 +324,13 @@ impl ClusterBuilder {
         transport: Box<dyn Transport>,
         shared: &Arc<Shared>,
         observation: Option<&Arc<Observation>>,
-    ) -> Result<NodeParts, ClusterError> {
+    ) -> Result<(NodeParts, Option<Client>), ClusterError> {
         let (mut nic, worker, mut clients) =
             build_node(cfg, self.procedures.clone(), transport)?.into_clients();
+        let gateway_port = match self.applications {
+            Some(_) => clients.pop(),
+            None => None,
+        };
         // Inserts reserve room against the shard's quota (the room rule).
         nic.room_mut().set_quota(quota);
         if let Some(obs) = observation {
@@ -299,12 +341,13 @@ impl ClusterBuilder {
         // `Cluster::client` pops from the back: hand out client 0 first.
         clients.reverse();
         clients.iter_mut().for_each(|c| c.attach(shared.clone()));
-        Ok(NodeParts {
+        let parts = NodeParts {
             nic,
             worker,
             clients,
             membership: None,
-        })
+        };
+        Ok((parts, gateway_port))
     }
 
     /// Assembles only node `node` of the cluster over `transport` (its
@@ -341,7 +384,9 @@ impl ClusterBuilder {
         let node_keys: Vec<u64> = configs.iter().map(node_keys_max).collect();
         let quota = shard_quotas(&placement, &node_keys)[node as usize];
         let cfg = &configs[node as usize];
-        let parts = self.node_parts(cfg, quota, transport, &shared, observation.as_ref())?;
+        let (parts, port) =
+            self.node_parts(cfg, quota, transport, &shared, observation.as_ref())?;
+        let ports = port.map(|p| (node, p)).into_iter().collect();
         Ok(ClusterParts {
             placement,
             nodes: vec![parts],
@@ -352,6 +397,7 @@ impl ClusterBuilder {
             shared,
             clock_origin: None,
             observation,
+            applications: self.applications(ports),
         })
     }
 

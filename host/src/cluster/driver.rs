@@ -140,6 +140,9 @@ pub struct Cluster {
     clock_origin: Instant,
     /// The clients' call observer, handed back with the parts.
     observation: Option<Arc<Observation>>,
+    /// Each node's application service, when it serves applications.
+    #[cfg(not(loom))]
+    services: Vec<crate::clients::ClientService>,
 }
 
 impl std::fmt::Debug for Cluster {
@@ -160,6 +163,7 @@ impl Cluster {
     /// Moves `parts` onto polling threads.
     pub(crate) fn start(mut parts: ClusterParts) -> Result<Cluster, ClusterError> {
         let nodes = parts.nodes.len();
+        let applications = parts.applications.take();
         let clock_origin = parts.settle_clock_origin(Instant::now());
         let shared = parts.shared;
         let _ = shared.clock_origin.set(clock_origin);
@@ -197,12 +201,56 @@ impl Cluster {
             clients_per_node: parts.clients_per_node,
             clock_origin,
             observation: parts.observation,
+            #[cfg(not(loom))]
+            services: Vec::new(),
         };
         for (i, group) in groups.into_iter().enumerate() {
             let handle = cluster.spawn(i, group)?;
             cluster.threads.push(handle);
         }
+        #[cfg(not(loom))]
+        if let Some(apps) = applications {
+            cluster.serve_applications(apps)?;
+        }
+        #[cfg(loom)]
+        drop(applications);
         Ok(cluster)
+    }
+
+    /// Starts each node's application service over its gateway port
+    /// ([`ClusterBuilder::serve_applications`]).
+    #[cfg(not(loom))]
+    fn serve_applications(&mut self, apps: super::parts::Applications) -> Result<(), ClusterError> {
+        let procedures = apps.procedures;
+        let resolve: crate::clients::ProcedureResolver =
+            Arc::new(move |name: &str| procedures.id_of(name));
+        for (node, port) in apps.ports {
+            let service = crate::clients::ClientService::start(
+                &apps.settings,
+                node,
+                vec![port],
+                resolve.clone(),
+            )
+            .map_err(|e| ClusterError::Applications {
+                node,
+                message: e.to_string(),
+            })?;
+            self.shared
+                .applications
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .push((node, service.stats()));
+            self.services.push(service);
+        }
+        Ok(())
+    }
+
+    /// Stops serving applications: sockets removed, connections closed.
+    fn stop_applications(&mut self) {
+        #[cfg(not(loom))]
+        for s in self.services.drain(..) {
+            s.stop();
+        }
     }
 
     fn spawn(
@@ -342,8 +390,16 @@ impl Cluster {
     ) -> Result<R, ClusterError> {
         let mut parts = self.stop_inner(false, false)?;
         let r = f(&mut parts);
+        // The application services keep serving across the pause (their
+        // requests wait in the gateway's rings).
+        #[cfg(not(loom))]
+        let services = std::mem::take(&mut self.services);
         // `self` has no threads left: replacing it joins nothing.
         *self = Cluster::start(parts)?;
+        #[cfg(not(loom))]
+        {
+            self.services = services;
+        }
         Ok(r)
     }
 
@@ -380,6 +436,8 @@ impl Cluster {
 
     /// Stops and joins the threads, drains, and reassembles the parts.
     fn stop(&mut self, shut_down: bool) -> Result<ClusterParts, ClusterError> {
+        // First: no new application request reaches a node being drained.
+        self.stop_applications();
         self.stop_inner(shut_down, true)
     }
 
@@ -432,6 +490,7 @@ impl Cluster {
             shared: self.shared.clone(),
             clock_origin: Some(self.clock_origin),
             observation: self.observation.clone(),
+            applications: None,
         };
         let clock_origin = self.clock_origin;
         if drain {
@@ -446,6 +505,7 @@ impl Cluster {
 
 impl Drop for Cluster {
     fn drop(&mut self) {
+        self.stop_applications();
         if self.threads.is_empty() {
             return;
         }

@@ -179,6 +179,15 @@ pub enum ClusterError {
         /// The OS error.
         message: String,
     },
+    /// A node could not start serving applications (its socket, or the
+    /// gateway's thread); nothing of the cluster keeps running.
+    #[error("node {node} cannot serve applications: {message}")]
+    Applications {
+        /// The node.
+        node: NodeId,
+        /// Why ([`ServiceError`](crate::clients::ServiceError)).
+        message: String,
+    },
     /// A polling thread panicked; every thread of the cluster was stopped.
     /// (Binaries map this to their internal-error exit code.)
     #[error("polling thread {thread} panicked: {message}")]

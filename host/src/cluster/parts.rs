@@ -84,6 +84,22 @@ pub struct ClusterParts {
     /// The call observer the clients report to, with its clock origin
     /// ([`ClusterBuilder::observe_calls`](super::ClusterBuilder::observe_calls)).
     pub(crate) observation: Option<Arc<Observation>>,
+    /// What [`ClusterParts::start`] serves applications in other processes
+    /// with ([`super::ClusterBuilder::serve_applications`]); `None`: none.
+    pub(crate) applications: Option<Applications>,
+}
+
+/// The settings, procedures and NIC client ports of the gateways a started
+/// cluster runs (one per node it holds). (Unused in `--cfg loom` builds,
+/// which leave the application socket out.)
+#[cfg_attr(loom, allow(dead_code))]
+pub(crate) struct Applications {
+    /// `[clients]` settings: the socket directory and the bounds.
+    pub settings: crate::deploy::config::ClientSettings,
+    /// Resolves the procedure names clients ask for.
+    pub procedures: splitkv_nic::ProcedureRegistry,
+    /// Each node's gateway port.
+    pub ports: Vec<(NodeId, crate::client::Client)>,
 }
 
 impl std::fmt::Debug for ClusterParts {

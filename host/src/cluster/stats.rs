@@ -224,6 +224,10 @@ pub(crate) struct Shared {
     /// The origin of the cluster's clock (the `now` of every time in the
     /// counters), set when the polling threads first start.
     pub clock_origin: OnceLock<Instant>,
+    /// The counters of each node's application gateway, when the cluster
+    /// serves applications ([`super::ClusterBuilder::serve_applications`]).
+    #[cfg(not(loom))]
+    pub applications: Mutex<Vec<(NodeId, std::sync::Arc<crate::clients::GatewayStats>)>>,
 }
 
 impl Shared {
@@ -245,6 +249,8 @@ impl Shared {
             nic_restart: ids.iter().map(|_| AtomicBool::new(false)).collect(),
             copy_reads: ids.iter().map(|_| CopyReads::default()).collect(),
             clock_origin: OnceLock::new(),
+            #[cfg(not(loom))]
+            applications: Mutex::new(Vec::new()),
         }
     }
 
@@ -345,6 +351,18 @@ impl StatsHandle {
     /// cluster runs), one entry per node the process holds.
     pub fn snapshot(&self) -> ClusterStats {
         self.shared.snapshot()
+    }
+
+    /// The counters of each node's application gateway now, by node (empty
+    /// when the cluster serves no applications).
+    #[cfg(not(loom))]
+    pub fn applications(&self) -> Vec<(NodeId, crate::clients::GatewayCounts)> {
+        let list = self
+            .shared
+            .applications
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
+        list.iter().map(|(n, s)| (*n, s.snapshot())).collect()
     }
 
     /// The failure that stopped the cluster, if any

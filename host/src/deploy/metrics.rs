@@ -15,7 +15,11 @@
 //! | `packets_received`, `retransmissions`, `duplicates_dropped`, `sessions_failed` | | [`NodeMetrics::update_sessions`] (the session layer) |
 //! | `dpdk_packets_sent`, `dpdk_packets_received`, `dpdk_tx_port_full`, `dpdk_mempool_empty`, `dpdk_unknown_destination`, `dpdk_oversized`, `dpdk_broadcast_frames`, `dpdk_port_rx_missed`, `dpdk_port_rx_no_mbuf` | | [`NodeMetrics::update_dpdk`] (a DPDK node only: [`NodeMetrics::with_dpdk`]) |
 //! | `dpdk_rx_dropped` | `reason`: an [`RxDrop`] name | `update_dpdk` |
+//! | `application_connections_attached`, `application_requests`, `application_outcomes_discarded` | | [`NodeMetrics::update_applications`] (the application gateway) |
+//! | `application_connections_closed` | `reason`: a `CloseReason` label (`peer_closed`, `outcome_ring_stalled`, `malformed`, `in_flight_exceeded`, `stopped`) | `update_applications` |
+//! | `application_outcomes` | `status`: an application `Status` label (`committed`, `aborted_lock_conflict`, `key_not_found`, …) | `update_applications` |
 //!
+//! the gauge `application_connections_open` (`update_applications`),
 //! and the histogram `transaction_latency_us` (µs, buckets
 //! [`LATENCY_BUCKET_FIRST_US`] × 2ⁱ for i < [`LATENCY_BUCKETS`]), fed by
 //! [`NodeMetrics::observe_latency_us`] (in `splitkv node`: by the workload
@@ -77,6 +81,12 @@ struct ReasonLabels {
     reason: &'static str,
 }
 
+#[cfg(not(loom))]
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct StatusLabels {
+    status: &'static str,
+}
+
 /// The session layer's cumulative counters (eRPC-style reliable sessions
 /// below the batching layer), passed as plain numbers so the session layer
 /// need not know this module.
@@ -100,6 +110,8 @@ struct Seen {
     sessions: [u64; SESSION_COUNTERS],
     dpdk: [u64; DPDK_COUNTERS],
     dpdk_rx_dropped: [u64; RxDrop::COUNT],
+    #[cfg(not(loom))]
+    applications: [u64; APP_COUNTERS],
 }
 
 const NIC_COUNTERS: usize = 8;
@@ -178,7 +190,90 @@ pub struct NodeMetrics {
     sessions: [Counter; SESSION_COUNTERS],
     latency_us: Histogram,
     dpdk: Option<DpdkMetrics>,
+    #[cfg(not(loom))]
+    applications: ApplicationMetrics,
     seen: Mutex<Seen>,
+}
+
+/// Counters of the application gateway: attached, requests, discarded,
+/// then closed by reason, then outcomes by status.
+#[cfg(not(loom))]
+const APP_COUNTERS: usize =
+    3 + crate::clients::CloseReason::ALL.len() + splitkv_layout::app::Status::ALL.len();
+
+/// The application gateway's metrics (`[clients]`).
+#[cfg(not(loom))]
+#[derive(Debug)]
+struct ApplicationMetrics {
+    /// In the order of [`application_values`].
+    counters: Vec<Counter>,
+    open: prometheus_client::metrics::gauge::Gauge,
+}
+
+#[cfg(not(loom))]
+impl ApplicationMetrics {
+    fn register(registry: &mut Registry) -> ApplicationMetrics {
+        use crate::clients::{gateway::status_label, CloseReason};
+        use splitkv_layout::app::Status;
+        let mut counters = vec![
+            register_counter(
+                registry,
+                "application_connections_attached",
+                "Application connections the gateway took over",
+            ),
+            register_counter(
+                registry,
+                "application_requests",
+                "Requests taken from application request rings",
+            ),
+            register_counter(
+                registry,
+                "application_outcomes_discarded",
+                "Outcomes of requests whose connection had closed",
+            ),
+        ];
+        let closed = Family::<ReasonLabels, Counter>::default();
+        counters.extend(
+            CloseReason::ALL
+                .map(|r| closed.get_or_create_owned(&ReasonLabels { reason: r.label() })),
+        );
+        registry.register(
+            "application_connections_closed",
+            "Application connections closed, by reason",
+            closed,
+        );
+        let outcomes = Family::<StatusLabels, Counter>::default();
+        counters.extend(Status::ALL.map(|s| {
+            outcomes.get_or_create_owned(&StatusLabels {
+                status: status_label(s),
+            })
+        }));
+        registry.register(
+            "application_outcomes",
+            "Outcomes written to application outcome rings, by status",
+            outcomes,
+        );
+        let open = prometheus_client::metrics::gauge::Gauge::default();
+        registry.register(
+            "application_connections_open",
+            "Application connections open now",
+            open.clone(),
+        );
+        ApplicationMetrics { counters, open }
+    }
+}
+
+#[cfg(not(loom))]
+fn application_values(c: &crate::clients::GatewayCounts) -> [u64; APP_COUNTERS] {
+    let mut v = [0; APP_COUNTERS];
+    let all = [c.attached, c.requests, c.outcomes_discarded]
+        .into_iter()
+        .chain(c.closed)
+        .chain(c.outcomes);
+    for (slot, value) in v.iter_mut().zip(all) {
+        *slot = value;
+    }
+    v
 }
 
 /// Names and help of the NIC counters, in the order of [`nic_values`].
@@ -288,6 +383,8 @@ impl NodeMetrics {
             "Latency from a transaction's submission to its outcome, in microseconds",
             latency_us.clone(),
         );
+        #[cfg(not(loom))]
+        let applications = ApplicationMetrics::register(&mut registry);
         NodeMetrics {
             registry,
             outcomes,
@@ -295,6 +392,8 @@ impl NodeMetrics {
             sessions,
             latency_us,
             dpdk: None,
+            #[cfg(not(loom))]
+            applications,
             seen: Mutex::new(Seen::default()),
         }
     }
@@ -353,6 +452,20 @@ impl NodeMetrics {
             &mut seen.sessions,
             &session_values(counters),
         );
+    }
+
+    /// Copies the application gateway's cumulative counters (summed over
+    /// the gateways of the process) and its open connections.
+    #[cfg(not(loom))]
+    pub fn update_applications(&self, counts: &crate::clients::GatewayCounts) {
+        let mut seen = self.seen.lock().unwrap_or_else(|e| e.into_inner());
+        let a = &self.applications;
+        advance(
+            &a.counters,
+            &mut seen.applications,
+            &application_values(counts),
+        );
+        a.open.set(counts.open.min(i64::MAX as u64) as i64);
     }
 
     /// Records one transaction's latency (µs, submission to outcome).

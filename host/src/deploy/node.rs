@@ -85,7 +85,9 @@ pub enum NodeSetupError {
 /// NIC cache, `threads` polling threads per process, `seed`), without
 /// procedures (the workload brings them), whose network stacks carry the
 /// file's cluster id, batching switch, session silence and retransmission
-/// timeout, and `incarnation` ([`incarnation_now`]). The builder sizes
+/// timeout, and `incarnation` ([`incarnation_now`]); with a `[clients]`
+/// section it serves applications in other processes
+/// ([`ClusterBuilder::serve_applications`]). The builder sizes
 /// tables for a cluster-wide key count; it is given the one that makes each
 /// node's table hold the file's `capacity_keys` (plus the builder's headroom).
 pub fn node_builder(
@@ -99,7 +101,15 @@ pub fn node_builder(
     let cluster_keys = (per_node * nodes as u128 / config.replication.max(1) as u128).max(1);
     let cache = config.table.cache_objects;
     let (cluster_id, protocol) = (config.cluster_id, config.protocol);
-    Cluster::builder()
+    let builder = Cluster::builder();
+    // `[clients]`: the node serves applications in other processes on
+    // `socket_path(node)` once its runtime runs, through a NIC client port
+    // of the gateway's own.
+    let builder = match &config.clients {
+        Some(settings) => builder.serve_applications(settings.clone()),
+        None => builder,
+    };
+    builder
         .nodes(nodes)
         .replication(config.replication)
         .table(config.table.kind)

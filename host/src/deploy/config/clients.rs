@@ -1,8 +1,9 @@
 //! `[clients]`: applications in their own processes (DESIGN.md "Process
 //! boundaries and placements"; L5 §III). Without the section a node takes
 //! no application connections; with it, node N listens on the Unix socket
-//! `<socket_dir>/node-N.sock`, so several nodes of one machine share the
-//! directory. Each connection brings its own shared memory with one request
+//! `<socket_dir>/node-N.sock` while its runtime runs (in `splitkv node`:
+//! from the workload's load to the drain, `crate::clients::ClientService`),
+//! so several nodes of one machine share the directory. Each connection brings its own shared memory with one request
 //! ring and one outcome ring of the sizes below; the node checks the peer's
 //! user id against `allowed_uids`.
 //!
