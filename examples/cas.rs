@@ -62,6 +62,10 @@ fn socket_path() -> Result<PathBuf, Error> {
     }
 }
 
+/// Tries of one load `put` that ends in a retryable error before the
+/// program gives up.
+const LOAD_TRIES_MAX: u32 = 50;
+
 fn counter(i: u64) -> Key {
     Key::new(TABLE, i)
 }
@@ -112,7 +116,19 @@ fn main() -> Result<(), Error> {
         loader.limits().in_flight_max
     );
     for i in 0..COUNTERS {
-        loader.put(counter(i), &0u64.to_le_bytes())?;
+        // A node that has just started may answer `Unavailable` while its
+        // peers' sessions come up: a retryable error, retried a few times.
+        let mut tries = 0;
+        loop {
+            match loader.put(counter(i), &0u64.to_le_bytes()) {
+                Ok(_) => break,
+                Err(e) if e.is_retryable() && tries < LOAD_TRIES_MAX => {
+                    tries += 1;
+                    std::thread::sleep(std::time::Duration::from_millis(100));
+                }
+                Err(e) => return Err(e.into()),
+            }
+        }
     }
     let (mut a, mut b) = (
         Client::connect(&path, &options)?,

@@ -63,6 +63,7 @@ fn settings(test: &str) -> (tempfile::TempDir, ClientSettings) {
         in_flight_max: 8,
         connections_max: 8,
         outcome_full_ms_max: 1000,
+        start: Default::default(),
     };
     (dir, s)
 }

@@ -127,6 +127,7 @@ fn serve(test: &str, in_flight_max: usize, outcome_full_ms_max: u64) -> Served {
         in_flight_max,
         connections_max: 8,
         outcome_full_ms_max,
+        start: Default::default(),
     };
     let mut registry = ProcedureRegistry::new();
     registry.register(Arc::new(Peek));

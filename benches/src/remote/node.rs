@@ -180,6 +180,7 @@ impl RemoteNode {
         match &workload {
             BuiltWorkload::Smallbank(w) => w.register(&mut procedures),
             BuiltWorkload::History(w) => w.register(&mut procedures),
+            BuiltWorkload::Applications => {}
         }
         let transport = self
             .transport
@@ -204,6 +205,7 @@ impl RemoteNode {
             _ if req.rejoin => parts.load(none, |_| {}),
             BuiltWorkload::Smallbank(w) => parts.load(w.initial_rows(), |_| {}),
             BuiltWorkload::History(w) => parts.load(w.initial_rows(), |_| {}),
+            BuiltWorkload::Applications => parts.load(none, |_| {}),
         }
         .map_err(internal)?;
         if let Some(m) = self.membership.take() {
@@ -307,6 +309,11 @@ impl RemoteNode {
                 let mut loadgen = LoadGen::new(node, client, gen, cfg);
                 loadgen.set_window(from, until);
                 l.cluster.pause_with(|p| add(p, loadgen, ends))
+            }
+            BuiltWorkload::Applications => {
+                return Err(CallError::Conflict(
+                    "this store serves applications only: it runs no built-in workload".into(),
+                ))
             }
         };
         added.map_err(internal)?;

@@ -93,6 +93,9 @@ pub enum WorkloadSpec {
         /// Transaction shape.
         shape: ShapeSpec,
     },
+    /// No built-in workload: an empty store that serves applications in
+    /// their own processes (`[clients]`) and runs no client of its own.
+    Applications,
 }
 
 /// A workload built from a [`WorkloadSpec`].
@@ -102,6 +105,8 @@ pub enum BuiltWorkload {
     Smallbank(Smallbank),
     /// List-append or register.
     History(HistoryCheck),
+    /// No built-in workload ([`WorkloadSpec::Applications`]).
+    Applications,
 }
 
 /// Why a [`WorkloadSpec`] names no workload.
@@ -143,15 +148,18 @@ impl WorkloadSpec {
             WorkloadSpec::Register { keys, shape } => {
                 BuiltWorkload::History(HistoryCheck::register(keys, shape.into())?)
             }
+            WorkloadSpec::Applications => BuiltWorkload::Applications,
         })
     }
 
-    /// The workload's short name ("smallbank", "list-append", "register").
+    /// The workload's short name ("smallbank", "list-append", "register",
+    /// "applications").
     pub fn name(&self) -> &'static str {
         match self {
             WorkloadSpec::Smallbank { .. } => "smallbank",
             WorkloadSpec::ListAppend { .. } => "list-append",
             WorkloadSpec::Register { .. } => "register",
+            WorkloadSpec::Applications => "applications",
         }
     }
 }

@@ -256,7 +256,8 @@ pub fn results_from_journal(
                 stats: g.stats().into(),
                 ops: g.ops().iter().map(|o| o.to_json()).collect(),
             });
-        }
+        } // No client of its own, so no journal to replay: nothing ran.
+        BuiltWorkload::Applications => {}
     }
     Ok(r)
 }

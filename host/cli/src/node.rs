@@ -67,7 +67,8 @@
 //!
 //! With a `[clients]` section the node serves applications in other
 //! processes on `<socket_dir>/node-N.sock` once a workload is loaded (its
-//! runtime then runs; `splitkv_host::clients::ClientService`), and removes
+//! runtime then runs; `splitkv_host::clients::ClientService`) — at once,
+//! from an empty store, with `start = "empty"` —, and removes
 //! the socket on drain; `/status`'s `applications` and `/metrics`'
 //! `application_*` show the gateway's counters.
 //!
@@ -85,11 +86,12 @@ use crate::cli::NodeArgs;
 use crate::Failure;
 use lease::NodeLease;
 use serde_json::{json, Value};
+use splitkv_bench::remote::protocol::{LoadRequest, WorkloadSpec, PROTOCOL_VERSION};
 use splitkv_bench::remote::RemoteNode;
 use splitkv_host::cluster::{ClusterError, NodeMembership, StatsHandle};
 use splitkv_host::deploy::metrics::outcome_label;
 use splitkv_host::deploy::{
-    incarnation_now, node_builder, node_transport_counted, CallError, ClusterConfig,
+    incarnation_now, node_builder, node_transport_counted, CallError, ClientsStart, ClusterConfig,
     ControlHandler, ControlServer, DpdkCounters, LogTarget, MembershipSettings, NodeMetrics,
     NodeTransport, Route, SessionCounters,
 };
@@ -532,6 +534,10 @@ pub fn run(args: &NodeArgs) -> Result<(), Failure> {
         rejoin::spawn(handler.clone(), peers, config.token.clone())
             .map_err(|e| Failure::Internal(format!("cannot start a thread: {e}")))?;
         tracing::info!("joining a live cluster: loading the workload its nodes run");
+    } else if let Some(c) = (config.clients.as_ref()).filter(|c| c.start == ClientsStart::Empty) {
+        load_empty(&handler)?;
+        let socket = c.socket_path(args.id);
+        tracing::info!(socket = %socket.display(), "serving applications from an empty store");
     }
     let failed = wait_for_drain(&handler, &mut membership);
     if failed.is_some() {
@@ -563,6 +569,21 @@ pub fn run(args: &NodeArgs) -> Result<(), Failure> {
         ))),
         Err(e) => Err(Failure::Internal(e.to_string())),
     }
+}
+
+/// Starts the node's runtime with no built-in workload (`[clients] start =
+/// "empty"`): an empty store that serves applications only.
+fn load_empty(handler: &NodeHandler) -> Result<(), Failure> {
+    let body = LoadRequest {
+        version: PROTOCOL_VERSION,
+        workload: WorkloadSpec::Applications,
+        rejoin: false,
+    };
+    let body = serde_json::to_value(body).map_err(|e| Failure::Internal(e.to_string()))?;
+    handler
+        .call(Route::Load, &body)
+        .map(drop)
+        .map_err(|e| Failure::Internal(format!("cannot start the empty store: {e}")))
 }
 
 /// Waits for a signal or a drain call, driving the membership meanwhile

@@ -44,8 +44,9 @@ pub mod metrics;
 pub mod node;
 
 pub use config::{
-    ClientSettings, ClusterConfig, ConfigError, DpdkSettings, LogTarget, MembershipSettings,
-    Neighbour, NodeSettings, ProtocolSettings, TableSettings, TransportKind, TransportSettings,
+    ClientSettings, ClientsStart, ClusterConfig, ConfigError, DpdkSettings, LogTarget,
+    MembershipSettings, Neighbour, NodeSettings, ProtocolSettings, TableSettings, TransportKind,
+    TransportSettings,
 };
 pub use control::{CallError, ControlError, ControlHandler, ControlServer, Route};
 pub use dpdk::{DpdkCounters, DpdkSnapshot};

@@ -16,6 +16,7 @@
 //! in_flight_max = 32               # transactions in flight per connection
 //! connections_max = 64             # connections open at once, per node
 //! outcome_full_ms_max = 1000       # a client leaving its outcome ring full longer is disconnected
+//! start = "on-load"                # or "empty": serve applications at once, from an empty store
 //! ```
 
 use super::raw::RawClients;
@@ -55,6 +56,18 @@ pub const ALLOWED_UIDS_MAX: usize = 64;
 const _: () = assert!(RING_BYTES_DEFAULT.is_power_of_two());
 const _: () = assert!(RING_BYTES_DEFAULT <= RING_BYTES_MAX);
 
+/// When a node's runtime starts, and so when it takes application
+/// connections (`[clients] start`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum ClientsStart {
+    /// When a workload is loaded (`splitkv bench … --cluster`); the default.
+    #[default]
+    OnLoad,
+    /// At once, from an empty store with no built-in workload: the cluster
+    /// serves applications only (a later load of a workload is refused).
+    Empty,
+}
+
 /// Application connections of a node (`[clients]`).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ClientSettings {
@@ -77,6 +90,8 @@ pub struct ClientSettings {
     /// How long a client may leave its outcome ring full before it is
     /// disconnected (ms, 1 ..= [`OUTCOME_FULL_MS_MAX`]).
     pub outcome_full_ms_max: u64,
+    /// When the runtime starts serving them.
+    pub start: ClientsStart,
 }
 
 impl ClientSettings {
@@ -157,6 +172,16 @@ pub(super) fn check(
             OUTCOME_FULL_MS_DEFAULT as usize,
             OUTCOME_FULL_MS_MAX as usize,
         )? as u64,
+        start: match raw.start.as_deref() {
+            None | Some("on-load") => ClientsStart::OnLoad,
+            Some("empty") => ClientsStart::Empty,
+            Some(other) => {
+                return Err(ConfigError::invalid(
+                    "clients.start",
+                    format!("must be \"on-load\" or \"empty\", got \"{other}\""),
+                ))
+            }
+        },
     }))
 }
 

@@ -51,7 +51,7 @@ mod raw;
 pub mod transport;
 mod validate;
 
-pub use clients::ClientSettings;
+pub use clients::{ClientSettings, ClientsStart};
 pub use membership::MembershipSettings;
 pub use transport::{
     DpdkSettings, Neighbour, TransportKind, TransportSettings, DPDK_DEVICE_BYTES_MAX, EAL_ARGS_MAX,

@@ -41,6 +41,7 @@ pub(crate) struct RawClients {
     pub in_flight_max: Option<u64>,
     pub connections_max: Option<u64>,
     pub outcome_full_ms_max: Option<u64>,
+    pub start: Option<String>,
 }
 
 /// `[membership]`.
