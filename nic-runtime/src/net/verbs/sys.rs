@@ -264,7 +264,7 @@ impl Device {
             }
             // The device writes back what it granted.
             self.inline_max = init.cap.max_inline_data as usize;
-            self.to_rts(cfg.qkey)?;
+            self.bring_up(cfg.qkey)?;
             let access = ffi::ibv_access_flags::IBV_ACCESS_LOCAL_WRITE.0 as i32;
             self.mr = ffi::ibv_reg_mr(
                 self.pd,
@@ -279,7 +279,9 @@ impl Device {
         Ok(())
     }
 
-    unsafe fn to_rts(&mut self, qkey: u32) -> Result<(), &'static str> {
+    /// Moves the queue pair RESET → INIT (port, P_Key index 0, QKey) →
+    /// RTR → RTS (send PSN 0); a UD queue pair needs no remote attributes.
+    unsafe fn bring_up(&mut self, qkey: u32) -> Result<(), &'static str> {
         use ffi::ibv_qp_attr_mask as M;
         let mut attr: ffi::ibv_qp_attr = std::mem::zeroed();
         attr.qp_state = ffi::ibv_qp_state::IBV_QPS_INIT;

@@ -111,7 +111,7 @@ impl SendCadence {
             inline: bytes <= inline_max,
             // Every `every`-th send, and always the one that fills the
             // queue (so a completion is always coming when it is full).
-            signaled: (wr_id + 1) % u64::from(self.every) == 0 || last_slot_free,
+            signaled: (wr_id + 1).is_multiple_of(u64::from(self.every)) || last_slot_free,
         })
     }
 
