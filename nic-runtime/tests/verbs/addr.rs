@@ -140,3 +140,15 @@ fn lookup_tells_peers_from_former_endpoints_and_strangers() {
     assert_eq!(t.node_at(b.addr), None);
     assert_eq!(t.get(2), None);
 }
+
+#[test]
+fn text_form_round_trips() {
+    for text in [
+        "addr=10.0.0.2:7100,gid=::ffff:10.0.0.2,qpn=0x1a2,qkey=0x11111111",
+        "addr=[fe80::1]:9,lid=3,qpn=0xffffff,qkey=0x0",
+    ] {
+        let p = parse(text).unwrap();
+        assert_eq!(p.to_string(), text);
+        assert_eq!(parse(&p.to_string()), Ok(p));
+    }
+}

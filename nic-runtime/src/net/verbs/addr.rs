@@ -56,6 +56,19 @@ pub struct VerbsPeer {
     pub qkey: u32,
 }
 
+impl std::fmt::Display for VerbsPeer {
+    /// The text form [`VerbsPeer::from_str`] parses back (GID as an IPv6
+    /// address, QPN and QKey in hexadecimal).
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "addr={},", self.addr)?;
+        match self.route {
+            Route::Gid(g) => write!(f, "gid={}", std::net::Ipv6Addr::from(g.0))?,
+            Route::Lid(l) => write!(f, "lid={l}")?,
+        }
+        write!(f, ",qpn={:#x},qkey={:#x}", self.qpn, self.qkey)
+    }
+}
+
 /// Why a peer description did not parse.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum PeerParseError {

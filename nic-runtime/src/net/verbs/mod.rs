@@ -150,6 +150,18 @@ impl VerbsTransport {
         self.device.qpn()
     }
 
+    /// This endpoint as a peer sees it, named by data address `addr`
+    /// (give it to the other nodes' [`VerbsTransport::add_endpoint`]; its
+    /// text form is `addr=…,gid=…|lid=…,qpn=…,qkey=…`).
+    pub fn local_endpoint(&self, addr: SocketAddr) -> VerbsPeer {
+        VerbsPeer {
+            addr,
+            route: self.device.route(),
+            qpn: self.device.qpn(),
+            qkey: self.cfg.qkey,
+        }
+    }
+
     /// Inline bytes the device granted.
     pub fn inline_granted(&self) -> usize {
         self.device.inline_max()

@@ -123,6 +123,8 @@ pub struct Device {
     gid_index: u8,
     inline_max: usize,
     is_global_port: bool,
+    lid: u16,
+    gid: [u8; 16],
 }
 
 // SAFETY: the handles are used only by the thread that holds the Device
@@ -187,6 +189,8 @@ impl Device {
             gid_index: cfg.gid_index,
             inline_max: 0,
             is_global_port: false,
+            lid: 0,
+            gid: [0; 16],
         };
         dev.check_port()?;
         dev.create(cfg).map_err(setup)?;
@@ -220,6 +224,20 @@ impl Device {
         }
         // Ethernet link layer (RoCE): every datagram carries a GRH.
         self.is_global_port = u32::from(attr.link_layer) == ffi::IBV_LINK_LAYER_ETHERNET;
+        self.lid = attr.lid;
+        // SAFETY: ibv_gid is 16 plain bytes.
+        let mut gid: ffi::ibv_gid = unsafe { std::mem::zeroed() };
+        let rc =
+            unsafe { ffi::ibv_query_gid(self.ctx, self.port, self.gid_index.into(), &mut gid) };
+        if rc != 0 {
+            return Err(VerbsError::Setup {
+                device: self.name.clone(),
+                step: "ibv_query_gid",
+                errno: rc,
+            });
+        }
+        // SAFETY: every bit pattern is a valid raw GID.
+        self.gid = unsafe { gid.raw };
         Ok(())
     }
 
@@ -320,6 +338,16 @@ impl Device {
     pub fn qpn(&self) -> u32 {
         // SAFETY: qp is valid after open.
         unsafe { (*self.qp).qp_num }
+    }
+
+    /// How peers reach this port: its GID (RoCE: every datagram has a
+    /// GRH) or its LID (InfiniBand).
+    pub fn route(&self) -> Route {
+        if self.is_global_port {
+            Route::Gid(super::addr::Gid(self.gid))
+        } else {
+            Route::Lid(self.lid)
+        }
     }
 
     /// Inline bytes the device granted.
