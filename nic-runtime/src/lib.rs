@@ -92,7 +92,11 @@
 //!   namespaces (`tests/dpdk.rs`); `tx_burst` copies into mbufs (no
 //!   reserve/commit yet), one queue pair per port, and `splitkv node`
 //!   cannot select it yet (`[transport] kind = "dpdk"` is not wired).
-//!   Verbs: not yet.
+//!   RDMA verbs (`net::verbs`, feature `verbs`, rdma-core through
+//!   `ibverbs-sys`): a UD queue pair transport, built and tested in CI
+//!   without a device (pool accounting, work requests, peer descriptions,
+//!   receive checks, the no-device error; `tests/verbs/`), never run on
+//!   hardware, and not selectable from the cluster file.
 //! - **Crash recovery** ([`recovery`]): a silent peer is suspected, which
 //!   ends transactions before LOG as `Unavailable`; a configuration that
 //!   excludes it raises the epoch (older-epoch packets are dropped) and
