@@ -45,7 +45,9 @@
 //! **What the network does, this transport does too.** A packet longer
 //! than the MTU or for a node with no endpoint is taken and dropped
 //! (counted); a full send queue or an exhausted pool is congestion
-//! (`tx_burst` takes fewer). Received datagrams with an error status,
+//! (`tx_burst` takes fewer; with `recv_depth + send_depth` slots and
+//! each use bounded by its depth, the pool runs short only if that
+//! accounting is broken). Received datagrams with an error status,
 //! shorter than the GRH, truncated, past the MTU, without this cluster's
 //! QKey in their immediate data, from strangers or from a re-pointed
 //! peer's former endpoint are dropped and counted by reason
@@ -108,15 +110,6 @@ pub struct VerbsTransport {
     cadence: SendCadence,
     stats: VerbsStats,
     repointed: u64,
-}
-
-/// Opens the device and starts an endpoint; the free-function form of
-/// [`VerbsTransport::new`].
-///
-/// # Errors
-/// As [`VerbsTransport::new`].
-pub fn open(cfg: VerbsConfig) -> Result<VerbsTransport, VerbsError> {
-    VerbsTransport::new(cfg)
 }
 
 impl VerbsTransport {
@@ -300,6 +293,11 @@ impl Transport for VerbsTransport {
     }
 
     fn tx_burst(&mut self, _now: Nanos, packets: &[TxPacket<'_>]) -> usize {
+        // Retire what the device finished before the queue or the pool can
+        // run short (cheap: one poll of the send completion queue).
+        if self.cadence.outstanding() + packets.len() > self.cfg.send_depth as usize {
+            self.reap_sends();
+        }
         let mut sends = [SendWr::default(); VERBS_BURST_MAX];
         let mut n = 0;
         let mut taken = 0;
