@@ -8,6 +8,8 @@
 
 mod addr;
 mod device;
+mod fake;
 mod pool;
 mod recv;
+mod transport;
 mod wr;

@@ -57,7 +57,7 @@ pub struct VerbsPeer {
 }
 
 impl std::fmt::Display for VerbsPeer {
-    /// The text form [`VerbsPeer::from_str`] parses back (GID as an IPv6
+    /// The text form `str::parse` reads back (GID as an IPv6
     /// address, QPN and QKey in hexadecimal).
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(f, "addr={},", self.addr)?;

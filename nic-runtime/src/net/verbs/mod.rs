@@ -3,9 +3,7 @@
 //! other transports ([`Transport`]). FaSST (OSDI'16) and eRPC (NSDI'19)
 //! showed UD sends scale to many peers with one queue pair; Dandelion
 //! §8.3 sends small packets inline. Lossy, like UDP: the session layer
-//! makes it reliable. Built with splitkv-nic's feature `verbs` (the
-//! `ibverbs` crate's bindings, `ibverbs-sys`, which runs cmake over a vendored rdma-core
-//! to generate bindings and links the system libibverbs).
+//! makes it reliable. Built with splitkv-nic's feature `verbs`.
 //!
 //! **Untested on hardware.** No RDMA device (nor Soft-RoCE, which needs
 //! the `rdma_rxe` kernel module) exists where this was written and where
@@ -14,21 +12,22 @@
 //! device. What runs in CI is everything split from it: buffer accounting
 //! ([`pool`]), work-request building and the signalling cadence ([`wr`]),
 //! peer descriptions and source lookup ([`addr`]), receive checks
-//! ([`recv`]), and opening a device where none exists (a typed
-//! [`VerbsError::NoDevice`]). `tests/verbs/device.rs` also holds a
-//! two-endpoint exchange on a real device, skipped where none exists; the
-//! README gives the commands to run it on a ConnectX / BlueField NIC or
-//! Soft-RoCE.
+//! ([`recv`]), the transport itself on an in-memory device behind the
+//! same seam ([`device::VerbsDevice`]), and opening a device where none
+//! exists (a typed [`VerbsError::NoDevice`]). `tests/verbs/device.rs`
+//! also holds a two-endpoint exchange on a real device, skipped where
+//! none exists; the README gives the commands to run it on a ConnectX /
+//! BlueField NIC or Soft-RoCE.
 //!
 //! **Build.** The `ibverbs` crate's safe API has reliable-connection queue
 //! pairs only (no address handles, no UD send fields), so this module
 //! calls its raw bindings, `ibverbs-sys`, directly. Their build script
 //! configures the vendored rdma-core with cmake (needs libnl-3 and
-//! libnl-route-3) and runs bindgen (libclang), about 100 s on a shared
+//! libnl-route-3) and runs bindgen (libclang): about 100 s on a shared
 //! 2-core machine, under the 5 minutes that would have justified binding
-//! Debian's `libibverbs-dev` ourselves; the binary links the system
-//! libibverbs (Debian's rdma-core), whose providers (mlx5, rxe) are loaded
-//! at run time.
+//! Debian's `libibverbs-dev` ourselves. The binary links the system
+//! libibverbs (Debian's rdma-core), whose providers (mlx5, rxe) are
+//! loaded at run time.
 //!
 //! **Buffers.** One memory region, registered once, cut into
 //! [`VerbsConfig::slots`] slots of [`VerbsConfig::slot_bytes`] (the 40-byte
@@ -64,6 +63,7 @@
 //! **Threads.** None: the transport is polled by the thread that holds it.
 
 pub mod addr;
+pub mod device;
 pub mod pool;
 pub mod recv;
 pub mod sys;
@@ -83,11 +83,12 @@ pub use wr::VERBS_GRH_BYTES;
 
 use super::{PeerAddressError, PeerAddressStats, Transport, TxPacket};
 use crate::Nanos;
+use device::{SendWr, VerbsDevice};
 use pool::{Slot, SlotPool, SlotUse};
 use recv::{RecvCompletion, RecvLimits};
 use splitkv_layout::wire::NodeId;
 use std::net::SocketAddr;
-use sys::{Ah, Device, SendWr};
+use sys::Device;
 use wr::{SendCadence, SendRefusal};
 
 // One `tx_burst` from `send_ready` fits one posted chain.
@@ -96,12 +97,13 @@ const _: () = assert!(VERBS_BURST_MAX >= super::TX_BURST_MAX);
 /// Most endpoints registered for re-pointing ([`VerbsTransport::add_endpoint`]).
 pub const VERBS_ENDPOINTS_MAX: usize = 1024;
 
-/// One node's verbs endpoint. See the module documentation.
-pub struct VerbsTransport {
+/// One node's verbs endpoint on device `D` (libibverbs' [`Device`]; a
+/// test's in-memory device). See the module documentation.
+pub struct VerbsTransport<D: VerbsDevice = Device> {
     // Address handles before the device: fields drop in order, and the
     // handles must go before the protection domain.
-    ahs: Vec<Option<Ah>>,
-    device: Device,
+    ahs: Vec<Option<D::Ah>>,
+    device: D,
     cfg: VerbsConfig,
     peers: PeerTable,
     /// Endpoints known by data address (for `set_peer_address`).
@@ -112,7 +114,7 @@ pub struct VerbsTransport {
     repointed: u64,
 }
 
-impl VerbsTransport {
+impl VerbsTransport<Device> {
     /// Checks `cfg`, opens the device, creates the queue pair and region,
     /// builds an address handle per peer and posts the receives.
     ///
@@ -124,6 +126,20 @@ impl VerbsTransport {
     pub fn new(cfg: VerbsConfig) -> Result<VerbsTransport, VerbsError> {
         cfg.check()?;
         let device = Device::open(&cfg)?;
+        VerbsTransport::with_device(cfg, device)
+    }
+}
+
+impl<D: VerbsDevice> VerbsTransport<D> {
+    /// The transport on an open `device` whose region has
+    /// [`VerbsConfig::slots`] slots of [`VerbsConfig::slot_bytes`]: builds
+    /// an address handle per peer and posts the receives.
+    ///
+    /// # Errors
+    /// [`VerbsError::BadConfig`]; [`VerbsError::Setup`] when the device
+    /// refuses an address handle.
+    pub fn with_device(cfg: VerbsConfig, device: D) -> Result<VerbsTransport<D>, VerbsError> {
+        cfg.check()?;
         let mut ahs = Vec::with_capacity(cfg.peers.len());
         for p in &cfg.peers {
             ahs.push(match p {
@@ -174,6 +190,22 @@ impl VerbsTransport {
     /// Inline bytes the device granted.
     pub fn inline_granted(&self) -> usize {
         self.device.inline_max()
+    }
+
+    /// The device (tests look at what was posted).
+    pub fn device(&self) -> &D {
+        &self.device
+    }
+
+    /// The device, to change (tests deliver datagrams through it).
+    pub fn device_mut(&mut self) -> &mut D {
+        &mut self.device
+    }
+
+    /// Slots of the registered pool lent for `what` (receives posted,
+    /// sends not yet retired).
+    pub fn slots_lent(&self, what: SlotUse) -> u32 {
+        self.pool.lent(what)
     }
 
     /// Counters so far.
@@ -283,7 +315,7 @@ impl VerbsTransport {
     }
 }
 
-impl Transport for VerbsTransport {
+impl<D: VerbsDevice> Transport for VerbsTransport<D> {
     fn mtu(&self) -> usize {
         self.cfg.mtu
     }
@@ -340,7 +372,7 @@ impl Transport for VerbsTransport {
             sends[n] = SendWr {
                 plan,
                 payload,
-                ah: ah.raw(),
+                ah: D::ah_token(ah),
                 qpn: peer.qpn,
                 qkey: peer.qkey,
                 imm: self.cfg.qkey,

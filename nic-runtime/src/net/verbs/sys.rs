@@ -9,9 +9,9 @@
 
 use super::addr::{Route, VerbsPeer};
 use super::config::{VerbsConfig, VerbsError, VERBS_BURST_MAX};
+use super::device::{SendWr, VerbsDevice};
 use super::pool::Slot;
 use super::recv::RecvCompletion;
-use super::wr::SendPlan;
 use ibverbs_sys as ffi;
 use std::ffi::CStr;
 use std::ptr;
@@ -60,50 +60,6 @@ impl Drop for Ah {
     fn drop(&mut self) {
         // SAFETY: created by ibv_create_ah, destroyed once.
         unsafe { ffi::ibv_destroy_ah(self.0) };
-    }
-}
-
-/// One send ready to post: its plan, where its payload is (a slot of the
-/// region, or the caller's bytes for an inline send), and where it goes.
-/// Plain data; [`Device::post_sends`] reads the payload.
-#[derive(Clone, Copy)]
-pub struct SendWr {
-    /// Id, inline, signalled.
-    pub plan: SendPlan,
-    /// The payload's first byte.
-    pub payload: *const u8,
-    /// The destination's address handle.
-    pub ah: *mut ffi::ibv_ah,
-    /// The destination's queue pair number.
-    pub qpn: u32,
-    /// The QKey to send with.
-    pub qkey: u32,
-    /// The immediate data (this cluster's QKey, checked by the receiver).
-    pub imm: u32,
-}
-
-impl Default for SendWr {
-    fn default() -> Self {
-        SendWr {
-            plan: SendPlan {
-                wr_id: 0,
-                bytes: 0,
-                inline: false,
-                signaled: false,
-            },
-            payload: ptr::null(),
-            ah: ptr::null_mut(),
-            qpn: 0,
-            qkey: 0,
-            imm: 0,
-        }
-    }
-}
-
-impl Ah {
-    /// The handle, for a [`SendWr`].
-    pub fn raw(&self) -> *mut ffi::ibv_ah {
-        self.0
     }
 }
 
@@ -328,21 +284,36 @@ impl Device {
         }
         Ok(())
     }
+}
+
+fn poll(cq: *mut ffi::ibv_cq, out: &mut [ffi::ibv_wc]) -> usize {
+    // SAFETY: cq is valid; poll_cq writes at most out.len() entries.
+    unsafe {
+        let Some(poll) = (*(*cq).context).ops.poll_cq else {
+            return 0;
+        };
+        let n = poll(cq, out.len() as i32, out.as_mut_ptr());
+        n.max(0) as usize
+    }
+}
+
+impl VerbsDevice for Device {
+    type Ah = Ah;
 
     /// The device's name.
-    pub fn name(&self) -> &str {
+    fn name(&self) -> &str {
         &self.name
     }
 
     /// This queue pair's number.
-    pub fn qpn(&self) -> u32 {
+    fn qpn(&self) -> u32 {
         // SAFETY: qp is valid after open.
         unsafe { (*self.qp).qp_num }
     }
 
     /// How peers reach this port: its GID (RoCE: every datagram has a
     /// GRH) or its LID (InfiniBand).
-    pub fn route(&self) -> Route {
+    fn route(&self) -> Route {
         if self.is_global_port {
             Route::Gid(super::addr::Gid(self.gid))
         } else {
@@ -351,18 +322,18 @@ impl Device {
     }
 
     /// Inline bytes the device granted.
-    pub fn inline_max(&self) -> usize {
+    fn inline_max(&self) -> usize {
         self.inline_max
     }
 
     /// Slot `slot`'s bytes.
-    pub fn slot(&self, slot: Slot) -> &[u8] {
+    fn slot(&self, slot: Slot) -> &[u8] {
         let start = slot.0 as usize * self.slot_bytes;
         &self.region[start..start + self.slot_bytes]
     }
 
     /// Slot `slot`'s bytes, to fill.
-    pub fn slot_mut(&mut self, slot: Slot) -> &mut [u8] {
+    fn slot_mut(&mut self, slot: Slot) -> &mut [u8] {
         let start = slot.0 as usize * self.slot_bytes;
         &mut self.region[start..start + self.slot_bytes]
     }
@@ -371,7 +342,7 @@ impl Device {
     ///
     /// # Errors
     /// The `errno` of `ibv_create_ah`.
-    pub fn address_handle(&self, peer: &VerbsPeer) -> Result<Ah, i32> {
+    fn address_handle(&self, peer: &VerbsPeer) -> Result<Ah, i32> {
         // SAFETY: plain data, then a checked create.
         unsafe {
             let mut attr: ffi::ibv_ah_attr = std::mem::zeroed();
@@ -404,7 +375,7 @@ impl Device {
     /// # Errors
     /// The post's return code; the receives from the failing one on were
     /// not posted (`Err((posted, rc))`).
-    pub fn post_recvs(&self, slots: &[Slot]) -> Result<(), (usize, i32)> {
+    fn post_recvs(&mut self, slots: &[Slot]) -> Result<(), (usize, i32)> {
         let n = slots.len().min(VERBS_BURST_MAX);
         if n == 0 {
             return Ok(());
@@ -455,7 +426,7 @@ impl Device {
     /// Each send's payload is `plan.bytes` readable bytes, inside this
     /// device's region unless the send is inline; each `ah` is a live
     /// handle of this device.
-    pub unsafe fn post_sends(&self, sends: &[SendWr]) -> Result<(), (usize, i32)> {
+    unsafe fn post_sends(&mut self, sends: &[SendWr]) -> Result<(), (usize, i32)> {
         let n = sends.len().min(VERBS_BURST_MAX);
         if n == 0 {
             return Ok(());
@@ -486,7 +457,7 @@ impl Device {
                 wr.send_flags = flags;
                 wr.__bindgen_anon_1.imm_data = s.imm.to_be();
                 wr.wr.ud = ffi::ibv_send_wr__bindgen_ty_2__bindgen_ty_3 {
-                    ah: s.ah,
+                    ah: s.ah as *mut ffi::ibv_ah,
                     remote_qpn: s.qpn,
                     remote_qkey: s.qkey,
                 };
@@ -513,27 +484,16 @@ impl Device {
         Ok(())
     }
 
-    fn poll(cq: *mut ffi::ibv_cq, out: &mut [ffi::ibv_wc]) -> usize {
-        // SAFETY: cq is valid; poll_cq writes at most out.len() entries.
-        unsafe {
-            let Some(poll) = (*(*cq).context).ops.poll_cq else {
-                return 0;
-            };
-            let n = poll(cq, out.len() as i32, out.as_mut_ptr());
-            n.max(0) as usize
-        }
-    }
-
     /// Up to `max` (at most [`VERBS_BURST_MAX`]) receive completions, as
     /// (slot, fields) pairs, into `out`. Returns how many.
-    pub fn poll_recv(
+    fn poll_recv(
         &mut self,
         max: usize,
         out: &mut [(u64, RecvCompletion); VERBS_BURST_MAX],
     ) -> usize {
         // SAFETY: ibv_wc is plain data; zeroed is a valid value.
         let mut wcs: [ffi::ibv_wc; VERBS_BURST_MAX] = unsafe { std::mem::zeroed() };
-        let n = Device::poll(self.recv_cq, &mut wcs[..max.min(VERBS_BURST_MAX)]);
+        let n = poll(self.recv_cq, &mut wcs[..max.min(VERBS_BURST_MAX)]);
         for (o, wc) in out.iter_mut().zip(&wcs[..n]) {
             *o = (
                 wc.wr_id(),
@@ -551,14 +511,18 @@ impl Device {
     }
 
     /// Up to [`VERBS_BURST_MAX`] send completions, as (wr_id, ok) pairs.
-    pub fn poll_send(&mut self, out: &mut [(u64, bool); VERBS_BURST_MAX]) -> usize {
+    fn poll_send(&mut self, out: &mut [(u64, bool); VERBS_BURST_MAX]) -> usize {
         // SAFETY: as in poll_recv.
         let mut wcs: [ffi::ibv_wc; VERBS_BURST_MAX] = unsafe { std::mem::zeroed() };
-        let n = Device::poll(self.send_cq, &mut wcs);
+        let n = poll(self.send_cq, &mut wcs);
         for (o, wc) in out.iter_mut().zip(&wcs[..n]) {
             *o = (wc.wr_id(), wc.is_valid());
         }
         n
+    }
+
+    fn ah_token(ah: &Ah) -> usize {
+        ah.0 as usize
     }
 }
 
