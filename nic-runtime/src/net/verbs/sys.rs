@@ -286,6 +286,8 @@ impl Device {
     }
 }
 
+/// Polls `cq` for up to `out.len()` completions; a failed poll (a negative
+/// return) counts as none.
 fn poll(cq: *mut ffi::ibv_cq, out: &mut [ffi::ibv_wc]) -> usize {
     // SAFETY: cq is valid; poll_cq writes at most out.len() entries.
     unsafe {
