@@ -40,7 +40,7 @@ pub struct VerbsConfig {
     /// Port number on the device (1-based).
     pub port: u8,
     /// GID table index (RoCE v2 with an IPv4 address: usually the entry
-    /// `show_gids` lists as v2 for it).
+    /// `ibv_devinfo -v` lists as its IPv4-mapped RoCE v2 GID).
     pub gid_index: u8,
     /// This cluster's QKey.
     pub qkey: u32,
