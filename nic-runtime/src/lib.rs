@@ -95,7 +95,11 @@
 //!   three node processes on net_af_packet pass Smallbank and list-append,
 //!   with loss too). Its frame codec, bounds and counters build without the
 //!   feature, so a cluster file naming DPDK is checked anywhere.
-//!   Verbs: not yet.
+//!   RDMA verbs (`net::verbs`, feature `verbs`, rdma-core through
+//!   `ibverbs-sys`): a UD queue pair transport, built and tested in CI
+//!   without a device (pool accounting, work requests, peer descriptions,
+//!   receive checks, the no-device error; `tests/verbs/`), never run on
+//!   hardware, and not selectable from the cluster file.
 //! - **Crash recovery** ([`recovery`]): a silent peer is suspected, which
 //!   ends transactions before LOG as `Unavailable`; a configuration that
 //!   excludes it raises the epoch (older-epoch packets are dropped) and

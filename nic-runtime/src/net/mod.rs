@@ -35,6 +35,8 @@ pub mod session;
 pub mod stack;
 #[cfg(target_os = "linux")]
 pub mod udp;
+#[cfg(all(feature = "verbs", target_os = "linux"))]
+pub mod verbs;
 
 use crate::Nanos;
 use splitkv_layout::wire::NodeId;
@@ -90,6 +92,14 @@ pub enum PeerAddressError {
         addr: SocketAddr,
         /// The node that has it.
         other: NodeId,
+    },
+    /// The transport reaches peers through endpoints registered by data
+    /// address (RDMA: GID, queue pair number, QKey) and none is
+    /// registered for this one.
+    #[error("no endpoint is registered for address {addr}")]
+    NoEndpoint {
+        /// The address asked for.
+        addr: SocketAddr,
     },
 }
 
