@@ -84,25 +84,8 @@ fn bench_on_dpdk(
     };
     let dir = tempfile::tempdir().expect("tempdir");
     let config = cluster_file(&net, dir.path(), "cluster.toml", "eth0", extra);
-    net.start_nodes(&config, dir.path());
-    let mut all = vec!["bench", workload, "--cluster", config.to_str().unwrap()];
-    all.extend_from_slice(args);
-    let mut bench = net.exec(&net.nodes[0], &all, dir.path(), "bench");
-    let status = wait_exit(&mut bench, BENCH_TIMEOUT);
-    let read = |name: &str| std::fs::read_to_string(dir.path().join(name)).unwrap_or_default();
-    let stdout = read("bench.out");
-    assert_eq!(
-        status.code(),
-        Some(0),
-        "{stdout}\n{}\nnode 0: {}",
-        read("bench.err"),
-        read("node0.err")
-    );
-    assert!(stdout.contains("checks: ok"), "{stdout}");
+    let stdout = net.run_bench(&config, dir.path(), workload, args, BENCH_TIMEOUT);
     println!("{workload} on DPDK across namespaces:\n{stdout}");
-    for (i, p) in net.procs.iter_mut().enumerate() {
-        assert_eq!(p.try_wait().expect("try_wait"), None, "node {i} exited");
-    }
     let controls: Vec<_> = (0..NODES).map(|i| net.addr(i, CONTROL_PORT)).collect();
     let (statuses, metrics) = in_netns(&net.nodes[0], || {
         let statuses: Vec<_> = controls

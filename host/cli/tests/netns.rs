@@ -20,7 +20,7 @@ use std::path::Path;
 use std::process::Command;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
-use support_deploy::{wait_exit, wait_status, TOKEN};
+use support_deploy::{wait_status, TOKEN};
 use support_netns::{in_netns, namespace_exists, Netns, Refused, CONTROL_PORT, DATA_PORT, NODES};
 
 /// Longest one bench may take.
@@ -62,25 +62,8 @@ fn bench_in_namespaces(tag: &str, workload: &str, args: &[&str]) -> Option<Strin
     };
     let dir = tempfile::tempdir().expect("tempdir");
     let config = cluster_file(&net, dir.path());
-    net.start_nodes(&config, dir.path());
-    let mut all = vec!["bench", workload, "--cluster", config.to_str().unwrap()];
-    all.extend_from_slice(args);
-    let mut bench = net.exec(&net.nodes[0], &all, dir.path(), "bench");
-    let status = wait_exit(&mut bench, BENCH_TIMEOUT);
-    let read = |name: &str| std::fs::read_to_string(dir.path().join(name)).unwrap_or_default();
-    let stdout = read("bench.out");
-    assert_eq!(
-        status.code(),
-        Some(0),
-        "{stdout}\n{}\nnode 0: {}",
-        read("bench.err"),
-        read("node0.err")
-    );
-    assert!(stdout.contains("checks: ok"), "{stdout}");
+    let stdout = net.run_bench(&config, dir.path(), workload, args, BENCH_TIMEOUT);
     println!("{workload} across namespaces:\n{stdout}");
-    for (i, p) in net.procs.iter_mut().enumerate() {
-        assert_eq!(p.try_wait().expect("try_wait"), None, "node {i} exited");
-    }
     let controls: Vec<_> = (0..NODES).map(|i| net.addr(i, CONTROL_PORT)).collect();
     let statuses = in_netns(&net.nodes[0], || {
         controls

@@ -152,6 +152,39 @@ impl Netns {
             }
         });
     }
+
+    /// Starts the nodes on `config`, runs `splitkv bench WORKLOAD --cluster
+    /// CONFIG ARGS` from node 0's namespace (outputs in `dir`) within
+    /// `timeout`, asserts it exits 0 with "checks: ok" and that every node
+    /// still runs, and returns its stdout.
+    pub fn run_bench(
+        &mut self,
+        config: &Path,
+        dir: &Path,
+        workload: &str,
+        args: &[&str],
+        timeout: Duration,
+    ) -> String {
+        self.start_nodes(config, dir);
+        let mut all = vec!["bench", workload, "--cluster", config.to_str().unwrap()];
+        all.extend_from_slice(args);
+        let mut bench = self.exec(&self.nodes[0], &all, dir, "bench");
+        let status = wait_exit(&mut bench, timeout);
+        let read = |name: &str| std::fs::read_to_string(dir.join(name)).unwrap_or_default();
+        let stdout = read("bench.out");
+        assert_eq!(
+            status.code(),
+            Some(0),
+            "{stdout}\n{}\nnode 0: {}",
+            read("bench.err"),
+            read("node0.err")
+        );
+        assert!(stdout.contains("checks: ok"), "{stdout}");
+        for (i, p) in self.procs.iter_mut().enumerate() {
+            assert_eq!(p.try_wait().expect("try_wait"), None, "node {i} exited");
+        }
+        stdout
+    }
 }
 
 impl Drop for Netns {
