@@ -477,6 +477,10 @@ fn hostile_client_processes_leave_the_nodes_serving() {
         run_child(role, &socket);
         n.still_serving(role, &[]);
     }
+    // Memory of the wrong size (twice), unsealed, and unsealed then
+    // truncated: each refused as bad memory, counted by the node.
+    let set_ups = n.applications()["set_ups"].clone();
+    assert_eq!(set_ups["refused"]["bad_memory"], 4, "{set_ups}");
 
     run_child("garbage", &socket);
     n.wait_closed("malformed", 2);

@@ -233,6 +233,11 @@ impl ClientListener {
         self.stats.snapshot()
     }
 
+    /// The set-up counters, for readers on other threads.
+    pub fn shared_stats(&self) -> Arc<AttachStats> {
+        self.stats.clone()
+    }
+
     /// Application connections open now (attached and not yet dropped).
     pub fn connections_open(&self) -> usize {
         self.slots.open()

@@ -52,6 +52,27 @@ pub enum DropReason {
 impl DropReason {
     /// Every reason, in the order of [`AttachCounts::dropped`].
     pub const ALL: [DropReason; 3] = [DropReason::PeerClosed, DropReason::TimedOut, DropReason::Io];
+
+    /// A short label, for `/status` keys and `/metrics` labels.
+    pub fn label(self) -> &'static str {
+        match self {
+            DropReason::PeerClosed => "peer_closed",
+            DropReason::TimedOut => "timed_out",
+            DropReason::Io => "io",
+        }
+    }
+}
+
+/// A short label of a refusal, for `/status` keys and `/metrics` labels.
+pub fn refused_label(reason: RefusedReason) -> &'static str {
+    match reason {
+        RefusedReason::VersionMismatch => "version_mismatch",
+        RefusedReason::UserNotAllowed => "user_not_allowed",
+        RefusedReason::ConnectionsFull => "connections_full",
+        RefusedReason::BadMemory => "bad_memory",
+        RefusedReason::BadHello => "bad_hello",
+        RefusedReason::Unavailable => "unavailable",
+    }
 }
 
 /// Counters of one node's connection set-ups, shared between the listener
@@ -78,6 +99,18 @@ impl AttachCounts {
     /// Refusals for `reason`.
     pub fn refused(&self, reason: RefusedReason) -> u64 {
         self.refused[reason_index(reason)]
+    }
+
+    /// The counts as `/status` shows them: `accepted`, `refused` (by
+    /// [`refused_label`]) and `dropped` (by [`DropReason::label`]).
+    pub fn to_json(&self) -> serde_json::Value {
+        let refused: serde_json::Map<String, serde_json::Value> = (RefusedReason::ALL.iter())
+            .map(|r| (refused_label(*r).to_string(), self.refused(*r).into()))
+            .collect();
+        let dropped: serde_json::Map<String, serde_json::Value> = (DropReason::ALL.iter())
+            .map(|r| (r.label().to_string(), self.dropped(*r).into()))
+            .collect();
+        serde_json::json!({ "accepted": self.accepted, "refused": refused, "dropped": dropped })
     }
 
     /// Clients that left without an answer for `reason`.

@@ -18,6 +18,7 @@
 //! | `application_connections_attached`, `application_requests`, `application_outcomes_discarded` | | [`NodeMetrics::update_applications`] (the application gateway) |
 //! | `application_connections_closed` | `reason`: a `CloseReason` label (`peer_closed`, `outcome_ring_stalled`, `malformed`, `in_flight_exceeded`, `stopped`) | `update_applications` |
 //! | `application_outcomes` | `status`: an application `Status` label (`committed`, `aborted_lock_conflict`, `key_not_found`, …) | `update_applications` |
+//! | `application_connections_refused` | `reason`: a refusal label (`version_mismatch`, `user_not_allowed`, `connections_full`, `bad_memory`, `bad_hello`, `unavailable`) | `update_applications` (the listener's set-ups) |
 //!
 //! the gauge `application_connections_open` (`update_applications`),
 //! and the histogram `transaction_latency_us` (µs, buckets
@@ -198,8 +199,10 @@ pub struct NodeMetrics {
 /// Counters of the application gateway: attached, requests, discarded,
 /// then closed by reason, then outcomes by status.
 #[cfg(not(loom))]
-const APP_COUNTERS: usize =
-    3 + crate::clients::CloseReason::ALL.len() + splitkv_layout::app::Status::ALL.len();
+const APP_COUNTERS: usize = 3
+    + crate::clients::CloseReason::ALL.len()
+    + splitkv_layout::app::Status::ALL.len()
+    + splitkv_layout::app::RefusedReason::ALL.len();
 
 /// The application gateway's metrics (`[clients]`).
 #[cfg(not(loom))]
@@ -213,8 +216,8 @@ struct ApplicationMetrics {
 #[cfg(not(loom))]
 impl ApplicationMetrics {
     fn register(registry: &mut Registry) -> ApplicationMetrics {
-        use crate::clients::{gateway::status_label, CloseReason};
-        use splitkv_layout::app::Status;
+        use crate::clients::{gateway::status_label, refused_label, CloseReason};
+        use splitkv_layout::app::{RefusedReason, Status};
         let mut counters = vec![
             register_counter(
                 registry,
@@ -253,6 +256,17 @@ impl ApplicationMetrics {
             "Outcomes written to application outcome rings, by status",
             outcomes,
         );
+        let refused = Family::<ReasonLabels, Counter>::default();
+        counters.extend(RefusedReason::ALL.map(|r| {
+            refused.get_or_create_owned(&ReasonLabels {
+                reason: refused_label(r),
+            })
+        }));
+        registry.register(
+            "application_connections_refused",
+            "Application connection set-ups the node refused, by reason",
+            refused,
+        );
         let open = prometheus_client::metrics::gauge::Gauge::default();
         registry.register(
             "application_connections_open",
@@ -269,7 +283,8 @@ fn application_values(c: &crate::clients::GatewayCounts) -> [u64; APP_COUNTERS] 
     let all = [c.attached, c.requests, c.outcomes_discarded]
         .into_iter()
         .chain(c.closed)
-        .chain(c.outcomes);
+        .chain(c.outcomes)
+        .chain(c.set_ups.refused);
     for (slot, value) in v.iter_mut().zip(all) {
         *slot = value;
     }

@@ -95,6 +95,7 @@ impl ClientService {
         let gateway = Gateway::new(config, ports, stats.clone())?;
         let policy = AttachPolicy::from_settings(settings, node, resolve);
         let (listener, attached) = ClientListener::start(settings, policy)?;
+        stats.watch_set_ups(listener.shared_stats());
         let stop = Arc::new(AtomicBool::new(false));
         let flag = stop.clone();
         let thread = std::thread::Builder::new()

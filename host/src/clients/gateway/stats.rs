@@ -2,8 +2,10 @@
 //! thread (which counts) and its readers (`/status`, `/metrics`), and their
 //! snapshot [`GatewayCounts`].
 
+use crate::clients::{AttachCounts, AttachStats};
 use splitkv_layout::app::Status;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, OnceLock};
 
 /// Why the gateway closed an application connection.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -89,6 +91,8 @@ pub struct GatewayStats {
     requests: AtomicU64,
     outcomes: [AtomicU64; Status::ALL.len()],
     outcomes_discarded: AtomicU64,
+    /// The listener's set-up counters, once it runs.
+    set_ups: OnceLock<Arc<AttachStats>>,
 }
 
 /// A snapshot of [`GatewayStats`].
@@ -107,6 +111,9 @@ pub struct GatewayCounts {
     /// Outcomes of requests whose connection had closed: the transaction
     /// finished at the NIC runtime, nobody was told.
     pub outcomes_discarded: u64,
+    /// The listener's connection set-ups: accepted, refused and dropped by
+    /// reason (all zero before the listener runs).
+    pub set_ups: AttachCounts,
 }
 
 impl GatewayCounts {
@@ -122,7 +129,8 @@ impl GatewayCounts {
 
     /// The counts as `/status` shows them: `attached`, `open`, `closed`
     /// (by [`CloseReason::label`]), `requests`, `outcomes` (by
-    /// [`status_label`]) and `outcomes_discarded`.
+    /// [`status_label`]), `outcomes_discarded` and `set_ups`
+    /// ([`AttachCounts::to_json`]).
     pub fn to_json(&self) -> serde_json::Value {
         let closed: serde_json::Map<String, serde_json::Value> = (CloseReason::ALL.iter())
             .map(|r| (r.label().to_string(), self.closed(*r).into()))
@@ -137,6 +145,7 @@ impl GatewayCounts {
             "requests": self.requests,
             "outcomes": outcomes,
             "outcomes_discarded": self.outcomes_discarded,
+            "set_ups": self.set_ups.to_json(),
         })
     }
 }
@@ -178,6 +187,13 @@ impl GatewayStats {
             requests: load(&self.requests),
             outcomes: std::array::from_fn(|i| load(&self.outcomes[i])),
             outcomes_discarded: load(&self.outcomes_discarded),
+            set_ups: self.set_ups.get().map(|a| a.snapshot()).unwrap_or_default(),
         }
+    }
+
+    /// Reads the set-up counters `set_ups` (the listener's) into every
+    /// later snapshot; a second call changes nothing.
+    pub(crate) fn watch_set_ups(&self, set_ups: Arc<AttachStats>) {
+        let _ = self.set_ups.set(set_ups);
     }
 }
