@@ -40,18 +40,24 @@ pub fn run(args: &LookupArgs) -> Result<(), Box<dyn std::error::Error>> {
         rows.push(row);
     }
     if args.json {
-        println!("{}", serde_json::to_string_pretty(&rows)?);
+        outln!("{}", serde_json::to_string_pretty(&rows)?);
         return Ok(());
     }
-    println!(
+    outln!(
         "NIC lookups at 90% occupancy ({} keys, {} home slots per segment, {} hints)",
         rows.first().map_or(0, |r| r.keys),
         args.segment_slots,
         if args.cold { "cold" } else { "warm" }
     );
-    println!(
+    outln!(
         "{:>9} {:>10} {:>10} {:>12} {:>14} {:>12} {:>10}",
-        "D_m", "objects", "trips", "paper obj", "paper trips", "overflow %", "mean d_i"
+        "D_m",
+        "objects",
+        "trips",
+        "paper obj",
+        "paper trips",
+        "overflow %",
+        "mean d_i"
     );
     for r in &rows {
         let paper = XENIC_TABLE_2.iter().find(|p| p.0 == r.d_max);
@@ -63,7 +69,7 @@ pub fn run(args: &LookupArgs) -> Result<(), Box<dyn std::error::Error>> {
         let (po, pt) = paper.map_or(("-".to_string(), "-".to_string()), |p| {
             (format!("{:.2}", p.1), format!("{:.2}", p.2))
         });
-        println!(
+        outln!(
             "{:>9} {:>10.2} {:>10.3} {:>12} {:>14} {:>12.2} {:>10.2}",
             d,
             r.objects_read,

@@ -23,8 +23,8 @@ pub fn run(args: &CheckHistoryArgs) -> Result<(), Failure> {
     };
     let (history, report) =
         check_file(&args.file, &opts).map_err(|e| Failure::BadInput(e.to_string()))?;
-    print!("{report}");
-    println!("{} operations", history.len());
+    out!("{report}");
+    outln!("{} operations", history.len());
     if report.valid {
         Ok(())
     } else {

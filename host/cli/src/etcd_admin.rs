@@ -69,8 +69,8 @@ mod imp {
             .show(shape)
             .map_err(|e| Failure::BadInput(e.to_string()))?;
         match as_json {
-            true => println!("{}", to_json(&state, config.cluster_id)),
-            false => print!("{}", to_text(&state, endpoints, config.cluster_id)),
+            true => outln!("{}", to_json(&state, config.cluster_id)),
+            false => out!("{}", to_text(&state, endpoints, config.cluster_id)),
         }
         Ok(())
     }
@@ -78,7 +78,7 @@ mod imp {
     pub(super) fn clear(endpoints: &[String], prefix: &str, force: bool) -> Result<(), Failure> {
         match connect(endpoints, prefix)?.clear(force) {
             Ok(deleted) => {
-                println!("cleared /{prefix}/: {deleted} keys deleted");
+                outln!("cleared /{prefix}/: {deleted} keys deleted");
                 Ok(())
             }
             Err(e @ EtcdError::MembersAlive { .. }) => Err(Failure::Check(format!(

@@ -15,6 +15,8 @@
 //! membership fenced it — lease run out, configured out; a supervisor starts
 //! it again and it rejoins as a new incarnation).
 
+#[macro_use]
+mod out;
 mod bench_history;
 mod bench_list_append;
 mod bench_lookup;

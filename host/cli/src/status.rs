@@ -84,8 +84,8 @@ pub fn run(args: &StatusArgs) -> Result<(), Failure> {
         interval,
     };
     match args.json {
-        true => println!("{}", screen.to_json(&degraded)),
-        false => print!("{}", screen.to_text(&degraded)),
+        true => outln!("{}", screen.to_json(&degraded)),
+        false => out!("{}", screen.to_text(&degraded)),
     }
     match degraded.is_empty() {
         true => Ok(()),

@@ -2,7 +2,7 @@
 //! one line), a panicking thread exits 3 with its message, a short real run
 //! passes both checks, a list-append run writes a history the checker
 //! accepts, `check history` exits 0/1/2, and the README's usage text matches
-//! `--help`.
+//! `--help`, and output into a closed pipe ends quietly.
 
 use std::process::Command;
 
@@ -415,4 +415,23 @@ fn check_history_exits_1_on_anomalies_and_2_on_bad_input() {
         assert_eq!(out.status.code(), Some(2), "{f}: {err}");
         assert_eq!(err.trim().lines().count(), 1, "{err}");
     }
+}
+
+/// `splitkv sim … | true`: the reader closes the pipe before the summary is
+/// written. The binary ends quietly with exit 0 (as a tool stopped by
+/// SIGPIPE would) instead of panicking with exit 3.
+#[test]
+fn output_into_a_closed_pipe_ends_quietly() {
+    use std::process::Stdio;
+    let mut child = Command::new(env!("CARGO_BIN_EXE_splitkv"))
+        .args(["sim", "--seeds", "1..=2"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("run splitkv");
+    drop(child.stdout.take()); // the reader goes away before any output
+    let out = child.wait_with_output().expect("wait for splitkv");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "stderr: {err}");
+    assert!(!err.contains("panicked"), "stderr: {err}");
 }

@@ -71,13 +71,13 @@ impl RunEnd {
             if json {
                 eprintln!("{line}");
             } else {
-                println!("{line}");
+                outln!("{line}");
             }
         }
         for c in checks {
             c.map_err(|e| Failure::Check(e.to_string()))?;
         }
-        println!("checks: ok");
+        outln!("checks: ok");
         if let Some(dir) = self.run_dir {
             let _ = std::fs::remove_dir_all(dir);
         }

@@ -503,7 +503,7 @@ pub fn smallbank(args: &SmallbankArgs) -> Result<(), Failure> {
     })
     .print(args.json)?;
     if !args.json {
-        println!("{}", SessionTotals::of_results(&results).line());
+        outln!("{}", SessionTotals::of_results(&results).line());
     }
     end.finish(args.json, [money.map(drop), replicas.map(drop)])
 }

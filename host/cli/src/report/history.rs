@@ -100,9 +100,9 @@ impl Summary<'_> {
     /// Prints the summary: one JSON object with `json`, else its lines.
     pub fn print(&self, json: bool) {
         if json {
-            println!("{}", self.json());
+            outln!("{}", self.json());
         } else {
-            print!("{self}");
+            out!("{self}");
         }
     }
 

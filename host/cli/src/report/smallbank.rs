@@ -132,9 +132,9 @@ impl Report {
         if json {
             let text =
                 serde_json::to_string_pretty(self).map_err(|e| Failure::Internal(e.to_string()))?;
-            println!("{text}");
+            outln!("{text}");
         } else {
-            print!("{self}");
+            out!("{self}");
         }
         Ok(())
     }

@@ -24,7 +24,7 @@ use std::sync::Mutex;
 pub fn run(args: &SimArgs) -> Result<(), Failure> {
     if args.list_faults {
         for m in splitkv_sim::faults::FaultMix::ALL {
-            println!("{m}");
+            outln!("{m}");
         }
         return Ok(());
     }
@@ -96,7 +96,7 @@ fn summarize(
     let virtual_ns: u64 = outcomes.iter().map(|o| o.virtual_ns).sum();
     let crashes: usize = outcomes.iter().map(|o| o.crashes).sum();
     let undecided: u64 = outcomes.iter().map(|o| o.undecided_rows).sum();
-    println!(
+    outln!(
         "{} / {} / faults {}: {} seeds run, {} passed, {} failed; {} transactions committed, {} node crashes, {} undecided replica rows, {:.3} s simulated in {:.1} s",
         args.workload.flag(),
         args.protocol.flag(),
@@ -121,7 +121,7 @@ fn summarize(
             restored.iter().max().unwrap(),
         );
         let mean = restored.iter().sum::<u64>() / restored.len() as u64;
-        println!(
+        outln!(
             "rejoins: {rejoins} restarted nodes, {} restored to replicas; crash to restored replication degree {:.2} / {:.2} / {:.2} ms simulated (min / mean / max)",
             restored.len(),
             *min as f64 / 1e6,
@@ -134,31 +134,31 @@ fn summarize(
         t
     });
     if chaos.iter().any(|&c| c > 0) {
-        println!(
+        outln!(
             "chaos: NIC restarts {} inside a recovery epoch, {} of a copy source, {} of the copying node; {} second crashes during a copy",
             chaos[0], chaos[1], chaos[2], chaos[3]
         );
     }
     if outcomes.len() < args.seeds.len() as usize {
-        println!(
+        outln!(
             "stopped after the first failing seed ({} of {} not run; --keep-going runs them all)",
             args.seeds.len() as usize - outcomes.len(),
             args.seeds.len()
         );
     }
     for o in &failed {
-        println!(
+        outln!(
             "seed {} FAILED: {}",
             o.seed,
             o.failure.as_deref().unwrap_or("")
         );
         if let Some(trace) = &o.trace {
-            println!("  last simulator events of seed {}:\n{trace}", o.seed);
+            outln!("  last simulator events of seed {}:\n{trace}", o.seed);
         }
-        println!("  replay: {}", args.replay_command(o.seed));
+        outln!("  replay: {}", args.replay_command(o.seed));
     }
     if let Some(dir) = &args.history {
-        println!("histories written to {}", dir.display());
+        outln!("histories written to {}", dir.display());
     }
     if failed.is_empty() {
         Ok(())
