@@ -9,9 +9,11 @@
 //
 // With --cluster the socket is `<socket_dir>/node-<N>.sock` of the file's
 // `[clients]` section (socket_dir defaults to /tmp/splitkv-<cluster_id>).
-use splitkv_client::{Client, Cmp, ConnectOptions, KvClient, Txn, TxnOp};
+use splitkv_client::{Client, Cmp, ConnectError, ConnectOptions, KvClient, Txn, TxnOp};
 use splitkv_layout::Key;
-use std::path::PathBuf;
+use std::io::ErrorKind;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
 
 /// The table of the example's counters.
 const TABLE: u32 = 90;
@@ -65,6 +67,34 @@ fn socket_path() -> Result<PathBuf, Error> {
 /// Tries of one load `put` that ends in a retryable error before the
 /// program gives up.
 const LOAD_TRIES_MAX: u32 = 50;
+/// How long the program waits for a node that is still starting (its socket
+/// not there yet, or not accepting), in seconds.
+const NODE_START_WAIT_S: u64 = 20;
+
+/// Connects, waiting up to [`NODE_START_WAIT_S`] for a node started just
+/// before this program (as the README runs it: nodes in the background, then
+/// this program) to create its socket.
+fn connect(path: &Path, options: &ConnectOptions) -> Result<Client, Error> {
+    let deadline = Instant::now() + Duration::from_secs(NODE_START_WAIT_S);
+    let mut said = false;
+    loop {
+        match Client::connect(path, options) {
+            Err(ConnectError::Connect { source, .. })
+                if matches!(
+                    source.kind(),
+                    ErrorKind::NotFound | ErrorKind::ConnectionRefused
+                ) && Instant::now() < deadline =>
+            {
+                if !said {
+                    println!("waiting for the node to open {}", path.display());
+                    said = true;
+                }
+                std::thread::sleep(Duration::from_millis(100));
+            }
+            other => return Ok(other?),
+        }
+    }
+}
 
 fn counter(i: u64) -> Key {
     Key::new(TABLE, i)
@@ -105,10 +135,20 @@ fn increment(client: &mut Client) -> Result<Counts, Error> {
     Ok(counts)
 }
 
-fn main() -> Result<(), Error> {
+fn main() -> std::process::ExitCode {
+    match run() {
+        Ok(()) => std::process::ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("cas: {e}");
+            std::process::ExitCode::FAILURE
+        }
+    }
+}
+
+fn run() -> Result<(), Error> {
     let path = socket_path()?;
     let options = ConnectOptions::default();
-    let mut loader = Client::connect(&path, &options)?;
+    let mut loader = connect(&path, &options)?;
     println!(
         "connected to node {} at {} (in flight: {})",
         loader.node_id(),
@@ -124,16 +164,13 @@ fn main() -> Result<(), Error> {
                 Ok(_) => break,
                 Err(e) if e.is_retryable() && tries < LOAD_TRIES_MAX => {
                     tries += 1;
-                    std::thread::sleep(std::time::Duration::from_millis(100));
+                    std::thread::sleep(Duration::from_millis(100));
                 }
                 Err(e) => return Err(e.into()),
             }
         }
     }
-    let (mut a, mut b) = (
-        Client::connect(&path, &options)?,
-        Client::connect(&path, &options)?,
-    );
+    let (mut a, mut b) = (connect(&path, &options)?, connect(&path, &options)?);
     let (ca, cb) = std::thread::scope(|s| {
         let t = s.spawn(|| increment(&mut a));
         let cb = increment(&mut b);
