@@ -37,6 +37,13 @@
 //! protocol's rules (commit or abort; either way they release their locks)
 //! and their outcomes are discarded (counted).
 //!
+//! **Draining** ([`Gateway::begin_drain`], when the node stops serving): a
+//! request taken from then on is answered
+//! [`Status::Unavailable`]`(`[`UnavailableReason::Draining`]`)` without
+//! reaching the NIC runtime, requests already there keep their outcomes
+//! coming, and [`Gateway::drained`] says when none is left to answer; the
+//! driver then closes every connection (or at its deadline).
+//!
 //! A call of a procedure id that the connection did not resolve at its
 //! set-up is answered [`Status::UnknownProcedure`] without reaching the NIC
 //! runtime. The number of open connections is bounded by the listener
@@ -47,14 +54,15 @@ mod service;
 pub mod stats;
 
 pub use service::{
-    ClientService, ServiceError, GATEWAY_IDLE_SLEEP_US, GATEWAY_SPINS, GATEWAY_YIELDS,
+    ClientService, ServiceError, GATEWAY_DRAIN_MS_MAX, GATEWAY_IDLE_SLEEP_US, GATEWAY_SPINS,
+    GATEWAY_YIELDS,
 };
 pub use stats::{status_label, CloseReason, GatewayCounts, GatewayStats};
 
 use super::AttachedConnection;
 use crate::client::{Client, ClientError};
 use map::Kind;
-use splitkv_layout::app::{Outcome, Request, Status};
+use splitkv_layout::app::{Outcome, Request, Status, UnavailableReason};
 use splitkv_layout::host_nic::TxOutcome;
 use std::collections::{HashMap, VecDeque};
 use std::io::ErrorKind;
@@ -129,6 +137,7 @@ pub struct Gateway {
     pending: HashMap<u64, Pending>,
     next_id: u64,
     blocked: Option<Blocked>,
+    draining: bool,
     stats: Arc<GatewayStats>,
     next_liveness_ns: u64,
     entry: Vec<u8>,
@@ -171,6 +180,7 @@ impl Gateway {
             pending: HashMap::new(),
             next_id: 0,
             blocked: None,
+            draining: false,
             stats,
             next_liveness_ns: 0,
             entry: Vec::new(),
@@ -229,6 +239,22 @@ impl Gateway {
         }
         self.close_doomed();
         work
+    }
+
+    /// From now on answers every new request
+    /// [`UnavailableReason::Draining`] (module docs, "Draining").
+    pub fn begin_drain(&mut self) {
+        self.draining = true;
+    }
+
+    /// Whether the gateway is draining and has nothing left to answer: no
+    /// request at the NIC runtime or waiting to be submitted, no outcome
+    /// waiting for room in a ring.
+    pub fn drained(&self) -> bool {
+        self.draining
+            && self.pending.is_empty()
+            && self.blocked.is_none()
+            && self.conns.iter().flatten().all(|c| c.backlog.is_empty())
     }
 
     /// Closes every connection (the node stops serving).
@@ -334,6 +360,15 @@ impl Gateway {
                 self.answer(pending, Status::UnknownProcedure, why.as_bytes());
                 return true;
             }
+        }
+        if self.draining {
+            let why = b"the node is draining: it takes no new request";
+            self.answer(
+                pending,
+                Status::Unavailable(UnavailableReason::Draining),
+                why,
+            );
+            return true;
         }
         let (procedure, kind) = match map::to_nic(&req, &mut self.args) {
             Ok(m) => m,

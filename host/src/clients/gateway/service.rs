@@ -19,7 +19,11 @@
 //! idle spell, and an idle node pays one short step per sleep.
 //!
 //! Stopping ([`ClientService::stop`], or dropping it) stops the listener,
-//! which removes the socket file, then the gateway thread, which closes
+//! which removes the socket file, then drains the gateway: requests taken
+//! from then on are answered "unavailable: draining", and the outcomes of
+//! requests already at the NIC runtime are still delivered, for at most
+//! [`GATEWAY_DRAIN_MS_MAX`] (the node's polling threads still run: the
+//! cluster stops its applications first). Then the gateway thread closes
 //! every connection ([`CloseReason::Stopped`](super::CloseReason::Stopped)).
 
 use super::{Gateway, GatewayConfig, GatewayCounts, GatewayError, GatewayStats};
@@ -47,6 +51,10 @@ pub const GATEWAY_IDLE_SLEEP_MAX_US: u64 = 4_000;
 /// Sleep of a gateway thread with no connection open, ms (a new
 /// connection ends it at once).
 pub const GATEWAY_UNCONNECTED_SLEEP_MS: u64 = 100;
+
+/// Longest a stopping service waits for the outcomes of requests already
+/// at the NIC runtime before it closes the connections, ms.
+pub const GATEWAY_DRAIN_MS_MAX: u64 = 2_000;
 
 /// Why a service could not start.
 #[derive(Debug, thiserror::Error)]
@@ -160,7 +168,17 @@ fn drive(mut gateway: Gateway, attached: &Receiver<AttachedConnection>, stop: &A
     let origin = Instant::now();
     let mut idle: u32 = 0;
     let mut sleep_us = GATEWAY_IDLE_SLEEP_US;
-    while !stop.load(Ordering::Acquire) {
+    let mut drain_until: Option<Instant> = None;
+    loop {
+        if drain_until.is_none() && stop.load(Ordering::Acquire) {
+            gateway.begin_drain();
+            drain_until = Some(Instant::now() + Duration::from_millis(GATEWAY_DRAIN_MS_MAX));
+        }
+        if let Some(deadline) = drain_until {
+            if gateway.drained() || Instant::now() >= deadline {
+                break;
+            }
+        }
         let mut work = false;
         while let Ok(c) = attached.try_recv() {
             gateway.add(c);
@@ -175,7 +193,10 @@ fn drive(mut gateway: Gateway, attached: &Receiver<AttachedConnection>, stop: &A
         idle = idle.saturating_add(1);
         if idle <= GATEWAY_SPINS {
             std::hint::spin_loop();
-        } else if idle <= GATEWAY_SPINS + GATEWAY_YIELDS || gateway.in_flight() > 0 {
+        } else if idle <= GATEWAY_SPINS + GATEWAY_YIELDS
+            || gateway.in_flight() > 0
+            || drain_until.is_some()
+        {
             std::thread::yield_now();
         } else {
             if gateway.connections() > 0 {
