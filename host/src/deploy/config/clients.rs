@@ -95,6 +95,27 @@ pub struct ClientSettings {
 }
 
 impl ClientSettings {
+    /// Settings with every field at its `[clients]` default but the socket
+    /// directory: rings of [`RING_BYTES_DEFAULT`] bytes each way,
+    /// [`IN_FLIGHT_MAX_DEFAULT`] requests in flight, [`CONNECTIONS_MAX_DEFAULT`]
+    /// connections, [`OUTCOME_FULL_MS_DEFAULT`] ms, the node's own user only,
+    /// serving once a workload is loaded. For embedders
+    /// ([`ClusterBuilder::serve_applications`](crate::cluster::ClusterBuilder::serve_applications));
+    /// `socket_dir` is not checked here (the listener refuses a path too
+    /// long for a socket).
+    pub fn new(socket_dir: PathBuf) -> ClientSettings {
+        ClientSettings {
+            socket_dir,
+            allowed_uids: None,
+            request_ring_bytes: RING_BYTES_DEFAULT,
+            outcome_ring_bytes: RING_BYTES_DEFAULT,
+            in_flight_max: IN_FLIGHT_MAX_DEFAULT,
+            connections_max: CONNECTIONS_MAX_DEFAULT,
+            outcome_full_ms_max: OUTCOME_FULL_MS_DEFAULT,
+            start: ClientsStart::default(),
+        }
+    }
+
     /// The socket node `node` listens on: `<socket_dir>/node-<node>.sock`.
     pub fn socket_path(&self, node: u16) -> PathBuf {
         socket_path(&self.socket_dir, node)
