@@ -137,7 +137,9 @@ pub fn complete_txn(invoked: &[MicroOp], result: &[u8]) -> Result<Vec<MicroOp>, 
     let bad = |what: String| ResultError::Txn(what);
     let r = TxnResult::decode(result).map_err(|e| bad(e.to_string()))?;
     if r.branch() != Branch::Success {
-        return Err(bad("the failure branch ran in a Txn without compares".into()));
+        return Err(bad(
+            "the failure branch ran in a Txn without compares".into()
+        ));
     }
     let keys = get_keys(invoked);
     if r.get_count() != keys.len() {
@@ -198,8 +200,8 @@ impl MicroOpSource for TxnRegisterSource {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use splitkv_layout::app::txn::TxnResult;
     use splitkv_layout::app::txn::GetResult;
+    use splitkv_layout::app::txn::TxnResult;
 
     fn read(key: u64) -> MicroOp {
         MicroOp::Read { key, value: None }
@@ -244,7 +246,7 @@ mod tests {
         let reads: Vec<_> = done
             .iter()
             .filter_map(|m| match m {
-                MicroOp::Read { value, .. } => Some(*value),
+                MicroOp::Read { value, .. } => Some(value.clone()),
                 _ => None,
             })
             .collect();

@@ -48,8 +48,14 @@ fn smallbank_through_the_txn_passes_the_money_check_and_retries_failed_compares(
     let (money, f) = run(hot());
     money.expect("money check");
     assert!(f.committed > 500, "{f:?}");
-    assert!(f.compare_retries > 0, "contention makes compares fail: {f:?}");
-    assert!(f.user_aborted > 0, "SendPayment finds empty accounts: {f:?}");
+    assert!(
+        f.compare_retries > 0,
+        "contention makes compares fail: {f:?}"
+    );
+    assert!(
+        f.user_aborted > 0,
+        "SendPayment finds empty accounts: {f:?}"
+    );
     assert_eq!(f.unknown, 0, "{f:?}");
     assert!(f.committed_by_type.iter().all(|n| *n > 0), "{f:?}");
 }

@@ -24,13 +24,13 @@ mod file;
 pub use file::{check_file, FileCheckError};
 
 use crate::api::{ApiError, TxApi};
-use crate::register_txn::TxnRegisterSource;
 use crate::history_gen::{write_history, HistoryGen, HistoryStats, MicroOpSource};
 use crate::history_gen::{TxShape, WorkloadConfigError, PROCESSES_PER_CLIENT_MAX};
 use crate::list_append::{self, ListAppendConfig, ListAppendGenerator, ListAppendTxn};
 use crate::list_append::{LIST_TABLE, LIST_VALUE_BYTES_MAX};
 use crate::register::{self, RegisterConfig, RegisterGenerator, RegisterTxn};
 use crate::register::{REGISTER_TABLE, REGISTER_VALUE_BYTES};
+use crate::register_txn::TxnRegisterSource;
 use crate::workload::{CheckError, Db, RowIter, Workload};
 use splitkv_check::checker::{self, CheckOptions, CheckReport, Model};
 use splitkv_check::history::History;

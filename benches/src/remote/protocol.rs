@@ -163,9 +163,9 @@ impl WorkloadSpec {
                 HistoryCheck::list_append(keys, clients, transactions_per_client, shape.into())?
                     .with_api(api)?,
             ),
-            WorkloadSpec::Register { keys, shape, api } => BuiltWorkload::History(
-                HistoryCheck::register(keys, shape.into())?.with_api(api)?,
-            ),
+            WorkloadSpec::Register { keys, shape, api } => {
+                BuiltWorkload::History(HistoryCheck::register(keys, shape.into())?.with_api(api)?)
+            }
             WorkloadSpec::Applications => BuiltWorkload::Applications,
         })
     }
@@ -556,7 +556,11 @@ mod tests {
             panic!("smallbank");
         };
         assert_eq!(api, TxApi::Shipped);
-        assert_eq!(serde_json::to_value(spec).unwrap(), old, "shipped: no field");
+        assert_eq!(
+            serde_json::to_value(spec).unwrap(),
+            old,
+            "shipped: no field"
+        );
         let txn = WorkloadSpec::Register {
             keys: 4,
             shape: ShapeSpec::Mixed,
@@ -576,7 +580,10 @@ mod tests {
             shape: ShapeSpec::Mixed,
             api: TxApi::Txn,
         };
-        assert_eq!(la.build().unwrap_err(), SpecError::Api(ApiError::ListAppendTxn));
+        assert_eq!(
+            la.build().unwrap_err(),
+            SpecError::Api(ApiError::ListAppendTxn)
+        );
         let interactive = WorkloadSpec::Smallbank {
             accounts: 10,
             hot_accounts: None,

@@ -66,7 +66,6 @@ impl SmallbankGenerator {
         self.txn.as_ref()
     }
 
-
     /// Money (cents) created by this client's committed transactions, summed
     /// from their results.
     pub fn money_created(&self) -> i64 {

@@ -206,7 +206,10 @@ fn write_txn(rows: &[(Key, u64)], effect: &Effect, compare: bool, out: &mut Vec<
         .collect();
     let puts: Vec<Op<'_>> = values
         .iter()
-        .map(|(key, v)| Op::Put { key: *key, value: v })
+        .map(|(key, v)| Op::Put {
+            key: *key,
+            value: v,
+        })
         .collect();
     let gets: Vec<Op<'_>> = rows.iter().map(|&(k, _)| Op::Get(k)).collect();
     Txn::encode(&compares, &puts, &gets, out)
@@ -412,9 +415,12 @@ impl SmallbankTxnClient {
             money.outstanding.1 -= delta.max(0);
         }
         let in_window = (self.window.0..self.window.1).contains(&now);
-        for f in [Some(&mut self.all), in_window.then_some(&mut self.in_window)]
-            .into_iter()
-            .flatten()
+        for f in [
+            Some(&mut self.all),
+            in_window.then_some(&mut self.in_window),
+        ]
+        .into_iter()
+        .flatten()
         {
             match end {
                 End::Committed => {
@@ -452,3 +458,5 @@ impl SmallbankTxnClient {
     }
 }
 
+#[cfg(test)]
+mod tests;

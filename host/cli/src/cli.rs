@@ -5,8 +5,8 @@
 use clap::builder::{PossibleValuesParser, TypedValueParser};
 use clap::{Args, Parser, Subcommand, ValueEnum};
 use splitkv_bench::loadgen::MAX_TRIES_LIMIT;
-pub use splitkv_bench::TxApi;
 use splitkv_bench::lookup_report::D_MAX_UNLIMITED;
+pub use splitkv_bench::TxApi;
 use splitkv_host::table::TableKind;
 use splitkv_nic::NODES_MAX;
 use std::path::PathBuf;

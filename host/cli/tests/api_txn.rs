@@ -29,7 +29,14 @@ fn figure(stdout: &str, label: &str) -> u64 {
 
 #[test]
 fn register_through_the_txn_passes_the_history_checks_in_process() {
-    let out = splitkv(&["bench", "register", "--api", "txn", "--transactions", "1000"]);
+    let out = splitkv(&[
+        "bench",
+        "register",
+        "--api",
+        "txn",
+        "--transactions",
+        "1000",
+    ]);
     let stdout = assert_ok(&out);
     assert!(stdout.contains(", api txn"), "{stdout}");
     assert!(
@@ -65,7 +72,15 @@ fn smallbank_through_the_txn_passes_the_money_check_in_process_and_reports_compa
 
 #[test]
 fn every_fault_mix_passes_through_the_txn_under_the_simulator() {
-    let mixes = ["none", "net", "crash", "all", "rejoin", "nic-crash", "chaos"];
+    let mixes = [
+        "none",
+        "net",
+        "crash",
+        "all",
+        "rejoin",
+        "nic-crash",
+        "chaos",
+    ];
     for workload in ["register", "smallbank"] {
         for faults in mixes {
             let out = splitkv(&[
@@ -97,7 +112,10 @@ fn interactive_and_list_append_through_the_txn_exit_2_with_one_line() {
             &["bench", "smallbank", "--api", "interactive"][..],
             "not built yet",
         ),
-        (&["bench", "register", "--api", "interactive"], "not built yet"),
+        (
+            &["bench", "register", "--api", "interactive"],
+            "not built yet",
+        ),
         (&["bench", "micro", "--api", "interactive"], "not built yet"),
         (&["sim", "--api", "interactive"], "not built yet"),
         (&["bench", "list-append", "--api", "txn"], "list-append"),

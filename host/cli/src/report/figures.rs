@@ -58,7 +58,9 @@ impl RunFigures {
         if clients().next().is_some() {
             latency_ns.reset();
             for c in clients() {
-                latency_ns.add(c.latency_ns()).expect("same histogram bounds");
+                latency_ns
+                    .add(c.latency_ns())
+                    .expect("same histogram bounds");
             }
         }
         let txn = sum_txn(clients().map(|c| TxnSummary {
@@ -90,11 +92,7 @@ impl RunFigures {
             all: sum(|r| LoadStats::from(&r.all)),
             latency_ns,
             nic: NicTotals::of_results(results),
-            txn: sum_txn(
-                results
-                    .iter()
-                    .filter_map(|r| r.smallbank.as_ref()?.txn),
-            ),
+            txn: sum_txn(results.iter().filter_map(|r| r.smallbank.as_ref()?.txn)),
         }
     }
 }

@@ -1,9 +1,9 @@
 //! The flags of `splitkv sim` and the seed-range syntax.
 
 use clap::{Args, ValueEnum};
-use splitkv_bench::TxApi;
 use splitkv_bench::history_gen::TxShape;
 use splitkv_bench::list_append::codec::MICRO_OPS_PER_TX_MAX;
+use splitkv_bench::TxApi;
 use splitkv_sim::faults::FaultMix;
 use std::ops::Range;
 use std::path::PathBuf;
