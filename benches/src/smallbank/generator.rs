@@ -13,7 +13,7 @@ use splitkv_layout::host_nic::TxStatus;
 use splitkv_nic::Nanos;
 
 /// One client's Smallbank generator (seeded; see [`Smallbank::generator`](crate::workload::Workload::generator)).
-#[derive(Debug, Clone)]
+#[derive(Debug)]
 pub struct SmallbankGenerator {
     workload: Smallbank,
     rng: Xoshiro256PlusPlus,

@@ -159,19 +159,6 @@ impl std::fmt::Debug for SmallbankTxnClient {
     }
 }
 
-impl Clone for SmallbankTxnClient {
-    /// A fresh client with the same settings (transactions in flight are not
-    /// copied; the figures are).
-    fn clone(&self) -> Self {
-        let mut c = SmallbankTxnClient::new();
-        c.version_compares = self.version_compares;
-        c.all = self.all;
-        c.in_window = self.in_window;
-        c.window = self.window;
-        c
-    }
-}
-
 impl Default for SmallbankTxnClient {
     fn default() -> Self {
         SmallbankTxnClient::new()
