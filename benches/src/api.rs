@@ -13,9 +13,9 @@
 
 use splitkv_nic::procedure::txn::TXN_PROCEDURE_ID;
 
-/// How a workload's transactions reach the store (module docs). On the
-/// command line `--api shipped|txn|interactive`; in a deployed run's workload
-/// spec the same lower-case names.
+/// How a workload's transactions reach the store (module docs). Its names
+/// ([`TxApi::name`]) are the same for a binary's users and in a deployed
+/// run's workload spec.
 #[derive(
     Debug,
     Clone,
@@ -57,7 +57,7 @@ pub enum ApiError {
 }
 
 impl TxApi {
-    /// Its name on the command line and in reports.
+    /// Its lower-case name (`shipped`, `txn`, `interactive`).
     pub fn name(self) -> &'static str {
         match self {
             TxApi::Shipped => "shipped",

@@ -18,7 +18,7 @@
 //! - [`history_gen`]: the generator that records those histories (Jepsen's shape);
 //! - [`history_observer`]: the same histories recorded from an application's
 //!   own calls through the embedding API (`ClusterBuilder::observe_calls`);
-//! - [`api`]: how transactions reach the store (`--api shipped|txn`): shipped
+//! - [`api`]: how transactions reach the store ([`TxApi`]): shipped
 //!   procedures or the one-shot `Txn` ([`register_txn`], [`smallbank::txn`]);
 //! - [`loadgen`]: the closed-loop client (conflict retries with seeded backoff,
 //!   measurement window, outcome trace hash);

@@ -18,8 +18,8 @@
 //!   (it would need a get and a put of one key in one branch): such reads
 //!   are left out of the transaction ([`TxnRegisterSource::reads_dropped`]
 //!   counts them), and the history records the transaction as it ran. The
-//!   write-skew shape loses its read of the written key this way; use
-//!   `--api shipped` to check write skew.
+//!   write-skew shape loses its read of the written key this way (the
+//!   shipped api checks write skew).
 
 use crate::history_gen::MicroOpSource;
 use crate::list_append::codec::ResultError;
