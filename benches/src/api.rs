@@ -8,7 +8,7 @@
 //! | api | register | Smallbank | list-append |
 //! |---|---|---|---|
 //! | `shipped` | the `register` procedure | the six procedures | the `list-append` procedure |
-//! | `txn` | one `Txn` per transaction ([`crate::register_txn`]) | a read `Txn`, then a write `Txn` comparing the versions read ([`crate::smallbank::txn`]) | refused ([`ApiError::ListAppendTxn`]) |
+//! | `txn` | one `Txn` per transaction, a read before a write as a compare ([`crate::register_txn`]) | a read `Txn`, then a write `Txn` comparing the versions read ([`crate::smallbank::txn`]) | refused ([`ApiError::ListAppendTxn`]) |
 //! | `interactive` | refused ([`ApiError::InteractiveNotBuilt`]) | refused | refused |
 
 use splitkv_nic::procedure::txn::TXN_PROCEDURE_ID;

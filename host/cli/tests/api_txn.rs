@@ -48,6 +48,41 @@ fn register_through_the_txn_passes_the_history_checks_in_process() {
 }
 
 #[test]
+fn write_skew_through_the_txn_compares_runs_both_branches_and_passes_the_history_checks() {
+    let out = splitkv(&[
+        "bench",
+        "register",
+        "--api",
+        "txn",
+        "--shape",
+        "write-skew",
+        "--transactions",
+        "1000",
+    ]);
+    let stdout = assert_ok(&out);
+    assert!(
+        stdout.contains("history check (strict serializability): valid"),
+        "{stdout}"
+    );
+    assert!(stdout.contains("lost-commit check: ok"), "{stdout}");
+    // "N failed (M conflicts)": the failed compares are the difference.
+    let line = stdout
+        .lines()
+        .find(|l| l.starts_with("transactions:"))
+        .unwrap_or_else(|| panic!("{stdout}"));
+    let words: Vec<&str> = line.split_whitespace().collect();
+    let at = |w: &str| words.iter().position(|x| x.trim_start_matches('(') == w);
+    let failed: u64 = words[at("failed").unwrap() - 1].parse().unwrap();
+    let conflicts: u64 = words[at("conflicts),").unwrap() - 1]
+        .trim_start_matches('(')
+        .parse()
+        .unwrap();
+    assert_eq!(figure(line, "transactions:"), 3_000, "submitted: {line}");
+    assert!(!line.contains(" 0 committed"), "{line}");
+    assert!(failed > conflicts, "some compares failed: {line}");
+}
+
+#[test]
 fn smallbank_through_the_txn_passes_the_money_check_in_process_and_reports_compare_retries() {
     let out = splitkv(&[
         "bench",
