@@ -212,3 +212,28 @@ fn the_mutation_writes_without_compares() {
     c.next(&mut call, || panic!("queued"));
     assert_eq!(Txn::decode(&call.args).unwrap().compare_count(), 0);
 }
+
+#[test]
+fn a_transaction_gives_up_after_the_most_compare_failed_retries() {
+    let (mut c, mut money) = (SmallbankTxnClient::new(), MoneyBook::default());
+    let mut call = TxCall::default();
+    c.next(&mut call, || deposit(0));
+    let read = result(Branch::Success, &[(1, 0)]);
+    feed(&mut c, &mut money, 0, TxStatus::Committed, &read);
+    for seq in 1..=u64::from(COMPARE_RETRIES_MAX) + 1 {
+        c.next(&mut call, || panic!("the retry is queued"));
+        let stale = result(Branch::Failure, &[(seq + 1, 0)]);
+        feed(&mut c, &mut money, seq, TxStatus::Committed, &stale);
+    }
+    let f = c.figures();
+    assert_eq!(f.gave_up, 1, "{f:?}");
+    assert_eq!(f.compare_retries, u64::from(COMPARE_RETRIES_MAX) + 1);
+    assert_eq!(money.outstanding, (0, 0), "nothing left in flight");
+    assert_eq!(money.created, 0);
+    c.next(&mut call, || deposit(1));
+    assert_eq!(
+        c.figures().started,
+        2,
+        "a new transaction, no retry left queued"
+    );
+}
