@@ -18,6 +18,8 @@
 //! - [`history_gen`]: the generator that records those histories (Jepsen's shape);
 //! - [`history_observer`]: the same histories recorded from an application's
 //!   own calls through the embedding API (`ClusterBuilder::observe_calls`);
+//! - [`api`]: how transactions reach the store ([`TxApi`]): shipped
+//!   procedures or the one-shot `Txn` ([`register_txn`], [`smallbank::txn`]);
 //! - [`loadgen`]: the closed-loop client (conflict retries with seeded backoff,
 //!   measurement window, outcome trace hash);
 //! - [`cluster`]: n nodes running one workload, the path every driver runs
@@ -30,6 +32,7 @@
 //! - [`measure`]: helpers of the microbenchmarks and examples.
 #![warn(missing_docs)]
 
+pub mod api;
 pub mod cluster;
 pub mod history;
 pub mod history_gen;
@@ -40,11 +43,13 @@ pub mod lookup_report;
 pub mod measure;
 mod micro_txn;
 pub mod register;
+pub mod register_txn;
 pub mod remote;
 pub mod replicas;
 pub mod smallbank;
 pub mod workload;
 
+pub use api::{ApiError, TxApi};
 pub use cluster::{BenchCluster, BuildError, ClusterSpec, ThreadRun};
 pub use smallbank::Smallbank;
 pub use workload::{AttemptOutcome, CheckError, Db, TxCall, TxGenerator, Workload};

@@ -116,7 +116,8 @@ pub struct LoadStats {
     /// Transactions whose outcome is unknown ([`TxStatus::Unknown`]: they may
     /// have committed); never resubmitted.
     pub unknown: u64,
-    /// Committed transactions by procedure id.
+    /// Committed transactions by procedure id; the built-in `Txn`'s in the
+    /// last slot ([`crate::api::procedure_slot`]).
     pub committed_by_procedure: [u64; PROCEDURES_MAX],
 }
 
@@ -300,6 +301,7 @@ impl<G: TxGenerator> LoadGen<G> {
     /// outcomes taken at `from_ns <= now < until_ns`.
     pub fn set_window(&mut self, from_ns: Nanos, until_ns: Nanos) {
         self.window = (from_ns, until_ns);
+        self.gen.set_window(from_ns, until_ns);
     }
 
     /// Stops drawing new transactions; those in the window (retries included)
@@ -544,8 +546,8 @@ fn count(s: &mut LoadStats, tx: &Pending, status: TxStatus, last: bool) {
     match status {
         TxStatus::Committed => {
             s.committed += 1;
-            if let Some(c) = s.committed_by_procedure.get_mut(tx.call.procedure as usize) {
-                *c += 1;
+            if let Some(slot) = crate::api::procedure_slot(tx.call.procedure) {
+                s.committed_by_procedure[slot] += 1;
             }
         }
         TxStatus::UserAborted => s.user_aborted += 1,

@@ -67,15 +67,18 @@ use splitkv_layout::wire::NodeMask;
 use splitkv_layout::{Key, ObjectMeta};
 use splitkv_nic::{Nanos, Placement, PlacementView, ProcedureRegistry};
 
-/// Most procedures a workload registers (ids `0..PROCEDURES_MAX`); the load
-/// generator keeps one commit counter per id.
+/// Commit counters the load generator keeps, one per procedure id: a
+/// workload registers at most `PROCEDURES_MAX - 1` procedures (ids
+/// `0..PROCEDURES_MAX - 1`); the last counter is the built-in `Txn`'s
+/// ([`crate::api::TXN_SLOT`]).
 pub const PROCEDURES_MAX: usize = 16;
 
 /// One transaction as a client submits it: a registered procedure and its
 /// encoded arguments (at most `splitkv_layout::host_nic::ARGS_BYTES_MAX` bytes).
 #[derive(Debug, Clone, Default, PartialEq, Eq, Hash)]
 pub struct TxCall {
-    /// Procedure id (< [`PROCEDURES_MAX`]).
+    /// Procedure id: a registered one (< [`PROCEDURES_MAX`] − 1), or the
+    /// built-in `Txn`'s (`splitkv_nic::procedure::txn::TXN_PROCEDURE_ID`).
     pub procedure: u32,
     /// Encoded arguments.
     pub args: Vec<u8>,
@@ -123,6 +126,12 @@ pub trait TxGenerator: Send {
     /// previous iteration with a time no earlier than the real one.
     /// Default: nothing.
     fn on_iteration(&mut self, _now: Nanos) {}
+
+    /// Told the load generator's measurement window
+    /// ([`crate::loadgen::LoadGen::set_window`]), for a generator that keeps
+    /// figures of its own (Smallbank through the `Txn` counts its
+    /// transactions, each several calls). Default: nothing.
+    fn set_window(&mut self, _from_ns: Nanos, _until_ns: Nanos) {}
 
     /// Whether the generator has nothing more to draw (its key space is used
     /// up): the load generator then stops drawing. Default: never.

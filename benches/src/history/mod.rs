@@ -12,6 +12,10 @@
 //!    to the committed writes, and the fault-free counters (stale records,
 //!    bad entries, decode errors) are zero.
 //!
+//! With [`TxApi::Txn`] ([`HistoryCheck::with_api`]) the register's
+//! transactions run as one-shot `Txn`s ([`crate::register_txn`]) and the
+//! same checks run on their history.
+//!
 //! One attempt per transaction ([`Workload::max_tries`] is 1): a conflict is
 //! a `fail` in the history, never retried with the same unique values.
 
@@ -19,18 +23,21 @@ mod file;
 
 pub use file::{check_file, FileCheckError};
 
+use crate::api::{ApiError, TxApi};
 use crate::history_gen::{write_history, HistoryGen, HistoryStats, MicroOpSource};
 use crate::history_gen::{TxShape, WorkloadConfigError, PROCESSES_PER_CLIENT_MAX};
 use crate::list_append::{self, ListAppendConfig, ListAppendGenerator, ListAppendTxn};
 use crate::list_append::{LIST_TABLE, LIST_VALUE_BYTES_MAX};
 use crate::register::{self, RegisterConfig, RegisterGenerator, RegisterTxn};
 use crate::register::{REGISTER_TABLE, REGISTER_VALUE_BYTES};
+use crate::register_txn::TxnRegisterSource;
 use crate::workload::{CheckError, Db, RowIter, Workload};
 use splitkv_check::checker::{self, CheckOptions, CheckReport, Model};
 use splitkv_check::history::History;
 use splitkv_check::lost_commits::{self, FinalRow, FinalValue, LostCommitReport, NodeCounters};
 use splitkv_host::cluster::LOADED_VERSION;
 use splitkv_layout::Key;
+use splitkv_nic::procedure::txn::TXN_PROCEDURE_ID;
 use splitkv_nic::ProcedureRegistry;
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -62,6 +69,8 @@ pub struct HistoryCheck {
     /// Where the check writes the merged history as JSON lines (before
     /// checking it, so a failing run leaves its history behind).
     pub history_path: Option<PathBuf>,
+    /// How the transactions reach the store (set by [`HistoryCheck::with_api`]).
+    api: TxApi,
 }
 
 impl HistoryCheck {
@@ -96,7 +105,28 @@ impl HistoryCheck {
             kind,
             realtime: true,
             history_path: None,
+            api: TxApi::Shipped,
         }
+    }
+
+    /// The same workload with its transactions reaching the store through
+    /// `api`: the register's through one `Txn` each ([`crate::register_txn`]).
+    ///
+    /// # Errors
+    /// [`ApiError::InteractiveNotBuilt`]; [`ApiError::ListAppendTxn`] for
+    /// list-append through the `Txn`.
+    pub fn with_api(mut self, api: TxApi) -> Result<HistoryCheck, ApiError> {
+        let api = api.check_built()?;
+        if api == TxApi::Txn && matches!(self.kind, HistoryKind::ListAppend(_)) {
+            return Err(ApiError::ListAppendTxn);
+        }
+        self.api = api;
+        Ok(self)
+    }
+
+    /// How the transactions reach the store.
+    pub fn api(&self) -> TxApi {
+        self.api
     }
 
     /// The checker's data model.
@@ -287,7 +317,12 @@ impl Workload for HistoryCheck {
         }
     }
 
+    /// The workload's procedure (with the `Txn` api none: every registry
+    /// has the built-in `Txn`).
     fn register(&self, reg: &mut ProcedureRegistry) {
+        if self.api == TxApi::Txn {
+            return;
+        }
         match self.kind {
             HistoryKind::ListAppend(_) => reg.register(Arc::new(ListAppendTxn)),
             HistoryKind::Register(_) => reg.register(Arc::new(RegisterTxn)),
@@ -312,14 +347,22 @@ impl Workload for HistoryCheck {
     }
 
     fn generator(&self, client: u16, seed: u64) -> HistoryGenerator {
-        let source: Box<dyn MicroOpSource> = match self.kind {
-            HistoryKind::ListAppend(c) => {
-                Box::new(ListAppendGenerator::new(c, client as u64, seed))
+        let (source, procedure): (Box<dyn MicroOpSource>, u32) = match (self.kind, self.api) {
+            (HistoryKind::ListAppend(c), _) => (
+                Box::new(ListAppendGenerator::new(c, client as u64, seed)),
+                HISTORY_PROCEDURE,
+            ),
+            (HistoryKind::Register(c), TxApi::Txn) => {
+                let inner = RegisterGenerator::new(c, client as u64, seed);
+                (Box::new(TxnRegisterSource::new(inner)), TXN_PROCEDURE_ID)
             }
-            HistoryKind::Register(c) => Box::new(RegisterGenerator::new(c, client as u64, seed)),
+            (HistoryKind::Register(c), _) => (
+                Box::new(RegisterGenerator::new(c, client as u64, seed)),
+                HISTORY_PROCEDURE,
+            ),
         };
         let base = client as u64 * PROCESSES_PER_CLIENT_MAX;
-        HistoryGen::new(source, HISTORY_PROCEDURE, base)
+        HistoryGen::new(source, procedure, base)
     }
 
     fn max_tries(&self) -> Option<u32> {

@@ -181,6 +181,28 @@ pub trait MicroOpSource: Send {
     /// its writes will never be visible: a generator that bounds the writes
     /// per key may count them back. Default: nothing.
     fn failed(&mut self, _invoked: &[MicroOp]) {}
+
+    /// The completion of a transaction whose call committed: what
+    /// [`MicroOpSource::complete`] makes of its result, or
+    /// [`Committed::NoEffect`] for a call that committed without the
+    /// transaction taking effect (a one-shot `Txn` whose compare failed and
+    /// whose failure branch only read, [`crate::register_txn`]); the history
+    /// then records a `fail`. The generator may learn from the result.
+    /// Default: [`Committed::Done`] with [`MicroOpSource::complete`].
+    fn committed(&mut self, invoked: &[MicroOp], result: &[u8]) -> Committed {
+        Committed::Done(self.complete(invoked, result))
+    }
+}
+
+/// What a committed call made of its transaction
+/// ([`MicroOpSource::committed`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Committed {
+    /// It took effect: the completed micro-ops, or why the result does not
+    /// decode.
+    Done(Result<Vec<MicroOp>, ResultError>),
+    /// It took no effect (nothing written), for this reason: a `fail`.
+    NoEffect(String),
 }
 
 impl<W: MicroOpSource + ?Sized> MicroOpSource for Box<W> {
@@ -194,6 +216,10 @@ impl<W: MicroOpSource + ?Sized> MicroOpSource for Box<W> {
 
     fn failed(&mut self, invoked: &[MicroOp]) {
         (**self).failed(invoked)
+    }
+
+    fn committed(&mut self, invoked: &[MicroOp], result: &[u8]) -> Committed {
+        (**self).committed(invoked, result)
     }
 }
 
@@ -480,9 +506,22 @@ impl<W: MicroOpSource> TxGenerator for HistoryGen<W> {
         let Some(tx) = self.outstanding.remove(&o.seq) else {
             return;
         };
-        let c = completion(tx.invoked, Some(o.status), |ops| {
-            self.workload.complete(ops, o.result)
-        });
+        let c = match o.status {
+            TxStatus::Committed => match self.workload.committed(&tx.invoked, o.result) {
+                Committed::Done(done) => completion(tx.invoked, Some(o.status), |_| done),
+                // Nothing written, by the transaction's own choice: a
+                // `fail`, counted as a user abort.
+                Committed::NoEffect(why) => Completion {
+                    error: Some(why),
+                    ..completion(tx.invoked, Some(TxStatus::UserAborted), |ops| {
+                        Ok(ops.to_vec())
+                    })
+                },
+            },
+            status => completion(tx.invoked, Some(status), |ops| {
+                self.workload.complete(ops, o.result)
+            }),
+        };
         match c.ending {
             Ending::Committed => self.stats.committed += 1,
             Ending::BadResult => self.stats.bad_results += 1,

@@ -154,6 +154,10 @@ pub enum ResultError {
         /// The tag found.
         tag: u8,
     },
+    /// A one-shot `Txn`'s result does not match its transaction (or the
+    /// `Txn` could not be encoded), as the message says.
+    #[error("Txn: {0}")]
+    Txn(String),
 }
 
 /// A cursor over a result's bytes that names where it ran out.

@@ -44,7 +44,17 @@ pub(super) fn collect(parts: &mut ClusterParts, r: &mut Results) {
         // Nothing is outstanding once done; `finish` makes sure.
         l.finish(now);
         client_part(l, r);
-        r.smallbank = Some(SmallbankSummary::of(l.generator().inner()));
+        let g = l.generator().inner();
+        if let Some(c) = g.txn_client() {
+            // Through the `Txn`: the Smallbank transactions' latency, not
+            // their `Txn` calls'.
+            r.latency_ns = c
+                .latency_ns()
+                .iter_recorded()
+                .map(|v| (v.value_iterated_to(), v.count_at_value()))
+                .collect();
+        }
+        r.smallbank = Some(SmallbankSummary::of(g));
     } else if let Some(l) = loadgen_mut::<Journaled<HistoryGenerator>>(parts) {
         if !l.generator().inner().is_finished() {
             l.finish(now);

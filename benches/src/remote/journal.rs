@@ -196,6 +196,10 @@ impl<G: TxGenerator> TxGenerator for Journaled<G> {
         self.inner.on_iteration(now);
     }
 
+    fn set_window(&mut self, from_ns: Nanos, until_ns: Nanos) {
+        self.inner.set_window(from_ns, until_ns);
+    }
+
     fn exhausted(&self) -> bool {
         self.inner.exhausted() || self.error().is_some()
     }

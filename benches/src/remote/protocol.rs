@@ -12,9 +12,11 @@
 //! | `POST /workload/stop` | (none) | [`StartAnswer`] (the run's start) |
 //! | `GET /results` | (none) | [`Results`] |
 
+use crate::api::{ApiError, TxApi};
 use crate::history::HistoryCheck;
 use crate::history_gen::{HistoryStats, TxShape, WorkloadConfigError};
 use crate::loadgen::LoadStats;
+use crate::smallbank::txn::TxnFigures;
 use crate::smallbank::{Smallbank, SmallbankGenerator};
 use crate::workload::PROCEDURES_MAX;
 use serde::{Deserialize, Serialize};
@@ -74,6 +76,10 @@ pub enum WorkloadSpec {
         accounts: u64,
         /// Hot-set size.
         hot_accounts: Option<u64>,
+        /// How the transactions reach the store; absent: shipped (so the
+        /// specs of older drivers decode with their meaning).
+        #[serde(default, skip_serializing_if = "TxApi::is_shipped")]
+        api: TxApi,
     },
     /// Elle's list-append.
     ListAppend {
@@ -85,6 +91,10 @@ pub enum WorkloadSpec {
         transactions_per_client: u64,
         /// Transaction shape.
         shape: ShapeSpec,
+        /// How the transactions reach the store; absent: shipped (so the
+        /// specs of older drivers decode with their meaning).
+        #[serde(default, skip_serializing_if = "TxApi::is_shipped")]
+        api: TxApi,
     },
     /// Read-write registers with unique values.
     Register {
@@ -92,6 +102,10 @@ pub enum WorkloadSpec {
         keys: u64,
         /// Transaction shape.
         shape: ShapeSpec,
+        /// How the transactions reach the store; absent: shipped (so the
+        /// specs of older drivers decode with their meaning).
+        #[serde(default, skip_serializing_if = "TxApi::is_shipped")]
+        api: TxApi,
     },
     /// No built-in workload: an empty store that serves applications in
     /// their own processes (`[clients]`) and runs no client of its own.
@@ -118,6 +132,9 @@ pub enum SpecError {
     /// A history workload refused its parameters.
     #[error("{0}")]
     History(#[from] WorkloadConfigError),
+    /// The workload cannot run through the api asked for.
+    #[error("{0}")]
+    Api(#[from] ApiError),
 }
 
 impl WorkloadSpec {
@@ -130,23 +147,24 @@ impl WorkloadSpec {
             WorkloadSpec::Smallbank {
                 accounts,
                 hot_accounts,
+                api,
             } => BuiltWorkload::Smallbank(
                 Smallbank::new(accounts, hot_accounts)
-                    .map_err(|e| SpecError::Smallbank(e.to_string()))?,
+                    .map_err(|e| SpecError::Smallbank(e.to_string()))?
+                    .with_api(api)?,
             ),
             WorkloadSpec::ListAppend {
                 keys,
                 clients,
                 transactions_per_client,
                 shape,
-            } => BuiltWorkload::History(HistoryCheck::list_append(
-                keys,
-                clients,
-                transactions_per_client,
-                shape.into(),
-            )?),
-            WorkloadSpec::Register { keys, shape } => {
-                BuiltWorkload::History(HistoryCheck::register(keys, shape.into())?)
+                api,
+            } => BuiltWorkload::History(
+                HistoryCheck::list_append(keys, clients, transactions_per_client, shape.into())?
+                    .with_api(api)?,
+            ),
+            WorkloadSpec::Register { keys, shape, api } => {
+                BuiltWorkload::History(HistoryCheck::register(keys, shape.into())?.with_api(api)?)
             }
             WorkloadSpec::Applications => BuiltWorkload::Applications,
         })
@@ -391,6 +409,20 @@ pub struct SmallbankSummary {
     /// unknown outcome may have created.
     #[serde(default)]
     pub money_unknown: (i64, i64),
+    /// With the `Txn` api: what the Smallbank transactions did (each several
+    /// `Txn`s). Absent with the shipped api.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub txn: Option<TxnSummary>,
+}
+
+/// The figures of a Smallbank client running through the `Txn`
+/// ([`crate::smallbank::txn`]).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TxnSummary {
+    /// Every transaction that ended.
+    pub all: TxnFigures,
+    /// Those that ended within the measured interval.
+    pub window: TxnFigures,
 }
 
 impl SmallbankSummary {
@@ -402,6 +434,10 @@ impl SmallbankSummary {
             balance_reads,
             balance_total_sum,
             money_unknown: g.money_unknown(),
+            txn: g.txn_client().map(|c| TxnSummary {
+                all: c.figures(),
+                window: c.window_figures(),
+            }),
         }
     }
 }
@@ -439,7 +475,8 @@ pub struct Results {
     pub all: LoadCounters,
     /// Outcomes within the measured interval.
     pub window: LoadCounters,
-    /// Latency (ns) of the window's commits: `(value, count)` pairs.
+    /// Latency (ns) of the window's commits: `(value, count)` pairs (with
+    /// Smallbank through the `Txn`, of its transactions, each several calls).
     pub latency_ns: Vec<(u64, u64)>,
     /// NIC and worker counters.
     pub counters: NodeCounters,
@@ -512,12 +549,57 @@ mod tests {
     }
 
     #[test]
+    fn the_api_travels_only_when_not_shipped_and_old_specs_decode_as_shipped() {
+        let old = serde_json::json!({"kind": "smallbank", "accounts": 10, "hot_accounts": null});
+        let spec: WorkloadSpec = serde_json::from_value(old.clone()).unwrap();
+        let WorkloadSpec::Smallbank { api, .. } = spec else {
+            panic!("smallbank");
+        };
+        assert_eq!(api, TxApi::Shipped);
+        assert_eq!(
+            serde_json::to_value(spec).unwrap(),
+            old,
+            "shipped: no field"
+        );
+        let txn = WorkloadSpec::Register {
+            keys: 4,
+            shape: ShapeSpec::Mixed,
+            api: TxApi::Txn,
+        };
+        let v = serde_json::to_value(txn).unwrap();
+        assert_eq!(v["api"], "txn");
+        assert_eq!(serde_json::from_value::<WorkloadSpec>(v).unwrap(), txn);
+        let Ok(BuiltWorkload::History(h)) = txn.build() else {
+            panic!("register");
+        };
+        assert_eq!(h.api(), TxApi::Txn);
+        let la = WorkloadSpec::ListAppend {
+            keys: 8,
+            clients: 3,
+            transactions_per_client: 10,
+            shape: ShapeSpec::Mixed,
+            api: TxApi::Txn,
+        };
+        assert_eq!(
+            la.build().unwrap_err(),
+            SpecError::Api(ApiError::ListAppendTxn)
+        );
+        let interactive = WorkloadSpec::Smallbank {
+            accounts: 10,
+            hot_accounts: None,
+            api: TxApi::Interactive,
+        };
+        assert!(interactive.build().is_err());
+    }
+
+    #[test]
     fn bodies_round_trip_and_unknown_fields_are_refused() {
         let spec = WorkloadSpec::ListAppend {
             keys: 8,
             clients: 3,
             transactions_per_client: 100,
             shape: ShapeSpec::WriteSkew,
+            api: TxApi::Shipped,
         };
         let req = LoadRequest {
             version: PROTOCOL_VERSION,
@@ -533,6 +615,7 @@ mod tests {
         let bad = WorkloadSpec::Register {
             keys: 1,
             shape: ShapeSpec::Mixed,
+            api: TxApi::Shipped,
         };
         assert!(bad.build().is_err(), "fewer than 2 keys");
         let stats = LoadStats {

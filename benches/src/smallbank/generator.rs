@@ -3,7 +3,9 @@
 //! set, and keeps the client's view of what its committed transactions did
 //! (money created, Balance's totals) for the check and the report.
 
+use super::txn::{MoneyBook, SmallbankTxnClient};
 use super::{delta_of, procedures::aux_of, Args, Smallbank, TxType, HOT_TX_PCT, MIX};
+use crate::api::TxApi;
 use crate::workload::{AttemptOutcome, TxCall, TxGenerator};
 use rand::{Rng, SeedableRng};
 use rand_xoshiro::Xoshiro256PlusPlus;
@@ -11,20 +13,20 @@ use splitkv_layout::host_nic::TxStatus;
 use splitkv_nic::Nanos;
 
 /// One client's Smallbank generator (seeded; see [`Smallbank::generator`](crate::workload::Workload::generator)).
-#[derive(Debug, Clone)]
+#[derive(Debug)]
 pub struct SmallbankGenerator {
     workload: Smallbank,
     rng: Xoshiro256PlusPlus,
-    money_created: i64,
-    /// Money the transactions of unknown outcome would create if they
-    /// committed: (sum of the negative deltas, sum of the positive ones).
-    money_unknown: (i64, i64),
-    /// The range of money the drawn transactions without a last outcome yet
-    /// could create: at [`TxGenerator::finish`] they join `money_unknown`
-    /// (a crashed coordinator's client never learns their outcomes).
-    money_outstanding: (i64, i64),
-    balance_reads: u64,
-    balance_total_sum: i64,
+    /// Money created, unknown (the transactions of unknown outcome would
+    /// create it if they committed: sum of the negative deltas, sum of the
+    /// positive ones) and outstanding (what the drawn transactions without a
+    /// last outcome yet could create: at [`TxGenerator::finish`] it joins the
+    /// unknown range, since a crashed coordinator's client never learns their
+    /// outcomes), and Balance's reads.
+    money: MoneyBook,
+    /// With [`TxApi::Txn`]: the client running each transaction as a read
+    /// `Txn` and a write `Txn` ([`super::txn`]).
+    txn: Option<SmallbankTxnClient>,
 }
 
 /// The least and most money (cents) one transaction of type `t` can create.
@@ -48,18 +50,26 @@ impl SmallbankGenerator {
             rng: Xoshiro256PlusPlus::seed_from_u64(
                 seed ^ (client as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15),
             ),
-            money_created: 0,
-            money_unknown: (0, 0),
-            money_outstanding: (0, 0),
-            balance_reads: 0,
-            balance_total_sum: 0,
+            money: MoneyBook::default(),
+            txn: (workload.api == TxApi::Txn).then(|| {
+                let mut c = SmallbankTxnClient::new();
+                if !workload.txn_version_compares {
+                    c.without_version_compares();
+                }
+                c
+            }),
         }
+    }
+
+    /// The `Txn` client's state ([`TxApi::Txn`] only).
+    pub fn txn_client(&self) -> Option<&SmallbankTxnClient> {
+        self.txn.as_ref()
     }
 
     /// Money (cents) created by this client's committed transactions, summed
     /// from their results.
     pub fn money_created(&self) -> i64 {
-        self.money_created
+        self.money.created
     }
 
     /// The range (cents, lowest and highest) of money this client's
@@ -67,13 +77,13 @@ impl SmallbankGenerator {
     /// may have committed or not, so the database's total may be off
     /// [`money_created`](Self::money_created) by any amount in it.
     pub fn money_unknown(&self) -> (i64, i64) {
-        self.money_unknown
+        self.money.unknown
     }
 
     /// Committed Balance transactions and the sum of the totals (cents) they
     /// returned.
     pub fn balance_reads(&self) -> (u64, i64) {
-        (self.balance_reads, self.balance_total_sum)
+        (self.money.balance_reads, self.money.balance_total_sum)
     }
 
     fn account(&mut self, hot: bool) -> u64 {
@@ -119,19 +129,29 @@ impl SmallbankGenerator {
 
 impl TxGenerator for SmallbankGenerator {
     fn next(&mut self, call: &mut TxCall) {
+        if let Some(mut txn) = self.txn.take() {
+            txn.next(call, || self.draw());
+            self.txn = Some(txn);
+            return;
+        }
         let (t, args) = self.draw();
         let (lo, hi) = money_bounds(Some(t));
-        self.money_outstanding.0 += lo;
-        self.money_outstanding.1 += hi;
+        self.money.outstanding.0 += lo;
+        self.money.outstanding.1 += hi;
         call.procedure = t as u32;
         args.encode(&mut call.args);
     }
 
     fn on_outcome(&mut self, o: &AttemptOutcome<'_>) {
+        if let Some(txn) = self.txn.as_mut() {
+            txn.on_outcome(o, &mut self.money);
+            return;
+        }
+        let m = &mut self.money;
         if o.last {
             let (lo, hi) = money_bounds(TxType::from_id(o.call.procedure));
-            self.money_outstanding.0 -= lo;
-            self.money_outstanding.1 -= hi;
+            m.outstanding.0 -= lo;
+            m.outstanding.1 -= hi;
         }
         if o.status.is_indeterminate() {
             // Its result is the one it has if it committed; without one
@@ -140,25 +160,39 @@ impl TxGenerator for SmallbankGenerator {
                 Some(d) => (d.min(0), d.max(0)),
                 None => money_bounds(TxType::from_id(o.call.procedure)),
             };
-            let (low, high) = &mut self.money_unknown;
-            *low += lo;
-            *high += hi;
+            m.unknown.0 += lo;
+            m.unknown.1 += hi;
             return;
         }
         if o.status != TxStatus::Committed {
             return;
         }
-        self.money_created += delta_of(o.result).unwrap_or(0);
+        m.created += delta_of(o.result).unwrap_or(0);
         if o.call.procedure == TxType::Balance as u32 {
-            self.balance_reads += 1;
-            self.balance_total_sum += aux_of(o.result).unwrap_or(0);
+            m.balance_reads += 1;
+            m.balance_total_sum += aux_of(o.result).unwrap_or(0);
+        }
+    }
+
+    fn on_iteration(&mut self, now: Nanos) {
+        if let Some(txn) = self.txn.as_mut() {
+            txn.on_iteration(now);
+        }
+    }
+
+    fn set_window(&mut self, from_ns: Nanos, until_ns: Nanos) {
+        if let Some(txn) = self.txn.as_mut() {
+            txn.set_window(from_ns, until_ns);
         }
     }
 
     fn finish(&mut self, _now: Nanos) {
-        let (lo, hi) = std::mem::take(&mut self.money_outstanding);
-        self.money_unknown.0 += lo;
-        self.money_unknown.1 += hi;
+        if let Some(txn) = self.txn.as_mut() {
+            txn.finish(&mut self.money);
+        }
+        let (lo, hi) = std::mem::take(&mut self.money.outstanding);
+        self.money.unknown.0 += lo;
+        self.money.unknown.1 += hi;
     }
 }
 

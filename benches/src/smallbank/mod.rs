@@ -19,18 +19,25 @@
 //! ([`check`]); Balance returns the total it read (kept by the generator,
 //! [`generator::SmallbankGenerator::balance_reads`]).
 //!
-//! Modules: [`procedures`] (the six procedures), [`generator`] (the client's
+//! With [`TxApi::Txn`] ([`Smallbank::with_api`]) no procedure is
+//! registered: each transaction is a read `Txn` then a write `Txn` comparing
+//! the versions read, retried on a failed compare ([`txn`]).
+//!
+//! Modules: [`procedures`] (the six procedures), [`txn`] (the same through
+//! the one-shot `Txn`), [`generator`] (the client's
 //! transaction source), [`check`] (the money check). The replica check is
 //! workload-independent ([`crate::replicas`]).
 
 pub mod check;
 pub mod generator;
 pub mod procedures;
+pub mod txn;
 
 pub use check::{check_money, check_money_range, check_money_totals, MoneyReport};
 pub use generator::SmallbankGenerator;
 pub use procedures::{aux_of, delta_of, register};
 
+use crate::api::{ApiError, TxApi};
 use crate::workload::{CheckError, Db, RowIter, Workload};
 use splitkv_layout::Key;
 use splitkv_nic::{ProcError, ProcedureRegistry};
@@ -167,6 +174,11 @@ pub struct Smallbank {
     pub accounts: u64,
     /// Size of the hot set (≥ 2, ≤ `accounts`).
     pub hot_accounts: u64,
+    /// How the transactions reach the store ([`Smallbank::with_api`]).
+    pub api: TxApi,
+    /// Whether write `Txn`s compare the versions read (always, but for the
+    /// mutation of [`Smallbank::without_version_compares`]).
+    txn_version_compares: bool,
 }
 
 impl Smallbank {
@@ -187,7 +199,28 @@ impl Smallbank {
         Ok(Smallbank {
             accounts,
             hot_accounts,
+            api: TxApi::Shipped,
+            txn_version_compares: true,
         })
+    }
+
+    /// A mutation for tests: with [`TxApi::Txn`], write `Txn`s without their
+    /// version compares, so a write between a transaction's read and its
+    /// write is lost and the money check must fail under contention.
+    #[doc(hidden)]
+    pub fn without_version_compares(mut self) -> Smallbank {
+        self.txn_version_compares = false;
+        self
+    }
+
+    /// The same workload with its transactions reaching the store through
+    /// `api` (module docs).
+    ///
+    /// # Errors
+    /// [`ApiError::InteractiveNotBuilt`].
+    pub fn with_api(mut self, api: TxApi) -> Result<Smallbank, ApiError> {
+        self.api = api.check_built()?;
+        Ok(self)
     }
 
     /// The total of every balance after loading (cents).
@@ -204,8 +237,12 @@ impl Workload for Smallbank {
         "smallbank"
     }
 
+    /// The six procedures (with the `Txn` api none: every registry has the
+    /// built-in `Txn`).
     fn register(&self, reg: &mut ProcedureRegistry) {
-        register(reg);
+        if self.api != TxApi::Txn {
+            register(reg);
+        }
     }
 
     fn rows(&self) -> u64 {

@@ -11,6 +11,8 @@ use splitkv_bench::history::HistoryCheck;
 pub fn run(args: &HistoryBenchArgs) -> Result<(), Failure> {
     let (shape, run) = (args.shape(), &args.run);
     let workload = HistoryCheck::list_append(args.keys, run.nodes as u64, run.transactions, shape)
+        .map_err(|e| Failure::BadInput(e.to_string()))?
+        .with_api(run.api)
         .map_err(|e| Failure::BadInput(e.to_string()))?;
     crate::bench_history::run(workload, run, args.keys, shape)
 }

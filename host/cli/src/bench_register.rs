@@ -12,15 +12,19 @@ use splitkv_bench::history::HistoryCheck;
 /// Runs `bench register`; a failed check is [`Failure::Check`].
 pub fn run(args: &HistoryBenchArgs) -> Result<(), Failure> {
     let shape = args.shape();
-    let workload =
-        HistoryCheck::register(args.keys, shape).map_err(|e| Failure::BadInput(e.to_string()))?;
+    let workload = HistoryCheck::register(args.keys, shape)
+        .map_err(|e| Failure::BadInput(e.to_string()))?
+        .with_api(args.run.api)
+        .map_err(|e| Failure::BadInput(e.to_string()))?;
     crate::bench_history::run(workload, &args.run, args.keys, shape)
 }
 
 /// Runs `bench micro`; a failed check is [`Failure::Check`].
 pub fn run_micro(args: &MicroArgs) -> Result<(), Failure> {
     let shape = args.shape().map_err(Failure::BadInput)?;
-    let workload =
-        HistoryCheck::register(args.keys, shape).map_err(|e| Failure::BadInput(e.to_string()))?;
+    let workload = HistoryCheck::register(args.keys, shape)
+        .map_err(|e| Failure::BadInput(e.to_string()))?
+        .with_api(args.run.api)
+        .map_err(|e| Failure::BadInput(e.to_string()))?;
     crate::bench_history::run(workload, &args.run, args.keys, shape)
 }

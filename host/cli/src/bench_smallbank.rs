@@ -64,7 +64,9 @@ pub fn run(args: &SmallbankArgs) -> Result<(), Failure> {
 fn build(args: &SmallbankArgs) -> Result<SmallbankCluster, Failure> {
     let accounts = args.accounts_per_node * args.nodes as u64;
     let workload = Smallbank::new(accounts, args.hot_accounts)
-        .map_err(|e| Failure::Internal(e.to_string()))?;
+        .map_err(|e| Failure::Internal(e.to_string()))?
+        .with_api(args.api)
+        .map_err(|e| Failure::BadInput(e.to_string()))?;
     let mut spec = ClusterSpec::new();
     spec.nodes = args.nodes;
     spec.replication = args.replication;

@@ -6,6 +6,7 @@ use clap::builder::{PossibleValuesParser, TypedValueParser};
 use clap::{Args, Parser, Subcommand, ValueEnum};
 use splitkv_bench::loadgen::MAX_TRIES_LIMIT;
 use splitkv_bench::lookup_report::D_MAX_UNLIMITED;
+pub use splitkv_bench::TxApi;
 use splitkv_host::table::TableKind;
 use splitkv_nic::NODES_MAX;
 use std::path::PathBuf;
@@ -293,6 +294,9 @@ pub struct SmallbankArgs {
     /// Seed of the workload's random choices (and the retries' backoff).
     #[arg(long, default_value_t = 1)]
     pub seed: u64,
+    /// How transactions reach the store: shipped (the workload's registered procedures), txn (one-shot etcd-style Txns through the node's built-in procedure; Smallbank reads, then writes comparing the versions read, retrying on a failed compare), interactive (not built yet).
+    #[arg(long, value_enum, default_value = "shipped")]
+    pub api: TxApi,
     /// Host table: Xenic's Robinhood table or Dandelion's DLHT.
     #[arg(long, default_value = "robinhood", value_parser = table_parser())]
     pub table: TableKind,
@@ -371,6 +375,13 @@ fn parse_d_max(s: &str) -> Result<usize, String> {
     }
 }
 
+/// Refuses an `--api` that is not built (one line, exit 2).
+pub(crate) fn check_api(api: TxApi) -> Result<(), String> {
+    api.check_built()
+        .map(|_| ())
+        .map_err(|e| format!("--api {}: {e}", api.name()))
+}
+
 /// Fails with `message` unless `ok`.
 pub(crate) fn ensure(ok: bool, message: impl FnOnce() -> String) -> Result<(), String> {
     if ok {
@@ -434,7 +445,8 @@ impl SmallbankArgs {
                 "--max-tries must be between 1 and {MAX_TRIES_LIMIT}, got {}",
                 self.max_tries
             )
-        })
+        })?;
+        check_api(self.api)
     }
 }
 

@@ -7,7 +7,8 @@
 //! history is replayed from its journal; and every check over the whole run
 //! passes: strict serializability with indeterminate transactions, lost
 //! commits, agreement of the surviving replicas, money within the unknown
-//! transactions' range. Bounded: each run is one `splitkv bench` that stops its
+//! transactions' range; the same through the one-shot `Txn` (`--api txn`,
+//! Smallbank and register). Bounded: each run is one `splitkv bench` that stops its
 //! nodes; etcd is stopped by process id when dropped.
 
 #[path = "../../tests/etcd_support/mod.rs"]
@@ -104,6 +105,28 @@ fn smallbank_and_list_append_run_through_a_sigkilled_node_and_pass_every_check()
     let _ = std::fs::remove_dir_all(&dir);
     let out = bench_killing_node_2("list-append", "2@0.5", &KILL_LIST_APPEND_ARGS);
     let stdout = assert_recovered(&out);
+    assert!(
+        stdout.contains("history check (strict serializability): valid"),
+        "{stdout}"
+    );
+    assert!(stdout.contains("lost-commit check: ok"), "{stdout}");
+}
+
+/// The same kill through the one-shot `Txn` (`--api txn`): Smallbank's read
+/// and write `Txn`s and the register's `Txn`s in flight on the killed node's
+/// client are replayed from its journal, and every check passes.
+#[test]
+fn smallbank_and_register_through_the_txn_run_through_a_sigkilled_node_and_pass_every_check() {
+    let args = [&["--api", "txn"][..], &KILL_SMALLBANK_ARGS[..]].concat();
+    let out = bench_killing_node_2("smallbank", "2@1.5", &args);
+    let stdout = assert_recovered(&out);
+    assert!(stdout.contains(", api txn"), "{stdout}");
+    assert!(stdout.contains("money check    ok"), "{stdout}");
+    assert!(stdout.contains("replica check  ok"), "{stdout}");
+    let args = [&["--api", "txn"][..], &KILL_LIST_APPEND_ARGS[..]].concat();
+    let out = bench_killing_node_2("register", "2@0.5", &args);
+    let stdout = assert_recovered(&out);
+    assert!(stdout.contains(", api txn"), "{stdout}");
     assert!(
         stdout.contains("history check (strict serializability): valid"),
         "{stdout}"

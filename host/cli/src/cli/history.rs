@@ -1,7 +1,7 @@
 //! The flags of the history benches: `splitkv bench list-append`,
 //! `register` and `micro` (Dandelion §7's O(G,P)).
 
-use super::{ensure, ClusterArgs, THREADS_MAX};
+use super::{check_api, ensure, ClusterArgs, TxApi, THREADS_MAX};
 use clap::{Args, ValueEnum};
 use splitkv_bench::history_gen::TxShape;
 use splitkv_bench::list_append::codec::MICRO_OPS_PER_TX_MAX;
@@ -70,6 +70,9 @@ pub struct HistoryRunArgs {
     /// Seed of the workload's random choices.
     #[arg(long, default_value_t = 1)]
     pub seed: u64,
+    /// How transactions reach the store: shipped (the workload's registered procedures), txn (one-shot etcd-style Txns through the node's built-in procedure; register: one Txn per transaction; list-append is refused), interactive (not built yet).
+    #[arg(long, value_enum, default_value = "shipped")]
+    pub api: TxApi,
     /// Polling threads the cluster's components are spread over.
     #[arg(long, default_value_t = 2)]
     pub threads: usize,
@@ -120,7 +123,8 @@ impl HistoryRunArgs {
                 "--threads must be between 1 and {THREADS_MAX}, got {}",
                 self.threads
             )
-        })
+        })?;
+        check_api(self.api)
     }
 }
 

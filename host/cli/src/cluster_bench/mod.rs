@@ -472,6 +472,7 @@ pub fn smallbank(args: &SmallbankArgs) -> Result<(), Failure> {
     let spec = WorkloadSpec::Smallbank {
         accounts: args.accounts_per_node * nodes as u64,
         hot_accounts: args.hot_accounts,
+        api: args.api,
     };
     let BuiltWorkload::Smallbank(workload) = spec.build().map_err(bad)? else {
         return Err(Failure::Internal("not smallbank".into()));
@@ -519,6 +520,10 @@ pub fn history(
     if let Some(p) = &args.timeline {
         crate::timeline::check_path(p)?;
     }
+    if !register && args.api == splitkv_bench::TxApi::Txn {
+        let e = splitkv_bench::ApiError::ListAppendTxn;
+        return Err(Failure::BadInput(format!("--api txn: {e}")));
+    }
     let mut d = Deployed::open(&args.deployed, args.threads, args.seed)?;
     d.timeline = args.timeline.as_ref().map(|_| {
         let name = if register { "register" } else { "list-append" };
@@ -528,13 +533,18 @@ pub fn history(
     let replication = d.config.replication;
     let shape = ShapeSpec::from(shape);
     let spec = if register {
-        WorkloadSpec::Register { keys, shape }
+        WorkloadSpec::Register {
+            keys,
+            shape,
+            api: args.api,
+        }
     } else {
         WorkloadSpec::ListAppend {
             keys,
             clients: nodes as u64,
             transactions_per_client: args.transactions,
             shape,
+            api: args.api,
         }
     };
     let BuiltWorkload::History(workload) = spec.build().map_err(bad)? else {

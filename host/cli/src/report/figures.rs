@@ -5,7 +5,7 @@
 
 use hdrhistogram::Histogram;
 use splitkv_bench::loadgen::LoadStats;
-use splitkv_bench::remote::protocol::NodeCounters;
+use splitkv_bench::remote::protocol::{NodeCounters, TxnSummary};
 use splitkv_bench::remote::Results;
 use splitkv_bench::SmallbankCluster;
 
@@ -21,6 +21,19 @@ pub struct RunFigures {
     pub latency_ns: Histogram<u64>,
     /// NIC counters over the whole run.
     pub nic: NicTotals,
+    /// With `--api txn`: the Smallbank transactions' figures, summed over
+    /// nodes (`window` and `all` above count their `Txn` calls; the latency
+    /// is the transactions').
+    pub txn: Option<TxnSummary>,
+}
+
+/// Sums the `Txn` clients' summaries (`None` if there is none: shipped).
+fn sum_txn(summaries: impl Iterator<Item = TxnSummary>) -> Option<TxnSummary> {
+    summaries.reduce(|mut a, b| {
+        a.all.add(&b.all);
+        a.window.add(&b.window);
+        a
+    })
 }
 
 impl RunFigures {
@@ -35,11 +48,31 @@ impl RunFigures {
             nic.dma_reads += s.server.dma_reads;
             nic.lookup_rereads += s.server.lookup_rereads;
         }
+        let clients = || {
+            cluster
+                .loadgens
+                .iter()
+                .filter_map(|l| l.generator().txn_client())
+        };
+        let mut latency_ns = cluster.latency_ns();
+        if clients().next().is_some() {
+            latency_ns.reset();
+            for c in clients() {
+                latency_ns
+                    .add(c.latency_ns())
+                    .expect("same histogram bounds");
+            }
+        }
+        let txn = sum_txn(clients().map(|c| TxnSummary {
+            all: c.figures(),
+            window: c.window_figures(),
+        }));
         RunFigures {
             window: cluster.window_stats(),
             all: cluster.load_stats(),
-            latency_ns: cluster.latency_ns(),
+            latency_ns,
             nic,
+            txn,
         }
     }
 
@@ -59,6 +92,7 @@ impl RunFigures {
             all: sum(|r| LoadStats::from(&r.all)),
             latency_ns,
             nic: NicTotals::of_results(results),
+            txn: sum_txn(results.iter().filter_map(|r| r.smallbank.as_ref()?.txn)),
         }
     }
 }

@@ -138,6 +138,7 @@ impl Summary<'_> {
         let s = &self.stats;
         serde_json::json!({
             "workload": self.workload,
+            "api": self.args.api.name(),
             "nodes": self.nodes,
             "replication": self.replication,
             "keys": self.keys,
@@ -168,9 +169,13 @@ impl fmt::Display for Summary<'_> {
             Some(_) => "node processes",
             None => "nodes",
         };
+        let api = match a.api.is_shipped() {
+            true => String::new(),
+            false => format!(", api {}", a.api.name()),
+        };
         writeln!(
             f,
-            "{} ({}) on {} {on} (replication {}), {} keys, {} in flight per node, seed {}",
+            "{} ({}) on {} {on} (replication {}), {} keys, {} in flight per node, seed {}{api}",
             self.workload, self.shape, self.nodes, self.replication, self.keys, a.inflight, a.seed
         )?;
         writeln!(
@@ -347,6 +352,7 @@ mod tests {
             .collect();
         let mut expected = [
             "workload",
+            "api",
             "nodes",
             "replication",
             "keys",

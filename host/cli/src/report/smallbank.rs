@@ -37,6 +37,7 @@ pub struct SmallbankReport<'a> {
 #[derive(Debug, PartialEq, serde::Serialize)]
 pub struct Report {
     pub(crate) workload: &'static str,
+    pub(crate) api: &'static str,
     pub(crate) table: &'static str,
     pub(crate) nodes: usize,
     pub(crate) replication: usize,
@@ -70,13 +71,47 @@ pub struct Report {
     pub(crate) balance_mean_cents: i64,
     pub(crate) money_check: String,
     pub(crate) replica_check: String,
+    /// With `--api txn`: what the transactions' `Txn` calls did.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(crate) txn: Option<TxnReport>,
+}
+
+/// The extra figures of a run through the one-shot `Txn` (measured interval).
+#[derive(Debug, PartialEq, serde::Serialize)]
+pub(crate) struct TxnReport {
+    /// `Txn` calls committed (reads, writes, failed-compare writes).
+    pub(crate) txn_calls_committed: u64,
+    /// Per committed Smallbank transaction.
+    pub(crate) txn_calls_per_committed: f64,
+    /// Write `Txn`s whose compare failed and that started over.
+    pub(crate) compare_failed_retries: u64,
+    /// Per committed Smallbank transaction.
+    pub(crate) compare_failed_retries_per_committed: f64,
 }
 
 impl Report {
     /// The report of a Smallbank run.
     pub fn smallbank(r: SmallbankReport<'_>) -> Report {
         let (args, f) = (r.args, r.figures);
-        let w = &f.window;
+        let mut w = f.window;
+        // Through the `Txn`: the Smallbank transactions' counts, the `Txn`
+        // calls' conflicts and retries.
+        let txn = f.txn.map(|t| {
+            let tw = t.window;
+            w.committed = tw.committed;
+            w.user_aborted = tw.user_aborted;
+            w.gave_up = tw.gave_up;
+            w.failed = tw.failed;
+            w.committed_by_procedure = [0; splitkv_bench::workload::PROCEDURES_MAX];
+            w.committed_by_procedure[..tw.committed_by_type.len()]
+                .copy_from_slice(&tw.committed_by_type);
+            TxnReport {
+                txn_calls_committed: f.window.committed,
+                txn_calls_per_committed: ratio(f.window.committed, tw.committed),
+                compare_failed_retries: tw.compare_retries,
+                compare_failed_retries_per_committed: ratio(tw.compare_retries, tw.committed),
+            }
+        });
         let us = |q: f64| f.latency_ns.value_at_quantile(q) as f64 / 1000.0;
         let (balance_reads, balance_mean_cents) = match r.money {
             Ok(m) => (m.balance_reads, m.balance_mean),
@@ -85,6 +120,7 @@ impl Report {
         let secs = args.duration.as_secs_f64();
         Report {
             workload: "smallbank",
+            api: args.api.name(),
             table: table_name(args.table),
             nodes: r.nodes,
             replication: r.replication,
@@ -121,6 +157,7 @@ impl Report {
             balance_mean_cents,
             money_check: describe(r.money, money_line),
             replica_check: replica_line(r.replicas),
+            txn,
         }
     }
 
@@ -145,8 +182,9 @@ impl fmt::Display for Report {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         writeln!(
             f,
-            "smallbank: {} nodes, replication {}, {} accounts, {} threads, {:.1} s after {:.1} s warm-up, seed {}, table {}",
-            self.nodes, self.replication, self.accounts, self.threads, self.duration_s, self.warmup_s, self.seed, self.table
+            "smallbank: {} nodes, replication {}, {} accounts, {} threads, {:.1} s after {:.1} s warm-up, seed {}, table {}{}",
+            self.nodes, self.replication, self.accounts, self.threads, self.duration_s, self.warmup_s, self.seed, self.table,
+            if self.txn.is_some() { ", api txn" } else { "" }
         )?;
         writeln!(
             f,
@@ -189,6 +227,18 @@ impl fmt::Display for Report {
             "  latency (µs)   p50 {:.1}  p99 {:.1}  p99.9 {:.1}",
             self.latency_us_p50, self.latency_us_p99, self.latency_us_p999
         )?;
+        if let Some(t) = &self.txn {
+            writeln!(
+                f,
+                "  Txn calls      {:>12} committed ({:.2} per committed transaction; conflicts above count calls)",
+                t.txn_calls_committed, t.txn_calls_per_committed
+            )?;
+            writeln!(
+                f,
+                "  compare failed {:>12} retries from the values read ({:.3} per committed transaction)",
+                t.compare_failed_retries, t.compare_failed_retries_per_committed
+            )?;
+        }
         writeln!(
             f,
             "  packets sent   {:>12} ({:.2} messages/packet)",
@@ -320,12 +370,14 @@ mod tests {
             all,
             latency_ns,
             nic,
+            txn: None,
         }
     }
 
     /// The JSON keys of a report, in their order.
-    const REPORT_KEYS: [&str; 34] = [
+    const REPORT_KEYS: [&str; 35] = [
         "workload",
+        "api",
         "table",
         "nodes",
         "replication",

@@ -3,6 +3,7 @@
 use clap::{Args, ValueEnum};
 use splitkv_bench::history_gen::TxShape;
 use splitkv_bench::list_append::codec::MICRO_OPS_PER_TX_MAX;
+use splitkv_bench::TxApi;
 use splitkv_sim::faults::FaultMix;
 use std::ops::Range;
 use std::path::PathBuf;
@@ -68,6 +69,10 @@ pub struct SimArgs {
     /// The commit protocol.
     #[arg(long, value_enum, default_value = "xenic-occ")]
     pub protocol: SimProtocol,
+    /// How transactions reach the store: shipped (the workload's registered procedures), txn (one-shot etcd-style Txns through the node's built-in procedure; Smallbank reads, then writes comparing the versions read, retrying on a failed compare; list-append is refused), interactive (not built yet).
+    #[arg(long, value_enum, default_value = "shipped")]
+    pub api: TxApi,
+
     /// Seeds to run: N, A..B (B excluded) or A..=B.
     #[arg(long, default_value = "1", value_parser = parse_seeds)]
     pub seeds: SeedRange,
@@ -176,6 +181,15 @@ impl SimArgs {
         if self.workload != SimWorkload::Micro && (self.gets.is_some() || self.puts.is_some()) {
             return Err("--gets and --puts are options of --workload micro".into());
         }
+        if let Err(e) = self.api.check_built() {
+            return Err(format!("--api {}: {e}", self.api.name()));
+        }
+        if self.api == TxApi::Txn && self.workload == SimWorkload::ListAppend {
+            return Err(format!(
+                "--api txn: {}",
+                splitkv_bench::ApiError::ListAppendTxn
+            ));
+        }
         self.micro_shape().map(drop)
     }
 
@@ -206,6 +220,9 @@ impl SimArgs {
             if let Ok(TxShape::GetsPuts { gets, puts }) = self.micro_shape() {
                 cmd.push_str(&format!(" --gets {gets} --puts {puts}"));
             }
+        }
+        if !self.api.is_shipped() {
+            cmd.push_str(&format!(" --api {}", self.api.name()));
         }
         if let Some(dir) = &self.history {
             cmd.push_str(&format!(" --history {}", dir.display()));

@@ -79,7 +79,8 @@ pub fn run_seed(args: &SimArgs, seed: u64) -> SeedOutcome {
     match args.workload {
         SimWorkload::Smallbank => {
             let accounts = SMALLBANK_ACCOUNTS_PER_NODE * args.nodes as u64;
-            match Smallbank::new(accounts, None) {
+            let w = Smallbank::new(accounts, None).map_err(|e| e.to_string());
+            match w.and_then(|w| w.with_api(args.api).map_err(|e| e.to_string())) {
                 Ok(w) => run(args, seed, cfg, w),
                 Err(e) => SeedOutcome::failed(seed, e.to_string()),
             }
@@ -98,6 +99,9 @@ pub fn run_seed(args: &SimArgs, seed: u64) -> SeedOutcome {
                 },
                 _ => HistoryCheck::register(HISTORY_KEYS, TxShape::Mixed),
             };
+            let w = w
+                .map_err(|e| e.to_string())
+                .and_then(|w| w.with_api(args.api).map_err(|e| e.to_string()));
             match w {
                 Ok(mut w) => {
                     w.history_path = args
@@ -106,7 +110,7 @@ pub fn run_seed(args: &SimArgs, seed: u64) -> SeedOutcome {
                         .map(|d| d.join(format!("seed-{seed}.jsonl")));
                     run(args, seed, cfg, w)
                 }
-                Err(e) => SeedOutcome::failed(seed, e.to_string()),
+                Err(e) => SeedOutcome::failed(seed, e),
             }
         }
     }
