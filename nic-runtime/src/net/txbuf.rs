@@ -27,6 +27,7 @@
 //! into heap buffers of its own and `tx_commit`'s default copies them with
 //! `tx_burst`, exactly the path they always had.
 
+use std::cell::Cell;
 use std::fmt;
 use std::ops::Deref;
 use std::ptr::NonNull;
@@ -79,6 +80,11 @@ pub struct TxBuf {
     capacity: usize,
     len: usize,
     lender: &'static dyn TxLender,
+    /// Whether another reference may exist: set once the token was handed
+    /// out ([`TxBuf::token`], [`TxBuf::share`]). Until then the buffer is
+    /// this holder's alone without asking the lender (the batcher appends
+    /// every message of a packet with no reference-count read).
+    exposed: Cell<bool>,
 }
 
 // SAFETY: the lender's calls are safe from any thread (TxLender's
@@ -105,11 +111,15 @@ impl TxBuf {
             capacity,
             len: 0,
             lender,
+            exposed: Cell::new(false),
         }
     }
 
-    /// The lender's token of this buffer (DPDK: the mbuf's address).
+    /// The lender's token of this buffer (DPDK: the mbuf's address). From
+    /// now on [`TxBuf::is_exclusive`] asks the lender, since whoever has
+    /// the token may add references.
     pub fn token(&self) -> usize {
+        self.exposed.set(true);
         self.token
     }
 
@@ -121,7 +131,7 @@ impl TxBuf {
     /// Whether this is the buffer's only reference (nobody else reads it).
     pub fn is_exclusive(&self) -> bool {
         // SAFETY: this reference keeps the token live.
-        unsafe { self.lender.refs(self.token) == 1 }
+        !self.exposed.get() || unsafe { self.lender.refs(self.token) == 1 }
     }
 
     /// A second reference to the same bytes (a driver's, say).
@@ -129,12 +139,14 @@ impl TxBuf {
         // SAFETY: this reference keeps the token live; the new TxBuf owns
         // the reference added here.
         unsafe { self.lender.retain(self.token) };
+        self.exposed.set(true);
         TxBuf {
             token: self.token,
             data: self.data,
             capacity: self.capacity,
             len: self.len,
             lender: self.lender,
+            exposed: Cell::new(true),
         }
     }
 
@@ -187,7 +199,7 @@ impl TxBuf {
     /// Gives up this reference without dropping it: the token, whose
     /// reference the caller now owns (a transport queueing the buffer).
     pub fn into_token(self) -> usize {
-        let token = self.token;
+        let token = self.token();
         std::mem::forget(self);
         token
     }
