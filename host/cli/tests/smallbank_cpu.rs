@@ -31,7 +31,14 @@ use support_netns::{in_netns, mac, Netns, Refused, CONTROL_PORT, DATA_PORT, NODE
 /// Longest one bench may take (load, warm-up, measurement, checks).
 const BENCH_TIMEOUT: Duration = Duration::from_secs(120);
 /// Smallbank's arguments in every configuration.
-const ARGS: [&str; 6] = ["--accounts-per-node", "10000", "--duration", "5s", "--warmup", "1s"];
+const ARGS: [&str; 6] = [
+    "--accounts-per-node",
+    "10000",
+    "--duration",
+    "5s",
+    "--warmup",
+    "1s",
+];
 /// Rounds of the three configurations, alternating.
 const ROUNDS: usize = 2;
 
@@ -104,8 +111,18 @@ fn wait_cpu(child: &mut Child) -> (i32, Cpu) {
         assert!(r >= 0, "wait4: {}", std::io::Error::last_os_error());
         if r == pid {
             let tv = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 / 1e6;
-            let code = if libc::WIFEXITED(status) { libc::WEXITSTATUS(status) } else { -1 };
-            return (code, Cpu { user_s: tv(ru.ru_utime), sys_s: tv(ru.ru_stime) });
+            let code = if libc::WIFEXITED(status) {
+                libc::WEXITSTATUS(status)
+            } else {
+                -1
+            };
+            return (
+                code,
+                Cpu {
+                    user_s: tv(ru.ru_utime),
+                    sys_s: tv(ru.ru_stime),
+                },
+            );
         }
         if start.elapsed() > BENCH_TIMEOUT {
             let _ = child.kill();
@@ -221,25 +238,34 @@ fn processes(tag: &str, dir: &Path, dpdk: bool) -> Result<Row, Refused> {
             .map(|s| s["dpdk"][dir]["bursts"].as_u64().unwrap_or(0))
             .sum()
     };
-    let name = if dpdk { "3 processes, DPDK af_packet" } else { "3 processes, UDP" };
-    Ok(row(name, &text, nodes_cpu + bench_cpu, (burst("tx"), burst("rx"))))
+    let name = if dpdk {
+        "3 processes, DPDK af_packet"
+    } else {
+        "3 processes, UDP"
+    };
+    Ok(row(
+        name,
+        &text,
+        nodes_cpu + bench_cpu,
+        (burst("tx"), burst("rx")),
+    ))
 }
 
 fn print(rows: &[Row]) {
     println!(
         "| configuration | committed tx/s | completed tx/s | p50 µs | p99 µs | user s | sys s | \
-         CPU µs per committed | vs in-process | send / receive bursts per committed |"
+         CPU µs per committed | of it user µs | vs in-process | send / receive bursts per committed |"
     );
-    println!("|---|---|---|---|---|---|---|---|---|---|");
-    let base = rows
-        .iter()
-        .find(|r| r.name.starts_with("in-process"))
-        .map(|r| (r.cpu.user_s + r.cpu.sys_s) / r.committed);
+    println!("|---|---|---|---|---|---|---|---|---|---|---|");
+    let mut base = None;
     for r in rows {
         let per = (r.cpu.user_s + r.cpu.sys_s) / r.committed;
+        if r.name.starts_with("in-process") {
+            base = Some(per); // each round against its own in-process run
+        }
         let ratio = base.map_or("-".to_string(), |b| format!("{:.2}×", per / b));
         println!(
-            "| {} | {:.0} | {:.0} | {:.0} | {:.0} | {:.2} | {:.2} | {:.1} | {} | {:.2} / {:.2} |",
+            "| {} | {:.0} | {:.0} | {:.0} | {:.0} | {:.2} | {:.2} | {:.1} | {:.1} | {} | {:.2} / {:.2} |",
             r.name,
             r.committed_per_s,
             r.completed_per_s,
@@ -248,6 +274,7 @@ fn print(rows: &[Row]) {
             r.cpu.user_s,
             r.cpu.sys_s,
             per * 1e6,
+            r.cpu.user_s / r.committed * 1e6,
             ratio,
             r.bursts.0 as f64 / r.committed,
             r.bursts.1 as f64 / r.committed,

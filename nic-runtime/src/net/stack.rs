@@ -329,3 +329,5 @@ impl Stack {
 
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod tests_lent;
