@@ -154,10 +154,11 @@ impl Batcher {
     /// Writes packets to other nodes into buffers `lender` lends from now
     /// on (`None`: heap buffers, which the transport copies — the path
     /// before lending, kept for measurement). A lender whose buffers are
-    /// smaller than the MTU is not used; returns whether it is.
+    /// smaller than the MTU is not used. Returns whether packets are now
+    /// filled in lent buffers.
     pub fn set_tx_lender(&mut self, lender: Option<&'static dyn TxLender>) -> bool {
         self.lender = lender.filter(|l| l.capacity() >= self.mtu);
-        self.lender.is_some() == lender.is_some()
+        self.lender.is_some()
     }
 
     /// Largest packet this batcher seals, in bytes.

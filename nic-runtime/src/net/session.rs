@@ -26,7 +26,11 @@
 //!   [`RETRANSMIT_TIMEOUT_MAX_NS`]. On a
 //!   transport that cannot lose packets ([`super::Transport::is_lossy`] is
 //!   false) no copies are kept and nothing is retransmitted; numbering, acks
-//!   and checks still run.
+//!   and checks still run. A packet the batcher filled in a buffer the
+//!   transport lent ([`super::txbuf`]) is kept as a reference to that
+//!   buffer, not a copy, and sent again by reference; only when the driver
+//!   or a receiver still holds it is its header patched in a heap copy
+//!   ([`SessionStats::resend_copies`]).
 //! - **Own stalls.** Time during which this node did not run is not held
 //!   against its peers: when more than [`FLUSH_GAP_GRACE_NS`] passed
 //!   between two flushes (the polling thread was descheduled, as on an

@@ -176,7 +176,7 @@ impl Stack {
     /// Fills packets to other nodes in place in buffers `lender` lends
     /// ([`Transport::tx_lender`]; `None`: heap buffers the transport copies,
     /// the path before lending). Returns whether the lender is used (its
-    /// buffers hold an MTU-sized packet); see [`super::txbuf`].
+    /// buffers must hold an MTU-sized packet); see [`super::txbuf`].
     pub fn set_tx_lender(&mut self, lender: Option<&'static dyn TxLender>) -> bool {
         self.batcher.set_tx_lender(lender)
     }
@@ -185,8 +185,7 @@ impl Stack {
     /// ([`StackConfig::fill_in_place`]) and the transport lends any: see
     /// [`Stack::set_tx_lender`]. Returns whether it does.
     pub fn attach_lender(&mut self, transport: &dyn Transport, cfg: &StackConfig) -> bool {
-        let lender = transport.tx_lender().filter(|_| cfg.fill_in_place);
-        lender.is_some() && self.set_tx_lender(lender)
+        self.set_tx_lender(transport.tx_lender().filter(|_| cfg.fill_in_place))
     }
 
     /// Largest packet, in bytes.

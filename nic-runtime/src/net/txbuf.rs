@@ -319,9 +319,9 @@ pub(crate) mod testing {
 
     use super::*;
     use std::sync::atomic::{AtomicU32, AtomicUsize, Ordering};
-    use std::sync::Mutex;
 
-    /// Lends boxed buffers of `capacity` bytes, at most `max` at once.
+    /// Lends boxed buffers of `capacity` bytes, at most `max` at once
+    /// (leaked: a test's few buffers live until the process ends).
     #[derive(Debug)]
     pub struct HeapLender {
         capacity: usize,
@@ -330,7 +330,6 @@ pub(crate) mod testing {
         pub out: AtomicUsize,
         /// Reservations granted so far.
         pub reserved: AtomicUsize,
-        slots: Mutex<Vec<usize>>,
     }
 
     struct Slot {
@@ -346,7 +345,6 @@ pub(crate) mod testing {
                 max,
                 out: AtomicUsize::new(0),
                 reserved: AtomicUsize::new(0),
-                slots: Mutex::new(Vec::new()),
             }))
         }
     }
@@ -366,7 +364,6 @@ pub(crate) mod testing {
             }));
             let data = NonNull::new(slot.bytes.as_mut_ptr()).expect("boxed");
             let token = slot as *mut Slot as usize;
-            self.slots.lock().expect("no panic holding it").push(token);
             // SAFETY: one reference, owned by the TxBuf; the box is never freed.
             Some(unsafe { TxBuf::from_raw(self, token, data, self.capacity) })
         }
