@@ -16,21 +16,21 @@
 //! two ports joined back to back by rings ([`dpdk_ring_pair`], net_ring).
 //!
 //! **Buffers.** The transport lends its mbufs to the batching layer
-//! ([`Transport::tx_lender`]; at most [`DPDK_LENT_MBUFS_PERCENT`] of the
+//! ([`Transport::tx_lender`](crate::net::Transport::tx_lender); at most [`DPDK_LENT_MBUFS_PERCENT`] of the
 //! pool at once): each lent buffer is an mbuf's data behind room for the
 //! frame headers, so the batcher writes the packet in place — the one copy
-//! of payload bytes on the send path. [`Transport::tx_commit`] writes the
+//! of payload bytes on the send path. [`Transport::tx_commit`](crate::net::Transport::tx_commit) writes the
 //! frame headers in front, adds a reference for the port
 //! (`rte_mbuf_refcnt_update`) and queues the mbuf; the session keeps its
 //! own reference until the packet is acknowledged, so a retransmission
 //! commits the same mbuf again (see [`crate::net::txbuf`] for who may write
 //! when). A packet in any other memory, or in an mbuf still held by the
 //! port or a receiver, is copied into a fresh mbuf, as
-//! [`Transport::tx_burst`] always does ([`DpdkStats::tx_in_place`] and
+//! [`Transport::tx_burst`](crate::net::Transport::tx_burst) always does ([`DpdkStats::tx_in_place`] and
 //! [`DpdkStats::tx_copied`] count the two). At most [`DPDK_TX_QUEUED_MAX`]
-//! are queued; [`Transport::tx_flush`] hands the queue to the port in
+//! are queued; [`Transport::tx_flush`](crate::net::Transport::tx_flush) hands the queue to the port in
 //! bursts.
-//! [`Transport::rx_burst`] lends each received frame's packet straight from
+//! [`Transport::rx_burst`](crate::net::Transport::rx_burst) lends each received frame's packet straight from
 //! its mbuf (no copy) and frees the burst's mbufs in one call. Nothing is
 //! allocated per packet. A transport's mempool is never freed (its mbufs can
 //! outlive the port: net_ring hands the sender's mbuf to the receiver), so
@@ -46,7 +46,7 @@
 //! the port does not take whole keeps the rest for the next.
 //!
 //! **Addresses.** Each peer is a MAC and an IPv4 address and UDP port
-//! ([`DpdkPeer`]); [`Transport::set_peer_address`] re-points a node at a new
+//! ([`DpdkPeer`]); [`Transport::set_peer_address`](crate::net::Transport::set_peer_address) re-points a node at a new
 //! IPv4 address and port and takes the MAC for it from the neighbour table
 //! ([`DpdkTransport::set_neighbour`], or another peer at that IPv4 address);
 //! with none known, frames go to the broadcast MAC (counted) and the
