@@ -26,8 +26,8 @@
 //! |---|---|---|
 //! | `dnl_messages/mem/<size>/<off or on>` | in-process channels | 9000 B |
 //! | `dnl_messages/udp/<size>/<off or on>` | kernel UDP over 127.0.0.1, `sendmmsg`/`recvmmsg` | 1472 B (standard Ethernet) |
-//! | `dnl_messages/dpdk_ring/<size>/<off or on>` | DPDK, two ports joined by rings (net_ring), feature `dpdk` | 1472 B |
-//! | `dnl_messages/dpdk_memif/<size>/<off or on>` | DPDK, a net_memif server and client port in this process, feature `dpdk` | 1472 B |
+//! | `dnl_messages/dpdk_ring/<size>/<off, on or on_copy>` | DPDK, two ports joined by rings (net_ring), feature `dpdk` | 1472 B |
+//! | `dnl_messages/dpdk_memif/<size>/<off, on or on_copy>` | DPDK, a net_memif server and client port in this process, feature `dpdk` | 1472 B |
 //!
 //! The DPDK cases (`cargo bench -p splitkv-bench --features dpdk --bench
 //! dnl_messages`) start EAL without hugepages or PCI (`--no-huge --no-pci`);
@@ -35,6 +35,15 @@
 //! `rte_eth_rx_burst` calls. Both memif ports live in this one process, so
 //! the figure is the transport's CPU cost (each frame copied into the shared
 //! ring and out again), not two processes on two cores.
+//!
+//! **Filled in place or copied.** On a transport that lends its buffers
+//! (DPDK: mbufs; see `splitkv_nic::net::txbuf`), batching on is measured
+//! twice: `on` fills each packet in place in a lent mbuf (the default: one
+//! copy of each body, the batcher's), and `on_copy` takes the path from
+//! before lending (heap packets that the transport copies into mbufs: two
+//! copies). After the pair the benchmark prints both rates from its own
+//! CPU-time totals and their ratio, side by side, with the transport's
+//! copies per packet sent (`tx_copied` over packets sent).
 //!
 //! A round whose messages do not all arrive within [`RECEIVE_POLLS_MAX`]
 //! polls (a receive buffer overflowed) is counted and reported on stderr;
@@ -76,9 +85,10 @@ fn bodies() -> [(&'static str, BodyWriter); 2] {
 /// A stack for `node` of a 2-node cluster: a window that holds a whole
 /// round, and acknowledgements sent at the first flush after a packet (the
 /// benchmark's clock does not move).
-fn stack(node: u16, transport: &impl Transport, batching: bool) -> Stack {
+fn stack(node: u16, transport: &impl Transport, mode: Mode) -> Stack {
     let cfg = StackConfig {
-        batching,
+        batching: mode.batching,
+        fill_in_place: mode.fill_in_place,
         session: SessionConfig {
             window_packets: SESSION_WINDOW_PACKETS_MAX,
             ack_delay_ns: 0,
@@ -86,8 +96,41 @@ fn stack(node: u16, transport: &impl Transport, batching: bool) -> Stack {
         },
         ..StackConfig::default()
     };
-    Stack::new(node, 2, transport.mtu(), transport.is_lossy(), &cfg).expect("a valid stack")
+    let mut s =
+        Stack::new(node, 2, transport.mtu(), transport.is_lossy(), &cfg).expect("a valid stack");
+    s.attach_lender(transport, &cfg);
+    s
 }
+
+/// One measured configuration of a stack.
+#[derive(Debug, Clone, Copy)]
+struct Mode {
+    /// The name in the benchmark id.
+    name: &'static str,
+    batching: bool,
+    /// Fill packets in lent buffers when the transport lends any.
+    fill_in_place: bool,
+}
+
+/// Batching off, on, and (on a transport that lends buffers) on with the
+/// copying path from before lending.
+const MODES: [Mode; 3] = [
+    Mode {
+        name: "off",
+        batching: false,
+        fill_in_place: true,
+    },
+    Mode {
+        name: "on",
+        batching: true,
+        fill_in_place: true,
+    },
+    Mode {
+        name: "on_copy",
+        batching: true,
+        fill_in_place: false,
+    },
+];
 
 /// Node 0's side: takes node 1's acknowledgements of the previous round,
 /// queues one round of `body` for node 1 and flushes (seal, number, send).
@@ -130,9 +173,18 @@ fn receive_round(receiver: &mut Stack, rx: &mut impl Transport, want: usize) -> 
 /// (`sendmmsg`/`recvmmsg` on udp, `rte_eth_tx_burst`/`rte_eth_rx_burst` on
 /// DPDK), for the per-message figures printed after each case (zero for `mem`).
 type Syscalls<T> = fn(&T) -> (u64, u64);
+/// Packets an endpoint copied into its own buffers so far (0 where the
+/// transport does not count them).
+type Copies<T> = fn(&T) -> u64;
 
 /// Benchmarks one transport pair for both sizes, batching off and on.
-fn bench_transport<T: Transport>(c: &mut Criterion, name: &str, pair: [T; 2], calls: Syscalls<T>) {
+fn bench_transport<T: Transport>(
+    c: &mut Criterion,
+    name: &str,
+    pair: [T; 2],
+    calls: Syscalls<T>,
+    copies: Copies<T>,
+) {
     let mut group = c.benchmark_group(format!("dnl_messages/{name}"));
     group
         .sample_size(10)
@@ -140,14 +192,17 @@ fn bench_transport<T: Transport>(c: &mut Criterion, name: &str, pair: [T; 2], ca
         .measurement_time(Duration::from_secs(2))
         .throughput(Throughput::Elements(MESSAGES_PER_ROUND as u64));
     let [mut tx, mut rx] = pair;
+    let lends = tx.tx_lender().is_some();
     for (size, body) in bodies() {
-        for batching in [false, true] {
-            let mut sender = stack(0, &tx, batching);
-            let mut receiver = stack(1, &rx, batching);
-            let mode = if batching { "on" } else { "off" };
-            let (sends0, recvs0) = (calls(&tx).0, calls(&rx).1);
+        // Messages per second of CPU time of `on` and `on_copy`, for the ratio.
+        let mut rates = [0.0f64; 2];
+        for mode in MODES.iter().filter(|m| lends || m.fill_in_place) {
+            let mut sender = stack(0, &tx, *mode);
+            let mut receiver = stack(1, &rx, *mode);
+            let (sends0, recvs0, copies0) = (calls(&tx).0, calls(&rx).1, copies(&tx));
             let mut short_rounds = 0u64;
-            group.bench_function(BenchmarkId::new(size, mode), |b| {
+            let (mut total_msgs, mut total_cpu) = (0u64, Duration::ZERO);
+            group.bench_function(BenchmarkId::new(size, mode.name), |b| {
                 // Thread CPU time, as in the `tables` benchmarks: the machine's
                 // two cores are shared, and the kernel's UDP work runs in this
                 // thread's system calls.
@@ -158,17 +213,39 @@ fn bench_transport<T: Transport>(c: &mut Criterion, name: &str, pair: [T; 2], ca
                         let got = receive_round(&mut receiver, &mut rx, MESSAGES_PER_ROUND);
                         short_rounds += (got < MESSAGES_PER_ROUND) as u64;
                     }
-                    thread_cpu_time() - start
+                    let cpu = thread_cpu_time() - start;
+                    total_msgs += rounds * MESSAGES_PER_ROUND as u64;
+                    total_cpu += cpu;
+                    cpu
                 })
             });
-            let s = sender.stats().batch;
-            let per_msg = |n: u64| n as f64 / s.messages.max(1) as f64;
+            let s = sender.stats();
+            let per_msg = |n: u64| n as f64 / s.batch.messages.max(1) as f64;
+            let rate = total_msgs as f64 / total_cpu.as_secs_f64().max(1e-9);
             eprintln!(
-                "dnl_messages/{name}/{size}/{mode}: {:.1} messages per packet, \
-                 {:.4} send and {:.4} receive calls per message, {short_rounds} short rounds",
-                s.messages as f64 / s.packets.max(1) as f64,
+                "dnl_messages/{name}/{size}/{}: {:.1} messages per packet, \
+                 {:.4} send and {:.4} receive calls per message, {:.2} transport copies \
+                 per packet sent, {:.2} M messages/s of CPU time, {short_rounds} short rounds",
+                mode.name,
+                s.batch.messages as f64 / s.batch.packets.max(1) as f64,
                 per_msg(calls(&tx).0 - sends0),
                 per_msg(calls(&rx).1 - recvs0),
+                (copies(&tx) - copies0) as f64 / s.sessions.packets_sent.max(1) as f64,
+                rate / 1e6,
+            );
+            match mode.name {
+                "on" => rates[0] = rate,
+                "on_copy" => rates[1] = rate,
+                _ => {}
+            }
+        }
+        if lends {
+            eprintln!(
+                "dnl_messages/{name}/{size}: filled in place {:.2} vs copied {:.2} M messages/s: \
+                 ratio {:.2}",
+                rates[0] / 1e6,
+                rates[1] / 1e6,
+                rates[0] / rates[1].max(1e-9),
             );
         }
     }
@@ -177,14 +254,18 @@ fn bench_transport<T: Transport>(c: &mut Criterion, name: &str, pair: [T; 2], ca
 
 fn dnl_messages(c: &mut Criterion) {
     let [a, b]: [MemTransport; 2] = mem_network(2).try_into().expect("two endpoints");
-    bench_transport(c, "mem", [a, b], |_| (0, 0));
+    bench_transport(c, "mem", [a, b], |_| (0, 0), |_| 0);
     let [a, b]: [UdpTransport; 2] = udp_loopback_network(2, UDP_MTU_DEFAULT)
         .expect("two UDP endpoints on 127.0.0.1")
         .try_into()
         .expect("two endpoints");
-    bench_transport(c, "udp", [a, b], |t| {
-        (t.stats().sendmmsg_calls, t.stats().recvmmsg_calls)
-    });
+    bench_transport(
+        c,
+        "udp",
+        [a, b],
+        |t| (t.stats().sendmmsg_calls, t.stats().recvmmsg_calls),
+        |_| 0,
+    );
     #[cfg(feature = "dpdk")]
     dpdk_cases::bench(c);
 }
@@ -268,11 +349,12 @@ mod dpdk_cases {
         let calls = |t: &DpdkTransport| (t.stats().tx_bursts, t.stats().rx_bursts);
         let names = dpdk_ring_pair(eal).expect("a net_ring pair");
         let ring = pair(eal, [&names[0], &names[1]]);
-        bench_transport(c, "dpdk_ring", ring, calls);
+        let copies = |t: &DpdkTransport| t.stats().tx_copied;
+        bench_transport(c, "dpdk_ring", ring, calls, copies);
         let [mut a, mut b] = pair(eal, ["net_memif0", "net_memif1"]);
         wait_link(&mut a, &mut b, 1);
         wait_link(&mut b, &mut a, 0);
-        bench_transport(c, "dpdk_memif", [a, b], calls);
+        bench_transport(c, "dpdk_memif", [a, b], calls, copies);
     }
 }
 

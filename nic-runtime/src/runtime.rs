@@ -272,6 +272,7 @@ impl NicRuntime {
             &parts.net,
         )?;
         net.set_inline_bytes_max(parts.transport.inline_bytes_max());
+        net.attach_lender(parts.transport.as_ref(), &parts.net);
         let mut coordinator = Coordinator::new();
         coordinator.set_phase_deadline_ns(phase_deadline_ns(parts.net.session.silence_ns));
         Ok(NicRuntime {

@@ -2,7 +2,7 @@
 //! process on ports joined back to back by rings (net_ring), exchanging
 //! single packets and bursts; the send queue and pool limits; malformed,
 //! truncated, chained and misaddressed frames injected and counted by
-//! reason; peer re-pointing; EAL's typed errors (in child processes, since
+//! reason; two stacks filling mbufs in place (copies per packet counted); peer re-pointing; EAL's typed errors (in child processes, since
 //! EAL runs once per process); two processes exchanging bursts over
 //! net_memif (a server and a client child, point to point); and three
 //! processes in network namespaces exchanging packets over net_af_packet on
@@ -14,6 +14,7 @@
 //! receive is a bounded number of polls.
 
 mod dpdk_af_packet;
+mod dpdk_in_place;
 mod dpdk_memif;
 
 use splitkv_nic::net::dpdk::frame::{write_headers, FrameEnd};
@@ -145,6 +146,8 @@ fn dpdk_transport_on_virtual_devices() {
     port_counters_agree(&a, &b);
     let (mut c, mut d) = pair(eal, DPDK_MBUFS_MIN);
     an_empty_pool_is_congestion(&mut c, &mut d);
+    let (e, f) = pair(eal, DPDK_MBUFS_DEFAULT);
+    dpdk_in_place::stacks_fill_mbufs_in_place(e, f);
     dpdk_memif::two_processes_over_memif(memif);
     match af_packet {
         Ok(run) => dpdk_af_packet::three_namespaced_processes_over_af_packet(run),

@@ -68,7 +68,8 @@ impl DpdkCounters {
     }
 
     /// `/status`'s `dpdk` object: `tx` (packets, bytes, bursts, port full,
-    /// mempool empty, unknown destination, oversized, broadcast frames),
+    /// mempool empty, unknown destination, oversized, broadcast frames,
+    /// packets sent in place and copied, buffer reservations refused),
     /// `rx` (packets, bytes, bursts, `dropped` by [`RxDrop`] name and
     /// `dropped_total`), `peers_repointed`, `mbufs_available` and `port`
     /// (the driver's counters).
@@ -89,6 +90,9 @@ impl DpdkCounters {
                 "unknown_destination": t.unknown_destination,
                 "oversized": t.oversized,
                 "broadcast_frames": t.broadcast_frames,
+                "in_place": t.tx_in_place,
+                "copied": t.tx_copied,
+                "lend_refused": t.lend_refused,
             },
             "rx": {
                 "packets": t.packets_received,

@@ -55,6 +55,24 @@ uint8_t *splitkv_dpdk_mbuf_append(struct rte_mbuf *m, uint16_t len)
 	return (uint8_t *)rte_pktmbuf_append(m, len);
 }
 
+void splitkv_dpdk_mbuf_set_len(struct rte_mbuf *m, uint16_t len)
+{
+	m->data_len = len;
+	m->pkt_len = len;
+}
+
+uint16_t splitkv_dpdk_mbuf_refcnt_update(struct rte_mbuf *m, int16_t delta)
+{
+	return rte_mbuf_refcnt_update(m, delta);
+}
+
+uint16_t splitkv_dpdk_mbuf_refcnt_read(const struct rte_mbuf *m)
+{
+	uint16_t n = rte_mbuf_refcnt_read(m);
+	__atomic_thread_fence(__ATOMIC_ACQUIRE);
+	return n;
+}
+
 int splitkv_dpdk_mbuf_chain(struct rte_mbuf *head, struct rte_mbuf *tail)
 {
 	return rte_pktmbuf_chain(head, tail);

@@ -32,6 +32,16 @@ uint8_t *splitkv_dpdk_mbuf_append(struct rte_mbuf *m, uint16_t len);
 /* rte_pktmbuf_chain: 0, or -EOVERFLOW past the segment limit. */
 int splitkv_dpdk_mbuf_chain(struct rte_mbuf *head, struct rte_mbuf *tail);
 
+/* Sets a single-segment mbuf's data_len and pkt_len to len (its data must
+ * hold len bytes from the data offset: the caller appended at least as many
+ * before). */
+void splitkv_dpdk_mbuf_set_len(struct rte_mbuf *m, uint16_t len);
+/* rte_mbuf_refcnt_update (returns the new count) and rte_mbuf_refcnt_read
+ * followed by an acquire fence, so a count of 1 orders the caller after
+ * every former holder's last access. */
+uint16_t splitkv_dpdk_mbuf_refcnt_update(struct rte_mbuf *m, int16_t delta);
+uint16_t splitkv_dpdk_mbuf_refcnt_read(const struct rte_mbuf *m);
+
 /* rte_errno of the calling thread (a per-lcore variable). */
 int splitkv_dpdk_errno(void);
 

@@ -10,6 +10,11 @@
 //! destination ([`super::fragment`] reassembles them); a body is at most
 //! [`MESSAGE_BYTES_MAX`] bytes.
 //!
+//! Packets to other nodes are written straight into buffers the transport
+//! lends when it lends any ([`Batcher::set_tx_lender`], [`super::txbuf`]),
+//! so appending a body is the one copy of its bytes on the send path; with
+//! no lender, or none free, into heap buffers the batcher reuses.
+//!
 //! Sealed packets wait in a per-destination **backlog** until the session
 //! layer ([`super::session`]) numbers them into its window. The backlog is
 //! bounded ([`SessionConfig::backlog_packets`](super::session::SessionConfig));
@@ -24,6 +29,7 @@
 //! (over 30 MB) of headroom per peer; should a refusal still happen, the
 //! runtime stops the node with a typed fault (`Io::send`), never a panic.
 
+use super::txbuf::{PacketBuf, TxLender};
 use crate::placement::NODES_MAX;
 use splitkv_layout::wire::{
     BodyWriter, Flow, MsgHeader, MsgKind, NodeId, PacketHeader, MESSAGES_PER_PACKET_MAX,
@@ -83,11 +89,15 @@ pub struct BatchStats {
     pub fragments: u64,
     /// Messages to this node itself (delivered without the transport).
     pub loopback_messages: u64,
+    /// Packets (of `packets`) written in place in a buffer the transport
+    /// lent ([`Batcher::set_tx_lender`]); the rest were written to heap
+    /// buffers, which the transport copies.
+    pub lent_packets: u64,
 }
 
 #[derive(Debug, Default)]
 struct Open {
-    bytes: Vec<u8>,
+    bytes: PacketBuf,
     count: u16,
 }
 
@@ -101,10 +111,11 @@ pub struct Batcher {
     backlog_max: usize,
     open: Vec<Open>,
     /// Sealed packets per destination; this node's own entry is the loopback.
-    sealed: Vec<VecDeque<Vec<u8>>>,
+    sealed: Vec<VecDeque<PacketBuf>>,
     spare: Vec<Vec<u8>>,
     stats: BatchStats,
     inline_bytes_max: usize,
+    lender: Option<&'static dyn TxLender>,
 }
 
 impl Batcher {
@@ -136,7 +147,18 @@ impl Batcher {
             spare: Vec::new(),
             stats: BatchStats::default(),
             inline_bytes_max: 0,
+            lender: None,
         }
+    }
+
+    /// Writes packets to other nodes into buffers `lender` lends from now
+    /// on (`None`: heap buffers, which the transport copies — the path
+    /// before lending, kept for measurement). A lender whose buffers are
+    /// smaller than the MTU is not used. Returns whether packets are now
+    /// filled in lent buffers.
+    pub fn set_tx_lender(&mut self, lender: Option<&'static dyn TxLender>) -> bool {
+        self.lender = lender.filter(|l| l.capacity() >= self.mtu);
+        self.lender.is_some()
     }
 
     /// Largest packet this batcher seals, in bytes.
@@ -281,23 +303,30 @@ impl Batcher {
     /// Appends one message (or fragment) to `d`'s open packet, opening one.
     fn append(&mut self, d: usize, flow: Flow, kind: MsgKind, flags: u8, body: &[u8]) {
         if self.open[d].count == 0 {
-            let mut bytes = self.spare_buffer();
+            let mut bytes = self.packet_buffer(d);
+            let mut head = [0u8; PACKET_HEADER_BYTES];
             PacketHeader {
                 dst: d as NodeId,
                 ..self.template
             }
-            .encode(&mut bytes);
+            .write(&mut head);
+            let written = bytes.extend_from_slice(&head);
+            assert!(written, "a fresh packet buffer holds a header");
             self.open[d].bytes = bytes;
         }
         let o = &mut self.open[d];
-        MsgHeader {
+        let head = MsgHeader {
             flow,
             kind,
             flags,
             len: body.len() as u32,
         }
-        .encode(&mut o.bytes);
-        o.bytes.extend_from_slice(body);
+        .to_bytes();
+        // Room was checked against the MTU (`joins_open`, `fragment_bytes`),
+        // which a lent buffer holds (`set_tx_lender`), and nobody else holds
+        // an open packet's buffer.
+        let written = o.bytes.extend_from_slice(&head) && o.bytes.extend_from_slice(body);
+        assert!(written, "an open packet has room for what joins it");
         o.count += 1;
         debug_assert!(o.bytes.len() <= self.mtu);
     }
@@ -310,7 +339,8 @@ impl Batcher {
         let mut bytes = std::mem::take(&mut o.bytes);
         let count = std::mem::replace(&mut o.count, 0);
         let len = (bytes.len() - PACKET_HEADER_BYTES) as u32;
-        PacketHeader::patch_count_len(&mut bytes, count, len);
+        let head = bytes.try_mut().expect("nobody else holds an open packet");
+        PacketHeader::patch_count_len(head, count, len);
         if d == self.template.src as usize {
             self.stats.loopback_messages += count as u64;
         } else {
@@ -318,6 +348,7 @@ impl Batcher {
             self.stats.messages += count as u64;
             self.stats.bytes += bytes.len() as u64;
             self.stats.inline_packets += (bytes.len() <= self.inline_bytes_max) as u64;
+            self.stats.lent_packets += bytes.is_lent() as u64;
         }
         self.sealed[d].push_back(bytes);
     }
@@ -348,12 +379,12 @@ impl Batcher {
 
     /// The per-destination backlogs of sealed packets, indexed by node id
     /// (this node's own entry is the loopback), for the session layer.
-    pub fn backlogs_mut(&mut self) -> &mut [VecDeque<Vec<u8>>] {
+    pub fn backlogs_mut(&mut self) -> &mut [VecDeque<PacketBuf>] {
         &mut self.sealed
     }
 
     /// Takes the oldest sealed packet addressed to this node itself.
-    pub fn pop_loopback(&mut self) -> Option<Vec<u8>> {
+    pub fn pop_loopback(&mut self) -> Option<PacketBuf> {
         self.sealed[self.template.src as usize].pop_front()
     }
 
@@ -367,9 +398,27 @@ impl Batcher {
         b
     }
 
+    /// A buffer for a new packet to `d`: lent by the transport when it
+    /// lends and `d` is another node (loopback packets never reach the
+    /// transport), else a spare heap buffer.
+    fn packet_buffer(&mut self, d: usize) -> PacketBuf {
+        let lent = match self.lender {
+            Some(l) if d != self.template.src as usize => l.reserve(),
+            _ => None,
+        };
+        match lent {
+            Some(b) => PacketBuf::Lent(b),
+            None => PacketBuf::Heap(self.spare_buffer()),
+        }
+    }
+
     /// Returns a consumed packet buffer for reuse (at most
-    /// [`SPARE_BUFFERS_MAX`] are kept).
-    pub fn recycle(&mut self, buf: Vec<u8>) {
+    /// [`SPARE_BUFFERS_MAX`] heap buffers are kept; a lent one goes back
+    /// to its lender).
+    pub fn recycle(&mut self, buf: PacketBuf) {
+        let Some(buf) = buf.into_heap() else {
+            return;
+        };
         if self.spare.len() < SPARE_BUFFERS_MAX && buf.capacity() >= self.mtu {
             self.spare.push(buf);
         }

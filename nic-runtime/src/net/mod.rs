@@ -20,7 +20,9 @@
 //!
 //! Buffers belong to the transport: [`Transport::tx_burst`] copies (or, for a
 //! zero-copy transport, references until [`Transport::tx_flush`]) the bytes it
-//! is given, and [`Transport::rx_burst`] lends each received packet to a
+//! is given; a transport that lends its own memory ([`Transport::tx_lender`])
+//! lets the batching layer fill packets in place and takes them by reference
+//! ([`Transport::tx_commit`]; see [`txbuf`]); and [`Transport::rx_burst`] lends each received packet to a
 //! callback for the duration of the call, so a DPDK mbuf or a registered RDMA
 //! buffer can back packets without an allocation per packet.
 
@@ -33,6 +35,7 @@ pub mod fragment;
 pub mod mem;
 pub mod session;
 pub mod stack;
+pub mod txbuf;
 #[cfg(target_os = "linux")]
 pub mod udp;
 #[cfg(all(feature = "verbs", target_os = "linux"))]
@@ -41,6 +44,7 @@ pub mod verbs;
 use crate::Nanos;
 use splitkv_layout::wire::NodeId;
 use std::net::SocketAddr;
+pub use txbuf::{PacketBuf, TxBuf, TxCommit, TxLender};
 
 /// A sealed packet waiting for the transport (owned by the batching layer
 /// until the transport has taken a copy).
@@ -147,6 +151,30 @@ pub trait Transport: Send {
     /// the rest and offers them again later). A packet to a destination the
     /// transport does not know is taken and dropped, as a network would.
     fn tx_burst(&mut self, now: Nanos, packets: &[TxPacket<'_>]) -> usize;
+
+    /// The source of this transport's own packet buffers, for the batching
+    /// layer to fill in place ([`txbuf`]'s reserve/commit path); `None`
+    /// (the default) for a transport that copies what it is given.
+    fn tx_lender(&self) -> Option<&'static dyn TxLender> {
+        None
+    }
+
+    /// As [`Transport::tx_burst`] (at most [`TX_BURST_MAX`] packets are
+    /// looked at), for packets in [`PacketBuf`]s: a transport takes one it
+    /// lent by reference (the caller keeps its own; neither writes the
+    /// bytes until the other lets go) and copies any other. The default
+    /// copies every packet through [`Transport::tx_burst`].
+    fn tx_commit(&mut self, now: Nanos, packets: &[TxCommit<'_>]) -> usize {
+        let n = packets.len().min(TX_BURST_MAX);
+        let mut burst = [TxPacket { dst: 0, bytes: &[] }; TX_BURST_MAX];
+        for (slot, p) in burst.iter_mut().zip(&packets[..n]) {
+            *slot = TxPacket {
+                dst: p.dst,
+                bytes: p.buf,
+            };
+        }
+        self.tx_burst(now, &burst[..n])
+    }
 
     /// Puts every packet queued by [`Transport::tx_burst`] on the wire
     /// (end of an iteration).

@@ -26,7 +26,11 @@
 //!   [`RETRANSMIT_TIMEOUT_MAX_NS`]. On a
 //!   transport that cannot lose packets ([`super::Transport::is_lossy`] is
 //!   false) no copies are kept and nothing is retransmitted; numbering, acks
-//!   and checks still run.
+//!   and checks still run. A packet the batcher filled in a buffer the
+//!   transport lent ([`super::txbuf`]) is kept as a reference to that
+//!   buffer, not a copy, and sent again by reference; only when the driver
+//!   or a receiver still holds it is its header patched in a heap copy
+//!   ([`SessionStats::resend_copies`]).
 //! - **Own stalls.** Time during which this node did not run is not held
 //!   against its peers: when more than [`FLUSH_GAP_GRACE_NS`] passed
 //!   between two flushes (the polling thread was descheduled, as on an
@@ -77,6 +81,7 @@ mod tests_rto;
 
 pub use rto::{RETRANSMIT_BACKOFFS_MAX, RETRANSMIT_TIMEOUT_MAX_NS};
 
+use super::PacketBuf;
 use crate::placement::NODES_MAX;
 use crate::Nanos;
 use splitkv_layout::wire::{NodeId, PacketHeader};
@@ -258,6 +263,11 @@ pub struct SessionStats {
     pub stalls_forgiven: u64,
     /// Round-trip samples taken (acknowledged packets sent once).
     pub rtt_samples: u64,
+    /// Packets in a transport's lent buffer that were copied to the heap
+    /// before being numbered or sent again, because the driver or a
+    /// receiver still held the buffer (see [`super::txbuf`]: otherwise a
+    /// retransmission commits the same buffer, with no copy).
+    pub resend_copies: u64,
 }
 
 /// One peer's session state.
@@ -274,7 +284,7 @@ struct Session {
     /// Numbered packets still held: on a lossy transport every packet of
     /// `acked..next_seq` (retransmission copies); otherwise only those the
     /// transport has not taken yet.
-    held: VecDeque<Vec<u8>>,
+    held: VecDeque<PacketBuf>,
     /// Index in `held` of the next packet to hand to the transport.
     unsent: usize,
     /// Index in `held` of the first packet never handed to the transport.
@@ -465,10 +475,13 @@ impl Sessions {
         }
     }
 
-    /// Returns a packet buffer for reuse.
-    pub(crate) fn recycle(&mut self, buf: Vec<u8>) {
-        if self.spare.len() < SPARE_BUFFERS_MAX {
-            self.spare.push(buf);
+    /// Returns a packet buffer for reuse (a lent one goes back to its
+    /// lender).
+    pub(crate) fn recycle(&mut self, buf: PacketBuf) {
+        if let Some(buf) = buf.into_heap() {
+            if self.spare.len() < SPARE_BUFFERS_MAX {
+                self.spare.push(buf);
+            }
         }
     }
 
@@ -480,7 +493,7 @@ impl Sessions {
         })
     }
 
-    fn drop_held(&mut self, held: VecDeque<Vec<u8>>) -> u64 {
+    fn drop_held(&mut self, held: VecDeque<PacketBuf>) -> u64 {
         let mut messages = 0;
         for b in held {
             messages += PacketHeader::count_of(&b) as u64;

@@ -16,7 +16,7 @@
 use super::batch::{BatchError, BatchStats, Batcher};
 use super::fragment::FragmentStats;
 use super::session::{SessionConfig, SessionConfigError, SessionEvent, SessionStats, Sessions};
-use super::Transport;
+use super::{PacketBuf, Transport, TxLender};
 use crate::placement::NODES_MAX;
 use crate::Nanos;
 use splitkv_layout::wire::{
@@ -44,6 +44,12 @@ pub struct StackConfig {
     /// Batching on (Dandelion §5.1) or off (one message per packet, for
     /// measurement).
     pub batching: bool,
+    /// Whether packets are filled in place in buffers the transport lends,
+    /// when it lends any (the reserve/commit path, [`super::txbuf`]);
+    /// `false` writes them to heap buffers the transport copies (the path
+    /// before lending, kept for measurement). Applied by whoever joins the
+    /// stack to its transport ([`Stack::attach_lender`]).
+    pub fill_in_place: bool,
     /// Session limits and timers.
     pub session: SessionConfig,
 }
@@ -54,6 +60,7 @@ impl Default for StackConfig {
             cluster_id: CLUSTER_ID_DEFAULT,
             incarnation: INCARNATION_DEFAULT,
             batching: true,
+            fill_in_place: true,
             session: SessionConfig::default(),
         }
     }
@@ -166,6 +173,21 @@ impl Stack {
         self.batcher.set_inline_bytes_max(bytes);
     }
 
+    /// Fills packets to other nodes in place in buffers `lender` lends
+    /// ([`Transport::tx_lender`]; `None`: heap buffers the transport copies,
+    /// the path before lending). Returns whether the lender is used (its
+    /// buffers must hold an MTU-sized packet); see [`super::txbuf`].
+    pub fn set_tx_lender(&mut self, lender: Option<&'static dyn TxLender>) -> bool {
+        self.batcher.set_tx_lender(lender)
+    }
+
+    /// Fills packets in place in `transport`'s buffers if `cfg` asks for it
+    /// ([`StackConfig::fill_in_place`]) and the transport lends any: see
+    /// [`Stack::set_tx_lender`]. Returns whether it does.
+    pub fn attach_lender(&mut self, transport: &dyn Transport, cfg: &StackConfig) -> bool {
+        self.set_tx_lender(transport.tx_lender().filter(|_| cfg.fill_in_place))
+    }
+
     /// Largest packet, in bytes.
     pub fn mtu(&self) -> usize {
         self.batcher.mtu()
@@ -249,7 +271,7 @@ impl Stack {
             .sessions
             .flush(now, transport, self.batcher.backlogs_mut());
         while let Some(b) = self.sessions.spare_buffer() {
-            self.batcher.recycle(b);
+            self.batcher.recycle(PacketBuf::Heap(b));
         }
         work
     }
@@ -260,12 +282,12 @@ impl Stack {
     }
 
     /// The oldest sealed packet addressed to this node itself.
-    pub fn pop_loopback(&mut self) -> Option<Vec<u8>> {
+    pub fn pop_loopback(&mut self) -> Option<PacketBuf> {
         self.batcher.pop_loopback()
     }
 
     /// Returns a consumed packet buffer for reuse.
-    pub fn recycle(&mut self, buf: Vec<u8>) {
+    pub fn recycle(&mut self, buf: PacketBuf) {
         self.batcher.recycle(buf);
     }
 
@@ -306,3 +328,5 @@ impl Stack {
 
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod tests_lent;

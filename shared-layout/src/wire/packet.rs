@@ -299,8 +299,23 @@ impl MsgHeader {
 
     /// Appends the 8-byte encoding.
     pub fn encode(&self, out: &mut Vec<u8>) {
-        out.extend_from_slice(&[self.flow as u8, self.kind as u8, self.flags, 0]);
-        out.extend_from_slice(&self.len.to_le_bytes());
+        out.extend_from_slice(&self.to_bytes());
+    }
+
+    /// The 8-byte encoding (for writers that append to memory other than a
+    /// `Vec`, such as a transport's packet buffer).
+    pub fn to_bytes(&self) -> [u8; MSG_HEADER_BYTES] {
+        let l = self.len.to_le_bytes();
+        [
+            self.flow as u8,
+            self.kind as u8,
+            self.flags,
+            0,
+            l[0],
+            l[1],
+            l[2],
+            l[3],
+        ]
     }
 
     /// Whether the body continues in the sender's next message.

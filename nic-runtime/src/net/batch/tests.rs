@@ -23,7 +23,7 @@ fn ack(w: &mut BodyWriter, tx: u64) {
 }
 
 fn sealed(b: &mut Batcher, d: usize) -> Vec<Vec<u8>> {
-    b.backlogs_mut()[d].drain(..).collect()
+    b.backlogs_mut()[d].drain(..).map(|p| p.to_vec()).collect()
 }
 
 #[test]

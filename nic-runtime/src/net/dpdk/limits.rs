@@ -24,6 +24,12 @@ pub const DPDK_BURST_MAX: usize = crate::net::TX_BURST_MAX;
 /// Packets `tx_burst` queues (in mbufs) before `tx_flush` hands them to the
 /// port; when all are queued `tx_burst` takes fewer.
 pub const DPDK_TX_QUEUED_MAX: usize = 1024;
+/// Share of a transport's mbufs (percent) the batching layer may hold at
+/// once as lent packet buffers (reserve/commit; [`crate::net::txbuf`]): the
+/// rest stay free for the receive descriptors and the send queue, so a
+/// sender waiting on acknowledgements can still receive them. Past it the
+/// batcher writes to heap buffers, which are copied.
+pub const DPDK_LENT_MBUFS_PERCENT: u32 = 50;
 /// Default mbufs in a transport's pool (2^q − 1 suits DPDK's ring pool).
 pub const DPDK_MBUFS_DEFAULT: u32 = 4095;
 /// Fewest mbufs in a pool: the queued sends, a receive burst and some room

@@ -15,13 +15,22 @@
 //! devices (`--vdev=net_memif0,...`, `--vdev=net_af_packet0,iface=...`) or
 //! two ports joined back to back by rings ([`dpdk_ring_pair`], net_ring).
 //!
-//! **Buffers.** [`Transport::tx_burst`] copies each packet into an mbuf
-//! from the transport's pool, after the frame headers, and queues it (at most
-//! [`DPDK_TX_QUEUED_MAX`]); [`Transport::tx_flush`] hands the queue to the
-//! port in bursts. This is one copy on the send path, as on UDP; filling
-//! mbufs in place (a reserve/commit call in the transport interface, with
-//! retransmissions holding an mbuf by reference count) is a later step.
-//! [`Transport::rx_burst`] lends each received frame's packet straight from
+//! **Buffers.** The transport lends its mbufs to the batching layer
+//! ([`Transport::tx_lender`](crate::net::Transport::tx_lender); at most [`DPDK_LENT_MBUFS_PERCENT`] of the
+//! pool at once): each lent buffer is an mbuf's data behind room for the
+//! frame headers, so the batcher writes the packet in place — the one copy
+//! of payload bytes on the send path. [`Transport::tx_commit`](crate::net::Transport::tx_commit) writes the
+//! frame headers in front, adds a reference for the port
+//! (`rte_mbuf_refcnt_update`) and queues the mbuf; the session keeps its
+//! own reference until the packet is acknowledged, so a retransmission
+//! commits the same mbuf again (see [`crate::net::txbuf`] for who may write
+//! when). A packet in any other memory, or in an mbuf still held by the
+//! port or a receiver, is copied into a fresh mbuf, as
+//! [`Transport::tx_burst`](crate::net::Transport::tx_burst) always does ([`DpdkStats::tx_in_place`] and
+//! [`DpdkStats::tx_copied`] count the two). At most [`DPDK_TX_QUEUED_MAX`]
+//! are queued; [`Transport::tx_flush`](crate::net::Transport::tx_flush) hands the queue to the port in
+//! bursts.
+//! [`Transport::rx_burst`](crate::net::Transport::rx_burst) lends each received frame's packet straight from
 //! its mbuf (no copy) and frees the burst's mbufs in one call. Nothing is
 //! allocated per packet. A transport's mempool is never freed (its mbufs can
 //! outlive the port: net_ring hands the sender's mbuf to the receiver), so
@@ -37,7 +46,7 @@
 //! the port does not take whole keeps the rest for the next.
 //!
 //! **Addresses.** Each peer is a MAC and an IPv4 address and UDP port
-//! ([`DpdkPeer`]); [`Transport::set_peer_address`] re-points a node at a new
+//! ([`DpdkPeer`]); [`Transport::set_peer_address`](crate::net::Transport::set_peer_address) re-points a node at a new
 //! IPv4 address and port and takes the MAC for it from the neighbour table
 //! ([`DpdkTransport::set_neighbour`], or another peer at that IPv4 address);
 //! with none known, frames go to the broadcast MAC (counted) and the
@@ -68,8 +77,9 @@ mod transport;
 pub use frame::{MacAddr, MacAddrError, RxDrop, FRAME_HEADER_BYTES};
 pub use limits::{
     DPDK_BURST_MAX, DPDK_DESCRIPTORS_DEFAULT, DPDK_DESCRIPTORS_MAX, DPDK_FORMER_ADDRESSES_MAX,
-    DPDK_MBUFS_DEFAULT, DPDK_MBUFS_MAX, DPDK_MBUFS_MIN, DPDK_MTU_DEFAULT, DPDK_MTU_MAX,
-    DPDK_MTU_MIN, DPDK_NEIGHBOURS_MAX, DPDK_PEERS_MAX, DPDK_RING_SLOTS, DPDK_TX_QUEUED_MAX,
+    DPDK_LENT_MBUFS_PERCENT, DPDK_MBUFS_DEFAULT, DPDK_MBUFS_MAX, DPDK_MBUFS_MIN, DPDK_MTU_DEFAULT,
+    DPDK_MTU_MAX, DPDK_MTU_MIN, DPDK_NEIGHBOURS_MAX, DPDK_PEERS_MAX, DPDK_RING_SLOTS,
+    DPDK_TX_QUEUED_MAX,
 };
 pub use stats::{DpdkPortStats, DpdkStats, RxDropCounts};
 

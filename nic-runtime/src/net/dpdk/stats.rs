@@ -29,6 +29,15 @@ impl RxDropCounts {
 pub struct DpdkStats {
     /// Packets the port took for sending.
     pub packets_sent: u64,
+    /// Packets queued by reference, in an mbuf this transport lent and the
+    /// batching layer filled in place (no copy here).
+    pub tx_in_place: u64,
+    /// Packets copied into a fresh mbuf (the bytes were in other memory, or
+    /// in a lent mbuf the port or a receiver still held).
+    pub tx_copied: u64,
+    /// Buffer reservations refused (the lent share of the pool reached, or
+    /// the pool empty): the batcher wrote those packets to the heap.
+    pub lend_refused: u64,
     /// splitkv bytes in them (frame headers excluded).
     pub bytes_sent: u64,
     /// Packets lent to the caller.

@@ -10,10 +10,11 @@
 
 use super::eal::{strerror, Eal};
 use super::frame::MacAddr;
+use crate::net::{TxBuf, TxLender};
 use dpdk_sys as sys;
 use std::ffi::{CStr, CString};
 use std::ptr::NonNull;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 
 /// The queue both directions of a [`Port`] use.
 const QUEUE: u16 = 0;
@@ -156,6 +157,152 @@ impl Mbuf {
         } else {
             Err(tail)
         }
+    }
+}
+
+impl Mbuf {
+    /// Sets the (single-segment) mbuf's length to `len` bytes from its data
+    /// start and returns the first `prefix` of them for writing, or `None`
+    /// past what was appended before (the lent buffer's full length).
+    fn set_len(&mut self, len: u16, appended: u16, prefix: u16) -> Option<&mut [u8]> {
+        if len > appended || prefix > len {
+            return None;
+        }
+        // SAFETY: owned; `appended` bytes from the data start were appended
+        // (by the lender), so `len` of them lie in the buffer; only the
+        // `prefix` is borrowed.
+        unsafe {
+            let m = self.0.as_ptr();
+            sys::splitkv_dpdk_mbuf_set_len(m, len);
+            Some(std::slice::from_raw_parts_mut(
+                sys::splitkv_dpdk_mbuf_data(m),
+                usize::from(prefix),
+            ))
+        }
+    }
+}
+
+/// Lends mbufs of one pool to the batching layer ([`TxLender`], the
+/// reserve/commit send path): each lent buffer is an mbuf's data after room
+/// for the frame headers, `capacity` bytes (the MTU) long. At most
+/// `lent_max` references are out at once, so the receive queue and the
+/// send queue always find mbufs in the pool (the rest). Leaked at creation
+/// (one per transport), like the pool.
+#[derive(Debug)]
+pub(super) struct MbufLender {
+    pool: NonNull<sys::rte_mempool>,
+    capacity: usize,
+    headroom: usize,
+    lent: AtomicU32,
+    lent_max: u32,
+    refused: AtomicU64,
+}
+
+// SAFETY: the pool is never freed; mempool get/put and mbuf reference
+// counts are thread-safe (module docs); the counters are atomics.
+unsafe impl Send for MbufLender {}
+// SAFETY: as above.
+unsafe impl Sync for MbufLender {}
+
+impl MbufLender {
+    /// A lender of `pool`'s mbufs holding `capacity` bytes after
+    /// `headroom` bytes (the frame headers), at most `lent_max` at once.
+    pub fn leak(
+        pool: &Mempool,
+        capacity: usize,
+        headroom: usize,
+        lent_max: u32,
+    ) -> &'static MbufLender {
+        Box::leak(Box::new(MbufLender {
+            pool: pool.0,
+            capacity,
+            headroom,
+            lent: AtomicU32::new(0),
+            lent_max,
+            refused: AtomicU64::new(0),
+        }))
+    }
+
+    /// References out now.
+    pub fn lent(&self) -> u32 {
+        self.lent.load(Ordering::Relaxed)
+    }
+
+    /// Reservations refused (the bound reached, or the pool empty).
+    pub fn refused(&self) -> u64 {
+        self.refused.load(Ordering::Relaxed)
+    }
+
+    /// The mbuf of a buffer this lender lent, with one more reference (the
+    /// caller's, to hand to the port), its length set to the headroom plus
+    /// the buffer's bytes and `head` (the frame headers, exactly the
+    /// headroom) written before them. `None` when `head` is not the
+    /// headroom's length. The caller checked that `buf` is the buffer's
+    /// only reference ([`TxBuf::is_exclusive`]), so nobody reads the
+    /// headroom while it is written.
+    pub fn commit(&self, buf: &TxBuf, head: &[u8]) -> Option<Mbuf> {
+        if !buf.is_from(self) || head.len() != self.headroom {
+            return None;
+        }
+        let total = u16::try_from(self.headroom + buf.len()).ok()?;
+        let appended = u16::try_from(self.headroom + self.capacity).ok()?;
+        // SAFETY: the buffer's token is a live mbuf of this lender
+        // (`is_from`); the reference added here is owned by the Mbuf.
+        let mut m = unsafe {
+            sys::splitkv_dpdk_mbuf_refcnt_update(buf.token() as *mut sys::rte_mbuf, 1);
+            Mbuf(NonNull::new_unchecked(buf.token() as *mut sys::rte_mbuf))
+        };
+        // The headroom lies before the lent bytes, disjoint from what `buf`
+        // reads.
+        let prefix = self.headroom as u16; // < total
+        m.set_len(total, appended, prefix)?.copy_from_slice(head);
+        Some(m)
+    }
+}
+
+// SAFETY: tokens are mbufs of `pool` handed out by `reserve` (TxBuf keeps
+// them live); refcnt calls are DPDK's atomics, and the read is followed by
+// an acquire fence (the shim).
+unsafe impl TxLender for MbufLender {
+    fn reserve(&'static self) -> Option<TxBuf> {
+        if self.lent.load(Ordering::Relaxed) >= self.lent_max {
+            self.refused.fetch_add(1, Ordering::Relaxed);
+            return None;
+        }
+        // SAFETY: the pool is valid for the process's life.
+        let m = unsafe { sys::splitkv_dpdk_pktmbuf_alloc(self.pool.as_ptr()) };
+        let Some(mut m) = NonNull::new(m).map(Mbuf) else {
+            self.refused.fetch_add(1, Ordering::Relaxed);
+            return None;
+        };
+        let len = u16::try_from(self.headroom + self.capacity).ok()?;
+        let data = NonNull::new(m.append(len)?[self.headroom..].as_mut_ptr())?;
+        self.lent.fetch_add(1, Ordering::Relaxed);
+        let token = m.0.as_ptr() as usize;
+        std::mem::forget(m);
+        // SAFETY: the mbuf's one reference goes to the TxBuf; its data
+        // holds headroom + capacity appended bytes, valid while referenced.
+        Some(unsafe { TxBuf::from_raw(self, token, data, self.capacity) })
+    }
+
+    fn capacity(&self) -> usize {
+        self.capacity
+    }
+
+    unsafe fn retain(&self, token: usize) {
+        self.lent.fetch_add(1, Ordering::Relaxed);
+        sys::splitkv_dpdk_mbuf_refcnt_update(token as *mut sys::rte_mbuf, 1);
+    }
+
+    unsafe fn release(&self, token: usize) {
+        self.lent.fetch_sub(1, Ordering::Relaxed);
+        sys::splitkv_dpdk_pktmbuf_free(token as *mut sys::rte_mbuf);
+    }
+
+    unsafe fn refs(&self, token: usize) -> u32 {
+        u32::from(sys::splitkv_dpdk_mbuf_refcnt_read(
+            token as *const sys::rte_mbuf,
+        ))
     }
 }
 

@@ -7,8 +7,11 @@ use super::eal::Eal;
 use super::frame::{self, MacAddr, RxDrop};
 use super::limits::*;
 use super::stats::{DpdkPortStats, DpdkStats};
-use super::sys::{self, Mbuf, Mempool, Port, PortSetup, SysError};
-use crate::net::{PeerAddressError, PeerAddressStats, Transport, TxPacket};
+use super::sys::{self, Mbuf, MbufLender, Mempool, Port, PortSetup, SysError};
+use crate::net::{
+    PacketBuf, PeerAddressError, PeerAddressStats, Transport, TxCommit, TxLender, TxPacket,
+    TX_BURST_MAX,
+};
 use crate::Nanos;
 use frame::FrameEnd;
 use splitkv_layout::wire::NodeId;
@@ -19,6 +22,8 @@ use std::net::{Ipv4Addr, SocketAddr, SocketAddrV4};
 pub struct DpdkTransport {
     port: Port,
     pool: Mempool,
+    /// Lends the pool's mbufs to the batching layer (reserve/commit).
+    lender: &'static MbufLender,
     device: String,
     local: FrameEnd,
     mtu: usize,
@@ -80,9 +85,12 @@ impl DpdkTransport {
             Some(m) => m,
             None => port.mac().map_err(setup_err)?,
         };
+        let lent_max = cfg.mbufs / 100 * DPDK_LENT_MBUFS_PERCENT;
+        let lender = MbufLender::leak(&pool, cfg.mtu, frame::FRAME_HEADER_BYTES, lent_max);
         Ok(DpdkTransport {
             port,
             pool,
+            lender,
             device: cfg.device,
             local: FrameEnd {
                 mac,
@@ -108,7 +116,15 @@ impl DpdkTransport {
 
     /// Counters so far.
     pub fn stats(&self) -> DpdkStats {
-        self.stats
+        DpdkStats {
+            lend_refused: self.lender.refused(),
+            ..self.stats
+        }
+    }
+
+    /// Mbufs lent to the batching layer now (references its buffers hold).
+    pub fn mbufs_lent(&self) -> u32 {
+        self.lender.lent()
     }
 
     /// The port driver's counters (frames the device or driver dropped
@@ -225,10 +241,8 @@ impl DpdkTransport {
         self.former.push_back(addr);
     }
 
-    /// Copies one packet for `dst` into a fresh mbuf behind its frame
-    /// headers. `Err(())` when the pool is empty.
-    fn fill(&mut self, dst: NodeId, bytes: &[u8]) -> Result<Mbuf, ()> {
-        let mut m = self.pool.alloc().ok_or(())?;
+    /// The frame headers of a packet of `len` bytes for `dst`.
+    fn headers(&mut self, dst: NodeId, len: usize) -> [u8; frame::FRAME_HEADER_BYTES] {
         let peer = &self.peers[usize::from(dst)];
         if peer.mac == MacAddr::BROADCAST {
             self.stats.broadcast_frames += 1;
@@ -237,18 +251,57 @@ impl DpdkTransport {
             mac: peer.mac,
             addr: peer.addr,
         };
+        let mut head = [0u8; frame::FRAME_HEADER_BYTES];
+        frame::write_headers(&mut head, &self.local, &to, len);
+        head
+    }
+
+    /// Copies one packet for `dst` into a fresh mbuf behind its frame
+    /// headers. `Err(())` when the pool is empty.
+    fn fill(&mut self, dst: NodeId, bytes: &[u8]) -> Result<Mbuf, ()> {
+        let mut m = self.pool.alloc().ok_or(())?;
+        let head = self.headers(dst, bytes.len());
         let len = frame::FRAME_HEADER_BYTES + bytes.len();
         // The pool's data room holds the headers and an MTU-sized packet.
         let buf = m.append(len as u16).expect("data room sized for the MTU");
-        let (head, body) = buf.split_at_mut(frame::FRAME_HEADER_BYTES);
-        frame::write_headers(
-            head.try_into().expect("header length"),
-            &self.local,
-            &to,
-            bytes.len(),
-        );
+        let (h, body) = buf.split_at_mut(frame::FRAME_HEADER_BYTES);
+        h.copy_from_slice(&head);
         body.copy_from_slice(bytes);
+        self.stats.tx_copied += 1;
         Ok(m)
+    }
+
+    /// Whether a packet of `len` bytes for `dst` is dropped as the network
+    /// would (no such node, over the MTU); counted.
+    fn undeliverable(&mut self, dst: NodeId, len: usize) -> bool {
+        if usize::from(dst) >= self.peers.len() {
+            self.stats.unknown_destination += 1;
+            true
+        } else if len > self.mtu {
+            self.stats.oversized += 1;
+            true
+        } else {
+            false
+        }
+    }
+
+    /// Queues one committed packet: by reference when it is in a buffer
+    /// this transport lent that nobody else holds, else copied. `Err(())`
+    /// when the pool is empty.
+    fn queue(&mut self, dst: NodeId, buf: &PacketBuf) -> Result<(), ()> {
+        if let PacketBuf::Lent(b) = buf {
+            if b.is_from(self.lender) && b.is_exclusive() {
+                let head = self.headers(dst, b.len());
+                if let Some(m) = self.lender.commit(b, &head) {
+                    self.stats.tx_in_place += 1;
+                    self.tx_queue.push(m);
+                    return Ok(());
+                }
+            }
+        }
+        let m = self.fill(dst, buf)?;
+        self.tx_queue.push(m);
+        Ok(())
     }
 
     /// Checks one received mbuf; the packet's place in its data, or why it
@@ -293,14 +346,30 @@ impl Transport for DpdkTransport {
         true
     }
 
-    fn tx_burst(&mut self, _now: Nanos, packets: &[TxPacket<'_>]) -> usize {
+    fn tx_lender(&self) -> Option<&'static dyn TxLender> {
+        Some(self.lender)
+    }
+
+    fn tx_commit(&mut self, _now: Nanos, packets: &[TxCommit<'_>]) -> usize {
+        let packets = &packets[..packets.len().min(TX_BURST_MAX)];
         for (i, p) in packets.iter().enumerate() {
-            if usize::from(p.dst) >= self.peers.len() {
-                self.stats.unknown_destination += 1;
+            if self.undeliverable(p.dst, p.buf.len()) {
                 continue;
             }
-            if p.bytes.len() > self.mtu {
-                self.stats.oversized += 1;
+            if self.tx_queue.len() == DPDK_TX_QUEUED_MAX {
+                return i; // every queue slot is taken: the caller keeps the rest
+            }
+            if self.queue(p.dst, p.buf).is_err() {
+                self.stats.mempool_empty += 1;
+                return i;
+            }
+        }
+        packets.len()
+    }
+
+    fn tx_burst(&mut self, _now: Nanos, packets: &[TxPacket<'_>]) -> usize {
+        for (i, p) in packets.iter().enumerate() {
+            if self.undeliverable(p.dst, p.bytes.len()) {
                 continue;
             }
             if self.tx_queue.len() == DPDK_TX_QUEUED_MAX {

@@ -175,8 +175,10 @@ impl Sessions {
         if lossy {
             let n = n as usize;
             for b in s.held.drain(..n) {
-                if self.spare.len() < SPARE_BUFFERS_MAX {
-                    self.spare.push(b);
+                if let Some(b) = b.into_heap() {
+                    if self.spare.len() < SPARE_BUFFERS_MAX {
+                        self.spare.push(b);
+                    }
                 }
             }
             // A go-back-N resend may not have reached the acknowledged packets

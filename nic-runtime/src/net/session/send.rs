@@ -5,7 +5,7 @@
 use super::{
     Session, SessionEvent, Sessions, FLUSH_GAP_GRACE_NS, RETRANSMIT_PACKETS_PER_TIMEOUT_MAX,
 };
-use crate::net::{Transport, TxPacket, TX_BURST_MAX};
+use crate::net::{PacketBuf, Transport, TxCommit, TxPacket, TX_BURST_MAX};
 use crate::Nanos;
 use splitkv_layout::wire::{NodeId, PacketHeader, PACKET_FLAG_ACK_ONLY, PACKET_HEADER_BYTES};
 use std::collections::VecDeque;
@@ -32,7 +32,7 @@ impl Sessions {
         &mut self,
         now: Nanos,
         transport: &mut dyn Transport,
-        backlogs: &mut [VecDeque<Vec<u8>>],
+        backlogs: &mut [VecDeque<PacketBuf>],
     ) -> bool {
         self.forgive_stall(now);
         let mut work = false;
@@ -124,7 +124,7 @@ impl Sessions {
     }
 
     /// Numbers packets from `backlog` into peer `p`'s window.
-    fn number(&mut self, p: usize, now: Nanos, backlog: &mut VecDeque<Vec<u8>>) {
+    fn number(&mut self, p: usize, now: Nanos, backlog: &mut VecDeque<PacketBuf>) {
         let window = self.cfg.window_packets as u32;
         let epoch = self.epoch;
         let s = &mut self.peers[p];
@@ -140,7 +140,9 @@ impl Sessions {
             }
             let seq = s.next_seq;
             s.next_seq = seq.wrapping_add(1);
-            PacketHeader::patch_session(&mut b, s.peer_incarnation, epoch, seq, s.expected);
+            let (bytes, copied) = b.make_mut();
+            PacketHeader::patch_session(bytes, s.peer_incarnation, epoch, seq, s.expected);
+            self.stats.resend_copies += copied as u64;
             s.held.push_back(b);
         }
     }
@@ -162,18 +164,25 @@ impl Sessions {
                 }
             }
             for i in start..start + n {
-                let b = &mut s.held[i];
+                // A packet sent before may still be held by the driver or
+                // a receiver: then its header is patched in a heap copy.
+                let (b, copied) = s.held[i].make_mut();
                 let seq = PacketHeader::seq_of(b);
                 PacketHeader::patch_session(b, s.peer_incarnation, epoch, seq, s.expected);
+                self.stats.resend_copies += copied as u64;
             }
-            let mut burst = [TxPacket { dst: 0, bytes: &[] }; TX_BURST_MAX];
+            let empty = PacketBuf::default();
+            let mut burst = [TxCommit {
+                dst: 0,
+                buf: &empty,
+            }; TX_BURST_MAX];
             for (slot, i) in burst.iter_mut().zip(start..start + n) {
-                *slot = TxPacket {
+                *slot = TxCommit {
                     dst: p as NodeId,
-                    bytes: &s.held[i],
+                    buf: &s.held[i],
                 };
             }
-            let took = transport.tx_burst(now, &burst[..n]);
+            let took = transport.tx_commit(now, &burst[..n]);
             let resent = took.min(s.sent_hwm.saturating_sub(start));
             if lossy && took > resent {
                 // The first packet sent for the first time may be timed.
@@ -196,8 +205,10 @@ impl Sessions {
                 s.sent_hwm = s.sent_hwm.max(s.unsent);
             } else {
                 for b in s.held.drain(..took) {
-                    if self.spare.len() < super::SPARE_BUFFERS_MAX {
-                        self.spare.push(b);
+                    if let Some(b) = b.into_heap() {
+                        if self.spare.len() < super::SPARE_BUFFERS_MAX {
+                            self.spare.push(b);
+                        }
                     }
                 }
             }

@@ -84,10 +84,10 @@ fn sealed(src: NodeId, dst: NodeId, tx: u64) -> Vec<u8> {
     p
 }
 
-fn backlogs(packets: impl IntoIterator<Item = (usize, Vec<u8>)>) -> Vec<VecDeque<Vec<u8>>> {
-    let mut b: Vec<VecDeque<Vec<u8>>> = (0..3).map(|_| VecDeque::new()).collect();
+fn backlogs(packets: impl IntoIterator<Item = (usize, Vec<u8>)>) -> Vec<VecDeque<PacketBuf>> {
+    let mut b: Vec<VecDeque<PacketBuf>> = (0..3).map(|_| VecDeque::new()).collect();
     for (d, p) in packets {
-        b[d].push_back(p);
+        b[d].push_back(p.into());
     }
     b
 }

@@ -166,9 +166,9 @@ fn packet(tx: u64) -> Vec<u8> {
     p
 }
 
-fn backlog(p: Option<Vec<u8>>) -> Vec<VecDeque<Vec<u8>>> {
-    let mut b: Vec<VecDeque<Vec<u8>>> = (0..2).map(|_| VecDeque::new()).collect();
-    b[1].extend(p);
+fn backlog(p: Option<Vec<u8>>) -> Vec<VecDeque<PacketBuf>> {
+    let mut b: Vec<VecDeque<PacketBuf>> = (0..2).map(|_| VecDeque::new()).collect();
+    b[1].extend(p.map(PacketBuf::from));
     b
 }
 

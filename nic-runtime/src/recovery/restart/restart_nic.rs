@@ -67,6 +67,7 @@ impl NicRuntime {
             net,
         )?;
         stack.set_inline_bytes_max(self.transport.inline_bytes_max());
+        stack.attach_lender(self.transport.as_ref(), net);
         stack.set_epoch(self.io.net.epoch());
         // The membership's view of the peers' incarnations outlives the NIC.
         for p in 0..nodes as NodeId {
