@@ -33,9 +33,19 @@
 //!   The NIC index (pinned until the host applied it) or the host table
 //!   then holds the newest committed value; a COMMIT installed while the
 //!   DMA is in flight is picked up at completion (`recheck_read`, as for
-//!   the single read of an EXECUTE). A backup never serves a GetOne
-//!   (its host applies LOGs lazily): only the placement's primary answers,
-//!   any other node refuses with `Unavailable`.
+//!   the single read of an EXECUTE), and a writer that locks the key after
+//!   the GetOne arrived reaches its commit point later, so the read is
+//!   linearised at its arrival or at that install.
+//! - Why a locked key must be refused, although a primary never shows an
+//!   uncommitted value (pending LOG records are not installed): a
+//!   transaction T past its commit point that writes `x` at primary A and
+//!   `y` at primary B installs them one COMMIT at a time. A GetOne of `x`
+//!   may already return T's value while `y` at B is still locked with its
+//!   old value; a GetOne of `y` that starts after the first one ended and
+//!   ignores the lock would return the old `y`: T both before and after
+//!   — no linearisation (a fractured read). `tla/SingleKeyGetIgnoresLock.cfg`
+//!   is that trace; the mutation switch `get_one_ignores_lock`
+//!   (`server/get_one.rs`) builds it, killed by `host/tests/single_key.rs`.
 //! - A primary that is not serving (recovery epoch, NIC-restart rebuild:
 //!   its locks are being rebuilt from undecided LOG records) refuses with
 //!   `Unavailable`; it never answers from a lock table it has not rebuilt.
