@@ -1,8 +1,9 @@
 //! Single-key calls in one round at the key's primary (Dandelion §3:
 //! `GetOne`, `PutOne`, `InsertOne`) on Xenic's OCC (Xenic §4.2). Specified
-//! in `tla/SingleKey.tla` (actions named below in brackets); the must-fail
-//! models `tla/SingleKeyGetIgnoresLock.cfg` and
-//! `tla/SingleKeyReportEarly.cfg` show what each rule prevents.
+//! in `tla/SingleKey.tla` (its actions named below in brackets; requests and
+//! replies are atomic there); the must-fail models
+//! `tla/SingleKeyGetIgnoresLock.cfg`, `tla/SingleKeyReportEarly.cfg` and
+//! `tla/SingleKeyReportEarly_crash.cfg` show what each rule prevents.
 //!
 //! # The calls
 //!
@@ -50,17 +51,19 @@
 //!   its locks are being rebuilt from undecided LOG records) refuses with
 //!   `Unavailable`; it never answers from a lock table it has not rebuilt.
 //!
-//! **PutOne / InsertOne** `[WriteOneStart]`: the arguments are the
+//! **PutOne / InsertOne**: the arguments are the
 //! one-key `Txn` of the call (put: `[put k v]`; insert: `absent(k)` then
 //! `[put k v]`), checked at the caller to name one key. The primary runs
 //! it as a transaction **it coordinates itself**: its own coordinator
 //! starts the built-in `txn` procedure with a [`TxId`] of its own
-//! (`primary | slot | generation`). So it is an ordinary Xenic OCC
+//! (`primary | slot | generation`; P's `Lock` at n1 in the model). So it is an ordinary Xenic OCC
 //! transaction coordinated at the primary — EXECUTE (local: lock, read,
 //! the room rule's reservation for an insert of an absent key), LOG to
-//! every replica, the commit point, COMMIT — and the one reply
-//! `[WriteOneReply]` carries the outcome only once the coordinator reported
-//! it (after every replica acknowledged COMMIT, as for any transaction).
+//! every replica, the commit point, COMMIT — and the one reply carries
+//! the outcome only once the coordinator reported it (after every replica
+//! acknowledged COMMIT, as for any transaction: P's `Report`; replying at
+//! the primary's own LOG is `WriteOneReplyEarly`, the bug of the
+//! must-fail models).
 //! On the network that is one round trip caller ↔ primary plus the
 //! primary's replication (LOG and COMMIT with each backup); the EXECUTE
 //! and the primary's own LOG/COMMIT go over loopback.
@@ -283,8 +286,8 @@ impl SingleKey {
 
     /// Starts a single-key call for request `req` (its `req_id` is a ticket
     /// below the table's size, [`is_single_key`] holds for its procedure):
-    /// one request to the key's primary `[GetOneSend]`/`[WriteOneSend]`,
-    /// or an outcome at once for arguments that name no single key.
+    /// one request to the key's primary, or an outcome at once for
+    /// arguments that name no single key.
     pub fn start(
         &mut self,
         io: &mut Io,
@@ -442,7 +445,7 @@ impl SingleKey {
         });
     }
 
-    /// A WriteOne arrived from caller `src` `[WriteOneStart]`: start its
+    /// A WriteOne arrived from caller `src`: start its
     /// transaction here as coordinator, or refuse it with `Unavailable`
     /// when this node is not `serving`, its coordinator or forward table
     /// is full, or its network congested.
@@ -478,7 +481,8 @@ impl SingleKey {
     }
 
     /// Sends the outcomes of the writes this node coordinated for callers
-    /// `[WriteOneReply]` (called before the client ports take the rest).
+    /// (`tla/SingleKey.tla` `Report` of P; called before the client ports
+    /// take the rest).
     pub fn reply_forwarded(&mut self, io: &mut Io, coordinator: &mut Coordinator) -> bool {
         let mut work = false;
         let mut i = 0;
