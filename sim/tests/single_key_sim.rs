@@ -115,7 +115,7 @@ impl TxGenerator for SingleKeyGen {
             }
             4..=6 => {
                 let v = self.value(seq, 0);
-                let insert = (r >> 16) % 4 == 0;
+                let insert = (r >> 16).is_multiple_of(4);
                 let absent = Compare {
                     key: key(k),
                     condition: Condition::Absent,
