@@ -9,6 +9,7 @@ use splitkv_layout::app::txn::{Branch, GetResult, Op, Txn, TxnResult};
 use splitkv_layout::host_nic::{TxRequest, TxStatus};
 use splitkv_layout::wire::{Body, BodyWriter, MsgKind, NodeId, ReplyStatus};
 use splitkv_layout::{Key, ObjectFlags, ObjectMeta, TxId, KEY_BYTES};
+use splitkv_nic::protocol::coordinator::DEADLINE_SCAN_INTERVAL_NS;
 use splitkv_nic::protocol::single_key::{
     SingleKey, GET_ONE_PROCEDURE_ID, WRITE_ONE_DEADLINE_PHASES, WRITE_ONE_PROCEDURE_ID,
 };
@@ -18,8 +19,9 @@ use support::server::{ServerRig, PEER};
 
 mod support;
 
-/// The phase deadline of the caller under test (ns).
-const PHASE_NS: u64 = 1_000;
+/// The phase deadline of the caller under test (ns): longer than the
+/// deadline scan's interval, so each check below scans.
+const PHASE_NS: u64 = 2 * DEADLINE_SCAN_INTERVAL_NS;
 /// Tickets of the caller under test.
 const TICKETS: usize = 8;
 

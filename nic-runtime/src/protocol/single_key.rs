@@ -121,7 +121,7 @@ use super::coordinator::{Coordinator, QueuedOutcome};
 use super::Io;
 use crate::procedure::txn::TXN_PROCEDURE_ID;
 use crate::procedure::{ProcedureRegistry, TxPlan};
-use crate::protocol::coordinator::TX_INFLIGHT_MAX;
+use crate::protocol::coordinator::{DEADLINE_SCAN_INTERVAL_NS, TX_INFLIGHT_MAX};
 use crate::Nanos;
 use splitkv_layout::app::txn::{Branch, GetResult, TxnResult};
 use splitkv_layout::host_nic::{TxRequest, TxStatus, ARGS_BYTES_MAX, RESULT_BYTES_MAX};
@@ -214,7 +214,22 @@ pub struct SingleKey {
     free_forwards: Vec<usize>,
     plan: TxPlan,
     phase_deadline_ns: Nanos,
+    /// When the calls were last scanned for their deadlines, and the
+    /// failed peers then (a new failure scans at once).
+    last_scan: (Nanos, u32),
     stats: SingleKeyStats,
+}
+
+/// Queues an outcome for the application's ticket `req_id`, in a spare
+/// result buffer of the coordinator's.
+fn tell(coordinator: &mut Coordinator, req_id: u64, status: TxStatus, result: &[u8]) {
+    let mut buf = coordinator.spare_buffer();
+    buf.extend_from_slice(result);
+    coordinator.outcomes().push_back(QueuedOutcome {
+        req_id,
+        status,
+        result: buf,
+    });
 }
 
 /// The outcome a caller reports for a GetOne refused with `why`.
@@ -249,6 +264,7 @@ impl SingleKey {
             free_forwards: (0..FORWARDS_MAX).rev().collect(),
             plan: TxPlan::default(),
             phase_deadline_ns,
+            last_scan: (0, 0),
             stats: SingleKeyStats::default(),
         }
     }
@@ -277,11 +293,7 @@ impl SingleKey {
 
     fn reject(&mut self, coordinator: &mut Coordinator, req_id: u64, status: TxStatus, why: &str) {
         self.stats.rejected += 1;
-        coordinator.outcomes().push_back(QueuedOutcome {
-            req_id,
-            status,
-            result: why.as_bytes().to_vec(),
-        });
+        tell(coordinator, req_id, status, why.as_bytes());
     }
 
     /// Starts a single-key call for request `req` (its `req_id` is a ticket
@@ -403,7 +415,7 @@ impl SingleKey {
                     return;
                 };
                 self.stats.get_one_replies += 1;
-                let mut result = Vec::new();
+                let mut result = coordinator.spare_buffer();
                 let item = items.iter().next();
                 let status = match (status, item) {
                     (ReplyStatus::Ok, Some(it)) if it.meta.check_read(it.value.len()).is_ok() => {
@@ -434,7 +446,9 @@ impl SingleKey {
                     return;
                 };
                 self.stats.write_one_replies += 1;
-                (t, status, result.to_vec())
+                let mut buf = coordinator.spare_buffer();
+                buf.extend_from_slice(result);
+                (t, status, buf)
             }
             _ => return,
         };
@@ -514,10 +528,15 @@ impl SingleKey {
     /// or whose reply is overdue `[CallerGivesUp]`: a get `Unavailable`
     /// (it wrote nothing), a write `Unknown` (its primary may still commit
     /// it, or recovery may). Returns whether any ended.
+    /// Scans every [`DEADLINE_SCAN_INTERVAL_NS`], and at once when a peer
+    /// newly failed.
     pub fn check_deadlines(&mut self, io: &Io, coordinator: &mut Coordinator, failed: u32) -> bool {
-        if self.live == 0 {
+        let (scanned_at, failed_then) = self.last_scan;
+        let due = io.now.saturating_sub(scanned_at) >= DEADLINE_SCAN_INTERVAL_NS;
+        if self.live == 0 || (!due && failed == failed_then) {
             return false;
         }
+        self.last_scan = (io.now, failed);
         let mut ended = false;
         for t in 0..self.calls.len() {
             let c = self.calls[t];
@@ -540,11 +559,7 @@ impl SingleKey {
                 CallKind::Get => (TxStatus::Unavailable, b"no answer from the key's primary"),
                 CallKind::Write => (TxStatus::Unknown, b""),
             };
-            coordinator.outcomes().push_back(QueuedOutcome {
-                req_id: t as u64,
-                status,
-                result: why.to_vec(),
-            });
+            tell(coordinator, t as u64, status, why);
         }
         ended
     }
