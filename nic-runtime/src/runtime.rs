@@ -26,6 +26,7 @@ use crate::placement::Placement;
 use crate::procedure::ProcedureRegistry;
 use crate::protocol::coordinator::{phase_deadline_ns, Coordinator, CoordinatorStats};
 use crate::protocol::server::{Server, ServerStats};
+use crate::protocol::single_key::{self, SingleKey, SingleKeyStats};
 use crate::protocol::Io;
 use crate::recovery::restart::RestartState;
 pub use crate::recovery::restart::{Availability, RebuildStats, RestartError};
@@ -91,6 +92,8 @@ pub struct NicStats {
     pub cache: crate::index::cache::CacheStats,
     /// Client-port counters: requests, outcomes by status, closed clients.
     pub clients: ClientPortStats,
+    /// Single-key call counters (GetOne, WriteOne; messages per call).
+    pub single_key: SingleKeyStats,
     /// The transport's re-pointed peers and packets from their former
     /// addresses (replacement machines; [`NicRuntime::set_peer_address`]).
     pub peer_addresses: crate::net::PeerAddressStats,
@@ -155,7 +158,8 @@ pub fn node_seed(seed: u64, node: NodeId) -> u64 {
 /// # Map (the struct is split over several `impl` files)
 /// Fields, by concern:
 /// - protocol engine (Xenic §4.2): `io` (node, placement, stack, DMA),
-///   `index`, `server`, `coordinator`, `procedures`;
+///   `index`, `server`, `coordinator`, `single` (single-key calls,
+///   `protocol/single_key.rs`), `procedures`;
 /// - network: `transport`, `reassembly` (`runtime/dispatch.rs`);
 /// - host: `clients` (`runtime/clients.rs`), `acks`, `completions`,
 ///   `ring_buf`, `host_applied`;
@@ -213,6 +217,8 @@ pub struct NicRuntime {
     pub(crate) index: NicIndex,
     pub(crate) server: Server,
     pub(crate) coordinator: Coordinator,
+    /// Single-key calls as caller and as primary (`protocol/single_key.rs`).
+    pub(crate) single: SingleKey,
     pub(crate) procedures: ProcedureRegistry,
     pub(crate) transport: Box<dyn Transport>,
     pub(crate) reassembly: Reassembly,
@@ -274,7 +280,8 @@ impl NicRuntime {
         net.set_inline_bytes_max(parts.transport.inline_bytes_max());
         net.attach_lender(parts.transport.as_ref(), &parts.net);
         let mut coordinator = Coordinator::new();
-        coordinator.set_phase_deadline_ns(phase_deadline_ns(parts.net.session.silence_ns));
+        let phase_ns = phase_deadline_ns(parts.net.session.silence_ns);
+        coordinator.set_phase_deadline_ns(phase_ns);
         Ok(NicRuntime {
             io: Io {
                 node: parts.node,
@@ -293,6 +300,7 @@ impl NicRuntime {
             ),
             server: Server::new(),
             coordinator,
+            single: SingleKey::new(TICKETS_MAX, phase_ns),
             procedures: parts.procedures,
             transport: parts.transport,
             reassembly: Reassembly::new(nodes),
@@ -338,6 +346,7 @@ impl NicRuntime {
             },
             cache: self.index.cache_stats(),
             clients: self.clients.stats(),
+            single_key: self.single.stats(),
             peer_addresses: self.transport.peer_address_stats(),
             bad_packets: self.bad_packets
                 + self.io.net.stats().sessions.drops.malformed
@@ -381,6 +390,7 @@ impl NicRuntime {
     /// the network are the driver's to account for.)
     pub fn is_quiescent(&mut self) -> bool {
         self.coordinator.inflight() == 0
+            && self.single.inflight() == 0
             && self.server.inflight() == 0
             && self.io.dma.inflight() == 0
             && self.coordinator.pending_outcomes() == 0
@@ -433,7 +443,9 @@ impl NicRuntime {
     ///    [`NicMode::Serving`] — `runtime.rs`;
     /// 9. `watch_peers`: session events to the coordinator, and its
     ///    deadline rules (not while recovery pauses) — `runtime/peers.rs`;
-    /// 10. deliver outcomes to the clients' rings — `runtime/clients.rs`;
+    /// 10. the outcomes of single-key writes this node coordinated for
+    ///     callers go back to them — `protocol/single_key.rs`; the rest to
+    ///     the clients' rings — `runtime/clients.rs`;
     /// 11. flush: seal, number and send every batched packet (Dandelion
     ///     §5.1) — `net/stack.rs`.
     pub fn run_iteration(&mut self, now: Nanos) -> bool {
@@ -454,6 +466,9 @@ impl NicRuntime {
         work |= self.poll_rebuild(now);
         work |= self.start_requests();
         work |= self.watch_peers();
+        work |= self
+            .single
+            .reply_forwarded(&mut self.io, &mut self.coordinator);
         work |= self.clients.deliver(&mut self.coordinator);
         // End of iteration: seal, number and send every batched packet.
         work |= self.io.net.flush(now, &mut *self.transport);
@@ -533,7 +548,12 @@ impl NicRuntime {
             let Some(req) = self.clients.pop_request(&mut self.ring_buf) else {
                 break;
             };
-            self.coordinator.start(&mut self.io, &self.procedures, &req);
+            if single_key::is_single_key(req.procedure) {
+                self.single
+                    .start(&mut self.io, &mut self.coordinator, &self.procedures, &req);
+            } else {
+                self.coordinator.start(&mut self.io, &self.procedures, &req);
+            }
             work = true;
         }
         work

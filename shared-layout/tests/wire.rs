@@ -2,6 +2,7 @@
 //! errors, never panics.
 
 use proptest::prelude::*;
+use splitkv_layout::host_nic::TxStatus;
 use splitkv_layout::wire::*;
 use splitkv_layout::{DecodeError, Key, ObjectMeta, TxId};
 
@@ -17,6 +18,10 @@ enum Model {
     Abort(TxId, Vec<Key>),
     AbortLog(TxId),
     AbortLogAck(TxId, ReplyStatus),
+    GetOne(TxId, Key),
+    GetOneResp(TxId, ReplyStatus, Option<(Key, u64, Vec<u8>)>),
+    WriteOne(TxId, Vec<u8>),
+    WriteOneResp(TxId, TxStatus, Vec<u8>),
 }
 
 fn key() -> impl Strategy<Value = Key> {
@@ -59,6 +64,15 @@ fn model() -> impl Strategy<Value = Model> {
         (tx(), prop::collection::vec(key(), 0..8)).prop_map(|(t, k)| Model::Abort(t, k)),
         tx().prop_map(Model::AbortLog),
         (tx(), status()).prop_map(|(t, s)| Model::AbortLogAck(t, s)),
+        (tx(), key()).prop_map(|(t, k)| Model::GetOne(t, k)),
+        (tx(), status(), prop::option::of(item())).prop_map(|(t, s, i)| Model::GetOneResp(t, s, i)),
+        (tx(), prop::collection::vec(any::<u8>(), 0..80)).prop_map(|(t, a)| Model::WriteOne(t, a)),
+        (
+            tx(),
+            prop::sample::select(TxStatus::ALL.to_vec()),
+            prop::collection::vec(any::<u8>(), 0..80)
+        )
+            .prop_map(|(t, s, r)| Model::WriteOneResp(t, s, r)),
     ]
 }
 
@@ -108,6 +122,15 @@ fn encode(m: &Model, w: &mut BodyWriter) {
         }
         Model::AbortLog(t) => w.abort_log(*t),
         Model::AbortLogAck(t, s) => w.ack(MsgKind::AbortLogAck, *t, *s),
+        Model::GetOne(t, k) => w.get_one(*t, k),
+        Model::GetOneResp(t, s, item) => {
+            w.begin_get_one_resp(*t, *s);
+            if let Some((k, m, v)) = item {
+                w.push_item(k, ObjectMeta(*m), v);
+            }
+        }
+        Model::WriteOne(t, a) => w.write_one(*t, a),
+        Model::WriteOneResp(t, s, r) => w.write_one_resp(*t, *s, r),
     }
 }
 
@@ -139,6 +162,18 @@ fn to_model(b: &Body<'_>) -> Model {
         Body::Abort { tx_id, keys } => Model::Abort(*tx_id, keys.iter().collect()),
         Body::AbortLog { tx_id } => Model::AbortLog(*tx_id),
         Body::AbortLogAck { tx_id, status } => Model::AbortLogAck(*tx_id, *status),
+        Body::GetOne { tx_id, key } => Model::GetOne(*tx_id, *key),
+        Body::GetOneResp {
+            tx_id,
+            status,
+            items: i,
+        } => Model::GetOneResp(*tx_id, *status, items(i).pop()),
+        Body::WriteOne { tx_id, args } => Model::WriteOne(*tx_id, args.to_vec()),
+        Body::WriteOneResp {
+            tx_id,
+            status,
+            result,
+        } => Model::WriteOneResp(*tx_id, *status, result.to_vec()),
     }
 }
 
@@ -201,13 +236,14 @@ proptest! {
     }
 
     #[test]
-    fn random_bytes_never_panic(bytes in prop::collection::vec(any::<u8>(), 0..600), kind in 1u8..=11) {
+    fn random_bytes_never_panic(bytes in prop::collection::vec(any::<u8>(), 0..600), kind in 1u8..=15) {
         if let Ok((_, it)) = decode_packet(&bytes) {
             for r in it { let _ = r; }
         }
         let kinds = [MsgKind::Execute, MsgKind::ExecuteResp, MsgKind::Validate, MsgKind::ValidateResp, MsgKind::Log,
                      MsgKind::LogAck, MsgKind::Commit, MsgKind::CommitAck, MsgKind::Abort,
-                     MsgKind::AbortLog, MsgKind::AbortLogAck];
+                     MsgKind::AbortLog, MsgKind::AbortLogAck, MsgKind::GetOne, MsgKind::GetOneResp,
+                     MsgKind::WriteOne, MsgKind::WriteOneResp];
         let _ = Body::decode(kinds[kind as usize - 1], &bytes);
     }
 
@@ -267,5 +303,34 @@ fn item_count_bound_is_enforced() {
     assert!(matches!(
         Body::decode(MsgKind::Abort, &bytes),
         Err(DecodeError::TooLarge { .. })
+    ));
+}
+
+#[test]
+fn single_key_bodies_refuse_what_breaks_their_bounds() {
+    let mut w = BodyWriter::new();
+    let tx = TxId::from_bits(3);
+    w.begin_get_one_resp(tx, ReplyStatus::Ok);
+    w.push_item(&Key::new(1, 1), ObjectMeta(1), b"a");
+    w.push_item(&Key::new(1, 2), ObjectMeta(1), b"b");
+    assert!(
+        matches!(
+            Body::decode(MsgKind::GetOneResp, w.bytes()),
+            Err(DecodeError::TooLarge { max: 1, .. })
+        ),
+        "a GetOne answers one key"
+    );
+    let mut bytes = tx.to_le_bytes().to_vec();
+    bytes.extend_from_slice(&(ONE_WRITE_ARGS_BYTES_MAX as u32 + 1).to_le_bytes());
+    assert!(matches!(
+        Body::decode(MsgKind::WriteOne, &bytes),
+        Err(DecodeError::TooLarge { .. })
+    ));
+    let mut bytes = tx.to_le_bytes().to_vec();
+    bytes.push(TxStatus::ALL.len() as u8);
+    bytes.extend_from_slice(&0u32.to_le_bytes());
+    assert!(matches!(
+        Body::decode(MsgKind::WriteOneResp, &bytes),
+        Err(DecodeError::BadTag { .. })
     ));
 }

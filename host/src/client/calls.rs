@@ -2,22 +2,23 @@
 //! process ([`splitkv_client::KvClient`]; `splitkv_client::Client`), with the
 //! same typed results, on its host↔NIC rings.
 //!
-//! Every call is one shipped-procedure request (Xenic §4.2.2): a procedure
-//! by id or by name (names of the node's registry, resolved when the node is
-//! built), and everything else through the built-in one-shot transaction
-//! ([`TXN_PROCEDURE_ID`]; `splitkv_nic::procedure::txn`):
+//! Every call is one request on the client's ring: a procedure by id or by
+//! name (names of the node's registry, resolved when the node is built), a
+//! one-shot transaction through the built-in ([`TXN_PROCEDURE_ID`];
+//! `splitkv_nic::procedure::txn`), and the single-key calls as Dandelion
+//! §3's `GetOne`/`PutOne`/`InsertOne` in one round at the key's primary
+//! (`splitkv_nic::protocol::single_key`), which answer in the built-in's
+//! result shape:
 //!
-//! | call | `Txn` | committed result |
+//! | call | request | committed result |
 //! |---|---|---|
-//! | `get(k)` | success `[get k]` | found: the value; not found: [`CallError::KeyNotFound`] |
-//! | `put(k, v)` | success `[put k v]` | written |
-//! | `insert(k, v)` | `absent(k)`, success `[put k v]` | failure branch: [`CallError::Aborted`] with [`AbortReason::CompareFailed`] |
-//! | `delete(k)` | `present(k)`, success `[delete k]` | failure branch: [`CallError::KeyNotFound`] |
+//! | `get(k)` | GetOne ([`GET_ONE_PROCEDURE_ID`]) of `k` | found: the value; not found: [`CallError::KeyNotFound`]; locked: [`CallError::Aborted`] with [`AbortReason::LockConflict`] (retryable) |
+//! | `put(k, v)` | WriteOne ([`WRITE_ONE_PROCEDURE_ID`]): success `[put k v]` | written |
+//! | `insert(k, v)` | WriteOne: `absent(k)`, success `[put k v]` | failure branch: [`CallError::Aborted`] with [`AbortReason::CompareFailed`] |
+//! | `delete(k)` | Txn: `present(k)`, success `[delete k]` | failure branch: [`CallError::KeyNotFound`] |
 //!
-//! So in process a `get` has a commit phase (it is a one-key transaction,
-//! not Dandelion's `GetOne`), and a `delete` is refused
-//! ([`CallError::Rejected`]) while the built-in refuses deletes (the commit
-//! protocol has no delete yet). An unknown procedure id is
+//! There is no `DeleteOne`: a `delete` is refused ([`CallError::Rejected`])
+//! while the built-in refuses deletes (the commit protocol has no delete). An unknown procedure id is
 //! [`CallError::Rejected`] (the NIC runtime does not tell it apart); an
 //! unknown name is [`CallError::UnknownProcedure`] before anything is sent.
 //! The host↔NIC status maps to the application's as
@@ -39,6 +40,7 @@ use splitkv_layout::app::{AbortReason, Branch, Status, APP_IN_FLIGHT_MAX};
 use splitkv_layout::host_nic::TxStatus;
 use splitkv_layout::VALUE_BYTES_MAX;
 use splitkv_nic::procedure::txn::{TXN_PROCEDURE_ID, TXN_PROCEDURE_NAME};
+use splitkv_nic::protocol::single_key::{GET_ONE_PROCEDURE_ID, WRITE_ONE_PROCEDURE_ID};
 use splitkv_nic::ProcedureRegistry;
 use std::collections::{HashMap, VecDeque};
 use std::time::Instant;
@@ -152,9 +154,18 @@ impl Client {
                 });
             }
         }
+        if let Call::Get(k) = *call {
+            args.resize(splitkv_layout::KEY_BYTES, 0);
+            k.encode(&mut args);
+            return Ok((GET_ONE_PROCEDURE_ID, args, Via::Single(Single::Get)));
+        }
         if let Some((single, txn)) = Self::single_txn(call) {
             txn.encode(value_max, &mut args)?;
-            return Ok((TXN_PROCEDURE_ID, args, Via::Single(single)));
+            let procedure = match single {
+                Single::Put | Single::Insert => WRITE_ONE_PROCEDURE_ID,
+                Single::Get | Single::Delete => TXN_PROCEDURE_ID,
+            };
+            return Ok((procedure, args, Via::Single(single)));
         }
         match *call {
             Call::Txn(txn) => {

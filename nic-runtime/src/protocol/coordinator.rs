@@ -283,6 +283,13 @@ impl Coordinator {
         }
     }
 
+    /// An empty result buffer: one handed back by [`Coordinator::recycle`]
+    /// if any (so an outcome queued here allocates only while the spares
+    /// fill up), else a new one.
+    pub fn spare_buffer(&mut self) -> Vec<u8> {
+        self.spare.pop().unwrap_or_default()
+    }
+
     /// Outcomes not yet handed to the application ring.
     pub fn pending_outcomes(&self) -> usize {
         self.outcomes.len()

@@ -63,10 +63,13 @@
 //! [`TxStatus`]: splitkv_layout::host_nic::TxStatus
 //!
 //! [`coordinator`] holds the coordinator role (one `TxCtx` per transaction in
-//! flight); [`server`] the primary and backup roles.
+//! flight); [`server`] the primary and backup roles; [`single_key`] the
+//! single-key calls (GetOne, PutOne/InsertOne) in one round at the key's
+//! primary.
 
 pub mod coordinator;
 pub mod server;
+pub mod single_key;
 
 /// Whether transaction-id generation `a` is newer than `b`, with
 /// wrap-around (generations are `u32` counters per coordinator slot that

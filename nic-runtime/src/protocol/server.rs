@@ -26,12 +26,14 @@
 
 mod abort;
 mod append;
+mod get_one;
 mod lookups;
 mod orphans;
 mod rebuild;
 mod room;
 mod txs;
 
+pub(crate) use get_one::refuse_get_one;
 pub use rebuild::WaitingAnswer;
 pub use room::{fits, Room, RoomError, RESERVATIONS_MAX, ROOM_KEYS_UNLIMITED};
 
@@ -69,6 +71,8 @@ enum OpKind {
     /// Appending a decision record (ABORT after a LOG, or a decision
     /// recovery made); no answer.
     Decision,
+    /// A GetOne's read (`server/get_one.rs`): one key, no lock.
+    GetOne,
 }
 
 #[derive(Debug)]
@@ -180,6 +184,10 @@ pub struct ServerStats {
     /// ABORT-after-LOG requests handled (round 1 of the two-round abort,
     /// duplicates included); each is acknowledged.
     pub abort_log_requests: u64,
+    /// GetOne requests taken (each answered once; `server/get_one.rs`).
+    pub get_ones: u64,
+    /// GetOnes refused because their key was locked.
+    pub get_one_locked: u64,
 }
 
 /// The server role of one node.
@@ -559,6 +567,12 @@ impl Server {
                     self.stats.validation_failures += 1;
                 }
                 io.w.validate_resp(op.tx_id, op.status);
+            }
+            OpKind::GetOne => {
+                io.w.begin_get_one_resp(op.tx_id, op.status);
+                if op.status.is_ok() {
+                    io.w.push_item(&op.keys[0], op.metas[0], &op.values[0]);
+                }
             }
             OpKind::Log | OpKind::Commit | OpKind::Decision => {
                 unreachable!("appends finish in finish_append")

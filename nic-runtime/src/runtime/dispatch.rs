@@ -9,12 +9,15 @@ use crate::index::NicIndex;
 use crate::net::fragment::Reassembly;
 use crate::procedure::ProcedureRegistry;
 use crate::protocol::coordinator::Coordinator;
-use crate::protocol::server::Server;
+use crate::protocol::server::{refuse_get_one, Server};
+use crate::protocol::single_key::SingleKey;
 use crate::protocol::Io;
 use crate::recovery::restart;
 use crate::recovery::wiring::admission;
 use crate::Nanos;
-use splitkv_layout::wire::{decode_packet, Body, Messages, MsgKind, NodeId, PacketHeader};
+use splitkv_layout::wire::{
+    decode_packet, Body, Messages, MsgKind, NodeId, PacketHeader, ReplyStatus,
+};
 
 impl NicRuntime {
     /// Step 1: network packets, each lent by the transport and dispatched in
@@ -26,6 +29,7 @@ impl NicRuntime {
                 index: &mut self.index,
                 server: &mut self.server,
                 coordinator: &mut self.coordinator,
+                single: &mut self.single,
                 procedures: &self.procedures,
                 bad: &mut self.bad_packets,
                 recovery: &mut self.recovery,
@@ -65,6 +69,7 @@ struct Handlers<'r> {
     index: &'r mut NicIndex,
     server: &'r mut Server,
     coordinator: &'r mut Coordinator,
+    single: &'r mut SingleKey,
     procedures: &'r ProcedureRegistry,
     bad: &'r mut u64,
     recovery: &'r mut RecoveryRuntime,
@@ -164,6 +169,33 @@ impl Handlers<'_> {
             restart::Gate::Pass => {}
             restart::Gate::Drop => return,
             restart::Gate::Refuse => return restart::refuse(self.io, src, body),
+        }
+        // Single-key calls are served only by a node that serves (not
+        // recovering, not rebuilding its locks): `protocol/single_key.rs`.
+        let serving = !recovering && !self.restart.rebuilding();
+        match *body {
+            Body::GetOne { tx_id, key } if serving => {
+                return self.server.get_one(self.io, self.index, src, tx_id, key)
+            }
+            Body::GetOne { tx_id, .. } => {
+                return refuse_get_one(self.io, src, tx_id, ReplyStatus::Unavailable)
+            }
+            Body::WriteOne { tx_id, args } => {
+                let (io, procs) = (&mut *self.io, self.procedures);
+                return self.single.on_write_one(
+                    io,
+                    self.coordinator,
+                    procs,
+                    serving,
+                    src,
+                    tx_id,
+                    args,
+                );
+            }
+            Body::GetOneResp { .. } | Body::WriteOneResp { .. } => {
+                return self.single.on_reply(self.io, self.coordinator, src, body)
+            }
+            _ => {}
         }
         match body {
             Body::Log { tx_id, .. } if recovering => self.server.refuse_log(self.io, src, *tx_id),

@@ -187,11 +187,17 @@ impl NicRuntime {
     /// evidence and end by recovery's decisions, so the coordinator takes no
     /// step of its own on them (nor any response: `Handlers::message`).
     pub(super) fn watch_peers(&mut self) -> bool {
-        let work = self.take_session_events();
+        let mut work = self.take_session_events();
         if !self.recovery.paused() {
             self.coordinator
                 .check_deadlines(&mut self.io, &self.procedures);
         }
+        // Single-key calls end by their own deadlines, recovery or not:
+        // ending one is never wrong (`protocol/single_key.rs`).
+        let failed = self.coordinator.failed_peers();
+        work |= self
+            .single
+            .check_deadlines(&self.io, &mut self.coordinator, failed);
         work
     }
 }

@@ -112,6 +112,19 @@ fn bodies() -> Vec<BodyWriter> {
     w.push_abort_key(&k(2));
     all.push(w);
     let mut w = BodyWriter::new();
+    w.get_one(tx, &k(2));
+    all.push(w);
+    let mut w = BodyWriter::new();
+    w.begin_get_one_resp(tx, ReplyStatus::Ok);
+    w.push_item(&k(2), meta, &[7; 30]);
+    all.push(w);
+    let mut w = BodyWriter::new();
+    w.write_one(tx, &[1; 40]);
+    all.push(w);
+    let mut w = BodyWriter::new();
+    w.write_one_resp(tx, splitkv_layout::host_nic::TxStatus::Committed, &[2; 20]);
+    all.push(w);
+    let mut w = BodyWriter::new();
     w.abort_log(tx);
     all.push(w);
     all

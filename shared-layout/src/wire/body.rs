@@ -1,8 +1,11 @@
 //! Message bodies: [`Body`], [`ReplyStatus`] and the validated key, item and
 //! version lists with their iterators.
 
-use super::{MsgKind, NodeMask, ITEMS_PER_MESSAGE_MAX};
+use super::{
+    MsgKind, NodeMask, ITEMS_PER_MESSAGE_MAX, ONE_WRITE_ARGS_BYTES_MAX, ONE_WRITE_RESULT_BYTES_MAX,
+};
 use crate::error::{DecodeError, Reader};
+use crate::host_nic::TxStatus;
 use crate::key::{Key, KEY_BYTES};
 use crate::meta::ObjectMeta;
 use crate::{TxId, VALUE_BYTES_MAX};
@@ -278,6 +281,40 @@ pub enum Body<'a> {
         /// `Ok` once the abort is recorded there (or was already); else why not.
         status: ReplyStatus,
     },
+    /// See [`MsgKind::GetOne`].
+    GetOne {
+        /// The caller's request id (echoed in the reply).
+        tx_id: TxId,
+        /// The key to read.
+        key: Key,
+    },
+    /// See [`MsgKind::GetOneResp`]. On `Ok`, one item: the key with its
+    /// committed metadata and value (`DELETED` set and no value when absent);
+    /// otherwise none.
+    GetOneResp {
+        /// The caller's request id.
+        tx_id: TxId,
+        /// `Ok`, or why not (`LockConflict`: locked, retry).
+        status: ReplyStatus,
+        /// The value read (0 or 1 item).
+        items: ItemList<'a>,
+    },
+    /// See [`MsgKind::WriteOne`].
+    WriteOne {
+        /// The caller's request id (echoed in the reply).
+        tx_id: TxId,
+        /// The one-key transaction's arguments (≤ [`ONE_WRITE_ARGS_BYTES_MAX`]).
+        args: &'a [u8],
+    },
+    /// See [`MsgKind::WriteOneResp`].
+    WriteOneResp {
+        /// The caller's request id.
+        tx_id: TxId,
+        /// How the primary's transaction ended.
+        status: TxStatus,
+        /// Its result (≤ [`ONE_WRITE_RESULT_BYTES_MAX`]).
+        result: &'a [u8],
+    },
 }
 
 impl<'a> Body<'a> {
@@ -295,6 +332,10 @@ impl<'a> Body<'a> {
             Body::Abort { .. } => MsgKind::Abort,
             Body::AbortLog { .. } => MsgKind::AbortLog,
             Body::AbortLogAck { .. } => MsgKind::AbortLogAck,
+            Body::GetOne { .. } => MsgKind::GetOne,
+            Body::GetOneResp { .. } => MsgKind::GetOneResp,
+            Body::WriteOne { .. } => MsgKind::WriteOne,
+            Body::WriteOneResp { .. } => MsgKind::WriteOneResp,
         }
     }
 
@@ -311,7 +352,11 @@ impl<'a> Body<'a> {
             | Body::CommitAck { tx_id, .. }
             | Body::Abort { tx_id, .. }
             | Body::AbortLog { tx_id }
-            | Body::AbortLogAck { tx_id, .. } => tx_id,
+            | Body::AbortLogAck { tx_id, .. }
+            | Body::GetOne { tx_id, .. }
+            | Body::GetOneResp { tx_id, .. }
+            | Body::WriteOne { tx_id, .. }
+            | Body::WriteOneResp { tx_id, .. } => tx_id,
         }
     }
 
@@ -391,6 +436,42 @@ impl<'a> Body<'a> {
                 tx_id,
                 status: ReplyStatus::from_u8(r.u8()?)?,
             },
+            MsgKind::GetOne => Body::GetOne {
+                tx_id,
+                key: r.key()?,
+            },
+            MsgKind::GetOneResp => {
+                let status = ReplyStatus::from_u8(r.u8()?)?;
+                let items = read_items(&mut r)?;
+                if items.len() > 1 {
+                    return Err(DecodeError::TooLarge {
+                        what: "GetOneResp items",
+                        len: items.len(),
+                        max: 1,
+                    });
+                }
+                Body::GetOneResp {
+                    tx_id,
+                    status,
+                    items,
+                }
+            }
+            MsgKind::WriteOne => Body::WriteOne {
+                tx_id,
+                args: read_bytes(&mut r, "WriteOne args", ONE_WRITE_ARGS_BYTES_MAX)?,
+            },
+            MsgKind::WriteOneResp => {
+                let raw = r.u8()?;
+                let status = TxStatus::from_u8(raw).ok_or(DecodeError::BadTag {
+                    what: "WriteOneResp status",
+                    tag: raw as u64,
+                })?;
+                Body::WriteOneResp {
+                    tx_id,
+                    status,
+                    result: read_bytes(&mut r, "WriteOneResp result", ONE_WRITE_RESULT_BYTES_MAX)?,
+                }
+            }
             MsgKind::Recovery | MsgKind::Rebuild | MsgKind::Copy => {
                 // Not a transaction body: see `RecoveryMsg::decode`,
                 // `RebuildMsg::decode`, `CopyMsg::decode`.
@@ -415,6 +496,19 @@ fn check_count(n: usize) -> Result<(), DecodeError> {
     } else {
         Ok(())
     }
+}
+
+/// A `u32` length, then that many bytes (at most `max`).
+fn read_bytes<'a>(
+    r: &mut Reader<'a>,
+    what: &'static str,
+    max: usize,
+) -> Result<&'a [u8], DecodeError> {
+    let len = r.u32()? as usize;
+    if len > max {
+        return Err(DecodeError::TooLarge { what, len, max });
+    }
+    r.take(len)
 }
 
 fn read_items<'a>(r: &mut Reader<'a>) -> Result<ItemList<'a>, DecodeError> {

@@ -40,6 +40,15 @@
 //! | Abort | commit | tx_id, n u16, keys |
 //! | AbortLog | commit | tx_id |
 //! | AbortLogAck | commit | tx_id, status u8 |
+//! | GetOne | execution | tx_id, key |
+//! | GetOneResp | execution | tx_id, status u8, n u16 (0 or 1), items |
+//! | WriteOne | execution | tx_id, args_len u32, args (≤ [`ONE_WRITE_ARGS_BYTES_MAX`]) |
+//! | WriteOneResp | execution | tx_id, status u8 ([`TxStatus`](crate::host_nic::TxStatus)), result_len u32, result (≤ [`ONE_WRITE_RESULT_BYTES_MAX`]) |
+//!
+//! The single-key kinds' `tx_id` is the *caller's* request id (its node,
+//! a slot of its single-key table, a generation), not a transaction of the
+//! commit protocol: the primary echoes it and keeps no per-id state
+//! (`splitkv_nic::protocol::single_key`).
 //!
 //! Recovery messages (evidence and decisions, kind `Recovery` on the
 //! recovery flow) have a self-describing encoding of their own: see
@@ -92,8 +101,12 @@ pub const PACKET_MAGIC: u32 = u32::from_le_bytes(*b"SKV2");
 /// 2. the 40-byte header (incarnations, epoch, cumulative ack);
 /// 3. [`RebuildMsg::Report`] carries the newest generation of the
 ///    restarted node's transaction ids the peer's per-slot fence saw, and
-///    [`RecoveryMsg`]'s Evidence and Decisions carry generations too.
-pub const PACKET_FORMAT_VERSION: u8 = 3;
+///    [`RecoveryMsg`]'s Evidence and Decisions carry generations too;
+/// 4. the single-key kinds ([`MsgKind::GetOne`], [`MsgKind::GetOneResp`],
+///    [`MsgKind::WriteOne`], [`MsgKind::WriteOneResp`]): a build without
+///    them would refuse their messages one by one, so both drop each
+///    other's packets whole instead.
+pub const PACKET_FORMAT_VERSION: u8 = 4;
 /// Encoded size of a [`PacketHeader`].
 pub const PACKET_HEADER_BYTES: usize = 40;
 /// Encoded size of a [`MsgHeader`].
@@ -130,3 +143,15 @@ const _: () = assert!(
             + BODY_FIXED_BYTES_MAX
 );
 const _: () = assert!(MESSAGE_BYTES_MAX <= u32::MAX as usize);
+
+/// Largest `args` of a [`MsgKind::WriteOne`]: a shipped request's arguments
+/// ([`ARGS_BYTES_MAX`](crate::host_nic::ARGS_BYTES_MAX)).
+pub const ONE_WRITE_ARGS_BYTES_MAX: usize = crate::host_nic::ARGS_BYTES_MAX;
+/// Largest `result` of a [`MsgKind::WriteOneResp`]: a transaction's result
+/// ([`RESULT_BYTES_MAX`](crate::host_nic::RESULT_BYTES_MAX)).
+pub const ONE_WRITE_RESULT_BYTES_MAX: usize = crate::host_nic::RESULT_BYTES_MAX;
+/// Bytes of a WriteOne or WriteOneResp body besides its args or result:
+/// tx_id (8), status (1), length (4).
+pub const ONE_WRITE_FIXED_BYTES: usize = 8 + 1 + 4;
+const _: () = assert!(ONE_WRITE_FIXED_BYTES + ONE_WRITE_ARGS_BYTES_MAX <= MESSAGE_BYTES_MAX);
+const _: () = assert!(ONE_WRITE_FIXED_BYTES + ONE_WRITE_RESULT_BYTES_MAX <= MESSAGE_BYTES_MAX);

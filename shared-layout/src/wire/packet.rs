@@ -232,6 +232,18 @@ pub enum MsgKind {
     AbortLog = 13,
     /// Reply to [`MsgKind::AbortLog`]: the abort is recorded there.
     AbortLogAck = 14,
+    /// A single-key read at the key's primary (Dandelion §3 `GetOne`): no
+    /// lock, no commit phase; refused when the key is locked.
+    GetOne = 15,
+    /// Reply to [`MsgKind::GetOne`]: the key's committed value and version,
+    /// or why not.
+    GetOneResp = 16,
+    /// A single-key write shipped to the key's primary (Dandelion §3
+    /// `PutOne`/`InsertOne`), which coordinates it as a transaction of its
+    /// own.
+    WriteOne = 17,
+    /// Reply to [`MsgKind::WriteOne`]: the outcome of the primary's transaction.
+    WriteOneResp = 18,
 }
 
 impl MsgKind {
@@ -251,6 +263,10 @@ impl MsgKind {
             12 => MsgKind::Copy,
             13 => MsgKind::AbortLog,
             14 => MsgKind::AbortLogAck,
+            15 => MsgKind::GetOne,
+            16 => MsgKind::GetOneResp,
+            17 => MsgKind::WriteOne,
+            18 => MsgKind::WriteOneResp,
             _ => {
                 return Err(DecodeError::BadTag {
                     what: "message kind",
@@ -263,7 +279,12 @@ impl MsgKind {
     /// The flow a kind travels on.
     pub fn flow(self) -> Flow {
         match self {
-            MsgKind::Execute | MsgKind::ExecuteResp => Flow::Execution,
+            MsgKind::Execute
+            | MsgKind::ExecuteResp
+            | MsgKind::GetOne
+            | MsgKind::GetOneResp
+            | MsgKind::WriteOne
+            | MsgKind::WriteOneResp => Flow::Execution,
             MsgKind::Recovery | MsgKind::Rebuild | MsgKind::Copy => Flow::Recovery,
             _ => Flow::Commit,
         }

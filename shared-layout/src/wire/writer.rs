@@ -1,6 +1,10 @@
 //! [`BodyWriter`]: encodes message bodies.
 
-use super::{MsgKind, NodeMask, ReplyStatus, ITEMS_PER_MESSAGE_MAX};
+use super::{
+    MsgKind, NodeMask, ReplyStatus, ITEMS_PER_MESSAGE_MAX, ONE_WRITE_ARGS_BYTES_MAX,
+    ONE_WRITE_RESULT_BYTES_MAX,
+};
+use crate::host_nic::TxStatus;
 use crate::key::{Key, KEY_BYTES};
 use crate::meta::ObjectMeta;
 use crate::TxId;
@@ -202,5 +206,60 @@ impl BodyWriter {
         );
         self.begin(kind, tx_id);
         self.buf.push(status as u8);
+    }
+
+    /// Writes a complete GetOne request: read `key` at its primary under
+    /// the caller's request id `tx_id`.
+    pub fn get_one(&mut self, tx_id: TxId, key: &Key) {
+        self.begin(MsgKind::GetOne, tx_id);
+        self.push_key_raw(key);
+    }
+
+    /// Starts a GetOne reply; on `Ok` push the one item read with
+    /// [`BodyWriter::push_item`].
+    pub fn begin_get_one_resp(&mut self, tx_id: TxId, status: ReplyStatus) {
+        self.begin(MsgKind::GetOneResp, tx_id);
+        self.buf.push(status as u8);
+        self.open_count();
+    }
+
+    /// Writes a complete WriteOne request carrying a one-key transaction's
+    /// arguments.
+    ///
+    /// # Panics
+    /// If `args` exceed [`ONE_WRITE_ARGS_BYTES_MAX`] (callers check first).
+    pub fn write_one(&mut self, tx_id: TxId, args: &[u8]) {
+        assert!(
+            args.len() <= ONE_WRITE_ARGS_BYTES_MAX,
+            "WriteOne args too large"
+        );
+        self.begin(MsgKind::WriteOne, tx_id);
+        self.buf.push_len_bytes(args);
+    }
+
+    /// Writes a complete WriteOne reply.
+    ///
+    /// # Panics
+    /// If `result` exceeds [`ONE_WRITE_RESULT_BYTES_MAX`] (callers check first).
+    pub fn write_one_resp(&mut self, tx_id: TxId, status: TxStatus, result: &[u8]) {
+        assert!(
+            result.len() <= ONE_WRITE_RESULT_BYTES_MAX,
+            "WriteOneResp result too large"
+        );
+        self.begin(MsgKind::WriteOneResp, tx_id);
+        self.buf.push(status as u8);
+        self.buf.push_len_bytes(result);
+    }
+}
+
+/// Appends a `u32` length and the bytes.
+trait PushLenBytes {
+    fn push_len_bytes(&mut self, bytes: &[u8]);
+}
+
+impl PushLenBytes for Vec<u8> {
+    fn push_len_bytes(&mut self, bytes: &[u8]) {
+        self.extend_from_slice(&(bytes.len() as u32).to_le_bytes());
+        self.extend_from_slice(bytes);
     }
 }

@@ -7,19 +7,19 @@
 //! |---|---|---|
 //! | `Call { procedure, args }` | `procedure(args)` | the procedure's result |
 //! | `Txn` | [`TXN_PROCEDURE_ID`] with the Txn's bytes | the [`TxnResult`] as it is (its branch tells a failed compare) |
-//! | `Get(k)` | a Txn: success `[get k]` | found: a [`GetValue`]; absent: [`Status::KeyNotFound`] |
-//! | `Put(k, v)` | a Txn: success `[put k v]` | empty |
-//! | `Insert(k, v)` | a Txn: compare `k` absent, success `[put k v]` | success branch: empty; failure: [`AbortReason::CompareFailed`] |
-//! | `Delete(k)` | a Txn: compare `k` present, success `[delete k]` | success branch: empty; failure: [`Status::KeyNotFound`] |
+//! | `Get(k)` | GetOne ([`GET_ONE_PROCEDURE_ID`]) with `k`'s bytes | found: a [`GetValue`]; absent: [`Status::KeyNotFound`] |
+//! | `Put(k, v)` | WriteOne ([`WRITE_ONE_PROCEDURE_ID`]) with a Txn: success `[put k v]` | empty |
+//! | `Insert(k, v)` | WriteOne with a Txn: compare `k` absent, success `[put k v]` | success branch: empty; failure: [`AbortReason::CompareFailed`] |
+//! | `Delete(k)` | [`TXN_PROCEDURE_ID`] with a Txn: compare `k` present, success `[delete k]` | success branch: empty; failure: [`Status::KeyNotFound`] |
 //!
-//! The single-key calls run as one-key transactions on the commit protocol:
-//! their meaning is Dandelion §3's `GetOne`/`PutOne`/`InsertOne`/`DeleteOne`,
-//! but not their cost. Dandelion's one-round path at the key's primary does
-//! not exist in the protocol yet (that is protocol and TLA+ work); until it
-//! does, a `Get` locks nothing but still validates like any read-only
-//! transaction, and the writes take the full commit. Deletes are refused by
-//! the built-in Txn procedure until the commit protocol has a delete, so a
-//! `Delete` comes back [`Status::Rejected`] with that reason.
+//! `Get`, `Put` and `Insert` are Dandelion §3's `GetOne`, `PutOne` and
+//! `InsertOne`: one request to the key's primary, which reads the key (a
+//! locked key: [`AbortReason::LockConflict`], retryable) or coordinates the
+//! one-key write itself (`splitkv_nic::protocol::single_key`). Both answer
+//! with the built-in Txn's result shape, so the outcomes map alike. There
+//! is no `DeleteOne`: the commit protocol has no delete, so a `Delete` goes
+//! to the built-in Txn procedure, which refuses it ([`Status::Rejected`]
+//! with that reason).
 //!
 //! A status the NIC runtime reports other than committed maps through
 //! `Status::from(TxStatus)` (one to one), its body being the NIC's reason
@@ -31,7 +31,9 @@ use splitkv_layout::app::{
     AbortReason, Branch, GetResult, GetValue, Request, Status, TxnResult, OUTCOME_REASON_BYTES_MAX,
 };
 use splitkv_layout::host_nic::TxStatus;
+use splitkv_layout::KEY_BYTES;
 use splitkv_nic::procedure::txn::TXN_PROCEDURE_ID;
+use splitkv_nic::protocol::single_key::{GET_ONE_PROCEDURE_ID, WRITE_ONE_PROCEDURE_ID};
 
 /// What kind of request a NIC call answers: decides how its outcome maps.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -62,24 +64,25 @@ pub fn to_nic(req: &Request<'_>, args: &mut Vec<u8>) -> Result<(u32, Kind), Stat
     let one_key = |compares: &[Compare<'_>], op: Op<'_>, args: &mut Vec<u8>| {
         Txn::encode(compares, &[op], &[], args).map_err(|_| Status::TooLarge)
     };
-    let kind = match *req {
+    Ok(match *req {
         Request::Call {
             procedure, args: a, ..
         } => {
             args.extend_from_slice(a);
-            return Ok((procedure, Kind::Call));
+            (procedure, Kind::Call)
         }
         Request::Txn { txn, .. } => {
             args.extend_from_slice(txn.as_bytes());
-            Kind::Txn
+            (TXN_PROCEDURE_ID, Kind::Txn)
         }
         Request::Get { key, .. } => {
-            one_key(&[], Op::Get(key), args)?;
-            Kind::Get
+            args.resize(KEY_BYTES, 0);
+            key.encode(args);
+            (GET_ONE_PROCEDURE_ID, Kind::Get)
         }
         Request::Put { key, value, .. } => {
             one_key(&[], Op::Put { key, value }, args)?;
-            Kind::Put
+            (WRITE_ONE_PROCEDURE_ID, Kind::Put)
         }
         Request::Insert { key, value, .. } => {
             let absent = Compare {
@@ -87,7 +90,7 @@ pub fn to_nic(req: &Request<'_>, args: &mut Vec<u8>) -> Result<(u32, Kind), Stat
                 condition: Condition::Absent,
             };
             one_key(&[absent], Op::Put { key, value }, args)?;
-            Kind::Insert
+            (WRITE_ONE_PROCEDURE_ID, Kind::Insert)
         }
         Request::Delete { key, .. } => {
             let present = Compare {
@@ -95,10 +98,9 @@ pub fn to_nic(req: &Request<'_>, args: &mut Vec<u8>) -> Result<(u32, Kind), Stat
                 condition: Condition::Present,
             };
             one_key(&[present], Op::Delete(key), args)?;
-            Kind::Delete
+            (TXN_PROCEDURE_ID, Kind::Delete)
         }
-    };
-    Ok((TXN_PROCEDURE_ID, kind))
+    })
 }
 
 /// Reason text of a committed Txn whose result does not decode (the NIC
@@ -185,7 +187,7 @@ mod tests {
         };
         assert_eq!(
             to_nic(&insert, &mut args),
-            Ok((TXN_PROCEDURE_ID, Kind::Insert))
+            Ok((WRITE_ONE_PROCEDURE_ID, Kind::Insert))
         );
         let txn = Txn::decode(&args).unwrap();
         let c: Vec<_> = txn.compares().collect();
@@ -198,6 +200,12 @@ mod tests {
         );
         assert_eq!(txn.op_count(Branch::Success), 1);
         assert_eq!(txn.op_count(Branch::Failure), 0);
+        let get = Request::Get { req_id: 3, key: K };
+        assert_eq!(
+            to_nic(&get, &mut args),
+            Ok((GET_ONE_PROCEDURE_ID, Kind::Get))
+        );
+        assert_eq!(Key::decode(&args), Some(K), "a GetOne carries its key");
         let call = Request::Call {
             req_id: 2,
             procedure: 5,

@@ -112,7 +112,7 @@ impl Server {
             }
             match self.ops[slot].kind {
                 OpKind::Log | OpKind::Commit | OpKind::Decision => self.submit_append(io, slot),
-                OpKind::Execute | OpKind::Validate => {
+                OpKind::Execute | OpKind::Validate | OpKind::GetOne => {
                     for i in 0..self.ops[slot].keys.len() {
                         if let Some((v, n)) = self.ops[slot].queued[i].take() {
                             self.submit(io, slot, i, v, n);
@@ -224,8 +224,9 @@ impl Server {
     }
 }
 
-/// Re-checks, at its completion, read-set key `idx` of an EXECUTE read by
-/// DMA (the single-read validation skip): the lock test ran when
+/// Re-checks, at its completion, read-set key `idx` of an EXECUTE (or the
+/// key of a GetOne, `server/get_one.rs`) read by DMA (the single-read
+/// validation skip): the lock test ran when
 /// the EXECUTE arrived, the DMA read the host table later (possibly
 /// deferred), and a COMMIT may have installed a newer version in the NIC
 /// index in between (its host record not applied yet). That newer committed
@@ -243,7 +244,7 @@ impl Server {
 /// nothing: 53 of 50 001 SmallBank transactions gave up after 100 retries
 /// on 10 hot accounts, against 50 allowed).
 fn recheck_read(stats: &mut ServerStats, index: &NicIndex, op: &mut ServerOp, idx: usize) {
-    if op.kind != OpKind::Execute || idx >= op.n_reads {
+    if !matches!(op.kind, OpKind::Execute | OpKind::GetOne) || idx >= op.n_reads {
         return;
     }
     if let Some(c) = index.peek(&op.keys[idx]) {

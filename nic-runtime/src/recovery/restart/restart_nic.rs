@@ -162,6 +162,9 @@ impl NicRuntime {
             });
         }
         self.coordinator = c;
+        // Its single-key calls were among the tickets just answered, and the
+        // writes it coordinated for callers went with the old coordinator.
+        self.single.reset();
     }
 
     /// Each iteration: the restarted node's progress (steps 5–6 of the
