@@ -23,7 +23,7 @@ mod support_netns;
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
-use support_deploy::{http, wait_exit, wait_status, TOKEN};
+use support_deploy::{http, wait_exit, TOKEN};
 use support_netns::{
     in_netns, mac, namespace_exists, Netns, Refused, CONTROL_PORT, DATA_PORT, NODES,
 };
@@ -86,14 +86,10 @@ fn bench_on_dpdk(
     let config = cluster_file(&net, dir.path(), "cluster.toml", "eth0", extra);
     let stdout = net.run_bench(&config, dir.path(), workload, args, BENCH_TIMEOUT);
     println!("{workload} on DPDK across namespaces:\n{stdout}");
-    let controls: Vec<_> = (0..NODES).map(|i| net.addr(i, CONTROL_PORT)).collect();
-    let (statuses, metrics) = in_netns(&net.nodes[0], || {
-        let statuses: Vec<_> = controls
-            .iter()
-            .map(|a| wait_status(*a, Duration::from_secs(5)))
-            .collect();
-        let metrics = http(controls[1], "GET", "/metrics", None, "").expect("/metrics");
-        (statuses, metrics)
+    let statuses = net.statuses();
+    let control = net.addr(1, CONTROL_PORT);
+    let metrics = in_netns(&net.nodes[0], || {
+        http(control, "GET", "/metrics", None, "").expect("/metrics")
     });
     for (i, s) in statuses.iter().enumerate() {
         let dpdk = &s["dpdk"];

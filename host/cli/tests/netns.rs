@@ -20,8 +20,8 @@ use std::path::Path;
 use std::process::Command;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
-use support_deploy::{wait_status, TOKEN};
-use support_netns::{in_netns, namespace_exists, Netns, Refused, CONTROL_PORT, DATA_PORT, NODES};
+use support_deploy::TOKEN;
+use support_netns::{namespace_exists, Netns, Refused, CONTROL_PORT, DATA_PORT, NODES};
 
 /// Longest one bench may take.
 const BENCH_TIMEOUT: Duration = Duration::from_secs(60);
@@ -64,13 +64,7 @@ fn bench_in_namespaces(tag: &str, workload: &str, args: &[&str]) -> Option<Strin
     let config = cluster_file(&net, dir.path());
     let stdout = net.run_bench(&config, dir.path(), workload, args, BENCH_TIMEOUT);
     println!("{workload} across namespaces:\n{stdout}");
-    let controls: Vec<_> = (0..NODES).map(|i| net.addr(i, CONTROL_PORT)).collect();
-    let statuses = in_netns(&net.nodes[0], || {
-        controls
-            .iter()
-            .map(|a| wait_status(*a, Duration::from_secs(5)))
-            .collect::<Vec<_>>()
-    });
+    let statuses = net.statuses();
     for s in statuses {
         let received = s["sessions"]["packets_received"].as_u64().unwrap_or(0);
         assert!(received > 0, "no packets crossed the bridge: {s}");

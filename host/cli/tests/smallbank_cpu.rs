@@ -25,8 +25,8 @@ mod support_netns;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
-use support_deploy::{wait_status, TOKEN};
-use support_netns::{in_netns, mac, Netns, Refused, CONTROL_PORT, DATA_PORT, NODES};
+use support_deploy::TOKEN;
+use support_netns::{mac, Netns, Refused, CONTROL_PORT, DATA_PORT, NODES};
 
 /// Longest one bench may take (load, warm-up, measurement, checks).
 const BENCH_TIMEOUT: Duration = Duration::from_secs(120);
@@ -225,13 +225,7 @@ fn processes(tag: &str, dir: &Path, dpdk: bool) -> Result<Row, Refused> {
         .fold(Cpu::default(), |acc, (&p, &b)| acc + (proc_cpu(p) - b));
     let text = std::fs::read_to_string(dir.join("bench.out")).unwrap_or_default();
     assert_eq!(code, 0, "{text}");
-    let controls: Vec<_> = (0..NODES).map(|i| net.addr(i, CONTROL_PORT)).collect();
-    let statuses = in_netns(&net.nodes[0], || {
-        controls
-            .iter()
-            .map(|a| wait_status(*a, Duration::from_secs(5)))
-            .collect::<Vec<_>>()
-    });
+    let statuses = net.statuses();
     let burst = |dir: &str| -> u64 {
         statuses
             .iter()

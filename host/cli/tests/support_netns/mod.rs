@@ -122,6 +122,18 @@ impl Netns {
         SocketAddr::from(([10, 77, self.subnet, i as u8 + 1], port))
     }
 
+    /// Every node's `/status` (its control endpoint at [`CONTROL_PORT`]),
+    /// read from inside the first node's namespace, node 0 first.
+    pub fn statuses(&self) -> Vec<serde_json::Value> {
+        let controls: Vec<_> = (0..NODES).map(|i| self.addr(i, CONTROL_PORT)).collect();
+        in_netns(&self.nodes[0], || {
+            controls
+                .iter()
+                .map(|a| wait_status(*a, Duration::from_secs(5)))
+                .collect()
+        })
+    }
+
     /// `ip netns exec NS splitkv ARGS`, output to `DIR/NAME.out` and `.err`
     /// (`ip netns exec` execs the binary, so the child's pid is the node's).
     pub fn exec(&self, ns: &str, args: &[&str], dir: &Path, name: &str) -> Child {
