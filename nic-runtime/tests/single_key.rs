@@ -33,10 +33,55 @@ fn key_at(placement: &Placement, node: NodeId) -> Key {
         .unwrap()
 }
 
-/// Node 0 of 3 (replication 2) as caller.
+/// Node 0 of 3 (replication 2) as caller, past first contact with its
+/// peers (writes are shipped).
 fn caller() -> (CoordinatorRig, SingleKey) {
+    let (mut rig, single) = caller_before_first_contact();
+    rig.hear_from(1);
+    rig.hear_from(2);
+    (rig, single)
+}
+
+/// Node 0 of 3 (replication 2) as caller, having heard from no peer.
+fn caller_before_first_contact() -> (CoordinatorRig, SingleKey) {
     let rig = CoordinatorRig::new(Placement::new(3, 2).unwrap(), vec![]);
     (rig, SingleKey::new(TICKETS, PHASE_NS))
+}
+
+/// A write whose primary this node has not heard from yet is not shipped
+/// (the session may address a process that never ran, which would leave
+/// its outcome unknown): it is coordinated here, its EXECUTE going to the
+/// primary; a get is sent all the same.
+#[test]
+fn before_first_contact_a_write_is_coordinated_here_and_a_get_sent() {
+    let (mut rig, mut single) = caller_before_first_contact();
+    let k = key_at(&rig.io.placement, 1);
+    let args = put_args(&[k]);
+    let put = TxRequest {
+        req_id: 0,
+        procedure: WRITE_ONE_PROCEDURE_ID,
+        args: &args,
+    };
+    single.start(&mut rig.io, &mut rig.coord, &rig.procs, &put);
+    let kinds: Vec<_> = rig.sent_kinds().iter().map(|s| (s.0, s.1)).collect();
+    assert_eq!(kinds, vec![(1, MsgKind::Execute)]);
+    assert_eq!(single.stats().write_one_coordinated_here, 1);
+    assert_eq!(single.stats().write_one_sent, 0);
+    let mut buf = Vec::new();
+    single.start(
+        &mut rig.io,
+        &mut rig.coord,
+        &rig.procs,
+        &get_request(1, &k, &mut buf),
+    );
+    let kinds: Vec<_> = rig.sent_kinds().iter().map(|s| (s.0, s.1)).collect();
+    assert_eq!(kinds, vec![(1, MsgKind::GetOne)]);
+    // Once a packet of the primary's process arrived, writes are shipped.
+    rig.hear_from(1);
+    let put = TxRequest { req_id: 2, ..put };
+    single.start(&mut rig.io, &mut rig.coord, &rig.procs, &put);
+    let kinds: Vec<_> = rig.sent_kinds().iter().map(|s| (s.0, s.1)).collect();
+    assert_eq!(kinds, vec![(1, MsgKind::WriteOne)]);
 }
 
 fn get_request<'a>(ticket: u64, key: &Key, buf: &'a mut Vec<u8>) -> TxRequest<'a> {

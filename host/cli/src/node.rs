@@ -79,6 +79,7 @@
 //! --cluster`) places them on its own time line by its own wall clock, not
 //! by when its poll noticed them.
 
+mod empty_start;
 mod lease;
 mod rejoin;
 mod status;
@@ -384,9 +385,14 @@ pub fn run(args: &NodeArgs) -> Result<(), Failure> {
             .map_err(|e| Failure::Internal(format!("cannot start a thread: {e}")))?;
         tracing::info!("joining a live cluster: loading the workload its nodes run");
     } else if let Some(c) = (config.clients.as_ref()).filter(|c| c.start == ClientsStart::Empty) {
-        load_empty(&handler)?;
+        let peers = (config.nodes.iter())
+            .filter(|n| n.id != args.id)
+            .map(|n| (n.id, n.control))
+            .collect();
+        empty_start::spawn(handler.clone(), peers, config.token.clone())
+            .map_err(|e| Failure::Internal(format!("cannot start a thread: {e}")))?;
         let socket = c.socket_path(args.id);
-        tracing::info!(socket = %socket.display(), "serving applications from an empty store");
+        tracing::info!(socket = %socket.display(), "starting empty: the application socket opens once the peers answer");
     }
     let failed = wait_for_drain(&handler, &mut membership);
     if failed.is_some() {

@@ -305,6 +305,10 @@ struct Session {
     ack_owed_since: Option<Nanos>,
     /// The acknowledgement owed is a notice ([`incarnation`]), for the count.
     notice_owed: bool,
+    /// A packet of the addressed incarnation passed the identity checks:
+    /// that process exists (a session's first guess, the membership's
+    /// floor, may name none).
+    heard: bool,
     /// Declared failed; cleared by a newer incarnation of the peer (newer
     /// than `peer_incarnation`, which a failure sets to the incarnation it
     /// declared failed).
@@ -426,6 +430,16 @@ impl Sessions {
     /// Counters so far.
     pub fn stats(&self) -> SessionStats {
         self.stats
+    }
+
+    /// Whether a packet of the incarnation `peer`'s session addresses
+    /// has arrived (false for a bad id). Until then the process addressed
+    /// may not exist: a session's first guess is the membership's floor,
+    /// and with static membership no configuration names the peer's real
+    /// incarnation, so a first packet can be for a process that never ran
+    /// (dropped by the real one, the session then renewed).
+    pub fn heard_from(&self, peer: NodeId) -> bool {
+        self.peers.get(peer as usize).is_some_and(|s| s.heard)
     }
 
     /// Whether `peer`'s session is failed.

@@ -103,6 +103,16 @@
 //!   primary failed, with `Unavailable` (get) or `Unknown` (write); a late
 //!   reply of a call already ended is dropped by its generation.
 //!
+//! - **First contact**: a write is shipped only to a primary whose process
+//!   this node has heard from ([`crate::net::session::Sessions::heard_from`]).
+//!   Before that, the session may address a process that never ran (with
+//!   static membership no configuration names the peer's incarnation, so
+//!   the first guess is the floor): the real process drops the WriteOne,
+//!   the session is renewed, and the caller could only answer `Unknown`.
+//!   Such a write is coordinated here instead, as an ordinary one-key
+//!   transaction (its failure before LOG is a certain, retryable
+//!   `Unavailable`). A GetOne is always sent: its failure is `Unavailable`.
+//!
 //! # Bounds
 //!
 //! Caller entries are indexed by the request's ticket, so at most
@@ -179,6 +189,10 @@ pub struct SingleKeyStats {
     pub write_one_refused: u64,
     /// Calls refused at the caller before anything was sent (bad arguments).
     pub rejected: u64,
+    /// Writes coordinated here as caller instead of shipped, because no
+    /// packet of the primary's process had arrived yet (see the module
+    /// docs, "First contact").
+    pub write_one_coordinated_here: u64,
     /// Calls ended at the caller without a reply (overdue, or the primary failed).
     pub given_up: u64,
     /// Replies dropped as stale (their call ended, or not from its primary).
@@ -332,6 +346,15 @@ impl SingleKey {
         if coordinator.failed_peers() & (1u32 << primary) != 0 {
             let why = "the key's primary failed";
             return self.reject(coordinator, req.req_id, TxStatus::Unavailable, why);
+        }
+        if kind == CallKind::Write && primary != io.node && !io.net.sessions().heard_from(primary) {
+            // First contact (module docs): coordinated here.
+            self.stats.write_one_coordinated_here += 1;
+            let here = TxRequest {
+                procedure: TXN_PROCEDURE_ID,
+                ..*req
+            };
+            return coordinator.start(io, procs, &here);
         }
         let c = &mut self.calls[ticket];
         c.gen = c.gen.wrapping_add(1);

@@ -1,10 +1,11 @@
 //! A coordinator alone with its `Io` (node 0): the coordinator tests drive it
 //! by hand, reading what it sent and feeding it responses.
 
-use splitkv_layout::wire::{decode_packet, Body, BodyWriter, MsgKind, NodeId};
+use splitkv_layout::wire::{decode_packet, Body, BodyWriter, MsgKind, NodeId, ReplyStatus};
 use splitkv_layout::{Key, TxId};
 use splitkv_nic::dma::local::LocalDma;
 use splitkv_nic::net::stack::{Stack, StackConfig};
+use splitkv_nic::net::Transport;
 use splitkv_nic::protocol::coordinator::Coordinator;
 use splitkv_nic::protocol::Io;
 use splitkv_nic::{
@@ -107,6 +108,27 @@ impl CoordinatorRig {
             .into_iter()
             .map(|(d, kind, tx, _)| (d, kind, tx))
             .collect()
+    }
+
+    /// One packet of `peer`'s process reaches node 0's sessions (first
+    /// contact: [`Sessions::heard_from`](splitkv_nic::net::session::Sessions::heard_from)
+    /// holds for `peer` from then on); its message goes nowhere else.
+    pub fn hear_from(&mut self, peer: NodeId) {
+        let nodes = self.io.placement.nodes();
+        let mut net = splitkv_nic::net::mem::mem_network(nodes);
+        let mut other = Stack::new(peer, nodes, 4096, false, &StackConfig::default()).unwrap();
+        let mut w = BodyWriter::new();
+        w.begin_get_one_resp(TxId::new(0, 0, 0), ReplyStatus::Busy);
+        other.try_insert(0, &w).unwrap();
+        other.flush(self.io.now, &mut net[peer as usize]);
+        let (now, stack) = (self.io.now, &mut self.io.net);
+        let got = net[0].rx_burst(now, 8, &mut |p: &[u8]| {
+            assert!(
+                stack.receive(now, p).is_some(),
+                "the packet passes the session checks"
+            );
+        });
+        assert_eq!(got, 1, "one packet from node {peer}");
     }
 
     /// Hands the response in `w` from `src` to the coordinator.

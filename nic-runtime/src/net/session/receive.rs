@@ -43,6 +43,7 @@ impl Sessions {
             return None;
         }
         let p = h.src as usize;
+        self.peers[p].heard = true;
         if !self.apply_ack(p, h.ack, now) {
             self.stats.drops.bad_ack += 1;
             return None;
