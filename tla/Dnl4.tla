@@ -28,6 +28,8 @@
 (*                         be violated (write skew);                       *)
 (*   Dnl4NoReadable.cfg    Replicate leaves READABLE up:                   *)
 (*                         StrictSerializable must be violated;            *)
+(*   Dnl4EarlyReadable.cfg Readable sent at the Replicate acks, before the *)
+(*                         report: StrictSerializable must be violated;    *)
 (*   Dnl4EarlyReport.cfg   commit reported after the Replicate acks:       *)
 (*                         DecisionsPreserved must be violated;            *)
 (*   Dnl4EarlyDurable.cfg  a live coordinator's commit counts before the   *)

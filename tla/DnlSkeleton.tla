@@ -126,7 +126,8 @@ vars == <<commonVars, nr>>
 (*   reportAbort: likewise for abort; durable: the step after whose acks a *)
 (*   live coordinator's commit counts for recovery; evidence: recovery     *)
 (*   rule ("values": Dnl4Decide, "all-locked": Dnl1Decide); readable:      *)
-(*   Replicate lowers READABLE at backups.                                 *)
+(*   Replicate lowers READABLE at backups; readableAt: when Readable may   *)
+(*   go out ("report": once the commit is reported).                       *)
 (* Read-only transactions always run Dnl-RO: ValidateReads only.           *)
 (*                                                                         *)
 (* The rows after the first three are broken on purpose, one design        *)
@@ -136,6 +137,9 @@ vars == <<commonVars, nr>>
 (*   Dnl4NoReadable        Replicate leaves READABLE up: a GetOne at a     *)
 (*                         backup returns the old value after the commit   *)
 (*                         was reported (StrictSerializable);              *)
+(*   Dnl4EarlyReadable     Readable sent at the Replicate acks, before the *)
+(*                         report: a GetOne at the backup returns a write  *)
+(*                         that recovery then aborts (StrictSerializable); *)
 (*   Dnl4EarlyReport       commit reported after the Replicate acks, not   *)
 (*                         the Unlock acks (DecisionsPreserved);           *)
 (*   Dnl4EarlyDurable      a live coordinator's commit counts from the     *)
@@ -165,21 +169,22 @@ vars == <<commonVars, nr>>
 Dnl4Row == [lockAt |-> {"P"}, lockR |-> FALSE, validate |-> TRUE,
             replAt |-> {"B"}, reportCommit |-> "unlock",
             reportAbort |-> "decision", durable |-> "replicate",
-            evidence |-> "values", readable |-> TRUE]
+            evidence |-> "values", readable |-> TRUE, readableAt |-> "report"]
 Dnl2Row == [lockAt |-> {"P"}, lockR |-> TRUE, validate |-> FALSE,
             replAt |-> {"P", "B"}, reportCommit |-> "replicate",
             reportAbort |-> "decision", durable |-> "replicate",
-            evidence |-> "values", readable |-> TRUE]
+            evidence |-> "values", readable |-> TRUE, readableAt |-> "report"]
 Dnl1Row == [lockAt |-> {"P", "B"}, lockR |-> TRUE, validate |-> FALSE,
             replAt |-> {}, reportCommit |-> "decision",
             reportAbort |-> "unlock", durable |-> "lock",
-            evidence |-> "all-locked", readable |-> TRUE]
+            evidence |-> "all-locked", readable |-> TRUE, readableAt |-> "report"]
 
 Table == [Dnl4 |-> Dnl4Row,
           Dnl2 |-> Dnl2Row,
           Dnl1 |-> Dnl1Row,
           Dnl4NoValidation     |-> [Dnl4Row EXCEPT !.validate = FALSE],
           Dnl4NoReadable       |-> [Dnl4Row EXCEPT !.readable = FALSE],
+          Dnl4EarlyReadable    |-> [Dnl4Row EXCEPT !.readableAt = "replicate"],
           Dnl4EarlyReport      |-> [Dnl4Row EXCEPT !.reportCommit = "replicate"],
           Dnl4EarlyDurable     |-> [Dnl4Row EXCEPT !.durable = "validate"],
           Dnl4ReplIgnored      |-> [Dnl2Row EXCEPT !.evidence = "commit-record"],
@@ -372,7 +377,8 @@ Unlock(t, n) ==
 \* own REPL record (newest version wins: Readables of two transactions may
 \* arrive in either order), appends COMMIT and raises READABLE.
 Readable(t, n) ==
-    /\ phase[t] \in {"unlock", "readable"} /\ reported[t] = "commit"
+    /\ phase[t] \in {"unlock", "readable"} /\ dec[t] = "commit"
+    /\ Row.readableAt = "report" => reported[t] = "commit"
     /\ n \in alive /\ ReadableKeysAt(t, n) # {}
     /\ LET K == ReadableKeysAt(t, n)
        IN /\ val' = [val EXCEPT ![n] = [k \in Keys |->
