@@ -207,6 +207,8 @@ InFlight == {t \in Txns : phase[t] \notin {"idle", "done"}}
 (* A live coordinator's decision stands (undecided means abort).  A        *)
 (* transaction whose coordinator crashed commits iff it writes, there is   *)
 (* Evidence, and each written key's new value survives in a live log.      *)
+(* Used by XenicOCC; DnlSkeleton has its own rules (Dnl4Decide,            *)
+(* Dnl1Decide), which never need a copy between replicas.                  *)
 (***************************************************************************)
 RecoveryDecisions(A, Evidence(_), HasWrite(_, _, _)) ==
     LET Recoverable(t) == \A k \in WS(t) : \E n \in Replicas(k) \cap A : HasWrite(n, t, k)
@@ -215,26 +217,31 @@ RecoveryDecisions(A, Evidence(_), HasWrite(_, _, _)) ==
             ELSE IF WS(t) # {} /\ Evidence(t) /\ Recoverable(t) THEN "commit" ELSE "abort"
     IN  [t \in Txns |-> IF t \in InFlight THEN Decide(t) ELSE dec[t]]
 
-\* The shared part of the state after recovery with decisions D: every
+\* The state after recovery with decisions D, all but the stores: every
 \* in-flight transaction is done, the clients of live coordinators learn
-\* the outcome, no locks remain, and each live replica of k holds the newest
-\* surviving committed value (a live replica's stable value, or a committed
-\* write found in a live log or a live coordinator).
+\* the outcome, and no locks remain.
+RecoverExceptStores(A, D) ==
+    /\ alive' = A
+    /\ crashes' = crashes + 1
+    /\ phase' = [t \in Txns |-> IF t \in InFlight THEN "done" ELSE phase[t]]
+    /\ dec' = D
+    /\ reported' = [t \in Txns |-> IF t \in InFlight /\ Coord(t) \in A /\ reported[t] = None
+                                    THEN D[t] ELSE reported[t]]
+    /\ acked' = [t \in Txns |-> {}]
+    /\ failed' = [t \in Txns |-> FALSE]
+    /\ lock' = [n \in Nodes |-> [k \in Keys |-> None]]
+
+\* Recovery with copying (XenicOCC): the shared part, and each live replica
+\* of k holds the newest surviving committed value (a live replica's stable
+\* value, or a committed write found in a live log or a live coordinator).
+\* DnlSkeleton has its own store rule, which never copies (DnlRecover).
 Recover(A, D, Stable(_, _), HasWrite(_, _, _)) ==
     LET Cands(k) ==
             {Stable(n, k) : n \in Replicas(k) \cap A}
             \cup {t \in Txns : /\ D[t] = "commit" /\ k \in WS(t)
                                /\ \/ t \in InFlight /\ Coord(t) \in A
                                   \/ \E n \in Replicas(k) \cap A : HasWrite(n, t, k)}
-    IN  /\ alive' = A
-        /\ crashes' = crashes + 1
-        /\ phase' = [t \in Txns |-> IF t \in InFlight THEN "done" ELSE phase[t]]
-        /\ dec' = D
-        /\ reported' = [t \in Txns |-> IF t \in InFlight /\ Coord(t) \in A /\ reported[t] = None
-                                        THEN D[t] ELSE reported[t]]
-        /\ acked' = [t \in Txns |-> {}]
-        /\ failed' = [t \in Txns |-> FALSE]
-        /\ lock' = [n \in Nodes |-> [k \in Keys |-> None]]
+    IN  /\ RecoverExceptStores(A, D)
         /\ val' = [n \in Nodes |-> [k \in Keys |->
                       IF n \in A /\ n \in Replicas(k) THEN Newest(k, Cands(k)) ELSE val[n][k]]]
 
