@@ -25,7 +25,7 @@ pub use file::{check_file, FileCheckError};
 
 use crate::api::{ApiError, TxApi};
 use crate::history_gen::{write_history, HistoryGen, HistoryStats, MicroOpSource};
-use crate::history_gen::{TxShape, WorkloadConfigError, PROCESSES_PER_CLIENT_MAX};
+use crate::history_gen::{TxShape, WorkloadConfigError};
 use crate::list_append::{self, ListAppendConfig, ListAppendGenerator, ListAppendTxn};
 use crate::list_append::{LIST_TABLE, LIST_VALUE_BYTES_MAX};
 use crate::register::{self, RegisterConfig, RegisterGenerator, RegisterTxn};
@@ -43,8 +43,7 @@ use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::sync::Arc;
 
-/// Procedure id of the one transaction procedure of a history workload.
-pub const HISTORY_PROCEDURE: u32 = 0;
+pub use crate::history_gen::HISTORY_PROCEDURE;
 
 /// Which history workload, with its generator configuration.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -361,8 +360,7 @@ impl Workload for HistoryCheck {
                 HISTORY_PROCEDURE,
             ),
         };
-        let base = client as u64 * PROCESSES_PER_CLIENT_MAX;
-        HistoryGen::new(source, procedure, base)
+        HistoryGen::for_client(source, procedure, client)
     }
 
     fn max_tries(&self) -> Option<u32> {
