@@ -83,7 +83,12 @@ impl ClientWorkload {
     pub fn check(&self) -> Result<(), ClientSpecError> {
         match *self {
             ClientWorkload::Smallbank { workload } => {
-                Smallbank::new(workload.accounts, Some(workload.hot_accounts))?;
+                let checked = Smallbank::new(workload.accounts, Some(workload.hot_accounts))?;
+                if checked.hot_accounts != workload.hot_accounts {
+                    return Err(
+                        crate::BadArgs("smallbank's hot set is outside 2..=accounts").into(),
+                    );
+                }
                 workload.api.check_built()?;
             }
             ClientWorkload::ListAppend { config } => {
@@ -192,5 +197,63 @@ impl ClientSpec {
             HISTORY_PROCEDURE,
             self.client,
         ))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::history_gen::TxShape;
+
+    fn spec(workload: ClientWorkload) -> ClientSpec {
+        ClientSpec {
+            workload,
+            client: 2,
+            seed: 7,
+            inflight: 8,
+            max_tries: 10,
+            budget: None,
+            warmup_ms: 0,
+            run_ms: 100,
+        }
+    }
+
+    #[test]
+    fn specs_round_trip_as_json_and_build_their_generators() {
+        let sb = spec(ClientWorkload::Smallbank {
+            workload: Smallbank::new(100, None).unwrap(),
+        });
+        let back: ClientSpec = serde_json::from_str(&serde_json::to_string(&sb).unwrap()).unwrap();
+        assert_eq!(back, sb);
+        assert!(back.check().is_ok());
+        assert_eq!(back.workload.procedure_names().len(), 6);
+        assert!(back.smallbank_generator().is_some() && back.history_generator().is_none());
+        assert_eq!(back.loadgen_config().retry.max_tries, 10);
+        let reg = spec(ClientWorkload::Register {
+            config: RegisterConfig::new(10, TxShape::Mixed).unwrap(),
+        });
+        assert_eq!(reg.workload.procedure_names(), ["register"]);
+        assert!(reg.history_generator().is_some());
+        assert_eq!(reg.loadgen_config().retry.max_tries, 1, "one attempt");
+    }
+
+    #[test]
+    fn bad_parameters_from_json_are_refused() {
+        let mut w = Smallbank::new(100, None).unwrap();
+        w.accounts = 1;
+        assert!(matches!(
+            spec(ClientWorkload::Smallbank { workload: w }).check(),
+            Err(ClientSpecError::Smallbank(_))
+        ));
+        let mut c = RegisterConfig::new(10, TxShape::Mixed).unwrap();
+        c.keys = 0;
+        assert!(spec(ClientWorkload::Register { config: c })
+            .check()
+            .is_err());
+        let mut s = spec(ClientWorkload::Register {
+            config: RegisterConfig::new(10, TxShape::Mixed).unwrap(),
+        });
+        s.inflight = 0;
+        assert!(matches!(s.check(), Err(ClientSpecError::NoInflight)));
     }
 }
