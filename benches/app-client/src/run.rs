@@ -154,6 +154,8 @@ fn drive<G: TxGenerator>(
     r: &mut ClientResults,
 ) {
     let origin = Instant::now();
+    let ts = rustix::time::clock_gettime(rustix::time::ClockId::Monotonic);
+    r.clock_origin_ns = ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64;
     let now = || origin.elapsed().as_nanos() as Nanos;
     let from = spec.warmup_ms * 1_000_000;
     let until = from + spec.run_ms * 1_000_000;

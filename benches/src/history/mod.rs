@@ -382,6 +382,27 @@ impl Workload for HistoryCheck {
 
     fn check(&self, db: &Db<'_>, gens: &[&HistoryGenerator]) -> Result<HistoryReport, CheckError> {
         let history = merged_history(gens)?;
+        let mut stats = HistoryStats::default();
+        gens.iter().for_each(|g| stats.add(&g.stats()));
+        self.check_history(db, &history, stats)
+    }
+}
+
+impl HistoryCheck {
+    /// The workload's check over a history its clients recorded (merged)
+    /// and their summed counters `stats`: strict serializability, then the
+    /// lost-commit accounting against the rows of `db`, then the
+    /// fault-free counters. What [`Workload::check`] runs over the in-node
+    /// generators, for clients that ran elsewhere (external processes).
+    ///
+    /// # Errors
+    /// [`CheckError`] of the first check that fails.
+    pub fn check_history(
+        &self,
+        db: &Db<'_>,
+        history: &History,
+        stats: HistoryStats,
+    ) -> Result<HistoryReport, CheckError> {
         let report = self.check_strict(&history, self.history_path.as_deref())?;
         let rows = self.final_rows(db)?;
         let lost = self.check_lost(&history, &rows)?;
@@ -391,8 +412,6 @@ impl Workload for HistoryCheck {
                 detail: e.to_string(),
             }
         })?;
-        let mut stats = HistoryStats::default();
-        gens.iter().for_each(|g| stats.add(&g.stats()));
         let hottest_key_writes = rows
             .values()
             .map(|r| match &r.value {

@@ -194,6 +194,10 @@ pub struct ClientResults {
     pub window: LoadCounters,
     /// Length of the measured interval as the client timed it (ns).
     pub window_ns: u64,
+    /// The machine's `CLOCK_MONOTONIC` (ns) when the client's clock read 0:
+    /// its history's times shift by it to compare with another client's on
+    /// the same machine.
+    pub clock_origin_ns: u64,
     /// Latency (ns) of the window's commits: `(value, count)` pairs (with
     /// Smallbank through the `Txn`, of its transactions, each several calls).
     pub latency_ns: Vec<(u64, u64)>,
