@@ -403,9 +403,9 @@ impl HistoryCheck {
         history: &History,
         stats: HistoryStats,
     ) -> Result<HistoryReport, CheckError> {
-        let report = self.check_strict(&history, self.history_path.as_deref())?;
+        let report = self.check_strict(history, self.history_path.as_deref())?;
         let rows = self.final_rows(db)?;
-        let lost = self.check_lost(&history, &rows)?;
+        let lost = self.check_lost(history, &rows)?;
         lost_commits::check_fault_free_counters(&node_counters(db)).map_err(|e| {
             CheckError::Failed {
                 check: "fault-free counters",
