@@ -120,7 +120,19 @@ pub fn main(o: &Options) -> Result<(), RunError> {
             ops: g.ops().iter().map(|op| op.to_json()).collect(),
         });
     }
+    (r.cpu_ns, r.run_queue_wait_ns) = schedstat();
     write(o, &r)
+}
+
+/// This process's CPU time and run-queue wait (ns), from Linux's
+/// `/proc/self/schedstat` (its main thread: the only one); zeros where it
+/// cannot be read.
+fn schedstat() -> (u64, u64) {
+    let text = std::fs::read_to_string("/proc/self/schedstat").unwrap_or_default();
+    let mut fields = text
+        .split_whitespace()
+        .map(|f| f.parse::<u64>().unwrap_or(0));
+    (fields.next().unwrap_or(0), fields.next().unwrap_or(0))
 }
 
 /// Connects, retrying while the node's socket is not there yet.

@@ -198,6 +198,14 @@ pub struct ClientResults {
     /// its history's times shift by it to compare with another client's on
     /// the same machine.
     pub clock_origin_ns: u64,
+    /// CPU time the client's process ran (ns; Linux's
+    /// `/proc/self/schedstat`, 0 where it cannot be read).
+    #[serde(default)]
+    pub cpu_ns: u64,
+    /// Time the client's process was runnable but waited for a CPU (ns;
+    /// the same source): how much the machine's other work delayed it.
+    #[serde(default)]
+    pub run_queue_wait_ns: u64,
     /// Latency (ns) of the window's commits: `(value, count)` pairs (with
     /// Smallbank through the `Txn`, of its transactions, each several calls).
     pub latency_ns: Vec<(u64, u64)>,

@@ -78,7 +78,7 @@ pub fn smallbank(args: &SmallbankArgs) -> Result<(), Failure> {
         replicas: &replicas,
     })
     .print(args.json)?;
-    print_cpu(cpu_before, cpu_after, figures.all.committed);
+    print_cpu(cpu_before, cpu_after, figures.all.committed, &results);
     money.map_err(|e| Failure::Check(e.to_string()))?;
     replicas.map_err(|e| Failure::Check(e.to_string()))?;
     Ok(())
@@ -107,13 +107,20 @@ fn money(
 }
 
 /// One line on standard error: CPU time of this process and of its client
-/// processes over the run, and per committed transaction.
-fn print_cpu(before: (Duration, Duration), after: (Duration, Duration), committed: u64) {
+/// processes over the run, per committed transaction, and how long the
+/// clients waited for a CPU while runnable.
+fn print_cpu(
+    before: (Duration, Duration),
+    after: (Duration, Duration),
+    committed: u64,
+    clients: &[ClientResults],
+) {
     let own = after.0.saturating_sub(before.0);
     let children = after.1.saturating_sub(before.1);
     let per_tx_us = (own + children).as_secs_f64() * 1e6 / committed.max(1) as f64;
+    let waited_s = clients.iter().map(|r| r.run_queue_wait_ns).sum::<u64>() as f64 / 1e9;
     eprintln!(
-        "cpu: bench process {:.2} s, client processes {:.2} s, {per_tx_us:.1} µs per committed transaction",
+        "cpu: bench process {:.2} s, client processes {:.2} s, {per_tx_us:.1} µs per committed transaction; clients waited {waited_s:.2} s for a CPU",
         own.as_secs_f64(),
         children.as_secs_f64()
     );

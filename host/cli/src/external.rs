@@ -169,7 +169,8 @@ impl Clients {
     ///
     /// # Errors
     /// [`Failure::Check`] naming a client that did not end by the deadline,
-    /// failed, or wrote no results.
+    /// failed, wrote no results, or stopped early (its connection failed,
+    /// or transactions were still in flight after its drain).
     pub fn finish(mut self, deadline: Instant) -> Result<Vec<ClientResults>, Failure> {
         while !self.all_exited() && Instant::now() < deadline {
             std::thread::sleep(Duration::from_millis(20));
@@ -197,6 +198,11 @@ impl Clients {
             let r: ClientResults = serde_json::from_str(&text).map_err(|e| {
                 Failure::Check(format!("node {node}'s external client results: {e}"))
             })?;
+            if let Some(e) = &r.error {
+                return Err(Failure::Check(format!(
+                    "node {node}'s external client stopped early: {e}"
+                )));
+            }
             results.push(r);
         }
         Ok(results)
