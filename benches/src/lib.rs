@@ -6,6 +6,12 @@
 //! drives this crate's cluster (`splitkv_sim::cluster`), not the other way
 //! round.
 //!
+//! The client half of the workloads (generators, codecs, history recording,
+//! the load generator over a port, the results' JSON shapes) is the crate
+//! `splitkv-workloads`, which links nothing of the store so that an external
+//! client program (`splitkv-app-client`) can run it; this crate re-exports
+//! it under the same paths (`api`, `history_gen`, `loadgen`, `smallbank`, …).
+//!
 //! - [`workload`]: the [`Workload`] trait (procedures, load, generator, check;
 //!   FoundationDB's `fdbserver/workloads/` shape) and the database view checks read;
 //! - [`smallbank`]: Smallbank as FaSST/DrTM define it, with its money check;

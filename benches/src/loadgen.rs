@@ -20,577 +20,133 @@
 //!   `until` are not counted at all). Latency is measured from a
 //!   transaction's first submission to its last outcome.
 
-use crate::workload::{AttemptOutcome, TxCall, TxGenerator, PROCEDURES_MAX};
+//!
+//! The load generator itself is `splitkv_workloads::loadgen` (the client
+//! half, generic over its port, which the external client program runs
+//! too); here it runs over a node's NIC client port ([`HostPort`]) and is a
+//! [`Component`] the drivers run.
+
+pub use splitkv_workloads::loadgen::{
+    fold_trace, CommittedTx, LoadGenConfig, LoadStats, RetryPolicy, TxPort, BACKOFF_MAX_NS_DEFAULT,
+    BACKOFF_MIN_NS_DEFAULT, MAX_TRIES_DEFAULT, MAX_TRIES_LIMIT, OUTCOMES_PER_ITERATION_MAX,
+    SPARE_CALLS_MAX,
+};
+
+use crate::workload::TxGenerator;
+#[cfg(test)]
+use crate::workload::{AttemptOutcome, TxCall};
 use hdrhistogram::Histogram;
-use rand::{Rng, SeedableRng};
-use rand_xoshiro::Xoshiro256PlusPlus;
 use splitkv_host::{Client, ClientError};
 use splitkv_layout::host_nic::TxStatus;
-use splitkv_layout::FixedState;
 use splitkv_nic::{Component, Nanos};
-use std::cmp::Reverse;
-use std::collections::BinaryHeap;
 
-/// Most outcomes taken from the ring per iteration.
-pub const OUTCOMES_PER_ITERATION_MAX: usize = 256;
-/// Most argument buffers kept for reuse.
-pub const SPARE_CALLS_MAX: usize = 1024;
-/// Default [`RetryPolicy::max_tries`].
-pub const MAX_TRIES_DEFAULT: u32 = 10;
-/// Most attempts a [`RetryPolicy`] may allow.
-pub const MAX_TRIES_LIMIT: u32 = 1_000;
-/// Default shortest backoff before a retry (ns).
-pub const BACKOFF_MIN_NS_DEFAULT: Nanos = 5_000;
-/// Default longest backoff before a retry (ns).
-pub const BACKOFF_MAX_NS_DEFAULT: Nanos = 1_000_000;
+/// A node's NIC client port (`splitkv_host::Client`) as a load generator's
+/// [`TxPort`]: a full request ring is [`ClientError::Busy`] there, `Ok(false)` here.
+#[derive(Debug)]
+pub struct HostPort(pub Client);
 
-/// How conflict-aborted transactions are retried.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct RetryPolicy {
-    /// Attempts per transaction, the first included (1: never retry;
-    /// at most [`MAX_TRIES_LIMIT`]).
-    pub max_tries: u32,
-    /// Backoff before the first retry is drawn uniformly from
-    /// `backoff_min_ns..=2·backoff_min_ns`; each further retry doubles the
-    /// range, capped at `backoff_max_ns` (ns).
-    pub backoff_min_ns: Nanos,
-    /// Cap of the backoff (ns).
-    pub backoff_max_ns: Nanos,
-}
+impl TxPort for HostPort {
+    type Error = ClientError;
 
-impl Default for RetryPolicy {
-    fn default() -> Self {
-        RetryPolicy {
-            max_tries: MAX_TRIES_DEFAULT,
-            backoff_min_ns: BACKOFF_MIN_NS_DEFAULT,
-            backoff_max_ns: BACKOFF_MAX_NS_DEFAULT,
-        }
-    }
-}
-
-impl RetryPolicy {
-    /// The backoff after a transaction's `attempt`-th attempt (≥ 1) conflicted.
-    pub fn backoff_ns(&self, attempt: u32, rng: &mut impl Rng) -> Nanos {
-        let lo = self.backoff_min_ns.min(self.backoff_max_ns);
-        let hi = lo
-            .saturating_mul(1 << attempt.clamp(1, 20))
-            .min(self.backoff_max_ns)
-            .max(lo);
-        rng.gen_range(lo..=hi)
-    }
-}
-
-/// One committed transaction, as the application saw it.
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
-pub struct CommittedTx {
-    /// Node whose client submitted it.
-    pub node: u16,
-    /// Request id of the committed attempt on that client.
-    pub req_id: u64,
-    /// The transaction.
-    pub call: TxCall,
-    /// The procedure's result.
-    pub result: Vec<u8>,
-}
-
-/// Outcome counters of one load generator (or summed over several).
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct LoadStats {
-    /// Transactions drawn from the generator.
-    pub drawn: u64,
-    /// Attempts submitted (first attempts plus retries).
-    pub attempts: u64,
-    /// Retries submitted.
-    pub retries: u64,
-    /// Transactions committed.
-    pub committed: u64,
-    /// Attempts aborted by a conflict (lock conflict or failed validation).
-    pub conflicts: u64,
-    /// Transactions still conflicting after `max_tries` attempts.
-    pub gave_up: u64,
-    /// Transactions the procedure aborted (e.g. Smallbank's insufficient funds).
-    pub user_aborted: u64,
-    /// Transactions ending any other way (rejected, table full, too large,
-    /// unavailable).
-    pub failed: u64,
-    /// Transactions whose outcome is unknown ([`TxStatus::Unknown`]: they may
-    /// have committed); never resubmitted.
-    pub unknown: u64,
-    /// Committed transactions by procedure id; the built-in `Txn`'s in the
-    /// last slot ([`crate::api::procedure_slot`]).
-    pub committed_by_procedure: [u64; PROCEDURES_MAX],
-}
-
-impl LoadStats {
-    /// Adds `o` into `self`.
-    pub fn add(&mut self, o: &LoadStats) {
-        self.drawn += o.drawn;
-        self.attempts += o.attempts;
-        self.retries += o.retries;
-        self.committed += o.committed;
-        self.conflicts += o.conflicts;
-        self.gave_up += o.gave_up;
-        self.user_aborted += o.user_aborted;
-        self.failed += o.failed;
-        self.unknown += o.unknown;
-        for (a, b) in self
-            .committed_by_procedure
-            .iter_mut()
-            .zip(o.committed_by_procedure)
-        {
-            *a += b;
+    fn submit(&mut self, req_id: u64, procedure: u32, args: &[u8]) -> Result<bool, ClientError> {
+        match self.0.submit(req_id, procedure, args) {
+            Ok(()) => Ok(true),
+            Err(ClientError::Busy) => Ok(false),
+            Err(e) => Err(e),
         }
     }
 
-    /// Transactions that reached their last outcome.
-    pub fn finished(&self) -> u64 {
-        self.committed + self.gave_up + self.user_aborted + self.failed
-    }
-
-    /// Completed transactions: committed plus user-aborted (pgbench's and
-    /// Smallbank's count: a rollback the procedure chose is a completed
-    /// transaction).
-    pub fn completed(&self) -> u64 {
-        self.committed + self.user_aborted
-    }
-
-    /// Share of attempts that ended in a conflict (0 with no attempts).
-    pub fn conflict_rate(&self) -> f64 {
-        ratio(self.conflicts, self.attempts)
-    }
-
-    /// Retries per committed transaction (0 with no commits).
-    pub fn retries_per_commit(&self) -> f64 {
-        ratio(self.retries, self.committed)
+    fn poll(
+        &mut self,
+        max: usize,
+        each: &mut dyn FnMut(u64, TxStatus, &[u8]),
+    ) -> Result<usize, ClientError> {
+        self.0.poll(max, |o| each(o.req_id, o.status, o.result))
     }
 }
 
-fn ratio(a: u64, b: u64) -> f64 {
-    if b == 0 {
-        0.0
-    } else {
-        a as f64 / b as f64
-    }
-}
-
-/// A transaction in the window: submitted, or waiting for its retry.
+/// Closed-loop client of one node over a [`TxGenerator`], submitting through
+/// the node's NIC client port (`splitkv_workloads::loadgen::LoadGen` over
+/// [`HostPort`]).
 #[derive(Debug)]
-struct Pending {
-    call: TxCall,
-    seq: u64,
-    first_ns: Nanos,
-    invoked_ns: Nanos,
-    attempt: u32,
-}
-
-/// A retry waiting for its backoff to end, ordered by (due time, sequence).
-#[derive(Debug)]
-struct Retry {
-    due_ns: Nanos,
-    seq: u64,
-    tx: Pending,
-}
-
-impl PartialEq for Retry {
-    fn eq(&self, o: &Self) -> bool {
-        (self.due_ns, self.seq) == (o.due_ns, o.seq)
-    }
-}
-impl Eq for Retry {}
-impl PartialOrd for Retry {
-    fn partial_cmp(&self, o: &Self) -> Option<std::cmp::Ordering> {
-        Some(self.cmp(o))
-    }
-}
-impl Ord for Retry {
-    fn cmp(&self, o: &Self) -> std::cmp::Ordering {
-        (self.due_ns, self.seq).cmp(&(o.due_ns, o.seq))
-    }
-}
-
-/// How a [`LoadGen`] runs.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct LoadGenConfig {
-    /// Seed of the backoff draws (the generator has its own).
-    pub seed: u64,
-    /// Transactions kept outstanding (submitted or waiting to retry), ≥ 1.
-    pub inflight_max: usize,
-    /// Transactions to draw in all (`None`: until [`LoadGen::stop`]).
-    pub budget: Option<u64>,
-    /// Keep every committed transaction ([`LoadGen::record`]).
-    pub record: bool,
-    /// Conflict retries.
-    pub retry: RetryPolicy,
-}
-
-/// Closed-loop client of one node over a [`TxGenerator`].
-pub struct LoadGen<G> {
-    node: u16,
-    client: Client,
-    gen: G,
-    cfg: LoadGenConfig,
-    rng: Xoshiro256PlusPlus,
-    submitting: bool,
-    next_req: u64,
-    retry_seq: u64,
-    window: (Nanos, Nanos),
-    held: Option<Pending>,
-    pending: hashbrown::HashMap<u64, Pending, FixedState>,
-    retries: BinaryHeap<Reverse<Retry>>,
-    spare: Vec<TxCall>,
-    taken: Vec<(u64, TxStatus, std::ops::Range<usize>)>,
-    taken_bytes: Vec<u8>,
-    latency_ns: Histogram<u64>,
-    stats: LoadStats,
-    window_stats: LoadStats,
-    record: Option<Vec<CommittedTx>>,
-    trace: u64,
-    error: Option<ClientError>,
-}
-
-impl<G> std::fmt::Debug for LoadGen<G> {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("LoadGen")
-            .field("node", &self.node)
-            .field("stats", &self.stats)
-            .finish_non_exhaustive()
-    }
-}
+pub struct LoadGen<G>(splitkv_workloads::loadgen::LoadGen<G, HostPort>);
 
 impl<G: TxGenerator> LoadGen<G> {
     /// A load generator for `node` drawing from `gen` and submitting through
     /// `client`.
     pub fn new(node: u16, client: Client, gen: G, cfg: LoadGenConfig) -> LoadGen<G> {
-        let inflight_max = cfg.inflight_max.max(1);
-        LoadGen {
+        LoadGen(splitkv_workloads::loadgen::LoadGen::new(
             node,
-            client,
+            HostPort(client),
             gen,
-            cfg: LoadGenConfig {
-                inflight_max,
-                retry: RetryPolicy {
-                    max_tries: cfg.retry.max_tries.clamp(1, MAX_TRIES_LIMIT),
-                    ..cfg.retry
-                },
-                ..cfg
-            },
-            rng: Xoshiro256PlusPlus::seed_from_u64(
-                cfg.seed ^ 0xBAC0_FF00 ^ (node as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15),
-            ),
-            submitting: true,
-            next_req: 0,
-            retry_seq: 0,
-            window: (0, Nanos::MAX),
-            held: None,
-            pending: hashbrown::HashMap::with_capacity_and_hasher(inflight_max, FixedState),
-            retries: BinaryHeap::with_capacity(inflight_max),
-            spare: Vec::new(),
-            taken: Vec::with_capacity(OUTCOMES_PER_ITERATION_MAX),
-            taken_bytes: Vec::new(),
-            latency_ns: Histogram::new_with_bounds(1, 60_000_000_000, 3)
-                .expect("valid histogram bounds"),
-            stats: LoadStats::default(),
-            window_stats: LoadStats::default(),
-            record: cfg.record.then(Vec::new),
-            trace: TRACE_SEED,
-            error: None,
-        }
+            cfg,
+        ))
     }
 
     /// Counts into [`LoadGen::window_stats`] (and the latency histogram) only
     /// outcomes taken at `from_ns <= now < until_ns`.
     pub fn set_window(&mut self, from_ns: Nanos, until_ns: Nanos) {
-        self.window = (from_ns, until_ns);
-        self.gen.set_window(from_ns, until_ns);
+        self.0.set_window(from_ns, until_ns)
     }
 
     /// Stops drawing new transactions; those in the window (retries included)
     /// still run to their last outcome.
     pub fn stop(&mut self) {
-        self.submitting = false;
+        self.0.stop()
     }
 
     /// Whether every drawn transaction has its last outcome and no more will
     /// be drawn (stopped, budget spent, generator exhausted, or a client error).
     pub fn is_done(&self) -> bool {
-        self.pending.is_empty()
-            && self.retries.is_empty()
-            && self.held.is_none()
-            && (!self.submitting
-                || self.error.is_some()
-                || self.gen.exhausted()
-                || self.cfg.budget.is_some_and(|b| self.stats.drawn >= b))
+        self.0.is_done()
     }
 
     /// Counters over every outcome so far.
     pub fn stats(&self) -> LoadStats {
-        self.stats
+        self.0.stats()
     }
 
     /// Counters over the outcomes taken within the window.
     pub fn window_stats(&self) -> LoadStats {
-        self.window_stats
+        self.0.window_stats()
     }
 
     /// Latency histogram (ns, first submission to commit) of the transactions
     /// committed within the window.
     pub fn latency_ns(&self) -> &Histogram<u64> {
-        &self.latency_ns
+        self.0.latency_ns()
     }
 
     /// Committed transactions in the order their outcomes arrived (if recording).
     pub fn record(&self) -> Option<&[CommittedTx]> {
-        self.record.as_deref()
+        self.0.record()
     }
 
     /// The generator (for the workload's check).
     pub fn generator(&self) -> &G {
-        &self.gen
+        self.0.generator()
     }
 
-    /// Ends the run at `now`: stops drawing and lets the generator finish
-    /// ([`TxGenerator::finish`]).
+    /// Ends the run at `now`: stops drawing and lets the generator finish.
     pub fn finish(&mut self, now: Nanos) {
-        self.stop();
-        self.gen.finish(now);
+        self.0.finish(now)
     }
 
-    /// An order-sensitive hash of every outcome taken so far: its time,
-    /// request id, status and result bytes. Equal runs give equal hashes.
+    /// An order-sensitive hash of every outcome taken so far.
     pub fn trace_hash(&self) -> u64 {
-        self.trace
+        self.0.trace_hash()
     }
 
     /// The first client error seen, if any (the generator stops submitting).
     pub fn error(&self) -> Option<&ClientError> {
-        self.error.as_ref()
-    }
-
-    /// The counters an event at `now` goes into: the run's, and the window's
-    /// if `now` is within it.
-    fn counters(&mut self, now: Nanos) -> impl Iterator<Item = &mut LoadStats> {
-        let in_window = (self.window.0..self.window.1).contains(&now);
-        [
-            Some(&mut self.stats),
-            in_window.then_some(&mut self.window_stats),
-        ]
-        .into_iter()
-        .flatten()
-    }
-
-    fn window_len(&self) -> usize {
-        self.pending.len() + self.retries.len() + self.held.is_some() as usize
+        self.0.error()
     }
 
     /// Takes outcomes, submits due retries, then tops the window up with new
     /// transactions. Returns whether it did anything.
     pub fn run_iteration(&mut self, now: Nanos) -> bool {
-        if self.error.is_some() {
-            return false;
-        }
-        self.gen.on_iteration(now);
-        let mut work = match self.poll_outcomes(now) {
-            Ok(n) => n > 0,
-            Err(e) => {
-                self.error = Some(e);
-                return false;
-            }
-        };
-        work |= self.submit_retries(now);
-        work |= self.submit_new(now);
-        work
+        self.0.run_iteration(now)
     }
-
-    fn submit_retries(&mut self, now: Nanos) -> bool {
-        let mut work = false;
-        while let Some(Reverse(r)) = self.retries.peek() {
-            if r.due_ns > now {
-                break;
-            }
-            let req_id = self.next_req;
-            if !submit(&mut self.client, req_id, &r.tx.call, &mut self.error) {
-                break;
-            }
-            let Reverse(mut r) = self.retries.pop().expect("peeked");
-            r.tx.invoked_ns = now;
-            r.tx.attempt += 1;
-            self.next_req += 1;
-            for s in self.counters(now) {
-                s.attempts += 1;
-                s.retries += 1;
-            }
-            self.pending.insert(req_id, r.tx);
-            work = true;
-        }
-        work
-    }
-
-    fn submit_new(&mut self, now: Nanos) -> bool {
-        let mut work = false;
-        while self.error.is_none() {
-            if self.held.is_none() {
-                let can_draw = self.submitting
-                    && !self.gen.exhausted()
-                    && self.window_len() < self.cfg.inflight_max
-                    && self.cfg.budget.is_none_or(|b| self.stats.drawn < b);
-                if !can_draw {
-                    break;
-                }
-                let mut call = self.spare.pop().unwrap_or_default();
-                call.args.clear();
-                self.gen.next(&mut call);
-                let seq = self.stats.drawn;
-                self.counters(now).for_each(|s| s.drawn += 1);
-                self.held = Some(Pending {
-                    call,
-                    seq,
-                    first_ns: now,
-                    invoked_ns: now,
-                    attempt: 1,
-                });
-            }
-            let req_id = self.next_req;
-            let held = self.held.as_ref().expect("held");
-            if !submit(&mut self.client, req_id, &held.call, &mut self.error) {
-                // Kept in `held`: submitted first next time, never redrawn.
-                break;
-            }
-            let mut tx = self.held.take().expect("held");
-            tx.first_ns = now;
-            tx.invoked_ns = now;
-            self.next_req += 1;
-            self.counters(now).for_each(|s| s.attempts += 1);
-            self.pending.insert(req_id, tx);
-            work = true;
-        }
-        work
-    }
-
-    /// Takes up to [`OUTCOMES_PER_ITERATION_MAX`] outcomes (copied out of the
-    /// ring into reused buffers, no allocation once warm), then handles them.
-    fn poll_outcomes(&mut self, now: Nanos) -> Result<usize, ClientError> {
-        let (mut taken, mut bytes) = (
-            std::mem::take(&mut self.taken),
-            std::mem::take(&mut self.taken_bytes),
-        );
-        taken.clear();
-        bytes.clear();
-        let n = self.client.poll(OUTCOMES_PER_ITERATION_MAX, |o| {
-            let at = bytes.len();
-            bytes.extend_from_slice(o.result);
-            taken.push((o.req_id, o.status, at..bytes.len()));
-        });
-        for (req_id, status, range) in taken.drain(..) {
-            self.on_outcome(now, req_id, status, &bytes[range]);
-        }
-        (self.taken, self.taken_bytes) = (taken, bytes);
-        n
-    }
-
-    fn on_outcome(&mut self, now: Nanos, req_id: u64, status: TxStatus, result: &[u8]) {
-        let Some(tx) = self.pending.remove(&req_id) else {
-            return;
-        };
-        let mut h = crate::measure::mix64(self.trace ^ now);
-        h = crate::measure::mix64(h ^ req_id ^ ((status as u64) << 56));
-        self.trace = fold_trace(h, result);
-        let conflict = status.is_conflict();
-        let last = !conflict || tx.attempt >= self.cfg.retry.max_tries;
-        self.gen.on_outcome(&AttemptOutcome {
-            call: &tx.call,
-            status,
-            result,
-            invoked_ns: tx.invoked_ns,
-            completed_ns: now,
-            attempt: tx.attempt,
-            last,
-            seq: tx.seq,
-        });
-        let in_window = (self.window.0..self.window.1).contains(&now);
-        for s in self.counters(now) {
-            count(s, &tx, status, last);
-        }
-        if status == TxStatus::Committed {
-            if in_window {
-                let _ = self
-                    .latency_ns
-                    .record(now.saturating_sub(tx.first_ns).max(1));
-            }
-            if let Some(r) = self.record.as_mut() {
-                r.push(CommittedTx {
-                    node: self.node,
-                    req_id,
-                    call: tx.call.clone(),
-                    result: result.to_vec(),
-                });
-            }
-        }
-        if last {
-            if self.spare.len() < SPARE_CALLS_MAX {
-                self.spare.push(tx.call);
-            }
-            return;
-        }
-        let due_ns = now + self.cfg.retry.backoff_ns(tx.attempt, &mut self.rng);
-        self.retry_seq += 1;
-        self.retries.push(Reverse(Retry {
-            due_ns,
-            seq: self.retry_seq,
-            tx,
-        }));
-    }
-}
-
-/// Adds one attempt's outcome to `s`.
-fn count(s: &mut LoadStats, tx: &Pending, status: TxStatus, last: bool) {
-    match status {
-        TxStatus::Committed => {
-            s.committed += 1;
-            if let Some(slot) = crate::api::procedure_slot(tx.call.procedure) {
-                s.committed_by_procedure[slot] += 1;
-            }
-        }
-        TxStatus::UserAborted => s.user_aborted += 1,
-        TxStatus::Unknown => s.unknown += 1,
-        st if st.is_conflict() => {
-            s.conflicts += 1;
-            s.gave_up += last as u64;
-        }
-        _ => s.failed += 1,
-    }
-}
-
-/// Submits `call` as request `req_id`; false if the ring is full or on an
-/// error (then kept in `error`).
-fn submit(
-    client: &mut Client,
-    req_id: u64,
-    call: &TxCall,
-    error: &mut Option<ClientError>,
-) -> bool {
-    match client.submit(req_id, call.procedure, &call.args) {
-        Ok(()) => true,
-        Err(ClientError::Busy) => false,
-        Err(e) => {
-            *error = Some(e);
-            false
-        }
-    }
-}
-
-/// The trace hash of an empty run.
-const TRACE_SEED: u64 = 0xcbf2_9ce4_8422_2325;
-
-/// Folds `bytes` into the order-sensitive hash `h`, a word at a time (each
-/// 8-byte word, the last zero-padded, and the length are mixed in with
-/// [`crate::measure::mix64`]); cheap enough for every outcome.
-pub fn fold_trace(mut h: u64, bytes: &[u8]) -> u64 {
-    for chunk in bytes.chunks(8) {
-        let mut w = [0u8; 8];
-        w[..chunk.len()].copy_from_slice(chunk);
-        h = crate::measure::mix64(h ^ u64::from_le_bytes(w));
-    }
-    crate::measure::mix64(h ^ bytes.len() as u64)
 }
 
 impl<G: TxGenerator> Component for LoadGen<G> {

@@ -21,14 +21,7 @@ pub fn thread_cpu_time() -> Duration {
     Duration::new(ts.tv_sec as u64, ts.tv_nsec as u32)
 }
 
-/// A bijective 64-bit mix (splitmix64 finalizer): distinct inputs give
-/// distinct, well-spread key ids.
-pub fn mix64(mut z: u64) -> u64 {
-    z = z.wrapping_add(0x9E37_79B9_7F4A_7C15);
-    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-    z ^ (z >> 31)
-}
+pub use splitkv_workloads::loadgen::mix64;
 
 #[cfg(test)]
 mod tests {

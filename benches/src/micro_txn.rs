@@ -8,8 +8,7 @@
 //! and how a read's value is stored and reported; those are the parameters of
 //! the helpers here.
 
-use crate::list_append::codec::{self, OpKind, ResultError, ResultReader, TxOps};
-use splitkv_check::history::{MicroOp, ReadValue};
+use crate::list_append::codec::{self, OpKind, TxOps};
 use splitkv_layout::Key;
 use splitkv_nic::{ProcError, ReadView, TxPlan, UserAbort, WriteSet};
 
@@ -26,7 +25,10 @@ pub(crate) fn plan_ops(
     write_kind: OpKind,
     wrong_kind: &'static str,
 ) -> Result<(), ProcError> {
-    for op in codec::decode(args)?.as_slice() {
+    for op in codec::decode(args)
+        .map_err(|e| ProcError::BadArgs(e.0))?
+        .as_slice()
+    {
         let key = Key::new(table, op.key);
         match op.kind {
             OpKind::Read => plan.read(key),
@@ -66,32 +68,6 @@ pub(crate) fn execute_ops<'a, E>(
         &mut |k, v| writes.put(Key::new(table, k), v),
     )
     .map_err(|_| UserAbort)
-}
-
-/// The micro-ops of a committed transaction as it completed: `invoked` with
-/// every read's value taken in order from `result` by `read(reader, op)`
-/// (`op`: the micro-op's index, for errors); other micro-ops unchanged.
-///
-/// # Errors
-/// [`ResultError`] from `read`, or if `result` holds bytes past the last read.
-pub(crate) fn complete_reads(
-    invoked: &[MicroOp],
-    result: &[u8],
-    mut read: impl FnMut(&mut ResultReader<'_>, usize) -> Result<Option<ReadValue>, ResultError>,
-) -> Result<Vec<MicroOp>, ResultError> {
-    let mut r = ResultReader::new(result);
-    let mut out = Vec::with_capacity(invoked.len());
-    for (i, op) in invoked.iter().enumerate() {
-        out.push(match *op {
-            MicroOp::Read { key, .. } => MicroOp::Read {
-                key,
-                value: read(&mut r, i)?,
-            },
-            ref other => other.clone(),
-        });
-    }
-    r.finish()?;
-    Ok(out)
 }
 
 /// Helpers the workloads' unit tests share.

@@ -12,27 +12,18 @@
 //! read set, written keys to the write set, and the micro-ops run in order on
 //! the values read, so a read after the transaction's own write returns it.
 
-use crate::history_gen::{MicroOpSource, TxShape, WorkloadConfigError, MIXED_OPS_MAX};
-use crate::list_append::codec::{self, OpKind, ResultError, TxOps, MICRO_OPS_PER_TX_MAX};
-use crate::list_append::generator::ELEMENT_COUNTER_BITS;
+//!
+//! The client side (generator, result completion) is
+//! `splitkv_workloads::register`, re-exported here.
+
+use crate::list_append::codec::{OpKind, TxOps, MICRO_OPS_PER_TX_MAX};
 use crate::micro_txn;
-use rand::{Rng, SeedableRng};
-use rand_xoshiro::Xoshiro256PlusPlus;
-use splitkv_check::history::{MicroOp, ReadValue};
-use splitkv_layout::host_nic::RESULT_BYTES_MAX;
 use splitkv_nic::{ProcError, Procedure, ReadView, TxPlan, UserAbort, WriteSet};
 
-/// Table id of the registers.
-pub const REGISTER_TABLE: u32 = 21;
-
-/// Bytes of a stored register: the `value_bytes_max` every node of a register
-/// cluster is configured with.
-pub const REGISTER_VALUE_BYTES: usize = 8;
-
-/// Encoded bytes of one read in a result: a presence tag, then the value.
-pub const REGISTER_READ_RESULT_BYTES: usize = 1 + REGISTER_VALUE_BYTES;
-
-const _: () = assert!(MICRO_OPS_PER_TX_MAX * REGISTER_READ_RESULT_BYTES <= RESULT_BYTES_MAX);
+pub use splitkv_workloads::register::{
+    complete, distinct_keys, RegisterConfig, RegisterGenerator, REGISTER_READ_RESULT_BYTES,
+    REGISTER_TABLE, REGISTER_VALUE_BYTES,
+};
 
 /// Why a register transaction cannot run; the procedure turns each into a
 /// user abort (the client records a `fail`).
@@ -114,7 +105,7 @@ pub struct RegisterTxn;
 
 impl Procedure for RegisterTxn {
     fn name(&self) -> &'static str {
-        "register"
+        splitkv_workloads::register::REGISTER_PROCEDURE
     }
 
     fn plan(&self, args: &[u8], plan: &mut TxPlan) -> Result<(), ProcError> {
@@ -135,147 +126,12 @@ impl Procedure for RegisterTxn {
     }
 }
 
-/// The micro-ops of a committed register transaction as it completed.
-///
-/// # Errors
-/// [`ResultError`] if `result` does not hold exactly one value per read.
-pub fn complete(invoked: &[MicroOp], result: &[u8]) -> Result<Vec<MicroOp>, ResultError> {
-    micro_txn::complete_reads(invoked, result, |r, i| match r.u8(i)? {
-        0 => Ok(None),
-        1 => Ok(Some(ReadValue::Register(r.u64(i)?))),
-        tag => Err(ResultError::BadTag { op: i, tag }),
-    })
-}
-
-/// Shape of a register run.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct RegisterConfig {
-    /// Keys `0..keys`, each loaded in the initial (empty) state.
-    pub keys: u64,
-    /// What the transactions look like.
-    pub shape: TxShape,
-}
-
-impl RegisterConfig {
-    /// A configuration over `keys` keys.
-    ///
-    /// # Errors
-    /// [`WorkloadConfigError::TooFewKeys`] if `keys` is below what one
-    /// transaction of `shape` needs ([`TxShape::keys_min`]).
-    pub fn new(keys: u64, shape: TxShape) -> Result<RegisterConfig, WorkloadConfigError> {
-        shape.check(keys)?;
-        Ok(RegisterConfig { keys, shape })
-    }
-}
-
-/// One client's generator of register transactions (values `client << 40 | n`).
-#[derive(Debug, Clone)]
-pub struct RegisterGenerator {
-    cfg: RegisterConfig,
-    client: u64,
-    rng: Xoshiro256PlusPlus,
-    counter: u64,
-}
-
-impl RegisterGenerator {
-    /// Client `client`'s generator, seeded with `seed`.
-    pub fn new(cfg: RegisterConfig, client: u64, seed: u64) -> RegisterGenerator {
-        RegisterGenerator {
-            cfg,
-            client,
-            rng: Xoshiro256PlusPlus::seed_from_u64(
-                seed ^ (client + 1).wrapping_mul(0xD1B5_4A32_D192_ED03),
-            ),
-            counter: 0,
-        }
-    }
-
-    fn write(&mut self, key: u64) -> MicroOp {
-        self.counter += 1;
-        MicroOp::Write {
-            key,
-            value: (self.client + 1) << ELEMENT_COUNTER_BITS | self.counter,
-        }
-    }
-
-    /// Draws the next transaction's micro-ops (reads carry no value yet).
-    pub fn draw(&mut self) -> Vec<MicroOp> {
-        let keys = self.cfg.keys;
-        match self.cfg.shape {
-            TxShape::Mixed => {
-                let n = self.rng.gen_range(1..=MIXED_OPS_MAX);
-                (0..n)
-                    .map(|_| {
-                        let key = self.rng.gen_range(0..keys);
-                        if self.rng.gen_bool(0.5) {
-                            MicroOp::Read { key, value: None }
-                        } else {
-                            self.write(key)
-                        }
-                    })
-                    .collect()
-            }
-            TxShape::WriteSkew => {
-                let a = self.rng.gen_range(0..keys);
-                let b = (a + self.rng.gen_range(1..keys)) % keys;
-                let w = if self.rng.gen_bool(0.5) { a } else { b };
-                let write = self.write(w);
-                vec![
-                    MicroOp::Read {
-                        key: a,
-                        value: None,
-                    },
-                    MicroOp::Read {
-                        key: b,
-                        value: None,
-                    },
-                    write,
-                ]
-            }
-            TxShape::GetsPuts { gets, puts } => {
-                let keys = distinct_keys(&mut self.rng, keys, gets as usize + puts as usize);
-                let (read, written) = keys.split_at(gets as usize);
-                let mut ops: Vec<MicroOp> = read
-                    .iter()
-                    .map(|&key| MicroOp::Read { key, value: None })
-                    .collect();
-                ops.extend(written.iter().map(|&key| self.write(key)));
-                ops
-            }
-        }
-    }
-}
-
-/// `n` distinct keys drawn uniformly from `0..keys` (`n <= keys`, at most
-/// [`MICRO_OPS_PER_TX_MAX`]), in drawing order.
-pub(crate) fn distinct_keys(rng: &mut impl Rng, keys: u64, n: usize) -> Vec<u64> {
-    debug_assert!(n as u64 <= keys && n <= MICRO_OPS_PER_TX_MAX);
-    let mut drawn = Vec::with_capacity(n);
-    while drawn.len() < n {
-        let key = rng.gen_range(0..keys);
-        if !drawn.contains(&key) {
-            drawn.push(key);
-        }
-    }
-    drawn
-}
-
-impl MicroOpSource for RegisterGenerator {
-    fn next_tx(&mut self, args: &mut Vec<u8>) -> Option<Vec<MicroOp>> {
-        let ops = self.draw();
-        codec::encode(&ops, args);
-        Some(ops)
-    }
-
-    fn complete(&self, invoked: &[MicroOp], result: &[u8]) -> Result<Vec<MicroOp>, ResultError> {
-        complete(invoked, result)
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::history_gen::TxShape;
     use crate::micro_txn::test_support::{ops, own_write_then_reads};
+    use splitkv_check::history::{MicroOp, ReadValue};
 
     #[test]
     fn reads_see_own_writes_and_results_decode() {

@@ -16,6 +16,7 @@ use crate::replicas::{check_replicas, ReplicaReport};
 use crate::workload::{CheckError, Db, Workload};
 use hdrhistogram::Histogram;
 use splitkv_host::cluster::{Cluster, ClusterBuilder, ClusterError, ClusterParts, LoadError};
+use splitkv_host::deploy::ClientSettings;
 use splitkv_host::node::NodeConfig;
 use splitkv_host::table::TableKind;
 use splitkv_layout::wire::{NodeId, NodeMask};
@@ -54,6 +55,10 @@ pub struct ClusterSpec {
     /// Silence after which a node declares a peer failed, ns (`None`: the
     /// session default).
     pub session_silence_ns: Option<Nanos>,
+    /// Serve applications in other processes on every node
+    /// (`ClusterBuilder::serve_applications`, L5 §III): how external
+    /// workload clients attach (`None`: no socket).
+    pub applications: Option<ClientSettings>,
 }
 
 impl ClusterSpec {
@@ -75,6 +80,7 @@ impl ClusterSpec {
             table: TableKind::Robinhood,
             threads: splitkv_host::cluster::THREADS_DEFAULT,
             session_silence_ns: None,
+            applications: None,
         }
     }
 }
@@ -132,7 +138,7 @@ impl<W: Workload> std::fmt::Debug for BenchCluster<W> {
 pub fn builder<W: Workload>(spec: &ClusterSpec, workload: &W) -> ClusterBuilder {
     let mut procedures = ProcedureRegistry::new();
     workload.register(&mut procedures);
-    Cluster::builder()
+    let b = Cluster::builder()
         .nodes(spec.nodes)
         .replication(spec.replication)
         .table(spec.table)
@@ -143,7 +149,11 @@ pub fn builder<W: Workload>(spec: &ClusterSpec, workload: &W) -> ClusterBuilder 
         .threads(spec.threads)
         .seed(spec.seed)
         .dma_latency_ns(spec.dma_latency_ns)
-        .configure(node_settings(spec))
+        .configure(node_settings(spec));
+    match &spec.applications {
+        Some(settings) => b.serve_applications(settings.clone()),
+        None => b,
+    }
 }
 
 /// The per-node settings `spec` makes beyond the builder's calls (D_m, DMA

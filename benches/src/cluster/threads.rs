@@ -105,6 +105,38 @@ where
         run: ThreadRun,
         mut tick: impl FnMut(Duration, &Cluster),
     ) -> Result<(BenchCluster<W>, Duration), BuildError> {
+        self.run_threads_until(run, true, |t, c| {
+            tick(t, c);
+            true
+        })
+    }
+
+    /// [`BenchCluster::run_threads_watched`] for a run whose clients are
+    /// (also) outside the cluster — processes attached to the nodes'
+    /// application sockets ([`ClusterSpec::applications`](super::ClusterSpec::applications)):
+    /// the run goes on until every load generator is done and
+    /// `clients_done(elapsed, cluster)` (called every [`PROGRESS_PERIOD`])
+    /// says the outside clients are, or `run.timeout`.
+    ///
+    /// # Errors
+    /// As [`BenchCluster::run_threads`].
+    pub fn run_threads_with_outside_clients(
+        self,
+        run: ThreadRun,
+        clients_done: impl FnMut(Duration, &Cluster) -> bool,
+    ) -> Result<(BenchCluster<W>, Duration), BuildError> {
+        self.run_threads_until(run, false, clients_done)
+    }
+
+    /// The threaded run: until every load generator is done and the last
+    /// `outside_done(elapsed, cluster)` (starting at `outside_done_at_start`)
+    /// said true, or `run.timeout`.
+    fn run_threads_until(
+        self,
+        run: ThreadRun,
+        outside_done_at_start: bool,
+        mut outside_done: impl FnMut(Duration, &Cluster) -> bool,
+    ) -> Result<(BenchCluster<W>, Duration), BuildError> {
         let BenchCluster {
             spec,
             workload,
@@ -128,9 +160,10 @@ where
         }
         let cluster = parts.start()?;
         let start = Instant::now();
-        while done.load(Ordering::Acquire) < nodes && start.elapsed() < run.timeout {
+        let mut outside = outside_done_at_start;
+        while (done.load(Ordering::Acquire) < nodes || !outside) && start.elapsed() < run.timeout {
             cluster.check()?;
-            tick(start.elapsed(), &cluster);
+            outside = outside_done(start.elapsed(), &cluster);
             std::thread::sleep(PROGRESS_PERIOD);
         }
         let elapsed = start.elapsed();

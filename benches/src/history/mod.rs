@@ -25,7 +25,7 @@ pub use file::{check_file, FileCheckError};
 
 use crate::api::{ApiError, TxApi};
 use crate::history_gen::{write_history, HistoryGen, HistoryStats, MicroOpSource};
-use crate::history_gen::{TxShape, WorkloadConfigError, PROCESSES_PER_CLIENT_MAX};
+use crate::history_gen::{TxShape, WorkloadConfigError};
 use crate::list_append::{self, ListAppendConfig, ListAppendGenerator, ListAppendTxn};
 use crate::list_append::{LIST_TABLE, LIST_VALUE_BYTES_MAX};
 use crate::register::{self, RegisterConfig, RegisterGenerator, RegisterTxn};
@@ -43,8 +43,7 @@ use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::sync::Arc;
 
-/// Procedure id of the one transaction procedure of a history workload.
-pub const HISTORY_PROCEDURE: u32 = 0;
+pub use crate::history_gen::HISTORY_PROCEDURE;
 
 /// Which history workload, with its generator configuration.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -361,8 +360,7 @@ impl Workload for HistoryCheck {
                 HISTORY_PROCEDURE,
             ),
         };
-        let base = client as u64 * PROCESSES_PER_CLIENT_MAX;
-        HistoryGen::new(source, procedure, base)
+        HistoryGen::for_client(source, procedure, client)
     }
 
     fn max_tries(&self) -> Option<u32> {
@@ -384,17 +382,36 @@ impl Workload for HistoryCheck {
 
     fn check(&self, db: &Db<'_>, gens: &[&HistoryGenerator]) -> Result<HistoryReport, CheckError> {
         let history = merged_history(gens)?;
-        let report = self.check_strict(&history, self.history_path.as_deref())?;
+        let mut stats = HistoryStats::default();
+        gens.iter().for_each(|g| stats.add(&g.stats()));
+        self.check_history(db, &history, stats)
+    }
+}
+
+impl HistoryCheck {
+    /// The workload's check over a history its clients recorded (merged)
+    /// and their summed counters `stats`: strict serializability, then the
+    /// lost-commit accounting against the rows of `db`, then the
+    /// fault-free counters. What [`Workload::check`] runs over the in-node
+    /// generators, for clients that ran elsewhere (external processes).
+    ///
+    /// # Errors
+    /// [`CheckError`] of the first check that fails.
+    pub fn check_history(
+        &self,
+        db: &Db<'_>,
+        history: &History,
+        stats: HistoryStats,
+    ) -> Result<HistoryReport, CheckError> {
+        let report = self.check_strict(history, self.history_path.as_deref())?;
         let rows = self.final_rows(db)?;
-        let lost = self.check_lost(&history, &rows)?;
+        let lost = self.check_lost(history, &rows)?;
         lost_commits::check_fault_free_counters(&node_counters(db)).map_err(|e| {
             CheckError::Failed {
                 check: "fault-free counters",
                 detail: e.to_string(),
             }
         })?;
-        let mut stats = HistoryStats::default();
-        gens.iter().for_each(|g| stats.add(&g.stats()));
         let hottest_key_writes = rows
             .values()
             .map(|r| match &r.value {

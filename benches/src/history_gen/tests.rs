@@ -1,8 +1,11 @@
 use super::*;
 use crate::list_append::codec;
+use crate::list_append::codec::ResultError;
 use crate::loadgen::{LoadGen, LoadGenConfig, RetryPolicy};
 use crate::register::{self, RegisterConfig, RegisterGenerator};
+use splitkv_check::history::{History, MicroOp, OpType};
 use splitkv_host::Client;
+use splitkv_layout::host_nic::TxStatus;
 use splitkv_layout::host_nic::{HostToNic, NicToHost, TxOutcome};
 use splitkv_layout::ring::{ring_pair, RingConsumer, RingProducer};
 

@@ -22,34 +22,14 @@
 //! transaction ([`ListAppendError::ListFull`], seen by the client as a user
 //! abort) rather than truncating the list.
 
-pub mod codec;
-pub mod generator;
-
 use crate::micro_txn;
-use codec::{OpKind, ResultError, TxOps, MICRO_OPS_PER_TX_MAX};
-use splitkv_check::history::{MicroOp, ReadValue};
-use splitkv_layout::host_nic::RESULT_BYTES_MAX;
+use codec::{OpKind, TxOps, MICRO_OPS_PER_TX_MAX};
 use splitkv_nic::{ProcError, Procedure, ReadView, TxPlan, UserAbort, WriteSet};
 
-pub use generator::{ListAppendConfig, ListAppendGenerator};
-
-/// Table id of the lists.
-pub const LIST_TABLE: u32 = 20;
-
-/// Most elements in one list: a key is retired after this many appends.
-pub const LIST_ELEMENTS_MAX: usize = 30;
-
-/// Largest stored list in bytes: the `value_bytes_max` every node of a
-/// list-append cluster is configured with.
-pub const LIST_VALUE_BYTES_MAX: usize = LIST_ELEMENTS_MAX * 8;
-
-/// Encoded bytes of one read in a result: the element count, then the elements.
-pub const READ_RESULT_BYTES_MAX: usize = 1 + LIST_VALUE_BYTES_MAX;
-
-const _: () = assert!(LIST_VALUE_BYTES_MAX <= splitkv_layout::VALUE_BYTES_MAX);
-const _: () = assert!(LIST_ELEMENTS_MAX <= u8::MAX as usize);
-// Every read of a transaction fits in its result.
-const _: () = assert!(MICRO_OPS_PER_TX_MAX * READ_RESULT_BYTES_MAX <= RESULT_BYTES_MAX);
+pub use splitkv_workloads::list_append::{
+    codec, complete, generator, ListAppendConfig, ListAppendGenerator, LIST_ELEMENTS_MAX,
+    LIST_TABLE, LIST_VALUE_BYTES_MAX, READ_RESULT_BYTES_MAX,
+};
 
 /// Why a list-append transaction cannot run; the procedure turns each into a
 /// user abort (the client records a `fail`), never a partial write.
@@ -168,7 +148,7 @@ pub struct ListAppendTxn;
 
 impl Procedure for ListAppendTxn {
     fn name(&self) -> &'static str {
-        "list-append"
+        splitkv_workloads::list_append::LIST_APPEND_PROCEDURE
     }
 
     fn plan(&self, args: &[u8], plan: &mut TxPlan) -> Result<(), ProcError> {
@@ -187,19 +167,6 @@ impl Procedure for ListAppendTxn {
             run_txn(o, s, r, w)
         })
     }
-}
-
-/// The micro-ops of a committed transaction as it completed: `invoked` with
-/// every read's list taken from `result` (see [`run_txn`]).
-///
-/// # Errors
-/// [`ResultError`] if `result` does not hold exactly one list per read.
-pub fn complete(invoked: &[MicroOp], result: &[u8]) -> Result<Vec<MicroOp>, ResultError> {
-    micro_txn::complete_reads(invoked, result, |r, i| {
-        let n = r.u8(i)? as usize;
-        let list = (0..n).map(|_| r.u64(i)).collect::<Result<Vec<_>, _>>()?;
-        Ok(Some(ReadValue::List(list)))
-    })
 }
 
 /// A stored list value as its elements.

@@ -1,6 +1,7 @@
 use super::*;
 use crate::history_gen::TxShape;
 use crate::micro_txn::test_support::{ops, own_write_then_reads};
+use splitkv_check::history::{MicroOp, ReadValue};
 
 fn list_bytes(l: &[u64]) -> Vec<u8> {
     l.iter().flat_map(|e| e.to_le_bytes()).collect()

@@ -3,6 +3,8 @@
 //! window counts only what it covers.
 
 use super::*;
+use rand::SeedableRng;
+use rand_xoshiro::Xoshiro256PlusPlus;
 use splitkv_layout::host_nic::{HostToNic, NicToHost, TxOutcome};
 use splitkv_layout::ring::{ring_pair, RingConsumer, RingProducer};
 

@@ -14,13 +14,14 @@
 
 use crate::api::{ApiError, TxApi};
 use crate::history::HistoryCheck;
-use crate::history_gen::{HistoryStats, TxShape, WorkloadConfigError};
-use crate::loadgen::LoadStats;
-use crate::smallbank::txn::TxnFigures;
-use crate::smallbank::{Smallbank, SmallbankGenerator};
-use crate::workload::PROCEDURES_MAX;
+use crate::history_gen::{TxShape, WorkloadConfigError};
+use crate::smallbank::Smallbank;
 use serde::{Deserialize, Serialize};
-use splitkv_layout::host_nic::TxStatus;
+
+// What a client saw, in the shapes an external client program writes too.
+pub use splitkv_workloads::results::{
+    HistoryCounters, HistorySummary, LoadCounters, SmallbankSummary, TxnSummary,
+};
 
 /// Version of these bodies; bumped on any change of their shape (an added
 /// optional field that is left out when absent, with the old meaning, is
@@ -245,113 +246,6 @@ pub struct StartAnswer {
     pub start_ns: u64,
 }
 
-/// Outcome counters of a node's client ([`LoadStats`] as JSON).
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct LoadCounters {
-    /// Transactions drawn.
-    pub drawn: u64,
-    /// Attempts submitted.
-    pub attempts: u64,
-    /// Retries submitted.
-    pub retries: u64,
-    /// Committed.
-    pub committed: u64,
-    /// Conflict aborts.
-    pub conflicts: u64,
-    /// Gave up after the last try.
-    pub gave_up: u64,
-    /// Aborted by the procedure.
-    pub user_aborted: u64,
-    /// Ended any other way.
-    pub failed: u64,
-    /// Outcome unknown (may have committed).
-    #[serde(default)]
-    pub unknown: u64,
-    /// Committed by procedure id.
-    pub committed_by_procedure: Vec<u64>,
-}
-
-impl From<LoadStats> for LoadCounters {
-    fn from(s: LoadStats) -> LoadCounters {
-        LoadCounters {
-            drawn: s.drawn,
-            attempts: s.attempts,
-            retries: s.retries,
-            committed: s.committed,
-            conflicts: s.conflicts,
-            gave_up: s.gave_up,
-            user_aborted: s.user_aborted,
-            failed: s.failed,
-            unknown: s.unknown,
-            committed_by_procedure: s.committed_by_procedure.to_vec(),
-        }
-    }
-}
-
-impl From<&LoadCounters> for LoadStats {
-    fn from(c: &LoadCounters) -> LoadStats {
-        let mut by = [0u64; PROCEDURES_MAX];
-        for (a, b) in by.iter_mut().zip(&c.committed_by_procedure) {
-            *a = *b;
-        }
-        LoadStats {
-            drawn: c.drawn,
-            attempts: c.attempts,
-            retries: c.retries,
-            committed: c.committed,
-            conflicts: c.conflicts,
-            gave_up: c.gave_up,
-            user_aborted: c.user_aborted,
-            failed: c.failed,
-            unknown: c.unknown,
-            committed_by_procedure: by,
-        }
-    }
-}
-
-/// A history generator's counters ([`HistoryStats`] as JSON).
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct HistoryCounters {
-    /// Drawn.
-    pub submitted: u64,
-    /// Committed.
-    pub committed: u64,
-    /// Failed, by [`TxStatus`] wire value.
-    pub failed: Vec<u64>,
-    /// Committed with an undecodable result.
-    pub bad_results: u64,
-    /// Without an outcome at the end.
-    pub indeterminate: u64,
-}
-
-impl From<HistoryStats> for HistoryCounters {
-    fn from(s: HistoryStats) -> HistoryCounters {
-        HistoryCounters {
-            submitted: s.submitted,
-            committed: s.committed,
-            failed: s.failed.to_vec(),
-            bad_results: s.bad_results,
-            indeterminate: s.indeterminate,
-        }
-    }
-}
-
-impl From<&HistoryCounters> for HistoryStats {
-    fn from(c: &HistoryCounters) -> HistoryStats {
-        let mut failed = [0u64; TxStatus::ALL.len()];
-        for (a, b) in failed.iter_mut().zip(&c.failed) {
-            *a = *b;
-        }
-        HistoryStats {
-            submitted: c.submitted,
-            committed: c.committed,
-            failed,
-            bad_results: c.bad_results,
-            indeterminate: c.indeterminate,
-        }
-    }
-}
-
 /// The NIC and host-worker counters a report and the fault-free check need.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct NodeCounters {
@@ -394,61 +288,6 @@ pub struct Row {
     pub version: u64,
     /// The value, hex.
     pub value: String,
-}
-
-/// What a Smallbank client's generator saw.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct SmallbankSummary {
-    /// Money created by committed transactions (cents).
-    pub money_created: i64,
-    /// Committed Balance transactions.
-    pub balance_reads: u64,
-    /// Sum of their totals (cents).
-    pub balance_total_sum: i64,
-    /// The range (cents, lowest and highest) of money the transactions of
-    /// unknown outcome may have created.
-    #[serde(default)]
-    pub money_unknown: (i64, i64),
-    /// With the `Txn` api: what the Smallbank transactions did (each several
-    /// `Txn`s). Absent with the shipped api.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub txn: Option<TxnSummary>,
-}
-
-/// The figures of a Smallbank client running through the `Txn`
-/// ([`crate::smallbank::txn`]).
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct TxnSummary {
-    /// Every transaction that ended.
-    pub all: TxnFigures,
-    /// Those that ended within the measured interval.
-    pub window: TxnFigures,
-}
-
-impl SmallbankSummary {
-    /// The summary of a (finished) Smallbank generator.
-    pub fn of(g: &SmallbankGenerator) -> SmallbankSummary {
-        let (balance_reads, balance_total_sum) = g.balance_reads();
-        SmallbankSummary {
-            money_created: g.money_created(),
-            balance_reads,
-            balance_total_sum,
-            money_unknown: g.money_unknown(),
-            txn: g.txn_client().map(|c| TxnSummary {
-                all: c.figures(),
-                window: c.window_figures(),
-            }),
-        }
-    }
-}
-
-/// What a history client recorded.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
-pub struct HistorySummary {
-    /// Its counters.
-    pub stats: HistoryCounters,
-    /// Its operations as Jepsen JSON objects, times in the node's clock.
-    pub ops: Vec<serde_json::Value>,
 }
 
 /// Where a node's clock starts, in the machine's `CLOCK_MONOTONIC` (ns):

@@ -2,23 +2,24 @@
 //! (Xenic §4.2.2). Each committed one returns 16 bytes: the money it created
 //! (i64 cents), then an auxiliary figure (Balance's and Amalgamate's total).
 
-use super::{Args, TxType, CHECKING, MIX, SAVINGS, WRITE_CHECK_OVERDRAFT_FEE};
+//!
+//! Their semantics are [`splitkv_workloads::smallbank::effect::decide`], shared
+//! with the client that runs Smallbank through the one-shot `Txn`.
+
+pub use splitkv_workloads::smallbank::effect::{
+    aux_of, chk, decide, delta_of, rows_read, sav, Declined, Effect, ROWS_PER_TX_MAX,
+};
+
+use super::{Args, TxType, MIX};
 use splitkv_layout::Key;
 use splitkv_nic::{ProcError, Procedure, ProcedureRegistry, ReadView, TxPlan, UserAbort, WriteSet};
 use std::sync::Arc;
 
-pub(crate) fn sav(a: u64) -> Key {
-    Key::new(SAVINGS, a)
-}
-pub(crate) fn chk(a: u64) -> Key {
-    Key::new(CHECKING, a)
-}
-
 /// Reads a balance; a missing row aborts (every account is loaded, so this
 /// would show a lost write, and the money check would then fail too).
-fn bal(reads: &ReadView, k: &Key) -> Result<i64, UserAbort> {
-    let v = reads.get(k).ok_or(UserAbort)?;
-    Ok(i64::from_le_bytes(v.try_into().map_err(|_| UserAbort)?))
+fn bal(reads: &ReadView, k: &Key) -> Result<i64, Declined> {
+    let v = reads.get(k).ok_or(Declined)?;
+    Ok(i64::from_le_bytes(v.try_into().map_err(|_| Declined)?))
 }
 
 fn put(writes: &mut WriteSet, k: Key, v: i64) {
@@ -30,11 +31,6 @@ fn result(out: &mut Vec<u8>, delta: i64, aux: i64) {
     out.extend_from_slice(&aux.to_le_bytes());
 }
 
-/// The money a committed transaction created, read from its result.
-pub fn delta_of(result: &[u8]) -> Option<i64> {
-    Some(i64::from_le_bytes(result.get(..8)?.try_into().ok()?))
-}
-
 struct SmallbankProc(TxType);
 
 impl Procedure for SmallbankProc {
@@ -43,7 +39,7 @@ impl Procedure for SmallbankProc {
     }
 
     fn plan(&self, args: &[u8], plan: &mut TxPlan) -> Result<(), ProcError> {
-        let x = Args::decode(args)?;
+        let x = Args::decode(args).map_err(|e| ProcError::BadArgs(e.0))?;
         let two = matches!(self.0, TxType::Amalgamate | TxType::SendPayment);
         if two && x.a == x.b {
             return Err(ProcError::BadArgs(
@@ -82,7 +78,7 @@ impl Procedure for SmallbankProc {
         out: &mut Vec<u8>,
     ) -> Result<(), UserAbort> {
         let x = Args::decode(args).map_err(|_| UserAbort)?;
-        let e = decide(self.0, &x, |k| bal(r, k))?;
+        let e = decide(self.0, &x, |k| bal(r, k)).map_err(|Declined| UserAbort)?;
         for (k, v) in e.writes() {
             put(w, *k, *v);
         }
@@ -91,128 +87,12 @@ impl Procedure for SmallbankProc {
     }
 }
 
-/// Most rows a Smallbank transaction reads or writes (Amalgamate's three).
-pub const ROWS_PER_TX_MAX: usize = 3;
-
-/// What a Smallbank transaction does given the balances it read: the new
-/// balances it writes, the money it creates (cents) and its auxiliary figure
-/// (Balance's and Amalgamate's total). One definition for the shipped
-/// procedures and for the client that runs Smallbank through the one-shot
-/// `Txn` ([`super::txn`]).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Effect {
-    writes: [(Key, i64); ROWS_PER_TX_MAX],
-    writes_len: usize,
-    /// Money created (cents).
-    pub delta: i64,
-    /// Balance's or Amalgamate's total (cents), else 0.
-    pub aux: i64,
-}
-
-impl Effect {
-    fn new(delta: i64, aux: i64) -> Effect {
-        Effect {
-            writes: [(Key::default(), 0); ROWS_PER_TX_MAX],
-            writes_len: 0,
-            delta,
-            aux,
-        }
-    }
-
-    fn put(mut self, k: Key, v: i64) -> Effect {
-        self.writes[self.writes_len] = (k, v);
-        self.writes_len += 1;
-        self
-    }
-
-    /// The rows written and their new balances, in order.
-    pub fn writes(&self) -> &[(Key, i64)] {
-        &self.writes[..self.writes_len]
-    }
-}
-
-/// The rows transaction `t` over `x` reads (its read set and the rows it
-/// reads before writing), in a fixed order: at most [`ROWS_PER_TX_MAX`].
-pub fn rows_read(t: TxType, x: &Args) -> ([Key; ROWS_PER_TX_MAX], usize) {
-    let k = Key::default();
-    match t {
-        TxType::Amalgamate => ([sav(x.a), chk(x.a), chk(x.b)], 3),
-        TxType::Balance | TxType::WriteCheck => ([sav(x.a), chk(x.a), k], 2),
-        TxType::DepositChecking => ([chk(x.a), k, k], 1),
-        TxType::SendPayment => ([chk(x.a), chk(x.b), k], 2),
-        TxType::TransactSaving => ([sav(x.a), k, k], 1),
-    }
-}
-
-/// Smallbank's semantics (FaSST/DrTM): what `t` over `x` does on the
-/// balances `bal` returns for the rows of [`rows_read`].
-///
-/// # Errors
-/// [`UserAbort`] where the transaction aborts itself (SendPayment's
-/// insufficient funds, a negative deposit or saving) or `bal` fails (a
-/// missing row).
-pub fn decide(
-    t: TxType,
-    x: &Args,
-    bal: impl Fn(&Key) -> Result<i64, UserAbort>,
-) -> Result<Effect, UserAbort> {
-    Ok(match t {
-        TxType::Amalgamate => {
-            let total = bal(&sav(x.a))? + bal(&chk(x.a))?;
-            let b = bal(&chk(x.b))?;
-            Effect::new(0, total)
-                .put(sav(x.a), 0)
-                .put(chk(x.a), 0)
-                .put(chk(x.b), b + total)
-        }
-        TxType::Balance => Effect::new(0, bal(&sav(x.a))? + bal(&chk(x.a))?),
-        TxType::DepositChecking => {
-            if x.amount < 0 {
-                return Err(UserAbort);
-            }
-            Effect::new(x.amount, 0).put(chk(x.a), bal(&chk(x.a))? + x.amount)
-        }
-        TxType::SendPayment => {
-            let a = bal(&chk(x.a))?;
-            if a < x.amount {
-                return Err(UserAbort);
-            }
-            let b = bal(&chk(x.b))?;
-            Effect::new(0, 0)
-                .put(chk(x.a), a - x.amount)
-                .put(chk(x.b), b + x.amount)
-        }
-        TxType::TransactSaving => {
-            let s = bal(&sav(x.a))? + x.amount;
-            if s < 0 {
-                return Err(UserAbort);
-            }
-            Effect::new(x.amount, 0).put(sav(x.a), s)
-        }
-        TxType::WriteCheck => {
-            let c = bal(&chk(x.a))?;
-            let total = bal(&sav(x.a))? + c;
-            let debit = if total < x.amount {
-                x.amount + WRITE_CHECK_OVERDRAFT_FEE
-            } else {
-                x.amount
-            };
-            Effect::new(-debit, 0).put(chk(x.a), c - debit)
-        }
-    })
-}
-
 /// Registers the six procedures; ids equal `TxType as u32`.
 pub fn register(reg: &mut ProcedureRegistry) {
     for (t, _) in MIX {
         let id = reg.register(Arc::new(SmallbankProc(t)));
         assert_eq!(id, t as u32, "register Smallbank into an empty registry");
     }
-}
-
-/// Balance's (or Amalgamate's) total, read from its result.
-pub fn aux_of(result: &[u8]) -> Option<i64> {
-    Some(i64::from_le_bytes(result.get(8..16)?.try_into().ok()?))
 }
 
 #[cfg(test)]

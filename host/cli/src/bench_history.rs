@@ -23,7 +23,7 @@ const DRAIN_TICK_NS: Nanos = 1_000;
 /// Most passes of the drain before the run is declared stuck.
 const DRAIN_PASSES_MAX: u64 = 10_000_000;
 /// Longest a run without `--duration` may take before it is cut short.
-const RUN_TIMEOUT: Duration = Duration::from_secs(600);
+pub(crate) const RUN_TIMEOUT: Duration = Duration::from_secs(600);
 /// How long the transactions in flight when `--duration` ends may take.
 const DRAIN_TIMEOUT: Duration = Duration::from_secs(10);
 
@@ -40,6 +40,9 @@ pub fn run(
         crate::timeline::check_path(p)?;
     }
     workload.history_path = args.history.clone();
+    if args.clients == crate::external::ClientsMode::External {
+        return crate::bench_external::history(workload, args, keys, shape);
+    }
     let mut spec = ClusterSpec::new();
     spec.nodes = args.nodes;
     spec.replication = args.replication;

@@ -15,19 +15,20 @@ use crate::Failure;
 use indicatif::{ProgressBar, ProgressStyle};
 use splitkv_bench::loadgen::RetryPolicy;
 use splitkv_bench::{ClusterSpec, Smallbank, SmallbankCluster, ThreadRun};
+use splitkv_host::deploy::ClientSettings;
 use splitkv_nic::net::mem::mem_network;
 use splitkv_nic::net::Transport;
 use splitkv_nic::Nanos;
 use std::time::Duration;
 
 /// Virtual time per pass when draining on one thread after the run (ns).
-const DRAIN_TICK_NS: Nanos = 1_000;
+pub(crate) const DRAIN_TICK_NS: Nanos = 1_000;
 /// Most passes of the drain before the run is declared stuck.
-const DRAIN_PASSES_MAX: u64 = 10_000_000;
+pub(crate) const DRAIN_PASSES_MAX: u64 = 10_000_000;
 /// How long the transactions in flight at the end of the run may take to
 /// finish on the polling threads before the run is cut short (the rest then
 /// finish in the single-threaded drain).
-const DRAIN_TIMEOUT: Duration = Duration::from_secs(10);
+pub(crate) const DRAIN_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// Runs the bench and prints its report; a failed check is [`Failure::Check`],
 /// a panicking polling thread [`Failure::Internal`] with the panic's message.
@@ -35,7 +36,10 @@ pub fn run(args: &SmallbankArgs) -> Result<(), Failure> {
     if let Some(p) = &args.timeline {
         crate::timeline::check_path(p)?;
     }
-    let mut cluster = build(args)?;
+    if args.clients == crate::external::ClientsMode::External {
+        return crate::bench_external::smallbank(args);
+    }
+    let mut cluster = build(args, None)?;
     let start_ns = args.warmup.as_nanos() as Nanos;
     cluster.set_window(start_ns, start_ns + args.duration.as_nanos() as Nanos);
     let (mut cluster, _elapsed) = drive(cluster, args)?;
@@ -60,8 +64,12 @@ pub fn run(args: &SmallbankArgs) -> Result<(), Failure> {
     Ok(())
 }
 
-/// The cluster of `args`, loaded (with a progress bar).
-fn build(args: &SmallbankArgs) -> Result<SmallbankCluster, Failure> {
+/// The cluster of `args`, loaded (with a progress bar); with `applications`,
+/// serving them and running no in-node client (`--clients external`).
+pub(crate) fn build(
+    args: &SmallbankArgs,
+    applications: Option<&ClientSettings>,
+) -> Result<SmallbankCluster, Failure> {
     let accounts = args.accounts_per_node * args.nodes as u64;
     let workload = Smallbank::new(accounts, args.hot_accounts)
         .map_err(|e| Failure::Internal(e.to_string()))?
@@ -80,6 +88,10 @@ fn build(args: &SmallbankArgs) -> Result<SmallbankCluster, Failure> {
         max_tries: args.max_tries,
         ..RetryPolicy::default()
     };
+    if let Some(settings) = applications {
+        spec.applications = Some(settings.clone());
+        spec.budget_per_node = Some(0);
+    }
     let bar = ProgressBar::new(accounts * 2).with_style(
         ProgressStyle::with_template("loading  {bar:40} {pos}/{len} rows {elapsed}")
             .expect("valid template"),

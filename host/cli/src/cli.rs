@@ -297,6 +297,9 @@ pub struct SmallbankArgs {
     /// How transactions reach the store: shipped (the workload's registered procedures), txn (one-shot etcd-style Txns through the node's built-in procedure; Smallbank reads, then writes comparing the versions read, retrying on a failed compare), interactive (not built yet).
     #[arg(long, value_enum, default_value = "shipped")]
     pub api: TxApi,
+    /// Where each node's workload client runs: inside the node, or as a `splitkv-app-client` process attached to the node's application socket.
+    #[arg(long, value_enum, default_value = "in-node")]
+    pub clients: crate::external::ClientsMode,
     /// Host table: Xenic's Robinhood table or Dandelion's DLHT.
     #[arg(long, default_value = "robinhood", value_parser = table_parser())]
     pub table: TableKind,
@@ -446,8 +449,21 @@ impl SmallbankArgs {
                 self.max_tries
             )
         })?;
+        check_clients(self.clients, &self.deployed)?;
         check_api(self.api)
     }
+}
+
+/// `--clients external` runs on the in-process cluster only (not built
+/// with `--cluster` yet).
+pub fn check_clients(
+    clients: crate::external::ClientsMode,
+    deployed: &ClusterArgs,
+) -> Result<(), String> {
+    ensure(
+        clients == crate::external::ClientsMode::InNode || deployed.cluster.is_none(),
+        || "--clients external runs on the in-process cluster only (not with --cluster yet)".into(),
+    )
 }
 
 impl LookupArgs {

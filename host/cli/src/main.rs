@@ -17,6 +17,7 @@
 
 #[macro_use]
 mod out;
+mod bench_external;
 mod bench_history;
 mod bench_list_append;
 mod bench_lookup;
@@ -26,6 +27,7 @@ mod check_history;
 mod cli;
 mod cluster_bench;
 mod etcd_admin;
+mod external;
 mod http;
 mod node;
 mod report;

@@ -1,4 +1,6 @@
 use super::*;
+use crate::loadgen::LoadStats;
+use crate::workload::PROCEDURES_MAX;
 
 #[test]
 fn hex_round_trips_and_refuses_what_is_not_hex() {

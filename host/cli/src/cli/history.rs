@@ -73,6 +73,9 @@ pub struct HistoryRunArgs {
     /// How transactions reach the store: shipped (the workload's registered procedures), txn (one-shot etcd-style Txns through the node's built-in procedure; register: one Txn per transaction; list-append is refused), interactive (not built yet).
     #[arg(long, value_enum, default_value = "shipped")]
     pub api: TxApi,
+    /// Where each node's workload client runs: inside the node, or as a `splitkv-app-client` process attached to the node's application socket (shipped api only).
+    #[arg(long, value_enum, default_value = "in-node")]
+    pub clients: crate::external::ClientsMode,
     /// Polling threads the cluster's components are spread over.
     #[arg(long, default_value_t = 2)]
     pub threads: usize,
@@ -124,6 +127,7 @@ impl HistoryRunArgs {
                 self.threads
             )
         })?;
+        super::check_clients(self.clients, &self.deployed)?;
         check_api(self.api)
     }
 }

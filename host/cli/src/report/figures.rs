@@ -8,6 +8,7 @@ use splitkv_bench::loadgen::LoadStats;
 use splitkv_bench::remote::protocol::{NodeCounters, TxnSummary};
 use splitkv_bench::remote::Results;
 use splitkv_bench::SmallbankCluster;
+use splitkv_workloads::results::ClientResults;
 
 /// What [`super::Report::smallbank`] is built from.
 #[derive(Debug, Clone)]
@@ -73,6 +74,29 @@ impl RunFigures {
             latency_ns,
             nic,
             txn,
+        }
+    }
+
+    /// The figures of an in-process cluster whose clients ran as external
+    /// processes (`--clients external`): their counters and latency, the
+    /// cluster's NIC counters.
+    pub fn of_external(cluster: &SmallbankCluster, clients: &[ClientResults]) -> RunFigures {
+        let sum = |f: fn(&ClientResults) -> LoadStats| {
+            let mut s = LoadStats::default();
+            clients.iter().for_each(|r| s.add(&f(r)));
+            s
+        };
+        let mut latency_ns = cluster.latency_ns();
+        latency_ns.reset();
+        for (v, n) in clients.iter().flat_map(|r| r.latency_ns.iter()) {
+            let _ = latency_ns.record_n(*v, *n);
+        }
+        RunFigures {
+            window: sum(|r| LoadStats::from(&r.window)),
+            all: sum(|r| LoadStats::from(&r.all)),
+            latency_ns,
+            nic: RunFigures::of_cluster(cluster).nic,
+            txn: sum_txn(clients.iter().filter_map(|r| r.smallbank.as_ref()?.txn)),
         }
     }
 

@@ -1,5 +1,5 @@
 use super::*;
-use crate::smallbank::procedures::{chk, sav};
+use crate::smallbank::effect::{chk, sav};
 
 /// Feeds `status` and `result` as the last outcome of draw `seq`.
 fn feed(

@@ -10,11 +10,11 @@
 //! ```
 //!
 //! Decoding never allocates (it runs on the NIC runtime for every
-//! transaction) and never panics: bad bytes are [`ProcError::BadArgs`].
+//! transaction) and never panics: bad bytes are [`BadArgs`].
 
-use splitkv_check::history::MicroOp;
+use crate::BadArgs;
+use splitkv_check::history::{MicroOp, ReadValue};
 use splitkv_layout::host_nic::ARGS_BYTES_MAX;
-use splitkv_nic::ProcError;
 
 /// Most micro-ops in one transaction: Elle's generator draws 1–4
 /// ([`crate::history_gen::MIXED_OPS_MAX`]); Dandelion §7's O(4,2) takes 6.
@@ -91,20 +91,18 @@ pub fn encode(ops: &[MicroOp], out: &mut Vec<u8>) {
 /// Decodes an argument list (see the module docs).
 ///
 /// # Errors
-/// [`ProcError::BadArgs`] if the count is 0 or over [`MICRO_OPS_PER_TX_MAX`],
+/// [`BadArgs`] if the count is 0 or over [`MICRO_OPS_PER_TX_MAX`],
 /// the length does not match the count, or a micro-op kind is unknown.
-pub fn decode(args: &[u8]) -> Result<TxOps, ProcError> {
+pub fn decode(args: &[u8]) -> Result<TxOps, BadArgs> {
     let Some((&n, body)) = args.split_first() else {
-        return Err(ProcError::BadArgs("empty micro-op list"));
+        return Err(BadArgs("empty micro-op list"));
     };
     let n = n as usize;
     if n == 0 || n > MICRO_OPS_PER_TX_MAX {
-        return Err(ProcError::BadArgs("micro-op count outside 1..=4"));
+        return Err(BadArgs("micro-op count outside 1..=4"));
     }
     if body.len() != n * TX_OP_BYTES {
-        return Err(ProcError::BadArgs(
-            "micro-op list length does not match its count",
-        ));
+        return Err(BadArgs("micro-op list length does not match its count"));
     }
     let empty = TxOp {
         kind: OpKind::Read,
@@ -120,7 +118,7 @@ pub fn decode(args: &[u8]) -> Result<TxOps, ProcError> {
             0 => OpKind::Read,
             1 => OpKind::Append,
             2 => OpKind::Write,
-            _ => return Err(ProcError::BadArgs("unknown micro-op kind")),
+            _ => return Err(BadArgs("unknown micro-op kind")),
         };
         let word = |at: usize| u64::from_le_bytes(b[at..at + 8].try_into().expect("8 bytes"));
         ops.ops[i] = TxOp {
@@ -196,6 +194,32 @@ impl<'a> ResultReader<'a> {
             n => Err(ResultError::Trailing(n)),
         }
     }
+}
+
+/// The micro-ops of a committed transaction as it completed: `invoked` with
+/// every read's value taken in order from `result` by `read(reader, op)`
+/// (`op`: the micro-op's index, for errors); other micro-ops unchanged.
+///
+/// # Errors
+/// [`ResultError`] from `read`, or if `result` holds bytes past the last read.
+pub(crate) fn complete_reads(
+    invoked: &[MicroOp],
+    result: &[u8],
+    mut read: impl FnMut(&mut ResultReader<'_>, usize) -> Result<Option<ReadValue>, ResultError>,
+) -> Result<Vec<MicroOp>, ResultError> {
+    let mut r = ResultReader::new(result);
+    let mut out = Vec::with_capacity(invoked.len());
+    for (i, op) in invoked.iter().enumerate() {
+        out.push(match *op {
+            MicroOp::Read { key, .. } => MicroOp::Read {
+                key,
+                value: read(&mut r, i)?,
+            },
+            ref other => other.clone(),
+        });
+    }
+    r.finish()?;
+    Ok(out)
 }
 
 #[cfg(test)]

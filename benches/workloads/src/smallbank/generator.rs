@@ -4,15 +4,15 @@
 //! (money created, Balance's totals) for the check and the report.
 
 use super::txn::{MoneyBook, SmallbankTxnClient};
-use super::{delta_of, procedures::aux_of, Args, Smallbank, TxType, HOT_TX_PCT, MIX};
+use super::{aux_of, delta_of, Args, Smallbank, TxType, HOT_TX_PCT, MIX};
 use crate::api::TxApi;
-use crate::workload::{AttemptOutcome, TxCall, TxGenerator};
+use crate::tx::{AttemptOutcome, TxCall, TxGenerator};
+use crate::Nanos;
 use rand::{Rng, SeedableRng};
 use rand_xoshiro::Xoshiro256PlusPlus;
 use splitkv_layout::host_nic::TxStatus;
-use splitkv_nic::Nanos;
 
-/// One client's Smallbank generator (seeded; see [`Smallbank::generator`](crate::workload::Workload::generator)).
+/// One client's Smallbank generator (seeded; `splitkv_bench`'s `Workload::generator` builds one per client).
 #[derive(Debug)]
 pub struct SmallbankGenerator {
     workload: Smallbank,

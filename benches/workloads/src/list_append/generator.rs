@@ -24,7 +24,7 @@ use splitkv_check::history::MicroOp;
 pub const ELEMENT_COUNTER_BITS: u32 = 40;
 
 /// Shape of a list-append run shared by all its clients.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct ListAppendConfig {
     /// Keys in the active window (the contention knob: fewer is hotter).
     pub active_keys: u64,

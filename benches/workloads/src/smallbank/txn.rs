@@ -24,21 +24,21 @@
 //! unknown range).
 //!
 //! [`SmallbankTxnClient`] is a state machine per transaction driven by the
-//! load generator through [`crate::workload::TxGenerator`]: each call of
+//! load generator through [`crate::tx::TxGenerator`]: each call of
 //! `next` is one `Txn` (a queued continuation first, else a new
 //! transaction's read), and conflict retries of one `Txn` are the load
 //! generator's (the same `Txn` again, its compares re-checked).
 
-use super::procedures::{decide, rows_read, Effect};
+use super::effect::{decide, rows_read, Declined, Effect};
 use super::{Args, TxType, MIX};
-use crate::workload::{AttemptOutcome, TxCall};
+use crate::tx::{AttemptOutcome, TxCall};
+use crate::Nanos;
+use crate::TXN_PROCEDURE_ID;
 use hashbrown::HashMap;
 use hdrhistogram::Histogram;
 use splitkv_layout::app::txn::{Branch, CmpOp, Compare, Condition, GetResult, Op, Txn, TxnResult};
 use splitkv_layout::host_nic::TxStatus;
 use splitkv_layout::{FixedState, Key};
-use splitkv_nic::procedure::txn::TXN_PROCEDURE_ID;
-use splitkv_nic::{Nanos, UserAbort};
 use std::collections::VecDeque;
 
 /// Most compare-failed retries of one transaction before it gives up.
@@ -356,7 +356,7 @@ impl SmallbankTxnClient {
             return Some(End::UserAborted);
         };
         let bal = |k: &Key| {
-            let row = read.iter().find(|r| r.0 == *k).ok_or(UserAbort)?;
+            let row = read.iter().find(|r| r.0 == *k).ok_or(Declined)?;
             Ok(row.2)
         };
         let Ok(effect) = decide(t, &x, bal) else {
