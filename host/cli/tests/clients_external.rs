@@ -57,11 +57,13 @@ fn run_within(mut cmd: Command, timeout: Duration) -> Output {
     }
 }
 
-/// The client program next to the `splitkv` under test, built if missing.
+/// The client program next to the `splitkv` under test, built (or found
+/// up to date) once per test binary, so a stale copy is never run.
 fn client_program() -> PathBuf {
+    static BUILT: std::sync::Once = std::sync::Once::new();
     let splitkv = Path::new(env!("CARGO_BIN_EXE_splitkv"));
     let program = splitkv.with_file_name("splitkv-app-client");
-    if !program.is_file() {
+    BUILT.call_once(|| {
         let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
         let mut build = Command::new(cargo);
         build.args(["build", "--release", "-p", "splitkv-app-client"]);
@@ -71,7 +73,7 @@ fn client_program() -> PathBuf {
             "{}",
             String::from_utf8_lossy(&out.stderr)
         );
-    }
+    });
     assert!(program.is_file(), "{} missing", program.display());
     program
 }
