@@ -2,8 +2,11 @@
 //! this process (DESIGN.md driver 3). It reads and checks the cluster file,
 //! binds its transport (UDP, or DPDK for `[transport] kind = "dpdk"` in a
 //! build with the feature `dpdk`: `splitkv_host::deploy::dpdk`, whose
-//! counters `/status` shows as `dpdk` and `/metrics` as `dpdk_*`; with
-//! injected faults when the file asks),
+//! counters `/status` shows as `dpdk` and `/metrics` as `dpdk_*`; or RDMA
+//! verbs for `kind = "verbs"` in a build with the feature `verbs`:
+//! `splitkv_host::deploy::verbs`, its queue pair published in the etcd
+//! address record; with injected faults when the file asks) before it
+//! takes its membership,
 //! serves its control endpoint from a thread of its own
 //! (`splitkv_host::deploy::control`), builds and runs its node when a
 //! workload is loaded (`splitkv_bench::remote::RemoteNode`), and on SIGTERM
@@ -322,15 +325,21 @@ pub fn run(args: &NodeArgs) -> Result<(), Failure> {
     init_log(&config.log)?;
     pin(&me.cores)?;
     let started = Instant::now();
-    let mut membership = NodeLease::start(&config, args.id, incarnation_now(), started)?;
+    // Before the membership: on verbs the node publishes its queue pair,
+    // which exists only once the transport does. On DPDK this starts EAL;
+    // a refusal (no device, bad arguments, no DPDK or verbs in this
+    // build) is one line and exit 2.
+    let NodeTransport {
+        transport,
+        dpdk,
+        verbs,
+    } = node_transport_counted(&config, args.id, args.seed).map_err(|e| bad(&e))?;
+    let mut membership =
+        NodeLease::start(&config, args.id, incarnation_now(), started, verbs.as_ref())?;
     // With etcd the membership raises it above the node's earlier
     // incarnations: the NIC runtime must use that one (a restarted node is
     // admitted under it when it rejoins).
     let incarnation = membership.incarnation().unwrap_or_else(incarnation_now);
-    // On DPDK this starts EAL; a refusal (no device, bad arguments, no
-    // DPDK in this build) is one line and exit 2.
-    let NodeTransport { transport, dpdk } =
-        node_transport_counted(&config, args.id, args.seed).map_err(|e| bad(&e))?;
     // A later cluster generation's packets carry another cluster id, so
     // an earlier generation's stragglers are dropped (and counted).
     let wire = ClusterConfig {
