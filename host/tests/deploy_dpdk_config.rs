@@ -317,5 +317,8 @@ fn dpdk_counters_appear_in_status_and_metrics() {
         let line = format!("splitkv_{name}_total{{cluster=\"4\",node=\"1\"}} {value}\n");
         assert!(out.contains(&line), "{line} in {out}");
     }
-    assert!(out.contains("# TYPE splitkv_dpdk_tx_in_place counter"), "{out}");
+    assert!(
+        out.contains("# TYPE splitkv_dpdk_tx_in_place counter"),
+        "{out}"
+    );
 }

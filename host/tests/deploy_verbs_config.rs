@@ -86,12 +86,19 @@ fn every_verbs_field_is_read_and_a_node_may_override_it() {
     let v = config.nodes[0].verbs.as_ref().expect("verbs");
     assert_eq!(v.device.as_deref(), Some("mlx5_0"));
     assert_eq!((v.port, v.gid_index, v.qkey), (2, 3, 0x2222));
-    assert_eq!((v.recv_depth, v.send_depth, v.signal_every), (1024, 128, 16));
+    assert_eq!(
+        (v.recv_depth, v.send_depth, v.signal_every),
+        (1024, 128, 16)
+    );
     assert_eq!(v.inline_bytes, 0);
     assert_eq!(config.nodes[0].transport.mtu, VERBS_MTU_MAX);
     let over = config.nodes[2].verbs.as_ref().expect("verbs");
     assert_eq!(over.device.as_deref(), Some("rxe0"));
-    assert_eq!((over.port, over.gid_index), (2, 1), "the rest from [transport]");
+    assert_eq!(
+        (over.port, over.gid_index),
+        (2, 1),
+        "the rest from [transport]"
+    );
 
     // The transport's configuration: the same fields, no peer known yet.
     let cfg = v.verbs_config(config.nodes[0].transport.mtu, config.nodes.len());
@@ -158,7 +165,8 @@ fn bad_verbs_values_are_one_line_naming_the_field() {
 
 #[test]
 fn every_node_must_be_on_verbs_and_the_membership_on_etcd() {
-    let mixed = verbs_file("", ETCD).replace("id = 1\n", "id = 1\ntransport = { kind = \"udp\" }\n");
+    let mixed =
+        verbs_file("", ETCD).replace("id = 1\n", "id = 1\ntransport = { kind = \"udp\" }\n");
     let err = rejected_naming(&mixed, "node[1].transport.kind");
     assert!(err.to_string().contains("every node"), "{err}");
     let err = rejected_naming(&verbs_file("", ""), "membership.kind");

@@ -25,7 +25,9 @@ fn rdma_device_present() -> bool {
 #[test]
 fn a_verbs_node_without_a_device_or_without_verbs_exits_2_with_one_line() {
     if cfg!(feature = "verbs") && rdma_device_present() {
-        println!("node_verbs skipped: this machine has an RDMA device (see the README's RDMA section)");
+        println!(
+            "node_verbs skipped: this machine has an RDMA device (see the README's RDMA section)"
+        );
         return;
     }
     // Port 9 (discard) on loopback: nothing answers, and nothing should
@@ -55,5 +57,8 @@ fn a_verbs_node_without_a_device_or_without_verbs_exits_2_with_one_line() {
     } else {
         assert!(line.contains("needs a build with RDMA verbs"), "{err}");
     }
-    assert!(!err.contains("membership"), "etcd was not reached for: {err}");
+    assert!(
+        !err.contains("membership"),
+        "etcd was not reached for: {err}"
+    );
 }

@@ -53,8 +53,8 @@ pub use config::{
 pub use control::{CallError, ControlError, ControlHandler, ControlServer, Route};
 pub use dpdk::{DpdkCounters, DpdkSnapshot};
 pub use metrics::{NodeMetrics, SessionCounters};
-pub use verbs::{VerbsLink, VerbsPeers};
 pub use node::{
     incarnation_now, node_builder, node_transport, node_transport_counted, NodeSetupError,
     NodeTransport,
 };
+pub use verbs::{VerbsLink, VerbsPeers};

@@ -162,9 +162,10 @@ impl PeerSync {
                 out.push(PeerAction::Repoint(n, p.addr));
             }
         }
-        debug_assert!(out[start..]
-            .windows(2)
-            .all(|w| !matches!((w[0], w[1]), (PeerAction::Repoint(..), PeerAction::Register(_)))));
+        debug_assert!(out[start..].windows(2).all(|w| !matches!(
+            (w[0], w[1]),
+            (PeerAction::Repoint(..), PeerAction::Register(_))
+        )));
     }
 
     /// Records that the transport now sends node `node`'s packets to
@@ -334,7 +335,8 @@ mod built {
         })?;
         let settings = me.verbs.as_ref().ok_or(NodeSetupError::NotVerbs { node })?;
         let cfg = settings.verbs_config(me.transport.mtu, config.nodes.len());
-        let inner = VerbsTransport::new(cfg).map_err(|source| NodeSetupError::Verbs { node, source })?;
+        let inner =
+            VerbsTransport::new(cfg).map_err(|source| NodeSetupError::Verbs { node, source })?;
         let link = VerbsLink {
             local: inner.local_endpoint(me.data).address(),
             peers: VerbsPeers::new(),

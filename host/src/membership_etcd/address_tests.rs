@@ -72,19 +72,25 @@ fn a_verbs_field_must_match_the_version_and_parse() {
         Err(AddressRecordError::VerbsField { version: 1 })
     );
     assert_eq!(
-        d(&format!(r#"{{"version":2,{ok},"verbs":"gid=::1,qpn=0,qkey=1"}}"#)),
+        d(&format!(
+            r#"{{"version":2,{ok},"verbs":"gid=::1,qpn=0,qkey=1"}}"#
+        )),
         Err(AddressRecordError::Verbs(
             splitkv_nic::net::verbs::PeerParseError::QpnRange { qpn: 0 }
         ))
     );
     assert_eq!(
-        d(&format!(r#"{{"version":2,{ok},"verbs":"addr=1.2.3.4:5,gid=::1,qpn=5,qkey=1"}}"#)),
+        d(&format!(
+            r#"{{"version":2,{ok},"verbs":"addr=1.2.3.4:5,gid=::1,qpn=5,qkey=1"}}"#
+        )),
         Err(AddressRecordError::Verbs(
             splitkv_nic::net::verbs::PeerParseError::AddrInEndpoint
         ))
     );
     assert!(matches!(
-        d(&format!(r#"{{"version":2,{ok},"verbs":"gid=::1,lid=2,qpn=5,qkey=1"}}"#)),
+        d(&format!(
+            r#"{{"version":2,{ok},"verbs":"gid=::1,lid=2,qpn=5,qkey=1"}}"#
+        )),
         Err(AddressRecordError::Verbs(_))
     ));
 }

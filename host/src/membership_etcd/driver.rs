@@ -449,7 +449,12 @@ impl Driver {
     /// incarnations published, if it is newer than the last one passed on
     /// (a dropped notice is sent again after the next snapshot).
     fn learn(&mut self, c: Configuration) {
-        if let Some(dir) = self.s.verbs_peers.as_ref().filter(|_| c.epoch >= self.known_epoch) {
+        if let Some(dir) = self
+            .s
+            .verbs_peers
+            .as_ref()
+            .filter(|_| c.epoch >= self.known_epoch)
+        {
             // Before the notice: the transport registers these endpoints
             // before the agent re-points peers at their data addresses.
             dir.publish(&verbs_peers(&published_addresses(

@@ -278,7 +278,16 @@ fn a_new_endpoint_at_the_same_address_repoints_the_node() {
     assert!(t.add_endpoint(restarted));
     assert_eq!(t.set_peer_address(1, old.addr), Ok(true));
     assert_eq!(t.set_peer_address(1, old.addr), Ok(false));
-    assert_eq!(t.tx_burst(0, &[TxPacket { dst: 1, bytes: b"hi" }]), 1);
+    assert_eq!(
+        t.tx_burst(
+            0,
+            &[TxPacket {
+                dst: 1,
+                bytes: b"hi"
+            }]
+        ),
+        1
+    );
     assert_eq!(t.device().sent[0].qpn, 0x301);
     assert!(t.device_mut().deliver(&old, b"stale", Some(QKEY)));
     assert!(t.device_mut().deliver(&restarted, b"fresh", Some(QKEY)));

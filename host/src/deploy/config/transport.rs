@@ -230,18 +230,25 @@ pub(super) fn mac(field: &str, text: &str) -> Result<MacAddr, ConfigError> {
 pub(super) fn check(
     prefix: &str,
     raw: &RawTransport,
-) -> Result<(TransportSettings, Option<DpdkSettings>, Option<VerbsSettings>), ConfigError> {
+) -> Result<
+    (
+        TransportSettings,
+        Option<DpdkSettings>,
+        Option<VerbsSettings>,
+    ),
+    ConfigError,
+> {
     let kind = match raw.kind.as_deref() {
         None | Some("udp") => TransportKind::Udp,
         Some("mem") => TransportKind::Mem,
         Some("dpdk") => TransportKind::Dpdk,
         Some("verbs") => TransportKind::Verbs,
-        Some(other) => {
-            return Err(ConfigError::invalid(
-                format!("{prefix}.kind"),
-                format!("unknown transport \"{other}\" (expected \"udp\", \"mem\", \"dpdk\" or \"verbs\")"),
-            ))
-        }
+        Some(other) => return Err(ConfigError::invalid(
+            format!("{prefix}.kind"),
+            format!(
+                "unknown transport \"{other}\" (expected \"udp\", \"mem\", \"dpdk\" or \"verbs\")"
+            ),
+        )),
     };
     let mtu_max = if kind == TransportKind::Dpdk {
         DPDK_MTU_MAX

@@ -162,8 +162,7 @@ pub(super) fn check(prefix: &str, raw: &RawTransport) -> Result<VerbsSettings, C
     let signal_every = raw
         .signal_every
         .unwrap_or(VERBS_SIGNAL_EVERY_DEFAULT.min(send_depth).into());
-    let signal_every =
-        in_range(&field("signal_every"), signal_every, 1, send_depth.into())? as u32;
+    let signal_every = in_range(&field("signal_every"), signal_every, 1, send_depth.into())? as u32;
     let inline_bytes = raw
         .inline_bytes
         .unwrap_or(VERBS_INLINE_REQUEST_DEFAULT.into());

@@ -83,9 +83,7 @@ mod config;
 #[cfg(all(feature = "verbs", target_os = "linux"))]
 mod transport;
 
-pub use addr::{
-    Gid, PeerParseError, PeerTable, Route, VerbsAddress, VerbsPeer, VERBS_QPN_MAX,
-};
+pub use addr::{Gid, PeerParseError, PeerTable, Route, VerbsAddress, VerbsPeer, VERBS_QPN_MAX};
 pub use config::{
     VerbsConfig, VerbsError, VerbsStats, VERBS_BURST_MAX, VERBS_DEPTH_MAX,
     VERBS_INLINE_REQUEST_DEFAULT, VERBS_MTU_DEFAULT, VERBS_MTU_MAX, VERBS_MTU_MIN,
@@ -93,6 +91,6 @@ pub use config::{
     VERBS_SIGNAL_EVERY_DEFAULT,
 };
 pub use recv::{RxDrop, RxDropCounts};
-pub use wr::VERBS_GRH_BYTES;
 #[cfg(all(feature = "verbs", target_os = "linux"))]
 pub use transport::{VerbsTransport, VERBS_ENDPOINTS_MAX};
+pub use wr::VERBS_GRH_BYTES;
