@@ -72,6 +72,19 @@ fn a_verbs_file_parses_with_the_named_defaults() {
 }
 
 #[test]
+fn the_shipped_verbs_example_parses() {
+    let path =
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/cluster-3-verbs.toml");
+    let config = ClusterConfig::from_file(path).expect("the example parses");
+    assert_eq!(config.nodes.len(), 3);
+    for n in &config.nodes {
+        assert_eq!(n.transport.kind, TransportKind::Verbs);
+        let v = n.verbs.as_ref().expect("verbs");
+        assert_eq!((v.device.as_deref(), v.gid_index), (Some("rxe0"), 1));
+    }
+}
+
+#[test]
 fn every_verbs_field_is_read_and_a_node_may_override_it() {
     let text = verbs_file(
         "device = \"mlx5_0\"\nport = 2\ngid_index = 3\nqkey = 0x2222\nmtu = 4096\n\

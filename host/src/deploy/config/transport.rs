@@ -243,12 +243,14 @@ pub(super) fn check(
         Some("mem") => TransportKind::Mem,
         Some("dpdk") => TransportKind::Dpdk,
         Some("verbs") => TransportKind::Verbs,
-        Some(other) => return Err(ConfigError::invalid(
-            format!("{prefix}.kind"),
-            format!(
+        Some(other) => {
+            return Err(ConfigError::invalid(
+                format!("{prefix}.kind"),
+                format!(
                 "unknown transport \"{other}\" (expected \"udp\", \"mem\", \"dpdk\" or \"verbs\")"
             ),
-        )),
+            ))
+        }
     };
     let mtu_max = if kind == TransportKind::Dpdk {
         DPDK_MTU_MAX
