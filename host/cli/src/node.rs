@@ -5,8 +5,8 @@
 //! counters `/status` shows as `dpdk` and `/metrics` as `dpdk_*`; or RDMA
 //! verbs for `kind = "verbs"` in a build with the feature `verbs`:
 //! `splitkv_host::deploy::verbs`, its queue pair published in the etcd
-//! address record; with injected faults when the file asks) before it
-//! takes its membership,
+//! address record, so it binds that transport before it takes its
+//! membership; with injected faults when the file asks),
 //! serves its control endpoint from a thread of its own
 //! (`splitkv_host::deploy::control`), builds and runs its node when a
 //! workload is loaded (`splitkv_bench::remote::RemoteNode`), and on SIGTERM
@@ -97,7 +97,7 @@ use splitkv_host::deploy::metrics::outcome_label;
 use splitkv_host::deploy::{
     incarnation_now, node_builder, node_transport_counted, CallError, ClientsStart, ClusterConfig,
     ControlHandler, ControlServer, DpdkCounters, LogTarget, MembershipSettings, NodeMetrics,
-    NodeTransport, Route, SessionCounters,
+    NodeTransport, Route, SessionCounters, TransportKind,
 };
 use splitkv_layout::host_nic::TxStatus;
 use splitkv_layout::wire::generation_cluster_id;
@@ -325,21 +325,30 @@ pub fn run(args: &NodeArgs) -> Result<(), Failure> {
     init_log(&config.log)?;
     pin(&me.cores)?;
     let started = Instant::now();
-    // Before the membership: on verbs the node publishes its queue pair,
-    // which exists only once the transport does. On DPDK this starts EAL;
-    // a refusal (no device, bad arguments, no DPDK or verbs in this
-    // build) is one line and exit 2.
-    let NodeTransport {
-        transport,
-        dpdk,
-        verbs,
-    } = node_transport_counted(&config, args.id, args.seed).map_err(|e| bad(&e))?;
-    let mut membership =
-        NodeLease::start(&config, args.id, incarnation_now(), started, verbs.as_ref())?;
+    // On DPDK this starts EAL; a refusal (no device, bad arguments, no DPDK
+    // or verbs in this build) is one line and exit 2.
+    let transport = || node_transport_counted(&config, args.id, args.seed).map_err(|e| bad(&e));
+    // On verbs the transport comes before the membership: the node
+    // publishes its queue pair, which exists only once the transport does.
+    // Otherwise after it, so that a process the membership refuses (another
+    // cluster's state, a node already running) says so, not that its
+    // socket is taken.
+    let early = match me.transport.kind {
+        TransportKind::Verbs => Some(transport()?),
+        _ => None,
+    };
+    let verbs = early.as_ref().and_then(|t| t.verbs.as_ref());
+    let mut membership = NodeLease::start(&config, args.id, incarnation_now(), started, verbs)?;
     // With etcd the membership raises it above the node's earlier
     // incarnations: the NIC runtime must use that one (a restarted node is
     // admitted under it when it rejoins).
     let incarnation = membership.incarnation().unwrap_or_else(incarnation_now);
+    let NodeTransport {
+        transport, dpdk, ..
+    } = match early {
+        Some(t) => t,
+        None => transport()?,
+    };
     // A later cluster generation's packets carry another cluster id, so
     // an earlier generation's stragglers are dropped (and counted).
     let wire = ClusterConfig {
