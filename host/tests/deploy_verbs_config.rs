@@ -294,6 +294,24 @@ fn a_sync_registers_every_published_peer_and_repoints_those_at_their_address() {
 }
 
 #[test]
+fn status_shows_the_local_endpoint_and_the_published_peers() {
+    use splitkv_host::deploy::VerbsLink;
+    let link = VerbsLink {
+        local: endpoint(7),
+        peers: VerbsPeers::new(),
+    };
+    link.peers.publish(&published(&[(2, "10.0.0.3:7100", 9)]));
+    let json = link.to_json();
+    assert_eq!(json["local"], "gid=::ffff:10.0.0.1,qpn=0x7,qkey=0x11111111");
+    assert_eq!(json["peers_version"], 1);
+    assert_eq!(
+        json["peers"]["2"],
+        "addr=10.0.0.3:7100,gid=::ffff:10.0.0.1,qpn=0x9,qkey=0x11111111"
+    );
+    assert_eq!(json["peers"].as_object().map(|o| o.len()), Some(1));
+}
+
+#[test]
 fn a_sync_ignores_entries_past_the_cluster() {
     let mut sync = PeerSync::new(0, vec![addr("10.0.0.1:7100"), addr("10.0.0.2:7100")]);
     let dir = VerbsPeers::new();

@@ -97,7 +97,7 @@ use splitkv_host::deploy::metrics::outcome_label;
 use splitkv_host::deploy::{
     incarnation_now, node_builder, node_transport_counted, CallError, ClientsStart, ClusterConfig,
     ControlHandler, ControlServer, DpdkCounters, LogTarget, MembershipSettings, NodeMetrics,
-    NodeTransport, Route, SessionCounters, TransportKind,
+    NodeTransport, Route, SessionCounters, TransportKind, VerbsLink,
 };
 use splitkv_layout::host_nic::TxStatus;
 use splitkv_layout::wire::generation_cluster_id;
@@ -128,6 +128,8 @@ struct NodeHandler {
     membership: NodeLease,
     /// A DPDK transport's published counters (`None` on UDP).
     dpdk: Option<DpdkCounters>,
+    /// On verbs: this node's endpoint and its peers' (`/status`'s `verbs`).
+    verbs: Option<VerbsLink>,
 }
 
 impl NodeHandler {
@@ -185,6 +187,7 @@ impl ControlHandler for NodeHandler {
             "membership": self.membership.view(self.started, self.stats().as_ref()),
             "events_unix_ms": self.events_unix_ms(),
             "dpdk": self.dpdk.as_ref().map(DpdkCounters::to_json),
+            "verbs": self.verbs.as_ref().map(VerbsLink::to_json),
         })
     }
 
@@ -344,7 +347,9 @@ pub fn run(args: &NodeArgs) -> Result<(), Failure> {
     // admitted under it when it rejoins).
     let incarnation = membership.incarnation().unwrap_or_else(incarnation_now);
     let NodeTransport {
-        transport, dpdk, ..
+        transport,
+        dpdk,
+        verbs,
     } = match early {
         Some(t) => t,
         None => transport()?,
@@ -382,6 +387,7 @@ pub fn run(args: &NodeArgs) -> Result<(), Failure> {
         drain: drain.clone(),
         membership: membership.clone(),
         dpdk,
+        verbs,
     });
     let control = ControlServer::start(me.control, &config.token, handler.clone())
         .map_err(|e| bad(&format_args!("node[{}].control: {e}", args.id)))?;

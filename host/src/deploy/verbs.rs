@@ -187,6 +187,26 @@ pub struct VerbsLink {
     pub peers: VerbsPeers,
 }
 
+impl VerbsLink {
+    /// `/status`'s `verbs` object: `local` (this node's endpoint in its
+    /// text form, `gid=…,qpn=…,qkey=…`), `peers_version` (how many changes
+    /// the membership wrote) and `peers` (node id → `addr=…,gid=…,qpn=…,qkey=…`,
+    /// the endpoints its configured incarnations published).
+    pub fn to_json(&self) -> serde_json::Value {
+        let (version, peers) = self.peers.snapshot();
+        let peers: serde_json::Map<String, serde_json::Value> = peers
+            .iter()
+            .enumerate()
+            .filter_map(|(n, p)| Some((n.to_string(), p.as_ref()?.to_string().into())))
+            .collect();
+        serde_json::json!({
+            "local": self.local.to_string(),
+            "peers_version": version,
+            "peers": peers,
+        })
+    }
+}
+
 #[cfg(all(feature = "verbs", target_os = "linux"))]
 pub use built::{verbs_transport, DirectedVerbs};
 
