@@ -10,7 +10,8 @@
 //! it tells the member about the configuration. The node's transport wrapper
 //! ([`DirectedVerbs`], cargo feature `verbs`) reads the directory from its
 //! polling thread, at most every [`VERBS_PEERS_REFRESH_NS`] of the node's
-//! clock and before every `set_peer_address`, through a [`PeerSync`]:
+//! clock (in `tx_burst` and `rx_burst`) and before every
+//! `set_peer_address`, through a [`PeerSync`]:
 //!
 //! - each published endpoint is registered with the transport
 //!   (`VerbsTransport::add_endpoint`: an address handle can then be built for
@@ -216,15 +217,18 @@ mod built {
     use crate::deploy::config::ClusterConfig;
     use crate::deploy::node::NodeSetupError;
     use splitkv_layout::wire::NodeId;
+    use splitkv_nic::net::verbs::device::VerbsDevice;
+    use splitkv_nic::net::verbs::sys::Device;
     use splitkv_nic::net::verbs::VerbsTransport;
     use splitkv_nic::net::{PeerAddressError, PeerAddressStats, Transport, TxPacket};
     use splitkv_nic::Nanos;
     use std::net::SocketAddr;
 
-    /// A [`VerbsTransport`] that learns its peers' endpoints from a
-    /// [`VerbsPeers`] directory (see the module documentation).
-    pub struct DirectedVerbs {
-        inner: VerbsTransport,
+    /// A [`VerbsTransport`] on device `D` (libibverbs'; a test's in-memory
+    /// one) that learns its peers' endpoints from a [`VerbsPeers`]
+    /// directory (see the module documentation).
+    pub struct DirectedVerbs<D: VerbsDevice = Device> {
+        inner: VerbsTransport<D>,
         peers: VerbsPeers,
         sync: PeerSync,
         actions: Vec<PeerAction>,
@@ -233,15 +237,15 @@ mod built {
         refused: u64,
     }
 
-    impl DirectedVerbs {
+    impl<D: VerbsDevice> DirectedVerbs<D> {
         /// `inner` for node `me`, whose peers start at `addrs` (index =
         /// node id), following `peers`.
         pub fn new(
-            inner: VerbsTransport,
+            inner: VerbsTransport<D>,
             me: NodeId,
             addrs: Vec<SocketAddr>,
             peers: VerbsPeers,
-        ) -> DirectedVerbs {
+        ) -> DirectedVerbs<D> {
             DirectedVerbs {
                 inner,
                 peers,
@@ -253,8 +257,14 @@ mod built {
         }
 
         /// The wrapped transport.
-        pub fn inner(&self) -> &VerbsTransport {
+        pub fn inner(&self) -> &VerbsTransport<D> {
             &self.inner
+        }
+
+        /// The wrapped transport, to change (tests deliver datagrams
+        /// through its device).
+        pub fn inner_mut(&mut self) -> &mut VerbsTransport<D> {
+            &mut self.inner
         }
 
         /// Endpoints from the directory the transport refused so far.
@@ -289,7 +299,7 @@ mod built {
         }
     }
 
-    impl Transport for DirectedVerbs {
+    impl<D: VerbsDevice> Transport for DirectedVerbs<D> {
         fn mtu(&self) -> usize {
             self.inner.mtu()
         }
@@ -303,12 +313,14 @@ mod built {
         }
 
         fn tx_burst(&mut self, now: Nanos, packets: &[TxPacket<'_>]) -> usize {
+            // Before sending: a peer published since the last refresh is
+            // reachable in this burst (a comparison when none is due).
+            self.maybe_refresh(now);
             self.inner.tx_burst(now, packets)
         }
 
         fn tx_flush(&mut self, now: Nanos) {
             self.inner.tx_flush(now);
-            self.maybe_refresh(now);
         }
 
         fn rx_burst(&mut self, now: Nanos, max: usize, on_packet: &mut dyn FnMut(&[u8])) -> usize {
