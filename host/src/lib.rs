@@ -83,7 +83,8 @@
 //!   `cli/tests/cluster_lifecycle.rs`).
 //! - **A replacement machine** (`--replace N@S`; `splitkv node
 //!   --data-address --control-address`): every process publishes its data
-//!   and control address under `/<prefix>/addresses/<node>` (versioned JSON,
+//!   and control address (and, on RDMA verbs, its queue pair's endpoint:
+//!   `deploy/verbs.rs`) under `/<prefix>/addresses/<node>` (versioned JSON,
 //!   `membership_etcd/address.rs`) in the etcd transaction that takes its
 //!   member key, under its lease. Each configuration a node's membership
 //!   hands on carries, per member, the data address its configured

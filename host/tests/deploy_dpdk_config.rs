@@ -297,4 +297,28 @@ fn dpdk_counters_appear_in_status_and_metrics() {
         out.contains("splitkv_dpdk_port_rx_missed_total{cluster=\"4\",node=\"1\"} 2"),
         "{out}"
     );
+
+    // The send path's counters: packets sent in place, copied, and
+    // buffer reservations refused, each advancing by what its source grew.
+    let mut later = snap;
+    later.transport.tx_in_place = 40;
+    later.transport.tx_copied = 2;
+    later.transport.lend_refused = 1;
+    metrics.update_dpdk(&later);
+    later.transport.tx_in_place = 45;
+    metrics.update_dpdk(&later);
+    let mut out = String::new();
+    metrics.encode(&mut out).unwrap();
+    for (name, value) in [
+        ("dpdk_tx_in_place", 45),
+        ("dpdk_tx_copied", 2),
+        ("dpdk_lend_refused", 1),
+    ] {
+        let line = format!("splitkv_{name}_total{{cluster=\"4\",node=\"1\"}} {value}\n");
+        assert!(out.contains(&line), "{line} in {out}");
+    }
+    assert!(
+        out.contains("# TYPE splitkv_dpdk_tx_in_place counter"),
+        "{out}"
+    );
 }

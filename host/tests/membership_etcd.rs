@@ -17,6 +17,8 @@ mod lifecycle;
 mod rejoin;
 #[path = "membership_etcd/slow_sync.rs"]
 mod slow_sync;
+#[path = "membership_etcd/verbs.rs"]
+mod verbs;
 
 use etcd_support::{free_port, Etcd};
 use splitkv_host::membership_etcd::keys::{ClusterKeys, ConfigRecord, Lineage};

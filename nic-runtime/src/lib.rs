@@ -99,7 +99,10 @@
 //!   `ibverbs-sys`): a UD queue pair transport, built and tested in CI
 //!   without a device (pool accounting, work requests, peer descriptions,
 //!   receive checks, the no-device error; `tests/verbs/`), never run on
-//!   hardware, and not selectable from the cluster file.
+//!   hardware. `splitkv node` selects it with `[transport] kind = "verbs"`
+//!   (splitkv-host's `deploy::verbs`: each node's queue pair travels in its
+//!   etcd address record); its peer descriptions and bounds build without
+//!   the feature, so a cluster file naming verbs is checked anywhere.
 //! - **Crash recovery** ([`recovery`]): a silent peer is suspected, which
 //!   ends transactions before LOG as `Unavailable`; a configuration that
 //!   excludes it raises the epoch (older-epoch packets are dropped) and

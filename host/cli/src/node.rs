@@ -2,8 +2,11 @@
 //! this process (DESIGN.md driver 3). It reads and checks the cluster file,
 //! binds its transport (UDP, or DPDK for `[transport] kind = "dpdk"` in a
 //! build with the feature `dpdk`: `splitkv_host::deploy::dpdk`, whose
-//! counters `/status` shows as `dpdk` and `/metrics` as `dpdk_*`; with
-//! injected faults when the file asks),
+//! counters `/status` shows as `dpdk` and `/metrics` as `dpdk_*`; or RDMA
+//! verbs for `kind = "verbs"` in a build with the feature `verbs`:
+//! `splitkv_host::deploy::verbs`, its queue pair published in the etcd
+//! address record, so it binds that transport before it takes its
+//! membership; with injected faults when the file asks),
 //! serves its control endpoint from a thread of its own
 //! (`splitkv_host::deploy::control`), builds and runs its node when a
 //! workload is loaded (`splitkv_bench::remote::RemoteNode`), and on SIGTERM
@@ -95,7 +98,7 @@ use splitkv_host::deploy::metrics::outcome_label;
 use splitkv_host::deploy::{
     incarnation_now, node_builder, node_transport_counted, CallError, ClientsStart, ClusterConfig,
     ControlHandler, ControlServer, DpdkCounters, LogTarget, MembershipSettings, NodeMetrics,
-    NodeTransport, Route, SessionCounters,
+    NodeTransport, Route, SessionCounters, TransportKind, VerbsLink,
 };
 use splitkv_layout::host_nic::TxStatus;
 use splitkv_layout::wire::generation_cluster_id;
@@ -126,6 +129,8 @@ struct NodeHandler {
     membership: NodeLease,
     /// A DPDK transport's published counters (`None` on UDP).
     dpdk: Option<DpdkCounters>,
+    /// On verbs: this node's endpoint and its peers' (`/status`'s `verbs`).
+    verbs: Option<VerbsLink>,
 }
 
 impl NodeHandler {
@@ -183,6 +188,7 @@ impl ControlHandler for NodeHandler {
             "membership": self.membership.view(self.started, self.stats().as_ref()),
             "events_unix_ms": self.events_unix_ms(),
             "dpdk": self.dpdk.as_ref().map(DpdkCounters::to_json),
+            "verbs": self.verbs.as_ref().map(VerbsLink::to_json),
         })
     }
 
@@ -323,15 +329,32 @@ pub fn run(args: &NodeArgs) -> Result<(), Failure> {
     init_log(&config.log)?;
     pin(&me.cores)?;
     let started = Instant::now();
-    let mut membership = NodeLease::start(&config, args.id, incarnation_now(), started)?;
+    // On DPDK this starts EAL; a refusal (no device, bad arguments, no DPDK
+    // or verbs in this build) is one line and exit 2.
+    let transport = || node_transport_counted(&config, args.id, args.seed).map_err(|e| bad(&e));
+    // On verbs the transport comes before the membership: the node
+    // publishes its queue pair, which exists only once the transport does.
+    // Otherwise after it, so that a process the membership refuses (another
+    // cluster's state, a node already running) says so, not that its
+    // socket is taken.
+    let early = match me.transport.kind {
+        TransportKind::Verbs => Some(transport()?),
+        _ => None,
+    };
+    let verbs = early.as_ref().and_then(|t| t.verbs.as_ref());
+    let mut membership = NodeLease::start(&config, args.id, incarnation_now(), started, verbs)?;
     // With etcd the membership raises it above the node's earlier
     // incarnations: the NIC runtime must use that one (a restarted node is
     // admitted under it when it rejoins).
     let incarnation = membership.incarnation().unwrap_or_else(incarnation_now);
-    // On DPDK this starts EAL; a refusal (no device, bad arguments, no
-    // DPDK in this build) is one line and exit 2.
-    let NodeTransport { transport, dpdk } =
-        node_transport_counted(&config, args.id, args.seed).map_err(|e| bad(&e))?;
+    let NodeTransport {
+        transport,
+        dpdk,
+        verbs,
+    } = match early {
+        Some(t) => t,
+        None => transport()?,
+    };
     // A later cluster generation's packets carry another cluster id, so
     // an earlier generation's stragglers are dropped (and counted).
     let wire = ClusterConfig {
@@ -365,6 +388,7 @@ pub fn run(args: &NodeArgs) -> Result<(), Failure> {
         drain: drain.clone(),
         membership: membership.clone(),
         dpdk,
+        verbs,
     });
     let control = ControlServer::start(me.control, &config.token, handler.clone())
         .map_err(|e| bad(&format_args!("node[{}].control: {e}", args.id)))?;

@@ -13,7 +13,7 @@
 //! | `cache_hits`, `cache_misses`, `cache_evictions` | | `update_from` (NIC object cache) |
 //! | `iterations` | | `update_from` |
 //! | `packets_received`, `retransmissions`, `duplicates_dropped`, `sessions_failed` | | [`NodeMetrics::update_sessions`] (the session layer) |
-//! | `dpdk_packets_sent`, `dpdk_packets_received`, `dpdk_tx_port_full`, `dpdk_mempool_empty`, `dpdk_unknown_destination`, `dpdk_oversized`, `dpdk_broadcast_frames`, `dpdk_port_rx_missed`, `dpdk_port_rx_no_mbuf` | | [`NodeMetrics::update_dpdk`] (a DPDK node only: [`NodeMetrics::with_dpdk`]) |
+//! | `dpdk_packets_sent`, `dpdk_packets_received`, `dpdk_tx_port_full`, `dpdk_mempool_empty`, `dpdk_unknown_destination`, `dpdk_oversized`, `dpdk_broadcast_frames`, `dpdk_port_rx_missed`, `dpdk_port_rx_no_mbuf`, `dpdk_tx_in_place`, `dpdk_tx_copied`, `dpdk_lend_refused` | | [`NodeMetrics::update_dpdk`] (a DPDK node only: [`NodeMetrics::with_dpdk`]) |
 //! | `dpdk_rx_dropped` | `reason`: an [`RxDrop`] name | `update_dpdk` |
 //! | `application_connections_attached`, `application_requests`, `application_outcomes_discarded` | | [`NodeMetrics::update_applications`] (the application gateway) |
 //! | `application_connections_closed` | `reason`: a `CloseReason` label (`peer_closed`, `outcome_ring_stalled`, `malformed`, `in_flight_exceeded`, `stopped`) | `update_applications` |
@@ -117,7 +117,7 @@ struct Seen {
 
 const NIC_COUNTERS: usize = 8;
 const SESSION_COUNTERS: usize = 4;
-const DPDK_COUNTERS: usize = 9;
+const DPDK_COUNTERS: usize = 12;
 
 /// A DPDK node's counters ([`NodeMetrics::with_dpdk`]).
 #[derive(Debug)]
@@ -164,6 +164,18 @@ const DPDK_METRICS: [(&str, &str); DPDK_COUNTERS] = [
         "dpdk_port_rx_no_mbuf",
         "Frames the DPDK port dropped: no mbuf free",
     ),
+    (
+        "dpdk_tx_in_place",
+        "Packets sent from the mbuf the batching layer filled in place (no copy)",
+    ),
+    (
+        "dpdk_tx_copied",
+        "Packets copied into an mbuf to be sent",
+    ),
+    (
+        "dpdk_lend_refused",
+        "Requests for an mbuf to fill in place that the DPDK transport refused (the packet was built in other memory)",
+    ),
 ];
 
 fn dpdk_values(s: &DpdkSnapshot) -> [u64; DPDK_COUNTERS] {
@@ -178,6 +190,9 @@ fn dpdk_values(s: &DpdkSnapshot) -> [u64; DPDK_COUNTERS] {
         t.broadcast_frames,
         s.port.rx_missed,
         s.port.rx_no_mbuf,
+        t.tx_in_place,
+        t.tx_copied,
+        t.lend_refused,
     ]
 }
 

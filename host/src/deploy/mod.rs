@@ -1,7 +1,8 @@
 //! Deploying a cluster one node per process: the cluster file every node
 //! reads ([`config`]), the HTTP control endpoint each node serves on a thread
 //! of its own ([`control`]), the Prometheus metrics it exposes
-//! ([`metrics`]), and a node's DPDK start-up and counters ([`dpdk`]).
+//! ([`metrics`]), a node's DPDK start-up and counters ([`dpdk`]), and a
+//! node's RDMA verbs start-up and peer endpoints ([`verbs`]).
 //!
 //! The node process (the `splitkv node` subcommand) ties them together: it
 //! reads a [`ClusterConfig`], builds its node, implements [`ControlHandler`]
@@ -42,11 +43,12 @@ pub mod control;
 pub mod dpdk;
 pub mod metrics;
 pub mod node;
+pub mod verbs;
 
 pub use config::{
     ClientSettings, ClientsStart, ClusterConfig, ConfigError, DpdkSettings, LogTarget,
     MembershipSettings, Neighbour, NodeSettings, ProtocolSettings, TableSettings, TransportKind,
-    TransportSettings,
+    TransportSettings, VerbsSettings,
 };
 pub use control::{CallError, ControlError, ControlHandler, ControlServer, Route};
 pub use dpdk::{DpdkCounters, DpdkSnapshot};
@@ -55,3 +57,4 @@ pub use node::{
     incarnation_now, node_builder, node_transport, node_transport_counted, NodeSetupError,
     NodeTransport,
 };
+pub use verbs::{VerbsLink, VerbsPeers};

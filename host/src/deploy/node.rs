@@ -2,13 +2,15 @@
 //! per process): the builder that makes its node as the in-process cluster
 //! would ([`node_builder`], then
 //! [`ClusterBuilder::build_local_parts`]), the transport it sends with
-//! ([`node_transport`]: UDP from the data addresses, or DPDK from the file's
+//! ([`node_transport`]: UDP from the data addresses, DPDK from the file's
 //! `[transport] kind = "dpdk"` fields ([`super::dpdk`], cargo feature
-//! `dpdk`), wrapped in the fault-injecting transport when the file asks for
+//! `dpdk`), or RDMA verbs from `kind = "verbs"` ([`super::verbs`], cargo
+//! feature `verbs`), wrapped in the fault-injecting transport when the file asks for
 //! injected faults), and its incarnation ([`incarnation_now`]).
 
 use super::config::{ClusterConfig, TransportKind};
 use super::dpdk::DpdkCounters;
+use super::verbs::VerbsLink;
 use crate::cluster::{Cluster, ClusterBuilder};
 use splitkv_layout::wire::NodeId;
 use splitkv_nic::net::faulty::{FaultConfig, FaultError, FaultyTransport};
@@ -69,6 +71,30 @@ pub enum NodeSetupError {
         /// What DPDK said.
         #[source]
         source: splitkv_nic::net::dpdk::DpdkError,
+    },
+    /// The file asks for RDMA verbs but this build has none (cargo feature
+    /// `verbs`, Linux only).
+    #[error("node[{node}].transport.kind: \"verbs\" needs a build with RDMA verbs (cargo build -p splitkv --features verbs; cmake, libnl-3, libnl-route-3, libclang and libibverbs to build)")]
+    VerbsNotBuilt {
+        /// The node.
+        node: NodeId,
+    },
+    /// Verbs fields missing from a file that did not pass the checks.
+    #[error("node[{node}].transport: not a checked verbs transport")]
+    NotVerbs {
+        /// The node.
+        node: NodeId,
+    },
+    /// The RDMA device could not be opened or set up (none exists, its
+    /// port is down, a verbs call failed).
+    #[cfg(all(feature = "verbs", target_os = "linux"))]
+    #[error("node[{node}].transport: {source}")]
+    Verbs {
+        /// The node.
+        node: NodeId,
+        /// What the verbs layer said.
+        #[source]
+        source: splitkv_nic::net::verbs::VerbsError,
     },
     /// The injected fault rates cannot be honoured.
     #[error("node[{node}].transport: {source}")]
@@ -139,14 +165,16 @@ pub fn injects_faults(config: &ClusterConfig, node: NodeId) -> bool {
 /// The transport of node `node`: a UDP socket bound to its data address
 /// with every node's data address as its peers, MTU and socket buffers
 /// from the file, or, for `kind = "dpdk"`, a DPDK port
-/// ([`super::dpdk::dpdk_transport`]); wrapped in a [`FaultyTransport`]
+/// ([`super::dpdk::dpdk_transport`]), or, for `kind = "verbs"`, an RDMA UD
+/// queue pair (`super::verbs::verbs_transport`); wrapped in a [`FaultyTransport`]
 /// seeded from `seed` and the node id when the file's injected fault rates
 /// are not all zero. [`node_transport_counted`] also returns the DPDK
 /// counters.
 ///
 /// # Errors
 /// [`NodeSetupError`]: an unknown node, a `mem` transport, a socket that
-/// cannot be bound, DPDK not built or refusing to start, or fault rates
+/// cannot be bound, DPDK or verbs not built or refusing to start (no RDMA
+/// device: [`NodeSetupError::Verbs`]), or fault rates
 /// over one.
 pub fn node_transport(
     config: &ClusterConfig,
@@ -163,9 +191,13 @@ pub struct NodeTransport {
     pub transport: Box<dyn Transport>,
     /// The DPDK transport's counters (`None` on UDP).
     pub dpdk: Option<DpdkCounters>,
+    /// On verbs, the endpoint the node publishes with its membership and
+    /// the directory of its peers' endpoints the membership fills
+    /// ([`super::verbs`]); `None` otherwise.
+    pub verbs: Option<VerbsLink>,
 }
 
-/// [`node_transport`], with the DPDK counters.
+/// [`node_transport`], with the DPDK counters or the verbs link.
 ///
 /// # Errors
 /// As [`node_transport`].
@@ -183,9 +215,34 @@ pub fn node_transport_counted(
         TransportKind::Udp => Ok(NodeTransport {
             transport: with_faults(config, node, seed, udp_transport(config, node)?)?,
             dpdk: None,
+            verbs: None,
         }),
         TransportKind::Dpdk => dpdk_node_transport(config, node, seed),
+        TransportKind::Verbs => verbs_node_transport(config, node, seed),
     }
+}
+
+#[cfg(all(feature = "verbs", target_os = "linux"))]
+fn verbs_node_transport(
+    config: &ClusterConfig,
+    node: NodeId,
+    seed: u64,
+) -> Result<NodeTransport, NodeSetupError> {
+    let (transport, link) = super::verbs::verbs_transport(config, node)?;
+    Ok(NodeTransport {
+        transport: with_faults(config, node, seed, transport)?,
+        dpdk: None,
+        verbs: Some(link),
+    })
+}
+
+#[cfg(not(all(feature = "verbs", target_os = "linux")))]
+fn verbs_node_transport(
+    _: &ClusterConfig,
+    node: NodeId,
+    _: u64,
+) -> Result<NodeTransport, NodeSetupError> {
+    Err(NodeSetupError::VerbsNotBuilt { node })
 }
 
 #[cfg(all(feature = "dpdk", target_os = "linux"))]
@@ -198,6 +255,7 @@ fn dpdk_node_transport(
     Ok(NodeTransport {
         transport: with_faults(config, node, seed, transport)?,
         dpdk: Some(counters),
+        verbs: None,
     })
 }
 

@@ -8,22 +8,33 @@
 //! The value is JSON of one version,
 //! `{"version":1,"incarnation":I,"data":"IP:PORT","control":"IP:PORT"}`
 //! (IPv6 as `[IP]:PORT`), at most [`ADDRESS_RECORD_BYTES_MAX`] bytes. A
-//! record of another version is refused as such
-//! ([`AddressRecordError::Version`]), whatever else it holds, so a later
-//! format is never misread as this one.
+//! node on RDMA verbs also publishes its queue pair's endpoint, which the
+//! device chose at start-up (`[transport] kind = "verbs"`,
+//! `crate::deploy::config::verbs`), as version 2 with one more field,
+//! `"verbs":"gid=…,qpn=…,qkey=…"` (`lid=…` on InfiniBand; the text form of
+//! [`VerbsAddress`]). A node without one writes version 1, byte for byte
+//! as before, so readers that know version 1 only are unaffected; they
+//! refuse a version 2 record as a later version, as they should (they
+//! could not use the endpoint). A record of a version this code does not
+//! read is refused as such ([`AddressRecordError::Version`]), whatever
+//! else it holds, so a later format is never misread as this one.
 
 use splitkv_layout::wire::NodeId;
 use splitkv_nic::membership::Configuration;
+use splitkv_nic::net::verbs::{PeerParseError, VerbsAddress};
 use splitkv_nic::NODES_MAX;
 use std::net::SocketAddr;
 
 use super::keys::configured_incarnation;
 
-/// The version of the address record this code writes and reads.
+/// The version of an address record without a verbs endpoint.
 pub const ADDRESS_RECORD_VERSION: u32 = 1;
+/// The version of an address record with a verbs endpoint (`verbs`).
+pub const ADDRESS_RECORD_VERSION_VERBS: u32 = 2;
 /// Longest address record read (bytes): two IPv6 socket addresses with
-/// scope and the field names fit in well under it.
-pub const ADDRESS_RECORD_BYTES_MAX: usize = 256;
+/// scope, a verbs endpoint with an IPv6 GID and the field names fit in
+/// well under it.
+pub const ADDRESS_RECORD_BYTES_MAX: usize = 512;
 
 /// Where one node process can be reached.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -32,6 +43,9 @@ pub struct NodeAddresses {
     pub data: SocketAddr,
     /// Its control endpoint's address (HTTP).
     pub control: SocketAddr,
+    /// Its RDMA verbs endpoint (GID or LID, queue pair number, QKey),
+    /// when its transport is verbs: peers reach it there, at `data`.
+    pub verbs: Option<VerbsAddress>,
 }
 
 /// One published address record: which incarnation of the node published
@@ -59,13 +73,24 @@ pub enum AddressRecordError {
     #[error("not an address record: {0}")]
     Shape(String),
     /// A version this code does not read.
-    #[error("address record version {found}, this build reads version {supported}")]
+    #[error("address record version {found}, this build reads versions {supported} and {supported_verbs}")]
     Version {
         /// The stored version.
         found: u32,
         /// [`ADDRESS_RECORD_VERSION`].
         supported: u32,
+        /// [`ADDRESS_RECORD_VERSION_VERBS`].
+        supported_verbs: u32,
     },
+    /// A version 2 record without `verbs`, or a version 1 record with it.
+    #[error("address record version {version} {}", if *version == ADDRESS_RECORD_VERSION { "has a verbs endpoint (version 2 carries it)" } else { "lacks its verbs endpoint" })]
+    VerbsField {
+        /// The stored version.
+        version: u32,
+    },
+    /// A `verbs` endpoint that does not parse.
+    #[error("verbs: {0}")]
+    Verbs(#[source] PeerParseError),
     /// Incarnation 0 (incarnations start at 1).
     #[error("address record of incarnation 0 (incarnations start at 1)")]
     IncarnationZero,
@@ -95,6 +120,8 @@ struct Stored {
     incarnation: u32,
     data: String,
     control: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    verbs: Option<String>,
 }
 
 /// Just the version, read before the rest (other fields ignored).
@@ -106,11 +133,16 @@ struct VersionOnly {
 impl AddressRecord {
     /// The JSON bytes stored in etcd.
     pub fn encode(&self) -> Vec<u8> {
+        let verbs = self.addresses.verbs;
         let s = Stored {
-            version: ADDRESS_RECORD_VERSION,
+            version: match verbs {
+                Some(_) => ADDRESS_RECORD_VERSION_VERBS,
+                None => ADDRESS_RECORD_VERSION,
+            },
             incarnation: self.incarnation,
             data: self.addresses.data.to_string(),
             control: self.addresses.control.to_string(),
+            verbs: verbs.map(|v| v.to_string()),
         };
         // Integers and strings always serialize.
         serde_json::to_vec(&s).unwrap_or_default()
@@ -121,7 +153,8 @@ impl AddressRecord {
     /// # Errors
     /// [`AddressRecordError`]: too long, not JSON of this shape, another
     /// version, incarnation 0, a field that is not an IP address and port,
-    /// or an address no peer can send to.
+    /// an address no peer can send to, or a verbs endpoint missing from a
+    /// version 2 record, present in a version 1 record or not parsing.
     pub fn decode(bytes: &[u8]) -> Result<AddressRecord, AddressRecordError> {
         if bytes.len() > ADDRESS_RECORD_BYTES_MAX {
             let (bytes, max) = (bytes.len(), ADDRESS_RECORD_BYTES_MAX);
@@ -129,21 +162,30 @@ impl AddressRecord {
         }
         let shape = |e: serde_json::Error| AddressRecordError::Shape(e.to_string());
         let v: VersionOnly = serde_json::from_slice(bytes).map_err(shape)?;
-        if v.version != ADDRESS_RECORD_VERSION {
+        if v.version != ADDRESS_RECORD_VERSION && v.version != ADDRESS_RECORD_VERSION_VERBS {
             return Err(AddressRecordError::Version {
                 found: v.version,
                 supported: ADDRESS_RECORD_VERSION,
+                supported_verbs: ADDRESS_RECORD_VERSION_VERBS,
             });
         }
         let s: Stored = serde_json::from_slice(bytes).map_err(shape)?;
         if s.incarnation == 0 {
             return Err(AddressRecordError::IncarnationZero);
         }
+        if s.verbs.is_some() != (s.version == ADDRESS_RECORD_VERSION_VERBS) {
+            return Err(AddressRecordError::VerbsField { version: s.version });
+        }
+        let verbs = match &s.verbs {
+            Some(text) => Some(text.parse().map_err(AddressRecordError::Verbs)?),
+            None => None,
+        };
         Ok(AddressRecord {
             incarnation: s.incarnation,
             addresses: NodeAddresses {
                 data: reachable("data", &s.data)?,
                 control: reachable("control", &s.control)?,
+                verbs,
             },
         })
     }
@@ -193,14 +235,33 @@ pub fn published_data_addresses(
     records: &[Option<AddressRecord>; NODES_MAX],
     first: &[Option<u32>; NODES_MAX],
 ) -> [Option<SocketAddr>; NODES_MAX] {
+    published_addresses(c, records, first).map(|a| a.map(|a| a.data))
+}
+
+/// Per node of configuration `c`, the addresses its configured incarnation
+/// published (as [`published_data_addresses`], with the control address
+/// and the verbs endpoint).
+pub fn published_addresses(
+    c: &Configuration,
+    records: &[Option<AddressRecord>; NODES_MAX],
+    first: &[Option<u32>; NODES_MAX],
+) -> [Option<NodeAddresses>; NODES_MAX] {
     let mut out = [None; NODES_MAX];
     for n in 0..NODES_MAX {
         let configured = configured_incarnation(c, n as NodeId, first[n]);
         out[n] = records[n]
             .filter(|r| configured == Some(r.incarnation))
-            .map(|r| r.addresses.data);
+            .map(|r| r.addresses);
     }
     out
+}
+
+/// Per node, the verbs endpoint in `addresses` at its data address
+/// (`None` where a node published none).
+pub fn verbs_peers(
+    addresses: &[Option<NodeAddresses>; NODES_MAX],
+) -> [Option<splitkv_nic::net::verbs::VerbsPeer>; NODES_MAX] {
+    addresses.map(|a| a.and_then(|a| Some(a.verbs?.at(a.data))))
 }
 
 #[cfg(test)]

@@ -4,6 +4,7 @@
 
 use super::*;
 use proptest::prelude::*;
+use splitkv_nic::net::verbs::VerbsAddress;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
 fn record(incarnation: u32, data: &str, control: &str) -> AddressRecord {
@@ -12,6 +13,7 @@ fn record(incarnation: u32, data: &str, control: &str) -> AddressRecord {
         addresses: NodeAddresses {
             data: data.parse().expect("data"),
             control: control.parse().expect("control"),
+            verbs: None,
         },
     }
 }
@@ -29,17 +31,103 @@ fn the_stored_form_is_versioned_json_and_round_trips() {
     assert_eq!(AddressRecord::decode(&v6.encode()), Ok(v6));
 }
 
+fn roce(qpn: u32) -> VerbsAddress {
+    "gid=::ffff:10.0.0.2,qpn=1,qkey=0x11111111"
+        .parse::<VerbsAddress>()
+        .map(|a| VerbsAddress { qpn, ..a })
+        .expect("endpoint")
+}
+
+#[test]
+fn a_verbs_endpoint_is_version_2_and_round_trips() {
+    let mut r = record(7, "10.0.0.2:7100", "127.0.0.1:7200");
+    r.addresses.verbs = Some(roce(0x1a2));
+    let text = String::from_utf8(r.encode()).expect("JSON text");
+    assert_eq!(
+        text,
+        r#"{"version":2,"incarnation":7,"data":"10.0.0.2:7100","control":"127.0.0.1:7200","verbs":"gid=::ffff:10.0.0.2,qpn=0x1a2,qkey=0x11111111"}"#
+    );
+    assert_eq!(AddressRecord::decode(text.as_bytes()), Ok(r));
+    let ib = "lid=3,qpn=418,qkey=7".parse::<VerbsAddress>().expect("lid");
+    r.addresses.verbs = Some(ib);
+    assert_eq!(AddressRecord::decode(&r.encode()), Ok(r));
+    // Without an endpoint the record is version 1, as before.
+    r.addresses.verbs = None;
+    assert!(String::from_utf8(r.encode())
+        .expect("JSON text")
+        .starts_with(r#"{"version":1,"#));
+}
+
+#[test]
+fn a_verbs_field_must_match_the_version_and_parse() {
+    let d = |s: &str| AddressRecord::decode(s.as_bytes());
+    let ok = r#""incarnation":1,"data":"127.0.0.1:1","control":"127.0.0.1:2""#;
+    assert_eq!(
+        d(&format!(r#"{{"version":2,{ok}}}"#)),
+        Err(AddressRecordError::VerbsField { version: 2 })
+    );
+    let verbs = r#""verbs":"gid=::1,qpn=5,qkey=1""#;
+    assert_eq!(
+        d(&format!(r#"{{"version":1,{ok},{verbs}}}"#)),
+        Err(AddressRecordError::VerbsField { version: 1 })
+    );
+    assert_eq!(
+        d(&format!(
+            r#"{{"version":2,{ok},"verbs":"gid=::1,qpn=0,qkey=1"}}"#
+        )),
+        Err(AddressRecordError::Verbs(
+            splitkv_nic::net::verbs::PeerParseError::QpnRange { qpn: 0 }
+        ))
+    );
+    assert_eq!(
+        d(&format!(
+            r#"{{"version":2,{ok},"verbs":"addr=1.2.3.4:5,gid=::1,qpn=5,qkey=1"}}"#
+        )),
+        Err(AddressRecordError::Verbs(
+            splitkv_nic::net::verbs::PeerParseError::AddrInEndpoint
+        ))
+    );
+    assert!(matches!(
+        d(&format!(
+            r#"{{"version":2,{ok},"verbs":"gid=::1,lid=2,qpn=5,qkey=1"}}"#
+        )),
+        Err(AddressRecordError::Verbs(_))
+    ));
+}
+
+#[test]
+fn verbs_peers_are_the_published_endpoints_at_their_data_addresses() {
+    let mut addresses = [None; NODES_MAX];
+    let at = |data: &str, verbs| NodeAddresses {
+        data: data.parse().expect("data"),
+        control: "127.0.0.1:7200".parse().expect("control"),
+        verbs,
+    };
+    addresses[0] = Some(at("10.0.0.1:7100", Some(roce(10))));
+    addresses[1] = Some(at("10.0.0.2:7100", None));
+    addresses[3] = Some(at("10.0.0.9:7100", Some(roce(30))));
+    let peers = verbs_peers(&addresses);
+    assert_eq!(
+        peers[0],
+        Some(roce(10).at("10.0.0.1:7100".parse().expect("addr")))
+    );
+    assert_eq!(peers[1], None, "a node that published no endpoint");
+    assert_eq!(peers[2], None, "a node that published nothing");
+    assert_eq!(peers[3].map(|p| (p.addr.port(), p.qpn)), Some((7100, 30)));
+}
+
 #[test]
 fn bad_records_are_typed_errors() {
     let d = |s: &str| AddressRecord::decode(s.as_bytes());
     let ok = r#""data":"127.0.0.1:1","control":"127.0.0.1:2""#;
     assert_eq!(
         d(&format!(
-            r#"{{"version":2,"incarnation":1,{ok},"later":true}}"#
+            r#"{{"version":3,"incarnation":1,{ok},"later":true}}"#
         )),
         Err(AddressRecordError::Version {
-            found: 2,
-            supported: 1
+            found: 3,
+            supported: ADDRESS_RECORD_VERSION,
+            supported_verbs: ADDRESS_RECORD_VERSION_VERBS,
         }),
         "another version is refused as such, whatever else it holds"
     );
@@ -139,7 +227,23 @@ proptest! {
     fn encode_then_decode_is_the_identity(
         incarnation in 1u32.., data in socket_addr(), control in socket_addr()
     ) {
-        let r = AddressRecord { incarnation, addresses: NodeAddresses { data, control } };
+        let r = AddressRecord { incarnation, addresses: NodeAddresses { data, control, verbs: None } };
+        let bytes = r.encode();
+        prop_assert!(bytes.len() <= ADDRESS_RECORD_BYTES_MAX);
+        prop_assert_eq!(AddressRecord::decode(&bytes), Ok(r));
+    }
+
+    #[test]
+    fn a_record_with_the_longest_endpoint_fits(
+        incarnation in 1u32.., data in socket_addr(), control in socket_addr(),
+        gid in any::<u128>(), qpn in 1u32..=splitkv_nic::net::verbs::VERBS_QPN_MAX, qkey in any::<u32>()
+    ) {
+        let verbs = VerbsAddress {
+            route: splitkv_nic::net::verbs::Route::Gid(splitkv_nic::net::verbs::Gid(gid.to_be_bytes())),
+            qpn,
+            qkey,
+        };
+        let r = AddressRecord { incarnation, addresses: NodeAddresses { data, control, verbs: Some(verbs) } };
         let bytes = r.encode();
         prop_assert!(bytes.len() <= ADDRESS_RECORD_BYTES_MAX);
         prop_assert_eq!(AddressRecord::decode(&bytes), Ok(r));
@@ -157,7 +261,7 @@ proptest! {
         data in "[0-9a-f:.\\[\\]%]{0,40}",
         control in "[0-9a-f:.\\[\\]%]{0,40}",
     ) {
-        let s = Stored { version, incarnation, data, control };
+        let s = Stored { version, incarnation, data, control, verbs: None };
         let bytes = serde_json::to_vec(&s).expect("serializes");
         if let Ok(r) = AddressRecord::decode(&bytes) {
             prop_assert_eq!(AddressRecord::decode(&r.encode()), Ok(r));

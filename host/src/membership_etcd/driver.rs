@@ -30,13 +30,15 @@
 //! each configuration passed on carries, per node, the data address its
 //! configured incarnation published in the snapshot it came from
 //! ([`super::address::published_data_addresses`]), so a node replaced by
-//! a machine at another address is reached there.
+//! a machine at another address is reached there. On RDMA verbs the
+//! endpoints those incarnations published are written into the
+//! [`EtcdSettings::verbs_peers`] directory first (`crate::deploy::verbs`).
 
 pub(crate) mod lifecycle;
 mod rejoin;
 mod renewal;
 
-use super::address::{published_data_addresses, AddressRecord};
+use super::address::{published_addresses, published_data_addresses, verbs_peers, AddressRecord};
 use super::keys::{configured_incarnation, ClusterKeys, Lineage, RecordHeader};
 use super::store::{self, timed, StoreError};
 use super::{Displacement, EtcdError, EtcdSettings};
@@ -447,6 +449,20 @@ impl Driver {
     /// incarnations published, if it is newer than the last one passed on
     /// (a dropped notice is sent again after the next snapshot).
     fn learn(&mut self, c: Configuration) {
+        if let Some(dir) = self
+            .s
+            .verbs_peers
+            .as_ref()
+            .filter(|_| c.epoch >= self.known_epoch)
+        {
+            // Before the notice: the transport registers these endpoints
+            // before the agent re-points peers at their data addresses.
+            dir.publish(&verbs_peers(&published_addresses(
+                &c,
+                &self.records,
+                &self.first_inc,
+            )));
+        }
         let data = published_data_addresses(&c, &self.records, &self.first_inc);
         if c.epoch > self.known_epoch && self.notify(Notice::Config(Box::new((c, data)))) {
             self.known_epoch = c.epoch;

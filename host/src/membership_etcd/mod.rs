@@ -217,6 +217,11 @@ pub struct EtcdSettings {
     /// `None` publishes none, and the peers keep the addresses they were
     /// built with.
     pub addresses: Option<NodeAddresses>,
+    /// On RDMA verbs: the directory into which the driver writes, before
+    /// passing each configuration on, the verbs endpoint each member's
+    /// configured incarnation published (`crate::deploy::verbs`); `None`
+    /// on other transports.
+    pub verbs_peers: Option<crate::deploy::VerbsPeers>,
 }
 
 impl EtcdSettings {
@@ -242,6 +247,7 @@ impl EtcdSettings {
             start_timeout_ms: START_TIMEOUT_MS_DEFAULT,
             incarnation: 0,
             addresses: None,
+            verbs_peers: None,
         }
     }
 

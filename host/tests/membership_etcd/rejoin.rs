@@ -24,6 +24,7 @@ fn at(node: NodeId, host: u8) -> NodeAddresses {
     NodeAddresses {
         data: ([127, 0, 0, host], 7100 + node).into(),
         control: ([127, 0, 0, host], 7200 + node).into(),
+        verbs: None,
     }
 }
 

@@ -152,3 +152,26 @@ fn text_form_round_trips() {
         assert_eq!(parse(&p.to_string()), Ok(p));
     }
 }
+
+#[test]
+fn an_endpoint_is_a_peer_without_its_data_address() {
+    use splitkv_nic::net::verbs::VerbsAddress;
+    let p = parse("addr=10.0.0.2:7100,gid=::ffff:10.0.0.2,qpn=0x1a2,qkey=0x11111111").unwrap();
+    let e = p.address();
+    assert_eq!(
+        e.to_string(),
+        "gid=::ffff:10.0.0.2,qpn=0x1a2,qkey=0x11111111"
+    );
+    assert_eq!(e.to_string().parse::<VerbsAddress>(), Ok(e));
+    assert_eq!(e.at(p.addr), p);
+    let ib: VerbsAddress = "lid=3,qpn=418,qkey=7".parse().unwrap();
+    assert_eq!((ib.route, ib.qpn, ib.qkey), (Route::Lid(3), 418, 7));
+    assert_eq!(
+        "addr=10.0.0.2:7100,lid=3,qpn=418,qkey=7".parse::<VerbsAddress>(),
+        Err(PeerParseError::AddrInEndpoint)
+    );
+    assert_eq!(
+        "lid=3,qkey=7".parse::<VerbsAddress>(),
+        Err(PeerParseError::Missing { key: "qpn" })
+    );
+}

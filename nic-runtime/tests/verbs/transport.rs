@@ -267,3 +267,30 @@ fn set_peer_address_repoints_to_a_registered_endpoint() {
     assert_eq!((s.repointed, s.stale_address_drops), (1, 1));
     assert_eq!(t.local_endpoint(new.addr).qpn, LOCAL_QPN);
 }
+
+#[test]
+fn a_new_endpoint_at_the_same_address_repoints_the_node() {
+    // A restarted process at the same machine: a new queue pair, the same
+    // data address (what a node learns from the membership's records).
+    let mut t = transport(cfg(4, 8, 4));
+    let old = peer1();
+    let restarted = VerbsPeer { qpn: 0x301, ..old };
+    assert!(t.add_endpoint(restarted));
+    assert_eq!(t.set_peer_address(1, old.addr), Ok(true));
+    assert_eq!(t.set_peer_address(1, old.addr), Ok(false));
+    assert_eq!(
+        t.tx_burst(
+            0,
+            &[TxPacket {
+                dst: 1,
+                bytes: b"hi"
+            }]
+        ),
+        1
+    );
+    assert_eq!(t.device().sent[0].qpn, 0x301);
+    assert!(t.device_mut().deliver(&old, b"stale", Some(QKEY)));
+    assert!(t.device_mut().deliver(&restarted, b"fresh", Some(QKEY)));
+    assert_eq!(rx_all(&mut t), vec![b"fresh".to_vec()]);
+    assert_eq!(t.peer_address_stats().repointed, 1);
+}

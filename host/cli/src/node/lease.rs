@@ -5,7 +5,7 @@
 use crate::Failure;
 use serde_json::{json, Value};
 use splitkv_host::cluster::{NodeMembership, StatsHandle};
-use splitkv_host::deploy::{ClusterConfig, MembershipSettings};
+use splitkv_host::deploy::{ClusterConfig, MembershipSettings, VerbsLink};
 use std::time::Instant;
 
 /// The node's membership: static, or an etcd lease
@@ -29,12 +29,15 @@ pub(super) enum NodeLease {
 
 impl NodeLease {
     /// Starts the membership the file asks for; etcd unreachable (or any
-    /// other etcd start-up failure) is one line and exit 2.
+    /// other etcd start-up failure) is one line and exit 2. On RDMA verbs,
+    /// `verbs` is the endpoint published with the registration and the
+    /// directory the membership fills with the peers' endpoints.
     pub(super) fn start(
         config: &ClusterConfig,
         id: u16,
         incarnation: u32,
         started: Instant,
+        verbs: Option<&VerbsLink>,
     ) -> Result<NodeLease, Failure> {
         match &config.membership {
             MembershipSettings::Static => Ok(NodeLease::Static),
@@ -63,7 +66,9 @@ impl NodeLease {
                 s.addresses = config.node(id).map(|n| NodeAddresses {
                     data: n.data,
                     control: n.control,
+                    verbs: verbs.map(|v| v.local),
                 });
+                s.verbs_peers = verbs.map(|v| v.peers.clone());
                 let now = started.elapsed().as_nanos() as u64;
                 let member = EtcdMember::connect(s, now).map_err(|e| {
                     let fix = match e {
@@ -84,7 +89,7 @@ impl NodeLease {
             }
             #[cfg(not(feature = "etcd"))]
             MembershipSettings::Etcd { .. } => {
-                let _ = (id, incarnation, started);
+                let _ = (id, incarnation, started, verbs);
                 Err(Failure::BadInput(
                     "membership.kind = \"etcd\": this binary was built without etcd support".into(),
                 ))

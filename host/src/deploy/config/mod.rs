@@ -18,7 +18,7 @@
 //! retransmit_timeout_us = 5000
 //!
 //! [transport]                    # the default of every node; every field optional
-//! kind = "udp"                   # or "mem", or "dpdk" (see [`transport`])
+//! kind = "udp"                   # or "mem", "dpdk" (see [`transport`]) or "verbs" (see [`verbs`])
 //! mtu = 1472
 //!
 //! [[node]]                       # ids 0 ..= n-1, each once
@@ -50,6 +50,7 @@ pub mod membership;
 mod raw;
 pub mod transport;
 mod validate;
+pub mod verbs;
 
 pub use clients::{ClientSettings, ClientsStart};
 pub use membership::MembershipSettings;
@@ -58,6 +59,7 @@ pub use transport::{
     EAL_ARG_BYTES_MAX, FAULT_PPM_MAX, MTU_DEFAULT, MTU_MAX, MTU_MIN, SOCKET_BUFFER_BYTES_DEFAULT,
     SOCKET_BUFFER_BYTES_MAX, SOCKET_BUFFER_BYTES_MIN,
 };
+pub use verbs::VerbsSettings;
 
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
@@ -221,6 +223,9 @@ pub struct NodeSettings {
     /// The DPDK fields of its transport, when `transport.kind` is
     /// [`TransportKind::Dpdk`] (`None` otherwise).
     pub dpdk: Option<DpdkSettings>,
+    /// The verbs fields of its transport, when `transport.kind` is
+    /// [`TransportKind::Verbs`] (`None` otherwise).
+    pub verbs: Option<VerbsSettings>,
 }
 
 /// A checked cluster file: every node's view of the cluster.

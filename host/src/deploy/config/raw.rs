@@ -92,6 +92,13 @@ pub(crate) struct RawTransport {
     pub rx_descriptors: Option<u64>,
     pub tx_descriptors: Option<u64>,
     pub neighbours: Option<Vec<RawNeighbour>>,
+    pub port: Option<u64>,
+    pub gid_index: Option<u64>,
+    pub qkey: Option<u64>,
+    pub recv_depth: Option<u64>,
+    pub send_depth: Option<u64>,
+    pub signal_every: Option<u64>,
+    pub inline_bytes: Option<u64>,
 }
 
 /// One `neighbours = [{ ip = "…", mac = "…" }]` entry of `[transport]`.
@@ -123,6 +130,13 @@ impl RawTransport {
             rx_descriptors: over.rx_descriptors.or(self.rx_descriptors),
             tx_descriptors: over.tx_descriptors.or(self.tx_descriptors),
             neighbours: over.neighbours.clone().or_else(|| self.neighbours.clone()),
+            port: over.port.or(self.port),
+            gid_index: over.gid_index.or(self.gid_index),
+            qkey: over.qkey.or(self.qkey),
+            recv_depth: over.recv_depth.or(self.recv_depth),
+            send_depth: over.send_depth.or(self.send_depth),
+            signal_every: over.signal_every.or(self.signal_every),
+            inline_bytes: over.inline_bytes.or(self.inline_bytes),
         }
     }
 }

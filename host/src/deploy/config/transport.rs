@@ -1,6 +1,7 @@
 //! `[transport]` and a node's `transport = { … }`: how a node sends
-//! packets — kernel UDP, in-process channels, or DPDK (kernel bypass,
-//! Dandelion §5; the transport is `splitkv_nic::net::dpdk`).
+//! packets — kernel UDP, in-process channels, DPDK (kernel bypass,
+//! Dandelion §5; the transport is `splitkv_nic::net::dpdk`), or RDMA
+//! verbs (unreliable datagrams; its fields are in [`super::verbs`]).
 //!
 //! A DPDK node needs, besides the UDP fields it shares (`mtu` and the
 //! injected faults):
@@ -35,6 +36,7 @@ use splitkv_nic::net::dpdk::{
 };
 
 use super::raw::{RawNeighbour, RawTransport};
+use super::verbs::{self, VerbsSettings};
 use super::ConfigError;
 
 /// Smallest transport MTU (bytes of one splitkv packet, headers included):
@@ -76,15 +78,19 @@ pub enum TransportKind {
     /// DPDK: Ethernet + IPv4 + UDP frames through a poll-mode driver, no
     /// system call per packet (needs the cargo feature `dpdk` to run).
     Dpdk,
+    /// RDMA verbs: unreliable-datagram queue pairs (needs the cargo feature
+    /// `verbs` and an RDMA device to run; [`super::verbs`]).
+    Verbs,
 }
 
 impl TransportKind {
-    /// The name the cluster file uses (`"udp"`, `"mem"`, `"dpdk"`).
+    /// The name the cluster file uses (`"udp"`, `"mem"`, `"dpdk"`, `"verbs"`).
     pub fn name(self) -> &'static str {
         match self {
             TransportKind::Udp => "udp",
             TransportKind::Mem => "mem",
             TransportKind::Dpdk => "dpdk",
+            TransportKind::Verbs => "verbs",
         }
     }
 }
@@ -96,7 +102,9 @@ pub struct TransportSettings {
     /// Transport; default UDP.
     pub kind: TransportKind,
     /// Largest packet (bytes, splitkv headers included, IP/UDP excluded):
-    /// [`MTU_MIN`] ..= [`MTU_MAX`] ([`DPDK_MTU_MAX`] on DPDK), default [`MTU_DEFAULT`].
+    /// [`MTU_MIN`] ..= [`MTU_MAX`] ([`DPDK_MTU_MAX`] on DPDK), default [`MTU_DEFAULT`];
+    /// on verbs [`MTU_MIN`] ..= `VERBS_MTU_MAX` (GRH excluded), default
+    /// `VERBS_MTU_DEFAULT` ([`super::verbs`]).
     pub mtu: usize,
     /// `SO_SNDBUF` (bytes): [`SOCKET_BUFFER_BYTES_MIN`] ..= [`SOCKET_BUFFER_BYTES_MAX`].
     pub socket_send_buffer_bytes: usize,
@@ -218,19 +226,29 @@ pub(super) fn mac(field: &str, text: &str) -> Result<MacAddr, ConfigError> {
 
 /// Checks a `[transport]` table (or a node's merged one) whose fields are
 /// named under `prefix`, filling in the defaults; the DPDK fields too when
-/// the kind is `"dpdk"`.
+/// the kind is `"dpdk"`, the verbs fields when it is `"verbs"`.
 pub(super) fn check(
     prefix: &str,
     raw: &RawTransport,
-) -> Result<(TransportSettings, Option<DpdkSettings>), ConfigError> {
+) -> Result<
+    (
+        TransportSettings,
+        Option<DpdkSettings>,
+        Option<VerbsSettings>,
+    ),
+    ConfigError,
+> {
     let kind = match raw.kind.as_deref() {
         None | Some("udp") => TransportKind::Udp,
         Some("mem") => TransportKind::Mem,
         Some("dpdk") => TransportKind::Dpdk,
+        Some("verbs") => TransportKind::Verbs,
         Some(other) => {
             return Err(ConfigError::invalid(
                 format!("{prefix}.kind"),
-                format!("unknown transport \"{other}\" (expected \"udp\", \"mem\" or \"dpdk\")"),
+                format!(
+                "unknown transport \"{other}\" (expected \"udp\", \"mem\", \"dpdk\" or \"verbs\")"
+            ),
             ))
         }
     };
@@ -239,13 +257,15 @@ pub(super) fn check(
     } else {
         MTU_MAX
     };
-    let mtu = raw.mtu.unwrap_or(MTU_DEFAULT as u64);
-    let mtu = in_range(
-        &format!("{prefix}.mtu"),
-        mtu,
-        MTU_MIN as u64,
-        mtu_max as u64,
-    )?;
+    let mtu = match kind {
+        TransportKind::Verbs => verbs::check_mtu(prefix, raw)? as u64,
+        _ => in_range(
+            &format!("{prefix}.mtu"),
+            raw.mtu.unwrap_or(MTU_DEFAULT as u64),
+            MTU_MIN as u64,
+            mtu_max as u64,
+        )?,
+    };
     let buffer = |name: &str, value: Option<u64>| {
         let field = format!("{prefix}.{name}");
         let value = value.unwrap_or(SOCKET_BUFFER_BYTES_DEFAULT as u64);
@@ -269,7 +289,11 @@ pub(super) fn check(
         TransportKind::Dpdk => Some(check_dpdk(prefix, raw)?),
         _ => None,
     };
-    Ok((settings, dpdk))
+    let verbs = match kind {
+        TransportKind::Verbs => Some(verbs::check(prefix, raw)?),
+        _ => None,
+    };
+    Ok((settings, dpdk, verbs))
 }
 
 /// The DPDK fields of a `kind = "dpdk"` transport.

@@ -29,7 +29,7 @@ pub(super) fn check(raw: RawCluster) -> Result<ClusterConfig, ConfigError> {
             ),
         ));
     }
-    Ok(ClusterConfig {
+    let config = ClusterConfig {
         cluster_id: raw.cluster_id,
         token: raw.token,
         replication: raw.replication,
@@ -39,7 +39,37 @@ pub(super) fn check(raw: RawCluster) -> Result<ClusterConfig, ConfigError> {
         nodes,
         membership: super::membership::check(raw.membership.as_ref(), raw.cluster_id)?,
         clients: super::clients::check(raw.clients.as_ref(), raw.cluster_id)?,
-    })
+    };
+    check_verbs_cluster(&raw.nodes, &config)?;
+    Ok(config)
+}
+
+/// With any node on verbs: every node is (a UD queue pair reaches no UDP
+/// socket), and the membership is etcd, whose address records carry the
+/// queue pair numbers peers need ([`super::verbs`]). Errors name the file's
+/// `[[node]]` entry or `membership`.
+fn check_verbs_cluster(raw: &[RawNode], config: &ClusterConfig) -> Result<(), ConfigError> {
+    let Some(first) = config.nodes.iter().find(|n| n.verbs.is_some()) else {
+        return Ok(());
+    };
+    let at = |id: NodeId| raw.iter().position(|r| r.id == u64::from(id)).unwrap_or(0);
+    if let Some(other) = config.nodes.iter().find(|n| n.verbs.is_none()) {
+        return Err(ConfigError::invalid(
+            format!("node[{}].transport.kind", at(other.id)),
+            format!(
+                "\"{}\" beside node {} on \"verbs\": an RDMA queue pair reaches verbs peers only, so every node's transport must be \"verbs\"",
+                other.transport.kind.name(),
+                first.id
+            ),
+        ));
+    }
+    if config.membership == MembershipSettings::Static {
+        return Err(ConfigError::invalid(
+            "membership.kind",
+            "transport \"verbs\" needs kind = \"etcd\": each node publishes its queue pair number in its etcd address record, where its peers read it",
+        ));
+    }
+    Ok(())
 }
 
 fn check_token(token: &str) -> Result<(), ConfigError> {
@@ -263,7 +293,7 @@ fn check_node(
     } else {
         "transport".to_string()
     };
-    let (transport, dpdk) = transport::check(&prefix, &merged)?;
+    let (transport, dpdk, verbs) = transport::check(&prefix, &merged)?;
     let mac = match &raw.mac {
         Some(text) => Some(transport::mac(&format!("node[{i}].mac"), text)?),
         None => None,
@@ -277,6 +307,7 @@ fn check_node(
         transport,
         mac,
         dpdk,
+        verbs,
     })
 }
 

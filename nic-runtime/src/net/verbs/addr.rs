@@ -56,16 +56,78 @@ pub struct VerbsPeer {
     pub qkey: u32,
 }
 
-impl std::fmt::Display for VerbsPeer {
-    /// The text form `str::parse` reads back (GID as an IPv6
-    /// address, QPN and QKey in hexadecimal).
+impl VerbsPeer {
+    /// Its endpoint without the data address.
+    pub fn address(&self) -> VerbsAddress {
+        VerbsAddress {
+            route: self.route,
+            qpn: self.qpn,
+            qkey: self.qkey,
+        }
+    }
+}
+
+/// A UD endpoint as its node publishes it (the membership's address
+/// record): route, QPN and QKey; the data address travels beside it.
+/// Text form: [`VerbsPeer`]'s without `addr`
+/// (`gid=::ffff:10.0.0.2,qpn=0x1a2,qkey=0x11111111`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct VerbsAddress {
+    /// How to reach its port.
+    pub route: Route,
+    /// Its queue pair number (1 ..= [`VERBS_QPN_MAX`]).
+    pub qpn: u32,
+    /// The QKey its queue pair accepts.
+    pub qkey: u32,
+}
+
+impl VerbsAddress {
+    /// The peer at data address `addr` with this endpoint.
+    pub fn at(self, addr: SocketAddr) -> VerbsPeer {
+        VerbsPeer {
+            addr,
+            route: self.route,
+            qpn: self.qpn,
+            qkey: self.qkey,
+        }
+    }
+}
+
+impl std::fmt::Display for VerbsAddress {
+    /// The text form `str::parse` reads back.
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "addr={},", self.addr)?;
         match self.route {
             Route::Gid(g) => write!(f, "gid={}", std::net::Ipv6Addr::from(g.0))?,
             Route::Lid(l) => write!(f, "lid={l}")?,
         }
         write!(f, ",qpn={:#x},qkey={:#x}", self.qpn, self.qkey)
+    }
+}
+
+impl std::str::FromStr for VerbsAddress {
+    type Err = PeerParseError;
+
+    /// Parses the text form (gid or lid, qpn, qkey; no addr).
+    fn from_str(s: &str) -> Result<VerbsAddress, PeerParseError> {
+        let addr_given = s
+            .split(',')
+            .any(|p| p.split_once('=').is_some_and(|(k, _)| k.trim() == "addr"));
+        if addr_given {
+            return Err(PeerParseError::AddrInEndpoint);
+        }
+        // Any address: only the other fields are kept.
+        let placeholder = SocketAddr::from(([0, 0, 0, 0], 0));
+        Ok(format!("addr={placeholder},{s}")
+            .parse::<VerbsPeer>()?
+            .address())
+    }
+}
+
+impl std::fmt::Display for VerbsPeer {
+    /// The text form `str::parse` reads back (GID as an IPv6
+    /// address, QPN and QKey in hexadecimal).
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "addr={},{}", self.addr, self.address())
     }
 }
 
@@ -84,6 +146,10 @@ pub enum PeerParseError {
         /// The key.
         key: String,
     },
+    /// `addr` in an endpoint's text form ([`VerbsAddress`]): the data
+    /// address travels beside it.
+    #[error("addr is not part of an endpoint (the data address travels beside it)")]
+    AddrInEndpoint,
     /// A key given twice.
     #[error("key `{key}` given twice")]
     Duplicate {
