@@ -27,6 +27,7 @@ use splitkv_layout::wire::{
 };
 use splitkv_layout::TxId;
 use splitkv_nic::net::session::{SessionConfig, Sessions};
+use splitkv_nic::net::txbuf::PacketBuf;
 use splitkv_nic::net::{Transport, TxPacket};
 use splitkv_nic::Nanos;
 use std::collections::VecDeque;
@@ -95,7 +96,7 @@ fuzz_target!(|data: &[u8]| {
         silence_ns: 2_000_000,
     };
     let mut s = Sessions::new(0, NODES, CLUSTER, 1, flags & 1 != 0, cfg).expect("config");
-    let mut backlogs: Vec<VecDeque<Vec<u8>>> = (0..NODES).map(|_| VecDeque::new()).collect();
+    let mut backlogs: Vec<VecDeque<PacketBuf>> = (0..NODES).map(|_| VecDeque::new()).collect();
     let mut expected = [0u32; NODES];
     let mut now: Nanos = 0;
     for _ in 0..OPS_MAX {
@@ -139,7 +140,7 @@ fuzz_target!(|data: &[u8]| {
                 let d = (peer as usize) % NODES;
                 for i in 0..n % 8 {
                     if backlogs[d].len() < 64 {
-                        backlogs[d].push_back(sealed(d as u16, i as u64));
+                        backlogs[d].push_back(PacketBuf::Heap(sealed(d as u16, i as u64)));
                     }
                 }
             }
