@@ -141,6 +141,7 @@ impl Node {
                 incarnation,
                 ..StackConfig::default()
             },
+            commit: Default::default(),
         })
         .unwrap();
         Node {

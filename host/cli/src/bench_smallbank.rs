@@ -74,6 +74,7 @@ fn build(args: &SmallbankArgs) -> Result<SmallbankCluster, Failure> {
     spec.seed = args.seed;
     spec.threads = args.threads;
     spec.cache_objects = args.cache_objects;
+    spec.commit = args.protocol.unwrap_or_default();
     spec.dma_prefetch = !args.no_dma_prefetch;
     spec.table = args.table;
     spec.retry = RetryPolicy {

@@ -65,11 +65,14 @@
 //! [`coordinator`] holds the coordinator role (one `TxCtx` per transaction in
 //! flight); [`server`] the primary and backup roles; [`single_key`] the
 //! single-key calls (GetOne, PutOne/InsertOne) in one round at the key's
-//! primary.
+//! primary; [`selection`] which protocol a cluster runs ([`CommitProtocol`]).
 
 pub mod coordinator;
+pub mod selection;
 pub mod server;
 pub mod single_key;
+
+pub use selection::{CommitProtocol, CommitProtocolError};
 
 /// Whether transaction-id generation `a` is newer than `b`, with
 /// wrap-around (generations are `u32` counters per coordinator slot that

@@ -1,11 +1,11 @@
 //! The flags of the history benches: `splitkv bench list-append`,
 //! `register` and `micro` (Dandelion §7's O(G,P)).
 
-use super::{check_api, ensure, ClusterArgs, TxApi, THREADS_MAX};
+use super::{check_api, check_protocol, ensure, protocol_parser, ClusterArgs, TxApi, THREADS_MAX};
 use clap::{Args, ValueEnum};
 use splitkv_bench::history_gen::TxShape;
 use splitkv_bench::list_append::codec::MICRO_OPS_PER_TX_MAX;
-use splitkv_nic::NODES_MAX;
+use splitkv_nic::{CommitProtocol, NODES_MAX};
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -73,6 +73,9 @@ pub struct HistoryRunArgs {
     /// How transactions reach the store: shipped (the workload's registered procedures), txn (one-shot etcd-style Txns through the node's built-in procedure; register: one Txn per transaction; list-append is refused), interactive (not built yet).
     #[arg(long, value_enum, default_value = "shipped")]
     pub api: TxApi,
+    /// The commit protocol: xenic-occ (the default), dnl4, dnl2 or dnl1 (the Dnl protocols are not implemented yet and are refused). With --cluster the cluster file's `[protocol] commit` runs, and a different --protocol is refused.
+    #[arg(long, value_name = "PROTOCOL", value_parser = protocol_parser())]
+    pub protocol: Option<CommitProtocol>,
     /// Polling threads the cluster's components are spread over.
     #[arg(long, default_value_t = 2)]
     pub threads: usize,
@@ -124,6 +127,7 @@ impl HistoryRunArgs {
                 self.threads
             )
         })?;
+        check_protocol(self.protocol)?;
         check_api(self.api)
     }
 }
