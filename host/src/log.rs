@@ -398,6 +398,9 @@ impl HostWorker {
                         };
                         rec.encode(b);
                     }
+                    // Dnl markers (a lock or a replication without a value
+                    // here): nothing to apply, in any mode.
+                    LogKind::Lock | LogKind::Repl => {}
                     _ if APPLY_AT_ONCE => {}
                     LogKind::Commit => {
                         if let Some(b) = self.pending.remove(&rec.tx_id) {

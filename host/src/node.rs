@@ -26,7 +26,8 @@ use splitkv_nic::net::stack::{StackConfig, StackError};
 use splitkv_nic::net::Transport;
 use splitkv_nic::runtime::CLIENTS_PER_NODE_MAX;
 use splitkv_nic::{
-    ClientPorts, HostPorts, Nanos, NicParts, NicRuntime, Placement, ProcedureRegistry,
+    ClientPorts, CommitProtocol, CommitProtocolError, HostPorts, Nanos, NicBuildError, NicParts,
+    NicRuntime, Placement, ProcedureRegistry,
 };
 
 /// Largest entries (full-size transactions: 16 values of 4 KiB) each default
@@ -92,6 +93,9 @@ pub struct NodeConfig {
     /// The network stack: cluster id, incarnation, batching switch, session
     /// limits; default `StackConfig::default()`.
     pub net: StackConfig,
+    /// The cluster's commit protocol; default [`CommitProtocol::XenicOcc`]
+    /// (a protocol not implemented yet is refused, [`NodeError::Commit`]).
+    pub commit: CommitProtocol,
 }
 
 impl NodeConfig {
@@ -117,6 +121,7 @@ impl NodeConfig {
             clients: 1,
             seed: 0,
             net: StackConfig::default(),
+            commit: CommitProtocol::XenicOcc,
         }
     }
 }
@@ -133,6 +138,9 @@ pub enum NodeError {
     /// Bad network stack configuration.
     #[error("network stack: {0}")]
     Net(#[from] StackError),
+    /// A commit protocol this build does not run.
+    #[error("{0}")]
+    Commit(#[from] CommitProtocolError),
     /// Value size over [`VALUE_BYTES_MAX`].
     #[error(
         "value size {0} B exceeds the node maximum of {VALUE_BYTES_MAX} B (the wire's item limit)"
@@ -196,8 +204,8 @@ impl Node {
 /// [`NodeError`] for a node id outside the placement, a value limit over
 /// [`VALUE_BYTES_MAX`], a client count outside 1..=[`CLIENTS_PER_NODE_MAX`],
 /// a host log ring too small for the node's largest entry
-/// ([`NodeError::LogRingTooSmall`]), a bad table configuration or a bad ring
-/// size.
+/// ([`NodeError::LogRingTooSmall`]), a bad table configuration, a bad ring
+/// size, or a commit protocol not implemented yet ([`NodeError::Commit`]).
 pub fn build_node(
     cfg: &NodeConfig,
     procedures: ProcedureRegistry,
@@ -215,6 +223,7 @@ pub fn build_node(
     if cfg.clients == 0 || cfg.clients > CLIENTS_PER_NODE_MAX {
         return Err(NodeError::Clients(cfg.clients));
     }
+    cfg.commit.check_implemented()?;
     let need = log_entry_bytes_max(cfg.table.value_bytes_max);
     let max = ring_payload_bytes_max(cfg.log_ring_bytes);
     if need > max {
@@ -260,6 +269,11 @@ pub fn build_node(
         cache_objects: cfg.cache_objects,
         seed: cfg.seed,
         net: cfg.net,
+        commit: cfg.commit,
+    })
+    .map_err(|e| match e {
+        NicBuildError::Stack(e) => NodeError::Net(e),
+        NicBuildError::Commit(e) => NodeError::Commit(e),
     })?;
     let mut clients = clients.into_iter();
     let client = clients.next().ok_or(NodeError::Clients(0))?;

@@ -13,7 +13,7 @@ use splitkv_layout::Key;
 use splitkv_layout::VALUE_BYTES_MAX;
 use splitkv_nic::net::mem::mem_network;
 use splitkv_nic::net::Transport;
-use splitkv_nic::PlacementError;
+use splitkv_nic::{CommitProtocol, CommitProtocolError, PlacementError};
 use std::time::{Duration, Instant};
 use support::{as_u64, counter, registry, BOOM, BOOM_MESSAGE, GET, INCR};
 
@@ -65,6 +65,17 @@ fn invalid_settings_are_typed_errors() {
         err(b().clients_per_node(0)),
         ClusterError::Node(NodeError::Clients(0))
     );
+    // The Dnl protocols are chosen by name but not built yet: a typed error.
+    for p in [
+        CommitProtocol::Dnl4,
+        CommitProtocol::Dnl2,
+        CommitProtocol::Dnl1,
+    ] {
+        assert_eq!(
+            err(b().commit_protocol(p)),
+            ClusterError::Node(NodeError::Commit(CommitProtocolError::NotImplemented(p)))
+        );
+    }
     assert_eq!(
         err(b().table(TableKind::Dlht).value_bytes_max(64)),
         ClusterError::Node(NodeError::Table(HostTableError::DlhtValueSize(64)))

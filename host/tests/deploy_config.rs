@@ -14,7 +14,7 @@ use splitkv_host::deploy::config::{
 use splitkv_host::table::TableKind;
 use splitkv_layout::VALUE_BYTES_MAX;
 use splitkv_nic::index::CACHE_OBJECTS_DEFAULT;
-use splitkv_nic::NODES_MAX;
+use splitkv_nic::{CommitProtocol, NODES_MAX};
 
 /// `[[node]]` tables for `n` nodes on loopback, ids 0..n.
 fn nodes(n: usize) -> String {
@@ -105,6 +105,33 @@ fn absent_sections_take_the_named_defaults() {
     assert_eq!((t.loss_ppm, t.duplicate_ppm, t.reorder_ppm), (0, 0, 0));
     assert!(config.nodes[0].cores.is_empty());
     assert_eq!(config.table.cache_objects, CACHE_OBJECTS_DEFAULT);
+    assert_eq!(config.protocol.commit, CommitProtocol::XenicOcc);
+}
+
+#[test]
+fn commit_protocol_is_read_and_reaches_the_node_config() {
+    let config: ClusterConfig = file("[protocol]\ncommit = \"xenic-occ\"").parse().unwrap();
+    assert_eq!(config.protocol.commit, CommitProtocol::XenicOcc);
+    assert_eq!(
+        config.node_config(0).unwrap().commit,
+        CommitProtocol::XenicOcc
+    );
+}
+
+#[test]
+fn unknown_or_unimplemented_commit_protocols_are_rejected() {
+    let line = rejected_naming(&file("[protocol]\ncommit = \"paxos\""), "protocol.commit");
+    assert!(line.contains("unknown commit protocol \"paxos\""), "{line}");
+    for name in ["dnl4", "dnl2", "dnl1"] {
+        let line = rejected_naming(
+            &file(&format!("[protocol]\ncommit = \"{name}\"")),
+            "protocol.commit",
+        );
+        assert!(line.contains("not implemented yet"), "{line}");
+    }
+    // A value of the wrong type is a syntax error with its position.
+    let err = rejected(&file("[protocol]\ncommit = 4"));
+    assert!(matches!(err, ConfigError::Syntax { .. }), "{err}");
 }
 
 #[test]

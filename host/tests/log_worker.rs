@@ -120,6 +120,45 @@ fn applies_newest_versions(kind: TableKind) {
     assert_eq!(stats.acks, 3);
 }
 
+/// The Dnl markers (a LOCK or a REPL without a value here) are skipped:
+/// they neither apply, nor drop, nor stop anything, and the log they are in
+/// is acknowledged whole.
+#[test]
+fn dnl_lock_and_repl_markers_are_skipped() {
+    let (mut log_tx, log_rx) = ring_pair(1 << 16).unwrap();
+    let (ack_tx, mut ack_rx) = ring_pair(1 << 12).unwrap();
+    let table = HostTable::new(TableKind::Robinhood, &TableConfig::new(64, 8)).unwrap();
+    let mut worker = HostWorker::new(table, log_rx, ack_tx);
+    let (a, b) = (TxId::from_bits(41), TxId::from_bits(42));
+    let mut entry = Vec::new();
+    LogRecord {
+        kind: LogKind::Log,
+        tx_id: a,
+        key: Key::new(1, 7),
+        meta: ObjectMeta::new(3, ObjectFlags::READABLE),
+        value: b"seven",
+    }
+    .encode(&mut entry);
+    LogRecord::decision(LogKind::Lock, a).encode(&mut entry);
+    LogRecord::decision(LogKind::Repl, b).encode(&mut entry);
+    log_tx.try_push(&entry).unwrap();
+    entry.clear();
+    // b's marker then its ABORT: nothing pending to drop; a's COMMIT applies.
+    LogRecord::decision(LogKind::Abort, b).encode(&mut entry);
+    LogRecord::decision(LogKind::Repl, a).encode(&mut entry);
+    LogRecord::decision(LogKind::Commit, a).encode(&mut entry);
+    log_tx.try_push(&entry).unwrap();
+    while worker.run_iteration(0) {}
+    assert_eq!(worker.error(), None);
+    let stats = worker.stats();
+    assert_eq!((stats.entries, stats.bad_entries), (2, 0));
+    assert_eq!((stats.commits, stats.aborts, stats.applied), (1, 0, 1));
+    let mut value = Vec::new();
+    let meta = worker.table().get(&Key::new(1, 7), &mut value).unwrap();
+    assert_eq!((meta.version(), value.as_slice()), (3, &b"seven"[..]));
+    assert_eq!(acks(&mut ack_rx).last(), Some(&log_tx.produced_bytes()));
+}
+
 /// Every acknowledgement on `acks`, in order.
 fn acks(ack_rx: &mut splitkv_layout::ring::RingConsumer) -> Vec<u64> {
     let mut ack = Vec::new();

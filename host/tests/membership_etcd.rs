@@ -450,7 +450,11 @@ fn config_records_round_trip_and_bad_records_are_rejected() {
     let c = Configuration::initial(3, 3).without(0b010);
     let c = Configuration { epoch: 3, ..c };
     assert_eq!(
-        ConfigRecord::decode(&ConfigRecord::encode(&c, Lineage::first(0)), 3, 3),
+        ConfigRecord::decode(
+            &ConfigRecord::encode(&c, Lineage::first(0), splitkv_nic::CommitProtocol::XenicOcc),
+            3,
+            3
+        ),
         Ok(c)
     );
     assert!(ConfigRecord::decode(b"{\"epoch\":0,\"live\":1}", 3, 3).is_err());

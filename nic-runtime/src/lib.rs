@@ -145,9 +145,10 @@ pub use placement::{Placement, PlacementError, PlacementView, NODES_MAX};
 pub use procedure::{
     ProcError, Procedure, ProcedureRegistry, ReadView, TxPlan, UserAbort, WriteSet,
 };
+pub use protocol::{CommitProtocol, CommitProtocolError};
 pub use runtime::{
-    node_seed, ClientClosed, ClientPortStats, ClientPorts, HostPorts, NicMode, NicParts,
-    NicRuntime, NicStats,
+    node_seed, ClientClosed, ClientPortStats, ClientPorts, HostPorts, NicBuildError, NicMode,
+    NicParts, NicRuntime, NicStats,
 };
 
 /// A polled component: a non-blocking state machine a driver places on a thread.

@@ -27,7 +27,7 @@ use crate::procedure::ProcedureRegistry;
 use crate::protocol::coordinator::{phase_deadline_ns, Coordinator, CoordinatorStats};
 use crate::protocol::server::{Server, ServerStats};
 use crate::protocol::single_key::{self, SingleKey, SingleKeyStats};
-use crate::protocol::Io;
+use crate::protocol::{CommitProtocol, CommitProtocolError, Io};
 use crate::recovery::restart::RestartState;
 pub use crate::recovery::restart::{Availability, RebuildStats, RestartError};
 use crate::recovery::wiring::admission;
@@ -142,6 +142,20 @@ pub struct NicParts {
     /// The network stack: cluster id, incarnation, batching switch, session
     /// limits and timers (`StackConfig::default()` for one in-process cluster).
     pub net: StackConfig,
+    /// The cluster's commit protocol ([`CommitProtocol::XenicOcc`] by
+    /// default; the others are refused until they are built).
+    pub commit: CommitProtocol,
+}
+
+/// Why a NIC runtime could not be assembled ([`NicRuntime::new`]).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum NicBuildError {
+    /// The network stack refused [`NicParts::net`] or the transport.
+    #[error(transparent)]
+    Stack(#[from] StackError),
+    /// [`NicParts::commit`] names a protocol this build does not run.
+    #[error(transparent)]
+    Commit(#[from] CommitProtocolError),
 }
 
 /// The seed of node `node`'s random choices in a run seeded with `seed`
@@ -251,6 +265,8 @@ pub struct NicRuntime {
     pub(crate) restart: RestartState,
     /// A restarted node's wait for its admission (rejoin).
     pub(crate) admission: admission::Admission,
+    /// The cluster's commit protocol ([`NicParts::commit`]).
+    commit: CommitProtocol,
 }
 
 impl std::fmt::Debug for NicRuntime {
@@ -265,10 +281,13 @@ impl NicRuntime {
     /// Assembles a runtime.
     ///
     /// # Errors
-    /// [`StackError`] if the network stack cannot be built from
+    /// [`NicBuildError::Stack`] if the network stack cannot be built from
     /// [`NicParts::net`] and the transport (bad session limits, incarnation
-    /// 0, an MTU too small, a node outside the placement).
-    pub fn new(parts: NicParts) -> Result<NicRuntime, StackError> {
+    /// 0, an MTU too small, a node outside the placement);
+    /// [`NicBuildError::Commit`] if [`NicParts::commit`] is not implemented
+    /// yet ([`CommitProtocol::check_implemented`]).
+    pub fn new(parts: NicParts) -> Result<NicRuntime, NicBuildError> {
+        let commit = parts.commit.check_implemented()?;
         let nodes = parts.placement.nodes();
         let mut net = Stack::new(
             parts.node,
@@ -327,12 +346,19 @@ impl NicRuntime {
             copies: crate::recovery::rereplication::Copies::new(parts.node),
             restart: RestartState::new(parts.net),
             admission: Default::default(),
+            commit,
         })
     }
 
     /// This node's id.
     pub fn node(&self) -> NodeId {
         self.io.node
+    }
+
+    /// The commit protocol this runtime runs ([`NicParts::commit`];
+    /// `/status`'s `nic.protocol`).
+    pub fn commit_protocol(&self) -> CommitProtocol {
+        self.commit
     }
 
     /// Counters so far.

@@ -98,6 +98,8 @@ impl ModelHost {
                         }
                     }
                 }
+                // Dnl markers: nothing to apply or drop.
+                LogKind::Lock | LogKind::Repl => {}
                 _ => {
                     self.pending.remove(&r.tx_id);
                 }
@@ -141,6 +143,7 @@ impl Node {
                 incarnation,
                 ..StackConfig::default()
             },
+            commit: Default::default(),
         })
         .unwrap();
         Node {

@@ -85,6 +85,97 @@ fn an_oversized_log_is_answered_not_dropped() {
     assert_eq!(entries, 1, "only the LOG that fits reached the host log");
 }
 
+/// The Dnl skeleton's requests are not served yet: each is refused with
+/// `Malformed` in its own reply kind (never dropped, never a panic) and
+/// counted; a Dnl reply no request of this node asked for is a stale
+/// response; nothing reaches the host log and the runtime keeps running.
+#[test]
+fn dnl_requests_are_refused_as_malformed_until_served() {
+    let mut net = mem_network(2);
+    let mut peer = net.pop().unwrap();
+    let transport = net.pop().unwrap();
+    let LoneRuntime {
+        mut nic,
+        log: mut log_rx,
+        ..
+    } = lone_runtime(
+        Placement::new(2, 1).unwrap(),
+        transport,
+        VALUE_BYTES_MAX,
+        StackConfig::default(),
+    );
+    let key = Key::new(0, 1);
+    let mut w = BodyWriter::new();
+    let mut packets = Vec::new();
+    let tx = |n: u64| TxId::from_bits(n);
+    w.begin_get(tx(1));
+    w.push_get_key(&key);
+    packets.push(peer_packet(0, &w));
+    w.begin_lock(tx(2), splitkv_layout::wire::NodeMask(1));
+    w.push_version(&key, 1);
+    w.push_item(&key, ObjectMeta(2), b"v");
+    packets.push(peer_packet(1, &w));
+    w.begin_replicate(tx(3), splitkv_layout::wire::NodeMask(1));
+    w.push_item(&key, ObjectMeta(2), b"v");
+    packets.push(peer_packet(2, &w));
+    w.begin_unlock(tx(4), true);
+    w.push_item(&key, ObjectMeta(2), b"v");
+    packets.push(peer_packet(3, &w));
+    w.begin_readable(tx(5));
+    w.push_item(&key, ObjectMeta(2), b"v");
+    packets.push(peer_packet(4, &w));
+    w.ack(MsgKind::LockResp, tx(6), ReplyStatus::Ok);
+    packets.push(peer_packet(5, &w));
+    let burst: Vec<TxPacket<'_>> = packets
+        .iter()
+        .map(|p| TxPacket { dst: 0, bytes: p })
+        .collect();
+    peer.tx_burst(0, &burst);
+    for now in 0..10 {
+        nic.run_iteration(now);
+    }
+    let mut rx: Vec<Vec<u8>> = Vec::new();
+    peer.rx_burst(10, 16, &mut |p| rx.push(p.to_vec()));
+    let mut replies = Vec::new();
+    for p in &rx {
+        let (_, msgs) = decode_packet(p).unwrap();
+        for m in msgs {
+            let (_, body) = m.unwrap();
+            let status = match body {
+                Body::GetResp { status, items, .. } => {
+                    assert!(items.is_empty());
+                    status
+                }
+                Body::LockResp { status, .. }
+                | Body::ReplicateAck { status, .. }
+                | Body::UnlockAck { status, .. }
+                | Body::ReadableAck { status, .. } => status,
+                other => panic!("unexpected reply {other:?}"),
+            };
+            replies.push((body.tx_id().to_bits(), body.kind(), status));
+        }
+    }
+    replies.sort_by_key(|r| r.0);
+    let m = ReplyStatus::Malformed;
+    assert_eq!(
+        replies,
+        vec![
+            (1, MsgKind::GetResp, m),
+            (2, MsgKind::LockResp, m),
+            (3, MsgKind::ReplicateAck, m),
+            (4, MsgKind::UnlockAck, m),
+            (5, MsgKind::ReadableAck, m),
+        ],
+        "every Dnl request answered, the stray reply not"
+    );
+    let stats = nic.stats();
+    assert_eq!(stats.server.malformed, 5);
+    assert_eq!(stats.coordinator.stale_responses, 1);
+    assert_eq!(nic.fault(), None);
+    let mut e = Vec::new();
+    assert!(!log_rx.try_pop(&mut e).unwrap(), "nothing logged");
+}
+
 /// A host acknowledgement ring holding something other than `LogApplied`
 /// stops the NIC runtime with a reason (`NicRuntime::fault`) instead of a
 /// panic or a silently ignored entry (pinned objects would never be released).

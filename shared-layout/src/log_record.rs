@@ -72,6 +72,14 @@ pub enum LogKind {
     /// Decision record: transaction `tx_id` aborted after its LOG; drop its
     /// pending records. Key, meta and value are unused (zero, empty).
     Abort = 3,
+    /// Dnl marker: transaction `tx_id` holds locks here and wrote no key
+    /// here (its values, if any, are `Log` records). Nothing to apply: host
+    /// workers skip it. Key, meta and value are unused.
+    Lock = 4,
+    /// Dnl marker: transaction `tx_id` was replicated here after its
+    /// decision (a Dnl-2 primary, whose values came with its Lock). Host
+    /// workers skip it. Key, meta and value are unused.
+    Repl = 5,
 }
 
 impl LogKind {
@@ -81,6 +89,8 @@ impl LogKind {
             1 => Some(LogKind::Log),
             2 => Some(LogKind::Commit),
             3 => Some(LogKind::Abort),
+            4 => Some(LogKind::Lock),
+            5 => Some(LogKind::Repl),
             _ => None,
         }
     }
@@ -104,8 +114,9 @@ pub struct LogRecord<'a> {
 
 impl LogRecord<'static> {
     /// The decision record (`kind` [`LogKind::Commit`] or [`LogKind::Abort`])
-    /// of transaction `tx_id`: zero key and meta, no value,
-    /// [`LOG_RECORD_HEADER_BYTES`] encoded.
+    /// or Dnl marker ([`LogKind::Lock`], [`LogKind::Repl`]) of transaction
+    /// `tx_id`: zero key and meta, no value, [`LOG_RECORD_HEADER_BYTES`]
+    /// encoded.
     pub fn decision(kind: LogKind, tx_id: TxId) -> LogRecord<'static> {
         LogRecord {
             kind,

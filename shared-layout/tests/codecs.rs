@@ -81,7 +81,13 @@ type RecordOwned = (LogKind, u64, Key, u64, Vec<u8>);
 
 fn record_owned() -> impl Strategy<Value = RecordOwned> {
     (
-        prop::sample::select(vec![LogKind::Log, LogKind::Commit, LogKind::Abort]),
+        prop::sample::select(vec![
+            LogKind::Log,
+            LogKind::Commit,
+            LogKind::Abort,
+            LogKind::Lock,
+            LogKind::Repl,
+        ]),
         any::<u64>(),
         (any::<u32>(), any::<u64>()).prop_map(|(t, i)| Key::new(t, i)),
         any::<u64>(),
@@ -348,7 +354,7 @@ fn unknown_tags() {
         );
         assert_eq!(TxStatus::from_u8(status), None);
     }
-    for kind in (0..=255u8).filter(|k| ![1, 2, 3].contains(k)) {
+    for kind in (0..=255u8).filter(|k| !(1..=5).contains(k)) {
         let mut bytes = vec![kind];
         bytes.extend_from_slice(&[0; 40]);
         assert_eq!(
@@ -411,6 +417,8 @@ fn wire_values_of_enums() {
     );
     assert_eq!(LogKind::Commit as u8, 2);
     assert_eq!(LogKind::from_u8(3), Some(LogKind::Abort));
+    assert_eq!(LogKind::from_u8(4), Some(LogKind::Lock));
+    assert_eq!(LogKind::from_u8(5), Some(LogKind::Repl));
 }
 
 #[test]

@@ -174,6 +174,8 @@ fn to_model(b: &Body<'_>) -> Model {
             status,
             result,
         } => Model::WriteOneResp(*tx_id, *status, result.to_vec()),
+        // The Dnl kinds have a model of their own (`dnl_wire.rs`).
+        other => panic!("not modelled here: {other:?}"),
     }
 }
 

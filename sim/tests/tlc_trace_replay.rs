@@ -183,6 +183,8 @@ impl Replay {
                     LogKind::Log => "LOG",
                     LogKind::Commit => "COMMIT",
                     LogKind::Abort => "ABORT",
+                    LogKind::Lock => "LOCK",
+                    LogKind::Repl => "REPL",
                 };
                 (txn_of(r.tx_id).to_string(), kind.to_string(), keys)
             })

@@ -21,7 +21,7 @@ use splitkv_host::node::NodeConfig;
 use splitkv_host::table::TableKind;
 use splitkv_layout::wire::{NodeId, NodeMask};
 use splitkv_nic::net::Transport;
-use splitkv_nic::{Component, Nanos, ProcedureRegistry};
+use splitkv_nic::{CommitProtocol, Component, Nanos, ProcedureRegistry};
 
 /// Shape of a cluster run (the workload's own parameters are the workload's).
 #[derive(Debug, Clone)]
@@ -59,6 +59,9 @@ pub struct ClusterSpec {
     /// (`ClusterBuilder::serve_applications`, L5 §III): how external
     /// workload clients attach (`None`: no socket).
     pub applications: Option<ClientSettings>,
+    /// The commit protocol every node runs (default Xenic OCC; one not
+    /// implemented yet fails the build with `NodeError::Commit`).
+    pub commit: CommitProtocol,
 }
 
 impl ClusterSpec {
@@ -81,6 +84,7 @@ impl ClusterSpec {
             threads: splitkv_host::cluster::THREADS_DEFAULT,
             session_silence_ns: None,
             applications: None,
+            commit: CommitProtocol::XenicOcc,
         }
     }
 }
@@ -149,6 +153,7 @@ pub fn builder<W: Workload>(spec: &ClusterSpec, workload: &W) -> ClusterBuilder 
         .threads(spec.threads)
         .seed(spec.seed)
         .dma_latency_ns(spec.dma_latency_ns)
+        .commit_protocol(spec.commit)
         .configure(node_settings(spec));
     match &spec.applications {
         Some(settings) => b.serve_applications(settings.clone()),
@@ -157,12 +162,14 @@ pub fn builder<W: Workload>(spec: &ClusterSpec, workload: &W) -> ClusterBuilder 
 }
 
 /// The per-node settings `spec` makes beyond the builder's calls (D_m, DMA
-/// prefetch, NIC cache, session silence): what [`builder`] configures, for a
-/// driver that configures a node again (a restarted node's new incarnation).
+/// prefetch, NIC cache, session silence, commit protocol): what [`builder`]
+/// configures, for a driver that configures a node again (a restarted node's
+/// new incarnation, which must run the cluster's protocol too).
 pub fn node_settings(spec: &ClusterSpec) -> impl Fn(&mut NodeConfig) + Send + Sync + 'static {
     let (d_max, prefetch, cache) = (spec.d_max, spec.dma_prefetch, spec.cache_objects);
-    let silence = spec.session_silence_ns;
+    let (silence, commit) = (spec.session_silence_ns, spec.commit);
     move |cfg| {
+        cfg.commit = commit;
         cfg.table.d_max = d_max;
         cfg.dma_prefetch = prefetch;
         cfg.cache_objects = cache;

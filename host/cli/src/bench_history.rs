@@ -50,6 +50,7 @@ pub fn run(
     spec.budget_per_node = Some(args.transactions);
     spec.seed = args.seed;
     spec.threads = args.threads;
+    spec.commit = args.protocol.unwrap_or_default();
     spec.retry = RetryPolicy {
         max_tries: 1,
         ..RetryPolicy::default()

@@ -82,6 +82,7 @@ pub(crate) fn build(
     spec.seed = args.seed;
     spec.threads = args.threads;
     spec.cache_objects = args.cache_objects;
+    spec.commit = args.protocol.unwrap_or_default();
     spec.dma_prefetch = !args.no_dma_prefetch;
     spec.table = args.table;
     spec.retry = RetryPolicy {

@@ -8,7 +8,7 @@ use splitkv_bench::loadgen::MAX_TRIES_LIMIT;
 use splitkv_bench::lookup_report::D_MAX_UNLIMITED;
 pub use splitkv_bench::TxApi;
 use splitkv_host::table::TableKind;
-use splitkv_nic::NODES_MAX;
+use splitkv_nic::{CommitProtocol, NODES_MAX};
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -300,6 +300,9 @@ pub struct SmallbankArgs {
     /// Where each node's workload client runs: inside the node, or as a `splitkv-app-client` process attached to the node's application socket.
     #[arg(long, value_enum, default_value = "in-node")]
     pub clients: crate::external::ClientsMode,
+    /// The commit protocol: xenic-occ (the default), dnl4, dnl2 or dnl1 (the Dnl protocols are not implemented yet and are refused). With --cluster the cluster file's `[protocol] commit` runs, and a different --protocol is refused.
+    #[arg(long, value_name = "PROTOCOL", value_parser = protocol_parser())]
+    pub protocol: Option<CommitProtocol>,
     /// Host table: Xenic's Robinhood table or Dandelion's DLHT.
     #[arg(long, default_value = "robinhood", value_parser = table_parser())]
     pub table: TableKind,
@@ -366,6 +369,25 @@ fn table_parser() -> impl TypedValueParser<Value = TableKind> {
             TableKind::Robinhood
         }
     })
+}
+
+/// Parses `xenic-occ|dnl4|dnl2|dnl1` into a [`CommitProtocol`] (listed as
+/// possible values in `--help`; an unimplemented one parses and is refused
+/// by [`check_protocol`]).
+pub(crate) fn protocol_parser() -> impl TypedValueParser<Value = CommitProtocol> {
+    PossibleValuesParser::new(CommitProtocol::ALL.map(CommitProtocol::as_str))
+        .map(|s| s.parse().unwrap_or_default())
+}
+
+/// Refuses a `--protocol` that is not implemented yet (one line, exit 2).
+pub(crate) fn check_protocol(protocol: Option<CommitProtocol>) -> Result<(), String> {
+    match protocol {
+        Some(p) => p
+            .check_implemented()
+            .map(drop)
+            .map_err(|e| format!("--protocol {p}: {e}")),
+        None => Ok(()),
+    }
 }
 
 fn parse_d_max(s: &str) -> Result<usize, String> {
@@ -450,6 +472,7 @@ impl SmallbankArgs {
             )
         })?;
         check_clients(self.clients, &self.deployed)?;
+        check_protocol(self.protocol)?;
         check_api(self.api)
     }
 }

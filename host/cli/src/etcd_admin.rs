@@ -152,6 +152,7 @@ mod imp {
                 "ours": h.lineage.belongs_to(cluster_id),
                 "nodes": h.nodes,
                 "replication": h.replication,
+                "commit": h.commit.map(|p| p.as_str()),
                 "live": s.config.map(|c| c.live),
                 "copying": s.config.map(|c| c.copying),
                 "short_shards": s.config.map(|c| c.short_shards()),

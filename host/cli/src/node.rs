@@ -118,6 +118,8 @@ const SIGNAL_POLL: Duration = Duration::from_millis(20);
 struct NodeHandler {
     node: u16,
     cluster_id: u32,
+    /// The cluster file's `[protocol] commit` (`/status`'s `protocol`).
+    commit: splitkv_nic::CommitProtocol,
     incarnation: u32,
     started: Instant,
     remote: Mutex<RemoteNode>,
@@ -175,6 +177,7 @@ impl ControlHandler for NodeHandler {
         json!({
             "node": self.node,
             "cluster": self.cluster_id,
+            "protocol": self.commit.as_str(),
             "incarnation": self.incarnation,
             "uptime_ms": self.started.elapsed().as_millis() as u64,
             "state": if self.drain.load(Ordering::Acquire) { "draining" } else { state },
@@ -377,6 +380,7 @@ pub fn run(args: &NodeArgs) -> Result<(), Failure> {
     let handler = Arc::new(NodeHandler {
         node: args.id,
         cluster_id: config.cluster_id,
+        commit: config.protocol.commit,
         incarnation,
         started,
         remote: Mutex::new(with_membership(

@@ -246,10 +246,11 @@ impl Screen<'_> {
             interval,
         } = *self;
         let mut out = format!(
-            "cluster {} ({} nodes, replication {})\n",
+            "cluster {} ({} nodes, replication {}, protocol {})\n",
             config.cluster_id,
             config.nodes.len(),
-            config.replication
+            config.replication,
+            config.protocol.commit
         );
         out.push_str(&match stored {
             Stored::Static(c) => format!("configuration: static, epoch {}\n", c.epoch),
@@ -374,6 +375,7 @@ impl Screen<'_> {
             "cluster": config.cluster_id,
             "nodes": config.nodes.len(),
             "replication": config.replication,
+            "protocol": config.protocol.commit.as_str(),
             "configuration": { "epoch": epoch, "generation": generation, "error": error },
             "members": members,
             "shards": shards.iter().map(ShardRow::to_json).collect::<Vec<_>>(),

@@ -67,6 +67,39 @@ fn bad_flags_exit_2_with_one_line() {
     }
 }
 
+/// `--protocol` names every protocol on `sim` and every bench that runs
+/// one; the Dnl protocols are not implemented yet: exit 2, one line with
+/// the reason, before anything runs; an unknown name is clap's refusal.
+#[test]
+fn unimplemented_or_unknown_protocols_exit_2_with_the_reason() {
+    for sub in [
+        &["bench", "smallbank"][..],
+        &["bench", "list-append"],
+        &["bench", "register"],
+        &["bench", "micro"],
+        &["sim"],
+    ] {
+        for (protocol, needle) in [
+            ("dnl4", "not implemented yet"),
+            ("dnl2", "not implemented yet"),
+            ("dnl1", "not implemented yet"),
+            ("paxos", "paxos"),
+        ] {
+            let mut args = sub.to_vec();
+            args.extend_from_slice(&["--protocol", protocol]);
+            let out = splitkv(&args);
+            let err = String::from_utf8_lossy(&out.stderr);
+            assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
+            assert_eq!(err.trim().lines().count(), 1, "{args:?}: {err}");
+            assert!(
+                err.contains(needle) && err.contains(protocol),
+                "{args:?}: {err}"
+            );
+            assert!(out.stdout.is_empty(), "nothing ran");
+        }
+    }
+}
+
 /// Fault flags that need a membership which admits new incarnations are
 /// refused at once on a cluster file without one (the shipped static
 /// example), before any node is reached: one line naming the flag, exit 2.

@@ -101,6 +101,8 @@ fuzz_target!(|data: &[u8]| {
                 LogKind::Abort => {
                     pending.remove(&rec.tx_id);
                 }
+                // Dnl markers: nothing to apply or drop.
+                LogKind::Lock | LogKind::Repl => {}
                 LogKind::Commit => {
                     for (key, version) in pending.remove(&rec.tx_id).unwrap_or_default() {
                         let have = worker.table().get(&key, &mut value);

@@ -14,7 +14,7 @@ use crate::table::TableKind;
 use splitkv_layout::wire::NodeId;
 use splitkv_nic::net::mem::mem_network;
 use splitkv_nic::net::Transport;
-use splitkv_nic::{Nanos, Placement, ProcedureRegistry};
+use splitkv_nic::{CommitProtocol, Nanos, Placement, ProcedureRegistry};
 use std::sync::Arc;
 
 /// Polling threads of a cluster unless [`ClusterBuilder::threads`] says
@@ -51,6 +51,7 @@ pub struct ClusterBuilder {
     threads: usize,
     seed: u64,
     dma_latency_ns: Nanos,
+    commit: CommitProtocol,
     configure: Option<Configure>,
     observer: Option<Arc<dyn CallObserver>>,
     applications: Option<ClientSettings>,
@@ -68,6 +69,7 @@ impl std::fmt::Debug for ClusterBuilder {
             .field("clients_per_node", &self.clients_per_node)
             .field("threads", &self.threads)
             .field("seed", &self.seed)
+            .field("commit", &self.commit)
             .field("observed", &self.observer.is_some())
             .field("applications", &self.applications)
             .finish_non_exhaustive()
@@ -84,7 +86,7 @@ impl ClusterBuilder {
     /// Defaults: 3 nodes, replication 3, Robinhood tables holding
     /// [`CAPACITY_KEYS_DEFAULT`] keys of at most [`VALUE_BYTES_MAX_DEFAULT`]
     /// bytes, no procedures, [`CLIENTS_PER_NODE_DEFAULT`] client per node,
-    /// [`THREADS_DEFAULT`] polling threads, seed 0.
+    /// [`THREADS_DEFAULT`] polling threads, seed 0, Xenic OCC.
     pub fn new() -> ClusterBuilder {
         ClusterBuilder {
             nodes: 3,
@@ -97,6 +99,7 @@ impl ClusterBuilder {
             threads: THREADS_DEFAULT,
             seed: 0,
             dma_latency_ns: 0,
+            commit: CommitProtocol::XenicOcc,
             configure: None,
             observer: None,
             applications: None,
@@ -169,6 +172,15 @@ impl ClusterBuilder {
     /// DMA completion latency in nanoseconds (0: the next poll).
     pub fn dma_latency_ns(mut self, ns: Nanos) -> Self {
         self.dma_latency_ns = ns;
+        self
+    }
+
+    /// The commit protocol every node runs (DESIGN.md "Commit protocols";
+    /// default [`CommitProtocol::XenicOcc`]). A protocol not implemented yet
+    /// makes the build fail with [`ClusterError::Node`] holding
+    /// [`NodeError::Commit`](crate::node::NodeError::Commit).
+    pub fn commit_protocol(mut self, commit: CommitProtocol) -> Self {
+        self.commit = commit;
         self
     }
 
@@ -257,6 +269,7 @@ impl ClusterBuilder {
         cfg.clients = self.clients_per_node + usize::from(self.applications.is_some());
         cfg.seed = self.seed;
         cfg.dma_latency_ns = self.dma_latency_ns;
+        cfg.commit = self.commit;
         if let Some(f) = &self.configure {
             f(&mut cfg);
         }

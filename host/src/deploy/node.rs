@@ -108,7 +108,7 @@ pub enum NodeSetupError {
 }
 
 /// The builder of every node of `config` (nodes, replication, host table,
-/// NIC cache, `threads` polling threads per process, `seed`), without
+/// NIC cache, commit protocol, `threads` polling threads per process, `seed`), without
 /// procedures (the workload brings them), whose network stacks carry the
 /// file's cluster id, batching switch, session silence and retransmission
 /// timeout, and `incarnation` ([`incarnation_now`]); with a `[clients]`
@@ -143,6 +143,7 @@ pub fn node_builder(
         .value_bytes_max(config.table.value_bytes_max)
         .threads(threads)
         .seed(seed)
+        .commit_protocol(protocol.commit)
         .configure(move |cfg| {
             cfg.cache_objects = cache;
             cfg.net.cluster_id = cluster_id;

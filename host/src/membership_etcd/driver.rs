@@ -48,7 +48,7 @@ pub(crate) use renewal::MemberClock;
 use renewal::{Renewal, RenewalHandle};
 use splitkv_layout::wire::NodeId;
 use splitkv_nic::membership::Configuration;
-use splitkv_nic::{Nanos, NODES_MAX};
+use splitkv_nic::{CommitProtocol, Nanos, NODES_MAX};
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -428,7 +428,8 @@ impl Driver {
     ) -> bool {
         let rpc = self.rpc();
         let (keys, lineage) = (&self.keys, self.lineage);
-        match store::install(&mut self.client, keys, rev, (&next, lineage), rpc).await {
+        let commit = self.s.commit;
+        match store::install(&mut self.client, keys, rev, (&next, lineage, commit), rpc).await {
             Ok(true) => {
                 bump(won(&self.counters));
                 self.learn(next);
@@ -528,7 +529,7 @@ async fn join(
     rpc: Duration,
 ) -> Result<Ready, EtcdError> {
     let shape = (s.nodes, s.replication);
-    let header = store::init_config(client, keys, shape, s.cluster_id, rpc)
+    let header = store::init_config(client, keys, shape, (s.cluster_id, s.commit), rpc)
         .await
         .map_err(EtcdError::store)?;
     ours(s, &header)?;
@@ -545,7 +546,8 @@ async fn join(
 }
 
 /// Refuses a stored configuration that cannot be this cluster's: written
-/// by another `cluster_id`, or for another number of nodes or replication.
+/// by another `cluster_id`, for another number of nodes or replication, or
+/// for another commit protocol (older records ran Xenic OCC).
 fn ours(s: &EtcdSettings, h: &RecordHeader) -> Result<(), EtcdError> {
     let prefix = ClusterKeys::new(&s.cluster).config();
     if !h.lineage.belongs_to(s.cluster_id) {
@@ -564,6 +566,14 @@ fn ours(s: &EtcdSettings, h: &RecordHeader) -> Result<(), EtcdError> {
             key: prefix,
             stored,
             ours: (s.nodes, s.replication),
+        });
+    }
+    let stored = h.commit.unwrap_or(CommitProtocol::XenicOcc);
+    if stored != s.commit {
+        return Err(EtcdError::OtherProtocol {
+            key: prefix,
+            stored,
+            ours: s.commit,
         });
     }
     Ok(())
@@ -613,5 +623,39 @@ mod tests {
         assert_eq!(gone(&s), 0b100);
         // Clusters older than rejoin (no first incarnation known): as before.
         assert_eq!(gone(&snap([Some(1), Some(1), Some(5)], [None; 3])), 0);
+    }
+
+    #[test]
+    fn a_stored_configuration_of_another_commit_protocol_is_refused() {
+        let mut s = EtcdSettings::new(vec!["http://127.0.0.1:1".into()], "c", 0, 3, 3);
+        s.cluster_id = 7;
+        let header = |commit| RecordHeader {
+            epoch: 1,
+            lineage: Lineage::first(7),
+            nodes: Some(3),
+            replication: Some(3),
+            commit,
+        };
+        assert_eq!(ours(&s, &header(Some(CommitProtocol::XenicOcc))), Ok(()));
+        // Older records ran Xenic OCC.
+        assert_eq!(ours(&s, &header(None)), Ok(()));
+        s.commit = CommitProtocol::Dnl2;
+        let e = ours(&s, &header(None)).unwrap_err();
+        assert!(
+            matches!(
+                e,
+                EtcdError::OtherProtocol {
+                    stored: CommitProtocol::XenicOcc,
+                    ours: CommitProtocol::Dnl2,
+                    ..
+                }
+            ),
+            "{e}"
+        );
+        assert!(
+            e.to_string()
+                .contains("commit protocol xenic-occ, not dnl2"),
+            "{e}"
+        );
     }
 }

@@ -4,6 +4,7 @@
 
 use super::*;
 use proptest::prelude::*;
+use splitkv_nic::{CommitProtocol, CommitProtocolError};
 
 /// The lineage the tests write.
 const L: Lineage = Lineage {
@@ -46,23 +47,39 @@ fn older_forms_decode_as_ring_members() {
     assert_eq!((c.shards[0].since[1], c.shards[1].since[1]), (5, 5));
     assert_eq!(c.shards[3].members, 0b1, "node 3 is not live");
     // Written in the current form, which reads back the same.
-    let bytes = ConfigRecord::encode(&c, L);
+    let bytes = ConfigRecord::encode(&c, L, CommitProtocol::XenicOcc);
     assert!(String::from_utf8_lossy(&bytes).contains(r#""shards":["#));
     assert_eq!(ConfigRecord::decode(&bytes, 4, 2), Ok(c));
+}
+
+#[test]
+fn a_record_carries_its_commit_protocol() {
+    let c = Configuration::initial(3, 3);
+    for p in CommitProtocol::ALL {
+        let h = ConfigRecord::header(&ConfigRecord::encode(&c, L, p)).expect("a record");
+        assert_eq!(h.commit, Some(p));
+    }
+    // A name this build does not know: a typed error, not a default.
+    assert_eq!(
+        ConfigRecord::header(br#"{"epoch":4,"live":5,"commit":"dnl9"}"#),
+        Err(RecordError::Commit(CommitProtocolError::Unknown(
+            "dnl9".into()
+        )))
+    );
 }
 
 #[test]
 fn every_field_round_trips() {
     let c = rejoined();
     assert_eq!(
-        ConfigRecord::decode(&ConfigRecord::encode(&c, L), 3, 3),
+        ConfigRecord::decode(&ConfigRecord::encode(&c, L, CommitProtocol::XenicOcc), 3, 3),
         Ok(c)
     );
     let copying = Configuration::initial(3, 3)
         .without(1)
         .rejoining(0, 9)
         .expect("0 is out");
-    let bytes = ConfigRecord::encode(&copying, L);
+    let bytes = ConfigRecord::encode(&copying, L, CommitProtocol::XenicOcc);
     let text = String::from_utf8(bytes.clone()).expect("JSON text");
     assert!(text.contains(r#""copying":1"#), "{text}");
     assert!(text.contains(r#""incarnation":[9]"#), "{text}");
@@ -72,7 +89,11 @@ fn every_field_round_trips() {
     let spare = Configuration::initial(4, 3).without(1);
     assert_eq!(spare.shards[0].joining, 0b1000);
     assert_eq!(
-        ConfigRecord::decode(&ConfigRecord::encode(&spare, L), 4, 3),
+        ConfigRecord::decode(
+            &ConfigRecord::encode(&spare, L, CommitProtocol::XenicOcc),
+            4,
+            3
+        ),
         Ok(spare)
     );
 }
@@ -80,11 +101,11 @@ fn every_field_round_trips() {
 #[test]
 fn a_record_carries_its_lineage_and_shape() {
     let c = Configuration::initial(4, 3);
-    let bytes = ConfigRecord::encode(&c, L);
+    let bytes = ConfigRecord::encode(&c, L, CommitProtocol::XenicOcc);
     let h = ConfigRecord::header(&bytes).expect("a record");
     assert_eq!(
-        (h.epoch, h.lineage, h.nodes, h.replication),
-        (1, L, Some(4), Some(3))
+        (h.epoch, h.lineage, h.nodes, h.replication, h.commit),
+        (1, L, Some(4), Some(3), Some(CommitProtocol::XenicOcc))
     );
     assert!(L.belongs_to(7) && !L.belongs_to(8));
     // Read for another shape: a typed error naming both.
@@ -111,6 +132,7 @@ fn a_record_carries_its_lineage_and_shape() {
         }
     );
     assert!(old.lineage.belongs_to(9));
+    assert_eq!(old.commit, None, "older records ran Xenic OCC");
     assert_eq!(
         ConfigRecord::header(br#"{"epoch":4,"live":5,"generation":0}"#),
         Err(RecordError::GenerationZero)
@@ -304,7 +326,7 @@ proptest! {
             .prop_flat_map(|n| (Just(n), 1..=n))
             .prop_flat_map(|(n, r)| (Just(n), Just(r), configuration(n, r)))
     ) {
-        prop_assert_eq!(ConfigRecord::decode(&ConfigRecord::encode(&c, L), nodes, r), Ok(c));
+        prop_assert_eq!(ConfigRecord::decode(&ConfigRecord::encode(&c, L, CommitProtocol::XenicOcc), nodes, r), Ok(c));
         for s in &c.shards[..nodes] {
             prop_assert_eq!(s.members & !c.live, 0);
             prop_assert_eq!(s.joining & !s.members, 0);
@@ -348,7 +370,7 @@ proptest! {
         });
         let r = ConfigRecord {
             epoch, live, copying, since, incarnation, shards,
-            generation: 1, cluster_id: None, nodes: None, replication: None,
+            generation: 1, cluster_id: None, nodes: None, replication: None, commit: None,
         };
         let bytes = serde_json::to_vec(&r).expect("serializes");
         if let Ok(c) = ConfigRecord::decode(&bytes, nodes, 3) {

@@ -87,7 +87,8 @@
 //!   again, it forms the next generation. The stored record names its
 //!   cluster id and shape: a prefix holding another cluster's
 //!   ([`EtcdError::Foreign`]) or a configuration of other nodes or
-//!   replication ([`EtcdError::OtherShape`]) is refused at start. A running
+//!   replication ([`EtcdError::OtherShape`]) or of another commit protocol
+//!   ([`EtcdError::OtherProtocol`]) is refused at start. A running
 //!   process whose prefix no longer holds its cluster (the configuration
 //!   gone or unreadable after `splitkv etcd clear --force`, another
 //!   cluster's, or an earlier generation's) stops
@@ -126,7 +127,7 @@ pub use store::ConfigStore;
 use splitkv_layout::wire::NodeId;
 #[cfg(doc)]
 use splitkv_nic::membership::{Membership, MembershipError};
-use splitkv_nic::{Nanos, NODES_MAX};
+use splitkv_nic::{CommitProtocol, Nanos, NODES_MAX};
 
 /// Default lease TTL (whole seconds; etcd's least TTL is 1.5 election
 /// timeouts rounded up, 2 s with etcd's default 1 s election timeout).
@@ -222,6 +223,10 @@ pub struct EtcdSettings {
     /// configured incarnation published (`crate::deploy::verbs`); `None`
     /// on other transports.
     pub verbs_peers: Option<crate::deploy::VerbsPeers>,
+    /// The commit protocol this process runs, stored with the
+    /// configuration: a stored configuration of another protocol is refused
+    /// ([`EtcdError::OtherProtocol`]). Default Xenic OCC.
+    pub commit: CommitProtocol,
 }
 
 impl EtcdSettings {
@@ -248,6 +253,7 @@ impl EtcdSettings {
             incarnation: 0,
             addresses: None,
             verbs_peers: None,
+            commit: CommitProtocol::XenicOcc,
         }
     }
 
@@ -379,6 +385,18 @@ pub enum EtcdError {
         stored: (usize, usize),
         /// This process's (nodes, replication).
         ours: (usize, usize),
+    },
+    /// The prefix holds a configuration of a cluster running another
+    /// commit protocol than this process's: a cluster's protocol changes
+    /// only with a new cluster (its etcd state cleared).
+    #[error("{key} holds a configuration of a cluster running commit protocol {stored}, not {ours}: a cluster's protocol changes only with a new cluster (its etcd state cleared)")]
+    OtherProtocol {
+        /// The configuration key.
+        key: String,
+        /// The stored record's protocol.
+        stored: CommitProtocol,
+        /// This process's.
+        ours: CommitProtocol,
     },
     /// Members hold their keys under live leases: the cluster still runs,
     /// so its state is not cleared.

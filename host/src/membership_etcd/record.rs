@@ -4,7 +4,7 @@
 //! I/O (unit-tested without etcd, in `keys_tests.rs`).
 
 use splitkv_nic::membership::Configuration;
-use splitkv_nic::NODES_MAX;
+use splitkv_nic::{CommitProtocol, NODES_MAX};
 
 /// Why a stored configuration record is unusable.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -56,6 +56,9 @@ pub enum RecordError {
     /// Generation 0 (the first is 1).
     #[error("generation 0 (the first is 1)")]
     GenerationZero,
+    /// A commit protocol name this build does not know.
+    #[error("commit: {0}")]
+    Commit(#[from] splitkv_nic::CommitProtocolError),
     /// A record of a cluster of another shape than the reader's.
     #[error("a configuration of {stored_nodes} nodes with replication {stored_replication}, not {nodes} with {replication}")]
     OtherShape {
@@ -123,6 +126,9 @@ pub struct RecordHeader {
     pub nodes: Option<usize>,
     /// Replicas per shard (`None` as `nodes`).
     pub replication: Option<usize>,
+    /// The commit protocol the cluster runs (`None` in records older than
+    /// the choice of protocol: they ran Xenic OCC).
+    pub commit: Option<CommitProtocol>,
 }
 
 /// The configuration as stored under `/<cluster>/config`: every field of
@@ -168,6 +174,10 @@ pub struct ConfigRecord {
     /// [`Configuration::replication`] (absent in older records).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub replication: Option<u32>,
+    /// The commit protocol's name ([`CommitProtocol::as_str`]; absent in
+    /// older records, which ran Xenic OCC).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub commit: Option<String>,
 }
 
 fn first_generation() -> u32 {
@@ -214,8 +224,9 @@ fn per_node(
 }
 
 impl ConfigRecord {
-    /// The JSON bytes stored in etcd for `c` of `lineage`.
-    pub fn encode(c: &Configuration, lineage: Lineage) -> Vec<u8> {
+    /// The JSON bytes stored in etcd for `c` of `lineage`, in a cluster
+    /// running `commit`.
+    pub fn encode(c: &Configuration, lineage: Lineage, commit: CommitProtocol) -> Vec<u8> {
         let nodes = (c.nodes as usize).min(NODES_MAX);
         let r = ConfigRecord {
             epoch: c.epoch,
@@ -237,6 +248,7 @@ impl ConfigRecord {
             cluster_id: lineage.cluster_id,
             nodes: Some(c.nodes.into()),
             replication: Some(c.replication.into()),
+            commit: Some(commit.as_str().to_string()),
         };
         // Integers and arrays of integers always serialize.
         serde_json::to_vec(&r).unwrap_or_default()
@@ -247,7 +259,9 @@ impl ConfigRecord {
     ///
     /// # Errors
     /// [`RecordError::Shape`] if it is not a record;
-    /// [`RecordError::EpochZero`], [`RecordError::GenerationZero`].
+    /// [`RecordError::EpochZero`], [`RecordError::GenerationZero`];
+    /// [`RecordError::Commit`] for a commit protocol name this build does
+    /// not know.
     pub fn header(bytes: &[u8]) -> Result<RecordHeader, RecordError> {
         let r: ConfigRecord =
             serde_json::from_slice(bytes).map_err(|e| RecordError::Shape(e.to_string()))?;
@@ -269,6 +283,7 @@ impl ConfigRecord {
             },
             nodes: self.nodes.map(|n| n as usize),
             replication: self.replication.map(|r| r as usize),
+            commit: self.commit.as_deref().map(str::parse).transpose()?,
         })
     }
 

@@ -17,7 +17,7 @@ use etcd_client::{
 };
 use splitkv_layout::wire::NodeId;
 use splitkv_nic::membership::Configuration;
-use splitkv_nic::NODES_MAX;
+use splitkv_nic::{CommitProtocol, NODES_MAX};
 use std::future::Future;
 use std::time::Duration;
 
@@ -109,18 +109,19 @@ pub(crate) struct Holder {
     pub addresses: Option<NodeAddresses>,
 }
 
-/// Creates the first configuration of cluster `cluster_id` (epoch 1,
-/// generation 1, all `nodes` live) unless one exists, and returns the
-/// stored record's header (whatever cluster it was written for).
+/// Creates the first configuration of cluster `cluster_id` running
+/// `commit` (epoch 1, generation 1, all `nodes` live) unless one exists,
+/// and returns the stored record's header (whatever cluster it was written
+/// for).
 pub(crate) async fn init_config(
     client: &mut Client,
     keys: &ClusterKeys,
     (nodes, replication): (usize, usize),
-    cluster_id: u32,
+    (cluster_id, commit): (u32, CommitProtocol),
     rpc: Duration,
 ) -> Result<RecordHeader, StoreError> {
     let initial = Configuration::initial(nodes, replication);
-    let first = ConfigRecord::encode(&initial, Lineage::first(cluster_id));
+    let first = ConfigRecord::encode(&initial, Lineage::first(cluster_id), commit);
     let txn = Txn::new()
         .when([Compare::create_revision(keys.config(), CompareOp::Equal, 0)])
         .and_then([TxnOp::put(keys.config(), first, None)]);
@@ -134,12 +135,13 @@ pub(crate) async fn init_config(
         .map_err(|e| StoreError::Corrupt(format!("{}: {e}", keys.config())))
 }
 
-/// A stored configuration: the record decoded, its lineage and its mod
-/// revision.
+/// A stored configuration: the record decoded, its lineage, its commit
+/// protocol (Xenic OCC in older records) and its mod revision.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct Stored {
     pub config: Configuration,
     pub lineage: Lineage,
+    pub commit: CommitProtocol,
     pub rev: i64,
 }
 
@@ -156,30 +158,32 @@ pub(crate) async fn read_config(
         .kvs()
         .first()
         .ok_or_else(|| StoreError::Corrupt(format!("{} is missing", keys.config())))?;
-    decode_stored(keys, kv.value(), nodes, replication).map(|(config, lineage)| Stored {
+    decode_stored(keys, kv.value(), nodes, replication).map(|(config, h)| Stored {
         config,
-        lineage,
+        lineage: h.lineage,
+        commit: h.commit.unwrap_or_default(),
         rev: kv.mod_revision(),
     })
 }
 
-/// A stored record decoded for a cluster of `nodes` with `replication`.
+/// A stored record decoded for a cluster of `nodes` with `replication`,
+/// with its header.
 fn decode_stored(
     keys: &ClusterKeys,
     bytes: &[u8],
     nodes: usize,
     replication: usize,
-) -> Result<(Configuration, Lineage), StoreError> {
+) -> Result<(Configuration, RecordHeader), StoreError> {
     let corrupt =
         |e: super::keys::RecordError| StoreError::Corrupt(format!("{}: {e}", keys.config()));
     let h = ConfigRecord::header(bytes).map_err(corrupt)?;
     let c = ConfigRecord::decode(bytes, nodes, replication).map_err(corrupt)?;
-    Ok((c, h.lineage))
+    Ok((c, h))
 }
 
 /// Forms the next cluster generation if the configuration key's mod
 /// revision is still `rev` (module `lifecycle`): stores `next` (every node
-/// of the file a member, nothing copying) under `lineage`, and in the same
+/// of the file a member, nothing copying) under `lineage`, running `commit`, and in the same
 /// transaction clears the old generation's first incarnations
 /// (`joined/`) and suspect reports, so the first process of each node in
 /// the new generation is admitted as it registers. Returns whether this
@@ -188,14 +192,18 @@ pub(crate) async fn form_generation(
     client: &mut Client,
     keys: &ClusterKeys,
     rev: i64,
-    (next, lineage): (&Configuration, Lineage),
+    (next, lineage, commit): (&Configuration, Lineage, CommitProtocol),
     rpc: Duration,
 ) -> Result<bool, StoreError> {
     let prefix = || Some(DeleteOptions::new().with_prefix());
     let txn = Txn::new()
         .when([Compare::mod_revision(keys.config(), CompareOp::Equal, rev)])
         .and_then([
-            TxnOp::put(keys.config(), ConfigRecord::encode(next, lineage), None),
+            TxnOp::put(
+                keys.config(),
+                ConfigRecord::encode(next, lineage, commit),
+                None,
+            ),
             TxnOp::delete(keys.joined(), prefix()),
             TxnOp::delete(keys.suspects(), prefix()),
         ]);
@@ -471,7 +479,8 @@ pub(crate) async fn snapshot(
         .kvs()
         .first()
         .ok_or_else(|| StoreError::Corrupt(format!("{} is missing", keys.config())))?;
-    let (c, lineage) = decode_stored(keys, kv.value(), nodes, replication)?;
+    let (c, header) = decode_stored(keys, kv.value(), nodes, replication)?;
+    let lineage = header.lineage;
     let mask = |prefix: String, g: &etcd_client::GetResponse| {
         ClusterKeys::node_mask(&prefix, g.kvs().iter().map(|kv| kv.key()))
     };
@@ -516,16 +525,17 @@ fn member_leases(keys: &ClusterKeys, members: &etcd_client::GetResponse) -> [i64
     out
 }
 
-/// Installs `next` of `lineage` if the configuration key's mod revision is
-/// still `rev` (compare-and-swap). Returns whether this call installed it.
+/// Installs `next` of `lineage`, running `commit`, if the configuration
+/// key's mod revision is still `rev` (compare-and-swap). Returns whether
+/// this call installed it.
 pub(crate) async fn install(
     client: &mut Client,
     keys: &ClusterKeys,
     rev: i64,
-    (next, lineage): (&Configuration, Lineage),
+    (next, lineage, commit): (&Configuration, Lineage, CommitProtocol),
     rpc: Duration,
 ) -> Result<bool, StoreError> {
-    let record = ConfigRecord::encode(next, lineage);
+    let record = ConfigRecord::encode(next, lineage, commit);
     let txn = Txn::new()
         .when([Compare::mod_revision(keys.config(), CompareOp::Equal, rev)])
         .and_then([TxnOp::put(keys.config(), record, None)]);
@@ -597,16 +607,21 @@ impl ConfigStore {
             .map_err(EtcdError::store)
     }
 
-    /// Installs `next` (keeping the stored lineage) if the configuration
-    /// key's mod revision is still `rev`. Returns whether this call won.
+    /// Installs `next` (keeping the stored lineage and commit protocol) if
+    /// the configuration key's mod revision is still `rev`. Returns whether
+    /// this call won.
     ///
     /// # Errors
     /// [`EtcdError::Store`] if etcd failed or the record is unreadable.
     pub fn try_install(&mut self, rev: i64, next: &Configuration) -> Result<bool, EtcdError> {
-        let (_, lineage, _) = self.read_lineage()?;
-        let (c, k, r) = (&mut self.client, &self.keys, self.rpc);
+        let (c, k, n, r) = (&mut self.client, &self.keys, self.nodes, self.rpc);
+        let stored = self
+            .rt
+            .block_on(read_config(c, k, n, self.replication, r))
+            .map_err(EtcdError::store)?;
+        let (c, k) = (&mut self.client, &self.keys);
         self.rt
-            .block_on(install(c, k, rev, (next, lineage), r))
+            .block_on(install(c, k, rev, (next, stored.lineage, stored.commit), r))
             .map_err(EtcdError::store)
     }
 }

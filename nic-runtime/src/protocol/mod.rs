@@ -65,11 +65,21 @@
 //! [`coordinator`] holds the coordinator role (one `TxCtx` per transaction in
 //! flight); [`server`] the primary and backup roles; [`single_key`] the
 //! single-key calls (GetOne, PutOne/InsertOne) in one round at the key's
-//! primary.
+//! primary; [`selection`] which protocol a cluster runs ([`CommitProtocol`]);
+//! [`skeleton`] the Dandelion commit skeleton and its rows [`dnl4`],
+//! [`dnl2`], [`dnl1`] and [`dnl_ro`] (not yet driven by the coordinator).
 
 pub mod coordinator;
+pub mod dnl1;
+pub mod dnl2;
+pub mod dnl4;
+pub mod dnl_ro;
+pub mod selection;
 pub mod server;
 pub mod single_key;
+pub mod skeleton;
+
+pub use selection::{CommitProtocol, CommitProtocolError};
 
 /// Whether transaction-id generation `a` is newer than `b`, with
 /// wrap-around (generations are `u32` counters per coordinator slot that

@@ -26,6 +26,7 @@
 
 mod abort;
 mod append;
+mod dnl;
 mod get_one;
 mod lookups;
 mod orphans;

@@ -216,6 +216,9 @@ pub struct RebuildStats {
     pub answered_committed: u64,
     /// COMMITs for a LOG never held (answered `Malformed`).
     pub answered_not_held: u64,
+    /// Waiting transactions reported in a Dnl phase (no Dnl coordinator
+    /// runs yet: a peer that broke the protocol), not answered.
+    pub answered_unknown_phase: u64,
     /// Peers' unreported transactions whose LOG here was aborted.
     pub unreported_aborted: u64,
     /// Peers' unreported transactions whose LOG here was left to the

@@ -212,6 +212,14 @@ impl Handlers<'_> {
             | Body::Commit { .. }
             | Body::Abort { .. }
             | Body::AbortLog { .. } => self.server.handle(self.io, self.index, src, body),
+            // The Dnl skeleton's requests: refused until it is served.
+            Body::Get { .. }
+            | Body::Lock { .. }
+            | Body::Replicate { .. }
+            | Body::Unlock { .. }
+            | Body::Readable { .. } => {
+                self.server.refuse_dnl(self.io, src, body);
+            }
             _ if recovering => self.coordinator.count_frozen_response(),
             _ => self
                 .coordinator

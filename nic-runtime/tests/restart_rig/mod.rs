@@ -162,6 +162,7 @@ impl Node {
                     }
                     LogKind::Commit => _ = host.commits.insert(r.tx_id),
                     LogKind::Abort => _ = host.aborts.insert(r.tx_id),
+                    LogKind::Lock | LogKind::Repl => {}
                 }
             }
         });

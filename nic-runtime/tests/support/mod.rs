@@ -81,6 +81,7 @@ pub fn node_runtime(
         cache_objects: 64,
         seed: 1,
         net,
+        commit: Default::default(),
     })
     .unwrap();
     LoneRuntime {

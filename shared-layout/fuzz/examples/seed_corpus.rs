@@ -127,6 +127,54 @@ fn bodies() -> Vec<BodyWriter> {
     let mut w = BodyWriter::new();
     w.abort_log(tx);
     all.push(w);
+    all.extend(dnl_bodies());
+    all
+}
+
+/// One body of every Dnl kind (Get … ReadableAck).
+fn dnl_bodies() -> Vec<BodyWriter> {
+    let k = |id| Key::new(0, id);
+    let meta = ObjectMeta::new(3, ObjectFlags::READABLE);
+    let tx = TxId::from_bits(1);
+    let mut all = Vec::new();
+    let mut w = BodyWriter::new();
+    w.begin_get(tx);
+    w.push_get_key(&k(1));
+    w.push_get_key(&k(2));
+    all.push(w);
+    let mut w = BodyWriter::new();
+    w.begin_get_resp(tx, ReplyStatus::Ok, 0b01);
+    w.push_item(&k(1), meta, b"value");
+    w.push_item(&k(2), meta, b"other");
+    all.push(w);
+    let mut w = BodyWriter::new();
+    w.begin_lock(tx, NodeMask(0b11));
+    w.push_version(&k(1), 3);
+    w.push_item(&k(2), meta, &[7; 30]);
+    all.push(w);
+    let mut w = BodyWriter::new();
+    w.begin_replicate(tx, NodeMask(0b10));
+    w.push_item(&k(2), meta, &[7; 30]);
+    all.push(w);
+    let mut w = BodyWriter::new();
+    w.begin_unlock(tx, true);
+    w.push_unlock_key(&k(1));
+    w.push_item(&k(2), meta, &[7; 30]);
+    all.push(w);
+    let mut w = BodyWriter::new();
+    w.begin_readable(tx);
+    w.push_item(&k(2), meta, &[7; 30]);
+    all.push(w);
+    for kind in [
+        MsgKind::LockResp,
+        MsgKind::ReplicateAck,
+        MsgKind::UnlockAck,
+        MsgKind::ReadableAck,
+    ] {
+        let mut w = BodyWriter::new();
+        w.ack(kind, tx, ReplyStatus::Ok);
+        all.push(w);
+    }
     all
 }
 

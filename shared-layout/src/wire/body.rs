@@ -1,14 +1,13 @@
-//! Message bodies: [`Body`], [`ReplyStatus`] and the validated key, item and
-//! version lists with their iterators.
+//! Message bodies: [`Body`] and [`ReplyStatus`] (the validated lists they
+//! borrow are in `lists.rs`).
 
-use super::{
-    MsgKind, NodeMask, ITEMS_PER_MESSAGE_MAX, ONE_WRITE_ARGS_BYTES_MAX, ONE_WRITE_RESULT_BYTES_MAX,
-};
+use super::lists::{check_count, read_items};
+pub use super::lists::{Item, ItemIter, ItemList, KeyList, VersionList};
+use super::{MsgKind, NodeMask, ONE_WRITE_ARGS_BYTES_MAX, ONE_WRITE_RESULT_BYTES_MAX};
 use crate::error::{DecodeError, Reader};
 use crate::host_nic::TxStatus;
 use crate::key::{Key, KEY_BYTES};
-use crate::meta::ObjectMeta;
-use crate::{TxId, VALUE_BYTES_MAX};
+use crate::TxId;
 
 /// A server's answer to EXECUTE, VALIDATE, LOG or COMMIT: `Ok`, or why it
 /// refused (a rule the fuzz targets check: never a silent drop, never a wrong
@@ -75,123 +74,6 @@ impl ReplyStatus {
     /// Whether the request was done.
     pub fn is_ok(self) -> bool {
         self == ReplyStatus::Ok
-    }
-}
-
-/// A validated list of keys inside a message.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct KeyList<'a> {
-    bytes: &'a [u8],
-}
-
-impl<'a> KeyList<'a> {
-    /// Number of keys.
-    pub fn len(&self) -> usize {
-        self.bytes.len() / KEY_BYTES
-    }
-    /// Whether empty.
-    pub fn is_empty(&self) -> bool {
-        self.bytes.is_empty()
-    }
-    /// The keys in order.
-    pub fn iter(&self) -> impl Iterator<Item = Key> + 'a {
-        self.bytes
-            .chunks_exact(KEY_BYTES)
-            .map(|c| Key::decode(c).expect("validated"))
-    }
-}
-
-/// One item: a key with metadata and a value.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Item<'a> {
-    /// The key.
-    pub key: Key,
-    /// Version and flags.
-    pub meta: ObjectMeta,
-    /// The value bytes (≤ [`VALUE_BYTES_MAX`]).
-    pub value: &'a [u8],
-}
-
-/// A validated list of items inside a message.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct ItemList<'a> {
-    bytes: &'a [u8],
-    count: usize,
-}
-
-impl<'a> ItemList<'a> {
-    /// Number of items.
-    pub fn len(&self) -> usize {
-        self.count
-    }
-    /// Whether empty.
-    pub fn is_empty(&self) -> bool {
-        self.count == 0
-    }
-    /// The items in order.
-    pub fn iter(&self) -> ItemIter<'a> {
-        ItemIter {
-            r: Reader::new(self.bytes, "item"),
-            left: self.count,
-        }
-    }
-}
-
-/// Iterator over an [`ItemList`].
-#[derive(Debug, Clone)]
-pub struct ItemIter<'a> {
-    r: Reader<'a>,
-    left: usize,
-}
-
-impl<'a> Iterator for ItemIter<'a> {
-    type Item = Item<'a>;
-    fn next(&mut self) -> Option<Item<'a>> {
-        if self.left == 0 {
-            return None;
-        }
-        self.left -= 1;
-        Some(read_item(&mut self.r).expect("validated at decode"))
-    }
-}
-
-fn read_item<'a>(r: &mut Reader<'a>) -> Result<Item<'a>, DecodeError> {
-    let key = r.key()?;
-    let meta = ObjectMeta(r.u64()?);
-    let len = r.u16()? as usize;
-    if len > VALUE_BYTES_MAX {
-        return Err(DecodeError::TooLarge {
-            what: "item value",
-            len,
-            max: VALUE_BYTES_MAX,
-        });
-    }
-    let value = r.take(len)?;
-    Ok(Item { key, meta, value })
-}
-
-/// A validated list of `(key, version)` pairs (VALIDATE).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct VersionList<'a> {
-    bytes: &'a [u8],
-}
-
-impl<'a> VersionList<'a> {
-    /// Number of pairs.
-    pub fn len(&self) -> usize {
-        self.bytes.len() / (KEY_BYTES + 8)
-    }
-    /// Whether empty.
-    pub fn is_empty(&self) -> bool {
-        self.bytes.is_empty()
-    }
-    /// The pairs in order.
-    pub fn iter(&self) -> impl Iterator<Item = (Key, u64)> + 'a {
-        self.bytes.chunks_exact(KEY_BYTES + 8).map(|c| {
-            let key = Key::decode(c).expect("validated");
-            let v = u64::from_le_bytes(c[KEY_BYTES..].try_into().expect("validated"));
-            (key, v)
-        })
     }
 }
 
@@ -315,6 +197,91 @@ pub enum Body<'a> {
         /// Its result (≤ [`ONE_WRITE_RESULT_BYTES_MAX`]).
         result: &'a [u8],
     },
+    /// See [`MsgKind::Get`].
+    Get {
+        /// Transaction id.
+        tx_id: TxId,
+        /// Keys to read (lock-free).
+        keys: KeyList<'a>,
+    },
+    /// See [`MsgKind::GetResp`]. On `Ok`, one item per key, in request order.
+    GetResp {
+        /// Transaction id.
+        tx_id: TxId,
+        /// Outcome.
+        status: ReplyStatus,
+        /// Bit `i`: item `i` was unlocked and readable when read.
+        clean: u64,
+        /// Values read.
+        items: ItemList<'a>,
+    },
+    /// See [`MsgKind::Lock`].
+    Lock {
+        /// Transaction id.
+        tx_id: TxId,
+        /// Every shard whose keys the transaction locks (recovery's evidence).
+        lock_shards: NodeMask,
+        /// Keys to lock with the versions the transaction read.
+        reads: VersionList<'a>,
+        /// Written keys at this node (locked too), with their new values.
+        items: ItemList<'a>,
+    },
+    /// See [`MsgKind::LockResp`].
+    LockResp {
+        /// Transaction id.
+        tx_id: TxId,
+        /// `Ok` once locked, checked and logged; else why not.
+        status: ReplyStatus,
+    },
+    /// See [`MsgKind::Replicate`].
+    Replicate {
+        /// Transaction id.
+        tx_id: TxId,
+        /// Every shard the transaction writes (recovery's evidence).
+        write_shards: NodeMask,
+        /// New values with their new versions (none at a primary that holds
+        /// them from its Lock).
+        items: ItemList<'a>,
+    },
+    /// See [`MsgKind::ReplicateAck`].
+    ReplicateAck {
+        /// Transaction id.
+        tx_id: TxId,
+        /// `Ok` once in the host log; else why not.
+        status: ReplyStatus,
+    },
+    /// See [`MsgKind::Unlock`].
+    Unlock {
+        /// Transaction id.
+        tx_id: TxId,
+        /// Whether the transaction committed (install) or aborted (drop).
+        commit: bool,
+        /// Keys locked and not written here: released.
+        keys: KeyList<'a>,
+        /// Written keys here: installed on commit, then released.
+        items: ItemList<'a>,
+    },
+    /// See [`MsgKind::UnlockAck`].
+    UnlockAck {
+        /// Transaction id.
+        tx_id: TxId,
+        /// `Ok` once decided and released there; else why not.
+        status: ReplyStatus,
+    },
+    /// See [`MsgKind::Readable`].
+    Readable {
+        /// Transaction id.
+        tx_id: TxId,
+        /// The backup's written keys with their new values.
+        items: ItemList<'a>,
+    },
+    /// See [`MsgKind::ReadableAck`].
+    ReadableAck {
+        /// Transaction id.
+        tx_id: TxId,
+        /// `Ok` once installed; else why not.
+        status: ReplyStatus,
+    },
 }
 
 impl<'a> Body<'a> {
@@ -336,6 +303,16 @@ impl<'a> Body<'a> {
             Body::GetOneResp { .. } => MsgKind::GetOneResp,
             Body::WriteOne { .. } => MsgKind::WriteOne,
             Body::WriteOneResp { .. } => MsgKind::WriteOneResp,
+            Body::Get { .. } => MsgKind::Get,
+            Body::GetResp { .. } => MsgKind::GetResp,
+            Body::Lock { .. } => MsgKind::Lock,
+            Body::LockResp { .. } => MsgKind::LockResp,
+            Body::Replicate { .. } => MsgKind::Replicate,
+            Body::ReplicateAck { .. } => MsgKind::ReplicateAck,
+            Body::Unlock { .. } => MsgKind::Unlock,
+            Body::UnlockAck { .. } => MsgKind::UnlockAck,
+            Body::Readable { .. } => MsgKind::Readable,
+            Body::ReadableAck { .. } => MsgKind::ReadableAck,
         }
     }
 
@@ -356,7 +333,17 @@ impl<'a> Body<'a> {
             | Body::GetOne { tx_id, .. }
             | Body::GetOneResp { tx_id, .. }
             | Body::WriteOne { tx_id, .. }
-            | Body::WriteOneResp { tx_id, .. } => tx_id,
+            | Body::WriteOneResp { tx_id, .. }
+            | Body::Get { tx_id, .. }
+            | Body::GetResp { tx_id, .. }
+            | Body::Lock { tx_id, .. }
+            | Body::LockResp { tx_id, .. }
+            | Body::Replicate { tx_id, .. }
+            | Body::ReplicateAck { tx_id, .. }
+            | Body::Unlock { tx_id, .. }
+            | Body::UnlockAck { tx_id, .. }
+            | Body::Readable { tx_id, .. }
+            | Body::ReadableAck { tx_id, .. } => tx_id,
         }
     }
 
@@ -472,6 +459,16 @@ impl<'a> Body<'a> {
                     result: read_bytes(&mut r, "WriteOneResp result", ONE_WRITE_RESULT_BYTES_MAX)?,
                 }
             }
+            MsgKind::Get
+            | MsgKind::GetResp
+            | MsgKind::Lock
+            | MsgKind::LockResp
+            | MsgKind::Replicate
+            | MsgKind::ReplicateAck
+            | MsgKind::Unlock
+            | MsgKind::UnlockAck
+            | MsgKind::Readable
+            | MsgKind::ReadableAck => super::dnl::decode(kind, tx_id, &mut r)?,
             MsgKind::Recovery | MsgKind::Rebuild | MsgKind::Copy => {
                 // Not a transaction body: see `RecoveryMsg::decode`,
                 // `RebuildMsg::decode`, `CopyMsg::decode`.
@@ -486,18 +483,6 @@ impl<'a> Body<'a> {
     }
 }
 
-fn check_count(n: usize) -> Result<(), DecodeError> {
-    if n > ITEMS_PER_MESSAGE_MAX {
-        Err(DecodeError::TooLarge {
-            what: "item count",
-            len: n,
-            max: ITEMS_PER_MESSAGE_MAX,
-        })
-    } else {
-        Ok(())
-    }
-}
-
 /// A `u32` length, then that many bytes (at most `max`).
 fn read_bytes<'a>(
     r: &mut Reader<'a>,
@@ -509,19 +494,4 @@ fn read_bytes<'a>(
         return Err(DecodeError::TooLarge { what, len, max });
     }
     r.take(len)
-}
-
-fn read_items<'a>(r: &mut Reader<'a>) -> Result<ItemList<'a>, DecodeError> {
-    let n = r.u16()? as usize;
-    check_count(n)?;
-    let start = r.position();
-    let mut probe = r.clone();
-    for _ in 0..n {
-        read_item(&mut probe)?;
-    }
-    let len = probe.position() - start;
-    Ok(ItemList {
-        bytes: r.take(len)?,
-        count: n,
-    })
 }

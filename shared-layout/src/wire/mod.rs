@@ -44,6 +44,20 @@
 //! | GetOneResp | execution | tx_id, status u8, n u16 (0 or 1), items |
 //! | WriteOne | execution | tx_id, args_len u32, args (≤ [`ONE_WRITE_ARGS_BYTES_MAX`]) |
 //! | WriteOneResp | execution | tx_id, status u8 ([`TxStatus`](crate::host_nic::TxStatus)), result_len u32, result (≤ [`ONE_WRITE_RESULT_BYTES_MAX`]) |
+//! | Get | execution | tx_id, n u16, keys |
+//! | GetResp | execution | tx_id, status u8, clean u64 (bit i: item i unlocked and readable), n u16, items |
+//! | Lock | commit | tx_id, lock_shards u16 ([`NodeMask`]), n_reads u16, n_items u16, (key, version u64)…, items |
+//! | LockResp | commit | tx_id, status u8 |
+//! | Replicate | commit | tx_id, write_shards u16 ([`NodeMask`]), n u16, items |
+//! | ReplicateAck | commit | tx_id, status u8 |
+//! | Unlock | commit | tx_id, commit u8 (0 abort, 1 commit), n_keys u16, n_items u16, keys, items |
+//! | UnlockAck | commit | tx_id, status u8 |
+//! | Readable | commit | tx_id, n u16, items |
+//! | ReadableAck | commit | tx_id, status u8 |
+//!
+//! The Dnl kinds (Get … ReadableAck) are the steps of the Dandelion
+//! skeleton (`splitkv_nic::protocol::skeleton`); no node sends them yet
+//! and servers refuse them as `Malformed`.
 //!
 //! The single-key kinds' `tx_id` is the *caller's* request id (its node,
 //! a slot of its single-key table, a generation), not a transaction of the
@@ -64,6 +78,8 @@
 
 mod body;
 mod copy;
+mod dnl;
+mod lists;
 mod packet;
 mod rebuild;
 mod recovery;
@@ -105,8 +121,11 @@ pub const PACKET_MAGIC: u32 = u32::from_le_bytes(*b"SKV2");
 /// 4. the single-key kinds ([`MsgKind::GetOne`], [`MsgKind::GetOneResp`],
 ///    [`MsgKind::WriteOne`], [`MsgKind::WriteOneResp`]): a build without
 ///    them would refuse their messages one by one, so both drop each
-///    other's packets whole instead.
-pub const PACKET_FORMAT_VERSION: u8 = 4;
+///    other's packets whole instead;
+/// 5. the Dnl kinds ([`MsgKind::Get`] … [`MsgKind::ReadableAck`]), and
+///    [`RecordKind`]'s `Lock` and `Repl` and [`CoordPhase`]'s `Get`,
+///    `Lock`, `Replicate` and `Unlock` in recovery and rebuild messages.
+pub const PACKET_FORMAT_VERSION: u8 = 5;
 /// Encoded size of a [`PacketHeader`].
 pub const PACKET_HEADER_BYTES: usize = 40;
 /// Encoded size of a [`MsgHeader`].
@@ -128,11 +147,12 @@ pub type NodeId = u16;
 pub const MESSAGE_SIZING_ITEMS: usize = 16;
 /// Value size a message is sized for in [`MESSAGE_BYTES_MAX`] (4 KiB).
 pub const MESSAGE_SIZING_VALUE_BYTES: usize = 4096;
-/// Largest fixed part of any body (tx_id u64, status u8, counts u16 × 2).
-pub const BODY_FIXED_BYTES_MAX: usize = 8 + 1 + 2 + 2;
+/// Largest fixed part of any body (tx_id u64, status u8, GetResp's clean
+/// bits u64, counts u16 × 2).
+pub const BODY_FIXED_BYTES_MAX: usize = 8 + 1 + 8 + 2 + 2;
 /// Largest message body, in bytes, after reassembly: 66 KiB, room for
 /// [`MESSAGE_SIZING_ITEMS`] items of [`MESSAGE_SIZING_VALUE_BYTES`] plus the
-/// body's fixed part (16 × (22 + 4096) + 13 = 65 901 B). A body longer than
+/// body's fixed part (16 × (22 + 4096) + 21 = 65 909 B). A body longer than
 /// one packet carries travels as [`MSG_FLAG_FRAG_MORE`] fragments in
 /// consecutive packets to its destination; the receiver refuses a
 /// reassembly that would pass this bound.

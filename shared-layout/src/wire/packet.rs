@@ -191,7 +191,9 @@ impl Flow {
     }
 }
 
-/// Message kinds of Xenic's OCC commit (Xenic §4.2 steps 1–7).
+/// Message kinds of Xenic's OCC commit (Xenic §4.2 steps 1–7), of the
+/// single-key calls, and of the Dandelion skeleton's steps (Dandelion §4.2;
+/// `splitkv_nic::protocol::skeleton`, not yet sent by any node).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 #[repr(u8)]
 pub enum MsgKind {
@@ -244,6 +246,32 @@ pub enum MsgKind {
     WriteOne = 17,
     /// Reply to [`MsgKind::WriteOne`]: the outcome of the primary's transaction.
     WriteOneResp = 18,
+    /// Dnl execution: read keys at a replica, lock-free; values come back
+    /// even when locked (Dandelion §4.2.1; TLA `Read`, `ReadLocal`).
+    Get = 19,
+    /// Reply to [`MsgKind::Get`]: the values read, and which were clean
+    /// (unlocked and readable when read).
+    GetResp = 20,
+    /// Dnl Locking: lock keys no-wait, check the versions read, log the
+    /// written values (TLA `Lock`).
+    Lock = 21,
+    /// Reply to [`MsgKind::Lock`].
+    LockResp = 22,
+    /// Dnl Replication: log the write set at a replica, after the decision
+    /// (TLA `Replicate`).
+    Replicate = 23,
+    /// Reply to [`MsgKind::Replicate`].
+    ReplicateAck = 24,
+    /// Dnl Unlocking: install (commit) or drop (abort) and unlock (TLA
+    /// `Unlock`).
+    Unlock = 25,
+    /// Reply to [`MsgKind::Unlock`].
+    UnlockAck = 26,
+    /// A reported commit's values become visible at a backup that holds
+    /// them replicated, and READABLE is raised.
+    Readable = 27,
+    /// Reply to [`MsgKind::Readable`].
+    ReadableAck = 28,
 }
 
 impl MsgKind {
@@ -267,6 +295,16 @@ impl MsgKind {
             16 => MsgKind::GetOneResp,
             17 => MsgKind::WriteOne,
             18 => MsgKind::WriteOneResp,
+            19 => MsgKind::Get,
+            20 => MsgKind::GetResp,
+            21 => MsgKind::Lock,
+            22 => MsgKind::LockResp,
+            23 => MsgKind::Replicate,
+            24 => MsgKind::ReplicateAck,
+            25 => MsgKind::Unlock,
+            26 => MsgKind::UnlockAck,
+            27 => MsgKind::Readable,
+            28 => MsgKind::ReadableAck,
             _ => {
                 return Err(DecodeError::BadTag {
                     what: "message kind",
@@ -284,7 +322,9 @@ impl MsgKind {
             | MsgKind::GetOne
             | MsgKind::GetOneResp
             | MsgKind::WriteOne
-            | MsgKind::WriteOneResp => Flow::Execution,
+            | MsgKind::WriteOneResp
+            | MsgKind::Get
+            | MsgKind::GetResp => Flow::Execution,
             MsgKind::Recovery | MsgKind::Rebuild | MsgKind::Copy => Flow::Recovery,
             _ => Flow::Commit,
         }

@@ -140,6 +140,14 @@ wire_enum!(
         Log = 2,
         /// Every LOG acknowledged; COMMIT sent (step 5).
         Commit = 3,
+        /// Dnl execution: Gets sent (Dandelion §4.2.1); nothing locked.
+        Get = 4,
+        /// Dnl Locking: Lock sent (Dandelion §4.2.2); not all acknowledged.
+        Lock = 5,
+        /// Dnl Replication: decided commit, Replicate sent.
+        Replicate = 6,
+        /// Dnl Unlocking: decided, Unlock sent.
+        Unlock = 7,
     }
 );
 
@@ -164,6 +172,12 @@ wire_enum!(
         Commit = 1,
         /// An ABORT (decision) record after a LOG; the LOG was dropped.
         Abort = 2,
+        /// Dnl: the transaction's LOCK here (with its written values, if
+        /// any), no decision yet.
+        Lock = 3,
+        /// Dnl: its REPL here (written after the decision), no decision
+        /// record yet.
+        Repl = 4,
     }
 );
 

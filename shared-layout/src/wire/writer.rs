@@ -118,9 +118,11 @@ impl BodyWriter {
         self.open_count();
     }
 
-    /// Adds a `(key, version)` pair to a VALIDATE body.
+    /// Adds a `(key, version)` pair to a VALIDATE or Lock body (a Lock's
+    /// before its items).
     pub fn push_version(&mut self, key: &Key, version: u64) {
-        debug_assert_eq!(self.kind, Some(MsgKind::Validate));
+        debug_assert!(matches!(self.kind, Some(MsgKind::Validate | MsgKind::Lock)));
+        assert_eq!(self.second_count, 0, "versions come before items");
         self.push_key_raw(key);
         self.buf.extend_from_slice(&version.to_le_bytes());
         self.bump(false);
@@ -151,7 +153,9 @@ impl BodyWriter {
         self.open_count();
     }
 
-    /// Adds an item to an EXECUTE response, LOG or COMMIT body.
+    /// Adds an item to an EXECUTE response, LOG, COMMIT, GetOne reply or
+    /// Dnl body (GetResp, Lock, Replicate, Unlock, Readable; a Lock's or an
+    /// Unlock's after its versions or keys).
     pub fn push_item(&mut self, key: &Key, meta: ObjectMeta, value: &[u8]) {
         assert!(
             value.len() <= VALUE_BYTES_MAX,
@@ -162,7 +166,8 @@ impl BodyWriter {
         self.buf
             .extend_from_slice(&(value.len() as u16).to_le_bytes());
         self.buf.extend_from_slice(value);
-        self.bump(false);
+        let second = matches!(self.kind, Some(MsgKind::Lock | MsgKind::Unlock));
+        self.bump(second);
     }
 
     /// Starts an ABORT body; push keys with [`BodyWriter::push_abort_key`].
@@ -190,17 +195,24 @@ impl BodyWriter {
         self.buf.push(status as u8);
     }
 
-    /// Writes a complete LOG, COMMIT or ABORT-after-LOG acknowledgement
-    /// (`kind` = LogAck, CommitAck or AbortLogAck); `status` is `Ok` or why
-    /// the request was refused.
+    /// Writes a complete acknowledgement: LOG, COMMIT or ABORT-after-LOG
+    /// (`kind` = LogAck, CommitAck or AbortLogAck) or of a Dnl step
+    /// (LockResp, ReplicateAck, UnlockAck, ReadableAck); `status` is `Ok`
+    /// or why the request was refused.
     ///
     /// # Panics
-    /// If `kind` is neither.
+    /// If `kind` is none of these.
     pub fn ack(&mut self, kind: MsgKind, tx_id: TxId, status: ReplyStatus) {
         assert!(
             matches!(
                 kind,
-                MsgKind::LogAck | MsgKind::CommitAck | MsgKind::AbortLogAck
+                MsgKind::LogAck
+                    | MsgKind::CommitAck
+                    | MsgKind::AbortLogAck
+                    | MsgKind::LockResp
+                    | MsgKind::ReplicateAck
+                    | MsgKind::UnlockAck
+                    | MsgKind::ReadableAck
             ),
             "not an ack"
         );
@@ -221,6 +233,74 @@ impl BodyWriter {
         self.begin(MsgKind::GetOneResp, tx_id);
         self.buf.push(status as u8);
         self.open_count();
+    }
+
+    /// Starts a Dnl Get body; push keys with [`BodyWriter::push_get_key`].
+    pub fn begin_get(&mut self, tx_id: TxId) {
+        self.begin(MsgKind::Get, tx_id);
+        self.open_count();
+    }
+
+    /// Adds a key to a Get body.
+    pub fn push_get_key(&mut self, key: &Key) {
+        debug_assert_eq!(self.kind, Some(MsgKind::Get));
+        self.push_key_raw(key);
+        self.bump(false);
+    }
+
+    /// Starts a Get reply (`clean`: bit `i` set when item `i` was unlocked
+    /// and readable); push the items read with [`BodyWriter::push_item`].
+    pub fn begin_get_resp(&mut self, tx_id: TxId, status: ReplyStatus, clean: u64) {
+        self.begin(MsgKind::GetResp, tx_id);
+        self.buf.push(status as u8);
+        self.buf.extend_from_slice(&clean.to_le_bytes());
+        self.open_count();
+    }
+
+    /// Starts a Lock body naming every shard the transaction locks; push
+    /// `(key, version read)` pairs with [`BodyWriter::push_version`], then
+    /// the written keys' new items with [`BodyWriter::push_item`].
+    pub fn begin_lock(&mut self, tx_id: TxId, lock_shards: NodeMask) {
+        self.begin(MsgKind::Lock, tx_id);
+        self.buf.extend_from_slice(&lock_shards.0.to_le_bytes());
+        self.open_two_counts();
+    }
+
+    /// Starts a Replicate body naming every shard the transaction writes;
+    /// push items with [`BodyWriter::push_item`].
+    pub fn begin_replicate(&mut self, tx_id: TxId, write_shards: NodeMask) {
+        self.begin(MsgKind::Replicate, tx_id);
+        self.buf.extend_from_slice(&write_shards.0.to_le_bytes());
+        self.open_count();
+    }
+
+    /// Starts an Unlock body (`commit`: install, else drop); push the keys
+    /// released without a write with [`BodyWriter::push_unlock_key`], then
+    /// the written items with [`BodyWriter::push_item`].
+    pub fn begin_unlock(&mut self, tx_id: TxId, commit: bool) {
+        self.begin(MsgKind::Unlock, tx_id);
+        self.buf.push(u8::from(commit));
+        self.open_two_counts();
+    }
+
+    /// Adds a released key to an Unlock body (before its items).
+    pub fn push_unlock_key(&mut self, key: &Key) {
+        debug_assert_eq!(self.kind, Some(MsgKind::Unlock));
+        assert_eq!(self.second_count, 0, "keys come before items");
+        self.push_key_raw(key);
+        self.bump(false);
+    }
+
+    /// Starts a Readable body; push items with [`BodyWriter::push_item`].
+    pub fn begin_readable(&mut self, tx_id: TxId) {
+        self.begin(MsgKind::Readable, tx_id);
+        self.open_count();
+    }
+
+    fn open_two_counts(&mut self) {
+        self.open_count();
+        self.second_count_at = self.buf.len();
+        self.buf.extend_from_slice(&0u16.to_le_bytes());
     }
 
     /// Writes a complete WriteOne request carrying a one-key transaction's

@@ -31,6 +31,8 @@ pub fn record_evidence(
         .filter(|r| r.tx_id == tx_id)
     {
         match r.kind {
+            // Dnl markers: no Xenic server appends them.
+            LogKind::Lock | LogKind::Repl => {}
             LogKind::Log => {
                 for (k, _, _) in &r.writes {
                     latest.insert(c.placement.shard(k), RecordKind::Log);

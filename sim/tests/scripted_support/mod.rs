@@ -160,6 +160,7 @@ fn build_node(node: NodeId, placement: Placement, transport: SimTransport) -> Sc
         cache_objects: TABLE_KEYS,
         seed: node as u64,
         net: StackConfig::default(),
+        commit: Default::default(),
     })
     .expect("runtime");
     ScriptNode {

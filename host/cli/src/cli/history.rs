@@ -1,11 +1,11 @@
 //! The flags of the history benches: `splitkv bench list-append`,
 //! `register` and `micro` (Dandelion §7's O(G,P)).
 
-use super::{check_api, ensure, ClusterArgs, TxApi, THREADS_MAX};
+use super::{check_api, check_protocol, ensure, protocol_parser, ClusterArgs, TxApi, THREADS_MAX};
 use clap::{Args, ValueEnum};
 use splitkv_bench::history_gen::TxShape;
 use splitkv_bench::list_append::codec::MICRO_OPS_PER_TX_MAX;
-use splitkv_nic::NODES_MAX;
+use splitkv_nic::{CommitProtocol, NODES_MAX};
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -76,6 +76,9 @@ pub struct HistoryRunArgs {
     /// Where each node's workload client runs: inside the node, or as a `splitkv-app-client` process attached to the node's application socket (shipped api only).
     #[arg(long, value_enum, default_value = "in-node")]
     pub clients: crate::external::ClientsMode,
+    /// The commit protocol: xenic-occ (the default), dnl4, dnl2 or dnl1 (the Dnl protocols are not implemented yet and are refused). With --cluster the cluster file's `[protocol] commit` runs, and a different --protocol is refused.
+    #[arg(long, value_name = "PROTOCOL", value_parser = protocol_parser())]
+    pub protocol: Option<CommitProtocol>,
     /// Polling threads the cluster's components are spread over.
     #[arg(long, default_value_t = 2)]
     pub threads: usize,
@@ -128,6 +131,7 @@ impl HistoryRunArgs {
             )
         })?;
         super::check_clients(self.clients, &self.deployed)?;
+        check_protocol(self.protocol)?;
         check_api(self.api)
     }
 }

@@ -68,6 +68,7 @@ use splitkv_bench::remote::protocol::*;
 use splitkv_bench::remote::replay::results_from_journal;
 use splitkv_bench::remote::Results;
 use splitkv_host::deploy::ClusterConfig;
+use splitkv_nic::CommitProtocol;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
@@ -125,15 +126,27 @@ fn bad(e: impl std::fmt::Display) -> Failure {
 }
 
 impl Deployed {
-    /// Reads the file, spawns the nodes if asked, waits until every control
-    /// endpoint answers.
-    fn open(args: &ClusterArgs, threads: usize, seed: u64) -> Result<Deployed, Failure> {
+    /// Reads the file, refuses a `protocol` other than the file's, spawns
+    /// the nodes if asked, waits until every control endpoint answers.
+    fn open(
+        args: &ClusterArgs,
+        threads: usize,
+        seed: u64,
+        protocol: Option<CommitProtocol>,
+    ) -> Result<Deployed, Failure> {
         let path = args
             .cluster
             .as_ref()
             .ok_or_else(|| bad("--cluster is needed"))?;
         let config =
             ClusterConfig::from_file(path).map_err(|e| bad(format!("{}: {e}", path.display())))?;
+        if let Some(p) = protocol.filter(|&p| p != config.protocol.commit) {
+            return Err(bad(format!(
+                "--protocol {p}: the cluster of {} runs {} (its [protocol] commit)",
+                path.display(),
+                config.protocol.commit
+            )));
+        }
         let mut d = Deployed {
             config,
             spawned: None,
@@ -462,7 +475,7 @@ pub fn smallbank(args: &SmallbankArgs) -> Result<(), Failure> {
     if let Some(p) = &args.timeline {
         crate::timeline::check_path(p)?;
     }
-    let mut d = Deployed::open(&args.deployed, args.threads, args.seed)?;
+    let mut d = Deployed::open(&args.deployed, args.threads, args.seed, args.protocol)?;
     d.timeline = args
         .timeline
         .as_ref()
@@ -524,7 +537,7 @@ pub fn history(
         let e = splitkv_bench::ApiError::ListAppendTxn;
         return Err(Failure::BadInput(format!("--api txn: {e}")));
     }
-    let mut d = Deployed::open(&args.deployed, args.threads, args.seed)?;
+    let mut d = Deployed::open(&args.deployed, args.threads, args.seed, args.protocol)?;
     d.timeline = args.timeline.as_ref().map(|_| {
         let name = if register { "register" } else { "list-append" };
         Timeline::new(format!("{name}, deployed cluster"))

@@ -59,6 +59,7 @@ impl NodeLease {
                 );
                 s.lease_ttl_s = *lease_ttl_s;
                 s.cluster_id = config.cluster_id;
+                s.commit = config.protocol.commit;
                 s.incarnation = u64::from(incarnation);
                 // Published with the registration (for a replacement
                 // machine): where this process is, the file's addresses or
@@ -72,7 +73,9 @@ impl NodeLease {
                 let now = started.elapsed().as_nanos() as u64;
                 let member = EtcdMember::connect(s, now).map_err(|e| {
                     let fix = match e {
-                        EtcdError::Foreign { .. } | EtcdError::OtherShape { .. } => {
+                        EtcdError::Foreign { .. }
+                        | EtcdError::OtherShape { .. }
+                        | EtcdError::OtherProtocol { .. } => {
                             format!("; if that cluster is stopped for good, clear its state (`splitkv etcd clear --config FILE` with its file, or etcdctl del --prefix /{prefix}/) or give this one another prefix")
                         }
                         _ => String::new(),

@@ -4,6 +4,7 @@ use clap::{Args, ValueEnum};
 use splitkv_bench::history_gen::TxShape;
 use splitkv_bench::list_append::codec::MICRO_OPS_PER_TX_MAX;
 use splitkv_bench::TxApi;
+use splitkv_nic::CommitProtocol;
 use splitkv_sim::faults::FaultMix;
 use std::ops::Range;
 use std::path::PathBuf;
@@ -38,22 +39,6 @@ impl SimWorkload {
     }
 }
 
-/// The commit protocol under test (the protocols of the codebase).
-#[derive(ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
-pub enum SimProtocol {
-    /// Xenic's OCC with primary-backup replication (Xenic §4.2).
-    XenicOcc,
-}
-
-impl SimProtocol {
-    /// Its name on the command line.
-    pub fn flag(self) -> &'static str {
-        match self {
-            SimProtocol::XenicOcc => "xenic-occ",
-        }
-    }
-}
-
 /// `splitkv sim`.
 #[derive(Args, Debug, Clone)]
 pub struct SimArgs {
@@ -66,9 +51,9 @@ pub struct SimArgs {
     /// Writes per transaction of --workload micro (default 2).
     #[arg(long)]
     pub puts: Option<u8>,
-    /// The commit protocol.
-    #[arg(long, value_enum, default_value = "xenic-occ")]
-    pub protocol: SimProtocol,
+    /// The commit protocol: xenic-occ, dnl4, dnl2 or dnl1 (the Dnl protocols are not implemented yet and are refused).
+    #[arg(long, default_value = "xenic-occ", value_parser = crate::cli::protocol_parser())]
+    pub protocol: CommitProtocol,
     /// How transactions reach the store: shipped (the workload's registered procedures), txn (one-shot etcd-style Txns through the node's built-in procedure; Smallbank reads, then writes comparing the versions read, retrying on a failed compare; list-append is refused), interactive (not built yet).
     #[arg(long, value_enum, default_value = "shipped")]
     pub api: TxApi,
@@ -181,6 +166,7 @@ impl SimArgs {
         if self.workload != SimWorkload::Micro && (self.gets.is_some() || self.puts.is_some()) {
             return Err("--gets and --puts are options of --workload micro".into());
         }
+        crate::cli::check_protocol(Some(self.protocol))?;
         if let Err(e) = self.api.check_built() {
             return Err(format!("--api {}: {e}", self.api.name()));
         }
@@ -209,7 +195,7 @@ impl SimArgs {
         let mut cmd = format!(
             "splitkv sim --workload {} --protocol {} --seeds {seed} --faults {} --nodes {} --replication {} --transactions {} --inflight {} --trace",
             self.workload.flag(),
-            self.protocol.flag(),
+            self.protocol.as_str(),
             self.faults,
             self.nodes,
             self.replication,

@@ -99,7 +99,7 @@ fn summarize(
     outln!(
         "{} / {} / faults {}: {} seeds run, {} passed, {} failed; {} transactions committed, {} node crashes, {} undecided replica rows, {:.3} s simulated in {:.1} s",
         args.workload.flag(),
-        args.protocol.flag(),
+        args.protocol.as_str(),
         args.faults,
         outcomes.len(),
         outcomes.len() - failed.len(),

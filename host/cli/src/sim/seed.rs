@@ -141,6 +141,7 @@ fn spec(args: &SimArgs, seed: u64) -> ClusterSpec {
     spec.inflight_per_node = args.inflight;
     spec.budget_per_node = Some(args.transactions);
     spec.seed = seed;
+    spec.commit = args.protocol;
     spec.dma_latency_ns = DMA_LATENCY_NS;
     spec.session_silence_ns = Some(SESSION_SILENCE_NS);
     // Backoff scaled to the simulated network (microseconds one way).

@@ -13,6 +13,7 @@
 //! cache_objects = 65536          # NIC object cache (Xenic §4.1.3)
 //!
 //! [protocol]                     # every field optional
+//! commit = "xenic-occ"           # the commit protocol (only xenic-occ runs yet)
 //! batching = true                # false: one message per packet (Dandelion §5.1)
 //! session_silence_ms = 1000
 //! retransmit_timeout_us = 5000
@@ -71,7 +72,7 @@ use thiserror::Error;
 use crate::node::NodeConfig;
 use crate::table::TableKind;
 use splitkv_nic::net::dpdk::MacAddr;
-use splitkv_nic::Placement;
+use splitkv_nic::{CommitProtocol, Placement};
 
 /// Keys a node's host table is sized for when `[table] capacity_keys` is absent.
 pub const CAPACITY_KEYS_DEFAULT: usize = 1 << 20;
@@ -188,6 +189,12 @@ pub struct TableSettings {
 /// `[protocol]`: options of the commit protocol and the session layer.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct ProtocolSettings {
+    /// The commit protocol every node runs (`commit`: `xenic-occ`, `dnl4`,
+    /// `dnl2` or `dnl1`; default `xenic-occ`). Stored in the etcd
+    /// configuration record: a node whose file names another protocol than
+    /// the cluster's refuses to join. A protocol not implemented yet is
+    /// refused when the file is checked.
+    pub commit: CommitProtocol,
     /// Many messages per packet (Dandelion §5.1); `false` sends one message
     /// per packet, for measurement. Default `true`.
     pub batching: bool,
@@ -318,6 +325,7 @@ impl ClusterConfig {
         let mut config = NodeConfig::new(id, placement, table.capacity_keys, table.value_bytes_max);
         config.table_kind = table.kind;
         config.cache_objects = table.cache_objects;
+        config.commit = self.protocol.commit;
         Ok(config)
     }
 }

@@ -68,6 +68,7 @@ pub(crate) struct RawTable {
 #[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub(crate) struct RawProtocol {
+    pub commit: Option<String>,
     pub batching: Option<bool>,
     pub session_silence_ms: Option<u64>,
     pub retransmit_timeout_us: Option<u64>,

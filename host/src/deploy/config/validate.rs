@@ -162,7 +162,15 @@ fn check_protocol(raw: &RawProtocol) -> Result<ProtocolSettings, ConfigError> {
             ),
         ));
     }
+    let commit = match raw.commit.as_deref() {
+        None => CommitProtocol::XenicOcc,
+        Some(name) => name
+            .parse::<CommitProtocol>()
+            .and_then(CommitProtocol::check_implemented)
+            .map_err(|e| ConfigError::invalid("protocol.commit", e.to_string()))?,
+    };
     Ok(ProtocolSettings {
+        commit,
         batching: raw.batching.unwrap_or(true),
         session_silence_ms: silence_ms,
         retransmit_timeout_us: rto_us,

@@ -129,7 +129,7 @@ async fn form_next(
         snap.config.epoch,
         lineage.generation
     );
-    store::form_generation(client, keys, snap.rev, (&next, lineage), rpc)
+    store::form_generation(client, keys, snap.rev, (&next, lineage, s.commit), rpc)
         .await
         .map_err(EtcdError::store)?;
     Ok(())

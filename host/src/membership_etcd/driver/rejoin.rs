@@ -113,6 +113,7 @@ impl Driver {
                 config: c,
                 rev,
                 lineage,
+                ..
             } = match store::read_config(
                 &mut self.client,
                 &self.keys,

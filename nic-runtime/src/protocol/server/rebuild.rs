@@ -38,6 +38,10 @@ pub enum WaitingAnswer {
     /// A COMMIT for a transaction whose LOG this node never held: answered
     /// [`ReplyStatus::Malformed`] (already decided, like a late COMMIT).
     NotHeld,
+    /// A Dnl skeleton phase (Get, Lock, Replicate, Unlock): no coordinator
+    /// runs the Dnl protocols yet, so a peer reporting one broke the
+    /// protocol; nothing is sent, and it is counted.
+    UnknownPhase,
 }
 
 impl Server {
@@ -107,6 +111,9 @@ impl Server {
         let held = self.txs.held(tx_id).map(|h| h.kind);
         let logged = self.txs.state(tx_id) == Some(TxState::Logged);
         match tx.phase {
+            CoordPhase::Get | CoordPhase::Lock | CoordPhase::Replicate | CoordPhase::Unlock => {
+                return WaitingAnswer::UnknownPhase;
+            }
             CoordPhase::Execute => {
                 io.w.begin_execute_resp(tx_id, ReplyStatus::Unavailable);
             }

@@ -125,6 +125,10 @@ impl TxEvidence {
                 self.commit_record = true;
             }
             RecordKind::Abort => self.abort_record = true,
+            // Dnl records: no server writes them until the Dnl protocols
+            // run (their recovery rules come with them); as no record here,
+            // they never make a commit.
+            RecordKind::Lock | RecordKind::Repl => {}
         }
     }
 

@@ -180,6 +180,7 @@ impl RestartState {
                 WaitingAnswer::LogAcked => st.answered_log_ok += 1,
                 WaitingAnswer::Committed => st.answered_committed += 1,
                 WaitingAnswer::NotHeld => st.answered_not_held += 1,
+                WaitingAnswer::UnknownPhase => st.answered_unknown_phase += 1,
             }
         }
         for rec in records

@@ -1,0 +1,33 @@
+//! Dnl-1 (Dandelion §4.2.3; `tla/Dnl1.tla`), a row of the skeleton
+//! ([`super::skeleton`]):
+//!
+//! - **Locking**: the read and write sets at primaries and backups (TLA
+//!   `Lock`), no-wait, checking the versions read at every replica; the
+//!   request carries the written values;
+//! - no Read validation and no Replication;
+//! - **Unlocking**: every replica installs the writes and unlocks
+//!   (`Unlock`).
+//!
+//! Commit is reported after the Lock acks (one round trip); an abort only
+//! after the Unlock acks (two), so that recovery never finds the locks of
+//! a reported abort everywhere and commits it (the must-fail model
+//! `Dnl1EarlyAbortReport`). Locked backups refuse GetOne, so READABLE is
+//! not needed. Recovery commits iff a live node holds COMMIT or every live
+//! replica of every locked key holds the LOCK ([`Evidence::AllLocked`]).
+//! Read-only transactions run Dnl-RO ([`super::dnl_ro`]).
+//!
+//! Not yet driven by the coordinator.
+
+use super::skeleton::{At, Evidence, Report, Row, Step};
+
+/// Dnl-1's row (the spec's `Dnl1Row`).
+pub const ROW: Row = Row {
+    lock_at: At::PB,
+    lock_reads: true,
+    validate: false,
+    replicate_at: At::NONE,
+    report_commit: Report::Decision,
+    report_abort: Report::After(Step::Unlock),
+    evidence: Evidence::AllLocked,
+    readable: true,
+};

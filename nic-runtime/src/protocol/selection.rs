@@ -1,0 +1,146 @@
+//! Which commit protocol a cluster runs (DESIGN.md "Commit protocols";
+//! Dandelion §4.2 Table 4 for the Dnl rows, Xenic §4.2 for Xenic OCC).
+//!
+//! One value per cluster: every node of a cluster runs the same protocol
+//! (a deployed cluster stores it in its etcd configuration record and a node
+//! whose file disagrees refuses to join). The names are the ones the
+//! command line (`--protocol`), `cluster.toml` (`[protocol] commit`) and
+//! `/status` use: `xenic-occ`, `dnl4`, `dnl2`, `dnl1`. Read-only
+//! transactions run Dnl-RO under every Dnl protocol, so Dnl-RO is not a
+//! value here.
+//!
+//! Only Xenic OCC runs today: no coordinator or server drives the Dnl
+//! protocols yet, so
+//! [`CommitProtocol::check_implemented`] refuses them with
+//! [`CommitProtocolError::NotImplemented`] and every entry point that builds
+//! a node calls it.
+
+use std::fmt;
+use std::str::FromStr;
+
+/// A commit protocol of the codebase.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash)]
+pub enum CommitProtocol {
+    /// Xenic's OCC with primary-backup replication (Xenic §4.2;
+    /// `tla/XenicOCC.tla`): the default, and the only one that runs today.
+    #[default]
+    XenicOcc,
+    /// Dnl-4: lock the write set at primaries, validate reads, replicate to
+    /// backups, unlock (Dandelion §4.2.3; `tla/Dnl4.tla`).
+    Dnl4,
+    /// Dnl-2: lock reads and writes at primaries, replicate to every replica,
+    /// unlock (Dandelion §4.2.4; `tla/Dnl2.tla`).
+    Dnl2,
+    /// Dnl-1: lock reads and writes at every replica; commit is reported
+    /// after one round trip (Dandelion §4.2.5; `tla/Dnl1.tla`).
+    Dnl1,
+}
+
+/// Why a commit protocol cannot be chosen.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum CommitProtocolError {
+    /// A name that is none of [`CommitProtocol::ALL`]'s.
+    #[error("unknown commit protocol \"{0}\" (expected xenic-occ, dnl4, dnl2 or dnl1)")]
+    Unknown(String),
+    /// A protocol whose coordinator and server are not built yet.
+    #[error("commit protocol {0} is not implemented yet (only xenic-occ runs)")]
+    NotImplemented(CommitProtocol),
+}
+
+impl CommitProtocol {
+    /// Every protocol, in the order the docs list them.
+    pub const ALL: [CommitProtocol; 4] = [
+        CommitProtocol::XenicOcc,
+        CommitProtocol::Dnl4,
+        CommitProtocol::Dnl2,
+        CommitProtocol::Dnl1,
+    ];
+
+    /// Its name on the command line, in `cluster.toml` and in `/status`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            CommitProtocol::XenicOcc => "xenic-occ",
+            CommitProtocol::Dnl4 => "dnl4",
+            CommitProtocol::Dnl2 => "dnl2",
+            CommitProtocol::Dnl1 => "dnl1",
+        }
+    }
+
+    /// Whether this protocol runs in this build.
+    pub fn is_implemented(self) -> bool {
+        self == CommitProtocol::XenicOcc
+    }
+
+    /// `self` if it runs in this build.
+    ///
+    /// # Errors
+    /// [`CommitProtocolError::NotImplemented`] for a Dnl protocol (not yet
+    /// driven by the coordinator).
+    pub fn check_implemented(self) -> Result<CommitProtocol, CommitProtocolError> {
+        if self.is_implemented() {
+            Ok(self)
+        } else {
+            Err(CommitProtocolError::NotImplemented(self))
+        }
+    }
+}
+
+impl fmt::Display for CommitProtocol {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl FromStr for CommitProtocol {
+    type Err = CommitProtocolError;
+
+    /// Parses one of [`CommitProtocol::as_str`]'s names (exact, lower case).
+    /// A known but unimplemented protocol parses; building a node with it is
+    /// what fails ([`CommitProtocol::check_implemented`]).
+    ///
+    /// # Errors
+    /// [`CommitProtocolError::Unknown`] for any other text.
+    fn from_str(s: &str) -> Result<CommitProtocol, CommitProtocolError> {
+        CommitProtocol::ALL
+            .into_iter()
+            .find(|p| p.as_str() == s)
+            .ok_or_else(|| CommitProtocolError::Unknown(s.to_string()))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_round_trip_and_unknown_names_are_refused() {
+        for p in CommitProtocol::ALL {
+            assert_eq!(p.as_str().parse::<CommitProtocol>(), Ok(p));
+            assert_eq!(p.to_string(), p.as_str());
+        }
+        for bad in ["", "XENIC-OCC", "dnl3", "dnl-ro", "xenic"] {
+            assert_eq!(
+                bad.parse::<CommitProtocol>(),
+                Err(CommitProtocolError::Unknown(bad.into()))
+            );
+        }
+    }
+
+    #[test]
+    fn only_xenic_occ_is_implemented() {
+        assert_eq!(CommitProtocol::default(), CommitProtocol::XenicOcc);
+        assert_eq!(
+            CommitProtocol::XenicOcc.check_implemented(),
+            Ok(CommitProtocol::XenicOcc)
+        );
+        for p in [
+            CommitProtocol::Dnl4,
+            CommitProtocol::Dnl2,
+            CommitProtocol::Dnl1,
+        ] {
+            let e = p.check_implemented().unwrap_err();
+            assert_eq!(e, CommitProtocolError::NotImplemented(p));
+            assert!(e.to_string().contains("not implemented yet"), "{e}");
+        }
+    }
+}
