@@ -7,7 +7,7 @@
 use crate::bench_smallbank::{DRAIN_PASSES_MAX, DRAIN_TICK_NS, DRAIN_TIMEOUT};
 use crate::cli::{HistoryRunArgs, SmallbankArgs};
 use crate::external::{client_program, cpu_times, Clients, RunDir, CONNECT_WAIT_MS};
-use crate::report::history::{Checked, Summary};
+use crate::report::history::Checked;
 use crate::report::{Report, RunFigures, SmallbankReport};
 use crate::Failure;
 use splitkv_bench::history::{HistoryCheck, HistoryKind};
@@ -205,22 +205,9 @@ pub fn history(
             .workload
             .check_history(&cluster.db(), &history, stats)
     });
-    Summary {
-        workload: cluster.workload.name(),
-        args,
-        keys,
-        shape,
-        nodes: args.nodes,
-        replication: args.replication,
-        stats,
-        elapsed,
-        checked: checked.as_ref().map(Checked::from),
-        deployed: None,
-    }
-    .print(args.json);
-    checked
-        .map(|_| ())
-        .map_err(|e| Failure::Check(e.to_string()))
+    let checked = checked.map(|r| Checked::from(&r));
+    let workload = cluster.workload.name();
+    crate::bench_history::report_in_process(workload, args, keys, shape, stats, elapsed, checked)
 }
 
 /// The clients' histories as one, their times shifted onto the earliest

@@ -12,6 +12,7 @@ use crate::Failure;
 use splitkv_bench::history::HistoryCheck;
 use splitkv_bench::history_gen::{HistoryStats, TxShape};
 use splitkv_bench::loadgen::RetryPolicy;
+use splitkv_bench::CheckError;
 use splitkv_bench::{BenchCluster, ClusterSpec, ThreadRun, Workload};
 use splitkv_nic::net::mem::mem_network;
 use splitkv_nic::net::Transport;
@@ -92,9 +93,25 @@ pub fn run(
     for l in &cluster.loadgens {
         stats.add(&l.generator().stats());
     }
-    let checked = cluster.check();
+    let checked = cluster.check().map(|r| Checked::from(&r));
+    let workload = cluster.workload.name();
+    report_in_process(workload, args, keys, shape, stats, elapsed, checked)
+}
+
+/// Prints an in-process run's summary (text or JSON, `args.json`) and turns
+/// its history check into the command's result; the run's clients were in
+/// the nodes or in processes of their own.
+pub(crate) fn report_in_process(
+    workload: &str,
+    args: &HistoryRunArgs,
+    keys: u64,
+    shape: TxShape,
+    stats: HistoryStats,
+    elapsed: Duration,
+    checked: Result<Checked, CheckError>,
+) -> Result<(), Failure> {
     Summary {
-        workload: cluster.workload.name(),
+        workload,
         args,
         keys,
         shape,
@@ -102,7 +119,7 @@ pub fn run(
         replication: args.replication,
         stats,
         elapsed,
-        checked: checked.as_ref().map(Checked::from),
+        checked: checked.as_ref().copied(),
         deployed: None,
     }
     .print(args.json);
