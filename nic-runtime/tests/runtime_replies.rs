@@ -7,7 +7,7 @@ mod support;
 
 use splitkv_layout::wire::{decode_packet, Body, BodyWriter, MsgKind, ReplyStatus};
 use splitkv_layout::{Key, ObjectMeta, TxId};
-use splitkv_nic::net::mem::mem_network;
+use splitkv_nic::net::mem::{mem_network, MemTransport};
 use splitkv_nic::net::session::{SessionConfig, SessionEvent};
 use splitkv_nic::net::stack::StackConfig;
 use splitkv_nic::net::{Transport, TxPacket};
@@ -25,21 +25,31 @@ fn log_packet(seq: u32, tx_id: u64, value: &[u8]) -> Vec<u8> {
     peer_packet(seq, &w)
 }
 
-#[test]
-fn an_oversized_log_is_answered_not_dropped() {
+/// Node 0 of two (replication 1) on a memory network, and node 1's end
+/// of that network (the tests play node 1 by hand).
+fn node_0_of_2() -> (MemTransport, LoneRuntime) {
     let mut net = mem_network(2);
-    let mut peer = net.pop().unwrap();
+    let peer = net.pop().unwrap();
     let transport = net.pop().unwrap();
-    let LoneRuntime {
-        mut nic,
-        log: mut log_rx,
-        ..
-    } = lone_runtime(
+    let rt = lone_runtime(
         Placement::new(2, 1).unwrap(),
         transport,
         VALUE_BYTES_MAX,
         StackConfig::default(),
     );
+    (peer, rt)
+}
+
+#[test]
+fn an_oversized_log_is_answered_not_dropped() {
+    let (
+        mut peer,
+        LoneRuntime {
+            mut nic,
+            log: mut log_rx,
+            ..
+        },
+    ) = node_0_of_2();
     let (p7, p8) = (
         log_packet(0, 7, &[0u8; VALUE_BYTES_MAX + 1]),
         log_packet(1, 8, &[0u8; VALUE_BYTES_MAX]),
@@ -91,19 +101,14 @@ fn an_oversized_log_is_answered_not_dropped() {
 /// response; nothing reaches the host log and the runtime keeps running.
 #[test]
 fn dnl_requests_are_refused_as_malformed_until_served() {
-    let mut net = mem_network(2);
-    let mut peer = net.pop().unwrap();
-    let transport = net.pop().unwrap();
-    let LoneRuntime {
-        mut nic,
-        log: mut log_rx,
-        ..
-    } = lone_runtime(
-        Placement::new(2, 1).unwrap(),
-        transport,
-        VALUE_BYTES_MAX,
-        StackConfig::default(),
-    );
+    let (
+        mut peer,
+        LoneRuntime {
+            mut nic,
+            log: mut log_rx,
+            ..
+        },
+    ) = node_0_of_2();
     let key = Key::new(0, 1);
     let mut w = BodyWriter::new();
     let mut packets = Vec::new();
