@@ -3,6 +3,8 @@
 //! and random bytes give errors, never panics; the counts, the commit flag
 //! and the status byte are checked.
 
+mod wire_support;
+
 use proptest::prelude::*;
 use splitkv_layout::wire::*;
 use splitkv_layout::{DecodeError, Key, ObjectMeta, TxId, KEY_BYTES};
@@ -169,23 +171,7 @@ fn to_model(b: &Body<'_>) -> Model {
 }
 
 fn packet(msgs: &[Model]) -> Vec<u8> {
-    let (mut out, mut body, mut w) = (Vec::new(), Vec::new(), BodyWriter::new());
-    for m in msgs {
-        encode(m, &mut w);
-        MsgHeader::whole(w.kind(), w.bytes().len() as u32).encode(&mut body);
-        body.extend_from_slice(w.bytes());
-    }
-    PacketHeader {
-        src: 1,
-        dst: 2,
-        epoch: 3,
-        count: msgs.len() as u16,
-        len: body.len() as u32,
-        ..PacketHeader::default()
-    }
-    .encode(&mut out);
-    out.extend_from_slice(&body);
-    out
+    wire_support::packet_of(msgs, encode, (1, 2, 3))
 }
 
 proptest! {

@@ -1,6 +1,8 @@
 //! Wire messages and packets: round trips against a model, and bad bytes give
 //! errors, never panics.
 
+mod wire_support;
+
 use proptest::prelude::*;
 use splitkv_layout::host_nic::TxStatus;
 use splitkv_layout::wire::*;
@@ -180,25 +182,7 @@ fn to_model(b: &Body<'_>) -> Model {
 }
 
 fn packet(msgs: &[Model]) -> Vec<u8> {
-    let mut out = Vec::new();
-    let mut w = BodyWriter::new();
-    let mut body = Vec::new();
-    for m in msgs {
-        encode(m, &mut w);
-        MsgHeader::whole(w.kind(), w.bytes().len() as u32).encode(&mut body);
-        body.extend_from_slice(w.bytes());
-    }
-    PacketHeader {
-        src: 2,
-        dst: 5,
-        epoch: 9,
-        count: msgs.len() as u16,
-        len: body.len() as u32,
-        ..PacketHeader::default()
-    }
-    .encode(&mut out);
-    out.extend_from_slice(&body);
-    out
+    wire_support::packet_of(msgs, encode, (2, 5, 9))
 }
 
 proptest! {

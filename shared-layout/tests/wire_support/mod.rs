@@ -1,10 +1,14 @@
-//! Shared by the tests of the multi-part wire messages (`rebuild_wire.rs`,
-//! `recovery_wire.rs`): the strategies of the entries both carry, and the
-//! codec properties every such message type has.
+//! Shared by the wire tests: the strategies of the entries the multi-part
+//! messages carry and the codec properties every such message type has
+//! (`rebuild_wire.rs`, `recovery_wire.rs`), and whole packets of modelled
+//! messages (`wire.rs`, `dnl_wire.rs`).
 #![allow(dead_code)]
 
 use proptest::prelude::*;
-use splitkv_layout::wire::{Decision, NodeMask, RecordEvidence, RecordKind, MASK_NODES_MAX};
+use splitkv_layout::wire::{
+    BodyWriter, Decision, MsgHeader, NodeMask, PacketHeader, RecordEvidence, RecordKind,
+    MASK_NODES_MAX,
+};
 use splitkv_layout::TxId;
 
 /// An arbitrary record's evidence: any transaction, shard, kind and write
@@ -44,6 +48,7 @@ pub fn decision() -> impl Strategy<Value = Decision> {
 ///   `DecodeError::Inconsistent`;
 /// - `arbitrary_bytes_never_panic`: up to 256 arbitrary bytes decode to an
 ///   error or to a message that encodes back to exactly those bytes.
+#[allow(unused_macros)] // used by the multi-part message tests only
 macro_rules! codec_properties {
     ($msg:ty, $strategy:expr, $bytes_max:expr) => {
         ::proptest::proptest! {
@@ -87,4 +92,31 @@ macro_rules! codec_properties {
         }
     };
 }
+#[allow(unused_imports)]
 pub(crate) use codec_properties;
+
+/// One packet from node `src` to node `dst` in epoch `epoch` carrying
+/// `msgs`, each written by `encode` as one whole message.
+pub fn packet_of<M>(
+    msgs: &[M],
+    mut encode: impl FnMut(&M, &mut BodyWriter),
+    (src, dst, epoch): (u16, u16, u32),
+) -> Vec<u8> {
+    let (mut out, mut body, mut w) = (Vec::new(), Vec::new(), BodyWriter::new());
+    for m in msgs {
+        encode(m, &mut w);
+        MsgHeader::whole(w.kind(), w.bytes().len() as u32).encode(&mut body);
+        body.extend_from_slice(w.bytes());
+    }
+    PacketHeader {
+        src,
+        dst,
+        epoch,
+        count: msgs.len() as u16,
+        len: body.len() as u32,
+        ..PacketHeader::default()
+    }
+    .encode(&mut out);
+    out.extend_from_slice(&body);
+    out
+}
