@@ -50,8 +50,10 @@
 //!
 //! The timeout bounds a sleep anyway (a peer that died or wrote garbage into
 //! the word costs at most one timeout per round), and spurious returns only
-//! repeat steps 1–3. A node never sleeps on a client's doorbell (its polling
-//! loop must not block on a client); it only rings the client's.
+//! repeat steps 1–3. A node's NIC runtime never sleeps on a client's doorbell
+//! (its polling loop must not block on a client); the node's gateway thread,
+//! once idle, sleeps on one request doorbell for at most the sleep it would
+//! have taken anyway ([`Doorbell::sleep_once`]).
 
 use splitkv_layout::doorbell::{
     DOORBELL_BYTES, DOORBELL_FUTEX_MASK, DOORBELL_SLEEPING, DOORBELL_WORD_OFFSET,
@@ -262,23 +264,43 @@ fn wait_on<F: Futex>(
     }
     let sleep = Duration::from_millis(policy.sleep_ms.into());
     loop {
-        let seen = word.fetch_or(DOORBELL_SLEEPING, Ordering::AcqRel) | DOORBELL_SLEEPING;
-        if ready() {
-            word.fetch_and(!DOORBELL_SLEEPING, Ordering::Relaxed);
-            return WaitOutcome::Ready;
-        }
         let timeout = match deadline {
             None => sleep,
             Some(end) => match end.checked_duration_since(Instant::now()) {
                 Some(left) if !left.is_zero() => left.min(sleep),
                 _ => {
                     word.fetch_and(!DOORBELL_SLEEPING, Ordering::Relaxed);
-                    return WaitOutcome::TimedOut;
+                    return match ready() {
+                        true => WaitOutcome::Ready,
+                        false => WaitOutcome::TimedOut,
+                    };
                 }
             },
         };
-        futex.wait(word, (seen & DOORBELL_FUTEX_MASK) as u32, timeout);
+        if sleep_round(futex, word, &mut ready, timeout) {
+            return WaitOutcome::Ready;
+        }
     }
+}
+
+/// One round of the waiter's steps 1–3 (module docs) with a sleep of at most
+/// `timeout`: true if `ready()` held before sleeping (the flag is cleared
+/// then); false after the futex returned (woken, timed out or spurious),
+/// with the flag possibly still set.
+#[cfg_attr(loom, allow(dead_code))]
+fn sleep_round<F: Futex>(
+    futex: &F,
+    word: &AtomicU64,
+    ready: &mut impl FnMut() -> bool,
+    timeout: Duration,
+) -> bool {
+    let seen = word.fetch_or(DOORBELL_SLEEPING, Ordering::AcqRel) | DOORBELL_SLEEPING;
+    if ready() {
+        word.fetch_and(!DOORBELL_SLEEPING, Ordering::Relaxed);
+        return true;
+    }
+    futex.wait(word, (seen & DOORBELL_FUTEX_MASK) as u32, timeout);
+    false
 }
 
 /// The producer's side of the protocol: clears `SLEEPING` and wakes the
@@ -360,6 +382,24 @@ impl Doorbell {
             ready,
             deadline,
         )
+    }
+
+    /// Sleeps once on the doorbell for at most `timeout`, without spinning
+    /// or yielding first, unless `ready()` already holds; returns whether it
+    /// held afterwards (the producer's ring, a timeout or a spurious return
+    /// all end the sleep, and the flag is cleared on return). For a waiter
+    /// that must not be held by its producer: the node's gateway thread
+    /// sleeps on a client's request doorbell no longer than it would have
+    /// slept anyway, and a client that never rings (or scribbles on the
+    /// word) costs it nothing beyond that.
+    #[cfg(not(loom))]
+    pub fn sleep_once(&self, mut ready: impl FnMut() -> bool, timeout: Duration) -> bool {
+        let word = self.word();
+        if sleep_round(&SharedFutex, word, &mut ready, timeout) {
+            return true;
+        }
+        word.fetch_and(!DOORBELL_SLEEPING, Ordering::Relaxed);
+        ready()
     }
 
     /// Spins the next [`Self::wait`] uses at most, before the policy's cap

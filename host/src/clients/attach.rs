@@ -196,10 +196,19 @@ impl AttachedConnection {
         self.memory.len_bytes()
     }
 
-    /// The request doorbell (the client rings it; a node polls rather than
-    /// sleeping on a client's doorbell).
+    /// The request doorbell (the client rings it after each request).
     pub fn request_doorbell(&mut self) -> &mut Doorbell {
         &mut self.request_bell
+    }
+
+    /// Sleeps at most `timeout` on the request doorbell unless a request is
+    /// already waiting ([`Doorbell::sleep_once`]: the client's next request
+    /// ends the sleep, the client cannot lengthen it); true if a request is
+    /// waiting afterwards.
+    pub fn sleep_until_request(&mut self, timeout: std::time::Duration) -> bool {
+        let requests = &mut self.requests;
+        self.request_bell
+            .sleep_once(|| !requests.is_empty(), timeout)
     }
 
     /// Copies the next request entry out of client memory into `out`;

@@ -137,3 +137,47 @@ fn sleeper_is_woken_by_each_entry() {
         "the consumer never slept: the test checked nothing"
     );
 }
+
+#[test]
+fn sleep_once_returns_at_once_when_ready_and_clears_the_flag_on_a_timeout() {
+    let region = Region::new(64);
+    let bell = Doorbell::attach(region.clone(), 0).unwrap();
+    assert!(bell.sleep_once(|| true, Duration::from_secs(60)));
+    assert_eq!(region.load(0, Ordering::Relaxed), 0);
+    assert!(!bell.sleep_once(|| false, Duration::from_millis(5)));
+    assert_eq!(region.load(0, Ordering::Relaxed), 0, "flag cleared");
+}
+
+/// The producer sees the sleeper's flag, publishes and rings (a real wake-up,
+/// not the timeout), and the sleeper comes back with the entry there.
+#[test]
+fn sleep_once_is_ended_by_the_producers_ring() {
+    let bytes = 256;
+    let region = Region::new(ring_with_doorbell_bytes(bytes));
+    init_ring(&region, 0, bytes).unwrap();
+    let at = doorbell_offset(0, bytes);
+    init_doorbell(&region, at).unwrap();
+    let producer = {
+        let region = region.clone();
+        std::thread::spawn(move || {
+            let bell = Doorbell::attach(region.clone(), at).unwrap();
+            let mut p = RingProducer::attach(region.clone(), 0).unwrap();
+            while region.load(at + DOORBELL_WORD_OFFSET, Ordering::Acquire) & DOORBELL_SLEEPING == 0
+            {
+                std::thread::yield_now();
+            }
+            p.try_push(&[9]).unwrap();
+            bell.ring()
+        })
+    };
+    let bell = Doorbell::attach(region.clone(), at).unwrap();
+    let mut c = RingConsumer::attach(region.clone(), 0).unwrap();
+    let mut ready = false;
+    while !ready {
+        ready = bell.sleep_once(|| !c.is_empty(), Duration::from_secs(60));
+    }
+    assert!(producer.join().unwrap(), "the producer issued a wake-up");
+    let mut out = Vec::new();
+    assert!(c.try_pop(&mut out).unwrap());
+    assert_eq!(out, [9]);
+}

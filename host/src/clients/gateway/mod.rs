@@ -134,6 +134,9 @@ pub struct Gateway {
     ports: Vec<Client>,
     next_port: usize,
     conns: Vec<Option<Conn>>,
+    /// The place of the connection a request was last taken from: the one
+    /// whose doorbell an idle gateway thread sleeps on.
+    last_request_place: usize,
     next_generation: u64,
     pending: HashMap<u64, Pending>,
     next_id: u64,
@@ -177,6 +180,7 @@ impl Gateway {
             ports,
             next_port: 0,
             conns: Vec::new(),
+            last_request_place: 0,
             next_generation: 0,
             pending: HashMap::new(),
             next_id: 0,
@@ -325,7 +329,7 @@ impl Gateway {
             return false;
         }
         match c.conn.try_recv(&mut self.entry) {
-            Ok(true) => {}
+            Ok(true) => self.last_request_place = place,
             Ok(false) => return false,
             Err(e) => {
                 c.doomed = Some((CloseReason::Malformed, format!("request ring: {e}")));

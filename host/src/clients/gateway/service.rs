@@ -12,11 +12,13 @@
 //! cost an idle thread about 1% of a core), from [`GATEWAY_IDLE_SLEEP_US`]
 //! doubling while nothing happens up to [`GATEWAY_IDLE_SLEEP_MAX_US`]:
 //! measured at about 0.2% of a core with one idle connection
-//! (`host/tests/app_gateway.rs`, `idle_gateway_cpu_share`). It never
-//! sleeps on a client's doorbell (a client must not be able to hold the
-//! node's thread), so a request that arrives while it sleeps waits at most
-//! the current sleep: up to [`GATEWAY_IDLE_SLEEP_MAX_US`] after a long
-//! idle spell, and an idle node pays one short step per sleep.
+//! (`host/tests/app_gateway.rs`, `idle_gateway_cpu_share`). Each sleep is
+//! taken on the request doorbell of the connection a request came from
+//! last ([`Doorbell::sleep_once`](splitkv_client::Doorbell::sleep_once)):
+//! that client's next request rings it awake at once, while the timeout is
+//! the plain sleep's, so a client can shorten the thread's sleep but never
+//! hold it. A request of another connection waits at most the current
+//! sleep: up to [`GATEWAY_IDLE_SLEEP_MAX_US`] after a long idle spell.
 //!
 //! Stopping ([`ClientService::stop`], or dropping it) stops the listener,
 //! which removes the socket file, then drains the gateway: requests taken
@@ -200,11 +202,14 @@ fn drive(mut gateway: Gateway, attached: &Receiver<AttachedConnection>, stop: &A
             std::thread::yield_now();
         } else {
             if gateway.connections() > 0 {
-                // A plain sleep: cheaper than a channel's timed wait, which
-                // spins and yields first. A new connection waits for the
-                // end of it.
-                std::thread::sleep(Duration::from_micros(sleep_us));
-                sleep_us = (sleep_us * 2).min(GATEWAY_IDLE_SLEEP_MAX_US);
+                // Not a channel's timed wait, which spins and yields first.
+                // A new connection waits for the end of the sleep.
+                if sleep_on_requests(&mut gateway, Duration::from_micros(sleep_us)) {
+                    idle = 0;
+                    sleep_us = GATEWAY_IDLE_SLEEP_US;
+                } else {
+                    sleep_us = (sleep_us * 2).min(GATEWAY_IDLE_SLEEP_MAX_US);
+                }
                 continue;
             }
             let sleep = Duration::from_millis(GATEWAY_UNCONNECTED_SLEEP_MS);
@@ -221,4 +226,16 @@ fn drive(mut gateway: Gateway, attached: &Receiver<AttachedConnection>, stop: &A
         }
     }
     gateway.close_all();
+}
+
+/// Sleeps at most `timeout` on the request doorbell of the connection a
+/// request came from last (plainly if it is gone); true if that connection
+/// has a request waiting afterwards.
+fn sleep_on_requests(gateway: &mut Gateway, timeout: Duration) -> bool {
+    let place = gateway.last_request_place;
+    let Some(c) = gateway.conns.get_mut(place).and_then(Option::as_mut) else {
+        std::thread::sleep(timeout);
+        return false;
+    };
+    c.conn.sleep_until_request(timeout)
 }
