@@ -191,6 +191,7 @@ fn drive<G: TxGenerator>(
     }
     let end = now();
     l.finish(end);
+    r.node_closed = matches!(l.error(), Some(PortError::Closed));
     r.error = match (l.error(), l.is_done()) {
         (Some(e), _) => Some(error_text(e)),
         (None, false) => Some("transactions still in flight after the drain".to_string()),

@@ -253,7 +253,9 @@ impl RemoteNode {
             .ok_or_else(|| CallError::Conflict("no workload is loaded".into()))
     }
 
-    /// `POST /workload/start`: starts the node's client of the loaded workload.
+    /// `POST /workload/start`: starts the node's client of the loaded workload
+    /// (none if the request says the clients are external: the run is then
+    /// done at once).
     ///
     /// # Errors
     /// [`CallError::BadRequest`] for a bad body; [`CallError::Conflict`]
@@ -270,8 +272,20 @@ impl RemoteNode {
             ));
         }
         let stop = Arc::new(AtomicBool::new(false));
-        let done = Arc::new(AtomicBool::new(false));
+        let done = Arc::new(AtomicBool::new(req.external));
         let start_ns = l.cluster.now();
+        if req.external {
+            l.run = Some(Run {
+                start_ns,
+                stop,
+                done,
+            });
+            return Ok(StartAnswer {
+                version: PROTOCOL_VERSION,
+                node,
+                start_ns,
+            });
+        }
         let warmup_ns = req.warmup_ms.saturating_mul(1_000_000);
         let run_ns = req
             .run_ms

@@ -233,6 +233,12 @@ pub struct StartRequest {
     /// no journal).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub journal: Option<String>,
+    /// The workload's clients run as processes of their own, attached to
+    /// the node's application socket (L5 §III): the node starts no client,
+    /// its run is done at once, and `/results` carries its counters and
+    /// rows only (the clients report the rest).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub external: bool,
 }
 
 /// The answer to `POST /workload/start` and `/workload/stop`.

@@ -175,7 +175,7 @@ pub struct HistorySummary {
 }
 
 /// Version of [`ClientResults`]; bumped on any change of its shape.
-pub const CLIENT_RESULTS_VERSION: u32 = 1;
+pub const CLIENT_RESULTS_VERSION: u32 = 2;
 
 /// What an external client program saw in its run, as it writes it (JSON):
 /// the counters, latency and workload figures a deployed node reports for
@@ -220,6 +220,13 @@ pub struct ClientResults {
     /// transactions it had in flight then have unknown outcomes.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
+    /// Whether `error` is the node closing the connection (its process
+    /// died or stopped): a node killed on purpose ends its clients' runs
+    /// so, with their transactions in flight indeterminate (`info` in a
+    /// history, unknown money in Smallbank's summary), as a killed node's
+    /// in-node client's.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub node_closed: bool,
 }
 
 /// A latency histogram as `(value, count)` pairs, the shape results carry.

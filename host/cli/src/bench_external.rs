@@ -59,7 +59,7 @@ pub fn smallbank(args: &SmallbankArgs) -> Result<(), Failure> {
     let (mut cluster, _elapsed) = cluster
         .run_threads_with_outside_clients(run, |_, _| clients.all_exited())
         .map_err(Failure::from)?;
-    let results = clients.finish(Instant::now() + CLIENT_EXIT_WAIT)?;
+    let results = clients.finish(Instant::now() + CLIENT_EXIT_WAIT, None)?;
     let cpu_after = cpu_times();
     let now = cluster.parts.now();
     cluster
@@ -188,7 +188,7 @@ pub fn history(
     let (mut cluster, _) = cluster
         .run_threads_with_outside_clients(run, |_, _| clients.all_exited())
         .map_err(Failure::from)?;
-    let results = clients.finish(Instant::now() + CLIENT_EXIT_WAIT)?;
+    let results = clients.finish(Instant::now() + CLIENT_EXIT_WAIT, None)?;
     let elapsed = started.elapsed();
     let now = cluster.parts.now();
     cluster

@@ -297,7 +297,7 @@ pub struct SmallbankArgs {
     /// How transactions reach the store: shipped (the workload's registered procedures), txn (one-shot etcd-style Txns through the node's built-in procedure; Smallbank reads, then writes comparing the versions read, retrying on a failed compare), interactive (not built yet).
     #[arg(long, value_enum, default_value = "shipped")]
     pub api: TxApi,
-    /// Where each node's workload client runs: inside the node, or as a `splitkv-app-client` process attached to the node's application socket.
+    /// Where each node's workload client runs: inside the node, or as a `splitkv-app-client` process attached to the node's application socket. With --cluster the clients run on this machine and the file needs a [clients] section with start = "on-load".
     #[arg(long, value_enum, default_value = "in-node")]
     pub clients: crate::external::ClientsMode,
     /// The commit protocol: xenic-occ (the default), dnl4, dnl2 or dnl1 (the Dnl protocols are not implemented yet and are refused). With --cluster the cluster file's `[protocol] commit` runs, and a different --protocol is refused.
@@ -471,22 +471,9 @@ impl SmallbankArgs {
                 self.max_tries
             )
         })?;
-        check_clients(self.clients, &self.deployed)?;
         check_protocol(self.protocol)?;
         check_api(self.api)
     }
-}
-
-/// `--clients external` runs on the in-process cluster only (not built
-/// with `--cluster` yet).
-pub fn check_clients(
-    clients: crate::external::ClientsMode,
-    deployed: &ClusterArgs,
-) -> Result<(), String> {
-    ensure(
-        clients == crate::external::ClientsMode::InNode || deployed.cluster.is_none(),
-        || "--clients external runs on the in-process cluster only (not with --cluster yet)".into(),
-    )
 }
 
 impl LookupArgs {

@@ -8,7 +8,7 @@
 
 use crate::Failure;
 use splitkv_host::deploy::ClientSettings;
-use splitkv_workloads::results::ClientResults;
+use splitkv_workloads::results::{ClientResults, CLIENT_RESULTS_VERSION};
 use splitkv_workloads::spec::ClientSpec;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -165,13 +165,20 @@ impl Clients {
     }
 
     /// Waits for every client until `deadline` (then kills the rest) and
-    /// reads their results, by client.
+    /// reads their results, by client. The client of node `lost` (killed
+    /// on purpose) may have ended its run because the node closed its
+    /// connection.
     ///
     /// # Errors
     /// [`Failure::Check`] naming a client that did not end by the deadline,
-    /// failed, wrote no results, or stopped early (its connection failed,
-    /// or transactions were still in flight after its drain).
-    pub fn finish(mut self, deadline: Instant) -> Result<Vec<ClientResults>, Failure> {
+    /// failed, wrote no results or results of another version, or stopped
+    /// early (its connection failed, or transactions were still in flight
+    /// after its drain).
+    pub fn finish(
+        mut self,
+        deadline: Instant,
+        lost: Option<u16>,
+    ) -> Result<Vec<ClientResults>, Failure> {
         while !self.all_exited() && Instant::now() < deadline {
             std::thread::sleep(Duration::from_millis(20));
         }
@@ -198,7 +205,14 @@ impl Clients {
             let r: ClientResults = serde_json::from_str(&text).map_err(|e| {
                 Failure::Check(format!("node {node}'s external client results: {e}"))
             })?;
-            if let Some(e) = &r.error {
+            if r.version != CLIENT_RESULTS_VERSION {
+                return Err(Failure::Check(format!(
+                    "node {node}'s external client wrote results of version {} (this bench reads {CLIENT_RESULTS_VERSION})",
+                    r.version
+                )));
+            }
+            let lost_node = r.node_closed && lost == Some(*node);
+            if let Some(e) = r.error.as_ref().filter(|_| !lost_node) {
                 return Err(Failure::Check(format!(
                     "node {node}'s external client stopped early: {e}"
                 )));

@@ -6,14 +6,13 @@
 //! and an api the external client does not run are refused with one line,
 //! exit 2.
 
-use std::path::{Path, PathBuf};
+mod support_deploy;
+
 use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
 /// Bound on one bench run (a second of load plus start-up and checks).
 const RUN_TIMEOUT: Duration = Duration::from_secs(120);
-/// Bound on building the client program when it is not there yet.
-const BUILD_TIMEOUT: Duration = Duration::from_secs(900);
 
 /// Runs `cmd` to its end within `timeout` (killed past it), output captured.
 fn run_within(mut cmd: Command, timeout: Duration) -> Output {
@@ -57,29 +56,8 @@ fn run_within(mut cmd: Command, timeout: Duration) -> Output {
     }
 }
 
-/// The client program next to the `splitkv` under test, built (or found
-/// up to date) once per test binary, so a stale copy is never run.
-fn client_program() -> PathBuf {
-    static BUILT: std::sync::Once = std::sync::Once::new();
-    let splitkv = Path::new(env!("CARGO_BIN_EXE_splitkv"));
-    let program = splitkv.with_file_name("splitkv-app-client");
-    BUILT.call_once(|| {
-        let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
-        let mut build = Command::new(cargo);
-        build.args(["build", "--release", "-p", "splitkv-app-client"]);
-        let out = run_within(build, BUILD_TIMEOUT);
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-    });
-    assert!(program.is_file(), "{} missing", program.display());
-    program
-}
-
 fn splitkv(args: &[&str]) -> Output {
-    client_program();
+    support_deploy::client_program();
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_splitkv"));
     cmd.args(args);
     run_within(cmd, RUN_TIMEOUT)

@@ -73,7 +73,7 @@ pub struct HistoryRunArgs {
     /// How transactions reach the store: shipped (the workload's registered procedures), txn (one-shot etcd-style Txns through the node's built-in procedure; register: one Txn per transaction; list-append is refused), interactive (not built yet).
     #[arg(long, value_enum, default_value = "shipped")]
     pub api: TxApi,
-    /// Where each node's workload client runs: inside the node, or as a `splitkv-app-client` process attached to the node's application socket (shipped api only).
+    /// Where each node's workload client runs: inside the node, or as a `splitkv-app-client` process attached to the node's application socket (shipped api only). With --cluster the clients run on this machine and the file needs a [clients] section with start = "on-load".
     #[arg(long, value_enum, default_value = "in-node")]
     pub clients: crate::external::ClientsMode,
     /// The commit protocol: xenic-occ (the default), dnl4, dnl2 or dnl1 (the Dnl protocols are not implemented yet and are refused). With --cluster the cluster file's `[protocol] commit` runs, and a different --protocol is refused.
@@ -130,7 +130,6 @@ impl HistoryRunArgs {
                 self.threads
             )
         })?;
-        super::check_clients(self.clients, &self.deployed)?;
         check_protocol(self.protocol)?;
         check_api(self.api)
     }

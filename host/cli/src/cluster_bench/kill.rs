@@ -133,8 +133,12 @@ impl Deployed {
         let (n, at) = self.killed?;
         let (at_kill, end) = self.committed_around_kill;
         let after = |t: Duration| t.saturating_sub(at).as_millis();
+        let client = match self.external {
+            Some(_) => "its external client ended with its transactions in flight indeterminate",
+            None => "its client's history from its journal",
+        };
         let mut line = format!(
-            "killed: node {n} (SIGKILL) at {:.2} s into the run (the bench's clock, which sent it); survivors committed {} transactions after it; its client's history from its journal",
+            "killed: node {n} (SIGKILL) at {:.2} s into the run (the bench's clock, which sent it); survivors committed {} transactions after it; {client}",
             at.as_secs_f64(),
             end.saturating_sub(at_kill.unwrap_or(end)),
         );

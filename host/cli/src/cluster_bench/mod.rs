@@ -46,6 +46,7 @@
 
 mod clock;
 mod end;
+mod external;
 mod kill;
 mod nic_crash;
 mod replace;
@@ -53,6 +54,7 @@ mod restart;
 mod spawn;
 
 use crate::cli::{ClusterArgs, HistoryRunArgs, KillAt, SmallbankArgs};
+use crate::external::ClientsMode;
 use crate::report::{history, replica_line, NicTotals, SessionTotals};
 use crate::report::{Report, RunFigures, SmallbankReport};
 use crate::timeline::{Timeline, SAMPLE_INTERVAL};
@@ -119,6 +121,8 @@ struct Deployed {
     /// shard back at the degree without the killed node (with more nodes
     /// than replicas).
     restored_without_killed: Option<u64>,
+    /// `--clients external`: the clients' processes ([`external`]).
+    external: Option<external::ExternalClients>,
 }
 
 fn bad(e: impl std::fmt::Display) -> Failure {
@@ -126,13 +130,15 @@ fn bad(e: impl std::fmt::Display) -> Failure {
 }
 
 impl Deployed {
-    /// Reads the file, refuses a `protocol` other than the file's, spawns
-    /// the nodes if asked, waits until every control endpoint answers.
+    /// Reads the file, refuses a `protocol` other than the file's and
+    /// external `clients` the file cannot serve, spawns the nodes if asked,
+    /// waits until every control endpoint answers.
     fn open(
         args: &ClusterArgs,
         threads: usize,
         seed: u64,
         protocol: Option<CommitProtocol>,
+        clients: ClientsMode,
     ) -> Result<Deployed, Failure> {
         let path = args
             .cluster
@@ -147,6 +153,7 @@ impl Deployed {
                 config.protocol.commit
             )));
         }
+        let external = external::ExternalClients::of(clients, &config, args)?;
         let mut d = Deployed {
             config,
             spawned: None,
@@ -170,6 +177,7 @@ impl Deployed {
             restart: (args.restart.map(|at| restart::Restart::new(at, false)))
                 .or(args.replace.map(|at| restart::Restart::new(at, true))),
             restored_without_killed: None,
+            external,
         };
         kill::check_flags(args, &d.config)?;
         if args.journal || args.kill.is_some() {
@@ -278,23 +286,39 @@ impl Deployed {
             bar.inc(1);
         }
         bar.finish_and_clear();
+        let built = workload.build().map_err(bad)?;
         let (t0, run_clock) = RunClock::start();
         self.run_clock = run_clock;
         for n in 0..self.nodes() {
             let mut start = start.clone();
             start.journal = self.journal(n).map(|p| p.display().to_string());
+            start.external = self.external.is_some();
             let body =
                 serde_json::to_value(&start).map_err(|e| Failure::Internal(e.to_string()))?;
             let _: StartAnswer = self.call(n, "POST", "/workload/start", Some(&body))?;
         }
+        let nodes = self.nodes();
+        if let Some(e) = self.external.as_mut() {
+            e.start(nodes, &built, &start, DRAIN_TIMEOUT)?;
+        }
         self.wait(expected, t0, &start)?;
         let elapsed = t0.elapsed();
         std::thread::sleep(SETTLE);
-        let built = workload.build().map_err(bad)?;
+        let killed = self.killed.map(|(k, _)| k);
+        let clients = match self.external.as_mut() {
+            Some(e) => Some(e.finish(killed)?),
+            None => None,
+        };
         let mut results = Vec::with_capacity(self.nodes() as usize);
         for n in 0..self.nodes() {
             self.not_fenced(n)?;
-            results.push(self.results_of(n, &built)?);
+            let r = match &clients {
+                // The killed node's rows are gone; its client's results stand.
+                Some(c) if self.is_killed(n) => external::merged(None, &c[n as usize]),
+                Some(c) => external::merged(Some(self.results_of(n, &built)?), &c[n as usize]),
+                None => self.results_of(n, &built)?,
+            };
+            results.push(r);
         }
         Ok((results, elapsed))
     }
@@ -403,6 +427,7 @@ impl Deployed {
             self.committed_around_kill.1 = committed;
             self.note_nic_crash(t0.elapsed(), u16::MAX, &Value::Null, Some(committed));
             all &= self.restart_settled(t0.elapsed())?;
+            all &= self.external.as_mut().is_none_or(|e| e.all_exited());
             if all {
                 break;
             }
@@ -475,7 +500,13 @@ pub fn smallbank(args: &SmallbankArgs) -> Result<(), Failure> {
     if let Some(p) = &args.timeline {
         crate::timeline::check_path(p)?;
     }
-    let mut d = Deployed::open(&args.deployed, args.threads, args.seed, args.protocol)?;
+    let mut d = Deployed::open(
+        &args.deployed,
+        args.threads,
+        args.seed,
+        args.protocol,
+        args.clients,
+    )?;
     d.timeline = args
         .timeline
         .as_ref()
@@ -500,6 +531,7 @@ pub fn smallbank(args: &SmallbankArgs) -> Result<(), Failure> {
         warmup_ms: args.warmup.as_millis() as u64,
         run_ms: Some(total.as_millis() as u64),
         journal: None,
+        external: false,
     };
     let (results, _) = d.run(spec, start, total)?;
     let end = d.end(args.timeline.as_deref())?;
@@ -537,7 +569,13 @@ pub fn history(
         let e = splitkv_bench::ApiError::ListAppendTxn;
         return Err(Failure::BadInput(format!("--api txn: {e}")));
     }
-    let mut d = Deployed::open(&args.deployed, args.threads, args.seed, args.protocol)?;
+    let mut d = Deployed::open(
+        &args.deployed,
+        args.threads,
+        args.seed,
+        args.protocol,
+        args.clients,
+    )?;
     d.timeline = args.timeline.as_ref().map(|_| {
         let name = if register { "register" } else { "list-append" };
         Timeline::new(format!("{name}, deployed cluster"))
@@ -572,6 +610,7 @@ pub fn history(
         warmup_ms: 0,
         run_ms: args.duration.map(|d| d.as_millis() as u64),
         journal: None,
+        external: false,
     };
     let expected = args.duration.unwrap_or(RUN_TIMEOUT);
     let (results, elapsed) = d.run(spec, start, expected)?;

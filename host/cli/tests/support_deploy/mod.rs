@@ -132,6 +132,30 @@ pub fn cluster_file(nodes: usize, replication: usize, extra: &str) -> ClusterFil
     }
 }
 
+/// Bound on building the external client program when it is not there yet.
+pub const CLIENT_BUILD_TIMEOUT: Duration = Duration::from_secs(900);
+
+/// The external client program (`splitkv-app-client`) next to the `splitkv`
+/// under test, built (or found up to date) once per test binary, so a stale
+/// copy is never run.
+pub fn client_program() -> PathBuf {
+    static BUILT: std::sync::Once = std::sync::Once::new();
+    let splitkv = std::path::Path::new(env!("CARGO_BIN_EXE_splitkv"));
+    let program = splitkv.with_file_name("splitkv-app-client");
+    BUILT.call_once(|| {
+        let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+        let mut build = Command::new(cargo)
+            .args(["build", "--release", "-p", "splitkv-app-client"])
+            .stdin(Stdio::null())
+            .spawn()
+            .expect("start cargo");
+        let status = wait_exit(&mut build, CLIENT_BUILD_TIMEOUT);
+        assert!(status.success(), "building splitkv-app-client: {status}");
+    });
+    assert!(program.is_file(), "{} missing", program.display());
+    program
+}
+
 /// Runs the binary with `args`, stdout and stderr captured.
 pub fn splitkv(args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_splitkv"))
