@@ -1,9 +1,11 @@
 //! A draining gateway (the node stops serving applications): requests
 //! already at the NIC runtime still get their outcomes, and a request taken
 //! after the drain began is answered "unavailable: draining" without
-//! reaching the NIC runtime. Driven by hand, step by step, over a real
-//! connection and an in-process cluster's NIC client port, so the order of
-//! events is the test's, not the scheduler's. Every wait has a deadline.
+//! reaching the NIC runtime. A gateway whose node's NIC runtime restarts
+//! answers "unavailable: NIC restarting" meanwhile, and serves again after.
+//! Driven by hand, step by step, over a real connection and an in-process
+//! cluster's NIC client port, so the order of events is the test's, not
+//! the scheduler's. Every wait has a deadline.
 
 use splitkv_client::{ConnectOptions, Connection};
 use splitkv_host::clients::{AttachPolicy, ClientListener, Gateway, GatewayConfig, GatewayStats};
@@ -13,6 +15,7 @@ use splitkv_layout::app::{
     Outcome, Request, Status, UnavailableReason, APP_RING_CAPACITY_MIN_BYTES,
 };
 use splitkv_layout::Key;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -32,8 +35,16 @@ fn put(req_id: u64) -> Vec<u8> {
     out
 }
 
-#[test]
-fn a_draining_gateway_answers_new_requests_unavailable_and_finishes_the_rest() {
+/// A gateway over node 0's NIC client port with one connection attached.
+struct Rig {
+    _dir: tempfile::TempDir,
+    cluster: Cluster,
+    gateway: Gateway,
+    listener: ClientListener,
+    conn: Connection,
+}
+
+fn rig() -> Rig {
     let dir = tempfile::Builder::new()
         .prefix("splitkv-drain-")
         .tempdir_in("/tmp")
@@ -69,12 +80,30 @@ fn a_draining_gateway_answers_new_requests_unavailable_and_finishes_the_rest() {
         timeout: Duration::from_secs(5),
         ..ConnectOptions::default()
     };
-    let mut conn = Connection::connect(settings.socket_path(0), &options).expect("connect");
+    let conn = Connection::connect(settings.socket_path(0), &options).expect("connect");
     gateway.add(
         attached
             .recv_timeout(WAIT)
             .expect("the attached connection"),
     );
+    Rig {
+        _dir: dir,
+        cluster,
+        gateway,
+        listener,
+        conn,
+    }
+}
+
+#[test]
+fn a_draining_gateway_answers_new_requests_unavailable_and_finishes_the_rest() {
+    let Rig {
+        _dir,
+        cluster,
+        mut gateway,
+        listener,
+        mut conn,
+    } = rig();
     let end = Instant::now() + WAIT;
     let origin = Instant::now();
     let now = || origin.elapsed().as_nanos() as u64;
@@ -117,6 +146,52 @@ fn a_draining_gateway_answers_new_requests_unavailable_and_finishes_the_rest() {
         "the put taken while draining"
     );
     assert_eq!(gateway.in_flight(), 0);
+    gateway.close_all();
+    listener.stop();
+    cluster.shutdown().expect("clean shutdown");
+}
+
+#[test]
+fn a_gateway_answers_nic_restarting_while_the_nic_runtime_restarts() {
+    let Rig {
+        _dir,
+        cluster,
+        mut gateway,
+        listener,
+        mut conn,
+    } = rig();
+    let restarting = Arc::new(AtomicBool::new(true));
+    gateway.watch_nic_restart(restarting.clone());
+    let end = Instant::now() + WAIT;
+    let origin = Instant::now();
+    let now = || origin.elapsed().as_nanos() as u64;
+    let mut entry = Vec::new();
+    let mut outcome_of = |conn: &mut Connection, gateway: &mut Gateway, id: u64| {
+        conn.send(&put(id), Some(end)).unwrap();
+        loop {
+            assert!(Instant::now() < end, "no outcome for put {id}");
+            gateway.run_iteration(now());
+            if conn.try_recv(&mut entry).unwrap() {
+                let o = Outcome::decode(&entry).unwrap();
+                assert_eq!(o.req_id, id);
+                return o.status;
+            }
+        }
+    };
+    assert_eq!(
+        outcome_of(&mut conn, &mut gateway, 0),
+        Status::Unavailable(UnavailableReason::NicRestarting),
+        "a put while the NIC runtime restarts"
+    );
+    restarting.store(false, Ordering::Release);
+    assert_eq!(
+        outcome_of(&mut conn, &mut gateway, 1),
+        Status::Committed,
+        "a put once it serves again"
+    );
+    let counts = gateway.stats().snapshot();
+    let restarting = Status::Unavailable(UnavailableReason::NicRestarting);
+    assert_eq!(counts.outcomes(restarting), 1, "{counts:?}");
     gateway.close_all();
     listener.stop();
     cluster.shutdown().expect("clean shutdown");

@@ -89,6 +89,7 @@ impl Placed {
             return;
         }
         let next = n.incarnation().saturating_add(1);
+        shared.nic_restarting[slot.entry].store(true, Ordering::Release);
         if let Err(e) = n.restart_nic(now, next) {
             shared.record_failure(ClusterError::NodeStopped {
                 node: slot.node,
@@ -104,6 +105,8 @@ impl Placed {
                     .lock()
                     .unwrap_or_else(|e| e.into_inner());
                 s.set_nic(n);
+                let restarting = !s.nic_serving;
+                shared.nic_restarting[slot.entry].store(restarting, Ordering::Release);
                 match m {
                     // The agent takes the session events (to report the
                     // suspects): the failed peers are the coordinator's.
@@ -127,7 +130,7 @@ impl Placed {
 /// given). Hands out [`Client`]s, loads rows, reports counters, and shuts down
 /// into a [`ClusterParts`]. Dropping it stops its threads.
 pub struct Cluster {
-    shared: Arc<Shared>,
+    pub(super) shared: Arc<Shared>,
     threads: Vec<JoinHandle<Vec<Placed>>>,
     /// Clients not handed out yet, by entry.
     clients: Mutex<Vec<Vec<Client>>>,
@@ -225,11 +228,18 @@ impl Cluster {
         let resolve: crate::clients::ProcedureResolver =
             Arc::new(move |name: &str| procedures.id_of(name));
         for (node, port) in apps.ports {
+            let entry = (self.ids.iter().position(|&n| n == node)).ok_or_else(|| {
+                ClusterError::Applications {
+                    node,
+                    message: "no such node in this process".into(),
+                }
+            })?;
             let service = crate::clients::ClientService::start(
                 &apps.settings,
                 node,
                 vec![port],
                 resolve.clone(),
+                self.shared.nic_restarting[entry].clone(),
             )
             .map_err(|e| ClusterError::Applications {
                 node,

@@ -218,6 +218,12 @@ pub(crate) struct Shared {
     /// NIC runtime restarts asked for and not yet made, by entry
     /// (`Cluster::restart_nic`; the owning polling thread takes them).
     pub nic_restart: Vec<AtomicBool>,
+    /// Whether each node's NIC runtime is restarting (restarted and not
+    /// serving again yet), by entry: set by its polling thread at the
+    /// restart and with each publish; its application gateway answers new
+    /// requests [`UnavailableReason::NicRestarting`](splitkv_layout::app::UnavailableReason::NicRestarting)
+    /// meanwhile.
+    pub nic_restarting: Vec<std::sync::Arc<AtomicBool>>,
     /// Copy-read handoffs between each node's NIC runtime and host worker
     /// threads, by entry (re-replication, [`super::copy_reads`]).
     pub copy_reads: Vec<CopyReads>,
@@ -247,6 +253,9 @@ impl Shared {
                 })
                 .collect(),
             nic_restart: ids.iter().map(|_| AtomicBool::new(false)).collect(),
+            nic_restarting: (ids.iter())
+                .map(|_| std::sync::Arc::new(AtomicBool::new(false)))
+                .collect(),
             copy_reads: ids.iter().map(|_| CopyReads::default()).collect(),
             clock_origin: OnceLock::new(),
             #[cfg(not(loom))]

@@ -29,6 +29,8 @@ fn a_restarted_nic_runtime_rebuilds_and_serves_again_under_a_new_incarnation() {
     };
     assert_eq!(before.rebuild.restarts, 0);
     assert!(before.nic_serving);
+    let restarting = cluster.shared.nic_restarting[1].clone();
+    assert!(!restarting.load(std::sync::atomic::Ordering::Acquire));
     cluster.restart_nic(1).unwrap();
     let t0 = Instant::now();
     let after = loop {
@@ -40,6 +42,15 @@ fn a_restarted_nic_runtime_rebuilds_and_serves_again_under_a_new_incarnation() {
         std::thread::sleep(Duration::from_millis(2));
     };
     assert_eq!(after.rebuild.restarts, 1);
+    // Its gateway's flag is clear again once it serves (set meanwhile).
+    let t0 = Instant::now();
+    while restarting.load(std::sync::atomic::Ordering::Acquire) {
+        assert!(
+            t0.elapsed() < SERVING_AGAIN_MAX,
+            "the restart flag stayed set"
+        );
+        std::thread::sleep(Duration::from_millis(2));
+    }
     assert_eq!(after.nic_incarnation, before.nic_incarnation + 1);
     // The other nodes were not restarted.
     for n in [0, 2] {

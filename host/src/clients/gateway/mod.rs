@@ -45,6 +45,11 @@
 //! coming, and [`Gateway::drained`] says when none is left to answer; the
 //! driver then closes every connection (or at its deadline).
 //!
+//! **NIC restart** ([`Gateway::watch_nic_restart`]): while the node's NIC
+//! runtime restarts and rebuilds, a request taken is answered
+//! [`Status::Unavailable`]`(`[`UnavailableReason::NicRestarting`]`)`
+//! without reaching it.
+//!
 //! A call of a procedure id that the connection did not resolve at its
 //! set-up is answered [`Status::UnknownProcedure`] without reaching the NIC
 //! runtime. The number of open connections is bounded by the listener
@@ -67,6 +72,7 @@ use splitkv_layout::app::{Outcome, Request, Status, UnavailableReason};
 use splitkv_layout::host_nic::TxOutcome;
 use std::collections::{HashMap, VecDeque};
 use std::io::ErrorKind;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
 /// Request entries taken from one connection per step (batch at our own
@@ -142,6 +148,8 @@ pub struct Gateway {
     next_id: u64,
     blocked: Option<Blocked>,
     draining: bool,
+    /// Set while the node's NIC runtime restarts ([`Gateway::watch_nic_restart`]).
+    nic_restarting: Arc<AtomicBool>,
     stats: Arc<GatewayStats>,
     next_liveness_ns: u64,
     entry: Vec<u8>,
@@ -186,6 +194,7 @@ impl Gateway {
             next_id: 0,
             blocked: None,
             draining: false,
+            nic_restarting: Arc::new(AtomicBool::new(false)),
             stats,
             next_liveness_ns: 0,
             entry: Vec::new(),
@@ -244,6 +253,17 @@ impl Gateway {
         }
         self.close_doomed();
         work
+    }
+
+    /// Answers every new request
+    /// [`UnavailableReason::NicRestarting`] while `flag` is set (the node's
+    /// NIC runtime restarted and is rebuilding from its peers; DESIGN.md's
+    /// NIC-only crash): the caller learns at once that retrying later may
+    /// succeed, rather than waiting for the rebuild with its request held.
+    /// Requests already at the NIC runtime when it restarted end
+    /// [`Status::OutcomeUnknown`] (their transactions may still commit).
+    pub fn watch_nic_restart(&mut self, flag: Arc<AtomicBool>) {
+        self.nic_restarting = flag;
     }
 
     /// From now on answers every new request
@@ -373,6 +393,12 @@ impl Gateway {
                 Status::Unavailable(UnavailableReason::Draining),
                 why,
             );
+            return true;
+        }
+        if self.nic_restarting.load(Ordering::Acquire) {
+            let why = b"the node's NIC runtime is restarting: retry once it serves again";
+            let status = Status::Unavailable(UnavailableReason::NicRestarting);
+            self.answer(pending, status, why);
             return true;
         }
         let (procedure, kind) = match map::to_nic(&req, &mut self.args) {

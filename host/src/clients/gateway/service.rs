@@ -85,7 +85,9 @@ impl ClientService {
     /// Listens for node `node` under `settings` (at
     /// `settings.socket_path(node)`) and serves attached connections
     /// through the NIC client ports `ports`, resolving procedure names with
-    /// `resolve`.
+    /// `resolve`; while `nic_restarting` is set, new requests are answered
+    /// [`UnavailableReason::NicRestarting`](splitkv_layout::app::UnavailableReason::NicRestarting)
+    /// ([`Gateway::watch_nic_restart`]).
     ///
     /// # Errors
     /// [`ServiceError::Listener`] (the socket cannot be served),
@@ -96,13 +98,15 @@ impl ClientService {
         node: u16,
         ports: Vec<Client>,
         resolve: ProcedureResolver,
+        nic_restarting: Arc<AtomicBool>,
     ) -> Result<ClientService, ServiceError> {
         let stats = Arc::new(GatewayStats::default());
         let config = GatewayConfig {
             node,
             outcome_full_ms_max: settings.outcome_full_ms_max,
         };
-        let gateway = Gateway::new(config, ports, stats.clone())?;
+        let mut gateway = Gateway::new(config, ports, stats.clone())?;
+        gateway.watch_nic_restart(nic_restarting);
         let policy = AttachPolicy::from_settings(settings, node, resolve);
         let (listener, attached) = ClientListener::start(settings, policy)?;
         stats.watch_set_ups(listener.shared_stats());
