@@ -95,6 +95,13 @@ fn rig() -> Rig {
     }
 }
 
+/// Closes the connections, stops the listener and the cluster.
+fn close(mut gateway: Gateway, listener: ClientListener, cluster: Cluster) {
+    gateway.close_all();
+    listener.stop();
+    cluster.shutdown().expect("clean shutdown");
+}
+
 #[test]
 fn a_draining_gateway_answers_new_requests_unavailable_and_finishes_the_rest() {
     let Rig {
@@ -146,9 +153,7 @@ fn a_draining_gateway_answers_new_requests_unavailable_and_finishes_the_rest() {
         "the put taken while draining"
     );
     assert_eq!(gateway.in_flight(), 0);
-    gateway.close_all();
-    listener.stop();
-    cluster.shutdown().expect("clean shutdown");
+    close(gateway, listener, cluster);
 }
 
 #[test]
@@ -192,7 +197,5 @@ fn a_gateway_answers_nic_restarting_while_the_nic_runtime_restarts() {
     let counts = gateway.stats().snapshot();
     let restarting = Status::Unavailable(UnavailableReason::NicRestarting);
     assert_eq!(counts.outcomes(restarting), 1, "{counts:?}");
-    gateway.close_all();
-    listener.stop();
-    cluster.shutdown().expect("clean shutdown");
+    close(gateway, listener, cluster);
 }

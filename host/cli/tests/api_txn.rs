@@ -8,7 +8,7 @@
 mod support_deploy;
 
 use std::process::Output;
-use support_deploy::{bench_on_three, splitkv};
+use support_deploy::{assert_history_checks_passed, bench_on_three, splitkv};
 
 fn assert_ok(out: &Output) -> String {
     let stdout = String::from_utf8_lossy(&out.stdout).to_string();
@@ -39,11 +39,7 @@ fn register_through_the_txn_passes_the_history_checks_in_process() {
     ]);
     let stdout = assert_ok(&out);
     assert!(stdout.contains(", api txn"), "{stdout}");
-    assert!(
-        stdout.contains("history check (strict serializability): valid"),
-        "{stdout}"
-    );
-    assert!(stdout.contains("lost-commit check: ok"), "{stdout}");
+    assert_history_checks_passed(&stdout);
     assert!(stdout.contains("3000 submitted"), "{stdout}");
 }
 
@@ -60,11 +56,7 @@ fn write_skew_through_the_txn_compares_runs_both_branches_and_passes_the_history
         "1000",
     ]);
     let stdout = assert_ok(&out);
-    assert!(
-        stdout.contains("history check (strict serializability): valid"),
-        "{stdout}"
-    );
-    assert!(stdout.contains("lost-commit check: ok"), "{stdout}");
+    assert_history_checks_passed(&stdout);
     // "N failed (M conflicts)": the failed compares are the difference.
     let line = stdout
         .lines()
@@ -178,11 +170,7 @@ fn three_node_processes_run_register_and_smallbank_through_the_txn() {
     );
     let stdout = assert_ok(&out);
     assert!(stdout.contains("checks: ok"), "{stdout}");
-    assert!(
-        stdout.contains("history check (strict serializability): valid"),
-        "{stdout}"
-    );
-    assert!(stdout.contains("lost-commit check: ok"), "{stdout}");
+    assert_history_checks_passed(&stdout);
     assert!(stdout.contains("1500 submitted"), "{stdout}");
 
     let out = bench_on_three(

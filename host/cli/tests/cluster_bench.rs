@@ -63,11 +63,7 @@ fn three_node_processes_run_list_append_and_pass_every_check() {
         &["--transactions", "500", "--inflight", "4"],
     );
     let stdout = assert_passed(&out);
-    assert!(
-        stdout.contains("history check (strict serializability): valid"),
-        "{stdout}"
-    );
-    assert!(stdout.contains("lost-commit check: ok"), "{stdout}");
+    assert_history_checks_passed(&stdout);
     assert!(stdout.contains("1500 submitted"), "{stdout}");
 }
 

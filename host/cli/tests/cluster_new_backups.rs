@@ -49,11 +49,7 @@ fn four_nodes_replication_three_restore_the_degree_among_survivors_and_pass_ever
     let list_append = [&faults[..], &KILL_LIST_APPEND_ARGS[..]].concat();
     let out = bench_on(SHAPE, "list-append", &list_append, keys, fresh_membership);
     let (stdout, _) = assert_recovered_from_kill(&out);
-    assert!(
-        stdout.contains("history check (strict serializability): valid"),
-        "{stdout}"
-    );
-    assert!(stdout.contains("lost-commit check: ok"), "{stdout}");
+    assert_history_checks_passed(&stdout);
     assert!(stdout.contains("replica check: ok"), "{stdout}");
     let line = stdout
         .lines()

@@ -23,7 +23,7 @@ mod support_netns;
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
-use support_deploy::{http, wait_exit, TOKEN};
+use support_deploy::{assert_history_checks_passed, http, wait_exit, TOKEN};
 use support_netns::{
     in_netns, mac, namespace_exists, Netns, Refused, CONTROL_PORT, DATA_PORT, NODES,
 };
@@ -151,11 +151,7 @@ fn three_dpdk_node_processes_run_list_append_over_af_packet_and_pass_every_check
     let Some((stdout, _)) = bench_on_dpdk("l", "", "list-append", &args) else {
         return;
     };
-    assert!(
-        stdout.contains("history check (strict serializability): valid"),
-        "{stdout}"
-    );
-    assert!(stdout.contains("lost-commit check: ok"), "{stdout}");
+    assert_history_checks_passed(&stdout);
     assert!(stdout.contains("1500 submitted"), "{stdout}");
 }
 

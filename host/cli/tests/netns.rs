@@ -20,7 +20,7 @@ use std::path::Path;
 use std::process::Command;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
-use support_deploy::TOKEN;
+use support_deploy::{assert_history_checks_passed, TOKEN};
 use support_netns::{namespace_exists, Netns, Refused, CONTROL_PORT, DATA_PORT, NODES};
 
 /// Longest one bench may take.
@@ -104,11 +104,7 @@ fn three_namespaced_node_processes_run_list_append_over_veth_and_pass_every_chec
     let Some(stdout) = bench_in_namespaces("l", "list-append", &args) else {
         return;
     };
-    assert!(
-        stdout.contains("history check (strict serializability): valid"),
-        "{stdout}"
-    );
-    assert!(stdout.contains("lost-commit check: ok"), "{stdout}");
+    assert_history_checks_passed(&stdout);
     assert!(stdout.contains("1500 submitted"), "{stdout}");
 }
 

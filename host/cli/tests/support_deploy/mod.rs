@@ -406,6 +406,16 @@ pub fn brought_back_runs_pass_every_check<G>(
     assert!(stdout.contains("lost-commit check: ok"), "{stdout}");
 }
 
+/// A history bench's report (`stdout`) says its history is strictly
+/// serializable and no commit was lost.
+pub fn assert_history_checks_passed(stdout: &str) {
+    assert!(
+        stdout.contains("history check (strict serializability): valid"),
+        "{stdout}"
+    );
+    assert!(stdout.contains("lost-commit check: ok"), "{stdout}");
+}
+
 /// Exit 0, every check passed, node 2 killed, and the survivors committed
 /// after the kill; returns standard output and the report's kill line.
 pub fn assert_recovered_from_kill(out: &Output) -> (String, String) {
