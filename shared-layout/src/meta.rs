@@ -223,6 +223,23 @@ mod tests {
         );
     }
 
+    proptest::proptest! {
+        /// Every word a peer can send: written metadata is taken iff it is
+        /// not LOCKED, has a version, and is not DELETED with a value; a
+        /// taken tombstone reads as absent with its version.
+        #[test]
+        fn written_metadata_rule_over_every_word(word: u64, value_len in 0usize..3) {
+            let m = ObjectMeta(word);
+            let ok = !m.flags().contains(ObjectFlags::LOCKED)
+                && m.version() > 0
+                && !(m.is_deleted() && value_len > 0);
+            proptest::prop_assert_eq!(m.check_written(value_len).is_ok(), ok);
+            if ok && m.is_deleted() {
+                proptest::prop_assert_eq!(m.check_read(value_len), Ok(()));
+            }
+        }
+    }
+
     #[test]
     #[should_panic(expected = "version overflow")]
     fn rejects_oversized_version() {
