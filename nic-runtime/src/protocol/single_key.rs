@@ -2,8 +2,9 @@
 //! `GetOne`, `PutOne`, `InsertOne`, `DeleteOne`) on Xenic's OCC (Xenic §4.2). Specified
 //! in `tla/SingleKey.tla` (its actions named below in brackets; requests and
 //! replies are atomic there); the must-fail models
-//! `tla/SingleKeyGetIgnoresLock.cfg`, `tla/SingleKeyReportEarly.cfg` and
-//! `tla/SingleKeyReportEarly_crash.cfg` show what each rule prevents.
+//! `tla/SingleKeyGetIgnoresLock.cfg`, `tla/SingleKeyReportEarly.cfg`,
+//! `tla/SingleKeyReportEarly_crash.cfg` and `tla/SingleKeyDeleteRemoves.cfg`
+//! show what each rule prevents.
 //!
 //! # The calls
 //!
@@ -72,8 +73,10 @@
 //!
 //! A DeleteOne of an absent key (never written, or already deleted) runs
 //! the failure branch, writes nothing and commits: the application hears
-//! "key not found". An insert over a tombstone finds the key absent and
-//! writes the version after the tombstone's.
+//! "key not found" `[DeleteAbsent]`. An insert over a tombstone finds the
+//! key absent and writes the version after the tombstone's; a delete that
+//! removed the key instead would let that write reuse a version another
+//! value had (`tla/SingleKeyDeleteRemoves.cfg`).
 //!
 //! # Crashes, and which rule decides
 //!
