@@ -218,15 +218,20 @@ fn single_key_calls_transactions_and_procedures_come_back_typed() {
     assert_eq!(status, Status::Aborted(AbortReason::CompareFailed));
     let (status, _) = call_until_final(&mut c, &insert(14, k2, &b"b"[..]));
     assert_eq!(status, Status::Committed);
-    // The commit protocol has no delete yet: the built-in Txn refuses it.
+    // DeleteOne: committed once, then the key is not found.
+    let delete = |req_id| Request::Delete { req_id, key: k2 };
+    let (status, _) = call_until_final(&mut c, &delete(115));
+    assert_eq!(status, Status::Committed);
+    let (status, _) = call_until_final(&mut c, &delete(116));
+    assert_eq!(status, Status::KeyNotFound);
     let (status, _) = call_until_final(
         &mut c,
-        &Request::Delete {
-            req_id: 15,
+        &Request::Get {
+            req_id: 117,
             key: k2,
         },
     );
-    assert_eq!(status, Status::Rejected);
+    assert_eq!(status, Status::KeyNotFound);
 
     // Compare-and-swap k1 from "a" to "c", twice: the second takes the
     // failure branch and reads what is there.

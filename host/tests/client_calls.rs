@@ -60,9 +60,45 @@ fn single_key_calls_have_their_semantics() {
     // Put creates an absent key.
     a.put(k(2), b"new").unwrap();
     assert_eq!(a.get(k(2)).unwrap().value, b"new");
-    // The built-in has no delete yet: refused, nothing changes.
-    assert!(matches!(a.delete(key), Err(CallError::Rejected { .. })));
-    assert_eq!(a.get(key).unwrap(), v2);
+    // DeleteOne: the key's tombstone at the next version, read as absent.
+    a.delete(key).unwrap();
+    assert_eq!(a.get(key), Err(CallError::KeyNotFound));
+    assert_eq!(
+        a.delete(key),
+        Err(CallError::KeyNotFound),
+        "already deleted"
+    );
+    assert_eq!(a.delete(k(3)), Err(CallError::KeyNotFound), "never written");
+    let tombstone = v2.version + 1;
+    let absent_at = |version| {
+        Txn::new()
+            .when([Cmp::absent(key), Cmp::version_eq(key, version)])
+            .then([TxnOp::get(key)])
+    };
+    let seen = a.txn(&absent_at(tombstone)).unwrap();
+    assert_eq!(
+        (seen.branch, seen.gets),
+        (Branch::Success, vec![None]),
+        "absent, with the tombstone's version"
+    );
+    // An insert over the tombstone takes the version after it.
+    a.insert(key, b"three").unwrap();
+    let v3 = a.get(key).unwrap();
+    assert_eq!(
+        (v3.value.as_slice(), v3.version),
+        (&b"three"[..], tombstone + 1)
+    );
+    let present = Txn::new().when([Cmp::present(key)]).then([TxnOp::get(key)]);
+    assert_eq!(a.txn(&present).unwrap().gets, vec![Some(v3.clone())]);
+    assert!(!a.txn(&absent_at(tombstone)).unwrap().succeeded());
+    // A Txn deletes one key and writes another atomically.
+    let swap = Txn::new()
+        .when([Cmp::present(key)])
+        .then([TxnOp::delete(key), TxnOp::put(k(4), *b"moved")]);
+    assert!(a.txn(&swap).unwrap().succeeded());
+    assert_eq!(a.get(key), Err(CallError::KeyNotFound));
+    assert_eq!(a.get(k(4)).unwrap().value, b"moved");
+    assert!(!a.txn(&swap).unwrap().succeeded(), "nothing left to delete");
     // Over the node's value bound: refused before sending.
     assert!(matches!(
         a.put(key, &[0; VALUE_MAX + 1]),

@@ -8,7 +8,8 @@
 //! fails without it: the same inserts with the quota lifted stop the node
 //! with the typed reason it had before (`WorkerError::TableFull`).
 //!
-//! (Deletes giving room back are not tested: no protocol step deletes yet.)
+//! (Deletes give no room back: a delete's tombstone keeps its slot, and
+//! tombstones are not reclaimed.)
 
 use splitkv_host::cluster::{ClusterError, ClusterParts};
 use splitkv_host::table::{HostTable, TableKind};

@@ -1,7 +1,8 @@
 //! The one-shot transaction (etcd's `Txn` shape) through a real node with no
 //! procedure registered: the built-in at `TXN_PROCEDURE_ID` runs it on the
 //! commit protocol. A compare-and-swap commits its success branch once and
-//! its failure branch after (with the value read); a `Txn` the built-in
+//! its failure branch after (with the value read); a delete commits the
+//! key's tombstone, which the host table keeps; a `Txn` the built-in
 //! cannot run is refused and changes nothing.
 
 use splitkv_host::{build_node, Node, NodeConfig};
@@ -120,11 +121,54 @@ fn compare_and_swap_commits_one_branch_or_the_other() {
 #[test]
 fn a_txn_the_built_in_cannot_run_is_refused_and_changes_nothing() {
     let (mut n, _peer) = node();
-    let key = Key::new(0, 1);
-    let delete = encode(&[], &[Op::Delete(key)], &[]);
-    let (status, _) = run_txn(&mut n, 1, &delete);
-    assert_ne!(status, TxStatus::Committed, "deletes are not supported yet");
     let (status, _) = run_txn(&mut n, 2, b"\x01\x00");
     assert_ne!(status, TxStatus::Committed, "garbage is refused");
     assert_eq!(n.nic.index().locks_held(), 0);
+}
+
+#[test]
+fn a_delete_commits_a_tombstone_the_host_keeps_and_an_absent_key_is_left_alone() {
+    let (mut n, _peer) = node();
+    // Keys of this node's shard (the peer is silent).
+    let placement = Placement::new(2, 1).unwrap();
+    let mut here = (0..)
+        .map(|i| Key::new(0, i))
+        .filter(|k| placement.primary(k) == 0);
+    let (key, absent) = (here.next().unwrap(), here.next().unwrap());
+    let put = encode(&[], &[Op::Put { key, value: b"v" }], &[]);
+    assert_eq!(run_txn(&mut n, 1, &put).0, TxStatus::Committed);
+    let delete = encode(&[], &[Op::Delete(key), Op::Delete(absent)], &[]);
+    assert_eq!(run_txn(&mut n, 2, &delete).0, TxStatus::Committed);
+    // Read back absent, at the tombstone's version.
+    let gone = Compare {
+        key,
+        condition: Condition::Version {
+            op: CmpOp::Equal,
+            operand: 2,
+        },
+    };
+    let absent_now = Compare {
+        key,
+        condition: Condition::Absent,
+    };
+    let check = encode(&[gone, absent_now], &[Op::Get(key)], &[]);
+    let (status, result) = run_txn(&mut n, 3, &check);
+    assert_eq!(status, TxStatus::Committed);
+    let r = TxnResult::decode(&result).unwrap();
+    assert_eq!(r.branch(), Branch::Success);
+    assert_eq!(r.gets().collect::<Vec<_>>(), vec![GetResult::NotFound]);
+
+    let mut v = Vec::new();
+    for i in 0..50 {
+        n.nic.run_iteration(1000 + i);
+        n.worker.run_iteration(1000 + i);
+    }
+    let meta = n
+        .worker
+        .table()
+        .get(&key, &mut v)
+        .expect("the tombstone stays");
+    assert_eq!((meta.version(), meta.is_deleted(), v.len()), (2, true, 0));
+    assert_eq!(n.worker.table().get(&absent, &mut v), None, "no write");
+    assert_eq!(n.nic.index().locks_held(), 0, "no lock left held");
 }

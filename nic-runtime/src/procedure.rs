@@ -130,10 +130,13 @@ impl ReadView {
     }
 }
 
-/// New values a transaction writes: at most one per write-set key.
+/// New values a transaction writes: at most one per write-set key, each a
+/// value or a delete (a tombstone: DELETED, the next version, no value;
+/// [`splitkv_layout::ObjectMeta::next_delete`]).
 #[derive(Debug, Default, Clone)]
 pub struct WriteSet {
-    entries: Vec<(Key, Vec<u8>)>,
+    /// Key, value (empty for a delete), whether it is a delete.
+    entries: Vec<(Key, Vec<u8>, bool)>,
     len: usize,
 }
 
@@ -143,28 +146,48 @@ impl WriteSet {
         self.len = 0;
     }
 
-    /// Sets the new value of `key` (replacing an earlier put of the same key).
+    /// Sets the new value of `key` (replacing an earlier put or delete of
+    /// the same key).
     pub fn put(&mut self, key: Key, value: &[u8]) {
-        if let Some(e) = self.entries[..self.len].iter_mut().find(|e| e.0 == key) {
-            e.1.clear();
-            e.1.extend_from_slice(value);
-            return;
-        }
-        if self.len == self.entries.len() {
-            self.entries.push((key, Vec::new()));
-        }
-        let e = &mut self.entries[self.len];
+        self.set(key, value, false);
+    }
+
+    /// Deletes `key` (replacing an earlier put of the same key): the commit
+    /// writes its tombstone. A procedure deletes only keys it read present;
+    /// a delete of an absent key is a write all the same (a tombstone at the
+    /// next version).
+    pub fn delete(&mut self, key: Key) {
+        self.set(key, b"", true);
+    }
+
+    fn set(&mut self, key: Key, value: &[u8], delete: bool) {
+        let i = match self.entries[..self.len].iter().position(|e| e.0 == key) {
+            Some(i) => i,
+            None => {
+                if self.len == self.entries.len() {
+                    self.entries.push((key, Vec::new(), false));
+                }
+                self.len += 1;
+                self.len - 1
+            }
+        };
+        let e = &mut self.entries[i];
         e.0 = key;
         e.1.clear();
         e.1.extend_from_slice(value);
-        self.len += 1;
+        e.2 = delete;
     }
 
-    /// The writes in put order.
+    /// The writes in first-write order: key and value (empty for a delete).
     pub fn iter(&self) -> impl Iterator<Item = (&Key, &[u8])> {
         self.entries[..self.len]
             .iter()
             .map(|e| (&e.0, e.1.as_slice()))
+    }
+
+    /// Whether the write of `key` is a delete (false if it is not written).
+    pub fn is_delete(&self, key: &Key) -> bool {
+        self.entries[..self.len].iter().any(|e| e.0 == *key && e.2)
     }
 
     /// Number of writes.
@@ -324,8 +347,19 @@ mod tests {
             w.iter().collect::<Vec<_>>(),
             vec![(&Key::new(0, 1), &b"bb"[..])]
         );
+        assert!(!w.is_delete(&Key::new(0, 1)));
+        w.delete(Key::new(0, 1));
+        w.put(Key::new(0, 2), b"c");
+        assert!(w.is_delete(&Key::new(0, 1)) && !w.is_delete(&Key::new(0, 2)));
+        assert_eq!(
+            w.iter().collect::<Vec<_>>(),
+            vec![(&Key::new(0, 1), &b""[..]), (&Key::new(0, 2), &b"c"[..])],
+            "a delete has no value and keeps its place"
+        );
+        w.put(Key::new(0, 1), b"d");
+        assert!(!w.is_delete(&Key::new(0, 1)), "a put after a delete");
         w.clear();
-        assert!(w.is_empty());
+        assert!(w.is_empty() && !w.is_delete(&Key::new(0, 1)));
         let mut r = ReadView::default();
         r.insert(Key::new(0, 1), ObjectMeta(4), b"x", true);
         r.insert(Key::new(0, 2), ObjectMeta(0), b"", false);

@@ -3,8 +3,8 @@
 //! model host that applies its host log newest-version-wins (as the host
 //! worker does) and serves snapshots. Node 2 crashes, the survivors recover,
 //! node 2 restarts empty as a new incarnation and rejoins as a copying
-//! backup while transactions keep committing; once copied it becomes a
-//! replica again (ranked last: node 0 keeps serving its shard).
+//! backup while transactions keep committing (the copy carries deletes'
+//! tombstones like any object); once copied it becomes a replica again (ranked last: node 0 keeps serving its shard).
 //!
 //! The written keys live in shards whose primaries never change here, and
 //! no transaction is in flight at a configuration change: the model host
@@ -17,7 +17,7 @@ use splitkv_layout::host_nic::{HostToNic, NicToHost, TxRequest, TxStatus};
 use splitkv_layout::log_record::{LogKind, LogRecords};
 use splitkv_layout::ring::{ring_pair, RingConsumer, RingProducer};
 use splitkv_layout::robinhood_layout::{TableConfig, TableLayout};
-use splitkv_layout::{Key, ObjectMeta, Region, TxId};
+use splitkv_layout::{Key, ObjectFlags, ObjectMeta, Region, TxId};
 use splitkv_nic::dma::local::LocalDma;
 use splitkv_nic::index::HostTableLayout;
 use splitkv_nic::membership::Configuration;
@@ -38,6 +38,9 @@ const NODES: usize = 3;
 /// Objects every host holds from the start besides the written keys (in
 /// table 1, spread over all shards), so a copy takes many chunks.
 const FILLERS: u64 = 3_000;
+/// Every this many fillers is a delete's tombstone (DELETED, version 2, no
+/// value): a copy carries it like any object.
+const TOMBSTONE_EVERY: u64 = 7;
 
 /// Procedure 0: increments a counter in each key (read and written, so
 /// every commit raises the keys' versions).
@@ -222,10 +225,14 @@ impl Cluster {
             .map(|i| {
                 let mut n = Node::new(i, nets[i as usize].clone(), &keys, 1);
                 for f in 0..FILLERS {
-                    let meta = ObjectMeta::new(1, Default::default());
-                    n.host
-                        .table
-                        .insert(Key::new(1, f), (meta, f.to_le_bytes().to_vec()));
+                    let object = match f % TOMBSTONE_EVERY {
+                        0 => (ObjectMeta::new(2, ObjectFlags::DELETED), Vec::new()),
+                        _ => (
+                            ObjectMeta::new(1, Default::default()),
+                            f.to_le_bytes().to_vec(),
+                        ),
+                    };
+                    n.host.table.insert(Key::new(1, f), object);
                 }
                 Some(n)
             })
@@ -326,6 +333,10 @@ impl Cluster {
         let mut hosts = self.nodes.iter().flatten().map(|n| &n.host.table);
         let first = hosts.next().unwrap();
         assert!(first.len() as u64 >= FILLERS);
+        let tombstones = first
+            .values()
+            .filter(|(m, v)| m.is_deleted() && v.is_empty());
+        assert_eq!(tombstones.count() as u64, FILLERS.div_ceil(TOMBSTONE_EVERY));
         for h in hosts {
             assert!(
                 h == first,

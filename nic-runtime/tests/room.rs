@@ -3,13 +3,14 @@
 //! would: an EXECUTE whose absent write-set keys pass the shard's quota is
 //! refused with `TableFull` and holds no lock; ABORT gives a reservation back;
 //! COMMIT turns it into a key (once, even if duplicated); a present key
-//! needs no room.
+//! needs no room, nor does an insert over a delete's tombstone (which keeps
+//! its slot: no room comes back).
 
 mod support;
 
 use splitkv_layout::ring::RingConsumer;
 use splitkv_layout::wire::{decode_packet, Body, BodyWriter, MsgKind, ReplyStatus};
-use splitkv_layout::{Key, ObjectMeta, TxId};
+use splitkv_layout::{Key, ObjectFlags, ObjectMeta, TxId};
 use splitkv_nic::net::mem::{mem_network, MemTransport};
 use splitkv_nic::net::stack::StackConfig;
 use splitkv_nic::net::{Transport, TxPacket};
@@ -123,6 +124,21 @@ impl Rig {
         })
     }
 
+    /// COMMITs `meta` with `value` to key `i` (which `tx_id` holds locked).
+    fn commit_one(
+        &mut self,
+        tx_id: u64,
+        i: usize,
+        meta: ObjectMeta,
+        value: &[u8],
+    ) -> Vec<ReplyStatus> {
+        let (tx_id, key) = (slot_id(tx_id), self.keys[i]);
+        self.send(MsgKind::Commit, |w| {
+            w.begin_items(MsgKind::Commit, tx_id);
+            w.push_item(&key, meta, value);
+        })
+    }
+
     fn room(&self) -> (u64, u64) {
         (self.nic.room().count(), self.nic.room().reserved())
     }
@@ -181,6 +197,27 @@ fn execute_reserves_abort_releases_commit_counts() {
         None,
         "refusals before the commit point stop nothing"
     );
+}
+
+#[test]
+fn a_tombstone_keeps_its_room_and_an_insert_over_it_needs_none() {
+    use ReplyStatus::{Ok, TableFull};
+    let mut r = Rig::new(1);
+    assert_eq!(r.execute(1, &[0]), [Ok]);
+    assert_eq!(r.commit(1, &[0]), [Ok]);
+    assert_eq!(r.room(), (1, 0), "the shard is full");
+    // Delete key 0: its tombstone (DELETED, the next version, no value).
+    assert_eq!(r.execute(2, &[0]), [Ok]);
+    let tombstone = ObjectMeta::new(2, ObjectFlags::DELETED);
+    assert_eq!(r.commit_one(2, 0, tombstone, b""), [Ok]);
+    assert_eq!(r.room(), (1, 0), "the tombstone keeps its slot");
+    assert_eq!(r.execute(3, &[1]), [TableFull], "no room came back");
+    // Re-insert key 0 over its tombstone: no reservation needed.
+    assert_eq!(r.execute(4, &[0]), [Ok]);
+    assert_eq!(r.room(), (1, 0));
+    assert_eq!(r.commit_one(4, 0, ObjectMeta(3), b"x"), [Ok]);
+    assert_eq!(r.room(), (1, 0));
+    assert_eq!(r.nic.fault(), None);
 }
 
 #[test]

@@ -235,6 +235,7 @@ fn planted_metadata_bits_are_refused() {
     let key = k(6);
     for meta in [
         v(4).with_flags(ObjectFlags::LOCKED),
+        // DELETED with a value (a tombstone has none).
         v(4).with_flags(ObjectFlags::DELETED),
         ObjectMeta(0),
     ] {
@@ -249,6 +250,43 @@ fn planted_metadata_bits_are_refused() {
     assert_eq!(r.cached_version(&key), None);
     assert_eq!(r.server.stats().malformed, 3);
     assert!(r.server.fatal().is_none());
+}
+
+#[test]
+fn a_tombstone_commits_like_a_write_and_reads_as_absent_with_its_version() {
+    let mut r = rig();
+    let key = k(9);
+    commit(&mut r, 50, key, 1, b"one");
+    let tomb = v(2).with_flags(ObjectFlags::DELETED);
+    assert_eq!(
+        r.request(&items(MsgKind::Log, 51, &[(key, tomb, b"")])),
+        vec![Reply::LogAck(OK)],
+        "a LOG of a tombstone"
+    );
+    assert!(matches!(
+        &r.request(&execute(52, &[], &[key]))[..],
+        [Reply::Execute(OK, _)]
+    ));
+    let c = items(MsgKind::Commit, 52, &[(key, tomb, b"")]);
+    assert_eq!(r.request(&c), vec![Reply::CommitAck(OK)]);
+    assert_eq!(r.index.peek(&key).map(|o| o.meta), Some(tomb));
+    assert!(r.index.peek(&key).unwrap().value.is_empty());
+    assert_eq!(
+        r.request(&execute(53, &[key], &[])),
+        vec![Reply::Execute(OK, vec![(key, tomb)])],
+        "read back absent, at the tombstone's version"
+    );
+    assert_eq!(
+        r.request(&validate(54, &[(key, 1)])),
+        vec![Reply::Validate(ReplyStatus::ValidationFailed)],
+        "a reader of the deleted version fails validation"
+    );
+    // An insert over it takes the version after the tombstone.
+    commit(&mut r, 55, key, 3, b"three");
+    assert_eq!(r.cached_version(&key), Some(3));
+    let logged = r.logged();
+    assert!(logged.contains(&(key, 2, Vec::new())), "{logged:?}");
+    assert_eq!(r.server.stats().malformed, 0);
 }
 
 #[test]

@@ -70,25 +70,46 @@ impl ObjectMeta {
         Ok(ObjectMeta(self.version() + 1))
     }
 
-    /// Checks metadata a peer sent with a written value (LOG and COMMIT
-    /// items): a version of at least 1, and neither LOCKED (locks live only
-    /// in the NIC index, Xenic §4.2.1 (a)) nor DELETED (no protocol step
-    /// writes a deletion yet).
+    /// Checks metadata a peer sent with a written value of `value_len`
+    /// bytes (LOG and COMMIT items): a version of at least 1, never LOCKED
+    /// (locks live only in the NIC index, Xenic §4.2.1 (a)), and a DELETED
+    /// write (a delete's tombstone: the next version, kept so validation
+    /// still sees the key change) carries no value.
     ///
     /// # Errors
-    /// [`MetaError::PlantedLocked`], [`MetaError::PlantedDeleted`] or
-    /// [`MetaError::VersionZero`].
-    pub fn check_written(self) -> Result<(), MetaError> {
+    /// [`MetaError::PlantedLocked`], [`MetaError::PlantedDeleted`] (DELETED
+    /// with a value) or [`MetaError::VersionZero`].
+    pub fn check_written(self, value_len: usize) -> Result<(), MetaError> {
         let flags = self.flags();
         if flags.contains(ObjectFlags::LOCKED) {
             Err(MetaError::PlantedLocked)
-        } else if flags.contains(ObjectFlags::DELETED) {
+        } else if flags.contains(ObjectFlags::DELETED) && value_len > 0 {
             Err(MetaError::PlantedDeleted)
         } else if self.version() == 0 {
             Err(MetaError::VersionZero)
         } else {
             Ok(())
         }
+    }
+
+    /// The metadata a committed delete of this object gets: its tombstone,
+    /// the next version with DELETED set (no value). The tombstone stays in
+    /// every table so a later insert takes the version after it and a
+    /// reader that validated the older version sees the change; tombstones
+    /// are not reclaimed (that needs a per-shard version floor).
+    ///
+    /// # Errors
+    /// [`MetaError::VersionOverflow`] at [`VERSION_MAX`].
+    #[inline]
+    pub fn next_delete(self) -> Result<ObjectMeta, MetaError> {
+        Ok(self.next_write()?.with_flags(ObjectFlags::DELETED))
+    }
+
+    /// Whether this is a tombstone or an absent object (DELETED): reads see
+    /// no value.
+    #[inline]
+    pub fn is_deleted(self) -> bool {
+        self.flags().contains(ObjectFlags::DELETED)
     }
 
     /// Checks metadata a peer sent with a value it read (EXECUTE response
@@ -116,8 +137,8 @@ pub enum MetaError {
     /// The LOCKED bit, which only a NIC index sets and never sends.
     #[error("LOCKED bit in metadata from a peer")]
     PlantedLocked,
-    /// The DELETED bit where no deletion can be.
-    #[error("DELETED bit in metadata from a peer")]
+    /// The DELETED bit with a value (an absent object or a tombstone has none).
+    #[error("DELETED bit with a value in metadata from a peer")]
     PlantedDeleted,
     /// A written value with version 0 (the version of a never-written object).
     #[error("written value with version 0")]
@@ -149,29 +170,74 @@ mod tests {
     #[test]
     fn peer_metadata_checks() {
         let plain = ObjectMeta::new(7, ObjectFlags::empty());
-        assert_eq!(plain.check_written(), Ok(()));
+        assert_eq!(plain.check_written(3), Ok(()));
+        assert_eq!(plain.check_written(0), Ok(()), "an empty value");
         assert_eq!(plain.check_read(3), Ok(()));
         assert_eq!(
             plain.next_write(),
             Ok(ObjectMeta::new(8, ObjectFlags::empty()))
         );
         let locked = plain.with_flags(ObjectFlags::LOCKED);
-        assert_eq!(locked.check_written(), Err(MetaError::PlantedLocked));
+        assert_eq!(locked.check_written(0), Err(MetaError::PlantedLocked));
         assert_eq!(locked.check_read(0), Err(MetaError::PlantedLocked));
         let deleted = plain.with_flags(ObjectFlags::DELETED);
-        assert_eq!(deleted.check_written(), Err(MetaError::PlantedDeleted));
+        assert_eq!(deleted.check_written(1), Err(MetaError::PlantedDeleted));
+        assert_eq!(deleted.check_written(0), Ok(()), "a tombstone");
+        assert_eq!(
+            ObjectMeta(ObjectFlags::DELETED.bits()).check_written(0),
+            Err(MetaError::VersionZero),
+            "a tombstone has a version"
+        );
+        assert_eq!(
+            ObjectMeta::new(7, ObjectFlags::DELETED | ObjectFlags::LOCKED).check_written(0),
+            Err(MetaError::PlantedLocked)
+        );
         assert_eq!(deleted.check_read(1), Err(MetaError::PlantedDeleted));
         assert_eq!(deleted.check_read(0), Ok(()), "an absent object");
-        assert_eq!(ObjectMeta(0).check_written(), Err(MetaError::VersionZero));
+        assert_eq!(ObjectMeta(0).check_written(0), Err(MetaError::VersionZero));
         assert_eq!(
             ObjectMeta(VERSION_MAX).next_write(),
             Err(MetaError::VersionOverflow)
         );
         // READABLE is not a planted bit.
         assert_eq!(
-            plain.with_flags(ObjectFlags::READABLE).check_written(),
+            plain.with_flags(ObjectFlags::READABLE).check_written(1),
             Ok(())
         );
+    }
+
+    #[test]
+    fn a_delete_takes_the_next_version_as_a_tombstone() {
+        let plain = ObjectMeta::new(7, ObjectFlags::empty());
+        let tomb = plain.next_delete().unwrap();
+        assert_eq!((tomb.version(), tomb.is_deleted()), (8, true));
+        assert!(!plain.is_deleted());
+        // An insert over the tombstone takes the version after it.
+        assert_eq!(
+            tomb.next_write(),
+            Ok(ObjectMeta::new(9, ObjectFlags::empty()))
+        );
+        assert_eq!(
+            ObjectMeta(VERSION_MAX).next_delete(),
+            Err(MetaError::VersionOverflow)
+        );
+    }
+
+    proptest::proptest! {
+        /// Every word a peer can send: written metadata is taken iff it is
+        /// not LOCKED, has a version, and is not DELETED with a value; a
+        /// taken tombstone reads as absent with its version.
+        #[test]
+        fn written_metadata_rule_over_every_word(word: u64, value_len in 0usize..3) {
+            let m = ObjectMeta(word);
+            let ok = !m.flags().contains(ObjectFlags::LOCKED)
+                && m.version() > 0
+                && !(m.is_deleted() && value_len > 0);
+            proptest::prop_assert_eq!(m.check_written(value_len).is_ok(), ok);
+            if ok && m.is_deleted() {
+                proptest::prop_assert_eq!(m.check_read(value_len), Ok(()));
+            }
+        }
     }
 
     #[test]

@@ -231,8 +231,8 @@ proptest! {
 }
 
 #[test]
-fn dnl_kinds_travel_on_their_flows_at_format_5() {
-    assert_eq!(PACKET_FORMAT_VERSION, 5);
+fn dnl_kinds_travel_on_their_flows_at_format_6() {
+    assert_eq!(PACKET_FORMAT_VERSION, 6);
     for k in DNL_KINDS {
         let expected = match k {
             MsgKind::Get | MsgKind::GetResp => Flow::Execution,

@@ -133,7 +133,9 @@ fn retrying<T>(mut f: impl FnMut() -> Result<T, CallError>) -> T {
 
 /// `[clients] start = "empty"`: three nodes start serving applications at
 /// once from an empty store, with no load from outside; a compare-and-swap
-/// transaction through one node reads what another node's client wrote;
+/// transaction through one node reads what another node's client wrote, and
+/// a delete through one is seen by the other (a re-insert takes the version
+/// after its tombstone);
 /// loading a workload on top is refused, and starting a built-in workload
 /// too.
 #[test]
@@ -172,7 +174,19 @@ fn nodes_that_start_empty_serve_applications_without_a_load() {
     // The same compare again fails: the version moved.
     let again = retrying(|| a.txn(&cas));
     assert!(!again.succeeded());
-    assert_eq!(retrying(|| a.get(key)).value, b"second");
+    let second = retrying(|| a.get(key));
+    assert_eq!(second.value, b"second");
+    // DeleteOne through another node: the key's tombstone; then an insert
+    // over it at the version after the tombstone's.
+    retrying(|| b.delete(key));
+    assert!(matches!(a.get(key), Err(CallError::KeyNotFound)));
+    assert!(matches!(a.delete(key), Err(CallError::KeyNotFound)));
+    retrying(|| a.insert(key, b"third"));
+    let third = retrying(|| b.get(key));
+    assert_eq!(
+        (third.value.as_slice(), third.version),
+        (&b"third"[..], second.version + 2)
+    );
 
     let status = wait_status(file.controls[1], STARTUP);
     assert_eq!(status["state"], "loaded", "{status}");

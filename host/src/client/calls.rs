@@ -6,7 +6,7 @@
 //! name (names of the node's registry, resolved when the node is built), a
 //! one-shot transaction through the built-in ([`TXN_PROCEDURE_ID`];
 //! `splitkv_nic::procedure::txn`), and the single-key calls as Dandelion
-//! §3's `GetOne`/`PutOne`/`InsertOne` in one round at the key's primary
+//! §3's `GetOne`/`PutOne`/`InsertOne`/`DeleteOne` in one round at the key's primary
 //! (`splitkv_nic::protocol::single_key`), which answer in the built-in's
 //! result shape:
 //!
@@ -15,10 +15,10 @@
 //! | `get(k)` | GetOne ([`GET_ONE_PROCEDURE_ID`]) of `k` | found: the value; not found: [`CallError::KeyNotFound`]; locked: [`CallError::Aborted`] with [`AbortReason::LockConflict`] (retryable) |
 //! | `put(k, v)` | WriteOne ([`WRITE_ONE_PROCEDURE_ID`]): success `[put k v]` | written |
 //! | `insert(k, v)` | WriteOne: `absent(k)`, success `[put k v]` | failure branch: [`CallError::Aborted`] with [`AbortReason::CompareFailed`] |
-//! | `delete(k)` | Txn: `present(k)`, success `[delete k]` | failure branch: [`CallError::KeyNotFound`] |
+//! | `delete(k)` | WriteOne: `present(k)`, success `[delete k]` (the key's tombstone) | failure branch: [`CallError::KeyNotFound`] |
 //!
-//! There is no `DeleteOne`: a `delete` is refused ([`CallError::Rejected`])
-//! while the built-in refuses deletes (the commit protocol has no delete). An unknown procedure id is
+//! A deleted key reads as not found; an insert over it succeeds with the
+//! version after its tombstone's. An unknown procedure id is
 //! [`CallError::Rejected`] (the NIC runtime does not tell it apart); an
 //! unknown name is [`CallError::UnknownProcedure`] before anything is sent.
 //! The host↔NIC status maps to the application's as
@@ -162,8 +162,8 @@ impl Client {
         if let Some((single, txn)) = Self::single_txn(call) {
             txn.encode(value_max, &mut args)?;
             let procedure = match single {
-                Single::Put | Single::Insert => WRITE_ONE_PROCEDURE_ID,
-                Single::Get | Single::Delete => TXN_PROCEDURE_ID,
+                Single::Put | Single::Insert | Single::Delete => WRITE_ONE_PROCEDURE_ID,
+                Single::Get => TXN_PROCEDURE_ID,
             };
             return Ok((procedure, args, Via::Single(single)));
         }

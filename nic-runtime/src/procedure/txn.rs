@@ -6,22 +6,30 @@
 //! result is a [`TxnResult`]. Every procedure registry has it, at
 //! [`TXN_PROCEDURE_ID`].
 //!
-//! **Plan.** The write set is the union of the keys both branches put (the
-//! branch is known only once the reads are in, so both are locked); the
-//! read set is every compared or read key outside it. The bounds are the
-//! format's, checked at decode (`TXN_READS_MAX` = [`READ_SET_MAX`],
-//! `TXN_WRITES_MAX` = [`WRITE_SET_MAX`]).
+//! **Plan.** The write set is the union of the keys both branches put or
+//! delete (the branch is known only once the reads are in, so both are
+//! locked); the read set is every compared or read key outside it. The
+//! bounds are the format's, checked at decode (`TXN_READS_MAX` =
+//! [`READ_SET_MAX`], `TXN_WRITES_MAX` = [`WRITE_SET_MAX`]).
 //!
 //! **Execute.** Every compare is evaluated on the values and versions read
-//! (an absent key: `Absent` holds, `Present` and every value compare fail,
-//! its version is that of its metadata, 0 if never written); the success
-//! branch runs if all hold, the failure branch otherwise — a failed compare
-//! commits the failure branch, it is not an abort. A branch's gets are
-//! answered from the reads; its puts become the writes.
+//! (an absent key — never written, or deleted: its tombstone — `Absent`
+//! holds, `Present` and every value compare fail, its version is that of
+//! its metadata: 0 if never written, the tombstone's if deleted); the
+//! success branch runs if all hold, the failure branch otherwise — a failed
+//! compare commits the failure branch, it is not an abort. A branch's gets
+//! are answered from the reads; its puts become the writes.
 //!
-//! **Not yet:** deletes. The commit protocol has no delete (a put of a
-//! tombstone is not one), so a `Txn` with a delete in either branch is
-//! refused at plan ([`ProcError::BadArgs`]), before anything is locked.
+//! **Deletes.** A delete of a key read present writes its tombstone
+//! (`WriteSet::delete`: DELETED, the next version, no value; Xenic §4.2's
+//! LOG and COMMIT carry it like any write, and every table keeps it, so a
+//! reader that validated the old version sees the change and a later
+//! insert takes the version after the tombstone). A delete of an absent
+//! key writes nothing: the key was locked and read absent, so leaving it
+//! as it is (unlocked at COMMIT with the other unwritten keys) is the
+//! same outcome without a version for nothing. Tombstones are not
+//! reclaimed (that needs a per-shard version floor below every read in
+//! flight).
 
 use super::{ProcError, Procedure, ReadView, TxPlan, UserAbort, WriteSet};
 #[cfg(doc)]
@@ -69,11 +77,6 @@ impl Procedure for TxnProcedure {
     fn plan(&self, args: &[u8], plan: &mut TxPlan) -> Result<(), ProcError> {
         let txn = decode(args)?;
         let ops = || txn.ops(Branch::Success).chain(txn.ops(Branch::Failure));
-        if ops().any(|o| matches!(o, Op::Delete(_))) {
-            return Err(ProcError::BadArgs(
-                "a Txn delete is not supported yet: the commit protocol has no delete",
-            ));
-        }
         for o in ops().filter(Op::is_write) {
             plan.write(o.key());
         }
@@ -112,7 +115,9 @@ impl Procedure for TxnProcedure {
                     n += 1;
                 }
                 Op::Put { key, value } => writes.put(key, value),
-                Op::Delete(_) => return Err(UserAbort),
+                // Only a present key gets a tombstone (module docs).
+                Op::Delete(k) if reads.get(&k).is_some() => writes.delete(k),
+                Op::Delete(_) => {}
             }
         }
         result.clear();
@@ -152,12 +157,17 @@ mod tests {
     }
 
     fn run(args: &[u8], view: &ReadView) -> (Vec<(Key, Vec<u8>)>, Vec<u8>) {
+        let (w, result) = run_set(args, view);
+        let writes = w.iter().map(|(k, v)| (*k, v.to_vec())).collect();
+        (writes, result)
+    }
+
+    fn run_set(args: &[u8], view: &ReadView) -> (WriteSet, Vec<u8>) {
         let (mut w, mut result) = (WriteSet::default(), Vec::new());
         TxnProcedure
             .execute(args, view, &mut w, &mut result)
             .expect("no abort");
-        let writes = w.iter().map(|(k, v)| (*k, v.to_vec())).collect();
-        (writes, result)
+        (w, result)
     }
 
     #[test]
@@ -177,11 +187,14 @@ mod tests {
         TxnProcedure.plan(&args, &mut plan).unwrap();
         assert_eq!(plan.writes, vec![A]);
         assert_eq!(plan.reads, vec![B, Key::new(1, 9)]);
-        let del = encode(&[], &[], &[Op::Delete(A)]);
-        assert!(matches!(
-            TxnProcedure.plan(&del, &mut TxPlan::default()),
-            Err(ProcError::BadArgs(_))
-        ));
+        let del = encode(&[], &[], &[Op::Delete(A), Op::Get(B)]);
+        let mut plan = TxPlan::default();
+        TxnProcedure.plan(&del, &mut plan).unwrap();
+        assert_eq!(
+            (plan.writes, plan.reads),
+            (vec![A], vec![B]),
+            "a delete locks"
+        );
         assert!(matches!(
             TxnProcedure.plan(b"\xff", &mut TxPlan::default()),
             Err(ProcError::BadArgs(_))
@@ -238,5 +251,40 @@ mod tests {
         let (_, result) = run(&encode(&[], &[Op::Get(A)], &[]), &view);
         let got: Vec<_> = TxnResult::decode(&result).unwrap().gets().collect();
         assert_eq!(got, vec![GetResult::NotFound]);
+    }
+
+    #[test]
+    fn a_delete_of_a_present_key_writes_its_tombstone_and_of_an_absent_one_nothing() {
+        let present = |c| Compare {
+            key: A,
+            condition: c,
+        };
+        let args = encode(
+            &[present(Condition::Present)],
+            &[Op::Delete(A), Op::Delete(B)],
+            &[Op::Delete(A)],
+        );
+        let mut view = ReadView::default();
+        view.insert(A, ObjectMeta::new(3, ObjectFlags::empty()), b"x", true);
+        view.insert(B, ObjectMeta::new(0, ObjectFlags::DELETED), b"", false);
+        let (w, result) = run_set(&args, &view);
+        assert_eq!(w.len(), 1, "B is absent: no write");
+        assert!(w.is_delete(&A) && !w.is_delete(&B));
+        assert_eq!(w.iter().next(), Some((&A, &b""[..])));
+        assert_eq!(
+            TxnResult::decode(&result).unwrap().branch(),
+            Branch::Success
+        );
+
+        // A deleted A (its tombstone): the failure branch's delete writes nothing.
+        view.clear();
+        view.insert(A, ObjectMeta::new(4, ObjectFlags::DELETED), b"", false);
+        view.insert(B, ObjectMeta::new(0, ObjectFlags::DELETED), b"", false);
+        let (w, result) = run_set(&args, &view);
+        assert!(w.is_empty());
+        assert_eq!(
+            TxnResult::decode(&result).unwrap().branch(),
+            Branch::Failure
+        );
     }
 }

@@ -543,7 +543,7 @@ impl Coordinator {
                 Some("procedure wrote a key outside its write set")
             } else if v.len() > value_bytes_max {
                 Some("value too large")
-            } else if Self::new_meta(&t.reads, k).is_none() {
+            } else if Self::new_meta(&t.reads, &t.writes, k).is_none() {
                 Some("version overflow")
             } else {
                 None
@@ -582,10 +582,15 @@ impl Coordinator {
         });
     }
 
-    /// The metadata of the write of `key`: the next version after the one
-    /// read; `None` at `VERSION_MAX` (checked in `run_body`, before Log).
-    fn new_meta(reads: &ReadView, key: &Key) -> Option<ObjectMeta> {
-        let v = reads.meta(key).map_or(0, |m| m.version());
-        ObjectMeta(v).next_write().ok()
+    /// The metadata of the write of `key` in `writes`: the next version
+    /// after the one read (a tombstone's too: an insert over a delete takes
+    /// the version after it), DELETED for a delete; `None` at `VERSION_MAX`
+    /// (checked in `run_body`, before Log).
+    fn new_meta(reads: &ReadView, writes: &WriteSet, key: &Key) -> Option<ObjectMeta> {
+        let read = ObjectMeta(reads.meta(key).map_or(0, |m| m.version()));
+        match writes.is_delete(key) {
+            true => read.next_delete().ok(),
+            false => read.next_write().ok(),
+        }
     }
 }

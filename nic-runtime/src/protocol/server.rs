@@ -252,10 +252,12 @@ fn read_version_unchanged(now: u64, read: u64) -> bool {
 /// [`ReplyStatus::TableFull`] (see [`Room`]; a full reservation table is
 /// [`ReplyStatus::Busy`]).
 fn reserve_inserts(room: &mut Room, stats: &mut ServerStats, op: &mut ServerOp) {
+    // A tombstone (DELETED, a version) holds its slot: an insert over it
+    // takes no new room.
     let absent = op.keys[op.n_reads..]
         .iter()
         .zip(&op.metas[op.n_reads..])
-        .filter(|(_, m)| m.flags().contains(ObjectFlags::DELETED))
+        .filter(|(_, m)| m.is_deleted() && m.version() == 0)
         .map(|(k, _)| k);
     match room.reserve(op.tx_id, absent) {
         Ok(()) => {}

@@ -1,9 +1,10 @@
 //! Single-key calls in one round at the key's primary (Dandelion §3:
-//! `GetOne`, `PutOne`, `InsertOne`) on Xenic's OCC (Xenic §4.2). Specified
+//! `GetOne`, `PutOne`, `InsertOne`, `DeleteOne`) on Xenic's OCC (Xenic §4.2). Specified
 //! in `tla/SingleKey.tla` (its actions named below in brackets; requests and
 //! replies are atomic there); the must-fail models
-//! `tla/SingleKeyGetIgnoresLock.cfg`, `tla/SingleKeyReportEarly.cfg` and
-//! `tla/SingleKeyReportEarly_crash.cfg` show what each rule prevents.
+//! `tla/SingleKeyGetIgnoresLock.cfg`, `tla/SingleKeyReportEarly.cfg`,
+//! `tla/SingleKeyReportEarly_crash.cfg` and `tla/SingleKeyDeleteRemoves.cfg`
+//! show what each rule prevents.
 //!
 //! # The calls
 //!
@@ -51,9 +52,11 @@
 //!   its locks are being rebuilt from undecided LOG records) refuses with
 //!   `Unavailable`; it never answers from a lock table it has not rebuilt.
 //!
-//! **PutOne / InsertOne**: the arguments are the
+//! **PutOne / InsertOne / DeleteOne**: the arguments are the
 //! one-key `Txn` of the call (put: `[put k v]`; insert: `absent(k)` then
-//! `[put k v]`), checked at the caller to name one key. The primary runs
+//! `[put k v]`; delete: `present(k)` then `[delete k]`, whose commit writes
+//! the key's tombstone — DELETED, the next version, no value —
+//! `procedure/txn.rs`), checked at the caller to name one key. The primary runs
 //! it as a transaction **it coordinates itself**: its own coordinator
 //! starts the built-in `txn` procedure with a [`TxId`] of its own
 //! (`primary | slot | generation`; P's `Lock` at n1 in the model). So it is an ordinary Xenic OCC
@@ -68,10 +71,12 @@
 //! primary's replication (LOG and COMMIT with each backup); the EXECUTE
 //! and the primary's own LOG/COMMIT go over loopback.
 //!
-//! **DeleteOne** does not exist: the commit protocol has no delete (the
-//! built-in `txn` refuses deletes at plan), so no single-key delete is
-//! built; a delete still goes through the `txn` procedure and is refused
-//! there.
+//! A DeleteOne of an absent key (never written, or already deleted) runs
+//! the failure branch, writes nothing and commits: the application hears
+//! "key not found" `[DeleteAbsent]`. An insert over a tombstone finds the
+//! key absent and writes the version after the tombstone's; a delete that
+//! removed the key instead would let that write reuse a version another
+//! value had (`tla/SingleKeyDeleteRemoves.cfg`).
 //!
 //! # Crashes, and which rule decides
 //!
@@ -144,9 +149,9 @@ use splitkv_layout::{Key, ObjectFlags, TxId, KEY_BYTES};
 /// `[get k]`, so applications read both alike).
 pub const GET_ONE_PROCEDURE_ID: u32 = u32::MAX - 2;
 
-/// Reserved procedure id of a single-key write (PutOne, InsertOne) on the
-/// request ring: its arguments are a one-key `Txn` encoding (the built-in
-/// `txn`'s); its result is that procedure's.
+/// Reserved procedure id of a single-key write (PutOne, InsertOne,
+/// DeleteOne) on the request ring: its arguments are a one-key `Txn`
+/// encoding (the built-in `txn`'s); its result is that procedure's.
 pub const WRITE_ONE_PROCEDURE_ID: u32 = u32::MAX - 3;
 
 mod forward;

@@ -32,8 +32,8 @@ pub enum ReplyStatus {
     HostFailure = 5,
     /// No free server slot for the request.
     Busy = 6,
-    /// The request broke a protocol rule (metadata with planted LOCKED or
-    /// DELETED bits, a version at `VERSION_MAX`, a COMMIT for a key the
+    /// The request broke a protocol rule (metadata with a planted LOCKED
+    /// bit, DELETED with a value, a version at `VERSION_MAX`, a COMMIT for a key the
     /// transaction does not hold locked).
     Malformed = 7,
     /// The node's NIC runtime restarted and is rebuilding its volatile state

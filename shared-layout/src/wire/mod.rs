@@ -124,8 +124,12 @@ pub const PACKET_MAGIC: u32 = u32::from_le_bytes(*b"SKV2");
 ///    other's packets whole instead;
 /// 5. the Dnl kinds ([`MsgKind::Get`] … [`MsgKind::ReadableAck`]), and
 ///    [`RecordKind`]'s `Lock` and `Repl` and [`CoordPhase`]'s `Get`,
-///    `Lock`, `Replicate` and `Unlock` in recovery and rebuild messages.
-pub const PACKET_FORMAT_VERSION: u8 = 5;
+///    `Lock`, `Replicate` and `Unlock` in recovery and rebuild messages;
+/// 6. LOG and COMMIT items may carry a delete's tombstone (DELETED, the
+///    next version, no value), which a build of format 5 refuses as
+///    malformed: its transactions would abort one by one, so both drop
+///    each other's packets whole instead.
+pub const PACKET_FORMAT_VERSION: u8 = 6;
 /// Encoded size of a [`PacketHeader`].
 pub const PACKET_HEADER_BYTES: usize = 40;
 /// Encoded size of a [`MsgHeader`].

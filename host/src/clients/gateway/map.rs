@@ -10,16 +10,15 @@
 //! | `Get(k)` | GetOne ([`GET_ONE_PROCEDURE_ID`]) with `k`'s bytes | found: a [`GetValue`]; absent: [`Status::KeyNotFound`] |
 //! | `Put(k, v)` | WriteOne ([`WRITE_ONE_PROCEDURE_ID`]) with a Txn: success `[put k v]` | empty |
 //! | `Insert(k, v)` | WriteOne with a Txn: compare `k` absent, success `[put k v]` | success branch: empty; failure: [`AbortReason::CompareFailed`] |
-//! | `Delete(k)` | [`TXN_PROCEDURE_ID`] with a Txn: compare `k` present, success `[delete k]` | success branch: empty; failure: [`Status::KeyNotFound`] |
+//! | `Delete(k)` | WriteOne with a Txn: compare `k` present, success `[delete k]` | success branch: empty; failure: [`Status::KeyNotFound`] |
 //!
-//! `Get`, `Put` and `Insert` are Dandelion §3's `GetOne`, `PutOne` and
-//! `InsertOne`: one request to the key's primary, which reads the key (a
+//! `Get`, `Put`, `Insert` and `Delete` are Dandelion §3's `GetOne`,
+//! `PutOne`, `InsertOne` and `DeleteOne`: one request to the key's primary, which reads the key (a
 //! locked key: [`AbortReason::LockConflict`], retryable) or coordinates the
 //! one-key write itself (`splitkv_nic::protocol::single_key`). Both answer
-//! with the built-in Txn's result shape, so the outcomes map alike. There
-//! is no `DeleteOne`: the commit protocol has no delete, so a `Delete` goes
-//! to the built-in Txn procedure, which refuses it ([`Status::Rejected`]
-//! with that reason).
+//! with the built-in Txn's result shape, so the outcomes map alike. A
+//! delete commits the key's tombstone (`splitkv_nic::procedure::txn`): the
+//! key then reads as not found, and an insert over it succeeds.
 //!
 //! A status the NIC runtime reports other than committed maps through
 //! `Status::from(TxStatus)` (one to one), its body being the NIC's reason
@@ -98,7 +97,7 @@ pub fn to_nic(req: &Request<'_>, args: &mut Vec<u8>) -> Result<(u32, Kind), Stat
                 condition: Condition::Present,
             };
             one_key(&[present], Op::Delete(key), args)?;
-            (TXN_PROCEDURE_ID, Kind::Delete)
+            (WRITE_ONE_PROCEDURE_ID, Kind::Delete)
         }
     })
 }
@@ -199,6 +198,22 @@ mod tests {
             }]
         );
         assert_eq!(txn.op_count(Branch::Success), 1);
+        assert_eq!(txn.op_count(Branch::Failure), 0);
+        let delete = Request::Delete { req_id: 4, key: K };
+        assert_eq!(
+            to_nic(&delete, &mut args),
+            Ok((WRITE_ONE_PROCEDURE_ID, Kind::Delete)),
+            "a DeleteOne"
+        );
+        let txn = Txn::decode(&args).unwrap();
+        let c: Vec<_> = txn.compares().collect();
+        let present = Compare {
+            key: K,
+            condition: Condition::Present,
+        };
+        assert_eq!(c, vec![present]);
+        let ops: Vec<_> = txn.ops(Branch::Success).collect();
+        assert_eq!(ops, vec![Op::Delete(K)]);
         assert_eq!(txn.op_count(Branch::Failure), 0);
         let get = Request::Get { req_id: 3, key: K };
         assert_eq!(

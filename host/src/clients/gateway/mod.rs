@@ -13,8 +13,8 @@
 //!    between two reads) — decodes each as an application
 //!    [`Request`], and turns it into a call of the NIC runtime ([`map`]:
 //!    registered procedures as they are, a `Txn` as the built-in Txn
-//!    procedure, a get, put or insert as a single-key call at the key's
-//!    primary, a delete as a one-key `Txn`) under a gateway id
+//!    procedure, a get, put, insert or delete as a single-key call at
+//!    the key's primary) under a gateway id
 //!    unique over the gateway's life, remembered with the connection and
 //!    the client's own `req_id`;
 //! 2. takes the NIC runtime's outcomes, maps them back ([`map::to_app`])

@@ -77,7 +77,7 @@ impl Coordinator {
             w.begin_items(MsgKind::Commit, tx_id);
             let mut any = false;
             for (k, v) in writes.iter().filter(|(k, _)| placement.primary(k) == p) {
-                w.push_item(k, Self::new_meta(reads, k).unwrap_or_default(), v);
+                w.push_item(k, Self::new_meta(reads, writes, k).unwrap_or_default(), v);
                 any = true;
             }
             if LOG_BACKUPS_ONLY {
@@ -239,7 +239,11 @@ fn write_log(
         // replica's LOG acknowledgement): LOG at the backups only.
         let primary = !LOG_BACKUPS_ONLY && placement.primary(k) == b;
         if primary || placement.backups(k).any(|n| n == b) {
-            w.push_item(k, Coordinator::new_meta(reads, k).unwrap_or_default(), v);
+            w.push_item(
+                k,
+                Coordinator::new_meta(reads, writes, k).unwrap_or_default(),
+                v,
+            );
             any = true;
         }
     }

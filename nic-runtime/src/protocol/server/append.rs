@@ -8,8 +8,10 @@
 //! fuzz targets check): a value over the node's limit, or records that would
 //! make a host-log entry longer than [`log_entry_bytes_max`] (the size the
 //! node's host log is built to take), are refused with
-//! [`ReplyStatus::TooLarge`]; metadata with planted LOCKED or DELETED bits or
-//! version 0 with [`ReplyStatus::Malformed`]; and a COMMIT is installed only
+//! [`ReplyStatus::TooLarge`]; metadata with a planted LOCKED bit, DELETED
+//! with a value, or version 0 with [`ReplyStatus::Malformed`] (a delete's
+//! tombstone — DELETED, the next version, no value — is a write like any
+//! other: installed and appended as it is); and a COMMIT is installed only
 //! for keys its transaction holds locked here, so a late or duplicated COMMIT
 //! (the lock already released) is refused and never rolls the NIC cache back (a
 //! duplicate that arrives while the first is still being appended gets no
@@ -202,7 +204,7 @@ impl Server {
                 return Err(ReplyStatus::TooLarge);
             }
             let unlocked = kind == OpKind::Commit && index.lock_holder(&it.key) != Some(tx_id);
-            if it.meta.check_written().is_err() || unlocked {
+            if it.meta.check_written(it.value.len()).is_err() || unlocked {
                 self.stats.malformed += 1;
                 return Err(ReplyStatus::Malformed);
             }

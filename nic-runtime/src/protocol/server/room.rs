@@ -39,10 +39,12 @@
 //!   (`reserved − 1`, `count + 1`).
 //! * **ABORT** of a reserved key (the transaction aborted, or committed
 //!   without writing it) releases the reservation.
-//! * Deletes would decrement `count` at COMMIT ([`Room::removed`]); no protocol
-//!   step writes a deletion yet
-//!   ([`ObjectMeta::check_written`](splitkv_layout::ObjectMeta::check_written)
-//!   refuses one), so today the count only grows.
+//! * A delete writes a tombstone (DELETED, the next version, no value) that
+//!   stays in every replica's table: it still takes a slot, so it leaves
+//!   `count` as it is, and an insert over it needs no room (only keys absent
+//!   with version 0 reserve). Tombstones are not reclaimed, so the count only
+//!   grows; [`Room::removed`] is for a reclaim, which needs a per-shard
+//!   version floor first.
 //!
 //! A key is absent at EXECUTE and still absent at its COMMIT: the transaction
 //! holds its lock throughout, and every earlier COMMIT of the key was installed
@@ -230,8 +232,9 @@ impl Room {
         self.take(key, tx_id);
     }
 
-    /// A committed deletion removed a present key: one key of room comes
-    /// back (saturating at 0). No protocol step deletes yet (module docs).
+    /// A key left the table: one key of room comes back (saturating at 0).
+    /// No protocol step removes a key yet: a delete's tombstone stays
+    /// (module docs).
     pub fn removed(&mut self) {
         self.count = self.count.saturating_sub(1);
     }
