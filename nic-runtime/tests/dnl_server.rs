@@ -424,3 +424,27 @@ fn a_lock_of_absent_keys_past_the_quota_is_refused_with_table_full() {
     );
     assert!(r.logged().is_empty(), "nothing appended");
 }
+
+/// An Unlock that overtakes its transaction's Lock here (the Lock's
+/// versions still being read) is refused with `Busy`, never applied to a
+/// half-taken lock; once the Lock is answered the Unlock goes through.
+#[test]
+fn an_unlock_during_its_lock_is_busy() {
+    let mut r = rig();
+    let a = key_at(0, 0);
+    let t = id(1);
+    r.deliver(&lock(t, &[(a, 0)], &[(a, 1, b"x")]));
+    let w = unlock(t, false, &[], &[(a, 1, b"x")]);
+    assert_eq!(
+        r.request(&w),
+        vec![Reply::Unlock(ReplyStatus::Busy), Reply::Lock(OK)],
+        "refused at once, the Lock answered when its read completes"
+    );
+    assert_eq!(r.index.lock_holder(&a), Some(t));
+    assert_eq!(r.request(&w), vec![Reply::Unlock(OK)]);
+    assert_eq!(r.index.lock_holder(&a), None);
+    assert_eq!(
+        r.logged().iter().map(|l| l.0).collect::<Vec<_>>(),
+        vec![LogKind::Log, LogKind::Abort]
+    );
+}
