@@ -68,7 +68,7 @@ fn bad_flags_exit_2_with_one_line() {
 }
 
 /// `--protocol` names every protocol on `sim` and every bench that runs
-/// one; the Dnl protocols are not implemented yet: exit 2, one line with
+/// one; Dnl-2 and Dnl-1 are not implemented yet: exit 2, one line with
 /// the reason, before anything runs; an unknown name is clap's refusal.
 #[test]
 fn unimplemented_or_unknown_protocols_exit_2_with_the_reason() {
@@ -80,7 +80,6 @@ fn unimplemented_or_unknown_protocols_exit_2_with_the_reason() {
         &["sim"],
     ] {
         for (protocol, needle) in [
-            ("dnl4", "not implemented yet"),
             ("dnl2", "not implemented yet"),
             ("dnl1", "not implemented yet"),
             ("paxos", "paxos"),

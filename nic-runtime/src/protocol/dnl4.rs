@@ -15,7 +15,8 @@
 //! ([`Evidence::Records`]). Read-only transactions run Dnl-RO
 //! ([`super::dnl_ro`]).
 //!
-//! Not yet driven by the coordinator.
+//! The coordinator's Dnl-4 path (`coordinator/dnl.rs`) follows this row's
+//! order written out by hand; recovery (`decide`) is not built yet.
 
 use super::skeleton::{At, Evidence, Report, Row, Step};
 

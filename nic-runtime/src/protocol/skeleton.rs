@@ -7,9 +7,11 @@
 //! Dnl-2 ([`super::dnl2::ROW`]) and Dnl-1 ([`super::dnl1::ROW`]);
 //! read-only transactions run Dnl-RO under every row ([`super::dnl_ro`]).
 //!
-//! **Not yet driven by the coordinator**: these are the rows and the pure
-//! transition function the coordinator's Dnl phases will follow; no wire
-//! message is sent from here and the runtime still runs Xenic OCC only
+//! **Not yet what drives the coordinator**: these are the rows and the pure
+//! transition function the coordinator's Dnl phases are to follow; no wire
+//! message is sent from here. The coordinator's Dnl-4 path
+//! (`coordinator/dnl.rs`) follows [`super::dnl4::ROW`]'s order written out
+//! by hand; Dnl-2 and Dnl-1 are refused
 //! ([`super::CommitProtocol::check_implemented`]). Xenic OCC is not a row:
 //! its locking is fused with execution on the declared write set and its
 //! commit point and recovery differ, so it stays beside the skeleton.
