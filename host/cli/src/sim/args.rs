@@ -167,6 +167,14 @@ impl SimArgs {
             return Err("--gets and --puts are options of --workload micro".into());
         }
         crate::cli::check_protocol(Some(self.protocol))?;
+        let node_faults = !matches!(self.faults, FaultMix::None | FaultMix::Net);
+        if self.protocol != CommitProtocol::XenicOcc && node_faults {
+            return Err(format!(
+                "--protocol {} --faults {}: crash recovery of Dnl transactions is not built yet \
+                 (--faults none or net)",
+                self.protocol, self.faults
+            ));
+        }
         if let Err(e) = self.api.check_built() {
             return Err(format!("--api {}: {e}", self.api.name()));
         }
