@@ -60,7 +60,7 @@ enum Phase {
     Lock,
     /// Dnl Replication.
     Replicate,
-    /// Dnl Unlocking (commit or abort: `TxCtx::dnl_commit`).
+    /// Dnl Unlocking (commit or abort: `TxCtx::dnl_decision`).
     Unlock,
     /// The Readable round after a Dnl commit was reported (holds the slot only).
     Readable,
@@ -101,8 +101,8 @@ struct TxCtx {
     /// In [`Phase::AbortLog`]: ABORTs sent again so far
     /// (at most `ABORT_LOG_RESENDS_MAX`, the `deadline` module).
     abort_resends: u8,
-    /// In [`Phase::Unlock`]: the Unlock commits (else aborts).
-    dnl_commit: bool,
+    /// A Dnl transaction's decision so far (`Row::step_done`).
+    dnl_decision: Option<super::skeleton::Decision>,
 }
 
 impl TxCtx {
@@ -127,7 +127,7 @@ impl TxCtx {
             logged: 0,
             abort: (TxStatus::Unavailable, b""),
             abort_resends: 0,
-            dnl_commit: false,
+            dnl_decision: None,
         }
     }
 
@@ -354,7 +354,7 @@ impl Coordinator {
         t.locked = 0;
         t.logged = 0;
         t.abort_resends = 0;
-        t.dnl_commit = false;
+        t.dnl_decision = None;
         t.failed = false;
         t.reason = ReplyStatus::Ok;
         t.refusers = 0;

@@ -15,8 +15,8 @@
 //! ([`Evidence::Records`]). Read-only transactions run Dnl-RO
 //! ([`super::dnl_ro`]).
 //!
-//! The coordinator's Dnl-4 path (`coordinator/dnl.rs`) follows this row's
-//! order written out by hand; recovery (`decide`) is not built yet.
+//! Driven by the coordinator's Dnl path (`coordinator/dnl.rs`); recovery
+//! (`decide`) is not built yet.
 
 use super::skeleton::{At, Evidence, Report, Row, Step};
 

@@ -1,25 +1,28 @@
-//! The coordinator's Dnl-4 path (Dandelion §4.2.2; `tla/DnlSkeleton.tla`,
-//! row `Dnl4Row`; `protocol/dnl4.rs`): lock-free Gets at the primaries
-//! (TLA `Read`, `ExecDone`), the procedure, then Lock of the write set at
-//! its primaries with the values (`LockDone`), Read validation of the rest
-//! of the read set (`ValidateReadsDone`), Replicate to the backups
-//! (`ReplicateDone`), Unlock at the lock holders (`UnlockDone`: the commit
-//! is reported here), Readable at the backups (`ReadableDone`), and only
-//! then the slot is free. An abort is reported at the decision and its
-//! locks are released by Unlock(abort) before the slot is free. Read-only
-//! transactions run Dnl-RO: Gets, then validation of every key read, a
-//! lone read too (the spec's `ValKeys`: a Get answers a locked key's
-//! value, which a transaction already ordered before others may be about
-//! to replace; the simulator's list-append check finds that cycle when a
-//! lone read skips validation).
+//! The coordinator's Dnl path (Dandelion §4.2.2; `tla/DnlSkeleton.tla`;
+//! only the Dnl-4 row, `protocol/dnl4.rs`, is enabled): lock-free Gets at
+//! the primaries (TLA `Read`), the procedure, then the row's steps in the
+//! order [`Row::step_done`] gives (the spec's `StepDone`: `ExecDone`,
+//! `LockDone`, `ValidateReadsDone`, `ReplicateDone`, `UnlockDone`) — Lock
+//! of the write set at its primaries with the values, Read validation of
+//! the rest of the read set, Replicate to the backups, Unlock at the lock
+//! holders — reporting at the row's report points (Dnl-4: a commit after
+//! the Unlock acks, an abort at once), then Readable at the backups sent
+//! Replicate (`ReadableDone`); the slot is free only after those acks.
+//! Read-only transactions run Dnl-RO: Gets, then validation of every key
+//! read, a lone read too (the spec's `ValKeys`: a Get answers a locked
+//! key's value, which a transaction already ordered before others may be
+//! about to replace; the simulator's list-append check finds that cycle
+//! when a lone read skips validation).
 //!
 //! The coordinator waits for every Lock reply before it decides (the spec
 //! lets it abort at the first refusal and drop the rest): no Lock lands
-//! after the Unlock(abort) meant to release it.
+//! after the Unlock(abort) meant to release it. Keys planned as written
+//! and not written are locked and released like the written ones.
 
 use super::{bit, send_each, Coordinator, Phase};
 use crate::placement::Placement;
 use crate::procedure::ProcedureRegistry;
+use crate::protocol::skeleton::{Decision, Row, Shape, Step};
 use crate::protocol::Io;
 use splitkv_layout::host_nic::TxStatus;
 use splitkv_layout::wire::NodeMask;
@@ -49,14 +52,16 @@ impl Coordinator {
         }
     }
 
-    /// The procedure ran: Lock (TLA `Lock`) when it wrote, else Dnl-RO's
-    /// validation of every key read.
+    /// The procedure ran: execution is done (TLA `ExecDone`).
     pub(super) fn dnl_after_body(&mut self, io: &mut Io, slot: usize) {
+        self.dnl_step_done(io, slot, Step::Exec, false, TxStatus::Committed);
+    }
+
+    /// Locking (TLA `Lock`): the planned write set at its primaries, each
+    /// key with the version read, the written ones with their new values.
+    fn dnl_lock(&mut self, io: &mut Io, slot: usize) {
         let t = &mut self.txs[slot];
         let tx_id = TxId::new(io.node, slot, t.gen);
-        if t.writes.is_empty() {
-            return self.dnl_validate(io, slot, true);
-        }
         t.phase = Phase::Lock;
         let shards = shards_of(t.plan.writes.iter(), &io.placement);
         let (plan, writes, reads) = (&t.plan, &t.writes, &t.reads);
@@ -72,12 +77,16 @@ impl Coordinator {
             }
             any
         });
+        if t.pending == 0 {
+            self.dnl_step_done(io, slot, Step::Lock, false, TxStatus::Committed);
+        }
     }
 
     /// Read validation (TLA `ValidateReads`) at the primaries: the keys only
-    /// read, or (`all`, Dnl-RO) every key read.
-    fn dnl_validate(&mut self, io: &mut Io, slot: usize, all: bool) {
+    /// read, or (Dnl-RO, nothing written) every key read.
+    fn dnl_validate(&mut self, io: &mut Io, slot: usize) {
         let t = &mut self.txs[slot];
+        let all = t.writes.is_empty();
         let tx_id = TxId::new(io.node, slot, t.gen);
         t.phase = Phase::Validate;
         let (plan, reads) = (&t.plan, &t.reads);
@@ -93,15 +102,13 @@ impl Coordinator {
             }
             any
         });
-        if t.pending == 0 && all {
-            self.dnl_report_commit(slot, true);
-        } else if t.pending == 0 {
-            self.dnl_replicate(io, slot);
+        if t.pending == 0 {
+            self.dnl_step_done(io, slot, Step::Validate, false, TxStatus::Committed);
         }
     }
 
     /// Every answer of a Dnl phase is in (`failed`: some refused, first
-    /// reason `why`): the coordinator's `StepDone`.
+    /// reason `why`).
     pub(super) fn dnl_end_phase(
         &mut self,
         io: &mut Io,
@@ -110,36 +117,52 @@ impl Coordinator {
         failed: bool,
         why: TxStatus,
     ) {
-        let t = &self.txs[slot];
-        let read_only = t.writes.is_empty();
-        match t.phase {
-            Phase::Get | Phase::Lock if failed => {
-                self.stats.execute_aborts += 1;
-                self.dnl_abort(io, slot, why, &[]);
-            }
-            Phase::Get => self.run_body(io, procs, slot),
-            Phase::Lock if t.plan.reads.is_empty() => self.dnl_replicate(io, slot),
-            Phase::Lock => self.dnl_validate(io, slot, false),
-            Phase::Validate if failed => {
-                self.stats.validate_aborts += 1;
-                self.dnl_abort(io, slot, why, &[]);
-            }
-            Phase::Validate if read_only => self.dnl_report_commit(slot, true),
-            Phase::Validate => self.dnl_replicate(io, slot),
-            Phase::Replicate => {
-                if failed {
-                    // Never refused for a rule of the protocol: a replica
-                    // that cannot take it stops (its server's `fatal`).
-                    self.stats.commit_refusals += 1;
-                }
-                self.dnl_unlock(io, slot, true);
-            }
-            Phase::Unlock if self.txs[slot].dnl_commit => {
-                self.dnl_report_commit(slot, false);
-                self.dnl_readable(io, slot);
-            }
-            Phase::Unlock | Phase::Readable => self.release(slot),
+        let step = match self.txs[slot].phase {
+            Phase::Get if !failed => return self.run_body(io, procs, slot),
+            Phase::Get => Step::Exec,
+            Phase::Lock => Step::Lock,
+            Phase::Validate => Step::Validate,
+            Phase::Replicate => Step::Replicate,
+            Phase::Unlock => Step::Unlock,
+            // TLA `ReadableDone`: only the slot was held.
+            Phase::Readable => return self.release(slot),
+            _ => return,
+        };
+        match step {
+            Step::Exec | Step::Lock if failed => self.stats.execute_aborts += 1,
+            Step::Validate if failed => self.stats.validate_aborts += 1,
+            // Never refused for a rule of the protocol: a replica that
+            // cannot take it stops (its server's `fatal`).
+            Step::Replicate | Step::Unlock if failed => self.stats.commit_refusals += 1,
             _ => {}
+        }
+        let failed = failed && step.is_check();
+        self.dnl_step_done(io, slot, step, failed, why);
+    }
+
+    /// The last answer of `step` is in (TLA `StepDone`): the row decides,
+    /// reports and names the next step, which is sent (`why`: the abort's
+    /// status when `failed`).
+    fn dnl_step_done(&mut self, io: &mut Io, slot: usize, step: Step, failed: bool, why: TxStatus) {
+        let Some(row) = self.row else {
+            return;
+        };
+        let t = &mut self.txs[slot];
+        let shape = dnl_shape(t);
+        let done = row.step_done(step, shape, failed, t.dnl_decision, t.told.is_some());
+        t.dnl_decision = done.decision;
+        match done.report {
+            Some(Decision::Commit) => self.dnl_report_commit(slot),
+            Some(Decision::Abort) => self.tell(slot, why, Vec::new()),
+            None => {}
+        }
+        match done.next {
+            Step::Exec => {}
+            Step::Lock => self.dnl_lock(io, slot),
+            Step::Validate => self.dnl_validate(io, slot),
+            Step::Replicate => self.dnl_replicate(io, slot),
+            Step::Unlock => self.dnl_unlock(io, slot),
+            Step::Done => self.dnl_readable(io, slot, row),
         }
     }
 
@@ -164,18 +187,18 @@ impl Coordinator {
         });
         t.logged = t.pending.sent();
         if t.pending == 0 {
-            self.dnl_unlock(io, slot, true);
+            self.dnl_step_done(io, slot, Step::Replicate, false, TxStatus::Committed);
         }
     }
 
-    /// Unlocking (TLA `Unlock`) at every lock holder: `commit` installs the
-    /// values written there, else drops them; the locked keys not written
-    /// are released.
-    fn dnl_unlock(&mut self, io: &mut Io, slot: usize, commit: bool) {
+    /// Unlocking (TLA `Unlock`) at every lock holder: a commit installs the
+    /// values written there, an abort drops them; the locked keys not
+    /// written are released.
+    fn dnl_unlock(&mut self, io: &mut Io, slot: usize) {
         let t = &mut self.txs[slot];
         let tx_id = TxId::new(io.node, slot, t.gen);
         t.phase = Phase::Unlock;
-        t.dnl_commit = commit;
+        let commit = t.dnl_decision == Some(Decision::Commit);
         let (locked, plan, writes, reads) = (t.locked, &t.plan, &t.writes, &t.reads);
         t.pending = send_each(io, |w, placement, p| {
             if locked & bit(p) == 0 {
@@ -195,19 +218,20 @@ impl Coordinator {
             }
             true
         });
-        if t.pending == 0 && commit {
-            self.dnl_report_commit(slot, false);
-            self.dnl_readable(io, slot);
-        } else if t.pending == 0 {
-            self.release(slot);
+        if t.pending == 0 {
+            self.dnl_step_done(io, slot, Step::Unlock, false, TxStatus::Committed);
         }
     }
 
-    /// Readable (TLA `Readable`), once the commit is reported: every backup
-    /// sent Replicate installs and raises READABLE; the slot is free after
-    /// their acks.
-    fn dnl_readable(&mut self, io: &mut Io, slot: usize) {
+    /// The transaction is done: Readable (TLA `Readable`, once the commit is
+    /// reported) to every backup sent Replicate, which installs and raises
+    /// READABLE; the slot is free after their acks, at once without any.
+    fn dnl_readable(&mut self, io: &mut Io, slot: usize, row: &Row) {
         let t = &mut self.txs[slot];
+        let commit = t.dnl_decision == Some(Decision::Commit) && t.told.is_some();
+        if !commit || !row.readable || t.logged == 0 {
+            return self.release(slot);
+        }
         let tx_id = TxId::new(io.node, slot, t.gen);
         t.phase = Phase::Readable;
         let (logged, writes, reads) = (t.logged, &t.writes, &t.reads);
@@ -228,28 +252,45 @@ impl Coordinator {
         }
     }
 
-    /// Reports the commit of `slot` (Dnl-4: after the Unlock acks; Dnl-RO:
-    /// after validation); `free` frees the slot too (nothing more to send).
-    fn dnl_report_commit(&mut self, slot: usize, free: bool) {
+    /// Reports the commit of `slot` to the client.
+    fn dnl_report_commit(&mut self, slot: usize) {
         self.stats.committed += 1;
         let mut result = self.spare_buffer();
         result.clear();
         result.extend_from_slice(&self.txs[slot].result);
         self.tell(slot, TxStatus::Committed, result);
-        if free {
-            self.release(slot);
-        }
     }
 
-    /// Aborts `slot`: reported at once (Dnl-4 reports aborts at the
-    /// decision), then Unlock(abort) to every node that may hold its locks;
-    /// the slot is free after their acks.
+    /// Aborts `slot` in its current step (a deadline or a failed peer):
+    /// reported now with `status` and `why`, then the row's abort path
+    /// (Unlock(abort) to every node that may hold its locks; the slot is
+    /// free after their acks).
     pub(super) fn dnl_abort(&mut self, io: &mut Io, slot: usize, status: TxStatus, why: &[u8]) {
         self.tell(slot, status, why.to_vec());
-        if self.txs[slot].locked == 0 {
-            return self.release(slot);
+        let step = match self.txs[slot].phase {
+            Phase::Get => Step::Exec,
+            Phase::Lock => Step::Lock,
+            _ => Step::Validate,
+        };
+        self.dnl_step_done(io, slot, step, true, status);
+    }
+}
+
+/// The [`Shape`] of a transaction: its planned writes count as written
+/// (locked and released alike) once it wrote anything; a transaction that
+/// wrote nothing is read-only (Dnl-RO), every key it read a read.
+fn dnl_shape(t: &super::TxCtx) -> Shape {
+    let (reads, writes) = (t.plan.reads.len(), t.plan.writes.len());
+    if t.writes.is_empty() {
+        Shape {
+            reads_not_written: reads + writes,
+            written: 0,
         }
-        self.dnl_unlock(io, slot, false);
+    } else {
+        Shape {
+            reads_not_written: reads,
+            written: writes,
+        }
     }
 }
 
