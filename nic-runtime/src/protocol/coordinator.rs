@@ -435,8 +435,10 @@ impl Coordinator {
             Body::LockResp { status, .. } if status.is_ok() => t.locked |= bit(src),
             Body::ExecuteResp { status, items, .. } | Body::GetResp { status, items, .. } => {
                 if status.is_ok() {
-                    // Locks are held at `src` even if its items are refused below.
-                    if t.plan.writes.iter().any(|k| io.placement.primary(k) == src) {
+                    // Locks are held at `src` even if its items are refused
+                    // below (an EXECUTE's; a Dnl Get takes none).
+                    let execute = matches!(body, Body::ExecuteResp { .. });
+                    if execute && t.plan.writes.iter().any(|k| io.placement.primary(k) == src) {
                         t.locked |= bit(src);
                     }
                     for it in items.iter() {
