@@ -448,3 +448,40 @@ fn an_unlock_during_its_lock_is_busy() {
         vec![LogKind::Log, LogKind::Abort]
     );
 }
+
+/// A request naming a transaction slot that does not exist (a coordinator
+/// node or slot out of range) is refused with `Malformed`, counted as late,
+/// and changes nothing; every step answers in its own kind.
+#[test]
+fn requests_of_slots_that_do_not_exist_are_refused() {
+    use splitkv_nic::placement::NODES_MAX;
+    use splitkv_nic::slots::SLOTS_PER_NODE;
+    let mut r = rig();
+    let (a, b) = (key_at(0, 0), key_at(1, 0));
+    for bad in [
+        TxId::new(NODES_MAX as NodeId, 0, 1),
+        TxId::new(1, SLOTS_PER_NODE, 1),
+    ] {
+        assert_eq!(
+            r.request(&lock(bad, &[(a, 0)], &[])),
+            vec![Reply::Lock(Malformed)]
+        );
+        let item = [(b, 1, &b"x"[..])];
+        assert_eq!(
+            r.request(&replicate(bad, &item)),
+            vec![Reply::Replicate(Malformed)]
+        );
+        assert_eq!(
+            r.request(&unlock(bad, false, &[a], &[])),
+            vec![Reply::Unlock(Malformed)]
+        );
+        assert_eq!(
+            r.request(&readable(bad, &item)),
+            vec![Reply::Readable(Malformed)]
+        );
+    }
+    assert_eq!(r.server.stats().late_requests, 8);
+    assert_eq!(r.index.lock_holder(&a), None);
+    assert!(r.index.is_readable(&b));
+    assert!(r.logged().is_empty());
+}
