@@ -65,12 +65,8 @@ fn invalid_settings_are_typed_errors() {
         err(b().clients_per_node(0)),
         ClusterError::Node(NodeError::Clients(0))
     );
-    // The Dnl protocols are chosen by name but not built yet: a typed error.
-    for p in [
-        CommitProtocol::Dnl4,
-        CommitProtocol::Dnl2,
-        CommitProtocol::Dnl1,
-    ] {
+    // Dnl-2 and Dnl-1 are chosen by name but not built yet: a typed error.
+    for p in [CommitProtocol::Dnl2, CommitProtocol::Dnl1] {
         assert_eq!(
             err(b().commit_protocol(p)),
             ClusterError::Node(NodeError::Commit(CommitProtocolError::NotImplemented(p)))
@@ -184,9 +180,21 @@ fn load_puts_rows_on_every_replica_and_only_there() {
 
 #[test]
 fn threads_share_a_running_cluster_and_shutdown_returns_its_tables() {
+    threads_share_a_running_cluster(CommitProtocol::XenicOcc);
+}
+
+/// The same on Dnl-4 (`protocol/coordinator/dnl.rs`): every replica's host
+/// table, backups included (installed at Readable), ends with every commit.
+#[test]
+fn a_dnl4_cluster_commits_on_every_replica() {
+    threads_share_a_running_cluster(CommitProtocol::Dnl4);
+}
+
+fn threads_share_a_running_cluster(protocol: CommitProtocol) {
     const THREADS: u64 = 6;
     const CALLS: u64 = 150;
     let mut cluster = Cluster::builder()
+        .commit_protocol(protocol)
         .nodes(3)
         .replication(3)
         .clients_per_node(2)

@@ -122,7 +122,7 @@ fn commit_protocol_is_read_and_reaches_the_node_config() {
 fn unknown_or_unimplemented_commit_protocols_are_rejected() {
     let line = rejected_naming(&file("[protocol]\ncommit = \"paxos\""), "protocol.commit");
     assert!(line.contains("unknown commit protocol \"paxos\""), "{line}");
-    for name in ["dnl4", "dnl2", "dnl1"] {
+    for name in ["dnl2", "dnl1"] {
         let line = rejected_naming(
             &file(&format!("[protocol]\ncommit = \"{name}\"")),
             "protocol.commit",

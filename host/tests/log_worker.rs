@@ -350,3 +350,73 @@ fn applies_sixteen_four_kib_values_of_one_commit() {
         Some(log_tx.produced_bytes())
     );
 }
+
+/// Design A of `tla/DnlSkeleton.tla` at one replica's host: the values a
+/// Dnl Lock or Replicate appended are pending `Log` records, invisible in
+/// the table until the decision record arrives (TLA `Unlock` commit:
+/// installed; `Unlock` abort: dropped; `Readable` at a backup: installed
+/// from its own REPL record).
+#[test]
+fn dnl_pending_values_are_installed_only_at_their_decision() {
+    let (mut log_tx, log_rx) = ring_pair(1 << 16).unwrap();
+    let (ack_tx, _ack_rx) = ring_pair(1 << 12).unwrap();
+    let table = HostTable::new(TableKind::Robinhood, &TableConfig::new(64, 8)).unwrap();
+    let mut worker = HostWorker::new(table, log_rx, ack_tx);
+    // t1 locked key 1 here (values with its Lock), t2 locked key 2, t3
+    // replicated key 3 here (a backup).
+    let (t1, t2, t3) = (
+        TxId::from_bits(51),
+        TxId::from_bits(52),
+        TxId::from_bits(53),
+    );
+    let pending = |tx_id, id, value: &'static [u8], out: &mut Vec<u8>| {
+        LogRecord {
+            kind: LogKind::Log,
+            tx_id,
+            key: Key::new(1, id),
+            meta: ObjectMeta::new(1, ObjectFlags::empty()),
+            value,
+        }
+        .encode(out)
+    };
+    let mut entry = Vec::new();
+    let mut push = |entry: &mut Vec<u8>| {
+        log_tx.try_push(entry).unwrap();
+        entry.clear();
+    };
+    pending(t1, 1, b"one", &mut entry);
+    push(&mut entry);
+    pending(t2, 2, b"two", &mut entry);
+    push(&mut entry);
+    pending(t3, 3, b"three", &mut entry);
+    push(&mut entry);
+    LogRecord::decision(LogKind::Lock, t1).encode(&mut entry); // a marker: nothing
+    push(&mut entry);
+    while worker.run_iteration(0) {}
+    let mut value = Vec::new();
+    for id in 1..=3 {
+        assert!(
+            worker.table().get(&Key::new(1, id), &mut value).is_none(),
+            "pending values are not visible before their decision"
+        );
+    }
+    LogRecord::decision(LogKind::Commit, t1).encode(&mut entry); // Unlock, commit
+    LogRecord::decision(LogKind::Abort, t2).encode(&mut entry); // Unlock, abort
+    push(&mut entry);
+    while worker.run_iteration(0) {}
+    let meta = worker.table().get(&Key::new(1, 1), &mut value).unwrap();
+    assert_eq!((meta.version(), value.as_slice()), (1, &b"one"[..]));
+    assert!(worker.table().get(&Key::new(1, 2), &mut value).is_none());
+    assert!(
+        worker.table().get(&Key::new(1, 3), &mut value).is_none(),
+        "a REPL value waits for its Readable"
+    );
+    LogRecord::decision(LogKind::Commit, t3).encode(&mut entry); // Readable
+    push(&mut entry);
+    while worker.run_iteration(0) {}
+    let meta = worker.table().get(&Key::new(1, 3), &mut value).unwrap();
+    assert_eq!((meta.version(), value.as_slice()), (1, &b"three"[..]));
+    assert_eq!(worker.error(), None);
+    let stats = worker.stats();
+    assert_eq!((stats.commits, stats.aborts, stats.applied), (2, 1, 2));
+}

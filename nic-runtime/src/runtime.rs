@@ -299,6 +299,7 @@ impl NicRuntime {
         net.set_inline_bytes_max(parts.transport.inline_bytes_max());
         net.attach_lender(parts.transport.as_ref(), &parts.net);
         let mut coordinator = Coordinator::new();
+        coordinator.set_commit_protocol(commit);
         let phase_ns = phase_deadline_ns(parts.net.session.silence_ns);
         coordinator.set_phase_deadline_ns(phase_ns);
         Ok(NicRuntime {

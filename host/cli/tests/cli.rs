@@ -67,8 +67,24 @@ fn bad_flags_exit_2_with_one_line() {
     }
 }
 
+/// Dnl-4 runs in the simulator without node faults only (crash recovery of
+/// Dnl transactions is not built): a node-fault mix is refused before
+/// anything runs, exit 2, one line.
+#[test]
+fn dnl4_with_node_faults_exits_2_with_the_reason() {
+    for faults in ["crash", "all", "rejoin", "nic-crash", "chaos"] {
+        let args = ["sim", "--protocol", "dnl4", "--faults", faults];
+        let out = splitkv(&args);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
+        assert_eq!(err.trim().lines().count(), 1, "{args:?}: {err}");
+        assert!(err.contains("crash recovery of Dnl"), "{args:?}: {err}");
+        assert!(out.stdout.is_empty(), "nothing ran");
+    }
+}
+
 /// `--protocol` names every protocol on `sim` and every bench that runs
-/// one; the Dnl protocols are not implemented yet: exit 2, one line with
+/// one; Dnl-2 and Dnl-1 are not implemented yet: exit 2, one line with
 /// the reason, before anything runs; an unknown name is clap's refusal.
 #[test]
 fn unimplemented_or_unknown_protocols_exit_2_with_the_reason() {
@@ -80,7 +96,6 @@ fn unimplemented_or_unknown_protocols_exit_2_with_the_reason() {
         &["sim"],
     ] {
         for (protocol, needle) in [
-            ("dnl4", "not implemented yet"),
             ("dnl2", "not implemented yet"),
             ("dnl1", "not implemented yet"),
             ("paxos", "paxos"),

@@ -175,6 +175,10 @@ pub struct NicIndex {
     kind: HostTableLayout,
     dlht_bins: usize,
     locks: hashbrown::HashMap<Key, TxId, FixedState>,
+    /// Keys whose READABLE bit a Dnl Replicate lowered at this backup, with
+    /// the transaction that lowered it last (the spec's `nr[n][k]`,
+    /// Dandelion §4.3); absent = readable.
+    unreadable: hashbrown::HashMap<Key, TxId, FixedState>,
     cache: ObjectCache,
     hints: SegmentHints,
     segment_commits: Vec<u32>,
@@ -191,6 +195,7 @@ impl NicIndex {
             kind,
             dlht_bins: 0,
             locks: hashbrown::HashMap::with_hasher(FixedState),
+            unreadable: hashbrown::HashMap::with_hasher(FixedState),
             cache: ObjectCache::new(
                 match kind {
                     HostTableLayout::Robinhood(layout) => Segmentation::robinhood(&layout),
@@ -270,6 +275,39 @@ impl NicIndex {
     /// Locks currently held.
     pub fn locks_held(&self) -> usize {
         self.locks.len()
+    }
+
+    /// Lowers `key`'s READABLE bit on behalf of `tx_id` (a Dnl Replicate at
+    /// a backup, TLA `Replicate`; Dandelion §4.3): a later lowering by
+    /// another transaction replaces it, as the spec's `nr` does.
+    #[inline]
+    pub fn lower_readable(&mut self, key: Key, tx_id: TxId) {
+        self.unreadable.insert(key, tx_id);
+    }
+
+    /// Raises `key`'s READABLE bit if `tx_id` lowered it last (a Dnl
+    /// Readable, TLA `Readable`); true if it did.
+    #[inline]
+    pub fn raise_readable(&mut self, key: &Key, tx_id: TxId) -> bool {
+        match self.unreadable.get(key) {
+            Some(&h) if h == tx_id => {
+                self.unreadable.remove(key);
+                true
+            }
+            _ => false,
+        }
+    }
+
+    /// Whether `key` may serve reads here: its READABLE bit is up.
+    #[inline]
+    pub fn is_readable(&self, key: &Key) -> bool {
+        self.unreadable.is_empty() || !self.unreadable.contains_key(key)
+    }
+
+    /// The transaction that lowered `key`'s READABLE bit, if it is down.
+    #[inline]
+    pub fn unreadable_by(&self, key: &Key) -> Option<TxId> {
+        self.unreadable.get(key).copied()
     }
 
     /// Prefetches `key`'s segment entry: call for every key of a request

@@ -1,6 +1,8 @@
 //! Coordinator role of Xenic's OCC (Xenic §4.2): runs shipped procedures
 //! (Xenic §4.2.2) and drives each through Execute → Validate → Log → Commit, or
-//! Abort. One `TxCtx` per transaction in flight, in a fixed-size slab.
+//! Abort. One `TxCtx` per transaction in flight, in a fixed-size slab. A
+//! cluster running Dnl-4 drives them through Get → Lock → Validate →
+//! Replicate → Unlock → Readable instead (`coordinator/dnl.rs`).
 //!
 //! Transaction ids are `node (16 bits) | slot (16 bits) | generation (32 bits)`,
 //! so a late or duplicated response for a finished transaction is recognised and
@@ -24,6 +26,9 @@ use std::collections::VecDeque;
 
 mod commit;
 mod deadline;
+mod dnl;
+mod stats;
+pub use stats::CoordinatorStats;
 mod evidence;
 mod rebuild;
 pub use deadline::{
@@ -49,6 +54,16 @@ enum Phase {
     /// Round 1 of an abort after LOG: waiting for every LOG holder's
     /// acknowledgement of its ABORT (`coordinator/commit.rs`, `abort_after_log`).
     AbortLog,
+    /// Dnl execution: lock-free Gets (`coordinator/dnl.rs`).
+    Get,
+    /// Dnl Locking.
+    Lock,
+    /// Dnl Replication.
+    Replicate,
+    /// Dnl Unlocking (commit or abort: `TxCtx::dnl_decision`).
+    Unlock,
+    /// The Readable round after a Dnl commit was reported (holds the slot only).
+    Readable,
 }
 
 /// Per-transaction coordinator state.
@@ -86,6 +101,8 @@ struct TxCtx {
     /// In [`Phase::AbortLog`]: ABORTs sent again so far
     /// (at most `ABORT_LOG_RESENDS_MAX`, the `deadline` module).
     abort_resends: u8,
+    /// A Dnl transaction's decision so far (`Row::step_done`).
+    dnl_decision: Option<super::skeleton::Decision>,
 }
 
 impl TxCtx {
@@ -110,6 +127,7 @@ impl TxCtx {
             logged: 0,
             abort: (TxStatus::Unavailable, b""),
             abort_resends: 0,
+            dnl_decision: None,
         }
     }
 
@@ -151,56 +169,6 @@ pub struct QueuedOutcome {
     pub result: Vec<u8>,
 }
 
-/// Counters of the coordinator role.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct CoordinatorStats {
-    /// Transactions started.
-    pub started: u64,
-    /// Committed.
-    pub committed: u64,
-    /// Aborted in Execute (lock conflict).
-    pub execute_aborts: u64,
-    /// Aborted in Validate.
-    pub validate_aborts: u64,
-    /// Aborted by the procedure.
-    pub user_aborts: u64,
-    /// Rejected (bad procedure, arguments or writes) or refused as too large.
-    pub rejected: u64,
-    /// Aborted because a replica refused LOG (its reason is the outcome's).
-    pub log_refusals: u64,
-    /// LOGs sent again to replicas whose NIC runtime restarted and lost
-    /// them (answered `Unavailable`).
-    pub log_resends: u64,
-    /// Transactions aborted after their LOG was sent (a LOG refused or
-    /// overdue, or a written shard without a live LOG holder): two rounds,
-    /// the abort reported only once every LOG holder acknowledged it.
-    pub aborts_after_log: u64,
-    /// ABORT-after-LOG messages sent again at the phase deadline to
-    /// replicas that had not acknowledged (a lost message or ack).
-    pub abort_log_resends: u64,
-    /// ABORT-after-LOG acknowledgements taken (one per replica and
-    /// transaction; duplicates count as stale responses).
-    pub abort_log_acks: u64,
-    /// COMMITs a replica refused after the commit point (the outcome carries
-    /// the refusal's reason; the refusing node stops).
-    pub commit_refusals: u64,
-    /// Aborts caused by a DMA or host-decode failure at a server.
-    pub host_failures: u64,
-    /// EXECUTE responses whose metadata broke a rule (planted LOCKED or
-    /// DELETED bits): the transaction aborts as rejected.
-    pub malformed_responses: u64,
-    /// Responses for transactions no longer in that phase (dropped).
-    pub stale_responses: u64,
-    /// Phases ended by a deadline or a failed peer (the `deadline` module; [`DeadlineStats`]).
-    pub deadlines: DeadlineStats,
-    /// Transactions ended by a crash-recovery decision
-    /// ([`Coordinator::finish_recovered`]).
-    pub recovered: u64,
-    /// Responses dropped because they arrived during a recovery epoch
-    /// (the transactions in flight wait for recovery's decisions).
-    pub frozen_responses: u64,
-}
-
 /// The coordinator role of one node.
 #[derive(Debug)]
 pub struct Coordinator {
@@ -212,6 +180,9 @@ pub struct Coordinator {
     spare: Vec<Vec<u8>>,
     stats: CoordinatorStats,
     deadlines: Deadlines,
+    /// The Dnl row this coordinator runs (`coordinator/dnl.rs`), or `None`
+    /// for Xenic OCC.
+    row: Option<&'static super::skeleton::Row>,
 }
 
 fn bit(n: NodeId) -> u32 {
@@ -257,7 +228,14 @@ impl Coordinator {
             spare: Vec::with_capacity(TX_INFLIGHT_MAX),
             stats: CoordinatorStats::default(),
             deadlines: Deadlines::default(),
+            row: None,
         }
+    }
+
+    /// Runs `protocol` from now on: Xenic OCC, or a Dnl row
+    /// (`coordinator/dnl.rs`; only Dnl-4's steps are driven).
+    pub fn set_commit_protocol(&mut self, protocol: super::CommitProtocol) {
+        self.row = super::skeleton::row_of(protocol);
     }
 
     /// Counters so far.
@@ -376,11 +354,16 @@ impl Coordinator {
         t.locked = 0;
         t.logged = 0;
         t.abort_resends = 0;
+        t.dnl_decision = None;
         t.failed = false;
         t.reason = ReplyStatus::Ok;
         t.refusers = 0;
         t.answered = 0;
         (t.pending, t.told) = (Waiting::default(), None);
+        if self.row.is_some() {
+            return self.dnl_start(io, procs, slot);
+        }
+        let t = &mut self.txs[slot];
         t.phase = Phase::Execute;
         let tx_id = TxId::new(io.node, slot, t.gen);
         let plan = &t.plan;
@@ -420,6 +403,11 @@ impl Coordinator {
             MsgKind::LogAck => Phase::Log,
             MsgKind::CommitAck => Phase::Commit,
             MsgKind::AbortLogAck => Phase::AbortLog,
+            MsgKind::GetResp => Phase::Get,
+            MsgKind::LockResp => Phase::Lock,
+            MsgKind::ReplicateAck => Phase::Replicate,
+            MsgKind::UnlockAck => Phase::Unlock,
+            MsgKind::ReadableAck => Phase::Readable,
             // Requests go to the server; one here is dropped, never a panic.
             _ => Phase::Free,
         };
@@ -444,10 +432,13 @@ impl Coordinator {
     fn absorb(&mut self, io: &Io, slot: usize, src: NodeId, body: &Body<'_>) {
         let t = &mut self.txs[slot];
         match *body {
-            Body::ExecuteResp { status, items, .. } => {
+            Body::LockResp { status, .. } if status.is_ok() => t.locked |= bit(src),
+            Body::ExecuteResp { status, items, .. } | Body::GetResp { status, items, .. } => {
                 if status.is_ok() {
-                    // Locks are held at `src` even if its items are refused below.
-                    if t.plan.writes.iter().any(|k| io.placement.primary(k) == src) {
+                    // Locks are held at `src` even if its items are refused
+                    // below (an EXECUTE's; a Dnl Get takes none).
+                    let execute = matches!(body, Body::ExecuteResp { .. });
+                    if execute && t.plan.writes.iter().any(|k| io.placement.primary(k) == src) {
                         t.locked |= bit(src);
                     }
                     for it in items.iter() {
@@ -466,6 +457,10 @@ impl Coordinator {
             Body::ValidateResp { status, .. }
             | Body::LogAck { status, .. }
             | Body::CommitAck { status, .. }
+            | Body::LockResp { status, .. }
+            | Body::ReplicateAck { status, .. }
+            | Body::UnlockAck { status, .. }
+            | Body::ReadableAck { status, .. }
                 if !status.is_ok() =>
             {
                 t.refused(src, status)
@@ -486,6 +481,9 @@ impl Coordinator {
         t.reason = ReplyStatus::Ok;
         if failed && why == TxStatus::HostFailure {
             self.stats.host_failures += 1;
+        }
+        if self.row.is_some() && t.phase != Phase::AbortLog {
+            return self.dnl_end_phase(io, procs, slot, failed, why);
         }
         match t.phase {
             Phase::Execute if failed => {
@@ -520,7 +518,12 @@ impl Coordinator {
             Phase::Commit => self.report(slot, TxStatus::Committed),
             // Round 1 done: every LOG holder recorded the abort.
             Phase::AbortLog => self.abort_unlock(io, slot),
-            Phase::Free => unreachable!(),
+            Phase::Free
+            | Phase::Get
+            | Phase::Lock
+            | Phase::Replicate
+            | Phase::Unlock
+            | Phase::Readable => unreachable!("Dnl phases end in dnl_end_phase"),
         }
     }
 
@@ -561,6 +564,9 @@ impl Coordinator {
         if t.result.len() > RESULT_BYTES_MAX {
             self.stats.rejected += 1;
             return self.abort(io, slot, TxStatus::TooLarge, b"result too large");
+        }
+        if self.row.is_some() {
+            return self.dnl_after_body(io, slot);
         }
         // A single read needs no validation: it is linearized when it was read.
         let validate =

@@ -9,11 +9,12 @@
 //! transactions run Dnl-RO under every Dnl protocol, so Dnl-RO is not a
 //! value here.
 //!
-//! Only Xenic OCC runs today: no coordinator or server drives the Dnl
-//! protocols yet, so
-//! [`CommitProtocol::check_implemented`] refuses them with
-//! [`CommitProtocolError::NotImplemented`] and every entry point that builds
-//! a node calls it.
+//! Xenic OCC and Dnl-4 run today (Dnl-4: `protocol/coordinator/dnl.rs`
+//! and the servers' Dnl steps, checked by the simulator without faults;
+//! crash recovery of Dnl transactions is not built). Dnl-2 and Dnl-1 are
+//! not driven yet, so [`CommitProtocol::check_implemented`] refuses them
+//! with [`CommitProtocolError::NotImplemented`] and every entry point that
+//! builds a node calls it.
 
 use std::fmt;
 use std::str::FromStr;
@@ -22,7 +23,7 @@ use std::str::FromStr;
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash)]
 pub enum CommitProtocol {
     /// Xenic's OCC with primary-backup replication (Xenic §4.2;
-    /// `tla/XenicOCC.tla`): the default, and the only one that runs today.
+    /// `tla/XenicOCC.tla`): the default.
     #[default]
     XenicOcc,
     /// Dnl-4: lock the write set at primaries, validate reads, replicate to
@@ -43,7 +44,7 @@ pub enum CommitProtocolError {
     #[error("unknown commit protocol \"{0}\" (expected xenic-occ, dnl4, dnl2 or dnl1)")]
     Unknown(String),
     /// A protocol whose coordinator and server are not built yet.
-    #[error("commit protocol {0} is not implemented yet (only xenic-occ runs)")]
+    #[error("commit protocol {0} is not implemented yet (xenic-occ and dnl4 run)")]
     NotImplemented(CommitProtocol),
 }
 
@@ -68,14 +69,14 @@ impl CommitProtocol {
 
     /// Whether this protocol runs in this build.
     pub fn is_implemented(self) -> bool {
-        self == CommitProtocol::XenicOcc
+        matches!(self, CommitProtocol::XenicOcc | CommitProtocol::Dnl4)
     }
 
     /// `self` if it runs in this build.
     ///
     /// # Errors
-    /// [`CommitProtocolError::NotImplemented`] for a Dnl protocol (not yet
-    /// driven by the coordinator).
+    /// [`CommitProtocolError::NotImplemented`] for Dnl-2 and Dnl-1 (not
+    /// yet driven by the coordinator).
     pub fn check_implemented(self) -> Result<CommitProtocol, CommitProtocolError> {
         if self.is_implemented() {
             Ok(self)
@@ -127,17 +128,12 @@ mod tests {
     }
 
     #[test]
-    fn only_xenic_occ_is_implemented() {
+    fn xenic_occ_and_dnl4_are_implemented() {
         assert_eq!(CommitProtocol::default(), CommitProtocol::XenicOcc);
-        assert_eq!(
-            CommitProtocol::XenicOcc.check_implemented(),
-            Ok(CommitProtocol::XenicOcc)
-        );
-        for p in [
-            CommitProtocol::Dnl4,
-            CommitProtocol::Dnl2,
-            CommitProtocol::Dnl1,
-        ] {
+        for p in [CommitProtocol::XenicOcc, CommitProtocol::Dnl4] {
+            assert_eq!(p.check_implemented(), Ok(p));
+        }
+        for p in [CommitProtocol::Dnl2, CommitProtocol::Dnl1] {
             let e = p.check_implemented().unwrap_err();
             assert_eq!(e, CommitProtocolError::NotImplemented(p));
             assert!(e.to_string().contains("not implemented yet"), "{e}");

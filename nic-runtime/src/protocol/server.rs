@@ -5,7 +5,9 @@
 //! [`TableLookup`] (Xenic §4.1.3: d_i + k slots, then the rest up to D_m, then the
 //! overflow chain). Each outstanding request is a `ServerOp` resumed by DMA
 //! completions; objects found are cached. `server/lookups.rs` holds that DMA path,
-//! `server/append.rs` the LOG, COMMIT and ABORT-record path, `server/abort.rs`
+//! `server/append.rs` the LOG, COMMIT and ABORT-record path, `server/dnl.rs`
+//! and `server/dnl_steps.rs` the Dandelion skeleton's Get, Lock, Replicate,
+//! Unlock and Readable, `server/abort.rs`
 //! the ABORT of both rounds of an abort after LOG, `server/room.rs` the room an
 //! insert reserves before the commit point ([`Room`]), `server/txs.rs` the
 //! newest generation seen per coordinator slot (late requests are refused).
@@ -27,6 +29,7 @@
 mod abort;
 mod append;
 mod dnl;
+mod dnl_steps;
 mod get_one;
 mod lookups;
 mod orphans;
@@ -74,6 +77,12 @@ enum OpKind {
     Decision,
     /// A GetOne's read (`server/get_one.rs`): one key, no lock.
     GetOne,
+    /// A Dnl Get's lock-free reads (`server/dnl.rs`).
+    DnlGet,
+    /// A Dnl Lock's version reads, its locks held (`server/dnl.rs`).
+    DnlLock,
+    /// Appending the records of a Dnl step (`server/dnl_steps.rs`).
+    DnlAppend(dnl::DnlStep),
 }
 
 #[derive(Debug)]
@@ -101,6 +110,9 @@ struct ServerOp {
     /// back from the per-slot table, which a newer transaction of the same
     /// coordinator slot may overwrite before the append completes.
     decision: Option<LogKind>,
+    /// A Dnl Lock's `lock_shards` (recovery evidence, held once its
+    /// versions checked).
+    shards: NodeMask,
 }
 
 impl ServerOp {
@@ -123,6 +135,7 @@ impl ServerOp {
             status: ReplyStatus::Ok,
             entry: Vec::new(),
             decision: None,
+            shards: NodeMask::EMPTY,
         }
     }
 
@@ -187,8 +200,12 @@ pub struct ServerStats {
     pub abort_log_requests: u64,
     /// GetOne requests taken (each answered once; `server/get_one.rs`).
     pub get_ones: u64,
-    /// GetOnes refused because their key was locked.
+    /// GetOnes refused because their key was locked (or its READABLE bit
+    /// was down).
     pub get_one_locked: u64,
+    /// Dnl requests taken (Get, Lock, Replicate, Unlock, Readable;
+    /// `server/dnl.rs`), duplicates and refusals included.
+    pub dnl_requests: u64,
 }
 
 /// The server role of one node.
@@ -367,6 +384,7 @@ impl Server {
         op.status = ReplyStatus::Ok;
         op.entry.clear();
         op.decision = None;
+        op.shards = NodeMask::EMPTY;
         Some(slot)
     }
 
@@ -425,6 +443,11 @@ impl Server {
             },
             Body::Abort { tx_id, keys } => self.abort(io, index, src, tx_id, keys),
             Body::AbortLog { tx_id } => self.abort_log(io, index, src, tx_id),
+            Body::Get { .. }
+            | Body::Lock { .. }
+            | Body::Replicate { .. }
+            | Body::Unlock { .. }
+            | Body::Readable { .. } => self.handle_dnl(io, index, src, body),
             _ => self.stats.malformed += 1,
         }
     }
@@ -541,6 +564,9 @@ impl Server {
     /// Answers an EXECUTE or VALIDATE whose reads are all done (or failed).
     /// A failed EXECUTE releases the locks it took.
     fn finish(&mut self, io: &mut Io, index: &mut NicIndex, slot: usize) {
+        if matches!(self.ops[slot].kind, OpKind::DnlGet | OpKind::DnlLock) {
+            return self.finish_dnl_reads(io, index, slot);
+        }
         let op = &mut self.ops[slot];
         match op.kind {
             OpKind::Execute => {
@@ -577,8 +603,13 @@ impl Server {
                     io.w.push_item(&op.keys[0], op.metas[0], &op.values[0]);
                 }
             }
-            OpKind::Log | OpKind::Commit | OpKind::Decision => {
-                unreachable!("appends finish in finish_append")
+            OpKind::Log
+            | OpKind::Commit
+            | OpKind::Decision
+            | OpKind::DnlGet
+            | OpKind::DnlLock
+            | OpKind::DnlAppend(_) => {
+                unreachable!("appends finish in finish_append, Dnl reads in finish_dnl_reads")
             }
         }
         io.send(op.src);

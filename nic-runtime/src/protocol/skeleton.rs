@@ -7,10 +7,11 @@
 //! Dnl-2 ([`super::dnl2::ROW`]) and Dnl-1 ([`super::dnl1::ROW`]);
 //! read-only transactions run Dnl-RO under every row ([`super::dnl_ro`]).
 //!
-//! **Not yet driven by the coordinator**: these are the rows and the pure
-//! transition function the coordinator's Dnl phases will follow; no wire
-//! message is sent from here and the runtime still runs Xenic OCC only
-//! ([`super::CommitProtocol::check_implemented`]). Xenic OCC is not a row:
+//! The coordinator's Dnl path (`coordinator/dnl.rs`) is driven by
+//! [`Row::step_done`]; no wire message is sent from here. Only the Dnl-4
+//! row runs: Dnl-2 and Dnl-1 are refused
+//! ([`super::CommitProtocol::check_implemented`]) until their own parts
+//! (Dnl-2's Readable with Unlock, Dnl-1's backup locks) are driven. Xenic OCC is not a row:
 //! its locking is fused with execution on the declared write set and its
 //! commit point and recovery differ, so it stays beside the skeleton.
 //!

@@ -148,9 +148,12 @@ impl Handlers<'_> {
     fn acceptable(&self, body: &Body<'_>) -> bool {
         let max = self.io.value_bytes_max;
         match body {
-            Body::Log { items, .. } | Body::Commit { items, .. } => {
-                items.iter().all(|it| it.value.len() <= max)
-            }
+            Body::Log { items, .. }
+            | Body::Commit { items, .. }
+            | Body::Lock { items, .. }
+            | Body::Replicate { items, .. }
+            | Body::Unlock { items, .. }
+            | Body::Readable { items, .. } => items.iter().all(|it| it.value.len() <= max),
             _ => true,
         }
     }
@@ -211,15 +214,13 @@ impl Handlers<'_> {
             | Body::Log { .. }
             | Body::Commit { .. }
             | Body::Abort { .. }
-            | Body::AbortLog { .. } => self.server.handle(self.io, self.index, src, body),
-            // The Dnl skeleton's requests: refused until it is served.
-            Body::Get { .. }
+            | Body::AbortLog { .. }
+            // The Dnl skeleton's requests (`protocol/server/dnl.rs`).
+            | Body::Get { .. }
             | Body::Lock { .. }
             | Body::Replicate { .. }
             | Body::Unlock { .. }
-            | Body::Readable { .. } => {
-                self.server.refuse_dnl(self.io, src, body);
-            }
+            | Body::Readable { .. } => self.server.handle(self.io, self.index, src, body),
             _ if recovering => self.coordinator.count_frozen_response(),
             _ => self
                 .coordinator

@@ -56,8 +56,10 @@
 //! | ReadableAck | commit | tx_id, status u8 |
 //!
 //! The Dnl kinds (Get … ReadableAck) are the steps of the Dandelion
-//! skeleton (`splitkv_nic::protocol::skeleton`); no node sends them yet
-//! and servers refuse them as `Malformed`.
+//! skeleton (`splitkv_nic::protocol::skeleton`), served by
+//! `splitkv_nic::protocol::server` (`server/dnl.rs`). A Lock's `items` are
+//! written keys that its `(key, version)` list names too (every key it
+//! locks has its version checked).
 //!
 //! The single-key kinds' `tx_id` is the *caller's* request id (its node,
 //! a slot of its single-key table, a generation), not a transaction of the

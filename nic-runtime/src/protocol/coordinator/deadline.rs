@@ -278,6 +278,11 @@ impl Coordinator {
         let t = &mut self.txs[slot];
         let live_waiting = t.pending.sent & !t.answered & !dead;
         match t.phase {
+            Phase::Validate if self.row.is_some() => {
+                t.locked &= !dead;
+                self.stats.deadlines.unavailable += 1;
+                self.dnl_abort(io, slot, TxStatus::Unavailable, b"a replica is unavailable");
+            }
             Phase::Execute | Phase::Validate => {
                 if t.phase == Phase::Execute {
                     let placement = io.placement;
@@ -350,6 +355,18 @@ impl Coordinator {
                 self.tell(slot, TxStatus::Committed, result);
             }
             Phase::Commit | Phase::Free => {}
+            // Dnl (`coordinator/dnl.rs`): before the decision, abort (a
+            // silent Lock target may hold locks: it is sent the Unlock too);
+            // after it, the sessions retransmit until answered.
+            Phase::Get | Phase::Lock => {
+                if t.phase == Phase::Lock {
+                    t.locked |= t.pending.sent() & !t.answered;
+                }
+                t.locked &= !dead;
+                self.stats.deadlines.unavailable += 1;
+                self.dnl_abort(io, slot, TxStatus::Unavailable, b"a replica is unavailable");
+            }
+            Phase::Replicate | Phase::Unlock | Phase::Readable => {}
         }
     }
 

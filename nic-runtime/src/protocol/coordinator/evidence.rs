@@ -25,6 +25,10 @@ impl Coordinator {
                 Phase::Validate => CoordPhase::Validate,
                 Phase::Log | Phase::AbortLog => CoordPhase::Log,
                 Phase::Commit => CoordPhase::Commit,
+                Phase::Get => CoordPhase::Get,
+                Phase::Lock => CoordPhase::Lock,
+                Phase::Replicate => CoordPhase::Replicate,
+                Phase::Unlock | Phase::Readable => CoordPhase::Unlock,
             };
             let outcome = match t.phase {
                 Phase::Commit => CoordOutcome::Commit,

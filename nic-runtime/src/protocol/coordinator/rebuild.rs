@@ -33,6 +33,10 @@ impl Coordinator {
                 Phase::Validate => CoordPhase::Validate,
                 Phase::Log | Phase::AbortLog => CoordPhase::Log,
                 Phase::Commit => CoordPhase::Commit,
+                Phase::Get => CoordPhase::Get,
+                Phase::Lock => CoordPhase::Lock,
+                Phase::Replicate => CoordPhase::Replicate,
+                Phase::Unlock | Phase::Readable => CoordPhase::Unlock,
             };
             // An abort after LOG waits for an ABORT acknowledgement, which
             // the deadline's resend recovers, not for a LOG answer.

@@ -266,6 +266,7 @@ impl Server {
         let ack = match kind {
             OpKind::Commit => MsgKind::CommitAck,
             OpKind::Log => MsgKind::LogAck,
+            OpKind::DnlAppend(step) => step.ack_kind(),
             _ => return,
         };
         io.w.ack(ack, tx_id, ReplyStatus::HostFailure);
@@ -314,6 +315,7 @@ impl Server {
                 }
                 MsgKind::LogAck
             }
+            OpKind::DnlAppend(step) => return self.finish_dnl_append(io, index, slot, step, tail),
             _ => return self.release(slot),
         };
         io.w.ack(ack, tx_id, ReplyStatus::Ok);

@@ -1,6 +1,6 @@
 //! GetOne at the key's primary (`protocol/single_key.rs`, Dandelion §3;
 //! `tla/SingleKey.tla` `GetOneRead`): refused with `LockConflict` when the
-//! key is locked on arrival, with `Unavailable` when this node is not the
+//! key is locked or not READABLE on arrival (`tla/DnlSkeleton.tla` `GetOne`), with `Unavailable` when this node is not the
 //! key's primary; otherwise read like the lone read of an EXECUTE (NIC
 //! index, else the host table by DMA, `server/lookups.rs`, refreshed at
 //! completion by `recheck_read`) and answered with the key's committed
@@ -39,14 +39,15 @@ impl Server {
     }
 }
 
-/// Whether a GetOne must be refused for a held lock (`false` under the
+/// Whether a GetOne must be refused for a held lock or a lowered READABLE
+/// bit (TLA `GetOne`; `false` under the
 /// mutation switch `get_one_ignores_lock`, the TLC model
 /// `SingleKeyGetIgnoresLock`'s bug).
 fn get_one_locked(index: &NicIndex, key: &Key) -> bool {
     if cfg!(splitkv_mutation = "get_one_ignores_lock") {
         return false;
     }
-    index.lock_holder(key).is_some()
+    index.lock_holder(key).is_some() || !index.is_readable(key)
 }
 
 /// Answers a GetOne with a refusal and no item.

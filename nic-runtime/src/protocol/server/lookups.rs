@@ -111,8 +111,14 @@ impl Server {
                 continue;
             }
             match self.ops[slot].kind {
-                OpKind::Log | OpKind::Commit | OpKind::Decision => self.submit_append(io, slot),
-                OpKind::Execute | OpKind::Validate | OpKind::GetOne => {
+                OpKind::Log | OpKind::Commit | OpKind::Decision | OpKind::DnlAppend(_) => {
+                    self.submit_append(io, slot)
+                }
+                OpKind::Execute
+                | OpKind::Validate
+                | OpKind::GetOne
+                | OpKind::DnlGet
+                | OpKind::DnlLock => {
                     for i in 0..self.ops[slot].keys.len() {
                         if let Some((v, n)) = self.ops[slot].queued[i].take() {
                             self.submit(io, slot, i, v, n);
@@ -133,7 +139,7 @@ impl Server {
         }
         let append = matches!(
             self.ops[slot].kind,
-            OpKind::Log | OpKind::Commit | OpKind::Decision
+            OpKind::Log | OpKind::Commit | OpKind::Decision | OpKind::DnlAppend(_)
         );
         match (&c.result, append) {
             (Ok(DmaDone::Appended { tail }), true) => self.finish_append(io, index, slot, *tail),
@@ -244,7 +250,7 @@ impl Server {
 /// nothing: 53 of 50 001 SmallBank transactions gave up after 100 retries
 /// on 10 hot accounts, against 50 allowed).
 fn recheck_read(stats: &mut ServerStats, index: &NicIndex, op: &mut ServerOp, idx: usize) {
-    if !matches!(op.kind, OpKind::Execute | OpKind::GetOne) || idx >= op.n_reads {
+    if !matches!(op.kind, OpKind::Execute | OpKind::GetOne | OpKind::DnlGet) || idx >= op.n_reads {
         return;
     }
     if let Some(c) = index.peek(&op.keys[idx]) {

@@ -57,11 +57,34 @@ pub(super) struct Held {
     pub(super) write_shards: NodeMask,
 }
 
+/// How far a Dnl transaction's steps got at this node (`server/dnl.rs`):
+/// bits of the `DNL_*` constants, reset with the entry when a newer
+/// generation of the slot arrives.
+pub(super) type DnlMarks = u8;
+/// A Lock took this transaction's locks here (its records may still be
+/// being appended).
+pub(super) const DNL_LOCKING: DnlMarks = 1 << 0;
+/// Its Lock's records are in the host log and answered `Ok`: a lock holder.
+pub(super) const DNL_LOCKED: DnlMarks = 1 << 1;
+/// A Replicate's records are being appended.
+pub(super) const DNL_REPLICATING: DnlMarks = 1 << 2;
+/// A Replicate's records are in the host log (a pending REPL record).
+pub(super) const DNL_REPLICATED: DnlMarks = 1 << 3;
+/// An Unlock's decision record is being appended.
+pub(super) const DNL_UNLOCKING: DnlMarks = 1 << 4;
+/// Unlocked here (decided at this lock holder, or aborted before any lock).
+pub(super) const DNL_UNLOCKED: DnlMarks = 1 << 5;
+/// A Readable's COMMIT record is being appended.
+pub(super) const DNL_INSTALLING: DnlMarks = 1 << 6;
+/// Made readable here (installed from its REPL record).
+pub(super) const DNL_READABLE: DnlMarks = 1 << 7;
+
 #[derive(Debug, Clone, Copy)]
 struct Entry {
     gen: u32,
     state: TxState,
     held: Option<Held>,
+    dnl: DnlMarks,
 }
 
 /// The per-slot table (module docs).
@@ -77,6 +100,7 @@ impl TxTable {
             gen: 0,
             state: TxState::Finished,
             held: None,
+            dnl: 0,
         };
         TxTable {
             entries: vec![e; NODES_MAX * SLOTS],
@@ -127,9 +151,37 @@ impl TxTable {
                     gen,
                     state,
                     held: None,
+                    dnl: 0,
                 };
             } else if gen == e.gen {
                 e.state = state;
+            }
+        }
+    }
+
+    /// The Dnl marks of `tx_id` here: `None` if superseded or out of range,
+    /// 0 for a generation not seen yet.
+    pub(super) fn dnl(&self, tx_id: TxId) -> Option<DnlMarks> {
+        let (i, gen) = Self::at(tx_id)?;
+        let e = &self.entries[i];
+        if newer(gen, e.gen) {
+            Some(0)
+        } else {
+            (gen == e.gen).then_some(e.dnl)
+        }
+    }
+
+    /// Sets the Dnl marks `set` and clears `clear` of `tx_id` (a generation
+    /// not seen yet becomes the slot's newest, `Active`); ignored for a
+    /// superseded or malformed id.
+    pub(super) fn mark_dnl(&mut self, tx_id: TxId, set: DnlMarks, clear: DnlMarks) {
+        if self.state(tx_id) == Some(TxState::Active) {
+            self.set(tx_id, TxState::Active);
+        }
+        if let Some((i, gen)) = Self::at(tx_id) {
+            let e = &mut self.entries[i];
+            if gen == e.gen {
+                e.dnl = (e.dnl & !clear) | set;
             }
         }
     }
@@ -237,6 +289,23 @@ mod tests {
         t.set(next, TxState::Active);
         assert_eq!((t.held(tx), t.held(next)), (None, None));
         assert_eq!(t.held_all().count(), 0);
+    }
+
+    #[test]
+    fn dnl_marks_follow_the_generation() {
+        let mut t = TxTable::new();
+        let (tx, next) = (id(3, 1, 4), id(3, 1, 5));
+        assert_eq!(t.dnl(tx), Some(0));
+        t.mark_dnl(tx, DNL_LOCKING, 0);
+        t.mark_dnl(tx, DNL_LOCKED, DNL_LOCKING);
+        assert_eq!(t.dnl(tx), Some(DNL_LOCKED));
+        assert_eq!(t.state(tx), Some(TxState::Active));
+        t.mark_dnl(next, DNL_REPLICATING, 0);
+        assert_eq!(t.dnl(tx), None, "superseded");
+        assert_eq!(t.dnl(next), Some(DNL_REPLICATING));
+        t.mark_dnl(tx, DNL_UNLOCKED, 0);
+        assert_eq!(t.dnl(next), Some(DNL_REPLICATING), "no going back");
+        assert_eq!(t.dnl(id(NODES_MAX, 0, 1)), None);
     }
 
     #[test]
