@@ -73,7 +73,7 @@ impl Coordinator {
                 any = true;
             }
             for (k, v) in writes.iter().filter(|(k, _)| placement.primary(k) == p) {
-                w.push_item(k, Self::new_meta(reads, k).unwrap_or_default(), v);
+                w.push_item(k, Self::new_meta(reads, writes, k).unwrap_or_default(), v);
             }
             any
         });
@@ -179,7 +179,7 @@ impl Coordinator {
             let mut any = false;
             for (k, v) in writes.iter() {
                 if placement.backups(k).any(|n| n == b) {
-                    w.push_item(k, Self::new_meta(reads, k).unwrap_or_default(), v);
+                    w.push_item(k, Self::new_meta(reads, writes, k).unwrap_or_default(), v);
                     any = true;
                 }
             }
@@ -213,7 +213,7 @@ impl Coordinator {
             }
             if commit {
                 for (k, v) in writes.iter().filter(|(k, _)| here(k)) {
-                    w.push_item(k, Self::new_meta(reads, k).unwrap_or_default(), v);
+                    w.push_item(k, Self::new_meta(reads, writes, k).unwrap_or_default(), v);
                 }
             }
             true
@@ -242,7 +242,7 @@ impl Coordinator {
             w.begin_readable(tx_id);
             for (k, v) in writes.iter() {
                 if placement.backups(k).any(|n| n == b) {
-                    w.push_item(k, Self::new_meta(reads, k).unwrap_or_default(), v);
+                    w.push_item(k, Self::new_meta(reads, writes, k).unwrap_or_default(), v);
                 }
             }
             true

@@ -264,7 +264,7 @@ impl Server {
                 self.stats.too_large += 1;
                 return Err(ReplyStatus::TooLarge);
             }
-            if it.meta.check_written().is_err() {
+            if it.meta.check_written(it.value.len()).is_err() {
                 self.stats.malformed += 1;
                 return Err(ReplyStatus::Malformed);
             }
