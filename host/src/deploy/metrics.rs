@@ -32,7 +32,7 @@
 //! The runtime's statistics are cumulative numbers read from a snapshot; the
 //! counters advance by the difference from the previous snapshot, so a
 //! counter never goes backwards (a source that restarts from zero is counted
-//! from zero again). The transports' counters are in [`transport`].
+//! from zero again). The transports' counters are in `metrics/transport.rs`.
 
 use std::borrow::Cow;
 use std::fmt;
