@@ -12,7 +12,9 @@ use splitkv_host::deploy::config::verbs::{
     VERBS_DEVICE_BYTES_MAX, VERBS_INLINE_BYTES_MAX, VERBS_QKEY_PRIVILEGED_BIT,
 };
 use splitkv_host::deploy::config::{ClusterConfig, ConfigError, TransportKind};
-use splitkv_host::deploy::verbs::{PeerAction, PeerSync, PublishedPeers, VerbsPeers};
+use splitkv_host::deploy::verbs::{
+    PeerAction, PeerSync, PublishedPeers, VerbsCounters, VerbsPeers,
+};
 use splitkv_nic::net::verbs::{
     VerbsAddress, VerbsPeer, VERBS_DEPTH_MAX, VERBS_INLINE_REQUEST_DEFAULT, VERBS_MTU_DEFAULT,
     VERBS_MTU_MAX, VERBS_QKEY_DEFAULT, VERBS_RECV_DEPTH_DEFAULT, VERBS_SEND_DEPTH_DEFAULT,
@@ -299,6 +301,7 @@ fn status_shows_the_local_endpoint_and_the_published_peers() {
     let link = VerbsLink {
         local: endpoint(7),
         peers: VerbsPeers::new(),
+        counters: VerbsCounters::new(),
     };
     link.peers.publish(&published(&[(2, "10.0.0.3:7100", 9)]));
     let json = link.to_json();
@@ -309,6 +312,92 @@ fn status_shows_the_local_endpoint_and_the_published_peers() {
         "addr=10.0.0.3:7100,gid=::ffff:10.0.0.1,qpn=0x9,qkey=0x11111111"
     );
     assert_eq!(json["peers"].as_object().map(|o| o.len()), Some(1));
+}
+
+#[test]
+fn verbs_counters_appear_in_status_and_metrics() {
+    use splitkv_host::deploy::{NodeMetrics, VerbsLink, VerbsSnapshot};
+    use splitkv_nic::net::verbs::RxDrop;
+    let link = VerbsLink {
+        local: endpoint(7),
+        peers: VerbsPeers::new(),
+        counters: VerbsCounters::new(),
+    };
+    let mut snap = VerbsSnapshot::default();
+    snap.transport.tx_packets = 5;
+    snap.transport.tx_inline = 4;
+    snap.transport.tx_unknown_peer = 2;
+    snap.transport.rx_packets = 7;
+    snap.transport.rx_dropped.count(RxDrop::Stranger);
+    snap.transport.rx_dropped.count(RxDrop::Stranger);
+    snap.transport.rx_dropped.count(RxDrop::WrongQkey);
+    snap.peers_repointed = 1;
+    snap.endpoints_refused = 3;
+    link.counters.clone().publish(snap);
+    let json = link.to_json();
+    let t = &json["transport"];
+    assert_eq!(t["tx"]["packets"], 5);
+    assert_eq!(t["tx"]["inline"], 4);
+    assert_eq!(t["tx"]["unknown_peer"], 2);
+    assert_eq!(t["rx"]["packets"], 7);
+    assert_eq!(t["rx"]["dropped"]["stranger"], 2);
+    assert_eq!(t["rx"]["dropped"]["wrong_qkey"], 1);
+    assert_eq!(t["rx"]["dropped_total"], 3);
+    assert_eq!(
+        t["rx"]["dropped"].as_object().map(|o| o.len()),
+        Some(RxDrop::ALL.len())
+    );
+    assert_eq!(t["peers_repointed"], 1);
+    assert_eq!(t["endpoints_refused"], 3);
+
+    let plain = NodeMetrics::new(4, 1);
+    plain.update_verbs(&snap);
+    let mut out = String::new();
+    plain.encode(&mut out).unwrap();
+    assert!(!out.contains("verbs"), "a UDP node has no verbs metrics");
+    let dpdk = NodeMetrics::new(4, 1).with_dpdk();
+    let mut out = String::new();
+    dpdk.encode(&mut out).unwrap();
+    assert!(!out.contains("verbs"), "a DPDK node has no verbs metrics");
+
+    let metrics = NodeMetrics::new(4, 1).with_verbs();
+    metrics.update_verbs(&snap);
+    metrics.update_verbs(&snap); // cumulative: the same snapshot adds nothing
+    let mut later = snap;
+    later.transport.tx_packets = 9;
+    later.endpoints_refused = 4;
+    metrics.update_verbs(&later);
+    let mut out = String::new();
+    metrics.encode(&mut out).unwrap();
+    assert!(!out.contains("dpdk"), "a verbs node has no DPDK metrics");
+    for (name, value) in [
+        ("verbs_packets_sent", 9),
+        ("verbs_tx_inline", 4),
+        ("verbs_tx_signaled", 0),
+        ("verbs_packets_received", 7),
+        ("verbs_tx_unknown_peer", 2),
+        ("verbs_tx_too_long", 0),
+        ("verbs_tx_queue_full", 0),
+        ("verbs_tx_pool_exhausted", 0),
+        ("verbs_tx_completion_errors", 0),
+        ("verbs_post_errors", 0),
+        ("verbs_rx_topup_short", 0),
+        ("verbs_peers_repointed", 1),
+        ("verbs_endpoints_refused", 4),
+    ] {
+        let line = format!("splitkv_{name}_total{{cluster=\"4\",node=\"1\"}} {value}\n");
+        assert!(out.contains(&line), "{line} in {out}");
+        assert!(
+            out.contains(&format!("# TYPE splitkv_{name} counter")),
+            "{name} in {out}"
+        );
+    }
+    for (reason, value) in [("stranger", 2), ("wrong_qkey", 1), ("former_peer", 0)] {
+        let line = format!(
+            "splitkv_verbs_rx_dropped_total{{cluster=\"4\",node=\"1\",reason=\"{reason}\"}} {value}\n"
+        );
+        assert!(out.contains(&line), "{line} in {out}");
+    }
 }
 
 #[test]

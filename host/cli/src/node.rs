@@ -6,7 +6,8 @@
 //! verbs for `kind = "verbs"` in a build with the feature `verbs`:
 //! `splitkv_host::deploy::verbs`, its queue pair published in the etcd
 //! address record, so it binds that transport before it takes its
-//! membership; with injected faults when the file asks),
+//! membership, and whose counters `/status` shows as `verbs.transport` and
+//! `/metrics` as `verbs_*`; with injected faults when the file asks),
 //! serves its control endpoint from a thread of its own
 //! (`splitkv_host::deploy::control`), builds and runs its node when a
 //! workload is loaded (`splitkv_bench::remote::RemoteNode`), and on SIGTERM
@@ -131,7 +132,8 @@ struct NodeHandler {
     membership: NodeLease,
     /// A DPDK transport's published counters (`None` on UDP).
     dpdk: Option<DpdkCounters>,
-    /// On verbs: this node's endpoint and its peers' (`/status`'s `verbs`).
+    /// On verbs: this node's endpoint, its peers' and its transport's
+    /// published counters (`/status`'s `verbs`).
     verbs: Option<VerbsLink>,
 }
 
@@ -213,6 +215,9 @@ impl ControlHandler for NodeHandler {
         }
         if let Some(d) = &self.dpdk {
             self.metrics.update_dpdk(&d.snapshot());
+        }
+        if let Some(v) = &self.verbs {
+            self.metrics.update_verbs(&v.counters.snapshot());
         }
         let _ = self.metrics.encode(out);
     }
@@ -373,9 +378,10 @@ pub fn run(args: &NodeArgs) -> Result<(), Failure> {
     // Fed by the polling side (the client's latencies) and the control
     // thread (counters copied from the published snapshot at each scrape).
     let metrics = NodeMetrics::new(config.cluster_id, args.id);
-    let metrics = Arc::new(match dpdk {
-        Some(_) => metrics.with_dpdk(),
-        None => metrics,
+    let metrics = Arc::new(match (&dpdk, &verbs) {
+        (Some(_), _) => metrics.with_dpdk(),
+        (None, Some(_)) => metrics.with_verbs(),
+        (None, None) => metrics,
     });
     let handler = Arc::new(NodeHandler {
         node: args.id,

@@ -14,7 +14,9 @@
 //! | `iterations` | | `update_from` |
 //! | `packets_received`, `retransmissions`, `duplicates_dropped`, `sessions_failed` | | [`NodeMetrics::update_sessions`] (the session layer) |
 //! | `dpdk_packets_sent`, `dpdk_packets_received`, `dpdk_tx_port_full`, `dpdk_mempool_empty`, `dpdk_unknown_destination`, `dpdk_oversized`, `dpdk_broadcast_frames`, `dpdk_port_rx_missed`, `dpdk_port_rx_no_mbuf`, `dpdk_tx_in_place`, `dpdk_tx_copied`, `dpdk_lend_refused` | | [`NodeMetrics::update_dpdk`] (a DPDK node only: [`NodeMetrics::with_dpdk`]) |
-//! | `dpdk_rx_dropped` | `reason`: an [`RxDrop`] name | `update_dpdk` |
+//! | `dpdk_rx_dropped` | `reason`: a DPDK [`RxDrop`] name | `update_dpdk` |
+//! | `verbs_packets_sent`, `verbs_tx_inline`, `verbs_tx_signaled`, `verbs_packets_received`, `verbs_tx_too_long`, `verbs_tx_unknown_peer`, `verbs_tx_queue_full`, `verbs_tx_pool_exhausted`, `verbs_tx_completion_errors`, `verbs_post_errors`, `verbs_rx_topup_short`, `verbs_peers_repointed`, `verbs_endpoints_refused` | | [`NodeMetrics::update_verbs`] (a verbs node only: [`NodeMetrics::with_verbs`]) |
+//! | `verbs_rx_dropped` | `reason`: a verbs [`VerbsRxDrop`] name | `update_verbs` |
 //! | `application_connections_attached`, `application_requests`, `application_outcomes_discarded` | | [`NodeMetrics::update_applications`] (the application gateway) |
 //! | `application_connections_closed` | `reason`: a `CloseReason` label (`peer_closed`, `outcome_ring_stalled`, `malformed`, `in_flight_exceeded`, `stopped`) | `update_applications` |
 //! | `application_outcomes` | `status`: an application `Status` label (`committed`, `aborted_lock_conflict`, `key_not_found`, …) | `update_applications` |
@@ -30,7 +32,7 @@
 //! The runtime's statistics are cumulative numbers read from a snapshot; the
 //! counters advance by the difference from the previous snapshot, so a
 //! counter never goes backwards (a source that restarts from zero is counted
-//! from zero again).
+//! from zero again). The transports' counters are in `metrics/transport.rs`.
 
 use std::borrow::Cow;
 use std::fmt;
@@ -44,10 +46,16 @@ use prometheus_client::metrics::histogram::{exponential_buckets, Histogram};
 use prometheus_client::registry::Registry;
 use splitkv_layout::host_nic::TxStatus;
 use splitkv_layout::wire::NodeId;
-use splitkv_nic::net::dpdk::RxDrop;
 use splitkv_nic::NicStats;
 
 use super::dpdk::DpdkSnapshot;
+use super::verbs::VerbsSnapshot;
+use transport::{DpdkMetrics, TransportSeen, VerbsMetrics};
+
+#[cfg(doc)]
+use splitkv_nic::net::{dpdk::RxDrop, verbs::RxDrop as VerbsRxDrop};
+
+mod transport;
 
 /// Upper bound of the latency histogram's first bucket (µs).
 pub const LATENCY_BUCKET_FIRST_US: f64 = 1.0;
@@ -109,92 +117,13 @@ struct Seen {
     outcomes: [u64; TxStatus::ALL.len()],
     nic: [u64; NIC_COUNTERS],
     sessions: [u64; SESSION_COUNTERS],
-    dpdk: [u64; DPDK_COUNTERS],
-    dpdk_rx_dropped: [u64; RxDrop::COUNT],
+    transports: TransportSeen,
     #[cfg(not(loom))]
     applications: [u64; APP_COUNTERS],
 }
 
 const NIC_COUNTERS: usize = 8;
 const SESSION_COUNTERS: usize = 4;
-const DPDK_COUNTERS: usize = 12;
-
-/// A DPDK node's counters ([`NodeMetrics::with_dpdk`]).
-#[derive(Debug)]
-struct DpdkMetrics {
-    counters: [Counter; DPDK_COUNTERS],
-    rx_dropped: [Counter; RxDrop::COUNT],
-}
-
-/// Names and help of the DPDK counters, in the order of [`dpdk_values`].
-const DPDK_METRICS: [(&str, &str); DPDK_COUNTERS] = [
-    (
-        "dpdk_packets_sent",
-        "Packets the DPDK port took for sending",
-    ),
-    (
-        "dpdk_packets_received",
-        "Packets the DPDK transport received and passed on",
-    ),
-    (
-        "dpdk_tx_port_full",
-        "DPDK flushes stopped by a full TX queue",
-    ),
-    (
-        "dpdk_mempool_empty",
-        "DPDK sends held back by an empty mempool",
-    ),
-    (
-        "dpdk_unknown_destination",
-        "Packets offered for a node with no DPDK address (dropped)",
-    ),
-    (
-        "dpdk_oversized",
-        "Packets offered longer than the MTU (dropped)",
-    ),
-    (
-        "dpdk_broadcast_frames",
-        "Frames sent to the broadcast MAC (destination MAC unknown)",
-    ),
-    (
-        "dpdk_port_rx_missed",
-        "Frames the DPDK port dropped: RX queue full",
-    ),
-    (
-        "dpdk_port_rx_no_mbuf",
-        "Frames the DPDK port dropped: no mbuf free",
-    ),
-    (
-        "dpdk_tx_in_place",
-        "Packets sent from the mbuf the batching layer filled in place (no copy)",
-    ),
-    (
-        "dpdk_tx_copied",
-        "Packets copied into an mbuf to be sent",
-    ),
-    (
-        "dpdk_lend_refused",
-        "Requests for an mbuf to fill in place that the DPDK transport refused (the packet was built in other memory)",
-    ),
-];
-
-fn dpdk_values(s: &DpdkSnapshot) -> [u64; DPDK_COUNTERS] {
-    let t = &s.transport;
-    [
-        t.packets_sent,
-        t.packets_received,
-        t.tx_port_full,
-        t.mempool_empty,
-        t.unknown_destination,
-        t.oversized,
-        t.broadcast_frames,
-        s.port.rx_missed,
-        s.port.rx_no_mbuf,
-        t.tx_in_place,
-        t.tx_copied,
-        t.lend_refused,
-    ]
-}
 
 /// One node's metrics and the registry that exposes them. `Sync`: the
 /// polling side updates it while the control thread encodes it.
@@ -206,6 +135,7 @@ pub struct NodeMetrics {
     sessions: [Counter; SESSION_COUNTERS],
     latency_us: Histogram,
     dpdk: Option<DpdkMetrics>,
+    verbs: Option<VerbsMetrics>,
     #[cfg(not(loom))]
     applications: ApplicationMetrics,
     seen: Mutex<Seen>,
@@ -422,6 +352,7 @@ impl NodeMetrics {
             sessions,
             latency_us,
             dpdk: None,
+            verbs: None,
             #[cfg(not(loom))]
             applications,
             seen: Mutex::new(Seen::default()),
@@ -431,20 +362,7 @@ impl NodeMetrics {
     /// The same metrics with a DPDK node's counters registered too (see the
     /// module table), fed by [`NodeMetrics::update_dpdk`].
     pub fn with_dpdk(mut self) -> NodeMetrics {
-        let registry = &mut self.registry;
-        let counters = DPDK_METRICS.map(|(name, help)| register_counter(registry, name, help));
-        let family = Family::<ReasonLabels, Counter>::default();
-        let rx_dropped =
-            RxDrop::ALL.map(|r| family.get_or_create_owned(&ReasonLabels { reason: r.name() }));
-        registry.register(
-            "dpdk_rx_dropped",
-            "Frames the DPDK transport dropped on receive, by reason",
-            family,
-        );
-        self.dpdk = Some(DpdkMetrics {
-            counters,
-            rx_dropped,
-        });
+        self.dpdk = Some(DpdkMetrics::register(&mut self.registry));
         self
     }
 
@@ -455,13 +373,24 @@ impl NodeMetrics {
             return;
         };
         let mut seen = self.seen.lock().unwrap_or_else(|e| e.into_inner());
-        let seen = &mut *seen;
-        advance(&d.counters, &mut seen.dpdk, &dpdk_values(snapshot));
-        advance(
-            &d.rx_dropped,
-            &mut seen.dpdk_rx_dropped,
-            &snapshot.transport.rx_dropped.0,
-        );
+        d.update(&mut seen.transports, snapshot);
+    }
+
+    /// The same metrics with a verbs node's counters registered too (see
+    /// the module table), fed by [`NodeMetrics::update_verbs`].
+    pub fn with_verbs(mut self) -> NodeMetrics {
+        self.verbs = Some(VerbsMetrics::register(&mut self.registry));
+        self
+    }
+
+    /// Copies a verbs transport's cumulative counters (nothing unless
+    /// [`NodeMetrics::with_verbs`] registered them).
+    pub fn update_verbs(&self, snapshot: &VerbsSnapshot) {
+        let Some(v) = &self.verbs else {
+            return;
+        };
+        let mut seen = self.seen.lock().unwrap_or_else(|e| e.into_inner());
+        v.update(&mut seen.transports, snapshot);
     }
 
     /// Copies the NIC runtime's cumulative counters: outcomes by status,

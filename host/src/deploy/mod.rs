@@ -2,7 +2,7 @@
 //! reads ([`config`]), the HTTP control endpoint each node serves on a thread
 //! of its own ([`control`]), the Prometheus metrics it exposes
 //! ([`metrics`]), a node's DPDK start-up and counters ([`dpdk`]), and a
-//! node's RDMA verbs start-up and peer endpoints ([`verbs`]).
+//! node's RDMA verbs start-up, peer endpoints and counters ([`verbs`]).
 //!
 //! The node process (the `splitkv node` subcommand) ties them together: it
 //! reads a [`ClusterConfig`], builds its node, implements [`ControlHandler`]
@@ -57,4 +57,4 @@ pub use node::{
     incarnation_now, node_builder, node_transport, node_transport_counted, NodeSetupError,
     NodeTransport,
 };
-pub use verbs::{VerbsLink, VerbsPeers};
+pub use verbs::{VerbsCounters, VerbsLink, VerbsPeers, VerbsSnapshot};

@@ -170,7 +170,7 @@ pub fn injects_faults(config: &ClusterConfig, node: NodeId) -> bool {
 /// queue pair (`super::verbs::verbs_transport`); wrapped in a [`FaultyTransport`]
 /// seeded from `seed` and the node id when the file's injected fault rates
 /// are not all zero. [`node_transport_counted`] also returns the DPDK
-/// counters.
+/// counters or the verbs link (with its counters).
 ///
 /// # Errors
 /// [`NodeSetupError`]: an unknown node, a `mem` transport, a socket that
@@ -185,16 +185,17 @@ pub fn node_transport(
     node_transport_counted(config, node, seed).map(|t| t.transport)
 }
 
-/// A node's transport and, on DPDK, the counters its polling thread
-/// publishes for `/status` and `/metrics`.
+/// A node's transport and, on DPDK or verbs, the counters its polling
+/// thread publishes for `/status` and `/metrics`.
 pub struct NodeTransport {
     /// The transport (boxed; with injected faults when the file asks).
     pub transport: Box<dyn Transport>,
     /// The DPDK transport's counters (`None` on UDP).
     pub dpdk: Option<DpdkCounters>,
-    /// On verbs, the endpoint the node publishes with its membership and
-    /// the directory of its peers' endpoints the membership fills
-    /// ([`super::verbs`]); `None` otherwise.
+    /// On verbs, the endpoint the node publishes with its membership, the
+    /// directory of its peers' endpoints the membership fills, and the
+    /// counters the transport publishes ([`super::verbs`]); `None`
+    /// otherwise.
     pub verbs: Option<VerbsLink>,
 }
 

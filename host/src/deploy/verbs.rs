@@ -30,17 +30,35 @@
 //! poll of etcd plus one refresh. The directory and [`PeerSync`] are plain
 //! Rust, always built and unit-tested without a device; only the wrapper
 //! needs the feature.
+//!
+//! **Counters.** The wrapper also publishes the transport's counters
+//! ([`VerbsStats`]: sends, receives, drops by reason), the nodes it
+//! re-pointed and the directory's endpoints it refused (a full endpoint
+//! table, an address another node holds, a device that refused an address
+//! handle) into a shared [`VerbsCounters`], at most every
+//! [`VERBS_COUNTERS_PUBLISH_NS`] of the node's clock (in `tx_flush` and
+//! `rx_burst`, from the `now` they get: one uncontended lock per publish,
+//! never per packet), as a DPDK node does (`super::dpdk`). The control
+//! thread reads them for `/status`'s `verbs.transport` and the `verbs_*`
+//! metrics ([`super::metrics`]). Like the directory, the counters are
+//! always built, so a node reports them without naming verbs types.
 
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
 
+use serde_json::{json, Value};
 use splitkv_layout::wire::NodeId;
-use splitkv_nic::net::verbs::{VerbsAddress, VerbsPeer};
+use splitkv_nic::net::verbs::{RxDrop, VerbsAddress, VerbsPeer, VerbsStats};
 use splitkv_nic::NODES_MAX;
 
 /// Longest the transport's peers lag the directory (ns of the node's
 /// clock).
 pub const VERBS_PEERS_REFRESH_NS: u64 = 10_000_000;
+
+/// Longest the published verbs counters lag the transport's (ns of the
+/// node's clock); the same period as DPDK's
+/// (`super::dpdk::DPDK_COUNTERS_PUBLISH_NS`).
+pub const VERBS_COUNTERS_PUBLISH_NS: u64 = 10_000_000;
 
 /// Per node id, the verbs endpoint its configured incarnation published
 /// (`None`: none known), at the data address it published.
@@ -178,32 +196,122 @@ impl PeerSync {
     }
 }
 
-/// What a verbs node hands its membership: the endpoint it publishes and
-/// the directory the etcd driver fills for its transport.
+/// A verbs transport's counters as last published (all cumulative since
+/// the transport was made).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct VerbsSnapshot {
+    /// The transport's own counters: packets posted (inline, signalled),
+    /// dropped on send (too long, no endpoint), bursts cut short (queue
+    /// full, pool exhausted), completion and post errors, packets received
+    /// and datagrams dropped by [`RxDrop`] reason.
+    pub transport: VerbsStats,
+    /// Times a node was re-pointed at another endpoint
+    /// (`Transport::set_peer_address` calls that changed one).
+    pub peers_repointed: u64,
+    /// Endpoints from the directory the transport refused to register or
+    /// re-point to.
+    pub endpoints_refused: u64,
+}
+
+/// The verbs counters a node's polling thread publishes and its control
+/// thread reads (`Clone` shares them; two handles are equal when they
+/// share one snapshot).
+#[derive(Debug, Clone, Default)]
+pub struct VerbsCounters(Arc<Mutex<VerbsSnapshot>>);
+
+impl PartialEq for VerbsCounters {
+    fn eq(&self, other: &Self) -> bool {
+        Arc::ptr_eq(&self.0, &other.0)
+    }
+}
+
+impl Eq for VerbsCounters {}
+
+impl VerbsCounters {
+    /// Counters at zero.
+    pub fn new() -> VerbsCounters {
+        VerbsCounters::default()
+    }
+
+    /// The last published counters.
+    pub fn snapshot(&self) -> VerbsSnapshot {
+        *self.0.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Replaces the published counters.
+    pub fn publish(&self, snapshot: VerbsSnapshot) {
+        *self.0.lock().unwrap_or_else(|e| e.into_inner()) = snapshot;
+    }
+
+    /// `/status`'s `verbs.transport` object: `tx` (packets posted, of them
+    /// `inline` and `signaled`; taken and dropped: `too_long`,
+    /// `unknown_peer`; bursts cut short: `queue_full`, `pool_exhausted`;
+    /// `completion_errors`), `rx` (packets lent, `dropped` by [`RxDrop`]
+    /// name, `dropped_total`, `topup_short`: times the receive queue could
+    /// not be topped up), `post_errors`, `peers_repointed` and
+    /// `endpoints_refused`.
+    pub fn to_json(&self) -> Value {
+        let s = self.snapshot();
+        let t = &s.transport;
+        let mut dropped = serde_json::Map::new();
+        for r in RxDrop::ALL {
+            dropped.insert(r.name().into(), json!(t.rx_dropped.get(r)));
+        }
+        json!({
+            "tx": {
+                "packets": t.tx_packets,
+                "inline": t.tx_inline,
+                "signaled": t.tx_signaled,
+                "too_long": t.tx_too_long,
+                "unknown_peer": t.tx_unknown_peer,
+                "queue_full": t.tx_queue_full,
+                "pool_exhausted": t.tx_pool_exhausted,
+                "completion_errors": t.tx_completion_errors,
+            },
+            "rx": {
+                "packets": t.rx_packets,
+                "dropped": Value::Object(dropped),
+                "dropped_total": t.rx_dropped.total(),
+                "topup_short": t.rx_topup_short,
+            },
+            "post_errors": t.post_errors,
+            "peers_repointed": s.peers_repointed,
+            "endpoints_refused": s.endpoints_refused,
+        })
+    }
+}
+
+/// What a verbs node hands its membership (the endpoint it publishes and
+/// the directory the etcd driver fills for its transport) and its control
+/// thread (the transport's counters).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct VerbsLink {
     /// This node's queue pair as peers reach it.
     pub local: VerbsAddress,
     /// Filled by the etcd driver, read by the transport.
     pub peers: VerbsPeers,
+    /// Published by the transport's wrapper, read by the control thread.
+    pub counters: VerbsCounters,
 }
 
 impl VerbsLink {
     /// `/status`'s `verbs` object: `local` (this node's endpoint in its
     /// text form, `gid=…,qpn=…,qkey=…`), `peers_version` (how many changes
-    /// the membership wrote) and `peers` (node id → `addr=…,gid=…,qpn=…,qkey=…`,
-    /// the endpoints its configured incarnations published).
-    pub fn to_json(&self) -> serde_json::Value {
+    /// the membership wrote), `peers` (node id → `addr=…,gid=…,qpn=…,qkey=…`,
+    /// the endpoints its configured incarnations published) and
+    /// `transport` (the published counters, [`VerbsCounters::to_json`]).
+    pub fn to_json(&self) -> Value {
         let (version, peers) = self.peers.snapshot();
-        let peers: serde_json::Map<String, serde_json::Value> = peers
+        let peers: serde_json::Map<String, Value> = peers
             .iter()
             .enumerate()
             .filter_map(|(n, p)| Some((n.to_string(), p.as_ref()?.to_string().into())))
             .collect();
-        serde_json::json!({
+        json!({
             "local": self.local.to_string(),
             "peers_version": version,
             "peers": peers,
+            "transport": self.counters.to_json(),
         })
     }
 }
@@ -213,7 +321,10 @@ pub use built::{verbs_transport, DirectedVerbs};
 
 #[cfg(all(feature = "verbs", target_os = "linux"))]
 mod built {
-    use super::{PeerAction, PeerSync, VerbsLink, VerbsPeers, VERBS_PEERS_REFRESH_NS};
+    use super::{
+        PeerAction, PeerSync, VerbsCounters, VerbsLink, VerbsPeers, VerbsSnapshot,
+        VERBS_COUNTERS_PUBLISH_NS, VERBS_PEERS_REFRESH_NS,
+    };
     use crate::deploy::config::ClusterConfig;
     use crate::deploy::node::NodeSetupError;
     use splitkv_layout::wire::NodeId;
@@ -226,7 +337,8 @@ mod built {
 
     /// A [`VerbsTransport`] on device `D` (libibverbs'; a test's in-memory
     /// one) that learns its peers' endpoints from a [`VerbsPeers`]
-    /// directory (see the module documentation).
+    /// directory and publishes its counters to a [`VerbsCounters`] (see
+    /// the module documentation).
     pub struct DirectedVerbs<D: VerbsDevice = Device> {
         inner: VerbsTransport<D>,
         peers: VerbsPeers,
@@ -235,11 +347,15 @@ mod built {
         next_refresh_ns: Nanos,
         /// Endpoints the transport refused to register or re-point to.
         refused: u64,
+        counters: VerbsCounters,
+        /// The node clock's time of the next publish.
+        next_publish_ns: Nanos,
     }
 
     impl<D: VerbsDevice> DirectedVerbs<D> {
         /// `inner` for node `me`, whose peers start at `addrs` (index =
-        /// node id), following `peers`.
+        /// node id), following `peers`; its counters start unpublished
+        /// (zero) in a fresh [`VerbsCounters`] ([`DirectedVerbs::counters`]).
         pub fn new(
             inner: VerbsTransport<D>,
             me: NodeId,
@@ -253,7 +369,14 @@ mod built {
                 actions: Vec::new(),
                 next_refresh_ns: 0,
                 refused: 0,
+                counters: VerbsCounters::new(),
+                next_publish_ns: 0,
             }
+        }
+
+        /// The counters this wrapper publishes to (a handle sharing them).
+        pub fn counters(&self) -> VerbsCounters {
+            self.counters.clone()
         }
 
         /// The wrapped transport.
@@ -291,6 +414,20 @@ mod built {
             }
         }
 
+        /// Publishes the counters when [`VERBS_COUNTERS_PUBLISH_NS`] passed
+        /// since the last publish (the first call always does).
+        fn maybe_publish(&mut self, now: Nanos) {
+            if now < self.next_publish_ns {
+                return;
+            }
+            self.next_publish_ns = now.saturating_add(VERBS_COUNTERS_PUBLISH_NS);
+            self.counters.publish(VerbsSnapshot {
+                transport: self.inner.stats(),
+                peers_repointed: self.inner.peer_address_stats().repointed,
+                endpoints_refused: self.refused,
+            });
+        }
+
         fn maybe_refresh(&mut self, now: Nanos) {
             if now >= self.next_refresh_ns {
                 self.next_refresh_ns = now.saturating_add(VERBS_PEERS_REFRESH_NS);
@@ -321,11 +458,13 @@ mod built {
 
         fn tx_flush(&mut self, now: Nanos) {
             self.inner.tx_flush(now);
+            self.maybe_publish(now);
         }
 
         fn rx_burst(&mut self, now: Nanos, max: usize, on_packet: &mut dyn FnMut(&[u8])) -> usize {
             let lent = self.inner.rx_burst(now, max, on_packet);
             self.maybe_refresh(now);
+            self.maybe_publish(now);
             lent
         }
 
@@ -350,7 +489,7 @@ mod built {
     /// Node `node`'s verbs transport: the device, port and queue depths from
     /// its `[transport]`, no peer known yet; and the link its membership
     /// publishes (its endpoint at its data address) and fills (the
-    /// directory).
+    /// directory), with the counters the transport publishes.
     ///
     /// # Errors
     /// [`NodeSetupError::NoSuchNode`]; [`NodeSetupError::NotVerbs`] when
@@ -369,12 +508,16 @@ mod built {
         let cfg = settings.verbs_config(me.transport.mtu, config.nodes.len());
         let inner =
             VerbsTransport::new(cfg).map_err(|source| NodeSetupError::Verbs { node, source })?;
-        let link = VerbsLink {
-            local: inner.local_endpoint(me.data).address(),
-            peers: VerbsPeers::new(),
-        };
+        let local = inner.local_endpoint(me.data).address();
+        let peers = VerbsPeers::new();
         let addrs = config.nodes.iter().map(|n| n.data).collect();
-        let t = DirectedVerbs::new(inner, node, addrs, link.peers.clone());
+        let t = DirectedVerbs::new(inner, node, addrs, peers.clone());
+        let counters = t.counters();
+        let link = VerbsLink {
+            local,
+            peers,
+            counters,
+        };
         Ok((t, link))
     }
 }
