@@ -14,7 +14,9 @@
 //! crash recovery of Dnl transactions is not built). Dnl-2 and Dnl-1 are
 //! not driven yet, so [`CommitProtocol::check_implemented`] refuses them
 //! with [`CommitProtocolError::NotImplemented`] and every entry point that
-//! builds a node calls it.
+//! builds a node calls it. A cluster file (node processes, which must
+//! survive crashes) takes only a protocol with crash recovery
+//! ([`CommitProtocol::check_deployable`]): Xenic OCC today.
 
 use std::fmt;
 use std::str::FromStr;
@@ -46,6 +48,10 @@ pub enum CommitProtocolError {
     /// A protocol whose coordinator and server are not built yet.
     #[error("commit protocol {0} is not implemented yet (xenic-occ and dnl4 run)")]
     NotImplemented(CommitProtocol),
+    /// A protocol that runs but has no crash recovery yet, named for node
+    /// processes (which must survive crashes).
+    #[error("commit protocol {0} has no crash recovery yet, so node processes cannot run it (xenic-occ can; {0} runs in the simulator without node faults and in the in-process cluster)")]
+    NoCrashRecovery(CommitProtocol),
 }
 
 impl CommitProtocol {
@@ -82,6 +88,28 @@ impl CommitProtocol {
             Ok(self)
         } else {
             Err(CommitProtocolError::NotImplemented(self))
+        }
+    }
+}
+
+impl CommitProtocol {
+    /// Whether a crash of a node (or of its NIC runtime alone) is recovered
+    /// from under this protocol: Xenic OCC's recovery epoch, NIC restart and
+    /// re-replication; the Dnl recovery rules are not built yet.
+    pub fn has_crash_recovery(self) -> bool {
+        self == CommitProtocol::XenicOcc
+    }
+
+    /// `self` if node processes may run it: implemented, with crash
+    /// recovery.
+    ///
+    /// # Errors
+    /// [`CommitProtocolError::NotImplemented`], or
+    /// [`CommitProtocolError::NoCrashRecovery`] for Dnl-4.
+    pub fn check_deployable(self) -> Result<CommitProtocol, CommitProtocolError> {
+        match self.check_implemented()?.has_crash_recovery() {
+            true => Ok(self),
+            false => Err(CommitProtocolError::NoCrashRecovery(self)),
         }
     }
 }
@@ -138,5 +166,20 @@ mod tests {
             assert_eq!(e, CommitProtocolError::NotImplemented(p));
             assert!(e.to_string().contains("not implemented yet"), "{e}");
         }
+    }
+
+    #[test]
+    fn only_xenic_occ_is_deployable_until_dnl_recovery_exists() {
+        let x = CommitProtocol::XenicOcc;
+        assert_eq!(x.check_deployable(), Ok(x));
+        let d = CommitProtocol::Dnl4;
+        assert_eq!(
+            d.check_deployable(),
+            Err(CommitProtocolError::NoCrashRecovery(d))
+        );
+        assert_eq!(
+            CommitProtocol::Dnl2.check_deployable(),
+            Err(CommitProtocolError::NotImplemented(CommitProtocol::Dnl2))
+        );
     }
 }

@@ -166,7 +166,7 @@ fn check_protocol(raw: &RawProtocol) -> Result<ProtocolSettings, ConfigError> {
         None => CommitProtocol::XenicOcc,
         Some(name) => name
             .parse::<CommitProtocol>()
-            .and_then(CommitProtocol::check_implemented)
+            .and_then(CommitProtocol::check_deployable)
             .map_err(|e| ConfigError::invalid("protocol.commit", e.to_string()))?,
     };
     Ok(ProtocolSettings {
