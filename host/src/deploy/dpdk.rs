@@ -25,7 +25,7 @@
 //! the node's clock, from the `now` its calls get: one uncontended lock per
 //! publish, never per packet.
 
-use std::sync::{Arc, Mutex};
+use super::published::Published;
 
 use serde_json::{json, Value};
 use splitkv_nic::net::dpdk::{DpdkPortStats, DpdkStats, RxDrop};
@@ -47,26 +47,10 @@ pub struct DpdkSnapshot {
 }
 
 /// The DPDK counters a node's polling thread publishes and its control
-/// thread reads (`Clone` shares them).
-#[derive(Debug, Clone, Default)]
-pub struct DpdkCounters(Arc<Mutex<DpdkSnapshot>>);
+/// thread reads ([`Published`]: `Clone` shares them).
+pub type DpdkCounters = Published<DpdkSnapshot>;
 
-impl DpdkCounters {
-    /// Counters at zero.
-    pub fn new() -> DpdkCounters {
-        DpdkCounters::default()
-    }
-
-    /// The last published counters.
-    pub fn snapshot(&self) -> DpdkSnapshot {
-        *self.0.lock().unwrap_or_else(|e| e.into_inner())
-    }
-
-    /// Replaces the published counters.
-    pub fn publish(&self, snapshot: DpdkSnapshot) {
-        *self.0.lock().unwrap_or_else(|e| e.into_inner()) = snapshot;
-    }
-
+impl Published<DpdkSnapshot> {
     /// `/status`'s `dpdk` object: `tx` (packets, bytes, bursts, port full,
     /// mempool empty, unknown destination, oversized, broadcast frames,
     /// packets sent in place and copied, buffer reservations refused),

@@ -43,6 +43,7 @@ pub mod control;
 pub mod dpdk;
 pub mod metrics;
 pub mod node;
+pub mod published;
 pub mod verbs;
 
 pub use config::{
@@ -57,4 +58,5 @@ pub use node::{
     incarnation_now, node_builder, node_transport, node_transport_counted, NodeSetupError,
     NodeTransport,
 };
+pub use published::Published;
 pub use verbs::{VerbsCounters, VerbsLink, VerbsPeers, VerbsSnapshot};

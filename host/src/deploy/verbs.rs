@@ -46,6 +46,8 @@
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
 
+use super::published::Published;
+
 use serde_json::{json, Value};
 use splitkv_layout::wire::NodeId;
 use splitkv_nic::net::verbs::{RxDrop, VerbsAddress, VerbsPeer, VerbsStats};
@@ -214,35 +216,11 @@ pub struct VerbsSnapshot {
 }
 
 /// The verbs counters a node's polling thread publishes and its control
-/// thread reads (`Clone` shares them; two handles are equal when they
-/// share one snapshot).
-#[derive(Debug, Clone, Default)]
-pub struct VerbsCounters(Arc<Mutex<VerbsSnapshot>>);
+/// thread reads ([`Published`]: `Clone` shares them; two handles are equal
+/// when they share one snapshot).
+pub type VerbsCounters = Published<VerbsSnapshot>;
 
-impl PartialEq for VerbsCounters {
-    fn eq(&self, other: &Self) -> bool {
-        Arc::ptr_eq(&self.0, &other.0)
-    }
-}
-
-impl Eq for VerbsCounters {}
-
-impl VerbsCounters {
-    /// Counters at zero.
-    pub fn new() -> VerbsCounters {
-        VerbsCounters::default()
-    }
-
-    /// The last published counters.
-    pub fn snapshot(&self) -> VerbsSnapshot {
-        *self.0.lock().unwrap_or_else(|e| e.into_inner())
-    }
-
-    /// Replaces the published counters.
-    pub fn publish(&self, snapshot: VerbsSnapshot) {
-        *self.0.lock().unwrap_or_else(|e| e.into_inner()) = snapshot;
-    }
-
+impl Published<VerbsSnapshot> {
     /// `/status`'s `verbs.transport` object: `tx` (packets posted, of them
     /// `inline` and `signaled`; taken and dropped: `too_long`,
     /// `unknown_peer`; bursts cut short: `queue_full`, `pool_exhausted`;

@@ -34,7 +34,7 @@ use crate::protocol::LOG_BACKUPS_ONLY;
 use splitkv_layout::log_record::{
     log_entry_bytes_max, LogKind, LogRecord, LOG_RECORD_HEADER_BYTES,
 };
-use splitkv_layout::wire::{ItemList, MsgKind, NodeId, NodeMask, RecordKind, ReplyStatus};
+use splitkv_layout::wire::{Item, ItemList, MsgKind, NodeId, NodeMask, RecordKind, ReplyStatus};
 use splitkv_layout::TxId;
 
 impl Server {
@@ -194,6 +194,22 @@ impl Server {
         tx_id: TxId,
         items: ItemList<'_>,
     ) -> Result<(), ReplyStatus> {
+        self.check_written_items(io, items, |it| {
+            kind == OpKind::Commit && index.lock_holder(&it.key) != Some(tx_id)
+        })
+    }
+
+    /// Checks a request's written items before anything changes, counting
+    /// a refusal: values within the node's limit and one host-log entry
+    /// within [`log_entry_bytes_max`] (`TooLarge`), metadata a peer may send
+    /// with a written value ([`ObjectMeta::check_written`](splitkv_layout::ObjectMeta::check_written))
+    /// and no item that `malformed` picks (`Malformed`).
+    pub(super) fn check_written_items(
+        &mut self,
+        io: &Io,
+        items: ItemList<'_>,
+        mut malformed: impl FnMut(&Item<'_>) -> bool,
+    ) -> Result<(), ReplyStatus> {
         let mut entry_bytes = 0;
         for it in items.iter() {
             entry_bytes += LOG_RECORD_HEADER_BYTES + it.value.len();
@@ -203,8 +219,7 @@ impl Server {
                 self.stats.too_large += 1;
                 return Err(ReplyStatus::TooLarge);
             }
-            let unlocked = kind == OpKind::Commit && index.lock_holder(&it.key) != Some(tx_id);
-            if it.meta.check_written(it.value.len()).is_err() || unlocked {
+            if it.meta.check_written(it.value.len()).is_err() || malformed(&it) {
                 self.stats.malformed += 1;
                 return Err(ReplyStatus::Malformed);
             }

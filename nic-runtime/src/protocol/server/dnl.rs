@@ -33,9 +33,7 @@ use super::txs::{TxState, DNL_LOCKED, DNL_LOCKING, DNL_UNLOCKED, DNL_UNLOCKING};
 use super::{read_version_unchanged, OpKind, RoomError, Server};
 use crate::index::NicIndex;
 use crate::protocol::Io;
-use splitkv_layout::log_record::{
-    log_entry_bytes_max, LogKind, LogRecord, LOG_RECORD_HEADER_BYTES,
-};
+use splitkv_layout::log_record::{LogKind, LogRecord};
 use splitkv_layout::wire::{
     Body, ItemList, KeyList, MsgKind, NodeId, NodeMask, RecordKind, ReplyStatus, VersionList,
     ITEMS_PER_MESSAGE_MAX, ITEM_FIXED_BYTES, MESSAGE_BYTES_MAX,
@@ -248,28 +246,14 @@ impl Server {
 
     /// Checks the items of a Dnl request before anything changes: values
     /// within the node's limit and a host-log entry within
-    /// [`log_entry_bytes_max`] (`TooLarge`; a marker record is written only
+    /// [`log_entry_bytes_max`](splitkv_layout::log_record::log_entry_bytes_max) (`TooLarge`; a marker record is written only
     /// without items), metadata of a written value (`Malformed`).
     pub(super) fn check_dnl_items(
         &mut self,
         io: &Io,
         items: ItemList<'_>,
     ) -> Result<(), ReplyStatus> {
-        let mut entry_bytes = 0;
-        for it in items.iter() {
-            entry_bytes += LOG_RECORD_HEADER_BYTES + it.value.len();
-            if it.value.len() > io.value_bytes_max
-                || entry_bytes > log_entry_bytes_max(io.value_bytes_max)
-            {
-                self.stats.too_large += 1;
-                return Err(ReplyStatus::TooLarge);
-            }
-            if it.meta.check_written(it.value.len()).is_err() {
-                self.stats.malformed += 1;
-                return Err(ReplyStatus::Malformed);
-            }
-        }
-        Ok(())
+        self.check_written_items(io, items, |_| false)
     }
 
     /// Answers a Dnl Get whose reads are done, or checks a Dnl Lock's

@@ -79,17 +79,9 @@ impl Server {
         if self.dnl_marks(io, src, tx_id, step, marks).is_err() {
             return;
         }
-        let placement = &io.placement;
-        let checked = self.check_dnl_items(io, items).and_then(|()| {
-            if items
-                .iter()
-                .any(|it| !placement.is_replica(io.node, &it.key))
-            {
-                self.stats.malformed += 1;
-                return Err(ReplyStatus::Malformed);
-            }
-            Ok(())
-        });
+        let (placement, node) = (&io.placement, io.node);
+        let checked =
+            self.check_written_items(io, items, |it| !placement.is_replica(node, &it.key));
         if let Err(why) = checked {
             return reply(io, step.ack_kind(), src, tx_id, why);
         }
