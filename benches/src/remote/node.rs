@@ -382,20 +382,7 @@ impl RemoteNode {
         let run = l.run.as_ref();
         let run = run.ok_or_else(|| CallError::Conflict("no workload was started".into()))?;
         let clock = l.clock;
-        let mut r = Results {
-            version: PROTOCOL_VERSION,
-            node,
-            done: run.done.load(Ordering::Acquire),
-            all: LoadCounters::default(),
-            window: LoadCounters::default(),
-            latency_ns: Vec::new(),
-            counters: NodeCounters::default(),
-            clock,
-            smallbank: None,
-            history: None,
-            rows: Vec::new(),
-            roles: None,
-        };
+        let mut r = Results::empty(node, clock, run.done.load(Ordering::Acquire));
         if !r.done {
             return Ok(r);
         }

@@ -341,6 +341,29 @@ pub struct Results {
     pub roles: Option<ServedRoles>,
 }
 
+impl Results {
+    /// Results of `node` (clock origin `clock`) with nothing counted,
+    /// recorded or collected yet, `done` as given: what a node answers
+    /// before its run ends, and what a journal replay or an external
+    /// client's results fill in.
+    pub fn empty(node: u16, clock: ClockOrigin, done: bool) -> Results {
+        Results {
+            version: PROTOCOL_VERSION,
+            node,
+            done,
+            all: LoadCounters::default(),
+            window: LoadCounters::default(),
+            latency_ns: Vec::new(),
+            counters: NodeCounters::default(),
+            clock,
+            smallbank: None,
+            history: None,
+            rows: Vec::new(),
+            roles: None,
+        }
+    }
+}
+
 /// The replica sets one node served, as its placement view had them
 /// (`splitkv_nic::placement::Roles`).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

@@ -229,20 +229,7 @@ pub fn results_from_journal(
             h.node
         )));
     }
-    let mut r = Results {
-        version: PROTOCOL_VERSION,
-        node,
-        done: true,
-        all: LoadCounters::default(),
-        window: LoadCounters::default(),
-        latency_ns: Vec::new(),
-        counters: NodeCounters::default(),
-        clock: h.clock,
-        smallbank: None,
-        history: None,
-        rows: Vec::new(),
-        roles: None,
-    };
+    let mut r = Results::empty(node, h.clock, true);
     match workload {
         BuiltWorkload::Smallbank(w) => {
             let mut g = w.generator(node, h.seed);

@@ -170,20 +170,7 @@ fn client_workload(workload: &BuiltWorkload) -> Result<ClientWorkload, Failure> 
 /// stand alone.
 pub(super) fn merged(node: Option<Results>, client: &ClientResults) -> Results {
     let origin = client.clock_origin_ns;
-    let mut r = node.unwrap_or_else(|| Results {
-        version: splitkv_bench::remote::protocol::PROTOCOL_VERSION,
-        node: client.node,
-        done: true,
-        all: Default::default(),
-        window: Default::default(),
-        latency_ns: Vec::new(),
-        counters: Default::default(),
-        clock: ClockOrigin::default(),
-        smallbank: None,
-        history: None,
-        rows: Vec::new(),
-        roles: None,
-    });
+    let mut r = node.unwrap_or_else(|| Results::empty(client.node, ClockOrigin::default(), true));
     r.all = client.all.clone();
     r.window = client.window.clone();
     r.latency_ns = client.latency_ns.clone();
