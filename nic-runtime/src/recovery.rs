@@ -66,7 +66,7 @@ pub mod wiring;
 pub(crate) use epoch::lost_outcome;
 pub use epoch::{
     decide, DecisionReason, EvidenceSet, LocalEvidence, Recovery, RecoveryCommand, RecoveryConfig,
-    RecoveryError, RecoveryPhase, RecoveryStats, TxEvidence, COMMANDS_MAX,
+    RecoveryError, RecoveryPhase, RecoveryRule, RecoveryStats, TxEvidence, COMMANDS_MAX,
     DECISION_TIMEOUT_NS_DEFAULT, EARLY_MESSAGES_MAX, EVIDENCE_TIMEOUT_NS_DEFAULT,
     LOCAL_EVIDENCE_ENTRIES_MAX, RECOVERY_TXS_MAX,
 };

@@ -338,7 +338,8 @@ impl NicRuntime {
             recovery: RecoveryRuntime::new(
                 parts.node,
                 parts.placement,
-                crate::recovery::RecoveryConfig::for_silence(parts.net.session.silence_ns),
+                crate::recovery::RecoveryConfig::for_silence(parts.net.session.silence_ns)
+                    .with_rule(crate::recovery::RecoveryRule::of(commit)),
             ),
             recovery_refusal: None,
             actions: Default::default(),

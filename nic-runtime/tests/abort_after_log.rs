@@ -21,7 +21,7 @@ use splitkv_layout::wire::{
     ReplyStatus,
 };
 use splitkv_layout::{Key, ObjectFlags, ObjectMeta, TxId};
-use splitkv_nic::recovery::TxEvidence;
+use splitkv_nic::recovery::{RecoveryRule, TxEvidence};
 use splitkv_nic::{Placement, PlacementView};
 use support::coordinator::CoordinatorRig as Rig;
 
@@ -190,7 +190,7 @@ fn the_live_coordinator_reports_its_abort_decision_to_recovery_between_the_round
     e.add_record(2, log_record(tx));
     let view = PlacementView::new(placement(), NodeMask::EMPTY.with(REFUSER)).unwrap();
     assert!(
-        !e.decide_tx(tx, &view).0,
+        !e.decide_tx(tx, &view, RecoveryRule::XenicOcc).0,
         "the live coordinator's abort stands"
     );
 }
@@ -223,7 +223,7 @@ fn a_coordinator_crash_after_round_one_leaves_recovery_deciding_abort() {
     );
     let view = PlacementView::new(placement(), NodeMask::EMPTY.with(0).with(REFUSER)).unwrap();
     assert!(
-        !e.decide_tx(tx, &view).0,
+        !e.decide_tx(tx, &view, RecoveryRule::XenicOcc).0,
         "rule 3: the ABORT record decides"
     );
     // Had the abort been reported before node 2's acknowledgement (the
@@ -231,7 +231,7 @@ fn a_coordinator_crash_after_round_one_leaves_recovery_deciding_abort() {
     // recovery would commit: the reason for round 1's acknowledgements.
     let mut early = TxEvidence::default();
     early.add_record(2, log_record(tx));
-    assert!(early.decide_tx(tx, &view).0);
+    assert!(early.decide_tx(tx, &view, RecoveryRule::XenicOcc).0);
 }
 
 #[test]

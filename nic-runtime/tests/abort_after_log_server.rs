@@ -15,7 +15,7 @@ use splitkv_layout::wire::{
     Body, BodyWriter, MsgKind, NodeMask, RecordEvidence, RecordKind, ReplyStatus,
 };
 use splitkv_layout::{Key, ObjectFlags, ObjectMeta, TxId};
-use splitkv_nic::recovery::TxEvidence;
+use splitkv_nic::recovery::{RecoveryRule, TxEvidence};
 use splitkv_nic::{Placement, PlacementView};
 use support::server::{ServerRig as Rig, PEER};
 
@@ -206,11 +206,11 @@ fn a_coordinator_crash_between_the_rounds_leaves_recovery_deciding_abort_and_unl
     let mut e = TxEvidence::default();
     out.iter().for_each(|rec| e.add_record(0, *rec));
     let view = PlacementView::new(r.io.placement, NodeMask::EMPTY.with(PEER)).unwrap();
-    assert!(!e.decide_tx(t, &view).0, "abort");
+    assert!(!e.decide_tx(t, &view, RecoveryRule::XenicOcc).0, "abort");
     // Had it crashed before round 1, the survivor's pending LOG commits.
     let mut e = TxEvidence::default();
     before.iter().for_each(|rec| e.add_record(0, *rec));
-    assert!(e.decide_tx(t, &view).0, "commit");
+    assert!(e.decide_tx(t, &view, RecoveryRule::XenicOcc).0, "commit");
     assert_eq!(r.index.lock_holder(&KEY), Some(t));
     let changed = r.server.apply_recovered(&mut r.io, &mut r.index, t, false);
     assert!(changed, "the lock round 2 would have released goes");

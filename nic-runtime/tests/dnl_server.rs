@@ -485,3 +485,116 @@ fn requests_of_slots_that_do_not_exist_are_refused() {
     assert!(r.index.is_readable(&b));
     assert!(r.logged().is_empty());
 }
+
+/// Crash recovery's evidence of a Dnl transaction here
+/// (`server/dnl_recovery.rs`): a lock holder reports a LOCK per shard it
+/// locks and a value record per shard its Lock carried values of; a backup
+/// a REPL and a value record per shard replicated. A recovery commit then
+/// appends one COMMIT after the pending records, releases the locks and
+/// raises READABLE; the coordinator's late Unlock and Replicate are
+/// answered `Ok` and append nothing, and a Replicate this node never took
+/// is refused as late.
+#[test]
+fn recovery_reads_dnl_records_and_commits_them_from_this_replica() {
+    use splitkv_layout::wire::{RecordEvidence, RecordKind};
+    let mut r = rig();
+    let (a, b, c) = (key_at(0, 0), key_at(0, 1), key_at(1, 0));
+    let t = id(3);
+    let w = lock(t, &[(a, 0), (b, 0)], &[(a, 1, b"new")]);
+    assert_eq!(r.request(&w), vec![Reply::Lock(OK)]);
+    assert_eq!(
+        r.request(&replicate(t, &[(c, 1, b"cee")])),
+        vec![Reply::Replicate(OK)]
+    );
+    r.logged();
+    assert!(!r.index.is_readable(&c));
+    let mut ev: Vec<RecordEvidence> = Vec::new();
+    assert_eq!(r.server.recovery_evidence(64, &mut ev), 0);
+    let mut got: Vec<_> = ev.iter().map(|e| (e.tx_id, e.shard, e.kind)).collect();
+    got.sort_by_key(|&(_, s, k)| (s, k as u8));
+    assert_eq!(
+        got,
+        vec![
+            (t, 0, RecordKind::Log),
+            (t, 0, RecordKind::Lock),
+            (t, 1, RecordKind::Log),
+            (t, 1, RecordKind::Repl),
+        ]
+    );
+    assert!(r.server.apply_recovered(&mut r.io, &mut r.index, t, true));
+    r.pump();
+    assert_eq!(
+        r.logged().iter().map(|l| (l.0, l.1)).collect::<Vec<_>>(),
+        vec![(LogKind::Commit, t)],
+        "one COMMIT: the host installs this replica's own pending records"
+    );
+    assert_eq!(
+        (r.index.lock_holder(&a), r.index.lock_holder(&b)),
+        (None, None)
+    );
+    assert!(r.index.is_readable(&c));
+    let mut ev = Vec::new();
+    r.server.recovery_evidence(64, &mut ev);
+    assert!(ev.iter().all(|e| e.kind == RecordKind::Commit), "{ev:?}");
+    let late = unlock(t, true, &[b], &[(a, 1, b"new")]);
+    assert_eq!(r.request(&late), vec![Reply::Unlock(OK)]);
+    assert_eq!(
+        r.request(&replicate(t, &[(c, 1, b"cee")])),
+        vec![Reply::Replicate(OK)]
+    );
+    assert!(r.logged().is_empty(), "decided: nothing more is appended");
+    // Lock holder only: decided by recovery before its Replicate arrived.
+    let u = id(6);
+    assert_eq!(
+        r.request(&lock(u, &[(b, 0)], &[(b, 1, b"bee")])),
+        vec![Reply::Lock(OK)]
+    );
+    assert!(r.server.apply_recovered(&mut r.io, &mut r.index, u, false));
+    r.pump();
+    r.logged();
+    assert_eq!(
+        r.request(&replicate(u, &[(c, 2, b"cee")])),
+        vec![Reply::Replicate(Malformed)]
+    );
+    assert!(r.logged().is_empty() && r.index.is_readable(&c));
+    assert!(!r.server.apply_recovered(&mut r.io, &mut r.index, t, true));
+}
+
+/// A recovery abort drops the pending records (one ABORT) and releases the
+/// locks; a Lock still reading its versions when a recovery epoch begins
+/// has no record, is dropped at once (its locks released) and ends without
+/// an answer or a record.
+#[test]
+fn recovery_aborts_dnl_records_and_drops_unrecorded_locks() {
+    let mut r = rig();
+    let (a, b) = (key_at(0, 0), key_at(0, 1));
+    let t = id(4);
+    let w = lock(t, &[(a, 0)], &[(a, 1, b"new")]);
+    assert_eq!(r.request(&w), vec![Reply::Lock(OK)]);
+    r.logged();
+    assert!(r.server.apply_recovered(&mut r.io, &mut r.index, t, false));
+    r.pump();
+    assert_eq!(
+        r.logged().iter().map(|l| (l.0, l.1)).collect::<Vec<_>>(),
+        vec![(LogKind::Abort, t)]
+    );
+    assert_eq!(r.index.lock_holder(&a), None);
+    let u = id(5);
+    r.deliver(&lock(u, &[(b, 0)], &[(b, 1, b"bee")]));
+    assert_eq!(
+        r.index.lock_holder(&b),
+        Some(u),
+        "locked, versions being read"
+    );
+    assert_eq!(r.server.drop_unrecorded_dnl_locks(&mut r.index), 1);
+    assert_eq!(r.index.lock_holder(&b), None);
+    r.pump();
+    assert!(r.replies_with(|_| ()).is_empty(), "no answer");
+    assert!(r.logged().is_empty(), "no record");
+    assert_eq!(
+        r.request(&lock(u, &[(b, 0)], &[])),
+        vec![Reply::Lock(Malformed)],
+        "finished here: a copy locks nothing"
+    );
+    assert_eq!(r.server.drop_unrecorded_dnl_locks(&mut r.index), 0);
+}

@@ -23,7 +23,7 @@ use splitkv_layout::wire::{
     CoordEvidence, CoordOutcome, CoordPhase, NodeId, NodeMask, RecordEvidence, RecordKind,
 };
 use splitkv_layout::TxId;
-use splitkv_nic::recovery::TxEvidence;
+use splitkv_nic::recovery::{RecoveryRule, TxEvidence};
 use splitkv_nic::{Placement, PlacementView};
 
 /// One history's parameters: nodes, replication, coordinator, written
@@ -211,7 +211,7 @@ proptest! {
             prop_assert!(c.writes.is_empty() || h.reported != Some(true), "{:?}", h);
             return Ok(());
         }
-        let (commit, why) = e.decide(&v);
+        let (commit, why) = e.decide(&v, RecoveryRule::XenicOcc);
         if let Some(reported) = h.reported {
             prop_assert_eq!(commit, reported, "reported {} but decided {:?} ({:?})", reported, commit, why);
         }
@@ -252,7 +252,7 @@ fn weak_abort_reporting_is_contradicted() {
     };
     let h = run(&c, true);
     assert_eq!(h.reported, Some(false), "{h:?}");
-    let (commit, _) = evidence(&c, &h).decide(&view(&c));
+    let (commit, _) = evidence(&c, &h).decide(&view(&c), RecoveryRule::XenicOcc);
     assert!(commit, "the weak rule's report is contradicted: {h:?}");
     // With the rule modelled above (ABORT acknowledged by every LOG holder
     // first), the same history reports nothing.

@@ -298,6 +298,19 @@ impl NicIndex {
         }
     }
 
+    /// Raises every READABLE bit `tx_id` lowered last and appends those
+    /// keys to `out` (crash recovery decided `tx_id`; TLA `Crash` clears
+    /// `nr`). Linear in the keys lowered now.
+    pub fn raise_readable_of(&mut self, tx_id: TxId, out: &mut Vec<Key>) {
+        self.unreadable.retain(|k, h| {
+            let raise = *h == tx_id;
+            if raise {
+                out.push(*k);
+            }
+            !raise
+        });
+    }
+
     /// Whether `key` may serve reads here: its READABLE bit is up.
     #[inline]
     pub fn is_readable(&self, key: &Key) -> bool {

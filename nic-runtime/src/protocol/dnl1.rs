@@ -19,6 +19,8 @@
 //! Not yet driven by the coordinator.
 
 use super::skeleton::{At, Evidence, Report, Row, Step};
+use crate::placement::PlacementView;
+use crate::recovery::decide::{LogQuorum, TxEvidence};
 
 /// Dnl-1's row (the spec's `Dnl1Row`).
 pub const ROW: Row = Row {
@@ -31,3 +33,15 @@ pub const ROW: Row = Row {
     evidence: Evidence::AllLocked,
     readable: true,
 };
+
+/// TLA `Dnl1Decide`'s own part (Dandelion §4.4), for a transaction that no
+/// live coordinator's decision and no surviving COMMIT or ABORT record
+/// decided (`recovery/epoch/decide.rs`): commit iff every surviving replica
+/// that `quorum` names of every shard it locks (its Lock said which: the
+/// read and write sets' shards) holds its LOCK there. A commit is reported
+/// after every Lock ack, so a reported commit leaves the LOCK at every
+/// replica; an abort only after the Unlock acks, which leave an ABORT record
+/// at every lock holder (must-fail model `Dnl1EarlyAbortReport`).
+pub fn decide(e: &TxEvidence, view: &PlacementView, quorum: LogQuorum) -> bool {
+    e.every_replica_holds(view, quorum, &e.lock_holders)
+}

@@ -29,6 +29,7 @@
 mod abort;
 mod append;
 mod dnl;
+mod dnl_recovery;
 mod dnl_steps;
 mod get_one;
 mod lookups;
@@ -113,6 +114,8 @@ struct ServerOp {
     /// A Dnl Lock's `lock_shards` (recovery evidence, held once its
     /// versions checked).
     shards: NodeMask,
+    /// A Dnl Lock's shards of the values it carries (recovery evidence).
+    value_shards: NodeMask,
 }
 
 impl ServerOp {
@@ -136,6 +139,7 @@ impl ServerOp {
             entry: Vec::new(),
             decision: None,
             shards: NodeMask::EMPTY,
+            value_shards: NodeMask::EMPTY,
         }
     }
 
@@ -385,6 +389,7 @@ impl Server {
         op.entry.clear();
         op.decision = None;
         op.shards = NodeMask::EMPTY;
+        op.value_shards = NodeMask::EMPTY;
         Some(slot)
     }
 

@@ -103,6 +103,9 @@ impl NicRuntime {
             .begin(self.io.now, config, failed, local)
             .err();
         if self.recovery.paused() {
+            // Taken with the evidence, before any host read completes: a
+            // Lock that gets its record later would be in no evidence.
+            self.server.drop_unrecorded_dnl_locks(&mut self.index);
             self.actions.last_begun_ns = self.io.now;
             // A new configuration abandons every copy (re-replication); the
             // epoch's Resume begins them again.

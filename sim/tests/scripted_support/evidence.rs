@@ -86,5 +86,5 @@ pub fn decide_crashed(c: &Cluster, tx_id: TxId, writes: &[Key]) -> (bool, Decisi
             ev.add_record(n, r);
         }
     }
-    ev.decide(&view)
+    ev.decide(&view, splitkv_nic::recovery::RecoveryRule::XenicOcc)
 }

@@ -167,11 +167,11 @@ impl SimArgs {
             return Err("--gets and --puts are options of --workload micro".into());
         }
         crate::cli::check_protocol(Some(self.protocol))?;
-        let node_faults = !matches!(self.faults, FaultMix::None | FaultMix::Net);
-        if self.protocol != CommitProtocol::XenicOcc && node_faults {
+        let nic_faults = matches!(self.faults, FaultMix::NicCrash | FaultMix::Chaos);
+        if self.protocol != CommitProtocol::XenicOcc && nic_faults {
             return Err(format!(
-                "--protocol {} --faults {}: crash recovery of Dnl transactions is not built yet \
-                 (--faults none or net)",
+                "--protocol {} --faults {}: a NIC runtime restarting alone is not built yet \
+                 for Dnl transactions (--faults none, net, crash, all or rejoin)",
                 self.protocol, self.faults
             ));
         }

@@ -59,11 +59,11 @@ impl Coordinator {
 
     /// Locking (TLA `Lock`): the planned write set at its primaries, each
     /// key with the version read, the written ones with their new values.
-    fn dnl_lock(&mut self, io: &mut Io, slot: usize) {
+    fn dnl_lock(&mut self, io: &mut Io, slot: usize, row: &Row) {
         let t = &mut self.txs[slot];
         let tx_id = TxId::new(io.node, slot, t.gen);
         t.phase = Phase::Lock;
-        let shards = shards_of(t.plan.writes.iter(), &io.placement);
+        let shards = super::evidence::dnl_asked_shards(row, t, &io.placement);
         let (plan, writes, reads) = (&t.plan, &t.writes, &t.reads);
         t.pending = send_each(io, |w, placement, p| {
             w.begin_lock(tx_id, shards);
@@ -158,7 +158,7 @@ impl Coordinator {
         }
         match done.next {
             Step::Exec => {}
-            Step::Lock => self.dnl_lock(io, slot),
+            Step::Lock => self.dnl_lock(io, slot, row),
             Step::Validate => self.dnl_validate(io, slot),
             Step::Replicate => self.dnl_replicate(io, slot),
             Step::Unlock => self.dnl_unlock(io, slot),

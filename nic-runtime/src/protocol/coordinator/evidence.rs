@@ -4,6 +4,7 @@
 
 use super::{bit, Coordinator, Phase};
 use crate::placement::Placement;
+use crate::protocol::skeleton::{Decision, Evidence, Row};
 use crate::protocol::Io;
 use splitkv_layout::host_nic::TxStatus;
 use splitkv_layout::wire::{CoordEvidence, CoordOutcome, CoordPhase, NodeId, NodeMask};
@@ -30,16 +31,21 @@ impl Coordinator {
                 Phase::Replicate => CoordPhase::Replicate,
                 Phase::Unlock | Phase::Readable => CoordPhase::Unlock,
             };
-            let outcome = match t.phase {
-                Phase::Commit => CoordOutcome::Commit,
-                Phase::AbortLog => CoordOutcome::Abort,
-                _ => CoordOutcome::Undecided,
+            let (outcome, write_shards) = match self.row {
+                Some(row) => (dnl_outcome(t), dnl_asked_shards(row, t, placement)),
+                None => {
+                    let outcome = match t.phase {
+                        Phase::Commit => CoordOutcome::Commit,
+                        Phase::AbortLog => CoordOutcome::Abort,
+                        _ => CoordOutcome::Undecided,
+                    };
+                    let shards = t.plan.writes.iter();
+                    (
+                        outcome,
+                        shards.fold(NodeMask::EMPTY, |m, k| m.with(placement.shard(k))),
+                    )
+                }
             };
-            let write_shards = t
-                .plan
-                .writes
-                .iter()
-                .fold(NodeMask::EMPTY, |m, k| m.with(placement.shard(k)));
             out.push(CoordEvidence {
                 tx_id: TxId::new(node, slot, t.gen),
                 phase,
@@ -47,6 +53,38 @@ impl Coordinator {
                 reported: matches!(t.told, Some(s) if s != TxStatus::Unknown),
                 write_shards,
             });
+        }
+    }
+}
+
+/// A Dnl transaction's outcome for recovery (TLA `Known`): an abort
+/// decided stands; a commit only once durable, past its row's last step
+/// before Unlocking (Dnl-4/2: the Replicate acks, Dnl-1: the Lock acks),
+/// where every replica holds what its rule needs; before that the records
+/// decide (a commit not durable was not reported).
+fn dnl_outcome(t: &super::TxCtx) -> CoordOutcome {
+    match (t.dnl_decision, t.phase) {
+        (Some(Decision::Abort), _) => CoordOutcome::Abort,
+        (Some(Decision::Commit), Phase::Unlock | Phase::Readable) => CoordOutcome::Commit,
+        _ => CoordOutcome::Undecided,
+    }
+}
+
+/// The shards a Dnl transaction's recovery rule asks about, as its Lock
+/// and Replicate say: the shards it writes (Dnl-4/2, `dnl4::decide`), or
+/// every shard it locks (Dnl-1, `dnl1::decide`).
+pub(super) fn dnl_asked_shards(row: &Row, t: &super::TxCtx, placement: &Placement) -> NodeMask {
+    let shards = |m: NodeMask, k: &splitkv_layout::Key| m.with(placement.shard(k));
+    match row.evidence {
+        Evidence::Records => t
+            .writes
+            .iter()
+            .map(|(k, _)| k)
+            .fold(NodeMask::EMPTY, shards),
+        Evidence::AllLocked => {
+            let locked = t.plan.writes.iter();
+            let locked = locked.chain(t.plan.reads.iter().filter(|_| row.lock_reads));
+            locked.fold(NodeMask::EMPTY, shards)
         }
     }
 }
@@ -67,6 +105,20 @@ impl Coordinator {
             return false;
         };
         self.stats.recovered += 1;
+        if self.row.is_some() {
+            // Every replica holding its records applied the decision from
+            // them (`server/dnl_recovery.rs`), and a Lock without records
+            // was dropped: nothing more to send.
+            let t = &self.txs[slot];
+            let (status, result) = if commit {
+                (TxStatus::Committed, t.result.clone())
+            } else {
+                (TxStatus::Unavailable, b"aborted by crash recovery".to_vec())
+            };
+            self.tell(slot, status, result);
+            self.release(slot);
+            return true;
+        }
         if !commit {
             // An EXECUTE may still be on its way to any primary of the
             // write set: the ABORT follows it in the same session (and a

@@ -29,7 +29,7 @@
 //! `TooLarge`, planted metadata or a broken rule `Malformed`), never a
 //! panic.
 
-use super::txs::{TxState, DNL_LOCKED, DNL_LOCKING, DNL_UNLOCKED, DNL_UNLOCKING};
+use super::txs::{DnlHeld, TxState, DNL_LOCKED, DNL_LOCKING, DNL_UNLOCKED, DNL_UNLOCKING};
 use super::{read_version_unchanged, OpKind, RoomError, Server};
 use crate::index::NicIndex;
 use crate::protocol::Io;
@@ -213,8 +213,12 @@ impl Server {
             return reply(io, MsgKind::LockResp, src, tx_id, ReplyStatus::Busy);
         };
         self.txs.mark_dnl(tx_id, DNL_LOCKING, 0);
+        let value_shards = items
+            .iter()
+            .fold(NodeMask::EMPTY, |m, it| m.with(io.placement.shard(&it.key)));
         let op = &mut self.ops[slot];
         op.shards = lock_shards;
+        op.value_shards = value_shards;
         for (k, v) in reads.iter() {
             op.keys.push(k);
             op.expect.push(v);
@@ -275,6 +279,15 @@ impl Server {
             io.send(src);
             return self.release(slot);
         }
+        if !self.txs.live(tx_id) {
+            // Dropped by a recovery epoch while its versions were being
+            // read (`server/dnl_recovery.rs`): its locks are gone, and the
+            // reply of the old epoch would reach nobody.
+            for k in &op.keys {
+                index.unlock(k, tx_id);
+            }
+            return self.release(slot);
+        }
         let changed = (0..op.keys.len())
             .any(|i| !read_version_unchanged(op.metas[i].version(), op.expect[i]));
         if op.status.is_ok() && changed {
@@ -314,9 +327,15 @@ impl Server {
             .keys
             .iter()
             .fold(NodeMask::EMPTY, |m, k| m.with(io.placement.shard(k)));
-        let lock_shards = op.shards;
+        let (lock_shards, values) = (op.shards, op.value_shards);
         op.kind = OpKind::DnlAppend(DnlStep::Lock);
-        self.txs.hold(tx_id, RecordKind::Lock, shards, lock_shards);
+        let held = DnlHeld {
+            values,
+            locked: shards,
+            repl: NodeMask::EMPTY,
+        };
+        self.txs
+            .hold_dnl(tx_id, RecordKind::Lock, held, lock_shards);
         self.submit_append(io, slot);
     }
 }

@@ -23,7 +23,7 @@
 
 use super::dnl::{encode_pending, reply, DnlStep};
 use super::txs::{
-    TxState, DNL_INSTALLING, DNL_LOCKED, DNL_LOCKING, DNL_READABLE, DNL_REPLICATED,
+    DnlHeld, TxState, DNL_INSTALLING, DNL_LOCKED, DNL_LOCKING, DNL_READABLE, DNL_REPLICATED,
     DNL_REPLICATING, DNL_UNLOCKED, DNL_UNLOCKING,
 };
 use super::{OpKind, Server};
@@ -63,7 +63,7 @@ impl Server {
 
     /// TLA `Replicate` (module docs). `tx` is the transaction and every
     /// shard it writes (recovery evidence). Refused only for a late
-    /// transaction, bad items (`TooLarge`, `Malformed`, a key this node does
+    /// transaction (finished here, or superseded), bad items (`TooLarge`, `Malformed`, a key this node does
     /// not replicate) or no free slot (`Busy`).
     pub(super) fn replicate(
         &mut self,
@@ -79,6 +79,12 @@ impl Server {
         if self.dnl_marks(io, src, tx_id, step, marks).is_err() {
             return;
         }
+        if !self.txs.live(tx_id) {
+            // Finished here (a Replicate always comes before this node's
+            // Unlock): decided by recovery, or refused at Lock.
+            self.stats.late_requests += 1;
+            return reply(io, step.ack_kind(), src, tx_id, ReplyStatus::Malformed);
+        }
         let (placement, node) = (&io.placement, io.node);
         let checked =
             self.check_written_items(io, items, |it| !placement.is_replica(node, &it.key));
@@ -92,7 +98,18 @@ impl Server {
         let shards = items
             .iter()
             .fold(NodeMask::EMPTY, |m, it| m.with(io.placement.shard(&it.key)));
-        self.txs.hold(tx_id, RecordKind::Repl, shards, write_shards);
+        // A Dnl-2 primary's marker covers the shards its Lock's values did.
+        let repl = match self.txs.held(tx_id) {
+            Some(h) if shards.is_empty() => h.shards,
+            _ => shards,
+        };
+        let held = DnlHeld {
+            values: shards,
+            locked: NodeMask::EMPTY,
+            repl,
+        };
+        self.txs
+            .hold_dnl(tx_id, RecordKind::Repl, held, write_shards);
         for it in items.iter() {
             if io.placement.primary(&it.key) != io.node {
                 index.lower_readable(it.key, tx_id);
@@ -232,6 +249,13 @@ impl Server {
     ) {
         let op = &self.ops[slot];
         let (tx_id, src) = (op.tx_id, op.src);
+        if let Some(decision) = op.decision {
+            // Decided by recovery while its pending records were being
+            // appended (`server/dnl_recovery.rs`): the decision record goes
+            // after them, and the old epoch's request needs no answer.
+            self.release(slot);
+            return self.append_decision(io, src, tx_id, decision);
+        }
         let installed = op.keys[..op.n_reads].iter().zip(&op.metas);
         match step {
             DnlStep::Lock => self.txs.mark_dnl(tx_id, DNL_LOCKED, DNL_LOCKING),

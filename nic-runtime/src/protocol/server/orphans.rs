@@ -11,12 +11,12 @@
 //! which holds the decided values once the host worker applied the record
 //! ([`Server::appends_settled`]; the runtime answers recovery only then).
 
-use super::txs::TxState;
+use super::txs::{Held, TxState};
 use super::Server;
 use crate::index::NicIndex;
 use crate::protocol::Io;
 use splitkv_layout::log_record::LogKind;
-use splitkv_layout::wire::{MsgKind, NodeId, RecordEvidence, RecordKind, ReplyStatus};
+use splitkv_layout::wire::{MsgKind, NodeId, NodeMask, RecordEvidence, RecordKind, ReplyStatus};
 use splitkv_layout::TxId;
 
 impl Server {
@@ -26,8 +26,8 @@ impl Server {
     /// newer transaction of its slot). Such a transaction never reached its
     /// commit point: LOG goes to every replica of a written key, this
     /// primary included, and the commit point needs every replica's
-    /// acknowledgement. Locks of transactions whose LOG is here wait for
-    /// recovery's decision. Returns the locks released.
+    /// acknowledgement. Locks of transactions whose LOG (or Dnl LOCK) is
+    /// here wait for recovery's decision. Returns the locks released.
     pub fn release_orphan_locks(&mut self, index: &mut NicIndex, failed: u32) -> usize {
         let txs = &self.txs;
         let mut released = Vec::new();
@@ -37,6 +37,9 @@ impl Server {
                 coordinator < 32
                     && failed & (1 << coordinator) != 0
                     && matches!(txs.state(tx_id), None | Some(TxState::Active))
+                    // A Dnl transaction's records here (a Lock holder)
+                    // wait for recovery's decision.
+                    && txs.held(tx_id).is_none()
             },
             &mut released,
         );
@@ -58,8 +61,8 @@ impl Server {
     }
 
     /// Appends this node's records to `out`, one per `(transaction,
-    /// shard)`, at most `max` in all (pending LOG records first): every
-    /// pending LOG record, and every COMMIT or ABORT record the per-slot
+    /// shard, kind)` ([`held_records`]), at most `max` in all (pending
+    /// records first): every pending LOG record (and Dnl LOCK and REPL), and every COMMIT or ABORT record the per-slot
     /// record table holds (the newest of each coordinator slot), whatever
     /// its coordinator's state: a coordinator whose NIC restarted lost its
     /// transactions, and this replica may not know it yet (the leader's
@@ -67,12 +70,12 @@ impl Server {
     /// Returns the records left out for want of room.
     pub fn recovery_evidence(&self, max: usize, out: &mut Vec<RecordEvidence>) -> usize {
         let mut left_out = 0;
-        for pass in [true, false] {
+        for pending in [true, false] {
             for (tx_id, held) in self.txs.held_all() {
-                if (held.kind == RecordKind::Log) != pass {
+                if held.pending() != pending {
                     continue;
                 }
-                for shard in held.shards.iter() {
+                for (shard, kind) in held_records(&held) {
                     if out.len() >= max {
                         left_out += 1;
                         continue;
@@ -80,7 +83,7 @@ impl Server {
                     out.push(RecordEvidence {
                         tx_id,
                         shard,
-                        kind: held.kind,
+                        kind,
                         write_shards: held.write_shards,
                     });
                 }
@@ -104,6 +107,9 @@ impl Server {
         tx_id: TxId,
         commit: bool,
     ) -> bool {
+        if self.txs.dnl(tx_id).is_some_and(|marks| marks != 0) {
+            return self.apply_recovered_dnl(io, index, tx_id, commit);
+        }
         let state = self.txs.state(tx_id);
         if !matches!(state, Some(TxState::Logging | TxState::Logged)) {
             return !commit && self.release_aborted_after_log(index, tx_id);
@@ -160,9 +166,36 @@ impl Server {
                 op.active
                     && matches!(
                         op.kind,
-                        super::OpKind::Log | super::OpKind::Commit | super::OpKind::Decision
+                        super::OpKind::Log
+                            | super::OpKind::Commit
+                            | super::OpKind::Decision
+                            | super::OpKind::DnlAppend(_)
                     )
             })
             && host_applied >= self.appended_tail
     }
+}
+
+/// The evidence records of one held entry, as `(shard, kind)`: a decision
+/// record once per shard it covers; pending records as a LOG per shard of
+/// values held (Xenic LOG, or a Dnl Lock's or Replicate's values), a LOCK
+/// per shard locked and a REPL per shard a REPL record covers (Dnl).
+fn held_records(held: &Held) -> impl Iterator<Item = (u16, RecordKind)> {
+    let (values, locked, repl) = (held.shards, held.locked, held.repl);
+    let decided = (!held.pending()).then_some(held.kind);
+    let every = NodeMask(values.0 | locked.0 | repl.0);
+    let decisions = decided
+        .into_iter()
+        .flat_map(move |kind| every.iter().map(move |s| (s, kind)));
+    let pending = held
+        .pending()
+        .then_some(())
+        .into_iter()
+        .flat_map(move |()| {
+            let at = |m: NodeMask, kind| m.iter().map(move |s| (s, kind));
+            at(values, RecordKind::Log)
+                .chain(at(locked, RecordKind::Lock))
+                .chain(at(repl, RecordKind::Repl))
+        });
+    decisions.chain(pending)
 }

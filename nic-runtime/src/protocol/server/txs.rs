@@ -47,14 +47,39 @@ pub(super) enum TxState {
 use crate::protocol::generation_newer as newer;
 
 /// The record this node's host log holds for a transaction: its kind (the
-/// latest one: a LOG, then its COMMIT or ABORT decision), the shards of the
-/// keys it logged here, and every shard the transaction writes (as its LOG
-/// said).
+/// latest one: a LOG, a Dnl LOCK or REPL, then its COMMIT or ABORT
+/// decision), the shards of the values it holds pending here, and every
+/// shard the transaction's recovery rule asks about (as its LOG or Dnl
+/// Lock/Replicate said: the written shards, or a Dnl-1 transaction's locked
+/// ones). A Dnl transaction also says which shards it holds locks on here
+/// and which shards its REPL record covers (`server/dnl_recovery.rs`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(super) struct Held {
     pub(super) kind: RecordKind,
     pub(super) shards: NodeMask,
     pub(super) write_shards: NodeMask,
+    /// Dnl: shards of the keys a LOCK record holds locked here.
+    pub(super) locked: NodeMask,
+    /// Dnl: shards a REPL record covers here.
+    pub(super) repl: NodeMask,
+}
+
+impl Held {
+    /// Whether no decision record is held: the records are pending.
+    pub(super) fn pending(&self) -> bool {
+        !matches!(self.kind, RecordKind::Commit | RecordKind::Abort)
+    }
+}
+
+/// The shards a Dnl step's records cover at this node ([`TxTable::hold_dnl`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub(super) struct DnlHeld {
+    /// Shards of the values the step carried here (pending value records).
+    pub(super) values: NodeMask,
+    /// Shards of the keys a Lock locked here.
+    pub(super) locked: NodeMask,
+    /// Shards a Replicate's REPL record covers here.
+    pub(super) repl: NodeMask,
 }
 
 /// How far a Dnl transaction's steps got at this node (`server/dnl.rs`):
@@ -215,12 +240,35 @@ impl TxTable {
             kind,
             shards: NodeMask::EMPTY,
             write_shards: NodeMask::EMPTY,
+            locked: NodeMask::EMPTY,
+            repl: NodeMask::EMPTY,
         });
         e.held = Some(Held {
             kind,
             shards: NodeMask(old.shards.0 | shards.0),
             write_shards: NodeMask(old.write_shards.0 | write_shards.0 | shards.0),
+            ..old
         });
+    }
+
+    /// [`TxTable::hold`] of a Dnl step's pending records (`kind`
+    /// [`RecordKind::Lock`] or [`RecordKind::Repl`]), adding the shards it
+    /// locked and its REPL covers to those already held.
+    pub(super) fn hold_dnl(
+        &mut self,
+        tx_id: TxId,
+        kind: RecordKind,
+        held: DnlHeld,
+        asked: NodeMask,
+    ) {
+        self.hold(tx_id, kind, held.values, asked);
+        if let Some((i, gen)) = Self::at(tx_id) {
+            let e = &mut self.entries[i];
+            if let (true, Some(h)) = (gen == e.gen, e.held.as_mut()) {
+                h.locked = NodeMask(h.locked.0 | held.locked.0);
+                h.repl = NodeMask(h.repl.0 | held.repl.0);
+            }
+        }
     }
 
     /// The newest generation seen of coordinator `node`'s transactions,
@@ -283,6 +331,8 @@ mod tests {
             kind: RecordKind::Commit,
             shards: NodeMask(0b01),
             write_shards: NodeMask(0b11),
+            locked: NodeMask::EMPTY,
+            repl: NodeMask::EMPTY,
         };
         assert_eq!(t.held(tx), Some(held));
         assert_eq!(t.held_all().collect::<Vec<_>>(), vec![(tx, held)]);

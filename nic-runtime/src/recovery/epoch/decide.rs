@@ -67,6 +67,8 @@ use splitkv_layout::wire::{
 };
 
 use crate::placement::PlacementView;
+use crate::protocol::skeleton::{row_of, Evidence};
+use crate::protocol::{dnl1, dnl4, CommitProtocol};
 
 /// Everything the recovery leader learned about one transaction.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -83,6 +85,33 @@ pub struct TxEvidence {
     pub commit_record: bool,
     /// Whether some surviving replica holds an ABORT record.
     pub abort_record: bool,
+    /// Dnl: per shard, the surviving replicas that hold the transaction's
+    /// LOCK on keys of that shard.
+    pub lock_holders: [NodeMask; MASK_NODES_MAX],
+    /// Dnl: whether some surviving replica holds a REPL record.
+    pub repl_record: bool,
+}
+
+/// Which rule decides a transaction the records must decide (rule 4 of the
+/// module docs, or a Dnl protocol's own): the cluster's commit protocol's
+/// ([`RecoveryRule::of`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum RecoveryRule {
+    /// Xenic OCC: rule 4 over LOG records.
+    #[default]
+    XenicOcc,
+    /// A Dnl protocol's rule ([`Evidence::Records`]: `dnl4::decide`, Dnl-4
+    /// and Dnl-2; [`Evidence::AllLocked`]: `dnl1::decide`).
+    Dnl(Evidence),
+}
+
+impl RecoveryRule {
+    /// The rule of commit protocol `protocol`.
+    pub fn of(protocol: CommitProtocol) -> RecoveryRule {
+        row_of(protocol).map_or(RecoveryRule::XenicOcc, |row| {
+            RecoveryRule::Dnl(row.evidence)
+        })
+    }
 }
 
 /// Which rule decided a transaction (see the module docs).
@@ -96,9 +125,16 @@ pub enum DecisionReason {
     AbortRecord,
     /// Rule 4: every surviving replica of every written shard holds the LOG.
     EveryReplicaLogged,
-    /// Rule 5: a written shard has a surviving replica without the LOG, or
-    /// no surviving replica, or nothing is written.
+    /// Rule 5 (or the Dnl rule failed): a written shard has a surviving
+    /// replica without the LOG, or no surviving replica, or nothing is
+    /// written.
     NotLogged,
+    /// `dnl4::decide` (Dnl-4, Dnl-2): a REPL record survived and every
+    /// surviving replica of every written shard holds a value record.
+    DnlValuesHeld,
+    /// `dnl1::decide` (Dnl-1): every surviving replica of every locked
+    /// shard holds the LOCK.
+    DnlAllLocked,
     /// The coordinator is live and no longer holds the transaction: it
     /// decided it, and only an abort can leave a LOG pending (module docs).
     CoordinatorForgot,
@@ -125,16 +161,27 @@ impl TxEvidence {
                 self.commit_record = true;
             }
             RecordKind::Abort => self.abort_record = true,
-            // Dnl records: no server writes them until the Dnl protocols
-            // run (their recovery rules come with them); as no record here,
-            // they never make a commit.
-            RecordKind::Lock | RecordKind::Repl => {}
+            RecordKind::Lock => {
+                let locked = &mut self.lock_holders[r.shard as usize];
+                *locked = locked.with(holder);
+            }
+            RecordKind::Repl => {
+                *held = held.with(holder);
+                self.repl_record = true;
+            }
         }
     }
 
-    /// Whether every replica of every written shard that `quorum` names
-    /// holds the LOG (and every written shard has a primary), in `view`.
-    fn every_replica_logged(&self, view: &PlacementView, quorum: LogQuorum) -> bool {
+    /// Whether every replica that `quorum` names, in `view`, of every shard
+    /// the transaction writes (or, for Dnl-1, locks) is in `holders` for
+    /// that shard, and every such shard has a primary. Rule 4 with
+    /// [`TxEvidence::log_holders`]; the Dnl rules with theirs.
+    pub fn every_replica_holds(
+        &self,
+        view: &PlacementView,
+        quorum: LogQuorum,
+        holders: &[NodeMask; MASK_NODES_MAX],
+    ) -> bool {
         !self.write_shards.is_empty()
             && self.write_shards.iter().all(|s| {
                 let asked = |n: NodeId| match quorum {
@@ -148,7 +195,7 @@ impl TxEvidence {
                     && view
                         .live_replicas(s)
                         .filter(|&n| asked(n))
-                        .all(|n| self.log_holders[s as usize].contains(n))
+                        .all(|n| holders[s as usize].contains(n))
             })
     }
 
@@ -162,15 +209,25 @@ impl TxEvidence {
     /// Rule 4 asks the LOG of every live member of `view`; the recovery
     /// machine asks only the caught-up ones
     /// ([`TxEvidence::decide_tx_caught_up`]).
-    pub fn decide_tx(&self, tx_id: TxId, view: &PlacementView) -> (bool, DecisionReason) {
-        self.decide_tx_over(tx_id, view, LogQuorum::EveryMember)
+    pub fn decide_tx(
+        &self,
+        tx_id: TxId,
+        view: &PlacementView,
+        rule: RecoveryRule,
+    ) -> (bool, DecisionReason) {
+        self.decide_tx_over(tx_id, view, LogQuorum::EveryMember, rule)
     }
 
     /// [`TxEvidence::decide_tx`] with rule 4 asking the LOG of the live
     /// members of `view` that are caught up ([`LogQuorum::CaughtUpMembers`]):
     /// crash recovery's leader.
-    pub fn decide_tx_caught_up(&self, tx_id: TxId, view: &PlacementView) -> (bool, DecisionReason) {
-        self.decide_tx_over(tx_id, view, LogQuorum::CaughtUpMembers)
+    pub fn decide_tx_caught_up(
+        &self,
+        tx_id: TxId,
+        view: &PlacementView,
+        rule: RecoveryRule,
+    ) -> (bool, DecisionReason) {
+        self.decide_tx_over(tx_id, view, LogQuorum::CaughtUpMembers, rule)
     }
 
     fn decide_tx_over(
@@ -178,6 +235,7 @@ impl TxEvidence {
         tx_id: TxId,
         view: &PlacementView,
         quorum: LogQuorum,
+        rule: RecoveryRule,
     ) -> (bool, DecisionReason) {
         let coordinator = tx_id.coordinator();
         let renewed = view.renewed().contains(coordinator);
@@ -191,16 +249,22 @@ impl TxEvidence {
         if self.coordinator.is_none() && view.is_live(coordinator) && !renewed && !recorded {
             return (false, DecisionReason::CoordinatorForgot);
         }
-        self.decide_over(view, quorum)
+        self.decide_over(view, quorum, rule)
     }
 
     /// The decision (`true` = commit) and the rule that made it, for the
-    /// surviving nodes of `view` (rule 4 asking every live member).
-    pub fn decide(&self, view: &PlacementView) -> (bool, DecisionReason) {
-        self.decide_over(view, LogQuorum::EveryMember)
+    /// surviving nodes of `view` (rule 4, or `rule`'s Dnl rule, asking
+    /// every live member).
+    pub fn decide(&self, view: &PlacementView, rule: RecoveryRule) -> (bool, DecisionReason) {
+        self.decide_over(view, LogQuorum::EveryMember, rule)
     }
 
-    fn decide_over(&self, view: &PlacementView, quorum: LogQuorum) -> (bool, DecisionReason) {
+    fn decide_over(
+        &self,
+        view: &PlacementView,
+        quorum: LogQuorum,
+        rule: RecoveryRule,
+    ) -> (bool, DecisionReason) {
         if let Some(c) = self.coordinator {
             match c.outcome {
                 CoordOutcome::Commit => return (true, DecisionReason::CoordinatorDecided),
@@ -214,10 +278,18 @@ impl TxEvidence {
         if self.abort_record {
             return (false, DecisionReason::AbortRecord);
         }
-        if self.every_replica_logged(view, quorum) {
-            return (true, DecisionReason::EveryReplicaLogged);
+        match rule {
+            RecoveryRule::XenicOcc if self.every_replica_holds(view, quorum, &self.log_holders) => {
+                (true, DecisionReason::EveryReplicaLogged)
+            }
+            RecoveryRule::Dnl(Evidence::Records) if dnl4::decide(self, view, quorum) => {
+                (true, DecisionReason::DnlValuesHeld)
+            }
+            RecoveryRule::Dnl(Evidence::AllLocked) if dnl1::decide(self, view, quorum) => {
+                (true, DecisionReason::DnlAllLocked)
+            }
+            _ => (false, DecisionReason::NotLogged),
         }
-        (false, DecisionReason::NotLogged)
     }
 }
 
@@ -273,12 +345,13 @@ pub fn decide_by_records(
     view: &PlacementView,
     records: impl IntoIterator<Item = (NodeId, RecordEvidence)>,
     quorum: LogQuorum,
+    rule: RecoveryRule,
 ) -> (bool, DecisionReason) {
     let mut e = TxEvidence::default();
     for (holder, r) in records {
         e.add_record(holder, r);
     }
-    e.decide_over(view, quorum)
+    e.decide_over(view, quorum, rule)
 }
 
 /// The evidence of every transaction reported for one epoch, by transaction
@@ -341,275 +414,17 @@ impl EvidenceSet {
         self.txs.get(&tx_id)
     }
 
-    /// Every transaction's decision in `view`, ascending by id.
+    /// Every transaction's decision in `view` under `rule`, ascending by id.
     pub fn decide_all<'a>(
         &'a self,
         view: &'a PlacementView,
+        rule: RecoveryRule,
     ) -> impl Iterator<Item = (TxId, bool)> + 'a {
         self.txs
             .iter()
-            .map(move |(&id, e)| (id, e.decide_tx(id, view).0))
+            .map(move |(&id, e)| (id, e.decide_tx(id, view, rule).0))
     }
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::placement::Placement;
-    use splitkv_layout::wire::CoordPhase;
-
-    #[test]
-    fn a_backup_chosen_in_this_configuration_is_not_asked_for_older_logs() {
-        use crate::membership::Configuration;
-        // 4 nodes, replication 3: coordinator 0 crashes after every replica
-        // of shard 0 (0, 1, 2) logged its write, and node 3 becomes the
-        // shard's new backup in that same configuration.
-        let p = Placement::new(4, 3).unwrap();
-        let c = Configuration::initial(4, 3).without(1 << 0);
-        let view = PlacementView::with_roles(p, NodeMask::EMPTY.with(0), c.roles()).unwrap();
-        assert_eq!(view.live_replicas(0).collect::<Vec<_>>(), vec![1, 2, 3]);
-        let mut e = TxEvidence::default();
-        for holder in [1, 2] {
-            e.add_record(holder, rec(0, RecordKind::Log, 0b1));
-        }
-        // The commit may have been reported: recovery commits it.
-        assert_eq!(
-            e.decide_tx_caught_up(TxId::new(0, 0, 1), &view),
-            (true, DecisionReason::EveryReplicaLogged)
-        );
-        // Asking the new backup too (the broken variant) aborts it.
-        assert_eq!(
-            e.decide_tx(TxId::new(0, 0, 1), &view),
-            (false, DecisionReason::NotLogged)
-        );
-        // A caught-up member that lacks the LOG still aborts it.
-        let mut short = TxEvidence::default();
-        short.add_record(1, rec(0, RecordKind::Log, 0b1));
-        assert_eq!(
-            short.decide_tx_caught_up(TxId::new(0, 0, 1), &view),
-            (false, DecisionReason::NotLogged)
-        );
-    }
-
-    #[test]
-    fn a_new_backup_that_caught_up_is_asked_whatever_the_leader_served() {
-        use crate::membership::Configuration;
-        // Rejoin Smallbank seed 282 (5 nodes, replication 3): node 0
-        // crashed; node 1 became shard 3's new backup (3, 4, 0 → 3, 4, 1)
-        // and caught up; node 0 rejoined as a new process, the lowest live
-        // id and so the recovery leader, whose last served view is the
-        // first configuration's. Node 3 coordinated a write to shard 3 whose
-        // LOG reached 3 and 4 but not node 1.
-        let p = Placement::new(5, 3).unwrap();
-        let c = Configuration::initial(5, 3).without(1 << 0);
-        assert!(c.shards[3].joining & (1 << 1) != 0, "node 1 joins shard 3");
-        let c = c.caught_up(1).unwrap().rejoining(0, 2).unwrap();
-        let view = PlacementView::with_roles(p, NodeMask::EMPTY, c.roles()).unwrap();
-        assert_eq!(view.live_replicas(3).collect::<Vec<_>>(), vec![3, 4, 1]);
-        assert!(view.joining(3).is_empty() && view.renewed().contains(0));
-        let tx = TxId::new(3, 0, 0x8e);
-        let mut e = logged_at(tx, 3, &[3, 4]);
-        e.add_coordinator(coord(CoordOutcome::Undecided, 0b1000));
-        assert_eq!(
-            e.decide_tx_caught_up(tx, &view),
-            (false, DecisionReason::NotLogged),
-            "node 1, a caught-up replica, never took the LOG"
-        );
-    }
-
-    #[test]
-    fn a_restarted_member_is_not_asked_for_its_previous_process_logs() {
-        use crate::membership::Configuration;
-        // 3 nodes, replication 3: node 1 coordinated a transaction writing
-        // shard 0, whose LOG every replica acknowledged (its commit may have
-        // been reported); node 1 crashes and, before that epoch resumed,
-        // rejoins as a new process holding nothing.
-        let p = Placement::new(3, 3).unwrap();
-        let c = Configuration::initial(3, 3).without(1 << 1);
-        let c = c.rejoining(1, 2).unwrap();
-        let view = PlacementView::with_roles(p, NodeMask::EMPTY, c.roles()).unwrap();
-        assert!(view.renewed().contains(1));
-        assert!(
-            view.live_replicas(0).any(|n| n == 1),
-            "node 1 joins shard 0 again"
-        );
-        let tx = TxId::new(1, 0, 5);
-        let e = logged_at(tx, 0, &[0, 2]);
-        assert_eq!(
-            e.decide_tx_caught_up(tx, &view),
-            (true, DecisionReason::EveryReplicaLogged),
-            "the new process of node 1 lost the LOG with its predecessor"
-        );
-    }
-
-    /// The evidence of `tx`, writing shard `shard` only, whose LOG
-    /// `holders` hold.
-    fn logged_at(tx: TxId, shard: u16, holders: &[NodeId]) -> TxEvidence {
-        let mut e = TxEvidence::default();
-        for &holder in holders {
-            let r = RecordEvidence {
-                tx_id: tx,
-                ..rec(shard, RecordKind::Log, 1 << shard)
-            };
-            e.add_record(holder, r);
-        }
-        e
-    }
-
-    fn coord(outcome: CoordOutcome, shards: u16) -> CoordEvidence {
-        CoordEvidence {
-            tx_id: TxId::new(0, 0, 1),
-            phase: CoordPhase::Log,
-            outcome,
-            reported: false,
-            write_shards: NodeMask(shards),
-        }
-    }
-
-    fn rec(shard: u16, kind: RecordKind, shards: u16) -> RecordEvidence {
-        RecordEvidence {
-            tx_id: TxId::new(0, 0, 1),
-            shard,
-            kind,
-            write_shards: NodeMask(shards),
-        }
-    }
-
-    /// 3 nodes, replication 2 (shard 0 on nodes 0 and 1, shard 1 on 1 and
-    /// 2), node 2 crashed; the transaction writes shards 0 and 1.
-    fn view() -> PlacementView {
-        PlacementView::new(Placement::new(3, 2).unwrap(), NodeMask::EMPTY.with(2)).unwrap()
-    }
-
-    /// Every combination of a coordinator (absent or with each outcome) and,
-    /// for each surviving (shard, replica) pair, no record or one of each
-    /// kind; the decision is checked against the rules written out again.
-    #[test]
-    fn exhaustive_over_two_shards() {
-        let coords = [
-            None,
-            Some(CoordOutcome::Undecided),
-            Some(CoordOutcome::Commit),
-            Some(CoordOutcome::Abort),
-        ];
-        let kinds = [
-            None,
-            Some(RecordKind::Log),
-            Some(RecordKind::Commit),
-            Some(RecordKind::Abort),
-        ];
-        let slots = [(0u16, 0u16), (0, 1), (1, 1)];
-        let mut seen = std::collections::HashSet::new();
-        for c in coords {
-            for combo in 0..kinds.len().pow(slots.len() as u32) {
-                let ks: Vec<_> = (0..slots.len())
-                    .map(|i| kinds[combo / kinds.len().pow(i as u32) % kinds.len()])
-                    .collect();
-                let mut e = TxEvidence::default();
-                if let Some(o) = c {
-                    e.add_coordinator(coord(o, 0b11));
-                }
-                for (&(shard, holder), k) in slots.iter().zip(&ks) {
-                    if let Some(k) = k {
-                        e.add_record(holder, rec(shard, *k, 0b11));
-                    }
-                }
-                let any = |kind| ks.contains(&Some(kind));
-                let logged = ks
-                    .iter()
-                    .all(|k| matches!(k, Some(RecordKind::Log | RecordKind::Commit)));
-                let want = match c {
-                    Some(CoordOutcome::Commit) => true,
-                    Some(CoordOutcome::Abort) => false,
-                    _ if any(RecordKind::Commit) => true,
-                    _ if any(RecordKind::Abort) => false,
-                    _ => logged,
-                };
-                let (got, why) = e.decide(&view());
-                assert_eq!(got, want, "coordinator {c:?}, records {ks:?}: {why:?}");
-                seen.insert(why);
-            }
-        }
-        assert_eq!(seen.len(), 5, "every rule is exercised: {seen:?}");
-    }
-
-    #[test]
-    fn write_shards_come_from_any_record() {
-        // Only shard 0's LOGs survived, but they name shard 1 as written too.
-        let mut e = TxEvidence::default();
-        e.add_record(0, rec(0, RecordKind::Log, 0b11));
-        e.add_record(1, rec(0, RecordKind::Log, 0b11));
-        assert_eq!(e.decide(&view()), (false, DecisionReason::NotLogged));
-        e.add_record(1, rec(1, RecordKind::Log, 0b11));
-        assert_eq!(
-            e.decide(&view()),
-            (true, DecisionReason::EveryReplicaLogged)
-        );
-    }
-
-    #[test]
-    fn a_surviving_replica_without_the_log_aborts() {
-        // Shard 0: node 0 holds the LOG, node 1 (alive) never received it.
-        let mut e = TxEvidence::default();
-        e.add_record(0, rec(0, RecordKind::Log, 0b01));
-        assert_eq!(e.decide(&view()), (false, DecisionReason::NotLogged));
-    }
-
-    #[test]
-    fn a_lost_shard_aborts() {
-        let v = PlacementView::new(Placement::new(3, 1).unwrap(), NodeMask::EMPTY.with(1)).unwrap();
-        let mut e = TxEvidence::default();
-        e.add_record(0, rec(0, RecordKind::Log, 0b11));
-        assert_eq!(e.decide(&v), (false, DecisionReason::NotLogged));
-    }
-
-    #[test]
-    fn read_only_undecided_aborts() {
-        let mut e = TxEvidence::default();
-        e.add_coordinator(coord(CoordOutcome::Undecided, 0));
-        assert_eq!(e.decide(&view()), (false, DecisionReason::NotLogged));
-    }
-
-    #[test]
-    fn a_live_coordinator_that_let_go_of_a_transaction_aborts_it() {
-        // Every surviving replica holds the LOG (rule 4 would commit), but
-        // its coordinator, node 0, is live and no longer holds it.
-        let mut e = TxEvidence::default();
-        for (shard, holder) in [(0, 0), (0, 1), (1, 1)] {
-            e.add_record(holder, rec(shard, RecordKind::Log, 0b11));
-        }
-        let by = |node: NodeId| TxId::new(node, 0, 7);
-        assert_eq!(
-            e.decide_tx(by(0), &view()),
-            (false, DecisionReason::CoordinatorForgot)
-        );
-        assert_eq!(
-            e.decide_tx(by(2), &view()),
-            (true, DecisionReason::EveryReplicaLogged),
-            "a crashed coordinator's transaction goes by the records"
-        );
-        e.add_coordinator(coord(CoordOutcome::Commit, 0b11));
-        assert_eq!(
-            e.decide_tx(by(0), &view()),
-            (true, DecisionReason::CoordinatorDecided)
-        );
-    }
-
-    #[test]
-    fn evidence_set_is_bounded() {
-        let mut s = EvidenceSet::new();
-        // Coordinated by node 2, which crashed.
-        let r = |generation: u32| RecordEvidence {
-            tx_id: TxId::new(2, 0, generation),
-            ..rec(1, RecordKind::Log, 0b10)
-        };
-        assert!(s.add(1, &[], &[r(1), r(2)], 2));
-        assert!(s.add(1, &[], &[r(2)], 2), "a known transaction still fits");
-        assert!(!s.add(1, &[], &[r(3)], 2));
-        assert_eq!(s.len(), 2);
-        assert_eq!(
-            s.decide_all(&view()).collect::<Vec<_>>(),
-            vec![(TxId::new(2, 0, 1), true), (TxId::new(2, 0, 2), true)]
-        );
-    }
-}
+mod tests;

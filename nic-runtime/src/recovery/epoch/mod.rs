@@ -163,7 +163,7 @@ mod steps;
 mod types;
 mod unresumed;
 
-pub use decide::{DecisionReason, EvidenceSet, TxEvidence};
+pub use decide::{DecisionReason, EvidenceSet, RecoveryRule, TxEvidence};
 pub use machine::{Recovery, RecoveryPhase};
 pub use types::{
     LocalEvidence, RecoveryCommand, RecoveryConfig, RecoveryError, RecoveryStats, COMMANDS_MAX,

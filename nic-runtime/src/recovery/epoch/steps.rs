@@ -142,7 +142,7 @@ impl Recovery {
                 let e = self.evidence.get(tx_id)?;
                 Some(Decision {
                     tx_id,
-                    commit: e.decide_tx_caught_up(tx_id, &self.view).0,
+                    commit: e.decide_tx_caught_up(tx_id, &self.view, self.config.rule).0,
                 })
             })
             .collect()

@@ -7,6 +7,7 @@ use splitkv_layout::wire::{
 };
 use splitkv_layout::TxId;
 
+use super::decide::RecoveryRule;
 use crate::placement::{PlacementError, NODES_MAX};
 use crate::Nanos;
 
@@ -38,13 +39,16 @@ const _: () = assert!(LOCAL_EVIDENCE_ENTRIES_MAX <= RECOVERY_PARTS_MAX * DECISIO
 // Parts are tracked in a u64 bitmap.
 const _: () = assert!(RECOVERY_PARTS_MAX <= 64);
 
-/// Timeouts of one node's recovery state machine.
+/// Timeouts and decision rule of one node's recovery state machine.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct RecoveryConfig {
     /// Leader: wait for evidence before suspecting silent nodes (ns).
     pub evidence_timeout_ns: Nanos,
     /// Non-leader: wait for decisions before suspecting the leader (ns).
     pub decision_timeout_ns: Nanos,
+    /// The rule the records decide by, the cluster's commit protocol's
+    /// (default: Xenic OCC's).
+    pub rule: RecoveryRule,
 }
 
 impl RecoveryConfig {
@@ -60,7 +64,13 @@ impl RecoveryConfig {
         RecoveryConfig {
             evidence_timeout_ns: EVIDENCE_TIMEOUT_NS_DEFAULT.max(silence_ns / 2),
             decision_timeout_ns: DECISION_TIMEOUT_NS_DEFAULT.max(silence_ns),
+            rule: RecoveryRule::XenicOcc,
         }
+    }
+
+    /// This configuration deciding by `rule`.
+    pub fn with_rule(self, rule: RecoveryRule) -> RecoveryConfig {
+        RecoveryConfig { rule, ..self }
     }
 }
 
@@ -69,6 +79,7 @@ impl Default for RecoveryConfig {
         RecoveryConfig {
             evidence_timeout_ns: EVIDENCE_TIMEOUT_NS_DEFAULT,
             decision_timeout_ns: DECISION_TIMEOUT_NS_DEFAULT,
+            rule: RecoveryRule::XenicOcc,
         }
     }
 }

@@ -2,7 +2,7 @@
 //! transactions it coordinated and lost, and serves again once its host has
 //! applied every decision.
 
-use crate::recovery::decide::{decide_by_records, LogQuorum};
+use crate::recovery::decide::{decide_by_records, LogQuorum, RecoveryRule};
 use crate::runtime::NicRuntime;
 use crate::{Nanos, Placement, PlacementView};
 use splitkv_layout::wire::REBUILD_DECISIONS_PER_MESSAGE_MAX;
@@ -149,7 +149,12 @@ fn distinct_txs(records: &[(NodeId, RecordEvidence)]) -> u64 {
 /// decides abort.
 pub fn commit_point_reached(placement: &Placement, recs: &[(NodeId, RecordEvidence)]) -> bool {
     match PlacementView::with_roles(*placement, placement.failed(), placement.roles()) {
-        Ok(view) => decide_by_records(&view, recs.iter().copied(), LogQuorum::EveryMember).0,
+        // Xenic OCC's rule: a NIC runtime restarts alone only under Xenic
+        // OCC so far (the Dnl protocols refuse NIC-only faults).
+        Ok(view) => {
+            let (quorum, rule) = (LogQuorum::EveryMember, RecoveryRule::XenicOcc);
+            decide_by_records(&view, recs.iter().copied(), quorum, rule).0
+        }
         Err(_) => false,
     }
 }
