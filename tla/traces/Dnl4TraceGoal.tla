@@ -1,0 +1,31 @@
+---------------------------- MODULE Dnl4TraceGoal ----------------------------
+(***************************************************************************)
+(* A goal, not a property: Dnl-4 (Dnl4.tla) with no crash on a workload   *)
+(* where t1 writes a key t2 reads, and an "invariant" violated once t1 is *)
+(* reported committed after Lock, ValidateReads, Replicate, Unlock and    *)
+(* Readable, and t2 is reported aborted by its Read validation.  TLC's    *)
+(* shortest trace is the scenario sim/tests/dnl4_trace_replay.rs replays  *)
+(* through the real code.                                                  *)
+(*                                                                         *)
+(* Workload TraceTx on the ring placement (k1: n1 primary, n2 backup; k2:  *)
+(* n2, n3; k3: n3, n1):                                                    *)
+(*   t1 at n1 reads k1 and k2, writes k1: Lock k1 at n1 (its own node),    *)
+(*     ValidateReads k2 at n2, Replicate k1 to n2, Unlock at n1, Readable  *)
+(*     at n2;                                                              *)
+(*   t2 at n3 reads k1 and k3, writes k3: reads k1 at n1 and validates it *)
+(*     there, so it aborts once t1 has locked or written k1.               *)
+(* Every read is at the key's primary (the coordinators are no backups of  *)
+(* what they read: the code's Gets go to primaries only), and no node is   *)
+(* both a lock holder and a backup of one transaction.                     *)
+(***************************************************************************)
+EXTENDS Dnl4
+
+TraceTx ==
+    [t1 |-> [c |-> "n1", r |-> {"k1", "k2"}, w |-> {"k1"}, one |-> FALSE],
+     t2 |-> [c |-> "n3", r |-> {"k1", "k3"}, w |-> {"k3"}, one |-> FALSE]]
+
+\* Violated once both are done, t1 reported committed and t2 aborted.
+GoalNotReached ==
+    ~ /\ phase["t1"] = "done" /\ reported["t1"] = "commit"
+      /\ phase["t2"] = "done" /\ reported["t2"] = "abort"
+=============================================================================
