@@ -26,16 +26,21 @@
 //! values and the clients' reported outcomes, each equal to the spec's in
 //! this state or a later one (the code runs ahead on the steps it takes by
 //! itself); at the end every entry exactly, and what t1 read. A wrong
-//! expectation is caught: the last test edits the trace and checks that the
-//! replay names the edited state and variable.
+//! expectation is caught: a test edits the trace and checks that the
+//! replay names the edited state and variable. A second trace,
+//! `dnl4_departure.trace`, pins the code's one known departure from the
+//! spec (a lock holder that is also a backup of the transaction gets one
+//! COMMIT at Unlock; `server/dnl.rs`): the replay must depart exactly there.
 
 mod scripted_support;
 
 use scripted_support::replay::{
-    added_node, added_record, changed_read, LogNames, Replay, SpecTxn, STEP_PASSES,
+    added_node, added_record, changed_read, node_id, LogNames, Replay, SpecTxn, NODE_NAMES,
+    STEP_PASSES,
 };
 use scripted_support::tlc::{parse_trace, State, Value};
-use splitkv_layout::wire::MsgKind;
+use splitkv_layout::log_record::LogKind;
+use splitkv_layout::wire::{MsgKind, NodeId};
 use splitkv_nic::CommitProtocol;
 use std::collections::BTreeMap;
 
@@ -57,6 +62,16 @@ const TXNS: [SpecTxn; 2] = [
     },
 ];
 const KEY_NAMES: [&str; 3] = ["k1", "k2", "k3"];
+/// The known departure's trace (`tla/traces/Dnl4DepartureGoal.cfg`).
+const DEPARTURE_TRACE: &str = include_str!("../../tla/traces/dnl4_departure.trace");
+/// Its workload `DepartureTx`: t1 writes k1 and k2, so n2 is a lock holder
+/// (k2's primary) and a backup (k1's) of t1.
+const DEPARTURE_TXNS: [SpecTxn; 1] = [SpecTxn {
+    name: "t1",
+    coord: "n1",
+    keys: &["k1", "k2"],
+    written: 2,
+}];
 
 /// The request and answer kinds of a Dnl server step.
 fn kinds(action: &str) -> (MsgKind, MsgKind) {
@@ -105,16 +120,24 @@ fn step(r: &mut Replay, prev: &State, cur: &State) {
     r.c.run(STEP_PASSES);
 }
 
-/// Replays `states` (no crash) and compares as the module docs say;
-/// panics at the first difference, naming the state.
-fn replay(states: &[State]) {
+/// Replays states `1..upto` of `states` (no crash) on a fresh Dnl-4
+/// cluster running `txns`, comparing after each step as the module docs
+/// say; panics at the first difference, naming the state.
+fn replay_prefix(states: &[State], upto: usize, txns: &'static [SpecTxn]) -> Replay {
     assert_eq!(states[0].action, "Initial");
-    let mut r = Replay::new(11, CommitProtocol::Dnl4, &TXNS, &KEY_NAMES, LogNames::Dnl);
+    let mut r = Replay::new(11, CommitProtocol::Dnl4, txns, &KEY_NAMES, LogNames::Dnl);
     r.compare(states);
-    for i in 1..states.len() {
+    for i in 1..upto {
         step(&mut r, &states[i - 1], &states[i]);
         r.compare(&states[i..]);
     }
+    r
+}
+
+/// Replays the whole of `states` (workload [`TXNS`]), then compares every
+/// entry of the last state exactly, and what t1 read.
+fn replay(states: &[State]) {
+    let r = replay_prefix(states, states.len(), &TXNS);
     let last = states.last().unwrap();
     r.compare(std::slice::from_ref(last));
     r.compare_reads(last);
@@ -175,15 +198,20 @@ fn edit(states: &mut [State], from: usize, var: &str, path: (&str, &str), to: Va
     }
 }
 
-/// The replay's panic message, if it fails.
-fn replay_failure(states: &[State]) -> Option<String> {
-    let failed = std::panic::catch_unwind(|| replay(states)).err()?;
+/// The panic message of `f`, if it panics.
+fn failure_of(f: impl FnOnce()) -> Option<String> {
+    let failed = std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)).err()?;
     Some(
         failed
             .downcast_ref::<String>()
             .cloned()
             .unwrap_or_else(|| format!("{:?}", failed.downcast_ref::<&str>())),
     )
+}
+
+/// The replay's panic message, if it fails.
+fn replay_failure(states: &[State]) -> Option<String> {
+    failure_of(|| replay(states))
 }
 
 /// Wrong expectations are caught, each at the state it is first wrong, by
@@ -274,4 +302,64 @@ fn an_edited_trace_fails_the_replay_at_the_edited_state() {
             "{why}: failed elsewhere: {failure}"
         );
     }
+}
+
+/// COMMIT records in node `n`'s host log.
+fn commits(r: &Replay, n: NodeId) -> usize {
+    let recs = &r.c.nodes[n as usize].tap.records;
+    recs.iter().filter(|x| x.kind == LogKind::Commit).count()
+}
+
+/// The code's known departure (`server/dnl.rs` module docs): a node that is
+/// a lock holder and a backup of one Dnl-4 transaction gets one COMMIT
+/// record at its Unlock, and its host applies every pending value of the
+/// transaction there, the replicated ones too; the spec appends COMMIT of
+/// the locked keys at Unlock and installs the replicated ones only at
+/// Readable. READABLE stays down until the Readable in both, so no read
+/// sees the value early (Gets go to primaries, a GetOne refuses a lowered
+/// key). In `dnl4_departure.trace` (t1 at n1 writes k1 and k2) n2 is k2's
+/// primary and k1's backup: the replay agrees up to state 12 and departs at
+/// state 13, Unlock(t1, n2); from the Readable on the two agree again on
+/// every value, lock and READABLE bit. Should the code come to follow the
+/// spec, this test fails: then replay this trace whole.
+#[test]
+fn the_known_departure_one_commit_at_a_lock_holder_that_is_also_a_backup() {
+    let states = parse_trace(DEPARTURE_TRACE).expect("the checked-in trace parses");
+    assert_eq!(states.len(), 17, "the README's trace");
+    let unlock = 12; // state 13
+    assert_eq!(states[unlock].action, "Unlock");
+    let mut r = replay_prefix(&states, unlock, &DEPARTURE_TXNS);
+    step(&mut r, &states[unlock - 1], &states[unlock]);
+    let (s, n2) = (&states[unlock], node_id("n2"));
+    assert_eq!(s.var("val").at("n2").at("k1").str(), "init");
+    assert_eq!(
+        r.code_val(n2, "k1"),
+        "t1",
+        "the code installs k1 at n2's Unlock"
+    );
+    assert_eq!(s.var("nr").at("n2").at("k1").str(), "t1");
+    assert_eq!(r.code_nr(n2, "k1"), "t1", "READABLE stays down");
+    assert_eq!(commits(&r, n2), 1, "one COMMIT record at n2's Unlock");
+    let why = failure_of(|| r.compare(&states[unlock..])).expect("the departure is seen");
+    eprintln!("departed: {why}");
+    assert!(
+        why.starts_with("state 13: rec[n2]") && why.contains(r#"("t1", "COMMIT", {"k1", "k2"})"#),
+        "departed elsewhere: {why}"
+    );
+    for i in unlock + 1..states.len() {
+        step(&mut r, &states[i - 1], &states[i]);
+    }
+    let last = states.last().unwrap();
+    assert_eq!(commits(&r, n2), 2, "the Readable's COMMIT record at n2");
+    for n in NODE_NAMES {
+        for k in KEY_NAMES {
+            let spec = |var: &str| last.var(var).at(n).at(k).str().to_string();
+            let id = node_id(n);
+            assert_eq!(r.code_val(id, k), spec("val"), "val[{n}][{k}]");
+            assert_eq!(r.code_lock(id, k), spec("lock"), "lock[{n}][{k}]");
+            assert_eq!(r.code_nr(id, k), spec("nr"), "nr[{n}][{k}]");
+        }
+    }
+    assert_eq!(r.code_reported("t1"), "commit");
+    r.compare_reads(last);
 }

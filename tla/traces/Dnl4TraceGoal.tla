@@ -25,6 +25,13 @@ TraceTx ==
     [t1 |-> [c |-> "n1", r |-> {"k1", "k2"}, w |-> {"k1"}, one |-> FALSE],
      t2 |-> [c |-> "n3", r |-> {"k1", "k3"}, w |-> {"k3"}, one |-> FALSE]]
 
+\* The known departure's workload (Dnl4DepartureGoal.cfg): t1 at n1 reads
+\* and writes k1 and k2, so n2 is a lock holder (k2's primary) and a backup
+\* (k1's) of t1: the spec appends COMMIT of k2 at its Unlock and COMMIT of
+\* k1 at its Readable, the code one COMMIT at the Unlock.
+DepartureTx ==
+    [t1 |-> [c |-> "n1", r |-> {"k1", "k2"}, w |-> {"k1", "k2"}, one |-> FALSE]]
+
 \* The code's scheduling, which TLC would otherwise not follow: a
 \* coordinator takes each <Step>Done as soon as the step's last answer is
 \* in, and a request to its own node is served at once (its loopback is no
@@ -42,6 +49,9 @@ OwnNodeStep(t) ==
 Eager ==
     (\E t \in Txns : ENABLED DoneStep(t) \/ ENABLED OwnNodeStep(t))
         => \E t \in Txns : DoneStep(t) \/ OwnNodeStep(t)
+
+\* Violated once t1 is done and reported committed.
+CommitNotReached == ~ (phase["t1"] = "done" /\ reported["t1"] = "commit")
 
 \* Violated once both are done, t1 reported committed and t2 aborted.
 GoalNotReached ==
