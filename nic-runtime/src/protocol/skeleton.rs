@@ -408,12 +408,25 @@ impl Row {
     }
 }
 
+/// Dnl-4's row with Read validation elided: the mutation switch
+/// `dnl4_skip_validation` (`scripts/mutation`), the code's counterpart of
+/// the must-fail model `tla/Dnl4NoValidation.cfg` (write skew commits). The
+/// simulator's Dnl-4 history seeds must find the anomaly.
+#[cfg(splitkv_mutation = "dnl4_skip_validation")]
+const DNL4_SKIP_VALIDATION: Row = Row {
+    validate: false,
+    ..super::dnl4::ROW
+};
+
 /// The row of `protocol`, or `None` for Xenic OCC (not a row: see the
 /// module docs).
 pub fn row_of(protocol: super::CommitProtocol) -> Option<&'static Row> {
     use super::CommitProtocol;
     match protocol {
         CommitProtocol::XenicOcc => None,
+        #[cfg(splitkv_mutation = "dnl4_skip_validation")]
+        CommitProtocol::Dnl4 => Some(&DNL4_SKIP_VALIDATION),
+        #[cfg(not(splitkv_mutation = "dnl4_skip_validation"))]
         CommitProtocol::Dnl4 => Some(&super::dnl4::ROW),
         CommitProtocol::Dnl2 => Some(&super::dnl2::ROW),
         CommitProtocol::Dnl1 => Some(&super::dnl1::ROW),

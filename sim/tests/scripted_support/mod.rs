@@ -14,6 +14,7 @@
 
 pub mod evidence;
 pub mod packets;
+pub mod replay;
 pub mod tap;
 pub mod tlc;
 
@@ -27,8 +28,8 @@ use splitkv_layout::{Key, TxId};
 use splitkv_nic::dma::local::LocalDma;
 use splitkv_nic::net::stack::StackConfig;
 use splitkv_nic::{
-    HostPorts, Nanos, NicParts, NicRuntime, Placement, ProcError, Procedure, ProcedureRegistry,
-    ReadView, TxPlan, UserAbort, WriteSet,
+    CommitProtocol, HostPorts, Nanos, NicParts, NicRuntime, Placement, ProcError, Procedure,
+    ProcedureRegistry, ReadView, TxPlan, UserAbort, WriteSet,
 };
 use splitkv_sim::{SimConfig, SimNetwork, SimTransport};
 use std::collections::BTreeMap;
@@ -52,33 +53,45 @@ const RING_BYTES: usize = 1 << 16;
 pub const INIT: &str = "init";
 
 /// Procedure 0: reads every key of its arguments and writes its own name to
-/// each (the spec's read-modify-write). Arguments: one byte of name length,
-/// the name, then key ids (table 0) as little-endian u64. Result: the values
-/// read, in key order, separated by `,` ([`INIT`] for an absent key).
+/// the first `written` of them (the spec's read-modify-write; the others are
+/// only read). Arguments: one byte of name length, the name, one byte
+/// `written`, then key ids (table 0) as little-endian u64. Result: the
+/// values read, in key order, separated by `,` ([`INIT`] for an absent key).
 pub struct Rmw;
 
-/// The arguments of [`Rmw`] for transaction `name` over `keys`.
+/// The arguments of [`Rmw`] for transaction `name` writing every key of `keys`.
 pub fn rmw_args(name: &str, keys: &[Key]) -> Vec<u8> {
+    rmw_args_reading(name, keys.len(), keys)
+}
+
+/// The arguments of [`Rmw`] for transaction `name` over `keys`, writing the
+/// first `written` and only reading the rest.
+pub fn rmw_args_reading(name: &str, written: usize, keys: &[Key]) -> Vec<u8> {
     let mut a = vec![name.len() as u8];
     a.extend_from_slice(name.as_bytes());
+    a.push(written as u8);
     for k in keys {
         a.extend_from_slice(&k.id.to_le_bytes());
     }
     a
 }
 
-fn rmw_parse(args: &[u8]) -> Result<(&[u8], impl Iterator<Item = Key> + '_), ProcError> {
+/// The name, the count written and the keys of [`Rmw`]'s arguments.
+type RmwArgs<'a> = (&'a [u8], usize, Vec<Key>);
+
+fn rmw_parse(args: &[u8]) -> Result<RmwArgs<'_>, ProcError> {
     let n = *args.first().ok_or(ProcError::BadArgs("empty"))? as usize;
     let name = args.get(1..1 + n).ok_or(ProcError::BadArgs("name"))?;
-    let keys = &args[1 + n..];
-    if !keys.len().is_multiple_of(8) {
+    let written = *args.get(1 + n).ok_or(ProcError::BadArgs("written"))? as usize;
+    let keys = &args[2 + n..];
+    if !keys.len().is_multiple_of(8) || written > keys.len() / 8 {
         return Err(ProcError::BadArgs("keys"));
     }
-    Ok((
-        name,
-        keys.chunks_exact(8)
-            .map(|c| Key::new(0, u64::from_le_bytes(c.try_into().unwrap()))),
-    ))
+    let keys = keys
+        .chunks_exact(8)
+        .map(|c| Key::new(0, u64::from_le_bytes(c.try_into().unwrap())))
+        .collect();
+    Ok((name, written, keys))
 }
 
 impl Procedure for Rmw {
@@ -86,7 +99,9 @@ impl Procedure for Rmw {
         "rmw"
     }
     fn plan(&self, args: &[u8], plan: &mut TxPlan) -> Result<(), ProcError> {
-        rmw_parse(args)?.1.for_each(|k| plan.write(k));
+        let (_, written, keys) = rmw_parse(args)?;
+        keys.iter().take(written).for_each(|k| plan.write(*k));
+        keys.iter().skip(written).for_each(|k| plan.read(*k));
         Ok(())
     }
     fn execute(
@@ -96,13 +111,15 @@ impl Procedure for Rmw {
         writes: &mut WriteSet,
         result: &mut Vec<u8>,
     ) -> Result<(), UserAbort> {
-        let (name, keys) = rmw_parse(args).map_err(|_| UserAbort)?;
-        for (i, k) in keys.enumerate() {
+        let (name, written, keys) = rmw_parse(args).map_err(|_| UserAbort)?;
+        for (i, k) in keys.iter().enumerate() {
             if i > 0 {
                 result.push(b',');
             }
-            result.extend_from_slice(reads.get(&k).unwrap_or(INIT.as_bytes()));
-            writes.put(k, name);
+            result.extend_from_slice(reads.get(k).unwrap_or(INIT.as_bytes()));
+            if i < written {
+                writes.put(*k, name);
+            }
         }
         Ok(())
     }
@@ -134,7 +151,12 @@ pub struct ScriptNode {
     pub alive: bool,
 }
 
-fn build_node(node: NodeId, placement: Placement, transport: SimTransport) -> ScriptNode {
+fn build_node(
+    node: NodeId,
+    placement: Placement,
+    transport: SimTransport,
+    commit: CommitProtocol,
+) -> ScriptNode {
     let table = HostTable::new(
         TableKind::Robinhood,
         &TableConfig::new(TABLE_KEYS, VALUE_BYTES_MAX),
@@ -160,7 +182,7 @@ fn build_node(node: NodeId, placement: Placement, transport: SimTransport) -> Sc
         cache_objects: TABLE_KEYS,
         seed: node as u64,
         net: StackConfig::default(),
-        commit: Default::default(),
+        commit,
     })
     .expect("runtime");
     ScriptNode {
@@ -187,8 +209,15 @@ pub struct Cluster {
 }
 
 impl Cluster {
-    /// Three fresh nodes on a network without faults, seeded by `seed`.
+    /// Three fresh nodes running Xenic OCC on a network without faults,
+    /// seeded by `seed`.
     pub fn new(seed: u64) -> Cluster {
+        Cluster::with_protocol(seed, CommitProtocol::XenicOcc)
+    }
+
+    /// Three fresh nodes running `commit` on a network without faults,
+    /// seeded by `seed`.
+    pub fn with_protocol(seed: u64, commit: CommitProtocol) -> Cluster {
         let placement = Placement::new(NODES, REPLICATION).unwrap();
         let cfg = SimConfig {
             seed,
@@ -198,7 +227,7 @@ impl Cluster {
         let nodes = ends
             .into_iter()
             .enumerate()
-            .map(|(i, t)| build_node(i as NodeId, placement, t))
+            .map(|(i, t)| build_node(i as NodeId, placement, t, commit))
             .collect();
         Cluster {
             placement,
@@ -256,11 +285,25 @@ impl Cluster {
         false
     }
 
-    /// Submits [`Rmw`] of `name` over `keys` at `node`'s client as `req_id`.
+    /// Submits [`Rmw`] of `name` writing every key of `keys` at `node`'s
+    /// client as `req_id`.
     pub fn submit(&mut self, node: NodeId, req_id: u64, name: &str, keys: &[Key]) {
+        self.submit_reading(node, req_id, name, keys.len(), keys);
+    }
+
+    /// Submits [`Rmw`] of `name` over `keys`, writing the first `written`,
+    /// at `node`'s client as `req_id`.
+    pub fn submit_reading(
+        &mut self,
+        node: NodeId,
+        req_id: u64,
+        name: &str,
+        written: usize,
+        keys: &[Key],
+    ) {
         self.nodes[node as usize]
             .client
-            .submit(req_id, 0, &rmw_args(name, keys))
+            .submit(req_id, 0, &rmw_args_reading(name, written, keys))
             .expect("submit");
     }
 

@@ -4,7 +4,9 @@ use splitkv_layout::wire::{decode_packet, Body, MsgKind};
 use splitkv_layout::{Key, TxId};
 
 /// One protocol message: kind, transaction id, and the keys of its items
-/// (an EXECUTE's locks, a LOG's or COMMIT's writes; none for replies).
+/// (an EXECUTE's locks, a LOG's or COMMIT's writes, the keys a Dnl Get,
+/// Validate, Lock, Replicate, Unlock or Readable carries; none for
+/// replies).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Msg {
     /// Message kind.
@@ -26,9 +28,17 @@ pub fn decode_msgs(bytes: &[u8]) -> Vec<Msg> {
         let body = m.expect("a held message decodes").1;
         let keys = match &body {
             Body::Execute { locks, .. } => locks.iter().collect(),
-            Body::Log { items, .. } | Body::Commit { items, .. } => {
-                items.iter().map(|i| i.key).collect()
+            Body::Get { keys, .. } => keys.iter().collect(),
+            Body::Validate { items, .. } | Body::Lock { reads: items, .. } => {
+                items.iter().map(|(k, _)| k).collect()
             }
+            Body::Unlock { keys, items, .. } => {
+                keys.iter().chain(items.iter().map(|i| i.key)).collect()
+            }
+            Body::Log { items, .. }
+            | Body::Commit { items, .. }
+            | Body::Replicate { items, .. }
+            | Body::Readable { items, .. } => items.iter().map(|i| i.key).collect(),
             _ => Vec::new(),
         };
         Msg {
