@@ -129,9 +129,9 @@ fn unknown_or_unimplemented_commit_protocols_are_rejected() {
         );
         assert!(line.contains("not implemented yet"), "{line}");
     }
-    // Dnl-4 runs, but node processes must survive crashes.
+    // Dnl-4 runs, but node processes must survive every crash.
     let line = rejected_naming(&file("[protocol]\ncommit = \"dnl4\""), "protocol.commit");
-    assert!(line.contains("dnl4 has no crash recovery yet"), "{line}");
+    assert!(line.contains("dnl4 does not recover yet"), "{line}");
     // A value of the wrong type is a syntax error with its position.
     let err = rejected(&file("[protocol]\ncommit = 4"));
     assert!(matches!(err, ConfigError::Syntax { .. }), "{err}");

@@ -390,6 +390,16 @@ impl NicRuntime {
         &self.index
     }
 
+    /// The records this node's server would report to crash recovery now
+    /// (at most [`LOCAL_EVIDENCE_ENTRIES_MAX`](crate::recovery::LOCAL_EVIDENCE_ENTRIES_MAX);
+    /// `Server::recovery_evidence`), for checks.
+    pub fn recovery_records(&self) -> Vec<splitkv_layout::wire::RecordEvidence> {
+        let mut out = Vec::new();
+        let max = crate::recovery::LOCAL_EVIDENCE_ENTRIES_MAX;
+        self.server.recovery_evidence(max, &mut out);
+        out
+    }
+
     /// The room of the shard this node is primary of (the room rule; see
     /// [`Room`](crate::protocol::server::Room)).
     pub fn room(&self) -> &crate::protocol::server::Room {

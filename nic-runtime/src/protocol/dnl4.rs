@@ -45,5 +45,9 @@ pub const ROW: Row = Row {
 /// must-fail model `Dnl4ReplIgnored`); with one, every replica keeps the
 /// values it needs and no value is copied (Design A).
 pub fn decide(e: &TxEvidence, view: &PlacementView, quorum: LogQuorum) -> bool {
-    e.repl_record && e.every_replica_holds(view, quorum, &e.log_holders)
+    // Mutation switch (`Dnl4Decide` without its REPL condition: a lock
+    // holder's values alone commit a transaction whose abort was already
+    // reported), killed by `sim/tests/dnl4_recovery_scenario.rs`.
+    let repl = e.repl_record || cfg!(splitkv_mutation = "dnl4_recovery_ignores_repl");
+    repl && e.every_replica_holds(view, quorum, &e.log_holders)
 }

@@ -48,9 +48,10 @@ pub enum CommitProtocolError {
     /// A protocol whose coordinator and server are not built yet.
     #[error("commit protocol {0} is not implemented yet (xenic-occ and dnl4 run)")]
     NotImplemented(CommitProtocol),
-    /// A protocol that runs but has no crash recovery yet, named for node
-    /// processes (which must survive crashes).
-    #[error("commit protocol {0} has no crash recovery yet, so node processes cannot run it (xenic-occ can; {0} runs in the simulator without node faults and in the in-process cluster)")]
+    /// A protocol that runs but cannot recover yet from every crash node
+    /// processes must survive (its NIC runtime restarting alone), named
+    /// for node processes.
+    #[error("commit protocol {0} does not recover yet from a NIC runtime restarting alone, so node processes cannot run it (xenic-occ can; {0} runs in the in-process cluster and in the simulator under every fault mix but nic-crash and chaos)")]
     NoCrashRecovery(CommitProtocol),
 }
 
@@ -93,9 +94,11 @@ impl CommitProtocol {
 }
 
 impl CommitProtocol {
-    /// Whether a crash of a node (or of its NIC runtime alone) is recovered
-    /// from under this protocol: Xenic OCC's recovery epoch, NIC restart and
-    /// re-replication; the Dnl recovery rules are not built yet.
+    /// Whether a crash of a node, or of its NIC runtime alone, is
+    /// recovered from under this protocol: Xenic OCC's recovery epoch, NIC
+    /// restart and re-replication; the Dnl protocols have the recovery
+    /// epoch (their rules `dnl4::decide`, `dnl1::decide`) and
+    /// re-replication, not yet the NIC restart.
     pub fn has_crash_recovery(self) -> bool {
         self == CommitProtocol::XenicOcc
     }
