@@ -258,3 +258,40 @@ fn dnl2_reports_at_the_replicate_acks_and_sends_readable_with_unlock() {
     assert!(r.sent().is_empty(), "Readable went out once");
     assert_eq!(r.coord.stats().commits_by_round_trips, [0, 0, 1, 0, 0]);
 }
+
+/// A Lock overdue at its phase deadline aborts the transaction
+/// (`Unavailable`); the silent node may hold locks, so it is sent the
+/// Unlock(abort) too. Dnl-1 reports that abort only after every Unlock
+/// ack, with its reason; Dnl-4 at once.
+#[test]
+fn an_overdue_lock_is_reported_at_the_rows_abort_point() {
+    use splitkv_nic::protocol::coordinator::PHASE_DEADLINE_NS_DEFAULT;
+    for protocol in [CommitProtocol::Dnl1, CommitProtocol::Dnl4] {
+        let (mut r, tx) = started_with(protocol);
+        let locked = sent_to(&mut r, MsgKind::Lock, tx);
+        let (silent, answered) = locked.split_last().unwrap();
+        ack(&mut r, MsgKind::LockResp, tx, answered, ReplyStatus::Ok);
+        r.io.now += PHASE_DEADLINE_NS_DEFAULT + 1;
+        r.coord.check_deadlines(&mut r.io, &r.procs);
+        assert_eq!(
+            sent_to(&mut r, MsgKind::Unlock, tx),
+            locked,
+            "{protocol}: the silent node is unlocked too"
+        );
+        let early = r.coord.outcomes().pop_front();
+        if protocol == CommitProtocol::Dnl1 {
+            assert_eq!(early, None, "Dnl-1: not before the Unlock acks");
+            ack(&mut r, MsgKind::UnlockAck, tx, answered, ReplyStatus::Ok);
+            assert!(r.coord.outcomes().is_empty());
+            ack(&mut r, MsgKind::UnlockAck, tx, &[*silent], ReplyStatus::Ok);
+            let outcome = r.coord.outcomes().pop_front().unwrap();
+            assert_eq!(outcome.status, TxStatus::Unavailable);
+            assert_eq!(outcome.result, b"a replica is unavailable");
+        } else {
+            let outcome = early.expect("Dnl-4: reported at the decision");
+            assert_eq!(outcome.status, TxStatus::Unavailable);
+            ack(&mut r, MsgKind::UnlockAck, tx, &locked, ReplyStatus::Ok);
+        }
+        assert_eq!(r.coord.inflight(), 0, "{protocol}");
+    }
+}

@@ -203,7 +203,7 @@ impl Coordinator {
     /// `status` and `why`: the row's abort path (Unlock(abort) to every
     /// node that may hold its locks; the slot is free after their acks),
     /// reported at the row's abort report point (Dnl-1: after the Unlock
-    /// acks; the others now).
+    /// acks; the others now). The slot is free once every Unlock ack is in.
     pub(super) fn dnl_abort(
         &mut self,
         io: &mut Io,
@@ -213,6 +213,10 @@ impl Coordinator {
     ) {
         let t = &mut self.txs[slot];
         t.abort = (status, why);
+        // The phase ends here, not in `end_phase`: its answers so far must
+        // not count against the Unlock that follows.
+        (t.answered, t.failed, t.refusers) = (0, false, 0);
+        t.reason = splitkv_layout::wire::ReplyStatus::Ok;
         let step = match t.phase {
             Phase::Get => Step::Exec,
             Phase::Lock => Step::Lock,
