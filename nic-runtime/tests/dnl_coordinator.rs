@@ -295,3 +295,25 @@ fn an_overdue_lock_is_reported_at_the_rows_abort_point() {
         assert_eq!(r.coord.inflight(), 0, "{protocol}");
     }
 }
+
+/// An Unlock refused `Busy` (the node is still checking the Lock a
+/// deadline's abort did not wait for) goes to that node again, and the
+/// slot is free only once it answered `Ok`: no lock stays held.
+#[test]
+fn an_unlock_refused_busy_is_sent_again() {
+    use splitkv_nic::protocol::coordinator::PHASE_DEADLINE_NS_DEFAULT;
+    let (mut r, tx) = started();
+    assert_eq!(sent_to(&mut r, MsgKind::Lock, tx), vec![1, 2]);
+    ack(&mut r, MsgKind::LockResp, tx, &[1], ReplyStatus::Ok);
+    r.io.now += PHASE_DEADLINE_NS_DEFAULT + 1;
+    r.coord.check_deadlines(&mut r.io, &r.procs);
+    assert_eq!(sent_to(&mut r, MsgKind::Unlock, tx), vec![1, 2]);
+    ack(&mut r, MsgKind::UnlockAck, tx, &[1], ReplyStatus::Ok);
+    ack(&mut r, MsgKind::UnlockAck, tx, &[2], ReplyStatus::Busy);
+    assert_eq!(sent_to(&mut r, MsgKind::Unlock, tx), vec![2], "again");
+    assert_eq!(r.coord.inflight(), 1);
+    ack(&mut r, MsgKind::UnlockAck, tx, &[2], ReplyStatus::Ok);
+    assert_eq!(r.coord.inflight(), 0);
+    let s = r.coord.stats();
+    assert_eq!((s.unlock_resends, s.commit_refusals), (1, 0));
+}

@@ -490,11 +490,15 @@ impl Coordinator {
         t.answered = 0;
         let (failed, why, refusers) = (t.failed, abort_status(t.reason), t.refusers);
         let lost = t.reason == ReplyStatus::Unavailable;
+        let busy = t.reason == ReplyStatus::Busy;
         t.failed = false;
         t.refusers = 0;
         t.reason = ReplyStatus::Ok;
         if failed && why == TxStatus::HostFailure {
             self.stats.host_failures += 1;
+        }
+        if self.row.is_some() && t.phase == Phase::Unlock && failed && busy {
+            return self.dnl_unlock_again(io, slot, refusers);
         }
         if self.row.is_some() && t.phase != Phase::AbortLog {
             return self.dnl_end_phase(io, procs, slot, failed, why);

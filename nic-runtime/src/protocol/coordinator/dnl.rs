@@ -30,7 +30,10 @@
 //!
 //! The coordinator waits for every Lock reply before it decides (the spec
 //! lets it abort at the first refusal and drop the rest): no Lock lands
-//! after the Unlock(abort) meant to release it. Keys planned as written
+//! after the Unlock(abort) meant to release it. Only a deadline's abort
+//! (`deadline` module) decides with Lock replies missing: an Unlock that a
+//! node refuses `Busy`, its Lock still in progress, is sent to it again
+//! (`dnl_unlock_again`) until it is taken. Keys planned as written
 //! and not written are locked and released like the written ones.
 
 use super::{bit, Coordinator, Phase};

@@ -125,12 +125,46 @@ impl Coordinator {
     /// (Dnl-2: Readable goes out with Unlock).
     pub(super) fn dnl_unlock(&mut self, io: &mut Io, slot: usize, row: &Row) {
         let t = &mut self.txs[slot];
-        let tx_id = TxId::new(io.node, slot, t.gen);
         t.phase = Phase::Unlock;
+        t.pending = Self::send_unlock(io, slot, t, row, t.locked);
+        if self.txs[slot].told == Some(TxStatus::Committed) {
+            self.dnl_send_readable(io, slot);
+        }
+        if self.txs[slot].pending == 0 {
+            self.dnl_step_done(io, slot, Step::Unlock, false);
+        }
+    }
+
+    /// The Unlock of `slot` was refused `Busy` by `refusers` (a node still
+    /// checking or appending the transaction's Lock, which a deadline's
+    /// abort did not wait for, or out of free slots): it goes to them
+    /// again, and the step ends only once each answered otherwise. So no
+    /// Lock taken after the decision stays held.
+    pub(super) fn dnl_unlock_again(&mut self, io: &mut Io, slot: usize, refusers: u32) {
+        let Some(row) = self.row else {
+            return;
+        };
+        self.stats.unlock_resends += u64::from(refusers.count_ones());
+        let t = &mut self.txs[slot];
+        t.pending.owe_again(refusers);
+        t.answered &= !refusers;
+        Self::send_unlock(io, slot, t, row, refusers);
+    }
+
+    /// Sends the Unlock of `t` (in `slot`) to the lock holders among `to`
+    /// (a mask by node id).
+    fn send_unlock(
+        io: &mut Io,
+        slot: usize,
+        t: &super::TxCtx,
+        row: &Row,
+        to: u32,
+    ) -> super::Waiting {
+        let tx_id = TxId::new(io.node, slot, t.gen);
         let commit = t.dnl_decision == Some(Decision::Commit);
         let visit = row.visit(Step::Unlock, dnl_shape(t));
-        let (locked, plan, writes, reads) = (t.locked, &t.plan, &t.writes, &t.reads);
-        t.pending = send_each(io, |w, placement, n| {
+        let (locked, plan, writes, reads) = (t.locked & to, &t.plan, &t.writes, &t.reads);
+        send_each(io, |w, placement, n| {
             if locked & bit(n) == 0 {
                 return false;
             }
@@ -148,13 +182,7 @@ impl Coordinator {
                 }
             }
             true
-        });
-        if self.txs[slot].told == Some(TxStatus::Committed) {
-            self.dnl_send_readable(io, slot);
-        }
-        if self.txs[slot].pending == 0 {
-            self.dnl_step_done(io, slot, Step::Unlock, false);
-        }
+        })
     }
 
     /// TLA `Readable`, once the commit is reported: the written values to

@@ -47,6 +47,10 @@ pub struct CoordinatorStats {
     /// Transactions ended by a crash-recovery decision
     /// ([`Coordinator::finish_recovered`]).
     pub recovered: u64,
+    /// Dnl Unlocks sent again to a node that refused one `Busy` (its Lock
+    /// still in progress after a deadline's abort;
+    /// `coordinator/dnl_steps.rs`).
+    pub unlock_resends: u64,
     /// Dnl Lock requests sent (one per node a Locking step visits;
     /// `coordinator/dnl_steps.rs`).
     pub lock_requests: u64,
