@@ -148,11 +148,7 @@ impl Coordinator {
     /// gone out yet (TLA `Readable`), then the slot is free once every
     /// Readable ack is in (`ReadableDone`), at once without any.
     fn dnl_done(&mut self, io: &mut Io, slot: usize) {
-        let readable = self.row.is_some_and(|r| r.readable);
-        let t = &self.txs[slot];
-        if readable && t.dnl_decision == Some(Decision::Commit) && t.told.is_some() {
-            self.dnl_send_readable(io, slot);
-        }
+        self.dnl_send_readable(io, slot);
         let t = &mut self.txs[slot];
         if t.readable_due == 0 {
             return self.release(slot);

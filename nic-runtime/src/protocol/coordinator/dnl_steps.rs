@@ -122,14 +122,13 @@ impl Coordinator {
     /// Unlocking (TLA `Unlock`) at every lock holder: a commit installs the
     /// values written there, an abort drops them; the other locked keys are
     /// released. A commit already reported sends its Readable now too
-    /// (Dnl-2: Readable goes out with Unlock).
+    /// (Dnl-2: Readable goes out with Unlock; TLA `Readable` is enabled in
+    /// the unlock phase once the commit is reported).
     pub(super) fn dnl_unlock(&mut self, io: &mut Io, slot: usize, row: &Row) {
         let t = &mut self.txs[slot];
         t.phase = Phase::Unlock;
         t.pending = Self::send_unlock(io, slot, t, row, t.locked);
-        if self.txs[slot].told == Some(TxStatus::Committed) {
-            self.dnl_send_readable(io, slot);
-        }
+        self.dnl_send_readable(io, slot);
         if self.txs[slot].pending == 0 {
             self.dnl_step_done(io, slot, Step::Unlock, false);
         }
@@ -185,13 +184,17 @@ impl Coordinator {
         })
     }
 
-    /// TLA `Readable`, once the commit is reported: the written values to
+    /// TLA `Readable`, if the row has it and the commit is reported
+    /// (`readableAt = "report"`; otherwise nothing): the written values to
     /// every node sent Replicate that is a backup of a written key, which
     /// installs them and raises READABLE. At most once per transaction;
     /// their acks are counted down in `readable_due`.
     pub(super) fn dnl_send_readable(&mut self, io: &mut Io, slot: usize) {
+        let readable = self.row.is_some_and(|r| r.readable);
         let t = &mut self.txs[slot];
-        if t.readable_sent {
+        let reported =
+            t.dnl_decision == Some(Decision::Commit) && t.told == Some(TxStatus::Committed);
+        if t.readable_sent || !readable || !reported {
             return;
         }
         t.readable_sent = true;
