@@ -13,7 +13,7 @@ use splitkv_layout::Key;
 use splitkv_layout::VALUE_BYTES_MAX;
 use splitkv_nic::net::mem::mem_network;
 use splitkv_nic::net::Transport;
-use splitkv_nic::{CommitProtocol, CommitProtocolError, PlacementError};
+use splitkv_nic::{CommitProtocol, PlacementError};
 use std::time::{Duration, Instant};
 use support::{as_u64, counter, registry, BOOM, BOOM_MESSAGE, GET, INCR};
 
@@ -65,13 +65,6 @@ fn invalid_settings_are_typed_errors() {
         err(b().clients_per_node(0)),
         ClusterError::Node(NodeError::Clients(0))
     );
-    // Dnl-2 and Dnl-1 are chosen by name but not built yet: a typed error.
-    for p in [CommitProtocol::Dnl2, CommitProtocol::Dnl1] {
-        assert_eq!(
-            err(b().commit_protocol(p)),
-            ClusterError::Node(NodeError::Commit(CommitProtocolError::NotImplemented(p)))
-        );
-    }
     assert_eq!(
         err(b().table(TableKind::Dlht).value_bytes_max(64)),
         ClusterError::Node(NodeError::Table(HostTableError::DlhtValueSize(64)))
@@ -188,6 +181,19 @@ fn threads_share_a_running_cluster_and_shutdown_returns_its_tables() {
 #[test]
 fn a_dnl4_cluster_commits_on_every_replica() {
     threads_share_a_running_cluster(CommitProtocol::Dnl4);
+}
+
+/// The same on Dnl-2 (backups install at Readable, sent with Unlock).
+#[test]
+fn a_dnl2_cluster_commits_on_every_replica() {
+    threads_share_a_running_cluster(CommitProtocol::Dnl2);
+}
+
+/// The same on Dnl-1 (every replica is a lock holder and installs at
+/// Unlock).
+#[test]
+fn a_dnl1_cluster_commits_on_every_replica() {
+    threads_share_a_running_cluster(CommitProtocol::Dnl1);
 }
 
 fn threads_share_a_running_cluster(protocol: CommitProtocol) {

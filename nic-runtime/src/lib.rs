@@ -123,7 +123,9 @@
 //!   shard (`Configuration::takes_suspicion`), and a report names the
 //!   suspect's incarnation.
 //! - **Dnl-4/2/1/RO and local backup reads**: specified and model-checked in
-//!   TLA+ (`tla/`), not implemented.
+//!   TLA+ (`tla/`); one coordinator skeleton and the servers' Dnl steps run
+//!   every row (`protocol/coordinator/dnl.rs`), without crash recovery yet;
+//!   reads at a local backup are not built.
 #![warn(missing_docs)]
 
 pub mod dma;

@@ -598,3 +598,70 @@ fn recovery_aborts_dnl_records_and_drops_unrecorded_locks() {
     );
     assert_eq!(r.server.drop_unrecorded_dnl_locks(&mut r.index), 0);
 }
+
+/// Dnl-1's Locking at a backup (`tla/Dnl1.tla`: `lockAt = {"P", "B"}`):
+/// the Lock takes the backup's lock no-wait and checks the version there,
+/// keeps the value pending, and reserves no room (room is decided at the
+/// primary: an absent key passes a full quota here); a Get at the locked
+/// backup is not clean (GetOne refuses it); Unlock(commit) at the backup
+/// installs the value with a COMMIT record and releases the lock.
+#[test]
+fn a_backup_lock_holder_installs_at_unlock_and_reserves_no_room() {
+    let mut r = rig();
+    let (b, c) = (key_at(1, 0), key_at(1, 1));
+    r.server.room_mut().set_quota(0);
+    let t = id(1);
+    let w = lock(t, &[(b, 0), (c, 0)], &[(b, 1, b"dnl1")]);
+    assert_eq!(r.request(&w), vec![Reply::Lock(OK)], "a backup locks");
+    assert_eq!(r.index.lock_holder(&b), Some(t));
+    assert_eq!(r.index.lock_holder(&c), Some(t));
+    assert_eq!(r.server.room().reserved(), 0, "no room taken at a backup");
+    assert_eq!(
+        r.logged(),
+        vec![(LogKind::Log, t, b, 1, b"dnl1".to_vec())],
+        "the value is pending at the backup"
+    );
+    assert!(!r.get(b).0, "a locked backup is not clean");
+    let w = unlock(t, true, &[c], &[(b, 1, b"dnl1")]);
+    assert_eq!(r.request(&w), vec![Reply::Unlock(OK)]);
+    assert_eq!(
+        r.logged().iter().map(|l| (l.0, l.1)).collect::<Vec<_>>(),
+        vec![(LogKind::Commit, t)]
+    );
+    assert_eq!(
+        (r.index.lock_holder(&b), r.index.lock_holder(&c)),
+        (None, None)
+    );
+    assert_eq!(r.get(b), (true, 1, b"dnl1".to_vec()), "installed at Unlock");
+    let stale = lock(id(2), &[(b, 0)], &[]);
+    assert_eq!(
+        r.request(&stale),
+        vec![Reply::Lock(ValidationFailed)],
+        "the backup checks versions against its installed value"
+    );
+}
+
+/// Dnl-2's Replicate at a node that is the primary of one written key (its
+/// value came with Lock) and a backup of another: only the backup's value
+/// travels and is kept pending, READABLE goes down on that key only, and
+/// Readable installs it.
+#[test]
+fn a_dnl2_replicate_carries_only_the_backup_values() {
+    let mut r = rig();
+    let (a, b) = (key_at(0, 0), key_at(1, 0));
+    let t = id(1);
+    let w = lock(t, &[(a, 0)], &[(a, 1, b"p")]);
+    assert_eq!(r.request(&w), vec![Reply::Lock(OK)]);
+    r.logged();
+    let w = replicate(t, &[(b, 1, b"bk")]);
+    assert_eq!(r.request(&w), vec![Reply::Replicate(OK)]);
+    assert_eq!(r.logged(), vec![(LogKind::Log, t, b, 1, b"bk".to_vec())]);
+    assert!(r.index.is_readable(&a), "the primary's key stays readable");
+    assert!(!r.index.is_readable(&b), "the backup's key is lowered");
+    let w = unlock(t, true, &[], &[(a, 1, b"p")]);
+    assert_eq!(r.request(&w), vec![Reply::Unlock(OK)]);
+    let w = readable(t, &[(b, 1, b"bk")]);
+    assert_eq!(r.request(&w), vec![Reply::Readable(OK)]);
+    assert_eq!(r.get(a), (true, 1, b"p".to_vec()));
+    assert_eq!(r.get(b), (true, 1, b"bk".to_vec()));
+}

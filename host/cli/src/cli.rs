@@ -300,7 +300,7 @@ pub struct SmallbankArgs {
     /// Where each node's workload client runs: inside the node, or as a `splitkv-app-client` process attached to the node's application socket. With --cluster the clients run on this machine and the file needs a [clients] section with start = "on-load".
     #[arg(long, value_enum, default_value = "in-node")]
     pub clients: crate::external::ClientsMode,
-    /// The commit protocol: xenic-occ (the default), dnl4, dnl2 or dnl1 (dnl2 and dnl1 are not implemented yet and are refused). With --cluster the cluster file's `[protocol] commit` runs, and a different --protocol is refused.
+    /// The commit protocol: xenic-occ (the default), dnl4, dnl2 or dnl1 (the Dnl rows run in process; a cluster file refuses them until their crash recovery is built). With --cluster the cluster file's `[protocol] commit` runs, and a different --protocol is refused.
     #[arg(long, value_name = "PROTOCOL", value_parser = protocol_parser())]
     pub protocol: Option<CommitProtocol>,
     /// Host table: Xenic's Robinhood table or Dandelion's DLHT.

@@ -1,8 +1,10 @@
 //! Coordinator role of Xenic's OCC (Xenic §4.2): runs shipped procedures
 //! (Xenic §4.2.2) and drives each through Execute → Validate → Log → Commit, or
 //! Abort. One `TxCtx` per transaction in flight, in a fixed-size slab. A
-//! cluster running Dnl-4 drives them through Get → Lock → Validate →
-//! Replicate → Unlock → Readable instead (`coordinator/dnl.rs`).
+//! cluster running a Dnl row (Dnl-4, Dnl-2, Dnl-1) drives them through
+//! the skeleton's steps instead: Get → Lock → Validate → Replicate →
+//! Unlock → Readable, each elided where the row has none
+//! (`coordinator/dnl.rs` decides, `coordinator/dnl_steps.rs` sends).
 //!
 //! Transaction ids are `node (16 bits) | slot (16 bits) | generation (32 bits)`,
 //! so a late or duplicated response for a finished transaction is recognised and
@@ -27,7 +29,9 @@ use std::collections::VecDeque;
 mod commit;
 mod deadline;
 mod dnl;
+mod dnl_steps;
 mod stats;
+pub use dnl::COMMIT_ROUND_TRIPS_MAX;
 pub use stats::CoordinatorStats;
 mod evidence;
 mod rebuild;
@@ -103,6 +107,13 @@ struct TxCtx {
     abort_resends: u8,
     /// A Dnl transaction's decision so far (`Row::step_done`).
     dnl_decision: Option<super::skeleton::Decision>,
+    /// Dnl: its Readable went out (at most once, `coordinator/dnl_steps.rs`).
+    readable_sent: bool,
+    /// Dnl: nodes sent its Readable that have not acknowledged it (mask by
+    /// node id); the slot stays taken until none is left.
+    readable_due: u32,
+    /// Dnl: commit-phase steps sent so far, each one round trip.
+    round_trips: u8,
 }
 
 impl TxCtx {
@@ -128,6 +139,9 @@ impl TxCtx {
             abort: (TxStatus::Unavailable, b""),
             abort_resends: 0,
             dnl_decision: None,
+            readable_sent: false,
+            readable_due: 0,
+            round_trips: 0,
         }
     }
 
@@ -233,7 +247,7 @@ impl Coordinator {
     }
 
     /// Runs `protocol` from now on: Xenic OCC, or a Dnl row
-    /// (`coordinator/dnl.rs`; only Dnl-4's steps are driven).
+    /// (`coordinator/dnl.rs`: Dnl-4, Dnl-2, Dnl-1).
     pub fn set_commit_protocol(&mut self, protocol: super::CommitProtocol) {
         self.row = super::skeleton::row_of(protocol);
     }
@@ -355,6 +369,7 @@ impl Coordinator {
         t.logged = 0;
         t.abort_resends = 0;
         t.dnl_decision = None;
+        (t.readable_sent, t.readable_due, t.round_trips) = (false, 0, 0);
         t.failed = false;
         t.reason = ReplyStatus::Ok;
         t.refusers = 0;
@@ -407,7 +422,7 @@ impl Coordinator {
             MsgKind::LockResp => Phase::Lock,
             MsgKind::ReplicateAck => Phase::Replicate,
             MsgKind::UnlockAck => Phase::Unlock,
-            MsgKind::ReadableAck => Phase::Readable,
+            MsgKind::ReadableAck => return self.on_readable_ack(slot, src, body),
             // Requests go to the server; one here is dropped, never a panic.
             _ => Phase::Free,
         };
@@ -460,7 +475,6 @@ impl Coordinator {
             | Body::LockResp { status, .. }
             | Body::ReplicateAck { status, .. }
             | Body::UnlockAck { status, .. }
-            | Body::ReadableAck { status, .. }
                 if !status.is_ok() =>
             {
                 t.refused(src, status)
@@ -476,11 +490,15 @@ impl Coordinator {
         t.answered = 0;
         let (failed, why, refusers) = (t.failed, abort_status(t.reason), t.refusers);
         let lost = t.reason == ReplyStatus::Unavailable;
+        let busy = t.reason == ReplyStatus::Busy;
         t.failed = false;
         t.refusers = 0;
         t.reason = ReplyStatus::Ok;
         if failed && why == TxStatus::HostFailure {
             self.stats.host_failures += 1;
+        }
+        if self.row.is_some() && t.phase == Phase::Unlock && failed && busy {
+            return self.dnl_unlock_again(io, slot, refusers);
         }
         if self.row.is_some() && t.phase != Phase::AbortLog {
             return self.dnl_end_phase(io, procs, slot, failed, why);

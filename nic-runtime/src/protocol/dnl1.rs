@@ -16,7 +16,8 @@
 //! replica of every locked key holds the LOCK ([`Evidence::AllLocked`]).
 //! Read-only transactions run Dnl-RO ([`super::dnl_ro`]).
 //!
-//! Not yet driven by the coordinator.
+//! Driven by the coordinator's Dnl path (`coordinator/dnl.rs`); recovery
+//! (`decide`) is not built yet.
 
 use super::skeleton::{At, Evidence, Report, Row, Step};
 use crate::placement::PlacementView;

@@ -12,7 +12,8 @@
 //! ([`Evidence::Records`]). Read-only transactions run Dnl-RO
 //! ([`super::dnl_ro`]).
 //!
-//! Not yet driven by the coordinator.
+//! Driven by the coordinator's Dnl path (`coordinator/dnl.rs`); recovery
+//! is not built yet.
 
 use super::skeleton::{At, Evidence, Report, Row, Step};
 

@@ -8,7 +8,8 @@
 //! functions give this path for any [`Shape`] with no write
 //! ([`Shape::is_read_only`]); [`steps`] lists it.
 //!
-//! Not yet driven by the coordinator. A lone read's validation may later be
+//! Driven by the coordinator's Dnl path (`coordinator/dnl.rs`) under every
+//! row; it never sends a Lock. A lone read's validation may later be
 //! skipped when its primary answered it unlocked (GetOne); until then every
 //! read is validated.
 

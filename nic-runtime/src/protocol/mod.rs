@@ -67,7 +67,7 @@
 //! single-key calls (GetOne, PutOne/InsertOne) in one round at the key's
 //! primary; [`selection`] which protocol a cluster runs ([`CommitProtocol`]);
 //! [`skeleton`] the Dandelion commit skeleton and its rows [`dnl4`],
-//! [`dnl2`], [`dnl1`] and [`dnl_ro`] (Dnl-4 and Dnl-RO run: `coordinator/dnl.rs`).
+//! [`dnl2`], [`dnl1`] and [`dnl_ro`] (every row runs: `coordinator/dnl.rs`).
 
 pub mod coordinator;
 pub mod dnl1;

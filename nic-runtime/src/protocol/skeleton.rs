@@ -8,10 +8,9 @@
 //! read-only transactions run Dnl-RO under every row ([`super::dnl_ro`]).
 //!
 //! The coordinator's Dnl path (`coordinator/dnl.rs`) is driven by
-//! [`Row::step_done`]; no wire message is sent from here. Only the Dnl-4
-//! row runs: Dnl-2 and Dnl-1 are refused
-//! ([`super::CommitProtocol::check_implemented`]) until their own parts
-//! (Dnl-2's Readable with Unlock, Dnl-1's backup locks) are driven. Xenic OCC is not a row:
+//! [`Row::step_done`], and its requests (`coordinator/dnl_steps.rs`) by
+//! [`Row::visit`]; no wire message is sent from here. Every row runs
+//! (without crash recovery yet). Xenic OCC is not a row:
 //! its locking is fused with execution on the declared write set and its
 //! commit point and recovery differ, so it stays beside the skeleton.
 //!

@@ -51,7 +51,7 @@ pub struct SimArgs {
     /// Writes per transaction of --workload micro (default 2).
     #[arg(long)]
     pub puts: Option<u8>,
-    /// The commit protocol: xenic-occ, dnl4, dnl2 or dnl1 (dnl2 and dnl1 are not implemented yet and are refused).
+    /// The commit protocol: xenic-occ, dnl4, dnl2 or dnl1 (the Dnl rows run with --faults none or net only: their crash recovery is not built yet).
     #[arg(long, default_value = "xenic-occ", value_parser = crate::cli::protocol_parser())]
     pub protocol: CommitProtocol,
     /// How transactions reach the store: shipped (the workload's registered procedures), txn (one-shot etcd-style Txns through the node's built-in procedure; Smallbank reads, then writes comparing the versions read, retrying on a failed compare; list-append is refused), interactive (not built yet).

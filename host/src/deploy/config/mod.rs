@@ -192,8 +192,8 @@ pub struct ProtocolSettings {
     /// The commit protocol every node runs (`commit`: `xenic-occ`, `dnl4`,
     /// `dnl2` or `dnl1`; default `xenic-occ`). Stored in the etcd
     /// configuration record: a node whose file names another protocol than
-    /// the cluster's refuses to join. A protocol not implemented yet is
-    /// refused when the file is checked.
+    /// the cluster's refuses to join. A protocol without crash recovery
+    /// (every Dnl row today) is refused when the file is checked.
     pub commit: CommitProtocol,
     /// Many messages per packet (Dandelion §5.1); `false` sends one message
     /// per packet, for measurement. Default `true`.

@@ -1,6 +1,6 @@
 //! Counters of the coordinator role ([`CoordinatorStats`]).
 
-use super::DeadlineStats;
+use super::{DeadlineStats, COMMIT_ROUND_TRIPS_MAX};
 
 /// Counters of the coordinator role.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -47,6 +47,24 @@ pub struct CoordinatorStats {
     /// Transactions ended by a crash-recovery decision
     /// ([`Coordinator::finish_recovered`]).
     pub recovered: u64,
+    /// Dnl Unlocks sent again to a node that refused one `Busy` (its Lock
+    /// still in progress after a deadline's abort;
+    /// `coordinator/dnl_steps.rs`).
+    pub unlock_resends: u64,
+    /// Dnl Lock requests sent (one per node a Locking step visits;
+    /// `coordinator/dnl_steps.rs`).
+    pub lock_requests: u64,
+    /// Of those, sent for a read-only transaction: Dnl-RO never locks, so
+    /// this stays 0.
+    pub read_only_lock_requests: u64,
+    /// Read-only Dnl transactions committed (Dnl-RO; among `committed`).
+    pub read_only_committed: u64,
+    /// Dnl commits by the commit-phase round trips they took before their
+    /// report (index: round trips, at most [`COMMIT_ROUND_TRIPS_MAX`]):
+    /// Dnl-1 reports after one (the Lock acks), Dnl-2 after two, Dnl-4
+    /// after up to four, Dnl-RO after one (validation; none when it read
+    /// nothing). Dandelion §4.2.3.
+    pub commits_by_round_trips: [u64; COMMIT_ROUND_TRIPS_MAX + 1],
     /// Responses dropped because they arrived during a recovery epoch
     /// (the transactions in flight wait for recovery's decisions).
     pub frozen_responses: u64,

@@ -14,9 +14,12 @@
 //! ABORT record): at Unlock at a lock holder, or at Readable at a Dnl-4/2
 //! backup. So nothing is rolled back and no value is copied between
 //! replicas. One deviation: a node that is both a lock holder and a backup
-//! of the same transaction (Dnl-4) gets one COMMIT record at its Unlock,
-//! which applies its REPL values to the host table too; its READABLE bits
-//! stay down until the Readable, so a Get there reports them not clean.
+//! of the same transaction (Dnl-4, Dnl-2) gets a COMMIT record at its
+//! Unlock and one at its Readable; the first to be appended (Dnl-2 sends
+//! both at once) applies every pending record of t there, its LOCK and
+//! REPL values alike (t is committed by then: both go out only after the
+//! decision). Its READABLE bits stay down until the Readable and its locks
+//! held until the Unlock, so a Get there reports those keys not clean.
 //!
 //! Per transaction the server keeps its Dnl marks in the per-slot table
 //! (`server/txs.rs`: Locking, Locked, Replicating, Replicated, Unlocking,
