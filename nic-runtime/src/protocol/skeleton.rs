@@ -407,25 +407,52 @@ impl Row {
     }
 }
 
-/// Dnl-4's row with Read validation elided: the mutation switch
-/// `dnl4_skip_validation` (`scripts/mutation`), the code's counterpart of
-/// the must-fail model `tla/Dnl4NoValidation.cfg` (write skew commits). The
-/// simulator's Dnl-4 history seeds must find the anomaly.
-#[cfg(splitkv_mutation = "dnl4_skip_validation")]
-const DNL4_SKIP_VALIDATION: Row = Row {
-    validate: false,
-    ..super::dnl4::ROW
-};
+/// The broken rows of the mutation build `--cfg splitkv_mutation="dnl_rows"`
+/// (`scripts/mutation`; one build for the three, the row picked at run
+/// time by the environment variable `SPLITKV_DNL_ROW_MUTANT`), each the
+/// code's counterpart of a must-fail model:
+/// - `dnl4_skip_validation`: Dnl-4 without Read validation
+///   (`tla/Dnl4NoValidation.cfg`: write skew commits);
+/// - `dnl2_ignore_read_locks`: Dnl-2 locking the write set only
+///   (`tla/Dnl2NoReadLocks.cfg`: with no Read validation, its reads are
+///   never checked);
+/// - `dnl1_backups_not_locked`: Dnl-1 locking at primaries only
+///   (`tla/Dnl1NoBackupLocks.cfg`: the commit it reports at the Lock acks
+///   is not at the backups).
+#[cfg(splitkv_mutation = "dnl_rows")]
+fn mutant_row(protocol: super::CommitProtocol) -> Option<&'static Row> {
+    use super::CommitProtocol;
+    const DNL4_SKIP_VALIDATION: Row = Row {
+        validate: false,
+        ..super::dnl4::ROW
+    };
+    const DNL2_IGNORE_READ_LOCKS: Row = Row {
+        lock_reads: false,
+        ..super::dnl2::ROW
+    };
+    const DNL1_BACKUPS_NOT_LOCKED: Row = Row {
+        lock_at: At::P,
+        ..super::dnl1::ROW
+    };
+    let name = std::env::var("SPLITKV_DNL_ROW_MUTANT").ok()?;
+    match (name.as_str(), protocol) {
+        ("dnl4_skip_validation", CommitProtocol::Dnl4) => Some(&DNL4_SKIP_VALIDATION),
+        ("dnl2_ignore_read_locks", CommitProtocol::Dnl2) => Some(&DNL2_IGNORE_READ_LOCKS),
+        ("dnl1_backups_not_locked", CommitProtocol::Dnl1) => Some(&DNL1_BACKUPS_NOT_LOCKED),
+        _ => None,
+    }
+}
 
 /// The row of `protocol`, or `None` for Xenic OCC (not a row: see the
 /// module docs).
 pub fn row_of(protocol: super::CommitProtocol) -> Option<&'static Row> {
     use super::CommitProtocol;
+    #[cfg(splitkv_mutation = "dnl_rows")]
+    if let Some(row) = mutant_row(protocol) {
+        return Some(row);
+    }
     match protocol {
         CommitProtocol::XenicOcc => None,
-        #[cfg(splitkv_mutation = "dnl4_skip_validation")]
-        CommitProtocol::Dnl4 => Some(&DNL4_SKIP_VALIDATION),
-        #[cfg(not(splitkv_mutation = "dnl4_skip_validation"))]
         CommitProtocol::Dnl4 => Some(&super::dnl4::ROW),
         CommitProtocol::Dnl2 => Some(&super::dnl2::ROW),
         CommitProtocol::Dnl1 => Some(&super::dnl1::ROW),

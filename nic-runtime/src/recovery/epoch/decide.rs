@@ -153,7 +153,14 @@ impl TxEvidence {
         let Some(held) = self.log_holders.get_mut(r.shard as usize) else {
             return;
         };
-        self.write_shards = NodeMask(self.write_shards.0 | r.write_shards.0).with(r.shard);
+        // A record of values names a written shard; a Dnl LOCK may be of
+        // keys only read (Dnl-2, Dnl-1), whose shard the rule does not ask
+        // about unless the record's mask names it.
+        let mut asked = NodeMask(self.write_shards.0 | r.write_shards.0);
+        if r.kind != RecordKind::Lock {
+            asked = asked.with(r.shard);
+        }
+        self.write_shards = asked;
         match r.kind {
             RecordKind::Log => *held = held.with(holder),
             RecordKind::Commit => {

@@ -387,3 +387,28 @@ fn recovery_rule_follows_the_commit_protocol() {
         assert_eq!(RecoveryRule::of(p), RecoveryRule::Dnl(e));
     }
 }
+
+/// A Dnl-2 or Dnl-1 LOCK of a key only read names its shard, which the
+/// Dnl-4/2 rule does not ask about: the written shards' values decide
+/// (Dnl-2 micro seed 13 under crash aborted a reported commit when a read
+/// key's LOCK made its shard count as written).
+#[test]
+fn a_lock_of_a_read_key_does_not_make_its_shard_written() {
+    let tx = TxId::new(2, 0, 1);
+    let r = |shard, kind| RecordEvidence {
+        tx_id: tx,
+        ..rec(shard, kind, 0b01)
+    };
+    let mut e = TxEvidence::default();
+    // Shard 0 written: its survivors 0 and 1 hold values and a REPL; node
+    // 1 locked a key only read in shard 1.
+    e.add_record(0, r(0, RecordKind::Log));
+    e.add_record(1, r(0, RecordKind::Repl));
+    e.add_record(1, r(1, RecordKind::Lock));
+    assert_eq!(e.write_shards, NodeMask(0b01));
+    let dnl2 = RecoveryRule::Dnl(Evidence::Records);
+    assert_eq!(
+        e.decide_tx(tx, &view(), dnl2),
+        (true, DecisionReason::DnlValuesHeld)
+    );
+}
