@@ -16,7 +16,7 @@
 
 mod history_support;
 
-use history_support::{check_run, list_append, register, spec};
+use history_support::{assert_every_outcome_known, check_run, list_append, register, spec};
 use splitkv_bench::history::HistoryCheck;
 use splitkv_bench::history_gen::TxShape;
 use splitkv_bench::{ClusterSpec, Smallbank};
@@ -129,17 +129,7 @@ fn run_history(
     let checked = check_run(&mut cluster, name);
     cluster.check_replicas().expect("replicas agree");
     let s = checked.stats;
-    assert_eq!(s.submitted, BUDGET * NODES as u64);
-    assert_eq!(
-        s.finished(),
-        s.submitted,
-        "{name}: every transaction completed"
-    );
-    assert_eq!(
-        s.indeterminate + s.bad_results,
-        0,
-        "{name}: every outcome known"
-    );
+    assert_every_outcome_known(&s, BUDGET * NODES as u64, name);
     assert_eq!(s.failed_with(TxStatus::Rejected), 0, "{name}: none refused");
     assert!(
         checked.lost.committed_key_writes > 0,

@@ -11,7 +11,9 @@
 
 mod history_support;
 
-use history_support::{check_run, list_append, register, spec, HistoryCluster};
+use history_support::{
+    assert_every_outcome_known, check_run, list_append, register, spec, HistoryCluster,
+};
 use splitkv_bench::history::{HistoryCheck, HistoryReport as Checked};
 use splitkv_bench::history_gen::TxShape;
 use splitkv_check::checker::EdgeKind;
@@ -69,17 +71,7 @@ fn run(workload: HistoryCheck, seed: u64, budget: u64, name: &str) -> Checked {
     let (mut cluster, now) = simulate(workload, seed, budget, name);
     let checked = check_run(&mut cluster, name);
     let s = checked.stats;
-    assert_eq!(s.submitted, budget * NODES as u64);
-    assert_eq!(
-        s.finished(),
-        s.submitted,
-        "{name}: every transaction completed"
-    );
-    assert_eq!(
-        s.indeterminate + s.bad_results,
-        0,
-        "{name}: fault-free: every outcome known"
-    );
+    assert_every_outcome_known(&s, budget * NODES as u64, name);
     assert_eq!(
         s.failed_with(TxStatus::UserAborted) + s.failed_with(TxStatus::Rejected),
         0,

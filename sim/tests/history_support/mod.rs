@@ -72,3 +72,27 @@ pub fn check_run(cluster: &mut HistoryCluster, name: &str) -> HistoryReport {
         Err(e) => panic!("{name}: {e}"),
     }
 }
+
+/// A fault-free run's outcomes: `submitted` transactions submitted, every
+/// one finished with a known outcome (none indeterminate, no bad result).
+#[allow(dead_code)] // not every test binary that includes this module uses it
+pub fn assert_every_outcome_known(
+    s: &splitkv_bench::history_gen::HistoryStats,
+    submitted: u64,
+    name: &str,
+) {
+    assert_eq!(
+        s.submitted, submitted,
+        "{name}: every transaction submitted"
+    );
+    assert_eq!(
+        s.finished(),
+        s.submitted,
+        "{name}: every transaction completed"
+    );
+    assert_eq!(
+        s.indeterminate + s.bad_results,
+        0,
+        "{name}: fault-free: every outcome known"
+    );
+}
