@@ -44,5 +44,13 @@ pub const ROW: Row = Row {
 /// replica; an abort only after the Unlock acks, which leave an ABORT record
 /// at every lock holder (must-fail model `Dnl1EarlyAbortReport`).
 pub fn decide(e: &TxEvidence, view: &PlacementView, quorum: LogQuorum) -> bool {
+    // Mutation switch ("some surviving replica" instead of every: a
+    // transaction a backup refused commits), killed by
+    // `sim/tests/dnl_recovery_scenario.rs`.
+    if super::dnl_mutant_is("dnl1_recovery_some_locked") {
+        let asked = e.write_shards;
+        let some = |s: u16| !e.lock_holders[s as usize].is_empty();
+        return !asked.is_empty() && asked.iter().all(some);
+    }
     e.every_replica_holds(view, quorum, &e.lock_holders)
 }

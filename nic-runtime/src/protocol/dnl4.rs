@@ -47,7 +47,7 @@ pub const ROW: Row = Row {
 pub fn decide(e: &TxEvidence, view: &PlacementView, quorum: LogQuorum) -> bool {
     // Mutation switch (`Dnl4Decide` without its REPL condition: a lock
     // holder's values alone commit a transaction whose abort was already
-    // reported), killed by `sim/tests/dnl4_recovery_scenario.rs`.
-    let repl = e.repl_record || cfg!(splitkv_mutation = "dnl4_recovery_ignores_repl");
+    // reported), killed by `sim/tests/dnl_recovery_scenario.rs`.
+    let repl = e.repl_record || super::dnl_mutant_is("dnl4_recovery_ignores_repl");
     repl && e.every_replica_holds(view, quorum, &e.log_holders)
 }

@@ -184,3 +184,28 @@ impl Io {
         }
     }
 }
+
+/// The Dnl mutant a mutation build runs (`--cfg splitkv_mutation="dnl"`,
+/// `scripts/mutation`: one build for every Dnl mutant), named by the
+/// environment variable `SPLITKV_DNL_MUTANT`: a broken row
+/// (`skeleton.rs`) or a broken recovery rule (`dnl4::decide`,
+/// `dnl1::decide`). Read once.
+#[cfg(splitkv_mutation = "dnl")]
+pub(crate) fn dnl_mutant() -> Option<&'static str> {
+    static NAME: std::sync::OnceLock<Option<String>> = std::sync::OnceLock::new();
+    NAME.get_or_init(|| std::env::var("SPLITKV_DNL_MUTANT").ok())
+        .as_deref()
+}
+
+/// Whether the Dnl mutation build runs mutant `name` ([`dnl_mutant`]);
+/// always false in other builds.
+#[inline]
+pub(crate) fn dnl_mutant_is(name: &str) -> bool {
+    #[cfg(splitkv_mutation = "dnl")]
+    return dnl_mutant() == Some(name);
+    #[cfg(not(splitkv_mutation = "dnl"))]
+    {
+        let _ = name;
+        false
+    }
+}

@@ -407,10 +407,10 @@ impl Row {
     }
 }
 
-/// The broken rows of the mutation build `--cfg splitkv_mutation="dnl_rows"`
-/// (`scripts/mutation`; one build for the three, the row picked at run
-/// time by the environment variable `SPLITKV_DNL_ROW_MUTANT`), each the
-/// code's counterpart of a must-fail model:
+/// The broken rows of the Dnl mutation build (`--cfg splitkv_mutation="dnl"`,
+/// `scripts/mutation`; the mutant picked at run time,
+/// [`super::dnl_mutant`]), each the code's counterpart of a must-fail
+/// model:
 /// - `dnl4_skip_validation`: Dnl-4 without Read validation
 ///   (`tla/Dnl4NoValidation.cfg`: write skew commits);
 /// - `dnl2_ignore_read_locks`: Dnl-2 locking the write set only
@@ -419,7 +419,7 @@ impl Row {
 /// - `dnl1_backups_not_locked`: Dnl-1 locking at primaries only
 ///   (`tla/Dnl1NoBackupLocks.cfg`: the commit it reports at the Lock acks
 ///   is not at the backups).
-#[cfg(splitkv_mutation = "dnl_rows")]
+#[cfg(splitkv_mutation = "dnl")]
 fn mutant_row(protocol: super::CommitProtocol) -> Option<&'static Row> {
     use super::CommitProtocol;
     const DNL4_SKIP_VALIDATION: Row = Row {
@@ -434,8 +434,7 @@ fn mutant_row(protocol: super::CommitProtocol) -> Option<&'static Row> {
         lock_at: At::P,
         ..super::dnl1::ROW
     };
-    let name = std::env::var("SPLITKV_DNL_ROW_MUTANT").ok()?;
-    match (name.as_str(), protocol) {
+    match (super::dnl_mutant()?, protocol) {
         ("dnl4_skip_validation", CommitProtocol::Dnl4) => Some(&DNL4_SKIP_VALIDATION),
         ("dnl2_ignore_read_locks", CommitProtocol::Dnl2) => Some(&DNL2_IGNORE_READ_LOCKS),
         ("dnl1_backups_not_locked", CommitProtocol::Dnl1) => Some(&DNL1_BACKUPS_NOT_LOCKED),
@@ -447,7 +446,7 @@ fn mutant_row(protocol: super::CommitProtocol) -> Option<&'static Row> {
 /// module docs).
 pub fn row_of(protocol: super::CommitProtocol) -> Option<&'static Row> {
     use super::CommitProtocol;
-    #[cfg(splitkv_mutation = "dnl_rows")]
+    #[cfg(splitkv_mutation = "dnl")]
     if let Some(row) = mutant_row(protocol) {
         return Some(row);
     }
