@@ -49,7 +49,11 @@
 (*                       values came with Lock); a backup lowers READABLE; *)
 (*                       never refused (no abort after Replicate);         *)
 (*   Unlock(t, n)        install (commit) or drop (abort) at a lock        *)
-(*                       holder, COMMIT or ABORT record, unlock;           *)
+(*                       holder, COMMIT or ABORT record, unlock; a commit  *)
+(*                       also installs t's replicated values at n when n   *)
+(*                       is a backup of t's other keys (the code's one     *)
+(*                       COMMIT applies every pending record of t there);  *)
+(*                       READABLE stays down until t's Readable;           *)
 (*   Readable(t, n)      at the report point: a Dnl-4/2 backup installs    *)
 (*                       t's writes from its own REPL record, appends      *)
 (*                       COMMIT, raises READABLE and acks;                 *)
@@ -363,12 +367,19 @@ Replicate(t, n) ==
     /\ UNCHANGED <<alive, crashes, phase, dec, reported, obs, lock, val, rtBefore>>
 
 \* Install (commit) or drop (abort) t's pending writes at a lock holder.
+\* The code's host applies every pending record of t at n at its COMMIT
+\* record: at a lock holder that is also a backup of other keys of t, its
+\* replicated values KR too (newest version wins); READABLE stays down there
+\* until t's Readable, which installs nothing new.
 Unlock(t, n) ==
     /\ phase[t] = "unlock" /\ n \in alive /\ HoldsLock(t, n)
     /\ LET K  == {k \in Keys : lock[n][k] = t}
            KW == IF dec[t] = "commit" THEN K \cap WS(t) ELSE {}
+           KR == IF dec[t] = "commit" THEN ReadableKeysAt(t, n) ELSE {}
        IN /\ lock' = [lock EXCEPT ![n] = [k \in Keys |-> IF k \in K THEN None ELSE @[k]]]
-          /\ val' = [val EXCEPT ![n] = [k \in Keys |-> IF k \in KW THEN t ELSE @[k]]]
+          /\ val' = [val EXCEPT ![n] = [k \in Keys |->
+                        IF k \in KW THEN t
+                        ELSE IF k \in KR THEN Newest(k, {t, @[k]}) ELSE @[k]]]
           /\ rec' = [rec EXCEPT ![n] = @ \cup
                         {Record(t, IF dec[t] = "commit" THEN "COMMIT" ELSE "ABORT", K)}]
     /\ UNCHANGED <<alive, crashes, phase, dec, reported, obs, acked, failed, rtBefore, nr>>

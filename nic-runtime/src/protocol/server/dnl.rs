@@ -13,13 +13,14 @@
 //! transaction's pending records at its COMMIT record and drops them at its
 //! ABORT record): at Unlock at a lock holder, or at Readable at a Dnl-4/2
 //! backup. So nothing is rolled back and no value is copied between
-//! replicas. One deviation: a node that is both a lock holder and a backup
+//! replicas. A node that is both a lock holder and a backup
 //! of the same transaction (Dnl-4, Dnl-2) gets a COMMIT record at its
 //! Unlock and one at its Readable; the first to be appended (Dnl-2 sends
 //! both at once) applies every pending record of t there, its LOCK and
 //! REPL values alike (t is committed by then: both go out only after the
 //! decision). Its READABLE bits stay down until the Readable and its locks
-//! held until the Unlock, so a Get there reports those keys not clean.
+//! held until the Unlock, so a Get there reports those keys not clean
+//! (the spec's `Unlock` installs those replicated values too).
 //!
 //! Per transaction the server keeps its Dnl marks in the per-slot table
 //! (`server/txs.rs`: Locking, Locked, Replicating, Replicated, Unlocking,
